@@ -1,0 +1,30 @@
+//! Quantization: the block formats, their reference quantizers, the repacked
+//! layouts the kernels read, and the scalar reference kernels.
+//!
+//! Block formats are GGUF's, byte for byte (see docs/kernels.md):
+//! * Q8_0: 32 weights in 34 bytes: `d: f16 LE`, then 32 x `i8`; `x = d * q`.
+//! * Q4_0: 32 weights in 18 bytes: `d: f16 LE`, then 16 bytes; byte `j` holds
+//!   weight `j` in its low nibble and weight `j + 16` in its high nibble;
+//!   `x = d * (nibble - 8)`.
+//!
+//! All arithmetic here is plain IEEE f32 in a fixed order (no fused
+//! multiply-add, no reassociation), so every architecture produces the same bits.
+
+pub mod f16;
+pub mod q4_0;
+pub mod q8_0;
+pub mod reference;
+pub mod repack;
+
+/// Weights per quantization block.
+pub const QK: usize = 32;
+
+/// Number of 32-weight blocks in `len` weights, or an error when `len` is not
+/// a multiple of 32.
+pub fn blocks_in(what: &'static str, len: usize) -> Result<usize, crate::Error> {
+    if len % QK == 0 {
+        Ok(len / QK)
+    } else {
+        Err(crate::Error::NotBlockAligned { what, len })
+    }
+}

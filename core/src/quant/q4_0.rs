@@ -1,0 +1,165 @@
+//! Q4_0: 32 weights in 18 bytes, `d: f16 LE` then 16 bytes of nibbles. Byte `j`
+//! holds weight `j` (low nibble) and weight `j + 16` (high nibble);
+//! `x = d * (nibble - 8)`.
+//!
+//! The quantizer is ggml's `quantize_row_q4_0_ref`: the value of largest
+//! magnitude (first one on ties) gives `d = max / -8`, and
+//! `nibble = min(15, trunc(x / d + 8.5))`, computed as `x * (1 / d)` in f32.
+
+use super::f16::{f16_to_f32, f32_to_f16};
+use super::q8_0::BlockQ8_0;
+use super::{blocks_in, QK};
+use crate::error::{check_len, Error};
+
+/// Bytes of one Q4_0 block.
+pub const BLOCK_BYTES: usize = 18;
+
+/// One Q4_0 block: the f16 scale bits and the 16 nibble bytes, as in GGUF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockQ4_0 {
+    /// The scale, as f16 bits.
+    pub d: u16,
+    /// Byte `j`: weight `j` in the low nibble, weight `j + 16` in the high one.
+    pub qs: [u8; QK / 2],
+}
+
+impl BlockQ4_0 {
+    /// Quantizes 32 values exactly as ggml's reference quantizer does.
+    pub fn quantize(x: &[f32; QK]) -> BlockQ4_0 {
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in x {
+            if amax < libm::fabsf(v) {
+                amax = libm::fabsf(v);
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let mut qs = [0u8; QK / 2];
+        for (j, q) in qs.iter_mut().enumerate() {
+            // C's `(int8_t)(x + 8.5f)` truncates toward zero; the value is in
+            // [0, 16.5] for finite inputs, and `as` saturates otherwise.
+            let lo = ((x[j] * id + 8.5) as i8).min(15) as u8;
+            let hi = ((x[j + 16] * id + 8.5) as i8).min(15) as u8;
+            *q = lo | (hi << 4);
+        }
+        BlockQ4_0 {
+            d: f32_to_f16(d),
+            qs,
+        }
+    }
+
+    /// The scale as f32.
+    #[inline]
+    pub fn scale(&self) -> f32 {
+        f16_to_f32(self.d)
+    }
+
+    /// Weight `i` (0..32) as a signed integer in -8..=7.
+    #[inline]
+    pub fn quant(&self, i: usize) -> i8 {
+        let byte = self.qs[i % 16];
+        let nibble = if i < 16 { byte & 0x0f } else { byte >> 4 };
+        nibble as i8 - 8
+    }
+
+    /// The block in GGUF's 18-byte form.
+    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
+        let mut out = [0u8; BLOCK_BYTES];
+        out[..2].copy_from_slice(&self.d.to_le_bytes());
+        out[2..].copy_from_slice(&self.qs);
+        out
+    }
+
+    /// Reads a block from its 18-byte form.
+    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> BlockQ4_0 {
+        let mut qs = [0u8; QK / 2];
+        qs.copy_from_slice(&b[2..]);
+        BlockQ4_0 {
+            d: u16::from_le_bytes([b[0], b[1]]),
+            qs,
+        }
+    }
+}
+
+/// Quantizes a row into GGUF's byte form (`x.len() / 32 * 18` bytes).
+pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
+    let nb = blocks_in("q4_0 row", x.len())?;
+    check_len("q4_0 output bytes", nb * BLOCK_BYTES, out.len())?;
+    for (chunk, o) in x.chunks_exact(QK).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
+        let mut a = [0.0f32; QK];
+        a.copy_from_slice(chunk);
+        o.copy_from_slice(&BlockQ4_0::quantize(&a).to_bytes());
+    }
+    Ok(())
+}
+
+/// Dequantizes GGUF-form Q4_0 bytes into `out` (`bytes.len() / 18 * 32` values).
+pub fn dequantize_row_bytes(bytes: &[u8], out: &mut [f32]) -> Result<(), Error> {
+    if bytes.len() % BLOCK_BYTES != 0 {
+        return Err(Error::SizeMismatch {
+            what: "q4_0 bytes (a multiple of 18)",
+            expected: bytes.len() / BLOCK_BYTES * BLOCK_BYTES,
+            actual: bytes.len(),
+        });
+    }
+    check_len(
+        "q4_0 dequantized values",
+        bytes.len() / BLOCK_BYTES * QK,
+        out.len(),
+    )?;
+    for (b, o) in bytes
+        .chunks_exact(BLOCK_BYTES)
+        .zip(out.chunks_exact_mut(QK))
+    {
+        let d = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+        for j in 0..QK / 2 {
+            o[j] = ((b[2 + j] & 0x0f) as i32 - 8) as f32 * d;
+            o[j + 16] = ((b[2 + j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+    Ok(())
+}
+
+/// ggml's `vec_dot_q4_0_q8_0` reference: per block, the exact integer dot
+/// times `d_w * d_a`, summed in block order.
+pub fn vec_dot_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> Result<f32, Error> {
+    check_len("q4_0 vec_dot blocks", w.len(), a.len())?;
+    let mut sum = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut isum = 0i32;
+        for i in 0..QK {
+            isum += x.quant(i) as i32 * y.qs[i] as i32;
+        }
+        sum += isum as f32 * (x.scale() * y.scale());
+    }
+    Ok(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn largest_magnitude_sets_the_scale() {
+        let mut x = [0.0f32; QK];
+        x[0] = 1.0;
+        x[7] = -4.0; // first largest magnitude: d = -4 / -8 = 0.5
+        x[9] = 4.0;
+        let b = BlockQ4_0::quantize(&x);
+        assert_eq!(b.scale(), 0.5);
+        assert_eq!(b.quant(7), -8);
+        assert_eq!(b.quant(9), 7); // 4 / 0.5 + 8.5 = 16.5 -> 16 -> clamped to 15
+        assert_eq!(b.quant(0), 2);
+        assert_eq!(b.quant(31), 0);
+    }
+
+    #[test]
+    fn zeros() {
+        let b = BlockQ4_0::quantize(&[0.0; QK]);
+        assert_eq!(b.d, 0x8000); // 0 / -8 = -0.0, as ggml writes it
+        assert_eq!(b.qs, [0x88; 16]);
+        assert_eq!(BlockQ4_0::from_bytes(&b.to_bytes()), b);
+    }
+}

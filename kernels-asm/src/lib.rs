@@ -1,0 +1,29 @@
+//! Kestrel's architecture kernels. Every `asm!` block and every `unsafe`
+//! arithmetic intrinsic of the project lives in this crate, each with a
+//! `// SAFETY:` proof. The public functions are safe: they take a capability
+//! token (a value that can only exist when the CPU has the feature) and check
+//! every slice length before entering the unsafe code.
+//!
+//! Data layouts (specified in docs/kernels.md):
+//! * Q4_0x4 weights: 72-byte super-blocks, 4 rows x 32 weights, f16 scales
+//!   then 64 nibble bytes (XOR 0x88) in 16-byte chunks of 4 rows x 4 weights.
+//! * Activations: `qs` (`i8`, `m x cols`, row-major) and `d` (`f32`, one per
+//!   32-block, the Q8_0 scale already rounded to f16 precision).
+//!
+//! Results are bit-identical to the scalar references in `kestrel-core`
+//! (`quant::reference`): integer block sums are exact, and each block's
+//! contribution is added in block order with separate multiply and add (no
+//! fused multiply-add), exactly as the reference does. Values that pass
+//! through the subnormal range are the only exception.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
+
+/// Checks one length; the kernels call this before any unsafe code.
+#[inline]
+#[allow(dead_code)]
+pub(crate) fn len_ok(expected: Option<usize>, actual: usize) -> bool {
+    expected == Some(actual)
+}

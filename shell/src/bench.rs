@@ -1,0 +1,109 @@
+//! `kestrel bench`: kernel timings on synthetic weights (median of repeats
+//! after a warm-up). Benchmarks are not tests: nothing here asserts a speed.
+
+use clap::Args;
+use kestrel_core::quant::{q4_0, q8_0, repack};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Matrix rows (output size).
+    #[arg(long, default_value_t = 4096)]
+    rows: usize,
+    /// Matrix columns (input size, a multiple of 32).
+    #[arg(long, default_value_t = 4096)]
+    cols: usize,
+    /// Timed repeats per kernel (the median is reported).
+    #[arg(long, default_value_t = 9)]
+    repeats: usize,
+}
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn synthetic(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn median_ms(repeats: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    let mut times: Vec<f64> = (0..repeats.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let (rows, cols) = (args.rows, args.cols);
+    if cols == 0 || cols % 32 != 0 || rows == 0 {
+        return Err(format!(
+            "bench: need rows > 0 and cols a multiple of 32 (got {rows} x {cols})"
+        ));
+    }
+    let kernels = crate::cpu::detect_kernels();
+    let w = synthetic(rows * cols, 1);
+    let x = synthetic(cols * 32, 2);
+
+    let nb = cols / 32;
+    let mut q4 = vec![0u8; rows * nb * q4_0::BLOCK_BYTES];
+    let mut q8 = vec![0u8; rows * nb * q8_0::BLOCK_BYTES];
+    for r in 0..rows {
+        let row = &w[r * cols..(r + 1) * cols];
+        q4_0::quantize_row_bytes(row, &mut q4[r * nb * 18..(r + 1) * nb * 18])
+            .map_err(|e| e.to_string())?;
+        q8_0::quantize_row_bytes(row, &mut q8[r * nb * 34..(r + 1) * nb * 34])
+            .map_err(|e| e.to_string())?;
+    }
+    let l4 = repack::Layout::Q4_0x4;
+    let l8 = repack::Layout::Q8_0x8;
+    let mut p4 = vec![0u8; l4.matrix_bytes(rows, cols).map_err(|e| e.to_string())?];
+    let mut p8 = vec![0u8; l8.matrix_bytes(rows, cols).map_err(|e| e.to_string())?];
+    repack::repack_q4_0x4(&q4, rows, cols, &mut p4).map_err(|e| e.to_string())?;
+    repack::repack_q8_0x8(&q8, rows, cols, &mut p8).map_err(|e| e.to_string())?;
+    let m4 = repack::PackedMatrix::new(l4, rows, cols, &p4).map_err(|e| e.to_string())?;
+    let m8 = repack::PackedMatrix::new(l8, rows, cols, &p8).map_err(|e| e.to_string())?;
+
+    let mut qs = vec![0i8; x.len()];
+    let mut d = vec![0f32; x.len() / 32];
+    q8_0::quantize_acts(&x, &mut qs, &mut d).map_err(|e| e.to_string())?;
+
+    println!(
+        "kernels: {}  shape: {rows} x {cols}  threads: 1",
+        kernels.name()
+    );
+    println!(
+        "{:<28} {:>10} {:>10} {:>10}",
+        "kernel", "ms", "GFLOPS", "GB/s"
+    );
+    for (name, mat, m) in [
+        ("Q4_0x4 gemv (M=1)", &m4, 1usize),
+        ("Q8_0x8 gemv (M=1)", &m8, 1),
+        ("Q4_0x4 gemm (M=32)", &m4, 32),
+        ("Q8_0x8 gemm (M=32)", &m8, 32),
+    ] {
+        let mut out = vec![0f32; m * rows];
+        let ms = median_ms(args.repeats, || {
+            kernels
+                .gemm_q8(mat, &qs[..m * cols], &d[..m * nb], m, &mut out)
+                .expect("shapes were checked above");
+        });
+        let flops = 2.0 * (m * rows * cols) as f64;
+        let gbs = mat.bytes.len() as f64 / (ms * 1e-3) / 1e9;
+        println!(
+            "{name:<28} {ms:>10.3} {:>10.2} {gbs:>10.2}",
+            flops / (ms * 1e-3) / 1e9
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! Kernels against references, over many shapes.
+//!
+//! 1. The scalar reference on the repacked layouts against a plain
+//!    dequantize-then-dot in f64 (the only difference allowed is f32
+//!    rounding of the block sums).
+//! 2. The kernel set this CPU gets against the scalar reference: bit for bit.
+
+use kestrel_core::kernels::Kernels;
+use kestrel_core::quant::repack::{Layout, PackedMatrix};
+use kestrel_core::quant::{f16, q4_0, q8_0, reference, repack};
+use kestrel_tests::{cosine, detected_kernels, noise, ramp};
+
+/// A quantized test matrix, both as repacked bytes and dequantized f32.
+struct Matrix {
+    packed: Vec<u8>,
+    deq: Vec<f32>,
+    layout: Layout,
+    rows: usize,
+    cols: usize,
+}
+
+impl Matrix {
+    fn new(layout: Layout, rows: usize, cols: usize, values: &[f32]) -> Matrix {
+        let nb = cols / 32;
+        let (bb, deq_fn): (
+            usize,
+            fn(&[u8], &mut [f32]) -> Result<(), kestrel_core::Error>,
+        ) = match layout {
+            Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, q4_0::dequantize_row_bytes),
+            _ => (q8_0::BLOCK_BYTES, q8_0::dequantize_row_bytes),
+        };
+        let mut gguf = vec![0u8; rows * nb * bb];
+        for r in 0..rows {
+            let row = &values[r * cols..(r + 1) * cols];
+            let dst = &mut gguf[r * nb * bb..(r + 1) * nb * bb];
+            match layout {
+                Layout::Q4_0x4 => q4_0::quantize_row_bytes(row, dst).unwrap(),
+                _ => q8_0::quantize_row_bytes(row, dst).unwrap(),
+            }
+        }
+        let mut deq = vec![0f32; rows * cols];
+        deq_fn(&gguf, &mut deq).unwrap();
+        let mut packed = vec![0u8; layout.matrix_bytes(rows, cols).unwrap()];
+        match layout {
+            Layout::Q4_0x4 => repack::repack_q4_0x4(&gguf, rows, cols, &mut packed).unwrap(),
+            _ => repack::repack_q8_0x8(&gguf, rows, cols, &mut packed).unwrap(),
+        }
+        Matrix {
+            packed,
+            deq,
+            layout,
+            rows,
+            cols,
+        }
+    }
+
+    fn view(&self) -> PackedMatrix<'_> {
+        PackedMatrix::new(self.layout, self.rows, self.cols, &self.packed).unwrap()
+    }
+}
+
+struct Acts {
+    qs: Vec<i8>,
+    d: Vec<f32>,
+    deq: Vec<f32>,
+}
+
+fn acts(values: &[f32]) -> Acts {
+    let mut qs = vec![0i8; values.len()];
+    let mut d = vec![0f32; values.len() / 32];
+    q8_0::quantize_acts(values, &mut qs, &mut d).unwrap();
+    let deq = qs
+        .iter()
+        .enumerate()
+        .map(|(i, &q)| q as f32 * d[i / 32])
+        .collect();
+    Acts { qs, d, deq }
+}
+
+/// Weight values of several kinds, chosen by `kind`.
+fn weights(kind: usize, n: usize, seed: u64) -> Vec<f32> {
+    match kind % 6 {
+        0 => cosine(n, seed as f32),
+        1 => ramp(n).iter().map(|v| v - 0.5).collect(),
+        2 => noise(n, seed, 1.0),
+        3 => vec![0.0; n],
+        4 => vec![-0.25; n],
+        // f16-subnormal scales: max |x| / 127 < 6.1e-5
+        _ => noise(n, seed, 1e-4),
+    }
+}
+
+fn activation_values(kind: usize, n: usize, seed: u64) -> Vec<f32> {
+    match kind % 4 {
+        0 => cosine(n, 0.5 + seed as f32),
+        1 => ramp(n),
+        2 => noise(n, seed, 3.0),
+        // -128/127 style extremes: one spike per block forces a scale of |spike|/127
+        _ => (0..n)
+            .map(|i| {
+                if i % 32 == 7 {
+                    -128.0
+                } else if i % 32 == 9 {
+                    127.0
+                } else {
+                    (i % 5) as f32
+                }
+            })
+            .collect(),
+    }
+}
+
+fn check_reference(w: &Matrix, a: &Acts, m: usize) -> Vec<f32> {
+    let mut out = vec![0f32; m * w.rows];
+    let view = w.view();
+    match w.layout {
+        Layout::Q4_0x4 => reference::gemm_q4_0x4_q8_0(&view, &a.qs, &a.d, m, &mut out).unwrap(),
+        _ => reference::gemm_q8_0x8_q8_0(&view, &a.qs, &a.d, m, &mut out).unwrap(),
+    }
+    for t in 0..m {
+        for r in 0..w.rows {
+            let wr = &w.deq[r * w.cols..(r + 1) * w.cols];
+            let ar = &a.deq[t * w.cols..(t + 1) * w.cols];
+            let exact: f64 = wr.iter().zip(ar).map(|(&x, &y)| x as f64 * y as f64).sum();
+            let mag: f64 = wr
+                .iter()
+                .zip(ar)
+                .map(|(&x, &y)| (x as f64 * y as f64).abs())
+                .sum();
+            let got = out[t * w.rows + r] as f64;
+            let bound = mag * 4.0 * f32::EPSILON as f64 * (w.cols / 32) as f64 + 1e-30;
+            assert!(
+                (got - exact).abs() <= bound,
+                "{:?} {}x{} m={m} t={t} r={r}: {got} vs {exact} (bound {bound})",
+                w.layout,
+                w.rows,
+                w.cols
+            );
+        }
+    }
+    out
+}
+
+fn check_kernels(kernels: &Kernels, w: &Matrix, a: &Acts, m: usize, want: &[f32]) {
+    let mut out = vec![f32::NAN; m * w.rows];
+    kernels
+        .gemm_q8(&w.view(), &a.qs, &a.d, m, &mut out)
+        .unwrap();
+    for (i, (g, r)) in out.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            r.to_bits(),
+            "{} {:?} {}x{} m={m} index {i}: {g} vs reference {r}",
+            kernels.name(),
+            w.layout,
+            w.rows,
+            w.cols
+        );
+    }
+}
+
+const COLS: [usize; 8] = [32, 64, 96, 128, 160, 288, 544, 1024];
+
+#[test]
+fn gemv_all_row_counts_and_tails() {
+    let kernels = detected_kernels();
+    let mut cases = 0;
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        for rows in 1..=17 {
+            for (ci, &cols) in COLS.iter().enumerate() {
+                let kind = rows + ci;
+                let w = Matrix::new(layout, rows, cols, &weights(kind, rows * cols, rows as u64));
+                let a = acts(&activation_values(kind, cols, ci as u64));
+                let want = check_reference(&w, &a, 1);
+                check_kernels(&kernels, &w, &a, 1, &want);
+                cases += 1;
+            }
+        }
+    }
+    println!(
+        "gemv: {cases} shapes, kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}
+
+#[test]
+fn gemm_batches_up_to_33() {
+    let kernels = detected_kernels();
+    let mut cases = 0;
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        for &rows in &[1usize, 3, 4, 8, 9, 17] {
+            for &cols in &[32usize, 96, 288] {
+                let w = Matrix::new(layout, rows, cols, &weights(rows, rows * cols, cols as u64));
+                for m in 1..=33 {
+                    let a = acts(&activation_values(m, m * cols, m as u64));
+                    let want = check_reference(&w, &a, m);
+                    check_kernels(&kernels, &w, &a, m, &want);
+                    cases += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "gemm: {cases} shapes, kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}
+
+#[test]
+fn extreme_blocks() {
+    // All-equal, zero, +-127/-128 and f16-subnormal weight blocks against
+    // extreme activations.
+    let kernels = detected_kernels();
+    let cols = 128;
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        let mut values = vec![0f32; 9 * cols];
+        for (i, v) in values.iter_mut().enumerate() {
+            let (r, c) = (i / cols, i % cols);
+            *v = match r {
+                0 => 1.0,
+                1 => 0.0,
+                2 => {
+                    if c % 2 == 0 {
+                        127.0
+                    } else {
+                        -128.0
+                    }
+                }
+                3 => 1e-7 * (c as f32 - 64.0),
+                4 => -1e-3,
+                5 => 65504.0 * if c % 3 == 0 { 1.0 } else { -0.5 },
+                _ => (c as f32 * 0.37).sin(),
+            };
+        }
+        let w = Matrix::new(layout, 9, cols, &values);
+        let a = acts(&activation_values(3, cols, 0));
+        let want = check_reference(&w, &a, 1);
+        check_kernels(&kernels, &w, &a, 1, &want);
+    }
+}
+
+#[test]
+fn matvec_float_matches_f64() {
+    for &(rows, cols) in &[(1usize, 1usize), (3, 7), (17, 33), (5, 1024)] {
+        let w = noise(rows * cols, 5, 1.0);
+        let x = noise(cols, 6, 2.0);
+        let f32_bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f16_bytes: Vec<u8> = w
+            .iter()
+            .flat_map(|v| f16::f32_to_f16(*v).to_le_bytes())
+            .collect();
+        for (layout, bytes) in [(Layout::F32, &f32_bytes), (Layout::F16, &f16_bytes)] {
+            let m = PackedMatrix::new(layout, rows, cols, bytes).unwrap();
+            let mut out = vec![0f32; rows];
+            reference::matvec_float(&m, &x, &mut out).unwrap();
+            for r in 0..rows {
+                let wr = |i: usize| match layout {
+                    Layout::F32 => w[r * cols + i] as f64,
+                    _ => f16::f16_to_f32(f16::f32_to_f16(w[r * cols + i])) as f64,
+                };
+                let exact: f64 = (0..cols).map(|i| wr(i) * x[i] as f64).sum();
+                let mag: f64 = (0..cols).map(|i| (wr(i) * x[i] as f64).abs()).sum();
+                assert!(
+                    (out[r] as f64 - exact).abs()
+                        <= mag * cols as f64 * f32::EPSILON as f64 + 1e-30
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn kernel_path_is_the_expected_one() {
+    let kernels = detected_kernels();
+    println!(
+        "kernel path on {}: {}",
+        std::env::consts::ARCH,
+        kernels.name()
+    );
+    // scripts/test.sh says which path each CPU model must take.
+    if let Ok(want) = std::env::var("KESTREL_EXPECT_KERNELS") {
+        assert_eq!(kernels.name(), want, "wrong kernel path for this CPU");
+    }
+}
+
+#[test]
+fn shape_errors_are_errors_not_panics() {
+    let w = Matrix::new(Layout::Q4_0x4, 5, 64, &cosine(5 * 64, 0.0));
+    let a = acts(&cosine(64, 1.0));
+    let k = detected_kernels();
+    let mut out = vec![0f32; 4];
+    assert!(k.gemm_q8(&w.view(), &a.qs, &a.d, 1, &mut out).is_err());
+    let mut out = vec![0f32; 5];
+    assert!(k
+        .gemm_q8(&w.view(), &a.qs[..32], &a.d[..1], 1, &mut out)
+        .is_err());
+    assert!(k.gemm_q8(&w.view(), &a.qs, &a.d, 2, &mut out).is_err());
+    assert!(PackedMatrix::new(Layout::Q4_0x4, 5, 64, &w.packed[1..]).is_err());
+}

@@ -22,12 +22,9 @@ struct Matrix {
 impl Matrix {
     fn new(layout: Layout, rows: usize, cols: usize, values: &[f32]) -> Matrix {
         let nb = cols / 32;
-        let (bb, deq_fn): (
-            usize,
-            fn(&[u8], &mut [f32]) -> Result<(), kestrel_core::Error>,
-        ) = match layout {
-            Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, q4_0::dequantize_row_bytes),
-            _ => (q8_0::BLOCK_BYTES, q8_0::dequantize_row_bytes),
+        let bb = match layout {
+            Layout::Q4_0x4 => q4_0::BLOCK_BYTES,
+            _ => q8_0::BLOCK_BYTES,
         };
         let mut gguf = vec![0u8; rows * nb * bb];
         for r in 0..rows {
@@ -39,7 +36,10 @@ impl Matrix {
             }
         }
         let mut deq = vec![0f32; rows * cols];
-        deq_fn(&gguf, &mut deq).unwrap();
+        match layout {
+            Layout::Q4_0x4 => q4_0::dequantize_row_bytes(&gguf, &mut deq).unwrap(),
+            _ => q8_0::dequantize_row_bytes(&gguf, &mut deq).unwrap(),
+        }
         let mut packed = vec![0u8; layout.matrix_bytes(rows, cols).unwrap()];
         match layout {
             Layout::Q4_0x4 => repack::repack_q4_0x4(&gguf, rows, cols, &mut packed).unwrap(),

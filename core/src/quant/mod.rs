@@ -22,7 +22,7 @@ pub const QK: usize = 32;
 /// Number of 32-weight blocks in `len` weights, or an error when `len` is not
 /// a multiple of 32.
 pub fn blocks_in(what: &'static str, len: usize) -> Result<usize, crate::Error> {
-    if len % QK == 0 {
+    if len.is_multiple_of(QK) {
         Ok(len / QK)
     } else {
         Err(crate::Error::NotBlockAligned { what, len })

@@ -97,7 +97,7 @@ pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
 
 /// Dequantizes GGUF-form Q4_0 bytes into `out` (`bytes.len() / 18 * 32` values).
 pub fn dequantize_row_bytes(bytes: &[u8], out: &mut [f32]) -> Result<(), Error> {
-    if bytes.len() % BLOCK_BYTES != 0 {
+    if !bytes.len().is_multiple_of(BLOCK_BYTES) {
         return Err(Error::SizeMismatch {
             what: "q4_0 bytes (a multiple of 18)",
             expected: bytes.len() / BLOCK_BYTES * BLOCK_BYTES,

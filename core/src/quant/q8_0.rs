@@ -119,7 +119,7 @@ pub fn quantize_acts(x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Erro
 
 /// Dequantizes GGUF-form Q8_0 bytes into `out` (`bytes.len() / 34 * 32` values).
 pub fn dequantize_row_bytes(bytes: &[u8], out: &mut [f32]) -> Result<(), Error> {
-    if bytes.len() % BLOCK_BYTES != 0 {
+    if !bytes.len().is_multiple_of(BLOCK_BYTES) {
         return Err(Error::SizeMismatch {
             what: "q8_0 bytes (a multiple of 34)",
             expected: bytes.len() / BLOCK_BYTES * BLOCK_BYTES,

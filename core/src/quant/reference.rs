@@ -86,13 +86,16 @@ pub fn check_gemm(
     check_len("output values", m * w.rows, out.len())
 }
 
+/// Dots one row group with one activation row: (group, quants, scales).
+type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
+
 fn gemm_groups<const R: usize>(
     w: &PackedMatrix,
     act_qs: &[i8],
     act_d: &[f32],
     m: usize,
     out: &mut [f32],
-    group_dot: fn(&[u8], &[i8], &[f32]) -> [f32; R],
+    group_dot: GroupDotFn<R>,
 ) {
     let nb = w.cols / QK;
     for t in 0..m {

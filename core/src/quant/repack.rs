@@ -131,11 +131,7 @@ impl<'a> PackedMatrix<'a> {
 pub fn repack_q4_0x4_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
     let nb = blocks_in("q4_0x4 columns", cols)?;
     let row_len = nb * q4_0::BLOCK_BYTES;
-    let nrows = if row_len == 0 {
-        0
-    } else {
-        rows_bytes.len() / row_len
-    };
+    let nrows = rows_bytes.len().checked_div(row_len).unwrap_or(0);
     check_len("q4_0 rows bytes", nrows * row_len, rows_bytes.len())?;
     if nrows > Q4X4_ROWS {
         return Err(Error::OutOfRange {
@@ -166,11 +162,7 @@ pub fn unpack_q4_0x4_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Re
     let nb = blocks_in("q4_0x4 columns", cols)?;
     check_len("q4_0x4 group bytes", nb * Q4X4_BLOCK_BYTES, group.len())?;
     let row_len = nb * q4_0::BLOCK_BYTES;
-    let nrows = if row_len == 0 {
-        0
-    } else {
-        out_rows.len() / row_len
-    };
+    let nrows = out_rows.len().checked_div(row_len).unwrap_or(0);
     check_len("q4_0 rows bytes", nrows * row_len, out_rows.len())?;
     if nrows > Q4X4_ROWS {
         return Err(Error::OutOfRange {
@@ -198,11 +190,7 @@ pub fn unpack_q4_0x4_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Re
 pub fn repack_q8_0x8_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
     let nb = blocks_in("q8_0x8 columns", cols)?;
     let row_len = nb * q8_0::BLOCK_BYTES;
-    let nrows = if row_len == 0 {
-        0
-    } else {
-        rows_bytes.len() / row_len
-    };
+    let nrows = rows_bytes.len().checked_div(row_len).unwrap_or(0);
     check_len("q8_0 rows bytes", nrows * row_len, rows_bytes.len())?;
     if nrows > Q8X8_ROWS {
         return Err(Error::OutOfRange {
@@ -230,11 +218,7 @@ pub fn unpack_q8_0x8_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Re
     let nb = blocks_in("q8_0x8 columns", cols)?;
     check_len("q8_0x8 group bytes", nb * Q8X8_BLOCK_BYTES, group.len())?;
     let row_len = nb * q8_0::BLOCK_BYTES;
-    let nrows = if row_len == 0 {
-        0
-    } else {
-        out_rows.len() / row_len
-    };
+    let nrows = out_rows.len().checked_div(row_len).unwrap_or(0);
     check_len("q8_0 rows bytes", nrows * row_len, out_rows.len())?;
     if nrows > Q8X8_ROWS {
         return Err(Error::OutOfRange {
@@ -265,6 +249,9 @@ pub fn repack_q8_0x8(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Re
     repack_matrix(src, rows, cols, out, Layout::Q8_0x8)
 }
 
+/// Repacks one row group: (GGUF rows, columns, output group).
+type RepackGroupFn = fn(&[u8], usize, &mut [u8]) -> Result<(), Error>;
+
 fn repack_matrix(
     src: &[u8],
     rows: usize,
@@ -272,18 +259,17 @@ fn repack_matrix(
     out: &mut [u8],
     layout: Layout,
 ) -> Result<(), Error> {
-    let (block_bytes, repack_group): (usize, fn(&[u8], usize, &mut [u8]) -> Result<(), Error>) =
-        match layout {
-            Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, repack_q4_0x4_group),
-            Layout::Q8_0x8 => (q8_0::BLOCK_BYTES, repack_q8_0x8_group),
-            Layout::F32 | Layout::F16 => {
-                return Err(Error::OutOfRange {
-                    what: "repack layout",
-                    value: 0,
-                    max: 0,
-                })
-            }
-        };
+    let (block_bytes, repack_group): (usize, RepackGroupFn) = match layout {
+        Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, repack_q4_0x4_group),
+        Layout::Q8_0x8 => (q8_0::BLOCK_BYTES, repack_q8_0x8_group),
+        Layout::F32 | Layout::F16 => {
+            return Err(Error::OutOfRange {
+                what: "repack layout",
+                value: 0,
+                max: 0,
+            })
+        }
+    };
     let row_len = mul("row bytes", blocks_in("repack columns", cols)?, block_bytes)?;
     check_len(
         "repack source bytes",

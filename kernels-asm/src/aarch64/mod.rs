@@ -58,7 +58,7 @@ pub fn gemv_q4_0x4_q8_0(
     act_d: &[f32],
     out: &mut [f32],
 ) -> bool {
-    if cols % 32 != 0 || cols == 0 {
+    if !cols.is_multiple_of(32) || cols == 0 {
         return false;
     }
     let nb = cols / 32;

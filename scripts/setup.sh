@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Kestrel's build and tests need on a fresh Debian machine, and
+# nothing when it is already there. Safe to rerun.
+#   - the pinned Rust toolchain with its targets (rust-toolchain.toml)
+#   - qemu-user (runs the aarch64 tests), the aarch64 cross linker and libc
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-nm >/dev/null || need+=(binutils-aarch64-linux-gnu)
+[ -e /usr/aarch64-linux-gnu/lib/libc.so.6 ] || need+=(libc6-dev-arm64-cross)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# rustup reads rust-toolchain.toml: the pinned version, components, targets.
+rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
+rustup target list --installed | grep -q thumbv7em-none-eabihf || rustup target add \
+    x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu aarch64-unknown-linux-musl \
+    aarch64-unknown-none thumbv7em-none-eabihf
+echo "setup: ready ($(rustc --version), $(qemu-aarch64 --version | head -1))"

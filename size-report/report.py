@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Size report for the shipped kestrel binary.
+
+The size is the stripped release binary's file size. The breakdown comes from
+an identical build that keeps its symbol table (profile `size-report`): each
+symbol's size is attributed to the crate its demangled path starts with
+(`<T as Trait>::f` is attributed to T's crate); symbols without a Rust path
+(musl libc, compiler builtins) are grouped as C/runtime.
+"""
+import argparse
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+
+def nm_symbols(path):
+    nm = "aarch64-linux-gnu-nm"
+    out = subprocess.run([nm, "-S", "--size-sort", "-C", path], check=True,
+                         capture_output=True, text=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) < 4:
+            continue
+        _, size, kind, name = parts
+        if kind.lower() in ("t", "r", "d", "b", "w", "v"):
+            syms.append((int(size, 16), kind, name))
+    return syms
+
+
+def crate_of(name):
+    n = name.lstrip("<&*").replace("dyn ", "").replace("mut ", "")
+    m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)::", n)
+    if not m:
+        return "[C/runtime]"
+    crate = m.group(1)
+    if crate in ("core", "alloc", "std", "compiler_builtins", "std_detect", "rustc_demangle",
+                 "hashbrown", "addr2line", "gimli", "miniz_oxide", "object", "adler2"):
+        return "[std] " + crate
+    return crate
+
+
+def git_commit():
+    try:
+        c = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return c + ("+dirty" if dirty else "")
+    except Exception:
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--symbols", required=True)
+    ap.add_argument("--budget", type=int, required=True)
+    ap.add_argument("--goal", type=int, required=True)
+    ap.add_argument("--history", required=True)
+    ap.add_argument("--label", default="kestrel")
+    a = ap.parse_args()
+
+    size = os.path.getsize(a.bin)
+    syms = nm_symbols(a.symbols)
+    by_crate = {}
+    for s, _, name in syms:
+        c = crate_of(name)
+        by_crate[c] = by_crate.get(c, 0) + s
+    total_syms = sum(by_crate.values())
+
+    print(f"== size report: {a.label} ({a.bin})")
+    print(f"binary: {size:,} bytes  budget {a.budget:,} ({100 * size / a.budget:.1f}%)  "
+          f"goal {a.goal:,} ({'met' if size <= a.goal else f'over by {size - a.goal:,}'})")
+    print(f"\nby crate (symbol sizes, {total_syms:,} bytes attributed; the rest is headers, "
+          f"relocations, unwind tables, padding):")
+    for c, s in sorted(by_crate.items(), key=lambda kv: -kv[1]):
+        print(f"  {s:>10,}  {100 * s / size:5.1f}%  {c}")
+    print("\nlargest symbols:")
+    for s, kind, name in sorted(syms, key=lambda t: -t[0])[:25]:
+        short = name if len(name) <= 100 else name[:97] + "..."
+        print(f"  {s:>9,}  {kind}  {short}")
+
+    commit = git_commit()
+    header = "date,commit,label,bytes,budget,goal\n"
+    lines = []
+    if os.path.exists(a.history):
+        with open(a.history) as f:
+            lines = f.readlines()
+    if not lines:
+        lines = [header]
+    already = any(l.split(",")[1:3] == [commit, a.label] for l in lines[1:] if l.count(",") >= 5)
+    if not already and not commit.endswith("+dirty") and os.environ.get("CI") != "true":
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        lines.append(f"{date},{commit},{a.label},{size},{a.budget},{a.goal}\n")
+        with open(a.history, "w") as f:
+            f.writelines(lines)
+    print(f"\nhistory ({a.history}, last 5):")
+    for l in lines[-5:]:
+        print("  " + l.rstrip())
+    if size > a.budget:
+        print(f"FAIL: {size:,} bytes is over the hard budget of {a.budget:,}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

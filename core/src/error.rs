@@ -27,6 +27,67 @@ pub enum Error {
         /// What was being computed.
         what: &'static str,
     },
+    /// The input ends before a structure it declares.
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes needed.
+        need: u64,
+        /// Bytes there are.
+        have: u64,
+    },
+    /// The input does not start with the expected magic bytes.
+    BadMagic {
+        /// What kind of file was expected.
+        what: &'static str,
+    },
+    /// The file is of a newer format version than this build reads.
+    NewerVersion {
+        /// The format.
+        what: &'static str,
+        /// The file's version.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// A field holds a value the format does not allow.
+    Malformed {
+        /// Which field, and the rule it breaks.
+        what: &'static str,
+        /// Byte offset of the field in the input.
+        at: u64,
+    },
+    /// A valid feature this build does not implement.
+    Unsupported {
+        /// What.
+        what: &'static str,
+        /// The value met (a type id, a version).
+        value: u64,
+    },
+    /// The model configuration is missing something or is not sane.
+    BadConfig {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The tokenizer data is not valid.
+    BadTokenizer {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A tensor the model needs is not in the file.
+    MissingTensor {
+        /// Its role.
+        role: &'static str,
+        /// Its layer (0xFFFF: none).
+        layer: u16,
+    },
+    /// A tensor has the wrong shape for the model config.
+    BadShape {
+        /// Its role.
+        role: &'static str,
+        /// Its layer (0xFFFF: none).
+        layer: u16,
+    },
     /// A parameter is outside the range the operation supports.
     OutOfRange {
         /// Which parameter.
@@ -36,6 +97,28 @@ pub enum Error {
         /// The largest value allowed.
         max: usize,
     },
+}
+
+/// (Variants for files and formats.)
+impl Error {
+    /// A short category name, for tests and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::NotBlockAligned { .. } => "not-block-aligned",
+            Error::SizeMismatch { .. } => "size-mismatch",
+            Error::Overflow { .. } => "overflow",
+            Error::OutOfRange { .. } => "out-of-range",
+            Error::Truncated { .. } => "truncated",
+            Error::BadMagic { .. } => "bad-magic",
+            Error::NewerVersion { .. } => "newer-version",
+            Error::Malformed { .. } => "malformed",
+            Error::Unsupported { .. } => "unsupported",
+            Error::BadConfig { .. } => "bad-config",
+            Error::BadTokenizer { .. } => "bad-tokenizer",
+            Error::MissingTensor { .. } => "missing-tensor",
+            Error::BadShape { .. } => "bad-shape",
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -50,6 +133,34 @@ impl fmt::Display for Error {
                 actual,
             } => write!(f, "{what}: expected {expected}, got {actual}"),
             Error::Overflow { what } => write!(f, "{what}: size overflows"),
+            Error::Truncated { what, need, have } => {
+                write!(f, "{what}: truncated (needs {need} bytes, has {have})")
+            }
+            Error::BadMagic { what } => {
+                write!(f, "{what}: wrong magic bytes (not this kind of file)")
+            }
+            Error::NewerVersion {
+                what,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{what} version {found} is newer than this build supports ({supported})"
+            ),
+            Error::Malformed { what, at } => write!(f, "malformed {what} (at byte {at})"),
+            Error::Unsupported { what, value } => write!(f, "unsupported {what} ({value})"),
+            Error::BadConfig { what } => write!(f, "bad model config: {what}"),
+            Error::BadTokenizer { what } => write!(f, "bad tokenizer: {what}"),
+            Error::MissingTensor { role, layer } => {
+                if layer == 0xFFFF {
+                    write!(f, "missing tensor {role}")
+                } else {
+                    write!(f, "missing tensor blk.{layer}.{role}")
+                }
+            }
+            Error::BadShape { role, layer } => {
+                write!(f, "tensor {role} (layer {layer}) has the wrong shape")
+            }
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }

@@ -11,8 +11,11 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod convert;
 pub mod error;
 pub mod kernels;
+pub mod model;
 pub mod quant;
+pub mod vqf;
 
 pub use error::Error;

@@ -48,3 +48,145 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
 }
+
+use kestrel_core::convert::{self, Part, TensorSource, WeightMode};
+use kestrel_core::model::config::{Arch, Config, MAX_EOS};
+use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
+use kestrel_core::vqf::write::Sink;
+
+/// A sink into a `Vec<u8>`.
+#[derive(Default)]
+pub struct VecSink(pub Vec<u8>);
+
+impl Sink for VecSink {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), kestrel_core::Error> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// A small dense config (Qwen3-like by default).
+pub fn tiny_config(arch: Arch) -> Config {
+    let mut eos = [0u32; MAX_EOS];
+    eos[0] = 7;
+    eos[1] = 9;
+    Config {
+        arch,
+        vocab_size: 40,
+        hidden_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 16,
+        ffn_size: 96,
+        rope_theta: 1e6,
+        rms_norm_eps: 1e-6,
+        max_position: 4096,
+        tied_embeddings: false,
+        qkv_bias: arch == Arch::Qwen2,
+        qk_norm: arch != Arch::Qwen2,
+        moe: None,
+        mrope_section: [0; 3],
+        bos_token_id: None,
+        eos_token_ids: eos,
+        eos_count: 2,
+    }
+}
+
+/// Deterministic weights: value = f(part, layer, expert, row, col).
+pub struct SyntheticSource {
+    /// The model's config (widths of each part).
+    pub cfg: Config,
+}
+
+impl SyntheticSource {
+    /// Row width of a part.
+    pub fn cols(&self, part: Part) -> usize {
+        let c = &self.cfg;
+        match part {
+            Part::O => c.q_dim(),
+            Part::Down => c.ffn_size as usize,
+            Part::ExpDown => c.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0),
+            Part::QNorm | Part::KNorm => c.head_dim as usize,
+            Part::QBias => c.q_dim(),
+            Part::KBias | Part::VBias => c.kv_dim(),
+            _ => c.hidden_size as usize,
+        }
+    }
+
+    /// The value at (part, layer, expert, row, col).
+    pub fn value(part: Part, layer: u16, expert: usize, row: usize, col: usize) -> f32 {
+        let mut h = (part as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for v in [layer as u64, expert as u64, row as u64, col as u64] {
+            h = (h ^ v).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            h ^= h >> 31;
+        }
+        let unit = (h >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+        match part {
+            Part::AttnNorm | Part::FfnNorm | Part::FinalNorm | Part::QNorm | Part::KNorm => {
+                1.0 + 0.2 * unit
+            }
+            _ => unit * 0.5,
+        }
+    }
+}
+
+impl TensorSource for SyntheticSource {
+    fn read_rows(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) -> Result<(), kestrel_core::Error> {
+        let part = if part == Part::LmHead && self.cfg.tied_embeddings {
+            Part::Embed
+        } else {
+            part
+        };
+        let cols = self.cols(part);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::value(part, layer, expert, row0 + i / cols, i % cols);
+        }
+        Ok(())
+    }
+}
+
+/// Converts `src` into an in-memory VQF with the checksum patched in.
+pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<u8> {
+    let n = convert::entry_count(cfg, mode).unwrap();
+    let blank = Entry {
+        name: [0; 48],
+        layer: 0,
+        role: kestrel_core::vqf::layout::Role::TokenEmbd,
+        layout: kestrel_core::quant::repack::Layout::F32,
+        ndim: 1,
+        shape: [1, 0, 0, 0],
+        offset: 0,
+        nbytes: 0,
+    };
+    let mut entries = vec![blank; n];
+    let mut scratch = vec![0f32; convert::scratch_len(cfg).unwrap()];
+    let mut sink = VecSink::default();
+    let written = convert::write_vqf(
+        cfg,
+        mode,
+        512,
+        None,
+        src,
+        &mut entries,
+        &mut scratch,
+        &mut sink,
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let mut bytes = sink.0;
+    bytes[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&written.memsum.to_le_bytes());
+    assert_eq!(
+        kestrel_core::vqf::checksum(&bytes),
+        written.memsum,
+        "memsum == file_sum"
+    );
+    bytes
+}

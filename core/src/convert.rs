@@ -1,0 +1,475 @@
+//! Conversion, the one code path that writes a VQF file: it asks a
+//! [`TensorSource`] for f32 rows, quantizes and repacks them with the same
+//! functions the kernels' tests use, and streams the result into a sink.
+//! It needs no allocator: the caller provides the directory storage and a
+//! small scratch buffer (one row group), so peak staging memory is bounded
+//! by the widest matrix, not by the largest tensor.
+
+use crate::error::{mul, Error};
+use crate::model::config::Config;
+use crate::model::tensors::{self, Kind, Spec};
+use crate::quant::repack::{self, Layout, Q8X8_ROWS};
+use crate::quant::{f16, q4_0, q8_0, QK};
+use crate::vqf::config_section;
+use crate::vqf::layout::{copy_flag, flags, name_field, Entry, Role, NO_LAYER};
+use crate::vqf::tokenizer_section::{self, TokenizerInput};
+use crate::vqf::write::{self, Counter, Sink, Writer};
+
+/// A logical tensor of the source checkpoint (HF or GGUF naming aside).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Part {
+    Embed,
+    /// The lm_head; for tied models the source returns the embedding.
+    LmHead,
+    FinalNorm,
+    AttnNorm,
+    Q,
+    K,
+    V,
+    QBias,
+    KBias,
+    VBias,
+    QNorm,
+    KNorm,
+    O,
+    FfnNorm,
+    Gate,
+    Up,
+    Down,
+    Router,
+    ExpGate,
+    ExpUp,
+    ExpDown,
+}
+
+/// Where conversion reads weights from.
+pub trait TensorSource {
+    /// Writes rows `row0 .. row0 + out.len() / cols` of `part` (of `layer`,
+    /// and of `expert` for expert tensors) as f32 into `out`, where `cols`
+    /// is the tensor's row width. A 1-D tensor is one row.
+    fn read_rows(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error>;
+}
+
+/// What to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightMode {
+    /// Q8_0x8 and Q4_0x4 copies of every linear weight.
+    Dual,
+    /// Q4_0x4 only.
+    Q4,
+    /// Q8_0x8 only.
+    Q8,
+    /// F16 linear weights (accuracy mode).
+    F16,
+    /// F32 linear weights (accuracy mode).
+    F32,
+}
+
+impl WeightMode {
+    /// Header flags for this mode (embedding F16 except in f32 mode).
+    pub fn flags(self) -> u64 {
+        match self {
+            WeightMode::Dual => flags::Q8_8X8 | flags::Q4_4X4 | flags::EMB_F16,
+            WeightMode::Q4 => flags::Q4_4X4 | flags::EMB_F16,
+            WeightMode::Q8 => flags::Q8_8X8 | flags::EMB_F16,
+            WeightMode::F16 => flags::LINEAR_F16 | flags::EMB_F16,
+            WeightMode::F32 => flags::LINEAR_F32,
+        }
+    }
+
+    /// The mode's name (`dual`, `q4`, `q8`, `f16`, `f32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightMode::Dual => "dual",
+            WeightMode::Q4 => "q4",
+            WeightMode::Q8 => "q8",
+            WeightMode::F16 => "f16",
+            WeightMode::F32 => "f32",
+        }
+    }
+}
+
+const COPY_ORDER: [Layout; 4] = [Layout::F32, Layout::F16, Layout::Q4_0x4, Layout::Q8_0x8];
+
+/// Calls `f` with every (spec, layout) the file will hold, in directory order.
+fn for_each_tensor(
+    cfg: &Config,
+    file_flags: u64,
+    f: &mut dyn FnMut(Spec, Layout) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let emb = if file_flags & flags::EMB_F16 != 0 {
+        Layout::F16
+    } else {
+        Layout::F32
+    };
+    tensors::for_each(cfg, &mut |spec| match spec.kind {
+        Kind::Embedding => f(spec, emb),
+        Kind::F32 => f(spec, Layout::F32),
+        Kind::Linear => {
+            // Layout codes order the directory: plain (F32/F16), Q4_0x4, Q8_0x8.
+            for l in COPY_ORDER {
+                if file_flags & copy_flag(l) != 0 {
+                    f(spec, l)?;
+                }
+            }
+            Ok(())
+        }
+    })
+}
+
+/// How many directory entries a file for `cfg` in `mode` has.
+pub fn entry_count(cfg: &Config, mode: WeightMode) -> Result<usize, Error> {
+    let mut n = 0;
+    for_each_tensor(cfg, mode.flags() | moe_flag(cfg), &mut |_, _| {
+        n += 1;
+        Ok(())
+    })?;
+    Ok(n)
+}
+
+fn moe_flag(cfg: &Config) -> u64 {
+    if cfg.moe.is_some() {
+        flags::MOE
+    } else {
+        0
+    }
+}
+
+/// f32 values of scratch the conversion of `cfg` needs: one row group
+/// (8 rows) of the widest matrix.
+pub fn scratch_len(cfg: &Config) -> Result<usize, Error> {
+    let widest = [
+        cfg.hidden_size as usize,
+        cfg.q_dim(),
+        cfg.ffn_size as usize,
+        cfg.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0),
+        cfg.qkv_rows(),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    mul("scratch", Q8X8_ROWS, widest)
+}
+
+/// The llama.cpp-style name of a tensor (`blk.3.attn_qkv.q4`).
+fn entry_name(spec: &Spec, layout: Layout) -> Result<[u8; 48], Error> {
+    let mut buf = [0u8; 48];
+    let mut w = ByteWriter {
+        buf: &mut buf,
+        len: 0,
+    };
+    use core::fmt::Write;
+    let suffix = match layout {
+        Layout::F32 => "f32",
+        Layout::F16 => "f16",
+        Layout::Q4_0x4 => "q4",
+        Layout::Q8_0x8 => "q8",
+    };
+    let r = if spec.layer == NO_LAYER {
+        write!(w, "{}.{}", spec.role.stem(), suffix)
+    } else {
+        write!(w, "blk.{}.{}.{}", spec.layer, spec.role.stem(), suffix)
+    };
+    r.map_err(|_| Error::Overflow {
+        what: "tensor name",
+    })?;
+    let len = w.len;
+    name_field(core::str::from_utf8(&buf[..len]).unwrap_or("?"))
+}
+
+struct ByteWriter<'b> {
+    buf: &'b mut [u8; 48],
+    len: usize,
+}
+
+impl core::fmt::Write for ByteWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self
+            .len
+            .checked_add(s.len())
+            .filter(|&e| e <= 48)
+            .ok_or(core::fmt::Error)?;
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Fills `entries` (exactly [`entry_count`] long) with the directory of a
+/// file for `cfg` in `mode`, offsets not yet assigned.
+pub fn directory(cfg: &Config, mode: WeightMode, entries: &mut [Entry]) -> Result<(), Error> {
+    let mut i = 0;
+    for_each_tensor(cfg, mode.flags() | moe_flag(cfg), &mut |spec, layout| {
+        let slot = entries.get_mut(i).ok_or(Error::SizeMismatch {
+            what: "directory entries",
+            expected: i + 1,
+            actual: i,
+        })?;
+        let mut e = Entry {
+            name: entry_name(&spec, layout)?,
+            layer: spec.layer,
+            role: spec.role,
+            layout,
+            ndim: spec.ndim,
+            shape: spec.shape,
+            offset: 0,
+            nbytes: 0,
+        };
+        e.nbytes = e.expected_nbytes()?;
+        *slot = e;
+        i += 1;
+        Ok(())
+    })?;
+    if i != entries.len() {
+        return Err(Error::SizeMismatch {
+            what: "directory entries",
+            expected: i,
+            actual: entries.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Reads rows of a stored tensor (fused roles are assembled from their
+/// source parts) into `out` (`n x cols` values).
+fn read_role_rows(
+    cfg: &Config,
+    src: &dyn TensorSource,
+    e: &Entry,
+    expert: usize,
+    row0: usize,
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let (_, _, cols) = e.matrix_dims();
+    let layer = e.layer;
+    let simple = |part: Part, out: &mut [f32]| src.read_rows(part, layer, expert, row0, out);
+    match e.role {
+        Role::TokenEmbd => simple(Part::Embed, out),
+        Role::Output => simple(Part::LmHead, out),
+        Role::OutputNorm => simple(Part::FinalNorm, out),
+        Role::AttnNorm => simple(Part::AttnNorm, out),
+        Role::AttnQNorm => simple(Part::QNorm, out),
+        Role::AttnKNorm => simple(Part::KNorm, out),
+        Role::AttnOutput => simple(Part::O, out),
+        Role::FfnNorm => simple(Part::FfnNorm, out),
+        Role::FfnDown => simple(Part::Down, out),
+        Role::FfnRouter => simple(Part::Router, out),
+        Role::FfnDownExps => simple(Part::ExpDown, out),
+        Role::AttnQkvBias => {
+            let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
+            let (a, rest) = out.split_at_mut(q.min(out.len()));
+            let (b, c) = rest.split_at_mut(kv.min(rest.len()));
+            src.read_rows(Part::QBias, layer, 0, 0, a)?;
+            src.read_rows(Part::KBias, layer, 0, 0, b)?;
+            src.read_rows(Part::VBias, layer, 0, 0, c)
+        }
+        Role::AttnQkv => {
+            // Rows: Q (q_dim), then K (kv_dim), then V (kv_dim).
+            let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
+            for i in 0..n {
+                let r = row0 + i;
+                let (part, pr) = if r < q {
+                    (Part::Q, r)
+                } else if r < q + kv {
+                    (Part::K, r - q)
+                } else {
+                    (Part::V, r - q - kv)
+                };
+                src.read_rows(part, layer, 0, pr, &mut out[i * cols..(i + 1) * cols])?;
+            }
+            Ok(())
+        }
+        Role::FfnGateUp | Role::FfnGateUpExps => {
+            // Runs of 8 rows: gate 8k..8k+8, then up 8k..8k+8.
+            let (gate, up) = if e.role == Role::FfnGateUp {
+                (Part::Gate, Part::Up)
+            } else {
+                (Part::ExpGate, Part::ExpUp)
+            };
+            for i in 0..n {
+                let r = row0 + i;
+                let (run, within) = (r / 16, r % 16);
+                let (part, pr) = if within < 8 {
+                    (gate, run * 8 + within)
+                } else {
+                    (up, run * 8 + within - 8)
+                };
+                src.read_rows(part, layer, expert, pr, &mut out[i * cols..(i + 1) * cols])?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Streams the data of one tensor into `w`, a row group at a time.
+fn write_tensor(
+    cfg: &Config,
+    src: &dyn TensorSource,
+    e: &Entry,
+    scratch: &mut [f32],
+    w: &mut Writer<'_>,
+) -> Result<(), Error> {
+    let (experts, rows, cols) = e.matrix_dims();
+    let group = match e.layout {
+        Layout::F32 | Layout::F16 => Q8X8_ROWS,
+        l => l.group_rows(),
+    };
+    let values = mul("scratch rows", group, cols)?;
+    let have = scratch.len();
+    let vals = scratch.get_mut(..values).ok_or(Error::SizeMismatch {
+        what: "conversion scratch",
+        expected: values,
+        actual: have,
+    })?;
+    let mut bytes_buf = [0u8; 4096];
+    for expert in 0..experts {
+        let mut row0 = 0;
+        while row0 < rows {
+            let n = group.min(rows - row0);
+            let v = &mut vals[..n * cols];
+            read_role_rows(cfg, src, e, expert, row0, n, v)?;
+            match e.layout {
+                Layout::F32 => {
+                    for chunk in v.chunks(1024) {
+                        for (o, x) in bytes_buf.chunks_exact_mut(4).zip(chunk) {
+                            o.copy_from_slice(&x.to_le_bytes());
+                        }
+                        w.write(&bytes_buf[..chunk.len() * 4])?;
+                    }
+                }
+                Layout::F16 => {
+                    for chunk in v.chunks(2048) {
+                        for (o, x) in bytes_buf.chunks_exact_mut(2).zip(chunk) {
+                            o.copy_from_slice(&f16::f32_to_f16(*x).to_le_bytes());
+                        }
+                        w.write(&bytes_buf[..chunk.len() * 2])?;
+                    }
+                }
+                Layout::Q4_0x4 | Layout::Q8_0x8 => {
+                    write_quantized_group(e.layout, v, n, cols, w)?;
+                }
+            }
+            row0 += n;
+        }
+    }
+    Ok(())
+}
+
+/// Quantizes `n` rows (GGUF blocks), repacks them into one row group and
+/// writes it, one 32-column super-block at a time (so the byte staging is a
+/// few hundred bytes on the stack).
+fn write_quantized_group(
+    layout: Layout,
+    v: &[f32],
+    n: usize,
+    cols: usize,
+    w: &mut Writer<'_>,
+) -> Result<(), Error> {
+    let nb = cols / QK;
+    let (block, sb_len) = if layout == Layout::Q4_0x4 {
+        (q4_0::BLOCK_BYTES, repack::Q4X4_BLOCK_BYTES)
+    } else {
+        (q8_0::BLOCK_BYTES, repack::Q8X8_BLOCK_BYTES)
+    };
+    let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
+    let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
+    for b in 0..nb {
+        for r in 0..n {
+            let x = &v[r * cols + b * QK..r * cols + (b + 1) * QK];
+            let dst = &mut gguf[r * block..(r + 1) * block];
+            if layout == Layout::Q4_0x4 {
+                q4_0::quantize_row_bytes(x, dst)?;
+            } else {
+                q8_0::quantize_row_bytes(x, dst)?;
+            }
+        }
+        let src = &gguf[..n * block];
+        if layout == Layout::Q4_0x4 {
+            repack::repack_q4_0x4_group(src, QK, &mut packed[..sb_len])?;
+        } else {
+            repack::repack_q8_0x8_group(src, QK, &mut packed[..sb_len])?;
+        }
+        w.write(&packed[..sb_len])?;
+    }
+    Ok(())
+}
+
+/// The result of a conversion.
+#[derive(Clone, Copy, Debug)]
+pub struct Written {
+    /// The header written (with its checksum).
+    pub header: crate::vqf::layout::Header,
+    /// FNV-1a 64 of every byte written (header checksum field as zeros).
+    pub memsum: u64,
+}
+
+/// Writes a whole VQF file for `cfg` in `mode` into `sink`. `entries` must
+/// be [`entry_count`] long; `scratch` [`scratch_len`] long. `progress` is
+/// told `(bytes written, total bytes)` after each tensor. The checksum in the
+/// header written to `sink` is zero; the caller patches `Written::memsum`
+/// into bytes 40..48 (the sink may be a file that cannot seek from here).
+#[allow(clippy::too_many_arguments)]
+pub fn write_vqf(
+    cfg: &Config,
+    mode: WeightMode,
+    max_seq: u32,
+    tokenizer: Option<&TokenizerInput<'_>>,
+    src: &dyn TensorSource,
+    entries: &mut [Entry],
+    scratch: &mut [f32],
+    sink: &mut dyn Sink,
+    progress: &mut dyn FnMut(&Entry, u64, u64),
+) -> Result<Written, Error> {
+    for l in [cfg.ffn_size, cfg.moe.map(|m| m.moe_ffn_size).unwrap_or(8)] {
+        if l % 8 != 0 {
+            return Err(Error::Unsupported {
+                what: "FFN width not a multiple of 8 (fused gate/up runs)",
+                value: l as u64,
+            });
+        }
+    }
+    directory(cfg, mode, entries)?;
+    let mut file_flags = mode.flags() | moe_flag(cfg);
+    let config_size = config_section::encode(cfg, &mut Counter::default())?;
+    let tokenizer_size = match tokenizer {
+        Some(t) => {
+            file_flags |= flags::TOKENIZER;
+            tokenizer_section::encode(t, &mut Counter::default())?
+        }
+        None => 0,
+    };
+    let mut header = write::plan(file_flags, max_seq, entries, config_size, tokenizer_size)?;
+    let mut w = Writer::new(sink);
+    w.write(&header.to_bytes())?;
+    for e in entries.iter() {
+        w.write(&e.to_bytes())?;
+    }
+    config_section::encode(cfg, &mut w)?;
+    if let Some(t) = tokenizer {
+        tokenizer_section::encode(t, &mut w)?;
+    }
+    for e in entries.iter() {
+        w.pad_to(e.offset)?;
+        write_tensor(cfg, src, e, scratch, &mut w)?;
+        if w.position() != e.offset + e.nbytes {
+            return Err(Error::SizeMismatch {
+                what: "tensor bytes written",
+                expected: (e.offset + e.nbytes) as usize,
+                actual: w.position() as usize,
+            });
+        }
+        progress(e, w.position(), header.file_len);
+    }
+    let memsum = w.memsum();
+    header.checksum = memsum;
+    Ok(Written { header, memsum })
+}

@@ -88,6 +88,11 @@ pub enum Error {
         /// Its layer (0xFFFF: none).
         layer: u16,
     },
+    /// The host failed to read or write (the host reports the details).
+    Io {
+        /// What was being done.
+        what: &'static str,
+    },
     /// A parameter is outside the range the operation supports.
     OutOfRange {
         /// Which parameter.
@@ -117,6 +122,7 @@ impl Error {
             Error::BadTokenizer { .. } => "bad-tokenizer",
             Error::MissingTensor { .. } => "missing-tensor",
             Error::BadShape { .. } => "bad-shape",
+            Error::Io { .. } => "io",
         }
     }
 }
@@ -161,6 +167,7 @@ impl fmt::Display for Error {
             Error::BadShape { role, layer } => {
                 write!(f, "tensor {role} (layer {layer}) has the wrong shape")
             }
+            Error::Io { what } => write!(f, "I/O error while {what}"),
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }

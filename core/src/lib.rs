@@ -11,6 +11,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod convert;
 pub mod error;
 pub mod kernels;

@@ -1,7 +1,11 @@
 //! `kestrel`: the thin std shell around `kestrel-core`.
 
 mod bench;
+#[allow(dead_code)]
+mod convert;
 mod cpu;
+mod files;
+mod inspect;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,6 +27,19 @@ enum Command {
     Cpu,
     /// Time the quantized kernels on synthetic weights.
     Bench(bench::BenchArgs),
+    /// Show a VQF file: header, flags bit by bit, config, directory, bytes by type.
+    Inspect {
+        /// The VQF file.
+        file: std::path::PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute a VQF file's checksum; exit 0 when it matches.
+    Verify {
+        /// The VQF file.
+        file: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -34,6 +51,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench::run(&args),
+        Command::Inspect { file, json } => inspect::inspect(&file, json),
+        Command::Verify { file } => inspect::verify(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,8 @@
 
 pub mod config_section;
 pub mod layout;
+#[cfg(feature = "alloc")]
+pub mod tokenizer_build;
 pub mod tokenizer_section;
 pub mod write;
 

@@ -1,0 +1,1 @@
+//! `kestrel convert`: a Hugging Face directory or a GGUF file to VQF.

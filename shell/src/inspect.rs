@@ -1,0 +1,259 @@
+//! `kestrel inspect` and `kestrel verify`.
+
+use crate::files::Mapped;
+use kestrel_core::model::config::Config;
+use kestrel_core::vqf::layout::{flags, layout_name, Entry, NO_LAYER};
+use kestrel_core::vqf::{self, Vqf};
+use std::fmt::Write as _;
+use std::path::Path;
+
+fn open(path: &Path) -> Result<Mapped, String> {
+    Mapped::open(path)
+}
+
+fn parse<'a>(m: &'a Mapped) -> Result<Vqf<'a>, String> {
+    Vqf::parse(m.bytes()).map_err(|e| format!("{}: {e}", m.path().display()))
+}
+
+fn shape(e: &Entry) -> String {
+    let dims: Vec<String> = e.shape[..e.ndim as usize]
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Bytes per storage type, in first-seen order.
+fn bytes_by_type(v: &Vqf) -> Vec<(&'static str, u64, usize)> {
+    let mut out: Vec<(&'static str, u64, usize)> = Vec::new();
+    for e in v.entries() {
+        let name = layout_name(e.layout);
+        match out.iter_mut().find(|(n, _, _)| *n == name) {
+            Some(slot) => {
+                slot.1 += e.nbytes;
+                slot.2 += 1;
+            }
+            None => out.push((name, e.nbytes, 1)),
+        }
+    }
+    out
+}
+
+fn flag_lines(f: u64) -> Vec<(usize, bool, &'static str)> {
+    (0..flags::NAMES.len())
+        .map(|b| (b, f >> b & 1 == 1, flags::NAMES[b]))
+        .collect()
+}
+
+fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("arch", format!("\"{}\"", c.arch.name())),
+        ("vocab_size", c.vocab_size.to_string()),
+        ("hidden_size", c.hidden_size.to_string()),
+        ("num_layers", c.num_layers.to_string()),
+        ("num_heads", c.num_heads.to_string()),
+        ("num_kv_heads", c.num_kv_heads.to_string()),
+        ("head_dim", c.head_dim.to_string()),
+        ("ffn_size", c.ffn_size.to_string()),
+        ("rope_theta", format!("{}", c.rope_theta)),
+        ("rms_norm_eps", format!("{:e}", c.rms_norm_eps)),
+        ("max_position", c.max_position.to_string()),
+        ("tied_embeddings", c.tied_embeddings.to_string()),
+        ("qkv_bias", c.qkv_bias.to_string()),
+        ("qk_norm", c.qk_norm.to_string()),
+    ];
+    if let Some(m) = &c.moe {
+        v.push(("num_experts", m.num_experts.to_string()));
+        v.push(("experts_per_token", m.experts_per_token.to_string()));
+        v.push(("moe_ffn_size", m.moe_ffn_size.to_string()));
+        v.push(("norm_topk_prob", m.norm_topk_prob.to_string()));
+        v.push(("decoder_sparse_step", m.decoder_sparse_step.to_string()));
+    }
+    if let Some(b) = c.bos_token_id {
+        v.push(("bos_token_id", b.to_string()));
+    }
+    let eos: Vec<String> = c.eos().iter().map(|e| e.to_string()).collect();
+    v.push(("eos_token_ids", format!("[{}]", eos.join(", "))));
+    v
+}
+
+/// A JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
+    let m = open(path)?;
+    let v = parse(&m)?;
+    let h = v.header();
+    let file_len = m.bytes().len() as u64;
+    let by_type = bytes_by_type(&v);
+    let total: u64 = by_type.iter().map(|t| t.1).sum();
+    if json {
+        let mut o = String::new();
+        let _ = write!(
+            o,
+            "{{\"file\":{},\"version\":{},\"flags\":{},\"flag_names\":[{}],\"tensor_count\":{},\"max_seq\":{},\"file_len\":{},\"checksum\":\"{:016x}\",",
+            json_str(&path.display().to_string()),
+            h.version,
+            h.flags,
+            flag_lines(h.flags).iter().filter(|f| f.1).map(|f| json_str(f.2)).collect::<Vec<_>>().join(","),
+            h.tensor_count,
+            h.max_seq,
+            h.file_len,
+            h.checksum
+        );
+        let cfg: Vec<String> = config_pairs(v.config())
+            .iter()
+            .map(|(k, val)| format!("{}:{val}", json_str(k)))
+            .collect();
+        let _ = write!(o, "\"config\":{{{}}},", cfg.join(","));
+        let _ = write!(
+            o,
+            "\"tokenizer\":{},",
+            v.tokenizer()
+                .map(|t| t.n_tokens.to_string())
+                .unwrap_or("null".into())
+        );
+        o.push_str("\"tensors\":[");
+        for (i, e) in v.entries().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            let layer = if e.layer == NO_LAYER {
+                "null".to_string()
+            } else {
+                e.layer.to_string()
+            };
+            let _ = write!(
+                o,
+                "{{\"name\":{},\"layer\":{layer},\"role\":{},\"dtype\":{},\"layout\":{},\"shape\":{},\"offset\":{},\"nbytes\":{}}}",
+                json_str(e.name_str()),
+                json_str(e.role.stem()),
+                json_str(match e.layout {
+                    kestrel_core::quant::repack::Layout::F32 => "F32",
+                    kestrel_core::quant::repack::Layout::F16 => "F16",
+                    kestrel_core::quant::repack::Layout::Q4_0x4 => "Q4_0",
+                    kestrel_core::quant::repack::Layout::Q8_0x8 => "Q8_0",
+                }),
+                json_str(layout_name(e.layout)),
+                shape(&e),
+                e.offset,
+                e.nbytes
+            );
+        }
+        o.push_str("],\"bytes_by_type\":{");
+        let t: Vec<String> = by_type
+            .iter()
+            .map(|(n, b, _)| format!("{}:{b}", json_str(n)))
+            .collect();
+        let _ = write!(o, "{}}},\"tensor_bytes\":{total}}}", t.join(","));
+        println!("{o}");
+        return Ok(());
+    }
+    println!(
+        "{}: VQF version {}, {} bytes",
+        path.display(),
+        h.version,
+        file_len
+    );
+    println!(
+        "tensors {}  max_seq {}  checksum {:016x}",
+        h.tensor_count, h.max_seq, h.checksum
+    );
+    println!("flags 0x{:x}:", h.flags);
+    for (bit, set, name) in flag_lines(h.flags) {
+        println!(
+            "  bit {bit} {:<11} {}",
+            name,
+            if set { "yes" } else { "no" }
+        );
+    }
+    println!("config:");
+    for (k, val) in config_pairs(v.config()) {
+        println!("  {k:<20} {}", val.trim_matches('"'));
+    }
+    match v.tokenizer() {
+        Some(t) => println!(
+            "tokenizer: {} tokens, {} merges, {} added, chat template {} bytes",
+            t.n_tokens,
+            t.n_merges,
+            t.n_added,
+            t.chat_template().len()
+        ),
+        None => println!("tokenizer: none"),
+    }
+    println!(
+        "sections: header 0..128, directory {}..{}, config {}..{}, tokenizer {}..{}, data {}..{}",
+        h.dir_offset,
+        h.dir_offset + h.dir_size,
+        h.config_offset,
+        h.config_offset + h.config_size,
+        h.tokenizer_offset,
+        h.tokenizer_offset + h.tokenizer_size,
+        h.data_offset,
+        h.file_len
+    );
+    println!(
+        "\n{:<32} {:<7} {:<20} {:>12} {:>12}",
+        "name", "type", "shape", "offset", "bytes"
+    );
+    for e in v.entries() {
+        println!(
+            "{:<32} {:<7} {:<20} {:>12} {:>12}",
+            e.name_str(),
+            layout_name(e.layout),
+            shape(&e),
+            e.offset,
+            e.nbytes
+        );
+    }
+    println!("\nbytes by type:");
+    for (n, b, count) in &by_type {
+        println!(
+            "  {n:<7} {count:>5} tensors {:>12} bytes {:>10.1} MB",
+            b,
+            *b as f64 / 1e6
+        );
+    }
+    let meta = h.data_offset;
+    let pad = file_len - total - meta;
+    println!(
+        "  total   {:>5} tensors {:>12} bytes; + {} header/directory/config/tokenizer + {} alignment padding = {} = file size {}",
+        h.tensor_count, total, meta, pad, total + meta + pad, if total + meta + pad == file_len { "(ok)" } else { "(MISMATCH)" }
+    );
+    Ok(())
+}
+
+pub fn verify(path: &Path) -> Result<(), String> {
+    let m = open(path)?;
+    let v = parse(&m)?;
+    let stored = v.header().checksum;
+    let computed = vqf::checksum(m.bytes());
+    if stored != computed {
+        return Err(format!(
+            "{}: checksum mismatch: header says {stored:016x}, the file hashes to {computed:016x} (the file is damaged)",
+            path.display()
+        ));
+    }
+    println!(
+        "{}: OK (checksum {computed:016x}, {} tensors, {} bytes)",
+        path.display(),
+        v.header().tensor_count,
+        m.bytes().len()
+    );
+    Ok(())
+}

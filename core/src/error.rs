@@ -88,6 +88,27 @@ pub enum Error {
         /// Its layer (0xFFFF: none).
         layer: u16,
     },
+    /// The caller's arena is smaller than the state needs.
+    ArenaTooSmall {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes given.
+        have: usize,
+    },
+    /// The context (KV cache) has no room for more tokens.
+    ContextFull {
+        /// Positions the request needs.
+        need: usize,
+        /// Positions the cache holds.
+        max: usize,
+    },
+    /// A token id outside the vocabulary.
+    BadToken {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        vocab: u32,
+    },
     /// The host failed to read or write (the host reports the details).
     Io {
         /// What was being done.
@@ -123,6 +144,9 @@ impl Error {
             Error::MissingTensor { .. } => "missing-tensor",
             Error::BadShape { .. } => "bad-shape",
             Error::Io { .. } => "io",
+            Error::ArenaTooSmall { .. } => "arena-too-small",
+            Error::ContextFull { .. } => "context-full",
+            Error::BadToken { .. } => "bad-token",
         }
     }
 }
@@ -168,6 +192,14 @@ impl fmt::Display for Error {
                 write!(f, "tensor {role} (layer {layer}) has the wrong shape")
             }
             Error::Io { what } => write!(f, "I/O error while {what}"),
+            Error::ArenaTooSmall { need, have } => {
+                write!(f, "arena too small: the state needs {need} bytes, got {have}")
+            }
+            Error::ContextFull { need, max } => write!(
+                f,
+                "context full: {need} positions needed, the KV cache holds {max} (raise --ctx or start a new conversation)"
+            ),
+            Error::BadToken { id, vocab } => write!(f, "token id {id} is outside the vocabulary ({vocab})"),
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }

@@ -18,7 +18,10 @@ pub mod convert;
 pub mod error;
 pub mod kernels;
 pub mod model;
+pub mod parallel;
 pub mod quant;
+pub mod sampler;
+pub mod state;
 pub mod vqf;
 
 pub use error::Error;

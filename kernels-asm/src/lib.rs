@@ -20,6 +20,7 @@
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
+pub mod cast;
 
 /// Checks one length; the kernels call this before any unsafe code.
 #[inline]

@@ -1,10 +1,15 @@
 //! Safe dispatch between the scalar reference kernels and the architecture
-//! kernels of `kestrel-kernels`. The host detects the CPU's features and
-//! hands in a token; the core never guesses.
+//! kernels of `kestrel-kernels`, and the threaded matrix multiply on top.
+//! The host detects the CPU's features and hands in a token; the core never
+//! guesses.
 
 use crate::error::Error;
+use crate::parallel::Parallel;
 use crate::quant::reference;
 use crate::quant::repack::{Layout, PackedMatrix};
+
+/// Most parts a matrix multiply is split into.
+pub const MAX_PARTS: usize = 64;
 
 /// The kernel set an inference uses.
 #[derive(Clone, Copy, Debug)]
@@ -14,6 +19,26 @@ pub enum Kernels {
     /// aarch64 with dotprod: hand-written `sdot` kernels.
     #[cfg(target_arch = "aarch64")]
     Dotprod(kestrel_kernels::aarch64::Dotprod),
+}
+
+/// The activations of a matrix multiply: `m` rows, both as f32 (for f32/f16
+/// weights) and quantized to Q8_0 (for Q4_0x4/Q8_0x8 weights). Either may be
+/// empty when the weight's layout does not need it.
+#[derive(Clone, Copy, Debug)]
+pub struct Acts<'a> {
+    /// `m x cols` f32 values.
+    pub x: &'a [f32],
+    /// `m x cols` quants.
+    pub qs: &'a [i8],
+    /// `m x cols/32` scales.
+    pub d: &'a [f32],
+}
+
+struct Part<'o> {
+    row0: usize,
+    rows: usize,
+    out: &'o mut [f32],
+    result: Result<(), Error>,
 }
 
 impl Kernels {
@@ -27,7 +52,7 @@ impl Kernels {
     }
 
     /// `out[t][r] = W[r] . act[t]` for `m` Q8_0 activation rows and a
-    /// quantized weight (Q4_0x4 or Q8_0x8); `out` is `m x rows`.
+    /// quantized weight (Q4_0x4 or Q8_0x8); `out` is `m x rows`. One thread.
     pub fn gemm_q8(
         &self,
         w: &PackedMatrix,
@@ -62,4 +87,134 @@ impl Kernels {
             }),
         }
     }
+
+    /// One part of a multiply: `out` (`m x w.rows`) for any layout.
+    fn multiply_part(
+        &self,
+        w: &PackedMatrix,
+        acts: &Acts,
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        match w.layout {
+            Layout::Q4_0x4 | Layout::Q8_0x8 => {
+                let nb = w.cols / crate::quant::QK;
+                let qs = acts.qs.get(..m * w.cols).ok_or(Error::SizeMismatch {
+                    what: "activation quants",
+                    expected: m * w.cols,
+                    actual: acts.qs.len(),
+                })?;
+                let d = acts.d.get(..m * nb).ok_or(Error::SizeMismatch {
+                    what: "activation scales",
+                    expected: m * nb,
+                    actual: acts.d.len(),
+                })?;
+                self.gemm_q8(w, qs, d, m, out)
+            }
+            Layout::F32 | Layout::F16 => {
+                if out.len() != m * w.rows {
+                    return Err(Error::SizeMismatch {
+                        what: "output values",
+                        expected: m * w.rows,
+                        actual: out.len(),
+                    });
+                }
+                for t in 0..m {
+                    let x =
+                        acts.x
+                            .get(t * w.cols..(t + 1) * w.cols)
+                            .ok_or(Error::SizeMismatch {
+                                what: "f32 activations",
+                                expected: m * w.cols,
+                                actual: acts.x.len(),
+                            })?;
+                    reference::matvec_float(w, x, &mut out[t * w.rows..(t + 1) * w.rows])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `out[t][r] = W[r] . act[t]`, `out` = `m x rows`, split over the
+    /// pool's threads by row groups (each thread streams its own rows).
+    /// For `m > 1`, `tmp` (at least `m x rows`) holds the parts before they
+    /// are scattered into `out`.
+    pub fn matmul<P: Parallel>(
+        &self,
+        pool: &P,
+        w: &PackedMatrix,
+        acts: &Acts,
+        m: usize,
+        out: &mut [f32],
+        tmp: &mut [f32],
+    ) -> Result<(), Error> {
+        if out.len() != m * w.rows {
+            return Err(Error::SizeMismatch {
+                what: "matmul output",
+                expected: m * w.rows,
+                actual: out.len(),
+            });
+        }
+        let parts = pool.threads().clamp(1, MAX_PARTS).min(w.groups().max(1));
+        if m == 1 {
+            return self.run_parts(pool, w, acts, 1, parts, out);
+        }
+        let have = tmp.len();
+        let buf = tmp.get_mut(..m * w.rows).ok_or(Error::SizeMismatch {
+            what: "matmul scratch",
+            expected: m * w.rows,
+            actual: have,
+        })?;
+        self.run_parts(pool, w, acts, m, parts, buf)?;
+        // Part p holds `m x rows_p` at offset row0_p * m; scatter into `out`.
+        for p in 0..parts {
+            let (row0, rows) = part_rows(w, parts, p);
+            let src = &buf[row0 * m..(row0 + rows) * m];
+            for t in 0..m {
+                out[t * w.rows + row0..t * w.rows + row0 + rows]
+                    .copy_from_slice(&src[t * rows..(t + 1) * rows]);
+            }
+        }
+        Ok(())
+    }
+
+    fn run_parts<P: Parallel>(
+        &self,
+        pool: &P,
+        w: &PackedMatrix,
+        acts: &Acts,
+        m: usize,
+        parts: usize,
+        buf: &mut [f32],
+    ) -> Result<(), Error> {
+        let mut items: heapless::Vec<Part<'_>, MAX_PARTS> = heapless::Vec::new();
+        let mut rest = buf;
+        for p in 0..parts {
+            let (row0, rows) = part_rows(w, parts, p);
+            let (chunk, tail) = rest.split_at_mut(rows * m);
+            rest = tail;
+            let _ = items.push(Part {
+                row0,
+                rows,
+                out: chunk,
+                result: Ok(()),
+            });
+        }
+        pool.for_each_mut(&mut items, &|_, part| {
+            part.result = w
+                .sub_rows(part.row0, part.rows)
+                .and_then(|sub| self.multiply_part(&sub, acts, m, part.out));
+        });
+        items.iter().try_for_each(|p| p.result)
+    }
+}
+
+/// Rows `(row0, rows)` of part `p` of `parts`: whole row groups, split evenly.
+fn part_rows(w: &PackedMatrix, parts: usize, p: usize) -> (usize, usize) {
+    let g = w.layout.group_rows();
+    let groups = w.groups();
+    let g0 = groups * p / parts;
+    let g1 = groups * (p + 1) / parts;
+    let row0 = g0 * g;
+    (row0, (g1 * g).min(w.rows) - row0)
 }

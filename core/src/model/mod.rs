@@ -1,4 +1,7 @@
 //! The model: its configuration, the tensors it needs, and (next) the forward pass.
 
 pub mod config;
+pub mod forward;
+pub mod ops;
 pub mod tensors;
+pub mod weights;

@@ -117,6 +117,28 @@ impl<'a> PackedMatrix<'a> {
         self.rows.div_ceil(self.layout.group_rows())
     }
 
+    /// The rows `row0 .. row0 + n` as a matrix of their own; `row0` must be
+    /// a multiple of the group size.
+    pub fn sub_rows(&self, row0: usize, n: usize) -> Result<PackedMatrix<'a>, Error> {
+        let g = self.layout.group_rows();
+        let end = row0
+            .checked_add(n)
+            .ok_or(Error::Overflow { what: "row range" })?;
+        if !row0.is_multiple_of(g) || end > self.rows {
+            return Err(Error::OutOfRange {
+                what: "sub-matrix rows",
+                value: end,
+                max: self.rows,
+            });
+        }
+        let gb = self.layout.group_bytes(self.cols)?;
+        let bytes = self
+            .bytes
+            .get(row0 / g * gb..end.div_ceil(g) * gb)
+            .ok_or(Error::Overflow { what: "sub-matrix" })?;
+        PackedMatrix::new(self.layout, n, self.cols, bytes)
+    }
+
     /// The bytes of row group `g` (panics if `g >= groups()`).
     pub fn group(&self, g: usize) -> &'a [u8] {
         // The size was checked in `new`, so this cannot overflow.

@@ -1,0 +1,203 @@
+//! Typed views of a validated VQF file's tensors, and the routing of each
+//! phase to a weight copy (mixed precision: prefill reads Q8, decode Q4).
+
+use super::config::Config;
+use crate::error::Error;
+use crate::quant::repack::{Layout, PackedMatrix};
+use crate::vqf::layout::{flags, Role, NO_LAYER};
+use crate::vqf::Vqf;
+
+/// Which weight copy each phase reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Routing {
+    /// Layout multiplied when a step has more than one token (prefill).
+    pub prefill: Layout,
+    /// Layout multiplied for single-token steps (decode).
+    pub decode: Layout,
+}
+
+impl Routing {
+    /// The routing for a file's flags: decode reads Q4 when the file has it;
+    /// prefill reads Q8 when the file has it and `prefill_q8` is on
+    /// (the default), else the decode copy. F32/F16 files use what they have.
+    pub fn for_flags(f: u64, prefill_q8: bool) -> Result<Routing, Error> {
+        let has = |bit: u64| f & bit != 0;
+        let decode = if has(flags::Q4_4X4) {
+            Layout::Q4_0x4
+        } else if has(flags::Q8_8X8) {
+            Layout::Q8_0x8
+        } else if has(flags::LINEAR_F16) {
+            Layout::F16
+        } else if has(flags::LINEAR_F32) {
+            Layout::F32
+        } else {
+            return Err(Error::BadConfig {
+                what: "the file declares no linear-weight copy",
+            });
+        };
+        let prefill = if prefill_q8 && has(flags::Q8_8X8) {
+            Layout::Q8_0x8
+        } else {
+            decode
+        };
+        Ok(Routing { prefill, decode })
+    }
+
+    /// The layout for a step of `m` tokens.
+    pub fn for_batch(&self, m: usize) -> Layout {
+        if m > 1 {
+            self.prefill
+        } else {
+            self.decode
+        }
+    }
+}
+
+/// The model's tensors, as views into the file.
+#[derive(Clone, Copy, Debug)]
+pub struct Weights<'a> {
+    /// The file.
+    pub vqf: Vqf<'a>,
+    /// Its config.
+    pub cfg: Config,
+    /// Which copy each phase reads.
+    pub routing: Routing,
+    /// Embedding storage (F16 or F32).
+    pub embedding: Layout,
+}
+
+/// One decoder layer's tensors for one weight copy.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerWeights<'a> {
+    /// (hidden) f32.
+    pub attn_norm: &'a [u8],
+    /// (q_dim + 2 kv_dim, hidden): Q, K, V rows.
+    pub qkv: PackedMatrix<'a>,
+    /// (q_dim + 2 kv_dim) f32, Qwen2 only.
+    pub qkv_bias: Option<&'a [u8]>,
+    /// (head_dim) f32, Qwen3 only.
+    pub q_norm: Option<&'a [u8]>,
+    /// (head_dim) f32, Qwen3 only.
+    pub k_norm: Option<&'a [u8]>,
+    /// (hidden, q_dim).
+    pub o: PackedMatrix<'a>,
+    /// (hidden) f32.
+    pub ffn_norm: &'a [u8],
+    /// (2 ffn, hidden): gate and up in runs of 8 rows.
+    pub gate_up: PackedMatrix<'a>,
+    /// (hidden, ffn).
+    pub down: PackedMatrix<'a>,
+}
+
+impl<'a> Weights<'a> {
+    /// Views over a validated file.
+    pub fn new(vqf: Vqf<'a>, prefill_q8: bool) -> Result<Weights<'a>, Error> {
+        let f = vqf.header().flags;
+        Ok(Weights {
+            cfg: *vqf.config(),
+            routing: Routing::for_flags(f, prefill_q8)?,
+            embedding: if f & flags::EMB_F16 != 0 {
+                Layout::F16
+            } else {
+                Layout::F32
+            },
+            vqf,
+        })
+    }
+
+    fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
+        let e = self
+            .vqf
+            .find(layer, role, Layout::F32)
+            .ok_or(Error::MissingTensor {
+                role: role.stem(),
+                layer,
+            })?;
+        Ok(self.vqf.data(&e))
+    }
+
+    fn matrix(&self, layer: u16, role: Role, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
+        let e = self
+            .vqf
+            .find(layer, role, layout)
+            .ok_or(Error::MissingTensor {
+                role: role.stem(),
+                layer,
+            })?;
+        self.vqf.matrix(&e, 0)
+    }
+
+    /// Layer `l`'s tensors in `layout` (the parser checked they all exist).
+    pub fn layer(&self, l: usize, layout: Layout) -> Result<LayerWeights<'a>, Error> {
+        let layer = u16::try_from(l).map_err(|_| Error::Overflow {
+            what: "layer index",
+        })?;
+        Ok(LayerWeights {
+            attn_norm: self.vector(layer, Role::AttnNorm)?,
+            qkv: self.matrix(layer, Role::AttnQkv, layout)?,
+            qkv_bias: if self.cfg.qkv_bias {
+                Some(self.vector(layer, Role::AttnQkvBias)?)
+            } else {
+                None
+            },
+            q_norm: if self.cfg.qk_norm {
+                Some(self.vector(layer, Role::AttnQNorm)?)
+            } else {
+                None
+            },
+            k_norm: if self.cfg.qk_norm {
+                Some(self.vector(layer, Role::AttnKNorm)?)
+            } else {
+                None
+            },
+            o: self.matrix(layer, Role::AttnOutput, layout)?,
+            ffn_norm: self.vector(layer, Role::FfnNorm)?,
+            gate_up: self.matrix(layer, Role::FfnGateUp, layout)?,
+            down: self.matrix(layer, Role::FfnDown, layout)?,
+        })
+    }
+
+    /// (vocab, hidden) embedding rows, F16 or F32.
+    pub fn embedding(&self) -> Result<&'a [u8], Error> {
+        let e = self
+            .vqf
+            .find(NO_LAYER, Role::TokenEmbd, self.embedding)
+            .ok_or(Error::MissingTensor {
+                role: "token_embd",
+                layer: NO_LAYER,
+            })?;
+        Ok(self.vqf.data(&e))
+    }
+
+    /// (hidden) final norm.
+    pub fn output_norm(&self) -> Result<&'a [u8], Error> {
+        self.vector(NO_LAYER, Role::OutputNorm)
+    }
+
+    /// (vocab, hidden) lm_head in `layout`.
+    pub fn output(&self, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
+        self.matrix(NO_LAYER, Role::Output, layout)
+    }
+
+    /// Bytes of weights one decode step reads (layers and lm_head in the
+    /// decode copy, one embedding row): for bandwidth figures.
+    pub fn decode_bytes(&self) -> u64 {
+        let mut total = 0u64;
+        for e in self.vqf.entries() {
+            let used = match e.role {
+                Role::TokenEmbd => false,
+                Role::AttnQkv
+                | Role::AttnOutput
+                | Role::FfnGateUp
+                | Role::FfnDown
+                | Role::Output => e.layout == self.routing.decode,
+                _ => true,
+            };
+            if used {
+                total += e.nbytes;
+            }
+        }
+        let row = self.cfg.hidden_size as u64 * if self.embedding == Layout::F16 { 2 } else { 4 };
+        total + row
+    }
+}

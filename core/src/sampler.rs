@@ -1,0 +1,237 @@
+//! Choosing the next token from logits: greedy at temperature 0, otherwise
+//! repetition penalty, top-k, top-p, min-p, temperature, then a draw from a
+//! seedable generator (the same seed gives the same tokens). The chain and
+//! its defaults follow llama.cpp's.
+
+/// Sampling settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// 0 (or less) means greedy.
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches p (1: all).
+    pub top_p: f32,
+    /// Drop tokens below `min_p` times the top probability (0: none).
+    pub min_p: f32,
+    /// Divide positive (multiply negative) logits of recent tokens (1: off).
+    pub repeat_penalty: f32,
+    /// How many recent tokens the penalty looks at.
+    pub repeat_last_n: usize,
+    /// Generator seed.
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// A seeded sampler.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    /// Its settings.
+    pub cfg: SamplerConfig,
+    state: u64,
+}
+
+/// Index of the largest value (the lowest index on ties; NaN never wins).
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] || x[best].is_nan() {
+            best = i;
+        }
+    }
+    best
+}
+
+impl Sampler {
+    /// A sampler with its generator seeded from `cfg.seed`.
+    pub fn new(cfg: SamplerConfig) -> Sampler {
+        Sampler {
+            cfg,
+            state: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// The next value of the generator (SplitMix64).
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform value in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Picks a token. `logits` (vocab) is modified (penalties); `recent`
+    /// are the previous tokens; `scratch` holds at least `logits.len()`
+    /// candidate slots.
+    pub fn sample(&mut self, logits: &mut [f32], recent: &[u32], scratch: &mut [u32]) -> u32 {
+        let c = self.cfg;
+        if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
+            let window = &recent[recent.len().saturating_sub(c.repeat_last_n)..];
+            for (j, &id) in window.iter().enumerate() {
+                // Once per distinct token, as llama.cpp does.
+                if window[..j].contains(&id) {
+                    continue;
+                }
+                if let Some(l) = logits.get_mut(id as usize) {
+                    *l = if *l > 0.0 {
+                        *l / c.repeat_penalty
+                    } else {
+                        *l * c.repeat_penalty
+                    };
+                }
+            }
+        }
+        if c.temperature <= 0.0 || c.top_k == 1 {
+            return argmax(logits) as u32;
+        }
+        let n = logits.len().min(scratch.len());
+        let cand = &mut scratch[..n];
+        for (i, s) in cand.iter_mut().enumerate() {
+            *s = i as u32;
+        }
+        // Order: logit descending, index ascending (deterministic ties).
+        let order = |a: &u32, b: &u32| {
+            let (x, y) = (logits[*a as usize], logits[*b as usize]);
+            y.partial_cmp(&x)
+                .unwrap_or(core::cmp::Ordering::Equal)
+                .then(a.cmp(b))
+        };
+        let k = if c.top_k == 0 || c.top_k > n {
+            n
+        } else {
+            c.top_k
+        };
+        if k < n {
+            cand.select_nth_unstable_by(k - 1, order);
+        }
+        let cand = &mut cand[..k];
+        cand.sort_unstable_by(order);
+        // Probabilities over the candidates at temperature 1 for top-p/min-p
+        // (llama.cpp applies temperature last).
+        let max = logits[cand[0] as usize];
+        let mut sum = 0.0f64;
+        for &i in cand.iter() {
+            sum += libm::exp((logits[i as usize] - max) as f64);
+        }
+        let mut keep = k;
+        if c.top_p < 1.0 {
+            let mut acc = 0.0f64;
+            for (j, &i) in cand.iter().enumerate() {
+                acc += libm::exp((logits[i as usize] - max) as f64) / sum;
+                if acc >= c.top_p as f64 {
+                    keep = j + 1;
+                    break;
+                }
+            }
+        }
+        if c.min_p > 0.0 {
+            // p_i / p_max = exp(l_i - max)
+            let floor = libm::log(c.min_p as f64);
+            let above = cand[..keep]
+                .iter()
+                .take_while(|&&i| ((logits[i as usize] - max) as f64) >= floor)
+                .count();
+            keep = above.max(1);
+        }
+        let cand = &cand[..keep];
+        let t = c.temperature as f64;
+        let mut total = 0.0f64;
+        for &i in cand {
+            total += libm::exp((logits[i as usize] - max) as f64 / t);
+        }
+        let mut r = self.uniform() * total;
+        for &i in cand {
+            r -= libm::exp((logits[i as usize] - max) as f64 / t);
+            if r < 0.0 {
+                return i;
+            }
+        }
+        cand[cand.len() - 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_is_argmax_with_lowest_index_on_ties() {
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        });
+        let mut l = [0.5, 2.0, 2.0, -1.0];
+        assert_eq!(s.sample(&mut l, &[], &mut [0; 4]), 1);
+    }
+
+    #[test]
+    fn same_seed_same_tokens() {
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            ..Default::default()
+        };
+        let logits: [f32; 8] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
+        let draw = |seed| {
+            let mut s = Sampler::new(SamplerConfig { seed, ..cfg });
+            (0..32)
+                .map(|_| s.sample(&mut logits.clone(), &[], &mut [0; 8]))
+                .collect::<heapless::Vec<u32, 32>>()
+        };
+        assert_eq!(draw(1), draw(1));
+        assert_ne!(draw(1), draw(2));
+    }
+
+    #[test]
+    fn filters_restrict_the_candidates() {
+        let logits: [f32; 6] = [5.0, 4.0, 0.0, -1.0, -2.0, -3.0];
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            min_p: 0.0,
+            ..Default::default()
+        });
+        for _ in 0..200 {
+            assert!(s.sample(&mut logits.clone(), &[], &mut [0; 6]) < 2);
+        }
+        // min_p 0.5: only tokens with p >= 0.5 p_max: exp(-1) < 0.5, so only token 0.
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.5,
+            ..Default::default()
+        });
+        for _ in 0..50 {
+            assert_eq!(s.sample(&mut logits.clone(), &[], &mut [0; 6]), 0);
+        }
+        // Penalty flips the winner.
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 0.0,
+            repeat_penalty: 2.0,
+            ..Default::default()
+        });
+        assert_eq!(s.sample(&mut logits.clone(), &[0], &mut [0; 6]), 1);
+    }
+}

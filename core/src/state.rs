@@ -1,0 +1,312 @@
+//! The memory an inference needs, carved out of one caller-provided arena:
+//! the KV cache, the activations of a batch, and the scratch of the kernels.
+//! [`ArenaLayout::new`] says how many bytes are needed (checked arithmetic);
+//! [`State::new`] carves them or returns [`Error::ArenaTooSmall`]. Nothing
+//! allocates during inference.
+
+use crate::error::Error;
+use crate::model::config::Config;
+use kestrel_kernels::cast;
+
+/// Largest batch a prefill step may process.
+pub const MAX_BATCH: usize = 64;
+
+/// How the KV cache stores keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvType {
+    /// IEEE half precision (the default).
+    F16,
+    /// f32.
+    F32,
+}
+
+/// What the state is sized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Context length: the most tokens the KV cache holds.
+    pub max_seq: usize,
+    /// The most tokens one forward step processes (prefill batch).
+    pub max_batch: usize,
+    /// KV cache element type.
+    pub kv: KvType,
+    /// Keep the logits of every row of a batch (else only the last row's).
+    pub all_logits: bool,
+}
+
+/// Byte ranges of every buffer in the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaLayout {
+    /// Bytes needed, including up to 63 bytes to align the start.
+    pub total: usize,
+    sizes: [usize; BUFFERS],
+}
+
+const BUFFERS: usize = 15;
+
+/// Widths the state needs, from the config.
+struct Dims {
+    hidden: usize,
+    q_dim: usize,
+    kv_dim: usize,
+    qkv: usize,
+    ffn: usize,
+    vocab: usize,
+    heads: usize,
+    half_dim: usize,
+    layers: usize,
+}
+
+impl Dims {
+    fn of(cfg: &Config) -> Dims {
+        let moe_ffn = cfg.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0);
+        Dims {
+            hidden: cfg.hidden_size as usize,
+            q_dim: cfg.q_dim(),
+            kv_dim: cfg.kv_dim(),
+            qkv: cfg.qkv_rows(),
+            ffn: (cfg.ffn_size as usize).max(moe_ffn),
+            vocab: cfg.vocab_size as usize,
+            heads: cfg.num_heads as usize,
+            half_dim: cfg.head_dim as usize / 2,
+            layers: cfg.num_layers as usize,
+        }
+    }
+}
+
+fn mul(a: usize, b: usize) -> Result<usize, Error> {
+    a.checked_mul(b)
+        .ok_or(Error::Overflow { what: "arena size" })
+}
+
+impl ArenaLayout {
+    /// The arena needed for `cfg` with `opts`.
+    pub fn new(cfg: &Config, opts: &Options) -> Result<ArenaLayout, Error> {
+        cfg.validate()?;
+        if opts.max_batch == 0 || opts.max_batch > MAX_BATCH {
+            return Err(Error::OutOfRange {
+                what: "max_batch",
+                value: opts.max_batch,
+                max: MAX_BATCH,
+            });
+        }
+        if opts.max_seq == 0 {
+            return Err(Error::OutOfRange {
+                what: "max_seq",
+                value: 0,
+                max: usize::MAX,
+            });
+        }
+        let d = Dims::of(cfg);
+        let b = opts.max_batch;
+        let max_in = d.hidden.max(d.q_dim).max(d.ffn);
+        let logit_rows = if opts.all_logits { b } else { 1 };
+        let max_rows =
+            d.qkv
+                .max(2 * d.ffn)
+                .max(d.hidden)
+                .max(if opts.all_logits { d.vocab } else { 0 });
+        let kv_elem = if opts.kv == KvType::F16 { 2 } else { 4 };
+        let kv = mul(mul(mul(d.layers, opts.max_seq)?, d.kv_dim)?, kv_elem)?;
+        let f = 4;
+        let sizes = [
+            kv,                                               // 0 keys: (layer, seq, kv_dim)
+            kv,                                               // 1 values: (layer, seq, kv_dim)
+            mul(mul(b, d.hidden)?, f)?, // 2 x: (batch, hidden) residual stream
+            mul(mul(b, d.hidden)?, f)?, // 3 xb: (batch, hidden) normed input
+            mul(mul(b, d.qkv)?, f)?,    // 4 qkv: (batch, q_dim + 2 kv_dim)
+            mul(mul(b, d.q_dim)?, f)?,  // 5 att: (batch, q_dim) attention output
+            mul(mul(b, 2 * d.ffn)?, f)?, // 6 gate_up: (batch, 2 ffn)
+            mul(mul(b, d.ffn)?, f)?,    // 7 hb: (batch, ffn) SwiGLU output
+            mul(mul(b, d.hidden)?, f)?, // 8 proj: (batch, hidden) o/down output
+            mul(mul(b, max_rows)?, f)?, // 9 tmp: (batch, widest output) matmul parts
+            mul(mul(logit_rows, d.vocab)?, f)?, // 10 logits: (rows, vocab)
+            mul(mul(d.heads, opts.max_seq)?, f)?, // 11 scores: (heads, seq)
+            mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 12 rope: (seq, head_dim/2) cos, then sin
+            mul(b, max_in)?,                                  // 13 act_qs: (batch, widest input) i8
+            mul(mul(b, max_in / 32 + 1)?, f)?, // 14 act_d: (batch, widest input / 32)
+        ];
+        let mut total = 63usize;
+        for s in sizes {
+            total = total
+                .checked_add(s.div_ceil(64) * 64)
+                .ok_or(Error::Overflow { what: "arena size" })?;
+        }
+        Ok(ArenaLayout { total, sizes })
+    }
+}
+
+/// The KV cache of one kind.
+#[derive(Debug)]
+pub enum KvCache<'a> {
+    /// f16 bits.
+    F16(&'a mut [u16]),
+    /// f32 values.
+    F32(&'a mut [f32]),
+}
+
+impl KvCache<'_> {
+    /// Stores `values` at element offset `at`.
+    pub fn store(&mut self, at: usize, values: &[f32]) {
+        match self {
+            KvCache::F16(c) => {
+                for (d, &v) in c[at..at + values.len()].iter_mut().zip(values) {
+                    *d = crate::quant::f16::f32_to_f16(v);
+                }
+            }
+            KvCache::F32(c) => c[at..at + values.len()].copy_from_slice(values),
+        }
+    }
+
+    /// Element `at` as f32.
+    #[inline]
+    pub fn get(&self, at: usize) -> f32 {
+        match self {
+            KvCache::F16(c) => crate::quant::f16::f16_to_f32(c[at]),
+            KvCache::F32(c) => c[at],
+        }
+    }
+}
+
+/// All mutable memory of one sequence's inference.
+#[derive(Debug)]
+pub struct State<'a> {
+    /// What the state was sized for.
+    pub opts: Options,
+    /// Tokens already in the KV cache (the next token's position).
+    pub pos: usize,
+    /// Keys: (layer, seq, kv_dim).
+    pub k_cache: KvCache<'a>,
+    /// Values: (layer, seq, kv_dim).
+    pub v_cache: KvCache<'a>,
+    /// (batch, hidden) residual stream.
+    pub x: &'a mut [f32],
+    /// (batch, hidden) normed input.
+    pub xb: &'a mut [f32],
+    /// (batch, q_dim + 2 kv_dim) fused projections.
+    pub qkv: &'a mut [f32],
+    /// (batch, q_dim) attention output.
+    pub att: &'a mut [f32],
+    /// (batch, 2 ffn) gate and up, in runs of 8.
+    pub gate_up: &'a mut [f32],
+    /// (batch, ffn) SwiGLU output.
+    pub hb: &'a mut [f32],
+    /// (batch, hidden) projection output.
+    pub proj: &'a mut [f32],
+    /// Matrix-multiply parts.
+    pub tmp: &'a mut [f32],
+    /// (rows, vocab) logits.
+    pub logits: &'a mut [f32],
+    /// (heads, seq) attention scores.
+    pub scores: &'a mut [f32],
+    /// (seq, head_dim/2) RoPE cosines.
+    pub rope_cos: &'a mut [f32],
+    /// (seq, head_dim/2) RoPE sines.
+    pub rope_sin: &'a mut [f32],
+    /// (batch, widest input) activation quants.
+    pub act_qs: &'a mut [i8],
+    /// (batch, widest input / 32) activation scales.
+    pub act_d: &'a mut [f32],
+}
+
+fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
+    let padded = size.div_ceil(64) * 64;
+    let all = core::mem::take(rest);
+    let (head, tail) = all.split_at_mut(padded);
+    *rest = tail;
+    &mut head[..size]
+}
+
+fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
+    cast::as_f32_mut(b).ok_or(Error::Overflow {
+        what: "arena alignment",
+    })
+}
+
+impl<'a> State<'a> {
+    /// Carves the state out of `arena` (at least `ArenaLayout::new(cfg,
+    /// opts).total` bytes) and fills the RoPE tables.
+    pub fn new(cfg: &Config, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>, Error> {
+        let layout = ArenaLayout::new(cfg, &opts)?;
+        if arena.len() < layout.total {
+            return Err(Error::ArenaTooSmall {
+                need: layout.total,
+                have: arena.len(),
+            });
+        }
+        let skip = arena.as_ptr().align_offset(64).min(63);
+        let mut rest: &'a mut [u8] = &mut arena[skip..];
+        let s = layout.sizes;
+        let k_bytes = take(&mut rest, s[0]);
+        let v_bytes = take(&mut rest, s[1]);
+        let (k_cache, v_cache) = match opts.kv {
+            KvType::F16 => (
+                KvCache::F16(cast::as_u16_mut(k_bytes).ok_or(Error::Overflow {
+                    what: "arena alignment",
+                })?),
+                KvCache::F16(cast::as_u16_mut(v_bytes).ok_or(Error::Overflow {
+                    what: "arena alignment",
+                })?),
+            ),
+            KvType::F32 => (KvCache::F32(f32s(k_bytes)?), KvCache::F32(f32s(v_bytes)?)),
+        };
+        let x = f32s(take(&mut rest, s[2]))?;
+        let xb = f32s(take(&mut rest, s[3]))?;
+        let qkv = f32s(take(&mut rest, s[4]))?;
+        let att = f32s(take(&mut rest, s[5]))?;
+        let gate_up = f32s(take(&mut rest, s[6]))?;
+        let hb = f32s(take(&mut rest, s[7]))?;
+        let proj = f32s(take(&mut rest, s[8]))?;
+        let tmp = f32s(take(&mut rest, s[9]))?;
+        let logits = f32s(take(&mut rest, s[10]))?;
+        let scores = f32s(take(&mut rest, s[11]))?;
+        let rope = f32s(take(&mut rest, s[12]))?;
+        let act_qs = cast::as_i8_mut(take(&mut rest, s[13]));
+        let act_d = f32s(take(&mut rest, s[14]))?;
+        let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
+        fill_rope(cfg, rope_cos, rope_sin);
+        Ok(State {
+            opts,
+            pos: 0,
+            k_cache,
+            v_cache,
+            x,
+            xb,
+            qkv,
+            att,
+            gate_up,
+            hb,
+            proj,
+            tmp,
+            logits,
+            scores,
+            rope_cos,
+            rope_sin,
+            act_qs,
+            act_d,
+        })
+    }
+}
+
+/// RoPE tables as Hugging Face computes them: `inv_freq[i] = 1 /
+/// theta^(2i/d)` and the angle `pos * inv_freq[i]` in f32, then cos/sin (here
+/// in f64, rounded once, so every platform gets the same bits).
+fn fill_rope(cfg: &Config, cos: &mut [f32], sin: &mut [f32]) {
+    let d = cfg.head_dim as usize;
+    let half = d / 2;
+    if half == 0 {
+        return;
+    }
+    let theta = cfg.rope_theta as f32;
+    for (p, (c_row, s_row)) in cos
+        .chunks_exact_mut(half)
+        .zip(sin.chunks_exact_mut(half))
+        .enumerate()
+    {
+        for i in 0..half {
+            let inv_freq = 1.0 / libm::powf(theta, (2 * i) as f32 / d as f32);
+            let angle = p as f32 * inv_freq;
+            c_row[i] = libm::cos(angle as f64) as f32;
+            s_row[i] = libm::sin(angle as f64) as f32;
+        }
+    }
+}

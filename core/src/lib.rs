@@ -14,6 +14,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod chat;
 pub mod convert;
 pub mod error;
 pub mod kernels;

@@ -6,6 +6,8 @@ mod convert;
 mod cpu;
 mod files;
 mod inspect;
+#[allow(dead_code)] // used by `kestrel run`, landing next
+mod pool;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -61,7 +61,8 @@ pub const MAX_TENSORS: usize = 1 << 14;
 pub const MAX_KV: usize = 1 << 10;
 
 /// A parsed GGUF file: the caller's bytes and the offsets of its sections.
-#[derive(Clone, Copy, Debug)]
+/// (`Debug` shows the sizes, not the bytes.)
+#[derive(Clone, Copy)]
 pub struct Gguf<'a> {
     bytes: &'a [u8],
     version: u32,
@@ -70,6 +71,20 @@ pub struct Gguf<'a> {
     info_start: usize,
     data_start: usize,
     alignment: usize,
+}
+
+impl core::fmt::Debug for Gguf<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Gguf")
+            .field("len", &self.bytes.len())
+            .field("version", &self.version)
+            .field("n_kv", &self.n_kv)
+            .field("n_tensors", &self.n_tensors)
+            .field("info_start", &self.info_start)
+            .field("data_start", &self.data_start)
+            .field("alignment", &self.alignment)
+            .finish()
+    }
 }
 
 impl<'a> Gguf<'a> {
@@ -497,7 +512,7 @@ impl<'a> Iterator for KvIter<'a> {
 impl ExactSizeIterator for KvIter<'_> {}
 
 /// Iterator over the tensors in file order.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TensorIter<'a> {
     bytes: &'a [u8],
     cur: Cursor<'a>,
@@ -551,3 +566,9 @@ impl<'a> Iterator for TensorIter<'a> {
 }
 
 impl ExactSizeIterator for TensorIter<'_> {}
+
+impl core::fmt::Debug for TensorIter<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "TensorIter {{ index: {}, n: {} }}", self.index, self.n)
+    }
+}

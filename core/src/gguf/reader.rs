@@ -5,10 +5,21 @@
 use crate::Error;
 
 /// A read position in the file.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+}
+
+impl core::fmt::Debug for Cursor<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "Cursor {{ pos: {}, len: {} }}",
+            self.pos,
+            self.bytes.len()
+        )
+    }
 }
 
 impl<'a> Cursor<'a> {

@@ -177,7 +177,8 @@ impl GgmlType {
 }
 
 /// One tensor: its name, shape, type and data, borrowed from the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (`Debug` shows the data's length, not its bytes.)
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TensorInfo<'a> {
     pub(crate) name: &'a str,
     pub(crate) ty: GgmlType,
@@ -187,6 +188,19 @@ pub struct TensorInfo<'a> {
     pub(crate) index: usize,
     pub(crate) info_at: usize,
     pub(crate) data: &'a [u8],
+}
+
+impl core::fmt::Debug for TensorInfo<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TensorInfo")
+            .field("name", &self.name)
+            .field("ty", &self.ty)
+            .field("dims", &self.dims())
+            .field("offset", &self.offset)
+            .field("index", &self.index)
+            .field("data_len", &self.data.len())
+            .finish()
+    }
 }
 
 impl<'a> TensorInfo<'a> {

@@ -208,11 +208,18 @@ impl<'a> Value<'a> {
 }
 
 /// A metadata array, validated at parse time and decoded lazily.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (`Debug` shows the type and length, not the elements.)
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Array<'a> {
     elem: ValueType,
     len: usize,
     bytes: &'a [u8],
+}
+
+impl core::fmt::Debug for Array<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Array {{ elem: {:?}, len: {} }}", self.elem, self.len)
+    }
 }
 
 impl<'a> Array<'a> {

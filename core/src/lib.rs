@@ -5,6 +5,8 @@
 //! * [`quant`]: f16/bf16, Q8_0 and Q4_0 blocks (bit-identical to GGUF's), the
 //!   repacked 4x4 / 8x8 layouts the kernels read, and the scalar reference
 //!   kernels that define what every fast kernel must compute.
+//! * [`gguf`]: a zero-copy, validating GGUF v2/v3 parser and ggml's
+//!   dequantizers (F32, F16, BF16, Q4_0/1, Q5_0/1, Q8_0, Q2_K..Q8_K).
 //! * [`kernels`]: the safe dispatch between the scalar reference and the
 //!   architecture kernels of `kestrel-kernels`.
 #![no_std]
@@ -17,6 +19,7 @@ extern crate alloc;
 pub mod chat;
 pub mod convert;
 pub mod error;
+pub mod gguf;
 pub mod kernels;
 pub mod model;
 pub mod parallel;

@@ -123,22 +123,6 @@ pub enum Error {
         /// The largest value allowed.
         max: usize,
     },
-    /// A file is not well formed: a field runs past the end, holds an
-    /// impossible value, or contradicts another field.
-    Malformed {
-        /// What is wrong.
-        what: &'static str,
-        /// The byte offset in the file where the offending field starts.
-        at: u64,
-    },
-    /// A file uses something this build does not support (a GGUF version, a
-    /// ggml type that cannot be dequantized).
-    Unsupported {
-        /// What is unsupported.
-        what: &'static str,
-        /// The value found.
-        value: u64,
-    },
     /// One tensor of a GGUF file is invalid. `at` is the byte offset of its
     /// info record, which starts with its name:
     /// [`crate::gguf::error_tensor_name`] reads the name back for a message.
@@ -176,6 +160,7 @@ impl Error {
             Error::ArenaTooSmall { .. } => "arena-too-small",
             Error::ContextFull { .. } => "context-full",
             Error::BadToken { .. } => "bad-token",
+            Error::BadTensor { .. } => "bad-tensor",
         }
     }
 }
@@ -232,8 +217,6 @@ impl fmt::Display for Error {
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }
-            Error::Malformed { what, at } => write!(f, "malformed file at byte {at}: {what}"),
-            Error::Unsupported { what, value } => write!(f, "unsupported {what}: {value}"),
             Error::BadTensor {
                 what,
                 index,

@@ -36,6 +36,35 @@ pub enum Error {
         /// The largest value allowed.
         max: usize,
     },
+    /// A JSON document breaks RFC 8259 (or a limit of this reader).
+    Json {
+        /// What is wrong.
+        what: &'static str,
+        /// Byte offset in the input where the problem was found.
+        offset: usize,
+    },
+    /// A safetensors file breaks the format.
+    Safetensors {
+        /// What is wrong.
+        what: &'static str,
+        /// Byte offset in the file of the offending item (0 when it concerns
+        /// the whole file).
+        offset: usize,
+    },
+    /// An output buffer is too small for the result.
+    BufferTooSmall {
+        /// What was being written.
+        what: &'static str,
+        /// The length needed.
+        needed: usize,
+        /// The length given.
+        len: usize,
+    },
+    /// An operation does not support this kind of input.
+    Unsupported {
+        /// What is not supported.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -53,6 +82,12 @@ impl fmt::Display for Error {
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }
+            Error::Json { what, offset } => write!(f, "{what} (at byte {offset})"),
+            Error::Safetensors { what, offset } => write!(f, "{what} (at byte {offset})"),
+            Error::BufferTooSmall { what, needed, len } => {
+                write!(f, "{what}: buffer of {len} bytes, {needed} needed")
+            }
+            Error::Unsupported { what } => write!(f, "{what}: not supported"),
         }
     }
 }

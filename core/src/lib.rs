@@ -7,11 +7,14 @@
 //!   kernels that define what every fast kernel must compute.
 //! * [`kernels`]: the safe dispatch between the scalar reference and the
 //!   architecture kernels of `kestrel-kernels`.
+//! * [`json`]: a zero-copy, allocation-free JSON reader (config.json,
+//!   tokenizer.json, request bodies) and a string escaper for writing JSON.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod json;
 pub mod kernels;
 pub mod quant;
 

@@ -923,6 +923,12 @@ impl<'a> Object<'a> {
         }
         found
     }
+
+    /// The value of the *first* member named `key`; stops there. For
+    /// objects known to have unique keys this is [`Object::get`], cheaper.
+    pub fn find(&self, key: &str) -> Option<Value<'a>> {
+        self.iter().find(|(k, _)| k.eq_str(key)).map(|(_, v)| v)
+    }
 }
 
 impl<'a> IntoIterator for Object<'a> {

@@ -9,6 +9,8 @@
 //!   architecture kernels of `kestrel-kernels`.
 //! * [`json`]: a zero-copy, allocation-free JSON reader (config.json,
 //!   tokenizer.json, request bodies) and a string escaper for writing JSON.
+//! * [`safetensors`]: a zero-copy safetensors reader that validates the
+//!   whole file once.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,5 +19,6 @@ pub mod error;
 pub mod json;
 pub mod kernels;
 pub mod quant;
+pub mod safetensors;
 
 pub use error::Error;

@@ -29,7 +29,8 @@
 //!   (what the `safetensors` library writes for single-dtype files);
 //! * tiling: O(h) when the header order is the data order (what the library
 //!   writes, for any mix of dtypes). Otherwise the ranges are checked for
-//!   overlap in blocks of [`BLOCK`] = 128, sorted in a 2-4 KB stack buffer:
+//!   overlap in blocks of [`BLOCK`] = 128, sorted in a stack buffer (2 KB on
+//!   64-bit targets):
 //!   O(ceil(n / 128) * h);
 //! * repeated names: the names form `k` strictly increasing runs (k = 1 for
 //!   sorted names, about the number of dtypes for library-written files).

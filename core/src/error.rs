@@ -136,6 +136,30 @@ pub enum Error {
         /// The offending value (a type id, a dimension, an offset, ...).
         value: u64,
     },
+    /// A JSON document breaks RFC 8259 (or a limit of this reader).
+    Json {
+        /// What is wrong.
+        what: &'static str,
+        /// Byte offset in the input where the problem was found.
+        offset: usize,
+    },
+    /// A safetensors file breaks the format.
+    Safetensors {
+        /// What is wrong.
+        what: &'static str,
+        /// Byte offset in the file of the offending item (0 when it concerns
+        /// the whole file).
+        offset: usize,
+    },
+    /// An output buffer is too small for the result.
+    BufferTooSmall {
+        /// What was being written.
+        what: &'static str,
+        /// The length needed.
+        needed: usize,
+        /// The length given.
+        len: usize,
+    },
 }
 
 /// (Variants for files and formats.)
@@ -161,6 +185,9 @@ impl Error {
             Error::ContextFull { .. } => "context-full",
             Error::BadToken { .. } => "bad-token",
             Error::BadTensor { .. } => "bad-tensor",
+            Error::Json { .. } => "json",
+            Error::Safetensors { .. } => "safetensors",
+            Error::BufferTooSmall { .. } => "buffer-too-small",
         }
     }
 }
@@ -226,6 +253,11 @@ impl fmt::Display for Error {
                 f,
                 "tensor #{index} (info at byte {at}): {what} (value {value})"
             ),
+            Error::Json { what, offset } => write!(f, "{what} (at byte {offset})"),
+            Error::Safetensors { what, offset } => write!(f, "{what} (at byte {offset})"),
+            Error::BufferTooSmall { what, needed, len } => {
+                write!(f, "{what}: buffer of {len} bytes, {needed} needed")
+            }
         }
     }
 }

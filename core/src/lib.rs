@@ -9,6 +9,10 @@
 //!   dequantizers (F32, F16, BF16, Q4_0/1, Q5_0/1, Q8_0, Q2_K..Q8_K).
 //! * [`kernels`]: the safe dispatch between the scalar reference and the
 //!   architecture kernels of `kestrel-kernels`.
+//! * [`json`]: a zero-copy, allocation-free JSON reader (config.json,
+//!   tokenizer.json, request bodies) and a string escaper for writing JSON.
+//! * [`safetensors`]: a zero-copy safetensors reader that validates the
+//!   whole file once.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -20,10 +24,12 @@ pub mod chat;
 pub mod convert;
 pub mod error;
 pub mod gguf;
+pub mod json;
 pub mod kernels;
 pub mod model;
 pub mod parallel;
 pub mod quant;
+pub mod safetensors;
 pub mod sampler;
 pub mod state;
 pub mod vqf;

@@ -56,14 +56,12 @@ impl Mapped {
 /// directory, so a crash, a kill or an error leaves nothing behind and never
 /// touches an existing file at the final path. Where the file system has no
 /// `O_TMPFILE`, a hidden `.NAME.partial` file is used and removed on error.
-#[allow(dead_code)] // used by `kestrel convert`, landing next
 pub struct Output {
     file: Option<BufWriter<File>>,
     target: PathBuf,
     named_temp: Option<PathBuf>,
 }
 
-#[allow(dead_code)]
 impl Output {
     /// Starts an output for `target`.
     pub fn create(target: &Path) -> Result<Output, String> {

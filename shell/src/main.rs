@@ -1,13 +1,6 @@
 //! `kestrel`: the thin std shell around `kestrel-core`.
 
-mod bench;
-#[allow(dead_code)]
-mod convert;
-mod cpu;
-mod files;
-mod inspect;
-#[allow(dead_code)] // used by `kestrel run`, landing next
-mod pool;
+use kestrel::{bench, convert, cpu, inspect, logits};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -29,6 +22,8 @@ enum Command {
     Cpu,
     /// Time the quantized kernels on synthetic weights.
     Bench(bench::BenchArgs),
+    /// Convert a Hugging Face model directory or a GGUF file to VQF.
+    Convert(convert::ConvertArgs),
     /// Show a VQF file: header, flags bit by bit, config, directory, bytes by type.
     Inspect {
         /// The VQF file.
@@ -37,6 +32,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run token ids through the model and write every position's logits (f32 LE rows).
+    Logits(logits::LogitsArgs),
     /// Recompute a VQF file's checksum; exit 0 when it matches.
     Verify {
         /// The VQF file.
@@ -45,6 +42,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    kestrel::restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Cpu => {
@@ -53,8 +51,10 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench::run(&args),
+        Command::Convert(args) => convert::run(&args),
         Command::Inspect { file, json } => inspect::inspect(&file, json),
         Command::Verify { file } => inspect::verify(&file),
+        Command::Logits(args) => logits::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -190,3 +190,78 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
     );
     bytes
 }
+
+/// Reads a little-endian float32 `.npy` file: (shape, values).
+pub fn read_npy_f32(path: &std::path::Path) -> (Vec<usize>, Vec<f32>) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not .npy", path.display());
+    let (hlen, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
+        "{header}"
+    );
+    let shape_txt = header
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap();
+    let shape: Vec<usize> = shape_txt
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    (shape, f32s(&b[start + hlen..]))
+}
+
+/// The repository's tests/fixtures directory.
+pub fn fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Integer array `key` of a JSON document.
+pub fn json_ids(doc: &[u8], key: &str) -> Vec<u32> {
+    let root = kestrel_core::json::parse(doc).unwrap();
+    root.get(key)
+        .and_then(|v| v.iter_array())
+        .unwrap_or_else(|| panic!("{key} missing"))
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Float array `key` of a JSON document.
+pub fn json_f64s(doc: &[u8], key: &str) -> Vec<f64> {
+    let root = kestrel_core::json::parse(doc).unwrap();
+    root.get(key)
+        .and_then(|v| v.iter_array())
+        .unwrap()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+/// max |a - b| and ||a - b|| / ||b||.
+pub fn diff(a: &[f32], b: &[f32]) -> (f64, f64) {
+    assert_eq!(a.len(), b.len());
+    let mut max = 0f64;
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let d = (x as f64 - y as f64).abs();
+        max = max.max(d);
+        num += d * d;
+        den += (y as f64) * (y as f64);
+    }
+    (max, (num / den.max(1e-30)).sqrt())
+}

@@ -7,10 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use kestrel_core::safetensors::{Dtype, SafeTensors, TensorView, MAX_WORK};
 use kestrel_core::Error;
 
-static F32_FILE: &[u8] =
-    include_bytes!("../fixtures/dev_qwen3_dense_tied/hf/model.f32.safetensors");
-static BF16_FILE: &[u8] =
-    include_bytes!("../fixtures/dev_qwen3_dense_tied/hf/model.bf16.safetensors");
+static F32_FILE: &[u8] = include_bytes!("../fixtures/dev_qwen3_dense_tied/f32/model.safetensors");
+static BF16_FILE: &[u8] = include_bytes!("../fixtures/dev_qwen3_dense_tied/hf/model.safetensors");
 
 /// (name, shape, f32 data_offsets) in header order, from
 /// `json.loads(open(f, 'rb').read()[8:8 + n])`; BF16 offsets are half.

@@ -1,1 +1,332 @@
-//! `kestrel convert`: a Hugging Face directory or a GGUF file to VQF.
+//! `kestrel convert SRC -o OUT.vqf`: a Hugging Face model directory or a
+//! GGUF file (detected from content, not the name) to VQF. All the work
+//! (dequantize, quantize, repack, fuse) is done here, once; the file is
+//! written unnamed, checked (memsum == file_sum, reloaded by the same parser
+//! inference uses), and only then appears at OUT.
+
+pub mod gguf;
+pub mod hf;
+
+use crate::files::{Mapped, Output};
+use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
+use kestrel_core::model::config::Config;
+use kestrel_core::vqf::layout::{Entry, Role, CHECKSUM_AT};
+use kestrel_core::vqf::tokenizer_build::Tables;
+use kestrel_core::vqf::{self, Vqf};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Mode {
+    Dual,
+    Q4,
+    Q8,
+    F16,
+    F32,
+}
+
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// A Hugging Face model directory or a .gguf file.
+    src: PathBuf,
+    /// The VQF file to write.
+    #[arg(short = 'o', long)]
+    out: PathBuf,
+    /// Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.
+    #[arg(long, value_enum, default_value = "dual")]
+    wmode: Mode,
+    /// Longest context the file is made for (default: the model's, at most 32768).
+    #[arg(long)]
+    max_seq: Option<u32>,
+}
+
+/// A tensor source that can name its tensors (for clear errors).
+pub trait NamedSource: TensorSource {
+    fn tensor_name(&self, part: Part, layer: u16, expert: usize) -> String;
+    fn has(&self, part: Part, layer: u16, expert: usize) -> bool;
+}
+
+/// The source tensors a config needs: `(part, layer, expert)`.
+fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
+    let mut v = vec![(Part::Embed, 0, 0), (Part::FinalNorm, 0, 0)];
+    if !cfg.tied_embeddings {
+        v.push((Part::LmHead, 0, 0));
+    }
+    for l in 0..cfg.num_layers as u16 {
+        for p in [
+            Part::AttnNorm,
+            Part::Q,
+            Part::K,
+            Part::V,
+            Part::O,
+            Part::FfnNorm,
+        ] {
+            v.push((p, l, 0));
+        }
+        if cfg.qkv_bias {
+            v.extend([
+                (Part::QBias, l, 0),
+                (Part::KBias, l, 0),
+                (Part::VBias, l, 0),
+            ]);
+        }
+        if cfg.qk_norm {
+            v.extend([(Part::QNorm, l, 0), (Part::KNorm, l, 0)]);
+        }
+        match &cfg.moe {
+            Some(m) if cfg.is_moe_layer(l as usize) => {
+                v.push((Part::Router, l, 0));
+                for e in 0..m.num_experts as usize {
+                    v.extend([
+                        (Part::ExpGate, l, e),
+                        (Part::ExpUp, l, e),
+                        (Part::ExpDown, l, e),
+                    ]);
+                }
+            }
+            _ => v.extend([(Part::Gate, l, 0), (Part::Up, l, 0), (Part::Down, l, 0)]),
+        }
+    }
+    v
+}
+
+fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<(), String> {
+    for (p, l, e) in required_parts(cfg) {
+        if !src.has(p, l, e) {
+            return Err(format!(
+                "{}: tensor {} is missing",
+                origin.display(),
+                src.tensor_name(p, l, e)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Progress on stderr: a bar on a terminal, a line per 10% otherwise.
+struct Progress {
+    quiet: bool,
+    tty: bool,
+    last: u64,
+    start: Instant,
+}
+
+impl Progress {
+    fn update(&mut self, e: &Entry, done: u64, total: u64) {
+        if self.quiet {
+            return;
+        }
+        let pct = done * 100 / total.max(1);
+        if self.tty {
+            let filled = (pct / 4) as usize;
+            eprint!(
+                "\r[{}{}] {pct:>3}% {:>7.1} MB  {:<32}",
+                "#".repeat(filled),
+                ".".repeat(25 - filled),
+                done as f64 / 1e6,
+                e.name_str()
+            );
+            if done == total {
+                eprintln!();
+            }
+        } else if pct >= self.last + 10 || done == total {
+            self.last = pct - pct % 10;
+            eprintln!(
+                "convert: {pct:>3}% ({:.1} MB, {:.1} s)",
+                done as f64 / 1e6,
+                self.start.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes.
+pub fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
+}
+
+pub fn run(a: &ConvertArgs) -> Result<(), String> {
+    let mode = match a.wmode {
+        Mode::Dual => WeightMode::Dual,
+        Mode::Q4 => WeightMode::Q4,
+        Mode::Q8 => WeightMode::Q8,
+        Mode::F16 => WeightMode::F16,
+        Mode::F32 => WeightMode::F32,
+    };
+    convert(&a.src, &a.out, mode, a.max_seq, true)
+}
+
+/// What a conversion needs.
+struct Job<'p> {
+    src: &'p Path,
+    out: &'p Path,
+    max_seq: Option<u32>,
+    verbose: bool,
+}
+
+/// Converts `src` (a Hugging Face directory or a GGUF file) to `out`.
+/// `verbose` prints progress and the summary lines on stderr.
+pub fn convert(
+    src: &Path,
+    out: &Path,
+    mode: WeightMode,
+    max_seq: Option<u32>,
+    verbose: bool,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    let a = &Job {
+        src,
+        out,
+        max_seq,
+        verbose,
+    };
+    if a.src.is_dir() {
+        let cfg = hf::config(a.src)?;
+        let paths = hf::shard_paths(a.src)?;
+        let maps: Vec<Mapped> = paths
+            .iter()
+            .map(|p| Mapped::open(p))
+            .collect::<Result<_, _>>()?;
+        let shards: Vec<(PathBuf, kestrel_core::safetensors::SafeTensors<'_>)> = maps
+            .iter()
+            .map(|m| {
+                kestrel_core::safetensors::SafeTensors::parse(m.bytes())
+                    .map(|st| (m.path().to_owned(), st))
+                    .map_err(|e| format!("{}: {e}", m.path().display()))
+            })
+            .collect::<Result<_, _>>()?;
+        let src = hf::HfSource::new(cfg, &shards)?;
+        check_parts(&src, &cfg, a.src)?;
+        let tables = hf::tokenizer(a.src)?;
+        write(a, mode, &cfg, &src, tables.as_ref(), t0)
+    } else {
+        let map = Mapped::open(a.src)?;
+        if !map.bytes().starts_with(b"GGUF") {
+            return Err(format!(
+                "{}: not a GGUF file (no GGUF magic) and not a Hugging Face model directory",
+                a.src.display()
+            ));
+        }
+        let g = kestrel_core::gguf::Gguf::parse(map.bytes())
+            .map_err(|e| format!("{}: {e}", a.src.display()))?;
+        let cfg = gguf::config(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        let src = gguf::GgufSource::new(cfg, &g);
+        check_parts(&src, &cfg, a.src)?;
+        let tables = gguf::tokenizer(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        write(a, mode, &cfg, &src, tables.as_ref(), t0)
+    }
+}
+
+fn write(
+    a: &Job,
+    mode: WeightMode,
+    cfg: &Config,
+    src: &dyn NamedSource,
+    tables: Option<&Tables>,
+    t0: Instant,
+) -> Result<(), String> {
+    let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
+    let n = core_convert::entry_count(cfg, mode).map_err(|e| e.to_string())?;
+    let blank = Entry {
+        name: [0; 48],
+        layer: 0,
+        role: Role::TokenEmbd,
+        layout: kestrel_core::quant::repack::Layout::F32,
+        ndim: 1,
+        shape: [1, 0, 0, 0],
+        offset: 0,
+        nbytes: 0,
+    };
+    let mut entries = vec![blank; n];
+    let mut scratch = vec![0f32; core_convert::scratch_len(cfg).map_err(|e| e.to_string())?];
+    let staging = scratch.len() * 4 + (1 << 20);
+    let mut out = Output::create(a.out)?;
+    let mut progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        last: 0,
+        start: t0,
+        quiet: !a.verbose,
+    };
+    let source: &dyn TensorSource = src;
+    let result = match tables {
+        Some(t) => t.with_input(|input| {
+            core_convert::write_vqf(
+                cfg,
+                mode,
+                max_seq,
+                Some(input),
+                source,
+                &mut entries,
+                &mut scratch,
+                &mut out,
+                &mut |e, d, t| progress.update(e, d, t),
+            )
+        }),
+        None => core_convert::write_vqf(
+            cfg,
+            mode,
+            max_seq,
+            None,
+            source,
+            &mut entries,
+            &mut scratch,
+            &mut out,
+            &mut |e, d, t| progress.update(e, d, t),
+        ),
+    };
+    let written = result.map_err(|e| format!("converting {}: {e}", a.src.display()))?;
+    out.patch(CHECKSUM_AT as u64, &written.memsum.to_le_bytes())?;
+    let map = out.finish_and_map()?;
+    let file_sum = vqf::checksum(&map);
+    let h = written.header;
+    let say = |line: String| {
+        if a.verbose {
+            eprintln!("{line}");
+        }
+    };
+    say(format!(
+        "[VQF] wrote {}: {} tensors, {:.1} MB, flags=0x{:x} (seq={}) memsum={:016x} file_sum={:016x}",
+        a.out.display(),
+        h.tensor_count,
+        h.file_len as f64 / 1e6,
+        h.flags,
+        h.max_seq,
+        written.memsum,
+        file_sum
+    ));
+    if file_sum != written.memsum {
+        return Err(format!(
+            "{}: checksum of the written file differs from the bytes written; nothing was kept",
+            a.out.display()
+        ));
+    }
+    let reloaded = Vqf::parse(&map).map_err(|e| {
+        format!(
+            "{}: self-check failed: {e}; nothing was kept",
+            a.out.display()
+        )
+    })?;
+    if reloaded.header() != &h {
+        return Err(format!(
+            "{}: self-check failed: header differs after reload; nothing was kept",
+            a.out.display()
+        ));
+    }
+    drop(map);
+    out.commit()?;
+    say(format!(
+        "[VQF] self-check PASS: reload OK ({} mode). {:.1} s, peak staging {:.1} MB, peak RSS {:.1} MB",
+        mode.name(),
+        t0.elapsed().as_secs_f64(),
+        staging as f64 / 1e6,
+        peak_rss().unwrap_or(0) as f64 / 1e6
+    ));
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! Hugging Face model directories: config.json (hub and transformers-5
+//! formats), one or many *.safetensors shards, tokenizer.json and the chat
+//! template.
+
+use kestrel_core::convert::{Part, TensorSource};
+use kestrel_core::json::{self, Value};
+use kestrel_core::model::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
+use kestrel_core::safetensors::{SafeTensors, TensorView};
+use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
+use kestrel_core::Error;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+fn text(v: &Value) -> Option<String> {
+    v.as_str().map(|s| s.chars().collect())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses config.json into a [`Config`].
+pub fn config(dir: &Path) -> Result<Config, String> {
+    let path = dir.join("config.json");
+    let bytes = read(&path)?;
+    let fail = |what: &str| format!("{}: {what}", path.display());
+    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let model_type = root
+        .get("model_type")
+        .and_then(|v| text(&v))
+        .unwrap_or_default();
+    let arch = match model_type.as_str() {
+        "qwen2" => Arch::Qwen2,
+        "qwen3" => Arch::Qwen3,
+        "qwen3_moe" => Arch::Qwen3Moe,
+        "qwen3_vl" => Arch::Qwen3Vl,
+        other => {
+            return Err(fail(&format!(
+                "unsupported model_type {other:?} (qwen2, qwen3, qwen3_moe, qwen3_vl)"
+            )))
+        }
+    };
+    // VL keeps the text model's settings under text_config.
+    let c = if arch == Arch::Qwen3Vl {
+        root.get("text_config")
+            .ok_or_else(|| fail("no text_config"))?
+    } else {
+        root
+    };
+    let u = |key: &str| -> Result<u32, String> {
+        c.get(key)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| fail(&format!("{key} missing or not a u32")))
+    };
+    let u_or = |key: &str, default: u32| -> Result<u32, String> {
+        match c.get(key) {
+            None => Ok(default),
+            Some(v) if v.is_null() => Ok(default),
+            Some(_) => u(key),
+        }
+    };
+    let b_or = |key: &str, default: bool| c.get(key).and_then(|v| v.as_bool()).unwrap_or(default);
+    let heads = u("num_attention_heads")?;
+    let hidden = u("hidden_size")?;
+    let head_dim = match c.get("head_dim") {
+        Some(v) if !v.is_null() => u("head_dim")?,
+        _ => hidden / heads.max(1),
+    };
+    // rope_theta: hub format at the top level; transformers 5 in rope_parameters.
+    let rope = c.get("rope_parameters");
+    let theta = c
+        .get("rope_theta")
+        .and_then(|v| v.as_f64())
+        .or_else(|| {
+            rope.and_then(|r| r.get("rope_theta"))
+                .and_then(|v| v.as_f64())
+        })
+        .ok_or_else(|| fail("rope_theta missing (top level or rope_parameters)"))?;
+    let mut mrope = [0u32; 3];
+    if arch == Arch::Qwen3Vl {
+        let scaling = c.get("rope_scaling").filter(|v| !v.is_null()).or(rope);
+        let sec = scaling
+            .and_then(|s| s.get("mrope_section"))
+            .ok_or_else(|| fail("mrope_section missing"))?;
+        let vals: Vec<u32> = sec
+            .iter_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_u64())
+            .map(|v| v as u32)
+            .collect();
+        if vals.len() != 3 {
+            return Err(fail("mrope_section must have 3 entries"));
+        }
+        mrope.copy_from_slice(&vals);
+    }
+    let moe = if arch == Arch::Qwen3Moe {
+        let experts = match c.get("num_experts") {
+            Some(v) if !v.is_null() => u("num_experts")?,
+            _ => u("num_local_experts")?,
+        };
+        let mut dense = [0u64; MAX_LAYERS / 64];
+        if let Some(list) = c.get("mlp_only_layers").and_then(|v| v.iter_array()) {
+            for v in list {
+                let l = v
+                    .as_u64()
+                    .filter(|&l| (l as usize) < MAX_LAYERS)
+                    .ok_or_else(|| fail("bad mlp_only_layers"))? as usize;
+                dense[l / 64] |= 1 << (l % 64);
+            }
+        }
+        Some(MoeConfig {
+            num_experts: experts,
+            experts_per_token: u("num_experts_per_tok")?,
+            moe_ffn_size: u("moe_intermediate_size")?,
+            norm_topk_prob: b_or("norm_topk_prob", false),
+            decoder_sparse_step: u_or("decoder_sparse_step", 1)?,
+            mlp_only_layers: dense,
+        })
+    } else {
+        None
+    };
+    let (eos, eos_count) = eos_ids(dir, &c);
+    let cfg = Config {
+        arch,
+        vocab_size: u("vocab_size")?,
+        hidden_size: hidden,
+        num_layers: u("num_hidden_layers")?,
+        num_heads: heads,
+        num_kv_heads: u_or("num_key_value_heads", heads)?,
+        head_dim,
+        ffn_size: u("intermediate_size")?,
+        rope_theta: theta,
+        rms_norm_eps: c
+            .get("rms_norm_eps")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(1e-6),
+        max_position: u("max_position_embeddings")?,
+        tied_embeddings: b_or(
+            "tie_word_embeddings",
+            root.get("tie_word_embeddings")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+        ),
+        // Qwen2's attention always has q/k/v biases; Qwen3 has attention_bias (false).
+        qkv_bias: arch == Arch::Qwen2 || b_or("attention_bias", false),
+        qk_norm: arch != Arch::Qwen2,
+        moe,
+        mrope_section: mrope,
+        bos_token_id: c
+            .get("bos_token_id")
+            .and_then(|v| v.as_u64())
+            .map(|v| v as u32),
+        eos_token_ids: eos,
+        eos_count,
+    };
+    cfg.validate().map_err(|e| fail(&e.to_string()))?;
+    Ok(cfg)
+}
+
+/// EOS ids: generation_config.json's `eos_token_id` (int or list) when
+/// present, else config.json's.
+fn eos_ids(dir: &Path, c: &Value) -> ([u32; MAX_EOS], u32) {
+    let mut out = [0u32; MAX_EOS];
+    let mut n = 0;
+    let gen = std::fs::read(dir.join("generation_config.json")).ok();
+    let gen_root = gen.as_deref().and_then(|b| json::parse(b).ok());
+    let v = gen_root
+        .and_then(|g| g.get("eos_token_id"))
+        .or_else(|| c.get("eos_token_id"));
+    let mut push = |x: u64| {
+        if n < MAX_EOS && !out[..n].contains(&(x as u32)) {
+            out[n] = x as u32;
+            n += 1;
+        }
+    };
+    match v {
+        Some(v) if v.as_u64().is_some() => push(v.as_u64().unwrap_or(0)),
+        Some(v) => {
+            for x in v.iter_array().into_iter().flatten() {
+                if let Some(x) = x.as_u64() {
+                    push(x);
+                }
+            }
+        }
+        None => {}
+    }
+    (out, n as u32)
+}
+
+/// The safetensors shards of a directory (index file order, or sorted names).
+pub fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(format!("{}: no *.safetensors files", dir.display()));
+    }
+    Ok(paths)
+}
+
+/// Tensor views of all shards, by name.
+pub struct HfSource<'a> {
+    pub cfg: Config,
+    tensors: HashMap<String, TensorView<'a>>,
+    prefix: &'static str,
+}
+
+impl<'a> HfSource<'a> {
+    pub fn new(cfg: Config, shards: &[(PathBuf, SafeTensors<'a>)]) -> Result<HfSource<'a>, String> {
+        let mut tensors = HashMap::new();
+        for (path, st) in shards {
+            for (name, view) in st.tensors() {
+                let name: String = name.chars().collect();
+                if tensors.insert(name.clone(), view).is_some() {
+                    return Err(format!(
+                        "{}: tensor {name} appears in two shards",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        let prefix = if cfg.arch == Arch::Qwen3Vl {
+            "model.language_model."
+        } else {
+            "model."
+        };
+        Ok(HfSource {
+            cfg,
+            tensors,
+            prefix,
+        })
+    }
+
+    fn name(&self, part: Part, layer: u16, expert: usize) -> String {
+        let p = self.prefix;
+        let l = format!("{p}layers.{layer}.");
+        match part {
+            Part::Embed => format!("{p}embed_tokens.weight"),
+            Part::LmHead if self.cfg.tied_embeddings => format!("{p}embed_tokens.weight"),
+            Part::LmHead => "lm_head.weight".to_string(),
+            Part::FinalNorm => format!("{p}norm.weight"),
+            Part::AttnNorm => format!("{l}input_layernorm.weight"),
+            Part::Q => format!("{l}self_attn.q_proj.weight"),
+            Part::K => format!("{l}self_attn.k_proj.weight"),
+            Part::V => format!("{l}self_attn.v_proj.weight"),
+            Part::QBias => format!("{l}self_attn.q_proj.bias"),
+            Part::KBias => format!("{l}self_attn.k_proj.bias"),
+            Part::VBias => format!("{l}self_attn.v_proj.bias"),
+            Part::QNorm => format!("{l}self_attn.q_norm.weight"),
+            Part::KNorm => format!("{l}self_attn.k_norm.weight"),
+            Part::O => format!("{l}self_attn.o_proj.weight"),
+            Part::FfnNorm => format!("{l}post_attention_layernorm.weight"),
+            Part::Gate => format!("{l}mlp.gate_proj.weight"),
+            Part::Up => format!("{l}mlp.up_proj.weight"),
+            Part::Down => format!("{l}mlp.down_proj.weight"),
+            Part::Router => format!("{l}mlp.gate.weight"),
+            Part::ExpGate => format!("{l}mlp.experts.{expert}.gate_proj.weight"),
+            Part::ExpUp => format!("{l}mlp.experts.{expert}.up_proj.weight"),
+            Part::ExpDown => format!("{l}mlp.experts.{expert}.down_proj.weight"),
+        }
+    }
+}
+
+impl TensorSource for HfSource<'_> {
+    fn read_rows(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let name = self.name(part, layer, expert);
+        let view = self.tensors.get(&name).ok_or(Error::MissingTensor {
+            role: "safetensors tensor",
+            layer,
+        })?;
+        let cols = view.cols();
+        if cols == 0 || !out.len().is_multiple_of(cols) {
+            return Err(Error::BadShape {
+                role: "safetensors tensor row width",
+                layer,
+            });
+        }
+        for (i, row) in out.chunks_exact_mut(cols).enumerate() {
+            view.to_f32_row(row0 + i, row)?;
+        }
+        Ok(())
+    }
+}
+
+impl super::NamedSource for HfSource<'_> {
+    fn tensor_name(&self, part: Part, layer: u16, expert: usize) -> String {
+        self.name(part, layer, expert)
+    }
+
+    fn has(&self, part: Part, layer: u16, expert: usize) -> bool {
+        self.tensors.contains_key(&self.name(part, layer, expert))
+    }
+}
+
+/// The tokenizer tables from tokenizer.json and the chat template from
+/// tokenizer_config.json (or chat_template.jinja).
+pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
+    let path = dir.join("tokenizer.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = read(&path)?;
+    let fail = |what: &str| format!("{}: {what}", path.display());
+    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let model = root.get("model").ok_or_else(|| fail("no model"))?;
+    if !model.get("type").is_some_and(|t| t.str_eq("BPE")) {
+        return Err(fail("model.type must be BPE"));
+    }
+    let mut tokens: Vec<SourceToken> = Vec::new();
+    let mut place = |id: usize, t: SourceToken| {
+        if tokens.len() <= id {
+            tokens.resize_with(id + 1, || SourceToken {
+                text: String::new(),
+                added: None,
+                unused: true,
+            });
+        }
+        tokens[id] = t;
+    };
+    let vocab = model
+        .get("vocab")
+        .and_then(|v| v.iter_object())
+        .ok_or_else(|| fail("model.vocab must be an object"))?;
+    for (k, v) in vocab {
+        let id = v
+            .as_u64()
+            .filter(|&i| i < 4_194_304)
+            .ok_or_else(|| fail("vocab id out of range"))? as usize;
+        place(
+            id,
+            SourceToken {
+                text: k.chars().collect(),
+                added: None,
+                unused: false,
+            },
+        );
+    }
+    if let Some(added) = root.get("added_tokens").and_then(|v| v.iter_array()) {
+        for a in added {
+            let id = a
+                .get("id")
+                .and_then(|v| v.as_u64())
+                .filter(|&i| i < 4_194_304)
+                .ok_or_else(|| fail("added token id"))? as usize;
+            let content = a
+                .get("content")
+                .and_then(|v| text(&v))
+                .ok_or_else(|| fail("added token content"))?;
+            let flag = |k: &str| a.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+            let flags = added_flags(
+                flag("special"),
+                flag("lstrip"),
+                flag("rstrip"),
+                flag("normalized"),
+                flag("single_word"),
+            );
+            place(
+                id,
+                SourceToken {
+                    text: content,
+                    added: Some(flags),
+                    unused: false,
+                },
+            );
+        }
+    }
+    let mut merges = Vec::new();
+    for m in model
+        .get("merges")
+        .and_then(|v| v.iter_array())
+        .ok_or_else(|| fail("model.merges must be an array"))?
+    {
+        let pair = if let Some(s) = text(&m) {
+            let mut it = s.splitn(2, ' ');
+            match (it.next(), it.next()) {
+                (Some(a), Some(b)) => (a.to_string(), b.to_string()),
+                _ => return Err(fail("merge string without a space")),
+            }
+        } else {
+            let parts: Vec<String> = m
+                .iter_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| text(&v))
+                .collect();
+            if parts.len() != 2 {
+                return Err(fail("merge pair must have two strings"));
+            }
+            (parts[0].clone(), parts[1].clone())
+        };
+        merges.push(pair);
+    }
+    let nfc = root
+        .get("normalizer")
+        .is_some_and(|n| n.get("type").is_some_and(|t| t.str_eq("NFC")));
+    let template = chat_template(dir)?;
+    Tables::build(&tokens, &merges, nfc, &template)
+        .map(Some)
+        .map_err(|e| fail(&e))
+}
+
+fn chat_template(dir: &Path) -> Result<String, String> {
+    let jinja = dir.join("chat_template.jinja");
+    if jinja.exists() {
+        return std::fs::read_to_string(&jinja).map_err(|e| format!("{}: {e}", jinja.display()));
+    }
+    let path = dir.join("tokenizer_config.json");
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(String::new());
+    };
+    let root = json::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(root
+        .get("chat_template")
+        .and_then(|v| text(&v))
+        .unwrap_or_default())
+}

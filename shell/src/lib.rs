@@ -1,0 +1,22 @@
+//! The `kestrel` shell as a library: everything the binary does, callable
+//! from tests. The binary (`main.rs`) is only the command line.
+
+pub mod bench;
+pub mod convert;
+pub mod cpu;
+pub mod engine;
+pub mod files;
+pub mod inspect;
+pub mod logits;
+pub mod pool;
+
+/// Lets a closed pipe end the program quietly (`kestrel inspect | head`), as
+/// command-line tools do, instead of failing every later write.
+pub fn restore_sigpipe() {
+    // SAFETY: signal() with SIG_DFL installs no handler code; it only asks the
+    // kernel to apply the default action (terminate) on SIGPIPE. Called once
+    // at start-up before any thread is spawned.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

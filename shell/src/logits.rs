@@ -1,0 +1,83 @@
+//! `kestrel logits`: run token ids as one prefill (in batches), then greedy
+//! decode steps through the decode path, and write every position's logits
+//! as little-endian f32 rows (the hook for comparing with references).
+
+use crate::engine::{self, EngineArgs, Model};
+use kestrel_core::model::forward::forward;
+use kestrel_core::sampler::argmax;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct LogitsArgs {
+    /// The VQF model.
+    model: PathBuf,
+    /// Comma-separated token ids of the prompt.
+    #[arg(long, value_delimiter = ',', required = true)]
+    tokens: Vec<u32>,
+    /// Greedy decode steps after the prompt.
+    #[arg(long, default_value_t = 0)]
+    greedy: usize,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Prefill batch size.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// Runs `tokens` as a prefill (batches of `batch`), then `greedy` greedy
+/// decode steps; returns every position's logits (rows x vocab) and the
+/// generated ids.
+pub fn logits(
+    model: &Path,
+    tokens: &[u32],
+    greedy: usize,
+    batch: usize,
+    engine_args: &EngineArgs,
+) -> Result<(Vec<f32>, Vec<u32>), String> {
+    let model = Model::open(model)?;
+    let w = model.weights(engine_args.prefill_q8)?;
+    let (k, pool, opts) = engine::setup(
+        &w,
+        engine_args,
+        true,
+        batch.clamp(1, kestrel_core::state::MAX_BATCH),
+    );
+    let mut arena = engine::arena(&w, &opts)?;
+    let mut s = engine::state(&w, opts, &mut arena)?;
+    let vocab = w.cfg.vocab_size as usize;
+    let mut rows: Vec<f32> = Vec::with_capacity((tokens.len() + greedy) * vocab);
+    for chunk in tokens.chunks(opts.max_batch) {
+        let l = forward(&w, &mut s, &k, &pool, chunk).map_err(|e| e.to_string())?;
+        rows.extend_from_slice(l);
+    }
+    let mut generated = Vec::new();
+    for _ in 0..greedy {
+        let next = argmax(&rows[rows.len() - vocab..]) as u32;
+        generated.push(next);
+        let l = forward(&w, &mut s, &k, &pool, &[next]).map_err(|e| e.to_string())?;
+        rows.extend_from_slice(l);
+    }
+    Ok((rows, generated))
+}
+
+pub fn run(a: &LogitsArgs) -> Result<(), String> {
+    let (rows, generated) = logits(&a.model, &a.tokens, a.greedy, a.batch, &a.engine)?;
+    let vocab = rows.len() / (a.tokens.len() + a.greedy).max(1);
+    if !generated.is_empty() {
+        let ids: Vec<String> = generated.iter().map(|t| t.to_string()).collect();
+        eprintln!("greedy: {}", ids.join(","));
+    }
+    let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    match &a.out {
+        Some(p) => std::fs::write(p, &bytes).map_err(|e| format!("{}: {e}", p.display()))?,
+        None => std::io::stdout()
+            .write_all(&bytes)
+            .map_err(|e| e.to_string())?,
+    }
+    eprintln!("logits: {} rows x {vocab}", rows.len() / vocab.max(1));
+    Ok(())
+}

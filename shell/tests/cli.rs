@@ -1,0 +1,244 @@
+//! The `kestrel` binary as a user runs it: exit codes, one-line errors, and
+//! conversions killed part-way leaving nothing behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn kestrel() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kestrel"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kestrel-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel)
+}
+
+#[test]
+fn errors_are_one_line_with_exit_code_1() {
+    let dir = temp("errors");
+    let junk = dir.join("junk.vqf");
+    std::fs::write(&junk, b"\x89VQF\r\n\x1a\nshort").unwrap();
+    for args in [
+        vec!["inspect".to_string(), junk.display().to_string()],
+        vec!["verify".to_string(), junk.display().to_string()],
+        vec![
+            "convert".to_string(),
+            junk.display().to_string(),
+            "-o".into(),
+            dir.join("o.vqf").display().to_string(),
+        ],
+        vec![
+            "inspect".to_string(),
+            dir.join("missing.vqf").display().to_string(),
+        ],
+    ] {
+        let out = kestrel().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("kestrel: "), "{err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn convert_inspect_verify_round_trip() {
+    let dir = temp("roundtrip");
+    let out = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            fixture("dev_qwen2_dense/gguf/model-q8_0.gguf")
+                .to_str()
+                .unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--wmode",
+            "dual",
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success(), "{log}");
+    let wrote = log.lines().find(|l| l.starts_with("[VQF] wrote")).unwrap();
+    let memsum = wrote
+        .split("memsum=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let file_sum = wrote.split("file_sum=").nth(1).unwrap().trim();
+    assert_eq!(memsum, file_sum);
+    let v = kestrel()
+        .args(["verify", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(v.status.success());
+    assert!(String::from_utf8_lossy(&v.stdout).contains(file_sum));
+    let j = kestrel()
+        .args(["inspect", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&j.stdout).to_string();
+    let doc = kestrel_core::json::parse(text.trim().as_bytes())
+        .expect("inspect --json prints one JSON object");
+    let tensors = doc.get("tensors").unwrap().as_array().unwrap();
+    // Per layer: attn_norm, qkv x2, qkv_bias, attn_output x2, ffn_norm,
+    // gate_up x2, down x2 (11); then token_embd, output x2, output_norm.
+    assert_eq!(tensors.len(), 2 * 11 + 4);
+    let first = tensors.get(0).unwrap();
+    for key in ["name", "dtype", "layout", "shape", "offset", "nbytes"] {
+        assert!(first.get(key).is_some(), "{key}");
+    }
+    let t = kestrel()
+        .args(["inspect", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        text.contains("bit 1 Q4_4X4      yes") && text.contains("(ok)"),
+        "{text}"
+    );
+    // A damaged byte in the data: verify fails, exit 1.
+    let mut b = std::fs::read(&out).unwrap();
+    let n = b.len();
+    b[n - 10] ^= 0x40;
+    std::fs::write(&out, b).unwrap();
+    let v = kestrel()
+        .args(["verify", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&v.stderr).contains("checksum mismatch"));
+}
+
+/// A synthetic Hugging Face checkpoint large enough that converting it takes
+/// a while (about 70 MB of f32 weights).
+fn big_checkpoint(dir: &Path) {
+    let (h, ffn, layers, vocab, heads, kv) =
+        (512usize, 2048usize, 6usize, 4096usize, 8usize, 4usize);
+    let hd = h / heads;
+    let mut tensors: Vec<(String, Vec<usize>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![vocab, h]),
+        ("model.norm.weight".into(), vec![h]),
+        ("lm_head.weight".into(), vec![vocab, h]),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}.");
+        tensors.push((format!("{p}input_layernorm.weight"), vec![h]));
+        tensors.push((format!("{p}post_attention_layernorm.weight"), vec![h]));
+        tensors.push((format!("{p}self_attn.q_proj.weight"), vec![h, h]));
+        tensors.push((format!("{p}self_attn.k_proj.weight"), vec![kv * hd, h]));
+        tensors.push((format!("{p}self_attn.v_proj.weight"), vec![kv * hd, h]));
+        tensors.push((format!("{p}self_attn.o_proj.weight"), vec![h, h]));
+        tensors.push((format!("{p}self_attn.q_norm.weight"), vec![hd]));
+        tensors.push((format!("{p}self_attn.k_norm.weight"), vec![hd]));
+        tensors.push((format!("{p}mlp.gate_proj.weight"), vec![ffn, h]));
+        tensors.push((format!("{p}mlp.up_proj.weight"), vec![ffn, h]));
+        tensors.push((format!("{p}mlp.down_proj.weight"), vec![h, ffn]));
+    }
+    let mut header = String::from("{");
+    let mut off = 0usize;
+    for (i, (n, s)) in tensors.iter().enumerate() {
+        let len = s.iter().product::<usize>() * 4;
+        let dims: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+        header += &format!(
+            "{}\"{n}\":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{off},{}]}}",
+            if i > 0 { "," } else { "" },
+            dims.join(","),
+            off + len
+        );
+        off += len;
+    }
+    header.push('}');
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    let mut x = 1u32;
+    out.extend((0..off / 4).flat_map(|_| {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        ((x >> 9) as f32 / (1 << 23) as f32 - 0.5).to_le_bytes()
+    }));
+    std::fs::write(dir.join("model.safetensors"), out).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        format!(
+            "{{\"model_type\":\"qwen3\",\"vocab_size\":{vocab},\"hidden_size\":{h},\"num_hidden_layers\":{layers},\"num_attention_heads\":{heads},\"num_key_value_heads\":{kv},\"head_dim\":{hd},\"intermediate_size\":{ffn},\"rope_theta\":1000000.0,\"rms_norm_eps\":1e-6,\"max_position_embeddings\":4096,\"tie_word_embeddings\":false}}"
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn killed_conversions_leave_nothing_and_keep_the_old_output() {
+    let dir = temp("kill");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    big_checkpoint(&src);
+    let outdir = dir.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    let out = outdir.join("m.vqf");
+    std::fs::write(&out, b"the previous output").unwrap();
+    for delay_ms in [0u64, 30, 80, 150, 250, 400] {
+        let mut child = kestrel()
+            .args([
+                "convert",
+                src.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--wmode",
+                "dual",
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let finished = child.try_wait().unwrap().is_some();
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let names: Vec<String> = std::fs::read_dir(&outdir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        if !finished {
+            assert_eq!(
+                names,
+                vec!["m.vqf".to_string()],
+                "killed after {delay_ms} ms: {names:?}"
+            );
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                b"the previous output",
+                "killed after {delay_ms} ms"
+            );
+        }
+    }
+    // Left alone, the conversion completes and replaces the old output.
+    let st = kestrel()
+        .args([
+            "convert",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let names: Vec<_> = std::fs::read_dir(&outdir).unwrap().collect();
+    assert_eq!(names.len(), 1);
+    assert!(kestrel()
+        .args(["verify", out.to_str().unwrap()])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target for SECONDS each (default 20), seeded from the
+# test fixtures. Needs a nightly toolchain and cargo-fuzz (installed if
+# missing). Crashes stop the run with a non-zero exit; reproduce with
+# `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-...`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-20}"
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "fuzz: SKIPPED: no nightly toolchain on this machine (cargo fuzz needs one)"
+    exit 0
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz: installing cargo-fuzz"
+    (cd /tmp && cargo +nightly install cargo-fuzz --locked --quiet)
+fi
+seed() { mkdir -p "fuzz/corpus/$1"; cp "${@:2}" "fuzz/corpus/$1/" 2>/dev/null || true; }
+seed gguf tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/vectors/gguf/*.gguf
+seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
+seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json
+mkdir -p fuzz/corpus/vqf
+if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
+    cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
+        -o fuzz/corpus/vqf/seed.vqf --wmode q4 2>/dev/null
+fi
+for t in vqf safetensors gguf json; do
+    echo "fuzz: $t for ${secs}s"
+    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576 2>&1 \
+        | grep -E "^#[0-9]+ *DONE|Done [0-9]+ runs|ERROR|crash|panicked" | tail -3)
+done

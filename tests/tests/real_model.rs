@@ -1,0 +1,65 @@
+//! The real model (Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M; fetched by
+//! scripts/fetch-model.sh into .cache/model/): converted in f32 mode, its
+//! greedy continuation of a chat prompt equals an independent float64 numpy
+//! reference of the same weights (tests/real/qwen2_gguf_reference.py ->
+//! tests/fixtures/real_qwen25_coder_greedy.json) for all 32 tokens.
+//! Skipped, loudly, when the model is not there, and on non-x86_64 hosts
+//! (under qemu a 0.5B model takes hours).
+
+use kestrel::convert::convert;
+use kestrel::engine::EngineArgs;
+use kestrel::logits::logits;
+use kestrel_core::convert::WeightMode;
+use kestrel_tests::{fixtures, json_f64s, json_ids, temp_dir};
+use std::path::PathBuf;
+
+fn model_path() -> Option<PathBuf> {
+    let p = std::env::var_os("KESTREL_REAL_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../.cache/model/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+        });
+    p.exists().then_some(p)
+}
+
+#[test]
+fn f32_greedy_equals_the_float64_reference() {
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP real model: only on x86_64 hosts (too slow under qemu)");
+        return;
+    }
+    let Some(gguf) = model_path() else {
+        eprintln!(
+            "\n*** SKIP real model: .cache/model/ has no model; run scripts/fetch-model.sh ***\n"
+        );
+        return;
+    };
+    let refj = std::fs::read(fixtures().join("real_qwen25_coder_greedy.json")).unwrap();
+    let prompt = json_ids(&refj, "prompt_ids");
+    let want = json_ids(&refj, "greedy_ids");
+    let gaps = json_f64s(&refj, "top1_minus_top2");
+    let dir = temp_dir("real-f32");
+    let vqf = dir.join("f32.vqf");
+    convert(&gguf, &vqf, WeightMode::F32, Some(512), false).unwrap();
+    let args = EngineArgs {
+        kv_f32: true,
+        ..EngineArgs::default()
+    };
+    let (_, got) = logits(&vqf, &prompt, want.len(), 32, &args).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("real model f32 greedy: {got:?}");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if g != w {
+            // Only a near tie may legitimately flip; after it, sequences diverge.
+            assert!(
+                gaps[i] < 0.05,
+                "step {i}: {g} != {w} with a reference gap of {}",
+                gaps[i]
+            );
+            println!("diverged at step {i} on a near tie ({})", gaps[i]);
+            return;
+        }
+    }
+    assert!(want.len() >= 32);
+}

@@ -23,8 +23,14 @@ if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
         -o fuzz/corpus/vqf/seed.vqf --wmode q4 2>/dev/null
 fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for t in vqf safetensors gguf json; do
     echo "fuzz: $t for ${secs}s"
-    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576 2>&1 \
-        | grep -E "^#[0-9]+ *DONE|Done [0-9]+ runs|ERROR|crash|panicked" | tail -3)
+    if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576) >"$log" 2>&1; then
+        tail -40 "$log"
+        echo "fuzz: $t FOUND A CRASH (see fuzz/artifacts/$t/)"
+        exit 1
+    fi
+    grep -E "Done [0-9]+ runs" "$log" || tail -3 "$log"
 done

@@ -19,6 +19,9 @@ step "clippy (x86_64 and aarch64)"
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --all-targets --target aarch64-unknown-linux-gnu -- -D warnings
 
+step "real model (cached in .cache/model; the real-model test skips loudly without it)"
+bash scripts/fetch-model.sh >/dev/null || echo "*** real model could not be fetched: its test will SKIP ***"
+
 step "tests on x86_64"
 run_tests cargo test --locked --workspace
 
@@ -31,6 +34,23 @@ step "tests on aarch64 under qemu -cpu cortex-a53 (no dotprod: fallback expected
 KESTREL_QEMU_CPU=cortex-a53 KESTREL_EXPECT_KERNELS=scalar \
     run_tests cargo test --locked --workspace --target aarch64-unknown-linux-gnu
 KESTREL_QEMU_CPU=cortex-a53 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- cpu
+
+step "conversion is bit-identical on x86_64 and aarch64 (qemu)"
+tmp=$(mktemp -d)
+for src in tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/fixtures/dev_qwen3_dense_tied/hf; do
+    for mode in dual q8 f32; do
+        cargo run -q --locked -p kestrel -- convert "$src" -o "$tmp/x86.vqf" --wmode "$mode" 2>/dev/null
+        KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+            convert "$src" -o "$tmp/arm.vqf" --wmode "$mode" 2>/dev/null
+        a=$(sha256sum "$tmp/x86.vqf" | cut -c1-16); b=$(sha256sum "$tmp/arm.vqf" | cut -c1-16)
+        if [ "$a" != "$b" ]; then echo "DIFFER: $src $mode: x86_64 $a, aarch64 $b"; exit 1; fi
+        echo "identical: $src --wmode $mode: sha256 $a..."
+    done
+done
+rm -rf "$tmp"
+
+step "fuzzing: every parser target for a short run (longer campaigns: docs/reliability.md)"
+bash scripts/fuzz.sh "${KESTREL_FUZZ_SECONDS:-15}"
 
 step "no_std builds: kestrel-core and kestrel-kernels for bare-metal targets"
 for t in aarch64-unknown-none thumbv7em-none-eabihf; do

@@ -93,6 +93,16 @@ pub enum Error {
         /// What was being done.
         what: &'static str,
     },
+    /// A caller-provided buffer is too small for the result or the work.
+    BufferTooSmall {
+        /// Which buffer.
+        what: &'static str,
+        /// Entries needed (at least; for some work buffers the first size
+        /// that was found short).
+        need: usize,
+        /// Entries it has.
+        have: usize,
+    },
     /// A parameter is outside the range the operation supports.
     OutOfRange {
         /// Which parameter.
@@ -113,6 +123,7 @@ impl Error {
             Error::SizeMismatch { .. } => "size-mismatch",
             Error::Overflow { .. } => "overflow",
             Error::OutOfRange { .. } => "out-of-range",
+            Error::BufferTooSmall { .. } => "buffer-too-small",
             Error::Truncated { .. } => "truncated",
             Error::BadMagic { .. } => "bad-magic",
             Error::NewerVersion { .. } => "newer-version",
@@ -168,6 +179,9 @@ impl fmt::Display for Error {
                 write!(f, "tensor {role} (layer {layer}) has the wrong shape")
             }
             Error::Io { what } => write!(f, "I/O error while {what}"),
+            Error::BufferTooSmall { what, need, have } => {
+                write!(f, "{what}: buffer too small (needs {need}, has {have})")
+            }
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }

@@ -7,6 +7,8 @@
 //!   kernels that define what every fast kernel must compute.
 //! * [`kernels`]: the safe dispatch between the scalar reference and the
 //!   architecture kernels of `kestrel-kernels`.
+//! * [`tokenizer`]: Qwen's byte-level BPE tokenizer (encode, decode, stream
+//!   decode), exactly as Hugging Face `tokenizers` runs it, in caller memory.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -19,6 +21,7 @@ pub mod error;
 pub mod kernels;
 pub mod model;
 pub mod quant;
+pub mod tokenizer;
 pub mod vqf;
 
 pub use error::Error;

@@ -287,6 +287,23 @@ fn qwen3_matches_extra_strings() {
     assert_eq!(check_cases(&tok, cases, "qwen3 extra"), 0);
 }
 
+/// Random strings from `gen_tokenizer_extra.py --fuzz N` (not committed).
+#[test]
+fn qwen3_matches_hf_fuzz() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/qwen3-tokenizer/fuzz.json");
+    let Some(section) = qwen3_section().filter(|_| path.exists()) else {
+        eprintln!(
+            "\n=== SKIP qwen3_matches_hf_fuzz: needs the Qwen3 tokenizer.json and {} \
+             (python3 tests/fixtures/gen_tokenizer_extra.py --fuzz 20000) ===\n",
+            path.display()
+        );
+        return;
+    };
+    let tok = tokenizer(section);
+    let r = read_json(&path);
+    assert_eq!(check_cases(&tok, r["cases"].as_array().unwrap(), "qwen3 fuzz"), 0);
+}
+
 #[test]
 fn stream_decode_holds_back_partial_characters() {
     let tok = tokenizer(tiny_section());

@@ -258,6 +258,21 @@ fn tiny_tokenizer_matches_reference() {
     assert_eq!(tok.token_id("<|im_end"), None);
 }
 
+/// Added-token flags (lstrip, rstrip, single_word, normalized, with content
+/// that is not NFC) on the tiny tokenizer, against HF.
+#[test]
+fn added_token_flags_match_reference() {
+    let r = read_json(&fixtures().join("tiny_tokenizer/flags_ref.json"));
+    let mut j = read_json(&fixtures().join("tiny_tokenizer/tokenizer.json"));
+    j["added_tokens"] = r["added_tokens"].clone();
+    let section = section_from_tokenizer_json(&j);
+    let tok = tokenizer(&section);
+    assert_eq!(
+        check_cases(&tok, r["cases"].as_array().unwrap(), "flags"),
+        0
+    );
+}
+
 #[test]
 fn qwen3_matches_reference() {
     let Some(section) = qwen3_section() else {
@@ -301,7 +316,10 @@ fn qwen3_matches_hf_fuzz() {
     };
     let tok = tokenizer(section);
     let r = read_json(&path);
-    assert_eq!(check_cases(&tok, r["cases"].as_array().unwrap(), "qwen3 fuzz"), 0);
+    assert_eq!(
+        check_cases(&tok, r["cases"].as_array().unwrap(), "qwen3 fuzz"),
+        0
+    );
 }
 
 #[test]

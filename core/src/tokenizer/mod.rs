@@ -93,26 +93,46 @@ impl<'a> Tokenizer<'a> {
     /// A tokenizer over validated tables (no allocation; one pass over the
     /// added-token records).
     pub fn new(tables: TokenizerTables<'a>) -> Self {
-        let mut first_bytes = [0u32; 8];
-        let mut added_sorted = true;
-        let mut any_normalized_added = false;
+        let mut tok = Tokenizer {
+            t: tables,
+            first_bytes: [0; 8],
+            added_sorted: true,
+            any_normalized_added: false,
+        };
         let mut last = None;
         for i in 0..tables.n_added as usize {
             let (id, flags) = tables.added(i);
-            if let Some(&b) = tables.token_bytes(id).and_then(|b| b.first()) {
-                first_bytes[(b >> 5) as usize] |= 1 << (b & 31);
+            if let Some(b) = tok.added_text(id, flags, |t| t.first().copied()) {
+                tok.first_bytes[(b >> 5) as usize] |= 1 << (b & 31);
             }
             if last.is_some_and(|l| l >= id) {
-                added_sorted = false;
+                tok.added_sorted = false;
             }
             last = Some(id);
-            any_normalized_added |= flags & ADDED_NORMALIZED != 0;
+            tok.any_normalized_added |= flags & ADDED_NORMALIZED != 0;
         }
-        Tokenizer {
-            t: tables,
-            first_bytes,
-            added_sorted,
-            any_normalized_added,
+        tok
+    }
+
+    /// Runs `f` on the text added token `id` is matched as (and decodes
+    /// from): its content, or for a token flagged normalized under NFC, the
+    /// NFC form of its content, as Hugging Face caches it (content whose NFC
+    /// form exceeds 256 bytes is used as it is).
+    fn added_text<R>(&self, id: u32, flags: u32, f: impl FnOnce(&[u8]) -> R) -> R {
+        let content = self.t.token_bytes(id).unwrap_or(&[]);
+        if flags & ADDED_NORMALIZED == 0 || self.t.normalizer != NORMALIZER_NFC {
+            return f(content);
+        }
+        match core::str::from_utf8(content) {
+            Ok(text) if !nfc::is_nfc_quick(text) => {
+                let mut buf = [0u8; 256];
+                let mut work = [0u32; 64];
+                match nfc::nfc_into(text, &mut buf, &mut work) {
+                    Ok(n) => f(buf.get(..n).unwrap_or(&[])),
+                    Err(_) => f(content),
+                }
+            }
+            _ => f(content),
         }
     }
 
@@ -305,14 +325,16 @@ impl<'a> Tokenizer<'a> {
             if (flags & ADDED_NORMALIZED != 0) != normalized {
                 continue;
             }
-            let Some(tok) = self.t.token_bytes(id) else {
-                continue;
-            };
-            if tok.is_empty() || !s.get(p..).is_some_and(|r| r.starts_with(tok)) {
-                continue;
-            }
-            if best.is_none_or(|(e, _, _)| p + tok.len() > e) {
-                best = Some((p + tok.len(), id, flags));
+            let len = self.added_text(id, flags, |tok| {
+                let hit = !tok.is_empty() && s.get(p..).is_some_and(|r| r.starts_with(tok));
+                if hit {
+                    tok.len()
+                } else {
+                    0
+                }
+            });
+            if len > 0 && best.is_none_or(|(e, _, _)| p + len > e) {
+                best = Some((p + len, id, flags));
             }
         }
         best
@@ -389,20 +411,26 @@ impl<'a> Tokenizer<'a> {
             value: id as usize,
             max: self.t.n_tokens.saturating_sub(1) as usize,
         })?;
-        if self.added_flags(id).is_none() || bytes.iter().all(|b| (0x21..=0x7E).contains(b)) {
+        let Some(flags) = self.added_flags(id) else {
             f(bytes);
             return Ok(());
-        }
-        let text = core::str::from_utf8(bytes).unwrap_or("");
-        if text.chars().all(|c| byte_level_byte(c).is_some()) && !text.is_empty() {
-            for c in text.chars() {
-                if let Some(b) = byte_level_byte(c) {
-                    f(&[b]);
-                }
+        };
+        self.added_text(id, flags, |bytes| {
+            if bytes.iter().all(|b| (0x21..=0x7E).contains(b)) {
+                f(bytes);
+                return;
             }
-        } else {
-            f(bytes);
-        }
+            let text = core::str::from_utf8(bytes).unwrap_or("");
+            if !text.is_empty() && text.chars().all(|c| byte_level_byte(c).is_some()) {
+                for c in text.chars() {
+                    if let Some(b) = byte_level_byte(c) {
+                        f(&[b]);
+                    }
+                }
+            } else {
+                f(bytes);
+            }
+        });
         Ok(())
     }
 

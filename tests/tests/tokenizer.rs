@@ -320,6 +320,19 @@ fn qwen3_matches_hf_fuzz() {
         check_cases(&tok, r["cases"].as_array().unwrap(), "qwen3 fuzz"),
         0
     );
+    let decodes = r["decodes"].as_array().map_or(&[][..], |d| d.as_slice());
+    for c in decodes {
+        let ids = ids_of(&c["ids"]);
+        for (skip, key) in [(false, "decoded"), (true, "decoded_skip_special")] {
+            let want = c[key].as_str().unwrap();
+            assert_eq!(decode(&tok, &ids, skip), want, "{ids:?}");
+            assert_eq!(stream_decode(&tok, &ids, skip), want, "{ids:?}");
+        }
+    }
+    eprintln!(
+        "qwen3 fuzz: {} random id sequences decode as HF",
+        decodes.len()
+    );
 }
 
 #[test]

@@ -123,3 +123,46 @@ impl Utf8Lossy {
         *self = Utf8Lossy::default();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Utf8Lossy;
+
+    /// Feeds `bytes` split at every position; the text must not depend on the split.
+    fn check(bytes: &[u8], want: &str) {
+        for cut in 0..=bytes.len() {
+            let mut d = Utf8Lossy::default();
+            let mut got = [0u8; 64];
+            let mut n = 0;
+            let mut emit = |s: &str| {
+                got[n..n + s.len()].copy_from_slice(s.as_bytes());
+                n += s.len();
+            };
+            d.feed(&bytes[..cut], &mut emit);
+            d.feed(&bytes[cut..], &mut emit);
+            d.finish(&mut emit);
+            assert_eq!(
+                core::str::from_utf8(&got[..n]),
+                Ok(want),
+                "{bytes:?} cut {cut}"
+            );
+        }
+    }
+
+    /// Expected values are `String::from_utf8_lossy` of the same bytes.
+    #[test]
+    fn matches_from_utf8_lossy() {
+        check(b"abc", "abc");
+        check("é😀".as_bytes(), "é😀");
+        check(&[0xF0, 0x9F, b'a'], "\u{FFFD}a");
+        check(&[0xE9, 0xFF, 0xC3], "\u{FFFD}\u{FFFD}\u{FFFD}");
+        check(&[0xED, 0xA0, 0x80], "\u{FFFD}\u{FFFD}\u{FFFD}");
+        check(&[0xE0, 0x80], "\u{FFFD}\u{FFFD}");
+        check(
+            &[0xF4, 0x90, 0x80, 0x80],
+            "\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}",
+        );
+        check(&[0xF0, 0x9F, 0x98], "\u{FFFD}");
+        check(&[0xC3, 0xA9, 0x80, b'x'], "é\u{FFFD}x");
+    }
+}

@@ -162,3 +162,44 @@ pub fn nfc_into(s: &str, out: &mut [u8], work: &mut [u32]) -> Result<usize, Erro
     nz.flush()?;
     Ok(nz.len)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{is_nfc_quick, nfc_into};
+
+    fn nfc<'o>(s: &str, out: &'o mut [u8]) -> &'o str {
+        let mut work = [0u32; 32];
+        let n = nfc_into(s, out, &mut work).unwrap();
+        core::str::from_utf8(&out[..n]).unwrap()
+    }
+
+    #[test]
+    fn composes_reorders_and_decomposes() {
+        let mut b = [0u8; 64];
+        assert_eq!(nfc("e\u{301}", &mut b), "\u{e9}");
+        assert_eq!(nfc("\u{1100}\u{1161}\u{11a8}", &mut b), "\u{ac01}");
+        assert_eq!(nfc("\u{c5}\u{323}", &mut b), "\u{1ea0}\u{30a}");
+        assert_eq!(nfc("a\u{301}\u{328}", &mut b), "\u{105}\u{301}");
+        assert_eq!(nfc("\u{958}", &mut b), "\u{915}\u{93c}");
+        assert_eq!(nfc("\u{212b}", &mut b), "\u{c5}");
+        assert_eq!(nfc("\u{301}x", &mut b), "\u{301}x");
+        // Composes only in Unicode 13+; HF's normalizer has Unicode 9.0.
+        assert_eq!(nfc("\u{11935}\u{11930}", &mut b), "\u{11935}\u{11930}");
+    }
+
+    #[test]
+    fn quick_check_and_small_buffers() {
+        assert!(is_nfc_quick("plain \u{e9} \u{4e2d} \u{ac00}"));
+        assert!(!is_nfc_quick("e\u{301}"));
+        assert!(!is_nfc_quick("\u{323}\u{301}\u{300}\u{323}"));
+        let mut small = [0u8; 1];
+        let mut work = [0u32; 4];
+        assert!(nfc_into("ab", &mut small, &mut work).is_err());
+        assert!(nfc_into(
+            "a\u{301}\u{302}\u{303}\u{304}\u{305}",
+            &mut [0u8; 64],
+            &mut work
+        )
+        .is_err());
+    }
+}

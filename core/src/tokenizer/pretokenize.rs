@@ -147,3 +147,36 @@ impl<'s> Iterator for Pieces<'s> {
         p
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Pieces;
+
+    fn check(s: &str, want: &[&str]) {
+        let mut it = Pieces::new(s);
+        for w in want {
+            assert_eq!(it.next(), Some(*w), "{s:?}");
+        }
+        assert_eq!(it.next(), None, "{s:?}");
+    }
+
+    /// Splits observed with Hugging Face `tokenizers` 0.23.3.
+    #[test]
+    fn splits_like_hf() {
+        check("a  1", &["a", " ", " ", "1"]);
+        check("  \n  a", &["  \n", " ", " a"]);
+        check("\t\tb", &["\t", "\tb"]);
+        check("\u{3000}\u{3000}a", &["\u{3000}", "\u{3000}a"]);
+        check("a\u{a0}b", &["a", "\u{a0}b"]);
+        check(" 's", &[" '", "s"]);
+        check("'st", &["'s", "t"]);
+        check("'\u{17F}tx", &["'\u{17F}", "tx"]);
+        check("'Re", &["'Re"]);
+        check("don't", &["don", "'t"]);
+        check("x'\u{130}", &["x", "'\u{130}"]);
+        check("12345", &["1", "2", "3", "4", "5"]);
+        check("Hello, world!", &["Hello", ",", " world", "!"]);
+        check("   ", &["   "]);
+        check("", &[]);
+    }
+}

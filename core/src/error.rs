@@ -114,6 +114,16 @@ pub enum Error {
         /// What was being done.
         what: &'static str,
     },
+    /// A caller-provided buffer is too small for the result or the work.
+    BufferTooSmall {
+        /// Which buffer.
+        what: &'static str,
+        /// Entries needed (at least; for some work buffers the first size
+        /// that was found short).
+        need: usize,
+        /// Entries it has.
+        have: usize,
+    },
     /// A parameter is outside the range the operation supports.
     OutOfRange {
         /// Which parameter.
@@ -151,15 +161,6 @@ pub enum Error {
         /// the whole file).
         offset: usize,
     },
-    /// An output buffer is too small for the result.
-    BufferTooSmall {
-        /// What was being written.
-        what: &'static str,
-        /// The length needed.
-        needed: usize,
-        /// The length given.
-        len: usize,
-    },
 }
 
 /// (Variants for files and formats.)
@@ -171,6 +172,7 @@ impl Error {
             Error::SizeMismatch { .. } => "size-mismatch",
             Error::Overflow { .. } => "overflow",
             Error::OutOfRange { .. } => "out-of-range",
+            Error::BufferTooSmall { .. } => "buffer-too-small",
             Error::Truncated { .. } => "truncated",
             Error::BadMagic { .. } => "bad-magic",
             Error::NewerVersion { .. } => "newer-version",
@@ -187,7 +189,6 @@ impl Error {
             Error::BadTensor { .. } => "bad-tensor",
             Error::Json { .. } => "json",
             Error::Safetensors { .. } => "safetensors",
-            Error::BufferTooSmall { .. } => "buffer-too-small",
         }
     }
 }
@@ -241,6 +242,9 @@ impl fmt::Display for Error {
                 "context full: {need} positions needed, the KV cache holds {max} (raise --ctx or start a new conversation)"
             ),
             Error::BadToken { id, vocab } => write!(f, "token id {id} is outside the vocabulary ({vocab})"),
+            Error::BufferTooSmall { what, need, have } => {
+                write!(f, "{what}: buffer too small (needs {need}, has {have})")
+            }
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }
@@ -255,9 +259,6 @@ impl fmt::Display for Error {
             ),
             Error::Json { what, offset } => write!(f, "{what} (at byte {offset})"),
             Error::Safetensors { what, offset } => write!(f, "{what} (at byte {offset})"),
-            Error::BufferTooSmall { what, needed, len } => {
-                write!(f, "{what}: buffer of {len} bytes, {needed} needed")
-            }
         }
     }
 }

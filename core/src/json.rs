@@ -695,8 +695,8 @@ impl<'a> Str<'a> {
         let Some(dst) = out.get_mut(..needed) else {
             return Err(Error::BufferTooSmall {
                 what: "json: unescaped string",
-                needed,
-                len: out.len(),
+                need: needed,
+                have: out.len(),
             });
         };
         for (d, s) in dst.iter_mut().zip(self.bytes()) {
@@ -1239,8 +1239,8 @@ mod tests {
             s.unescape_into(&mut small),
             Err(Error::BufferTooSmall {
                 what: "json: unescaped string",
-                needed: want.len(),
-                len: 4
+                need: want.len(),
+                have: 4
             })
         );
         // Exactly enough room.

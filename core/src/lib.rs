@@ -13,6 +13,8 @@
 //!   tokenizer.json, request bodies) and a string escaper for writing JSON.
 //! * [`safetensors`]: a zero-copy safetensors reader that validates the
 //!   whole file once.
+//! * [`tokenizer`]: Qwen's byte-level BPE tokenizer (encode, decode, stream
+//!   decode), exactly as Hugging Face `tokenizers` runs it, in caller memory.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -32,6 +34,7 @@ pub mod quant;
 pub mod safetensors;
 pub mod sampler;
 pub mod state;
+pub mod tokenizer;
 pub mod vqf;
 
 pub use error::Error;

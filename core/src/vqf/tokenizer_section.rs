@@ -23,6 +23,7 @@ pub const NORMALIZER_NONE: u32 = 0;
 /// NFC normalization.
 pub const NORMALIZER_NFC: u32 = 1;
 
+#[inline]
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
@@ -177,13 +178,17 @@ impl<'a> TokenizerTables<'a> {
     }
 
     /// The merge of `(left, right)`: `(rank, merged id)`, by binary search.
+    #[inline]
     pub fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        let key = ((left as u64) << 32) | right as u64;
         let (mut lo, mut hi) = (0usize, self.n_merges as usize);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let [l, r, rank, m] = self.merge_record(mid);
-            match (l, r).cmp(&(left, right)) {
-                core::cmp::Ordering::Equal => return Some((rank, m)),
+            let r: &[u8; 16] = self.merges.get(16 * mid..16 * mid + 16)?.try_into().ok()?;
+            let word = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+            let k = ((word(0) as u64) << 32) | word(4) as u64;
+            match k.cmp(&key) {
+                core::cmp::Ordering::Equal => return Some((word(8), word(12))),
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
             }

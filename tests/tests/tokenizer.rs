@@ -122,12 +122,19 @@ fn qwen3_section() -> Option<&'static [u8]> {
     .as_deref()
 }
 
+/// Prints a SKIP line past the test harness's output capture (so it shows
+/// in a plain `cargo test`).
+fn loud_skip(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n=== SKIP {msg} ===\n");
+}
+
 fn skip_qwen3(test: &str) {
-    eprintln!(
-        "\n=== SKIP {test}: the real Qwen3 tokenizer.json is not at {} \
-         (run scripts/fetch-qwen3-tokenizer.sh or set KESTREL_QWEN3_TOKENIZER) ===\n",
+    loud_skip(&format!(
+        "{test}: the real Qwen3 tokenizer.json is not at {} \
+         (run scripts/fetch-qwen3-tokenizer.sh or set KESTREL_QWEN3_TOKENIZER)",
         qwen3_path().display()
-    );
+    ));
 }
 
 fn tokenizer(section: &[u8]) -> Tokenizer<'_> {
@@ -307,11 +314,11 @@ fn qwen3_matches_extra_strings() {
 fn qwen3_matches_hf_fuzz() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/qwen3-tokenizer/fuzz.json");
     let Some(section) = qwen3_section().filter(|_| path.exists()) else {
-        eprintln!(
-            "\n=== SKIP qwen3_matches_hf_fuzz: needs the Qwen3 tokenizer.json and {} \
-             (python3 tests/fixtures/gen_tokenizer_extra.py --fuzz 20000) ===\n",
+        loud_skip(&format!(
+            "qwen3_matches_hf_fuzz: needs the Qwen3 tokenizer.json and {} \
+             (python3 tests/fixtures/gen_tokenizer_extra.py --fuzz 30000)",
             path.display()
-        );
+        ));
         return;
     };
     let tok = tokenizer(section);

@@ -3,17 +3,21 @@
 
 Two Unicode versions, because Hugging Face `tokenizers` (0.23.3) uses two:
 
-* the pre-tokenizer regex runs on Oniguruma 6.9.10, whose \\p{L}, \\p{N} and \\s
-  follow **Unicode 16.0**. Character classes therefore come from the
-  `unicodedata2` package, version 16.0.0 (`pip install unicodedata2==16.0.0`).
+* the pre-tokenizer regex runs on the Oniguruma bundled in that wheel, whose
+  \\p{L}, \\p{N} and \\s are those of **Unicode 16.0** (probed on every code
+  point). Character classes therefore come from the `unicodedata2` package,
+  version 16.0.0 (`pip install unicodedata2==16.0.0`).
 * the NFC normalizer is the crate `unicode-normalization-alignments` 0.1.12,
   whose tables are **Unicode 9.0**. Canonical decompositions, combining classes
   and composition exclusions therefore come from Python 3.6's `unicodedata`
   (unidata_version 9.0.0), run as a subprocess: set PY_UNICODE9 to a Python 3.6
   interpreter (default `python3.6`).
 
-Both choices were checked against `tokenizers` 0.23.3 on every code point
-(tests/fixtures/gen_tokenizer_extra.py keeps that check).
+Both choices were checked against `tokenizers` 0.23.3 on every code point:
+the classes by probing its Split pre-tokenizer (kept as a test:
+tests/fixtures/gen_tokenizer_extra.py writes the probe), the normalization
+data by a one-off probe of its NFD on each character and of combining-class
+ordering against U+0300 / U+0334 (NFC vectors are kept as a test).
 
 Run from anywhere:  python3 core/src/tokenizer/gen_tables.py
 """

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The main job, end to end. For now: set up, build the release binary, show
-# the kernel set this CPU gets, and run the kernel bench on synthetic weights.
-# (It becomes: fetch the real model, convert it, generate text.)
+# The main job, end to end, on a fresh machine: set up, build, fetch the real
+# model (Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M, sha256-checked, cached in
+# .cache/model/), convert it once to VQF (cached in .cache/vqf/), and answer
+# a prompt. Rerunning skips what is already there.
+#   bash scripts/demo.sh ["your prompt"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prompt="${1:-Write a Python function that checks whether a number is prime.}"
 bash scripts/setup.sh
 cargo build --release --locked -p kestrel
-./target/release/kestrel cpu
-./target/release/kestrel bench --rows 4096 --cols 4096 --repeats 7
+gguf=$(bash scripts/fetch-model.sh)
+vqf=.cache/vqf/qwen2.5-coder-0.5b-instruct-dual.vqf
+mkdir -p .cache/vqf
+if [ ! -f "$vqf" ] || ! ./target/release/kestrel verify "$vqf" >/dev/null 2>&1; then
+    ./target/release/kestrel convert "$gguf" -o "$vqf" --wmode dual
+fi
+./target/release/kestrel run "$vqf" -p "$prompt" -n 256 --temp 0

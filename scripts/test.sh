@@ -21,6 +21,7 @@ cargo clippy --locked --all-targets --target aarch64-unknown-linux-gnu -- -D war
 
 step "real model (cached in .cache/model; the real-model test skips loudly without it)"
 bash scripts/fetch-model.sh >/dev/null || echo "*** real model could not be fetched: its test will SKIP ***"
+bash scripts/fetch-qwen3-tokenizer.sh >/dev/null || echo "*** Qwen3 tokenizer could not be fetched: its tests will SKIP ***"
 
 step "tests on x86_64"
 run_tests cargo test --locked --workspace

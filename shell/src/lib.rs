@@ -6,6 +6,7 @@ pub mod convert;
 pub mod cpu;
 pub mod engine;
 pub mod files;
+pub mod generate;
 pub mod inspect;
 pub mod logits;
 pub mod pool;

@@ -1,6 +1,6 @@
 //! `kestrel`: the thin std shell around `kestrel-core`.
 
-use kestrel::{bench, convert, cpu, inspect, logits};
+use kestrel::{bench, convert, cpu, generate, inspect, logits};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +22,25 @@ enum Command {
     Cpu,
     /// Time the quantized kernels on synthetic weights.
     Bench(bench::BenchArgs),
+    /// Answer one prompt, streaming the text (chat format unless --raw).
+    Run(generate::RunArgs),
+    /// Interactive multi-turn chat on the terminal.
+    Chat(generate::ChatArgs),
+    /// Print the token ids of a text.
+    Tokenize {
+        /// The VQF model.
+        model: std::path::PathBuf,
+        /// The text.
+        text: String,
+    },
+    /// Print the text of token ids.
+    Detokenize {
+        /// The VQF model.
+        model: std::path::PathBuf,
+        /// Comma-separated ids.
+        #[arg(value_delimiter = ',')]
+        ids: Vec<u32>,
+    },
     /// Convert a Hugging Face model directory or a GGUF file to VQF.
     Convert(convert::ConvertArgs),
     /// Show a VQF file: header, flags bit by bit, config, directory, bytes by type.
@@ -52,6 +71,10 @@ fn main() -> ExitCode {
         }
         Command::Bench(args) => bench::run(&args),
         Command::Convert(args) => convert::run(&args),
+        Command::Run(args) => generate::run(&args),
+        Command::Chat(args) => generate::chat(&args),
+        Command::Tokenize { model, text } => generate::tokenize(&model, &text),
+        Command::Detokenize { model, ids } => generate::detokenize(&model, &ids),
         Command::Inspect { file, json } => inspect::inspect(&file, json),
         Command::Verify { file } => inspect::verify(&file),
         Command::Logits(args) => logits::run(&args),

@@ -63,3 +63,64 @@ fn f32_greedy_equals_the_float64_reference() {
     }
     assert!(want.len() >= 32);
 }
+
+/// Dual mode (prefill on the Q8 copy, decode on the Q4 copy, Q8 activations):
+/// the answer to a coding question is coherent code.
+#[test]
+fn dual_mode_answers_coherently() {
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP real model: only on x86_64 hosts (too slow under qemu)");
+        return;
+    }
+    let Some(gguf) = model_path() else {
+        eprintln!(
+            "\n*** SKIP real model: .cache/model/ has no model; run scripts/fetch-model.sh ***\n"
+        );
+        return;
+    };
+    use kestrel::engine;
+    use kestrel::generate::{chat_prompt, Session};
+    use kestrel_core::chat::{Message, Role};
+    use kestrel_core::sampler::SamplerConfig;
+    let dir = temp_dir("real-dual");
+    let vqf = dir.join("dual.vqf");
+    convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
+    let model = engine::Model::open(&vqf).unwrap();
+    let w = model.weights(true).unwrap();
+    let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
+    let mut arena = engine::arena(&w, &opts).unwrap();
+    let state = engine::state(&w, opts, &mut arena).unwrap();
+    let mut s = Session::new(
+        &w,
+        k,
+        &pool,
+        state,
+        SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let prompt = chat_prompt(
+        &w,
+        &[Message {
+            role: Role::User,
+            content: "Write a Python function that returns the factorial of n.",
+        }],
+        None,
+    );
+    let ids = s.encode(&prompt).unwrap();
+    let mut text = String::new();
+    let stats = s
+        .generate(
+            &ids,
+            48,
+            &std::sync::atomic::AtomicBool::new(false),
+            &mut |t| text.push_str(t),
+        )
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("dual-mode answer: {text:?}");
+    assert_eq!(stats.generated, 48);
+    assert!(text.contains("def factorial(n)"), "{text}");
+}

@@ -144,6 +144,15 @@ impl Tables {
         })
     }
 
+    /// Extends the token table with empty tokens up to `n` entries, so every
+    /// id the model can produce (its vocabulary is often larger than the
+    /// tokenizer's) decodes, to nothing, as Hugging Face does.
+    pub fn pad_to(&mut self, n: usize) {
+        if self.tokens.len() < n {
+            self.tokens.resize(n, Vec::new());
+        }
+    }
+
     /// Runs `f` with the borrowed view the encoder takes.
     pub fn with_input<R>(&self, f: impl FnOnce(&TokenizerInput<'_>) -> R) -> R {
         let refs: Vec<&[u8]> = self.tokens.iter().map(|t| t.as_slice()).collect();

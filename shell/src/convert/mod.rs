@@ -204,7 +204,10 @@ pub fn convert(
             .collect::<Result<_, _>>()?;
         let src = hf::HfSource::new(cfg, &shards)?;
         check_parts(&src, &cfg, a.src)?;
-        let tables = hf::tokenizer(a.src)?;
+        let mut tables = hf::tokenizer(a.src)?;
+        if let Some(t) = tables.as_mut() {
+            t.pad_to(cfg.vocab_size as usize);
+        }
         write(a, mode, &cfg, &src, tables.as_ref(), t0)
     } else {
         let map = Mapped::open(a.src)?;
@@ -219,7 +222,10 @@ pub fn convert(
         let cfg = gguf::config(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
         let src = gguf::GgufSource::new(cfg, &g);
         check_parts(&src, &cfg, a.src)?;
-        let tables = gguf::tokenizer(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        let mut tables = gguf::tokenizer(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        if let Some(t) = tables.as_mut() {
+            t.pad_to(cfg.vocab_size as usize);
+        }
         write(a, mode, &cfg, &src, tables.as_ref(), t0)
     }
 }

@@ -1,0 +1,441 @@
+//! Text generation: `kestrel run`, `kestrel chat`, `kestrel tokenize`,
+//! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
+
+use crate::engine::{self, EngineArgs, Model};
+use crate::pool::Pool;
+use kestrel_core::chat::{self, ChatStyle, Message, Role};
+use kestrel_core::kernels::Kernels;
+use kestrel_core::model::forward::forward;
+use kestrel_core::model::weights::Weights;
+use kestrel_core::sampler::{Sampler, SamplerConfig};
+use kestrel_core::state::State;
+use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Sampling flags, llama.cpp's names.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SampleArgs {
+    /// Temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    /// Top-k (0: off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Top-p (1: off).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Min-p (0: off).
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Repetition penalty (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Random seed (the same seed gives the same text).
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+}
+
+impl SampleArgs {
+    pub fn config(&self) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: 64,
+            seed: self.seed,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The VQF model.
+    pub model: PathBuf,
+    /// The prompt.
+    #[arg(short = 'p', long)]
+    pub prompt: String,
+    /// Most tokens to generate.
+    #[arg(short = 'n', long, default_value_t = 256)]
+    pub n_predict: usize,
+    /// System prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Feed the prompt as is (no chat format).
+    #[arg(long)]
+    pub raw: bool,
+    /// Qwen3 thinking on.
+    #[arg(long, conflicts_with = "no_think")]
+    pub think: bool,
+    /// Qwen3 thinking off (the empty think block).
+    #[arg(long)]
+    pub no_think: bool,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Timings of one generation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub prompt_tokens: usize,
+    pub prefill_s: f64,
+    pub generated: usize,
+    pub decode_s: f64,
+    /// Stopped on an end token (else on the length limit or an interrupt).
+    pub stopped: bool,
+}
+
+/// A model ready to generate: weights, tokenizer, kernels, threads, state.
+pub struct Session<'a> {
+    pub w: &'a Weights<'a>,
+    pub tok: Tokenizer<'a>,
+    pub kernels: Kernels,
+    pub pool: &'a Pool,
+    pub state: State<'a>,
+    pub sampler: Sampler,
+    /// Every token in the KV cache, in order.
+    pub history: Vec<u32>,
+    pub stops: Vec<u32>,
+    logits: Vec<f32>,
+    candidates: Vec<u32>,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        w: &'a Weights<'a>,
+        kernels: Kernels,
+        pool: &'a Pool,
+        state: State<'a>,
+        sample: SamplerConfig,
+    ) -> Result<Self, String> {
+        let tables = *w.vqf.tokenizer().ok_or(
+            "this VQF file has no tokenizer (convert it from a directory with tokenizer.json)",
+        )?;
+        let tok = Tokenizer::new(tables);
+        let mut stops: Vec<u32> = w.cfg.eos().to_vec();
+        for t in ["<|im_end|>", "<|endoftext|>"] {
+            if let Some(id) = tok.token_id(t) {
+                if !stops.contains(&id) {
+                    stops.push(id);
+                }
+            }
+        }
+        let vocab = w.cfg.vocab_size as usize;
+        Ok(Session {
+            w,
+            tok,
+            kernels,
+            pool,
+            state,
+            sampler: Sampler::new(sample),
+            history: Vec::new(),
+            stops,
+            logits: vec![0.0; vocab],
+            candidates: vec![0; vocab],
+        })
+    }
+
+    /// Token ids of `text` (special tokens recognised).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut norm = vec![0u8; 3 * text.len() + 16];
+        let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
+        let mut scratch = EncodeScratch::new(&mut norm, &mut work);
+        let mut ids = Vec::new();
+        self.tok
+            .encode_each(text, Default::default(), &mut scratch, &mut |id| {
+                ids.push(id)
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(ids)
+    }
+
+    /// Runs `ids` through the model (batches of max_batch); keeps the last logits.
+    pub fn feed(&mut self, ids: &[u32]) -> Result<(), String> {
+        for chunk in ids.chunks(self.state.opts.max_batch) {
+            let l = forward(self.w, &mut self.state, &self.kernels, self.pool, chunk)
+                .map_err(|e| e.to_string())?;
+            let vocab = self.logits.len();
+            self.logits.copy_from_slice(&l[l.len() - vocab..]);
+            self.history.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// Forgets the conversation.
+    pub fn reset(&mut self) {
+        self.state.pos = 0;
+        self.history.clear();
+    }
+
+    /// Feeds `prompt`, then samples up to `max` tokens, streaming text to
+    /// `emit`. Stops at an end token, at `max`, or when `interrupt` is set.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max: usize,
+        interrupt: &AtomicBool,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<Stats, String> {
+        let mut stats = Stats {
+            prompt_tokens: prompt.len(),
+            ..Stats::default()
+        };
+        let t = Instant::now();
+        self.feed(prompt)?;
+        stats.prefill_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut dec = StreamDecoder::new(true);
+        for _ in 0..max {
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            let next = self
+                .sampler
+                .sample(&mut self.logits, &self.history, &mut self.candidates);
+            if self.stops.contains(&next) {
+                // The end token belongs to the conversation (chat turns end with it).
+                self.feed(&[next])?;
+                stats.stopped = true;
+                break;
+            }
+            dec.step_with(&self.tok, next, emit)
+                .map_err(|e| e.to_string())?;
+            stats.generated += 1;
+            if self.state.pos >= self.state.opts.max_seq {
+                break;
+            }
+            self.feed(&[next])?;
+        }
+        dec.finish_with(emit);
+        stats.decode_s = t.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    /// Prints the speed line on stderr.
+    pub fn report(&self, stats: &Stats, load_ms: f64) {
+        let decode_tps = stats.generated as f64 / stats.decode_s.max(1e-9);
+        let gbs = self.w.decode_bytes() as f64 * decode_tps / 1e9;
+        eprintln!(
+            "\n[kestrel] load {load_ms:.0} ms | prefill {} tok in {:.2} s ({:.1} tok/s) | decode {} tok in {:.2} s ({:.2} tok/s, {:.1} ms/tok, {gbs:.1} GB/s of weights) | {} kernels, {} threads",
+            stats.prompt_tokens,
+            stats.prefill_s,
+            stats.prompt_tokens as f64 / stats.prefill_s.max(1e-9),
+            stats.generated,
+            stats.decode_s,
+            decode_tps,
+            1e3 / decode_tps.max(1e-9),
+            self.kernels.name(),
+            kestrel_core::parallel::Parallel::threads(self.pool),
+        );
+    }
+}
+
+/// The chat-formatted prompt.
+pub fn chat_prompt(w: &Weights, messages: &[Message], think: Option<bool>) -> String {
+    let template = w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]);
+    let style = ChatStyle::from_template(template);
+    let mut s = String::new();
+    let _ = chat::format(&style, messages, true, think, &mut s);
+    s
+}
+
+/// Set by Ctrl-C during a generation.
+pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPT.store(true, Ordering::Relaxed);
+}
+
+/// Makes Ctrl-C stop the current answer instead of the program.
+pub fn catch_ctrl_c() {
+    // SAFETY: the handler only stores to an atomic, which is
+    // async-signal-safe; the function pointer has the C ABI signal() expects.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+}
+
+pub fn run(a: &RunArgs) -> Result<(), String> {
+    let model = Model::open(&a.model)?;
+    let w = model.weights(a.engine.prefill_q8)?;
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, 32);
+    let mut arena = engine::arena(&w, &opts)?;
+    let state = engine::state(&w, opts, &mut arena)?;
+    let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
+    let text = if a.raw {
+        a.prompt.clone()
+    } else {
+        let mut msgs = Vec::new();
+        if let Some(sys) = &a.system {
+            msgs.push(Message {
+                role: Role::System,
+                content: sys,
+            });
+        }
+        msgs.push(Message {
+            role: Role::User,
+            content: &a.prompt,
+        });
+        let think = if a.think {
+            Some(true)
+        } else if a.no_think {
+            Some(false)
+        } else {
+            None
+        };
+        chat_prompt(&w, &msgs, think)
+    };
+    let ids = s.encode(&text)?;
+    let mut out = std::io::stdout().lock();
+    let stats = s.generate(&ids, a.n_predict, &AtomicBool::new(false), &mut |t| {
+        let _ = out.write_all(t.as_bytes());
+        let _ = out.flush();
+    })?;
+    let _ = writeln!(out);
+    s.report(&stats, model.load_ms);
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct ChatArgs {
+    /// The VQF model.
+    pub model: PathBuf,
+    /// System prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Most tokens per answer.
+    #[arg(short = 'n', long, default_value_t = 1024)]
+    pub n_predict: usize,
+    /// Qwen3 thinking off.
+    #[arg(long)]
+    pub no_think: bool,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+pub fn chat(a: &ChatArgs) -> Result<(), String> {
+    let model = Model::open(&a.model)?;
+    let w = model.weights(a.engine.prefill_q8)?;
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, 32);
+    let mut arena = engine::arena(&w, &opts)?;
+    let state = engine::state(&w, opts, &mut arena)?;
+    let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
+    catch_ctrl_c();
+    eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
+    let stdin = std::io::stdin();
+    let mut first = true;
+    loop {
+        eprint!("\n> ");
+        let mut line = String::new();
+        if stdin.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            break;
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        match line.trim() {
+            "/exit" | "/quit" => break,
+            "/reset" => {
+                s.reset();
+                first = true;
+                eprintln!("(conversation reset)");
+                continue;
+            }
+            "" => continue,
+            _ => {}
+        }
+        // The first turn carries the system prompt; later turns append to
+        // the conversation already in the KV cache.
+        let mut msgs = Vec::new();
+        if first {
+            if let Some(sys) = &a.system {
+                msgs.push(Message {
+                    role: Role::System,
+                    content: sys,
+                });
+            }
+        }
+        msgs.push(Message {
+            role: Role::User,
+            content: line,
+        });
+        let mut text = chat_prompt(&w, &msgs, if a.no_think { Some(false) } else { None });
+        if !first {
+            // Only the new turn; the default system prompt came with turn one.
+            let style = ChatStyle::from_template(
+                w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]),
+            );
+            text.clear();
+            let _ = chat::format(
+                &ChatStyle {
+                    default_system: None,
+                    ..style
+                },
+                &msgs,
+                true,
+                if a.no_think { Some(false) } else { None },
+                &mut text,
+            );
+            // The previous answer ended with <|im_end|>; ChatML puts a newline after it.
+            text.insert(0, '\n');
+        }
+        first = false;
+        let ids = s.encode(&text)?;
+        if s.state.pos + ids.len() + 1 >= s.state.opts.max_seq {
+            eprintln!("(context full: /reset to start over)");
+            continue;
+        }
+        INTERRUPT.store(false, Ordering::Relaxed);
+        let mut out = std::io::stdout().lock();
+        let stats = s.generate(&ids, a.n_predict, &INTERRUPT, &mut |t| {
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        })?;
+        if !stats.stopped {
+            // Interrupted or cut: close the turn so the next one is well formed.
+            let end = s.encode("<|im_end|>")?;
+            s.feed(&end)?;
+        }
+        s.report(&stats, model.load_ms);
+    }
+    Ok(())
+}
+
+pub fn tokenize(model: &Path, text: &str) -> Result<(), String> {
+    let m = Model::open(model)?;
+    let w = m.weights(true)?;
+    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+    let tok = Tokenizer::new(tables);
+    let mut norm = vec![0u8; 3 * text.len() + 16];
+    let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
+    let mut scratch = EncodeScratch::new(&mut norm, &mut work);
+    let mut ids = Vec::new();
+    tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
+        ids.push(id.to_string())
+    })
+    .map_err(|e| e.to_string())?;
+    println!("[{}]", ids.join(", "));
+    Ok(())
+}
+
+pub fn detokenize(model: &Path, ids: &[u32]) -> Result<(), String> {
+    let m = Model::open(model)?;
+    let w = m.weights(true)?;
+    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+    let tok = Tokenizer::new(tables);
+    let mut dec = StreamDecoder::new(false);
+    let mut text = String::new();
+    for &id in ids {
+        dec.step_with(&tok, id, &mut |t| text.push_str(t))
+            .map_err(|e| e.to_string())?;
+    }
+    dec.finish_with(&mut |t| text.push_str(t));
+    println!("{text}");
+    Ok(())
+}

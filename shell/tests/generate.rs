@@ -1,0 +1,174 @@
+//! `kestrel run`, `chat`, `tokenize`, `detokenize` on the tiny Qwen3 fixture.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn kestrel() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kestrel"))
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel)
+}
+
+/// The tied Qwen3 fixture converted once per test binary (f32 weights, so
+/// greedy decoding reproduces the reference exactly).
+fn model() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("kestrel-gen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("tied.vqf");
+        let st = kestrel()
+            .args([
+                "convert",
+                fixture("dev_qwen3_dense_tied/hf").to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--wmode",
+                "f32",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        out
+    })
+    .clone()
+}
+
+fn reference() -> (String, Vec<u32>, String) {
+    let b = std::fs::read(fixture("dev_qwen3_dense_tied/ref/ref.json")).unwrap();
+    let root = kestrel_core::json::parse(&b).unwrap();
+    let s = |k: &str| {
+        root.get(k)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .chars()
+            .collect::<String>()
+    };
+    let ids = root
+        .get("greedy_ids")
+        .unwrap()
+        .iter_array()
+        .unwrap()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    (s("prompt_text"), ids, s("greedy_text"))
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = kestrel().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn greedy_run_reproduces_the_reference_text() {
+    let (prompt, ids, text) = reference();
+    let m = model();
+    let n = ids.len().to_string();
+    let out = stdout_of(&[
+        "run",
+        m.to_str().unwrap(),
+        "--raw",
+        "-p",
+        &prompt,
+        "-n",
+        &n,
+        "--temp",
+        "0",
+        "--kv-f32",
+    ]);
+    assert_eq!(out.strip_suffix('\n').unwrap(), text);
+    // tokenize of the prompt gives the reference prompt ids.
+    let b = std::fs::read(fixture("dev_qwen3_dense_tied/ref/ref.json")).unwrap();
+    let root = kestrel_core::json::parse(&b).unwrap();
+    let want: Vec<String> = root
+        .get("prompt_ids")
+        .unwrap()
+        .iter_array()
+        .unwrap()
+        .map(|v| v.as_u64().unwrap().to_string())
+        .collect();
+    let got = stdout_of(&["tokenize", m.to_str().unwrap(), &prompt]);
+    assert_eq!(got.trim(), format!("[{}]", want.join(", ")));
+    // detokenize of the greedy ids gives the reference text.
+    let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let back = stdout_of(&["detokenize", m.to_str().unwrap(), &list.join(",")]);
+    assert_eq!(back.strip_suffix('\n').unwrap(), text);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_text() {
+    let m = model();
+    let run = |seed: &str| {
+        stdout_of(&[
+            "run",
+            m.to_str().unwrap(),
+            "-p",
+            "Why is the sky blue?",
+            "-n",
+            "24",
+            "--temp",
+            "0.9",
+            "--seed",
+            seed,
+        ])
+    };
+    assert_eq!(run("7"), run("7"));
+    assert_ne!(run("7"), run("8"));
+}
+
+#[test]
+fn chat_keeps_the_conversation_and_resets() {
+    let m = model();
+    let mut child = kestrel()
+        .args(["chat", m.to_str().unwrap(), "-n", "8", "--temp", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Why is the sky blue?\nAnd the sea?\n/reset\nWhy is the sky blue?\n/exit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(conversation reset)"), "{err}");
+    // Three answers were generated; the second turn's prompt sits after the
+    // first turn in the cache (its prefill is only the new turn's tokens).
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("[kestrel]")).collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let prefill = |l: &str| {
+        l.split("prefill ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+    };
+    assert!(prefill(lines[1]) < prefill(lines[0]), "{err}");
+    assert_eq!(
+        prefill(lines[2]),
+        prefill(lines[0]),
+        "after /reset the first turn is fed again"
+    );
+}

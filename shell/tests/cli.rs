@@ -2,12 +2,11 @@
 //! conversions killed part-way leaving nothing behind.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-fn kestrel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kestrel"))
-}
+mod common;
+use common::kestrel;
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kestrel-cli-{}-{name}", std::process::id()));

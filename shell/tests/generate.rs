@@ -2,11 +2,10 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-fn kestrel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kestrel"))
-}
+mod common;
+use common::kestrel;
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -125,11 +125,11 @@ impl Tables {
             })?;
             pairs.insert((lid, rid), (rank as u32, mid));
         }
-        let mut merges: Vec<[u32; 4]> = pairs
+        // A BTreeMap iterates in key order: the merges come out sorted by (left, right).
+        let merges: Vec<[u32; 4]> = pairs
             .into_iter()
             .map(|((l, r), (rank, m))| [l, r, rank, m])
             .collect();
-        merges.sort_unstable_by_key(|m| (m[0], m[1]));
         Ok(Tables {
             tokens: bytes,
             merges,

@@ -846,6 +846,10 @@ unsafe fn gemm_q8x8_tile4(
 /// `x` becomes 32 quants in `qs` and its f16-rounded scale (as f32) in `d`,
 /// bytes identical to the scalar `quantize_acts` of `kestrel-core`.
 ///
+/// Signalling NaNs are the exception: a sequential `f32::max` fold lets one
+/// restart the block maximum (or end it as NaN), the tree reduction here
+/// ignores it; arithmetic never produces one.
+///
 /// Returns `false` (and writes nothing) when `x.len()` is not a multiple of
 /// 32 or the output lengths do not match.
 pub fn quantize_acts_q8_0(x: &[f32], qs: &mut [i8], d: &mut [f32]) -> bool {

@@ -851,15 +851,19 @@ unsafe fn gemm_q8x8_tile4(
 /// ignores it; arithmetic never produces one.
 ///
 /// Returns `false` (and writes nothing) when `x.len()` is not a multiple of
-/// 32 or the output lengths do not match.
+/// 32, the output lengths do not match, or the build does not target NEON.
 pub fn quantize_acts_q8_0(x: &[f32], qs: &mut [i8], d: &mut [f32]) -> bool {
+    // NEON is in every aarch64 target's baseline except the soft-float ones.
+    if !cfg!(target_feature = "neon") {
+        return false;
+    }
     if !x.len().is_multiple_of(32) || qs.len() != x.len() || d.len() != x.len() / 32 {
         return false;
     }
     let nb = x.len() / 32;
     if nb > 0 {
-        // SAFETY: `x` and `qs` hold nb * 32 elements, `d` nb; NEON is part of
-        // the aarch64 base architecture.
+        // SAFETY: `x` and `qs` hold nb * 32 elements, `d` nb; the build
+        // targets NEON (checked above), so every CPU running it has it.
         unsafe { quantize_acts_blocks(x.as_ptr(), qs.as_mut_ptr(), d.as_mut_ptr(), nb) };
     }
     true

@@ -76,7 +76,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
     let mut qs = vec![0i8; x.len()];
     let mut d = vec![0f32; x.len() / 32];
-    q8_0::quantize_acts(&x, &mut qs, &mut d).map_err(|e| e.to_string())?;
+    kernels
+        .quantize_acts(&x, &mut qs, &mut d)
+        .map_err(|e| e.to_string())?;
 
     println!(
         "kernels: {}  shape: {rows} x {cols}  threads: 1",

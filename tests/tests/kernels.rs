@@ -297,3 +297,103 @@ fn shape_errors_are_errors_not_panics() {
     assert!(k.gemm_q8(&w.view(), &a.qs, &a.d, 2, &mut out).is_err());
     assert!(PackedMatrix::new(Layout::Q4_0x4, 5, 64, &w.packed[1..]).is_err());
 }
+
+/// Nasty activation blocks for the quantizer: ties at .5, values just under
+/// a tie, zeros, subnormals, huge values, infinities and NaNs.
+fn nasty_blocks() -> Vec<f32> {
+    let mut v = Vec::new();
+    // d = 1 exactly (amax 127): x * id is x, so ties stay ties.
+    let mut b = [0f32; 32];
+    b[0] = 127.0;
+    for (i, x) in b.iter_mut().enumerate().skip(1) {
+        *x = match i % 6 {
+            0 => i as f32 + 0.5,
+            1 => -(i as f32) - 0.5,
+            2 => 0.499_999_97,
+            3 => -0.499_999_97,
+            4 => 0.5,
+            _ => -0.5,
+        };
+    }
+    v.extend_from_slice(&b);
+    v.extend_from_slice(&[0.0; 32]);
+    v.extend((0..32).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }));
+    // Subnormal blocks: d is subnormal (1 / d overflows to infinity).
+    v.extend(
+        (0..32).map(|i| f32::from_bits(i as u32 * 7 + 1) * if i % 3 == 0 { -1.0 } else { 1.0 }),
+    );
+    v.extend((0..32).map(|i| {
+        if i == 5 {
+            f32::from_bits(0x0080_0000)
+        } else {
+            f32::from_bits(i)
+        }
+    }));
+    // Huge values: d overflows f16.
+    v.extend((0..32).map(|i| f32::MAX / (i as f32 + 1.0) * if i % 2 == 0 { 1.0 } else { -1.0 }));
+    v.extend((0..32).map(|i| 65504.0 * 127.0 * (i as f32 - 16.0) / 16.0));
+    // Infinities and NaNs.
+    v.extend((0..32).map(|i| match i {
+        3 => f32::INFINITY,
+        9 => f32::NEG_INFINITY,
+        _ => i as f32,
+    }));
+    v.extend((0..32).map(|i| {
+        if i % 4 == 1 {
+            f32::NAN
+        } else {
+            i as f32 * 0.3 - 4.0
+        }
+    }));
+    v.extend([f32::NAN; 32]);
+    v.extend((0..32).map(|i| if i == 0 { -f32::NAN } else { 1e-3 * i as f32 }));
+    // Scales where x * (1 / d) lands next to a tie.
+    for s in 0..64u32 {
+        let amax = 1.0 + s as f32 * 0.013_7;
+        v.extend((0..32).map(|i| {
+            if i == 0 {
+                amax
+            } else {
+                let d = amax / 127.0;
+                let k = (i as f32 - 16.0) + 0.5;
+                f32::from_bits((k * d).to_bits().wrapping_add(s % 3).wrapping_sub(1))
+            }
+        }));
+    }
+    v.extend(noise(32 * 40, 11, 30.0));
+    v.extend(cosine(32 * 8, 0.5));
+    v
+}
+
+#[test]
+fn quantize_acts_matches_scalar_bytes() {
+    let kernels = detected_kernels();
+    let x = nasty_blocks();
+    let nb = x.len() / 32;
+    let (mut want_qs, mut want_d) = (vec![0i8; x.len()], vec![0f32; nb]);
+    q8_0::quantize_acts(&x, &mut want_qs, &mut want_d).unwrap();
+    // Every prefix of whole blocks, so lengths 32 .. x.len() are covered.
+    for n in [1, 2, 3, 5, nb] {
+        let (mut qs, mut d) = (vec![7i8; 32 * n], vec![f32::NAN; n]);
+        kernels
+            .quantize_acts(&x[..32 * n], &mut qs, &mut d)
+            .unwrap();
+        assert_eq!(qs, want_qs[..32 * n], "{} quants", kernels.name());
+        for (i, (g, w)) in d.iter().zip(&want_d).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{} scale of block {i}",
+                kernels.name()
+            );
+        }
+    }
+    let (mut qs, mut d) = (vec![0i8; 31], vec![0f32; 1]);
+    assert!(kernels.quantize_acts(&x[..31], &mut qs, &mut d).is_err());
+    let (mut qs, mut d) = (vec![0i8; 64], vec![0f32; 1]);
+    assert!(kernels.quantize_acts(&x[..64], &mut qs, &mut d).is_err());
+    println!(
+        "quantize_acts: {nb} blocks, kernels {} match the scalar bytes",
+        kernels.name()
+    );
+}

@@ -5,8 +5,8 @@
 
 use crate::error::Error;
 use crate::parallel::Parallel;
-use crate::quant::reference;
 use crate::quant::repack::{Layout, PackedMatrix};
+use crate::quant::{q8_0, reference};
 
 /// Most parts a matrix multiply is split into.
 pub const MAX_PARTS: usize = 64;
@@ -63,20 +63,8 @@ impl Kernels {
     ) -> Result<(), Error> {
         match (self, w.layout) {
             #[cfg(target_arch = "aarch64")]
-            (Kernels::Dotprod(cpu), Layout::Q4_0x4) if m == 1 => {
-                reference::check_gemm(w, Layout::Q4_0x4, act_qs, act_d, m, out)?;
-                let ok = kestrel_kernels::aarch64::gemv_q4_0x4_q8_0(
-                    *cpu, w.bytes, w.rows, w.cols, act_qs, act_d, out,
-                );
-                if ok {
-                    Ok(())
-                } else {
-                    Err(Error::SizeMismatch {
-                        what: "dotprod gemv arguments",
-                        expected: w.rows,
-                        actual: out.len(),
-                    })
-                }
+            (Kernels::Dotprod(cpu), Layout::Q4_0x4 | Layout::Q8_0x8) => {
+                aarch64_gemm(*cpu, w, act_qs, act_d, m, out)
             }
             (_, Layout::Q4_0x4) => reference::gemm_q4_0x4_q8_0(w, act_qs, act_d, m, out),
             (_, Layout::Q8_0x8) => reference::gemm_q8_0x8_q8_0(w, act_qs, act_d, m, out),
@@ -85,6 +73,24 @@ impl Kernels {
                 expected: 4,
                 actual: w.layout.group_rows(),
             }),
+        }
+    }
+
+    /// Quantizes activations to Q8_0 (`qs`, and the f16-rounded scales `d`):
+    /// the bytes of [`q8_0::quantize_acts`], with the fastest code this
+    /// kernel set has.
+    pub fn quantize_acts(&self, x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
+        match self {
+            #[cfg(target_arch = "aarch64")]
+            Kernels::Dotprod(_) => {
+                if kestrel_kernels::aarch64::quantize_acts_q8_0(x, qs, d) {
+                    Ok(())
+                } else {
+                    // Wrong lengths: the reference reports which.
+                    q8_0::quantize_acts(x, qs, d)
+                }
+            }
+            _ => q8_0::quantize_acts(x, qs, d),
         }
     }
 
@@ -206,6 +212,36 @@ impl Kernels {
                 .and_then(|sub| self.multiply_part(&sub, acts, m, part.out));
         });
         items.iter().try_for_each(|p| p.result)
+    }
+}
+
+/// The dotprod GEMV (m = 1) or GEMM (m > 1) for a Q4_0x4 or Q8_0x8 weight.
+#[cfg(target_arch = "aarch64")]
+fn aarch64_gemm(
+    cpu: kestrel_kernels::aarch64::Dotprod,
+    w: &PackedMatrix,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    use kestrel_kernels::aarch64 as k;
+    reference::check_gemm(w, w.layout, act_qs, act_d, m, out)?;
+    let (b, r, c) = (w.bytes, w.rows, w.cols);
+    let ok = match (w.layout, m) {
+        (Layout::Q4_0x4, 1) => k::gemv_q4_0x4_q8_0(cpu, b, r, c, act_qs, act_d, out),
+        (Layout::Q8_0x8, 1) => k::gemv_q8_0x8_q8_0(cpu, b, r, c, act_qs, act_d, out),
+        (Layout::Q4_0x4, _) => k::gemm_q4_0x4_q8_0(cpu, b, r, c, act_qs, act_d, m, out),
+        _ => k::gemm_q8_0x8_q8_0(cpu, b, r, c, act_qs, act_d, m, out),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::SizeMismatch {
+            what: "dotprod gemm arguments",
+            expected: m * w.rows,
+            actual: out.len(),
+        })
     }
 }
 

@@ -21,6 +21,8 @@
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod cast;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64;
 
 /// Checks one length; the kernels call this before any unsafe code.
 #[inline]

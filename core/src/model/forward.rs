@@ -10,13 +10,13 @@ use super::weights::{LayerWeights, Weights};
 use crate::error::Error;
 use crate::kernels::{Acts, Kernels};
 use crate::parallel::Parallel;
-use crate::quant::q8_0;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::State;
 
 /// Quantizes `m` rows of `x` (`m x cols`) into the state's activation
 /// buffers when `layout` needs Q8_0 activations.
 fn prepare_acts<'s>(
+    k: &Kernels,
     layout: Layout,
     x: &'s [f32],
     act_qs: &'s mut [i8],
@@ -27,7 +27,7 @@ fn prepare_acts<'s>(
     let n = m * cols;
     match layout {
         Layout::Q4_0x4 | Layout::Q8_0x8 => {
-            q8_0::quantize_acts(&x[..n], &mut act_qs[..n], &mut act_d[..n / 32])?;
+            k.quantize_acts(&x[..n], &mut act_qs[..n], &mut act_d[..n / 32])?;
             Ok(Acts {
                 x: &x[..n],
                 qs: &act_qs[..n],
@@ -55,7 +55,7 @@ fn linear<P: Parallel>(
     tmp: &mut [f32],
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let acts = prepare_acts(w.layout, x, act_qs, act_d, m, w.cols)?;
+    let acts = prepare_acts(k, w.layout, x, act_qs, act_d, m, w.cols)?;
     k.matmul(pool, w, &acts, m, &mut out[..m * w.rows], tmp)
 }
 

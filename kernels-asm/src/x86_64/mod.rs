@@ -227,7 +227,7 @@ unsafe fn q4x4_tile<const T: usize>(
             _mm_loadl_epi64(pa.cast()),
             _mm_loadl_epi64(pb.cast()),
         ));
-        for t in 0..T {
+        for (t, acc_t) in acc.iter_mut().enumerate() {
             let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
             let av = [
                 _mm256_permutevar8x32_epi32(a, idx[0]),
@@ -268,11 +268,11 @@ unsafe fn q4x4_tile<const T: usize>(
             let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
             let scale = _mm256_mul_ps(sw, da);
             let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-            acc[t] = _mm256_add_ps(acc[t], v);
+            *acc_t = _mm256_add_ps(*acc_t, v);
         }
     }
-    for t in 0..T {
-        _mm256_storeu_ps(res[t].as_mut_ptr(), acc[t]);
+    for (r, a) in res.iter_mut().zip(acc) {
+        _mm256_storeu_ps(r.as_mut_ptr(), a);
     }
 }
 
@@ -379,7 +379,7 @@ unsafe fn q8x8_tile<const T: usize>(
             wv[c] = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
             wabs[c] = _mm256_sign_epi8(wv[c], wv[c]);
         }
-        for t in 0..T {
+        for (t, acc_t) in acc.iter_mut().enumerate() {
             let ap = qs.as_ptr().add(t * cols + b * QK);
             let mut isum = _mm256_setzero_si256();
             for c in 0..8 {
@@ -390,11 +390,11 @@ unsafe fn q8x8_tile<const T: usize>(
             let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
             let scale = _mm256_mul_ps(sw, da);
             let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-            acc[t] = _mm256_add_ps(acc[t], v);
+            *acc_t = _mm256_add_ps(*acc_t, v);
         }
     }
-    for t in 0..T {
-        _mm256_storeu_ps(res[t].as_mut_ptr(), acc[t]);
+    for (r, a) in res.iter_mut().zip(acc) {
+        _mm256_storeu_ps(r.as_mut_ptr(), a);
     }
 }
 

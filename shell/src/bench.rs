@@ -105,5 +105,17 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             flops / (ms * 1e-3) / 1e9
         );
     }
+    // The activation quantizer on the same 32 x cols input (GB/s of f32 read).
+    let ms = median_ms(args.repeats, || {
+        kernels
+            .quantize_acts(&x, &mut qs, &mut d)
+            .expect("shapes were checked above");
+    });
+    println!(
+        "{:<28} {ms:>10.3} {:>10} {:>10.2}",
+        "Q8_0 quantize_acts (M=32)",
+        "-",
+        (x.len() * 4) as f64 / (ms * 1e-3) / 1e9
+    );
     Ok(())
 }

@@ -444,3 +444,57 @@ fn minus_128_activation_quants_match_the_reference() {
         }
     }
 }
+
+#[test]
+fn matvec_float_kernels_match_the_reference() {
+    let kernels = detected_kernels();
+    let mut cases = 0;
+    let shapes = (1..=17usize)
+        .flat_map(|r| [1usize, 7, 8, 9, 16, 33, 64].map(|c| (r, c)))
+        .chain([(5, 1024), (64, 896)]);
+    for (rows, cols) in shapes {
+        let mut w = noise(rows * cols, rows as u64 * 31 + cols as u64, 1.0);
+        // Extremes: zeros, signed zeros, subnormal and huge weights.
+        for (i, v) in w.iter_mut().enumerate() {
+            match i % 23 {
+                3 => *v = 0.0,
+                5 => *v = -0.0,
+                7 => *v = 1e-40,
+                11 => *v = 3e4,
+                _ => {}
+            }
+        }
+        let x = noise(cols, 7 + cols as u64, 2.0);
+        let f32_bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f16_bytes: Vec<u8> = w
+            .iter()
+            .flat_map(|v| f16::f32_to_f16(*v).to_le_bytes())
+            .collect();
+        for (layout, bytes) in [(Layout::F32, &f32_bytes), (Layout::F16, &f16_bytes)] {
+            // An odd offset: the kernels must not assume alignment.
+            let mut shifted = vec![0u8; bytes.len() + 1];
+            shifted[1..].copy_from_slice(bytes);
+            let m = PackedMatrix::new(layout, rows, cols, &shifted[1..]).unwrap();
+            let mut want = vec![0f32; rows];
+            reference::matvec_float(&m, &x, &mut want).unwrap();
+            let mut got = vec![f32::NAN; rows];
+            kernels.matvec_float(&m, &x, &mut got).unwrap();
+            for r in 0..rows {
+                assert_eq!(
+                    got[r].to_bits(),
+                    want[r].to_bits(),
+                    "{} {layout:?} {rows}x{cols} row {r}: {} vs reference {}",
+                    kernels.name(),
+                    got[r],
+                    want[r]
+                );
+            }
+            assert!(kernels.matvec_float(&m, &x[..cols - 1], &mut got).is_err());
+            cases += 1;
+        }
+    }
+    println!(
+        "matvec_float: {cases} shapes, kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}

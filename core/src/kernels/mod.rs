@@ -74,6 +74,28 @@ impl Kernels {
         }
     }
 
+    /// `out[r] = W[r] . x` for a plain f32 or f16 weight: the same bits as
+    /// [`reference::matvec_float`], with the fastest code the kernel set has.
+    pub fn matvec_float(&self, w: &PackedMatrix, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
+        match (self, w.layout) {
+            #[cfg(target_arch = "x86_64")]
+            (Kernels::Avx2(cpu), Layout::F32 | Layout::F16) => {
+                let ok = if w.layout == Layout::F32 {
+                    kestrel_kernels::x86_64::matvec_f32(*cpu, w.bytes, w.rows, w.cols, x, out)
+                } else {
+                    kestrel_kernels::x86_64::matvec_f16(*cpu, w.bytes, w.rows, w.cols, x, out)
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    // A shape error: the reference reports which one.
+                    reference::matvec_float(w, x, out)
+                }
+            }
+            _ => reference::matvec_float(w, x, out),
+        }
+    }
+
     /// `out[t][r] = W[r] . act[t]` for `m` Q8_0 activation rows and a
     /// quantized weight (Q4_0x4 or Q8_0x8); `out` is `m x rows`. One thread.
     pub fn gemm_q8(
@@ -179,7 +201,7 @@ impl Kernels {
                                 expected: m * w.cols,
                                 actual: acts.x.len(),
                             })?;
-                    reference::matvec_float(w, x, &mut out[t * w.rows..(t + 1) * w.rows])?;
+                    self.matvec_float(w, x, &mut out[t * w.rows..(t + 1) * w.rows])?;
                 }
                 Ok(())
             }

@@ -71,7 +71,12 @@ fn detected_kernels_give_the_scalar_logits_bit_for_bit() {
     let tokens = [3u32, 8, 1, 30, 12, 4, 39, 0, 17];
     for arch in [Arch::Qwen3, Arch::Qwen2] {
         let cfg = tiny_config(arch);
-        for mode in [WeightMode::Q8, WeightMode::Q4] {
+        for mode in [
+            WeightMode::F32,
+            WeightMode::F16,
+            WeightMode::Q8,
+            WeightMode::Q4,
+        ] {
             let bytes = build_vqf(&cfg, mode, &SyntheticSource { cfg });
             for batch in [1, 4, 9] {
                 let fast = run_with(&k, &bytes, &tokens, batch, KvType::F16);

@@ -4,9 +4,15 @@
 //! token (a value that can only exist when the CPU has the feature) and check
 //! every slice length before entering the unsafe code.
 //!
+//! Modules: `aarch64` (`asm!` with `sdot`, token `Dotprod`) and `x86_64`
+//! (`core::arch` AVX2 intrinsics, token `Avx2`), each compiled only for its
+//! architecture.
+//!
 //! Data layouts (specified in docs/kernels.md):
 //! * Q4_0x4 weights: 72-byte super-blocks, 4 rows x 32 weights, f16 scales
 //!   then 64 nibble bytes (XOR 0x88) in 16-byte chunks of 4 rows x 4 weights.
+//! * Q8_0x8 weights: 272-byte super-blocks, 8 rows x 32 weights, f16 scales
+//!   then 256 quant bytes in 32-byte chunks of 8 rows x 4 weights.
 //! * Activations: `qs` (`i8`, `m x cols`, row-major) and `d` (`f32`, one per
 //!   32-block, the Q8_0 scale already rounded to f16 precision).
 //!

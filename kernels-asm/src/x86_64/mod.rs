@@ -380,6 +380,13 @@ unsafe fn q8x8_tile<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
         let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
+        // Prefetch the next row group (the bytes after `w`) at the rate this
+        // one is read; a prefetch never faults, `wrapping_add` keeps the
+        // address arithmetic defined.
+        let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+        for k in 0..5 {
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+        }
         let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
         let mut wv = [_mm256_setzero_si256(); 8];
         let mut wabs = [_mm256_setzero_si256(); 8];

@@ -207,7 +207,9 @@ unsafe fn q4x4_tile<const T: usize>(
         // rate this pair is read: short rows otherwise pay the memory
         // latency at the start of every pair. A prefetch never faults, and
         // `wrapping_add` keeps the address arithmetic defined.
-        let pf = wb.as_ptr().wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+        let pf = wb
+            .as_ptr()
+            .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
         _mm_prefetch::<_MM_HINT_T0>(pf.cast());
         _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
         _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());

@@ -169,7 +169,7 @@ pub fn gemm_q4_0x4_q8_0(
 /// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
 /// `vpmaddubsw(n, a)` against the activation dwords each chunk needs
 /// (`vpermd`); `sum (n - 8) a` is `sum n a - 8 sum a`, the correction
-/// `vpmaddubsw(8, a)` computed once per activation block. All partial sums
+/// `vpmaddubsw(8, a)` computed once per activation block and pair. All partial sums
 /// fit i16 (|.| <= 4 * 3840 + 8192), `vpmaddwd` with ones makes them i32, and
 /// the two 128-bit halves (even and odd chunks) are added.
 ///

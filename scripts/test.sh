@@ -26,6 +26,10 @@ bash scripts/fetch-qwen3-tokenizer.sh >/dev/null || echo "*** Qwen3 tokenizer co
 step "tests on x86_64"
 run_tests cargo test --locked --workspace
 
+step "kernel and forward tests on x86_64 with the scalar kernels forced"
+KESTREL_KERNELS=scalar KESTREL_EXPECT_KERNELS=scalar \
+    run_tests cargo test --locked -p kestrel-tests --test kernels --test forward
+
 step "tests on aarch64 under qemu -cpu cortex-a76 (dotprod kernels expected)"
 KESTREL_QEMU_CPU=cortex-a76 KESTREL_EXPECT_KERNELS=aarch64-dotprod \
     run_tests cargo test --locked --workspace --target aarch64-unknown-linux-gnu

@@ -4,6 +4,10 @@
 //! token (a value that can only exist when the CPU has the feature) and check
 //! every slice length before entering the unsafe code.
 //!
+//! Modules: `aarch64` (`asm!` with `sdot`, token `Dotprod`) and `x86_64`
+//! (`core::arch` AVX2 intrinsics, token `Avx2`), each compiled only for its
+//! architecture.
+//!
 //! Data layouts (specified in docs/kernels.md):
 //! * Q4_0x4 weights: 72-byte super-blocks, 4 rows x 32 weights, f16 scales
 //!   then 64 nibble bytes (XOR 0x88) in 16-byte chunks of 4 rows x 4 weights.
@@ -23,6 +27,8 @@
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod cast;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64;
 
 /// Checks one length; the kernels call this before any unsafe code.
 #[inline]

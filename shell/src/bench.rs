@@ -107,5 +107,36 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             flops / (ms * 1e-3) / 1e9
         );
     }
+    // f16 weights (plain matvec, M=1).
+    let f16w: Vec<u8> = w
+        .iter()
+        .flat_map(|v| kestrel_core::quant::f16::f32_to_f16(*v).to_le_bytes())
+        .collect();
+    let mf16 = repack::PackedMatrix::new(repack::Layout::F16, rows, cols, &f16w)
+        .map_err(|e| e.to_string())?;
+    let mut out = vec![0f32; rows];
+    let ms = median_ms(args.repeats, || {
+        kernels
+            .matvec_float(&mf16, &x[..cols], &mut out)
+            .expect("shapes were checked above");
+    });
+    println!(
+        "{:<28} {ms:>10.3} {:>10.2} {:>10.2}",
+        "F16 matvec (M=1)",
+        2.0 * (rows * cols) as f64 / (ms * 1e-3) / 1e9,
+        f16w.len() as f64 / (ms * 1e-3) / 1e9
+    );
+    // The activation quantizer on the same 32 x cols input (GB/s of f32 read).
+    let ms = median_ms(args.repeats, || {
+        kernels
+            .quantize_acts(&x, &mut qs, &mut d)
+            .expect("shapes were checked above");
+    });
+    println!(
+        "{:<28} {ms:>10.3} {:>10} {:>10.2}",
+        "Q8_0 quantize_acts (M=32)",
+        "-",
+        (x.len() * 4) as f64 / (ms * 1e-3) / 1e9
+    );
     Ok(())
 }

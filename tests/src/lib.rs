@@ -13,6 +13,10 @@ pub fn detected_kernels() -> Kernels {
     if let Some(cpu) = kestrel_kernels::aarch64::Dotprod::detect() {
         return Kernels::Dotprod(cpu);
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(cpu) = kestrel_kernels::x86_64::Avx2::detect() {
+        return Kernels::Avx2(cpu);
+    }
     Kernels::Scalar
 }
 

@@ -3,6 +3,7 @@
 //! refuses to overflow; bad tokens are errors.
 
 use kestrel_core::convert::WeightMode;
+use kestrel_core::kernels::Kernels;
 use kestrel_core::model::config::Arch;
 use kestrel_core::model::forward::forward;
 use kestrel_core::model::weights::Weights;
@@ -13,6 +14,10 @@ use kestrel_core::Error;
 use kestrel_tests::{build_vqf, detected_kernels, tiny_config, SyntheticSource};
 
 fn run(bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> {
+    run_with(&detected_kernels(), bytes, tokens, batch, kv)
+}
+
+fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> {
     let v = Vqf::parse(bytes).unwrap();
     let w = Weights::new(v, true).unwrap();
     let opts = Options {
@@ -23,10 +28,9 @@ fn run(bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> 
     };
     let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
-    let k = detected_kernels();
     let mut rows = Vec::new();
     for chunk in tokens.chunks(batch) {
-        let logits = forward(&w, &mut s, &k, &Serial, chunk).unwrap();
+        let logits = forward(&w, &mut s, k, &Serial, chunk).unwrap();
         rows.extend(logits.chunks(w.cfg.vocab_size as usize).map(|r| r.to_vec()));
     }
     rows
@@ -54,6 +58,35 @@ fn prefill_equals_decode_on_the_same_copy() {
                     assert!(
                         same,
                         "{arch:?} {mode:?} {kv:?} row {t}: batch and step differ"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn detected_kernels_give_the_scalar_logits_bit_for_bit() {
+    let k = detected_kernels();
+    let tokens = [3u32, 8, 1, 30, 12, 4, 39, 0, 17];
+    for arch in [Arch::Qwen3, Arch::Qwen2] {
+        let cfg = tiny_config(arch);
+        for mode in [
+            WeightMode::F32,
+            WeightMode::F16,
+            WeightMode::Q8,
+            WeightMode::Q4,
+        ] {
+            let bytes = build_vqf(&cfg, mode, &SyntheticSource { cfg });
+            for batch in [1, 4, 9] {
+                let fast = run_with(&k, &bytes, &tokens, batch, KvType::F16);
+                let scalar = run_with(&Kernels::Scalar, &bytes, &tokens, batch, KvType::F16);
+                for (t, (a, b)) in fast.iter().zip(&scalar).enumerate() {
+                    let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{} {arch:?} {mode:?} batch {batch} row {t}: differs from scalar",
+                        k.name()
                     );
                 }
             }

@@ -397,3 +397,204 @@ fn quantize_acts_matches_scalar_bytes() {
         kernels.name()
     );
 }
+
+/// Blocks that stress the activation quantizer: exact ties, the value just
+/// below one half, zeros, subnormals, huge values, infinities and NaN.
+fn nasty_activation_blocks() -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::new();
+    let mut block = |f: &dyn Fn(usize) -> f32| v.extend((0..32).map(f));
+    // amax 127 gives d = 1, id = 1: every x.5 is a tie, 0.49999997 is not.
+    block(&|i| match i {
+        0 => 127.0,
+        1 => 0.49999997,
+        2 => -0.49999997,
+        3 => 0.5,
+        4 => -0.5,
+        5 => 1.5,
+        6 => -2.5,
+        7 => 126.5,
+        8 => -126.5,
+        9 => -127.0,
+        10 => 0.50000006,
+        11 => -0.0,
+        _ => (i as f32 - 16.0) + 0.5,
+    });
+    // Ties after scaling by a non-trivial id.
+    block(&|i| (i as f32 - 15.5) * 0.1);
+    block(&|i| 0.49999997 * (i as f32 + 1.0));
+    block(&|_| 0.0);
+    block(&|i| if i % 2 == 0 { 0.0 } else { -0.0 });
+    // Subnormal inputs: d underflows or id overflows to infinity.
+    block(&|i| f32::from_bits(i as u32 + 1));
+    block(&|i| -f32::from_bits(0x0040_0000 + i as u32 * 77));
+    block(&|i| f32::MIN_POSITIVE * (i as f32 - 7.0));
+    // Huge values, f16 overflow of the scale.
+    block(&|i| f32::MAX * if i % 3 == 0 { 1.0 } else { -0.7 });
+    block(&|i| 65504.0 * 127.0 * (i as f32 / 31.0));
+    block(&|i| 65520.0 * 127.0 * if i == 5 { -1.0 } else { 0.25 });
+    // Infinities and NaN (NaN is ignored by max |x| and quantizes to 0).
+    block(&|i| if i == 3 { f32::INFINITY } else { i as f32 });
+    block(&|i| {
+        if i == 30 {
+            f32::NEG_INFINITY
+        } else {
+            -(i as f32)
+        }
+    });
+    block(&|i| {
+        if i % 4 == 1 {
+            f32::NAN
+        } else {
+            i as f32 * 0.3 - 4.0
+        }
+    });
+    block(&|_| f32::NAN);
+    block(&|i| if i == 0 { -f32::NAN } else { 1e-3 * i as f32 });
+    v
+}
+
+fn check_quantize(kernels: &Kernels, x: &[f32]) {
+    let (mut q0, mut d0) = (vec![0i8; x.len()], vec![0f32; x.len() / 32]);
+    let (mut q1, mut d1) = (vec![1i8; x.len()], vec![1f32; x.len() / 32]);
+    q8_0::quantize_acts(x, &mut q0, &mut d0).unwrap();
+    kernels.quantize_acts(x, &mut q1, &mut d1).unwrap();
+    for b in 0..x.len() / 32 {
+        assert_eq!(
+            d0[b].to_bits(),
+            d1[b].to_bits(),
+            "{} block {b}: scale {} vs reference {} (x {:?})",
+            kernels.name(),
+            d1[b],
+            d0[b],
+            &x[b * 32..b * 32 + 32]
+        );
+        assert_eq!(
+            q0[b * 32..b * 32 + 32],
+            q1[b * 32..b * 32 + 32],
+            "{} block {b}: quants differ (x {:?})",
+            kernels.name(),
+            &x[b * 32..b * 32 + 32]
+        );
+    }
+}
+
+#[test]
+fn quantize_acts_matches_reference_on_nasty_inputs() {
+    let kernels = detected_kernels();
+    check_quantize(&kernels, &nasty_activation_blocks());
+    // Random bit patterns: every exponent, NaN payloads, subnormals.
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let bits: Vec<f32> = (0..32 * 4096)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            f32::from_bits((s >> 32) as u32)
+        })
+        .collect();
+    check_quantize(&kernels, &bits);
+    // Ordinary data at many scales, and the kernel tests' activations.
+    for (i, scale) in [1e-30f32, 1e-8, 1e-3, 1.0, 3.0, 1e4, 1e30]
+        .iter()
+        .enumerate()
+    {
+        check_quantize(&kernels, &noise(32 * 64, i as u64 + 3, *scale));
+    }
+    for kind in 0..4 {
+        check_quantize(&kernels, &activation_values(kind, 32 * 33, kind as u64));
+    }
+    // Shape errors are errors.
+    let x = vec![0f32; 64];
+    let (mut q, mut d) = (vec![0i8; 64], vec![0f32; 2]);
+    assert!(kernels
+        .quantize_acts(&x[..48], &mut q[..48], &mut d)
+        .is_err());
+    assert!(kernels.quantize_acts(&x, &mut q[..32], &mut d).is_err());
+    assert!(kernels.quantize_acts(&x, &mut q, &mut d[..1]).is_err());
+    println!(
+        "quantize_acts: kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}
+
+#[test]
+fn minus_128_activation_quants_match_the_reference() {
+    // The quantizer never makes -128, but the kernels must still agree with
+    // the reference on any quant bytes (the AVX2 Q8_0x8 kernel falls back).
+    let kernels = detected_kernels();
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        for &(rows, m) in &[(9usize, 1usize), (17, 5)] {
+            let cols = 96;
+            let w = Matrix::new(layout, rows, cols, &weights(2, rows * cols, 7));
+            let mut a = acts(&activation_values(2, m * cols, 3));
+            for (i, q) in a.qs.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    *q = -128;
+                }
+            }
+            let mut want = vec![0f32; m * rows];
+            let view = w.view();
+            match layout {
+                Layout::Q4_0x4 => {
+                    reference::gemm_q4_0x4_q8_0(&view, &a.qs, &a.d, m, &mut want).unwrap()
+                }
+                _ => reference::gemm_q8_0x8_q8_0(&view, &a.qs, &a.d, m, &mut want).unwrap(),
+            }
+            check_kernels(&kernels, &w, &a, m, &want);
+        }
+    }
+}
+
+#[test]
+fn matvec_float_kernels_match_the_reference() {
+    let kernels = detected_kernels();
+    let mut cases = 0;
+    let shapes = (1..=17usize)
+        .flat_map(|r| [1usize, 7, 8, 9, 16, 33, 64].map(|c| (r, c)))
+        .chain([(5, 1024), (64, 896)]);
+    for (rows, cols) in shapes {
+        let mut w = noise(rows * cols, rows as u64 * 31 + cols as u64, 1.0);
+        // Extremes: zeros, signed zeros, subnormal and huge weights.
+        for (i, v) in w.iter_mut().enumerate() {
+            match i % 23 {
+                3 => *v = 0.0,
+                5 => *v = -0.0,
+                7 => *v = 1e-40,
+                11 => *v = 3e4,
+                _ => {}
+            }
+        }
+        let x = noise(cols, 7 + cols as u64, 2.0);
+        let f32_bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f16_bytes: Vec<u8> = w
+            .iter()
+            .flat_map(|v| f16::f32_to_f16(*v).to_le_bytes())
+            .collect();
+        for (layout, bytes) in [(Layout::F32, &f32_bytes), (Layout::F16, &f16_bytes)] {
+            // An odd offset: the kernels must not assume alignment.
+            let mut shifted = vec![0u8; bytes.len() + 1];
+            shifted[1..].copy_from_slice(bytes);
+            let m = PackedMatrix::new(layout, rows, cols, &shifted[1..]).unwrap();
+            let mut want = vec![0f32; rows];
+            reference::matvec_float(&m, &x, &mut want).unwrap();
+            let mut got = vec![f32::NAN; rows];
+            kernels.matvec_float(&m, &x, &mut got).unwrap();
+            for r in 0..rows {
+                assert_eq!(
+                    got[r].to_bits(),
+                    want[r].to_bits(),
+                    "{} {layout:?} {rows}x{cols} row {r}: {} vs reference {}",
+                    kernels.name(),
+                    got[r],
+                    want[r]
+                );
+            }
+            assert!(kernels.matvec_float(&m, &x[..cols - 1], &mut got).is_err());
+            cases += 1;
+        }
+    }
+    println!(
+        "matvec_float: {cases} shapes, kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}

@@ -19,6 +19,9 @@ pub enum Kernels {
     /// aarch64 with dotprod: hand-written `sdot` kernels.
     #[cfg(target_arch = "aarch64")]
     Dotprod(kestrel_kernels::aarch64::Dotprod),
+    /// x86_64 with AVX2, FMA and F16C: `core::arch` intrinsic kernels.
+    #[cfg(target_arch = "x86_64")]
+    Avx2(kestrel_kernels::x86_64::Avx2),
 }
 
 /// The activations of a matrix multiply: `m` rows, both as f32 (for f32/f16
@@ -48,6 +51,57 @@ impl Kernels {
             Kernels::Scalar => "scalar",
             #[cfg(target_arch = "aarch64")]
             Kernels::Dotprod(_) => "aarch64-dotprod",
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2(_) => "x86_64-avx2",
+        }
+    }
+
+    /// Quantizes activations to Q8_0 content (`x.len()` a multiple of 32):
+    /// the same bytes as [`q8_0::quantize_acts`], with the fastest code the
+    /// kernel set has.
+    pub fn quantize_acts(&self, x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2(cpu) => {
+                if kestrel_kernels::x86_64::quantize_acts(*cpu, x, qs, d) {
+                    Ok(())
+                } else {
+                    // A shape error: the reference reports which one.
+                    q8_0::quantize_acts(x, qs, d)
+                }
+            }
+            #[cfg(target_arch = "aarch64")]
+            Kernels::Dotprod(_) => {
+                if kestrel_kernels::aarch64::quantize_acts_q8_0(x, qs, d) {
+                    Ok(())
+                } else {
+                    // Wrong lengths: the reference reports which.
+                    q8_0::quantize_acts(x, qs, d)
+                }
+            }
+            _ => q8_0::quantize_acts(x, qs, d),
+        }
+    }
+
+    /// `out[r] = W[r] . x` for a plain f32 or f16 weight: the same bits as
+    /// [`reference::matvec_float`], with the fastest code the kernel set has.
+    pub fn matvec_float(&self, w: &PackedMatrix, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
+        match (self, w.layout) {
+            #[cfg(target_arch = "x86_64")]
+            (Kernels::Avx2(cpu), Layout::F32 | Layout::F16) => {
+                let ok = if w.layout == Layout::F32 {
+                    kestrel_kernels::x86_64::matvec_f32(*cpu, w.bytes, w.rows, w.cols, x, out)
+                } else {
+                    kestrel_kernels::x86_64::matvec_f16(*cpu, w.bytes, w.rows, w.cols, x, out)
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    // A shape error: the reference reports which one.
+                    reference::matvec_float(w, x, out)
+                }
+            }
+            _ => reference::matvec_float(w, x, out),
         }
     }
 
@@ -66,6 +120,34 @@ impl Kernels {
             (Kernels::Dotprod(cpu), Layout::Q4_0x4 | Layout::Q8_0x8) => {
                 aarch64_gemm(*cpu, w, act_qs, act_d, m, out)
             }
+            #[cfg(target_arch = "x86_64")]
+            (Kernels::Avx2(cpu), Layout::Q4_0x4) => {
+                reference::check_gemm(w, Layout::Q4_0x4, act_qs, act_d, m, out)?;
+                if kestrel_kernels::x86_64::gemm_q4_0x4_q8_0(
+                    *cpu, w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
+                ) {
+                    Ok(())
+                } else {
+                    Err(Error::SizeMismatch {
+                        what: "avx2 gemm arguments",
+                        expected: w.rows,
+                        actual: out.len(),
+                    })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Kernels::Avx2(cpu), Layout::Q8_0x8) => {
+                reference::check_gemm(w, Layout::Q8_0x8, act_qs, act_d, m, out)?;
+                if kestrel_kernels::x86_64::gemm_q8_0x8_q8_0(
+                    *cpu, w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
+                ) {
+                    Ok(())
+                } else {
+                    // Shapes are checked: the kernel declined a -128
+                    // activation quant (never made by the quantizer).
+                    reference::gemm_q8_0x8_q8_0(w, act_qs, act_d, m, out)
+                }
+            }
             (_, Layout::Q4_0x4) => reference::gemm_q4_0x4_q8_0(w, act_qs, act_d, m, out),
             (_, Layout::Q8_0x8) => reference::gemm_q8_0x8_q8_0(w, act_qs, act_d, m, out),
             (_, Layout::F32 | Layout::F16) => Err(Error::SizeMismatch {
@@ -73,24 +155,6 @@ impl Kernels {
                 expected: 4,
                 actual: w.layout.group_rows(),
             }),
-        }
-    }
-
-    /// Quantizes activations to Q8_0 (`qs`, and the f16-rounded scales `d`):
-    /// the bytes of [`q8_0::quantize_acts`], with the fastest code this
-    /// kernel set has.
-    pub fn quantize_acts(&self, x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
-        match self {
-            #[cfg(target_arch = "aarch64")]
-            Kernels::Dotprod(_) => {
-                if kestrel_kernels::aarch64::quantize_acts_q8_0(x, qs, d) {
-                    Ok(())
-                } else {
-                    // Wrong lengths: the reference reports which.
-                    q8_0::quantize_acts(x, qs, d)
-                }
-            }
-            _ => q8_0::quantize_acts(x, qs, d),
         }
     }
 
@@ -134,7 +198,7 @@ impl Kernels {
                                 expected: m * w.cols,
                                 actual: acts.x.len(),
                             })?;
-                    reference::matvec_float(w, x, &mut out[t * w.rows..(t + 1) * w.rows])?;
+                    self.matvec_float(w, x, &mut out[t * w.rows..(t + 1) * w.rows])?;
                 }
                 Ok(())
             }

@@ -6,18 +6,7 @@ use kestrel_core::kernels::Kernels;
 /// The kernel set for this CPU, as the shell would choose it
 /// (`KESTREL_KERNELS=scalar` forces the references).
 pub fn detected_kernels() -> Kernels {
-    if std::env::var("KESTREL_KERNELS").as_deref() == Ok("scalar") {
-        return Kernels::Scalar;
-    }
-    #[cfg(target_arch = "aarch64")]
-    if let Some(cpu) = kestrel_kernels::aarch64::Dotprod::detect() {
-        return Kernels::Dotprod(cpu);
-    }
-    #[cfg(target_arch = "x86_64")]
-    if let Some(cpu) = kestrel_kernels::x86_64::Avx2::detect() {
-        return Kernels::Avx2(cpu);
-    }
-    Kernels::Scalar
+    kestrel::cpu::detect_kernels()
 }
 
 /// ggml's test data: `0.1 + 2 cos(i + offset)`.

@@ -54,7 +54,7 @@ for src in tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/fixtures/de
 done
 rm -rf "$tmp"
 
-step "fuzzing: every parser target for a short run (longer campaigns: docs/reliability.md)"
+step "fuzzing: every parser target for a short run (docs/reliability.md)"
 bash scripts/fuzz.sh "${KESTREL_FUZZ_SECONDS:-15}"
 
 step "no_std builds: kestrel-core and kestrel-kernels for bare-metal targets"

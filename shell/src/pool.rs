@@ -76,6 +76,7 @@ pub struct Pool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     threads: usize,
+    pinned: bool,
     /// The caller's affinity before pinning, restored on drop (if dropped
     /// on the same thread).
     saved: Option<(std::thread::ThreadId, Affinity)>,
@@ -218,8 +219,14 @@ impl Pool {
             shared,
             workers,
             threads,
+            pinned: pin,
             saved,
         }
+    }
+
+    /// Whether the threads were pinned to cores.
+    pub fn pinned(&self) -> bool {
+        self.pinned
     }
 
     /// Publishes `job` (or shutdown when `None`) as a new generation and

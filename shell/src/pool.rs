@@ -57,6 +57,8 @@ struct Shared {
     next: AtomicUsize,
     /// Workers that have not finished the current generation.
     pending: AtomicUsize,
+    /// A worker's call of the job function panicked (re-raised by the caller).
+    panicked: AtomicBool,
 }
 
 // SAFETY: `job` (the only non-Sync field, an UnsafeCell holding raw
@@ -159,7 +161,15 @@ fn worker(shared: Arc<Shared>, core: Option<usize>) {
         // (see `impl Sync for Shared`).
         let job = unsafe { *shared.job.get() };
         if let Some(job) = job {
-            claim_and_run(&shared, job);
+            // A panic must not kill the worker before it decrements
+            // `pending` (the caller would wait forever): catch it here and
+            // let the caller re-raise it.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                claim_and_run(&shared, job)
+            }));
+            if r.is_err() {
+                shared.panicked.store(true, Ordering::Relaxed);
+            }
         }
         if shared.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Last one out: wake the caller if it stopped spinning. The
@@ -204,6 +214,7 @@ impl Pool {
             job: UnsafeCell::new(None),
             next: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
         });
         let workers = (1..threads)
             .map(|i| {
@@ -239,6 +250,8 @@ impl Pool {
         // raised), so no one reads `job` now; see `impl Sync for Shared`.
         unsafe { *s.job.get() = job };
         s.next.store(0, Ordering::Relaxed);
+        // A flag left by a job whose caller itself unwound is stale.
+        s.panicked.store(false, Ordering::Relaxed);
         s.pending.store(self.workers.len(), Ordering::Relaxed);
         // Release: the job, `next` and `pending` are visible to whoever
         // observes the new generation.
@@ -286,11 +299,18 @@ impl Parallel for Pool {
             n: items.len(),
         };
         self.publish(Some(job));
-        // Every worker must be done with this job before `ctx` and `items`
-        // go out of scope (and before the next `publish`), even if `f`
-        // panics on this thread: the guard waits on unwinding too.
-        let _wait = WaitGuard(self);
-        claim_and_run(&self.shared, job);
+        {
+            // Every worker must be done with this job before `ctx` and
+            // `items` go out of scope (and before the next `publish`), even
+            // if `f` panics on this thread: the guard waits on unwinding too.
+            let _wait = WaitGuard(self);
+            claim_and_run(&self.shared, job);
+        }
+        // `pending == 0` was observed with Acquire, so a worker's flag is
+        // visible here.
+        if self.shared.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a pool worker panicked in for_each_mut");
+        }
     }
 }
 
@@ -491,6 +511,26 @@ mod tests {
                 assert_eq!(v, (0..=i as u64 * 1000).sum::<u64>());
             }
         }
+    }
+
+    #[test]
+    fn a_panicking_item_reaches_the_caller_and_the_pool_survives() {
+        let pool = Pool::new(3);
+        for _ in 0..20 {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut items = vec![0u32; 12];
+                pool.for_each_mut(&mut items, &|i, v| {
+                    if i % 4 == 3 {
+                        panic!("item {i}");
+                    }
+                    *v = 1;
+                });
+            }));
+            assert!(r.is_err());
+        }
+        let mut items = vec![0u32; 12];
+        pool.for_each_mut(&mut items, &|_, v| *v = 1);
+        assert!(items.iter().all(|&v| v == 1));
     }
 
     #[test]

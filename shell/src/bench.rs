@@ -1,21 +1,62 @@
 //! `kestrel bench`: kernel timings on synthetic weights (median of repeats
 //! after a warm-up). Benchmarks are not tests: nothing here asserts a speed.
+//!
+//! Three parts: single-thread per-kernel lines (`--rows` x `--cols`), the
+//! mixed-precision table (a Qwen-like layer with dual Q8_0/Q4_0 weights,
+//! decode M=1 and prefill M=32, through the threaded `Kernels::matmul` on
+//! the pool), and a DRAM wall probe (compact vs 64-byte-strided blocks).
 
+use crate::pool::Pool;
 use clap::Args;
+use kestrel_core::kernels::{Acts, Kernels};
+use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::{q4_0, q8_0, repack};
 use std::time::Instant;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Matrix rows (output size).
+    /// Matrix rows of the single-thread kernel lines (output size).
     #[arg(long, default_value_t = 4096)]
     rows: usize,
-    /// Matrix columns (input size, a multiple of 32).
+    /// Matrix columns of the single-thread kernel lines (a multiple of 32).
     #[arg(long, default_value_t = 4096)]
     cols: usize,
-    /// Timed repeats per kernel (the median is reported).
+    /// Timed repeats per line (the median is reported).
     #[arg(long, default_value_t = 9)]
     repeats: usize,
+    /// Threads for the mixed table and the probe (default: as `generate`).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Do not pin threads to cores.
+    #[arg(long)]
+    no_pin: bool,
+    /// Hidden size of the mixed table's layer.
+    #[arg(long, default_value_t = 4096)]
+    hidden: usize,
+    /// FFN (intermediate) size of the mixed table's layer.
+    #[arg(long, default_value_t = 12288)]
+    ffn: usize,
+    /// Query heads.
+    #[arg(long, default_value_t = 32)]
+    q_heads: usize,
+    /// Key/value heads.
+    #[arg(long, default_value_t = 8)]
+    kv_heads: usize,
+    /// Head dimension.
+    #[arg(long, default_value_t = 128)]
+    head_dim: usize,
+    /// DRAM probe rows.
+    #[arg(long, default_value_t = 131072)]
+    probe_rows: usize,
+    /// DRAM probe blocks per row.
+    #[arg(long, default_value_t = 128)]
+    probe_blocks: usize,
+    /// Skip the single-thread per-kernel lines.
+    #[arg(long)]
+    no_kernels: bool,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Deterministic pseudo-random values in [-1, 1).
@@ -44,14 +85,223 @@ fn median_ms(repeats: usize, mut f: impl FnMut()) -> f64 {
     times[times.len() / 2]
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), String> {
-    let (rows, cols) = (args.rows, args.cols);
-    if cols == 0 || cols % 32 != 0 || rows == 0 {
-        return Err(format!(
-            "bench: need rows > 0 and cols a multiple of 32 (got {rows} x {cols})"
-        ));
+/// A packed `rows x cols` matrix in `layout`, built by quantizing one tile of
+/// synthetic rows and repeating it (the bytes a kernel streams are what
+/// matters for timing, not their variety).
+fn synthetic_packed(layout: repack::Layout, rows: usize, cols: usize) -> Result<Vec<u8>, String> {
+    const TILE: usize = 64;
+    let e = |e: kestrel_core::Error| e.to_string();
+    let nb = cols / 32;
+    let tile_rows = TILE.min(rows);
+    let w = synthetic(tile_rows * cols, rows as u64 ^ cols as u64);
+    let (bb, src_len) = match layout {
+        repack::Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, tile_rows * nb * q4_0::BLOCK_BYTES),
+        _ => (q8_0::BLOCK_BYTES, tile_rows * nb * q8_0::BLOCK_BYTES),
+    };
+    let mut src = vec![0u8; src_len];
+    for r in 0..tile_rows {
+        let row = &w[r * cols..(r + 1) * cols];
+        let dst = &mut src[r * nb * bb..(r + 1) * nb * bb];
+        match layout {
+            repack::Layout::Q4_0x4 => q4_0::quantize_row_bytes(row, dst).map_err(e)?,
+            _ => q8_0::quantize_row_bytes(row, dst).map_err(e)?,
+        }
     }
-    let kernels = crate::cpu::detect_kernels();
+    let mut tile = vec![0u8; layout.matrix_bytes(tile_rows, cols).map_err(e)?];
+    match layout {
+        repack::Layout::Q4_0x4 => repack::repack_q4_0x4(&src, tile_rows, cols, &mut tile),
+        _ => repack::repack_q8_0x8(&src, tile_rows, cols, &mut tile),
+    }
+    .map_err(e)?;
+    let total = layout.matrix_bytes(rows, cols).map_err(e)?;
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        let n = tile.len().min(total - out.len());
+        out.extend_from_slice(&tile[..n]);
+    }
+    Ok(out)
+}
+
+/// One timed line.
+struct Line {
+    name: String,
+    ms: f64,
+    gflops: f64,
+}
+
+/// One DRAM probe result.
+struct Probe {
+    name: &'static str,
+    ms: f64,
+    payload_gbs: f64,
+    raw_gbs: f64,
+}
+
+/// Sums the bytes of `block`-byte payloads at a `stride`-byte pitch over
+/// `buf`, split over the pool (each thread a contiguous range).
+fn stream_sum(pool: &Pool, buf: &[u8], stride: usize, block: usize) -> u64 {
+    let n = buf.len() / stride;
+    let parts = pool.threads().max(1);
+    let mut items: Vec<u64> = vec![0; parts];
+    pool.for_each_mut(&mut items, &|p, acc| {
+        let (b0, b1) = (n * p / parts, n * (p + 1) / parts);
+        // Four independent accumulators so the adds keep up with memory.
+        let mut a = [0u64; 4];
+        let w = u64::from_le_bytes;
+        if stride == block {
+            // Compact: one contiguous range, 32 bytes per step.
+            let bytes = &buf[b0 * stride..b1 * stride];
+            let (quads, rest) = bytes.as_chunks::<32>();
+            for q in quads {
+                let (ws, _) = q.as_chunks::<8>();
+                for k in 0..4 {
+                    a[k] = a[k].wrapping_add(w(ws[k]));
+                }
+            }
+            a[0] = rest.iter().fold(a[0], |s, &b| s.wrapping_add(b as u64));
+        } else {
+            // Strided: each block's payload, 8 bytes at a time, then its
+            // tail (18 = 8 + 8 + 2).
+            for b in b0..b1 {
+                let p = &buf[b * stride..b * stride + block];
+                let (ws, rest) = p.as_chunks::<8>();
+                for (k, x) in ws.iter().enumerate() {
+                    a[k & 3] = a[k & 3].wrapping_add(w(*x));
+                }
+                a[3] = rest.iter().fold(a[3], |s, &x| s.wrapping_add(x as u64));
+            }
+        }
+        let s = a.iter().fold(0u64, |x, &y| x.wrapping_add(y));
+        *acc = s;
+    });
+    items.iter().fold(0u64, |a, &b| a.wrapping_add(b))
+}
+
+fn dram_probe(pool: &Pool, rows: usize, blocks: usize, repeats: usize) -> Vec<Probe> {
+    let n = rows * blocks;
+    let mut out = Vec::new();
+    for (name, stride, block) in [
+        ("compact 18B/block", 18usize, 18usize),
+        ("compact 34B/block", 34, 34),
+        ("64B-aligned/block", 64, 18),
+    ] {
+        let buf: Vec<u8> = (0..n * stride).map(|i| (i * 31 + 7) as u8).collect();
+        let mut sink = 0u64;
+        let ms = median_ms(repeats, || {
+            sink = sink.wrapping_add(stream_sum(pool, &buf, stride, block));
+        });
+        std::hint::black_box(sink);
+        let secs = ms * 1e-3;
+        out.push(Probe {
+            name,
+            ms,
+            payload_gbs: (n * block) as f64 / secs / 1e9,
+            raw_gbs: (n * stride) as f64 / secs / 1e9,
+        });
+    }
+    out
+}
+
+/// The `--bench-mixed` table: decode (M=1) and prefill (M=32) on a
+/// Qwen-like layer with dual Q8_0/Q4_0 weights, threaded `matmul`.
+fn mixed(
+    kernels: &Kernels,
+    pool: &Pool,
+    args: &BenchArgs,
+) -> Result<(f64, Vec<Line>, Vec<Line>, String), String> {
+    let h = args.hidden;
+    let qkv = args.q_heads * args.head_dim + 2 * args.kv_heads * args.head_dim;
+    let ffn = args.ffn;
+    if !h.is_multiple_of(32) || !ffn.is_multiple_of(32) || qkv == 0 {
+        return Err("bench: hidden and ffn must be multiples of 32".into());
+    }
+    let e = |e: kestrel_core::Error| e.to_string();
+    let shapes = [
+        ("fused QKV", qkv, h),
+        ("fused gate+up", 2 * ffn, h),
+        ("fused down+res", h, ffn),
+    ];
+    let mut mats = Vec::new();
+    let mut total = 0usize;
+    for &(_, rows, cols) in &shapes {
+        let q4 = synthetic_packed(repack::Layout::Q4_0x4, rows, cols)?;
+        let q8 = synthetic_packed(repack::Layout::Q8_0x8, rows, cols)?;
+        total += q4.len() + q8.len();
+        mats.push((q4, q8));
+    }
+    let shape_text = format!(
+        "QKV {qkv} x {h} (q {} + k/v 2 x {}), gate+up 2 x {ffn} x {h}, down+res {h} x {ffn}",
+        args.q_heads * args.head_dim,
+        args.kv_heads * args.head_dim
+    );
+    let mut phases = Vec::new();
+    for m in [1usize, 32] {
+        let mut lines = Vec::new();
+        for (&(name, rows, cols), (q4, q8)) in shapes.iter().zip(&mats) {
+            let x = synthetic(m * cols, 3);
+            let mut qs = vec![0i8; m * cols];
+            let mut d = vec![0f32; m * cols / 32];
+            let mut out = vec![0f32; m * rows];
+            let mut tmp = vec![0f32; if m > 1 { m * rows } else { 0 }];
+            let mut res = vec![0f32; m * rows];
+            for (quant, layout, bytes) in [
+                ("Q4", repack::Layout::Q4_0x4, q4),
+                ("Q8", repack::Layout::Q8_0x8, q8),
+            ] {
+                let w = repack::PackedMatrix::new(layout, rows, cols, bytes).map_err(e)?;
+                let mut err = Ok(());
+                let ms = median_ms(args.repeats, || {
+                    // What the engine does per matmul: quantize the
+                    // activations, multiply (threaded), and for down the
+                    // residual add.
+                    let r = kernels.quantize_acts(&x, &mut qs, &mut d).and_then(|()| {
+                        let acts = Acts {
+                            x: &x,
+                            qs: &qs,
+                            d: &d,
+                        };
+                        kernels.matmul(pool, &w, &acts, m, &mut out, &mut tmp)
+                    });
+                    if name == "fused down+res" {
+                        res.iter_mut().zip(&out).for_each(|(r, o)| *r += o);
+                    }
+                    if r.is_err() {
+                        err = r;
+                    }
+                });
+                err.map_err(e)?;
+                let label = if m == 1 {
+                    format!("{quant} {name}")
+                } else {
+                    format!("{quant} batched {}", name.trim_start_matches("fused "))
+                };
+                lines.push(Line {
+                    name: label,
+                    ms,
+                    gflops: 2.0 * (m * rows * cols) as f64 / (ms * 1e-3) / 1e9,
+                });
+            }
+            std::hint::black_box(&res);
+        }
+        phases.push(lines);
+    }
+    let prefill = phases.pop().unwrap_or_default();
+    let decode = phases.pop().unwrap_or_default();
+    Ok((
+        total as f64 / (1u64 << 20) as f64,
+        decode,
+        prefill,
+        shape_text,
+    ))
+}
+
+/// The single-thread kernel lines: (name, ms, GFLOPS, GB/s; NaN = none).
+fn kernel_lines(
+    kernels: &Kernels,
+    args: &BenchArgs,
+) -> Result<Vec<(String, f64, f64, f64)>, String> {
+    let (rows, cols) = (args.rows, args.cols);
+    let mut lines = Vec::new();
     let w = synthetic(rows * cols, 1);
     let x = synthetic(cols * 32, 2);
 
@@ -80,14 +330,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         .quantize_acts(&x, &mut qs, &mut d)
         .map_err(|e| e.to_string())?;
 
-    println!(
-        "kernels: {}  shape: {rows} x {cols}  threads: 1",
-        kernels.name()
-    );
-    println!(
-        "{:<28} {:>10} {:>10} {:>10}",
-        "kernel", "ms", "GFLOPS", "GB/s"
-    );
     for (name, mat, m) in [
         ("Q4_0x4 gemv (M=1)", &m4, 1usize),
         ("Q8_0x8 gemv (M=1)", &m8, 1),
@@ -102,10 +344,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         });
         let flops = 2.0 * (m * rows * cols) as f64;
         let gbs = mat.bytes.len() as f64 / (ms * 1e-3) / 1e9;
-        println!(
-            "{name:<28} {ms:>10.3} {:>10.2} {gbs:>10.2}",
-            flops / (ms * 1e-3) / 1e9
-        );
+        lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
     }
     // f16 weights (plain matvec, M=1).
     let f16w: Vec<u8> = w
@@ -120,23 +359,162 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             .matvec_float(&mf16, &x[..cols], &mut out)
             .expect("shapes were checked above");
     });
-    println!(
-        "{:<28} {ms:>10.3} {:>10.2} {:>10.2}",
-        "F16 matvec (M=1)",
+    lines.push((
+        "F16 matvec (M=1)".to_string(),
+        ms,
         2.0 * (rows * cols) as f64 / (ms * 1e-3) / 1e9,
-        f16w.len() as f64 / (ms * 1e-3) / 1e9
-    );
+        f16w.len() as f64 / (ms * 1e-3) / 1e9,
+    ));
     // The activation quantizer on the same 32 x cols input (GB/s of f32 read).
     let ms = median_ms(args.repeats, || {
         kernels
             .quantize_acts(&x, &mut qs, &mut d)
             .expect("shapes were checked above");
     });
-    println!(
-        "{:<28} {ms:>10.3} {:>10} {:>10.2}",
-        "Q8_0 quantize_acts (M=32)",
-        "-",
-        (x.len() * 4) as f64 / (ms * 1e-3) / 1e9
+    lines.push((
+        "Q8_0 quantize_acts (M=32)".to_string(),
+        ms,
+        f64::NAN,
+        (x.len() * 4) as f64 / (ms * 1e-3) / 1e9,
+    ));
+    Ok(lines)
+}
+
+fn num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.4}")
+    } else {
+        "null".into()
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let (rows, cols) = (args.rows, args.cols);
+    if cols == 0 || cols % 32 != 0 || rows == 0 {
+        return Err(format!(
+            "bench: need rows > 0 and cols a multiple of 32 (got {rows} x {cols})"
+        ));
+    }
+    let kernels = crate::cpu::detect_kernels();
+    let klines = if args.no_kernels {
+        Vec::new()
+    } else {
+        kernel_lines(&kernels, args)?
+    };
+    let pool = crate::engine::make_pool(args.threads, args.no_pin);
+    let (mb, decode, prefill, shapes) = mixed(&kernels, &pool, args)?;
+    let probes = dram_probe(
+        &pool,
+        args.probe_rows,
+        args.probe_blocks,
+        args.repeats.min(5),
     );
+    let threads = pool.threads();
+    if args.json {
+        let lines = |ls: &[Line]| {
+            ls.iter()
+                .map(|l| {
+                    format!(
+                        "{{\"name\":\"{}\",\"ms\":{},\"gflops\":{}}}",
+                        l.name,
+                        num(l.ms),
+                        num(l.gflops)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let kl = klines
+            .iter()
+            .map(|(n, ms, gf, gb)| {
+                format!(
+                    "{{\"name\":\"{n}\",\"ms\":{},\"gflops\":{},\"gbs\":{}}}",
+                    num(*ms),
+                    num(*gf),
+                    num(*gb)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let pr = probes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{{\"name\":\"{}\",\"ms\":{},\"payload_gbs\":{},\"raw_gbs\":{}}}",
+                    p.name,
+                    num(p.ms),
+                    num(p.payload_gbs),
+                    num(p.raw_gbs)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        println!(
+            "{{\"kernels\":\"{}\",\"threads\":{threads},\"pinned\":{},\"repeats\":{},\"kernel_lines\":{{\"rows\":{rows},\"cols\":{cols},\"threads\":1,\"lines\":[{kl}]}},\"mixed\":{{\"weights_mb\":{},\"shapes\":\"{shapes}\",\"decode\":[{}],\"prefill\":[{}]}},\"dram\":{{\"rows\":{},\"blocks\":{},\"probes\":[{pr}]}}}}",
+            kernels.name(),
+            pool.pinned(),
+            args.repeats,
+            num(mb),
+            lines(&decode),
+            lines(&prefill),
+            args.probe_rows,
+            args.probe_blocks,
+        );
+        return Ok(());
+    }
+    if !klines.is_empty() {
+        println!(
+            "kernels: {}  shape: {rows} x {cols}  threads: 1",
+            kernels.name()
+        );
+        println!(
+            "{:<28} {:>10} {:>10} {:>10}",
+            "kernel", "ms", "GFLOPS", "GB/s"
+        );
+        for (name, ms, gf, gb) in &klines {
+            let gf = if gf.is_finite() {
+                format!("{gf:.2}")
+            } else {
+                "-".into()
+            };
+            println!("{name:<28} {ms:>10.3} {gf:>10} {gb:>10.2}");
+        }
+        println!();
+    }
+    println!(
+        "=== Mixed precision ({}, {threads} threads{}) ===",
+        kernels.name(),
+        if pool.pinned() {
+            ", pinned"
+        } else {
+            ", unpinned"
+        }
+    );
+    println!("Weights: dual Q8_0+Q4_0 copies ({mb:.0} MB)");
+    println!("Shapes: {shapes}");
+    for (title, lines) in [
+        ("--- Decode (M=1) ---", &decode),
+        ("--- Prefill (M=32, batched) ---", &prefill),
+    ] {
+        println!("{title}");
+        for l in lines.iter() {
+            println!("{:<26} {:>9.3} ms {:>8.1} GFLOPS", l.name, l.ms, l.gflops);
+        }
+    }
+    println!(
+        "--- Real-DRAM wall probe ({} rows x {} blocks/row, {threads} threads) ---",
+        args.probe_rows, args.probe_blocks
+    );
+    for p in &probes {
+        let raw = if (p.raw_gbs - p.payload_gbs).abs() > 1e-9 {
+            format!(" (raw {:.1} GB/s)", p.raw_gbs)
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<18}: {:>8.2} ms -> {:>5.1} GB/s payload{raw}",
+            p.name, p.ms, p.payload_gbs
+        );
+    }
     Ok(())
 }

@@ -16,6 +16,9 @@ pub struct EngineArgs {
     /// Worker threads (default: the big cores on big.LITTLE, else all cores).
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
+    /// Do not pin threads to cores.
+    #[arg(long)]
+    pub no_pin: bool,
     /// Context length (default 4096, capped by the file's max_seq).
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -31,6 +34,7 @@ impl Default for EngineArgs {
     fn default() -> Self {
         EngineArgs {
             threads: None,
+            no_pin: false,
             ctx: None,
             kv_f32: false,
             prefill_q8: true,
@@ -61,12 +65,33 @@ impl Model {
     }
 }
 
-/// The default thread count: online CPUs (big-core pinning comes with the
-/// tuned pool).
+/// The default thread count: the biggest cores on big.LITTLE (4 on an
+/// RK3588), else all online CPUs (see [`crate::pool::big_cores`]).
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    let big = crate::pool::system_big_cores().len();
+    if big > 0 {
+        big
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}
+
+/// The pool for `threads` (None: [`default_threads`]), pinned to the
+/// biggest cores unless `no_pin`.
+pub fn make_pool(threads: Option<usize>, no_pin: bool) -> Pool {
+    let cores = crate::pool::system_big_cores();
+    let n = threads.unwrap_or(if cores.is_empty() {
+        default_threads()
+    } else {
+        cores.len()
+    });
+    if no_pin {
+        Pool::new(n)
+    } else {
+        Pool::with_cores(n, &cores)
+    }
 }
 
 /// Kernels, pool and state options for `args`.
@@ -77,7 +102,7 @@ pub fn setup(
     max_batch: usize,
 ) -> (Kernels, Pool, Options) {
     let kernels = crate::cpu::detect_kernels();
-    let pool = Pool::new(args.threads.unwrap_or_else(default_threads));
+    let pool = make_pool(args.threads, args.no_pin);
     let file_max = w.vqf.header().max_seq as usize;
     let max_seq = args.ctx.unwrap_or(4096).min(file_max).max(1);
     let opts = Options {

@@ -20,7 +20,7 @@ struct Cli {
 enum Command {
     /// Print the CPU features detected and the kernel set chosen.
     Cpu,
-    /// Time the quantized kernels on synthetic weights.
+    /// Time the kernels, the Q8/Q4 mixed-precision table and the DRAM wall on synthetic data.
     Bench(bench::BenchArgs),
     /// Answer one prompt, streaming the text (chat format unless --raw).
     Run(generate::RunArgs),
@@ -67,6 +67,11 @@ fn main() -> ExitCode {
         Command::Cpu => {
             let k = cpu::detect_kernels();
             println!("kernels: {}", k.name());
+            println!(
+                "pool cores: {:?} (default threads: {})",
+                kestrel::pool::system_big_cores(),
+                kestrel::engine::default_threads()
+            );
             Ok(())
         }
         Command::Bench(args) => bench::run(&args),

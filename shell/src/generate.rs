@@ -328,6 +328,8 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
+    let style =
+        ChatStyle::from_template(w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]));
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
     let stdin = std::io::stdin();
@@ -365,26 +367,24 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
             role: Role::User,
             content: line,
         });
-        let mut text = chat_prompt(&w, &msgs, if a.no_think { Some(false) } else { None });
-        if !first {
-            // Only the new turn; the default system prompt came with turn one.
-            let style = ChatStyle::from_template(
-                w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]),
-            );
-            text.clear();
-            let _ = chat::format(
-                &ChatStyle {
-                    default_system: None,
-                    ..style
-                },
-                &msgs,
-                true,
-                if a.no_think { Some(false) } else { None },
-                &mut text,
-            );
-            // The previous answer ended with <|im_end|>; ChatML puts a newline after it.
-            text.insert(0, '\n');
-        }
+        // Turn one may get the template's default system prompt; later turns
+        // follow the previous answer's <|im_end|>, after ChatML's newline.
+        let style = if first {
+            style
+        } else {
+            ChatStyle {
+                default_system: None,
+                ..style
+            }
+        };
+        let mut text = String::from(if first { "" } else { "\n" });
+        let _ = chat::format(
+            &style,
+            &msgs,
+            true,
+            if a.no_think { Some(false) } else { None },
+            &mut text,
+        );
         first = false;
         let ids = s.encode(&text)?;
         if s.state.pos + ids.len() + 1 >= s.state.opts.max_seq {

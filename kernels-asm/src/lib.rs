@@ -36,3 +36,35 @@ pub mod x86_64;
 pub(crate) fn len_ok(expected: Option<usize>, actual: usize) -> bool {
     expected == Some(actual)
 }
+
+/// Checks the slices of a quantized GEMM (weights in row groups of
+/// `group_rows` rows, `block_bytes` per 32-column super-block; `m` activation
+/// rows; `out` = `m x rows`) and returns `(blocks per row, row groups)`, or
+/// `None` when any length does not fit. Shared by every architecture.
+#[allow(dead_code, clippy::too_many_arguments)]
+pub(crate) fn gemm_shape(
+    group_rows: usize,
+    block_bytes: usize,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &[f32],
+) -> Option<(usize, usize)> {
+    if cols == 0 || !cols.is_multiple_of(32) {
+        return None;
+    }
+    let nb = cols / 32;
+    let groups = rows.div_ceil(group_rows);
+    let ok = len_ok(
+        groups
+            .checked_mul(nb)
+            .and_then(|n| n.checked_mul(block_bytes)),
+        w.len(),
+    ) && len_ok(m.checked_mul(cols), act_qs.len())
+        && len_ok(m.checked_mul(nb), act_d.len())
+        && len_ok(m.checked_mul(rows), out.len());
+    ok.then_some((nb, groups))
+}

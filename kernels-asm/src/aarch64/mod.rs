@@ -360,17 +360,21 @@ fn gemm_shape(
     m: usize,
     out: &[f32],
 ) -> Option<(usize, usize, usize)> {
-    if !cols.is_multiple_of(32) || cols == 0 || m == 0 || rows == 0 {
+    if m == 0 || rows == 0 {
         return None;
     }
-    let nb = cols / 32;
-    let groups = rows.div_ceil(group_rows);
-    let group_bytes = nb.checked_mul(block_bytes)?;
-    let ok = crate::len_ok(groups.checked_mul(group_bytes), w.len())
-        && crate::len_ok(m.checked_mul(cols), act_qs.len())
-        && crate::len_ok(m.checked_mul(nb), act_d.len())
-        && crate::len_ok(m.checked_mul(rows), out.len());
-    ok.then_some((nb, groups, group_bytes))
+    let (nb, groups) = crate::gemm_shape(
+        group_rows,
+        block_bytes,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    Some((nb, groups, nb * block_bytes))
 }
 
 /// The kernels one GEMM layout needs: a 4-activation-row tile over one row

@@ -62,35 +62,6 @@ const Q8X8_BLOCK_BYTES: usize = 272;
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
 
-/// The common shape checks of the two GEMMs. Returns `(nb, groups)`.
-#[allow(clippy::too_many_arguments)]
-fn check_gemm(
-    group_rows: usize,
-    block_bytes: usize,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &[f32],
-) -> Option<(usize, usize)> {
-    if cols == 0 || !cols.is_multiple_of(QK) {
-        return None;
-    }
-    let nb = cols / QK;
-    let groups = rows.div_ceil(group_rows);
-    let ok = crate::len_ok(
-        groups
-            .checked_mul(nb)
-            .and_then(|n| n.checked_mul(block_bytes)),
-        w.len(),
-    ) && crate::len_ok(m.checked_mul(cols), act_qs.len())
-        && crate::len_ok(m.checked_mul(nb), act_d.len())
-        && crate::len_ok(m.checked_mul(rows), out.len());
-    ok.then_some((nb, groups))
-}
-
 /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
 ///
 /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
@@ -110,7 +81,7 @@ pub fn gemm_q4_0x4_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> bool {
-    let Some((nb, groups)) = check_gemm(
+    let Some((nb, groups)) = crate::gemm_shape(
         Q4X4_ROWS,
         Q4X4_BLOCK_BYTES,
         w,
@@ -306,7 +277,7 @@ pub fn gemm_q8_0x8_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> bool {
-    let Some((nb, groups)) = check_gemm(
+    let Some((nb, groups)) = crate::gemm_shape(
         Q8X8_ROWS,
         Q8X8_BLOCK_BYTES,
         w,

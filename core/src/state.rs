@@ -6,6 +6,7 @@
 
 use crate::error::Error;
 use crate::model::config::Config;
+use crate::model::ops::KvView;
 use kestrel_kernels::cast;
 
 /// Largest batch a prefill step may process.
@@ -154,6 +155,14 @@ impl KvCache<'_> {
                 }
             }
             KvCache::F32(c) => c[at..at + values.len()].copy_from_slice(values),
+        }
+    }
+
+    /// A read-only view of elements `range`.
+    pub fn view(&self, range: core::ops::Range<usize>) -> KvView<'_> {
+        match self {
+            KvCache::F16(c) => KvView::F16(&c[range]),
+            KvCache::F32(c) => KvView::F32(&c[range]),
         }
     }
 

@@ -68,3 +68,18 @@ pub(crate) fn gemm_shape(
         && len_ok(m.checked_mul(rows), out.len());
     ok.then_some((nb, groups))
 }
+
+/// Checks an attention call over a cache: `n >= 1` rows of `hd` elements
+/// (`hd` a non-zero multiple of 8) at `stride` elements apart, all inside a
+/// cache of `cache_len` elements.
+#[allow(dead_code)]
+pub(crate) fn attn_rows_ok(hd: usize, n: usize, stride: usize, cache_len: usize) -> bool {
+    hd > 0
+        && hd.is_multiple_of(8)
+        && n > 0
+        && stride >= hd
+        && (n - 1)
+            .checked_mul(stride)
+            .and_then(|e| e.checked_add(hd))
+            .is_some_and(|end| end <= cache_len)
+}

@@ -603,3 +603,90 @@ fn matvec_float_kernels_match_the_reference() {
         kernels.name()
     );
 }
+
+/// The attention kernels (scores over the f16 key cache, weighted sum over
+/// the f16 value cache) against the scalar reference, bit for bit: head
+/// sizes with and without an 8-multiple, 1..40 cached rows, strides wider
+/// than a head (GQA layout), unaligned starts, and extreme cache values.
+#[test]
+fn attention_kernels_match_the_reference() {
+    use kestrel_core::model::ops::{self, KvView};
+    let kernels = detected_kernels();
+    let mut cases = 0;
+    for hd in [8usize, 16, 24, 64, 128, 12, 2] {
+        for (n, stride_extra) in [
+            (1usize, 0usize),
+            (2, 8),
+            (3, 0),
+            (4, 24),
+            (5, 64),
+            (17, 8),
+            (40, 0),
+        ] {
+            let stride = hd + stride_extra;
+            let len = (n - 1) * stride + hd + 3;
+            let mut cache: Vec<u16> = noise(len, (hd * 100 + n) as u64, 3.0)
+                .iter()
+                .map(|&v| f16::f32_to_f16(v))
+                .collect();
+            // Zeros, signed zeros, subnormal halves, the largest half.
+            for (i, c) in cache.iter_mut().enumerate() {
+                match i % 29 {
+                    2 => *c = 0x0000,
+                    4 => *c = 0x8000,
+                    6 => *c = 0x0001,
+                    8 => *c = 0x83ff,
+                    10 => *c = 0x7bff,
+                    _ => {}
+                }
+            }
+            let q = noise(hd, 5 + hd as u64, 1.5);
+            for start in [0usize, 1, 3] {
+                let view = KvView::F16(&cache[start..]);
+                let mut want = vec![0f32; n];
+                ops::attn_scores(&q, view, stride, 0.125, &mut want);
+                let mut got = vec![f32::NAN; n];
+                kernels.attn_scores(&q, view, stride, 0.125, &mut got);
+                for j in 0..n {
+                    assert_eq!(
+                        got[j].to_bits(),
+                        want[j].to_bits(),
+                        "{} scores hd {hd} n {n} stride {stride} row {j}: {} vs {}",
+                        kernels.name(),
+                        got[j],
+                        want[j]
+                    );
+                }
+                let mut probs = noise(n, n as u64, 1.0);
+                ops::softmax(&mut probs);
+                let mut want = vec![0f32; hd];
+                ops::attn_values(&probs, view, stride, &mut want);
+                let mut got = vec![f32::NAN; hd];
+                kernels.attn_values(&probs, view, stride, &mut got);
+                for i in 0..hd {
+                    assert_eq!(
+                        got[i].to_bits(),
+                        want[i].to_bits(),
+                        "{} values hd {hd} n {n} stride {stride} elem {i}: {} vs {}",
+                        kernels.name(),
+                        got[i],
+                        want[i]
+                    );
+                }
+                cases += 1;
+            }
+        }
+    }
+    // f32 caches take the reference path on every kernel set.
+    let cache = noise(3 * 64, 9, 1.0);
+    let q = noise(64, 10, 1.0);
+    let mut want = vec![0f32; 3];
+    let mut got = vec![0f32; 3];
+    ops::attn_scores(&q, KvView::F32(&cache), 64, 1.0, &mut want);
+    kernels.attn_scores(&q, KvView::F32(&cache), 64, 1.0, &mut got);
+    assert_eq!(want, got);
+    println!(
+        "attention: {cases} cases, kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}

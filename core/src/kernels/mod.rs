@@ -4,6 +4,7 @@
 //! guesses.
 
 use crate::error::Error;
+use crate::model::ops::{self, KvView};
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::quant::{q8_0, reference};
@@ -103,6 +104,51 @@ impl Kernels {
             }
             _ => reference::matvec_float(w, x, out),
         }
+    }
+
+    /// Attention scores of one query head over `scores.len()` cached keys
+    /// (`q.len()` elements at `j * stride`): the same bits as
+    /// [`ops::attn_scores`], with the fastest code the kernel set has.
+    pub fn attn_scores(
+        &self,
+        q: &[f32],
+        keys: KvView,
+        stride: usize,
+        scale: f32,
+        scores: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let (Kernels::Avx2(cpu), KvView::F16(k)) = (self, keys) {
+            if kestrel_kernels::x86_64::attn_scores_f16(*cpu, q, k, stride, scale, scores) {
+                return;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let (Kernels::Dotprod(_), KvView::F16(k)) = (self, keys) {
+            if kestrel_kernels::aarch64::attn_scores_f16(q, k, stride, scale, scores) {
+                return;
+            }
+        }
+        ops::attn_scores(q, keys, stride, scale, scores)
+    }
+
+    /// Attention output of one head: `out = sum_j probs[j] * V_j` over the
+    /// cached values (`out.len()` elements at `j * stride`): the same bits
+    /// as [`ops::attn_values`], with the fastest code the kernel set has.
+    pub fn attn_values(&self, probs: &[f32], values: KvView, stride: usize, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let (Kernels::Avx2(cpu), KvView::F16(v)) = (self, values) {
+            if kestrel_kernels::x86_64::attn_values_f16(*cpu, probs, v, stride, out) {
+                return;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let (Kernels::Dotprod(_), KvView::F16(v)) = (self, values) {
+            if kestrel_kernels::aarch64::attn_values_f16(probs, v, stride, out) {
+                return;
+            }
+        }
+        ops::attn_values(probs, values, stride, out)
     }
 
     /// `out[t][r] = W[r] . act[t]` for `m` Q8_0 activation rows and a

@@ -8,7 +8,7 @@
 use super::ops;
 use super::weights::{LayerWeights, Weights};
 use crate::error::Error;
-use crate::kernels::{Acts, Kernels};
+use crate::kernels::{Acts, Kernels, MAX_PARTS};
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::State;
@@ -162,7 +162,7 @@ pub fn forward<'s, P: Parallel>(
             s.v_cache.store(at, vv);
         }
         // att (m, q_dim): causal attention of each token over the cache.
-        attention(w, s, l, pos, m)?;
+        attention(w, s, k, pool, l, pos, m)?;
         // x += Wo att
         linear(k, pool, &lw.o, s.att, m, s.act_qs, s.act_d, s.tmp, s.proj)?;
         ops::add_in_place(&mut s.x[..m * h], &s.proj[..m * h]);
@@ -213,42 +213,91 @@ pub fn forward<'s, P: Parallel>(
     Ok(&s.logits[..rows * cfg.vocab_size as usize])
 }
 
+/// The query heads `h0..h1` of one attention part: a scores row and the
+/// part's output, (heads, m, head_dim) head-major.
+struct HeadRange<'a> {
+    h0: usize,
+    h1: usize,
+    /// (seq) scores of the head and token being computed.
+    scores: &'a mut [f32],
+    /// (h1 - h0, m, head_dim) outputs.
+    out: &'a mut [f32],
+}
+
 /// Causal grouped-query attention for the batch's `m` tokens at positions
-/// `pos ..`: query head `h` reads kv head `h / (heads / kv_heads)`.
-fn attention(w: &Weights, s: &mut State, l: usize, pos: usize, m: usize) -> Result<(), Error> {
+/// `pos ..`: query head `h` reads kv head `h / (heads / kv_heads)`. The
+/// heads are split over the pool's threads; each output element is computed
+/// by one thread in a fixed order, so results do not depend on the split.
+fn attention<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    l: usize,
+    pos: usize,
+    m: usize,
+) -> Result<(), Error> {
     let cfg = &w.cfg;
     let hd = cfg.head_dim as usize;
+    let heads = cfg.num_heads as usize;
     let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
     let qkv_rows = cfg.qkv_rows();
-    let group = (cfg.num_heads / cfg.num_kv_heads) as usize;
+    let group = heads / cfg.num_kv_heads as usize;
     let scale = 1.0 / libm::sqrtf(hd as f32);
-    let base = l * s.opts.max_seq * kv_dim;
-    for t in 0..m {
-        let p = pos + t;
-        let q_row = &s.qkv[t * qkv_rows..t * qkv_rows + q_dim];
-        let out_row = &mut s.att[t * q_dim..(t + 1) * q_dim];
-        for (hq, (q, out)) in q_row
-            .chunks_exact(hd)
-            .zip(out_row.chunks_exact_mut(hd))
-            .enumerate()
-        {
-            let kvh = hq / group;
-            let scores = &mut s.scores[..p + 1];
-            for (j, sc) in scores.iter_mut().enumerate() {
-                let at = base + j * kv_dim + kvh * hd;
-                let mut dot = 0.0f32;
-                for (i, &qi) in q.iter().enumerate() {
-                    dot += qi * s.k_cache.get(at + i);
-                }
-                *sc = dot * scale;
+    let max_seq = s.opts.max_seq;
+    // This layer's keys and values: (seq, kv_dim).
+    let layer = l * max_seq * kv_dim..(l + 1) * max_seq * kv_dim;
+    let keys = s.k_cache.view(layer.clone());
+    let values = s.v_cache.view(layer);
+    // Outputs (heads, m, head_dim): for one token that is `att` itself.
+    let out_all: &mut [f32] = if m == 1 {
+        &mut s.att[..q_dim]
+    } else {
+        &mut s.tmp[..m * q_dim]
+    };
+    let parts = pool.threads().clamp(1, MAX_PARTS).min(heads);
+    let mut items: heapless::Vec<HeadRange<'_>, MAX_PARTS> = heapless::Vec::new();
+    let mut scores_rest: &mut [f32] = s.scores;
+    let mut out_rest = out_all;
+    for p in 0..parts {
+        let (h0, h1) = (heads * p / parts, heads * (p + 1) / parts);
+        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(max_seq);
+        scores_rest = rest;
+        let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * m * hd);
+        out_rest = rest;
+        let _ = items.push(HeadRange {
+            h0,
+            h1,
+            scores,
+            out,
+        });
+    }
+    let qkv: &[f32] = s.qkv;
+    pool.for_each_mut(&mut items, &|_, part| {
+        for h in part.h0..part.h1 {
+            let kv_at = (h / group) * hd;
+            for t in 0..m {
+                let q = &qkv[t * qkv_rows + h * hd..t * qkv_rows + (h + 1) * hd];
+                let scores = &mut part.scores[..pos + t + 1];
+                k.attn_scores(q, keys.from(kv_at), kv_dim, scale, scores);
+                ops::softmax(scores);
+                let at = ((h - part.h0) * m + t) * hd;
+                k.attn_values(
+                    scores,
+                    values.from(kv_at),
+                    kv_dim,
+                    &mut part.out[at..at + hd],
+                );
             }
-            ops::softmax(scores);
-            out.fill(0.0);
-            for (j, &pj) in scores.iter().enumerate() {
-                let at = base + j * kv_dim + kvh * hd;
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o += pj * s.v_cache.get(at + i);
-                }
+        }
+    });
+    drop(items);
+    if m > 1 {
+        // (heads, m, head_dim) -> (m, heads * head_dim)
+        for h in 0..heads {
+            for t in 0..m {
+                let src = &s.tmp[(h * m + t) * hd..(h * m + t + 1) * hd];
+                s.att[t * q_dim + h * hd..t * q_dim + (h + 1) * hd].copy_from_slice(src);
             }
         }
     }

@@ -81,3 +81,59 @@ pub fn add_in_place(out: &mut [f32], x: &[f32]) {
         *o += v;
     }
 }
+
+/// A read-only view of one layer's keys or values: element type and slice.
+#[derive(Clone, Copy, Debug)]
+pub enum KvView<'a> {
+    /// f16 bits.
+    F16(&'a [u16]),
+    /// f32 values.
+    F32(&'a [f32]),
+}
+
+impl<'a> KvView<'a> {
+    /// The view from element `at` on.
+    pub fn from(self, at: usize) -> KvView<'a> {
+        match self {
+            KvView::F16(c) => KvView::F16(&c[at..]),
+            KvView::F32(c) => KvView::F32(&c[at..]),
+        }
+    }
+
+    /// Element `at` as f32.
+    #[inline]
+    pub fn get(&self, at: usize) -> f32 {
+        match self {
+            KvView::F16(c) => crate::quant::f16::f16_to_f32(c[at]),
+            KvView::F32(c) => c[at],
+        }
+    }
+}
+
+/// The reference attention scores: `scores[j] = dot8(q, K_j) * scale`,
+/// where `K_j` is `q.len()` elements at `j * stride` and `dot8` the 8-lane
+/// dot product (docs/kernels.md): lane `i % 8` accumulates `q[i] * k[i]` in
+/// order, and the lanes are added as `((s0 + s4) + (s2 + s6)) + ((s1 + s5) +
+/// (s3 + s7))`: the order 8-wide (AVX2) and 2x4-wide (NEON) code follows
+/// naturally, so every kernel gives the same bits.
+pub fn attn_scores(q: &[f32], keys: KvView, stride: usize, scale: f32, scores: &mut [f32]) {
+    for (j, sc) in scores.iter_mut().enumerate() {
+        let mut s = [0.0f32; 8];
+        for (i, &qi) in q.iter().enumerate() {
+            s[i % 8] += qi * keys.get(j * stride + i);
+        }
+        *sc = (((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))) * scale;
+    }
+}
+
+/// The reference attention output: `out[i] = sum_j probs[j] * V_j[i]`,
+/// `j` in order starting from 0.0, `V_j` = `out.len()` elements at
+/// `j * stride`.
+pub fn attn_values(probs: &[f32], values: KvView, stride: usize, out: &mut [f32]) {
+    out.fill(0.0);
+    for (j, &p) in probs.iter().enumerate() {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o += p * values.get(j * stride + i);
+        }
+    }
+}

@@ -94,6 +94,14 @@ pub fn gemm_q4_0x4_q8_0(
     ) else {
         return false;
     };
+    if m == 1 && nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 72-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q4x4_gemv(w, rows, groups, nb, act_qs, act_d, out) };
+        return true;
+    }
     let group_bytes = nb * Q4X4_BLOCK_BYTES;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
@@ -131,6 +139,142 @@ pub fn gemm_q4_0x4_q8_0(
         }
     }
     true
+}
+
+/// The most 32-column blocks the GEMV's expanded activation row holds
+/// (12,288 columns; wider rows take the tiled path).
+const GEMV_MAX_BLOCKS: usize = 384;
+/// Row groups (of 4 rows) one GEMV iteration reads.
+const GEMV_GROUPS: usize = 4;
+
+/// GEMV, Q4_0x4 weights x one Q8_0 activation row, 16 rows per iteration.
+///
+/// The activation row is expanded once per call: per block, the four
+/// dword patterns each 32-byte weight load needs (`vpermd`, as in
+/// [`q4x4_tile`]) and `8 * sum(a)`. The inner loop then reads only weights:
+/// `sum (n - 8) a = sum n a - 8 sum a` is formed exactly in i32 after the
+/// `vpmaddubsw`/`vpmaddwd` sums (|sum n a| <= 32 * 15 * 127 per row, no i16
+/// lane exceeds 4 * 2 * 15 * 127 = 15,240).
+///
+/// # Safety
+/// `w.len() >= groups * nb * 72`, `qs.len() >= nb * 32`, `d.len() >= nb`,
+/// `out.len() >= rows`, `rows <= groups * 4`, `1 <= nb <= GEMV_MAX_BLOCKS`,
+/// and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4x4_gemv(
+    w: &[u8],
+    rows: usize,
+    groups: usize,
+    nb: usize,
+    qs: &[i8],
+    d: &[f32],
+    out: &mut [f32],
+) {
+    debug_assert!(nb >= 1 && nb <= GEMV_MAX_BLOCKS && qs.len() >= nb * QK && d.len() >= nb);
+    debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
+    let idx = [
+        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+        _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+        _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+        _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+    ];
+    // The expanded activations: blocks 0..nb of `av` and `corr` are written
+    // here and only those are read below.
+    let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+    let mut corr = [0i32; GEMV_MAX_BLOCKS];
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
+    for b in 0..nb {
+        let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+        av[b].write([
+            _mm256_permutevar8x32_epi32(a, idx[0]),
+            _mm256_permutevar8x32_epi32(a, idx[1]),
+            _mm256_permutevar8x32_epi32(a, idx[2]),
+            _mm256_permutevar8x32_epi32(a, idx[3]),
+        ]);
+        // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
+        let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        corr[b] = 8 * _mm_cvtsi128_si32(s);
+    }
+    let m4 = _mm256_set1_epi8(0x0F);
+    let x88 = _mm256_set1_epi8(0x88u8 as i8);
+    let group_bytes = nb * Q4X4_BLOCK_BYTES;
+    let step = GEMV_GROUPS * Q4X4_BLOCK_BYTES;
+    let mut g0 = 0;
+    while g0 < groups {
+        // Groups past the end repeat the last one; only real rows are stored.
+        let base: [*const u8; GEMV_GROUPS] =
+            core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
+        // The next iteration's groups follow these ones: prefetch them at
+        // the rate this iteration reads (4.5 lines per block). A prefetch
+        // never faults; `wrapping_add` keeps the arithmetic defined.
+        let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
+        let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+        for b in 0..nb {
+            let pf = next.wrapping_add(b * step);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(256).cast());
+            // SAFETY: block b < nb was written above.
+            let a = unsafe { av[b].assume_init_ref() };
+            let c = _mm256_set1_epi32(corr[b]);
+            let da = _mm256_set1_ps(*d.get_unchecked(b));
+            // sum n a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
+            let group_sum = |p: *const u8| {
+                // SAFETY: p + 8 .. p + 72 is one super-block of a group.
+                let (x0, x1) = unsafe {
+                    (
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                    )
+                };
+                let lo = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_and_si256(x0, m4), a[0]),
+                    _mm256_maddubs_epi16(_mm256_and_si256(x1, m4), a[1]),
+                );
+                let hi = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), a[2]),
+                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4), a[3]),
+                );
+                _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+            };
+            for (pair, acc_p) in acc.iter_mut().enumerate() {
+                let pa = base[2 * pair].add(b * Q4X4_BLOCK_BYTES);
+                let pb = base[2 * pair + 1].add(b * Q4X4_BLOCK_BYTES);
+                let (ia, ib) = (group_sum(pa), group_sum(pb));
+                // [a rows, b rows]: sum n a, exact i32, then - 8 sum a.
+                let isum = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_permute2x128_si256::<0x20>(ia, ib),
+                        _mm256_permute2x128_si256::<0x31>(ia, ib),
+                    ),
+                    c,
+                );
+                let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                    _mm_loadl_epi64(pa.cast()),
+                    _mm_loadl_epi64(pb.cast()),
+                ));
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                *acc_p = _mm256_add_ps(*acc_p, v);
+            }
+        }
+        for (pair, a) in acc.iter().enumerate() {
+            let row0 = (g0 + 2 * pair) * Q4X4_ROWS;
+            let n = rows.saturating_sub(row0).min(8);
+            if n == 0 {
+                break;
+            }
+            let mut r = [0.0f32; 8];
+            _mm256_storeu_ps(r.as_mut_ptr(), *a);
+            out[row0..row0 + n].copy_from_slice(&r[..n]);
+        }
+        g0 += GEMV_GROUPS;
+    }
 }
 
 /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`

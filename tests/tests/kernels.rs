@@ -690,3 +690,90 @@ fn attention_kernels_match_the_reference() {
         kernels.name()
     );
 }
+
+/// The matrix-multiply epilogues (store, residual add, SwiGLU on the fused
+/// gate/up runs) give the bits of a plain multiply followed by the separate
+/// operation, for one token and for a batch, serially and split over a pool
+/// of 1..=4 threads (parts must keep whole SwiGLU runs).
+#[test]
+fn matmul_epilogues_match_the_separate_operations() {
+    use kestrel_core::kernels::{Acts as KActs, Epilogue};
+    use kestrel_core::model::ops;
+    use kestrel_core::parallel::Serial;
+    let kernels = detected_kernels();
+    let pools: Vec<kestrel::pool::Pool> = (1..=4).map(kestrel::pool::Pool::new).collect();
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        for (rows, cols) in [(48usize, 64usize), (208, 96), (16, 32), (1040, 128)] {
+            let w = Matrix::new(layout, rows, cols, &weights(1, rows * cols, rows as u64));
+            for m in [1usize, 3, 7] {
+                let a = acts(&activation_values(0, m * cols, m as u64));
+                let x = noise(m * cols, 3, 1.0);
+                let acts = KActs {
+                    x: &x,
+                    qs: &a.qs,
+                    d: &a.d,
+                };
+                let mut plain = vec![0f32; m * rows];
+                let mut tmp = vec![0f32; m * rows];
+                kernels
+                    .matmul(&Serial, &w.view(), &acts, m, &mut plain, &mut tmp)
+                    .unwrap();
+                let base = noise(m * rows, 11, 2.0);
+                let mut want_add = base.clone();
+                ops::add_in_place(&mut want_add, &plain);
+                let mut want_swiglu = vec![0f32; m * rows / 2];
+                for t in 0..m {
+                    ops::swiglu_runs(
+                        &mut want_swiglu[t * rows / 2..(t + 1) * rows / 2],
+                        &plain[t * rows..(t + 1) * rows],
+                    );
+                }
+                for pool in &pools {
+                    for (epi, want) in [
+                        (Epilogue::Store, &plain),
+                        (Epilogue::Add, &want_add),
+                        (Epilogue::SwiGlu, &want_swiglu),
+                    ] {
+                        let mut got = if epi == Epilogue::Add {
+                            base.clone()
+                        } else {
+                            vec![f32::NAN; want.len()]
+                        };
+                        kernels
+                            .matmul_into(pool, &w.view(), &acts, m, epi, &mut got, &mut tmp)
+                            .unwrap();
+                        let same = got
+                            .iter()
+                            .zip(want.iter())
+                            .all(|(g, r)| g.to_bits() == r.to_bits());
+                        assert!(
+                            same,
+                            "{layout:?} {rows}x{cols} m={m} {epi:?} {} threads",
+                            kestrel_core::parallel::Parallel::threads(pool)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // SwiGLU needs whole runs of 16 rows.
+    let w = Matrix::new(Layout::Q8_0x8, 24, 32, &weights(1, 24 * 32, 1));
+    let a = acts(&activation_values(0, 32, 1));
+    let acts = KActs {
+        x: &[],
+        qs: &a.qs,
+        d: &a.d,
+    };
+    let (mut out, mut tmp) = (vec![0f32; 12], vec![0f32; 24]);
+    assert!(kernels
+        .matmul_into(
+            &Serial,
+            &w.view(),
+            &acts,
+            1,
+            Epilogue::SwiGlu,
+            &mut out,
+            &mut tmp
+        )
+        .is_err());
+}

@@ -38,10 +38,46 @@ pub struct Acts<'a> {
     pub d: &'a [f32],
 }
 
+/// What a matrix multiply does with its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epilogue {
+    /// `out = W x` (`m x rows`).
+    Store,
+    /// `out += W x` (`m x rows`): the residual add of the o and down
+    /// projections.
+    Add,
+    /// `out = silu(gate) * up` (`m x rows / 2`) from fused gate/up rows in
+    /// runs of 8 gate then 8 up rows ([`ops::swiglu_runs`]).
+    SwiGlu,
+}
+
+impl Epilogue {
+    /// Output values per input row of `rows` matrix rows.
+    fn width(self, rows: usize) -> usize {
+        match self {
+            Epilogue::SwiGlu => rows / 2,
+            _ => rows,
+        }
+    }
+
+    /// Applies the epilogue to `result` (one token's rows of the multiply)
+    /// into `dst` (that token's matching output range).
+    fn apply(self, result: &[f32], dst: &mut [f32]) {
+        match self {
+            Epilogue::Store => dst.copy_from_slice(result),
+            Epilogue::Add => ops::add_in_place(dst, result),
+            Epilogue::SwiGlu => ops::swiglu_runs(dst, result),
+        }
+    }
+}
+
 struct Part<'o> {
     row0: usize,
     rows: usize,
+    /// The part's result (`m x rows`).
     out: &'o mut [f32],
+    /// For one token with an epilogue: the output range the part owns.
+    dst: Option<&'o mut [f32]>,
     result: Result<(), Error>,
 }
 
@@ -264,36 +300,78 @@ impl Kernels {
         out: &mut [f32],
         tmp: &mut [f32],
     ) -> Result<(), Error> {
-        if out.len() != m * w.rows {
+        self.matmul_into(pool, w, acts, m, Epilogue::Store, out, tmp)
+    }
+
+    /// [`Kernels::matmul`] with an epilogue: store, add into, or SwiGLU
+    /// into `out`. For one token each thread applies the epilogue to the
+    /// rows it computed, while they are in cache; for a batch it is applied
+    /// as the parts are scattered. `tmp` needs `m x rows` values (`rows`
+    /// when `m == 1`; nothing for a plain store of one token).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_into<P: Parallel>(
+        &self,
+        pool: &P,
+        w: &PackedMatrix,
+        acts: &Acts,
+        m: usize,
+        epi: Epilogue,
+        out: &mut [f32],
+        tmp: &mut [f32],
+    ) -> Result<(), Error> {
+        let width = epi.width(w.rows);
+        if out.len() != m * width {
             return Err(Error::SizeMismatch {
                 what: "matmul output",
-                expected: m * w.rows,
+                expected: m * width,
                 actual: out.len(),
             });
         }
-        let parts = pool.threads().clamp(1, MAX_PARTS).min(w.groups().max(1));
-        if m == 1 {
-            return self.run_parts(pool, w, acts, 1, parts, out);
-        }
+        // SwiGLU needs whole runs of 16 fused rows in each part.
+        let unit = if epi == Epilogue::SwiGlu {
+            if !w.rows.is_multiple_of(16) {
+                return Err(Error::SizeMismatch {
+                    what: "fused gate/up rows (a multiple of 16)",
+                    expected: w.rows.next_multiple_of(16),
+                    actual: w.rows,
+                });
+            }
+            16
+        } else {
+            w.layout.group_rows()
+        };
+        let units = w.rows.div_ceil(unit);
+        let parts = pool.threads().clamp(1, MAX_PARTS).min(units.max(1));
+        let need = if m == 1 { w.rows } else { m * w.rows };
         let have = tmp.len();
-        let buf = tmp.get_mut(..m * w.rows).ok_or(Error::SizeMismatch {
+        if m == 1 && epi == Epilogue::Store {
+            return self.run_parts(pool, w, acts, 1, parts, unit, out, None, epi);
+        }
+        let buf = tmp.get_mut(..need).ok_or(Error::SizeMismatch {
             what: "matmul scratch",
-            expected: m * w.rows,
+            expected: need,
             actual: have,
         })?;
-        self.run_parts(pool, w, acts, m, parts, buf)?;
+        if m == 1 {
+            return self.run_parts(pool, w, acts, 1, parts, unit, buf, Some(out), epi);
+        }
+        self.run_parts(pool, w, acts, m, parts, unit, buf, None, epi)?;
         // Part p holds `m x rows_p` at offset row0_p * m; scatter into `out`.
         for p in 0..parts {
-            let (row0, rows) = part_rows(w, parts, p);
+            let (row0, rows) = part_rows(w.rows, unit, units, parts, p);
             let src = &buf[row0 * m..(row0 + rows) * m];
+            let (d0, dn) = (epi.width(row0), epi.width(rows));
             for t in 0..m {
-                out[t * w.rows + row0..t * w.rows + row0 + rows]
-                    .copy_from_slice(&src[t * rows..(t + 1) * rows]);
+                epi.apply(
+                    &src[t * rows..(t + 1) * rows],
+                    &mut out[t * width + d0..t * width + d0 + dn],
+                );
             }
         }
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_parts<P: Parallel>(
         &self,
         pool: &P,
@@ -301,18 +379,32 @@ impl Kernels {
         acts: &Acts,
         m: usize,
         parts: usize,
+        unit: usize,
         buf: &mut [f32],
+        dst: Option<&mut [f32]>,
+        epi: Epilogue,
     ) -> Result<(), Error> {
+        let units = w.rows.div_ceil(unit);
         let mut items: heapless::Vec<Part<'_>, MAX_PARTS> = heapless::Vec::new();
         let mut rest = buf;
+        let mut dst_rest = dst;
         for p in 0..parts {
-            let (row0, rows) = part_rows(w, parts, p);
-            let (chunk, tail) = rest.split_at_mut(rows * m);
+            let (row0, rows) = part_rows(w.rows, unit, units, parts, p);
+            let (chunk, tail) = core::mem::take(&mut rest).split_at_mut(rows * m);
             rest = tail;
+            let part_dst = match dst_rest.take() {
+                Some(d) => {
+                    let (a, b) = d.split_at_mut(epi.width(rows));
+                    dst_rest = Some(b);
+                    Some(a)
+                }
+                None => None,
+            };
             let _ = items.push(Part {
                 row0,
                 rows,
                 out: chunk,
+                dst: part_dst,
                 result: Ok(()),
             });
         }
@@ -320,6 +412,9 @@ impl Kernels {
             part.result = w
                 .sub_rows(part.row0, part.rows)
                 .and_then(|sub| self.multiply_part(&sub, acts, m, part.out));
+            if let (Ok(()), Some(d)) = (&part.result, part.dst.as_deref_mut()) {
+                epi.apply(part.out, d);
+            }
         });
         items.iter().try_for_each(|p| p.result)
     }
@@ -355,12 +450,11 @@ fn aarch64_gemm(
     }
 }
 
-/// Rows `(row0, rows)` of part `p` of `parts`: whole row groups, split evenly.
-fn part_rows(w: &PackedMatrix, parts: usize, p: usize) -> (usize, usize) {
-    let g = w.layout.group_rows();
-    let groups = w.groups();
-    let g0 = groups * p / parts;
-    let g1 = groups * (p + 1) / parts;
-    let row0 = g0 * g;
-    (row0, (g1 * g).min(w.rows) - row0)
+/// Rows `(row0, rows)` of part `p` of `parts`: whole units of `unit` rows
+/// (a row group, or a SwiGLU run), split evenly; the last unit may be short.
+fn part_rows(total: usize, unit: usize, units: usize, parts: usize, p: usize) -> (usize, usize) {
+    let u0 = units * p / parts;
+    let u1 = units * (p + 1) / parts;
+    let row0 = u0 * unit;
+    (row0, (u1 * unit).min(total) - row0)
 }

@@ -8,7 +8,7 @@
 use super::ops;
 use super::weights::{LayerWeights, Weights};
 use crate::error::Error;
-use crate::kernels::{Acts, Kernels, MAX_PARTS};
+use crate::kernels::{Acts, Epilogue, Kernels, MAX_PARTS};
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::State;
@@ -42,7 +42,8 @@ fn prepare_acts<'s>(
     }
 }
 
-/// `out = W x` for `m` rows of `x`.
+/// `out = W x`, `out += W x` or `out = swiglu(W x)` (per `epi`) for `m`
+/// rows of `x`.
 #[allow(clippy::too_many_arguments)]
 fn linear<P: Parallel>(
     k: &Kernels,
@@ -53,10 +54,16 @@ fn linear<P: Parallel>(
     act_qs: &mut [i8],
     act_d: &mut [f32],
     tmp: &mut [f32],
+    epi: Epilogue,
     out: &mut [f32],
 ) -> Result<(), Error> {
     let acts = prepare_acts(k, w.layout, x, act_qs, act_d, m, w.cols)?;
-    k.matmul(pool, w, &acts, m, &mut out[..m * w.rows], tmp)
+    let width = if epi == Epilogue::SwiGlu {
+        w.rows / 2
+    } else {
+        w.rows
+    };
+    k.matmul_into(pool, w, &acts, m, epi, &mut out[..m * width], tmp)
 }
 
 /// Runs `tokens` (at most `max_batch`) through the model at positions
@@ -89,7 +96,6 @@ pub fn forward<'s, P: Parallel>(
     let hd = cfg.head_dim as usize;
     let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
     let qkv_rows = cfg.qkv_rows();
-    let ffn = cfg.ffn_size as usize;
     let eps = cfg.rms_norm_eps as f32;
     let layout = w.routing.for_batch(m);
 
@@ -131,7 +137,18 @@ pub fn forward<'s, P: Parallel>(
                 eps,
             );
         }
-        linear(k, pool, &lw.qkv, s.xb, m, s.act_qs, s.act_d, s.tmp, s.qkv)?;
+        linear(
+            k,
+            pool,
+            &lw.qkv,
+            s.xb,
+            m,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            Epilogue::Store,
+            s.qkv,
+        )?;
         for t in 0..m {
             let row = &mut s.qkv[t * qkv_rows..(t + 1) * qkv_rows];
             if let Some(b) = lw.qkv_bias {
@@ -164,8 +181,18 @@ pub fn forward<'s, P: Parallel>(
         // att (m, q_dim): causal attention of each token over the cache.
         attention(w, s, k, pool, l, pos, m)?;
         // x += Wo att
-        linear(k, pool, &lw.o, s.att, m, s.act_qs, s.act_d, s.tmp, s.proj)?;
-        ops::add_in_place(&mut s.x[..m * h], &s.proj[..m * h]);
+        linear(
+            k,
+            pool,
+            &lw.o,
+            s.att,
+            m,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            Epilogue::Add,
+            s.x,
+        )?;
 
         // --- feed-forward ---
         for t in 0..m {
@@ -176,6 +203,7 @@ pub fn forward<'s, P: Parallel>(
                 eps,
             );
         }
+        // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
         linear(
             k,
             pool,
@@ -185,16 +213,22 @@ pub fn forward<'s, P: Parallel>(
             s.act_qs,
             s.act_d,
             s.tmp,
-            s.gate_up,
+            Epilogue::SwiGlu,
+            s.hb,
         )?;
-        for t in 0..m {
-            ops::swiglu_runs(
-                &mut s.hb[t * ffn..(t + 1) * ffn],
-                &s.gate_up[t * 2 * ffn..(t + 1) * 2 * ffn],
-            );
-        }
-        linear(k, pool, &lw.down, s.hb, m, s.act_qs, s.act_d, s.tmp, s.proj)?;
-        ops::add_in_place(&mut s.x[..m * h], &s.proj[..m * h]);
+        // x += Wdown hb
+        linear(
+            k,
+            pool,
+            &lw.down,
+            s.hb,
+            m,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            Epilogue::Add,
+            s.x,
+        )?;
     }
 
     // Final norm, then the lm_head over the rows whose logits are kept.
@@ -207,7 +241,16 @@ pub fn forward<'s, P: Parallel>(
     }
     let head = w.output(layout)?;
     linear(
-        k, pool, &head, s.xb, rows, s.act_qs, s.act_d, s.tmp, s.logits,
+        k,
+        pool,
+        &head,
+        s.xb,
+        rows,
+        s.act_qs,
+        s.act_d,
+        s.tmp,
+        Epilogue::Store,
+        s.logits,
     )?;
     s.pos = pos + m;
     Ok(&s.logits[..rows * cfg.vocab_size as usize])

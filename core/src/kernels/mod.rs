@@ -356,18 +356,30 @@ impl Kernels {
             return self.run_parts(pool, w, acts, 1, parts, unit, buf, Some(out), epi);
         }
         self.run_parts(pool, w, acts, m, parts, unit, buf, None, epi)?;
-        // Part p holds `m x rows_p` at offset row0_p * m; scatter into `out`.
-        for p in 0..parts {
-            let (row0, rows) = part_rows(w.rows, unit, units, parts, p);
-            let src = &buf[row0 * m..(row0 + rows) * m];
-            let (d0, dn) = (epi.width(row0), epi.width(rows));
-            for t in 0..m {
-                epi.apply(
-                    &src[t * rows..(t + 1) * rows],
-                    &mut out[t * width + d0..t * width + d0 + dn],
-                );
-            }
+        // Part p holds `m x rows_p` at offset row0_p * m; scatter into `out`
+        // through the epilogue, the tokens split over the threads.
+        let buf: &[f32] = buf;
+        let mut token_parts: heapless::Vec<&mut [f32], MAX_PARTS> = heapless::Vec::new();
+        let tparts = pool.threads().clamp(1, MAX_PARTS).min(m);
+        let mut rest = out;
+        for p in 0..tparts {
+            let tokens = m * (p + 1) / tparts - m * p / tparts;
+            let (chunk, tail) = core::mem::take(&mut rest).split_at_mut(tokens * width);
+            rest = tail;
+            let _ = token_parts.push(chunk);
         }
+        pool.for_each_mut(&mut token_parts, &|p, chunk| {
+            let t0 = m * p / tparts;
+            for (i, dst_row) in chunk.chunks_exact_mut(width).enumerate() {
+                let t = t0 + i;
+                for q in 0..parts {
+                    let (row0, rows) = part_rows(w.rows, unit, units, parts, q);
+                    let src = &buf[row0 * m + t * rows..row0 * m + (t + 1) * rows];
+                    let (d0, dn) = (epi.width(row0), epi.width(rows));
+                    epi.apply(src, &mut dst_row[d0..d0 + dn]);
+                }
+            }
+        });
         Ok(())
     }
 

@@ -42,10 +42,53 @@ pub fn rope(head: &mut [f32], cos: &[f32], sin: &[f32]) {
     }
 }
 
-/// `x * sigmoid(x)`.
-#[inline]
+/// `e^x` in plain f32 arithmetic, with no branches and no table, so that a
+/// loop over it vectorizes and every platform gets the same bits (only
+/// IEEE add, multiply, compare and bit moves; Rust never fuses them).
+///
+/// Cephes' method: `n = round(x log2 e)` (by the 1.5 * 2^23 trick, ties to
+/// even), `r = x - n ln 2` in two parts, `e^r` by a degree-7 polynomial on
+/// |r| <= ln 2 / 2, times `2^n` built in the exponent bits. Within 2 ulp of
+/// `e^x` for x in [-87.3, 88]; below -87.3 it returns 0, above 88 it
+/// returns e^88 (1.65e38); NaN stays NaN.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const MIN: f32 = -87.336_55;
+    const MAX: f32 = 88.0;
+    let xc = if x < MIN {
+        MIN
+    } else if x > MAX {
+        MAX
+    } else {
+        x
+    };
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let p = 1.987_569_2e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5.000_000_1e-1;
+    let y = (p * (r * r) + r) + 1.0;
+    // n is an integer in -126..=127 here (NaN converts to 0).
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let e = y * scale;
+    if x < MIN {
+        0.0
+    } else {
+        e
+    }
+}
+
+/// `x * sigmoid(x)`, as `x / (1 + e^-x)` with [`exp`].
+#[inline(always)]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + libm::expf(-x))
+    x / (1.0 + exp(-x))
 }
 
 /// SwiGLU over the fused gate/up layout (runs of 8 gate rows then 8 up
@@ -58,16 +101,21 @@ pub fn swiglu_runs(out: &mut [f32], gate_up: &[f32]) {
     }
 }
 
-/// Softmax in place, max-subtracted.
+/// Softmax in place, max-subtracted (NaNs do not take part in the max).
+/// The exponentials vectorize; their sum is taken in order.
 pub fn softmax(x: &mut [f32]) {
     let mut max = f32::NEG_INFINITY;
     for &v in x.iter() {
-        max = max.max(v);
+        if v > max {
+            max = v;
+        }
+    }
+    for v in x.iter_mut() {
+        *v = exp(*v - max);
     }
     let mut sum = 0.0f32;
-    for v in x.iter_mut() {
-        *v = libm::expf(*v - max);
-        sum += *v;
+    for &v in x.iter() {
+        sum += v;
     }
     let inv = 1.0 / sum;
     for v in x.iter_mut() {

@@ -504,24 +504,24 @@ unsafe fn q8x8_tile<const T: usize>(
         for k in 0..5 {
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
         }
-        let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
-        let mut wv = [_mm256_setzero_si256(); 8];
-        let mut wabs = [_mm256_setzero_si256(); 8];
+        // Chunks outer, tokens inner: one weight chunk and its |w| live in
+        // registers at a time next to the T integer sums (no spills).
+        let mut isum = [_mm256_setzero_si256(); T];
         for c in 0..8 {
-            wv[c] = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
-            wabs[c] = _mm256_sign_epi8(wv[c], wv[c]);
-        }
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let ap = qs.as_ptr().add(t * cols + b * QK);
-            let mut isum = _mm256_setzero_si256();
-            for c in 0..8 {
-                let a = _mm256_set1_epi32(ap.add(4 * c).cast::<i32>().read_unaligned());
-                let prod = _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(a, wv[c]));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, ones));
+            let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
+            let wabs = _mm256_sign_epi8(wv, wv);
+            for (t, isum_t) in isum.iter_mut().enumerate() {
+                let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
+                let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
+                let prod = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, wv));
+                *isum_t = _mm256_add_epi32(*isum_t, _mm256_madd_epi16(prod, ones));
             }
+        }
+        let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+        for (t, acc_t) in acc.iter_mut().enumerate() {
             let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
             let scale = _mm256_mul_ps(sw, da);
-            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
             *acc_t = _mm256_add_ps(*acc_t, v);
         }
     }

@@ -44,7 +44,7 @@ fn prepare_acts<'s>(
 
 /// `out = W x` for `m` rows of `x`.
 #[allow(clippy::too_many_arguments)]
-fn linear<P: Parallel>(
+pub(super) fn linear<P: Parallel>(
     k: &Kernels,
     pool: &P,
     w: &PackedMatrix,
@@ -175,6 +175,10 @@ pub fn forward<'s, P: Parallel>(
                 lw.ffn_norm,
                 eps,
             );
+        }
+        if let Some(experts) = &lw.moe {
+            super::moe::ffn(k, pool, experts, s, l, m)?;
+            continue;
         }
         linear(
             k,

@@ -428,7 +428,13 @@ fn decode_reads_only_the_selected_experts() {
                     forward(&w, &mut s3, &kern, &Serial, &[t]).unwrap();
                 }
                 let got = forward(&wb, &mut s3, &kern, &Serial, &[tok]).unwrap();
-                assert!(got.iter().any(|x| x.is_nan()));
+                // (NaN need not survive: Q8_0 activation quantization maps it to 0.)
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .any(|(a, b)| a.to_bits() != b.to_bits()),
+                    "{mode:?}: poisoning a chosen expert changed nothing"
+                );
                 println!(
                     "{}: decode step with {poisoned} of {} expert bytes poisoned (unselected): same logits bit for bit; {} experts/step, {} expert bytes/step of {}",
                     mode.name(),
@@ -541,11 +547,11 @@ fn peak_rss_of_running_the_fixture() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text
-            .lines()
-            .find(|l| l.contains("CHILD VmHWM:"))
+        let after = text
+            .split("CHILD VmHWM:")
+            .nth(1)
             .unwrap_or_else(|| panic!("child output: {text}"));
-        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        after.split_whitespace().next().unwrap().parse().unwrap()
     };
     let base = child("");
     let run = child(vqf.to_str().unwrap());

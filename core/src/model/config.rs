@@ -211,6 +211,9 @@ impl Config {
             {
                 return bad("MoE sizes must be positive, with experts_per_token <= num_experts");
             }
+            if !m.moe_ffn_size.is_multiple_of(8) {
+                return bad("moe_ffn_size must be a multiple of 8 (fused gate/up runs)");
+            }
         }
         Ok(())
     }

@@ -564,3 +564,107 @@ fn peak_rss_of_running_the_fixture() {
     assert!(run > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn small_moe() -> kestrel_core::model::config::Config {
+    let mut cfg = tiny_config(Arch::Qwen3Moe);
+    let mut only = [0u64; MAX_LAYERS / 64];
+    only[0] = 0b10; // layer 1 dense
+    cfg.moe = Some(MoeConfig {
+        num_experts: 4,
+        experts_per_token: 2,
+        moe_ffn_size: 32,
+        norm_topk_prob: true,
+        decoder_sparse_step: 1,
+        mlp_only_layers: only,
+    });
+    cfg
+}
+
+/// Runs a short prefill and a decode step on `bytes` if it parses: any
+/// outcome but a panic is fine.
+fn try_run(bytes: &[u8]) -> bool {
+    let Ok(v) = Vqf::parse(bytes) else {
+        return false;
+    };
+    let Ok(w) = Weights::new(v, true) else {
+        return true;
+    };
+    let opts = Options {
+        max_seq: 8,
+        max_batch: 4,
+        kv: KvType::F16,
+        all_logits: false,
+    };
+    let Ok(layout) = ArenaLayout::new(&w.cfg, &opts) else {
+        return true;
+    };
+    if layout.total > 1 << 26 {
+        return true;
+    }
+    let mut arena = vec![0u8; layout.total];
+    if let Ok(mut s) = State::new(&w.cfg, opts, &mut arena) {
+        let k = detected_kernels();
+        let _ = forward(&w, &mut s, &k, &Serial, &[1, 2, 3]);
+        let _ = forward(&w, &mut s, &k, &Serial, &[4]);
+    }
+    true
+}
+
+/// Every metadata byte of an MoE file flipped three ways: the parser
+/// rejects most with a named error and never panics; what parses runs
+/// (prefill and decode) without panicking. Specific lies name the field.
+#[test]
+fn malformed_moe_files_are_named_errors_never_panics() {
+    let cfg = small_moe();
+    let good = build_vqf(&cfg, WeightMode::Dual, &SyntheticSource { cfg });
+    assert!(try_run(&good));
+    let v = Vqf::parse(&good).unwrap();
+    let data = v.header().data_offset as usize;
+    let (mut rejected, mut ran) = (0, 0);
+    let mut copy = good.clone();
+    for at in 0..data {
+        for x in [0x01u8, 0x80, 0xff] {
+            copy[at] ^= x;
+            if try_run(&copy) {
+                ran += 1;
+            } else {
+                rejected += 1;
+            }
+            copy[at] ^= x;
+        }
+    }
+    println!(
+        "moe file: {data} metadata bytes x 3 flips: {rejected} rejected, {ran} parsed and ran"
+    );
+    assert!(rejected > data);
+    // Poisoned expert data (NaN bytes) parses and runs without panicking.
+    let mut nan = good.clone();
+    for e in v.entries() {
+        if matches!(
+            e.role,
+            Role::FfnRouter | Role::FfnGateUpExps | Role::FfnDownExps
+        ) {
+            nan[e.offset as usize..(e.offset + e.nbytes) as usize].fill(0xFF);
+        }
+    }
+    assert!(try_run(&nan));
+    let err = |b: &[u8]| Vqf::parse(b).unwrap_err().to_string();
+    // The MOE flag cleared.
+    let mut b = good.clone();
+    b[16] &= !0x10;
+    assert!(err(&b).contains("MOE flag"), "{}", err(&b));
+    // An expert stack claiming 5 experts (its nbytes no longer match).
+    let idx = v
+        .entries()
+        .position(|e| e.role == Role::FfnGateUpExps)
+        .unwrap();
+    let at = 128 + 96 * idx + 56;
+    let mut b = good.clone();
+    b[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
+    assert!(err(&b).contains("nbytes"), "{}", err(&b));
+    // A router stored as F16 (dtype 1): not where the config needs it.
+    let idx = v.entries().position(|e| e.role == Role::FfnRouter).unwrap();
+    let mut b = good.clone();
+    b[128 + 96 * idx + 52] = 1;
+    assert!(Vqf::parse(&b).is_err());
+}

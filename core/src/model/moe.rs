@@ -92,11 +92,15 @@ pub fn top_k(probs: &[f32], sel: &mut [u32], w: &mut [f32], norm: bool) {
             if sel[..j].contains(&(e as u32)) {
                 continue;
             }
-            // Strictly greater: an equal later expert never displaces an earlier one.
-            // NaN never wins against a number; an all-NaN row picks the lowest free index.
-            match best {
-                Some(b) if !(p > probs[b]) => {}
-                _ => best = Some(e),
+            // Strictly greater: an equal later expert never displaces an
+            // earlier one, and (comparisons with NaN being false) a NaN
+            // neither displaces nor is displaced: no panic, some choice.
+            let better = match best {
+                None => true,
+                Some(b) => p > probs[b],
+            };
+            if better {
+                best = Some(e);
             }
         }
         let b = best.unwrap_or(0);

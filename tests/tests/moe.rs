@@ -668,3 +668,27 @@ fn malformed_moe_files_are_named_errors_never_panics() {
     b[128 + 96 * idx + 52] = 1;
     assert!(Vqf::parse(&b).is_err());
 }
+
+/// The transformers-5 config.json (`num_local_experts`, `rope_parameters`)
+/// converts to the same file as the hub one.
+#[test]
+fn both_config_formats_convert_to_the_same_file() {
+    let dir = temp_dir("moe-cfg5");
+    let src = fx().join("hf");
+    let alt = dir.join("hf5");
+    std::fs::create_dir_all(&alt).unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let p = f.unwrap().path();
+        std::fs::copy(&p, alt.join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(
+        src.join("config.transformers5.json"),
+        alt.join("config.json"),
+    )
+    .unwrap();
+    let (a, b) = (dir.join("a.vqf"), dir.join("b.vqf"));
+    convert(&src, &a, WeightMode::Dual, None, false).unwrap();
+    convert(&alt, &b, WeightMode::Dual, None, false).unwrap();
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}

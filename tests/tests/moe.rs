@@ -692,3 +692,23 @@ fn both_config_formats_convert_to_the_same_file() {
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Top-k: decreasing probability, ties to the lowest expert index (the
+/// documented convention; the fixture itself never ties), renormalized
+/// with norm_topk_prob; NaN rows pick something without panicking.
+#[test]
+fn top_k_breaks_ties_to_the_lowest_index() {
+    use kestrel_core::model::moe::top_k;
+    let (mut sel, mut w) = ([0u32; 3], [0f32; 3]);
+    top_k(&[0.1, 0.3, 0.2, 0.3, 0.1], &mut sel, &mut w, false);
+    assert_eq!(sel, [1, 3, 2]);
+    assert_eq!(w, [0.3, 0.3, 0.2]);
+    top_k(&[0.25, 0.25, 0.25, 0.25], &mut sel, &mut w, true);
+    assert_eq!(sel, [0, 1, 2]);
+    assert!((w.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    top_k(&[f32::NAN, 0.5, f32::NAN, 0.4], &mut sel, &mut w, true);
+    assert_eq!(sel.len(), 3);
+    let mut s = sel;
+    s.sort();
+    assert!(s.windows(2).all(|p| p[0] != p[1]), "distinct experts");
+}

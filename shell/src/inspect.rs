@@ -159,6 +159,15 @@ pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
                 e.offset,
                 e.nbytes
             );
+            if e.ndim == 3 {
+                // An expert stack: expert i at offset + i * expert_bytes.
+                o.pop();
+                let _ = write!(
+                    o,
+                    ",\"expert_bytes\":{}}}",
+                    e.nbytes / e.shape[0].max(1) as u64
+                );
+            }
         }
         o.push_str("],\"bytes_by_type\":{");
         let t: Vec<String> = by_type

@@ -175,7 +175,10 @@ pub fn ffn<P: Parallel>(
             lw.norm_topk_prob,
         );
     }
-    // 2. Group the (token, choice) slots by expert: counting sort, stable.
+    // 2. Group the (token, choice) slots by expert: a stable counting sort.
+    // `starts[e]` first holds where group e begins; filling advances it to
+    // where group e ends (= where e + 1 begins), so afterwards group e is
+    // `starts[e - 1] .. starts[e]` (from 0 for e = 0).
     let (slots, starts) = s.moe.groups.split_at_mut(b * top);
     let starts = starts.get_mut(..e_n + 1).ok_or(short("MoE groups"))?;
     starts.fill(0);
@@ -185,21 +188,17 @@ pub fn ffn<P: Parallel>(
     for e in 0..e_n {
         starts[e + 1] += starts[e];
     }
-    // Fill expert by expert (m k slots per expert: tiny next to a matmul).
-    let mut at = 0usize;
-    for e in 0..e_n {
-        for (slot, &chosen) in routes[..m * top].iter().enumerate() {
-            if chosen as usize == e {
-                slots[at] = slot as u32;
-                at += 1;
-            }
-        }
+    for (slot, &e) in routes[..m * top].iter().enumerate() {
+        let at = &mut starts[e as usize];
+        slots[*at as usize] = slot as u32;
+        *at += 1;
     }
     // 3. Each chosen expert once over its tokens; weighted sum in expert order.
     let acc = &mut s.moe.acc[..m * h];
     acc.fill(0.0);
     for e in 0..e_n {
-        let (lo, hi) = (starts[e] as usize, starts[e + 1] as usize);
+        let lo = if e == 0 { 0 } else { starts[e - 1] as usize };
+        let hi = starts[e] as usize;
         let n = hi - lo;
         if n == 0 {
             continue;

@@ -42,7 +42,7 @@ pub struct ArenaLayout {
     sizes: [usize; BUFFERS],
 }
 
-const BUFFERS: usize = 15;
+const BUFFERS: usize = 20;
 
 /// Widths the state needs, from the config.
 struct Dims {
@@ -55,6 +55,8 @@ struct Dims {
     heads: usize,
     half_dim: usize,
     layers: usize,
+    experts: usize,
+    top_k: usize,
 }
 
 impl Dims {
@@ -70,8 +72,15 @@ impl Dims {
             heads: cfg.num_heads as usize,
             half_dim: cfg.head_dim as usize / 2,
             layers: cfg.num_layers as usize,
+            experts: cfg.moe.map(|m| m.num_experts as usize).unwrap_or(0),
+            top_k: cfg.moe.map(|m| m.experts_per_token as usize).unwrap_or(0),
         }
     }
+}
+
+fn add(a: usize, b: usize) -> Result<usize, Error> {
+    a.checked_add(b)
+        .ok_or(Error::Overflow { what: "arena size" })
 }
 
 fn mul(a: usize, b: usize) -> Result<usize, Error> {
@@ -101,11 +110,12 @@ impl ArenaLayout {
         let b = opts.max_batch;
         let max_in = d.hidden.max(d.q_dim).max(d.ffn);
         let logit_rows = if opts.all_logits { b } else { 1 };
-        let max_rows =
-            d.qkv
-                .max(2 * d.ffn)
-                .max(d.hidden)
-                .max(if opts.all_logits { d.vocab } else { 0 });
+        let max_rows = d
+            .qkv
+            .max(2 * d.ffn)
+            .max(d.hidden)
+            .max(d.experts)
+            .max(if opts.all_logits { d.vocab } else { 0 });
         let kv_elem = if opts.kv == KvType::F16 { 2 } else { 4 };
         let kv = mul(mul(mul(d.layers, opts.max_seq)?, d.kv_dim)?, kv_elem)?;
         let f = 4;
@@ -125,6 +135,12 @@ impl ArenaLayout {
             mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 12 rope: (seq, head_dim/2) cos, then sin
             mul(b, max_in)?,                                  // 13 act_qs: (batch, widest input) i8
             mul(mul(b, max_in / 32 + 1)?, f)?, // 14 act_d: (batch, widest input / 32)
+            // MoE only (0 bytes for dense models):
+            mul(mul(b, d.experts)?, f)?, // 15 router: (batch, experts) logits, then probabilities
+            mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?, // 16 routes: (layer, batch, k) u32 experts
+            mul(mul(mul(d.layers, b)?, d.top_k)?, f)?, // 17 route_w: (layer, batch, k) weights
+            mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?, // 18 groups: (batch k) u32 slots by expert, then (experts + 1) starts
+            mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?, // 19 moe_in, moe_acc: (batch, hidden) each
         ];
         let mut total = 63usize;
         for s in sizes {
@@ -215,6 +231,34 @@ pub struct State<'a> {
     pub act_qs: &'a mut [i8],
     /// (batch, widest input / 32) activation scales.
     pub act_d: &'a mut [f32],
+    /// MoE scratch and the routing of the last step (empty for dense models).
+    pub moe: MoeState<'a>,
+}
+
+/// The MoE part of the state: router scratch, the routing of the last
+/// forward step, per-expert token lists, and counters of expert weight reads.
+#[derive(Debug)]
+pub struct MoeState<'a> {
+    /// (batch, experts) router logits, then probabilities.
+    pub router: &'a mut [f32],
+    /// (layer, batch, k): the experts each token of the last step chose in
+    /// each MoE layer, by decreasing probability (ties: lowest index first).
+    pub routes: &'a mut [u32],
+    /// (layer, batch, k) the chosen experts' weights, as `routes`
+    /// (renormalized with norm_topk_prob).
+    pub route_w: &'a mut [f32],
+    /// (batch k) slots `t * k + j` grouped by expert, then (experts + 1)
+    /// start offsets into them.
+    pub groups: &'a mut [u32],
+    /// (batch, hidden) one expert's gathered input rows.
+    pub x_in: &'a mut [f32],
+    /// (batch, hidden) the weighted sum of the experts' outputs.
+    pub acc: &'a mut [f32],
+    /// Bytes of expert weights (gate_up and down) multiplied since the state
+    /// was made: each selected expert's matrices once per step.
+    pub expert_bytes: u64,
+    /// Expert evaluations (one per expert per layer per step) since the state was made.
+    pub expert_calls: u64,
 }
 
 fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
@@ -223,6 +267,12 @@ fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
     let (head, tail) = all.split_at_mut(padded);
     *rest = tail;
     &mut head[..size]
+}
+
+fn u32s(b: &mut [u8]) -> Result<&mut [u32], Error> {
+    cast::as_u32_mut(b).ok_or(Error::Overflow {
+        what: "arena alignment",
+    })
 }
 
 fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
@@ -271,6 +321,12 @@ impl<'a> State<'a> {
         let rope = f32s(take(&mut rest, s[12]))?;
         let act_qs = cast::as_i8_mut(take(&mut rest, s[13]));
         let act_d = f32s(take(&mut rest, s[14]))?;
+        let router = f32s(take(&mut rest, s[15]))?;
+        let routes = u32s(take(&mut rest, s[16]))?;
+        let route_w = f32s(take(&mut rest, s[17]))?;
+        let groups = u32s(take(&mut rest, s[18]))?;
+        let moe_rows = f32s(take(&mut rest, s[19]))?;
+        let (x_in, acc) = moe_rows.split_at_mut(moe_rows.len() / 2);
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
         fill_rope(cfg, rope_cos, rope_sin);
         Ok(State {
@@ -292,6 +348,16 @@ impl<'a> State<'a> {
             rope_sin,
             act_qs,
             act_d,
+            moe: MoeState {
+                router,
+                routes,
+                route_w,
+                groups,
+                x_in,
+                acc,
+                expert_bytes: 0,
+                expert_calls: 0,
+            },
         })
     }
 }

@@ -68,6 +68,11 @@ fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
         v.push(("moe_ffn_size", m.moe_ffn_size.to_string()));
         v.push(("norm_topk_prob", m.norm_topk_prob.to_string()));
         v.push(("decoder_sparse_step", m.decoder_sparse_step.to_string()));
+        let dense: Vec<String> = (0..c.num_layers as usize)
+            .filter(|&l| m.mlp_only_layers[l / 64] >> (l % 64) & 1 == 1)
+            .map(|l| l.to_string())
+            .collect();
+        v.push(("mlp_only_layers", format!("[{}]", dense.join(", "))));
     }
     if let Some(b) = c.bos_token_id {
         v.push(("bos_token_id", b.to_string()));
@@ -154,6 +159,15 @@ pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
                 e.offset,
                 e.nbytes
             );
+            if e.ndim == 3 {
+                // An expert stack: expert i at offset + i * expert_bytes.
+                o.pop();
+                let _ = write!(
+                    o,
+                    ",\"expert_bytes\":{}}}",
+                    e.nbytes / e.shape[0].max(1) as u64
+                );
+            }
         }
         o.push_str("],\"bytes_by_type\":{");
         let t: Vec<String> = by_type
@@ -220,6 +234,23 @@ pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
             e.offset,
             e.nbytes
         );
+    }
+    let stacks: Vec<Entry> = v.entries().filter(|e| e.ndim == 3).collect();
+    if !stacks.is_empty() {
+        println!(
+            "\nexpert layout (expert e of a stack: bytes offset + e x per-expert, contiguous):"
+        );
+        for e in &stacks {
+            let (n, rows, cols) = e.matrix_dims();
+            let one = e.nbytes / n.max(1) as u64;
+            println!(
+                "  {:<30} {n} experts x [{rows}, {cols}] {:<7} {one:>10} bytes each, experts at {}..{} step {one}",
+                e.name_str(),
+                layout_name(e.layout),
+                e.offset,
+                e.offset + e.nbytes
+            );
+        }
     }
     println!("\nbytes by type:");
     for (n, b, count) in &by_type {

@@ -33,6 +33,7 @@ fn every_fixture_converts_in_every_mode_reproducibly() {
         "dev_qwen3_dense_tied",
         "dev_qwen3_dense_untied",
         "dev_qwen2_dense",
+        "dev_qwen3_moe",
     ] {
         sources.push(fixtures().join(m).join("hf"));
         for f in ["model-q8_0.gguf", "model-q4_0.gguf", "model-f32.gguf"] {

@@ -203,6 +203,9 @@ impl Config {
         if self.eos_count as usize > MAX_EOS {
             return bad("too many eos_token_ids (at most 8)");
         }
+        if (self.arch == Arch::Qwen3Moe) != self.moe.is_some() {
+            return bad("MoE settings must be present exactly for arch qwen3moe");
+        }
         if let Some(m) = &self.moe {
             if !in_range(m.num_experts, 4096)
                 || !in_range(m.experts_per_token, m.num_experts)
@@ -210,6 +213,9 @@ impl Config {
                 || m.decoder_sparse_step == 0
             {
                 return bad("MoE sizes must be positive, with experts_per_token <= num_experts");
+            }
+            if !m.moe_ffn_size.is_multiple_of(8) {
+                return bad("moe_ffn_size must be a multiple of 8 (fused gate/up runs)");
             }
         }
         Ok(())

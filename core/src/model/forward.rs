@@ -45,7 +45,7 @@ fn prepare_acts<'s>(
 /// `out = W x`, `out += W x` or `out = swiglu(W x)` (per `epi`) for `m`
 /// rows of `x`.
 #[allow(clippy::too_many_arguments)]
-fn linear<P: Parallel>(
+pub(super) fn linear<P: Parallel>(
     k: &Kernels,
     pool: &P,
     w: &PackedMatrix,
@@ -202,6 +202,10 @@ pub fn forward<'s, P: Parallel>(
                 lw.ffn_norm,
                 eps,
             );
+        }
+        if let Some(experts) = &lw.moe {
+            super::moe::ffn(k, pool, experts, s, l, m)?;
+            continue;
         }
         // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
         linear(

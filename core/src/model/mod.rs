@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod forward;
+pub mod moe;
 pub mod ops;
 pub mod tensors;
 pub mod weights;

@@ -2,6 +2,7 @@
 //! phase to a weight copy (mixed precision: prefill reads Q8, decode Q4).
 
 use super::config::Config;
+use super::moe::MoeLayer;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::vqf::layout::{flags, Role, NO_LAYER};
@@ -83,10 +84,12 @@ pub struct LayerWeights<'a> {
     pub o: PackedMatrix<'a>,
     /// (hidden) f32.
     pub ffn_norm: &'a [u8],
-    /// (2 ffn, hidden): gate and up in runs of 8 rows.
+    /// (2 ffn, hidden): gate and up in runs of 8 rows (0 x 0 on MoE layers).
     pub gate_up: PackedMatrix<'a>,
-    /// (hidden, ffn).
+    /// (hidden, ffn) (0 x 0 on MoE layers).
     pub down: PackedMatrix<'a>,
+    /// The router and experts, on MoE layers.
+    pub moe: Option<MoeLayer<'a>>,
 }
 
 impl<'a> Weights<'a> {
@@ -127,11 +130,65 @@ impl<'a> Weights<'a> {
         self.vqf.matrix(&e, 0)
     }
 
+    fn stack(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
+        let e = self
+            .vqf
+            .find(layer, role, layout)
+            .ok_or(Error::MissingTensor {
+                role: role.stem(),
+                layer,
+            })?;
+        Ok(self.vqf.data(&e))
+    }
+
+    /// MoE layer `layer`'s router and expert stacks in `layout`.
+    fn moe_layer(&self, layer: u16, layout: Layout) -> Result<Option<MoeLayer<'a>>, Error> {
+        let Some(m) = self.cfg.moe else {
+            return Ok(None);
+        };
+        if !self.cfg.is_moe_layer(layer as usize) {
+            return Ok(None);
+        }
+        let e = self
+            .vqf
+            .find(layer, Role::FfnRouter, Layout::F32)
+            .ok_or(Error::MissingTensor {
+                role: Role::FfnRouter.stem(),
+                layer,
+            })?;
+        Ok(Some(MoeLayer {
+            router: self.vqf.matrix(&e, 0)?,
+            gate_up: self.stack(layer, Role::FfnGateUpExps, layout)?,
+            down: self.stack(layer, Role::FfnDownExps, layout)?,
+            layout,
+            experts: m.num_experts as usize,
+            top_k: m.experts_per_token as usize,
+            ffn: m.moe_ffn_size as usize,
+            hidden: self.cfg.hidden_size as usize,
+            norm_topk_prob: m.norm_topk_prob,
+        }))
+    }
+
     /// Layer `l`'s tensors in `layout` (the parser checked they all exist).
     pub fn layer(&self, l: usize, layout: Layout) -> Result<LayerWeights<'a>, Error> {
         let layer = u16::try_from(l).map_err(|_| Error::Overflow {
             what: "layer index",
         })?;
+        let moe = self.moe_layer(layer, layout)?;
+        let (gate_up, down) = if moe.is_some() {
+            let empty = PackedMatrix {
+                layout,
+                rows: 0,
+                cols: 0,
+                bytes: &[],
+            };
+            (empty, empty)
+        } else {
+            (
+                self.matrix(layer, Role::FfnGateUp, layout)?,
+                self.matrix(layer, Role::FfnDown, layout)?,
+            )
+        };
         Ok(LayerWeights {
             attn_norm: self.vector(layer, Role::AttnNorm)?,
             qkv: self.matrix(layer, Role::AttnQkv, layout)?,
@@ -152,8 +209,9 @@ impl<'a> Weights<'a> {
             },
             o: self.matrix(layer, Role::AttnOutput, layout)?,
             ffn_norm: self.vector(layer, Role::FfnNorm)?,
-            gate_up: self.matrix(layer, Role::FfnGateUp, layout)?,
-            down: self.matrix(layer, Role::FfnDown, layout)?,
+            gate_up,
+            down,
+            moe,
         })
     }
 
@@ -180,10 +238,18 @@ impl<'a> Weights<'a> {
     }
 
     /// Bytes of weights one decode step reads (layers and lm_head in the
-    /// decode copy, one embedding row): for bandwidth figures.
+    /// decode copy, one embedding row; of each MoE layer's experts, the `k`
+    /// selected ones): for bandwidth figures.
     pub fn decode_bytes(&self) -> u64 {
         let mut total = 0u64;
         for e in self.vqf.entries() {
+            if matches!(e.role, Role::FfnGateUpExps | Role::FfnDownExps) {
+                if let (Some(m), true) = (self.cfg.moe, e.layout == self.routing.decode) {
+                    let per = e.nbytes / (m.num_experts.max(1) as u64);
+                    total += per * m.experts_per_token as u64;
+                }
+                continue;
+            }
             let used = match e.role {
                 Role::TokenEmbd => false,
                 Role::AttnQkv

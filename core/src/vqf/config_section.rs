@@ -173,6 +173,7 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
     };
     let mut seen_required = 0u32;
     let mut has_moe = false;
+    let mut seen_moe = 0u32;
     let mut last_key = 0u32;
     for i in 0..count {
         let at = 8 + 16 * i;
@@ -212,6 +213,9 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         };
         if k <= key::QK_NORM {
             seen_required |= 1 << k;
+        }
+        if (key::NUM_EXPERTS..=key::MLP_ONLY_LAYERS).contains(&k) {
+            seen_moe |= 1 << (k - key::NUM_EXPERTS);
         }
         match k {
             key::ARCH => cfg.arch = Arch::from_id(int()? as u64).ok_or(bad("unknown arch"))?,
@@ -260,6 +264,11 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
     let required = (1u32 << (key::QK_NORM + 1)) - 2; // keys 1..=14
     if seen_required & required != required {
         return Err(bad("a required config key is missing"));
+    }
+    // Keys 20..=25 come all together (an MoE file) or not at all.
+    let all_moe = (1u32 << (key::MLP_ONLY_LAYERS - key::NUM_EXPERTS + 1)) - 1;
+    if seen_moe != 0 && seen_moe != all_moe {
+        return Err(bad("MoE config keys 20-25 must all be present, or none"));
     }
     if has_moe {
         cfg.moe = Some(moe);

@@ -251,7 +251,11 @@ fn mixed(
                 "fused down+res" => Epilogue::Add,
                 _ => Epilogue::Store,
             };
-            let width = if epi == Epilogue::SwiGlu { rows / 2 } else { rows };
+            let width = if epi == Epilogue::SwiGlu {
+                rows / 2
+            } else {
+                rows
+            };
             let mut out = vec![0f32; m * width];
             let mut tmp = vec![0f32; m * rows];
             for (quant, layout, bytes) in [

@@ -16,9 +16,9 @@
 //!   residual stream. Decode and prefill therefore sum in the same order.
 
 use super::forward::linear;
-use crate::kernels::Epilogue;
 use super::ops;
 use crate::error::Error;
+use crate::kernels::Epilogue;
 use crate::kernels::Kernels;
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};

@@ -59,13 +59,7 @@ pub fn exp(x: f32) -> f32 {
     const LN2_LO: f32 = -2.121_944_4e-4;
     const MIN: f32 = -87.336_55;
     const MAX: f32 = 88.0;
-    let xc = if x < MIN {
-        MIN
-    } else if x > MAX {
-        MAX
-    } else {
-        x
-    };
+    let xc = x.clamp(MIN, MAX);
     let n = (xc * LOG2E + ROUND) - ROUND;
     let r = (xc - n * LN2_HI) - n * LN2_LO;
     let p = 1.987_569_2e-4;
@@ -73,7 +67,7 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 0.5;
     let y = (p * (r * r) + r) + 1.0;
     // n is an integer in -126..=127 here (NaN converts to 0).
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);

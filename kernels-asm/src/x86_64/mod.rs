@@ -170,7 +170,7 @@ unsafe fn q4x4_gemv(
     d: &[f32],
     out: &mut [f32],
 ) {
-    debug_assert!(nb >= 1 && nb <= GEMV_MAX_BLOCKS && qs.len() >= nb * QK && d.len() >= nb);
+    debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
     debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
     let idx = [
         _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),

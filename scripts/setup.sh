@@ -25,4 +25,6 @@ rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
 rustup target list --installed | grep -q thumbv7em-none-eabihf || rustup target add \
     x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu aarch64-unknown-linux-musl \
     aarch64-unknown-none thumbv7em-none-eabihf
+# The shipped build rebuilds std from source (scripts/build-shipped.sh).
+rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
 echo "setup: ready ($(rustc --version), $(qemu-aarch64 --version | head -1))"

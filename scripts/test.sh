@@ -66,6 +66,19 @@ done
 step "size report"
 bash size-report/run.sh
 
+step "the shipped binary (std rebuilt, scripts/build-shipped.sh) runs and agrees with the test build"
+shipped=target/shipped/aarch64-unknown-linux-musl/release/kestrel
+tmp=$(mktemp -d)
+qemu-aarch64 -cpu cortex-a76 "$shipped" cpu
+qemu-aarch64 -cpu cortex-a76 "$shipped" convert tests/fixtures/dev_qwen3_dense_tied/hf -o "$tmp/s.vqf" 2>/dev/null
+a=$(qemu-aarch64 -cpu cortex-a76 "$shipped" run "$tmp/s.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
+b=$(KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+    run "$tmp/s.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
+if [ "$a" != "$b" ]; then echo "shipped binary differs: [$a] vs [$b]"; exit 1; fi
+if qemu-aarch64 "$shipped" run "$tmp/missing.vqf" -p x 2>/dev/null; then echo "missing file accepted"; exit 1; fi
+echo "shipped binary: same text as the test build; errors exit non-zero"
+rm -rf "$tmp"
+
 step "summary"
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')

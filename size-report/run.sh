@@ -9,10 +9,10 @@ target=aarch64-unknown-linux-musl
 budget=1048576
 goal=819200
 
-cargo build --release --locked --target "$target" -p kestrel
-cargo build --profile size-report --locked --target "$target" -p kestrel
-bin="target/$target/release/kestrel"
-syms="target/$target/size-report/kestrel"
+# The shipped build: std rebuilt with the release profile, no backtrace
+# symbolizer (scripts/build-shipped.sh); `size-report` keeps the symbols.
+bin=$(bash scripts/build-shipped.sh "$target" release | tail -1)
+syms=$(bash scripts/build-shipped.sh "$target" size-report | tail -1)
 
 python3 size-report/report.py --bin "$bin" --symbols "$syms" \
     --budget "$budget" --goal "$goal" --history size-report/history.csv

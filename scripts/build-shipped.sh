@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the shipped `kestrel` binary: static, for TARGET (default
+# aarch64-unknown-linux-musl), with the standard library rebuilt from source
+# under the project's release profile (opt-level z, fat LTO, panic=abort) and
+# without std's backtrace symbolizer. Panic messages are kept.
+#
+#   bash scripts/build-shipped.sh [TARGET] [PROFILE]     (PROFILE: release | size-report)
+#
+# `-Z build-std` is unstable: RUSTC_BOOTSTRAP=1 enables it on the pinned
+# stable toolchain (rust-toolchain.toml, which also installs rust-src), so the
+# build is as reproducible as any other. It saves ~200 KB (docs/size.md).
+# Output: target/shipped/TARGET/PROFILE/kestrel (its own target dir, so the
+# ordinary builds and their caches are untouched).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${1:-aarch64-unknown-linux-musl}"
+profile="${2:-release}"
+RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+    -Z build-std=std,panic_abort -Z build-std-features= \
+    --target-dir target/shipped
+echo "target/shipped/$target/$profile/kestrel"

@@ -811,3 +811,69 @@ fn exp_is_within_two_ulp() {
     assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6 && p[2] == 0.0);
     println!("exp: worst error {worst} ulp over [-87.3, 88]");
 }
+
+/// The vectorized SwiGLU and softmax against the scalar `ops` versions, bit
+/// for bit: every length up to 70 (tails), values across exp's whole range
+/// and past it, zeros, infinities.
+#[test]
+fn swiglu_and_softmax_kernels_match_the_reference() {
+    use kestrel_core::model::ops;
+    let kernels = detected_kernels();
+    let special = [
+        0.0f32,
+        -0.0,
+        1e-40,
+        -1e-40,
+        87.0,
+        -87.0,
+        88.5,
+        -88.5,
+        100.0,
+        -100.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    for runs in [0usize, 1, 2, 3, 7, 16] {
+        let mut gu = noise(16 * runs, runs as u64 + 1, 30.0);
+        for (i, v) in gu.iter_mut().enumerate() {
+            if i % 5 == 0 {
+                *v = special[(i / 5) % special.len()];
+            }
+        }
+        let mut want = vec![0f32; 8 * runs];
+        ops::swiglu_runs(&mut want, &gu);
+        let mut got = vec![f32::NAN; 8 * runs];
+        kernels.swiglu_runs(&mut got, &gu);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{} swiglu runs {runs} elem {i} (g {}): {g} vs {w}",
+                kernels.name(),
+                gu[16 * (i / 8) + i % 8]
+            );
+        }
+    }
+    for n in 1..=70usize {
+        let mut x = noise(n, n as u64, 40.0);
+        if n > 3 {
+            x[1] = -1e30;
+            x[2] = f32::NEG_INFINITY;
+        }
+        let mut want = x.clone();
+        ops::softmax(&mut want);
+        let mut got = x.clone();
+        kernels.softmax(&mut got);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{} softmax n {n} elem {i}: {g} vs {w}",
+                kernels.name()
+            );
+        }
+    }
+    println!(
+        "swiglu/softmax: kernels {} match the reference bit for bit",
+        kernels.name()
+    );
+}

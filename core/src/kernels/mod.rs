@@ -62,11 +62,11 @@ impl Epilogue {
 
     /// Applies the epilogue to `result` (one token's rows of the multiply)
     /// into `dst` (that token's matching output range).
-    fn apply(self, result: &[f32], dst: &mut [f32]) {
+    fn apply(self, k: &Kernels, result: &[f32], dst: &mut [f32]) {
         match self {
             Epilogue::Store => dst.copy_from_slice(result),
             Epilogue::Add => ops::add_in_place(dst, result),
-            Epilogue::SwiGlu => ops::swiglu_runs(dst, result),
+            Epilogue::SwiGlu => k.swiglu_runs(dst, result),
         }
     }
 }
@@ -140,6 +140,46 @@ impl Kernels {
             }
             _ => reference::matvec_float(w, x, out),
         }
+    }
+
+    /// SwiGLU over fused gate/up runs: the bits of [`ops::swiglu_runs`],
+    /// with the fastest code the kernel set has.
+    pub fn swiglu_runs(&self, out: &mut [f32], gate_up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Kernels::Avx2(cpu) = self {
+            if kestrel_kernels::x86_64::swiglu_runs(*cpu, out, gate_up) {
+                return;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Kernels::Dotprod(_) = self {
+            if kestrel_kernels::aarch64::swiglu_runs(out, gate_up) {
+                return;
+            }
+        }
+        ops::swiglu_runs(out, gate_up)
+    }
+
+    /// Softmax in place: the bits of [`ops::softmax`] (the exponentials
+    /// vectorized, their sum in order).
+    pub fn softmax(&self, x: &mut [f32]) {
+        let max = ops::max_of(x);
+        let done = match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2(cpu) => {
+                kestrel_kernels::x86_64::exp_minus(*cpu, x, max);
+                true
+            }
+            #[cfg(target_arch = "aarch64")]
+            Kernels::Dotprod(_) => kestrel_kernels::aarch64::exp_minus(x, max),
+            _ => false,
+        };
+        if !done {
+            for v in x.iter_mut() {
+                *v = ops::exp(*v - max);
+            }
+        }
+        ops::normalize(x);
     }
 
     /// Attention scores of one query head over `scores.len()` cached keys
@@ -376,7 +416,7 @@ impl Kernels {
                     let (row0, rows) = part_rows(w.rows, unit, units, parts, q);
                     let src = &buf[row0 * m + t * rows..row0 * m + (t + 1) * rows];
                     let (d0, dn) = (epi.width(row0), epi.width(rows));
-                    epi.apply(src, &mut dst_row[d0..d0 + dn]);
+                    epi.apply(self, src, &mut dst_row[d0..d0 + dn]);
                 }
             }
         });
@@ -425,7 +465,7 @@ impl Kernels {
                 .sub_rows(part.row0, part.rows)
                 .and_then(|sub| self.multiply_part(&sub, acts, m, part.out));
             if let (Ok(()), Some(d)) = (&part.result, part.dst.as_deref_mut()) {
-                epi.apply(part.out, d);
+                epi.apply(self, part.out, d);
             }
         });
         items.iter().try_for_each(|p| p.result)

@@ -327,7 +327,7 @@ fn attention<P: Parallel>(
                 let q = &qkv[t * qkv_rows + h * hd..t * qkv_rows + (h + 1) * hd];
                 let scores = &mut part.scores[..pos + t + 1];
                 k.attn_scores(q, keys.from(kv_at), kv_dim, scale, scores);
-                ops::softmax(scores);
+                k.softmax(scores);
                 let at = ((h - part.h0) * m + t) * hd;
                 k.attn_values(
                     scores,

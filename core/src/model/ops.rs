@@ -60,7 +60,11 @@ pub fn exp(x: f32) -> f32 {
     const MIN: f32 = -87.336_55;
     const MAX: f32 = 88.0;
     let xc = x.clamp(MIN, MAX);
-    let n = (xc * LOG2E + ROUND) - ROUND;
+    // t = 1.5 * 2^23 + n: n = round(xc log2 e) sits in t's low mantissa
+    // bits, so both n as a float and 2^n's exponent bits come without a
+    // float-to-int conversion (which would not vectorize).
+    let t = xc * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = (xc - n * LN2_HI) - n * LN2_LO;
     let p = 1.987_569_2e-4;
     let p = p * r + 1.398_199_9e-3;
@@ -69,8 +73,9 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let y = (p * (r * r) + r) + 1.0;
-    // n is an integer in -126..=127 here (NaN converts to 0).
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // n is an integer in -126..=127 here: 2^n = (n + 127) << 23.
+    let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits());
+    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
     let e = y * scale;
     if x < MIN {
         0.0
@@ -98,15 +103,26 @@ pub fn swiglu_runs(out: &mut [f32], gate_up: &[f32]) {
 /// Softmax in place, max-subtracted (NaNs do not take part in the max).
 /// The exponentials vectorize; their sum is taken in order.
 pub fn softmax(x: &mut [f32]) {
+    let max = max_of(x);
+    for v in x.iter_mut() {
+        *v = exp(*v - max);
+    }
+    normalize(x);
+}
+
+/// The largest value of `x` (NaNs skipped; -inf when empty or all NaN).
+pub fn max_of(x: &[f32]) -> f32 {
     let mut max = f32::NEG_INFINITY;
-    for &v in x.iter() {
+    for &v in x {
         if v > max {
             max = v;
         }
     }
-    for v in x.iter_mut() {
-        *v = exp(*v - max);
-    }
+    max
+}
+
+/// Divides `x` by its sum (taken in order): `x[i] *= 1 / sum`.
+pub fn normalize(x: &mut [f32]) {
     let mut sum = 0.0f32;
     for &v in x.iter() {
         sum += v;

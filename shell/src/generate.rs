@@ -5,7 +5,7 @@ use crate::engine::{self, EngineArgs, Model};
 use crate::pool::Pool;
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::forward;
+use kestrel_core::model::forward::{forward, forward_no_logits};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::sampler::{Sampler, SamplerConfig};
 use kestrel_core::state::State;
@@ -157,11 +157,18 @@ impl<'a> Session<'a> {
 
     /// Runs `ids` through the model (batches of max_batch); keeps the last logits.
     pub fn feed(&mut self, ids: &[u32]) -> Result<(), String> {
-        for chunk in ids.chunks(self.state.opts.max_batch) {
-            let l = forward(self.w, &mut self.state, &self.kernels, self.pool, chunk)
-                .map_err(|e| e.to_string())?;
-            let vocab = self.logits.len();
-            self.logits.copy_from_slice(&l[l.len() - vocab..]);
+        let chunks = ids.len().div_ceil(self.state.opts.max_batch);
+        for (i, chunk) in ids.chunks(self.state.opts.max_batch).enumerate() {
+            if i + 1 < chunks {
+                // Only the last batch's logits are read: skip the lm_head.
+                forward_no_logits(self.w, &mut self.state, &self.kernels, self.pool, chunk)
+                    .map_err(|e| e.to_string())?;
+            } else {
+                let l = forward(self.w, &mut self.state, &self.kernels, self.pool, chunk)
+                    .map_err(|e| e.to_string())?;
+                let vocab = self.logits.len();
+                self.logits.copy_from_slice(&l[l.len() - vocab..]);
+            }
             self.history.extend_from_slice(chunk);
         }
         Ok(())

@@ -76,6 +76,33 @@ pub fn forward<'s, P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<&'s [f32], Error> {
+    let rows = step(w, s, k, pool, tokens, true)?;
+    Ok(&s.logits[..rows * w.cfg.vocab_size as usize])
+}
+
+/// [`forward`] without the lm_head: fills the KV cache for `tokens` and
+/// advances `state.pos`, for the prompt batches whose logits nobody reads
+/// (all but the last). The logits buffer is left as it was.
+pub fn forward_no_logits<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    tokens: &[u32],
+) -> Result<(), Error> {
+    step(w, s, k, pool, tokens, false).map(|_| ())
+}
+
+/// One forward step; returns the number of logit rows written (0 without
+/// `logits`).
+fn step<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    tokens: &[u32],
+    logits: bool,
+) -> Result<usize, Error> {
     let cfg = &w.cfg;
     let m = tokens.len();
     if m == 0 || m > s.opts.max_batch {
@@ -235,6 +262,10 @@ pub fn forward<'s, P: Parallel>(
         )?;
     }
 
+    if !logits {
+        s.pos = pos + m;
+        return Ok(0);
+    }
     // Final norm, then the lm_head over the rows whose logits are kept.
     let first = if s.opts.all_logits { 0 } else { m - 1 };
     let rows = m - first;
@@ -257,7 +288,7 @@ pub fn forward<'s, P: Parallel>(
         s.logits,
     )?;
     s.pos = pos + m;
-    Ok(&s.logits[..rows * cfg.vocab_size as usize])
+    Ok(rows)
 }
 
 /// The query heads `h0..h1` of one attention part: a scores row and the

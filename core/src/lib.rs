@@ -33,6 +33,7 @@ pub mod parallel;
 pub mod quant;
 pub mod safetensors;
 pub mod sampler;
+pub mod sort;
 pub mod state;
 pub mod tokenizer;
 pub mod vqf;

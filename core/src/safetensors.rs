@@ -646,7 +646,7 @@ impl<'a> SafeTensors<'a> {
             if block.is_empty() {
                 return Ok(());
             }
-            block.sort_unstable();
+            crate::sort::sort_by(block, |a, b| a.cmp(b));
             for w in block.windows(2) {
                 if let [a, b] = w {
                     if a.1 > b.0 {
@@ -837,7 +837,7 @@ fn unique_by_blocks(file: &[u8], obj: Object<'_>) -> Result<(), Error> {
         if block.is_empty() {
             return Ok(());
         }
-        block.sort_unstable_by(|a, b| a.cmp_decoded(b));
+        crate::sort::sort_by(block, |a, b| a.cmp_decoded(b));
         for w in block.windows(2) {
             if let [a, b] = w {
                 if a.cmp_decoded(b) == Ordering::Equal {

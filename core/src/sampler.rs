@@ -123,7 +123,7 @@ impl Sampler {
             cand.select_nth_unstable_by(k - 1, order);
         }
         let cand = &mut cand[..k];
-        cand.sort_unstable_by(order);
+        crate::sort::sort_by(cand, order);
         // Probabilities over the candidates at temperature 1 for top-p/min-p
         // (llama.cpp applies temperature last).
         let max = logits[cand[0] as usize];

@@ -85,7 +85,7 @@ fn median_ms(repeats: usize, mut f: impl FnMut()) -> f64 {
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    times.sort_by(f64::total_cmp);
+    kestrel_core::sort::sort_by(&mut times, f64::total_cmp);
     times[times.len() / 2]
 }
 

@@ -434,7 +434,7 @@ pub fn big_cores(root: &Path) -> Vec<usize> {
                 .flatten()
                 .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
                 .collect();
-            v.sort_unstable();
+            kestrel_core::sort::sort_by(&mut v, |a, b| a.cmp(b));
             v
         });
     for file in ["cpu_capacity", "cpufreq/cpuinfo_max_freq"] {

@@ -877,3 +877,20 @@ fn swiglu_and_softmax_kernels_match_the_reference() {
         kernels.name()
     );
 }
+
+/// The engine's one sort (heapsort) against the standard library's, on
+/// every length up to 300 and a large one, with many equal keys.
+#[test]
+fn heapsort_sorts_like_std() {
+    for n in (0..300usize).chain([10_007]) {
+        let v: Vec<u32> = noise(n, n as u64 + 3, 50.0)
+            .iter()
+            .map(|x| (x.abs() as u32) % 97)
+            .collect();
+        let mut a = v.clone();
+        kestrel_core::sort::sort_by(&mut a, |x, y| x.cmp(y));
+        let mut b = v;
+        b.sort();
+        assert_eq!(a, b, "length {n}");
+    }
+}

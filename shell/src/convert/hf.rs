@@ -196,7 +196,7 @@ pub fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, String> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
-    paths.sort();
+    kestrel_core::sort::sort_by(&mut paths, |a, b| a.cmp(b));
     if paths.is_empty() {
         return Err(format!("{}: no *.safetensors files", dir.display()));
     }

@@ -83,3 +83,83 @@ pub(crate) fn attn_rows_ok(hd: usize, n: usize, stride: usize, cache_len: usize)
             .and_then(|e| e.checked_add(hd))
             .is_some_and(|end| end <= cache_len)
 }
+
+/// The DRAM probe's read loop: a wrapping sum of `buf` read as
+/// little-endian u64 lanes, visiting for each `stride`-byte step its first
+/// `block` bytes (rounded up to 16: the probe measures memory traffic, and a
+/// cache line is read whole anyway). SIMD loads (SSE2 / NEON, in every
+/// x86_64 and aarch64 baseline) so the loop is limited by memory, not by
+/// the core. The value only serves to keep the reads alive.
+pub fn read_sum(buf: &[u8], stride: usize, block: usize) -> u64 {
+    if stride == 0 || block == 0 || block > stride {
+        return 0;
+    }
+    let steps = buf.len() / stride;
+    let span = block.div_ceil(16) * 16;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::*;
+        let mut acc = [0u64; 2];
+        if stride == block {
+            // Contiguous: 64 bytes per iteration into four accumulators.
+            let bytes = &buf[..steps * stride];
+            // SAFETY: SSE2 is in the x86_64 baseline.
+            let mut a = [unsafe { _mm_setzero_si128() }; 4];
+            let mut chunks = bytes.chunks_exact(64);
+            for c in &mut chunks {
+                for (k, ak) in a.iter_mut().enumerate() {
+                    // SAFETY: `c` is 64 bytes (chunks_exact), so bytes
+                    // 16k..16k+16 are in bounds; SSE2 is in the x86_64
+                    // baseline; unaligned load.
+                    *ak = unsafe {
+                        _mm_add_epi64(*ak, _mm_loadu_si128(c.as_ptr().add(16 * k).cast()))
+                    };
+                }
+            }
+            let mut lanes = [0u64; 2];
+            for ak in a {
+                // SAFETY: `lanes` is 16 bytes; SSE2 baseline.
+                unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast(), ak) };
+                acc[0] = acc[0].wrapping_add(lanes[0]);
+                acc[1] = acc[1].wrapping_add(lanes[1]);
+            }
+            for &b in chunks.remainder() {
+                acc[0] = acc[0].wrapping_add(b as u64);
+            }
+        } else if span <= stride && span <= 64 {
+            // SAFETY: SSE2 is in the x86_64 baseline.
+            let mut a = unsafe { _mm_setzero_si128() };
+            for s in 0..steps {
+                let p = &buf[s * stride..s * stride + span];
+                for q in p.chunks_exact(16) {
+                    // SAFETY: `q` is 16 bytes (chunks_exact); SSE2 baseline.
+                    a = unsafe { _mm_add_epi64(a, _mm_loadu_si128(q.as_ptr().cast())) };
+                }
+            }
+            let mut lanes = [0u64; 2];
+            // SAFETY: `lanes` is 16 bytes; SSE2 baseline.
+            unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast(), a) };
+            acc = lanes;
+        }
+        acc[0].wrapping_add(acc[1])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // aarch64 (and any other target): plain u64 words, four chains; at
+        // opt-level 3 this is two 64-bit loads per cycle.
+        let mut a = [0u64; 4];
+        let word = |c: &[u8]| c.iter().rev().fold(0u64, |s, &b| (s << 8) | b as u64);
+        for s in 0..steps {
+            let end = if stride == block {
+                (s + 1) * stride
+            } else {
+                (s * stride + span).min(buf.len())
+            };
+            let p = &buf[s * stride..end];
+            for (k, c) in p.chunks(8).enumerate() {
+                a[k & 3] = a[k & 3].wrapping_add(word(c));
+            }
+        }
+        a.iter().fold(0u64, |x, &y| x.wrapping_add(y))
+    }
+}

@@ -158,42 +158,16 @@ struct Probe {
     raw_gbs: f64,
 }
 
-/// Sums the bytes of `block`-byte payloads at a `stride`-byte pitch over
-/// `buf`, split over the pool (each thread a contiguous range).
+/// Reads the `block`-byte payloads at a `stride`-byte pitch over `buf`
+/// (`kestrel_kernels::read_sum`, SIMD loads), split over the pool (each
+/// thread a contiguous range of whole steps).
 fn stream_sum(pool: &Pool, buf: &[u8], stride: usize, block: usize) -> u64 {
     let n = buf.len() / stride;
     let parts = pool.threads().max(1);
     let mut items: Vec<u64> = vec![0; parts];
     pool.for_each_mut(&mut items, &|p, acc| {
         let (b0, b1) = (n * p / parts, n * (p + 1) / parts);
-        // Four independent accumulators so the adds keep up with memory.
-        let mut a = [0u64; 4];
-        let w = u64::from_le_bytes;
-        if stride == block {
-            // Compact: one contiguous range, 32 bytes per step.
-            let bytes = &buf[b0 * stride..b1 * stride];
-            let (quads, rest) = bytes.as_chunks::<32>();
-            for q in quads {
-                let (ws, _) = q.as_chunks::<8>();
-                for k in 0..4 {
-                    a[k] = a[k].wrapping_add(w(ws[k]));
-                }
-            }
-            a[0] = rest.iter().fold(a[0], |s, &b| s.wrapping_add(b as u64));
-        } else {
-            // Strided: each block's payload, 8 bytes at a time, then its
-            // tail (18 = 8 + 8 + 2).
-            for b in b0..b1 {
-                let p = &buf[b * stride..b * stride + block];
-                let (ws, rest) = p.as_chunks::<8>();
-                for (k, x) in ws.iter().enumerate() {
-                    a[k & 3] = a[k & 3].wrapping_add(w(*x));
-                }
-                a[3] = rest.iter().fold(a[3], |s, &x| s.wrapping_add(x as u64));
-            }
-        }
-        let s = a.iter().fold(0u64, |x, &y| x.wrapping_add(y));
-        *acc = s;
+        *acc = kestrel_kernels::read_sum(&buf[b0 * stride..b1 * stride], stride, block);
     });
     items.iter().fold(0u64, |a, &b| a.wrapping_add(b))
 }

@@ -102,6 +102,37 @@ pub fn gemm_q4_0x4_q8_0(
         unsafe { q4x4_gemv(w, rows, groups, nb, act_qs, act_d, out) };
         return true;
     }
+    if m > GEMM_MAX_ROWS {
+        // Batches of GEMM_MAX_ROWS tokens (the block-sum table's size).
+        return (0..m).step_by(GEMM_MAX_ROWS).all(|t0| {
+            let t1 = (t0 + GEMM_MAX_ROWS).min(m);
+            gemm_q4_0x4_q8_0(
+                _cpu,
+                w,
+                rows,
+                cols,
+                &act_qs[t0 * cols..t1 * cols],
+                &act_d[t0 * nb..t1 * nb],
+                t1 - t0,
+                &mut out[t0 * rows..t1 * rows],
+            )
+        });
+    }
+    if nb > GEMV_MAX_BLOCKS {
+        return false;
+    }
+    // `8 * sum(a)` of every activation block, once per call (the tiles
+    // subtract it in i32 instead of forming it per row pair).
+    let mut corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_MAX_ROWS * GEMV_MAX_BLOCKS];
+    for (i, c) in corr.iter_mut().enumerate().take(m * nb) {
+        // SAFETY: block i of `act_qs` is bytes 32i..32i+32, i < m * nb, and
+        // `act_qs` holds m * nb * 32 quants (checked by `gemm_shape`); the
+        // token proves AVX2.
+        c.write(8 * unsafe { block_sum(act_qs.as_ptr().add(i * QK)) });
+    }
+    // SAFETY: entries 0..m * nb were written just above; MaybeUninit<i32>
+    // has the layout of i32.
+    let corr: &[i32] = unsafe { core::slice::from_raw_parts(corr.as_ptr().cast(), m * nb) };
     let group_bytes = nb * Q4X4_BLOCK_BYTES;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
@@ -115,18 +146,19 @@ pub fn gemm_q4_0x4_q8_0(
             let tm = (m - t0).min(TILE_M);
             let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let c = &corr[t0 * nb..(t0 + tm) * nb];
             let mut res = [[0.0f32; 8]; TILE_M];
             // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
             // 72 bytes each, sliced above), `qs` holds `tm` rows of `cols =
-            // nb * 32` quants and `d` `tm` rows of `nb` scales (sliced above),
-            // `res` holds `tm <= 4` rows of 8 floats; the token proves
-            // AVX2/FMA/F16C.
+            // nb * 32` quants, `d` and `c` `tm` rows of `nb` values (sliced
+            // above), `res` holds `tm <= 4` rows of 8 floats; the token
+            // proves AVX2/FMA/F16C.
             unsafe {
                 match tm {
-                    1 => q4x4_tile::<1>(wa, wb, qs, d, nb, &mut res),
-                    2 => q4x4_tile::<2>(wa, wb, qs, d, nb, &mut res),
-                    3 => q4x4_tile::<3>(wa, wb, qs, d, nb, &mut res),
-                    _ => q4x4_tile::<4>(wa, wb, qs, d, nb, &mut res),
+                    1 => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
+                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
+                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
+                    _ => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -139,6 +171,27 @@ pub fn gemm_q4_0x4_q8_0(
         }
     }
     true
+}
+
+/// The most activation rows the tiled Q4_0x4 GEMM takes in one call (the
+/// engine's largest batch); its block-sum table lives on the stack.
+const GEMM_MAX_ROWS: usize = 64;
+
+/// `sum(a)` of one 32-byte activation block, exact in i32.
+///
+/// # Safety
+/// `p` must point to 32 readable bytes; the CPU must implement AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_sum(p: *const i8) -> i32 {
+    let a = _mm256_loadu_si256(p.cast());
+    let s = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
+        _mm256_set1_epi16(1),
+    );
+    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
 }
 
 /// The most 32-column blocks the GEMV's expanded activation row holds
@@ -283,21 +336,23 @@ unsafe fn q4x4_gemv(
 /// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
 /// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
 /// `vpmaddubsw(n, a)` against the activation dwords each chunk needs
-/// (`vpermd`); `sum (n - 8) a` is `sum n a - 8 sum a`, the correction
-/// `vpmaddubsw(8, a)` computed once per activation block and pair. All partial sums
-/// fit i16 (|.| <= 4 * 3840 + 8192), `vpmaddwd` with ones makes them i32, and
-/// the two 128-bit halves (even and odd chunks) are added.
+/// (`vpermd`). The four `vpmaddubsw` sums fit i16 (|.| <= 4 * 2 * 15 * 127
+/// = 15,240), `vpmaddwd` with ones makes them i32, the two 128-bit halves
+/// (even and odd chunks) are added, and `sum (n - 8) a = sum n a - 8 sum a`
+/// subtracts `corr` (`8 sum a` per token and block, computed once per call)
+/// in i32: exact.
 ///
 /// # Safety
 /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` at least `T * nb`, `T <= 4`, and the CPU must
-/// implement AVX2, FMA and F16C.
+/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, `T <= 4`,
+/// and the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4x4_tile<const T: usize>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],
     d: &[f32],
+    corr: &[i32],
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
@@ -306,7 +361,6 @@ unsafe fn q4x4_tile<const T: usize>(
     let cols = nb * QK;
     let m4 = _mm256_set1_epi8(0x0F);
     let x88 = _mm256_set1_epi8(0x88u8 as i8);
-    let eight = _mm256_set1_epi8(8);
     let ones = _mm256_set1_epi16(1);
     let idx = [
         _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
@@ -360,16 +414,6 @@ unsafe fn q4x4_tile<const T: usize>(
                 _mm256_permutevar8x32_epi32(a, idx[2]),
                 _mm256_permutevar8x32_epi32(a, idx[3]),
             ];
-            let corr = _mm256_add_epi16(
-                _mm256_add_epi16(
-                    _mm256_maddubs_epi16(eight, av[0]),
-                    _mm256_maddubs_epi16(eight, av[1]),
-                ),
-                _mm256_add_epi16(
-                    _mm256_maddubs_epi16(eight, av[2]),
-                    _mm256_maddubs_epi16(eight, av[3]),
-                ),
-            );
             let dot = |n: &[__m256i; 4]| {
                 let s = _mm256_add_epi16(
                     _mm256_add_epi16(
@@ -381,14 +425,18 @@ unsafe fn q4x4_tile<const T: usize>(
                         _mm256_maddubs_epi16(n[3], av[3]),
                     ),
                 );
-                _mm256_madd_epi16(_mm256_sub_epi16(s, corr), ones)
+                _mm256_madd_epi16(s, ones)
             };
             let ia = dot(&na);
             let ib = dot(&nbb);
-            // [a even chunks + a odd chunks, b even + b odd]: exact i32.
-            let isum = _mm256_add_epi32(
-                _mm256_permute2x128_si256(ia, ib, 0x20),
-                _mm256_permute2x128_si256(ia, ib, 0x31),
+            // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
+            // i32; then - 8 sum a.
+            let isum = _mm256_sub_epi32(
+                _mm256_add_epi32(
+                    _mm256_permute2x128_si256(ia, ib, 0x20),
+                    _mm256_permute2x128_si256(ia, ib, 0x31),
+                ),
+                _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
             );
             let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
             let scale = _mm256_mul_ps(sw, da);

@@ -2,7 +2,8 @@
 # Kestrel's whole test suite, from a fresh clone: sets up what is missing,
 # then runs formatting and lint checks, every test on x86_64, every test on
 # aarch64 under qemu twice (cortex-a76: dotprod kernels; cortex-a53: the
-# fallback), the bare-metal builds, and the size report.
+# fallback), the bare-metal builds, the firmware host (a no_std program
+# run under qemu, compared with `kestrel run`), and the size report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -62,6 +63,9 @@ for t in aarch64-unknown-none thumbv7em-none-eabihf; do
     cargo build --locked -p kestrel-core -p kestrel-kernels --target "$t"
     echo "built for $t"
 done
+
+step "firmware host: core + kernels with no std under qemu -cpu cortex-a76, same tokens as kestrel run"
+bash scripts/firmware-host.sh test
 
 step "size report"
 bash size-report/run.sh

@@ -6,6 +6,10 @@ an identical build that keeps its symbol table (profile `size-report`): each
 symbol's size is attributed to the crate its demangled path starts with
 (`<T as Trait>::f` is attributed to T's crate); symbols without a Rust path
 (musl libc, compiler builtins) are grouped as C/runtime.
+
+With --fw-bin, a second line gives the firmware host's size
+(tests/firmware-host: kestrel-core and kestrel-kernels alone, no std), split
+into the embedded model and the rest; it has no budget and its own history.
 """
 import argparse
 import datetime
@@ -53,6 +57,27 @@ def git_commit():
         return "unknown"
 
 
+def append_history(path, header, commit, label, fields):
+    """Appends one line per (commit, label) to the CSV at `path`, then prints
+    its last lines. Dirty trees and CI runs are not recorded."""
+    lines = []
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = f.readlines()
+    if not lines:
+        lines = [header + "\n"]
+    cols = header.count(",")
+    already = any(l.split(",")[1:3] == [commit, label] for l in lines[1:] if l.count(",") >= cols)
+    if not already and not commit.endswith("+dirty") and os.environ.get("CI") != "true":
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        lines.append(f"{date},{commit},{label},{fields}\n")
+        with open(path, "w") as f:
+            f.writelines(lines)
+    print(f"\nhistory ({path}, last 5):")
+    for l in lines[-5:]:
+        print("  " + l.rstrip())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -61,6 +86,9 @@ def main():
     ap.add_argument("--goal", type=int, required=True)
     ap.add_argument("--history", required=True)
     ap.add_argument("--label", default="kestrel")
+    ap.add_argument("--fw-bin", help="the firmware host (tests/firmware-host): second line, no budget")
+    ap.add_argument("--fw-model", help="the VQF embedded in the firmware host")
+    ap.add_argument("--fw-history", help="its history file (CSV, one line per commit)")
     a = ap.parse_args()
 
     size = os.path.getsize(a.bin)
@@ -74,6 +102,13 @@ def main():
     print(f"== size report: {a.label} ({a.bin})")
     print(f"binary: {size:,} bytes  budget {a.budget:,} ({100 * size / a.budget:.1f}%)  "
           f"goal {a.goal:,} ({'met' if size <= a.goal else f'over by {size - a.goal:,}'})")
+    if a.fw_bin:
+        # The second line: tests/firmware-host, core + kernels alone (no std,
+        # no libc, aarch64-unknown-none), with the model it embeds.
+        fw = os.path.getsize(a.fw_bin)
+        model = os.path.getsize(a.fw_model) if a.fw_model else 0
+        print(f"firmware host (core + kernels alone, no std): {fw:,} bytes = {fw - model:,} "
+              f"code, constants and headers + {model:,} embedded model  (no budget)")
     print(f"\nby crate (symbol sizes, {total_syms:,} bytes attributed; the rest is headers, "
           f"relocations, unwind tables, padding):")
     for c, s in sorted(by_crate.items(), key=lambda kv: -kv[1]):
@@ -84,22 +119,11 @@ def main():
         print(f"  {s:>9,}  {kind}  {short}")
 
     commit = git_commit()
-    header = "date,commit,label,bytes,budget,goal\n"
-    lines = []
-    if os.path.exists(a.history):
-        with open(a.history) as f:
-            lines = f.readlines()
-    if not lines:
-        lines = [header]
-    already = any(l.split(",")[1:3] == [commit, a.label] for l in lines[1:] if l.count(",") >= 5)
-    if not already and not commit.endswith("+dirty") and os.environ.get("CI") != "true":
-        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-        lines.append(f"{date},{commit},{a.label},{size},{a.budget},{a.goal}\n")
-        with open(a.history, "w") as f:
-            f.writelines(lines)
-    print(f"\nhistory ({a.history}, last 5):")
-    for l in lines[-5:]:
-        print("  " + l.rstrip())
+    append_history(a.history, "date,commit,label,bytes,budget,goal", commit, a.label,
+                   f"{size},{a.budget},{a.goal}")
+    if a.fw_bin and a.fw_history:
+            append_history(a.fw_history, "date,commit,label,bytes,model_bytes,code_bytes", commit,
+                           "firmware-host", f"{fw},{model},{fw - model}")
     if size > a.budget:
         print(f"FAIL: {size:,} bytes is over the hard budget of {a.budget:,}", file=sys.stderr)
         return 1

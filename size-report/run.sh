@@ -2,7 +2,9 @@
 # Builds the shipped binary (static aarch64 musl, release profile), prints its
 # size against the budget, a breakdown by crate and the largest symbols, and
 # appends the figure to size-report/history.csv (one line per commit).
-# Fails when the binary is over the hard budget.
+# Fails when the binary is over the hard budget. A second line: the firmware
+# host (tests/firmware-host, core + kernels alone without std), printed and
+# kept in size-report/history-firmware.csv, with no budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=aarch64-unknown-linux-musl
@@ -14,5 +16,9 @@ goal=819200
 bin=$(bash scripts/build-shipped.sh "$target" release | tail -1)
 syms=$(bash scripts/build-shipped.sh "$target" size-report | tail -1)
 
+fw=$(bash scripts/firmware-host.sh build | tail -1)
+
 python3 size-report/report.py --bin "$bin" --symbols "$syms" \
-    --budget "$budget" --goal "$goal" --history size-report/history.csv
+    --budget "$budget" --goal "$goal" --history size-report/history.csv \
+    --fw-bin "$fw" --fw-model target/firmware-host/dev_qwen3_dense_tied.vqf \
+    --fw-history size-report/history-firmware.csv

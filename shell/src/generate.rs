@@ -74,6 +74,9 @@ pub struct RunArgs {
     /// Qwen3 thinking off (the empty think block).
     #[arg(long)]
     pub no_think: bool,
+    /// After the text, print the generated token ids as `[a, b, c]`.
+    #[arg(long)]
+    pub ids: bool,
     #[command(flatten)]
     pub sample: SampleArgs,
     #[command(flatten)]
@@ -305,6 +308,10 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         let _ = out.flush();
     })?;
     let _ = writeln!(out);
+    if a.ids {
+        let gen = &s.history[ids.len()..];
+        let _ = writeln!(out, "{:?}", &gen[..stats.generated.min(gen.len())]);
+    }
     s.report(&stats, model.load_ms);
     Ok(())
 }

@@ -110,6 +110,27 @@ fn greedy_run_reproduces_the_reference_text() {
 }
 
 #[test]
+fn run_ids_prints_the_reference_greedy_ids_after_the_text() {
+    let (prompt, ids, text) = reference();
+    let m = model();
+    let n = ids.len().to_string();
+    let out = stdout_of(&[
+        "run",
+        m.to_str().unwrap(),
+        "--raw",
+        "-p",
+        &prompt,
+        "-n",
+        &n,
+        "--temp",
+        "0",
+        "--kv-f32",
+        "--ids",
+    ]);
+    assert_eq!(out, format!("{text}\n{ids:?}\n"));
+}
+
+#[test]
 fn the_same_seed_gives_the_same_text() {
     let m = model();
     let run = |seed: &str| {

@@ -894,3 +894,22 @@ fn heapsort_sorts_like_std() {
         assert_eq!(a, b, "length {n}");
     }
 }
+
+/// Batches past the tiled GEMMs' per-call limit (64 rows) match the
+/// reference bit for bit.
+#[test]
+fn gemm_batches_past_64_rows() {
+    let kernels = detected_kernels();
+    for layout in [Layout::Q4_0x4, Layout::Q8_0x8] {
+        let (rows, cols, m) = (24usize, 96usize, 70usize);
+        let w = Matrix::new(layout, rows, cols, &weights(2, rows * cols, 5));
+        let a = acts(&activation_values(1, m * cols, 9));
+        let mut want = vec![0f32; m * rows];
+        match layout {
+            Layout::Q4_0x4 => reference::gemm_q4_0x4_q8_0(&w.view(), &a.qs, &a.d, m, &mut want),
+            _ => reference::gemm_q8_0x8_q8_0(&w.view(), &a.qs, &a.d, m, &mut want),
+        }
+        .unwrap();
+        check_kernels(&kernels, &w, &a, m, &want);
+    }
+}

@@ -321,6 +321,15 @@ fn hf_and_gguf_give_the_same_tensors_in_q8_mode() {
     let experts = a.iter().filter(|(n, _)| n.contains("_exps")).count();
     println!("hf vs gguf q8: {same} tensors identical ({experts} expert stacks, routers and norms included)");
     assert_eq!(experts, 4);
+    // The F32 GGUF of the same checkpoint: every tensor identical,
+    // token_embd included.
+    let c = tensors_of(&convert_to(
+        &fx().join("gguf/model-f32.gguf"),
+        &dir,
+        WeightMode::Q8,
+    ));
+    assert_eq!(a, c, "HF and F32 GGUF differ in q8 mode");
+    println!("hf vs f32 gguf q8: all {} tensors identical", a.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

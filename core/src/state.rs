@@ -10,7 +10,7 @@ use crate::model::ops::KvView;
 use kestrel_kernels::cast;
 
 /// Largest batch a prefill step may process.
-pub const MAX_BATCH: usize = 64;
+pub const MAX_BATCH: usize = 256;
 
 /// How the KV cache stores keys and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

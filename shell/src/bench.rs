@@ -29,8 +29,8 @@ pub struct BenchArgs {
     /// Model bench: generated tokens (tg).
     #[arg(short = 'n', long, default_value_t = 128)]
     n_gen: usize,
-    /// Model bench: prefill batch (at most 64).
-    #[arg(short = 'b', long, default_value_t = 32)]
+    /// Model bench: prefill batch (at most 256).
+    #[arg(short = 'b', long, default_value_t = 128)]
     batch: usize,
     /// Matrix rows of the single-thread kernel lines (output size).
     #[arg(long, default_value_t = 4096)]
@@ -657,7 +657,12 @@ fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
         ctx: Some((args.n_prompt + args.n_gen).max(1)),
         ..EngineArgs::default()
     };
-    let (k, pool, opts) = engine::setup(&w, &eargs, false, args.batch.clamp(1, 64));
+    let (k, pool, opts) = engine::setup(
+        &w,
+        &eargs,
+        false,
+        args.batch.clamp(1, kestrel_core::state::MAX_BATCH),
+    );
     if opts.max_seq < args.n_prompt + args.n_gen {
         return Err(format!(
             "bench: the file holds at most {} tokens",

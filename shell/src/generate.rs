@@ -11,6 +11,10 @@ use kestrel_core::sampler::{Sampler, SamplerConfig};
 use kestrel_core::state::State;
 use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
 use std::io::Write;
+
+/// Prompt tokens per forward step: large batches read the weights fewer
+/// times per prompt token (at most `kestrel_core::state::MAX_BATCH`).
+pub const PREFILL_BATCH: usize = 128;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -274,7 +278,7 @@ pub fn catch_ctrl_c() {
 pub fn run(a: &RunArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
     let w = model.weights(a.engine.prefill_q8)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, 32);
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_BATCH);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
@@ -338,7 +342,7 @@ pub struct ChatArgs {
 pub fn chat(a: &ChatArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
     let w = model.weights(a.engine.prefill_q8)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, 32);
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_BATCH);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;

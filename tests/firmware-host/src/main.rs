@@ -8,7 +8,7 @@
 //! [`Serial`], and takes the dotprod kernels when the build targets them
 //! (`+dotprod`, set in `.cargo/config.toml`), else the scalar ones. It does
 //! what `kestrel run FILE -p PROMPT -n N --temp 0 --ids` does: the prompt in
-//! the chat format the shell applies by default, prefill in batches of 32,
+//! the chat format the shell applies by default, prefill in batches of 128,
 //! greedy decoding of up to [`N_PREDICT`] tokens (stopping at an end token),
 //! and prints the text, a newline, then the generated ids as `[a, b, c]`
 //! on stdout, and a summary line (tokens, kernels, arena use) on stderr.
@@ -64,12 +64,12 @@ pub const PROMPT: &str = "The capital of France";
 /// Most tokens generated.
 pub const N_PREDICT: usize = 24;
 /// `kestrel run`'s defaults: context 4096 (capped by the file), prefill
-/// batches of 32, f16 KV cache.
+/// batches of 128 (as the shell), f16 KV cache.
 const CTX: usize = 4096;
-const MAX_BATCH: usize = 32;
+const MAX_BATCH: usize = 128;
 /// Static memory: the arena for the KV cache and activations, and limits of
 /// the fixed buffers below.
-const ARENA_BYTES: usize = 2 << 20;
+const ARENA_BYTES: usize = 4 << 20;
 const MAX_VOCAB: usize = 4096;
 const MAX_PROMPT_BYTES: usize = 1024;
 const MAX_TOKENS: usize = 512;

@@ -258,3 +258,24 @@ pub fn diff(a: &[f32], b: &[f32]) -> (f64, f64) {
     }
     (max, (num / den.max(1e-30)).sqrt())
 }
+
+/// Every tensor of a VQF file: (name, stored bytes), in directory order.
+pub fn tensors_of(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let v = kestrel_core::vqf::Vqf::parse(&bytes).unwrap();
+    v.entries()
+        .map(|e| (e.name_str().to_string(), v.data(&e).to_vec()))
+        .collect()
+}
+
+/// The share of rows (`vocab` logits each) whose argmax is the same in `a`
+/// and `b`.
+pub fn argmax_agreement(a: &[f32], b: &[f32], vocab: usize) -> f64 {
+    let rows = a.len() / vocab;
+    let same = a
+        .chunks(vocab)
+        .zip(b.chunks(vocab))
+        .filter(|(x, y)| kestrel_core::sampler::argmax(x) == kestrel_core::sampler::argmax(y))
+        .count();
+    same as f64 / rows as f64
+}

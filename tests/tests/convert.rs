@@ -5,8 +5,7 @@
 
 use kestrel::convert::convert;
 use kestrel_core::convert::WeightMode;
-use kestrel_core::vqf::Vqf;
-use kestrel_tests::{fixtures, temp_dir};
+use kestrel_tests::{fixtures, temp_dir, tensors_of};
 use std::path::{Path, PathBuf};
 
 const MODES: [WeightMode; 5] = [
@@ -16,14 +15,6 @@ const MODES: [WeightMode; 5] = [
     WeightMode::F16,
     WeightMode::F32,
 ];
-
-fn tensors_of(path: &Path) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(path).unwrap();
-    let v = Vqf::parse(&bytes).unwrap();
-    v.entries()
-        .map(|e| (e.name_str().to_string(), v.data(&e).to_vec()))
-        .collect()
-}
 
 #[test]
 fn every_fixture_converts_in_every_mode_reproducibly() {

@@ -7,7 +7,9 @@ use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
-use kestrel_tests::{diff, fixtures, json_f64s, json_ids, read_npy_f32, temp_dir};
+use kestrel_tests::{
+    argmax_agreement, diff, fixtures, json_f64s, json_ids, read_npy_f32, temp_dir,
+};
 
 const MODELS: [&str; 3] = [
     "dev_qwen3_dense_tied",
@@ -122,16 +124,6 @@ fn gguf_quantized_files_match_the_quantized_references() {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-}
-
-fn argmax_agreement(a: &[f32], b: &[f32], vocab: usize) -> f64 {
-    let rows = a.len() / vocab;
-    let same = a
-        .chunks(vocab)
-        .zip(b.chunks(vocab))
-        .filter(|(x, y)| kestrel_core::sampler::argmax(x) == kestrel_core::sampler::argmax(y))
-        .count();
-    same as f64 / rows as f64
 }
 
 /// Hugging Face checkpoints converted in the quantized modes: Kestrel's own

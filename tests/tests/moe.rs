@@ -24,8 +24,8 @@ use kestrel_core::state::{ArenaLayout, KvType, Options, State};
 use kestrel_core::vqf::layout::Role;
 use kestrel_core::vqf::Vqf;
 use kestrel_tests::{
-    build_vqf, detected_kernels, diff, fixtures, json_ids, read_npy_f32, temp_dir, tiny_config,
-    SyntheticSource,
+    argmax_agreement, build_vqf, detected_kernels, diff, fixtures, json_ids, read_npy_f32,
+    temp_dir, tensors_of, tiny_config, SyntheticSource,
 };
 use std::path::{Path, PathBuf};
 
@@ -230,16 +230,6 @@ fn routing_table_equals_the_reference() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn argmax_agreement(a: &[f32], b: &[f32], vocab: usize) -> f64 {
-    let rows = a.len() / vocab;
-    let same = a
-        .chunks(vocab)
-        .zip(b.chunks(vocab))
-        .filter(|(x, y)| kestrel_core::sampler::argmax(x) == kestrel_core::sampler::argmax(y))
-        .count();
-    same as f64 / rows as f64
-}
-
 /// GGUF Q8_0 / Q4_0 in q8 / q4 mode: the weights of the quantized
 /// references, with Q8_0 activations; MoE routing flips on near ties, so the
 /// bound is the fixture README's MoE one (rel L2 <= 0.25). HF checkpoints in
@@ -287,14 +277,6 @@ fn quantized_modes_are_reported_and_bounded() {
         assert!(rel_p <= bound && rel_d <= bound, "{mode:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn tensors_of(path: &Path) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(path).unwrap();
-    let v = Vqf::parse(&bytes).unwrap();
-    v.entries()
-        .map(|e| (e.name_str().to_string(), v.data(&e).to_vec()))
-        .collect()
 }
 
 #[test]

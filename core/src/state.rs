@@ -42,7 +42,7 @@ pub struct ArenaLayout {
     sizes: [usize; BUFFERS],
 }
 
-const BUFFERS: usize = 20;
+const BUFFERS: usize = 19;
 
 /// Widths the state needs, from the config.
 struct Dims {
@@ -126,21 +126,20 @@ impl ArenaLayout {
             mul(mul(b, d.hidden)?, f)?, // 3 xb: (batch, hidden) normed input
             mul(mul(b, d.qkv)?, f)?,    // 4 qkv: (batch, q_dim + 2 kv_dim)
             mul(mul(b, d.q_dim)?, f)?,  // 5 att: (batch, q_dim) attention output
-            mul(mul(b, 2 * d.ffn)?, f)?, // 6 gate_up: (batch, 2 ffn)
-            mul(mul(b, d.ffn)?, f)?,    // 7 hb: (batch, ffn) SwiGLU output
-            mul(mul(b, d.hidden)?, f)?, // 8 proj: (batch, hidden) o/down output
-            mul(mul(b, max_rows)?, f)?, // 9 tmp: (batch, widest output) matmul parts
-            mul(mul(logit_rows, d.vocab)?, f)?, // 10 logits: (rows, vocab)
-            mul(mul(d.heads, opts.max_seq)?, f)?, // 11 scores: (heads, seq)
-            mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 12 rope: (seq, head_dim/2) cos, then sin
-            mul(b, max_in)?,                                  // 13 act_qs: (batch, widest input) i8
-            mul(mul(b, max_in / 32 + 1)?, f)?, // 14 act_d: (batch, widest input / 32)
+            mul(mul(b, d.ffn)?, f)?,    // 6 hb: (batch, ffn) SwiGLU output
+            mul(mul(b, d.hidden)?, f)?, // 7 proj: (batch, hidden) o/down output
+            mul(mul(b, max_rows)?, f)?, // 8 tmp: (batch, widest output) matmul parts
+            mul(mul(logit_rows, d.vocab)?, f)?, // 9 logits: (rows, vocab)
+            mul(mul(d.heads, opts.max_seq)?, f)?, // 10 scores: (heads, seq)
+            mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 11 rope: (seq, head_dim/2) cos, then sin
+            mul(b, max_in)?,                                  // 12 act_qs: (batch, widest input) i8
+            mul(mul(b, max_in / 32 + 1)?, f)?, // 13 act_d: (batch, widest input / 32)
             // MoE only (0 bytes for dense models):
-            mul(mul(b, d.experts)?, f)?, // 15 router: (batch, experts) logits, then probabilities
-            mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?, // 16 routes: (layer, batch, k) u32 experts
-            mul(mul(mul(d.layers, b)?, d.top_k)?, f)?, // 17 route_w: (layer, batch, k) weights
-            mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?, // 18 groups: (batch k) u32 slots by expert, then (experts + 1) starts
-            mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?, // 19 moe_in, moe_acc: (batch, hidden) each
+            mul(mul(b, d.experts)?, f)?, // 14 router: (batch, experts) logits, then probabilities
+            mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?, // 15 routes: (layer, batch, k) u32 experts
+            mul(mul(mul(d.layers, b)?, d.top_k)?, f)?, // 16 route_w: (layer, batch, k) weights
+            mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?, // 17 groups: (batch k) u32 slots by expert, then (experts + 1) starts
+            mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?, // 18 moe_in, moe_acc: (batch, hidden) each
         ];
         let mut total = 63usize;
         for s in sizes {
@@ -211,8 +210,6 @@ pub struct State<'a> {
     pub qkv: &'a mut [f32],
     /// (batch, q_dim) attention output.
     pub att: &'a mut [f32],
-    /// (batch, 2 ffn) gate and up, in runs of 8.
-    pub gate_up: &'a mut [f32],
     /// (batch, ffn) SwiGLU output.
     pub hb: &'a mut [f32],
     /// (batch, hidden) projection output.
@@ -312,20 +309,19 @@ impl<'a> State<'a> {
         let xb = f32s(take(&mut rest, s[3]))?;
         let qkv = f32s(take(&mut rest, s[4]))?;
         let att = f32s(take(&mut rest, s[5]))?;
-        let gate_up = f32s(take(&mut rest, s[6]))?;
-        let hb = f32s(take(&mut rest, s[7]))?;
-        let proj = f32s(take(&mut rest, s[8]))?;
-        let tmp = f32s(take(&mut rest, s[9]))?;
-        let logits = f32s(take(&mut rest, s[10]))?;
-        let scores = f32s(take(&mut rest, s[11]))?;
-        let rope = f32s(take(&mut rest, s[12]))?;
-        let act_qs = cast::as_i8_mut(take(&mut rest, s[13]));
-        let act_d = f32s(take(&mut rest, s[14]))?;
-        let router = f32s(take(&mut rest, s[15]))?;
-        let routes = u32s(take(&mut rest, s[16]))?;
-        let route_w = f32s(take(&mut rest, s[17]))?;
-        let groups = u32s(take(&mut rest, s[18]))?;
-        let moe_rows = f32s(take(&mut rest, s[19]))?;
+        let hb = f32s(take(&mut rest, s[6]))?;
+        let proj = f32s(take(&mut rest, s[7]))?;
+        let tmp = f32s(take(&mut rest, s[8]))?;
+        let logits = f32s(take(&mut rest, s[9]))?;
+        let scores = f32s(take(&mut rest, s[10]))?;
+        let rope = f32s(take(&mut rest, s[11]))?;
+        let act_qs = cast::as_i8_mut(take(&mut rest, s[12]));
+        let act_d = f32s(take(&mut rest, s[13]))?;
+        let router = f32s(take(&mut rest, s[14]))?;
+        let routes = u32s(take(&mut rest, s[15]))?;
+        let route_w = f32s(take(&mut rest, s[16]))?;
+        let groups = u32s(take(&mut rest, s[17]))?;
+        let moe_rows = f32s(take(&mut rest, s[18]))?;
         let (x_in, acc) = moe_rows.split_at_mut(moe_rows.len() / 2);
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
         fill_rope(cfg, rope_cos, rope_sin);
@@ -338,7 +334,6 @@ impl<'a> State<'a> {
             xb,
             qkv,
             att,
-            gate_up,
             hb,
             proj,
             tmp,

@@ -41,6 +41,9 @@ pub enum Part {
     ExpGate,
     ExpUp,
     ExpDown,
+    /// A vision-tower tensor: each vision role is one source tensor (of
+    /// ViT block or DeepStack merger `layer`).
+    Vision(Role),
 }
 
 /// Where conversion reads weights from.
@@ -113,6 +116,10 @@ fn for_each_tensor(
     tensors::for_each(cfg, &mut |spec| match spec.kind {
         Kind::Embedding => f(spec, emb),
         Kind::F32 => f(spec, Layout::F32),
+        Kind::VisionLinear => f(
+            spec,
+            tensors::vision_layout(file_flags, spec.shape[1] as usize),
+        ),
         Kind::Linear => {
             // Layout codes order the directory: plain (F32/F16), Q4_0x4, Q8_0x8.
             for l in COPY_ORDER {
@@ -128,19 +135,24 @@ fn for_each_tensor(
 /// How many directory entries a file for `cfg` in `mode` has.
 pub fn entry_count(cfg: &Config, mode: WeightMode) -> Result<usize, Error> {
     let mut n = 0;
-    for_each_tensor(cfg, mode.flags() | moe_flag(cfg), &mut |_, _| {
+    for_each_tensor(cfg, mode.flags() | model_flags(cfg), &mut |_, _| {
         n += 1;
         Ok(())
     })?;
     Ok(n)
 }
 
-fn moe_flag(cfg: &Config) -> u64 {
+/// The flags the model itself implies: MOE for expert layers, VISION for a
+/// vision tower.
+fn model_flags(cfg: &Config) -> u64 {
+    let mut f = 0;
     if cfg.moe.is_some() {
-        flags::MOE
-    } else {
-        0
+        f |= flags::MOE;
     }
+    if cfg.vision.is_some() {
+        f |= flags::VISION;
+    }
+    f
 }
 
 /// f32 values of scratch the conversion of `cfg` needs: one row group
@@ -152,6 +164,11 @@ pub fn scratch_len(cfg: &Config) -> Result<usize, Error> {
         cfg.ffn_size as usize,
         cfg.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0),
         cfg.qkv_rows(),
+        cfg.vision.map_or(0, |v| {
+            v.patch_values()
+                .max(v.ffn_size as usize)
+                .max(v.merge_patches() * v.hidden_size as usize)
+        }),
     ]
     .into_iter()
     .max()
@@ -207,7 +224,7 @@ impl core::fmt::Write for ByteWriter<'_> {
 /// file for `cfg` in `mode`, offsets not yet assigned.
 pub fn directory(cfg: &Config, mode: WeightMode, entries: &mut [Entry]) -> Result<(), Error> {
     let mut i = 0;
-    for_each_tensor(cfg, mode.flags() | moe_flag(cfg), &mut |spec, layout| {
+    for_each_tensor(cfg, mode.flags() | model_flags(cfg), &mut |spec, layout| {
         let slot = entries.get_mut(i).ok_or(Error::SizeMismatch {
             what: "directory entries",
             expected: i + 1,
@@ -307,6 +324,7 @@ fn read_role_rows(
             }
             Ok(())
         }
+        vision => simple(Part::Vision(vision), out),
     }
 }
 
@@ -438,7 +456,7 @@ pub fn write_vqf(
         }
     }
     directory(cfg, mode, entries)?;
-    let mut file_flags = mode.flags() | moe_flag(cfg);
+    let mut file_flags = mode.flags() | model_flags(cfg);
     let config_size = config_section::encode(cfg, &mut Counter::default())?;
     let tokenizer_size = match tokenizer {
         Some(t) => {

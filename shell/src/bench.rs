@@ -333,6 +333,7 @@ fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
             mlp_only_layers: [0; MAX_LAYERS / 64],
         }),
         mrope_section: [0; 3],
+        vision: None,
         bos_token_id: None,
         eos_token_ids: [0; MAX_EOS],
         eos_count: 0,

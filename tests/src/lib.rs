@@ -80,6 +80,7 @@ pub fn tiny_config(arch: Arch) -> Config {
         qk_norm: arch != Arch::Qwen2,
         moe: None,
         mrope_section: [0; 3],
+        vision: None,
         bos_token_id: None,
         eos_token_ids: eos,
         eos_count: 2,
@@ -109,7 +110,19 @@ impl SyntheticSource {
 
     /// The value at (part, layer, expert, row, col).
     pub fn value(part: Part, layer: u16, expert: usize, row: usize, col: usize) -> f32 {
-        let mut h = (part as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // The part's index in declaration order (as before Part carried data).
+        use Part::*;
+        let id = match part {
+            Vision(role) => 1000 + role as u64,
+            p => [
+                Embed, LmHead, FinalNorm, AttnNorm, Q, K, V, QBias, KBias, VBias, QNorm, KNorm, O,
+                FfnNorm, Gate, Up, Down, Router, ExpGate, ExpUp, ExpDown,
+            ]
+            .iter()
+            .position(|&x| x == p)
+            .unwrap_or(0) as u64,
+        };
+        let mut h = (id + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         for v in [layer as u64, expert as u64, row as u64, col as u64] {
             h = (h ^ v).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             h ^= h >> 31;

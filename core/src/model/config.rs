@@ -60,6 +60,131 @@ pub struct MoeConfig {
     pub mlp_only_layers: [u64; MAX_LAYERS / 64],
 }
 
+/// Most DeepStack feature levels a vision tower may declare.
+pub const MAX_DEEPSTACK: usize = 8;
+
+/// The Qwen3-VL vision tower and its image preprocessing (docs/vqf.md,
+/// config keys 60-77). LayerNorm epsilon is 1e-6 and the 2-D rotary base
+/// 10000, as in the reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VisionConfig {
+    /// ViT blocks.
+    pub depth: u32,
+    /// ViT residual width.
+    pub hidden_size: u32,
+    /// Attention heads (divide `hidden_size`, even head width).
+    pub num_heads: u32,
+    /// ViT MLP width.
+    pub ffn_size: u32,
+    /// Side of a square patch, in pixels.
+    pub patch_size: u32,
+    /// Frames per temporal patch (a still image is repeated).
+    pub temporal_patch: u32,
+    /// Side of the patch block merged into one LLM token.
+    pub spatial_merge: u32,
+    /// Width of the merger output (the text hidden size).
+    pub out_hidden: u32,
+    /// Learned position embeddings: a square grid of this many.
+    pub num_position_embeddings: u32,
+    /// ViT blocks whose output feeds a DeepStack merger, in merger order.
+    pub deepstack_layers: [u32; MAX_DEEPSTACK],
+    /// How many of `deepstack_layers` are used.
+    pub deepstack_count: u32,
+    /// `<|image_pad|>`, expanded to the image's token count.
+    pub image_token_id: u32,
+    /// `<|vision_start|>`.
+    pub vision_start_token_id: u32,
+    /// `<|vision_end|>`.
+    pub vision_end_token_id: u32,
+    /// Preprocessing: fewest pixels after the smart resize.
+    pub min_pixels: u32,
+    /// Preprocessing: most pixels after the smart resize.
+    pub max_pixels: u32,
+    /// Preprocessing: per-channel mean (after rescaling).
+    pub image_mean: [f32; 3],
+    /// Preprocessing: per-channel standard deviation.
+    pub image_std: [f32; 3],
+    /// Preprocessing: the factor taking u8 values to [0, 1].
+    pub rescale_factor: f32,
+}
+
+impl VisionConfig {
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> usize {
+        (self.hidden_size / self.num_heads.max(1)) as usize
+    }
+
+    /// Values in one flattened patch: 3 channels x temporal x patch x patch.
+    pub fn patch_values(&self) -> usize {
+        3 * self.temporal_patch as usize * (self.patch_size as usize).pow(2)
+    }
+
+    /// Patches merged into one LLM token (`spatial_merge^2`).
+    pub fn merge_patches(&self) -> usize {
+        (self.spatial_merge as usize).pow(2)
+    }
+
+    /// The DeepStack ViT block indices.
+    pub fn deepstack(&self) -> &[u32] {
+        &self.deepstack_layers[..(self.deepstack_count as usize).min(MAX_DEEPSTACK)]
+    }
+
+    fn validate(&self, text_hidden: u32) -> Result<(), Error> {
+        let bad = |what: &'static str| Err(Error::BadConfig { what });
+        let in_range = |v: u32, max: u32| v > 0 && v <= max;
+        if !in_range(self.depth, MAX_LAYERS as u32) || !in_range(self.hidden_size, 16_384) {
+            return bad("vision depth must be 1..=1024 and hidden 1..=16384");
+        }
+        if !in_range(self.num_heads, 256)
+            || !self.hidden_size.is_multiple_of(self.num_heads)
+            || !(self.hidden_size / self.num_heads).is_multiple_of(4)
+        {
+            return bad("vision heads must divide hidden into head widths that are multiples of 4");
+        }
+        if !in_range(self.ffn_size, 1 << 18) || !in_range(self.patch_size, 64) {
+            return bad("vision ffn must be 1..=262144 and patch_size 1..=64");
+        }
+        if !in_range(self.temporal_patch, 4) || !in_range(self.spatial_merge, 4) {
+            return bad("temporal_patch and spatial_merge must be 1..=4");
+        }
+        if self.out_hidden != text_hidden {
+            return bad("vision out_hidden must equal the text hidden_size");
+        }
+        let side = isqrt(self.num_position_embeddings);
+        if side < 2 || side * side != self.num_position_embeddings || side > 1024 {
+            return bad("num_position_embeddings must be a square grid of 2x2..=1024x1024");
+        }
+        if self.deepstack_count as usize > MAX_DEEPSTACK
+            || self.deepstack().iter().any(|&l| l >= self.depth)
+        {
+            return bad("deepstack layers must be ViT blocks (at most 8)");
+        }
+        if self.min_pixels == 0 || self.min_pixels > self.max_pixels {
+            return bad("image min_pixels must be 1..=max_pixels");
+        }
+        let finite = |v: f32| v.is_finite();
+        if !self.image_mean.iter().all(|&v| finite(v))
+            || !self.image_std.iter().all(|&v| finite(v) && v > 0.0)
+            || !(finite(self.rescale_factor) && self.rescale_factor > 0.0)
+        {
+            return bad("image mean, std (> 0) and rescale_factor (> 0) must be finite");
+        }
+        Ok(())
+    }
+}
+
+/// The integer square root (floor) of `v`.
+pub fn isqrt(v: u32) -> u32 {
+    let mut r = libm::sqrt(v as f64) as u32;
+    while (r as u64) * (r as u64) > v as u64 {
+        r -= 1;
+    }
+    while ((r + 1) as u64) * ((r + 1) as u64) <= v as u64 {
+        r += 1;
+    }
+    r
+}
+
 /// A validated model configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
@@ -95,6 +220,8 @@ pub struct Config {
     pub moe: Option<MoeConfig>,
     /// M-RoPE sections (t, h, w), for VL models; zeros otherwise.
     pub mrope_section: [u32; 3],
+    /// The vision tower, for VL files converted with it.
+    pub vision: Option<VisionConfig>,
     /// Beginning-of-text token, if any.
     pub bos_token_id: Option<u32>,
     /// End-of-generation tokens (`eos_count` of them).
@@ -127,6 +254,24 @@ pub mod key {
     pub const DECODER_SPARSE_STEP: u32 = 24;
     pub const MLP_ONLY_LAYERS: u32 = 25;
     pub const MROPE_SECTION: u32 = 30;
+    pub const VISION_DEPTH: u32 = 60;
+    pub const VISION_HIDDEN: u32 = 61;
+    pub const VISION_HEADS: u32 = 62;
+    pub const VISION_FFN: u32 = 63;
+    pub const PATCH_SIZE: u32 = 64;
+    pub const TEMPORAL_PATCH: u32 = 65;
+    pub const SPATIAL_MERGE: u32 = 66;
+    pub const VISION_OUT_HIDDEN: u32 = 67;
+    pub const NUM_POSITION_EMBEDDINGS: u32 = 68;
+    pub const DEEPSTACK_LAYERS: u32 = 69;
+    pub const IMAGE_TOKEN_ID: u32 = 70;
+    pub const VISION_START_TOKEN_ID: u32 = 71;
+    pub const VISION_END_TOKEN_ID: u32 = 72;
+    pub const MIN_PIXELS: u32 = 73;
+    pub const MAX_PIXELS: u32 = 74;
+    pub const IMAGE_MEAN: u32 = 75;
+    pub const IMAGE_STD: u32 = 76;
+    pub const RESCALE_FACTOR: u32 = 77;
     pub const BOS_TOKEN_ID: u32 = 50;
     pub const EOS_TOKEN_IDS: u32 = 51;
 }
@@ -205,6 +350,19 @@ impl Config {
         }
         if (self.arch == Arch::Qwen3Moe) != self.moe.is_some() {
             return bad("MoE settings must be present exactly for arch qwen3moe");
+        }
+        if self.arch == Arch::Qwen3Vl {
+            let sec = self.mrope_section;
+            let total = sec.iter().try_fold(0u32, |a, &b| a.checked_add(b));
+            if total != Some(self.head_dim / 2) {
+                return bad("mrope_section must sum to head_dim / 2");
+            }
+        }
+        if let Some(v) = &self.vision {
+            if self.arch != Arch::Qwen3Vl {
+                return bad("a vision tower needs arch qwen3vl");
+            }
+            v.validate(self.hidden_size)?;
         }
         if let Some(m) = &self.moe {
             if !in_range(m.num_experts, 4096)

@@ -5,4 +5,5 @@ pub mod forward;
 pub mod moe;
 pub mod ops;
 pub mod tensors;
+pub mod vision;
 pub mod weights;

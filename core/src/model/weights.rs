@@ -108,7 +108,7 @@ impl<'a> Weights<'a> {
         })
     }
 
-    fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
+    pub(crate) fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
         let e = self
             .vqf
             .find(layer, role, Layout::F32)
@@ -257,7 +257,7 @@ impl<'a> Weights<'a> {
                 | Role::FfnGateUp
                 | Role::FfnDown
                 | Role::Output => e.layout == self.routing.decode,
-                _ => true,
+                role => !role.is_vision(),
             };
             if used {
                 total += e.nbytes;

@@ -2,7 +2,9 @@
 
 use super::write::{Sink, Tally};
 use crate::error::Error;
-use crate::model::config::{key, Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
+use crate::model::config::{
+    key, Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+};
 
 const KIND_INT: u32 = 1;
 const KIND_FLOAT: u32 = 2;
@@ -66,6 +68,27 @@ fn records(
     }
     if cfg.eos_count > 0 {
         f(key::EOS_TOKEN_IDS, Val::Array(cfg.eos()))?;
+    }
+    if let Some(v) = &cfg.vision {
+        let int = |x: u32| Val::Int(x as u64);
+        f(key::VISION_DEPTH, int(v.depth))?;
+        f(key::VISION_HIDDEN, int(v.hidden_size))?;
+        f(key::VISION_HEADS, int(v.num_heads))?;
+        f(key::VISION_FFN, int(v.ffn_size))?;
+        f(key::PATCH_SIZE, int(v.patch_size))?;
+        f(key::TEMPORAL_PATCH, int(v.temporal_patch))?;
+        f(key::SPATIAL_MERGE, int(v.spatial_merge))?;
+        f(key::VISION_OUT_HIDDEN, int(v.out_hidden))?;
+        f(key::NUM_POSITION_EMBEDDINGS, int(v.num_position_embeddings))?;
+        f(key::DEEPSTACK_LAYERS, Val::Array(v.deepstack()))?;
+        f(key::IMAGE_TOKEN_ID, int(v.image_token_id))?;
+        f(key::VISION_START_TOKEN_ID, int(v.vision_start_token_id))?;
+        f(key::VISION_END_TOKEN_ID, int(v.vision_end_token_id))?;
+        f(key::MIN_PIXELS, int(v.min_pixels))?;
+        f(key::MAX_PIXELS, int(v.max_pixels))?;
+        f(key::IMAGE_MEAN, Val::Array(&v.image_mean.map(f32::to_bits)))?;
+        f(key::IMAGE_STD, Val::Array(&v.image_std.map(f32::to_bits)))?;
+        f(key::RESCALE_FACTOR, Val::Float(v.rescale_factor as f64))?;
     }
     Ok(())
 }
@@ -159,6 +182,7 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         qk_norm: false,
         moe: None,
         mrope_section: [0; 3],
+        vision: None,
         bos_token_id: None,
         eos_token_ids: [0; MAX_EOS],
         eos_count: 0,
@@ -171,6 +195,28 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         decoder_sparse_step: 1,
         mlp_only_layers: [0; MAX_LAYERS / 64],
     };
+    let mut vision = VisionConfig {
+        depth: 0,
+        hidden_size: 0,
+        num_heads: 0,
+        ffn_size: 0,
+        patch_size: 0,
+        temporal_patch: 0,
+        spatial_merge: 0,
+        out_hidden: 0,
+        num_position_embeddings: 0,
+        deepstack_layers: [0; MAX_DEEPSTACK],
+        deepstack_count: 0,
+        image_token_id: 0,
+        vision_start_token_id: 0,
+        vision_end_token_id: 0,
+        min_pixels: 0,
+        max_pixels: 0,
+        image_mean: [0.0; 3],
+        image_std: [0.0; 3],
+        rescale_factor: 0.0,
+    };
+    let mut seen_vision = 0u32;
     let mut seen_required = 0u32;
     let mut has_moe = false;
     let mut seen_moe = 0u32;
@@ -217,6 +263,17 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         if (key::NUM_EXPERTS..=key::MLP_ONLY_LAYERS).contains(&k) {
             seen_moe |= 1 << (k - key::NUM_EXPERTS);
         }
+        if (key::VISION_DEPTH..=key::RESCALE_FACTOR).contains(&k) {
+            seen_vision |= 1 << (k - key::VISION_DEPTH);
+        }
+        let floats3 = |out: &mut [f32; 3]| -> Result<(), Error> {
+            let mut bits = [0u32; 3];
+            if array(&mut bits)? != 3 {
+                return Err(bad("image mean and std must have 3 entries"));
+            }
+            *out = bits.map(f32::from_bits);
+            Ok(())
+        };
         match k {
             key::ARCH => cfg.arch = Arch::from_id(int()? as u64).ok_or(bad("unknown arch"))?,
             key::VOCAB_SIZE => cfg.vocab_size = int()?,
@@ -256,6 +313,26 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
                     return Err(bad("mrope_section must have 3 entries"));
                 }
             }
+            key::VISION_DEPTH => vision.depth = int()?,
+            key::VISION_HIDDEN => vision.hidden_size = int()?,
+            key::VISION_HEADS => vision.num_heads = int()?,
+            key::VISION_FFN => vision.ffn_size = int()?,
+            key::PATCH_SIZE => vision.patch_size = int()?,
+            key::TEMPORAL_PATCH => vision.temporal_patch = int()?,
+            key::SPATIAL_MERGE => vision.spatial_merge = int()?,
+            key::VISION_OUT_HIDDEN => vision.out_hidden = int()?,
+            key::NUM_POSITION_EMBEDDINGS => vision.num_position_embeddings = int()?,
+            key::DEEPSTACK_LAYERS => {
+                vision.deepstack_count = array(&mut vision.deepstack_layers)? as u32
+            }
+            key::IMAGE_TOKEN_ID => vision.image_token_id = int()?,
+            key::VISION_START_TOKEN_ID => vision.vision_start_token_id = int()?,
+            key::VISION_END_TOKEN_ID => vision.vision_end_token_id = int()?,
+            key::MIN_PIXELS => vision.min_pixels = int()?,
+            key::MAX_PIXELS => vision.max_pixels = int()?,
+            key::IMAGE_MEAN => floats3(&mut vision.image_mean)?,
+            key::IMAGE_STD => floats3(&mut vision.image_std)?,
+            key::RESCALE_FACTOR => vision.rescale_factor = float()? as f32,
             key::BOS_TOKEN_ID => cfg.bos_token_id = Some(int()?),
             key::EOS_TOKEN_IDS => cfg.eos_count = array(&mut cfg.eos_token_ids)? as u32,
             _ => return Err(bad("unknown config key (file from a newer converter?)")),
@@ -272,6 +349,13 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
     }
     if has_moe {
         cfg.moe = Some(moe);
+    }
+    // Keys 60..=77 come all together (a file with a vision tower) or not at all.
+    let all_vision = (1u32 << (key::RESCALE_FACTOR - key::VISION_DEPTH + 1)) - 1;
+    match seen_vision {
+        0 => {}
+        s if s == all_vision => cfg.vision = Some(vision),
+        _ => return Err(bad("vision config keys 60-77 must all be present, or none")),
     }
     cfg.validate()?;
     Ok(cfg)

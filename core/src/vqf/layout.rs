@@ -90,11 +90,40 @@ pub enum Role {
     FfnRouter = 30,
     FfnGateUpExps = 31,
     FfnDownExps = 32,
+    // Vision tower (docs/vqf.md): ViT block `layer`, then DeepStack merger
+    // `layer`, then the tensors outside the blocks.
+    VNorm1 = 100,
+    VNorm1Bias = 101,
+    VQkv = 102,
+    VQkvBias = 103,
+    VProj = 104,
+    VProjBias = 105,
+    VNorm2 = 106,
+    VNorm2Bias = 107,
+    VFc1 = 108,
+    VFc1Bias = 109,
+    VFc2 = 110,
+    VFc2Bias = 111,
+    DsNorm = 120,
+    DsNormBias = 121,
+    DsFc1 = 122,
+    DsFc1Bias = 123,
+    DsFc2 = 124,
+    DsFc2Bias = 125,
+    VPatchEmbd = 130,
+    VPatchBias = 131,
+    VPosEmbd = 132,
+    MergerNorm = 133,
+    MergerNormBias = 134,
+    MergerFc1 = 135,
+    MergerFc1Bias = 136,
+    MergerFc2 = 137,
+    MergerFc2Bias = 138,
 }
 
 impl Role {
     /// Every role, in id order.
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 42] = [
         Role::TokenEmbd,
         Role::Output,
         Role::OutputNorm,
@@ -110,11 +139,43 @@ impl Role {
         Role::FfnRouter,
         Role::FfnGateUpExps,
         Role::FfnDownExps,
+        Role::VNorm1,
+        Role::VNorm1Bias,
+        Role::VQkv,
+        Role::VQkvBias,
+        Role::VProj,
+        Role::VProjBias,
+        Role::VNorm2,
+        Role::VNorm2Bias,
+        Role::VFc1,
+        Role::VFc1Bias,
+        Role::VFc2,
+        Role::VFc2Bias,
+        Role::DsNorm,
+        Role::DsNormBias,
+        Role::DsFc1,
+        Role::DsFc1Bias,
+        Role::DsFc2,
+        Role::DsFc2Bias,
+        Role::VPatchEmbd,
+        Role::VPatchBias,
+        Role::VPosEmbd,
+        Role::MergerNorm,
+        Role::MergerNormBias,
+        Role::MergerFc1,
+        Role::MergerFc1Bias,
+        Role::MergerFc2,
+        Role::MergerFc2Bias,
     ];
 
     /// The role with stored id `id`.
     pub fn from_id(id: u16) -> Option<Role> {
         Role::ALL.iter().copied().find(|r| *r as u16 == id)
+    }
+
+    /// Whether the role belongs to the vision tower (ids 100 and up).
+    pub fn is_vision(self) -> bool {
+        self as u16 >= 100
     }
 
     /// The llama.cpp-style tensor name stem (`attn_qkv`, `token_embd`, ...).
@@ -135,6 +196,33 @@ impl Role {
             Role::FfnRouter => "ffn_gate_inp",
             Role::FfnGateUpExps => "ffn_gate_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
+            Role::VNorm1 => "v_norm1",
+            Role::VNorm1Bias => "v_norm1_bias",
+            Role::VQkv => "v_attn_qkv",
+            Role::VQkvBias => "v_attn_qkv_bias",
+            Role::VProj => "v_attn_out",
+            Role::VProjBias => "v_attn_out_bias",
+            Role::VNorm2 => "v_norm2",
+            Role::VNorm2Bias => "v_norm2_bias",
+            Role::VFc1 => "v_ffn_up",
+            Role::VFc1Bias => "v_ffn_up_bias",
+            Role::VFc2 => "v_ffn_down",
+            Role::VFc2Bias => "v_ffn_down_bias",
+            Role::DsNorm => "v_ds_norm",
+            Role::DsNormBias => "v_ds_norm_bias",
+            Role::DsFc1 => "v_ds_fc1",
+            Role::DsFc1Bias => "v_ds_fc1_bias",
+            Role::DsFc2 => "v_ds_fc2",
+            Role::DsFc2Bias => "v_ds_fc2_bias",
+            Role::VPatchEmbd => "v_patch_embd",
+            Role::VPatchBias => "v_patch_bias",
+            Role::VPosEmbd => "v_pos_embd",
+            Role::MergerNorm => "v_merger_norm",
+            Role::MergerNormBias => "v_merger_norm_bias",
+            Role::MergerFc1 => "v_merger_fc1",
+            Role::MergerFc1Bias => "v_merger_fc1_bias",
+            Role::MergerFc2 => "v_merger_fc2",
+            Role::MergerFc2Bias => "v_merger_fc2_bias",
         }
     }
 }

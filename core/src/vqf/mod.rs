@@ -68,12 +68,6 @@ impl<'a> Vqf<'a> {
         if h.flags & flags::COPIES == 0 {
             return Err(mal("flags declare no copy of the linear weights", 16));
         }
-        if h.flags & flags::VISION != 0 {
-            return Err(Error::Unsupported {
-                what: "vision tower in VQF (not in this build)",
-                value: 6,
-            });
-        }
         let dir_size = h.tensor_count as u64 * ENTRY_SIZE as u64;
         if h.dir_offset != HEADER_SIZE as u64 || h.dir_size != dir_size {
             return Err(mal("directory offset/size", 48));
@@ -167,7 +161,8 @@ impl<'a> Vqf<'a> {
                     ));
                 }
             }
-            if e.layer != NO_LAYER && e.layer as u32 >= self.config.num_layers {
+            let depth = self.config.vision.map_or(0, |v| v.depth);
+            if e.layer != NO_LAYER && e.layer as u32 >= self.config.num_layers.max(depth) {
                 return Err(mal("tensor layer beyond num_layers"));
             }
             if e.offset % layout::ALIGN != 0 || e.offset < self.header.data_offset {
@@ -205,6 +200,11 @@ impl<'a> Vqf<'a> {
                 what: "MOE flag disagrees with the config",
             });
         }
+        if (f & flags::VISION != 0) != self.config.vision.is_some() {
+            return Err(Error::BadConfig {
+                what: "VISION flag disagrees with the config",
+            });
+        }
         let emb = if f & flags::EMB_F16 != 0 {
             Layout::F16
         } else {
@@ -232,6 +232,7 @@ impl<'a> Vqf<'a> {
             match spec.kind {
                 Kind::Embedding => need(emb),
                 Kind::F32 => need(Layout::F32),
+                Kind::VisionLinear => need(tensors::vision_layout(f, spec.shape[1] as usize)),
                 Kind::Linear => {
                     for l in copies {
                         if f & copy_flag(l) != 0 {

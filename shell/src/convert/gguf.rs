@@ -104,6 +104,7 @@ pub fn config(g: &Gguf) -> Result<Config, String> {
         qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
         moe,
         mrope_section: [0; 3],
+        vision: None,
         bos_token_id: g.get_u32("tokenizer.ggml.bos_token_id"),
         eos_token_ids: eos,
         eos_count,
@@ -143,6 +144,11 @@ impl<'a> GgufSource<'a> {
             Part::ExpGate => format!("{l}ffn_gate_exps.weight"),
             Part::ExpUp => format!("{l}ffn_up_exps.weight"),
             Part::ExpDown => format!("{l}ffn_down_exps.weight"),
+            // GGUF text files carry no vision tower (llama.cpp keeps it in
+            // a separate mmproj file).
+            Part::Vision(role) => {
+                format!("(vision tensor {} is not in text GGUF files)", role.stem())
+            }
         }
     }
 }

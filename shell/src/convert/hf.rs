@@ -4,8 +4,11 @@
 
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::json::{self, Value};
-use kestrel_core::model::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
+use kestrel_core::model::config::{
+    Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+};
 use kestrel_core::safetensors::{SafeTensors, TensorView};
+use kestrel_core::vqf::layout::Role;
 use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
 use kestrel_core::Error;
 use std::collections::HashMap;
@@ -19,8 +22,9 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Parses config.json into a [`Config`].
-pub fn config(dir: &Path) -> Result<Config, String> {
+/// Parses config.json into a [`Config`]; for Qwen3-VL with `vision`, the
+/// vision tower and preprocessor_config.json too (else the text model only).
+pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
     let path = dir.join("config.json");
     let bytes = read(&path)?;
     let fail = |what: &str| format!("{}: {what}", path.display());
@@ -148,6 +152,11 @@ pub fn config(dir: &Path) -> Result<Config, String> {
         qk_norm: arch != Arch::Qwen2,
         moe,
         mrope_section: mrope,
+        vision: if arch == Arch::Qwen3Vl && vision {
+            Some(vision_config(dir, &root, &fail)?)
+        } else {
+            None
+        },
         bos_token_id: c
             .get("bos_token_id")
             .and_then(|v| v.as_u64())
@@ -157,6 +166,117 @@ pub fn config(dir: &Path) -> Result<Config, String> {
     };
     cfg.validate().map_err(|e| fail(&e.to_string()))?;
     Ok(cfg)
+}
+
+/// The vision tower's settings (config.json `vision_config` and the token
+/// ids) and the image preprocessing (preprocessor_config.json).
+fn vision_config(
+    dir: &Path,
+    root: &Value,
+    fail: &dyn Fn(&str) -> String,
+) -> Result<VisionConfig, String> {
+    let v = root
+        .get("vision_config")
+        .ok_or_else(|| fail("no vision_config (convert with --text-only for the text model)"))?;
+    let u = |c: &Value, key: &str| -> Result<u32, String> {
+        c.get(key)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| fail(&format!("{key} missing or not a u32")))
+    };
+    let act = v
+        .get("hidden_act")
+        .and_then(|a| text(&a))
+        .unwrap_or_default();
+    if act != "gelu_pytorch_tanh" {
+        return Err(fail(&format!(
+            "vision hidden_act {act:?} is not supported (gelu_pytorch_tanh)"
+        )));
+    }
+    if v.get("in_channels").and_then(|c| c.as_u64()).unwrap_or(3) != 3 {
+        return Err(fail("vision in_channels must be 3"));
+    }
+    let mut deepstack = [0u32; MAX_DEEPSTACK];
+    let mut count = 0;
+    for x in v
+        .get("deepstack_visual_indexes")
+        .and_then(|d| d.iter_array())
+        .into_iter()
+        .flatten()
+    {
+        let l = x
+            .as_u64()
+            .and_then(|l| u32::try_from(l).ok())
+            .ok_or_else(|| fail("bad deepstack_visual_indexes"))?;
+        *deepstack
+            .get_mut(count)
+            .ok_or_else(|| fail("more than 8 deepstack_visual_indexes"))? = l;
+        count += 1;
+    }
+    let pre_path = dir.join("preprocessor_config.json");
+    let pre_bytes = read(&pre_path).map_err(|e| {
+        format!("{e} (the image preprocessing; convert with --text-only without it)")
+    })?;
+    let pfail = |what: &str| format!("{}: {what}", pre_path.display());
+    let pre = json::parse(&pre_bytes).map_err(|e| pfail(&e.to_string()))?;
+    let pixels = |edge: &str, flat: &str| -> Result<u32, String> {
+        pre.get("size")
+            .and_then(|s| s.get(edge))
+            .or_else(|| pre.get(flat))
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| pfail(&format!("size.{edge} (or {flat}) missing or not a u32")))
+    };
+    let three = |key: &str| -> Result<[f32; 3], String> {
+        let vals: Vec<f32> = pre
+            .get(key)
+            .and_then(|a| a.iter_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_f64())
+            .map(|x| x as f32)
+            .collect();
+        <[f32; 3]>::try_from(vals.as_slice())
+            .map_err(|_| pfail(&format!("{key} must have 3 numbers")))
+    };
+    let same = |key: &str, want: u32| -> Result<(), String> {
+        match pre.get(key).and_then(|x| x.as_u64()) {
+            Some(x) if x != want as u64 => {
+                Err(pfail(&format!("{key} {x} differs from the model's {want}")))
+            }
+            _ => Ok(()),
+        }
+    };
+    let patch_size = u(&v, "patch_size")?;
+    let temporal_patch = u(&v, "temporal_patch_size")?;
+    let spatial_merge = u(&v, "spatial_merge_size")?;
+    same("patch_size", patch_size)?;
+    same("temporal_patch_size", temporal_patch)?;
+    same("merge_size", spatial_merge)?;
+    Ok(VisionConfig {
+        depth: u(&v, "depth")?,
+        hidden_size: u(&v, "hidden_size")?,
+        num_heads: u(&v, "num_heads")?,
+        ffn_size: u(&v, "intermediate_size")?,
+        patch_size,
+        temporal_patch,
+        spatial_merge,
+        out_hidden: u(&v, "out_hidden_size")?,
+        num_position_embeddings: u(&v, "num_position_embeddings")?,
+        deepstack_layers: deepstack,
+        deepstack_count: count as u32,
+        image_token_id: u(root, "image_token_id")?,
+        vision_start_token_id: u(root, "vision_start_token_id")?,
+        vision_end_token_id: u(root, "vision_end_token_id")?,
+        min_pixels: pixels("shortest_edge", "min_pixels")?,
+        max_pixels: pixels("longest_edge", "max_pixels")?,
+        image_mean: three("image_mean")?,
+        image_std: three("image_std")?,
+        rescale_factor: pre
+            .get("rescale_factor")
+            .and_then(|x| x.as_f64())
+            .unwrap_or(1.0 / 255.0) as f32,
+    })
 }
 
 /// EOS ids: generation_config.json's `eos_token_id` (int or list) when
@@ -208,6 +328,8 @@ pub struct HfSource<'a> {
     pub cfg: Config,
     tensors: HashMap<String, TensorView<'a>>,
     prefix: &'static str,
+    /// Where the vision tower's tensors are (`model.visual.` or `visual.`).
+    visual: &'static str,
 }
 
 impl<'a> HfSource<'a> {
@@ -229,10 +351,16 @@ impl<'a> HfSource<'a> {
         } else {
             "model."
         };
+        let visual = if tensors.contains_key("visual.pos_embed.weight") {
+            "visual."
+        } else {
+            "model.visual."
+        };
         Ok(HfSource {
             cfg,
             tensors,
             prefix,
+            visual,
         })
     }
 
@@ -262,6 +390,51 @@ impl<'a> HfSource<'a> {
             Part::ExpGate => format!("{l}mlp.experts.{expert}.gate_proj.weight"),
             Part::ExpUp => format!("{l}mlp.experts.{expert}.up_proj.weight"),
             Part::ExpDown => format!("{l}mlp.experts.{expert}.down_proj.weight"),
+            Part::Vision(role) => self.vision_name(role, layer),
+        }
+    }
+
+    /// The checkpoint name of a vision tensor.
+    fn vision_name(&self, role: Role, layer: u16) -> String {
+        let v = self.visual;
+        let (stem, what) = match role {
+            Role::VNorm1 => ("norm1", "weight"),
+            Role::VNorm1Bias => ("norm1", "bias"),
+            Role::VQkv => ("attn.qkv", "weight"),
+            Role::VQkvBias => ("attn.qkv", "bias"),
+            Role::VProj => ("attn.proj", "weight"),
+            Role::VProjBias => ("attn.proj", "bias"),
+            Role::VNorm2 => ("norm2", "weight"),
+            Role::VNorm2Bias => ("norm2", "bias"),
+            Role::VFc1 => ("mlp.linear_fc1", "weight"),
+            Role::VFc1Bias => ("mlp.linear_fc1", "bias"),
+            Role::VFc2 => ("mlp.linear_fc2", "weight"),
+            Role::VFc2Bias => ("mlp.linear_fc2", "bias"),
+            Role::DsNorm | Role::MergerNorm => ("norm", "weight"),
+            Role::DsNormBias | Role::MergerNormBias => ("norm", "bias"),
+            Role::DsFc1 | Role::MergerFc1 => ("linear_fc1", "weight"),
+            Role::DsFc1Bias | Role::MergerFc1Bias => ("linear_fc1", "bias"),
+            Role::DsFc2 | Role::MergerFc2 => ("linear_fc2", "weight"),
+            Role::DsFc2Bias | Role::MergerFc2Bias => ("linear_fc2", "bias"),
+            Role::VPatchEmbd => return format!("{v}patch_embed.proj.weight"),
+            Role::VPatchBias => return format!("{v}patch_embed.proj.bias"),
+            Role::VPosEmbd => return format!("{v}pos_embed.weight"),
+            other => return format!("(no checkpoint tensor for role {})", other.stem()),
+        };
+        match role {
+            Role::DsNorm
+            | Role::DsNormBias
+            | Role::DsFc1
+            | Role::DsFc1Bias
+            | Role::DsFc2
+            | Role::DsFc2Bias => format!("{v}deepstack_merger_list.{layer}.{stem}.{what}"),
+            Role::MergerNorm
+            | Role::MergerNormBias
+            | Role::MergerFc1
+            | Role::MergerFc1Bias
+            | Role::MergerFc2
+            | Role::MergerFc2Bias => format!("{v}merger.{stem}.{what}"),
+            _ => format!("{v}blocks.{layer}.{stem}.{what}"),
         }
     }
 }
@@ -280,15 +453,26 @@ impl TensorSource for HfSource<'_> {
             role: "safetensors tensor",
             layer,
         })?;
-        let cols = view.cols();
-        if cols == 0 || !out.len().is_multiple_of(cols) {
+        // A tensor of 3 or more dimensions (the Conv3d patch embedding)
+        // is read as a matrix: its first dimension by all the others.
+        let inner = view.cols();
+        let shape = view.shape();
+        let cols = if shape.len() > 2 {
+            shape[1..].iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+        } else {
+            Some(inner)
+        };
+        let Some(cols) = cols.filter(|&c| c > 0 && inner > 0 && out.len().is_multiple_of(c)) else {
             return Err(Error::BadShape {
                 role: "safetensors tensor row width",
                 layer,
             });
-        }
+        };
+        let per = cols / inner;
         for (i, row) in out.chunks_exact_mut(cols).enumerate() {
-            view.to_f32_row(row0 + i, row)?;
+            for (j, part) in row.chunks_exact_mut(inner).enumerate() {
+                view.to_f32_row((row0 + i) * per + j, part)?;
+            }
         }
         Ok(())
     }

@@ -39,6 +39,9 @@ pub struct ConvertArgs {
     /// Longest context the file is made for (default: the model's, at most 32768).
     #[arg(long)]
     max_seq: Option<u32>,
+    /// For a Qwen3-VL model, convert the text model only (no vision tower).
+    #[arg(long)]
+    text_only: bool,
 }
 
 /// A tensor source that can name its tensors (for clear errors).
@@ -88,6 +91,18 @@ fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
             _ => v.extend([(Part::Gate, l, 0), (Part::Up, l, 0), (Part::Down, l, 0)]),
         }
     }
+    // The vision tower: every vision tensor the directory will hold.
+    let _ = kestrel_core::model::tensors::for_each(cfg, &mut |spec| {
+        if spec.role.is_vision() {
+            let layer = if spec.layer == kestrel_core::vqf::layout::NO_LAYER {
+                0
+            } else {
+                spec.layer
+            };
+            v.push((Part::Vision(spec.role), layer, 0));
+        }
+        Ok(())
+    });
     v
 }
 
@@ -160,7 +175,7 @@ pub fn run(a: &ConvertArgs) -> Result<(), String> {
         Mode::F16 => WeightMode::F16,
         Mode::F32 => WeightMode::F32,
     };
-    convert(&a.src, &a.out, mode, a.max_seq, true)
+    convert_model(&a.src, &a.out, mode, a.max_seq, true, !a.text_only)
 }
 
 /// What a conversion needs.
@@ -180,6 +195,18 @@ pub fn convert(
     max_seq: Option<u32>,
     verbose: bool,
 ) -> Result<(), String> {
+    convert_model(src, out, mode, max_seq, verbose, true)
+}
+
+/// [`convert`], with or without a Qwen3-VL model's vision tower.
+pub fn convert_model(
+    src: &Path,
+    out: &Path,
+    mode: WeightMode,
+    max_seq: Option<u32>,
+    verbose: bool,
+    vision: bool,
+) -> Result<(), String> {
     let t0 = Instant::now();
     let a = &Job {
         src,
@@ -188,7 +215,7 @@ pub fn convert(
         verbose,
     };
     if a.src.is_dir() {
-        let cfg = hf::config(a.src)?;
+        let cfg = hf::config(a.src, vision)?;
         let paths = hf::shard_paths(a.src)?;
         let maps: Vec<Mapped> = paths
             .iter()

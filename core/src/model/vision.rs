@@ -1,0 +1,783 @@
+//! The Qwen3-VL vision tower, top to bottom: patch embedding, learned
+//! position embedding interpolated to the patch grid, ViT blocks with 2-D
+//! rotary attention over the whole image, the 2x2 patch merger, and the
+//! DeepStack mergers whose features are added to the text model's residual
+//! stream after its first layers.
+//!
+//! One call encodes one image: `pixel_values` (patches, 3 x T x P x P) in
+//! merge-block order (the preprocessor's output), grid `(h, w)` in patches.
+//! The memory comes from a caller-provided arena sized by
+//! [`VisionLayout::new`]; nothing allocates.
+
+use super::forward::linear;
+use super::ops;
+use super::weights::Weights;
+use crate::error::Error;
+use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
+use crate::model::config::VisionConfig;
+use crate::model::ops::KvView;
+use crate::parallel::Parallel;
+use crate::quant::f16;
+use crate::quant::repack::PackedMatrix;
+use crate::state::KvType;
+use crate::vqf::layout::{Role, NO_LAYER};
+use kestrel_kernels::cast;
+
+/// Rows one matrix multiply of the tower takes at a time.
+pub const VISION_CHUNK: usize = 64;
+/// LayerNorm epsilon of the tower and its mergers.
+const LN_EPS: f32 = 1e-6;
+/// Base of the 2-D rotary embedding.
+const ROPE_THETA: f32 = 10_000.0;
+
+/// Widths the tower needs.
+struct Dims {
+    /// ViT width.
+    d: usize,
+    /// MLP width.
+    ffn: usize,
+    /// Flattened patch (3 T P P).
+    patch: usize,
+    /// Merged row (merge^2 d).
+    wide: usize,
+    /// Merger output (text hidden).
+    out: usize,
+    heads: usize,
+    head_dim: usize,
+}
+
+impl Dims {
+    fn of(v: &VisionConfig) -> Dims {
+        let d = v.hidden_size as usize;
+        Dims {
+            d,
+            ffn: v.ffn_size as usize,
+            patch: v.patch_values(),
+            wide: v.merge_patches() * d,
+            out: v.out_hidden as usize,
+            heads: v.num_heads as usize,
+            head_dim: v.head_dim(),
+        }
+    }
+
+    /// The widest input of any multiply.
+    fn max_in(&self) -> usize {
+        self.patch.max(self.d).max(self.ffn).max(self.wide)
+    }
+
+    /// The most rows of any multiply.
+    fn max_rows(&self) -> usize {
+        (3 * self.d).max(self.ffn).max(self.wide).max(self.out)
+    }
+}
+
+const BUFFERS: usize = 12;
+
+/// Byte sizes of the tower's buffers for images of up to `max_patches`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisionLayout {
+    /// Bytes needed, including up to 63 bytes to align the start.
+    pub total: usize,
+    /// The largest image, in patches.
+    pub max_patches: usize,
+    sizes: [usize; BUFFERS],
+    kv: KvType,
+}
+
+fn mul(a: usize, b: usize) -> Result<usize, Error> {
+    a.checked_mul(b).ok_or(Error::Overflow {
+        what: "vision arena size",
+    })
+}
+
+impl VisionLayout {
+    /// The arena for images of up to `max_patches` patches, keys and values
+    /// of the attention stored as `kv` (f16 by default, f32 for accuracy).
+    pub fn new(
+        v: &VisionConfig,
+        max_patches: usize,
+        kv: KvType,
+        threads: usize,
+    ) -> Result<VisionLayout, Error> {
+        let merge = v.merge_patches();
+        if max_patches == 0 || !max_patches.is_multiple_of(merge) {
+            return Err(Error::OutOfRange {
+                what: "vision patches (a positive multiple of merge^2)",
+                value: max_patches,
+                max: usize::MAX,
+            });
+        }
+        let dm = Dims::of(v);
+        let n = max_patches;
+        let f = 4;
+        let kv_elem = if kv == KvType::F16 { 2 } else { 4 };
+        let parts = threads.clamp(1, MAX_PARTS);
+        let chunk = VISION_CHUNK;
+        let sizes = [
+            mul(mul(n, dm.d)?, f)?,                     // 0 x: (patches, d) residual
+            mul(mul(n, dm.d.max(dm.patch))?, f)?, // 1 xb: (patches, d) normed input; merged rows
+            mul(mul(n, 3 * dm.d)?, f)?,           // 2 qkv: (patches, 3 d)
+            mul(mul(n, dm.d)?, f)?,               // 3 att: (patches, d) attention output
+            mul(mul(n, dm.ffn.max(dm.d))?, f)?,   // 4 hb: (patches, ffn) MLP hidden; merger fc1
+            mul(mul(n, dm.d)?, kv_elem)?,         // 5 keys: (patches, d)
+            mul(mul(n, dm.d)?, kv_elem)?,         // 6 values: (patches, d)
+            mul(mul(parts, n)?, f)?,              // 7 scores: (parts, patches)
+            mul(mul(n, dm.head_dim)?, f)?,        // 8 rope: (patches, head_dim / 2) cos, then sin
+            mul(mul(chunk, dm.max_rows())?, f)?,  // 9 tmp: (chunk, widest output)
+            mul(chunk, dm.max_in())?,             // 10 act_qs: (chunk, widest input) i8
+            mul(mul(chunk, dm.max_in() / 32 + 1)?, f)?, // 11 act_d
+        ];
+        let mut total = 63usize;
+        for s in sizes {
+            total = total
+                .checked_add(s.div_ceil(64) * 64)
+                .ok_or(Error::Overflow {
+                    what: "vision arena size",
+                })?;
+        }
+        Ok(VisionLayout {
+            total,
+            max_patches,
+            sizes,
+            kv,
+        })
+    }
+}
+
+/// Keys or values of the tower's attention.
+enum Kv<'a> {
+    F16(&'a mut [u16]),
+    F32(&'a mut [f32]),
+}
+
+impl Kv<'_> {
+    fn store(&mut self, at: usize, values: &[f32]) {
+        match self {
+            Kv::F16(c) => {
+                for (d, &v) in c[at..at + values.len()].iter_mut().zip(values) {
+                    *d = f16::f32_to_f16(v);
+                }
+            }
+            Kv::F32(c) => c[at..at + values.len()].copy_from_slice(values),
+        }
+    }
+
+    fn view(&self) -> KvView<'_> {
+        match self {
+            Kv::F16(c) => KvView::F16(c),
+            Kv::F32(c) => KvView::F32(c),
+        }
+    }
+}
+
+/// The tower's working memory, carved from an arena.
+pub struct VisionState<'a> {
+    layout: VisionLayout,
+    x: &'a mut [f32],
+    xb: &'a mut [f32],
+    qkv: &'a mut [f32],
+    att: &'a mut [f32],
+    hb: &'a mut [f32],
+    keys: Kv<'a>,
+    values: Kv<'a>,
+    scores: &'a mut [f32],
+    rope_cos: &'a mut [f32],
+    rope_sin: &'a mut [f32],
+    tmp: &'a mut [f32],
+    act_qs: &'a mut [i8],
+    act_d: &'a mut [f32],
+}
+
+fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
+    let padded = size.div_ceil(64) * 64;
+    let all = core::mem::take(rest);
+    let (head, tail) = all.split_at_mut(padded);
+    *rest = tail;
+    &mut head[..size]
+}
+
+fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
+    cast::as_f32_mut(b).ok_or(Error::Overflow {
+        what: "arena alignment",
+    })
+}
+
+fn kv_of(b: &mut [u8], kv: KvType) -> Result<Kv<'_>, Error> {
+    Ok(match kv {
+        KvType::F16 => Kv::F16(cast::as_u16_mut(b).ok_or(Error::Overflow {
+            what: "arena alignment",
+        })?),
+        KvType::F32 => Kv::F32(f32s(b)?),
+    })
+}
+
+impl<'a> VisionState<'a> {
+    /// Carves the state out of `arena` (at least `layout.total` bytes).
+    pub fn new(layout: VisionLayout, arena: &'a mut [u8]) -> Result<VisionState<'a>, Error> {
+        if arena.len() < layout.total {
+            return Err(Error::ArenaTooSmall {
+                need: layout.total,
+                have: arena.len(),
+            });
+        }
+        let skip = arena.as_ptr().align_offset(64).min(63);
+        let mut rest: &'a mut [u8] = &mut arena[skip..];
+        let s = layout.sizes;
+        let x = f32s(take(&mut rest, s[0]))?;
+        let xb = f32s(take(&mut rest, s[1]))?;
+        let qkv = f32s(take(&mut rest, s[2]))?;
+        let att = f32s(take(&mut rest, s[3]))?;
+        let hb = f32s(take(&mut rest, s[4]))?;
+        let keys = kv_of(take(&mut rest, s[5]), layout.kv)?;
+        let values = kv_of(take(&mut rest, s[6]), layout.kv)?;
+        let scores = f32s(take(&mut rest, s[7]))?;
+        let rope = f32s(take(&mut rest, s[8]))?;
+        let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
+        let tmp = f32s(take(&mut rest, s[9]))?;
+        let act_qs = cast::as_i8_mut(take(&mut rest, s[10]));
+        let act_d = f32s(take(&mut rest, s[11]))?;
+        Ok(VisionState {
+            layout,
+            x,
+            xb,
+            qkv,
+            att,
+            hb,
+            keys,
+            values,
+            scores,
+            rope_cos,
+            rope_sin,
+            tmp,
+            act_qs,
+            act_d,
+        })
+    }
+}
+
+/// One ViT block's tensors.
+struct Block<'a> {
+    norm1: (&'a [u8], &'a [u8]),
+    /// (3 d, d) q, k, v rows.
+    qkv: PackedMatrix<'a>,
+    qkv_bias: &'a [u8],
+    /// (d, d).
+    proj: PackedMatrix<'a>,
+    proj_bias: &'a [u8],
+    norm2: (&'a [u8], &'a [u8]),
+    /// (ffn, d).
+    fc1: PackedMatrix<'a>,
+    fc1_bias: &'a [u8],
+    /// (d, ffn).
+    fc2: PackedMatrix<'a>,
+    fc2_bias: &'a [u8],
+}
+
+/// A patch merger's tensors.
+struct Merger<'a> {
+    /// LayerNorm over d (final merger) or merge^2 d (DeepStack).
+    norm: (&'a [u8], &'a [u8]),
+    /// (merge^2 d, merge^2 d).
+    fc1: PackedMatrix<'a>,
+    fc1_bias: &'a [u8],
+    /// (out, merge^2 d).
+    fc2: PackedMatrix<'a>,
+    fc2_bias: &'a [u8],
+}
+
+impl<'a> Weights<'a> {
+    fn vision_vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
+        self.vector(layer, role)
+    }
+
+    /// A vision matrix, in the one layout the file stores it in.
+    fn vision_matrix(&self, layer: u16, role: Role) -> Result<PackedMatrix<'a>, Error> {
+        for layout in [
+            crate::quant::repack::Layout::Q8_0x8,
+            crate::quant::repack::Layout::F32,
+            crate::quant::repack::Layout::F16,
+        ] {
+            if let Some(e) = self.vqf.find(layer, role, layout) {
+                return self.vqf.matrix(&e, 0);
+            }
+        }
+        Err(Error::MissingTensor {
+            role: role.stem(),
+            layer,
+        })
+    }
+
+    fn vision_block(&self, l: u16) -> Result<Block<'a>, Error> {
+        Ok(Block {
+            norm1: (
+                self.vision_vector(l, Role::VNorm1)?,
+                self.vision_vector(l, Role::VNorm1Bias)?,
+            ),
+            qkv: self.vision_matrix(l, Role::VQkv)?,
+            qkv_bias: self.vision_vector(l, Role::VQkvBias)?,
+            proj: self.vision_matrix(l, Role::VProj)?,
+            proj_bias: self.vision_vector(l, Role::VProjBias)?,
+            norm2: (
+                self.vision_vector(l, Role::VNorm2)?,
+                self.vision_vector(l, Role::VNorm2Bias)?,
+            ),
+            fc1: self.vision_matrix(l, Role::VFc1)?,
+            fc1_bias: self.vision_vector(l, Role::VFc1Bias)?,
+            fc2: self.vision_matrix(l, Role::VFc2)?,
+            fc2_bias: self.vision_vector(l, Role::VFc2Bias)?,
+        })
+    }
+
+    /// The final merger (`None`) or DeepStack merger `k`.
+    fn merger(&self, k: Option<u16>) -> Result<Merger<'a>, Error> {
+        let (layer, roles) = match k {
+            None => (
+                NO_LAYER,
+                [
+                    Role::MergerNorm,
+                    Role::MergerNormBias,
+                    Role::MergerFc1,
+                    Role::MergerFc1Bias,
+                    Role::MergerFc2,
+                    Role::MergerFc2Bias,
+                ],
+            ),
+            Some(k) => (
+                k,
+                [
+                    Role::DsNorm,
+                    Role::DsNormBias,
+                    Role::DsFc1,
+                    Role::DsFc1Bias,
+                    Role::DsFc2,
+                    Role::DsFc2Bias,
+                ],
+            ),
+        };
+        Ok(Merger {
+            norm: (
+                self.vision_vector(layer, roles[0])?,
+                self.vision_vector(layer, roles[1])?,
+            ),
+            fc1: self.vision_matrix(layer, roles[2])?,
+            fc1_bias: self.vision_vector(layer, roles[3])?,
+            fc2: self.vision_matrix(layer, roles[4])?,
+            fc2_bias: self.vision_vector(layer, roles[5])?,
+        })
+    }
+}
+
+/// `out = (x - mean) / sqrt(var + eps) * w + b` (w, b: f32 bytes).
+pub fn layernorm(out: &mut [f32], x: &[f32], w: &[u8], b: &[u8]) {
+    let n = x.len() as f32;
+    let mut sum = 0.0f32;
+    for &v in x {
+        sum += v;
+    }
+    let mean = sum / n;
+    let mut var = 0.0f32;
+    for &v in x {
+        var += (v - mean) * (v - mean);
+    }
+    let inv = 1.0 / libm::sqrtf(var / n + LN_EPS);
+    for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+        *o = (v - mean) * inv * ops::f32_at(w, i) + ops::f32_at(b, i);
+    }
+}
+
+/// GELU with the tanh approximation (`gelu_pytorch_tanh`).
+pub fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2 / pi)
+    0.5 * x * (1.0 + libm::tanhf(C * (x + 0.044_715 * x * x * x)))
+}
+
+/// GELU, exact (erf).
+pub fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2))
+}
+
+fn add_bias(rows: &mut [f32], bias: &[u8]) {
+    let n = bias.len() / 4;
+    for row in rows.chunks_exact_mut(n) {
+        for (i, v) in row.iter_mut().enumerate() {
+            *v += ops::f32_at(bias, i);
+        }
+    }
+}
+
+/// `out (m, w.rows) = x (m, w.cols) W^T (+= when `add`), then + bias`,
+/// [`VISION_CHUNK`] rows at a time.
+#[allow(clippy::too_many_arguments)]
+fn project<P: Parallel>(
+    k: &Kernels,
+    pool: &P,
+    w: &PackedMatrix,
+    bias: &[u8],
+    x: &[f32],
+    m: usize,
+    act_qs: &mut [i8],
+    act_d: &mut [f32],
+    tmp: &mut [f32],
+    add: bool,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let (cols, rows) = (w.cols, w.rows);
+    let epi = if add { Epilogue::Add } else { Epilogue::Store };
+    let mut t0 = 0;
+    while t0 < m {
+        let n = VISION_CHUNK.min(m - t0);
+        let dst = &mut out[t0 * rows..(t0 + n) * rows];
+        linear(
+            k,
+            pool,
+            w,
+            &x[t0 * cols..(t0 + n) * cols],
+            n,
+            act_qs,
+            act_d,
+            tmp,
+            epi,
+            dst,
+        )?;
+        add_bias(dst, bias);
+        t0 += n;
+    }
+    Ok(())
+}
+
+/// The row and column (in patches) of each patch in merge-block order:
+/// (block_row, block_col, r_in_block, c_in_block), column fastest.
+pub fn patch_coords(i: usize, w: usize, merge: usize) -> (usize, usize) {
+    let per_block = merge * merge;
+    let blocks_per_row = w / merge;
+    let (block, within) = (i / per_block, i % per_block);
+    let (br, bc) = (block / blocks_per_row, block % blocks_per_row);
+    (br * merge + within / merge, bc * merge + within % merge)
+}
+
+/// Encodes one image. `pixels` is (patches, 3 T P P) in merge-block order
+/// for a grid of `grid_h x grid_w` patches (each a multiple of the merge
+/// size). Writes the merger output to `embeds` ((patches / merge^2, out))
+/// and DeepStack feature `j` to `deepstack[j * tokens * out ..]`
+/// ((deepstack, tokens, out)).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_image<P: Parallel>(
+    w: &Weights,
+    s: &mut VisionState,
+    k: &Kernels,
+    pool: &P,
+    pixels: &[f32],
+    grid_h: usize,
+    grid_w: usize,
+    embeds: &mut [f32],
+    deepstack: &mut [f32],
+) -> Result<(), Error> {
+    let v = w.cfg.vision.ok_or(Error::BadConfig {
+        what: "the model has no vision tower",
+    })?;
+    let dm = Dims::of(&v);
+    let merge = v.spatial_merge as usize;
+    let n = grid_h.checked_mul(grid_w).ok_or(Error::Overflow {
+        what: "image patches",
+    })?;
+    if n == 0
+        || !grid_h.is_multiple_of(merge)
+        || !grid_w.is_multiple_of(merge)
+        || n > s.layout.max_patches
+    {
+        return Err(Error::OutOfRange {
+            what: "image patches (grid sides multiples of the merge size)",
+            value: n,
+            max: s.layout.max_patches,
+        });
+    }
+    let tokens = n / v.merge_patches();
+    let levels = v.deepstack().len();
+    let check = |what: &'static str, expected: usize, actual: usize| {
+        if expected == actual {
+            Ok(())
+        } else {
+            Err(Error::SizeMismatch {
+                what,
+                expected,
+                actual,
+            })
+        }
+    };
+    check("pixel values", n * dm.patch, pixels.len())?;
+    check("image embeddings", tokens * dm.out, embeds.len())?;
+    check(
+        "deepstack features",
+        levels * tokens * dm.out,
+        deepstack.len(),
+    )?;
+    let d = dm.d;
+
+    // x (n, d) = patches W_patch^T + b: the Conv3d as a matmul.
+    let patch_w = w.vision_matrix(NO_LAYER, Role::VPatchEmbd)?;
+    let patch_b = w.vision_vector(NO_LAYER, Role::VPatchBias)?;
+    project(
+        k,
+        pool,
+        &patch_w,
+        patch_b,
+        pixels,
+        n,
+        s.act_qs,
+        s.act_d,
+        s.tmp,
+        false,
+        &mut s.x[..n * d],
+    )?;
+    // + the learned (side x side) position embedding, bilinearly
+    // interpolated to the grid (align_corners), in merge-block order.
+    let pos = w.vision_vector(NO_LAYER, Role::VPosEmbd)?;
+    let side = crate::model::config::isqrt(v.num_position_embeddings) as usize;
+    let taps = |idx: usize, size: usize| -> (usize, usize, f32) {
+        let src = if size > 1 {
+            (idx as f64 * (side - 1) as f64 / (size - 1) as f64) as f32
+        } else {
+            0.0
+        };
+        let lo = (libm::floorf(src) as usize).min(side - 1);
+        let hi = (lo + 1).min(side - 1);
+        (lo, hi, src - lo as f32)
+    };
+    for i in 0..n {
+        let (r, c) = patch_coords(i, grid_w, merge);
+        let (r0, r1, fr) = taps(r, grid_h);
+        let (c0, c1, fc) = taps(c, grid_w);
+        let corners = [
+            (r0 * side + c0, (1.0 - fr) * (1.0 - fc)),
+            (r0 * side + c1, (1.0 - fr) * fc),
+            (r1 * side + c0, fr * (1.0 - fc)),
+            (r1 * side + c1, fr * fc),
+        ];
+        let row = &mut s.x[i * d..(i + 1) * d];
+        for (j, o) in row.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for (at, wt) in corners {
+                acc += wt * ops::f32_at(pos, at * d + j);
+            }
+            *o += acc;
+        }
+    }
+    // 2-D rotary tables: (n, head_dim / 2) = [row f_0.., col f_0..].
+    let hd = dm.head_dim;
+    let quarter = hd / 4;
+    for i in 0..n {
+        let (r, c) = patch_coords(i, grid_w, merge);
+        for j in 0..quarter {
+            let inv = 1.0 / libm::powf(ROPE_THETA, (2 * j) as f32 / (hd / 2) as f32);
+            for (slot, p) in [(j, r), (quarter + j, c)] {
+                let angle = p as f32 * inv;
+                s.rope_cos[i * hd / 2 + slot] = libm::cos(angle as f64) as f32;
+                s.rope_sin[i * hd / 2 + slot] = libm::sin(angle as f64) as f32;
+            }
+        }
+    }
+
+    for l in 0..v.depth as usize {
+        let b = w.vision_block(l as u16)?;
+        // Attention: xb = LN1(x); qkv = xb Wqkv^T + b; rotate q and k.
+        for i in 0..n {
+            layernorm(
+                &mut s.xb[i * d..(i + 1) * d],
+                &s.x[i * d..(i + 1) * d],
+                b.norm1.0,
+                b.norm1.1,
+            );
+        }
+        project(
+            k,
+            pool,
+            &b.qkv,
+            b.qkv_bias,
+            s.xb,
+            n,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            false,
+            &mut s.qkv[..n * 3 * d],
+        )?;
+        for i in 0..n {
+            let cos = &s.rope_cos[i * hd / 2..(i + 1) * hd / 2];
+            let sin = &s.rope_sin[i * hd / 2..(i + 1) * hd / 2];
+            let row = &mut s.qkv[i * 3 * d..(i + 1) * 3 * d];
+            for head in row[..2 * d].chunks_exact_mut(hd) {
+                ops::rope(head, cos, sin);
+            }
+            s.keys.store(i * d, &row[d..2 * d]);
+            s.values.store(i * d, &row[2 * d..]);
+        }
+        attention(&dm, s, k, pool, n);
+        // x += att Wproj^T + b
+        project(
+            k,
+            pool,
+            &b.proj,
+            b.proj_bias,
+            s.att,
+            n,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            true,
+            &mut s.x[..n * d],
+        )?;
+        // MLP: x += fc2(gelu_tanh(fc1(LN2(x))))
+        for i in 0..n {
+            layernorm(
+                &mut s.xb[i * d..(i + 1) * d],
+                &s.x[i * d..(i + 1) * d],
+                b.norm2.0,
+                b.norm2.1,
+            );
+        }
+        project(
+            k,
+            pool,
+            &b.fc1,
+            b.fc1_bias,
+            s.xb,
+            n,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            false,
+            &mut s.hb[..n * dm.ffn],
+        )?;
+        for h in s.hb[..n * dm.ffn].iter_mut() {
+            *h = gelu_tanh(*h);
+        }
+        project(
+            k,
+            pool,
+            &b.fc2,
+            b.fc2_bias,
+            s.hb,
+            n,
+            s.act_qs,
+            s.act_d,
+            s.tmp,
+            true,
+            &mut s.x[..n * d],
+        )?;
+        if let Some(level) = v.deepstack().iter().position(|&b| b as usize == l) {
+            // DeepStack: merge 2x2 blocks first, then LN over merge^2 d.
+            let m = w.merger(Some(level as u16))?;
+            for (dst, src) in s.xb[..n * d]
+                .chunks_exact_mut(dm.wide)
+                .zip(s.x[..n * d].chunks_exact(dm.wide))
+            {
+                layernorm(dst, src, m.norm.0, m.norm.1);
+            }
+            let out = &mut deepstack[level * tokens * dm.out..(level + 1) * tokens * dm.out];
+            merge_mlp(&m, &dm, s, k, pool, tokens, out)?;
+        }
+    }
+    // The final merger: LN over d per patch, then merge 2x2 blocks.
+    let m = w.merger(None)?;
+    for i in 0..n {
+        layernorm(
+            &mut s.xb[i * d..(i + 1) * d],
+            &s.x[i * d..(i + 1) * d],
+            m.norm.0,
+            m.norm.1,
+        );
+    }
+    merge_mlp(&m, &dm, s, k, pool, tokens, embeds)
+}
+
+/// `out (tokens, out) = fc2(gelu_erf(fc1(xb viewed as (tokens, merge^2 d))))`.
+fn merge_mlp<P: Parallel>(
+    m: &Merger,
+    dm: &Dims,
+    s: &mut VisionState,
+    k: &Kernels,
+    pool: &P,
+    tokens: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let wide = dm.wide;
+    project(
+        k,
+        pool,
+        &m.fc1,
+        m.fc1_bias,
+        s.xb,
+        tokens,
+        s.act_qs,
+        s.act_d,
+        s.tmp,
+        false,
+        &mut s.hb[..tokens * wide],
+    )?;
+    for h in s.hb[..tokens * wide].iter_mut() {
+        *h = gelu_erf(*h);
+    }
+    project(
+        k, pool, &m.fc2, m.fc2_bias, s.hb, tokens, s.act_qs, s.act_d, s.tmp, false, out,
+    )
+}
+
+/// Heads `h0..h1` of the tower's attention and their outputs.
+struct Heads<'a> {
+    h0: usize,
+    h1: usize,
+    /// (patches) scores of one query.
+    scores: &'a mut [f32],
+    /// (h1 - h0, patches, head_dim) outputs.
+    out: &'a mut [f32],
+}
+
+/// Full (non-causal) attention of every patch over the image's `n`
+/// patches, heads split over the pool; `att` (n, d) gets the result.
+fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P, n: usize) {
+    let (d, hd, heads) = (dm.d, dm.head_dim, dm.heads);
+    let scale = 1.0 / libm::sqrtf(hd as f32);
+    let parts = pool.threads().clamp(1, MAX_PARTS).min(heads);
+    // Outputs (heads, n, head_dim) in hb, then transposed into att.
+    let mut items: heapless::Vec<Heads<'_>, MAX_PARTS> = heapless::Vec::new();
+    let mut scores_rest: &mut [f32] = s.scores;
+    let mut out_rest: &mut [f32] = &mut s.hb[..n * d];
+    for p in 0..parts {
+        let (h0, h1) = (heads * p / parts, heads * (p + 1) / parts);
+        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(n);
+        scores_rest = rest;
+        let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * n * hd);
+        out_rest = rest;
+        let _ = items.push(Heads {
+            h0,
+            h1,
+            scores,
+            out,
+        });
+    }
+    let qkv: &[f32] = s.qkv;
+    let (keys, values) = (s.keys.view(), s.values.view());
+    pool.for_each_mut(&mut items, &|_, part| {
+        for h in part.h0..part.h1 {
+            for t in 0..n {
+                let q = &qkv[t * 3 * d + h * hd..t * 3 * d + (h + 1) * hd];
+                k.attn_scores(q, keys.from(h * hd), d, scale, part.scores);
+                k.softmax(part.scores);
+                let at = ((h - part.h0) * n + t) * hd;
+                k.attn_values(
+                    part.scores,
+                    values.from(h * hd),
+                    d,
+                    &mut part.out[at..at + hd],
+                );
+            }
+        }
+    });
+    drop(items);
+    for h in 0..heads {
+        for t in 0..n {
+            let src = &s.hb[(h * n + t) * hd..(h * n + t + 1) * hd];
+            s.att[t * d + h * hd..t * d + (h + 1) * hd].copy_from_slice(src);
+        }
+    }
+}

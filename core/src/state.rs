@@ -198,6 +198,10 @@ pub struct State<'a> {
     pub opts: Options,
     /// Tokens already in the KV cache (the next token's position).
     pub pos: usize,
+    /// Rotary position minus sequence position for steps without explicit
+    /// M-RoPE positions: 0, or (Qwen3-VL, after an image) the prompt's
+    /// `rope_delta` (images span fewer positions than tokens).
+    pub rope_delta: i64,
     /// Keys: (layer, seq, kv_dim).
     pub k_cache: KvCache<'a>,
     /// Values: (layer, seq, kv_dim).
@@ -328,6 +332,7 @@ impl<'a> State<'a> {
         Ok(State {
             opts,
             pos: 0,
+            rope_delta: 0,
             k_cache,
             v_cache,
             x,

@@ -43,6 +43,9 @@ fn grids(case: &str) -> Vec<(usize, usize)> {
 /// Encodes the case's images from the reference pixel values; returns
 /// (image embeddings, deepstack (levels, tokens, out)) over all images.
 fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
+    if grids(case).is_empty() {
+        return (Vec::new(), Vec::new());
+    }
     let w = Weights::new(Vqf::parse(bytes).unwrap(), true).unwrap();
     let v = w.cfg.vision.unwrap();
     let (_, pixels) = read_npy_f32(&fx().join(format!("ref/{case}_pixel_values.npy")));
@@ -110,6 +113,142 @@ fn vision_tower_matches_the_reference() {
                 mode.name()
             );
             assert!(e_max <= bound && d_max <= bound, "{case} {}", mode.name());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An int64 .npy file's values.
+fn read_npy_i64(path: &std::path::Path) -> Vec<i64> {
+    let b = std::fs::read(path).unwrap();
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+    assert!(header.contains("'<i8'"), "{header}");
+    b[10 + hlen..]
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    prompt: Vec<u32>,
+    greedy: Vec<u32>,
+}
+
+fn case(name: &'static str) -> Case {
+    let refj: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx().join("ref/ref.json")).unwrap()).unwrap();
+    let c = &refj["cases"][name];
+    let ids = |k: &str| -> Vec<u32> {
+        c[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    Case {
+        name,
+        prompt: ids("input_ids"),
+        greedy: ids("greedy_ids"),
+    }
+}
+
+/// Merged token grids (rows, cols) of a case's images.
+fn token_grids(name: &str) -> Vec<(usize, usize)> {
+    grids(name).iter().map(|&(h, w)| (h / 2, w / 2)).collect()
+}
+
+#[test]
+fn mrope_positions_match_the_reference() {
+    use kestrel_core::model::vision::mrope_positions;
+    for name in ["image", "two_images"] {
+        let c = case(name);
+        let n = c.prompt.len();
+        let mut pos = vec![[0u32; 3]; n];
+        let mut rows = vec![0u32; n];
+        let delta = mrope_positions(&c.prompt, 482, &token_grids(name), &mut pos, &mut rows).unwrap();
+        let want = read_npy_i64(&fx().join(format!("ref/{name}_position_ids_thw.npy")));
+        for (t, p) in pos.iter().enumerate() {
+            for axis in 0..3 {
+                assert_eq!(p[axis] as i64, want[axis * n + t], "{name} token {t} axis {axis}");
+            }
+        }
+        assert_eq!(delta, -3, "{name} rope_delta");
+        println!("{name}: {n} positions equal the reference, rope_delta {delta}");
+    }
+    // Placeholder runs that do not match the images are errors.
+    let c = case("image");
+    let n = c.prompt.len();
+    let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
+    assert!(mrope_positions(&c.prompt, 482, &[(3, 3)], &mut pos, &mut rows).is_err());
+    assert!(mrope_positions(&c.prompt, 482, &[(3, 2), (1, 1)], &mut pos, &mut rows).is_err());
+    assert!(mrope_positions(&c.prompt, 482, &[], &mut pos, &mut rows).is_err());
+}
+
+/// Teacher-forced logits of a case: the prompt in one multimodal step
+/// (every row), then the greedy ids one at a time.
+fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
+    use kestrel_core::model::forward::{forward, forward_multimodal, Multimodal};
+    use kestrel_core::model::vision::mrope_positions;
+    use kestrel_core::state::{ArenaLayout, Options, State};
+    let (embeds, deep) = encode_case(bytes, c.name, kv);
+    let w = Weights::new(Vqf::parse(bytes).unwrap(), true).unwrap();
+    let opts = Options {
+        max_seq: 128,
+        max_batch: 64,
+        kv,
+        all_logits: true,
+    };
+    let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+    let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+    let k = detected_kernels();
+    let n = c.prompt.len();
+    let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
+    let delta = mrope_positions(&c.prompt, 482, &token_grids(c.name), &mut pos, &mut rows).unwrap();
+    let mm = Multimodal {
+        positions: &pos,
+        image_rows: &rows,
+        embeds: &embeds,
+        deepstack: &deep,
+    };
+    let mut out = forward_multimodal(&w, &mut s, &k, &Serial, &c.prompt, &mm, true)
+        .unwrap()
+        .to_vec();
+    s.rope_delta = delta;
+    for &id in &c.greedy {
+        out.extend_from_slice(forward(&w, &mut s, &k, &Serial, &[id]).unwrap());
+    }
+    out
+}
+
+#[test]
+fn logits_match_the_reference() {
+    let dir = temp_dir("vl-logits");
+    let f32_file = convert_vl(&dir, WeightMode::F32);
+    let q8_file = convert_vl(&dir, WeightMode::Q8);
+    for name in ["text", "image", "two_images"] {
+        let c = case(name);
+        let (shape, want) = read_npy_f32(&fx().join(format!("ref/{name}_logits.npy")));
+        let vocab = shape[1];
+        for (label, bytes, kv, bound) in [
+            ("f32", &f32_file, KvType::F32, 1e-3),
+            ("f32 + f16 KV", &f32_file, KvType::F16, 0.05),
+            ("q8", &q8_file, KvType::F16, f64::INFINITY),
+        ] {
+            let got = case_logits(bytes, &c, kv);
+            assert_eq!(got.len(), want.len(), "{name} {label}: rows");
+            let (max, rel) = diff(&got, &want);
+            let agree = kestrel_tests::argmax_agreement(&got, &want, vocab);
+            println!(
+                "logits {name} {label}: {} rows, max abs {max:.2e}, rel L2 {rel:.2e}, argmax agreement {:.0}%",
+                shape[0],
+                agree * 100.0
+            );
+            assert!(max <= bound, "{name} {label}: max abs {max}");
+            if label == "q8" {
+                assert!(rel <= 0.05 && agree >= 0.85, "{name} q8: rel {rel}, argmax {agree}");
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -76,7 +76,41 @@ pub fn forward<'s, P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<&'s [f32], Error> {
-    let rows = step(w, s, k, pool, tokens, true)?;
+    let rows = step(w, s, k, pool, tokens, None, true)?;
+    Ok(&s.logits[..rows * w.cfg.vocab_size as usize])
+}
+
+/// The image side of a Qwen3-VL forward step: every row's M-RoPE position,
+/// and for the image rows their embedding and DeepStack features (from
+/// [`super::vision::encode_image`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Multimodal<'a> {
+    /// (m): the (t, h, w) rotary position of each row of the step.
+    pub positions: &'a [[u32; 3]],
+    /// (m): each row's index into `embeds`, or [`TEXT_ROW`] for a text token.
+    pub image_rows: &'a [u32],
+    /// (image tokens, hidden): replace the `<|image_pad|>` embeddings.
+    pub embeds: &'a [f32],
+    /// (levels, image tokens, hidden): level `l` is added to the image rows
+    /// of the residual stream after decoder layer `l`.
+    pub deepstack: &'a [f32],
+}
+
+/// A row of [`Multimodal::image_rows`] that is a text token.
+pub const TEXT_ROW: u32 = u32::MAX;
+
+/// [`forward`] for a step with images (or explicit M-RoPE positions):
+/// returns the logits as [`forward`] does, or nothing without `logits`.
+pub fn forward_multimodal<'s, P: Parallel>(
+    w: &Weights,
+    s: &'s mut State,
+    k: &Kernels,
+    pool: &P,
+    tokens: &[u32],
+    mm: &Multimodal,
+    logits: bool,
+) -> Result<&'s [f32], Error> {
+    let rows = step(w, s, k, pool, tokens, Some(mm), logits)?;
     Ok(&s.logits[..rows * w.cfg.vocab_size as usize])
 }
 
@@ -90,7 +124,60 @@ pub fn forward_no_logits<P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<(), Error> {
-    step(w, s, k, pool, tokens, false).map(|_| ())
+    step(w, s, k, pool, tokens, None, false).map(|_| ())
+}
+
+/// Largest head_dim / 2 (the config allows head_dim up to 1024).
+const MAX_HALF: usize = 512;
+
+/// Which of (t, h, w) drives rotary frequency `j` with interleaved M-RoPE
+/// sections `sec`: h for `j % 3 == 1, j < 3 sec[1]`, w for `j % 3 == 2,
+/// j < 3 sec[2]`, else t.
+pub fn mrope_axis(sec: [u32; 3], j: usize) -> usize {
+    if j % 3 == 1 && j < 3 * sec[1] as usize {
+        1
+    } else if j % 3 == 2 && j < 3 * sec[2] as usize {
+        2
+    } else {
+        0
+    }
+}
+
+/// The cos/sin of row `t` (sequence position `p`): from the table at the
+/// rotary position (`p + rope_delta`, or the step's M-RoPE positions), each
+/// frequency at its section's axis.
+fn row_rope(
+    w: &Weights,
+    s: &State,
+    mm: Option<&Multimodal>,
+    t: usize,
+    p: usize,
+    out: &mut [f32; 2 * MAX_HALF],
+) -> Result<(), Error> {
+    let half = w.cfg.head_dim as usize / 2;
+    let limit = s.opts.max_seq;
+    let pos3 = match mm {
+        Some(mm) => mm.positions[t].map(|x| x as usize),
+        None => {
+            let r = (p as i64).checked_add(s.rope_delta).unwrap_or(-1);
+            let r = usize::try_from(r).unwrap_or(usize::MAX);
+            [r; 3]
+        }
+    };
+    if let Some(&bad) = pos3.iter().find(|&&x| x >= limit) {
+        return Err(Error::OutOfRange {
+            what: "rotary position",
+            value: bad,
+            max: limit - 1,
+        });
+    }
+    let sec = w.cfg.mrope_section;
+    for j in 0..half {
+        let at = pos3[mrope_axis(sec, j)] * half + j;
+        out[j] = s.rope_cos[at];
+        out[MAX_HALF + j] = s.rope_sin[at];
+    }
+    Ok(())
 }
 
 /// One forward step; returns the number of logit rows written (0 without
@@ -101,10 +188,31 @@ fn step<P: Parallel>(
     k: &Kernels,
     pool: &P,
     tokens: &[u32],
+    mm: Option<&Multimodal>,
     logits: bool,
 ) -> Result<usize, Error> {
     let cfg = &w.cfg;
     let m = tokens.len();
+    let levels = cfg.vision.map_or(0, |v| v.deepstack().len());
+    if let Some(mm) = mm {
+        let h = cfg.hidden_size as usize;
+        let tokens_in = mm.embeds.len() / h;
+        let ok = mm.positions.len() == m
+            && mm.image_rows.len() == m
+            && mm.embeds.len() == tokens_in * h
+            && mm.deepstack.len() == levels * tokens_in * h
+            && mm
+                .image_rows
+                .iter()
+                .all(|&r| r == TEXT_ROW || (r as usize) < tokens_in);
+        if !ok {
+            return Err(Error::SizeMismatch {
+                what: "multimodal rows (positions, image rows, embeddings, deepstack)",
+                expected: m,
+                actual: mm.positions.len(),
+            });
+        }
+    }
     if m == 0 || m > s.opts.max_batch {
         return Err(Error::OutOfRange {
             what: "tokens in one forward step",
@@ -136,6 +244,11 @@ fn step<P: Parallel>(
             });
         }
         let row = &mut s.x[t * h..(t + 1) * h];
+        if let Some(img) = mm.map(|mm| (mm, mm.image_rows[t])).filter(|m| m.1 != TEXT_ROW) {
+            let (mm, r) = (img.0, img.1 as usize);
+            row.copy_from_slice(&mm.embeds[r * h..(r + 1) * h]);
+            continue;
+        }
         let base = id as usize * h;
         match w.embedding {
             Layout::F16 => {
@@ -151,6 +264,7 @@ fn step<P: Parallel>(
         }
     }
 
+    let mut rope = [0f32; 2 * MAX_HALF];
     for l in 0..cfg.num_layers as usize {
         let lw: LayerWeights = w.layer(l, layout)?;
 
@@ -177,17 +291,17 @@ fn step<P: Parallel>(
             s.qkv,
         )?;
         for t in 0..m {
+            let p = pos + t;
+            row_rope(w, s, mm, t, p, &mut rope)?;
+            let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
             let row = &mut s.qkv[t * qkv_rows..(t + 1) * qkv_rows];
             if let Some(b) = lw.qkv_bias {
                 for (i, v) in row.iter_mut().enumerate() {
                     *v += ops::f32_at(b, i);
                 }
             }
-            let p = pos + t;
             let (q, kv) = row.split_at_mut(q_dim);
             let (kk, vv) = kv.split_at_mut(kv_dim);
-            let cos = &s.rope_cos[p * hd / 2..(p + 1) * hd / 2];
-            let sin = &s.rope_sin[p * hd / 2..(p + 1) * hd / 2];
             for head in q.chunks_exact_mut(hd) {
                 if let Some(n) = lw.q_norm {
                     ops::rmsnorm_in_place(head, n, eps);
@@ -232,34 +346,45 @@ fn step<P: Parallel>(
         }
         if let Some(experts) = &lw.moe {
             super::moe::ffn(k, pool, experts, s, l, m)?;
-            continue;
+        } else {
+            // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
+            linear(
+                k,
+                pool,
+                &lw.gate_up,
+                s.xb,
+                m,
+                s.act_qs,
+                s.act_d,
+                s.tmp,
+                Epilogue::SwiGlu,
+                s.hb,
+            )?;
+            // x += Wdown hb
+            linear(
+                k,
+                pool,
+                &lw.down,
+                s.hb,
+                m,
+                s.act_qs,
+                s.act_d,
+                s.tmp,
+                Epilogue::Add,
+                s.x,
+            )?;
         }
-        // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
-        linear(
-            k,
-            pool,
-            &lw.gate_up,
-            s.xb,
-            m,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
-            Epilogue::SwiGlu,
-            s.hb,
-        )?;
-        // x += Wdown hb
-        linear(
-            k,
-            pool,
-            &lw.down,
-            s.hb,
-            m,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
-            Epilogue::Add,
-            s.x,
-        )?;
+
+        // Qwen3-VL DeepStack: image rows += level-l features.
+        if let Some(mm) = mm.filter(|_| l < levels) {
+            let images = mm.embeds.len() / h;
+            for (t, &r) in mm.image_rows.iter().enumerate() {
+                if r != TEXT_ROW {
+                    let at = (l * images + r as usize) * h;
+                    ops::add_in_place(&mut s.x[t * h..(t + 1) * h], &mm.deepstack[at..at + h]);
+                }
+            }
+        }
     }
 
     if !logits {

@@ -781,3 +781,85 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
         }
     }
 }
+
+/// The M-RoPE positions of a prompt with images, as the reference's
+/// `get_rope_index` computes them: a text token advances (t, h, w) by one;
+/// the `rows x cols` tokens of image `i` (its merged grid, `grids[i]`),
+/// starting at position `s`, take `(s, s + row, s + col)`, and the next text
+/// token continues at `s + max(rows, cols)`. Each image is one run of
+/// `rows x cols` consecutive `image_token` ids. Fills `positions` and
+/// `image_rows` ((tokens) each: the image-token index, or [`TEXT_ROW`]) and
+/// returns `rope_delta` (the last position + 1 - tokens), the offset of the
+/// rotary position from the sequence position for the tokens that follow.
+///
+/// [`TEXT_ROW`]: super::forward::TEXT_ROW
+pub fn mrope_positions(
+    ids: &[u32],
+    image_token: u32,
+    grids: &[(usize, usize)],
+    positions: &mut [[u32; 3]],
+    image_rows: &mut [u32],
+) -> Result<i64, Error> {
+    use super::forward::TEXT_ROW;
+    let n = ids.len();
+    if positions.len() != n || image_rows.len() != n {
+        return Err(Error::SizeMismatch {
+            what: "M-RoPE position rows",
+            expected: n,
+            actual: positions.len().min(image_rows.len()),
+        });
+    }
+    let too_long = Error::Overflow {
+        what: "M-RoPE position",
+    };
+    let (mut i, mut cur, mut image, mut image_row) = (0usize, 0u32, 0usize, 0u32);
+    while i < n {
+        if ids[i] != image_token {
+            positions[i] = [cur; 3];
+            image_rows[i] = TEXT_ROW;
+            cur = cur.checked_add(1).ok_or(too_long)?;
+            i += 1;
+            continue;
+        }
+        let &(rows, cols) = grids.get(image).ok_or(Error::OutOfRange {
+            what: "image placeholders (more runs than images)",
+            value: image + 1,
+            max: grids.len(),
+        })?;
+        let count = rows.checked_mul(cols).ok_or(too_long)?;
+        let run = ids[i..].iter().take_while(|&&id| id == image_token).count();
+        if run < count {
+            return Err(Error::SizeMismatch {
+                what: "image placeholder tokens for an image",
+                expected: count,
+                actual: run,
+            });
+        }
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = i + r * cols + c;
+                let add = |x: usize| {
+                    u32::try_from(x)
+                        .ok()
+                        .and_then(|x| cur.checked_add(x))
+                        .ok_or(too_long)
+                };
+                positions[at] = [cur, add(r)?, add(c)?];
+                image_rows[at] = image_row;
+                image_row = image_row.checked_add(1).ok_or(too_long)?;
+            }
+        }
+        let span = u32::try_from(rows.max(cols)).map_err(|_| too_long)?;
+        cur = cur.checked_add(span).ok_or(too_long)?;
+        i += count;
+        image += 1;
+    }
+    if image != grids.len() {
+        return Err(Error::SizeMismatch {
+            what: "images in the prompt (runs of image placeholders)",
+            expected: grids.len(),
+            actual: image,
+        });
+    }
+    Ok(cur as i64 - n as i64)
+}

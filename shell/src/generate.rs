@@ -181,9 +181,35 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// Runs an expanded prompt with images (see [`crate::vision`]) through
+    /// the model; keeps the last logits. Without images, [`Session::feed`].
+    pub fn feed_with_images(
+        &mut self,
+        ids: &[u32],
+        images: &crate::vision::Encoded,
+    ) -> Result<(), String> {
+        if images.grids.is_empty() {
+            return self.feed(ids);
+        }
+        let vocab = self.logits.len();
+        let logits = &mut self.logits;
+        crate::vision::prefill(
+            self.w,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            ids,
+            images,
+            |l| logits.copy_from_slice(&l[l.len() - vocab..]),
+        )?;
+        self.history.extend_from_slice(ids);
+        Ok(())
+    }
+
     /// Forgets the conversation.
     pub fn reset(&mut self) {
         self.state.pos = 0;
+        self.state.rope_delta = 0;
         self.history.clear();
     }
 
@@ -196,12 +222,27 @@ impl<'a> Session<'a> {
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
     ) -> Result<Stats, String> {
+        let none = crate::vision::Encoded::default();
+        self.generate_with_images(prompt, &none, max, interrupt, emit)
+    }
+
+    /// [`Session::generate`] for a prompt with images: `prompt` has each
+    /// `<|image_pad|>` expanded to its image's tokens, `images` the tower's
+    /// output.
+    pub fn generate_with_images(
+        &mut self,
+        prompt: &[u32],
+        images: &crate::vision::Encoded,
+        max: usize,
+        interrupt: &AtomicBool,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<Stats, String> {
         let mut stats = Stats {
             prompt_tokens: prompt.len(),
             ..Stats::default()
         };
         let t = Instant::now();
-        self.feed(prompt)?;
+        self.feed_with_images(prompt, images)?;
         stats.prefill_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let mut dec = StreamDecoder::new(true);

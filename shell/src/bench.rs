@@ -11,73 +11,121 @@
 //! synthetic prompt, then decode token by token, each repeat from an empty
 //! KV cache; then the DRAM probe on the same threads.
 
+use crate::args::{Command, Opt, Pos, Stop};
 use crate::pool::Pool;
-use clap::Args;
 use kestrel_core::kernels::{Acts, Epilogue, Kernels};
 use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::{q4_0, q8_0, repack};
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Args)]
 pub struct BenchArgs {
-    /// A VQF model: time prefill (pp) and decode (tg) end to end instead.
     model: Option<PathBuf>,
-    /// Model bench: prompt tokens (pp).
-    #[arg(short = 'p', long, default_value_t = 512)]
     n_prompt: usize,
-    /// Model bench: generated tokens (tg).
-    #[arg(short = 'n', long, default_value_t = 128)]
     n_gen: usize,
-    /// Model bench: prefill batch (at most 256).
-    #[arg(short = 'b', long, default_value_t = 128)]
     batch: usize,
-    /// Matrix rows of the single-thread kernel lines (output size).
-    #[arg(long, default_value_t = 4096)]
     rows: usize,
-    /// Matrix columns of the single-thread kernel lines (a multiple of 32).
-    #[arg(long, default_value_t = 4096)]
     cols: usize,
-    /// Timed repeats per line (the median is reported).
-    #[arg(short = 'r', long, default_value_t = 9)]
     repeats: usize,
-    /// Threads for the mixed table and the probe (default: as `generate`).
-    #[arg(short = 't', long)]
     threads: Option<usize>,
-    /// Do not pin threads to cores.
-    #[arg(long)]
     no_pin: bool,
-    /// Hidden size of the mixed table's layer.
-    #[arg(long, default_value_t = 4096)]
     hidden: usize,
-    /// FFN (intermediate) size of the mixed table's layer.
-    #[arg(long, default_value_t = 12288)]
     ffn: usize,
-    /// Query heads.
-    #[arg(long, default_value_t = 32)]
     q_heads: usize,
-    /// Key/value heads.
-    #[arg(long, default_value_t = 8)]
     kv_heads: usize,
-    /// Head dimension.
-    #[arg(long, default_value_t = 128)]
     head_dim: usize,
-    /// DRAM probe rows.
-    #[arg(long, default_value_t = 131072)]
     probe_rows: usize,
-    /// DRAM probe blocks per row.
-    #[arg(long, default_value_t = 128)]
     probe_blocks: usize,
-    /// Skip the single-thread per-kernel lines.
-    #[arg(long)]
     no_kernels: bool,
-    /// Print one JSON object instead of tables.
-    #[arg(long)]
     json: bool,
-    /// Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN
-    /// 768, top-8; synthetic weights): decode and a 32-token prefill.
-    #[arg(long)]
     moe: bool,
+}
+
+impl BenchArgs {
+    pub const COMMAND: Command = Command {
+        name: "bench",
+        about: "Time the kernels, the Q8/Q4 mixed-precision table and the DRAM wall on synthetic data.",
+        positionals: &[Pos::optional(
+            "model",
+            "A VQF model: time prefill (pp) and decode (tg) end to end instead.",
+        )],
+        opts: &[&[
+            Opt::value("n-prompt", "N", "Model bench: prompt tokens (pp).")
+                .short('p')
+                .default("512"),
+            Opt::value("n-gen", "N", "Model bench: generated tokens (tg).")
+                .short('n')
+                .default("128"),
+            Opt::value("batch", "N", "Model bench: prefill batch (at most 256).")
+                .short('b')
+                .default("128"),
+            Opt::value(
+                "rows",
+                "N",
+                "Matrix rows of the single-thread kernel lines (output size).",
+            )
+            .default("4096"),
+            Opt::value(
+                "cols",
+                "N",
+                "Matrix columns of the single-thread kernel lines (a multiple of 32).",
+            )
+            .default("4096"),
+            Opt::value("repeats", "N", "Timed repeats per line (the median is reported).")
+                .short('r')
+                .default("9"),
+            Opt::value(
+                "threads",
+                "N",
+                "Threads for the mixed table and the probe (default: as `run`).",
+            )
+            .short('t'),
+            Opt::switch("no-pin", "Do not pin threads to cores."),
+            Opt::value("hidden", "N", "Hidden size of the mixed table's layer.").default("4096"),
+            Opt::value(
+                "ffn",
+                "N",
+                "FFN (intermediate) size of the mixed table's layer.",
+            )
+            .default("12288"),
+            Opt::value("q-heads", "N", "Query heads.").default("32"),
+            Opt::value("kv-heads", "N", "Key/value heads.").default("8"),
+            Opt::value("head-dim", "N", "Head dimension.").default("128"),
+            Opt::value("probe-rows", "N", "DRAM probe rows.").default("131072"),
+            Opt::value("probe-blocks", "N", "DRAM probe blocks per row.").default("128"),
+            Opt::switch("no-kernels", "Skip the single-thread per-kernel lines."),
+            Opt::switch("json", "Print one JSON object instead of tables."),
+            Opt::switch(
+                "moe",
+                "Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN 768, top-8; synthetic weights): decode and a 32-token prefill.",
+            ),
+        ]],
+    };
+
+    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        Ok(BenchArgs {
+            model: m.opt("model")?,
+            n_prompt: m.get("n-prompt")?,
+            n_gen: m.get("n-gen")?,
+            batch: m.get("batch")?,
+            rows: m.get("rows")?,
+            cols: m.get("cols")?,
+            repeats: m.get("repeats")?,
+            threads: m.opt("threads")?,
+            no_pin: m.flag("no-pin"),
+            hidden: m.get("hidden")?,
+            ffn: m.get("ffn")?,
+            q_heads: m.get("q-heads")?,
+            kv_heads: m.get("kv-heads")?,
+            head_dim: m.get("head-dim")?,
+            probe_rows: m.get("probe-rows")?,
+            probe_blocks: m.get("probe-blocks")?,
+            no_kernels: m.flag("no-kernels"),
+            json: m.flag("json"),
+            moe: m.flag("moe"),
+        })
+    }
 }
 
 /// Deterministic pseudo-random values in [-1, 1).

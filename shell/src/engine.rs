@@ -1,6 +1,7 @@
 //! Loading a model for inference: map the file, validate it once, size the
 //! arena, and set up kernels and threads.
 
+use crate::args::{Matches, Opt, Stop};
 use crate::files::Mapped;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
@@ -11,23 +12,53 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Settings shared by the commands that run the model.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(Clone, Debug)]
 pub struct EngineArgs {
     /// Worker threads (default: the big cores on big.LITTLE, else all cores).
-    #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// Do not pin threads to cores.
-    #[arg(long)]
     pub no_pin: bool,
     /// Context length (default 4096, capped by the file's max_seq).
-    #[arg(long)]
     pub ctx: Option<usize>,
     /// KV cache in f32 instead of f16.
-    #[arg(long)]
     pub kv_f32: bool,
-    /// Prefill reads the Q8 copy of a dual file (on by default; `--prefill-q8 false` reads Q4).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// Prefill reads the Q8 copy of a dual file (on by default).
     pub prefill_q8: bool,
+}
+
+impl EngineArgs {
+    /// The flags, for the commands that run the model.
+    pub const OPTS: &'static [Opt] = &[
+        Opt::value(
+            "threads",
+            "N",
+            "Worker threads (default: the big cores on big.LITTLE, else all cores).",
+        )
+        .short('t'),
+        Opt::switch("no-pin", "Do not pin threads to cores."),
+        Opt::value(
+            "ctx",
+            "N",
+            "Context length (default 4096, capped by the file's max_seq).",
+        ),
+        Opt::switch("kv-f32", "KV cache in f32 instead of f16."),
+        Opt::value(
+            "prefill-q8",
+            "BOOL",
+            "Prefill reads the Q8 copy of a dual file (`--prefill-q8 false` reads Q4).",
+        )
+        .default("true"),
+    ];
+
+    pub fn from_matches(m: &Matches) -> Result<Self, Stop> {
+        Ok(EngineArgs {
+            threads: m.opt("threads")?,
+            no_pin: m.flag("no-pin"),
+            ctx: m.opt("ctx")?,
+            kv_f32: m.flag("kv-f32"),
+            prefill_q8: m.get("prefill-q8")?,
+        })
+    }
 }
 
 impl Default for EngineArgs {

@@ -1,6 +1,7 @@
 //! Text generation: `kestrel run`, `kestrel chat`, `kestrel tokenize`,
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
+use crate::args::{Command, Matches, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
 use crate::pool::Pool;
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
@@ -20,29 +21,42 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Sampling flags, llama.cpp's names.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(Clone, Debug)]
 pub struct SampleArgs {
-    /// Temperature (0: greedy).
-    #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
-    /// Top-k (0: off).
-    #[arg(long, default_value_t = 40)]
     pub top_k: usize,
-    /// Top-p (1: off).
-    #[arg(long, default_value_t = 0.95)]
     pub top_p: f32,
-    /// Min-p (0: off).
-    #[arg(long, default_value_t = 0.05)]
     pub min_p: f32,
-    /// Repetition penalty (1: off).
-    #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
-    /// Random seed (the same seed gives the same text).
-    #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
 }
 
 impl SampleArgs {
+    pub const OPTS: &'static [Opt] = &[
+        Opt::value("temp", "F", "Temperature (0: greedy).").default("0.8"),
+        Opt::value("top-k", "N", "Top-k (0: off).").default("40"),
+        Opt::value("top-p", "F", "Top-p (1: off).").default("0.95"),
+        Opt::value("min-p", "F", "Min-p (0: off).").default("0.05"),
+        Opt::value("repeat-penalty", "F", "Repetition penalty (1: off).").default("1"),
+        Opt::value(
+            "seed",
+            "N",
+            "Random seed (the same seed gives the same text).",
+        )
+        .default("24301"),
+    ];
+
+    pub fn from_matches(m: &Matches) -> Result<Self, Stop> {
+        Ok(SampleArgs {
+            temp: m.get("temp")?,
+            top_k: m.get("top-k")?,
+            top_p: m.get("top-p")?,
+            min_p: m.get("min-p")?,
+            repeat_penalty: m.get("repeat-penalty")?,
+            seed: m.get("seed")?,
+        })
+    }
+
     pub fn config(&self) -> SamplerConfig {
         SamplerConfig {
             temperature: self.temp,
@@ -56,35 +70,67 @@ impl SampleArgs {
     }
 }
 
-#[derive(clap::Args)]
 pub struct RunArgs {
-    /// The VQF model.
     pub model: PathBuf,
-    /// The prompt.
-    #[arg(short = 'p', long)]
     pub prompt: String,
     /// Most tokens to generate.
-    #[arg(short = 'n', long, default_value_t = 256)]
     pub n_predict: usize,
-    /// System prompt.
-    #[arg(long)]
     pub system: Option<String>,
     /// Feed the prompt as is (no chat format).
-    #[arg(long)]
     pub raw: bool,
     /// Qwen3 thinking on.
-    #[arg(long, conflicts_with = "no_think")]
     pub think: bool,
     /// Qwen3 thinking off (the empty think block).
-    #[arg(long)]
     pub no_think: bool,
     /// After the text, print the generated token ids as `[a, b, c]`.
-    #[arg(long)]
     pub ids: bool,
-    #[command(flatten)]
     pub sample: SampleArgs,
-    #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl RunArgs {
+    pub const COMMAND: Command = Command {
+        name: "run",
+        about: "Answer one prompt, streaming the text (chat format unless --raw).",
+        positionals: &[Pos::one("model", "The VQF model.")],
+        opts: &[
+            &[
+                Opt::value("prompt", "TEXT", "The prompt.")
+                    .short('p')
+                    .required(),
+                Opt::value("n-predict", "N", "Most tokens to generate.")
+                    .short('n')
+                    .default("256"),
+                Opt::value("system", "TEXT", "System prompt."),
+                Opt::switch("raw", "Feed the prompt as is (no chat format)."),
+                Opt::switch("think", "Qwen3 thinking on."),
+                Opt::switch("no-think", "Qwen3 thinking off (the empty think block)."),
+                Opt::switch(
+                    "ids",
+                    "After the text, print the generated token ids as `[a, b, c]`.",
+                ),
+            ],
+            SampleArgs::OPTS,
+            EngineArgs::OPTS,
+        ],
+    };
+
+    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        m.conflict("think", "no-think")?;
+        Ok(RunArgs {
+            model: m.get("model")?,
+            prompt: m.get("prompt")?,
+            n_predict: m.get("n-predict")?,
+            system: m.opt("system")?,
+            raw: m.flag("raw"),
+            think: m.flag("think"),
+            no_think: m.flag("no-think"),
+            ids: m.flag("ids"),
+            sample: SampleArgs::from_matches(&m)?,
+            engine: EngineArgs::from_matches(&m)?,
+        })
+    }
 }
 
 /// Timings of one generation.
@@ -361,23 +407,46 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(clap::Args)]
 pub struct ChatArgs {
-    /// The VQF model.
     pub model: PathBuf,
-    /// System prompt.
-    #[arg(long)]
     pub system: Option<String>,
     /// Most tokens per answer.
-    #[arg(short = 'n', long, default_value_t = 1024)]
     pub n_predict: usize,
     /// Qwen3 thinking off.
-    #[arg(long)]
     pub no_think: bool,
-    #[command(flatten)]
     pub sample: SampleArgs,
-    #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl ChatArgs {
+    pub const COMMAND: Command = Command {
+        name: "chat",
+        about: "Interactive multi-turn chat on the terminal.",
+        positionals: &[Pos::one("model", "The VQF model.")],
+        opts: &[
+            &[
+                Opt::value("system", "TEXT", "System prompt."),
+                Opt::value("n-predict", "N", "Most tokens per answer.")
+                    .short('n')
+                    .default("1024"),
+                Opt::switch("no-think", "Qwen3 thinking off."),
+            ],
+            SampleArgs::OPTS,
+            EngineArgs::OPTS,
+        ],
+    };
+
+    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        Ok(ChatArgs {
+            model: m.get("model")?,
+            system: m.opt("system")?,
+            n_predict: m.get("n-predict")?,
+            no_think: m.flag("no-think"),
+            sample: SampleArgs::from_matches(&m)?,
+            engine: EngineArgs::from_matches(&m)?,
+        })
+    }
 }
 
 pub fn chat(a: &ChatArgs) -> Result<(), String> {

@@ -1,6 +1,7 @@
 //! The `kestrel` shell as a library: everything the binary does, callable
 //! from tests. The binary (`main.rs`) is only the command line.
 
+pub mod args;
 pub mod bench;
 pub mod convert;
 pub mod cpu;

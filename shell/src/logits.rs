@@ -2,30 +2,51 @@
 //! decode steps through the decode path, and write every position's logits
 //! as little-endian f32 rows (the hook for comparing with references).
 
+use crate::args::{Command, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
 use kestrel_core::model::forward::forward;
 use kestrel_core::sampler::argmax;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-#[derive(clap::Args)]
 pub struct LogitsArgs {
-    /// The VQF model.
     model: PathBuf,
-    /// Comma-separated token ids of the prompt.
-    #[arg(long, value_delimiter = ',', required = true)]
     tokens: Vec<u32>,
-    /// Greedy decode steps after the prompt.
-    #[arg(long, default_value_t = 0)]
     greedy: usize,
-    /// Output file (default: stdout).
-    #[arg(long)]
     out: Option<PathBuf>,
-    /// Prefill batch size.
-    #[arg(long, default_value_t = 32)]
     batch: usize,
-    #[command(flatten)]
     engine: EngineArgs,
+}
+
+impl LogitsArgs {
+    pub const COMMAND: Command = Command {
+        name: "logits",
+        about: "Run token ids through the model and write every position's logits (f32 LE rows).",
+        positionals: &[Pos::one("model", "The VQF model.")],
+        opts: &[
+            &[
+                Opt::value("tokens", "IDS", "Comma-separated token ids of the prompt.")
+                    .required()
+                    .repeated(),
+                Opt::value("greedy", "N", "Greedy decode steps after the prompt.").default("0"),
+                Opt::value("out", "PATH", "Output file (default: stdout)."),
+                Opt::value("batch", "N", "Prefill batch size.").default("32"),
+            ],
+            EngineArgs::OPTS,
+        ],
+    };
+
+    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        Ok(LogitsArgs {
+            model: m.get("model")?,
+            tokens: m.list("tokens")?,
+            greedy: m.get("greedy")?,
+            out: m.opt("out")?,
+            batch: m.get("batch")?,
+            engine: EngineArgs::from_matches(&m)?,
+        })
+    }
 }
 
 /// Runs `tokens` as a prefill (batches of `batch`), then `greedy` greedy

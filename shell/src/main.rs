@@ -1,70 +1,102 @@
 //! `kestrel`: the thin std shell around `kestrel-core`.
 
+use kestrel::args::{self, Command, Opt, Pos, Stop};
+use kestrel::bench::BenchArgs;
+use kestrel::convert::ConvertArgs;
+use kestrel::generate::{ChatArgs, RunArgs};
+use kestrel::logits::LogitsArgs;
 use kestrel::{bench, convert, cpu, generate, inspect, logits};
-
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Parser)]
-#[command(
-    name = "kestrel",
-    version,
-    about = "Qwen inference for small ARM boards"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+const ABOUT: &str = "Qwen inference for small ARM boards";
 
-#[derive(Subcommand)]
-enum Command {
-    /// Print the CPU features detected and the kernel set chosen.
-    Cpu,
-    /// Time the kernels, the Q8/Q4 mixed-precision table and the DRAM wall on synthetic data.
-    Bench(bench::BenchArgs),
-    /// Answer one prompt, streaming the text (chat format unless --raw).
-    Run(generate::RunArgs),
-    /// Interactive multi-turn chat on the terminal.
-    Chat(generate::ChatArgs),
-    /// Print the token ids of a text.
-    Tokenize {
-        /// The VQF model.
-        model: std::path::PathBuf,
-        /// The text.
-        text: String,
-    },
-    /// Print the text of token ids.
-    Detokenize {
-        /// The VQF model.
-        model: std::path::PathBuf,
-        /// Comma-separated ids.
-        #[arg(value_delimiter = ',')]
-        ids: Vec<u32>,
-    },
-    /// Convert a Hugging Face model directory or a GGUF file to VQF.
-    Convert(convert::ConvertArgs),
-    /// Show a VQF file: header, flags bit by bit, config, directory, bytes by type.
-    Inspect {
-        /// The VQF file.
-        file: std::path::PathBuf,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run token ids through the model and write every position's logits (f32 LE rows).
-    Logits(logits::LogitsArgs),
-    /// Recompute a VQF file's checksum; exit 0 when it matches.
-    Verify {
-        /// The VQF file.
-        file: std::path::PathBuf,
-    },
-}
+const CPU: Command = Command {
+    name: "cpu",
+    about: "Print the CPU features detected and the kernel set chosen.",
+    positionals: &[],
+    opts: &[],
+};
 
-fn main() -> ExitCode {
-    kestrel::restore_sigpipe();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Cpu => {
+const TOKENIZE: Command = Command {
+    name: "tokenize",
+    about: "Print the token ids of a text.",
+    positionals: &[
+        Pos::one("model", "The VQF model."),
+        Pos::one("text", "The text."),
+    ],
+    opts: &[],
+};
+
+const DETOKENIZE: Command = Command {
+    name: "detokenize",
+    about: "Print the text of token ids.",
+    positionals: &[
+        Pos::one("model", "The VQF model."),
+        Pos::many("ids", "Comma-separated ids."),
+    ],
+    opts: &[],
+};
+
+const INSPECT: Command = Command {
+    name: "inspect",
+    about: "Show a VQF file: header, flags bit by bit, config, directory, bytes by type.",
+    positionals: &[Pos::one("file", "The VQF file.")],
+    opts: &[&[Opt::switch(
+        "json",
+        "Print one JSON object instead of text.",
+    )]],
+};
+
+const VERIFY: Command = Command {
+    name: "verify",
+    about: "Recompute a VQF file's checksum; exit 0 when it matches.",
+    positionals: &[Pos::one("file", "The VQF file.")],
+    opts: &[],
+};
+
+/// Every command, in the order of `kestrel --help`.
+const COMMANDS: &[&Command] = &[
+    &CPU,
+    &BenchArgs::COMMAND,
+    &RunArgs::COMMAND,
+    &ChatArgs::COMMAND,
+    &TOKENIZE,
+    &DETOKENIZE,
+    &ConvertArgs::COMMAND,
+    &INSPECT,
+    &LogitsArgs::COMMAND,
+    &VERIFY,
+];
+
+/// Parses the command line and runs the command: `Err` when the arguments
+/// were not a command to run (help, version, usage errors).
+fn dispatch(argv: &[String]) -> Result<Result<(), String>, Stop> {
+    let top_help = || args::top_help(ABOUT, COMMANDS);
+    let Some((name, rest)) = argv.split_first() else {
+        return Err(Stop::Error(top_help()));
+    };
+    Ok(match name.as_str() {
+        "-h" | "--help" => return Err(Stop::Help(top_help())),
+        "-V" | "--version" => {
+            return Err(Stop::Help(format!(
+                "kestrel {}\n",
+                env!("CARGO_PKG_VERSION")
+            )))
+        }
+        "help" => {
+            return match rest.first() {
+                None => Err(Stop::Help(top_help())),
+                Some(sub) => match COMMANDS.iter().find(|c| c.name == sub) {
+                    Some(c) => Err(Stop::Help(c.help())),
+                    None => Err(Stop::Error(format!(
+                        "kestrel: unknown command '{sub}' (see 'kestrel --help')"
+                    ))),
+                },
+            }
+        }
+        "cpu" => {
+            CPU.parse(rest)?;
             let k = cpu::detect_kernels();
             println!("kernels: {}", k.name());
             println!(
@@ -74,21 +106,44 @@ fn main() -> ExitCode {
             );
             Ok(())
         }
-        Command::Bench(args) => bench::run(&args),
-        Command::Convert(args) => convert::run(&args),
-        Command::Run(args) => generate::run(&args),
-        Command::Chat(args) => generate::chat(&args),
-        Command::Tokenize { model, text } => generate::tokenize(&model, &text),
-        Command::Detokenize { model, ids } => generate::detokenize(&model, &ids),
-        Command::Inspect { file, json } => inspect::inspect(&file, json),
-        Command::Verify { file } => inspect::verify(&file),
-        Command::Logits(args) => logits::run(&args),
+        "bench" => bench::run(&BenchArgs::parse(rest)?),
+        "convert" => convert::run(&ConvertArgs::parse(rest)?),
+        "run" => generate::run(&RunArgs::parse(rest)?),
+        "chat" => generate::chat(&ChatArgs::parse(rest)?),
+        "tokenize" => {
+            let m = TOKENIZE.parse(rest)?;
+            generate::tokenize(&m.get::<PathBuf>("model")?, &m.get::<String>("text")?)
+        }
+        "detokenize" => {
+            let m = DETOKENIZE.parse(rest)?;
+            generate::detokenize(&m.get::<PathBuf>("model")?, &m.list::<u32>("ids")?)
+        }
+        "inspect" => {
+            let m = INSPECT.parse(rest)?;
+            inspect::inspect(&m.get::<PathBuf>("file")?, m.flag("json"))
+        }
+        "verify" => inspect::verify(&VERIFY.parse(rest)?.get::<PathBuf>("file")?),
+        "logits" => logits::run(&LogitsArgs::parse(rest)?),
+        other => {
+            return Err(Stop::Error(format!(
+                "kestrel: unknown command '{other}' (see 'kestrel --help')"
+            )))
+        }
+    })
+}
+
+fn main() -> ExitCode {
+    kestrel::restore_sigpipe();
+    let result = match args::from_env() {
+        Ok(argv) => dispatch(&argv),
+        Err(stop) => Err(stop),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(msg)) => {
             eprintln!("kestrel: {msg}");
             ExitCode::FAILURE
         }
+        Err(stop) => stop.exit(),
     }
 }

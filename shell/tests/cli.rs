@@ -50,6 +50,98 @@ fn errors_are_one_line_with_exit_code_1() {
 }
 
 #[test]
+fn usage_errors_are_one_line_with_exit_code_2() {
+    for (args, says) in [
+        (
+            &["run", "m.vqf", "-p", "hi", "--bogus"][..],
+            "unknown flag --bogus",
+        ),
+        (
+            &["run", "m.vqf", "--prompt"],
+            "--prompt <TEXT> needs a value",
+        ),
+        (&["run", "m.vqf"], "missing --prompt <TEXT>"),
+        (
+            &["run", "m.vqf", "-p", "hi", "-t", "two"],
+            "for --threads <N>",
+        ),
+        (
+            &["run", "m.vqf", "-p", "hi", "--think", "--no-think"],
+            "cannot be used together",
+        ),
+        (
+            &["run", "m.vqf", "-p", "hi", "--prefill-q8", "no"],
+            "for --prefill-q8",
+        ),
+        (
+            &["convert", "x", "-o", "y", "--wmode=q5"],
+            "for --wmode <MODE>",
+        ),
+        (
+            &["detokenize", "m.vqf", "1,x"],
+            "invalid value 'x' for <IDS>",
+        ),
+        (&["inspect"], "missing <FILE>"),
+        (&["verify", "a", "b"], "unexpected argument 'b'"),
+        (&["frobnicate"], "unknown command 'frobnicate'"),
+    ] {
+        let out = kestrel().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("kestrel"), "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    // No command at all: the help, on stderr.
+    let out = kestrel().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Commands:"));
+}
+
+#[test]
+fn help_and_version() {
+    let stdout = |args: &[&str]| {
+        let out = kestrel().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        stdout(&["--version"]),
+        format!("kestrel {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let top = stdout(&["--help"]);
+    for c in [
+        "cpu",
+        "bench",
+        "run",
+        "chat",
+        "tokenize",
+        "detokenize",
+        "convert",
+        "inspect",
+        "logits",
+        "verify",
+    ] {
+        assert!(top.contains(&format!("\n  {c} ")), "{c}: {top}");
+        assert!(stdout(&[c, "--help"]).contains(&format!("Usage: kestrel {c}")));
+    }
+    let run = stdout(&["run", "-h"]);
+    for line in [
+        "-p, --prompt <TEXT>",
+        "-n, --n-predict <N>",
+        "--temp <F>",
+        "[default: 0.8]",
+        "-t, --threads <N>",
+        "--prefill-q8 <BOOL>",
+        "[default: true]",
+    ] {
+        assert!(run.contains(line), "{line}: {run}");
+    }
+    assert_eq!(stdout(&["help", "run"]), run);
+}
+
+#[test]
 fn convert_inspect_verify_round_trip() {
     let dir = temp("roundtrip");
     let out = dir.join("m.vqf");

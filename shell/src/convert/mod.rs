@@ -7,6 +7,7 @@
 pub mod gguf;
 pub mod hf;
 
+use crate::args::{Command, Opt, Pos, Stop};
 use crate::files::{Mapped, Output};
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
 use kestrel_core::model::config::Config;
@@ -17,7 +18,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Mode {
     Dual,
     Q4,
@@ -26,22 +27,66 @@ pub enum Mode {
     F32,
 }
 
-#[derive(clap::Args)]
+impl std::str::FromStr for Mode {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Mode, Self::Err> {
+        Ok(match s {
+            "dual" => Mode::Dual,
+            "q4" => Mode::Q4,
+            "q8" => Mode::Q8,
+            "f16" => Mode::F16,
+            "f32" => Mode::F32,
+            _ => return Err("expected dual, q4, q8, f16 or f32"),
+        })
+    }
+}
+
 pub struct ConvertArgs {
-    /// A Hugging Face model directory or a .gguf file.
     src: PathBuf,
-    /// The VQF file to write.
-    #[arg(short = 'o', long)]
     out: PathBuf,
-    /// Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.
-    #[arg(long, value_enum, default_value = "dual")]
     wmode: Mode,
-    /// Longest context the file is made for (default: the model's, at most 32768).
-    #[arg(long)]
     max_seq: Option<u32>,
     /// For a Qwen3-VL model, convert the text model only (no vision tower).
     #[arg(long)]
     text_only: bool,
+}
+
+impl ConvertArgs {
+    pub const COMMAND: Command = Command {
+        name: "convert",
+        about: "Convert a Hugging Face model directory or a GGUF file to VQF.",
+        positionals: &[Pos::one(
+            "src",
+            "A Hugging Face model directory or a .gguf file.",
+        )],
+        opts: &[&[
+            Opt::value("out", "PATH", "The VQF file to write.")
+                .short('o')
+                .required(),
+            Opt::value(
+                "wmode",
+                "MODE",
+                "Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.",
+            )
+            .default("dual"),
+            Opt::value(
+                "max-seq",
+                "N",
+                "Longest context the file is made for (default: the model's, at most 32768).",
+            ),
+        ]],
+    };
+
+    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        Ok(ConvertArgs {
+            src: m.get("src")?,
+            out: m.get("out")?,
+            wmode: m.get("wmode")?,
+            max_seq: m.opt("max-seq")?,
+        })
+    }
 }
 
 /// A tensor source that can name its tensors (for clear errors).

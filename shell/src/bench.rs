@@ -39,6 +39,8 @@ pub struct BenchArgs {
     no_kernels: bool,
     json: bool,
     moe: bool,
+    vision: bool,
+    image_side: usize,
 }
 
 impl BenchArgs {
@@ -99,6 +101,12 @@ impl BenchArgs {
                 "moe",
                 "Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN 768, top-8; synthetic weights): decode and a 32-token prefill.",
             ),
+            Opt::switch(
+                "vision",
+                "Only the vision tower at the Qwen3-VL-2B shape (depth 24, hidden 1024; synthetic Q8 weights): one image's encode time.",
+            ),
+            Opt::value("image-side", "N", "--vision: the square image's side in pixels (a multiple of 32).")
+                .default("448"),
         ]],
     };
 
@@ -124,6 +132,8 @@ impl BenchArgs {
             no_kernels: m.flag("no-kernels"),
             json: m.flag("json"),
             moe: m.flag("moe"),
+            vision: m.flag("vision"),
+            image_side: m.get("image-side")?,
         })
     }
 }
@@ -737,6 +747,10 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if args.moe {
         let pool = crate::engine::make_pool(args.threads, args.no_pin);
         return moe(&kernels, &pool, args.repeats);
+    }
+    if args.vision {
+        let pool = crate::engine::make_pool(args.threads, args.no_pin);
+        return vision(&kernels, &pool, args.repeats, args.image_side);
     }
     let klines = if args.no_kernels {
         Vec::new()

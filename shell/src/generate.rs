@@ -84,6 +84,10 @@ pub struct RunArgs {
     pub no_think: bool,
     /// After the text, print the generated token ids as `[a, b, c]`.
     pub ids: bool,
+    /// Images for the prompt (Qwen3-VL).
+    pub images: Vec<PathBuf>,
+    /// Resize images to at most this many pixels (default: the model's).
+    pub image_max_pixels: Option<u32>,
     pub sample: SampleArgs,
     pub engine: EngineArgs,
 }
@@ -109,6 +113,8 @@ impl RunArgs {
                     "ids",
                     "After the text, print the generated token ids as `[a, b, c]`.",
                 ),
+                crate::vision::IMAGE_OPT,
+                crate::vision::IMAGE_MAX_PIXELS_OPT,
             ],
             SampleArgs::OPTS,
             EngineArgs::OPTS,
@@ -127,6 +133,8 @@ impl RunArgs {
             think: m.flag("think"),
             no_think: m.flag("no-think"),
             ids: m.flag("ids"),
+            images: m.all("image")?,
+            image_max_pixels: m.opt("image-max-pixels")?,
             sample: SampleArgs::from_matches(&m)?,
             engine: EngineArgs::from_matches(&m)?,
         })

@@ -15,6 +15,8 @@ pub struct LogitsArgs {
     greedy: usize,
     out: Option<PathBuf>,
     batch: usize,
+    images: Vec<PathBuf>,
+    image_max_pixels: Option<u32>,
     engine: EngineArgs,
 }
 
@@ -31,6 +33,8 @@ impl LogitsArgs {
                 Opt::value("greedy", "N", "Greedy decode steps after the prompt.").default("0"),
                 Opt::value("out", "PATH", "Output file (default: stdout)."),
                 Opt::value("batch", "N", "Prefill batch size.").default("32"),
+                crate::vision::IMAGE_OPT,
+                crate::vision::IMAGE_MAX_PIXELS_OPT,
             ],
             EngineArgs::OPTS,
         ],
@@ -44,6 +48,8 @@ impl LogitsArgs {
             greedy: m.get("greedy")?,
             out: m.opt("out")?,
             batch: m.get("batch")?,
+            images: m.all("image")?,
+            image_max_pixels: m.opt("image-max-pixels")?,
             engine: EngineArgs::from_matches(&m)?,
         })
     }

@@ -2,6 +2,7 @@
 //! tower, `<|image_pad|>` placeholders expanded to each image's token
 //! count, and the multimodal prefill.
 
+use crate::args::Opt;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_multimodal, Multimodal};
@@ -9,6 +10,21 @@ use kestrel_core::model::vision::{encode_image, mrope_positions, VisionLayout, V
 use kestrel_core::model::weights::Weights;
 use kestrel_core::state::{KvType, State};
 use std::time::Instant;
+
+/// `--image PATH` (run, logits).
+pub const IMAGE_OPT: Opt = Opt::value(
+    "image",
+    "PATH",
+    "A JPEG or PNG image for the prompt (Qwen3-VL models; repeatable, in order).",
+)
+.repeated();
+
+/// `--image-max-pixels N` (run, logits).
+pub const IMAGE_MAX_PIXELS_OPT: Opt = Opt::value(
+    "image-max-pixels",
+    "N",
+    "Resize images to at most N pixels (default: the model's max_pixels).",
+);
 
 /// One preprocessed image: (patches, 3 T P P) pixel values in merge-block
 /// order and its grid in patches.

@@ -47,8 +47,6 @@ pub struct ConvertArgs {
     out: PathBuf,
     wmode: Mode,
     max_seq: Option<u32>,
-    /// For a Qwen3-VL model, convert the text model only (no vision tower).
-    #[arg(long)]
     text_only: bool,
 }
 
@@ -75,6 +73,10 @@ impl ConvertArgs {
                 "N",
                 "Longest context the file is made for (default: the model's, at most 32768).",
             ),
+            Opt::switch(
+                "text-only",
+                "For a Qwen3-VL model, convert the text model only (no vision tower).",
+            ),
         ]],
     };
 
@@ -85,6 +87,7 @@ impl ConvertArgs {
             out: m.get("out")?,
             wmode: m.get("wmode")?,
             max_seq: m.opt("max-seq")?,
+            text_only: m.flag("text-only"),
         })
     }
 }

@@ -13,6 +13,8 @@
 //!   tokenizer.json, request bodies) and a string escaper for writing JSON.
 //! * [`safetensors`]: a zero-copy safetensors reader that validates the
 //!   whole file once.
+//! * [`image`] (feature `alloc`): PNG and JPEG decoding and the Qwen-VL
+//!   image preprocessing.
 //! * [`tokenizer`]: Qwen's byte-level BPE tokenizer (encode, decode, stream
 //!   decode), exactly as Hugging Face `tokenizers` runs it, in caller memory.
 #![no_std]
@@ -26,6 +28,8 @@ pub mod chat;
 pub mod convert;
 pub mod error;
 pub mod gguf;
+#[cfg(feature = "alloc")]
+pub mod image;
 pub mod json;
 pub mod kernels;
 pub mod model;

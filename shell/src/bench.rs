@@ -478,9 +478,9 @@ impl kestrel_core::convert::TensorSource for HashSource {
         out: &mut [f32],
     ) -> Result<(), kestrel_core::Error> {
         let name = format!("{part:?}");
-        let seed = name
-            .bytes()
-            .fold(layer as u64, |a, b| a.wrapping_mul(131).wrapping_add(b as u64));
+        let seed = name.bytes().fold(layer as u64, |a, b| {
+            a.wrapping_mul(131).wrapping_add(b as u64)
+        });
         let norm = name.contains("Norm") && !name.contains("Bias");
         let mut st = seed ^ (row0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         for v in out.iter_mut() {
@@ -507,7 +507,9 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     use kestrel_core::vqf::layout::{Entry, Role};
     let e = |e: kestrel_core::Error| e.to_string();
     if side == 0 || side % 32 != 0 {
-        return Err(format!("bench --vision: the image side must be a multiple of 32 (got {side})"));
+        return Err(format!(
+            "bench --vision: the image side must be a multiple of 32 (got {side})"
+        ));
     }
     let mut deepstack = [0u32; 8];
     deepstack[..3].copy_from_slice(&[5, 11, 17]);
@@ -617,7 +619,15 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     let mut err = Ok(());
     let ms = median_ms(repeats, || {
         if let Err(x) = encode_image(
-            &w, &mut s, kernels, pool, &pixels, grid, grid, &mut embeds, &mut deep,
+            &w,
+            &mut s,
+            kernels,
+            pool,
+            &pixels,
+            grid,
+            grid,
+            &mut embeds,
+            &mut deep,
         ) {
             err = Err(x);
         }

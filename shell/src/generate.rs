@@ -387,9 +387,12 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
                 content: sys,
             });
         }
+        // Qwen3-VL's chat template puts each image before the text.
+        let placeholders = "<|vision_start|><|image_pad|><|vision_end|>".repeat(a.images.len());
+        let user = format!("{placeholders}{}", a.prompt);
         msgs.push(Message {
             role: Role::User,
-            content: &a.prompt,
+            content: &user,
         });
         let think = if a.think {
             Some(true)
@@ -400,12 +403,24 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         };
         chat_prompt(&w, &msgs, think)
     };
-    let ids = s.encode(&text)?;
+    let kv = opts.kv;
+    let images =
+        crate::vision::encode_files(&w, &s.kernels, &pool, &a.images, a.image_max_pixels, kv)?;
+    let mut ids = s.encode(&text)?;
+    if let Some(v) = w.cfg.vision.filter(|_| !a.images.is_empty()) {
+        ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &images.grids)?;
+    }
     let mut out = std::io::stdout().lock();
-    let stats = s.generate(&ids, a.n_predict, &AtomicBool::new(false), &mut |t| {
-        let _ = out.write_all(t.as_bytes());
-        let _ = out.flush();
-    })?;
+    let stats = s.generate_with_images(
+        &ids,
+        &images,
+        a.n_predict,
+        &AtomicBool::new(false),
+        &mut |t| {
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        },
+    )?;
     let _ = writeln!(out);
     if a.ids {
         let gen = &s.history[ids.len()..];

@@ -65,6 +65,21 @@ pub fn logits(
     batch: usize,
     engine_args: &EngineArgs,
 ) -> Result<(Vec<f32>, Vec<u32>), String> {
+    logits_with_images(model, tokens, &[], None, greedy, batch, engine_args).map(|r| (r.0, r.1))
+}
+
+/// [`logits`] with images (Qwen3-VL): `tokens` holds one `<|image_pad|>`
+/// per image, expanded here to the image's token count; the rows follow the
+/// expanded sequence, which is returned third.
+pub fn logits_with_images(
+    model: &Path,
+    tokens: &[u32],
+    images: &[PathBuf],
+    image_max_pixels: Option<u32>,
+    greedy: usize,
+    batch: usize,
+    engine_args: &EngineArgs,
+) -> Result<(Vec<f32>, Vec<u32>, Vec<u32>), String> {
     let model = Model::open(model)?;
     let w = model.weights(engine_args.prefill_q8)?;
     let (k, pool, opts) = engine::setup(
@@ -76,10 +91,21 @@ pub fn logits(
     let mut arena = engine::arena(&w, &opts)?;
     let mut s = engine::state(&w, opts, &mut arena)?;
     let vocab = w.cfg.vocab_size as usize;
+    let encoded = crate::vision::encode_files(&w, &k, &pool, images, image_max_pixels, opts.kv)?;
+    let tokens = match w.cfg.vision.filter(|_| !images.is_empty()) {
+        Some(v) => crate::vision::expand_placeholders(tokens, v.image_token_id, &encoded.grids)?,
+        None => tokens.to_vec(),
+    };
     let mut rows: Vec<f32> = Vec::with_capacity((tokens.len() + greedy) * vocab);
-    for chunk in tokens.chunks(opts.max_batch) {
-        let l = forward(&w, &mut s, &k, &pool, chunk).map_err(|e| e.to_string())?;
-        rows.extend_from_slice(l);
+    if images.is_empty() {
+        for chunk in tokens.chunks(opts.max_batch) {
+            let l = forward(&w, &mut s, &k, &pool, chunk).map_err(|e| e.to_string())?;
+            rows.extend_from_slice(l);
+        }
+    } else {
+        crate::vision::prefill(&w, &mut s, &k, &pool, &tokens, &encoded, |l| {
+            rows.extend_from_slice(l)
+        })?;
     }
     let mut generated = Vec::new();
     for _ in 0..greedy {
@@ -88,12 +114,20 @@ pub fn logits(
         let l = forward(&w, &mut s, &k, &pool, &[next]).map_err(|e| e.to_string())?;
         rows.extend_from_slice(l);
     }
-    Ok((rows, generated))
+    Ok((rows, generated, tokens))
 }
 
 pub fn run(a: &LogitsArgs) -> Result<(), String> {
-    let (rows, generated) = logits(&a.model, &a.tokens, a.greedy, a.batch, &a.engine)?;
-    let vocab = rows.len() / (a.tokens.len() + a.greedy).max(1);
+    let (rows, generated, tokens) = logits_with_images(
+        &a.model,
+        &a.tokens,
+        &a.images,
+        a.image_max_pixels,
+        a.greedy,
+        a.batch,
+        &a.engine,
+    )?;
+    let vocab = rows.len() / (tokens.len() + a.greedy).max(1);
     if !generated.is_empty() {
         let ids: Vec<String> = generated.iter().map(|t| t.to_string()).collect();
         eprintln!("greedy: {}", ids.join(","));

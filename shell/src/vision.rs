@@ -34,6 +34,74 @@ pub struct Pixels {
     pub grid_w: usize,
 }
 
+/// Reads, decodes and preprocesses an image file for the model's vision
+/// tower (its stored preprocessor settings; `max_pixels` lowers the resize
+/// bound).
+pub fn load_pixels(
+    path: &std::path::Path,
+    v: &kestrel_core::model::config::VisionConfig,
+    max_pixels: Option<u32>,
+) -> Result<Pixels, String> {
+    use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let img =
+        kestrel_core::image::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cfg = ImageProcessorConfig {
+        patch_size: v.patch_size,
+        temporal_patch_size: v.temporal_patch,
+        merge_size: v.spatial_merge,
+        min_pixels: v.min_pixels as u64,
+        max_pixels: max_pixels
+            .map_or(v.max_pixels, |m| m.max(v.min_pixels))
+            .min(v.max_pixels) as u64,
+        image_mean: v.image_mean,
+        image_std: v.image_std,
+        rescale_factor: v.rescale_factor as f64,
+    };
+    let mut values = Vec::new();
+    let [_, grid_h, grid_w] =
+        pixel_values(&img, &cfg, &mut values).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Pixels {
+        values,
+        grid_h: grid_h as usize,
+        grid_w: grid_w as usize,
+    })
+}
+
+/// Loads and encodes the images of `paths` for `w`'s vision tower; says
+/// the encode time on stderr.
+pub fn encode_files(
+    w: &Weights,
+    k: &Kernels,
+    pool: &Pool,
+    paths: &[std::path::PathBuf],
+    max_pixels: Option<u32>,
+    kv: KvType,
+) -> Result<Encoded, String> {
+    if paths.is_empty() {
+        return Ok(Encoded::default());
+    }
+    let v = w.cfg.vision.ok_or(
+        "this model has no vision tower (convert a Qwen3-VL model without --text-only to use --image)",
+    )?;
+    let t = std::time::Instant::now();
+    let pixels = paths
+        .iter()
+        .map(|p| load_pixels(p, &v, max_pixels))
+        .collect::<Result<Vec<_>, _>>()?;
+    let decode_s = t.elapsed().as_secs_f64();
+    let out = encode(w, k, pool, &pixels, kv)?;
+    let patches: usize = pixels.iter().map(|p| p.grid_h * p.grid_w).sum();
+    eprintln!(
+        "[kestrel] {} image(s): {patches} patches -> {} tokens; decode+preprocess {:.0} ms, vision encode {:.0} ms",
+        paths.len(),
+        out.tokens(),
+        decode_s * 1e3,
+        out.seconds * 1e3
+    );
+    Ok(out)
+}
+
 /// The vision tower's output for the images of one prompt.
 #[derive(Default)]
 pub struct Encoded {
@@ -169,8 +237,8 @@ pub fn prefill(
     let delta = mrope_positions(ids, v.image_token_id, &images.grids, &mut pos, &mut rows)
         .map_err(|e| e.to_string())?;
     // Positions continue from the rotary position of the next token.
-    let base = u32::try_from(s.pos as i64 + s.rope_delta)
-        .map_err(|_| "context too long".to_string())?;
+    let base =
+        u32::try_from(s.pos as i64 + s.rope_delta).map_err(|_| "context too long".to_string())?;
     for p in pos.iter_mut() {
         for x in p.iter_mut() {
             *x = x.checked_add(base).ok_or("context too long")?;

@@ -167,11 +167,16 @@ fn mrope_positions_match_the_reference() {
         let n = c.prompt.len();
         let mut pos = vec![[0u32; 3]; n];
         let mut rows = vec![0u32; n];
-        let delta = mrope_positions(&c.prompt, 482, &token_grids(name), &mut pos, &mut rows).unwrap();
+        let delta =
+            mrope_positions(&c.prompt, 482, &token_grids(name), &mut pos, &mut rows).unwrap();
         let want = read_npy_i64(&fx().join(format!("ref/{name}_position_ids_thw.npy")));
         for (t, p) in pos.iter().enumerate() {
             for axis in 0..3 {
-                assert_eq!(p[axis] as i64, want[axis * n + t], "{name} token {t} axis {axis}");
+                assert_eq!(
+                    p[axis] as i64,
+                    want[axis * n + t],
+                    "{name} token {t} axis {axis}"
+                );
             }
         }
         assert_eq!(delta, -3, "{name} rope_delta");
@@ -247,7 +252,10 @@ fn logits_match_the_reference() {
             );
             assert!(max <= bound, "{name} {label}: max abs {max}");
             if label == "q8" {
-                assert!(rel <= 0.05 && agree >= 0.85, "{name} q8: rel {rel}, argmax {agree}");
+                assert!(
+                    rel <= 0.05 && agree >= 0.85,
+                    "{name} q8: rel {rel}, argmax {agree}"
+                );
             }
         }
     }

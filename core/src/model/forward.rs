@@ -244,7 +244,10 @@ fn step<P: Parallel>(
             });
         }
         let row = &mut s.x[t * h..(t + 1) * h];
-        if let Some(img) = mm.map(|mm| (mm, mm.image_rows[t])).filter(|m| m.1 != TEXT_ROW) {
+        if let Some(img) = mm
+            .map(|mm| (mm, mm.image_rows[t]))
+            .filter(|m| m.1 != TEXT_ROW)
+        {
             let (mm, r) = (img.0, img.1 as usize);
             row.copy_from_slice(&mm.embeds[r * h..(r + 1) * h]);
             continue;

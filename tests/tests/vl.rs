@@ -232,6 +232,7 @@ fn logits_match_the_reference() {
     let dir = temp_dir("vl-logits");
     let f32_file = convert_vl(&dir, WeightMode::F32);
     let q8_file = convert_vl(&dir, WeightMode::Q8);
+    let dual_file = convert_vl(&dir, WeightMode::Dual);
     for name in ["text", "image", "two_images"] {
         let c = case(name);
         let (shape, want) = read_npy_f32(&fx().join(format!("ref/{name}_logits.npy")));
@@ -240,6 +241,7 @@ fn logits_match_the_reference() {
             ("f32", &f32_file, KvType::F32, 1e-3),
             ("f32 + f16 KV", &f32_file, KvType::F16, 0.05),
             ("q8", &q8_file, KvType::F16, f64::INFINITY),
+            ("dual", &dual_file, KvType::F16, f64::INFINITY),
         ] {
             let got = case_logits(bytes, &c, kv);
             assert_eq!(got.len(), want.len(), "{name} {label}: rows");
@@ -258,6 +260,55 @@ fn logits_match_the_reference() {
                 );
             }
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn logits_from_the_png_files_match_the_reference() {
+    // The whole path a user takes: PNG decode, smart resize (image B is
+    // upscaled bicubically from 28x90 to 32x96), patchify, the tower, the
+    // placeholder expansion and the multimodal prefill (batches of 16, so
+    // images straddle batches), then greedy decode.
+    use kestrel::engine::EngineArgs;
+    use kestrel::logits::logits_with_images;
+    let dir = temp_dir("vl-files");
+    let out = dir.join("vl.vqf");
+    convert_model(
+        &fx().join("hf"),
+        &out,
+        WeightMode::F32,
+        Some(256),
+        false,
+        true,
+    )
+    .unwrap();
+    let args = EngineArgs {
+        kv_f32: true,
+        threads: Some(2),
+        ..EngineArgs::default()
+    };
+    for (name, files, bound) in [
+        ("image", vec!["image_a.png"], 1e-3),
+        ("two_images", vec!["image_a.png", "image_b.png"], 1e-3),
+    ] {
+        let c = case(name);
+        // The prompt with one placeholder per image, as a user writes it.
+        let mut short = Vec::new();
+        for &t in &c.prompt {
+            if t != 482 || short.last() != Some(&482) {
+                short.push(t);
+            }
+        }
+        let paths: Vec<PathBuf> = files.iter().map(|f| fx().join("ref").join(f)).collect();
+        let (rows, generated, expanded) =
+            logits_with_images(&out, &short, &paths, None, c.greedy.len(), 16, &args).unwrap();
+        assert_eq!(expanded, c.prompt, "{name}: expanded prompt");
+        assert_eq!(generated, c.greedy, "{name}: greedy ids");
+        let (_, want) = read_npy_f32(&fx().join(format!("ref/{name}_logits.npy")));
+        let (max, rel) = diff(&rows, &want);
+        println!("files {name}: max abs {max:.2e}, rel L2 {rel:.2e} (greedy ids equal)");
+        assert!(max <= bound, "{name}: {max}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -74,6 +74,36 @@ fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
             .collect();
         v.push(("mlp_only_layers", format!("[{}]", dense.join(", "))));
     }
+    if c.mrope_section != [0; 3] {
+        v.push(("mrope_section", format!("{:?}", c.mrope_section)));
+    }
+    if let Some(x) = &c.vision {
+        let list = |a: &[u32]| format!("{a:?}");
+        let floats = |a: &[f32; 3]| format!("[{}, {}, {}]", a[0], a[1], a[2]);
+        v.extend([
+            ("vision_depth", x.depth.to_string()),
+            ("vision_hidden", x.hidden_size.to_string()),
+            ("vision_heads", x.num_heads.to_string()),
+            ("vision_ffn", x.ffn_size.to_string()),
+            ("patch_size", x.patch_size.to_string()),
+            ("temporal_patch", x.temporal_patch.to_string()),
+            ("spatial_merge", x.spatial_merge.to_string()),
+            ("vision_out_hidden", x.out_hidden.to_string()),
+            (
+                "num_position_embeddings",
+                x.num_position_embeddings.to_string(),
+            ),
+            ("deepstack_layers", list(x.deepstack())),
+            ("image_token_id", x.image_token_id.to_string()),
+            ("vision_start_token_id", x.vision_start_token_id.to_string()),
+            ("vision_end_token_id", x.vision_end_token_id.to_string()),
+            ("min_pixels", x.min_pixels.to_string()),
+            ("max_pixels", x.max_pixels.to_string()),
+            ("image_mean", floats(&x.image_mean)),
+            ("image_std", floats(&x.image_std)),
+            ("rescale_factor", format!("{}", x.rescale_factor)),
+        ]);
+    }
     if let Some(b) = c.bos_token_id {
         v.push(("bos_token_id", b.to_string()));
     }

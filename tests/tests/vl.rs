@@ -312,3 +312,27 @@ fn logits_from_the_png_files_match_the_reference() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn text_only_conversion_and_the_vision_flag() {
+    let dir = temp_dir("vl-text-only");
+    let out = dir.join("text.vqf");
+    convert_model(&fx().join("hf"), &out, WeightMode::F32, Some(256), false, false).unwrap();
+    let text_only = std::fs::read(&out).unwrap();
+    let v = Vqf::parse(&text_only).unwrap();
+    assert!(v.config().vision.is_none());
+    assert_eq!(v.header().flags & kestrel_core::vqf::layout::flags::VISION, 0);
+    // The text model alone gives the text case's logits.
+    let c = case("text");
+    let got = case_logits(&text_only, &c, KvType::F32);
+    let (_, want) = read_npy_f32(&fx().join("ref/text_logits.npy"));
+    let (max, _) = diff(&got, &want);
+    println!("text-only file, text case: max abs {max:.2e}");
+    assert!(max <= 1e-3);
+    // A vision file whose VISION flag is cleared no longer parses.
+    let mut full = convert_vl(&dir, WeightMode::Q8);
+    full[16] &= !(kestrel_core::vqf::layout::flags::VISION as u8);
+    let err = Vqf::parse(&full).unwrap_err().to_string();
+    assert!(err.contains("VISION flag"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -506,7 +506,7 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     use kestrel_core::state::KvType;
     use kestrel_core::vqf::layout::{Entry, Role};
     let e = |e: kestrel_core::Error| e.to_string();
-    if side == 0 || side % 32 != 0 {
+    if side == 0 || !side.is_multiple_of(32) {
         return Err(format!(
             "bench --vision: the image side must be a multiple of 32 (got {side})"
         ));

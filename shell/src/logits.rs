@@ -68,6 +68,9 @@ pub fn logits(
     logits_with_images(model, tokens, &[], None, greedy, batch, engine_args).map(|r| (r.0, r.1))
 }
 
+/// Every row's logits, the generated ids, and the prompt as run.
+pub type LogitsRun = (Vec<f32>, Vec<u32>, Vec<u32>);
+
 /// [`logits`] with images (Qwen3-VL): `tokens` holds one `<|image_pad|>`
 /// per image, expanded here to the image's token count; the rows follow the
 /// expanded sequence, which is returned third.
@@ -79,7 +82,7 @@ pub fn logits_with_images(
     greedy: usize,
     batch: usize,
     engine_args: &EngineArgs,
-) -> Result<(Vec<f32>, Vec<u32>, Vec<u32>), String> {
+) -> Result<LogitsRun, String> {
     let model = Model::open(model)?;
     let w = model.weights(engine_args.prefill_q8)?;
     let (k, pool, opts) = engine::setup(

@@ -162,11 +162,11 @@ impl VisionConfig {
         if self.min_pixels == 0 || self.min_pixels > self.max_pixels {
             return bad("image min_pixels must be 1..=max_pixels");
         }
-        let finite = |v: f32| v.is_finite();
-        if !self.image_mean.iter().all(|&v| finite(v))
-            || !self.image_std.iter().all(|&v| finite(v) && v > 0.0)
-            || !(finite(self.rescale_factor) && self.rescale_factor > 0.0)
-        {
+        let positive = |v: f32| v.is_finite() && v > 0.0;
+        let sane = self.image_mean.iter().all(|v| v.is_finite())
+            && self.image_std.iter().all(|&v| positive(v))
+            && positive(self.rescale_factor);
+        if !sane {
             return bad("image mean, std (> 0) and rescale_factor (> 0) must be finite");
         }
         Ok(())

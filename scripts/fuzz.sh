@@ -23,6 +23,10 @@ if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
         -o fuzz/corpus/vqf/seed.vqf --wmode q4 2>/dev/null
 fi
+if [ ! -f fuzz/corpus/vqf/seed-vl.vqf ]; then
+    cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen3_vl/hf \
+        -o fuzz/corpus/vqf/seed-vl.vqf --wmode q8 2>/dev/null
+fi
 if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen3_moe/hf \
         -o fuzz/corpus/vqf/seed-moe.vqf --wmode dual 2>/dev/null

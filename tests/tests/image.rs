@@ -434,6 +434,11 @@ fn hostile_jpeg_headers() {
     expect_err(&jpeg(&[&sof(0xc0, 8, 0, 8, &y)]), "DNL");
     expect_err(&jpeg(&[&sof(0xc0, 8, 8, 0, &y)]), "size 0x8");
     expect_err(&jpeg(&[&sof(0xc0, 8, 65535, 65535, &y)]), "outside");
+    // 8000x8000 declared in a 20-byte file: refused before allocating.
+    expect_err(
+        &jpeg(&[&sof(0xc0, 8, 8000, 8000, &y)]),
+        "too short for the image size",
+    );
     expect_err(
         &jpeg(&[&sof(
             0xc0,

@@ -559,3 +559,16 @@ fn pixel_values_errors() {
     );
     assert_eq!(out.len(), 4 * 1536);
 }
+
+#[test]
+fn shell_load_image() {
+    let img = kestrel::image::load_image(&vectors().join("jpeg_420.jpg")).unwrap();
+    assert_eq!((img.width, img.height), (48, 32));
+    let e = kestrel::image::load_image(&vectors().join("missing.png")).unwrap_err();
+    assert!(e.contains("missing.png"), "{e}");
+    let e = kestrel::image::load_image(&vectors().join("manifest.txt")).unwrap_err();
+    assert!(
+        e.contains("manifest.txt: image: not a PNG or JPEG file"),
+        "{e}"
+    );
+}

@@ -18,6 +18,8 @@ seed() { mkdir -p "fuzz/corpus/$1"; cp "${@:2}" "fuzz/corpus/$1/" 2>/dev/null ||
 seed gguf tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/vectors/gguf/*.gguf
 seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
 seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json
+seed image tests/fixtures/dev_qwen3_vl/image_a.png tests/fixtures/dev_qwen3_vl/image_b.png \
+    tests/vectors/image/*.png tests/vectors/image/*.jpg
 mkdir -p fuzz/corpus/vqf
 if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
@@ -33,7 +35,7 @@ if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in vqf safetensors gguf json; do
+for t in vqf safetensors gguf json image; do
     echo "fuzz: $t for ${secs}s"
     if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576) >"$log" 2>&1; then
         tail -40 "$log"

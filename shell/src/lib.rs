@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod engine;
 pub mod files;
 pub mod generate;
+pub mod image;
 pub mod inspect;
 pub mod logits;
 pub mod pool;

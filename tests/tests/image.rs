@@ -434,6 +434,11 @@ fn hostile_jpeg_headers() {
     expect_err(&jpeg(&[&sof(0xc0, 8, 0, 8, &y)]), "DNL");
     expect_err(&jpeg(&[&sof(0xc0, 8, 8, 0, &y)]), "size 0x8");
     expect_err(&jpeg(&[&sof(0xc0, 8, 65535, 65535, &y)]), "outside");
+    // 8000x8000 declared in a 20-byte file: refused before allocating.
+    expect_err(
+        &jpeg(&[&sof(0xc0, 8, 8000, 8000, &y)]),
+        "too short for the image size",
+    );
     expect_err(
         &jpeg(&[&sof(
             0xc0,
@@ -553,4 +558,17 @@ fn pixel_values_errors() {
         [1, 2, 2]
     );
     assert_eq!(out.len(), 4 * 1536);
+}
+
+#[test]
+fn shell_load_image() {
+    let img = kestrel::image::load_image(&vectors().join("jpeg_420.jpg")).unwrap();
+    assert_eq!((img.width, img.height), (48, 32));
+    let e = kestrel::image::load_image(&vectors().join("missing.png")).unwrap_err();
+    assert!(e.contains("missing.png"), "{e}");
+    let e = kestrel::image::load_image(&vectors().join("manifest.txt")).unwrap_err();
+    assert!(
+        e.contains("manifest.txt: image: not a PNG or JPEG file"),
+        "{e}"
+    );
 }

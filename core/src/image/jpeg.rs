@@ -233,7 +233,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Rgb8, ImageError> {
                 if frame.is_some() {
                     return Err(err("second SOF marker", at));
                 }
-                frame = Some(sof(d, m == 0xc2, at)?);
+                frame = Some(sof(d, m == 0xc2, at, bytes.len())?);
             }
             0xda => {
                 let f = frame.as_mut().ok_or(err("SOS before SOF", at))?;
@@ -251,7 +251,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     output(&f, &qt, &qset, jfif, adobe, pos)
 }
 
-fn sof(d: &[u8], progressive: bool, at: usize) -> Result<Frame, ImageError> {
+fn sof(d: &[u8], progressive: bool, at: usize, file_len: usize) -> Result<Frame, ImageError> {
     let h = d.get(..6).ok_or(err("SOF segment too short", at))?;
     if h[0] != 8 {
         return Err(ImageError::Unsupported(
@@ -299,6 +299,15 @@ fn sof(d: &[u8], progressive: bool, at: usize) -> Result<Frame, ImageError> {
     let hmax = comps.iter().map(|c| c.h).max().unwrap_or(1);
     let vmax = comps.iter().map(|c| c.v).max().unwrap_or(1);
     let (mcux, mcuy) = (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax));
+    // Every block's DC coefficient is coded at least once with at least one
+    // bit: a file too short for that is rejected before allocating.
+    let blocks: usize = comps
+        .iter()
+        .map(|c| (width * c.h).div_ceil(8 * hmax) * (height * c.v).div_ceil(8 * vmax))
+        .sum();
+    if blocks / 8 > file_len {
+        return Err(err("file too short for the image size it declares", at));
+    }
     for c in &mut comps {
         if hmax % c.h != 0 || vmax % c.v != 0 || hmax / c.h > 2 || vmax / c.v > 2 {
             return Err(ImageError::Unsupported(

@@ -18,7 +18,7 @@ seed() { mkdir -p "fuzz/corpus/$1"; cp "${@:2}" "fuzz/corpus/$1/" 2>/dev/null ||
 seed gguf tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/vectors/gguf/*.gguf
 seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
 seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json
-seed image tests/fixtures/dev_qwen3_vl/image_a.png tests/fixtures/dev_qwen3_vl/image_b.png \
+seed image tests/fixtures/dev_qwen3_vl/ref/image_a.png tests/fixtures/dev_qwen3_vl/ref/image_b.png \
     tests/vectors/image/*.png tests/vectors/image/*.jpg
 mkdir -p fuzz/corpus/vqf
 if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then

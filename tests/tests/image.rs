@@ -41,7 +41,7 @@ fn read_npy_u8(path: &Path) -> (Vec<usize>, Vec<u8>) {
 }
 
 fn config() -> ImageProcessorConfig {
-    let bytes = std::fs::read(vl().join("preprocessor_config.json")).unwrap();
+    let bytes = std::fs::read(vl().join("hf/preprocessor_config.json")).unwrap();
     ImageProcessorConfig::from_json(&bytes).unwrap()
 }
 
@@ -56,8 +56,9 @@ fn max_abs(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn fixture_pngs_decode_to_the_reference_pixels() {
     for name in ["image_a", "image_b"] {
-        let img = decode(&std::fs::read(vl().join(format!("{name}.png"))).unwrap()).unwrap();
-        let (shape, want) = read_npy_u8(&vl().join(format!("{name}_u8_hwc.npy")));
+        let img =
+            decode(&std::fs::read(vl().join("ref").join(format!("{name}.png"))).unwrap()).unwrap();
+        let (shape, want) = read_npy_u8(&vl().join("ref").join(format!("{name}_u8_hwc.npy")));
         assert_eq!(
             shape,
             [img.height as usize, img.width as usize, 3],
@@ -134,15 +135,15 @@ fn smart_resize_matches_transformers() {
 #[test]
 fn pixel_values_match_the_processor() {
     let cfg = config();
-    let a = decode(&std::fs::read(vl().join("image_a.png")).unwrap()).unwrap();
-    let b = decode(&std::fs::read(vl().join("image_b.png")).unwrap()).unwrap();
+    let a = decode(&std::fs::read(vl().join("ref").join("image_a.png")).unwrap()).unwrap();
+    let b = decode(&std::fs::read(vl().join("ref").join("image_b.png")).unwrap()).unwrap();
     let mut pa = Vec::new();
     assert_eq!(pixel_values(&a, &cfg, &mut pa).unwrap(), [1, 6, 4]);
     let mut pb = Vec::new();
     assert_eq!(pixel_values(&b, &cfg, &mut pb).unwrap(), [1, 2, 6]);
     // The two_images case's rows: image A's 24 patches (the same as the
     // `image` case's pixel_values), then image B's 12.
-    let (shape, want2) = read_npy_f32(&vl().join("two_images_pixel_values.npy"));
+    let (shape, want2) = read_npy_f32(&vl().join("ref").join("two_images_pixel_values.npy"));
     assert_eq!(shape, [36, 1536]);
     let ea = max_abs(&pa, &want2[..24 * 1536]);
     let eb = max_abs(&pb, &want2[24 * 1536..]);
@@ -153,7 +154,7 @@ fn pixel_values_match_the_processor() {
 
 #[test]
 fn resize_identity_and_shapes() {
-    let a = decode(&std::fs::read(vl().join("image_a.png")).unwrap()).unwrap();
+    let a = decode(&std::fs::read(vl().join("ref").join("image_a.png")).unwrap()).unwrap();
     // Downscale then check the size, a constant image stays constant.
     let small = resize_bicubic(&a, 17, 30).unwrap();
     assert_eq!(

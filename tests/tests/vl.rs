@@ -317,11 +317,22 @@ fn logits_from_the_png_files_match_the_reference() {
 fn text_only_conversion_and_the_vision_flag() {
     let dir = temp_dir("vl-text-only");
     let out = dir.join("text.vqf");
-    convert_model(&fx().join("hf"), &out, WeightMode::F32, Some(256), false, false).unwrap();
+    convert_model(
+        &fx().join("hf"),
+        &out,
+        WeightMode::F32,
+        Some(256),
+        false,
+        false,
+    )
+    .unwrap();
     let text_only = std::fs::read(&out).unwrap();
     let v = Vqf::parse(&text_only).unwrap();
     assert!(v.config().vision.is_none());
-    assert_eq!(v.header().flags & kestrel_core::vqf::layout::flags::VISION, 0);
+    assert_eq!(
+        v.header().flags & kestrel_core::vqf::layout::flags::VISION,
+        0
+    );
     // The text model alone gives the text case's logits.
     let c = case("text");
     let got = case_logits(&text_only, &c, KvType::F32);

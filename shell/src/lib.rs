@@ -10,6 +10,7 @@ pub mod generate;
 pub mod inspect;
 pub mod logits;
 pub mod pool;
+pub mod serve;
 
 /// Lets a closed pipe end the program quietly (`kestrel inspect | head`), as
 /// command-line tools do, instead of failing every later write.

@@ -53,6 +53,13 @@ enum Command {
     },
     /// Run token ids through the model and write every position's logits (f32 LE rows).
     Logits(logits::LogitsArgs),
+    /// OpenAI-compatible HTTP server (arguments parsed by `serve::ServeArgs::parse`; `serve --help`).
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// MODEL.vqf [--host H] [--port P] [--ctx N] [-t N] [--parallel K] [--api-key KEY] ...
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Recompute a VQF file's checksum; exit 0 when it matches.
     Verify {
         /// The VQF file.
@@ -83,6 +90,7 @@ fn main() -> ExitCode {
         Command::Inspect { file, json } => inspect::inspect(&file, json),
         Command::Verify { file } => inspect::verify(&file),
         Command::Logits(args) => logits::run(&args),
+        Command::Serve { args } => kestrel::serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

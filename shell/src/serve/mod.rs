@@ -513,14 +513,16 @@ impl Answer<'_> {
         s
     }
 
-    fn usage(prompt: usize, completion: usize) -> String {
+    /// `usage`, with the prompt tokens reused from the cache as OpenAI's
+    /// `prompt_tokens_details.cached_tokens`.
+    fn usage(prompt: usize, cached: usize, completion: usize) -> String {
         format!(
-            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}",
+            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}",
             prompt + completion
         )
     }
 
-    fn usage_chunk(&self, prompt: usize, completion: usize) -> String {
+    fn usage_chunk(&self, prompt: usize, cached: usize, completion: usize) -> String {
         let mut s = match self.kind {
             Kind::Chat => self.start("chat.completion.chunk"),
             Kind::Completion => self.start("text_completion"),
@@ -528,12 +530,19 @@ impl Answer<'_> {
         let _ = write!(
             s,
             ",\"choices\":[],\"usage\":{}}}",
-            Self::usage(prompt, completion)
+            Self::usage(prompt, cached, completion)
         );
         s
     }
 
-    fn whole(&self, text: &str, finish: Finish, prompt: usize, completion: usize) -> String {
+    fn whole(
+        &self,
+        text: &str,
+        finish: Finish,
+        prompt: usize,
+        cached: usize,
+        completion: usize,
+    ) -> String {
         let mut s = match self.kind {
             Kind::Chat => self.start("chat.completion"),
             Kind::Completion => self.start("text_completion"),
@@ -554,7 +563,7 @@ impl Answer<'_> {
             s,
             ",\"logprobs\":null,\"finish_reason\":\"{}\"}}],\"usage\":{}}}",
             finish.name(),
-            Self::usage(prompt, completion)
+            Self::usage(prompt, cached, completion)
         );
         s
     }
@@ -636,6 +645,7 @@ fn generate_answer(
     let mut pending = String::new();
     let mut whole = String::new();
     let mut generated = 0usize;
+    let mut cached = 0usize;
     let finish = loop {
         let ev = match rx.recv_timeout(PEER_CHECK) {
             Ok(ev) => ev,
@@ -651,6 +661,7 @@ fn generate_answer(
         };
         let mut finish = None;
         match ev {
+            Event::Prefilled { cached: c } => cached = c,
             Event::Token(t) => {
                 generated += 1;
                 let _ = dec.step_with(&sh.tok, t, &mut |s| pending.push_str(s));
@@ -692,12 +703,12 @@ fn generate_answer(
         let mut tail = ans.chunk(None, false, Some(finish));
         if p.include_usage {
             tail.push_str("\n\ndata: ");
-            tail.push_str(&ans.usage_chunk(n, generated));
+            tail.push_str(&ans.usage_chunk(n, cached, generated));
         }
         tail.push_str("\n\ndata: [DONE]");
         let _ = http::write_sse_data(conn, &tail);
     } else {
-        json_response(conn, 200, &ans.whole(&whole, finish, n, generated));
+        json_response(conn, 200, &ans.whole(&whole, finish, n, cached, generated));
     }
     Ok(())
 }

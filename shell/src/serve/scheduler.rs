@@ -47,6 +47,11 @@ impl Finish {
 /// What the engine sends a job's handler.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// The prompt is in the cache; this many of its tokens were reused
+    /// from the slot's previous request.
+    Prefilled {
+        cached: usize,
+    },
     Token(u32),
     Done(Finish),
     Error(String),
@@ -265,6 +270,9 @@ impl<P: Parallel> Engine<'_, P> {
                 s.copies.push(copy);
             }
             c0 = c1;
+        }
+        if job.events.send(Event::Prefilled { cached: keep }).is_err() {
+            return;
         }
         s.active = Some(Active {
             sampler: Sampler::new(job.sampler),

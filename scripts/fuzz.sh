@@ -20,6 +20,12 @@ seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
 seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json
 seed image tests/fixtures/dev_qwen3_vl/ref/image_a.png tests/fixtures/dev_qwen3_vl/ref/image_b.png \
     tests/vectors/image/*.png tests/vectors/image/*.jpg
+mkdir -p fuzz/corpus/http fuzz/corpus/serve_api
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer k\r\nContent-Length: 42' >fuzz/corpus/http/post
+printf 'GET /v1/models?x=1 HTTP/1.0\r\nExpect: 100-continue\r\nTransfer-Encoding: identity' >fuzz/corpus/http/get
+printf '%s' '{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi \u00e9"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}],"max_tokens":5,"temperature":0.7,"top_p":0.9,"seed":-3,"stop":["\n\n","x"],"stream":true,"stream_options":{"include_usage":true},"n":1}' >fuzz/corpus/serve_api/chat
+printf '%s' '{"prompt":["Once upon"],"max_completion_tokens":9,"top_k":40,"min_p":0.05,"repeat_penalty":1.1}' >fuzz/corpus/serve_api/completion
+printf '%s' '{"prompt":[1,2,3]}' >fuzz/corpus/serve_api/ids
 mkdir -p fuzz/corpus/vqf
 if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
@@ -35,7 +41,7 @@ if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in vqf safetensors gguf json image; do
+for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json image http serve_api}; do
     echo "fuzz: $t for ${secs}s"
     if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576) >"$log" 2>&1; then
         tail -40 "$log"

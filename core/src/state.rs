@@ -12,6 +12,9 @@ use kestrel_kernels::cast;
 /// Largest batch a prefill step may process.
 pub const MAX_BATCH: usize = 256;
 
+/// Most sequence slots one state holds (each its own KV region).
+pub const MAX_SLOTS: usize = 64;
+
 /// How the KV cache stores keys and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvType {
@@ -30,8 +33,13 @@ pub struct Options {
     pub max_batch: usize,
     /// KV cache element type.
     pub kv: KvType,
-    /// Keep the logits of every row of a batch (else only the last row's).
+    /// Keep the logits of every row of a batch (else only the last row's,
+    /// or one row per slot for a multi-sequence step).
     pub all_logits: bool,
+    /// Sequence slots (1 for one conversation): each has its own KV region
+    /// of `max_seq` positions; [`crate::model::forward::forward_rows`]
+    /// steps several at once. `forward` uses slot 0.
+    pub slots: usize,
 }
 
 /// Byte ranges of every buffer in the arena.
@@ -99,6 +107,13 @@ impl ArenaLayout {
                 max: MAX_BATCH,
             });
         }
+        if opts.slots == 0 || opts.slots > MAX_SLOTS {
+            return Err(Error::OutOfRange {
+                what: "sequence slots",
+                value: opts.slots,
+                max: MAX_SLOTS,
+            });
+        }
         if opts.max_seq == 0 {
             return Err(Error::OutOfRange {
                 what: "max_seq",
@@ -109,7 +124,7 @@ impl ArenaLayout {
         let d = Dims::of(cfg);
         let b = opts.max_batch;
         let max_in = d.hidden.max(d.q_dim).max(d.ffn);
-        let logit_rows = if opts.all_logits { b } else { 1 };
+        let logit_rows = if opts.all_logits { b } else { opts.slots };
         let max_rows = d
             .qkv
             .max(2 * d.ffn)
@@ -117,19 +132,22 @@ impl ArenaLayout {
             .max(d.experts)
             .max(if opts.all_logits { d.vocab } else { 0 });
         let kv_elem = if opts.kv == KvType::F16 { 2 } else { 4 };
-        let kv = mul(mul(mul(d.layers, opts.max_seq)?, d.kv_dim)?, kv_elem)?;
+        let kv = mul(
+            mul(mul(mul(opts.slots, d.layers)?, opts.max_seq)?, d.kv_dim)?,
+            kv_elem,
+        )?;
         let f = 4;
         let sizes = [
-            kv,                                               // 0 keys: (layer, seq, kv_dim)
-            kv,                                               // 1 values: (layer, seq, kv_dim)
-            mul(mul(b, d.hidden)?, f)?, // 2 x: (batch, hidden) residual stream
-            mul(mul(b, d.hidden)?, f)?, // 3 xb: (batch, hidden) normed input
-            mul(mul(b, d.qkv)?, f)?,    // 4 qkv: (batch, q_dim + 2 kv_dim)
-            mul(mul(b, d.q_dim)?, f)?,  // 5 att: (batch, q_dim) attention output
-            mul(mul(b, d.ffn)?, f)?,    // 6 hb: (batch, ffn) SwiGLU output
-            mul(mul(b, d.hidden)?, f)?, // 7 proj: (batch, hidden) o/down output
-            mul(mul(b, max_rows)?, f)?, // 8 tmp: (batch, widest output) matmul parts
-            mul(mul(logit_rows, d.vocab)?, f)?, // 9 logits: (rows, vocab)
+            kv,                                               // 0 keys: (slot, layer, seq, kv_dim)
+            kv,                                   // 1 values: (slot, layer, seq, kv_dim)
+            mul(mul(b, d.hidden)?, f)?,           // 2 x: (batch, hidden) residual stream
+            mul(mul(b, d.hidden)?, f)?,           // 3 xb: (batch, hidden) normed input
+            mul(mul(b, d.qkv)?, f)?,              // 4 qkv: (batch, q_dim + 2 kv_dim)
+            mul(mul(b, d.q_dim)?, f)?,            // 5 att: (batch, q_dim) attention output
+            mul(mul(b, d.ffn)?, f)?,              // 6 hb: (batch, ffn) SwiGLU output
+            mul(mul(b, d.hidden)?, f)?,           // 7 proj: (batch, hidden) o/down output
+            mul(mul(b, max_rows)?, f)?,           // 8 tmp: (batch, widest output) matmul parts
+            mul(mul(logit_rows, d.vocab)?, f)?,   // 9 logits: (rows, vocab)
             mul(mul(d.heads, opts.max_seq)?, f)?, // 10 scores: (heads, seq)
             mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 11 rope: (seq, head_dim/2) cos, then sin
             mul(b, max_in)?,                                  // 12 act_qs: (batch, widest input) i8
@@ -148,6 +166,11 @@ impl ArenaLayout {
                 .ok_or(Error::Overflow { what: "arena size" })?;
         }
         Ok(ArenaLayout { total, sizes })
+    }
+
+    /// Bytes of the KV cache (keys and values of every slot).
+    pub fn kv_bytes(&self) -> usize {
+        self.sizes[0] + self.sizes[1]
     }
 }
 
@@ -196,15 +219,17 @@ impl KvCache<'_> {
 pub struct State<'a> {
     /// What the state was sized for.
     pub opts: Options,
-    /// Tokens already in the KV cache (the next token's position).
+    /// Tokens of slot 0 already in the KV cache (the next token's position
+    /// for `forward`). Multi-sequence callers keep each slot's position
+    /// themselves and pass it in each [`crate::model::forward::Row`].
     pub pos: usize,
-    /// Rotary position minus sequence position for steps without explicit
-    /// M-RoPE positions: 0, or (Qwen3-VL, after an image) the prompt's
-    /// `rope_delta` (images span fewer positions than tokens).
-    pub rope_delta: i64,
-    /// Keys: (layer, seq, kv_dim).
+    /// Per slot: rotary position minus sequence position for steps without
+    /// explicit M-RoPE positions: 0, or (Qwen3-VL, after an image) the
+    /// prompt's `rope_delta` (images span fewer positions than tokens).
+    pub rope_delta: [i64; MAX_SLOTS],
+    /// Keys: (slot, layer, seq, kv_dim).
     pub k_cache: KvCache<'a>,
-    /// Values: (layer, seq, kv_dim).
+    /// Values: (slot, layer, seq, kv_dim).
     pub v_cache: KvCache<'a>,
     /// (batch, hidden) residual stream.
     pub x: &'a mut [f32],
@@ -220,7 +245,7 @@ pub struct State<'a> {
     pub proj: &'a mut [f32],
     /// Matrix-multiply parts.
     pub tmp: &'a mut [f32],
-    /// (rows, vocab) logits.
+    /// (rows, vocab) logits: max_batch rows with `all_logits`, else one per slot.
     pub logits: &'a mut [f32],
     /// (heads, seq) attention scores.
     pub scores: &'a mut [f32],
@@ -332,7 +357,7 @@ impl<'a> State<'a> {
         Ok(State {
             opts,
             pos: 0,
-            rope_delta: 0,
+            rope_delta: [0; MAX_SLOTS],
             k_cache,
             v_cache,
             x,

@@ -426,6 +426,7 @@ fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
             max_batch: 32,
             kv: KvType::F16,
             all_logits: false,
+            slots: 1,
         };
         let mut arena = vec![0u8; ArenaLayout::new(&cfg, &opts).map_err(e)?.total];
         let mut s = State::new(&cfg, opts, &mut arena).map_err(e)?;

@@ -145,6 +145,7 @@ pub fn setup(
             KvType::F16
         },
         all_logits,
+        slots: 1,
     };
     (kernels, pool, opts)
 }

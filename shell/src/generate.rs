@@ -179,14 +179,7 @@ impl<'a> Session<'a> {
             "this VQF file has no tokenizer (convert it from a directory with tokenizer.json)",
         )?;
         let tok = Tokenizer::new(tables);
-        let mut stops: Vec<u32> = w.cfg.eos().to_vec();
-        for t in ["<|im_end|>", "<|endoftext|>"] {
-            if let Some(id) = tok.token_id(t) {
-                if !stops.contains(&id) {
-                    stops.push(id);
-                }
-            }
-        }
+        let stops = stop_tokens(w, &tok);
         let vocab = w.cfg.vocab_size as usize;
         Ok(Session {
             w,
@@ -204,16 +197,7 @@ impl<'a> Session<'a> {
 
     /// Token ids of `text` (special tokens recognised).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        let mut norm = vec![0u8; 3 * text.len() + 16];
-        let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
-        let mut scratch = EncodeScratch::new(&mut norm, &mut work);
-        let mut ids = Vec::new();
-        self.tok
-            .encode_each(text, Default::default(), &mut scratch, &mut |id| {
-                ids.push(id)
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(ids)
+        encode(&self.tok, text)
     }
 
     /// Runs `ids` through the model (batches of max_batch); keeps the last logits.
@@ -263,7 +247,7 @@ impl<'a> Session<'a> {
     /// Forgets the conversation.
     pub fn reset(&mut self) {
         self.state.pos = 0;
-        self.state.rope_delta = 0;
+        self.state.rope_delta[0] = 0;
         self.history.clear();
     }
 
@@ -343,6 +327,33 @@ impl<'a> Session<'a> {
             kestrel_core::parallel::Parallel::threads(self.pool),
         );
     }
+}
+
+/// The tokens that end an answer: the file's EOS ids, `<|im_end|>` and
+/// `<|endoftext|>`.
+pub fn stop_tokens(w: &Weights, tok: &Tokenizer) -> Vec<u32> {
+    let mut stops: Vec<u32> = w.cfg.eos().to_vec();
+    for t in ["<|im_end|>", "<|endoftext|>"] {
+        if let Some(id) = tok.token_id(t) {
+            if !stops.contains(&id) {
+                stops.push(id);
+            }
+        }
+    }
+    stops
+}
+
+/// Token ids of `text` (special tokens recognised).
+pub fn encode(tok: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+    let mut norm = vec![0u8; 3 * text.len() + 16];
+    let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
+    let mut scratch = EncodeScratch::new(&mut norm, &mut work);
+    let mut ids = Vec::new();
+    tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
+        ids.push(id)
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(ids)
 }
 
 /// The chat-formatted prompt.

@@ -12,6 +12,7 @@ pub mod image;
 pub mod inspect;
 pub mod logits;
 pub mod pool;
+pub mod serve;
 pub mod vision;
 
 /// Lets a closed pipe end the program quietly (`kestrel inspect | head`), as

@@ -5,6 +5,7 @@ use kestrel::bench::BenchArgs;
 use kestrel::convert::ConvertArgs;
 use kestrel::generate::{ChatArgs, RunArgs};
 use kestrel::logits::LogitsArgs;
+use kestrel::serve::ServeArgs;
 use kestrel::{bench, convert, cpu, generate, inspect, logits};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +67,7 @@ const COMMANDS: &[&Command] = &[
     &ConvertArgs::COMMAND,
     &INSPECT,
     &LogitsArgs::COMMAND,
+    &ServeArgs::COMMAND,
     &VERIFY,
 ];
 
@@ -124,6 +126,7 @@ fn dispatch(argv: &[String]) -> Result<Result<(), String>, Stop> {
         }
         "verify" => inspect::verify(&VERIFY.parse(rest)?.get::<PathBuf>("file")?),
         "logits" => logits::run(&LogitsArgs::parse(rest)?),
+        "serve" => kestrel::serve::run(&ServeArgs::parse(rest)?),
         other => {
             return Err(Stop::Error(format!(
                 "kestrel: unknown command '{other}' (see 'kestrel --help')"

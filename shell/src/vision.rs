@@ -237,8 +237,8 @@ pub fn prefill(
     let delta = mrope_positions(ids, v.image_token_id, &images.grids, &mut pos, &mut rows)
         .map_err(|e| e.to_string())?;
     // Positions continue from the rotary position of the next token.
-    let base =
-        u32::try_from(s.pos as i64 + s.rope_delta).map_err(|_| "context too long".to_string())?;
+    let base = u32::try_from(s.pos as i64 + s.rope_delta[0])
+        .map_err(|_| "context too long".to_string())?;
     for p in pos.iter_mut() {
         for x in p.iter_mut() {
             *x = x.checked_add(base).ok_or("context too long")?;
@@ -263,6 +263,6 @@ pub fn prefill(
         }
         at = end;
     }
-    s.rope_delta += delta;
+    s.rope_delta[0] += delta;
     Ok(())
 }

@@ -25,6 +25,7 @@ fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType)
         max_batch: batch,
         kv,
         all_logits: true,
+        slots: 1,
     };
     let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -104,6 +105,7 @@ fn context_full_and_bad_tokens_are_errors() {
         max_batch: 4,
         kv: KvType::F16,
         all_logits: false,
+        slots: 1,
     };
     let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
     let need = arena.len();
@@ -121,4 +123,112 @@ fn context_full_and_bad_tokens_are_errors() {
     forward(&w, &mut s, &k, &Serial, &[4]).unwrap();
     let e = forward(&w, &mut s, &k, &Serial, &[5]).unwrap_err();
     assert!(matches!(e, Error::ContextFull { need: 5, max: 4 }), "{e}");
+}
+
+/// Three sequences stepped together by `forward_rows` (one slot's prompt,
+/// then two slots' prompts in one step, then decode steps of all three)
+/// give each sequence the logits of its own single-sequence `forward` run,
+/// bit for bit, on a dual file (Q8 prefill copy, Q4 decode copy).
+#[test]
+fn forward_rows_equal_single_sequence_forward() {
+    use kestrel_core::model::forward::{forward_rows, Row};
+    let prompts: [&[u32]; 3] = [&[1, 5, 9, 2, 33], &[4, 4, 7], &[12, 30, 3, 3, 8, 21]];
+    let decoded: [&[u32]; 3] = [&[6, 2, 2], &[0, 39, 5], &[17, 1, 9]];
+    let k = detected_kernels();
+    for arch in [Arch::Qwen3, Arch::Qwen2] {
+        let cfg = tiny_config(arch);
+        let bytes = build_vqf(&cfg, WeightMode::Dual, &SyntheticSource { cfg });
+        let w = Weights::new(Vqf::parse(&bytes).unwrap(), true).unwrap();
+        assert_ne!(w.routing.prefill, w.routing.decode);
+        let vocab = w.cfg.vocab_size as usize;
+        // Reference: each sequence alone, prompt in one batch, then one token at a time.
+        let mut want: Vec<Vec<Vec<f32>>> = Vec::new();
+        for (p, d) in prompts.iter().zip(decoded) {
+            let opts = Options {
+                max_seq: 16,
+                max_batch: 8,
+                kv: KvType::F16,
+                all_logits: false,
+                slots: 1,
+            };
+            let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+            let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+            let mut rows = vec![forward(&w, &mut s, &k, &Serial, p).unwrap().to_vec()];
+            for &t in d {
+                rows.push(forward(&w, &mut s, &k, &Serial, &[t]).unwrap().to_vec());
+            }
+            want.push(rows);
+        }
+        let opts = Options {
+            max_seq: 16,
+            max_batch: 16,
+            kv: KvType::F16,
+            all_logits: false,
+            slots: 3,
+        };
+        let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+        let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+        let prompt_rows = |slot: usize| -> Vec<Row> {
+            let p = prompts[slot];
+            (0..p.len())
+                .map(|i| Row {
+                    slot,
+                    pos: i,
+                    token: p[i],
+                    logits: i + 1 == p.len(),
+                })
+                .collect()
+        };
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        let l = forward_rows(
+            &w,
+            &mut s,
+            &k,
+            &Serial,
+            &prompt_rows(0),
+            w.routing.prefill,
+            None,
+        )
+        .unwrap();
+        assert!(same(l, &want[0][0]), "{arch:?}: slot 0 prompt");
+        let mut both = prompt_rows(1);
+        both.extend(prompt_rows(2));
+        let l = forward_rows(&w, &mut s, &k, &Serial, &both, w.routing.prefill, None).unwrap();
+        assert_eq!(l.len(), 2 * vocab);
+        assert!(same(&l[..vocab], &want[1][0]), "{arch:?}: slot 1 prompt");
+        assert!(same(&l[vocab..], &want[2][0]), "{arch:?}: slot 2 prompt");
+        for step in 0..3 {
+            let rows: Vec<Row> = (0..3)
+                .map(|slot| Row {
+                    slot,
+                    pos: prompts[slot].len() + step,
+                    token: decoded[slot][step],
+                    logits: true,
+                })
+                .collect();
+            let l = forward_rows(&w, &mut s, &k, &Serial, &rows, w.routing.decode, None).unwrap();
+            for slot in 0..3 {
+                let got = &l[slot * vocab..(slot + 1) * vocab];
+                assert!(
+                    same(got, &want[slot][step + 1]),
+                    "{arch:?}: slot {slot} step {step}"
+                );
+            }
+        }
+        // Bad slots, positions past the context and too many logit rows are errors.
+        let row = |slot, pos| Row {
+            slot,
+            pos,
+            token: 1,
+            logits: true,
+        };
+        let d = w.routing.decode;
+        assert!(forward_rows(&w, &mut s, &k, &Serial, &[row(3, 0)], d, None).is_err());
+        assert!(matches!(
+            forward_rows(&w, &mut s, &k, &Serial, &[row(0, 16)], d, None),
+            Err(Error::ContextFull { need: 17, max: 16 })
+        ));
+        let four = [row(0, 9), row(1, 9), row(2, 9), row(0, 10)];
+        assert!(forward_rows(&w, &mut s, &k, &Serial, &four, d, None).is_err());
+    }
 }

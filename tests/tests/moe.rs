@@ -155,6 +155,7 @@ fn run_routes(bytes: &[u8], tokens: &[u32], batch: usize) -> (Routing, Vec<f32>)
         max_batch: batch,
         kv: KvType::F32,
         all_logits: true,
+        slots: 1,
     };
     let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -347,6 +348,7 @@ fn decode_reads_only_the_selected_experts() {
             max_batch: 32,
             kv: KvType::F16,
             all_logits: false,
+            slots: 1,
         };
         let kern = detected_kernels();
         let prefill = &c.prompt[..32];
@@ -482,6 +484,7 @@ fn dense_layers_and_sparse_steps_work() {
                     max_batch: batch,
                     kv: KvType::F32,
                     all_logits: true,
+                    slots: 1,
                 };
                 let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
                 let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -587,6 +590,7 @@ fn try_run(bytes: &[u8]) -> bool {
         max_batch: 4,
         kv: KvType::F16,
         all_logits: false,
+        slots: 1,
     };
     let Ok(layout) = ArenaLayout::new(&w.cfg, &opts) else {
         return true;

@@ -204,6 +204,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         max_batch: 64,
         kv,
         all_logits: true,
+        slots: 1,
     };
     let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -220,7 +221,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
     let mut out = forward_multimodal(&w, &mut s, &k, &Serial, &c.prompt, &mm, true)
         .unwrap()
         .to_vec();
-    s.rope_delta = delta;
+    s.rope_delta[0] = delta;
     for &id in &c.greedy {
         out.extend_from_slice(forward(&w, &mut s, &k, &Serial, &[id]).unwrap());
     }

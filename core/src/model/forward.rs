@@ -4,6 +4,14 @@
 //! `max_batch` for prefill) at positions `state.pos ..`, writes their keys
 //! and values into the cache, and leaves the logits of the last token (or of
 //! every token, with `all_logits`) in `state.logits`.
+//!
+//! Several sequences: [`forward_rows`] runs one row per (slot, position,
+//! token), each row's keys and values stored in its slot's KV region and
+//! its attention causal over that slot only; the rows share every weight
+//! read (one GEMM per matrix). A row's result does not depend on the other
+//! rows (every kernel computes each activation row alone, in a fixed order),
+//! so a row equals the single-sequence `forward` of the same token with the
+//! same weight copy, bit for bit.
 
 use super::ops;
 use super::weights::{LayerWeights, Weights};
@@ -66,6 +74,53 @@ pub(super) fn linear<P: Parallel>(
     k.matmul_into(pool, w, &acts, m, epi, &mut out[..m * width], tmp)
 }
 
+/// One row of a multi-sequence step: `token` at position `pos` of sequence
+/// slot `slot` (`slot < opts.slots`, `pos < opts.max_seq`; positions
+/// `0..pos` of the slot must hold that sequence's keys and values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The sequence slot (its KV region).
+    pub slot: usize,
+    /// The token's position in its sequence (RoPE angle, KV index).
+    pub pos: usize,
+    /// The token id.
+    pub token: u32,
+    /// Compute this row's logits.
+    pub logits: bool,
+}
+
+/// The rows of one step.
+#[derive(Clone, Copy)]
+enum Rows<'r> {
+    /// `tokens` of slot 0 at positions `pos ..` (`forward`); logits for the
+    /// last row, or every row with `all_logits`.
+    Consecutive { pos: usize, tokens: &'r [u32] },
+    /// Explicit rows ([`forward_rows`]).
+    Explicit(&'r [Row]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::Consecutive { tokens, .. } => tokens.len(),
+            Rows::Explicit(rows) => rows.len(),
+        }
+    }
+
+    /// Row `t` (`t < len`), with whether its logits are kept.
+    fn get(&self, t: usize, all_logits: bool) -> Row {
+        match *self {
+            Rows::Consecutive { pos, tokens } => Row {
+                slot: 0,
+                pos: pos + t,
+                token: tokens[t],
+                logits: all_logits || t + 1 == tokens.len(),
+            },
+            Rows::Explicit(rows) => rows[t],
+        }
+    }
+}
+
 /// Runs `tokens` (at most `max_batch`) through the model at positions
 /// `state.pos ..` and advances `state.pos`. Returns the logits: the last
 /// token's row, or one row per token when the state keeps all logits.
@@ -76,8 +131,11 @@ pub fn forward<'s, P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<&'s [f32], Error> {
-    let rows = step(w, s, k, pool, tokens, None, true)?;
-    Ok(&s.logits[..rows * w.cfg.vocab_size as usize])
+    let layout = w.routing.for_batch(tokens.len());
+    let rows = Rows::Consecutive { pos: s.pos, tokens };
+    let n = step(w, s, k, pool, rows, layout, None, true)?;
+    s.pos += tokens.len();
+    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
 
 /// The image side of a Qwen3-VL forward step: every row's M-RoPE position,
@@ -110,8 +168,46 @@ pub fn forward_multimodal<'s, P: Parallel>(
     mm: &Multimodal,
     logits: bool,
 ) -> Result<&'s [f32], Error> {
-    let rows = step(w, s, k, pool, tokens, Some(mm), logits)?;
-    Ok(&s.logits[..rows * w.cfg.vocab_size as usize])
+    let layout = w.routing.for_batch(tokens.len());
+    let rows = Rows::Consecutive { pos: s.pos, tokens };
+    let n = step(w, s, k, pool, rows, layout, Some(mm), logits)?;
+    s.pos += tokens.len();
+    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
+}
+
+/// Runs `rows` (1 to `max_batch`, any mix of slots) through the model,
+/// multiplying the weight copy `layout`, and returns the logits of the rows
+/// with `logits` set, one `vocab` row each, in row order (at most
+/// `opts.slots` such rows, or `max_batch` with `all_logits`).
+///
+/// `layout` makes the weight copy explicit: `w.routing.decode` for a decode
+/// step of several sequences (the copy `forward` reads for one token, so
+/// every row equals a single-sequence decode step bit for bit), or
+/// `w.routing.for_batch(n)` for rows that `forward` would run as a batch of
+/// `n` (prefill). `state.pos` is not used or changed: the caller keeps each
+/// slot's position. With `mm` (Qwen3-VL), the rows' M-RoPE positions and
+/// image rows, as for [`forward_multimodal`].
+pub fn forward_rows<'s, P: Parallel>(
+    w: &Weights,
+    s: &'s mut State,
+    k: &Kernels,
+    pool: &P,
+    rows: &[Row],
+    layout: Layout,
+    mm: Option<&Multimodal>,
+) -> Result<&'s [f32], Error> {
+    let with_logits = rows.iter().filter(|r| r.logits).count();
+    let n = step(
+        w,
+        s,
+        k,
+        pool,
+        Rows::Explicit(rows),
+        layout,
+        mm,
+        with_logits > 0,
+    )?;
+    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
 
 /// [`forward`] without the lm_head: fills the KV cache for `tokens` and
@@ -124,7 +220,11 @@ pub fn forward_no_logits<P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<(), Error> {
-    step(w, s, k, pool, tokens, None, false).map(|_| ())
+    let layout = w.routing.for_batch(tokens.len());
+    let rows = Rows::Consecutive { pos: s.pos, tokens };
+    step(w, s, k, pool, rows, layout, None, false)?;
+    s.pos += tokens.len();
+    Ok(())
 }
 
 /// Largest head_dim / 2 (the config allows head_dim up to 1024).
@@ -143,15 +243,15 @@ pub fn mrope_axis(sec: [u32; 3], j: usize) -> usize {
     }
 }
 
-/// The cos/sin of row `t` (sequence position `p`): from the table at the
-/// rotary position (`p + rope_delta`, or the step's M-RoPE positions), each
-/// frequency at its section's axis.
+/// The cos/sin of row `t` (`row`): from the table at the rotary position
+/// (its position plus its slot's `rope_delta`, or the step's M-RoPE
+/// positions), each frequency at its section's axis.
 fn row_rope(
     w: &Weights,
     s: &State,
     mm: Option<&Multimodal>,
     t: usize,
-    p: usize,
+    row: &Row,
     out: &mut [f32; 2 * MAX_HALF],
 ) -> Result<(), Error> {
     let half = w.cfg.head_dim as usize / 2;
@@ -159,7 +259,8 @@ fn row_rope(
     let pos3 = match mm {
         Some(mm) => mm.positions[t].map(|x| x as usize),
         None => {
-            let r = (p as i64).checked_add(s.rope_delta).unwrap_or(-1);
+            let delta = s.rope_delta.get(row.slot).copied().unwrap_or(0);
+            let r = (row.pos as i64).checked_add(delta).unwrap_or(-1);
             let r = usize::try_from(r).unwrap_or(usize::MAX);
             [r; 3]
         }
@@ -180,19 +281,20 @@ fn row_rope(
     Ok(())
 }
 
-/// One forward step; returns the number of logit rows written (0 without
-/// `logits`).
+/// One forward step over `rows` with the weight copy `layout`; returns the
+/// number of logit rows written (0 without `logits`).
 fn step<P: Parallel>(
     w: &Weights,
     s: &mut State,
     k: &Kernels,
     pool: &P,
-    tokens: &[u32],
+    rows: Rows,
+    layout: Layout,
     mm: Option<&Multimodal>,
     logits: bool,
 ) -> Result<usize, Error> {
     let cfg = &w.cfg;
-    let m = tokens.len();
+    let m = rows.len();
     let levels = cfg.vision.map_or(0, |v| v.deepstack().len());
     if let Some(mm) = mm {
         let h = cfg.hidden_size as usize;
@@ -220,23 +322,50 @@ fn step<P: Parallel>(
             max: s.opts.max_batch,
         });
     }
-    let pos = s.pos;
-    if pos + m > s.opts.max_seq {
+    let all_logits = s.opts.all_logits;
+    let mut logit_rows = 0usize;
+    let mut need = 0usize;
+    for t in 0..m {
+        let r = rows.get(t, all_logits);
+        need = need.max(r.pos.saturating_add(1));
+        if r.slot >= s.opts.slots {
+            return Err(Error::OutOfRange {
+                what: "sequence slot",
+                value: r.slot,
+                max: s.opts.slots - 1,
+            });
+        }
+        logit_rows += usize::from(r.logits);
+    }
+    if need > s.opts.max_seq {
         return Err(Error::ContextFull {
-            need: pos + m,
+            need,
             max: s.opts.max_seq,
         });
     }
+    let logit_cap = if all_logits {
+        s.opts.max_batch
+    } else {
+        s.opts.slots
+    };
+    if logits && logit_rows > logit_cap {
+        return Err(Error::OutOfRange {
+            what: "rows with logits in one step",
+            value: logit_rows,
+            max: logit_cap,
+        });
+    }
+    let layers = cfg.num_layers as usize;
     let h = cfg.hidden_size as usize;
     let hd = cfg.head_dim as usize;
     let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
     let qkv_rows = cfg.qkv_rows();
     let eps = cfg.rms_norm_eps as f32;
-    let layout = w.routing.for_batch(m);
 
     // x: (m, hidden) <- embedding rows.
     let emb = w.embedding()?;
-    for (t, &id) in tokens.iter().enumerate() {
+    for t in 0..m {
+        let id = rows.get(t, all_logits).token;
         if id >= cfg.vocab_size {
             return Err(Error::BadToken {
                 id,
@@ -294,8 +423,8 @@ fn step<P: Parallel>(
             s.qkv,
         )?;
         for t in 0..m {
-            let p = pos + t;
-            row_rope(w, s, mm, t, p, &mut rope)?;
+            let row_t = rows.get(t, all_logits);
+            row_rope(w, s, mm, t, &row_t, &mut rope)?;
             let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
             let row = &mut s.qkv[t * qkv_rows..(t + 1) * qkv_rows];
             if let Some(b) = lw.qkv_bias {
@@ -303,6 +432,7 @@ fn step<P: Parallel>(
                     *v += ops::f32_at(b, i);
                 }
             }
+            let Row { slot, pos: p, .. } = row_t;
             let (q, kv) = row.split_at_mut(q_dim);
             let (kk, vv) = kv.split_at_mut(kv_dim);
             for head in q.chunks_exact_mut(hd) {
@@ -317,13 +447,13 @@ fn step<P: Parallel>(
                 }
                 ops::rope(head, cos, sin);
             }
-            // Cache: (layer, seq, kv_dim).
-            let at = (l * s.opts.max_seq + p) * kv_dim;
+            // Cache: (slot, layer, seq, kv_dim).
+            let at = ((slot * layers + l) * s.opts.max_seq + p) * kv_dim;
             s.k_cache.store(at, kk);
             s.v_cache.store(at, vv);
         }
         // att (m, q_dim): causal attention of each token over the cache.
-        attention(w, s, k, pool, l, pos, m)?;
+        attention(w, s, k, pool, l, rows)?;
         // x += Wo att
         linear(
             k,
@@ -391,16 +521,18 @@ fn step<P: Parallel>(
     }
 
     if !logits {
-        s.pos = pos + m;
         return Ok(0);
     }
-    // Final norm, then the lm_head over the rows whose logits are kept.
-    let first = if s.opts.all_logits { 0 } else { m - 1 };
-    let rows = m - first;
+    // Final norm into xb (logit_rows, hidden), packed in row order, then the
+    // lm_head over those rows.
     let norm = w.output_norm()?;
-    for t in 0..rows {
-        let src = (first + t) * h;
-        ops::rmsnorm(&mut s.xb[t * h..(t + 1) * h], &s.x[src..src + h], norm, eps);
+    let mut j = 0;
+    for t in 0..m {
+        if rows.get(t, all_logits).logits {
+            let src = t * h;
+            ops::rmsnorm(&mut s.xb[j * h..(j + 1) * h], &s.x[src..src + h], norm, eps);
+            j += 1;
+        }
     }
     let head = w.output(layout)?;
     linear(
@@ -408,15 +540,14 @@ fn step<P: Parallel>(
         pool,
         &head,
         s.xb,
-        rows,
+        logit_rows,
         s.act_qs,
         s.act_d,
         s.tmp,
         Epilogue::Store,
         s.logits,
     )?;
-    s.pos = pos + m;
-    Ok(rows)
+    Ok(logit_rows)
 }
 
 /// The query heads `h0..h1` of one attention part: a scores row and the
@@ -430,8 +561,9 @@ struct HeadRange<'a> {
     out: &'a mut [f32],
 }
 
-/// Causal grouped-query attention for the batch's `m` tokens at positions
-/// `pos ..`: query head `h` reads kv head `h / (heads / kv_heads)`. The
+/// Causal grouped-query attention for the step's rows: row `t` at position
+/// `pos_t` of slot `slot_t` attends over positions `0..=pos_t` of its slot's
+/// cache; query head `h` reads kv head `h / (heads / kv_heads)`. The
 /// heads are split over the pool's threads; each output element is computed
 /// by one thread in a fixed order, so results do not depend on the split.
 fn attention<P: Parallel>(
@@ -440,9 +572,11 @@ fn attention<P: Parallel>(
     k: &Kernels,
     pool: &P,
     l: usize,
-    pos: usize,
-    m: usize,
+    rows: Rows,
 ) -> Result<(), Error> {
+    let m = rows.len();
+    let all_logits = s.opts.all_logits;
+    let layers = w.cfg.num_layers as usize;
     let cfg = &w.cfg;
     let hd = cfg.head_dim as usize;
     let heads = cfg.num_heads as usize;
@@ -451,10 +585,12 @@ fn attention<P: Parallel>(
     let group = heads / cfg.num_kv_heads as usize;
     let scale = 1.0 / libm::sqrtf(hd as f32);
     let max_seq = s.opts.max_seq;
-    // This layer's keys and values: (seq, kv_dim).
-    let layer = l * max_seq * kv_dim..(l + 1) * max_seq * kv_dim;
-    let keys = s.k_cache.view(layer.clone());
-    let values = s.v_cache.view(layer);
+    // A slot's keys and values of this layer: (seq, kv_dim).
+    let region = |slot: usize| {
+        let at = (slot * layers + l) * max_seq * kv_dim;
+        at..at + max_seq * kv_dim
+    };
+    let (k_cache, v_cache) = (&s.k_cache, &s.v_cache);
     // Outputs (heads, m, head_dim): for one token that is `att` itself.
     let out_all: &mut [f32] = if m == 1 {
         &mut s.att[..q_dim]
@@ -483,8 +619,11 @@ fn attention<P: Parallel>(
         for h in part.h0..part.h1 {
             let kv_at = (h / group) * hd;
             for t in 0..m {
+                let Row { slot, pos, .. } = rows.get(t, all_logits);
+                let keys = k_cache.view(region(slot));
+                let values = v_cache.view(region(slot));
                 let q = &qkv[t * qkv_rows + h * hd..t * qkv_rows + (h + 1) * hd];
-                let scores = &mut part.scores[..pos + t + 1];
+                let scores = &mut part.scores[..pos + 1];
                 k.attn_scores(q, keys.from(kv_at), kv_dim, scale, scores);
                 k.softmax(scores);
                 let at = ((h - part.h0) * m + t) * hd;

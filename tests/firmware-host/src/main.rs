@@ -217,6 +217,7 @@ fn run() -> Result<(), Failure> {
         max_batch: MAX_BATCH,
         kv: KvType::F16,
         all_logits: false,
+        slots: 1,
     };
     let arena_need = ArenaLayout::new(&w.cfg, &opts)?.total;
     let mut state = State::new(&w.cfg, opts, arena)?;

@@ -1,0 +1,375 @@
+//! The OpenAI request bodies `kestrel serve` accepts, parsed with the core's
+//! strict JSON reader (`kestrel_core::json`), and the JSON it answers with,
+//! written by hand. [`parse_chat`] and [`parse_completion`] are pure
+//! functions over bytes (fuzzed): any input gives a request or a message
+//! for a 400 answer.
+
+use kestrel_core::chat::Role;
+use kestrel_core::json::{self, Value};
+use kestrel_core::sampler::SamplerConfig;
+use std::fmt::Write;
+
+/// Most messages in one chat request.
+pub const MAX_MESSAGES: usize = 1024;
+/// Most images in one chat request.
+pub const MAX_IMAGES: usize = 16;
+/// Most stop strings (OpenAI allows 4).
+pub const MAX_STOPS: usize = 4;
+
+/// Generation settings common to both endpoints. Defaults are `kestrel
+/// run`'s, so a request and `kestrel run` with the same settings give the
+/// same text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// `max_tokens` or `max_completion_tokens` (None: until the context is full).
+    pub max_tokens: Option<usize>,
+    pub sampler: SamplerConfig,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+/// A parsed `/v1/chat/completions` body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// (role, text) turns; multi-part text contents joined.
+    pub messages: Vec<(Role, String)>,
+    /// VL HOOK: the decoded bytes of every `image_url` data URI, in order.
+    /// Nothing consumes them yet: a model without a vision tower answers 400.
+    pub images: Vec<Vec<u8>>,
+    pub params: Params,
+}
+
+/// A `/v1/completions` prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// A parsed `/v1/completions` body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompletionRequest {
+    pub prompt: Prompt,
+    pub params: Params,
+}
+
+fn string_of(v: &Value, what: &str) -> Result<String, String> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| format!("'{what}' must be a string"))?;
+    Ok(s.chars().collect())
+}
+
+fn object_of<'a>(body: &'a [u8]) -> Result<Value<'a>, String> {
+    let v = json::parse(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+    if v.as_object().is_none() {
+        return Err("the body must be a JSON object".into());
+    }
+    Ok(v)
+}
+
+/// A field that must be a number in `[lo, hi]` when present (null: absent).
+fn number(v: &Value, key: &str, lo: f64, hi: f64) -> Result<Option<f64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => {
+            let n = x
+                .as_f64()
+                .filter(|n| n.is_finite())
+                .ok_or_else(|| format!("'{key}' must be a number"))?;
+            if n < lo || n > hi {
+                return Err(format!("'{key}' must be between {lo} and {hi}"));
+            }
+            Ok(Some(n))
+        }
+    }
+}
+
+/// A field that must be a non-negative integer when present.
+fn count(v: &Value, key: &str) -> Result<Option<u64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("'{key}' must be a non-negative integer")),
+    }
+}
+
+fn params(v: &Value) -> Result<Params, String> {
+    let mut s = SamplerConfig::default();
+    if let Some(t) = number(v, "temperature", 0.0, 2.0)? {
+        s.temperature = t as f32;
+    }
+    if let Some(p) = number(v, "top_p", 0.0, 1.0)? {
+        s.top_p = p as f32;
+    }
+    if let Some(p) = number(v, "min_p", 0.0, 1.0)? {
+        s.min_p = p as f32;
+    }
+    if let Some(p) = number(v, "repeat_penalty", 0.0, 10.0)? {
+        s.repeat_penalty = p as f32;
+    }
+    if let Some(k) = count(v, "top_k")? {
+        s.top_k = usize::try_from(k).unwrap_or(usize::MAX);
+    }
+    match v.get("seed") {
+        None | Some(Value::Null) => {}
+        Some(x) => {
+            s.seed = match (x.as_u64(), x.as_i64()) {
+                (Some(u), _) => u,
+                // Negative seeds: their two's complement bits.
+                (None, Some(i)) => i as u64,
+                _ => return Err("'seed' must be an integer".into()),
+            }
+        }
+    }
+    let max_tokens = match count(v, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => count(v, "max_tokens")?,
+    }
+    .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    if let Some(n) = count(v, "n")? {
+        if n != 1 {
+            return Err("only 'n': 1 is supported".into());
+        }
+    }
+    let stop = match v.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(x @ Value::String(_)) => vec![string_of(&x, "stop")?],
+        Some(Value::Array(a)) => {
+            if a.len() > MAX_STOPS {
+                return Err(format!("at most {MAX_STOPS} stop strings"));
+            }
+            a.iter()
+                .map(|x| string_of(&x, "stop"))
+                .collect::<Result<_, _>>()?
+        }
+        Some(_) => return Err("'stop' must be a string or an array of strings".into()),
+    };
+    let stop: Vec<String> = stop.into_iter().filter(|s| !s.is_empty()).collect();
+    let stream = match v.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(x) => x.as_bool().ok_or("'stream' must be a boolean")?,
+    };
+    let include_usage = v
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(|b| b.as_bool())
+        .unwrap_or(false);
+    Ok(Params {
+        max_tokens,
+        sampler: s,
+        stop,
+        stream,
+        include_usage,
+    })
+}
+
+/// The bytes of a `data:[<type>][;base64],<data>` URI.
+pub fn data_uri_bytes(uri: &str) -> Result<Vec<u8>, String> {
+    let rest = uri
+        .strip_prefix("data:")
+        .ok_or("only data: URIs are supported for images")?;
+    let (meta, data) = rest.split_once(',').ok_or("a data: URI without ','")?;
+    if !meta.ends_with(";base64") {
+        return Err("image data URIs must be base64".into());
+    }
+    base64_decode(data.as_bytes()).ok_or_else(|| "invalid base64 in an image data URI".into())
+}
+
+/// Standard base64 (padding optional; no whitespace). None on a bad character or length.
+pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let s = match s {
+        [rest @ .., b'=', b'='] => rest,
+        [rest @ .., b'='] => rest,
+        _ => s,
+    };
+    if s.len() % 4 == 1 {
+        return None;
+    }
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(s.len() / 4 * 3 + 2);
+    for chunk in s.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c)? << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+/// A message's content: a string, null, or an array of text and image parts.
+fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String, String> {
+    match v {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(s @ Value::String(_)) => string_of(&s, "content"),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for p in parts.iter() {
+                let kind = p.get("type").ok_or("a content part without 'type'")?;
+                if kind.str_eq("text") {
+                    let t = p.get("text").ok_or("a text part without 'text'")?;
+                    text.push_str(&string_of(&t, "text")?);
+                } else if kind.str_eq("image_url") {
+                    let iu = p
+                        .get("image_url")
+                        .ok_or("an image part without 'image_url'")?;
+                    let url = match iu.get("url") {
+                        Some(u) => string_of(&u, "image_url.url")?,
+                        None => string_of(&iu, "image_url")?,
+                    };
+                    if images.len() >= MAX_IMAGES {
+                        return Err(format!("at most {MAX_IMAGES} images per request"));
+                    }
+                    images.push(data_uri_bytes(&url)?);
+                } else {
+                    return Err("content parts must be of type 'text' or 'image_url'".into());
+                }
+            }
+            Ok(text)
+        }
+        Some(_) => Err("'content' must be a string or an array of parts".into()),
+    }
+}
+
+/// Parses a chat completion request body.
+pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, String> {
+    let v = object_of(body)?;
+    let msgs = v
+        .get("messages")
+        .and_then(|m| m.as_array())
+        .ok_or("'messages' must be an array")?;
+    if msgs.is_empty() {
+        return Err("'messages' must not be empty".into());
+    }
+    if msgs.len() > MAX_MESSAGES {
+        return Err(format!("at most {MAX_MESSAGES} messages"));
+    }
+    let mut images = Vec::new();
+    let mut messages = Vec::new();
+    for m in msgs.iter() {
+        let role = m.get("role").ok_or("a message without 'role'")?;
+        let role = if role.str_eq("system") || role.str_eq("developer") {
+            Role::System
+        } else if role.str_eq("user") {
+            Role::User
+        } else if role.str_eq("assistant") {
+            Role::Assistant
+        } else {
+            return Err("message roles must be system, user or assistant".into());
+        };
+        messages.push((role, content(m.get("content"), &mut images)?));
+    }
+    Ok(ChatRequest {
+        messages,
+        images,
+        params: params(&v)?,
+    })
+}
+
+/// Parses a (legacy) completion request body: `prompt` is a string, an
+/// array of one string, or an array of token ids.
+pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, String> {
+    let v = object_of(body)?;
+    let prompt = match v.get("prompt") {
+        Some(s @ Value::String(_)) => Prompt::Text(string_of(&s, "prompt")?),
+        Some(Value::Array(a)) if a.len() == 1 && a.get(0).is_some_and(|x| x.as_str().is_some()) => {
+            Prompt::Text(string_of(&a.get(0).unwrap_or(Value::Null), "prompt")?)
+        }
+        Some(Value::Array(a)) if !a.is_empty() => Prompt::Ids(
+            a.iter()
+                .map(|x| {
+                    x.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or("'prompt' must be a string, [string] or token ids")
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        _ => return Err("'prompt' must be a string, [string] or token ids".into()),
+    };
+    Ok(CompletionRequest {
+        prompt,
+        params: params(&v)?,
+    })
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn push_json_str(out: &mut String, s: &str) {
+    let _ = json::write_json_str(out, s);
+}
+
+/// An OpenAI-style error body.
+pub fn error_body(status: u16, message: &str) -> String {
+    let kind = match status {
+        401 => "authentication_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    };
+    let mut s = String::from("{\"error\":{\"message\":");
+    push_json_str(&mut s, message);
+    let _ = write!(
+        s,
+        ",\"type\":\"{kind}\",\"param\":null,\"code\":{}}}}}",
+        match status {
+            401 => "\"invalid_api_key\"",
+            _ => "null",
+        }
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies() {
+        let c = parse_chat(br#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAEC/w=="}},{"type":"text","text":"b"}]}],"max_tokens":5,"temperature":0,"seed":-1,"stop":["x"],"stream":true}"#).unwrap();
+        assert_eq!(c.messages[0], (Role::System, "be \"brief\"".to_string()));
+        assert_eq!(c.messages[1], (Role::User, "ab".to_string()));
+        assert_eq!(c.images, vec![vec![0, 1, 2, 255]]);
+        assert_eq!(c.params.max_tokens, Some(5));
+        assert_eq!(c.params.sampler.seed, u64::MAX);
+        assert_eq!(c.params.sampler.temperature, 0.0);
+        assert!(c.params.stream);
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            b"{}",
+            br#"{"messages":[]}"#,
+            br#"{"messages":[{"role":"tool","content":"x"}]}"#,
+            br#"{"messages":[{"role":"user","content":1}]}"#,
+            br#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
+            br#"{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#,
+            br#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}"#,
+        ] {
+            assert!(parse_chat(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        let p = parse_completion(br#"{"prompt":["hi"],"max_tokens":3}"#).unwrap();
+        assert_eq!(p.prompt, Prompt::Text("hi".into()));
+        let p = parse_completion(br#"{"prompt":[1,2,3]}"#).unwrap();
+        assert_eq!(p.prompt, Prompt::Ids(vec![1, 2, 3]));
+        assert_eq!(base64_decode(b"aGVsbG8"), Some(b"hello".to_vec()));
+        assert_eq!(base64_decode(b"a"), None);
+        assert_eq!(
+            error_body(401, "no"),
+            r#"{"error":{"message":"no","type":"authentication_error","param":null,"code":"invalid_api_key"}}"#
+        );
+    }
+}

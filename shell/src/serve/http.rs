@@ -1,0 +1,371 @@
+//! The HTTP/1.1 subset `kestrel serve` speaks: one request per connection
+//! (`Connection: close`), bodies by `Content-Length` only, a bounded head
+//! and body read before deadlines, and plain or server-sent-event
+//! responses. [`parse_head`] is a pure function over bytes (fuzzed).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Largest request head (request line and headers) accepted.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Most header lines accepted.
+pub const MAX_HEADERS: usize = 64;
+
+/// An error answered with `status` and an OpenAI-style JSON body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl HttpError {
+    pub fn new(status: u16, message: impl Into<String>) -> HttpError {
+        HttpError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// What the server needs from a request head.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Head {
+    pub method: String,
+    /// The path, without the query string.
+    pub path: String,
+    pub content_length: Option<usize>,
+    /// The `Authorization` header's value.
+    pub authorization: Option<String>,
+    /// `Expect: 100-continue` was sent.
+    pub expect_continue: bool,
+}
+
+fn is_token_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
+/// Parses a request head: `bytes` is everything before the blank line
+/// (`\r\n\r\n`, excluded). Rejects what it does not understand with 400,
+/// chunked bodies with 411, other HTTP versions with 505.
+pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
+    let bad = |m: &str| HttpError::new(400, format!("malformed HTTP request: {m}"));
+    if bytes.len() > MAX_HEAD {
+        return Err(HttpError::new(431, "request head larger than 16 KiB"));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| bad("the head is not UTF-8"))?;
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or("");
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad("the request line is not `METHOD TARGET HTTP/1.x`"));
+    };
+    if method.is_empty() || !method.bytes().all(is_token_char) {
+        return Err(bad("invalid method"));
+    }
+    if !target.starts_with('/') || target.bytes().any(|c| c <= b' ' || c == 0x7f) {
+        return Err(bad("the target must be an absolute path"));
+    }
+    match version {
+        "HTTP/1.1" | "HTTP/1.0" => {}
+        v if v.starts_with("HTTP/") => {
+            return Err(HttpError::new(
+                505,
+                "only HTTP/1.0 and HTTP/1.1 are supported",
+            ))
+        }
+        _ => return Err(bad("invalid HTTP version")),
+    }
+    let path = target.split('?').next().unwrap_or(target);
+    let mut head = Head {
+        method: method.to_string(),
+        path: path.to_string(),
+        ..Head::default()
+    };
+    for (count, line) in lines.enumerate() {
+        if count >= MAX_HEADERS {
+            return Err(HttpError::new(431, "more than 64 header lines"));
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(bad("a header line without ':'"));
+        };
+        if name.is_empty() || !name.bytes().all(is_token_char) {
+            return Err(bad("invalid header name"));
+        }
+        if value.bytes().any(|c| (c < b' ' && c != b'\t') || c == 0x7f) {
+            return Err(bad("control character in a header value"));
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = parse_length(value).ok_or_else(|| bad("invalid Content-Length"))?;
+            if head.content_length.is_some_and(|m| m != n) {
+                return Err(bad("conflicting Content-Length headers"));
+            }
+            head.content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if value.eq_ignore_ascii_case("identity") {
+                continue;
+            }
+            return Err(HttpError::new(
+                411,
+                "chunked request bodies are not supported: send Content-Length",
+            ));
+        } else if name.eq_ignore_ascii_case("authorization") {
+            head.authorization = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("expect") {
+            if !value.eq_ignore_ascii_case("100-continue") {
+                return Err(HttpError::new(417, "unsupported Expect header"));
+            }
+            head.expect_continue = true;
+        }
+    }
+    Ok(head)
+}
+
+/// A decimal length of at most 15 digits (no sign, no spaces).
+fn parse_length(s: &str) -> Option<usize> {
+    if s.is_empty() || s.len() > 15 || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Where the head ends: the offset of `\r\n\r\n`.
+fn find_blank_line(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// Reads into `buf` until `deadline`; `Ok(0)` at end of stream.
+fn read_before(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> Result<usize, HttpError> {
+    let timeout = || HttpError::new(408, "timed out reading the request");
+    let left = deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(timeout)?;
+    stream
+        .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        .map_err(|_| timeout())?;
+    loop {
+        match stream.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(timeout())
+            }
+            Err(_) => return Err(HttpError::new(400, "connection error while reading")),
+        }
+    }
+}
+
+/// Reads one request: the head within `timeout`, then a body of at most
+/// `max_body` bytes within another `timeout`.
+pub fn read_request(
+    stream: &mut TcpStream,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(Head, Vec<u8>), HttpError> {
+    let deadline = Instant::now() + timeout;
+    // (MAX_HEAD + 4 + part of the body) bytes at most.
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        // Only the new bytes (and 3 before them) can complete "\r\n\r\n".
+        let n = read_before(stream, &mut chunk, deadline)?;
+        if n == 0 {
+            return Err(HttpError::new(
+                400,
+                "connection closed before the request head ended",
+            ));
+        }
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = find_blank_line(&buf[from..]) {
+            break from + i;
+        }
+        if buf.len() > MAX_HEAD + 3 {
+            return Err(HttpError::new(431, "request head larger than 16 KiB"));
+        }
+    };
+    let head = parse_head(&buf[..end])?;
+    let len = match (head.method.as_str(), head.content_length) {
+        (_, Some(n)) => n,
+        ("POST" | "PUT" | "PATCH", None) => {
+            return Err(HttpError::new(411, "a request body needs Content-Length"))
+        }
+        _ => 0,
+    };
+    if len > max_body {
+        return Err(HttpError::new(
+            413,
+            format!("request body of {len} bytes is over the limit of {max_body}"),
+        ));
+    }
+    let mut body = buf.split_off(end + 4);
+    if body.len() > len {
+        body.truncate(len);
+    }
+    if head.expect_continue && body.len() < len {
+        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let deadline = Instant::now() + timeout;
+    body.reserve_exact(len - body.len());
+    while body.len() < len {
+        let want = (len - body.len()).min(chunk.len());
+        let n = read_before(stream, &mut chunk[..want], deadline)?;
+        if n == 0 {
+            return Err(HttpError::new(
+                400,
+                "connection closed before the body ended",
+            ));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Ok((head, body))
+}
+
+/// The reason phrase of the statuses the server sends.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+/// Writes a whole response with a body.
+pub fn write_response(
+    stream: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reason(status),
+        body.len()
+    );
+    let mut all = Vec::with_capacity(head.len() + body.len());
+    all.extend_from_slice(head.as_bytes());
+    all.extend_from_slice(body);
+    stream.write_all(&all)?;
+    stream.flush()
+}
+
+/// Starts a server-sent-event stream (the body runs until the connection closes).
+pub fn write_sse_head(stream: &mut TcpStream) -> std::io::Result<()> {
+    stream.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+    )
+}
+
+/// One event: `data: {json}\n\n`.
+pub fn write_sse_data(stream: &mut TcpStream, data: &str) -> std::io::Result<()> {
+    let mut ev = String::with_capacity(data.len() + 8);
+    ev.push_str("data: ");
+    ev.push_str(data);
+    ev.push_str("\n\n");
+    stream.write_all(ev.as_bytes())?;
+    stream.flush()
+}
+
+/// Whether the peer has closed the connection (a zero-byte peek), without blocking.
+pub fn peer_closed(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let closed = match stream.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    let _ = stream.set_nonblocking(false);
+    closed
+}
+
+/// Closes after an answer sent before the request was read to its end:
+/// shuts our side for writing, then drains what the client still sends
+/// (at most 256 KiB, for at most 200 ms) so it reads the answer instead of
+/// a connection reset.
+pub fn linger_close(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let mut buf = [0u8; 4096];
+    let mut drained = 0usize;
+    while drained < 256 * 1024 {
+        match read_before(stream, &mut buf, deadline) {
+            Ok(n) if n > 0 => drained += n,
+            _ => break,
+        }
+    }
+}
+
+/// `a == b` in time that depends only on the lengths (API keys).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u64;
+    let n = a.len().max(b.len());
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads() {
+        let h = parse_head(b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nAuthorization: Bearer k").unwrap();
+        assert_eq!(h.path, "/v1/chat/completions");
+        assert_eq!(h.content_length, Some(12));
+        assert_eq!(h.authorization.as_deref(), Some("Bearer k"));
+        for bad in [
+            &b""[..],
+            b"GET",
+            b"GET / HTTP/1.1 x",
+            b"GET x HTTP/1.1",
+            b"GET / HTTP/1.1\r\nNoColon",
+            b"GET / HTTP/1.1\r\nContent-Length: -1",
+            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2",
+            b"GET / \xff HTTP/1.1",
+        ] {
+            assert_eq!(parse_head(bad).unwrap_err().status, 400, "{bad:?}");
+        }
+        assert_eq!(
+            parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked")
+                .unwrap_err()
+                .status,
+            411
+        );
+        assert_eq!(parse_head(b"GET / HTTP/2.0").unwrap_err().status, 505);
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

@@ -1,0 +1,731 @@
+//! `kestrel serve`: an OpenAI-compatible HTTP server on std's networking.
+//!
+//! Threads (all scoped; nothing outlives [`serve`]):
+//! * the caller accepts connections into a bounded queue (`CONN_BACKLOG`;
+//!   when full the connection gets 503 at once);
+//! * `handlers` connection threads each read one request (head and body
+//!   before deadlines, size limits), answer it, and close the connection;
+//!   generation requests become [`scheduler::Job`]s in a bounded queue
+//!   (`--queue`; 429 when full) and their tokens come back on a channel;
+//! * one engine thread ([`scheduler::Engine`]) owns the state, the pool and
+//!   the kernels and steps up to `--parallel` sequences together.
+//!
+//! A client that disconnects (a failed write, or a zero-byte peek while its
+//! answer is computed) cancels its job; the engine frees the slot before its
+//! next step.
+
+pub mod api;
+pub mod http;
+pub mod scheduler;
+
+use crate::args::{Command, Opt, Pos, Stop};
+use crate::engine::{self, Model};
+use crate::generate::{self, chat_prompt};
+use api::{error_body, push_json_str, Params, Prompt};
+use http::HttpError;
+use kestrel_core::chat::Message;
+use kestrel_core::model::weights::Weights;
+use kestrel_core::state::{ArenaLayout, KvType, Options, MAX_SLOTS};
+use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
+use scheduler::{Event, Finish, Job};
+use std::fmt::Write as _;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Connections accepted but not yet picked up by a handler.
+const CONN_BACKLOG: usize = 128;
+/// How long a blocked write may take before the client counts as gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a handler waiting for tokens checks that its client is still there.
+const PEER_CHECK: Duration = Duration::from_millis(100);
+
+/// `kestrel serve` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeArgs {
+    pub model: PathBuf,
+    pub host: String,
+    pub port: u16,
+    /// Context length per slot (default 4096, capped by the file).
+    pub ctx: Option<usize>,
+    pub threads: Option<usize>,
+    /// Sequences decoded together (KV slots).
+    pub parallel: usize,
+    /// Requests that may wait for a slot (429 beyond).
+    pub queue: usize,
+    pub api_key: Option<String>,
+    /// Deadline for reading a request's head, and again for its body.
+    pub timeout: Duration,
+    /// Largest request body.
+    pub max_body: usize,
+    pub no_pin: bool,
+    pub kv_f32: bool,
+}
+
+impl ServeArgs {
+    pub const COMMAND: Command = Command {
+        name: "serve",
+        about: "An OpenAI-compatible HTTP server (chat/completions, completions, models, health).",
+        positionals: &[Pos::one("model", "The VQF model.")],
+        opts: &[&[
+            Opt::value(
+                "host",
+                "ADDR",
+                "Address to listen on (loopback by default).",
+            )
+            .default("127.0.0.1"),
+            Opt::value("port", "N", "TCP port.").default("8080"),
+            Opt::value(
+                "ctx",
+                "N",
+                "Context length per slot (default 4096, capped by the file).",
+            ),
+            Opt::value("threads", "N", "Worker threads (default: the big cores).").short('t'),
+            Opt::value("parallel", "K", "Sequences decoded together (KV slots).").default("1"),
+            Opt::value(
+                "queue",
+                "N",
+                "Requests that may wait for a slot (429 beyond).",
+            )
+            .default("16"),
+            Opt::value(
+                "api-key",
+                "KEY",
+                "Require 'Authorization: Bearer KEY' (also $KESTREL_API_KEY).",
+            ),
+            Opt::value(
+                "timeout",
+                "SECS",
+                "Deadline for reading a request's head, and again for its body.",
+            )
+            .default("10"),
+            Opt::value("max-body", "BYTES", "Largest request body (413 beyond).")
+                .default("8388608"),
+            Opt::switch("no-pin", "Do not pin threads to cores."),
+            Opt::switch("kv-f32", "KV cache in f32 instead of f16."),
+        ]],
+    };
+
+    /// Parses the arguments after `serve`.
+    pub fn parse(argv: &[String]) -> Result<ServeArgs, Stop> {
+        let m = Self::COMMAND.parse(argv)?;
+        let bad = |msg: &str| Stop::Error(format!("kestrel serve: {msg}"));
+        let timeout: f64 = m.get("timeout")?;
+        if !(0.001..=3600.0).contains(&timeout) {
+            return Err(bad("--timeout must be between 0.001 and 3600 seconds"));
+        }
+        let a = ServeArgs {
+            model: m.get("model")?,
+            host: m.get("host")?,
+            port: m.get("port")?,
+            ctx: m.opt("ctx")?,
+            threads: m.opt("threads")?,
+            parallel: m.get("parallel")?,
+            queue: m.get("queue")?,
+            api_key: m.opt::<String>("api-key")?.or_else(|| {
+                std::env::var("KESTREL_API_KEY")
+                    .ok()
+                    .filter(|k| !k.is_empty())
+            }),
+            timeout: Duration::from_secs_f64(timeout),
+            max_body: m.get("max-body")?,
+            no_pin: m.flag("no-pin"),
+            kv_f32: m.flag("kv-f32"),
+        };
+        if a.parallel == 0 || a.parallel > MAX_SLOTS {
+            return Err(bad(&format!("--parallel must be 1 to {MAX_SLOTS}")));
+        }
+        if a.queue > 4096 {
+            return Err(bad("--queue must be at most 4096"));
+        }
+        if a.threads == Some(0) || a.ctx == Some(0) {
+            return Err(bad("-t and --ctx must be at least 1"));
+        }
+        if a.api_key.as_deref() == Some("") {
+            return Err(bad("--api-key must not be empty"));
+        }
+        Ok(a)
+    }
+}
+
+/// What every handler reads.
+struct Shared<'a> {
+    w: &'a Weights<'a>,
+    tok: Tokenizer<'a>,
+    model_name: String,
+    api_key: Option<String>,
+    ctx: usize,
+    queue: usize,
+    timeout: Duration,
+    max_body: usize,
+    next_id: AtomicU64,
+}
+
+/// VL HOOK: whether the model has a vision tower to take the request's
+/// images (`api::ChatRequest::images`). None does yet: image requests get 400.
+fn model_accepts_images(_w: &Weights) -> bool {
+    false
+}
+
+/// `kestrel serve` from the command line.
+pub fn run(args: &ServeArgs) -> Result<(), String> {
+    serve(
+        args,
+        &mut |addr| {
+            eprintln!("[kestrel] listening on http://{addr}");
+        },
+        &AtomicBool::new(false),
+    )
+}
+
+/// Loads the model, binds, calls `ready` with the bound address, and serves
+/// until `stop` is set (checked after each accepted connection: connect once
+/// to wake the listener).
+pub fn serve(
+    args: &ServeArgs,
+    ready: &mut dyn FnMut(std::net::SocketAddr),
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    ignore_sigpipe();
+    let model = Model::open(&args.model)?;
+    let w = model.weights(true)?;
+    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+    let tok = Tokenizer::new(tables);
+    let file_max = w.vqf.header().max_seq as usize;
+    let ctx = args.ctx.unwrap_or(4096).min(file_max).max(2);
+    let opts = Options {
+        max_seq: ctx,
+        max_batch: generate::PREFILL_BATCH.max(args.parallel),
+        kv: if args.kv_f32 {
+            KvType::F32
+        } else {
+            KvType::F16
+        },
+        all_logits: false,
+        slots: args.parallel,
+    };
+    let layout = ArenaLayout::new(&w.cfg, &opts).map_err(|e| e.to_string())?;
+    let mut arena = engine::arena(&w, &opts)?;
+    let listener = TcpListener::bind((args.host.as_str(), args.port))
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!(
+        "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB",
+        args.model.display(),
+        args.parallel,
+        ctx,
+        layout.kv_bytes() as f64 / 1048576.0,
+        layout.kv_bytes() as f64 / 1048576.0 / args.parallel as f64,
+        layout.total as f64 / 1048576.0,
+        args.queue,
+        model.map.bytes().len() as f64 / 1048576.0,
+    );
+    let shared = Shared {
+        w: &w,
+        tok,
+        model_name: args
+            .model
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "kestrel".into()),
+        api_key: args.api_key.clone(),
+        ctx,
+        queue: args.queue,
+        timeout: args.timeout,
+        max_body: args.max_body,
+        next_id: AtomicU64::new(1),
+    };
+    // A zero-capacity sync_channel would be a rendezvous: keep at least one.
+    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
+    let (conn_tx, conn_rx) = mpsc::sync_channel::<TcpStream>(CONN_BACKLOG);
+    let conn_rx = Mutex::new(conn_rx);
+    let handlers = (args.parallel + args.queue + 4).max(8);
+    let stops = generate::stop_tokens(&w, &tok);
+    let (threads, no_pin) = (args.threads, args.no_pin);
+    let setup: Result<(), String> = std::thread::scope(|sc| {
+        let state_w = &w;
+        let arena = &mut arena;
+        let (init_tx, init_rx) = mpsc::channel::<Result<(), String>>();
+        sc.spawn(move || {
+            let pool = engine::make_pool(threads, no_pin);
+            let state = match engine::state(state_w, opts, arena) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = init_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = init_tx.send(Ok(()));
+            scheduler::Engine {
+                w: state_w,
+                state,
+                kernels: crate::cpu::detect_kernels(),
+                pool: &pool,
+                stops,
+            }
+            .run(job_rx);
+        });
+        if let Ok(Err(e)) = init_rx.recv() {
+            return Err(e);
+        }
+        for _ in 0..handlers {
+            let jobs = job_tx.clone();
+            let (shared, conn_rx) = (&shared, &conn_rx);
+            sc.spawn(move || loop {
+                let next = conn_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                match next {
+                    Ok(conn) => handle(conn, shared, &jobs),
+                    Err(_) => break,
+                }
+            });
+        }
+        drop(job_tx);
+        ready(addr);
+        for conn in listener.incoming() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            match conn_tx.try_send(conn) {
+                Ok(()) => {}
+                Err(TrySendError::Full(mut c)) => {
+                    let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
+                    respond_error(
+                        &mut c,
+                        &HttpError::new(503, "server busy: too many connections"),
+                    );
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            }
+        }
+        drop(conn_tx);
+        Ok(())
+    });
+    setup
+}
+
+/// Writes `SIGPIPE` off: a client closing its socket must give a write
+/// error, not end the server (the shell restores the default for the CLI).
+fn ignore_sigpipe() {
+    // SAFETY: SIG_IGN installs no handler code; it only tells the kernel to
+    // discard SIGPIPE, after which writes to a closed socket return EPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn json_response(conn: &mut TcpStream, status: u16, body: &str) {
+    let _ = http::write_response(conn, status, "application/json", body.as_bytes());
+}
+
+/// Answers an error and closes gracefully: our side is shut for writing,
+/// then unread request bytes are drained briefly (bounded) so the client
+/// sees the answer instead of a reset.
+fn respond_error(conn: &mut TcpStream, e: &HttpError) {
+    json_response(conn, e.status, &error_body(e.status, &e.message));
+    http::linger_close(conn);
+}
+
+fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
+    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = conn.set_nodelay(true);
+    let (head, body) = match http::read_request(&mut conn, sh.timeout, sh.max_body) {
+        Ok(r) => r,
+        Err(e) => return respond_error(&mut conn, &e),
+    };
+    let route = (head.method.as_str(), head.path.as_str());
+    let known = [
+        "/health",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/v1/completions",
+    ];
+    if route == ("GET", "/health") {
+        return json_response(&mut conn, 200, "{\"status\":\"ok\"}");
+    }
+    if !known.contains(&route.1) {
+        return respond_error(
+            &mut conn,
+            &HttpError::new(404, format!("no route {}", route.1)),
+        );
+    }
+    if let Some(key) = &sh.api_key {
+        let given = head
+            .authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !http::constant_time_eq(given.trim().as_bytes(), key.as_bytes()) {
+            return respond_error(
+                &mut conn,
+                &HttpError::new(401, "invalid or missing API key"),
+            );
+        }
+    }
+    let result = match route {
+        ("GET", "/v1/models") => {
+            let mut s = String::from("{\"object\":\"list\",\"data\":[{\"id\":");
+            push_json_str(&mut s, &sh.model_name);
+            let _ = write!(
+                s,
+                ",\"object\":\"model\",\"created\":{},\"owned_by\":\"kestrel\"}}]}}",
+                now()
+            );
+            return json_response(&mut conn, 200, &s);
+        }
+        ("POST", "/v1/chat/completions") => chat(&mut conn, sh, jobs, &body),
+        ("POST", "/v1/completions") => completion(&mut conn, sh, jobs, &body),
+        _ => Err(HttpError::new(
+            405,
+            format!("{} does not take {}", route.1, route.0),
+        )),
+    };
+    match result {
+        // The client is gone: nothing to answer.
+        Err(e) if e.status == 499 => {}
+        Err(e) => respond_error(&mut conn, &e),
+        Ok(()) => {}
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn chat(
+    conn: &mut TcpStream,
+    sh: &Shared,
+    jobs: &SyncSender<Job>,
+    body: &[u8],
+) -> Result<(), HttpError> {
+    let req = api::parse_chat(body).map_err(|m| HttpError::new(400, m))?;
+    if !req.images.is_empty() && !model_accepts_images(sh.w) {
+        return Err(HttpError::new(400, "model does not accept images"));
+    }
+    let msgs: Vec<Message> = req
+        .messages
+        .iter()
+        .map(|(role, content)| Message {
+            role: *role,
+            content,
+        })
+        .collect();
+    let text = chat_prompt(sh.w, &msgs, None);
+    let ids = generate::encode(&sh.tok, &text).map_err(|e| HttpError::new(400, e))?;
+    generate_answer(conn, sh, jobs, ids, &req.params, Kind::Chat)
+}
+
+fn completion(
+    conn: &mut TcpStream,
+    sh: &Shared,
+    jobs: &SyncSender<Job>,
+    body: &[u8],
+) -> Result<(), HttpError> {
+    let req = api::parse_completion(body).map_err(|m| HttpError::new(400, m))?;
+    let ids = match req.prompt {
+        Prompt::Text(t) => generate::encode(&sh.tok, &t).map_err(|e| HttpError::new(400, e))?,
+        Prompt::Ids(ids) => {
+            let vocab = sh.w.cfg.vocab_size;
+            if let Some(bad) = ids.iter().find(|&&i| i >= vocab) {
+                return Err(HttpError::new(
+                    400,
+                    format!("token id {bad} is not below the vocabulary size {vocab}"),
+                ));
+            }
+            ids
+        }
+    };
+    generate_answer(conn, sh, jobs, ids, &req.params, Kind::Completion)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Completion,
+}
+
+/// Holds back text that may be the start of a stop string. Returns how many
+/// leading bytes of `pending` can be sent, and whether a stop string starts
+/// there (then nothing after it is sent).
+pub fn stop_scan(pending: &str, stops: &[String]) -> (usize, bool) {
+    if let Some(at) = stops.iter().filter_map(|s| pending.find(s.as_str())).min() {
+        return (at, true);
+    }
+    let mut keep = 0;
+    for s in stops {
+        for k in (1..s.len().min(pending.len() + 1)).rev() {
+            if s.is_char_boundary(k) && pending.ends_with(&s[..k]) {
+                keep = keep.max(k);
+                break;
+            }
+        }
+    }
+    (pending.len() - keep, false)
+}
+
+/// One chunk of a stream, or the whole answer.
+struct Answer<'a> {
+    kind: Kind,
+    id: &'a str,
+    created: u64,
+    model: &'a str,
+}
+
+impl Answer<'_> {
+    fn start(&self, object: &str) -> String {
+        let mut s = String::from("{\"id\":");
+        push_json_str(&mut s, self.id);
+        let _ = write!(
+            s,
+            ",\"object\":\"{object}\",\"created\":{},\"model\":",
+            self.created
+        );
+        push_json_str(&mut s, self.model);
+        s
+    }
+
+    /// A streamed chunk: `text` (None: the role-only first chat chunk, or
+    /// the empty final delta) and the finish reason.
+    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<Finish>) -> String {
+        let mut s = match self.kind {
+            Kind::Chat => self.start("chat.completion.chunk"),
+            Kind::Completion => self.start("text_completion"),
+        };
+        s.push_str(",\"choices\":[{\"index\":0,");
+        match self.kind {
+            Kind::Chat => {
+                s.push_str("\"delta\":{");
+                if first {
+                    s.push_str("\"role\":\"assistant\",\"content\":\"\"");
+                } else if let Some(t) = text {
+                    s.push_str("\"content\":");
+                    push_json_str(&mut s, t);
+                }
+                s.push('}');
+            }
+            Kind::Completion => {
+                s.push_str("\"text\":");
+                push_json_str(&mut s, text.unwrap_or(""));
+            }
+        }
+        s.push_str(",\"logprobs\":null,\"finish_reason\":");
+        match finish {
+            Some(f) => {
+                let _ = write!(s, "\"{}\"", f.name());
+            }
+            None => s.push_str("null"),
+        }
+        s.push_str("}]}");
+        s
+    }
+
+    /// `usage`, with the prompt tokens reused from the cache as OpenAI's
+    /// `prompt_tokens_details.cached_tokens`.
+    fn usage(prompt: usize, cached: usize, completion: usize) -> String {
+        format!(
+            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}",
+            prompt + completion
+        )
+    }
+
+    fn usage_chunk(&self, prompt: usize, cached: usize, completion: usize) -> String {
+        let mut s = match self.kind {
+            Kind::Chat => self.start("chat.completion.chunk"),
+            Kind::Completion => self.start("text_completion"),
+        };
+        let _ = write!(
+            s,
+            ",\"choices\":[],\"usage\":{}}}",
+            Self::usage(prompt, cached, completion)
+        );
+        s
+    }
+
+    fn whole(
+        &self,
+        text: &str,
+        finish: Finish,
+        prompt: usize,
+        cached: usize,
+        completion: usize,
+    ) -> String {
+        let mut s = match self.kind {
+            Kind::Chat => self.start("chat.completion"),
+            Kind::Completion => self.start("text_completion"),
+        };
+        s.push_str(",\"choices\":[{\"index\":0,");
+        match self.kind {
+            Kind::Chat => {
+                s.push_str("\"message\":{\"role\":\"assistant\",\"content\":");
+                push_json_str(&mut s, text);
+                s.push('}');
+            }
+            Kind::Completion => {
+                s.push_str("\"text\":");
+                push_json_str(&mut s, text);
+            }
+        }
+        let _ = write!(
+            s,
+            ",\"logprobs\":null,\"finish_reason\":\"{}\"}}],\"usage\":{}}}",
+            finish.name(),
+            Self::usage(prompt, cached, completion)
+        );
+        s
+    }
+}
+
+/// Queues the job and writes its answer, streamed or whole.
+fn generate_answer(
+    conn: &mut TcpStream,
+    sh: &Shared,
+    jobs: &SyncSender<Job>,
+    ids: Vec<u32>,
+    p: &Params,
+    kind: Kind,
+) -> Result<(), HttpError> {
+    let n = ids.len();
+    if n == 0 {
+        return Err(HttpError::new(400, "the prompt is empty"));
+    }
+    if n >= sh.ctx {
+        return Err(HttpError::new(
+            400,
+            format!(
+                "the prompt is {n} tokens; the context is {} (--ctx)",
+                sh.ctx
+            ),
+        ));
+    }
+    let max_tokens = p.max_tokens.unwrap_or(usize::MAX);
+    if max_tokens == 0 {
+        return Err(HttpError::new(400, "'max_tokens' must be at least 1"));
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let job = Job {
+        prompt: ids,
+        max_tokens,
+        sampler: p.sampler,
+        cancel: cancel.clone(),
+        events: tx,
+    };
+    match jobs.try_send(job) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_)) => {
+            return Err(HttpError::new(
+                429,
+                format!("server busy: {} requests are already waiting", sh.queue),
+            ))
+        }
+        Err(TrySendError::Disconnected(_)) => {
+            return Err(HttpError::new(503, "the engine has stopped"))
+        }
+    }
+    // Whatever happens below, the engine stops this job when we leave.
+    struct CancelOnDrop(Arc<AtomicBool>);
+    impl Drop for CancelOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _guard = CancelOnDrop(cancel);
+    let id_num = sh.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = match kind {
+        Kind::Chat => format!("chatcmpl-{id_num}"),
+        Kind::Completion => format!("cmpl-{id_num}"),
+    };
+    let ans = Answer {
+        kind,
+        id: &id,
+        created: now(),
+        model: &sh.model_name,
+    };
+    if p.stream {
+        http::write_sse_head(conn).map_err(|_| gone())?;
+        if kind == Kind::Chat {
+            http::write_sse_data(conn, &ans.chunk(None, true, None)).map_err(|_| gone())?;
+        }
+    }
+    let mut dec = StreamDecoder::new(true);
+    let mut pending = String::new();
+    let mut whole = String::new();
+    let mut generated = 0usize;
+    let mut cached = 0usize;
+    let finish = loop {
+        let ev = match rx.recv_timeout(PEER_CHECK) {
+            Ok(ev) => ev,
+            Err(RecvTimeoutError::Timeout) => {
+                if http::peer_closed(conn) {
+                    return Ok(());
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Event::Error("the engine dropped the request".into())
+            }
+        };
+        let mut finish = None;
+        match ev {
+            Event::Prefilled { cached: c } => cached = c,
+            Event::Token(t) => {
+                generated += 1;
+                let _ = dec.step_with(&sh.tok, t, &mut |s| pending.push_str(s));
+            }
+            Event::Done(f) => {
+                dec.finish_with(&mut |s| pending.push_str(s));
+                finish = Some(f);
+            }
+            Event::Error(m) => {
+                if p.stream {
+                    let _ = http::write_sse_data(conn, &error_body(500, &m));
+                    return Ok(());
+                }
+                return Err(HttpError::new(500, m));
+            }
+        }
+        let (send, stopped) = stop_scan(&pending, &p.stop);
+        let (send, finish) = if stopped {
+            (send, Some(Finish::Stop))
+        } else if finish.is_some() {
+            (pending.len(), finish)
+        } else {
+            (send, None)
+        };
+        if send > 0 {
+            if p.stream {
+                http::write_sse_data(conn, &ans.chunk(Some(&pending[..send]), false, None))
+                    .map_err(|_| gone())?;
+            } else {
+                whole.push_str(&pending[..send]);
+            }
+            pending.drain(..send);
+        }
+        if let Some(f) = finish {
+            break f;
+        }
+    };
+    if p.stream {
+        let mut tail = ans.chunk(None, false, Some(finish));
+        if p.include_usage {
+            tail.push_str("\n\ndata: ");
+            tail.push_str(&ans.usage_chunk(n, cached, generated));
+        }
+        tail.push_str("\n\ndata: [DONE]");
+        let _ = http::write_sse_data(conn, &tail);
+    } else {
+        json_response(conn, 200, &ans.whole(&whole, finish, n, cached, generated));
+    }
+    Ok(())
+}
+
+/// The client went away: nothing more to write.
+fn gone() -> HttpError {
+    HttpError::new(499, "client closed the connection")
+}

@@ -1,0 +1,326 @@
+//! The engine thread: owns the state (one KV region per slot), the thread
+//! pool and the kernels; admits queued jobs into free slots (prefill), then
+//! runs one decode step for every active slot at once (one row per slot,
+//! one GEMM per weight matrix), and sends each job its tokens.
+//!
+//! Equality with `kestrel run`: a job's prompt is prefilled in the chunks
+//! `kestrel run` uses (`PREFILL_BATCH` from position 0), each chunk with the
+//! weight copy `kestrel run` would multiply (`routing.for_batch(chunk)`),
+//! decode steps read the decode copy, and sampling sees the same logits and
+//! token history; every kernel computes a row independently of the others,
+//! so each job's tokens are `kestrel run`'s, bit for bit, whatever runs
+//! beside it. Prefix reuse keeps the cached positions whose tokens match the
+//! new prompt *and* were computed with the copy `kestrel run` would use for
+//! them (so generated tokens, decoded with the Q4 copy, are reused only when
+//! the file has one copy).
+
+use crate::generate::PREFILL_BATCH;
+use kestrel_core::kernels::Kernels;
+use kestrel_core::model::forward::{forward_rows, Row};
+use kestrel_core::model::weights::Weights;
+use kestrel_core::parallel::Parallel;
+use kestrel_core::quant::repack::Layout;
+use kestrel_core::sampler::{Sampler, SamplerConfig};
+use kestrel_core::state::State;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end token (or, decided by the handler, a stop string).
+    Stop,
+    /// `max_tokens` or the context length.
+    Length,
+}
+
+impl Finish {
+    pub fn name(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// What the engine sends a job's handler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The prompt is in the cache; this many of its tokens were reused
+    /// from the slot's previous request.
+    Prefilled {
+        cached: usize,
+    },
+    Token(u32),
+    Done(Finish),
+    Error(String),
+}
+
+/// One generation request.
+pub struct Job {
+    /// The prompt's ids (1 ..= ctx - 1 of them).
+    pub prompt: Vec<u32>,
+    /// Most tokens to generate (at least 1).
+    pub max_tokens: usize,
+    pub sampler: SamplerConfig,
+    /// Set by the handler when its client went away or a stop string matched.
+    pub cancel: Arc<AtomicBool>,
+    pub events: Sender<Event>,
+}
+
+/// A generation in progress.
+struct Active {
+    job: Job,
+    sampler: Sampler,
+    generated: usize,
+    /// The sampled token to feed next.
+    next: u32,
+}
+
+/// A KV region and what it holds.
+struct Slot {
+    /// The tokens whose keys and values are in the region, in order.
+    tokens: Vec<u32>,
+    /// The weight copy each of those positions was computed with.
+    copies: Vec<Layout>,
+    active: Option<Active>,
+    /// When the slot last took a job (least recently used goes first).
+    used: u64,
+}
+
+/// The engine: everything a step needs.
+pub struct Engine<'a, P: Parallel> {
+    pub w: &'a Weights<'a>,
+    pub state: State<'a>,
+    pub kernels: Kernels,
+    pub pool: &'a P,
+    pub stops: Vec<u32>,
+}
+
+/// The copy `kestrel run` multiplies for prompt position `p` of `n`: its
+/// chunk's length decides (one token: the decode copy).
+fn prompt_copy(w: &Weights, p: usize, n: usize) -> Layout {
+    let c0 = p / PREFILL_BATCH * PREFILL_BATCH;
+    w.routing.for_batch((n - c0).min(PREFILL_BATCH))
+}
+
+/// How many leading positions of `slot` a new `prompt` can keep: they match
+/// its tokens and were computed with the copy `kestrel run` would use; at
+/// least one prompt token is left to run (its logits are needed).
+fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
+    let n = prompt.len();
+    let limit = slot.tokens.len().min(n.saturating_sub(1));
+    (0..limit)
+        .take_while(|&p| slot.tokens[p] == prompt[p] && slot.copies[p] == prompt_copy(w, p, n))
+        .count()
+}
+
+impl<P: Parallel> Engine<'_, P> {
+    /// Runs until every job sender is gone.
+    pub fn run(mut self, jobs: Receiver<Job>) {
+        let slots_n = self.state.opts.slots;
+        let vocab = self.w.cfg.vocab_size as usize;
+        let mut slots: Vec<Slot> = (0..slots_n)
+            .map(|_| Slot {
+                tokens: Vec::new(),
+                copies: Vec::new(),
+                active: None,
+                used: 0,
+            })
+            .collect();
+        let mut candidates = vec![0u32; vocab];
+        let mut clock = 0u64;
+        let mut rows: Vec<Row> = Vec::with_capacity(slots_n);
+        loop {
+            // Cancelled jobs free their slots (their cached tokens stay).
+            for s in &mut slots {
+                if s.active
+                    .as_ref()
+                    .is_some_and(|a| a.job.cancel.load(Ordering::Relaxed))
+                {
+                    s.active = None;
+                }
+            }
+            // Admit waiting jobs into free slots.
+            while slots.iter().any(|s| s.active.is_none()) {
+                let idle = slots.iter().all(|s| s.active.is_none());
+                let job = if idle {
+                    match jobs.recv() {
+                        Ok(j) => j,
+                        Err(_) => return,
+                    }
+                } else {
+                    match jobs.try_recv() {
+                        Ok(j) => j,
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => break,
+                    }
+                };
+                if job.cancel.load(Ordering::Relaxed) {
+                    continue;
+                }
+                // The free slot sharing the longest prefix, then the least recently used.
+                let Some(i) = (0..slots.len())
+                    .filter(|&i| slots[i].active.is_none())
+                    .max_by_key(|&i| {
+                        (
+                            reusable(self.w, &slots[i], &job.prompt),
+                            u64::MAX - slots[i].used,
+                        )
+                    })
+                else {
+                    break;
+                };
+                clock += 1;
+                slots[i].used = clock;
+                self.admit(&mut slots[i], i, job, &mut candidates);
+            }
+            // One decode step for every active slot.
+            rows.clear();
+            for (i, s) in slots.iter().enumerate() {
+                if let Some(a) = &s.active {
+                    rows.push(Row {
+                        slot: i,
+                        pos: s.tokens.len(),
+                        token: a.next,
+                        logits: true,
+                    });
+                }
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            let decode = self.w.routing.decode;
+            let r = forward_rows(
+                self.w,
+                &mut self.state,
+                &self.kernels,
+                self.pool,
+                &rows,
+                decode,
+                None,
+            );
+            if let Err(e) = r {
+                let msg = format!("inference failed: {e}");
+                for row in &rows {
+                    fail(&mut slots[row.slot], &msg);
+                }
+                continue;
+            }
+            for (j, row) in rows.iter().enumerate() {
+                let s = &mut slots[row.slot];
+                s.tokens.push(row.token);
+                s.copies.push(decode);
+                let logits = &mut self.state.logits[j * vocab..(j + 1) * vocab];
+                sampled(
+                    &self.stops,
+                    self.state.opts.max_seq,
+                    s,
+                    logits,
+                    &mut candidates,
+                );
+            }
+        }
+    }
+
+    /// Prefills `job`'s prompt into slot `i` (after the reusable prefix) and
+    /// samples its first token.
+    fn admit(&mut self, s: &mut Slot, i: usize, job: Job, candidates: &mut [u32]) {
+        let n = job.prompt.len();
+        if n == 0 || n >= self.state.opts.max_seq {
+            let _ = job
+                .events
+                .send(Event::Error("the prompt does not fit the context".into()));
+            return;
+        }
+        let keep = reusable(self.w, s, &job.prompt);
+        s.tokens.truncate(keep);
+        s.copies.truncate(keep);
+        let vocab = self.w.cfg.vocab_size as usize;
+        let mut rows: Vec<Row> = Vec::with_capacity(PREFILL_BATCH);
+        let mut c0 = keep / PREFILL_BATCH * PREFILL_BATCH;
+        while c0 < n {
+            let c1 = (c0 + PREFILL_BATCH).min(n);
+            let copy = self.w.routing.for_batch(c1 - c0);
+            rows.clear();
+            rows.extend((c0.max(keep)..c1).map(|p| Row {
+                slot: i,
+                pos: p,
+                token: job.prompt[p],
+                logits: p + 1 == n,
+            }));
+            let r = forward_rows(
+                self.w,
+                &mut self.state,
+                &self.kernels,
+                self.pool,
+                &rows,
+                copy,
+                None,
+            );
+            if let Err(e) = r {
+                s.tokens.clear();
+                s.copies.clear();
+                let _ = job
+                    .events
+                    .send(Event::Error(format!("inference failed: {e}")));
+                return;
+            }
+            for row in &rows {
+                s.tokens.push(row.token);
+                s.copies.push(copy);
+            }
+            c0 = c1;
+        }
+        if job.events.send(Event::Prefilled { cached: keep }).is_err() {
+            return;
+        }
+        s.active = Some(Active {
+            sampler: Sampler::new(job.sampler),
+            job,
+            generated: 0,
+            next: 0,
+        });
+        let logits = &mut self.state.logits[..vocab];
+        sampled(&self.stops, self.state.opts.max_seq, s, logits, candidates);
+    }
+}
+
+/// Samples the slot's next token from `logits` and sends it, as
+/// `Session::generate` does: an end token finishes with `stop`; the length
+/// limit or a full context (`max_seq` positions) with `length`.
+fn sampled(
+    stops: &[u32],
+    max_seq: usize,
+    s: &mut Slot,
+    logits: &mut [f32],
+    candidates: &mut [u32],
+) {
+    let Some(a) = s.active.as_mut() else {
+        return;
+    };
+    let next = a.sampler.sample(logits, &s.tokens, candidates);
+    let done = if stops.contains(&next) {
+        Some(Finish::Stop)
+    } else if a.job.events.send(Event::Token(next)).is_err() {
+        s.active = None;
+        return;
+    } else {
+        a.generated += 1;
+        a.next = next;
+        (a.generated >= a.job.max_tokens || s.tokens.len() >= max_seq).then_some(Finish::Length)
+    };
+    if let Some(f) = done {
+        let _ = a.job.events.send(Event::Done(f));
+        s.active = None;
+    }
+}
+
+fn fail(s: &mut Slot, msg: &str) {
+    if let Some(a) = s.active.take() {
+        let _ = a.job.events.send(Event::Error(msg.to_string()));
+    }
+    s.tokens.clear();
+    s.copies.clear();
+}

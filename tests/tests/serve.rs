@@ -1,0 +1,608 @@
+//! `kestrel serve` on loopback, driven with raw sockets: answers equal
+//! `kestrel run`'s (the same `Session` code path) with the same seed and
+//! settings, for one slot and for several decoding together, streamed or
+//! not, with prefix reuse across turns; and the bad cases (garbage, truncated
+//! and oversized requests, slow clients, disconnects mid-stream, wrong API
+//! keys, 100 connections at once) leave the server up and correct.
+
+use kestrel::convert::convert;
+use kestrel::engine::{self, EngineArgs, Model};
+use kestrel::generate::{chat_prompt, Session};
+use kestrel::serve::{serve, ServeArgs};
+use kestrel_core::chat::{Message, Role};
+use kestrel_core::convert::WeightMode;
+use kestrel_core::json;
+use kestrel_core::sampler::SamplerConfig;
+use kestrel_tests::{fixtures, temp_dir};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The tied Qwen3 fixture in dual mode (Q8 prefill copy, Q4 decode copy).
+fn model() -> PathBuf {
+    static ONCE: OnceLock<PathBuf> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = temp_dir("serve").join("m.vqf");
+        convert(
+            &fixtures().join("dev_qwen3_dense_tied/hf"),
+            &out,
+            WeightMode::Dual,
+            Some(512),
+            false,
+        )
+        .unwrap();
+        out
+    })
+    .clone()
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Server {
+    fn start(parallel: usize, extra: &[&str]) -> Server {
+        let mut argv: Vec<String> = [
+            model().to_str().unwrap(),
+            "--port",
+            "0",
+            "-t",
+            "2",
+            "--no-pin",
+            "--timeout",
+            "1",
+            "--queue",
+            "8",
+            "--ctx",
+            "256",
+            "--parallel",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.push(parallel.to_string());
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let args = ServeArgs::parse(&argv).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let st = stop.clone();
+        let thread = std::thread::spawn(move || serve(&args, &mut |a| tx.send(a).unwrap(), &st));
+        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        Server {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            if !std::thread::panicking() {
+                t.join().unwrap().unwrap();
+            }
+        }
+    }
+}
+
+/// Status and body of one raw request (the server closes the connection).
+fn raw(addr: SocketAddr, bytes: &[u8]) -> (u16, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let _ = c.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
+    (status, body)
+}
+
+fn post(addr: SocketAddr, path: &str, body: &str, key: Option<&str>) -> (u16, String) {
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    raw(addr, req.as_bytes())
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+}
+
+fn string_at(doc: &str, path: &[&str]) -> String {
+    let mut v = json::parse(doc.as_bytes()).unwrap_or_else(|e| panic!("{e}: {doc}"));
+    for k in path {
+        v = match k.parse::<usize>() {
+            Ok(i) => v.as_array().unwrap().get(i).unwrap(),
+            Err(_) => v.get(k).unwrap_or_else(|| panic!("{k} missing in {doc}")),
+        };
+    }
+    match v.as_str() {
+        Some(s) => s.chars().collect(),
+        None => v
+            .as_number()
+            .map(|n| n.raw().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// The content and finish reason of a streamed answer (chat or completion).
+fn sse_text(body: &str) -> (String, String) {
+    let mut text = String::new();
+    let mut finish = String::new();
+    let mut done = false;
+    for ev in body.split("\n\n").filter(|e| !e.is_empty()) {
+        let data = ev
+            .strip_prefix("data: ")
+            .unwrap_or_else(|| panic!("{ev:?}"));
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let v = json::parse(data.as_bytes()).unwrap();
+        let Some(c) = v
+            .get("choices")
+            .and_then(|c| c.as_array())
+            .and_then(|c| c.get(0))
+        else {
+            continue;
+        };
+        let piece = c
+            .get("delta")
+            .and_then(|d| d.get("content"))
+            .or_else(|| c.get("text"));
+        if let Some(s) = piece.and_then(|p| p.as_str()) {
+            text.extend(s.chars());
+        }
+        if let Some(f) = c.get("finish_reason").and_then(|f| f.as_str()) {
+            finish = f.chars().collect();
+        }
+    }
+    assert!(done, "no [DONE] in {body}");
+    (text, finish)
+}
+
+/// What `kestrel run` prints for these messages and settings (its code
+/// path: `chat_prompt`, `Session::encode`, `Session::generate`), and the
+/// number of tokens generated.
+fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (String, usize) {
+    let m = Model::open(&model()).unwrap();
+    let w = m.weights(true).unwrap();
+    let args = EngineArgs {
+        threads: Some(1),
+        no_pin: true,
+        ..EngineArgs::default()
+    };
+    let (k, pool, opts) = engine::setup(&w, &args, false, kestrel::generate::PREFILL_BATCH);
+    let mut arena = engine::arena(&w, &opts).unwrap();
+    let state = engine::state(&w, opts, &mut arena).unwrap();
+    let mut s = Session::new(&w, k, &pool, state, sample).unwrap();
+    let msgs: Vec<Message> = msgs
+        .iter()
+        .map(|(role, content)| Message {
+            role: *role,
+            content,
+        })
+        .collect();
+    let ids = s.encode(&chat_prompt(&w, &msgs, None)).unwrap();
+    let mut text = String::new();
+    let st = s
+        .generate(&ids, n, &AtomicBool::new(false), &mut |t| text.push_str(t))
+        .unwrap();
+    (text, st.generated)
+}
+
+fn chat_body(msgs: &[(Role, &str)], extra: &str) -> String {
+    let mut b = String::from("{\"model\":\"m\",\"messages\":[");
+    for (i, (role, content)) in msgs.iter().enumerate() {
+        if i > 0 {
+            b.push(',');
+        }
+        b.push_str(&format!("{{\"role\":\"{}\",\"content\":", role.name()));
+        json::write_json_str(&mut b, content).unwrap();
+        b.push('}');
+    }
+    b.push(']');
+    b.push_str(extra);
+    b.push('}');
+    b
+}
+
+const PROMPTS: [&str; 4] = [
+    "The capital of France",
+    "Write a haiku about rust.",
+    "1, 2, 3,",
+    "Why is the sky blue? Answer in one long sentence please.",
+];
+
+#[test]
+fn answers_equal_kestrel_run_for_one_and_several_slots() {
+    let settings = [
+        (0.0f32, 1u64, 20usize),
+        (0.8, 7, 24),
+        (1.2, 0x5eed, 16),
+        (0.8, 99, 30),
+    ];
+    let want: Vec<(String, usize)> = PROMPTS
+        .iter()
+        .zip(settings)
+        .map(|(p, (temp, seed, n))| {
+            let cfg = SamplerConfig {
+                temperature: temp,
+                seed,
+                ..SamplerConfig::default()
+            };
+            kestrel_run(&[(Role::User, p)], cfg, n)
+        })
+        .collect();
+    assert!(
+        want.iter()
+            .filter(|(t, n)| *n >= 10 && t.len() >= 10)
+            .count()
+            >= 2,
+        "{want:?}"
+    );
+    for parallel in [1, 2, 4] {
+        let srv = Server::start(parallel, &[]);
+        // All four at once: with K > 1 they decode together.
+        let answers: Vec<(String, String, String)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = PROMPTS
+                .iter()
+                .zip(settings)
+                .enumerate()
+                .map(|(i, (p, (temp, seed, n)))| {
+                    let addr = srv.addr;
+                    sc.spawn(move || {
+                        let extra = format!(
+                            ",\"temperature\":{temp},\"seed\":{seed},\"max_tokens\":{n},\"stream\":{}",
+                            i % 2 == 1
+                        );
+                        let (st, body) =
+                            post(addr, "/v1/chat/completions", &chat_body(&[(Role::User, p)], &extra), None);
+                        assert_eq!(st, 200, "{body}");
+                        if i % 2 == 1 {
+                            let (t, f) = sse_text(&body);
+                            (t, f, String::new())
+                        } else {
+                            (
+                                string_at(&body, &["choices", "0", "message", "content"]),
+                                string_at(&body, &["choices", "0", "finish_reason"]),
+                                string_at(&body, &["usage", "completion_tokens"]),
+                            )
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, ((text, finish, used), (want_text, want_n))) in
+            answers.iter().zip(&want).enumerate()
+        {
+            assert_eq!(text, want_text, "K={parallel}, prompt {i}");
+            let n = settings[i].2;
+            let want_finish = if *want_n == n { "length" } else { "stop" };
+            assert_eq!(finish, want_finish, "K={parallel}, prompt {i}");
+            if !used.is_empty() {
+                assert_eq!(used, &want_n.to_string());
+            }
+        }
+    }
+}
+
+#[test]
+fn completions_models_health_and_multi_turn_reuse() {
+    let srv = Server::start(2, &[]);
+    let (st, body) = get(srv.addr, "/health");
+    assert_eq!((st, body.as_str()), (200, "{\"status\":\"ok\"}"));
+    let (st, body) = get(srv.addr, "/v1/models");
+    assert_eq!(st, 200);
+    assert_eq!(string_at(&body, &["data", "0", "id"]), "m");
+    // A raw completion streamed and not: the same text.
+    let (st, a) = post(
+        srv.addr,
+        "/v1/completions",
+        r#"{"prompt":"Once upon","max_tokens":9,"temperature":0}"#,
+        None,
+    );
+    assert_eq!(st, 200, "{a}");
+    let (st, b) = post(
+        srv.addr,
+        "/v1/completions",
+        r#"{"prompt":"Once upon","max_tokens":9,"temperature":0,"stream":true}"#,
+        None,
+    );
+    assert_eq!(st, 200);
+    assert_eq!(string_at(&a, &["choices", "0", "text"]), sse_text(&b).0);
+    assert_eq!(string_at(&a, &["usage", "completion_tokens"]), "9");
+    // Three turns: each answer equals a fresh `kestrel run` of the whole
+    // conversation (the server reuses the cached prefix).
+    let cfg = SamplerConfig {
+        temperature: 0.7,
+        seed: 3,
+        ..SamplerConfig::default()
+    };
+    let mut conv: Vec<(Role, String)> = vec![(Role::System, "Be brief.".into())];
+    for q in ["Hello there", "And then?", "Thanks, bye"] {
+        conv.push((Role::User, q.into()));
+        let msgs: Vec<(Role, &str)> = conv.iter().map(|(r, s)| (*r, s.as_str())).collect();
+        let (want, _) = kestrel_run(&msgs, cfg, 12);
+        let (st, body) = post(
+            srv.addr,
+            "/v1/chat/completions",
+            &chat_body(&msgs, ",\"temperature\":0.7,\"seed\":3,\"max_tokens\":12"),
+            None,
+        );
+        assert_eq!(st, 200, "{body}");
+        let got = string_at(&body, &["choices", "0", "message", "content"]);
+        assert_eq!(got, want);
+        let cached: usize = string_at(&body, &["usage", "prompt_tokens_details", "cached_tokens"])
+            .parse()
+            .unwrap();
+        // Turns after the first reuse at least the previous turn's prompt.
+        assert_eq!(cached > 10, conv.len() > 2, "{body}");
+        conv.push((Role::Assistant, got));
+    }
+    // Stop strings cut the text (and hold back a partial match).
+    let (_, full) = post(
+        srv.addr,
+        "/v1/completions",
+        r#"{"prompt":"Once upon","max_tokens":9,"temperature":0}"#,
+        None,
+    );
+    let full = string_at(&full, &["choices", "0", "text"]);
+    let cut: String = full.chars().skip(2).take(2).collect();
+    let mut body = String::from(r#"{"prompt":"Once upon","max_tokens":9,"temperature":0,"stop":"#);
+    json::write_json_str(&mut body, &cut).unwrap();
+    body.push('}');
+    for stream in [false, true] {
+        let b = body.replace("\"stop\"", &format!("\"stream\":{stream},\"stop\""));
+        let (st, got) = post(srv.addr, "/v1/completions", &b, None);
+        assert_eq!(st, 200);
+        let (text, finish) = if stream {
+            sse_text(&got)
+        } else {
+            (
+                string_at(&got, &["choices", "0", "text"]),
+                string_at(&got, &["choices", "0", "finish_reason"]),
+            )
+        };
+        assert_eq!(text, full[..full.find(&cut).unwrap()], "stream {stream}");
+        assert_eq!(finish, "stop");
+    }
+}
+
+#[test]
+fn bad_requests_get_errors_and_the_server_stays_up() {
+    let srv = Server::start(1, &["--max-body", "4096"]);
+    let a = srv.addr;
+    let err_type = |b: &str| string_at(b, &["error", "type"]);
+    // Garbage bytes, a broken request line, HTTP/2, bad JSON, bad fields.
+    assert_eq!(raw(a, b"\x00\xff\xfegarbage\r\n\r\n").0, 400);
+    assert_eq!(raw(a, b"GET\r\n\r\n").0, 400);
+    assert_eq!(raw(a, b"GET / HTTP/2.0\r\n\r\n").0, 505);
+    let (st, b) = post(a, "/v1/chat/completions", "{\"messages\":", None);
+    assert_eq!(st, 400);
+    assert_eq!(err_type(&b), "invalid_request_error");
+    assert!(string_at(&b, &["error", "message"]).contains("JSON"), "{b}");
+    for body in [
+        "[]",
+        "{}",
+        r#"{"messages":[{"role":"wizard","content":"x"}]}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"n":3}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-1}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":0}"#,
+        r#"{"prompt":[1,2,999999]}"#,
+    ] {
+        let path = if body.contains("prompt") {
+            "/v1/completions"
+        } else {
+            "/v1/chat/completions"
+        };
+        let (st, b) = post(a, path, body, None);
+        assert_eq!(st, 400, "{body}: {b}");
+    }
+    // An image on a model without a vision tower.
+    let (st, b) = post(
+        a,
+        "/v1/chat/completions",
+        r#"{"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}"#,
+        None,
+    );
+    assert_eq!(
+        (st, string_at(&b, &["error", "message"]).as_str()),
+        (400, "model does not accept images")
+    );
+    // A prompt longer than the context.
+    let long = "word ".repeat(300);
+    let (st, _) = post(
+        a,
+        "/v1/completions",
+        &format!("{{\"prompt\":\"{long}\"}}"),
+        None,
+    );
+    assert_eq!(st, 400);
+    // Routes and methods.
+    assert_eq!(get(a, "/nope").0, 404);
+    assert_eq!(get(a, "/v1/chat/completions").0, 405);
+    // Oversized body (declared), chunked body, oversized head.
+    let (st, b) = raw(
+        a,
+        b"POST /v1/completions HTTP/1.1\r\nContent-Length: 999999\r\n\r\n{",
+    );
+    assert_eq!(st, 413, "{b}");
+    let (st, _) = raw(a, b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    assert_eq!(st, 411);
+    let mut big = b"GET /health HTTP/1.1\r\n".to_vec();
+    for i in 0..2000 {
+        big.extend_from_slice(format!("X-H{i}: {}\r\n", "v".repeat(10)).as_bytes());
+    }
+    big.extend_from_slice(b"\r\n");
+    assert_eq!(raw(a, &big).0, 431);
+    // Truncated requests: the client closes mid-head or mid-body.
+    for part in [
+        &b"POST /v1/completions HTTP/1.1\r\nContent-Le"[..],
+        b"POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"pro",
+    ] {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.write_all(part).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        assert!(
+            out.starts_with(b"HTTP/1.1 400"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    // A slow client (head never finishes) gets 408 after the timeout (1 s),
+    // and does not stop others meanwhile.
+    let t = Instant::now();
+    let mut slow = TcpStream::connect(a).unwrap();
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\n")
+        .unwrap();
+    assert_eq!(get(a, "/health").0, 200);
+    let mut out = Vec::new();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = slow.read_to_end(&mut out);
+    assert!(
+        out.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // A slow body (one byte per 300 ms) hits the body deadline.
+    let mut slow = TcpStream::connect(a).unwrap();
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        if slow.write_all(b" ").is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = slow.read_to_end(&mut out);
+    assert!(
+        out.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert!(t.elapsed() < Duration::from_secs(6));
+    // Still correct afterwards.
+    let (st, b) = post(
+        a,
+        "/v1/completions",
+        r#"{"prompt":"Hi","max_tokens":3,"temperature":0}"#,
+        None,
+    );
+    assert_eq!(st, 200, "{b}");
+}
+
+#[test]
+fn api_keys_disconnects_and_a_hundred_connections() {
+    let srv = Server::start(1, &["--api-key", "sekrit"]);
+    let a = srv.addr;
+    let body = r#"{"prompt":"Hi","max_tokens":2,"temperature":0}"#;
+    for key in [None, Some("wrong"), Some("sekri"), Some("sekritt")] {
+        let (st, b) = post(a, "/v1/completions", body, key);
+        assert_eq!(st, 401, "{key:?}");
+        assert_eq!(string_at(&b, &["error", "code"]), "invalid_api_key");
+    }
+    assert_eq!(raw(a, b"GET /v1/models HTTP/1.1\r\n\r\n").0, 401);
+    assert_eq!(get(a, "/health").0, 200);
+    assert_eq!(post(a, "/v1/completions", body, Some("sekrit")).0, 200);
+
+    // Disconnect mid-stream: the long generation is cancelled, so the only
+    // slot is free again at once (a new request finishes quickly).
+    let long = r#"{"prompt":"Tell me a story","max_tokens":200,"stream":true}"#;
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(a).unwrap();
+        let req = format!(
+            "POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer sekrit\r\nContent-Length: {}\r\n\r\n{long}",
+            long.len()
+        );
+        c.write_all(req.as_bytes()).unwrap();
+        let mut first = [0u8; 64];
+        let _ = c.read(&mut first).unwrap();
+        drop(c);
+    }
+    let t = Instant::now();
+    let (st, _) = post(a, "/v1/completions", body, Some("sekrit"));
+    assert_eq!(st, 200);
+    assert!(t.elapsed() < Duration::from_secs(10));
+
+    // 100 connections at once, a quarter of them generating: every one gets
+    // a well-formed answer (200, or 429 when the queue is full).
+    let statuses: Vec<u16> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..100)
+            .map(|i| {
+                sc.spawn(move || {
+                    if i % 4 == 0 {
+                        post(a, "/v1/completions", body, Some("sekrit")).0
+                    } else {
+                        get(a, "/health").0
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        statuses.iter().all(|s| [200, 429, 503].contains(s)),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().filter(|&&s| s == 200).count() >= 50,
+        "{statuses:?}"
+    );
+    assert_eq!(get(a, "/health").0, 200);
+    assert_eq!(post(a, "/v1/completions", body, Some("sekrit")).0, 200);
+}
+
+#[test]
+fn serve_args() {
+    let p = |s: &str| ServeArgs::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>());
+    let a = p("m.vqf --host 0.0.0.0 --port 9 --ctx 64 -t 3 --parallel 4 --api-key k").unwrap();
+    assert_eq!(
+        (a.host.as_str(), a.port, a.ctx, a.threads, a.parallel),
+        ("0.0.0.0", 9, Some(64), Some(3), 4)
+    );
+    assert_eq!(a.api_key.as_deref(), Some("k"));
+    assert_eq!(p("m.vqf").unwrap().host, "127.0.0.1");
+    for bad in [
+        "",
+        "m.vqf --port",
+        "m.vqf --port x",
+        "m.vqf --parallel 0",
+        "m.vqf --bogus",
+        "a b",
+    ] {
+        assert!(p(bad).is_err(), "{bad}");
+    }
+}

@@ -4,10 +4,14 @@
 
 use crate::args::Opt;
 use crate::pool::Pool;
+use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
+use kestrel_core::image::Rgb8;
 use kestrel_core::kernels::Kernels;
+use kestrel_core::model::config::VisionConfig;
 use kestrel_core::model::forward::{forward_multimodal, Multimodal};
 use kestrel_core::model::vision::{encode_image, mrope_positions, VisionLayout, VisionState};
 use kestrel_core::model::weights::Weights;
+use kestrel_core::parallel::Parallel;
 use kestrel_core::state::{KvType, State};
 use std::time::Instant;
 
@@ -39,13 +43,27 @@ pub struct Pixels {
 /// bound).
 pub fn load_pixels(
     path: &std::path::Path,
-    v: &kestrel_core::model::config::VisionConfig,
+    v: &VisionConfig,
     max_pixels: Option<u32>,
 ) -> Result<Pixels, String> {
-    use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let img =
-        kestrel_core::image::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let img = crate::image::load_image(path)?;
+    preprocess(&img, v, max_pixels).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Decodes image bytes (JPEG or PNG) and preprocesses them, as
+/// [`load_pixels`] does a file (for images that arrive in a request).
+pub fn pixels_from_bytes(
+    bytes: &[u8],
+    v: &VisionConfig,
+    max_pixels: Option<u32>,
+) -> Result<Pixels, String> {
+    let img = kestrel_core::image::decode(bytes).map_err(|e| e.to_string())?;
+    preprocess(&img, v, max_pixels)
+}
+
+/// The model's preprocessing (its stored settings; `max_pixels` lowers
+/// the resize bound).
+fn preprocess(img: &Rgb8, v: &VisionConfig, max_pixels: Option<u32>) -> Result<Pixels, String> {
     let cfg = ImageProcessorConfig {
         patch_size: v.patch_size,
         temporal_patch_size: v.temporal_patch,
@@ -59,8 +77,7 @@ pub fn load_pixels(
         rescale_factor: v.rescale_factor as f64,
     };
     let mut values = Vec::new();
-    let [_, grid_h, grid_w] =
-        pixel_values(&img, &cfg, &mut values).map_err(|e| format!("{}: {e}", path.display()))?;
+    let [_, grid_h, grid_w] = pixel_values(img, &cfg, &mut values).map_err(|e| e.to_string())?;
     Ok(Pixels {
         values,
         grid_h: grid_h as usize,
@@ -123,10 +140,10 @@ impl Encoded {
 }
 
 /// Runs every image through the vision tower.
-pub fn encode(
+pub fn encode<P: Parallel>(
     w: &Weights,
     k: &Kernels,
-    pool: &Pool,
+    pool: &P,
     images: &[Pixels],
     kv: KvType,
 ) -> Result<Encoded, String> {
@@ -147,7 +164,7 @@ pub fn encode(
     if most == 0 {
         return Ok(out);
     }
-    let threads = kestrel_core::parallel::Parallel::threads(pool);
+    let threads = pool.threads();
     let layout = VisionLayout::new(&v, most, kv, threads).map_err(|e| e.to_string())?;
     let mut arena = Vec::new();
     arena.try_reserve_exact(layout.total).map_err(|_| {

@@ -47,8 +47,12 @@ struct Server {
 
 impl Server {
     fn start(parallel: usize, extra: &[&str]) -> Server {
+        Server::start_with(&model(), parallel, extra)
+    }
+
+    fn start_with(model: &std::path::Path, parallel: usize, extra: &[&str]) -> Server {
         let mut argv: Vec<String> = [
-            model().to_str().unwrap(),
+            model.to_str().unwrap(),
             "--port",
             "0",
             "-t",
@@ -605,4 +609,119 @@ fn serve_args() {
     ] {
         assert!(p(bad).is_err(), "{bad}");
     }
+}
+
+/// Standard base64 (for data URIs).
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn images_in_chat_requests_answer_as_kestrel_run_does() {
+    // The Qwen3-VL fixture (f32 weights): a request with an image_url data
+    // URI gets the text `kestrel run --image` gives (its code path:
+    // encode_files, expand_placeholders, generate_with_images), while a
+    // text request decodes beside it; a broken image is a 400.
+    let dir = temp_dir("serve-vl");
+    let vl = dir.join("vl.vqf");
+    kestrel::convert::convert_model(
+        &fixtures().join("dev_qwen3_vl/hf"),
+        &vl,
+        WeightMode::F32,
+        Some(256),
+        false,
+        true,
+    )
+    .unwrap();
+    let png_path = fixtures().join("dev_qwen3_vl/ref/image_a.png");
+    let png = std::fs::read(&png_path).unwrap();
+    let prompt = "Describe the colours you see.";
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    // kestrel run's path.
+    let expected = {
+        let m = Model::open(&vl).unwrap();
+        let w = m.weights(true).unwrap();
+        let args = EngineArgs {
+            threads: Some(2),
+            no_pin: true,
+            ..EngineArgs::default()
+        };
+        let (k, pool, opts) = engine::setup(&w, &args, false, kestrel::generate::PREFILL_BATCH);
+        let mut arena = engine::arena(&w, &opts).unwrap();
+        let state = engine::state(&w, opts, &mut arena).unwrap();
+        let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
+        let images =
+            kestrel::vision::encode_files(&w, &k, &pool, &[png_path.clone()], None, opts.kv)
+                .unwrap();
+        let user = format!("<|vision_start|><|image_pad|><|vision_end|>{prompt}");
+        let msgs = [Message {
+            role: Role::User,
+            content: &user,
+        }];
+        let ids = s.encode(&chat_prompt(&w, &msgs, None)).unwrap();
+        let v = w.cfg.vision.unwrap();
+        let ids =
+            kestrel::vision::expand_placeholders(&ids, v.image_token_id, &images.grids).unwrap();
+        let mut text = String::new();
+        s.generate_with_images(&ids, &images, 8, &AtomicBool::new(false), &mut |t| {
+            text.push_str(t)
+        })
+        .unwrap();
+        text
+    };
+    println!("expected answer: {expected:?}");
+    assert!(!expected.is_empty());
+    let srv = Server::start_with(&vl, 2, &[]);
+    let body = format!(
+        "{{\"model\":\"m\",\"max_tokens\":8,\"temperature\":0,\"messages\":[{{\"role\":\"user\",\"content\":[{{\"type\":\"image_url\",\"image_url\":{{\"url\":\"data:image/png;base64,{}\"}}}},{{\"type\":\"text\",\"text\":\"{prompt}\"}}]}}]}}",
+        base64(&png)
+    );
+    let addr = srv.addr;
+    let text_req = std::thread::spawn(move || {
+        post(
+            addr,
+            "/v1/chat/completions",
+            &chat_body(
+                &[(Role::User, "Name three prime numbers.")],
+                ",\"max_tokens\":8",
+            ),
+            None,
+        )
+    });
+    let (status, doc) = post(srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(status, 200, "{doc}");
+    assert_eq!(
+        string_at(&doc, &["choices", "0", "message", "content"]),
+        expected
+    );
+    assert_eq!(text_req.join().unwrap().0, 200);
+    // The same request again (a slot that held the image): the same answer.
+    let (_, again) = post(srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(
+        string_at(&again, &["choices", "0", "message", "content"]),
+        expected
+    );
+    let broken = body.replacen("base64,", "base64,AAAA", 1);
+    let (status, doc) = post(srv.addr, "/v1/chat/completions", &broken, None);
+    assert_eq!(status, 400, "{doc}");
+    assert!(doc.contains("image 1"), "{doc}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -35,8 +35,9 @@ pub struct Params {
 pub struct ChatRequest {
     /// (role, text) turns; multi-part text contents joined.
     pub messages: Vec<(Role, String)>,
-    /// VL HOOK: the decoded bytes of every `image_url` data URI, in order.
-    /// Nothing consumes them yet: a model without a vision tower answers 400.
+    /// The decoded bytes of every `image_url` data URI, in order; each
+    /// left a `<|vision_start|><|image_pad|><|vision_end|>` in its message's
+    /// text. A model without a vision tower answers 400.
     pub images: Vec<Vec<u8>>,
     pub params: Params,
 }
@@ -236,6 +237,8 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String, String
                         return Err(format!("at most {MAX_IMAGES} images per request"));
                     }
                     images.push(data_uri_bytes(&url)?);
+                    // Where Qwen3-VL's chat template puts an image.
+                    text.push_str("<|vision_start|><|image_pad|><|vision_end|>");
                 } else {
                     return Err("content parts must be of type 'text' or 'image_url'".into());
                 }

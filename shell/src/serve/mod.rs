@@ -164,10 +164,14 @@ struct Shared<'a> {
     next_id: AtomicU64,
 }
 
-/// VL HOOK: whether the model has a vision tower to take the request's
-/// images (`api::ChatRequest::images`). None does yet: image requests get 400.
-fn model_accepts_images(_w: &Weights) -> bool {
-    false
+/// Most pixels an image of a request is resized to (at most the model's
+/// max_pixels): bounds the vision tower's memory per request (4 Mpixel is
+/// 4096 patches of 16 x 16, 1024 tokens).
+const SERVE_MAX_IMAGE_PIXELS: u32 = 1 << 22;
+
+/// Whether the model has a vision tower to take the request's images.
+fn model_accepts_images(w: &Weights) -> bool {
+    w.cfg.vision.is_some()
 }
 
 /// `kestrel serve` from the command line.
@@ -417,8 +421,23 @@ fn chat(
         })
         .collect();
     let text = chat_prompt(sh.w, &msgs, None);
-    let ids = generate::encode(&sh.tok, &text).map_err(|e| HttpError::new(400, e))?;
-    generate_answer(conn, sh, jobs, ids, &req.params, Kind::Chat)
+    let mut ids = generate::encode(&sh.tok, &text).map_err(|e| HttpError::new(400, e))?;
+    let mut images = Vec::with_capacity(req.images.len());
+    if let Some(v) = sh.w.cfg.vision.filter(|_| !req.images.is_empty()) {
+        for (i, bytes) in req.images.iter().enumerate() {
+            let p = crate::vision::pixels_from_bytes(bytes, &v, Some(SERVE_MAX_IMAGE_PIXELS))
+                .map_err(|e| HttpError::new(400, format!("image {}: {e}", i + 1)))?;
+            images.push(p);
+        }
+        let merge = v.spatial_merge as usize;
+        let grids: Vec<(usize, usize)> = images
+            .iter()
+            .map(|p| (p.grid_h / merge, p.grid_w / merge))
+            .collect();
+        ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &grids)
+            .map_err(|e| HttpError::new(400, e))?;
+    }
+    generate_answer(conn, sh, jobs, ids, images, &req.params, Kind::Chat)
 }
 
 fn completion(
@@ -441,7 +460,15 @@ fn completion(
             ids
         }
     };
-    generate_answer(conn, sh, jobs, ids, &req.params, Kind::Completion)
+    generate_answer(
+        conn,
+        sh,
+        jobs,
+        ids,
+        Vec::new(),
+        &req.params,
+        Kind::Completion,
+    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -587,6 +614,7 @@ fn generate_answer(
     sh: &Shared,
     jobs: &SyncSender<Job>,
     ids: Vec<u32>,
+    images: Vec<crate::vision::Pixels>,
     p: &Params,
     kind: Kind,
 ) -> Result<(), HttpError> {
@@ -611,6 +639,7 @@ fn generate_answer(
     let (tx, rx) = mpsc::channel();
     let job = Job {
         prompt: ids,
+        images,
         max_tokens,
         sampler: p.sampler,
         cancel: cancel.clone(),

@@ -16,7 +16,7 @@
 
 use crate::generate::PREFILL_BATCH;
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::{forward_rows, Row};
+use kestrel_core::model::forward::{forward_rows, Multimodal, Row};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::repack::Layout;
@@ -59,8 +59,11 @@ pub enum Event {
 
 /// One generation request.
 pub struct Job {
-    /// The prompt's ids (1 ..= ctx - 1 of them).
+    /// The prompt's ids (1 ..= ctx - 1 of them); each image's
+    /// `<|image_pad|>` expanded to its token count.
     pub prompt: Vec<u32>,
+    /// The prompt's images, preprocessed (Qwen3-VL), in order.
+    pub images: Vec<crate::vision::Pixels>,
     /// Most tokens to generate (at least 1).
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
@@ -87,6 +90,9 @@ struct Slot {
     active: Option<Active>,
     /// When the slot last took a job (least recently used goes first).
     used: u64,
+    /// Positions a later prompt may reuse: all, or those before the first
+    /// image token (equal placeholder ids do not mean equal images).
+    reusable_upto: usize,
 }
 
 /// The engine: everything a step needs.
@@ -110,7 +116,11 @@ fn prompt_copy(w: &Weights, p: usize, n: usize) -> Layout {
 /// least one prompt token is left to run (its logits are needed).
 fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
     let n = prompt.len();
-    let limit = slot.tokens.len().min(n.saturating_sub(1));
+    let limit = slot
+        .tokens
+        .len()
+        .min(n.saturating_sub(1))
+        .min(slot.reusable_upto);
     (0..limit)
         .take_while(|&p| slot.tokens[p] == prompt[p] && slot.copies[p] == prompt_copy(w, p, n))
         .count()
@@ -127,6 +137,7 @@ impl<P: Parallel> Engine<'_, P> {
                 copies: Vec::new(),
                 active: None,
                 used: 0,
+                reusable_upto: usize::MAX,
             })
             .collect();
         let mut candidates = vec![0u32; vocab];
@@ -234,9 +245,48 @@ impl<P: Parallel> Engine<'_, P> {
                 .send(Event::Error("the prompt does not fit the context".into()));
             return;
         }
-        let keep = reusable(self.w, s, &job.prompt);
+        // With images: the tower's output, every row's M-RoPE position and
+        // image row, and where the first image starts.
+        let mut mm_data = None;
+        let mut first_image = usize::MAX;
+        if let (Some(v), false) = (self.w.cfg.vision, job.images.is_empty()) {
+            let prepared = crate::vision::encode(
+                self.w,
+                &self.kernels,
+                self.pool,
+                &job.images,
+                self.state.opts.kv,
+            )
+            .and_then(|enc| {
+                let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
+                kestrel_core::model::vision::mrope_positions(
+                    &job.prompt,
+                    v.image_token_id,
+                    &enc.grids,
+                    &mut pos,
+                    &mut rows,
+                )
+                .map(|delta| (enc, pos, rows, delta))
+                .map_err(|e| e.to_string())
+            });
+            match prepared {
+                Ok(d) => mm_data = Some(d),
+                Err(e) => {
+                    let _ = job.events.send(Event::Error(e));
+                    return;
+                }
+            }
+            first_image = job
+                .prompt
+                .iter()
+                .position(|&t| t == v.image_token_id)
+                .unwrap_or(n);
+        }
+        let keep = reusable(self.w, s, &job.prompt).min(first_image);
         s.tokens.truncate(keep);
         s.copies.truncate(keep);
+        s.reusable_upto = usize::MAX;
+        self.state.rope_delta[i] = 0;
         let vocab = self.w.cfg.vocab_size as usize;
         let mut rows: Vec<Row> = Vec::with_capacity(PREFILL_BATCH);
         let mut c0 = keep / PREFILL_BATCH * PREFILL_BATCH;
@@ -244,12 +294,21 @@ impl<P: Parallel> Engine<'_, P> {
             let c1 = (c0 + PREFILL_BATCH).min(n);
             let copy = self.w.routing.for_batch(c1 - c0);
             rows.clear();
-            rows.extend((c0.max(keep)..c1).map(|p| Row {
+            let r0 = c0.max(keep);
+            rows.extend((r0..c1).map(|p| Row {
                 slot: i,
                 pos: p,
                 token: job.prompt[p],
                 logits: p + 1 == n,
             }));
+            let mm = mm_data
+                .as_ref()
+                .map(|(enc, pos, image_rows, _)| Multimodal {
+                    positions: &pos[r0..c1],
+                    image_rows: &image_rows[r0..c1],
+                    embeds: &enc.embeds,
+                    deepstack: &enc.deepstack,
+                });
             let r = forward_rows(
                 self.w,
                 &mut self.state,
@@ -257,7 +316,7 @@ impl<P: Parallel> Engine<'_, P> {
                 self.pool,
                 &rows,
                 copy,
-                None,
+                mm.as_ref(),
             );
             if let Err(e) = r {
                 s.tokens.clear();
@@ -272,6 +331,11 @@ impl<P: Parallel> Engine<'_, P> {
                 s.copies.push(copy);
             }
             c0 = c1;
+        }
+        if let Some((_, _, _, delta)) = mm_data {
+            // Later tokens' rotary positions; image tokens are not reusable.
+            self.state.rope_delta[i] = delta;
+            s.reusable_upto = first_image;
         }
         if job.events.send(Event::Prefilled { cached: keep }).is_err() {
             return;

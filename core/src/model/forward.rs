@@ -283,6 +283,7 @@ fn row_rope(
 
 /// One forward step over `rows` with the weight copy `layout`; returns the
 /// number of logit rows written (0 without `logits`).
+#[allow(clippy::too_many_arguments)]
 fn step<P: Parallel>(
     w: &Weights,
     s: &mut State,

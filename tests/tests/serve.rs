@@ -667,9 +667,15 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         let mut arena = engine::arena(&w, &opts).unwrap();
         let state = engine::state(&w, opts, &mut arena).unwrap();
         let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
-        let images =
-            kestrel::vision::encode_files(&w, &k, &pool, &[png_path.clone()], None, opts.kv)
-                .unwrap();
+        let images = kestrel::vision::encode_files(
+            &w,
+            &k,
+            &pool,
+            std::slice::from_ref(&png_path),
+            None,
+            opts.kv,
+        )
+        .unwrap();
         let user = format!("<|vision_start|><|image_pad|><|vision_end|>{prompt}");
         let msgs = [Message {
             role: Role::User,

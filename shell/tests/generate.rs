@@ -1,45 +1,22 @@
 //! `kestrel run`, `chat`, `tokenize`, `detokenize` on the tiny Qwen3 fixture.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 
 mod common;
 use common::kestrel;
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(rel)
+    common::fixture(rel)
 }
 
 /// The tied Qwen3 fixture converted once per test binary (f32 weights, so
 /// greedy decoding reproduces the reference exactly).
 fn model() -> PathBuf {
     static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("kestrel-gen-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("tied.vqf");
-        let st = kestrel()
-            .args([
-                "convert",
-                fixture("dev_qwen3_dense_tied/hf").to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--wmode",
-                "f32",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "{}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        out
-    })
-    .clone()
+    ONCE.get_or_init(|| common::convert_f32("dev_qwen3_dense_tied/hf", "gen"))
+        .clone()
 }
 
 fn reference() -> (String, Vec<u32>, String) {

@@ -3,39 +3,21 @@
 //! equals the Hugging Face reference, bad images and mismatched
 //! placeholders fail cleanly.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod common;
 use common::kestrel;
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/dev_qwen3_vl")
-        .join(rel)
+    common::fixture(&format!("dev_qwen3_vl/{rel}"))
 }
 
 /// The VL fixture converted once (f32 weights and, for the tests, an f32
 /// KV cache: greedy decoding reproduces the reference exactly).
 fn model() -> PathBuf {
     static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("kestrel-vl-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("vl.vqf");
-        let st = kestrel()
-            .args(["convert", fixture("hf").to_str().unwrap(), "-o"])
-            .arg(&out)
-            .args(["--wmode", "f32"])
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "{}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        out
-    })
-    .clone()
+    ONCE.get_or_init(|| common::convert_f32("dev_qwen3_vl/hf", "vl"))
+        .clone()
 }
 
 /// The greedy ids of a reference case.

@@ -199,6 +199,13 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
 
 /// Reads a little-endian float32 `.npy` file: (shape, values).
 pub fn read_npy_f32(path: &std::path::Path) -> (Vec<usize>, Vec<f32>) {
+    let (shape, data) = read_npy(path, "<f4");
+    (shape, f32s(&data))
+}
+
+/// A little-endian, C-order `.npy` file of dtype `descr` (`<f4`, `|u1`,
+/// `<i8`): (shape, raw data bytes).
+pub fn read_npy(path: &std::path::Path, descr: &str) -> (Vec<usize>, Vec<u8>) {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(&b[..6], b"\x93NUMPY", "{}: not .npy", path.display());
     let (hlen, start) = if b[6] == 1 {
@@ -208,8 +215,10 @@ pub fn read_npy_f32(path: &std::path::Path) -> (Vec<usize>, Vec<f32>) {
     };
     let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
     assert!(
-        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
-        "{header}"
+        header.contains(&format!("'descr': '{descr}'"))
+            && header.contains("'fortran_order': False"),
+        "{}: {header}",
+        path.display()
     );
     let shape_txt = header
         .split("'shape': (")
@@ -222,7 +231,7 @@ pub fn read_npy_f32(path: &std::path::Path) -> (Vec<usize>, Vec<f32>) {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    (shape, f32s(&b[start + hlen..]))
+    (shape, b[start + hlen..].to_vec())
 }
 
 /// The repository's tests/fixtures directory.

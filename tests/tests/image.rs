@@ -21,23 +21,7 @@ fn vectors() -> PathBuf {
 
 /// A uint8 `.npy` file: (shape, bytes).
 fn read_npy_u8(path: &Path) -> (Vec<usize>, Vec<u8>) {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
-    assert!(header.contains("'descr': '|u1'"), "{header}");
-    let shape = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape = shape
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    (shape, b[10 + hlen..].to_vec())
+    kestrel_tests::read_npy(path, "|u1")
 }
 
 fn config() -> ImageProcessorConfig {

@@ -26,9 +26,14 @@ fn fx() -> PathBuf {
 }
 
 fn convert_vl(dir: &std::path::Path, mode: WeightMode) -> Vec<u8> {
-    let out = dir.join(format!("vl-{}.vqf", mode.name()));
-    convert_model(&fx().join("hf"), &out, mode, Some(256), false, true).unwrap();
-    std::fs::read(&out).unwrap()
+    std::fs::read(convert_vl_file(dir, mode, true)).unwrap()
+}
+
+/// The fixture converted to `dir` (with or without its vision tower).
+fn convert_vl_file(dir: &std::path::Path, mode: WeightMode, vision: bool) -> PathBuf {
+    let out = dir.join(format!("vl-{}-{vision}.vqf", mode.name()));
+    convert_model(&fx().join("hf"), &out, mode, Some(256), false, vision).unwrap();
+    out
 }
 
 /// The image grids (h, w) in patches of each case.
@@ -120,11 +125,8 @@ fn vision_tower_matches_the_reference() {
 
 /// An int64 .npy file's values.
 fn read_npy_i64(path: &std::path::Path) -> Vec<i64> {
-    let b = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-    let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
-    assert!(header.contains("'<i8'"), "{header}");
-    b[10 + hlen..]
+    kestrel_tests::read_npy(path, "<i8")
+        .1
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
         .collect()
@@ -274,16 +276,7 @@ fn logits_from_the_png_files_match_the_reference() {
     use kestrel::engine::EngineArgs;
     use kestrel::logits::logits_with_images;
     let dir = temp_dir("vl-files");
-    let out = dir.join("vl.vqf");
-    convert_model(
-        &fx().join("hf"),
-        &out,
-        WeightMode::F32,
-        Some(256),
-        false,
-        true,
-    )
-    .unwrap();
+    let out = convert_vl_file(&dir, WeightMode::F32, true);
     let args = EngineArgs {
         kv_f32: true,
         threads: Some(2),
@@ -317,16 +310,7 @@ fn logits_from_the_png_files_match_the_reference() {
 #[test]
 fn text_only_conversion_and_the_vision_flag() {
     let dir = temp_dir("vl-text-only");
-    let out = dir.join("text.vqf");
-    convert_model(
-        &fx().join("hf"),
-        &out,
-        WeightMode::F32,
-        Some(256),
-        false,
-        false,
-    )
-    .unwrap();
+    let out = convert_vl_file(&dir, WeightMode::F32, false);
     let text_only = std::fs::read(&out).unwrap();
     let v = Vqf::parse(&text_only).unwrap();
     assert!(v.config().vision.is_none());

@@ -345,7 +345,14 @@ mod tests {
     fn bodies() {
         let c = parse_chat(br#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAEC/w=="}},{"type":"text","text":"b"}]}],"max_tokens":5,"temperature":0,"seed":-1,"stop":["x"],"stream":true}"#).unwrap();
         assert_eq!(c.messages[0], (Role::System, "be \"brief\"".to_string()));
-        assert_eq!(c.messages[1], (Role::User, "ab".to_string()));
+        // The image leaves its placeholder where it stood in the content.
+        assert_eq!(
+            c.messages[1],
+            (
+                Role::User,
+                "a<|vision_start|><|image_pad|><|vision_end|>b".to_string()
+            )
+        );
         assert_eq!(c.images, vec![vec![0, 1, 2, 255]]);
         assert_eq!(c.params.max_tokens, Some(5));
         assert_eq!(c.params.sampler.seed, u64::MAX);

@@ -17,3 +17,35 @@ pub fn kestrel() -> Command {
         _ => Command::new(bin),
     }
 }
+
+/// A file under tests/fixtures.
+#[allow(dead_code)]
+pub fn fixture(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(rel)
+}
+
+/// `kestrel convert` of the fixture at `rel` in f32 mode into a temporary
+/// file named `name` (once per test binary and name: callers keep it in a
+/// `OnceLock`).
+#[allow(dead_code)]
+pub fn convert_f32(rel: &str, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kestrel-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("{name}.vqf"));
+    let st = kestrel()
+        .arg("convert")
+        .arg(fixture(rel))
+        .arg("-o")
+        .arg(&out)
+        .args(["--wmode", "f32"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}

@@ -183,7 +183,17 @@ pub enum KvCache<'a> {
     F32(&'a mut [f32]),
 }
 
-impl KvCache<'_> {
+impl<'a> KvCache<'a> {
+    /// The cache of kind `kv` over `bytes`.
+    pub(crate) fn of(bytes: &'a mut [u8], kv: KvType) -> Result<KvCache<'a>, Error> {
+        Ok(match kv {
+            KvType::F16 => KvCache::F16(cast::as_u16_mut(bytes).ok_or(Error::Overflow {
+                what: "arena alignment",
+            })?),
+            KvType::F32 => KvCache::F32(f32s(bytes)?),
+        })
+    }
+
     /// Stores `values` at element offset `at`.
     pub fn store(&mut self, at: usize, values: &[f32]) {
         match self {
@@ -287,7 +297,8 @@ pub struct MoeState<'a> {
     pub expert_calls: u64,
 }
 
-fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
+/// The next `size` bytes of `rest` (64-aligned steps).
+pub(crate) fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
     let padded = size.div_ceil(64) * 64;
     let all = core::mem::take(rest);
     let (head, tail) = all.split_at_mut(padded);
@@ -301,7 +312,8 @@ fn u32s(b: &mut [u8]) -> Result<&mut [u32], Error> {
     })
 }
 
-fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
+/// Bytes as f32s (aligned by the carving).
+pub(crate) fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
     cast::as_f32_mut(b).ok_or(Error::Overflow {
         what: "arena alignment",
     })
@@ -323,17 +335,10 @@ impl<'a> State<'a> {
         let s = layout.sizes;
         let k_bytes = take(&mut rest, s[0]);
         let v_bytes = take(&mut rest, s[1]);
-        let (k_cache, v_cache) = match opts.kv {
-            KvType::F16 => (
-                KvCache::F16(cast::as_u16_mut(k_bytes).ok_or(Error::Overflow {
-                    what: "arena alignment",
-                })?),
-                KvCache::F16(cast::as_u16_mut(v_bytes).ok_or(Error::Overflow {
-                    what: "arena alignment",
-                })?),
-            ),
-            KvType::F32 => (KvCache::F32(f32s(k_bytes)?), KvCache::F32(f32s(v_bytes)?)),
-        };
+        let (k_cache, v_cache) = (
+            KvCache::of(k_bytes, opts.kv)?,
+            KvCache::of(v_bytes, opts.kv)?,
+        );
         let x = f32s(take(&mut rest, s[2]))?;
         let xb = f32s(take(&mut rest, s[3]))?;
         let qkv = f32s(take(&mut rest, s[4]))?;

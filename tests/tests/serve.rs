@@ -192,7 +192,31 @@ fn sse_text(body: &str) -> (String, String) {
 /// path: `chat_prompt`, `Session::encode`, `Session::generate`), and the
 /// number of tokens generated.
 fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (String, usize) {
-    let m = Model::open(&model()).unwrap();
+    with_session(&model(), sample, |s| {
+        let msgs: Vec<Message> = msgs
+            .iter()
+            .map(|(role, content)| Message {
+                role: *role,
+                content,
+            })
+            .collect();
+        let ids = s.encode(&chat_prompt(s.w, &msgs, None)).unwrap();
+        let mut text = String::new();
+        let st = s
+            .generate(&ids, n, &AtomicBool::new(false), &mut |t| text.push_str(t))
+            .unwrap();
+        (text, st.generated)
+    })
+}
+
+/// Runs `f` on a `Session` over `model` as `kestrel run` makes it (one
+/// thread, unpinned).
+fn with_session<R>(
+    model: &std::path::Path,
+    sample: SamplerConfig,
+    f: impl FnOnce(&mut Session) -> R,
+) -> R {
+    let m = Model::open(model).unwrap();
     let w = m.weights(true).unwrap();
     let args = EngineArgs {
         threads: Some(1),
@@ -203,19 +227,7 @@ fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (Strin
     let mut arena = engine::arena(&w, &opts).unwrap();
     let state = engine::state(&w, opts, &mut arena).unwrap();
     let mut s = Session::new(&w, k, &pool, state, sample).unwrap();
-    let msgs: Vec<Message> = msgs
-        .iter()
-        .map(|(role, content)| Message {
-            role: *role,
-            content,
-        })
-        .collect();
-    let ids = s.encode(&chat_prompt(&w, &msgs, None)).unwrap();
-    let mut text = String::new();
-    let st = s
-        .generate(&ids, n, &AtomicBool::new(false), &mut |t| text.push_str(t))
-        .unwrap();
-    (text, st.generated)
+    f(&mut s)
 }
 
 fn chat_body(msgs: &[(Role, &str)], extra: &str) -> String {
@@ -655,25 +667,14 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         ..SamplerConfig::default()
     };
     // kestrel run's path.
-    let expected = {
-        let m = Model::open(&vl).unwrap();
-        let w = m.weights(true).unwrap();
-        let args = EngineArgs {
-            threads: Some(2),
-            no_pin: true,
-            ..EngineArgs::default()
-        };
-        let (k, pool, opts) = engine::setup(&w, &args, false, kestrel::generate::PREFILL_BATCH);
-        let mut arena = engine::arena(&w, &opts).unwrap();
-        let state = engine::state(&w, opts, &mut arena).unwrap();
-        let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
+    let expected = with_session(&vl, greedy, |s| {
         let images = kestrel::vision::encode_files(
-            &w,
-            &k,
-            &pool,
+            s.w,
+            &s.kernels,
+            s.pool,
             std::slice::from_ref(&png_path),
             None,
-            opts.kv,
+            s.state.opts.kv,
         )
         .unwrap();
         let user = format!("<|vision_start|><|image_pad|><|vision_end|>{prompt}");
@@ -681,8 +682,8 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
             role: Role::User,
             content: &user,
         }];
-        let ids = s.encode(&chat_prompt(&w, &msgs, None)).unwrap();
-        let v = w.cfg.vision.unwrap();
+        let ids = s.encode(&chat_prompt(s.w, &msgs, None)).unwrap();
+        let v = s.w.cfg.vision.unwrap();
         let ids =
             kestrel::vision::expand_placeholders(&ids, v.image_token_id, &images.grids).unwrap();
         let mut text = String::new();
@@ -691,7 +692,7 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         })
         .unwrap();
         text
-    };
+    });
     println!("expected answer: {expected:?}");
     assert!(!expected.is_empty());
     let srv = Server::start_with(&vl, 2, &[]);

@@ -91,14 +91,7 @@ pub fn for_each(cfg: &Config, f: &mut dyn FnMut(Spec) -> Result<(), Error>) -> R
                 merger(
                     v,
                     layer,
-                    [
-                        Role::DsNorm,
-                        Role::DsNormBias,
-                        Role::DsFc1,
-                        Role::DsFc1Bias,
-                        Role::DsFc2,
-                        Role::DsFc2Bias,
-                    ],
+                    Role::DEEPSTACK_MERGER,
                     v.merge_patches() * v.hidden_size as usize,
                     f,
                 )?;
@@ -125,20 +118,7 @@ pub fn for_each(cfg: &Config, f: &mut dyn FnMut(Spec) -> Result<(), Error>) -> R
             Kind::F32,
             &[v.num_position_embeddings as usize, d],
         )?)?;
-        merger(
-            v,
-            n,
-            [
-                Role::MergerNorm,
-                Role::MergerNormBias,
-                Role::MergerFc1,
-                Role::MergerFc1Bias,
-                Role::MergerFc2,
-                Role::MergerFc2Bias,
-            ],
-            d,
-            f,
-        )?;
+        merger(v, n, Role::MERGER, d, f)?;
     }
     Ok(())
 }

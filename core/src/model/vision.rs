@@ -15,11 +15,9 @@ use super::weights::Weights;
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
 use crate::model::config::VisionConfig;
-use crate::model::ops::KvView;
 use crate::parallel::Parallel;
-use crate::quant::f16;
 use crate::quant::repack::PackedMatrix;
-use crate::state::KvType;
+use crate::state::{f32s, take, KvCache, KvType};
 use crate::vqf::layout::{Role, NO_LAYER};
 use kestrel_kernels::cast;
 
@@ -144,32 +142,6 @@ impl VisionLayout {
     }
 }
 
-/// Keys or values of the tower's attention.
-enum Kv<'a> {
-    F16(&'a mut [u16]),
-    F32(&'a mut [f32]),
-}
-
-impl Kv<'_> {
-    fn store(&mut self, at: usize, values: &[f32]) {
-        match self {
-            Kv::F16(c) => {
-                for (d, &v) in c[at..at + values.len()].iter_mut().zip(values) {
-                    *d = f16::f32_to_f16(v);
-                }
-            }
-            Kv::F32(c) => c[at..at + values.len()].copy_from_slice(values),
-        }
-    }
-
-    fn view(&self) -> KvView<'_> {
-        match self {
-            Kv::F16(c) => KvView::F16(c),
-            Kv::F32(c) => KvView::F32(c),
-        }
-    }
-}
-
 /// The tower's working memory, carved from an arena.
 pub struct VisionState<'a> {
     layout: VisionLayout,
@@ -178,37 +150,22 @@ pub struct VisionState<'a> {
     qkv: &'a mut [f32],
     att: &'a mut [f32],
     hb: &'a mut [f32],
-    keys: Kv<'a>,
-    values: Kv<'a>,
+    keys: KvCache<'a>,
+    values: KvCache<'a>,
     scores: &'a mut [f32],
     rope_cos: &'a mut [f32],
     rope_sin: &'a mut [f32],
+    mats: MatScratch<'a>,
+}
+
+/// The scratch of the tower's matrix multiplies (one chunk of rows).
+struct MatScratch<'a> {
+    /// (chunk, widest output) matmul parts.
     tmp: &'a mut [f32],
+    /// (chunk, widest input) activation quants.
     act_qs: &'a mut [i8],
+    /// (chunk, widest input / 32) activation scales.
     act_d: &'a mut [f32],
-}
-
-fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
-    let padded = size.div_ceil(64) * 64;
-    let all = core::mem::take(rest);
-    let (head, tail) = all.split_at_mut(padded);
-    *rest = tail;
-    &mut head[..size]
-}
-
-fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
-    cast::as_f32_mut(b).ok_or(Error::Overflow {
-        what: "arena alignment",
-    })
-}
-
-fn kv_of(b: &mut [u8], kv: KvType) -> Result<Kv<'_>, Error> {
-    Ok(match kv {
-        KvType::F16 => Kv::F16(cast::as_u16_mut(b).ok_or(Error::Overflow {
-            what: "arena alignment",
-        })?),
-        KvType::F32 => Kv::F32(f32s(b)?),
-    })
 }
 
 impl<'a> VisionState<'a> {
@@ -228,8 +185,8 @@ impl<'a> VisionState<'a> {
         let qkv = f32s(take(&mut rest, s[2]))?;
         let att = f32s(take(&mut rest, s[3]))?;
         let hb = f32s(take(&mut rest, s[4]))?;
-        let keys = kv_of(take(&mut rest, s[5]), layout.kv)?;
-        let values = kv_of(take(&mut rest, s[6]), layout.kv)?;
+        let keys = KvCache::of(take(&mut rest, s[5]), layout.kv)?;
+        let values = KvCache::of(take(&mut rest, s[6]), layout.kv)?;
         let scores = f32s(take(&mut rest, s[7]))?;
         let rope = f32s(take(&mut rest, s[8]))?;
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
@@ -248,9 +205,7 @@ impl<'a> VisionState<'a> {
             scores,
             rope_cos,
             rope_sin,
-            tmp,
-            act_qs,
-            act_d,
+            mats: MatScratch { tmp, act_qs, act_d },
         })
     }
 }
@@ -286,10 +241,6 @@ struct Merger<'a> {
 }
 
 impl<'a> Weights<'a> {
-    fn vision_vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
-        self.vector(layer, role)
-    }
-
     /// A vision matrix, in the one layout the file stores it in.
     fn vision_matrix(&self, layer: u16, role: Role) -> Result<PackedMatrix<'a>, Error> {
         for layout in [
@@ -310,59 +261,36 @@ impl<'a> Weights<'a> {
     fn vision_block(&self, l: u16) -> Result<Block<'a>, Error> {
         Ok(Block {
             norm1: (
-                self.vision_vector(l, Role::VNorm1)?,
-                self.vision_vector(l, Role::VNorm1Bias)?,
+                self.vector(l, Role::VNorm1)?,
+                self.vector(l, Role::VNorm1Bias)?,
             ),
             qkv: self.vision_matrix(l, Role::VQkv)?,
-            qkv_bias: self.vision_vector(l, Role::VQkvBias)?,
+            qkv_bias: self.vector(l, Role::VQkvBias)?,
             proj: self.vision_matrix(l, Role::VProj)?,
-            proj_bias: self.vision_vector(l, Role::VProjBias)?,
+            proj_bias: self.vector(l, Role::VProjBias)?,
             norm2: (
-                self.vision_vector(l, Role::VNorm2)?,
-                self.vision_vector(l, Role::VNorm2Bias)?,
+                self.vector(l, Role::VNorm2)?,
+                self.vector(l, Role::VNorm2Bias)?,
             ),
             fc1: self.vision_matrix(l, Role::VFc1)?,
-            fc1_bias: self.vision_vector(l, Role::VFc1Bias)?,
+            fc1_bias: self.vector(l, Role::VFc1Bias)?,
             fc2: self.vision_matrix(l, Role::VFc2)?,
-            fc2_bias: self.vision_vector(l, Role::VFc2Bias)?,
+            fc2_bias: self.vector(l, Role::VFc2Bias)?,
         })
     }
 
     /// The final merger (`None`) or DeepStack merger `k`.
     fn merger(&self, k: Option<u16>) -> Result<Merger<'a>, Error> {
         let (layer, roles) = match k {
-            None => (
-                NO_LAYER,
-                [
-                    Role::MergerNorm,
-                    Role::MergerNormBias,
-                    Role::MergerFc1,
-                    Role::MergerFc1Bias,
-                    Role::MergerFc2,
-                    Role::MergerFc2Bias,
-                ],
-            ),
-            Some(k) => (
-                k,
-                [
-                    Role::DsNorm,
-                    Role::DsNormBias,
-                    Role::DsFc1,
-                    Role::DsFc1Bias,
-                    Role::DsFc2,
-                    Role::DsFc2Bias,
-                ],
-            ),
+            None => (NO_LAYER, Role::MERGER),
+            Some(k) => (k, Role::DEEPSTACK_MERGER),
         };
         Ok(Merger {
-            norm: (
-                self.vision_vector(layer, roles[0])?,
-                self.vision_vector(layer, roles[1])?,
-            ),
+            norm: (self.vector(layer, roles[0])?, self.vector(layer, roles[1])?),
             fc1: self.vision_matrix(layer, roles[2])?,
-            fc1_bias: self.vision_vector(layer, roles[3])?,
+            fc1_bias: self.vector(layer, roles[3])?,
             fc2: self.vision_matrix(layer, roles[4])?,
-            fc2_bias: self.vision_vector(layer, roles[5])?,
+            fc2_bias: self.vector(layer, roles[5])?,
         })
     }
 }
@@ -413,13 +341,10 @@ fn add_bias(rows: &mut [f32], bias: &[u8]) {
 fn project<P: Parallel>(
     k: &Kernels,
     pool: &P,
-    w: &PackedMatrix,
-    bias: &[u8],
+    scratch: &mut MatScratch,
+    (w, bias): (&PackedMatrix, &[u8]),
     x: &[f32],
     m: usize,
-    act_qs: &mut [i8],
-    act_d: &mut [f32],
-    tmp: &mut [f32],
     add: bool,
     out: &mut [f32],
 ) -> Result<(), Error> {
@@ -435,9 +360,9 @@ fn project<P: Parallel>(
             w,
             &x[t0 * cols..(t0 + n) * cols],
             n,
-            act_qs,
-            act_d,
-            tmp,
+            scratch.act_qs,
+            scratch.act_d,
+            scratch.tmp,
             epi,
             dst,
         )?;
@@ -495,17 +420,7 @@ pub fn encode_image<P: Parallel>(
     }
     let tokens = n / v.merge_patches();
     let levels = v.deepstack().len();
-    let check = |what: &'static str, expected: usize, actual: usize| {
-        if expected == actual {
-            Ok(())
-        } else {
-            Err(Error::SizeMismatch {
-                what,
-                expected,
-                actual,
-            })
-        }
-    };
+    let check = crate::error::check_len;
     check("pixel values", n * dm.patch, pixels.len())?;
     check("image embeddings", tokens * dm.out, embeds.len())?;
     check(
@@ -517,23 +432,20 @@ pub fn encode_image<P: Parallel>(
 
     // x (n, d) = patches W_patch^T + b: the Conv3d as a matmul.
     let patch_w = w.vision_matrix(NO_LAYER, Role::VPatchEmbd)?;
-    let patch_b = w.vision_vector(NO_LAYER, Role::VPatchBias)?;
+    let patch_b = w.vector(NO_LAYER, Role::VPatchBias)?;
     project(
         k,
         pool,
-        &patch_w,
-        patch_b,
+        &mut s.mats,
+        (&patch_w, patch_b),
         pixels,
         n,
-        s.act_qs,
-        s.act_d,
-        s.tmp,
         false,
         &mut s.x[..n * d],
     )?;
     // + the learned (side x side) position embedding, bilinearly
     // interpolated to the grid (align_corners), in merge-block order.
-    let pos = w.vision_vector(NO_LAYER, Role::VPosEmbd)?;
+    let pos = w.vector(NO_LAYER, Role::VPosEmbd)?;
     let side = crate::model::config::isqrt(v.num_position_embeddings) as usize;
     let taps = |idx: usize, size: usize| -> (usize, usize, f32) {
         let src = if size > 1 {
@@ -593,13 +505,10 @@ pub fn encode_image<P: Parallel>(
         project(
             k,
             pool,
-            &b.qkv,
-            b.qkv_bias,
+            &mut s.mats,
+            (&b.qkv, b.qkv_bias),
             s.xb,
             n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
             false,
             &mut s.qkv[..n * 3 * d],
         )?;
@@ -618,13 +527,10 @@ pub fn encode_image<P: Parallel>(
         project(
             k,
             pool,
-            &b.proj,
-            b.proj_bias,
+            &mut s.mats,
+            (&b.proj, b.proj_bias),
             s.att,
             n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
             true,
             &mut s.x[..n * d],
         )?;
@@ -640,13 +546,10 @@ pub fn encode_image<P: Parallel>(
         project(
             k,
             pool,
-            &b.fc1,
-            b.fc1_bias,
+            &mut s.mats,
+            (&b.fc1, b.fc1_bias),
             s.xb,
             n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
             false,
             &mut s.hb[..n * dm.ffn],
         )?;
@@ -656,13 +559,10 @@ pub fn encode_image<P: Parallel>(
         project(
             k,
             pool,
-            &b.fc2,
-            b.fc2_bias,
+            &mut s.mats,
+            (&b.fc2, b.fc2_bias),
             s.hb,
             n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
             true,
             &mut s.x[..n * d],
         )?;
@@ -706,13 +606,10 @@ fn merge_mlp<P: Parallel>(
     project(
         k,
         pool,
-        &m.fc1,
-        m.fc1_bias,
+        &mut s.mats,
+        (&m.fc1, m.fc1_bias),
         s.xb,
         tokens,
-        s.act_qs,
-        s.act_d,
-        s.tmp,
         false,
         &mut s.hb[..tokens * wide],
     )?;
@@ -720,7 +617,14 @@ fn merge_mlp<P: Parallel>(
         *h = gelu_erf(*h);
     }
     project(
-        k, pool, &m.fc2, m.fc2_bias, s.hb, tokens, s.act_qs, s.act_d, s.tmp, false, out,
+        k,
+        pool,
+        &mut s.mats,
+        (&m.fc2, m.fc2_bias),
+        s.hb,
+        tokens,
+        false,
+        out,
     )
 }
 
@@ -758,7 +662,7 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
         });
     }
     let qkv: &[f32] = s.qkv;
-    let (keys, values) = (s.keys.view(), s.values.view());
+    let (keys, values) = (s.keys.view(0..n * d), s.values.view(0..n * d));
     pool.for_each_mut(&mut items, &|_, part| {
         for h in part.h0..part.h1 {
             for t in 0..n {

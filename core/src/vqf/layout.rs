@@ -173,6 +173,27 @@ impl Role {
         Role::ALL.iter().copied().find(|r| *r as u16 == id)
     }
 
+    /// A DeepStack merger's tensors: norm weight and bias, fc1 and bias,
+    /// fc2 and bias.
+    pub const DEEPSTACK_MERGER: [Role; 6] = [
+        Role::DsNorm,
+        Role::DsNormBias,
+        Role::DsFc1,
+        Role::DsFc1Bias,
+        Role::DsFc2,
+        Role::DsFc2Bias,
+    ];
+
+    /// The final merger's tensors, in the order of [`Role::DEEPSTACK_MERGER`].
+    pub const MERGER: [Role; 6] = [
+        Role::MergerNorm,
+        Role::MergerNormBias,
+        Role::MergerFc1,
+        Role::MergerFc1Bias,
+        Role::MergerFc2,
+        Role::MergerFc2Bias,
+    ];
+
     /// Whether the role belongs to the vision tower (ids 100 and up).
     pub fn is_vision(self) -> bool {
         self as u16 >= 100

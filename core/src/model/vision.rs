@@ -313,6 +313,13 @@ pub fn layernorm(out: &mut [f32], x: &[f32], w: &[u8], b: &[u8]) {
     }
 }
 
+/// [`layernorm`] of every `width`-wide row of `x` into `out`.
+fn layernorm_rows(out: &mut [f32], x: &[f32], width: usize, (w, b): (&[u8], &[u8])) {
+    for (dst, src) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)) {
+        layernorm(dst, src, w, b);
+    }
+}
+
 /// GELU with the tanh approximation (`gelu_pytorch_tanh`), written as
 /// `x * sigmoid(2u) = x / (1 + e^-2u)` (the same function: `1 + tanh u =
 /// 2 / (1 + e^-2u)`) with the branch-free [`ops::exp`], which vectorizes.
@@ -494,14 +501,7 @@ pub fn encode_image<P: Parallel>(
     for l in 0..v.depth as usize {
         let b = w.vision_block(l as u16)?;
         // Attention: xb = LN1(x); qkv = xb Wqkv^T + b; rotate q and k.
-        for i in 0..n {
-            layernorm(
-                &mut s.xb[i * d..(i + 1) * d],
-                &s.x[i * d..(i + 1) * d],
-                b.norm1.0,
-                b.norm1.1,
-            );
-        }
+        layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm1.0, b.norm1.1));
         project(
             k,
             pool,
@@ -535,14 +535,7 @@ pub fn encode_image<P: Parallel>(
             &mut s.x[..n * d],
         )?;
         // MLP: x += fc2(gelu_tanh(fc1(LN2(x))))
-        for i in 0..n {
-            layernorm(
-                &mut s.xb[i * d..(i + 1) * d],
-                &s.x[i * d..(i + 1) * d],
-                b.norm2.0,
-                b.norm2.1,
-            );
-        }
+        layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm2.0, b.norm2.1));
         project(
             k,
             pool,
@@ -569,26 +562,14 @@ pub fn encode_image<P: Parallel>(
         if let Some(level) = v.deepstack().iter().position(|&b| b as usize == l) {
             // DeepStack: merge 2x2 blocks first, then LN over merge^2 d.
             let m = w.merger(Some(level as u16))?;
-            for (dst, src) in s.xb[..n * d]
-                .chunks_exact_mut(dm.wide)
-                .zip(s.x[..n * d].chunks_exact(dm.wide))
-            {
-                layernorm(dst, src, m.norm.0, m.norm.1);
-            }
+            layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], dm.wide, m.norm);
             let out = &mut deepstack[level * tokens * dm.out..(level + 1) * tokens * dm.out];
             merge_mlp(&m, &dm, s, k, pool, tokens, out)?;
         }
     }
     // The final merger: LN over d per patch, then merge 2x2 blocks.
     let m = w.merger(None)?;
-    for i in 0..n {
-        layernorm(
-            &mut s.xb[i * d..(i + 1) * d],
-            &s.x[i * d..(i + 1) * d],
-            m.norm.0,
-            m.norm.1,
-        );
-    }
+    layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (m.norm.0, m.norm.1));
     merge_mlp(&m, &dm, s, k, pool, tokens, embeds)
 }
 

@@ -15,7 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-aarch64-unknown-linux-musl}"
 profile="${2:-release}"
-RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+# No unwind tables: the release profile aborts on panic and std is built
+# without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
+RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     -Z build-std=std,panic_abort -Z build-std-features= \
     --target-dir target/shipped
 echo "target/shipped/$target/$profile/kestrel"

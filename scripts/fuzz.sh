@@ -18,6 +18,18 @@ seed() { mkdir -p "fuzz/corpus/$1"; cp "${@:2}" "fuzz/corpus/$1/" 2>/dev/null ||
 seed gguf tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/vectors/gguf/*.gguf
 seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
 seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json
+for d in tests/fixtures/dev_*/hf; do
+    # one file name per fixture, so seeds from different fixtures do not overwrite each other
+    for f in "$d"/config*.json "$d"/generation_config.json; do
+        [ -f "$f" ] || continue
+        mkdir -p fuzz/corpus/config
+        cp "$f" "fuzz/corpus/config/$(basename "$(dirname "$d")")-$(basename "$f")"
+    done
+done
+# tokenizer.json for the reader; reference strings as text (the 329 KB
+# qwen3_tokenizer_extra.json would slow every mutation of it to seconds)
+seed tokenizer tests/fixtures/tiny_tokenizer/tokenizer.json tests/fixtures/tiny_tokenizer/tokenizer_ref.json \
+    tests/fixtures/qwen3_tokenizer_ref.json
 mkdir -p fuzz/corpus/vqf
 if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
@@ -29,7 +41,7 @@ if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in vqf safetensors gguf json; do
+for t in vqf safetensors gguf json config tokenizer; do
     echo "fuzz: $t for ${secs}s"
     if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576) >"$log" 2>&1; then
         tail -40 "$log"

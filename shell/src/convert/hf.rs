@@ -19,12 +19,21 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Parses config.json into a [`Config`].
+/// Parses `DIR/config.json` (and `DIR/generation_config.json` for the EOS
+/// ids, when present) into a [`Config`].
 pub fn config(dir: &Path) -> Result<Config, String> {
     let path = dir.join("config.json");
     let bytes = read(&path)?;
-    let fail = |what: &str| format!("{}: {what}", path.display());
-    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let gen = std::fs::read(dir.join("generation_config.json")).ok();
+    config_from_json(&bytes, gen.as_deref()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses the bytes of a config.json (hub or transformers-5 format) into a
+/// validated [`Config`]; `generation` is generation_config.json's bytes, if
+/// any (its `eos_token_id` wins). Errors name what is wrong, not the file.
+pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Config, String> {
+    let fail = |what: &str| what.to_string();
+    let root = json::parse(bytes).map_err(|e| e.to_string())?;
     let model_type = root
         .get("model_type")
         .and_then(|v| text(&v))
@@ -121,7 +130,7 @@ pub fn config(dir: &Path) -> Result<Config, String> {
     } else {
         None
     };
-    let (eos, eos_count) = eos_ids(dir, &c);
+    let (eos, eos_count) = eos_ids(generation, &c);
     let cfg = Config {
         arch,
         vocab_size: u("vocab_size")?,
@@ -155,17 +164,16 @@ pub fn config(dir: &Path) -> Result<Config, String> {
         eos_token_ids: eos,
         eos_count,
     };
-    cfg.validate().map_err(|e| fail(&e.to_string()))?;
+    cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
 /// EOS ids: generation_config.json's `eos_token_id` (int or list) when
 /// present, else config.json's.
-fn eos_ids(dir: &Path, c: &Value) -> ([u32; MAX_EOS], u32) {
+fn eos_ids(generation: Option<&[u8]>, c: &Value) -> ([u32; MAX_EOS], u32) {
     let mut out = [0u32; MAX_EOS];
     let mut n = 0;
-    let gen = std::fs::read(dir.join("generation_config.json")).ok();
-    let gen_root = gen.as_deref().and_then(|b| json::parse(b).ok());
+    let gen_root = generation.and_then(|b| json::parse(b).ok());
     let v = gen_root
         .and_then(|g| g.get("eos_token_id"))
         .or_else(|| c.get("eos_token_id"));
@@ -312,8 +320,17 @@ pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
         return Ok(None);
     }
     let bytes = read(&path)?;
-    let fail = |what: &str| format!("{}: {what}", path.display());
-    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let template = chat_template(dir)?;
+    tokenizer_from_json(&bytes, &template)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Builds the tokenizer tables from the bytes of a tokenizer.json (byte-level
+/// BPE) and a chat template. Errors name what is wrong, not the file.
+pub fn tokenizer_from_json(bytes: &[u8], template: &str) -> Result<Tables, String> {
+    let fail = |what: &str| what.to_string();
+    let root = json::parse(bytes).map_err(|e| e.to_string())?;
     let model = root.get("model").ok_or_else(|| fail("no model"))?;
     if !model.get("type").is_some_and(|t| t.str_eq("BPE")) {
         return Err(fail("model.type must be BPE"));
@@ -405,10 +422,7 @@ pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
     let nfc = root
         .get("normalizer")
         .is_some_and(|n| n.get("type").is_some_and(|t| t.str_eq("NFC")));
-    let template = chat_template(dir)?;
-    Tables::build(&tokens, &merges, nfc, &template)
-        .map(Some)
-        .map_err(|e| fail(&e))
+    Tables::build(&tokens, &merges, nfc, template)
 }
 
 fn chat_template(dir: &Path) -> Result<String, String> {

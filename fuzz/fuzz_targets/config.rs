@@ -1,0 +1,50 @@
+#![no_main]
+//! config.json (hub and transformers-5 formats) through the converter's
+//! reader (`kestrel::convert::hf::config_from_json`), the input also read as
+//! generation_config.json; then everything a valid config drives: the
+//! config section round trip, the tensor list, the VQF plan and the arena
+//! layout at a few context lengths.
+use kestrel::convert::hf::config_from_json;
+use kestrel_core::model::tensors;
+use kestrel_core::state::{ArenaLayout, KvType, Options};
+use kestrel_core::vqf::config_section;
+use kestrel_core::vqf::write::Sink;
+use libfuzzer_sys::fuzz_target;
+
+struct VecSink(Vec<u8>);
+
+impl Sink for VecSink {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), kestrel_core::Error> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    for generation in [None, Some(data)] {
+        let Ok(cfg) = config_from_json(data, generation) else {
+            continue;
+        };
+        // What the converter writes, the parser reads back unchanged.
+        let mut sink = VecSink(Vec::new());
+        config_section::encode(&cfg, &mut sink).expect("encode a validated config");
+        let back = config_section::decode(&sink.0).expect("decode what encode wrote");
+        assert_eq!(back, cfg, "config section round trip");
+        let _ = tensors::for_each(&cfg, &mut |_spec| Ok(()));
+        for (max_seq, max_batch, kv) in [
+            (1, 1, KvType::F16),
+            (4096, 256, KvType::F32),
+            (1 << 20, 128, KvType::F16),
+        ] {
+            let _ = ArenaLayout::new(
+                &cfg,
+                &Options {
+                    max_seq,
+                    max_batch,
+                    kv,
+                    all_logits: max_batch == 1,
+                },
+            );
+        }
+    }
+});

@@ -50,6 +50,11 @@ enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Print the memory the model needs instead: weights and the arena
+        /// (KV cache, activations) at a few --ctx values. FILE may also be a
+        /// Hugging Face directory or a config.json.
+        #[arg(long)]
+        memory: bool,
     },
     /// Run token ids through the model and write every position's logits (f32 LE rows).
     Logits(logits::LogitsArgs),
@@ -80,7 +85,10 @@ fn main() -> ExitCode {
         Command::Chat(args) => generate::chat(&args),
         Command::Tokenize { model, text } => generate::tokenize(&model, &text),
         Command::Detokenize { model, ids } => generate::detokenize(&model, &ids),
-        Command::Inspect { file, json } => inspect::inspect(&file, json),
+        Command::Inspect {
+            file, memory: true, ..
+        } => inspect::memory(&file),
+        Command::Inspect { file, json, .. } => inspect::inspect(&file, json),
         Command::Verify { file } => inspect::verify(&file),
         Command::Logits(args) => logits::run(&args),
     };

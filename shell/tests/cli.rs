@@ -399,3 +399,54 @@ fn arena_out_of_memory_is_reported() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `inspect --memory` on a Hugging Face directory and on the VQF made from
+/// it: the same arena figures, and the q4 estimate equals the file's tensors.
+#[test]
+fn inspect_memory_from_config_and_from_file() {
+    let dir = temp("memory");
+    let src = fixture("dev_qwen3_dense_tied/hf");
+    let model = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            src.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--wmode",
+            "q4",
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let report = |p: &Path| {
+        let out = kestrel()
+            .args(["inspect", "--memory", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let from_dir = report(&src);
+    let from_json = report(&src.join("config.json"));
+    let from_file = report(&model);
+    let value = |text: &str, key: &str| -> String {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no {key:?} in\n{text}"));
+        line.split_once(": ").unwrap().1.to_string()
+    };
+    assert_eq!(
+        value(&from_dir, "weights if converted --wmode q4"),
+        value(&from_file, "of which tensors")
+    );
+    for ctx in ["--ctx 512", "--ctx 4096", "--ctx 32768"] {
+        assert_eq!(value(&from_dir, ctx), value(&from_file, ctx), "{ctx}");
+        assert_eq!(value(&from_dir, ctx), value(&from_json, ctx), "{ctx}");
+    }
+}

@@ -327,7 +327,8 @@ fn mb(b: u64) -> String {
 pub fn memory(path: &Path) -> Result<(), String> {
     use kestrel_core::convert::WeightMode;
     use kestrel_core::state::{ArenaLayout, KvType, Options};
-    let from_config = |cfg: Config| -> Result<(Config, Vec<(String, u64)>, u32), String> {
+    type Report = (Config, Vec<(String, u64)>, u32);
+    let from_config = |cfg: Config| -> Result<Report, String> {
         let mut w = Vec::new();
         for (name, mode) in [
             ("q4", WeightMode::Q4),

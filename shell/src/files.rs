@@ -123,6 +123,7 @@ pub mod sigbus {
     // SAFETY: a plain C struct of integers and a handler address, written
     // once before it is shared and only read afterwards.
     unsafe impl Sync for Prev {}
+    // SAFETY: as above: no pointer into thread-local data.
     unsafe impl Send for Prev {}
 
     static PREV: OnceLock<Option<Prev>> = OnceLock::new();

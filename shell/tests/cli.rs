@@ -292,10 +292,6 @@ fn under_qemu() -> bool {
 #[test]
 fn model_truncated_while_in_use_is_a_clean_exit() {
     use std::io::{BufRead, Write};
-    if under_qemu() {
-        eprintln!("SKIP model_truncated_while_in_use_is_a_clean_exit: under qemu user mode");
-        return;
-    }
     let dir = temp("sigbus");
     let model = dir.join("m.vqf");
     let st = kestrel()

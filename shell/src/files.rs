@@ -95,7 +95,8 @@ pub mod sigbus {
     use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
     use std::sync::OnceLock;
 
-    const SLOTS: usize = 32;
+    // Enough for a checkpoint of many shards mapped at once (conversion).
+    const SLOTS: usize = 256;
 
     struct Slot {
         start: AtomicUsize,

@@ -96,9 +96,9 @@ pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Confi
             .iter_array()
             .into_iter()
             .flatten()
-            .filter_map(|v| v.as_u64())
-            .map(|v| v as u32)
-            .collect();
+            .map(|v| v.as_u64().and_then(|v| u32::try_from(v).ok()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| fail("mrope_section entries must be u32"))?;
         if vals.len() != 3 {
             return Err(fail("mrope_section must have 3 entries"));
         }
@@ -160,7 +160,7 @@ pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Confi
         bos_token_id: c
             .get("bos_token_id")
             .and_then(|v| v.as_u64())
-            .map(|v| v as u32),
+            .and_then(|v| u32::try_from(v).ok()),
         eos_token_ids: eos,
         eos_count,
     };
@@ -178,8 +178,10 @@ fn eos_ids(generation: Option<&[u8]>, c: &Value) -> ([u32; MAX_EOS], u32) {
         .and_then(|g| g.get("eos_token_id"))
         .or_else(|| c.get("eos_token_id"));
     let mut push = |x: u64| {
-        if n < MAX_EOS && !out[..n].contains(&(x as u32)) {
-            out[n] = x as u32;
+        // An id past u32 is no token: ignored, not wrapped.
+        let Ok(x) = u32::try_from(x) else { return };
+        if n < MAX_EOS && !out[..n].contains(&x) {
+            out[n] = x;
             n += 1;
         }
     };
@@ -439,4 +441,32 @@ fn chat_template(dir: &Path) -> Result<String, String> {
         .get("chat_template")
         .and_then(|v| text(&v))
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_from_json;
+
+    const DENSE: &str = r#""vocab_size":576,"hidden_size":96,"num_hidden_layers":2,"num_attention_heads":6,"num_key_value_heads":2,"head_dim":16,"intermediate_size":256,"rope_theta":1000000,"max_position_embeddings":4096"#;
+
+    #[test]
+    fn ids_past_u32_are_not_wrapped() {
+        // An EOS id of 2^32 + 5 is no token: ignored, not read as 5.
+        let j = format!(
+            r#"{{"model_type":"qwen3",{DENSE},"bos_token_id":4294967297,"eos_token_id":[4294967301,7]}}"#
+        );
+        let c = config_from_json(j.as_bytes(), None).unwrap();
+        assert_eq!(c.eos(), &[7]);
+        assert_eq!(c.bos_token_id, None);
+        let vl = format!(
+            r#"{{"model_type":"qwen3_vl","text_config":{{{DENSE},"rope_scaling":{{"mrope_section":[4294967300,2,2]}}}}}}"#
+        );
+        let e = config_from_json(vl.as_bytes(), None).unwrap_err();
+        assert!(e.contains("mrope_section entries must be u32"), "{e}");
+        let ok = vl.replace("4294967300", "4");
+        assert_eq!(
+            config_from_json(ok.as_bytes(), None).unwrap().mrope_section,
+            [4, 2, 2]
+        );
+    }
 }

@@ -26,6 +26,20 @@ printf 'GET /v1/models?x=1 HTTP/1.0\r\nExpect: 100-continue\r\nTransfer-Encoding
 printf '%s' '{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi \u00e9"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}],"max_tokens":5,"temperature":0.7,"top_p":0.9,"seed":-3,"stop":["\n\n","x"],"stream":true,"stream_options":{"include_usage":true},"n":1}' >fuzz/corpus/serve_api/chat
 printf '%s' '{"prompt":["Once upon"],"max_completion_tokens":9,"top_k":40,"min_p":0.05,"repeat_penalty":1.1}' >fuzz/corpus/serve_api/completion
 printf '%s' '{"prompt":[1,2,3]}' >fuzz/corpus/serve_api/ids
+for d in tests/fixtures/dev_*/hf; do
+    # one file name per fixture, so seeds from different fixtures do not overwrite each other
+    for f in "$d"/config*.json "$d"/generation_config.json; do
+        [ -f "$f" ] || continue
+        mkdir -p fuzz/corpus/config
+        cp "$f" "fuzz/corpus/config/$(basename "$(dirname "$d")")-$(basename "$f")"
+    done
+done
+# A 3 KB tokenizer.json (the fixture's 256 byte tokens, 12 merges, 4 added
+# tokens: fuzz/seeds/) for the reader; reference strings as text. Inputs are
+# capped at 8 KB for this target: every byte is encoded and decoded several
+# times under the sanitizer, and larger inputs ran at ~1 execution/s.
+seed tokenizer fuzz/seeds/tokenizer-small.json tests/fixtures/tiny_tokenizer/tokenizer_ref.json \
+    tests/fixtures/qwen3_tokenizer_ref.json
 mkdir -p fuzz/corpus/vqf
 if [ ! -f fuzz/corpus/vqf/seed.vqf ]; then
     cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf \
@@ -41,9 +55,11 @@ if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json image http serve_api}; do
+for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json config tokenizer image http serve_api}; do
     echo "fuzz: $t for ${secs}s"
-    if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=1048576) >"$log" 2>&1; then
+    max_len=1048576
+    [ "$t" = tokenizer ] && max_len=8192
+    if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len="$max_len") >"$log" 2>&1; then
         tail -40 "$log"
         echo "fuzz: $t FOUND A CRASH (see fuzz/artifacts/$t/)"
         exit 1

@@ -1,6 +1,6 @@
 #![no_main]
-//! GGUF header, metadata, tensor infos, and dequantization of each tensor's
-//! first row.
+//! GGUF header, metadata, tensor infos, and dequantization of every row of
+//! every tensor (bounded per input).
 use kestrel_core::gguf::{dequantize_row, Gguf};
 use libfuzzer_sys::fuzz_target;
 
@@ -14,14 +14,26 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        // Every row of every tensor, up to 2^20 dequantized values per input
+        // (rows longer than 4096 values are skipped).
         let mut row = vec![0f32; 4096];
+        let mut budget = 1usize << 20;
         for t in g.tensors() {
             let n = t.row_len() as usize;
-            if n <= row.len() {
-                if let Some(bytes) = t.row(0) {
+            if n == 0 || n > row.len() {
+                continue;
+            }
+            for i in 0..t.n_rows() {
+                if budget < n {
+                    break;
+                }
+                budget -= n;
+                if let Some(bytes) = t.row(i) {
                     let _ = dequantize_row(t.ggml_type(), bytes, &mut row[..n]);
                 }
             }
+            // Past the last row: no bytes.
+            assert!(t.row(t.n_rows()).is_none(), "row past the end");
         }
     }
 });

@@ -8,9 +8,15 @@ use std::path::{Path, PathBuf};
 use kestrel_core::vqf::write::Sink;
 
 /// A read-only memory map of a whole file.
+///
+/// While it lives, its address range is known to a SIGBUS handler: if the
+/// file shrinks under the mapping (another process truncates it) and a page
+/// past the new end is touched, the process prints one line naming the file
+/// and exits with code 1 instead of dying of SIGBUS (see [`sigbus`]).
 pub struct Mapped {
     map: Option<memmap2::Mmap>,
     path: PathBuf,
+    slot: Option<usize>,
 }
 
 impl Mapped {
@@ -25,6 +31,7 @@ impl Mapped {
             return Ok(Mapped {
                 map: None,
                 path: path.to_owned(),
+                slot: None,
             });
         }
         // SAFETY: the map is read-only and private to this process. Another
@@ -34,9 +41,19 @@ impl Mapped {
         // Every byte is treated as untrusted and validated before use.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(|e| format!("{}: mmap: {e}", path.display()))?;
+        let slot = sigbus::register(
+            map.as_ptr() as usize,
+            map.len(),
+            format!(
+                "kestrel: {}: the file changed while in use (truncated by another \
+                 process?); stopping\n",
+                path.display()
+            ),
+        );
         Ok(Mapped {
             map: Some(map),
             path: path.to_owned(),
+            slot,
         })
     }
 
@@ -48,6 +65,154 @@ impl Mapped {
     /// The path mapped.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // Forget the range before the map (a field) is unmapped.
+        if let Some(slot) = self.slot {
+            sigbus::unregister(slot);
+        }
+    }
+}
+
+/// A clean exit instead of a crash when a mapped file shrinks under us.
+///
+/// What can and cannot be done: a read-only `MAP_SHARED` (or `MAP_PRIVATE`)
+/// mapping shows the file's page cache; when another process truncates the
+/// file, touching a page past the new end raises SIGBUS, and no mapping flag
+/// prevents it (only copying the whole file into memory would, which a 4 GB
+/// board cannot afford). The fault cannot be turned into an error value at
+/// the faulting read either (the core reads through plain slices). So the
+/// handler only recognises a fault inside a registered mapping, writes one
+/// pre-formatted line to stderr and `_exit(1)`s: both async-signal-safe. A
+/// fault anywhere else is not ours: the previous action (std's, or the
+/// default) is put back and the handler returns, so the access faults again
+/// and is handled as before. A file rewritten in place at the same length
+/// raises nothing: the new bytes are read as they are (docs/reliability.md).
+pub mod sigbus {
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    // Enough for a checkpoint of many shards mapped at once (conversion).
+    const SLOTS: usize = 256;
+
+    struct Slot {
+        start: AtomicUsize,
+        /// 0: free.
+        len: AtomicUsize,
+        msg: AtomicPtr<u8>,
+        msg_len: AtomicUsize,
+        /// 1 while owned by a `Mapped` (claimed before the fields are set).
+        used: AtomicUsize,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FREE: Slot = Slot {
+        start: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
+        msg: AtomicPtr::new(std::ptr::null_mut()),
+        msg_len: AtomicUsize::new(0),
+        used: AtomicUsize::new(0),
+    };
+
+    static RANGES: [Slot; SLOTS] = [FREE; SLOTS];
+
+    /// The action in place before ours (`sigaction` copies it on install).
+    struct Prev(libc::sigaction);
+    // SAFETY: a plain C struct of integers and a handler address, written
+    // once before it is shared and only read afterwards.
+    unsafe impl Sync for Prev {}
+    // SAFETY: as above: no pointer into thread-local data.
+    unsafe impl Send for Prev {}
+
+    static PREV: OnceLock<Option<Prev>> = OnceLock::new();
+
+    extern "C" fn on_sigbus(
+        _sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        _ctx: *mut libc::c_void,
+    ) {
+        // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t; for
+        // SIGBUS si_addr is the faulting address.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for s in &RANGES {
+            let len = s.len.load(Ordering::Acquire);
+            let start = s.start.load(Ordering::Acquire);
+            if len != 0 && addr.wrapping_sub(start) < len {
+                let msg = s.msg.load(Ordering::Acquire);
+                let n = s.msg_len.load(Ordering::Acquire);
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; the
+                // message is a leaked (never freed) buffer of n bytes,
+                // published before the range.
+                unsafe {
+                    if !msg.is_null() {
+                        libc::write(2, msg as *const libc::c_void, n);
+                    }
+                    libc::_exit(1);
+                }
+            }
+        }
+        // Not a mapped model: the previous action takes over when the
+        // faulting instruction runs again.
+        let prev = PREV.get().and_then(|p| p.as_ref());
+        // SAFETY: sigaction(2) is async-signal-safe; `prev` is a valid
+        // action the kernel gave us, or we build the default one.
+        unsafe {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            let act = prev.map_or(&dfl as *const _, |p| &p.0 as *const _);
+            libc::sigaction(libc::SIGBUS, act, std::ptr::null_mut());
+        }
+    }
+
+    fn install() {
+        PREV.get_or_init(|| {
+            // SAFETY: a zeroed sigaction is a valid value; we fill the
+            // handler, flags and an empty mask, and sigaction(2) copies
+            // both structs. The handler is async-signal-safe (above).
+            unsafe {
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = on_sigbus as *const () as usize;
+                act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut act.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, &act, &mut old) == 0 {
+                    Some(Prev(old))
+                } else {
+                    None
+                }
+            }
+        });
+    }
+
+    /// Registers `[start, start + len)`; returns the slot, or None when all
+    /// slots are taken (that mapping then keeps the default SIGBUS death).
+    pub fn register(start: usize, len: usize, msg: String) -> Option<usize> {
+        install();
+        let msg: &'static mut str = Box::leak(msg.into_boxed_str());
+        for (i, s) in RANGES.iter().enumerate() {
+            if s.used
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.msg.store(msg.as_mut_ptr(), Ordering::Release);
+                s.msg_len.store(msg.len(), Ordering::Release);
+                s.start.store(start, Ordering::Release);
+                s.len.store(len, Ordering::Release);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Forgets slot `i` (before its mapping goes away).
+    pub fn unregister(i: usize) {
+        if let Some(s) = RANGES.get(i) {
+            s.len.store(0, Ordering::Release);
+            s.used.store(0, Ordering::Release);
+        }
     }
 }
 

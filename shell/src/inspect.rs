@@ -318,3 +318,121 @@ pub fn verify(path: &Path) -> Result<(), String> {
     );
     Ok(())
 }
+
+/// Bytes of the tensors (each 64-aligned) of a file for `cfg` in `mode`:
+/// the file less its header, directory, config and tokenizer.
+pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Result<u64, String> {
+    use kestrel_core::convert as cc;
+    use kestrel_core::vqf::layout::Role;
+    let e = |e: kestrel_core::Error| e.to_string();
+    let n = cc::entry_count(cfg, mode).map_err(e)?;
+    let blank = Entry {
+        name: [0; 48],
+        layer: 0,
+        role: Role::TokenEmbd,
+        layout: kestrel_core::quant::repack::Layout::F32,
+        ndim: 1,
+        shape: [1, 0, 0, 0],
+        offset: 0,
+        nbytes: 0,
+    };
+    let mut entries = vec![blank; n];
+    cc::directory(cfg, mode, &mut entries).map_err(e)?;
+    Ok(entries.iter().map(|x| x.nbytes.div_ceil(64) * 64).sum())
+}
+
+/// Bytes of the KV cache alone (f16) for `ctx` positions.
+pub fn kv_bytes(cfg: &Config, ctx: usize) -> usize {
+    2 * cfg.num_layers as usize * ctx * cfg.kv_dim() * 2
+}
+
+fn mb(b: u64) -> String {
+    format!("{:.1} MB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// `kestrel inspect --memory FILE`: the memory a model needs, from a VQF
+/// file, a Hugging Face directory or a config.json: the weights (the file's
+/// tensors, mapped) and the arena (`ArenaLayout`: f16 KV cache, activations
+/// and scratch for prefill batches of 128) at a few context lengths.
+pub fn memory(path: &Path) -> Result<(), String> {
+    use kestrel_core::convert::WeightMode;
+    use kestrel_core::state::{ArenaLayout, KvType, Options};
+    type Report = (Config, Vec<(String, u64)>, u32);
+    let from_config = |cfg: Config| -> Result<Report, String> {
+        let mut w = Vec::new();
+        for (name, mode) in [
+            ("q4", WeightMode::Q4),
+            ("q8", WeightMode::Q8),
+            ("dual", WeightMode::Dual),
+        ] {
+            w.push((
+                format!("weights if converted --wmode {name}"),
+                weight_bytes(&cfg, mode)?,
+            ));
+        }
+        Ok((cfg, w, cfg.max_position.min(32768)))
+    };
+    let (cfg, weights, max_seq) = if path.is_dir() {
+        from_config(crate::convert::hf::config(path, true)?)?
+    } else if path.extension().is_some_and(|x| x == "json") {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        from_config(
+            crate::convert::hf::config_from_json(&bytes, None)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        )?
+    } else {
+        let m = open(path)?;
+        let v = parse(&m)?;
+        let tensors: u64 = v.entries().map(|e| e.nbytes).sum();
+        (
+            *v.config(),
+            vec![
+                ("file".to_string(), m.bytes().len() as u64),
+                ("of which tensors".to_string(), tensors),
+            ],
+            v.header().max_seq,
+        )
+    };
+    println!(
+        "{}: {} layers, hidden {}, {} heads / {} KV heads of {}, vocab {}{}",
+        path.display(),
+        cfg.num_layers,
+        cfg.hidden_size,
+        cfg.num_heads,
+        cfg.num_kv_heads,
+        cfg.head_dim,
+        cfg.vocab_size,
+        cfg.moe
+            .map(|m| format!(
+                ", {} experts ({} per token)",
+                m.num_experts, m.experts_per_token
+            ))
+            .unwrap_or_default()
+    );
+    for (what, b) in &weights {
+        println!("{what:>34}: {}", mb(*b));
+    }
+    println!("arena (f16 KV cache + activations, prefill batch 128; max_seq {max_seq}):");
+    let mut ctxs = vec![512usize, 4096, 32768];
+    ctxs.retain(|&c| c < max_seq as usize);
+    ctxs.push(max_seq as usize);
+    for ctx in ctxs {
+        let opts = Options {
+            max_seq: ctx,
+            max_batch: 128,
+            kv: KvType::F16,
+            all_logits: false,
+            slots: 1,
+        };
+        let total = ArenaLayout::new(&cfg, &opts)
+            .map_err(|e| e.to_string())?
+            .total as u64;
+        println!(
+            "{:>34}: {} (KV cache {})",
+            format!("--ctx {ctx}"),
+            mb(total),
+            mb(kv_bytes(&cfg, ctx) as u64)
+        );
+    }
+    Ok(())
+}

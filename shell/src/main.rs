@@ -43,10 +43,13 @@ const INSPECT: Command = Command {
     name: "inspect",
     about: "Show a VQF file: header, flags bit by bit, config, directory, bytes by type.",
     positionals: &[Pos::one("file", "The VQF file.")],
-    opts: &[&[Opt::switch(
-        "json",
-        "Print one JSON object instead of text.",
-    )]],
+    opts: &[&[
+        Opt::switch("json", "Print one JSON object instead of text."),
+        Opt::switch(
+            "memory",
+            "Print the memory the model needs instead: weights and the arena (KV cache, activations) at a few --ctx values. FILE may also be a Hugging Face directory or a config.json.",
+        ),
+    ]],
 };
 
 const VERIFY: Command = Command {
@@ -122,7 +125,12 @@ fn dispatch(argv: &[String]) -> Result<Result<(), String>, Stop> {
         }
         "inspect" => {
             let m = INSPECT.parse(rest)?;
-            inspect::inspect(&m.get::<PathBuf>("file")?, m.flag("json"))
+            let file = m.get::<PathBuf>("file")?;
+            if m.flag("memory") {
+                inspect::memory(&file)
+            } else {
+                inspect::inspect(&file, m.flag("json"))
+            }
         }
         "verify" => inspect::verify(&VERIFY.parse(rest)?.get::<PathBuf>("file")?),
         "logits" => logits::run(&LogitsArgs::parse(rest)?),

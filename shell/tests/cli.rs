@@ -269,6 +269,20 @@ fn big_checkpoint(dir: &Path) {
     .unwrap();
 }
 
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// SIGKILL at pseudo-random points (fixed seed) of a conversion whose
+/// target already holds a VQF: the old file stays byte for byte until the
+/// new one replaces it whole, and no other name ever appears (the output is
+/// written unnamed with O_TMPFILE and linked in at the end).
 #[test]
 fn killed_conversions_leave_nothing_and_keep_the_old_output() {
     let dir = temp("kill");
@@ -278,16 +292,45 @@ fn killed_conversions_leave_nothing_and_keep_the_old_output() {
     let outdir = dir.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
     let out = outdir.join("m.vqf");
-    std::fs::write(&out, b"the previous output").unwrap();
-    for delay_ms in [0u64, 30, 80, 150, 250, 400] {
+    let convert = |from: &Path, to: &Path| {
+        let st = kestrel()
+            .args([
+                "convert",
+                from.to_str().unwrap(),
+                "-o",
+                to.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+    };
+    // The previous output: a real VQF (of another model).
+    convert(&fixture("dev_qwen2_dense/gguf/model-q8_0.gguf"), &out);
+    let old = std::fs::read(&out).unwrap();
+    // What the conversion gives when left alone, and how long it takes.
+    let reference = dir.join("reference.vqf");
+    let t0 = std::time::Instant::now();
+    convert(&src, &reference);
+    let full_ms = (t0.elapsed().as_millis() as u64).max(20);
+    let new = std::fs::read(&reference).unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut killed = 0;
+    for run in 0..10 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Delays over the whole conversion and a little past it.
+        let delay_ms = x % (full_ms + full_ms / 5);
         let mut child = kestrel()
             .args([
                 "convert",
                 src.to_str().unwrap(),
                 "-o",
                 out.to_str().unwrap(),
-                "--wmode",
-                "dual",
             ])
             .stderr(Stdio::null())
             .spawn()
@@ -296,40 +339,202 @@ fn killed_conversions_leave_nothing_and_keep_the_old_output() {
         let finished = child.try_wait().unwrap().is_some();
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
-        let names: Vec<String> = std::fs::read_dir(&outdir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        if !finished {
-            assert_eq!(
-                names,
-                vec!["m.vqf".to_string()],
-                "killed after {delay_ms} ms: {names:?}"
-            );
-            assert_eq!(
-                std::fs::read(&out).unwrap(),
-                b"the previous output",
-                "killed after {delay_ms} ms"
-            );
+        killed += !finished as usize;
+        let names = names_in(&outdir);
+        assert_eq!(
+            names,
+            vec!["m.vqf".to_string()],
+            "run {run}, killed after {delay_ms} ms"
+        );
+        let now = std::fs::read(&out).unwrap();
+        assert!(
+            now == old || now == new,
+            "run {run}, killed after {delay_ms} ms: the output is neither the old nor the new file"
+        );
+        if now == new {
+            // Replaced: put the old one back for the next run.
+            std::fs::write(&out, &old).unwrap();
         }
     }
+    assert!(
+        killed >= 3,
+        "only {killed} of 10 runs were killed before the end"
+    );
     // Left alone, the conversion completes and replaces the old output.
-    let st = kestrel()
-        .args([
-            "convert",
-            src.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(st.status.success());
-    let names: Vec<_> = std::fs::read_dir(&outdir).unwrap().collect();
-    assert_eq!(names.len(), 1);
+    convert(&src, &out);
+    assert_eq!(names_in(&outdir), vec!["m.vqf".to_string()]);
+    assert!(std::fs::read(&out).unwrap() == new);
     assert!(kestrel()
         .args(["verify", out.to_str().unwrap()])
         .output()
         .unwrap()
         .status
         .success());
+}
+
+/// Started through qemu (aarch64 tests on an x86_64 host): the tests that
+/// depend on signals or address-space limits of the program itself skip.
+fn under_qemu() -> bool {
+    cfg!(target_arch = "aarch64") && std::env::var_os("KESTREL_QEMU_CPU").is_some()
+}
+
+/// A model file truncated while `kestrel chat` has it mapped: the next
+/// access to a vanished page raises SIGBUS, which the shell turns into one
+/// line naming the file and exit code 1 (no core dump, no signal death).
+#[test]
+fn model_truncated_while_in_use_is_a_clean_exit() {
+    use std::io::{BufRead, Write};
+    let dir = temp("sigbus");
+    let model = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            fixture("dev_qwen3_dense_tied/hf").to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let mut child = kestrel()
+        .args([
+            "chat",
+            model.to_str().unwrap(),
+            "-t",
+            "2",
+            "--no-pin",
+            "--temp",
+            "0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Loaded (mapped, validated, arena ready) once the banner is out.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut banner = String::new();
+    err.read_line(&mut banner).unwrap();
+    assert!(banner.starts_with("kestrel chat:"), "{banner}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"Hello, who are you?\n/exit\n");
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}: {rest}");
+    assert!(
+        rest.contains("m.vqf: the file changed while in use"),
+        "{rest}"
+    );
+    assert!(!rest.contains("panicked"), "{rest}");
+}
+
+/// The arena (KV cache and activations) cannot be allocated: a clear
+/// one-line error and exit code 1, under an address-space limit that the
+/// rest of the program fits in.
+#[test]
+fn arena_out_of_memory_is_reported() {
+    if under_qemu() {
+        eprintln!("SKIP arena_out_of_memory_is_reported: under qemu user mode");
+        return;
+    }
+    let dir = temp("oom");
+    let model = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            fixture("dev_qwen3_dense_tied/hf").to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--max-seq",
+            "1048576",
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let run = |ctx: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 200000 && exec \"$0\" run \"$1\" --ctx {ctx} -t 1 --no-pin -p hi -n 2 --temp 0"
+            ))
+            .arg(env!("CARGO_BIN_EXE_kestrel"))
+            .arg(&model)
+            .output()
+            .unwrap()
+    };
+    // 1M positions: 344 MB of KV cache and activations, over the 200 MB limit.
+    let out = run("1048576");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("kestrel: cannot allocate 344 MB for the KV cache and activations (try a smaller --ctx)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The same limit with a 4096 context: it runs.
+    let out = run("4096");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `inspect --memory` on a Hugging Face directory and on the VQF made from
+/// it: the same arena figures, and the q4 estimate equals the file's tensors.
+#[test]
+fn inspect_memory_from_config_and_from_file() {
+    let dir = temp("memory");
+    let src = fixture("dev_qwen3_dense_tied/hf");
+    let model = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            src.to_str().unwrap(),
+            "-o",
+            model.to_str().unwrap(),
+            "--wmode",
+            "q4",
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let report = |p: &Path| {
+        let out = kestrel()
+            .args(["inspect", "--memory", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let from_dir = report(&src);
+    let from_json = report(&src.join("config.json"));
+    let from_file = report(&model);
+    let value = |text: &str, key: &str| -> String {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_else(|| panic!("no {key:?} in\n{text}"));
+        line.split_once(": ").unwrap().1.to_string()
+    };
+    assert_eq!(
+        value(&from_dir, "weights if converted --wmode q4"),
+        value(&from_file, "of which tensors")
+    );
+    for ctx in ["--ctx 512", "--ctx 4096", "--ctx 32768"] {
+        assert_eq!(value(&from_dir, ctx), value(&from_file, ctx), "{ctx}");
+        assert_eq!(value(&from_dir, ctx), value(&from_json, ctx), "{ctx}");
+    }
 }

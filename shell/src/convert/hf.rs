@@ -22,13 +22,46 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Parses config.json into a [`Config`]; for Qwen3-VL with `vision`, the
-/// vision tower and preprocessor_config.json too (else the text model only).
+/// Parses `DIR/config.json` (and `DIR/generation_config.json` for the EOS
+/// ids, when present) into a [`Config`]; for Qwen3-VL with `vision`, the
+/// vision tower and `DIR/preprocessor_config.json` too (else the text
+/// model only).
 pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
     let path = dir.join("config.json");
     let bytes = read(&path)?;
-    let fail = |what: &str| format!("{}: {what}", path.display());
-    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let gen = std::fs::read(dir.join("generation_config.json")).ok();
+    let pre = std::fs::read(dir.join("preprocessor_config.json")).ok();
+    let vision = vision.then_some(pre.as_deref());
+    parse_config(&bytes, gen.as_deref(), vision).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`config_from_json`] keeping a Qwen3-VL model's vision tower, with the
+/// bytes of its preprocessor_config.json (`None`: missing, an error for a
+/// VL model).
+pub fn config_from_json_vl(
+    bytes: &[u8],
+    generation: Option<&[u8]>,
+    preprocessor: Option<&[u8]>,
+) -> Result<Config, String> {
+    parse_config(bytes, generation, Some(preprocessor))
+}
+
+/// Parses the bytes of a config.json (hub or transformers-5 format) into a
+/// validated [`Config`]; `generation` is generation_config.json's bytes, if
+/// any (its `eos_token_id` wins). Errors name what is wrong, not the file.
+pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Config, String> {
+    parse_config(bytes, generation, None)
+}
+
+/// The config reader; `vision`: `None` for the text model only, else the
+/// preprocessor_config.json bytes (if the file exists) for a VL model's tower.
+fn parse_config(
+    bytes: &[u8],
+    generation: Option<&[u8]>,
+    vision: Option<Option<&[u8]>>,
+) -> Result<Config, String> {
+    let fail = |what: &str| what.to_string();
+    let root = json::parse(bytes).map_err(|e| e.to_string())?;
     let model_type = root
         .get("model_type")
         .and_then(|v| text(&v))
@@ -91,9 +124,9 @@ pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
             .iter_array()
             .into_iter()
             .flatten()
-            .filter_map(|v| v.as_u64())
-            .map(|v| v as u32)
-            .collect();
+            .map(|v| v.as_u64().and_then(|v| u32::try_from(v).ok()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| fail("mrope_section entries must be u32"))?;
         if vals.len() != 3 {
             return Err(fail("mrope_section must have 3 entries"));
         }
@@ -125,7 +158,7 @@ pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
     } else {
         None
     };
-    let (eos, eos_count) = eos_ids(dir, &c);
+    let (eos, eos_count) = eos_ids(generation, &c);
     let cfg = Config {
         arch,
         vocab_size: u("vocab_size")?,
@@ -152,27 +185,26 @@ pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
         qk_norm: arch != Arch::Qwen2,
         moe,
         mrope_section: mrope,
-        vision: if arch == Arch::Qwen3Vl && vision {
-            Some(vision_config(dir, &root, &fail)?)
-        } else {
-            None
+        vision: match vision {
+            Some(pre) if arch == Arch::Qwen3Vl => Some(vision_config(&root, pre, &fail)?),
+            _ => None,
         },
         bos_token_id: c
             .get("bos_token_id")
             .and_then(|v| v.as_u64())
-            .map(|v| v as u32),
+            .and_then(|v| u32::try_from(v).ok()),
         eos_token_ids: eos,
         eos_count,
     };
-    cfg.validate().map_err(|e| fail(&e.to_string()))?;
+    cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
 /// The vision tower's settings (config.json `vision_config` and the token
 /// ids) and the image preprocessing (preprocessor_config.json).
 fn vision_config(
-    dir: &Path,
     root: &Value,
+    preprocessor: Option<&[u8]>,
     fail: &dyn Fn(&str) -> String,
 ) -> Result<VisionConfig, String> {
     let v = root
@@ -213,12 +245,11 @@ fn vision_config(
             .ok_or_else(|| fail("more than 8 deepstack_visual_indexes"))? = l;
         count += 1;
     }
-    let pre_path = dir.join("preprocessor_config.json");
-    let pre_bytes = read(&pre_path).map_err(|e| {
-        format!("{e} (the image preprocessing; convert with --text-only without it)")
+    let pre_bytes = preprocessor.ok_or_else(|| {
+        fail("no preprocessor_config.json (the image preprocessing; convert with --text-only without it)")
     })?;
-    let pfail = |what: &str| format!("{}: {what}", pre_path.display());
-    let pre = json::parse(&pre_bytes).map_err(|e| pfail(&e.to_string()))?;
+    let pfail = |what: &str| format!("preprocessor_config.json: {what}");
+    let pre = json::parse(pre_bytes).map_err(|e| pfail(&e.to_string()))?;
     let pixels = |edge: &str, flat: &str| -> Result<u32, String> {
         pre.get("size")
             .and_then(|s| s.get(edge))
@@ -281,17 +312,18 @@ fn vision_config(
 
 /// EOS ids: generation_config.json's `eos_token_id` (int or list) when
 /// present, else config.json's.
-fn eos_ids(dir: &Path, c: &Value) -> ([u32; MAX_EOS], u32) {
+fn eos_ids(generation: Option<&[u8]>, c: &Value) -> ([u32; MAX_EOS], u32) {
     let mut out = [0u32; MAX_EOS];
     let mut n = 0;
-    let gen = std::fs::read(dir.join("generation_config.json")).ok();
-    let gen_root = gen.as_deref().and_then(|b| json::parse(b).ok());
+    let gen_root = generation.and_then(|b| json::parse(b).ok());
     let v = gen_root
         .and_then(|g| g.get("eos_token_id"))
         .or_else(|| c.get("eos_token_id"));
     let mut push = |x: u64| {
-        if n < MAX_EOS && !out[..n].contains(&(x as u32)) {
-            out[n] = x as u32;
+        // An id past u32 is no token: ignored, not wrapped.
+        let Ok(x) = u32::try_from(x) else { return };
+        if n < MAX_EOS && !out[..n].contains(&x) {
+            out[n] = x;
             n += 1;
         }
     };
@@ -496,8 +528,17 @@ pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
         return Ok(None);
     }
     let bytes = read(&path)?;
-    let fail = |what: &str| format!("{}: {what}", path.display());
-    let root = json::parse(&bytes).map_err(|e| fail(&e.to_string()))?;
+    let template = chat_template(dir)?;
+    tokenizer_from_json(&bytes, &template)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Builds the tokenizer tables from the bytes of a tokenizer.json (byte-level
+/// BPE) and a chat template. Errors name what is wrong, not the file.
+pub fn tokenizer_from_json(bytes: &[u8], template: &str) -> Result<Tables, String> {
+    let fail = |what: &str| what.to_string();
+    let root = json::parse(bytes).map_err(|e| e.to_string())?;
     let model = root.get("model").ok_or_else(|| fail("no model"))?;
     if !model.get("type").is_some_and(|t| t.str_eq("BPE")) {
         return Err(fail("model.type must be BPE"));
@@ -589,10 +630,7 @@ pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
     let nfc = root
         .get("normalizer")
         .is_some_and(|n| n.get("type").is_some_and(|t| t.str_eq("NFC")));
-    let template = chat_template(dir)?;
-    Tables::build(&tokens, &merges, nfc, &template)
-        .map(Some)
-        .map_err(|e| fail(&e))
+    Tables::build(&tokens, &merges, nfc, template)
 }
 
 fn chat_template(dir: &Path) -> Result<String, String> {
@@ -609,4 +647,32 @@ fn chat_template(dir: &Path) -> Result<String, String> {
         .get("chat_template")
         .and_then(|v| text(&v))
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_from_json;
+
+    const DENSE: &str = r#""vocab_size":576,"hidden_size":96,"num_hidden_layers":2,"num_attention_heads":6,"num_key_value_heads":2,"head_dim":16,"intermediate_size":256,"rope_theta":1000000,"max_position_embeddings":4096"#;
+
+    #[test]
+    fn ids_past_u32_are_not_wrapped() {
+        // An EOS id of 2^32 + 5 is no token: ignored, not read as 5.
+        let j = format!(
+            r#"{{"model_type":"qwen3",{DENSE},"bos_token_id":4294967297,"eos_token_id":[4294967301,7]}}"#
+        );
+        let c = config_from_json(j.as_bytes(), None).unwrap();
+        assert_eq!(c.eos(), &[7]);
+        assert_eq!(c.bos_token_id, None);
+        let vl = format!(
+            r#"{{"model_type":"qwen3_vl","text_config":{{{DENSE},"rope_scaling":{{"mrope_section":[4294967300,2,2]}}}}}}"#
+        );
+        let e = config_from_json(vl.as_bytes(), None).unwrap_err();
+        assert!(e.contains("mrope_section entries must be u32"), "{e}");
+        let ok = vl.replace("4294967300", "4");
+        assert_eq!(
+            config_from_json(ok.as_bytes(), None).unwrap().mrope_section,
+            [4, 2, 2]
+        );
+    }
 }

@@ -505,7 +505,7 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     use kestrel_core::model::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
     use kestrel_core::state::KvType;
-    use kestrel_core::vqf::layout::{Entry, Role};
+    use kestrel_core::vqf::layout::Entry;
     let e = |e: kestrel_core::Error| e.to_string();
     if side == 0 || !side.is_multiple_of(32) {
         return Err(format!(
@@ -560,17 +560,7 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     };
     let t = Instant::now();
     let n = kestrel_core::convert::entry_count(&cfg, WeightMode::Q8).map_err(e)?;
-    let blank = Entry {
-        name: [0; 48],
-        layer: 0,
-        role: Role::TokenEmbd,
-        layout: repack::Layout::F32,
-        ndim: 1,
-        shape: [1, 0, 0, 0],
-        offset: 0,
-        nbytes: 0,
-    };
-    let mut entries = vec![blank; n];
+    let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; kestrel_core::convert::scratch_len(&cfg).map_err(e)?];
     struct VecSink(Vec<u8>);
     impl kestrel_core::vqf::write::Sink for VecSink {

@@ -323,20 +323,9 @@ pub fn verify(path: &Path) -> Result<(), String> {
 /// the file less its header, directory, config and tokenizer.
 pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Result<u64, String> {
     use kestrel_core::convert as cc;
-    use kestrel_core::vqf::layout::Role;
     let e = |e: kestrel_core::Error| e.to_string();
     let n = cc::entry_count(cfg, mode).map_err(e)?;
-    let blank = Entry {
-        name: [0; 48],
-        layer: 0,
-        role: Role::TokenEmbd,
-        layout: kestrel_core::quant::repack::Layout::F32,
-        ndim: 1,
-        shape: [1, 0, 0, 0],
-        offset: 0,
-        nbytes: 0,
-    };
-    let mut entries = vec![blank; n];
+    let mut entries = vec![Entry::EMPTY; n];
     cc::directory(cfg, mode, &mut entries).map_err(e)?;
     Ok(entries.iter().map(|x| x.nbytes.div_ceil(64) * 64).sum())
 }

@@ -162,17 +162,7 @@ impl TensorSource for SyntheticSource {
 /// Converts `src` into an in-memory VQF with the checksum patched in.
 pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<u8> {
     let n = convert::entry_count(cfg, mode).unwrap();
-    let blank = Entry {
-        name: [0; 48],
-        layer: 0,
-        role: kestrel_core::vqf::layout::Role::TokenEmbd,
-        layout: kestrel_core::quant::repack::Layout::F32,
-        ndim: 1,
-        shape: [1, 0, 0, 0],
-        offset: 0,
-        nbytes: 0,
-    };
-    let mut entries = vec![blank; n];
+    let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; convert::scratch_len(cfg).unwrap()];
     let mut sink = VecSink::default();
     let written = convert::write_vqf(

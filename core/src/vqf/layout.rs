@@ -443,6 +443,18 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// A placeholder entry (storage for [`crate::convert::directory`] to fill).
+    pub const EMPTY: Entry = Entry {
+        name: [0; NAME_SIZE],
+        layer: 0,
+        role: Role::TokenEmbd,
+        layout: Layout::F32,
+        ndim: 1,
+        shape: [1, 0, 0, 0],
+        offset: 0,
+        nbytes: 0,
+    };
+
     /// The sort key of the directory.
     pub fn key(&self) -> (u16, u16, u8) {
         (self.layer, self.role as u16, layout_code(self.layout))

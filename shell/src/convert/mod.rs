@@ -11,7 +11,7 @@ use crate::args::{Command, Opt, Pos, Stop};
 use crate::files::{Mapped, Output};
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
 use kestrel_core::model::config::Config;
-use kestrel_core::vqf::layout::{Entry, Role, CHECKSUM_AT};
+use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
 use std::io::IsTerminal;
@@ -315,17 +315,7 @@ fn write(
 ) -> Result<(), String> {
     let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
     let n = core_convert::entry_count(cfg, mode).map_err(|e| e.to_string())?;
-    let blank = Entry {
-        name: [0; 48],
-        layer: 0,
-        role: Role::TokenEmbd,
-        layout: kestrel_core::quant::repack::Layout::F32,
-        ndim: 1,
-        shape: [1, 0, 0, 0],
-        offset: 0,
-        nbytes: 0,
-    };
-    let mut entries = vec![blank; n];
+    let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; core_convert::scratch_len(cfg).map_err(|e| e.to_string())?];
     let staging = scratch.len() * 4 + (1 << 20);
     let mut out = Output::create(a.out)?;

@@ -272,6 +272,14 @@ fn row_rope(
             max: limit - 1,
         });
     }
+    if pos3[0] == pos3[1] && pos3[1] == pos3[2] {
+        // One position on every axis (text, and every non-VL model): the
+        // table's row as it is.
+        let at = pos3[0] * half;
+        out[..half].copy_from_slice(&s.rope_cos[at..at + half]);
+        out[MAX_HALF..MAX_HALF + half].copy_from_slice(&s.rope_sin[at..at + half]);
+        return Ok(());
+    }
     let sec = w.cfg.mrope_section;
     for j in 0..half {
         let at = pos3[mrope_axis(sec, j)] * half + j;

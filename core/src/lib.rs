@@ -27,6 +27,7 @@ extern crate alloc;
 pub mod chat;
 pub mod convert;
 pub mod error;
+pub mod generate;
 pub mod gguf;
 #[cfg(feature = "alloc")]
 pub mod image;

@@ -5,17 +5,13 @@ use crate::args::{Command, Matches, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
 use crate::pool::Pool;
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
+use kestrel_core::generate::{Generator, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::{forward, forward_no_logits};
 use kestrel_core::model::weights::Weights;
-use kestrel_core::sampler::{Sampler, SamplerConfig};
+use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::State;
 use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
 use std::io::Write;
-
-/// Prompt tokens per forward step: large batches read the weights fewer
-/// times per prompt token (at most `kestrel_core::state::MAX_BATCH`).
-pub const PREFILL_BATCH: usize = 128;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -152,19 +148,11 @@ pub struct Stats {
     pub stopped: bool,
 }
 
-/// A model ready to generate: weights, tokenizer, kernels, threads, state.
+/// A model ready to generate, over the core's [`Generator`] (the one
+/// generation path): the shell adds tokenizing, timing and the report.
 pub struct Session<'a> {
-    pub w: &'a Weights<'a>,
-    pub tok: Tokenizer<'a>,
-    pub kernels: Kernels,
-    pub pool: &'a Pool,
-    pub state: State<'a>,
-    pub sampler: Sampler,
-    /// Every token in the KV cache, in order.
-    pub history: Vec<u32>,
-    pub stops: Vec<u32>,
-    logits: Vec<f32>,
-    candidates: Vec<u32>,
+    /// Weights, tokenizer, state, stop set, sampler and token history.
+    pub gen: Generator<'a, 'a, 'a, Pool, Vec<u32>, Vec<u32>>,
 }
 
 impl<'a> Session<'a> {
@@ -178,77 +166,45 @@ impl<'a> Session<'a> {
         let tables = *w.vqf.tokenizer().ok_or(
             "this VQF file has no tokenizer (convert it from a directory with tokenizer.json)",
         )?;
-        let tok = Tokenizer::new(tables);
-        let stops = stop_tokens(w, &tok);
-        let vocab = w.cfg.vocab_size as usize;
-        Ok(Session {
+        let history = vec![0; state.opts.max_seq];
+        let candidates = vec![0; w.cfg.vocab_size as usize];
+        let gen = Generator::new(
             w,
-            tok,
+            Tokenizer::new(tables),
             kernels,
             pool,
             state,
-            sampler: Sampler::new(sample),
-            history: Vec::new(),
-            stops,
-            logits: vec![0.0; vocab],
-            candidates: vec![0; vocab],
-        })
+            sample,
+            history,
+            candidates,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Session { gen })
+    }
+
+    /// The model.
+    pub fn weights(&self) -> &'a Weights<'a> {
+        self.gen.weights
+    }
+
+    /// Every token in the KV cache, in order.
+    pub fn history(&self) -> &[u32] {
+        self.gen.history()
     }
 
     /// Token ids of `text` (special tokens recognised).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        encode(&self.tok, text)
+        encode(&self.gen.tokenizer, text)
     }
 
-    /// Runs `ids` through the model (batches of max_batch); keeps the last logits.
+    /// Runs `ids` through the model; keeps the last logits.
     pub fn feed(&mut self, ids: &[u32]) -> Result<(), String> {
-        let chunks = ids.len().div_ceil(self.state.opts.max_batch);
-        for (i, chunk) in ids.chunks(self.state.opts.max_batch).enumerate() {
-            if i + 1 < chunks {
-                // Only the last batch's logits are read: skip the lm_head.
-                forward_no_logits(self.w, &mut self.state, &self.kernels, self.pool, chunk)
-                    .map_err(|e| e.to_string())?;
-            } else {
-                let l = forward(self.w, &mut self.state, &self.kernels, self.pool, chunk)
-                    .map_err(|e| e.to_string())?;
-                let vocab = self.logits.len();
-                self.logits.copy_from_slice(&l[l.len() - vocab..]);
-            }
-            self.history.extend_from_slice(chunk);
-        }
-        Ok(())
-    }
-
-    /// Runs an expanded prompt with images (see [`crate::vision`]) through
-    /// the model; keeps the last logits. Without images, [`Session::feed`].
-    pub fn feed_with_images(
-        &mut self,
-        ids: &[u32],
-        images: &crate::vision::Encoded,
-    ) -> Result<(), String> {
-        if images.grids.is_empty() {
-            return self.feed(ids);
-        }
-        let vocab = self.logits.len();
-        let logits = &mut self.logits;
-        crate::vision::prefill(
-            self.w,
-            &mut self.state,
-            &self.kernels,
-            self.pool,
-            ids,
-            images,
-            |l| logits.copy_from_slice(&l[l.len() - vocab..]),
-        )?;
-        self.history.extend_from_slice(ids);
-        Ok(())
+        self.gen.feed(ids, None).map_err(|e| e.to_string())
     }
 
     /// Forgets the conversation.
     pub fn reset(&mut self) {
-        self.state.pos = 0;
-        self.state.rope_delta[0] = 0;
-        self.history.clear();
+        self.gen.reset();
     }
 
     /// Feeds `prompt`, then samples up to `max` tokens, streaming text to
@@ -275,45 +231,31 @@ impl<'a> Session<'a> {
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
     ) -> Result<Stats, String> {
-        let mut stats = Stats {
+        let t = Instant::now();
+        let mut scratch = crate::vision::MropeScratch::default();
+        let prompt_images = images.for_prompt(prompt.len(), &mut scratch);
+        self.gen
+            .feed(prompt, prompt_images)
+            .map_err(|e| e.to_string())?;
+        let prefill_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let answer = self
+            .gen
+            .decode(max, interrupt, emit)
+            .map_err(|e| e.to_string())?;
+        Ok(Stats {
             prompt_tokens: prompt.len(),
-            ..Stats::default()
-        };
-        let t = Instant::now();
-        self.feed_with_images(prompt, images)?;
-        stats.prefill_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let mut dec = StreamDecoder::new(true);
-        for _ in 0..max {
-            if interrupt.load(Ordering::Relaxed) {
-                break;
-            }
-            let next = self
-                .sampler
-                .sample(&mut self.logits, &self.history, &mut self.candidates);
-            if self.stops.contains(&next) {
-                // The end token belongs to the conversation (chat turns end with it).
-                self.feed(&[next])?;
-                stats.stopped = true;
-                break;
-            }
-            dec.step_with(&self.tok, next, emit)
-                .map_err(|e| e.to_string())?;
-            stats.generated += 1;
-            if self.state.pos >= self.state.opts.max_seq {
-                break;
-            }
-            self.feed(&[next])?;
-        }
-        dec.finish_with(emit);
-        stats.decode_s = t.elapsed().as_secs_f64();
-        Ok(stats)
+            prefill_s,
+            generated: answer.generated,
+            decode_s: t.elapsed().as_secs_f64(),
+            stopped: answer.stopped,
+        })
     }
 
     /// Prints the speed line on stderr.
     pub fn report(&self, stats: &Stats, load_ms: f64) {
         let decode_tps = stats.generated as f64 / stats.decode_s.max(1e-9);
-        let gbs = self.w.decode_bytes() as f64 * decode_tps / 1e9;
+        let gbs = self.gen.weights.decode_bytes() as f64 * decode_tps / 1e9;
         eprintln!(
             "\n[kestrel] load {load_ms:.0} ms | prefill {} tok in {:.2} s ({:.1} tok/s) | decode {} tok in {:.2} s ({:.2} tok/s, {:.1} ms/tok, {gbs:.1} GB/s of weights) | {} kernels, {} threads",
             stats.prompt_tokens,
@@ -323,24 +265,10 @@ impl<'a> Session<'a> {
             stats.decode_s,
             decode_tps,
             1e3 / decode_tps.max(1e-9),
-            self.kernels.name(),
-            kestrel_core::parallel::Parallel::threads(self.pool),
+            self.gen.kernels.name(),
+            kestrel_core::parallel::Parallel::threads(self.gen.pool),
         );
     }
-}
-
-/// The tokens that end an answer: the file's EOS ids, `<|im_end|>` and
-/// `<|endoftext|>`.
-pub fn stop_tokens(w: &Weights, tok: &Tokenizer) -> Vec<u32> {
-    let mut stops: Vec<u32> = w.cfg.eos().to_vec();
-    for t in ["<|im_end|>", "<|endoftext|>"] {
-        if let Some(id) = tok.token_id(t) {
-            if !stops.contains(&id) {
-                stops.push(id);
-            }
-        }
-    }
-    stops
 }
 
 /// Token ids of `text` (special tokens recognised).
@@ -384,7 +312,7 @@ pub fn catch_ctrl_c() {
 pub fn run(a: &RunArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
     let w = model.weights(a.engine.prefill_q8)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_BATCH);
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
@@ -416,7 +344,7 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     };
     let kv = opts.kv;
     let images =
-        crate::vision::encode_files(&w, &s.kernels, &pool, &a.images, a.image_max_pixels, kv)?;
+        crate::vision::encode_files(&w, &s.gen.kernels, &pool, &a.images, a.image_max_pixels, kv)?;
     let mut ids = s.encode(&text)?;
     if let Some(v) = w.cfg.vision.filter(|_| !a.images.is_empty()) {
         ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &images.grids)?;
@@ -434,7 +362,7 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     )?;
     let _ = writeln!(out);
     if a.ids {
-        let gen = &s.history[ids.len()..];
+        let gen = &s.history()[ids.len()..];
         let _ = writeln!(out, "{:?}", &gen[..stats.generated.min(gen.len())]);
     }
     s.report(&stats, model.load_ms);
@@ -486,7 +414,7 @@ impl ChatArgs {
 pub fn chat(a: &ChatArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
     let w = model.weights(a.engine.prefill_q8)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_BATCH);
+    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
@@ -549,7 +477,7 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
         );
         first = false;
         let ids = s.encode(&text)?;
-        if s.state.pos + ids.len() + 1 >= s.state.opts.max_seq {
+        if s.gen.state.pos + ids.len() + 1 >= s.gen.state.opts.max_seq {
             eprintln!("(context full: /reset to start over)");
             continue;
         }

@@ -4,6 +4,7 @@
 
 use crate::args::{Command, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
+use kestrel_core::generate::{self, Prefill};
 use kestrel_core::model::forward::forward;
 use kestrel_core::sampler::argmax;
 use std::io::Write;
@@ -100,15 +101,21 @@ pub fn logits_with_images(
         None => tokens.to_vec(),
     };
     let mut rows: Vec<f32> = Vec::with_capacity((tokens.len() + greedy) * vocab);
-    if images.is_empty() {
-        for chunk in tokens.chunks(opts.max_batch) {
-            let l = forward(&w, &mut s, &k, &pool, chunk).map_err(|e| e.to_string())?;
-            rows.extend_from_slice(l);
-        }
-    } else {
-        crate::vision::prefill(&w, &mut s, &k, &pool, &tokens, &encoded, |l| {
+    if !tokens.is_empty() {
+        let mut scratch = crate::vision::MropeScratch::default();
+        let mut prefill = Prefill {
+            slot: 0,
+            base: 0,
+            prompt: &tokens,
+            keep: 0,
+            chunk: opts.max_batch,
+            images: encoded.for_prompt(tokens.len(), &mut scratch),
+        };
+        generate::prefill(&w, &mut s, &k, &pool, &mut prefill, &mut |_, l| {
             rows.extend_from_slice(l)
-        })?;
+        })
+        .map_err(|e| e.to_string())?;
+        s.pos = tokens.len();
     }
     let mut generated = Vec::new();
     for _ in 0..greedy {

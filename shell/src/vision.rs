@@ -1,18 +1,19 @@
 //! Images for Qwen3-VL models: preprocessed pixels through the vision
 //! tower, `<|image_pad|>` placeholders expanded to each image's token
-//! count, and the multimodal prefill.
+//! count (the multimodal prefill itself is the core's
+//! `generate::prefill`).
 
 use crate::args::Opt;
 use crate::pool::Pool;
+use kestrel_core::generate::PromptImages;
 use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
 use kestrel_core::image::Rgb8;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::config::VisionConfig;
-use kestrel_core::model::forward::{forward_multimodal, Multimodal};
-use kestrel_core::model::vision::{encode_image, mrope_positions, VisionLayout, VisionState};
+use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
-use kestrel_core::state::{KvType, State};
+use kestrel_core::state::KvType;
 use std::time::Instant;
 
 /// `--image PATH` (run, logits).
@@ -137,6 +138,34 @@ impl Encoded {
     pub fn tokens(&self) -> usize {
         self.grids.iter().map(|(r, c)| r * c).sum()
     }
+
+    /// The images for the core's prefill of a prompt of `n` tokens (None
+    /// without images), with `scratch` sized for its M-RoPE rows.
+    pub fn for_prompt<'a>(
+        &'a self,
+        n: usize,
+        scratch: &'a mut MropeScratch,
+    ) -> Option<PromptImages<'a>> {
+        if self.grids.is_empty() {
+            return None;
+        }
+        scratch.positions.resize(n, [0; 3]);
+        scratch.image_rows.resize(n, 0);
+        Some(PromptImages {
+            grids: &self.grids,
+            embeds: &self.embeds,
+            deepstack: &self.deepstack,
+            positions: &mut scratch.positions,
+            image_rows: &mut scratch.image_rows,
+        })
+    }
+}
+
+/// Memory for a prompt's M-RoPE positions and image rows.
+#[derive(Default)]
+pub struct MropeScratch {
+    positions: Vec<[u32; 3]>,
+    image_rows: Vec<u32>,
 }
 
 /// Runs every image through the vision tower.
@@ -233,53 +262,4 @@ pub fn expand_placeholders(
         }
     }
     Ok(out)
-}
-
-/// Feeds an expanded prompt with images in batches of the state's
-/// max_batch and moves the state's rope_delta for the tokens that follow.
-/// `on_logits` gets the last batch's logits (every batch's, when the state
-/// keeps all logits).
-pub fn prefill(
-    w: &Weights,
-    s: &mut State,
-    k: &Kernels,
-    pool: &Pool,
-    ids: &[u32],
-    images: &Encoded,
-    mut on_logits: impl FnMut(&[f32]),
-) -> Result<(), String> {
-    let v = w.cfg.vision.ok_or("this model has no vision tower")?;
-    let n = ids.len();
-    let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
-    let delta = mrope_positions(ids, v.image_token_id, &images.grids, &mut pos, &mut rows)
-        .map_err(|e| e.to_string())?;
-    // Positions continue from the rotary position of the next token.
-    let base = u32::try_from(s.pos as i64 + s.rope_delta[0])
-        .map_err(|_| "context too long".to_string())?;
-    for p in pos.iter_mut() {
-        for x in p.iter_mut() {
-            *x = x.checked_add(base).ok_or("context too long")?;
-        }
-    }
-    let batch = s.opts.max_batch;
-    let mut at = 0;
-    while at < n {
-        let end = (at + batch).min(n);
-        let mm = Multimodal {
-            positions: &pos[at..end],
-            image_rows: &rows[at..end],
-            embeds: &images.embeds,
-            deepstack: &images.deepstack,
-        };
-        // Only the last batch's logits are read unless the state keeps all.
-        let logits = end == n || s.opts.all_logits;
-        let l = forward_multimodal(w, s, k, pool, &ids[at..end], &mm, logits)
-            .map_err(|e| e.to_string())?;
-        if logits {
-            on_logits(l);
-        }
-        at = end;
-    }
-    s.rope_delta[0] += delta;
-    Ok(())
 }

@@ -200,7 +200,7 @@ fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (Strin
                 content,
             })
             .collect();
-        let ids = s.encode(&chat_prompt(s.w, &msgs, None)).unwrap();
+        let ids = s.encode(&chat_prompt(s.weights(), &msgs, None)).unwrap();
         let mut text = String::new();
         let st = s
             .generate(&ids, n, &AtomicBool::new(false), &mut |t| text.push_str(t))
@@ -223,7 +223,7 @@ fn with_session<R>(
         no_pin: true,
         ..EngineArgs::default()
     };
-    let (k, pool, opts) = engine::setup(&w, &args, false, kestrel::generate::PREFILL_BATCH);
+    let (k, pool, opts) = engine::setup(&w, &args, false, kestrel_core::generate::PREFILL_CHUNK);
     let mut arena = engine::arena(&w, &opts).unwrap();
     let state = engine::state(&w, opts, &mut arena).unwrap();
     let mut s = Session::new(&w, k, &pool, state, sample).unwrap();
@@ -669,12 +669,12 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
     // kestrel run's path.
     let expected = with_session(&vl, greedy, |s| {
         let images = kestrel::vision::encode_files(
-            s.w,
-            &s.kernels,
-            s.pool,
+            s.weights(),
+            &s.gen.kernels,
+            s.gen.pool,
             std::slice::from_ref(&png_path),
             None,
-            s.state.opts.kv,
+            s.gen.state.opts.kv,
         )
         .unwrap();
         let user = format!("<|vision_start|><|image_pad|><|vision_end|>{prompt}");
@@ -682,8 +682,8 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
             role: Role::User,
             content: &user,
         }];
-        let ids = s.encode(&chat_prompt(s.w, &msgs, None)).unwrap();
-        let v = s.w.cfg.vision.unwrap();
+        let ids = s.encode(&chat_prompt(s.weights(), &msgs, None)).unwrap();
+        let v = s.weights().cfg.vision.unwrap();
         let ids =
             kestrel::vision::expand_placeholders(&ids, v.image_token_id, &images.grids).unwrap();
         let mut text = String::new();

@@ -48,15 +48,15 @@ fn stop_tokens_length_and_interrupts() {
     )
     .unwrap();
     assert!(
-        s.stops.contains(&472) && s.stops.contains(&470),
+        s.gen.stops.contains(472) && s.gen.stops.contains(470),
         "{:?}",
-        s.stops
+        s.gen.stops
     );
     // Length limit: exactly n tokens, the reference's.
     let st = s.generate(&prompt, 5, &no, &mut |_| {}).unwrap();
     assert_eq!((st.generated, st.stopped), (5, false));
     // Every generated token is in the cache, so a next turn continues from it.
-    assert_eq!(&s.history[prompt.len()..], &greedy[..5]);
+    assert_eq!(&s.history()[prompt.len()..], &greedy[..5]);
 
     // Make the reference's 3rd greedy token a stop token: the answer ends
     // after 2 tokens and the stop token joins the KV cache.
@@ -69,14 +69,14 @@ fn stop_tokens_length_and_interrupts() {
         greedy_cfg,
     )
     .unwrap();
-    s.stops.push(greedy[2]);
+    assert!(s.gen.stops.insert(greedy[2]));
     let mut text = String::new();
     let st = s
         .generate(&prompt, 50, &no, &mut |t| text.push_str(t))
         .unwrap();
     assert_eq!((st.generated, st.stopped), (2, true));
-    assert_eq!(s.history.last(), Some(&greedy[2]));
-    assert_eq!(s.state.pos, prompt.len() + 3);
+    assert_eq!(s.history().last(), Some(&greedy[2]));
+    assert_eq!(s.gen.state.pos, prompt.len() + 3);
 
     // An interrupt before the first token: nothing generated, no panic.
     s.reset();

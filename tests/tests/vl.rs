@@ -220,7 +220,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         embeds: &embeds,
         deepstack: &deep,
     };
-    let mut out = forward_multimodal(&w, &mut s, &k, &Serial, &c.prompt, &mm, true)
+    let mut out = forward_multimodal(&w, &mut s, &k, &Serial, &c.prompt, Some(&mm), true)
         .unwrap()
         .to_vec();
     s.rope_delta[0] = delta;

@@ -90,19 +90,27 @@ pub struct Row {
 }
 
 /// The rows of one step.
-#[derive(Clone, Copy)]
-enum Rows<'r> {
-    /// `tokens` of slot 0 at positions `pos ..` (`forward`); logits for the
-    /// last row, or every row with `all_logits`.
-    Consecutive { pos: usize, tokens: &'r [u32] },
-    /// Explicit rows ([`forward_rows`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Rows<'r> {
+    /// `tokens` of sequence slot `slot` at positions `pos ..` (a prompt
+    /// chunk, or one decode token); logits for the last row, or every row
+    /// when the state keeps all logits.
+    Run {
+        /// The sequence slot (its KV region).
+        slot: usize,
+        /// The first token's position in its sequence.
+        pos: usize,
+        /// The tokens, in order.
+        tokens: &'r [u32],
+    },
+    /// Explicit rows, any mix of slots (a multi-sequence decode step).
     Explicit(&'r [Row]),
 }
 
 impl Rows<'_> {
     fn len(&self) -> usize {
         match self {
-            Rows::Consecutive { tokens, .. } => tokens.len(),
+            Rows::Run { tokens, .. } => tokens.len(),
             Rows::Explicit(rows) => rows.len(),
         }
     }
@@ -110,8 +118,8 @@ impl Rows<'_> {
     /// Row `t` (`t < len`), with whether its logits are kept.
     fn get(&self, t: usize, all_logits: bool) -> Row {
         match *self {
-            Rows::Consecutive { pos, tokens } => Row {
-                slot: 0,
+            Rows::Run { slot, pos, tokens } => Row {
+                slot,
                 pos: pos + t,
                 token: tokens[t],
                 logits: all_logits || t + 1 == tokens.len(),
@@ -121,9 +129,40 @@ impl Rows<'_> {
     }
 }
 
+/// One forward step: which rows, with which weight copy, and whether the
+/// lm_head runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Step<'r> {
+    /// The rows (1 to `max_batch`).
+    pub rows: Rows<'r>,
+    /// The weight copy multiplied: `w.routing.for_batch(n)` for a chunk of
+    /// `n` prompt tokens, `w.routing.decode` for a decode step.
+    pub copy: Layout,
+    /// Qwen3-VL: the rows' M-RoPE positions and image rows.
+    pub images: Option<&'r Multimodal<'r>>,
+    /// Run the lm_head for the rows that keep logits (else the logits
+    /// buffer is left as it was).
+    pub logits: bool,
+}
+
+/// Runs one [`Step`] and returns the logits of the rows that keep them, one
+/// `vocab` row each, in row order. `state.pos` is neither read nor changed:
+/// the caller keeps each sequence's position.
+pub fn forward_step<'s, P: Parallel>(
+    w: &Weights,
+    s: &'s mut State,
+    k: &Kernels,
+    pool: &P,
+    step: &Step,
+) -> Result<&'s [f32], Error> {
+    let n = run_step(w, s, k, pool, step)?;
+    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
+}
+
 /// Runs `tokens` (at most `max_batch`) through the model at positions
-/// `state.pos ..` and advances `state.pos`. Returns the logits: the last
-/// token's row, or one row per token when the state keeps all logits.
+/// `state.pos ..` of slot 0 and advances `state.pos`. Returns the logits:
+/// the last token's row, or one row per token when the state keeps all
+/// logits.
 pub fn forward<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -131,11 +170,7 @@ pub fn forward<'s, P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<&'s [f32], Error> {
-    let layout = w.routing.for_batch(tokens.len());
-    let rows = Rows::Consecutive { pos: s.pos, tokens };
-    let n = step(w, s, k, pool, rows, layout, None, true)?;
-    s.pos += tokens.len();
-    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
+    forward_multimodal(w, s, k, pool, tokens, None, true)
 }
 
 /// The image side of a Qwen3-VL forward step: every row's M-RoPE position,
@@ -157,36 +192,39 @@ pub struct Multimodal<'a> {
 /// A row of [`Multimodal::image_rows`] that is a text token.
 pub const TEXT_ROW: u32 = u32::MAX;
 
-/// [`forward`] for a step with images (or explicit M-RoPE positions):
-/// returns the logits as [`forward`] does, or nothing without `logits`.
+/// [`forward`] with optional images (or explicit M-RoPE positions), and
+/// the lm_head only with `logits` (else nothing is returned).
 pub fn forward_multimodal<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
     k: &Kernels,
     pool: &P,
     tokens: &[u32],
-    mm: &Multimodal,
+    images: Option<&Multimodal>,
     logits: bool,
 ) -> Result<&'s [f32], Error> {
-    let layout = w.routing.for_batch(tokens.len());
-    let rows = Rows::Consecutive { pos: s.pos, tokens };
-    let n = step(w, s, k, pool, rows, layout, Some(mm), logits)?;
+    let step = Step {
+        rows: Rows::Run {
+            slot: 0,
+            pos: s.pos,
+            tokens,
+        },
+        copy: w.routing.for_batch(tokens.len()),
+        images,
+        logits,
+    };
+    let n = run_step(w, s, k, pool, &step)?;
     s.pos += tokens.len();
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
 
 /// Runs `rows` (1 to `max_batch`, any mix of slots) through the model,
 /// multiplying the weight copy `layout`, and returns the logits of the rows
-/// with `logits` set, one `vocab` row each, in row order (at most
-/// `opts.slots` such rows, or `max_batch` with `all_logits`).
-///
-/// `layout` makes the weight copy explicit: `w.routing.decode` for a decode
-/// step of several sequences (the copy `forward` reads for one token, so
-/// every row equals a single-sequence decode step bit for bit), or
-/// `w.routing.for_batch(n)` for rows that `forward` would run as a batch of
-/// `n` (prefill). `state.pos` is not used or changed: the caller keeps each
-/// slot's position. With `mm` (Qwen3-VL), the rows' M-RoPE positions and
-/// image rows, as for [`forward_multimodal`].
+/// with `logits` set (see [`forward_step`]). `layout`: `w.routing.decode`
+/// for a decode step of several sequences (the copy `forward` reads for one
+/// token, so every row equals a single-sequence decode step bit for bit),
+/// or `w.routing.for_batch(n)` for rows that `forward` would run as a batch
+/// of `n` (prefill).
 pub fn forward_rows<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -194,20 +232,15 @@ pub fn forward_rows<'s, P: Parallel>(
     pool: &P,
     rows: &[Row],
     layout: Layout,
-    mm: Option<&Multimodal>,
+    images: Option<&Multimodal>,
 ) -> Result<&'s [f32], Error> {
-    let with_logits = rows.iter().filter(|r| r.logits).count();
-    let n = step(
-        w,
-        s,
-        k,
-        pool,
-        Rows::Explicit(rows),
-        layout,
-        mm,
-        with_logits > 0,
-    )?;
-    Ok(&s.logits[..n * w.cfg.vocab_size as usize])
+    let step = Step {
+        rows: Rows::Explicit(rows),
+        copy: layout,
+        images,
+        logits: rows.iter().any(|r| r.logits),
+    };
+    forward_step(w, s, k, pool, &step)
 }
 
 /// [`forward`] without the lm_head: fills the KV cache for `tokens` and
@@ -220,11 +253,7 @@ pub fn forward_no_logits<P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<(), Error> {
-    let layout = w.routing.for_batch(tokens.len());
-    let rows = Rows::Consecutive { pos: s.pos, tokens };
-    step(w, s, k, pool, rows, layout, None, false)?;
-    s.pos += tokens.len();
-    Ok(())
+    forward_multimodal(w, s, k, pool, tokens, None, false).map(|_| ())
 }
 
 /// Largest head_dim / 2 (the config allows head_dim up to 1024).
@@ -289,19 +318,21 @@ fn row_rope(
     Ok(())
 }
 
-/// One forward step over `rows` with the weight copy `layout`; returns the
-/// number of logit rows written (0 without `logits`).
-#[allow(clippy::too_many_arguments)]
-fn step<P: Parallel>(
+/// Runs `step`; returns the number of logit rows written (0 without
+/// `step.logits`).
+fn run_step<P: Parallel>(
     w: &Weights,
     s: &mut State,
     k: &Kernels,
     pool: &P,
-    rows: Rows,
-    layout: Layout,
-    mm: Option<&Multimodal>,
-    logits: bool,
+    step: &Step,
 ) -> Result<usize, Error> {
+    let Step {
+        rows,
+        copy: layout,
+        images: mm,
+        logits,
+    } = *step;
     let cfg = &w.cfg;
     let m = rows.len();
     let levels = cfg.vision.map_or(0, |v| v.deepstack().len());

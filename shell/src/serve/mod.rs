@@ -24,6 +24,7 @@ use crate::generate::{self, chat_prompt};
 use api::{error_body, push_json_str, Params, Prompt};
 use http::HttpError;
 use kestrel_core::chat::Message;
+use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::state::{ArenaLayout, KvType, Options, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
@@ -202,7 +203,7 @@ pub fn serve(
     let ctx = args.ctx.unwrap_or(4096).min(file_max).max(2);
     let opts = Options {
         max_seq: ctx,
-        max_batch: generate::PREFILL_BATCH.max(args.parallel),
+        max_batch: PREFILL_CHUNK.max(args.parallel),
         kv: if args.kv_f32 {
             KvType::F32
         } else {
@@ -247,7 +248,7 @@ pub fn serve(
     let (conn_tx, conn_rx) = mpsc::sync_channel::<TcpStream>(CONN_BACKLOG);
     let conn_rx = Mutex::new(conn_rx);
     let handlers = (args.parallel + args.queue + 4).max(8);
-    let stops = generate::stop_tokens(&w, &tok);
+    let stops = StopSet::new(&w.cfg, Some(&tok));
     let (threads, no_pin) = (args.threads, args.no_pin);
     let setup: Result<(), String> = std::thread::scope(|sc| {
         let state_w = &w;

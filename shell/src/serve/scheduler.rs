@@ -3,20 +3,23 @@
 //! runs one decode step for every active slot at once (one row per slot,
 //! one GEMM per weight matrix), and sends each job its tokens.
 //!
-//! Equality with `kestrel run`: a job's prompt is prefilled in the chunks
-//! `kestrel run` uses (`PREFILL_BATCH` from position 0), each chunk with the
-//! weight copy `kestrel run` would multiply (`routing.for_batch(chunk)`),
-//! decode steps read the decode copy, and sampling sees the same logits and
-//! token history; every kernel computes a row independently of the others,
-//! so each job's tokens are `kestrel run`'s, bit for bit, whatever runs
-//! beside it. Prefix reuse keeps the cached positions whose tokens match the
-//! new prompt *and* were computed with the copy `kestrel run` would use for
-//! them (so generated tokens, decoded with the Q4 copy, are reused only when
-//! the file has one copy).
+//! Equality with `kestrel run`: both run the core's generation path
+//! (`kestrel_core::generate`): a job's prompt goes through the same
+//! `prefill` plan (chunks of `PREFILL_CHUNK` from position 0, each with the
+//! weight copy its length selects), decode steps read the decode copy, and
+//! `sample_next` sees the same logits and token history; every kernel
+//! computes a row independently of the others, so each job's tokens are
+//! `kestrel run`'s, bit for bit, whatever runs beside it. Prefix reuse
+//! (`reusable_prefix`) keeps the cached positions whose tokens match the new
+//! prompt *and* were computed with the copy the plan would use for them (so
+//! generated tokens, decoded with the Q4 copy, are reused only when the file
+//! has one copy).
 
-use crate::generate::PREFILL_BATCH;
+use kestrel_core::generate::{
+    prefill, reusable_prefix, sample_next, Limits, Prefill, Sampled, StopSet, PREFILL_CHUNK,
+};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::{forward_rows, Multimodal, Row};
+use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::repack::Layout;
@@ -26,23 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
-/// Why a generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end token (or, decided by the handler, a stop string).
-    Stop,
-    /// `max_tokens` or the context length.
-    Length,
-}
-
-impl Finish {
-    pub fn name(self) -> &'static str {
-        match self {
-            Finish::Stop => "stop",
-            Finish::Length => "length",
-        }
-    }
-}
+pub use kestrel_core::generate::Finish;
 
 /// What the engine sends a job's handler.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,29 +88,19 @@ pub struct Engine<'a, P: Parallel> {
     pub state: State<'a>,
     pub kernels: Kernels,
     pub pool: &'a P,
-    pub stops: Vec<u32>,
+    pub stops: StopSet,
 }
 
-/// The copy `kestrel run` multiplies for prompt position `p` of `n`: its
-/// chunk's length decides (one token: the decode copy).
-fn prompt_copy(w: &Weights, p: usize, n: usize) -> Layout {
-    let c0 = p / PREFILL_BATCH * PREFILL_BATCH;
-    w.routing.for_batch((n - c0).min(PREFILL_BATCH))
-}
-
-/// How many leading positions of `slot` a new `prompt` can keep: they match
-/// its tokens and were computed with the copy `kestrel run` would use; at
-/// least one prompt token is left to run (its logits are needed).
+/// How many leading positions of `slot` a new `prompt` can keep.
 fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
-    let n = prompt.len();
-    let limit = slot
-        .tokens
-        .len()
-        .min(n.saturating_sub(1))
-        .min(slot.reusable_upto);
-    (0..limit)
-        .take_while(|&p| slot.tokens[p] == prompt[p] && slot.copies[p] == prompt_copy(w, p, n))
-        .count()
+    reusable_prefix(
+        &w.routing,
+        PREFILL_CHUNK,
+        &slot.tokens,
+        &slot.copies,
+        slot.reusable_upto,
+        prompt,
+    )
 }
 
 impl<P: Parallel> Engine<'_, P> {
@@ -245,32 +222,18 @@ impl<P: Parallel> Engine<'_, P> {
                 .send(Event::Error("the prompt does not fit the context".into()));
             return;
         }
-        // With images: the tower's output, every row's M-RoPE position and
-        // image row, and where the first image starts.
-        let mut mm_data = None;
+        // With images: the tower's output, and where the first image starts.
+        let mut encoded = crate::vision::Encoded::default();
         let mut first_image = usize::MAX;
         if let (Some(v), false) = (self.w.cfg.vision, job.images.is_empty()) {
-            let prepared = crate::vision::encode(
+            match crate::vision::encode(
                 self.w,
                 &self.kernels,
                 self.pool,
                 &job.images,
                 self.state.opts.kv,
-            )
-            .and_then(|enc| {
-                let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
-                kestrel_core::model::vision::mrope_positions(
-                    &job.prompt,
-                    v.image_token_id,
-                    &enc.grids,
-                    &mut pos,
-                    &mut rows,
-                )
-                .map(|delta| (enc, pos, rows, delta))
-                .map_err(|e| e.to_string())
-            });
-            match prepared {
-                Ok(d) => mm_data = Some(d),
+            ) {
+                Ok(enc) => encoded = enc,
                 Err(e) => {
                     let _ = job.events.send(Event::Error(e));
                     return;
@@ -287,38 +250,30 @@ impl<P: Parallel> Engine<'_, P> {
         s.copies.truncate(keep);
         s.reusable_upto = usize::MAX;
         self.state.rope_delta[i] = 0;
-        let vocab = self.w.cfg.vocab_size as usize;
-        let mut rows: Vec<Row> = Vec::with_capacity(PREFILL_BATCH);
-        let mut c0 = keep / PREFILL_BATCH * PREFILL_BATCH;
-        while c0 < n {
-            let c1 = (c0 + PREFILL_BATCH).min(n);
-            let copy = self.w.routing.for_batch(c1 - c0);
-            rows.clear();
-            let r0 = c0.max(keep);
-            rows.extend((r0..c1).map(|p| Row {
-                slot: i,
-                pos: p,
-                token: job.prompt[p],
-                logits: p + 1 == n,
-            }));
-            let mm = mm_data
-                .as_ref()
-                .map(|(enc, pos, image_rows, _)| Multimodal {
-                    positions: &pos[r0..c1],
-                    image_rows: &image_rows[r0..c1],
-                    embeds: &enc.embeds,
-                    deepstack: &enc.deepstack,
-                });
-            let r = forward_rows(
-                self.w,
-                &mut self.state,
-                &self.kernels,
-                self.pool,
-                &rows,
-                copy,
-                mm.as_ref(),
-            );
-            if let Err(e) = r {
+        let mut scratch = crate::vision::MropeScratch::default();
+        let mut plan = Prefill {
+            slot: i,
+            base: 0,
+            prompt: &job.prompt,
+            keep,
+            chunk: PREFILL_CHUNK,
+            images: encoded.for_prompt(n, &mut scratch),
+        };
+        let r = prefill(
+            self.w,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            &mut plan,
+            &mut |c, _| {
+                s.tokens.extend_from_slice(&job.prompt[c.start..c.end]);
+                s.copies
+                    .extend(std::iter::repeat_n(c.copy, c.end - c.start));
+            },
+        );
+        let logits_at = match r {
+            Ok(at) => at,
+            Err(e) => {
                 s.tokens.clear();
                 s.copies.clear();
                 let _ = job
@@ -326,15 +281,9 @@ impl<P: Parallel> Engine<'_, P> {
                     .send(Event::Error(format!("inference failed: {e}")));
                 return;
             }
-            for row in &rows {
-                s.tokens.push(row.token);
-                s.copies.push(copy);
-            }
-            c0 = c1;
-        }
-        if let Some((_, _, _, delta)) = mm_data {
-            // Later tokens' rotary positions; image tokens are not reusable.
-            self.state.rope_delta[i] = delta;
+        };
+        if !encoded.grids.is_empty() {
+            // Image tokens are not reusable.
             s.reusable_upto = first_image;
         }
         if job.events.send(Event::Prefilled { cached: keep }).is_err() {
@@ -346,16 +295,17 @@ impl<P: Parallel> Engine<'_, P> {
             generated: 0,
             next: 0,
         });
-        let logits = &mut self.state.logits[..vocab];
+        let vocab = self.w.cfg.vocab_size as usize;
+        let logits = &mut self.state.logits[logits_at..logits_at + vocab];
         sampled(&self.stops, self.state.opts.max_seq, s, logits, candidates);
     }
 }
 
-/// Samples the slot's next token from `logits` and sends it, as
-/// `Session::generate` does: an end token finishes with `stop`; the length
-/// limit or a full context (`max_seq` positions) with `length`.
+/// Samples the slot's next token from `logits` with the core's
+/// `sample_next` (as `kestrel run` does) and sends it: an end token
+/// finishes with `stop`; the length limit or a full context with `length`.
 fn sampled(
-    stops: &[u32],
+    stops: &StopSet,
     max_seq: usize,
     s: &mut Slot,
     logits: &mut [f32],
@@ -364,16 +314,23 @@ fn sampled(
     let Some(a) = s.active.as_mut() else {
         return;
     };
-    let next = a.sampler.sample(logits, &s.tokens, candidates);
-    let done = if stops.contains(&next) {
-        Some(Finish::Stop)
-    } else if a.job.events.send(Event::Token(next)).is_err() {
-        s.active = None;
-        return;
-    } else {
-        a.generated += 1;
-        a.next = next;
-        (a.generated >= a.job.max_tokens || s.tokens.len() >= max_seq).then_some(Finish::Length)
+    let limits = Limits {
+        generated: a.generated,
+        max_tokens: a.job.max_tokens,
+        cached: s.tokens.len(),
+        max_seq,
+    };
+    let done = match sample_next(&mut a.sampler, logits, &s.tokens, candidates, stops, limits) {
+        Sampled::End(_) => Some(Finish::Stop),
+        Sampled::Token { id, last } => {
+            if a.job.events.send(Event::Token(id)).is_err() {
+                s.active = None;
+                return;
+            }
+            a.generated += 1;
+            a.next = id;
+            last.then_some(Finish::Length)
+        }
     };
     if let Some(f) = done {
         let _ = a.job.events.send(Event::Done(f));

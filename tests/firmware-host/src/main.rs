@@ -48,13 +48,13 @@ use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kestrel_core::chat::{self, BufWriter, ChatStyle, Message, Role};
+use kestrel_core::generate::{Generator, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::forward;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;
-use kestrel_core::sampler::{Sampler, SamplerConfig};
+use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
-use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
+use kestrel_core::tokenizer::{EncodeScratch, Tokenizer};
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
@@ -64,15 +64,17 @@ pub const PROMPT: &str = "The capital of France";
 /// Most tokens generated.
 pub const N_PREDICT: usize = 24;
 /// `kestrel run`'s defaults: context 4096 (capped by the file), prefill
-/// batches of 128 (as the shell), f16 KV cache.
+/// chunks of the core's `PREFILL_CHUNK` (as the shell), f16 KV cache.
 const CTX: usize = 4096;
-const MAX_BATCH: usize = 128;
+const MAX_BATCH: usize = PREFILL_CHUNK;
 /// Static memory: the arena for the KV cache and activations, and limits of
 /// the fixed buffers below.
 const ARENA_BYTES: usize = 4 << 20;
 const MAX_VOCAB: usize = 4096;
 const MAX_PROMPT_BYTES: usize = 1024;
 const MAX_TOKENS: usize = 512;
+/// Longest context: the token history holds one id per cached position.
+const MAX_SEQ: usize = CTX;
 
 /// 64-byte aligned bytes: the VQF's tensors are 64-aligned in the file, and
 /// views of f32/f16 data need the file's start aligned too.
@@ -220,30 +222,12 @@ fn run() -> Result<(), Failure> {
         slots: 1,
     };
     let arena_need = ArenaLayout::new(&w.cfg, &opts)?.total;
-    let mut state = State::new(&w.cfg, opts, arena)?;
+    let state = State::new(&w.cfg, opts, arena)?;
     let tables = *w
         .vqf
         .tokenizer()
         .ok_or(Failure::Host("this VQF file has no tokenizer"))?;
     let tok = Tokenizer::new(tables);
-
-    // End tokens: the config's, then <|im_end|> and <|endoftext|>.
-    let mut stops = [0u32; 8];
-    let mut n_stops = 0;
-    let named = ["<|im_end|>", "<|endoftext|>"].map(|t| tok.token_id(t));
-    for id in w
-        .cfg
-        .eos()
-        .iter()
-        .copied()
-        .chain(named.into_iter().flatten())
-    {
-        if !stops[..n_stops].contains(&id) && n_stops < stops.len() {
-            stops[n_stops] = id;
-            n_stops += 1;
-        }
-    }
-    let stops = &stops[..n_stops];
 
     // The prompt in the chat format, as the shell writes it.
     let style = ChatStyle::from_template(tables.chat_template());
@@ -257,69 +241,60 @@ fn run() -> Result<(), Failure> {
         .map_err(|_| Failure::Host("the prompt is too long"))?;
     let text = text.as_str();
 
-    // Token ids: the prompt's, then the generated ones.
-    let mut history = [0u32; MAX_TOKENS];
+    // The prompt's token ids.
+    let mut prompt = [0u32; MAX_TOKENS];
     let mut n = 0;
     let mut norm = [0u8; 3 * MAX_PROMPT_BYTES + 16];
     let mut work = [0u32; EncodeScratch::work_len_for(MAX_PROMPT_BYTES + 16)];
     let mut scratch = EncodeScratch::new(&mut norm, &mut work);
     let mut overflow = false;
     tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
-        match history.get_mut(n) {
+        match prompt.get_mut(n) {
             Some(slot) => *slot = id,
             None => overflow = true,
         }
         n += 1;
     })?;
-    if overflow || n + N_PREDICT > MAX_TOKENS {
+    if overflow {
         return Err(Failure::Host("the prompt has too many tokens"));
     }
-    let prompt_len = n;
+    let prompt = &prompt[..n];
 
+    // The core's generation path, as `kestrel run` drives it: the prompt
+    // in chunks of MAX_BATCH, then greedy tokens until an end token.
     let vocab = w.cfg.vocab_size as usize;
-    if vocab > MAX_VOCAB {
-        return Err(Failure::Host("vocabulary larger than MAX_VOCAB"));
+    if vocab > MAX_VOCAB || opts.max_seq > MAX_SEQ {
+        return Err(Failure::Host(
+            "vocabulary or context larger than the buffers",
+        ));
     }
-    let mut logits_buf = [0f32; MAX_VOCAB];
+    let mut history = [0u32; MAX_SEQ];
     let mut candidates = [0u32; MAX_VOCAB];
-    let logits = &mut logits_buf[..vocab];
-    let feed = |state: &mut State, ids: &[u32], logits: &mut [f32]| -> Result<(), Error> {
-        for chunk in ids.chunks(state.opts.max_batch) {
-            let l = forward(&w, state, &kernels, &Serial, chunk)?;
-            logits.copy_from_slice(&l[l.len() - vocab..]);
-        }
-        Ok(())
-    };
-
-    feed(&mut state, &history[..prompt_len], logits)?;
-    let mut sampler = Sampler::new(SamplerConfig {
+    let greedy = SamplerConfig {
         temperature: 0.0,
         ..SamplerConfig::default()
-    });
-    let mut out = Fd(1);
-    let mut emit = |s: &str| {
-        let _ = out.write_str(s);
     };
-    let mut dec = StreamDecoder::new(true);
-    let mut generated = 0;
-    for _ in 0..N_PREDICT {
-        let next = sampler.sample(logits, &history[..n], &mut candidates[..vocab]);
-        if stops.contains(&next) {
-            break;
-        }
-        dec.step_with(&tok, next, &mut emit)?;
-        history[n] = next;
-        n += 1;
-        generated += 1;
-        if state.pos >= state.opts.max_seq {
-            break;
-        }
-        feed(&mut state, &[next], logits)?;
-    }
-    dec.finish_with(&mut emit);
+    let mut gen = Generator::new(
+        &w,
+        tok,
+        kernels,
+        &Serial,
+        state,
+        greedy,
+        &mut history[..],
+        &mut candidates[..vocab],
+    )?;
+    gen.feed(prompt, None)?;
+    let mut out = Fd(1);
+    let answer = gen.decode(N_PREDICT, &AtomicBool::new(false), &mut |s: &str| {
+        let _ = out.write_str(s);
+    })?;
+    let prompt_len = prompt.len();
+    let generated = answer.generated;
 
     let mut out = Fd(1);
-    let ids = &history[prompt_len..prompt_len + generated];
+    let ids = gen.history();
+    let ids = &ids[prompt_len.min(ids.len())..(prompt_len + generated).min(ids.len())];
     let _ = out.write_str("\n[");
     for (i, id) in ids.iter().enumerate() {
         let _ = write!(out, "{}{id}", if i > 0 { ", " } else { "" });

@@ -1,0 +1,567 @@
+//! The one generation path: the per-sequence policy every caller shares.
+//!
+//! * [`StopSet`]: the tokens that end an answer.
+//! * The prefill plan ([`prefill_chunks`], [`prompt_copy`]): a prompt runs
+//!   in chunks of [`PREFILL_CHUNK`] tokens from its first token, each chunk
+//!   multiplying the weight copy its length selects (a one-token chunk reads
+//!   the decode copy); [`prefill`] runs it for one sequence slot, with
+//!   images (Qwen3-VL: M-RoPE positions, image rows, DeepStack, and the
+//!   slot's `rope_delta` moved for the tokens that follow).
+//! * [`sample_next`]: sample one row and decide whether the answer ends
+//!   (an end token, the length limit, a full context).
+//! * [`Generator`]: the single-sequence driver (`kestrel run`, `kestrel
+//!   chat`, the firmware host): feed a prompt, then sample, stream text and
+//!   feed each token until the answer ends.
+//!
+//! The server's scheduler (K sequences decoding together through
+//! [`forward_rows`](crate::model::forward::forward_rows)) calls the same
+//! [`prefill`], [`sample_next`] and [`reusable_prefix`], so its answers
+//! equal `kestrel run`'s bit for bit by construction.
+//!
+//! Nothing here allocates: the caller brings the state, the token history
+//! and the sampler's scratch.
+
+use crate::error::Error;
+use crate::kernels::Kernels;
+use crate::model::config::{Config, MAX_EOS};
+use crate::model::forward::{forward_step, Multimodal, Rows, Step};
+use crate::model::vision::mrope_positions;
+use crate::model::weights::{Routing, Weights};
+use crate::parallel::Parallel;
+use crate::quant::repack::Layout;
+use crate::sampler::{Sampler, SamplerConfig};
+use crate::state::State;
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Prompt tokens per forward step: large chunks read the weights fewer
+/// times per prompt token (at most [`crate::state::MAX_BATCH`]).
+pub const PREFILL_CHUNK: usize = 128;
+
+/// Most stop tokens: the config's EOS ids and two named tokens.
+pub const MAX_STOPS: usize = MAX_EOS + 2;
+
+/// The tokens that end an answer: the file's EOS ids, `<|im_end|>` and
+/// `<|endoftext|>`, each once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopSet {
+    ids: [u32; MAX_STOPS],
+    len: usize,
+}
+
+impl StopSet {
+    /// The stop set of a model: `cfg`'s EOS ids, then `<|im_end|>` and
+    /// `<|endoftext|>` when the tokenizer has them.
+    pub fn new(cfg: &Config, tok: Option<&Tokenizer>) -> StopSet {
+        let mut set = StopSet {
+            ids: [0; MAX_STOPS],
+            len: 0,
+        };
+        for &id in cfg.eos() {
+            set.insert(id);
+        }
+        if let Some(tok) = tok {
+            for name in ["<|im_end|>", "<|endoftext|>"] {
+                if let Some(id) = tok.token_id(name) {
+                    set.insert(id);
+                }
+            }
+        }
+        set
+    }
+
+    /// Adds `id`; false when the set is full (it is left as it was).
+    pub fn insert(&mut self, id: u32) -> bool {
+        if self.contains(id) {
+            return true;
+        }
+        match self.ids.get_mut(self.len) {
+            Some(slot) => {
+                *slot = id;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `id` ends an answer.
+    pub fn contains(&self, id: u32) -> bool {
+        self.ids().contains(&id)
+    }
+
+    /// The ids, in insertion order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids[..self.len]
+    }
+}
+
+/// One forward step of a prompt's prefill: prompt positions `start..end`
+/// (relative to the prompt's first token) with the weight copy `copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// First prompt position computed.
+    pub start: usize,
+    /// One past the last.
+    pub end: usize,
+    /// The weight copy: the one its whole plan chunk's length selects,
+    /// also when a reused prefix shortens it.
+    pub copy: Layout,
+    /// The last chunk of the prompt (its last row's logits are sampled).
+    pub last: bool,
+}
+
+/// The copy the prefill plan multiplies for prompt position `p` of `n`
+/// (chunks of `chunk` tokens from position 0; a chunk of one token reads
+/// the decode copy).
+pub fn prompt_copy(routing: &Routing, chunk: usize, p: usize, n: usize) -> Layout {
+    let chunk = chunk.max(1);
+    let c0 = p / chunk * chunk;
+    routing.for_batch((n - c0).min(chunk))
+}
+
+/// The prefill plan of a prompt of `n` tokens whose first `keep` tokens are
+/// already in the cache: chunks of `chunk` tokens from position 0 (so the
+/// copies are those of a prefill from scratch), the cached positions left
+/// out. Yields nothing for `keep >= n`.
+pub fn prefill_chunks(
+    routing: Routing,
+    n: usize,
+    chunk: usize,
+    keep: usize,
+) -> impl Iterator<Item = Chunk> {
+    let chunk = chunk.max(1);
+    let first = keep / chunk * chunk;
+    (first..n).step_by(chunk).map(move |c0| {
+        let c1 = (c0 + chunk).min(n);
+        Chunk {
+            start: c0.max(keep),
+            end: c1,
+            copy: routing.for_batch(c1 - c0),
+            last: c1 == n,
+        }
+    })
+}
+
+/// How many leading positions of a cache holding `cached` (computed with
+/// `copies`, one per position) a new `prompt` can keep: they match its
+/// tokens, lie before `upto` (a cached image: equal placeholder ids do not
+/// mean equal images), and were computed with the copy the prefill plan
+/// would use for them; at least one prompt token is left to run (its
+/// logits are needed).
+pub fn reusable_prefix(
+    routing: &Routing,
+    chunk: usize,
+    cached: &[u32],
+    copies: &[Layout],
+    upto: usize,
+    prompt: &[u32],
+) -> usize {
+    let n = prompt.len();
+    let limit = cached
+        .len()
+        .min(copies.len())
+        .min(n.saturating_sub(1))
+        .min(upto);
+    (0..limit)
+        .take_while(|&p| cached[p] == prompt[p] && copies[p] == prompt_copy(routing, chunk, p, n))
+        .count()
+}
+
+/// The images of one prompt, as the vision tower gave them, and scratch for
+/// their rows' M-RoPE positions.
+#[derive(Debug)]
+pub struct PromptImages<'a> {
+    /// Each image's merged token grid (rows, cols), in prompt order.
+    pub grids: &'a [(usize, usize)],
+    /// (image tokens, hidden), all images in order.
+    pub embeds: &'a [f32],
+    /// (levels, image tokens, hidden).
+    pub deepstack: &'a [f32],
+    /// (prompt tokens) scratch: each token's (t, h, w) rotary position.
+    pub positions: &'a mut [[u32; 3]],
+    /// (prompt tokens) scratch: each token's image row, or
+    /// [`TEXT_ROW`](crate::model::forward::TEXT_ROW).
+    pub image_rows: &'a mut [u32],
+}
+
+/// One prompt's prefill into one sequence slot.
+#[derive(Debug)]
+pub struct Prefill<'a> {
+    /// The sequence slot (its KV region and `rope_delta`).
+    pub slot: usize,
+    /// The cache position of the prompt's first token.
+    pub base: usize,
+    /// The prompt's ids, each `<|image_pad|>` expanded to its image's tokens.
+    pub prompt: &'a [u32],
+    /// Leading prompt tokens already in the cache (prefix reuse; 0 for a
+    /// fresh prompt).
+    pub keep: usize,
+    /// Tokens per chunk ([`PREFILL_CHUNK`] by default; at most the state's
+    /// max_batch).
+    pub chunk: usize,
+    /// The prompt's images (Qwen3-VL), if any.
+    pub images: Option<PromptImages<'a>>,
+}
+
+/// Runs a prompt's prefill plan through the model: each chunk as one
+/// forward step of slot `p.slot` at positions `p.base + start ..`, the last
+/// chunk's last row with logits (every chunk's rows when the state keeps
+/// all logits). `on_chunk` sees each chunk and the logits it computed
+/// (empty when none). With images, the rotary positions continue from the
+/// slot's (`base + rope_delta`), and `rope_delta` moves by the prompt's
+/// delta for the tokens that follow. Returns where the last row's logits
+/// start in `s.logits` (one `vocab` row).
+pub fn prefill<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    p: &mut Prefill,
+    on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
+) -> Result<usize, Error> {
+    let n = p.prompt.len();
+    if n == 0 || p.keep >= n {
+        return Err(Error::OutOfRange {
+            what: "prompt tokens to run (after the cached prefix)",
+            value: 0,
+            max: 0,
+        });
+    }
+    if p.chunk == 0 || p.chunk > s.opts.max_batch {
+        return Err(Error::OutOfRange {
+            what: "prefill chunk",
+            value: p.chunk,
+            max: s.opts.max_batch,
+        });
+    }
+    let slot_delta = *s.rope_delta.get(p.slot).ok_or(Error::OutOfRange {
+        what: "sequence slot",
+        value: p.slot,
+        max: s.opts.slots - 1,
+    })?;
+    let mut delta = 0i64;
+    if let Some(img) = p.images.as_mut() {
+        let v = w.cfg.vision.ok_or(Error::BadConfig {
+            what: "a prompt with images for a model without a vision tower",
+        })?;
+        if img.positions.len() < n || img.image_rows.len() < n {
+            return Err(Error::BufferTooSmall {
+                what: "M-RoPE positions and image rows",
+                need: n,
+                have: img.positions.len().min(img.image_rows.len()),
+            });
+        }
+        let positions = &mut img.positions[..n];
+        let image_rows = &mut img.image_rows[..n];
+        delta = mrope_positions(p.prompt, v.image_token_id, img.grids, positions, image_rows)?;
+        // Positions continue from the rotary position of the next token.
+        let start = i64::try_from(p.base)
+            .ok()
+            .and_then(|b| b.checked_add(slot_delta))
+            .and_then(|r| u32::try_from(r).ok())
+            .ok_or(Error::Overflow {
+                what: "rotary position",
+            })?;
+        for x in positions.iter_mut().flatten() {
+            *x = x.checked_add(start).ok_or(Error::Overflow {
+                what: "rotary position",
+            })?;
+        }
+    }
+    let vocab = w.cfg.vocab_size as usize;
+    let mut last_rows = 0;
+    for c in prefill_chunks(w.routing, n, p.chunk, p.keep) {
+        let mm = p.images.as_ref().map(|img| Multimodal {
+            positions: &img.positions[c.start..c.end],
+            image_rows: &img.image_rows[c.start..c.end],
+            embeds: img.embeds,
+            deepstack: img.deepstack,
+        });
+        let step = Step {
+            rows: Rows::Run {
+                slot: p.slot,
+                pos: p.base + c.start,
+                tokens: &p.prompt[c.start..c.end],
+            },
+            copy: c.copy,
+            images: mm.as_ref(),
+            // Only the last chunk's logits are read unless the state keeps all.
+            logits: c.last || s.opts.all_logits,
+        };
+        let logits = forward_step(w, s, k, pool, &step)?;
+        last_rows = logits.len() / vocab.max(1);
+        on_chunk(&c, logits);
+    }
+    if let Some(d) = s.rope_delta.get_mut(p.slot) {
+        *d += delta;
+    }
+    Ok(last_rows.saturating_sub(1) * vocab)
+}
+
+/// Why an answer ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end token (or, decided by a server handler, a stop string).
+    Stop,
+    /// The token limit or a full context.
+    Length,
+}
+
+impl Finish {
+    /// The OpenAI API's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// What sampling one row decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sampled {
+    /// An end token: the answer is over (the token is not part of it).
+    End(u32),
+    /// A token of the answer; `last` when it is the final one (the token
+    /// limit is reached or the cache is full), else it is fed next.
+    Token {
+        /// The token.
+        id: u32,
+        /// The answer ends after it ([`Finish::Length`]).
+        last: bool,
+    },
+}
+
+/// Where a sequence stands against its limits when a row is sampled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Tokens of the answer so far (before this one).
+    pub generated: usize,
+    /// Most tokens of the answer.
+    pub max_tokens: usize,
+    /// Positions of the sequence in the KV cache.
+    pub cached: usize,
+    /// The cache's positions per sequence.
+    pub max_seq: usize,
+}
+
+/// Samples the next token from `logits` (modified: penalties), with
+/// `history` the sequence's tokens so far, and decides whether the answer
+/// goes on.
+pub fn sample_next(
+    sampler: &mut Sampler,
+    logits: &mut [f32],
+    history: &[u32],
+    candidates: &mut [u32],
+    stops: &StopSet,
+    limits: Limits,
+) -> Sampled {
+    let id = sampler.sample(logits, history, candidates);
+    if stops.contains(id) {
+        return Sampled::End(id);
+    }
+    let last = limits.generated + 1 >= limits.max_tokens || limits.cached >= limits.max_seq;
+    Sampled::Token { id, last }
+}
+
+/// How one answer ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// Tokens of the answer (not counting an end token).
+    pub generated: usize,
+    /// Ended on an end token (else on the length limit, a full context or
+    /// an interrupt).
+    pub stopped: bool,
+}
+
+/// One sequence (slot 0 of its state) generating text: `kestrel run`,
+/// `kestrel chat` and the firmware host. `H` holds the token history
+/// (every token in the KV cache, in order; at least `max_seq` long) and
+/// `C` the sampler's scratch (at least `vocab` long): a `Vec` in the shell,
+/// a static array in firmware.
+pub struct Generator<'w, 's, 'p, P: Parallel, H, C> {
+    /// The model.
+    pub weights: &'w Weights<'w>,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer<'w>,
+    /// The KV cache and activations.
+    pub state: State<'s>,
+    /// The kernels.
+    pub kernels: Kernels,
+    /// The threads.
+    pub pool: &'p P,
+    /// The tokens that end an answer.
+    pub stops: StopSet,
+    /// The sampler.
+    pub sampler: Sampler,
+    /// Prompt tokens per forward step: the state's max_batch
+    /// ([`PREFILL_CHUNK`] as the shell and the firmware host size it).
+    pub chunk: usize,
+    history: H,
+    len: usize,
+    candidates: C,
+    /// Offset of the logits of the last row fed in `state.logits`.
+    logits_at: usize,
+}
+
+impl<'w, 's, 'p, P, H, C> Generator<'w, 's, 'p, P, H, C>
+where
+    P: Parallel,
+    H: AsMut<[u32]> + AsRef<[u32]>,
+    C: AsMut<[u32]>,
+{
+    /// A generator over a fresh state (slot 0 empty). `history` must hold
+    /// `state.opts.max_seq` tokens and `candidates` `vocab` ids.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        weights: &'w Weights<'w>,
+        tokenizer: Tokenizer<'w>,
+        kernels: Kernels,
+        pool: &'p P,
+        state: State<'s>,
+        sampler: SamplerConfig,
+        mut history: H,
+        mut candidates: C,
+    ) -> Result<Self, Error> {
+        let (max_seq, max_batch) = (state.opts.max_seq, state.opts.max_batch);
+        let vocab = weights.cfg.vocab_size as usize;
+        if history.as_mut().len() < max_seq {
+            return Err(Error::BufferTooSmall {
+                what: "token history",
+                need: max_seq,
+                have: history.as_mut().len(),
+            });
+        }
+        if candidates.as_mut().len() < vocab {
+            return Err(Error::BufferTooSmall {
+                what: "sampler candidates",
+                need: vocab,
+                have: candidates.as_mut().len(),
+            });
+        }
+        Ok(Generator {
+            weights,
+            stops: StopSet::new(&weights.cfg, Some(&tokenizer)),
+            tokenizer,
+            state,
+            kernels,
+            pool,
+            sampler: Sampler::new(sampler),
+            chunk: max_batch,
+            history,
+            len: 0,
+            candidates,
+            logits_at: 0,
+        })
+    }
+
+    /// Every token in the KV cache, in order.
+    pub fn history(&self) -> &[u32] {
+        &self.history.as_ref()[..self.len]
+    }
+
+    /// Runs `ids` (each `<|image_pad|>` expanded, with `images` the tower's
+    /// output for them) through the model after the tokens already cached,
+    /// in the prefill plan's chunks; keeps the last row's logits for
+    /// sampling.
+    pub fn feed(&mut self, ids: &[u32], images: Option<PromptImages>) -> Result<(), Error> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let base = self.state.pos;
+        let end = base
+            .checked_add(ids.len())
+            .filter(|&e| e <= self.state.opts.max_seq);
+        let Some(end) = end else {
+            return Err(Error::ContextFull {
+                need: base.saturating_add(ids.len()),
+                max: self.state.opts.max_seq,
+            });
+        };
+        let mut p = Prefill {
+            slot: 0,
+            base,
+            prompt: ids,
+            keep: 0,
+            chunk: self.chunk,
+            images,
+        };
+        self.logits_at = prefill(
+            self.weights,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            &mut p,
+            &mut |_, _| {},
+        )?;
+        self.state.pos = end;
+        self.history.as_mut()[base..end].copy_from_slice(ids);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Samples up to `max_tokens` tokens after what was fed, streaming
+    /// their text to `emit`; each token but the last is fed back. Ends at
+    /// an end token (which is fed too: a chat turn ends with it), at
+    /// `max_tokens`, at a full context, or when `interrupt` is set.
+    pub fn decode(
+        &mut self,
+        max_tokens: usize,
+        interrupt: &AtomicBool,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<Answer, Error> {
+        let mut answer = Answer::default();
+        let mut text = StreamDecoder::new(true);
+        let vocab = self.weights.cfg.vocab_size as usize;
+        while answer.generated < max_tokens {
+            if interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            let limits = Limits {
+                generated: answer.generated,
+                max_tokens,
+                cached: self.state.pos,
+                max_seq: self.state.opts.max_seq,
+            };
+            let at = self.logits_at;
+            let sampled = sample_next(
+                &mut self.sampler,
+                &mut self.state.logits[at..at + vocab],
+                &self.history.as_ref()[..self.len],
+                self.candidates.as_mut(),
+                &self.stops,
+                limits,
+            );
+            match sampled {
+                Sampled::End(id) => {
+                    // The end token belongs to the conversation.
+                    self.feed(&[id], None)?;
+                    answer.stopped = true;
+                    break;
+                }
+                Sampled::Token { id, .. } => {
+                    text.step_with(&self.tokenizer, id, emit)?;
+                    answer.generated += 1;
+                    if self.state.pos >= self.state.opts.max_seq {
+                        // The cache is full: the token is the answer's
+                        // last and cannot be fed.
+                        break;
+                    }
+                    // Fed also after the last one: a conversation goes on
+                    // from every token of the answer.
+                    self.feed(&[id], None)?;
+                }
+            }
+        }
+        text.finish_with(emit);
+        Ok(answer)
+    }
+
+    /// Forgets the conversation.
+    pub fn reset(&mut self) {
+        self.state.pos = 0;
+        self.state.rope_delta[0] = 0;
+        self.len = 0;
+    }
+}

@@ -5,13 +5,14 @@
 //! small scratch buffer (one row group), so peak staging memory is bounded
 //! by the widest matrix, not by the largest tensor.
 
+use crate::config::Config;
 use crate::error::{mul, Error};
-use crate::model::config::Config;
-use crate::model::tensors::{self, Kind, Spec};
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
 use crate::quant::{f16, q4_0, q8_0, QK};
+use crate::tensors::{self, Kind, Spec};
+use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
-use crate::vqf::layout::{copy_flag, flags, name_field, Entry, Role, NO_LAYER};
+use crate::vqf::layout::{copy_flag, flags, name_field, vision_layout, Entry};
 use crate::vqf::tokenizer_section::{self, TokenizerInput};
 use crate::vqf::write::{self, Counter, Sink, Writer};
 
@@ -116,10 +117,7 @@ fn for_each_tensor(
     tensors::for_each(cfg, &mut |spec| match spec.kind {
         Kind::Embedding => f(spec, emb),
         Kind::F32 => f(spec, Layout::F32),
-        Kind::VisionLinear => f(
-            spec,
-            tensors::vision_layout(file_flags, spec.shape[1] as usize),
-        ),
+        Kind::VisionLinear => f(spec, vision_layout(file_flags, spec.shape[1] as usize)),
         Kind::Linear => {
             // Layout codes order the directory: plain (F32/F16), Q4_0x4, Q8_0x8.
             for l in COPY_ORDER {

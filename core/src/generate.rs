@@ -21,9 +21,9 @@
 //! Nothing here allocates: the caller brings the state, the token history
 //! and the sampler's scratch.
 
+use crate::config::{Config, MAX_EOS};
 use crate::error::Error;
 use crate::kernels::Kernels;
-use crate::model::config::{Config, MAX_EOS};
 use crate::model::forward::{forward_step, Multimodal, Rows, Step};
 use crate::model::vision::mrope_positions;
 use crate::model::weights::{Routing, Weights};

@@ -25,6 +25,7 @@
 extern crate alloc;
 
 pub mod chat;
+pub mod config;
 pub mod convert;
 pub mod error;
 pub mod generate;
@@ -40,6 +41,7 @@ pub mod safetensors;
 pub mod sampler;
 pub mod sort;
 pub mod state;
+pub mod tensors;
 pub mod tokenizer;
 pub mod vqf;
 

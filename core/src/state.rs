@@ -4,9 +4,8 @@
 //! [`State::new`] carves them or returns [`Error::ArenaTooSmall`]. Nothing
 //! allocates during inference.
 
+use crate::config::Config;
 use crate::error::Error;
-use crate::model::config::Config;
-use crate::model::ops::KvView;
 use kestrel_kernels::cast;
 
 /// Largest batch a prefill step may process.
@@ -253,8 +252,9 @@ pub struct State<'a> {
     pub hb: &'a mut [f32],
     /// (batch, hidden) projection output.
     pub proj: &'a mut [f32],
-    /// Matrix-multiply parts.
-    pub tmp: &'a mut [f32],
+    /// Matrix-product scratch: (batch, widest output) parts, (batch, widest
+    /// input) activation quants and their scales.
+    pub scratch: Scratch<'a>,
     /// (rows, vocab) logits: max_batch rows with `all_logits`, else one per slot.
     pub logits: &'a mut [f32],
     /// (heads, seq) attention scores.
@@ -263,12 +263,48 @@ pub struct State<'a> {
     pub rope_cos: &'a mut [f32],
     /// (seq, head_dim/2) RoPE sines.
     pub rope_sin: &'a mut [f32],
+    /// MoE scratch and the routing of the last step (empty for dense models).
+    pub moe: MoeState<'a>,
+}
+
+/// A read-only view of one layer's keys or values: element type and slice.
+#[derive(Clone, Copy, Debug)]
+pub enum KvView<'a> {
+    /// f16 bits.
+    F16(&'a [u16]),
+    /// f32 values.
+    F32(&'a [f32]),
+}
+
+impl<'a> KvView<'a> {
+    /// The view from element `at` on.
+    pub fn from(self, at: usize) -> KvView<'a> {
+        match self {
+            KvView::F16(c) => KvView::F16(&c[at..]),
+            KvView::F32(c) => KvView::F32(&c[at..]),
+        }
+    }
+
+    /// Element `at` as f32.
+    #[inline]
+    pub fn get(&self, at: usize) -> f32 {
+        match self {
+            KvView::F16(c) => crate::quant::f16::f16_to_f32(c[at]),
+            KvView::F32(c) => c[at],
+        }
+    }
+}
+
+/// The scratch of a matrix product over a batch of rows.
+#[derive(Debug)]
+pub struct Scratch<'a> {
+    /// (batch, widest output) the threads' parts (also the attention's
+    /// (heads, batch, head_dim) outputs).
+    pub tmp: &'a mut [f32],
     /// (batch, widest input) activation quants.
     pub act_qs: &'a mut [i8],
     /// (batch, widest input / 32) activation scales.
     pub act_d: &'a mut [f32],
-    /// MoE scratch and the routing of the last step (empty for dense models).
-    pub moe: MoeState<'a>,
 }
 
 /// The MoE part of the state: router scratch, the routing of the last
@@ -371,13 +407,11 @@ impl<'a> State<'a> {
             att,
             hb,
             proj,
-            tmp,
+            scratch: Scratch { tmp, act_qs, act_d },
             logits,
             scores,
             rope_cos,
             rope_sin,
-            act_qs,
-            act_d,
             moe: MoeState {
                 router,
                 routes,

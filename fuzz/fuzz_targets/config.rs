@@ -6,8 +6,8 @@
 //! config section round trip, the tensor list, the VQF plan and the arena
 //! layout at a few context lengths.
 use kestrel::convert::hf::{config_from_json, config_from_json_vl};
-use kestrel_core::model::config::MAX_LAYERS;
-use kestrel_core::model::tensors;
+use kestrel_core::config::MAX_LAYERS;
+use kestrel_core::tensors;
 use kestrel_core::state::{ArenaLayout, KvType, Options};
 use kestrel_core::vqf::config_section;
 use kestrel_core::vqf::write::Sink;

@@ -358,8 +358,10 @@ fn mixed(
 /// prefill (M=32) the Q8 copy, as a dual file does. Bytes touched = the F32
 /// router plus the expert matrices multiplied (counted by the state).
 fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
-    use kestrel_core::model::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
-    use kestrel_core::model::moe::{ffn, MoeLayer};
+    use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
+    use kestrel_core::model::linear::Exec;
+    use kestrel_core::model::moe::ffn;
+    use kestrel_core::model::weights::MoeLayer;
     use kestrel_core::state::{ArenaLayout, KvType, Options, State};
     use repack::Layout;
     const H: usize = 2048;
@@ -441,7 +443,7 @@ fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
             };
             s.xb[..m * H].copy_from_slice(src);
             s.x[..m * H].fill(0.0);
-            if let Err(x) = ffn(kernels, pool, &layer, &mut s, 0, m) {
+            if let Err(x) = ffn(&Exec { kernels, pool }, &layer, &mut s, 0, m) {
                 err = Err(x);
             }
             runs += 1;
@@ -501,8 +503,8 @@ impl kestrel_core::convert::TensorSource for HashSource {
 /// matrices' copy in quantized files): an `side x side` image is
 /// `(side / 16)^2` patches and a quarter as many LLM tokens.
 fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result<(), String> {
+    use kestrel_core::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::convert::{write_vqf, WeightMode};
-    use kestrel_core::model::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
     use kestrel_core::state::KvType;
     use kestrel_core::vqf::layout::Entry;

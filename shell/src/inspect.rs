@@ -1,8 +1,9 @@
 //! `kestrel inspect` and `kestrel verify`.
 
 use crate::files::Mapped;
-use kestrel_core::model::config::Config;
-use kestrel_core::vqf::layout::{flags, layout_name, Entry, NO_LAYER};
+use kestrel_core::config::Config;
+use kestrel_core::tensors::NO_LAYER;
+use kestrel_core::vqf::layout::{flags, layout_name, Entry};
 use kestrel_core::vqf::{self, Vqf};
 use std::fmt::Write as _;
 use std::path::Path;

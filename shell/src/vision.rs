@@ -5,11 +5,11 @@
 
 use crate::args::Opt;
 use crate::pool::Pool;
+use kestrel_core::config::VisionConfig;
 use kestrel_core::generate::PromptImages;
 use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
 use kestrel_core::image::Rgb8;
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::config::VisionConfig;
 use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;

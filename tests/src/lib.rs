@@ -42,8 +42,8 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+use kestrel_core::config::{Arch, Config, MAX_EOS};
 use kestrel_core::convert::{self, Part, TensorSource, WeightMode};
-use kestrel_core::model::config::{Arch, Config, MAX_EOS};
 use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::write::Sink;
 

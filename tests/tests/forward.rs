@@ -2,9 +2,9 @@
 //! agree bit for bit when they read the same weight copy; the KV cache
 //! refuses to overflow; bad tokens are errors.
 
+use kestrel_core::config::Arch;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::config::Arch;
 use kestrel_core::model::forward::forward;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;

@@ -610,7 +610,8 @@ fn matvec_float_kernels_match_the_reference() {
 /// than a head (GQA layout), unaligned starts, and extreme cache values.
 #[test]
 fn attention_kernels_match_the_reference() {
-    use kestrel_core::model::ops::{self, KvView};
+    use kestrel_core::model::ops;
+    use kestrel_core::state::KvView;
     let kernels = detected_kernels();
     let mut cases = 0;
     for hd in [8usize, 16, 24, 64, 128, 12, 2] {

@@ -15,13 +15,13 @@
 use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
+use kestrel_core::config::{Arch, MoeConfig, MAX_LAYERS};
 use kestrel_core::convert::WeightMode;
-use kestrel_core::model::config::{Arch, MoeConfig, MAX_LAYERS};
 use kestrel_core::model::forward::forward;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
-use kestrel_core::vqf::layout::Role;
+use kestrel_core::tensors::Role;
 use kestrel_core::vqf::Vqf;
 use kestrel_tests::{
     argmax_agreement, build_vqf, detected_kernels, diff, fixtures, json_ids, read_npy_f32,
@@ -561,7 +561,7 @@ fn peak_rss_of_running_the_fixture() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn small_moe() -> kestrel_core::model::config::Config {
+fn small_moe() -> kestrel_core::config::Config {
     let mut cfg = tiny_config(Arch::Qwen3Moe);
     let mut only = [0u64; MAX_LAYERS / 64];
     only[0] = 0b10; // layer 1 dense

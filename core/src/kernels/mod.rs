@@ -4,10 +4,11 @@
 //! guesses.
 
 use crate::error::Error;
-use crate::model::ops::{self, KvView};
+use crate::model::ops;
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::quant::{q8_0, reference};
+use crate::state::KvView;
 
 /// Most parts a matrix multiply is split into.
 pub const MAX_PARTS: usize = 64;

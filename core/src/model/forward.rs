@@ -13,66 +13,14 @@
 //! so a row equals the single-sequence `forward` of the same token with the
 //! same weight copy, bit for bit.
 
+use super::linear::Exec;
 use super::ops;
 use super::weights::{LayerWeights, Weights};
 use crate::error::Error;
-use crate::kernels::{Acts, Epilogue, Kernels, MAX_PARTS};
+use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
 use crate::parallel::Parallel;
-use crate::quant::repack::{Layout, PackedMatrix};
+use crate::quant::repack::Layout;
 use crate::state::State;
-
-/// Quantizes `m` rows of `x` (`m x cols`) into the state's activation
-/// buffers when `layout` needs Q8_0 activations.
-fn prepare_acts<'s>(
-    k: &Kernels,
-    layout: Layout,
-    x: &'s [f32],
-    act_qs: &'s mut [i8],
-    act_d: &'s mut [f32],
-    m: usize,
-    cols: usize,
-) -> Result<Acts<'s>, Error> {
-    let n = m * cols;
-    match layout {
-        Layout::Q4_0x4 | Layout::Q8_0x8 => {
-            k.quantize_acts(&x[..n], &mut act_qs[..n], &mut act_d[..n / 32])?;
-            Ok(Acts {
-                x: &x[..n],
-                qs: &act_qs[..n],
-                d: &act_d[..n / 32],
-            })
-        }
-        Layout::F32 | Layout::F16 => Ok(Acts {
-            x: &x[..n],
-            qs: &[],
-            d: &[],
-        }),
-    }
-}
-
-/// `out = W x`, `out += W x` or `out = swiglu(W x)` (per `epi`) for `m`
-/// rows of `x`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn linear<P: Parallel>(
-    k: &Kernels,
-    pool: &P,
-    w: &PackedMatrix,
-    x: &[f32],
-    m: usize,
-    act_qs: &mut [i8],
-    act_d: &mut [f32],
-    tmp: &mut [f32],
-    epi: Epilogue,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    let acts = prepare_acts(k, w.layout, x, act_qs, act_d, m, w.cols)?;
-    let width = if epi == Epilogue::SwiGlu {
-        w.rows / 2
-    } else {
-        w.rows
-    };
-    k.matmul_into(pool, w, &acts, m, epi, &mut out[..m * width], tmp)
-}
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
 /// slot `slot` (`slot < opts.slots`, `pos < opts.max_seq`; positions
@@ -333,6 +281,7 @@ fn run_step<P: Parallel>(
         images: mm,
         logits,
     } = *step;
+    let cx = Exec { kernels: k, pool };
     let cfg = &w.cfg;
     let m = rows.len();
     let levels = cfg.vision.map_or(0, |v| v.deepstack().len());
@@ -450,18 +399,7 @@ fn run_step<P: Parallel>(
                 eps,
             );
         }
-        linear(
-            k,
-            pool,
-            &lw.qkv,
-            s.xb,
-            m,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
-            Epilogue::Store,
-            s.qkv,
-        )?;
+        cx.linear(&lw.qkv, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
         for t in 0..m {
             let row_t = rows.get(t, all_logits);
             row_rope(w, s, mm, t, &row_t, &mut rope)?;
@@ -495,18 +433,7 @@ fn run_step<P: Parallel>(
         // att (m, q_dim): causal attention of each token over the cache.
         attention(w, s, k, pool, l, rows)?;
         // x += Wo att
-        linear(
-            k,
-            pool,
-            &lw.o,
-            s.att,
-            m,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
-            Epilogue::Add,
-            s.x,
-        )?;
+        cx.linear(&lw.o, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
 
         // --- feed-forward ---
         for t in 0..m {
@@ -518,34 +445,12 @@ fn run_step<P: Parallel>(
             );
         }
         if let Some(experts) = &lw.moe {
-            super::moe::ffn(k, pool, experts, s, l, m)?;
+            super::moe::ffn(&cx, experts, s, l, m)?;
         } else {
             // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
-            linear(
-                k,
-                pool,
-                &lw.gate_up,
-                s.xb,
-                m,
-                s.act_qs,
-                s.act_d,
-                s.tmp,
-                Epilogue::SwiGlu,
-                s.hb,
-            )?;
+            cx.linear(&lw.gate_up, s.xb, m, &mut s.scratch, Epilogue::SwiGlu, s.hb)?;
             // x += Wdown hb
-            linear(
-                k,
-                pool,
-                &lw.down,
-                s.hb,
-                m,
-                s.act_qs,
-                s.act_d,
-                s.tmp,
-                Epilogue::Add,
-                s.x,
-            )?;
+            cx.linear(&lw.down, s.hb, m, &mut s.scratch, Epilogue::Add, s.x)?;
         }
 
         // Qwen3-VL DeepStack: image rows += level-l features.
@@ -575,15 +480,11 @@ fn run_step<P: Parallel>(
         }
     }
     let head = w.output(layout)?;
-    linear(
-        k,
-        pool,
+    cx.linear(
         &head,
         s.xb,
         logit_rows,
-        s.act_qs,
-        s.act_d,
-        s.tmp,
+        &mut s.scratch,
         Epilogue::Store,
         s.logits,
     )?;
@@ -635,7 +536,7 @@ fn attention<P: Parallel>(
     let out_all: &mut [f32] = if m == 1 {
         &mut s.att[..q_dim]
     } else {
-        &mut s.tmp[..m * q_dim]
+        &mut s.scratch.tmp[..m * q_dim]
     };
     let parts = pool.threads().clamp(1, MAX_PARTS).min(heads);
     let mut items: heapless::Vec<HeadRange<'_>, MAX_PARTS> = heapless::Vec::new();
@@ -681,7 +582,7 @@ fn attention<P: Parallel>(
         // (heads, m, head_dim) -> (m, heads * head_dim)
         for h in 0..heads {
             for t in 0..m {
-                let src = &s.tmp[(h * m + t) * hd..(h * m + t + 1) * hd];
+                let src = &s.scratch.tmp[(h * m + t) * hd..(h * m + t + 1) * hd];
                 s.att[t * q_dim + h * hd..t * q_dim + (h + 1) * hd].copy_from_slice(src);
             }
         }

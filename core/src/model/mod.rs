@@ -1,9 +1,10 @@
-//! The model: its configuration, the tensors it needs, and (next) the forward pass.
+//! The model: typed views of the weights, the operations, the matrix
+//! products, the MoE feed-forward, the decoder forward pass and the vision
+//! tower.
 
-pub mod config;
 pub mod forward;
+pub mod linear;
 pub mod moe;
 pub mod ops;
-pub mod tensors;
 pub mod vision;
 pub mod weights;

@@ -15,73 +15,13 @@
 //!   (the order of Hugging Face's `index_add_` loop), then added to the
 //!   residual stream. Decode and prefill therefore sum in the same order.
 
-use super::forward::linear;
+use super::linear::Exec;
 use super::ops;
+use super::weights::MoeLayer;
 use crate::error::Error;
 use crate::kernels::Epilogue;
-use crate::kernels::Kernels;
 use crate::parallel::Parallel;
-use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::State;
-
-/// One MoE layer's tensors for one weight copy.
-#[derive(Clone, Copy, Debug)]
-pub struct MoeLayer<'a> {
-    /// (experts, hidden) F32 router.
-    pub router: PackedMatrix<'a>,
-    /// Stacked experts' fused gate/up, `experts x (2 ffn, hidden)`, each
-    /// expert's matrix contiguous.
-    pub gate_up: &'a [u8],
-    /// Stacked experts' down, `experts x (hidden, ffn)`.
-    pub down: &'a [u8],
-    /// The copy both stacks are stored in.
-    pub layout: Layout,
-    /// Number of experts.
-    pub experts: usize,
-    /// Experts chosen per token.
-    pub top_k: usize,
-    /// Each expert's FFN width.
-    pub ffn: usize,
-    /// Residual width.
-    pub hidden: usize,
-    /// Renormalize the chosen weights.
-    pub norm_topk_prob: bool,
-}
-
-impl<'a> MoeLayer<'a> {
-    /// Expert `e`'s `(gate_up, down)` matrices: byte ranges
-    /// `e * size .. (e + 1) * size` of each stack (docs/vqf.md).
-    pub fn expert(&self, e: usize) -> Result<(PackedMatrix<'a>, PackedMatrix<'a>), Error> {
-        if e >= self.experts {
-            return Err(Error::OutOfRange {
-                what: "expert index",
-                value: e,
-                max: self.experts.saturating_sub(1),
-            });
-        }
-        let gu_rows = self.ffn.checked_mul(2).ok_or(Error::Overflow {
-            what: "expert rows",
-        })?;
-        let slice = |stack: &'a [u8], rows: usize, cols: usize| {
-            let one = self.layout.matrix_bytes(rows, cols)?;
-            let start = one.checked_mul(e).ok_or(Error::Overflow {
-                what: "expert offset",
-            })?;
-            let bytes = stack
-                .get(start..start.saturating_add(one))
-                .ok_or(Error::Truncated {
-                    what: "expert matrix",
-                    need: start.saturating_add(one) as u64,
-                    have: stack.len() as u64,
-                })?;
-            PackedMatrix::new(self.layout, rows, cols, bytes)
-        };
-        Ok((
-            slice(self.gate_up, gu_rows, self.hidden)?,
-            slice(self.down, self.hidden, self.ffn)?,
-        ))
-    }
-}
 
 /// Picks the top `k` of `probs` (ties: lowest index first) into `sel`, in
 /// decreasing order, and their probabilities into `w` (renormalized when
@@ -124,8 +64,7 @@ pub fn top_k(probs: &[f32], sel: &mut [u32], w: &mut [f32], norm: bool) {
 /// normed input `s.xb`, adds the experts' weighted outputs to `s.x`, and
 /// records the routing in `s.moe.routes`.
 pub fn ffn<P: Parallel>(
-    k: &Kernels,
-    pool: &P,
+    cx: &Exec<P>,
     lw: &MoeLayer,
     s: &mut State,
     l: usize,
@@ -147,18 +86,7 @@ pub fn ffn<P: Parallel>(
         .router
         .get_mut(..m * e_n)
         .ok_or(short("MoE router scratch"))?;
-    linear(
-        k,
-        pool,
-        &lw.router,
-        s.xb,
-        m,
-        s.act_qs,
-        s.act_d,
-        s.tmp,
-        Epilogue::Store,
-        router,
-    )?;
+    cx.linear(&lw.router, s.xb, m, &mut s.scratch, Epilogue::Store, router)?;
     let base = l
         .checked_mul(b)
         .and_then(|v| v.checked_mul(top))
@@ -220,30 +148,15 @@ pub fn ffn<P: Parallel>(
         let (gu, dn) = lw.expert(e)?;
         let ffn = lw.ffn;
         // hb (n, ffn) = swiglu(Wgate_up x_in); proj (n, hidden) = Wdown hb
-        linear(
-            k,
-            pool,
+        cx.linear(
             &gu,
             s.moe.x_in,
             n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
+            &mut s.scratch,
             Epilogue::SwiGlu,
             &mut s.hb[..n * ffn],
         )?;
-        linear(
-            k,
-            pool,
-            &dn,
-            s.hb,
-            n,
-            s.act_qs,
-            s.act_d,
-            s.tmp,
-            Epilogue::Store,
-            s.proj,
-        )?;
+        cx.linear(&dn, s.hb, n, &mut s.scratch, Epilogue::Store, s.proj)?;
         for (i, &slot) in slots[lo..hi].iter().enumerate() {
             let t = slot as usize / top;
             let wt = route_w[slot as usize];

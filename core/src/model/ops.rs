@@ -1,6 +1,8 @@
 //! The element-wise and reduction operations of the forward pass, in plain
 //! f32 with a fixed order (bit-identical on every platform).
 
+use crate::state::KvView;
+
 /// Reads f32 `i` of little-endian bytes.
 #[inline]
 pub fn f32_at(bytes: &[u8], i: usize) -> f32 {
@@ -137,34 +139,6 @@ pub fn normalize(x: &mut [f32]) {
 pub fn add_in_place(out: &mut [f32], x: &[f32]) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o += v;
-    }
-}
-
-/// A read-only view of one layer's keys or values: element type and slice.
-#[derive(Clone, Copy, Debug)]
-pub enum KvView<'a> {
-    /// f16 bits.
-    F16(&'a [u16]),
-    /// f32 values.
-    F32(&'a [f32]),
-}
-
-impl<'a> KvView<'a> {
-    /// The view from element `at` on.
-    pub fn from(self, at: usize) -> KvView<'a> {
-        match self {
-            KvView::F16(c) => KvView::F16(&c[at..]),
-            KvView::F32(c) => KvView::F32(&c[at..]),
-        }
-    }
-
-    /// Element `at` as f32.
-    #[inline]
-    pub fn get(&self, at: usize) -> f32 {
-        match self {
-            KvView::F16(c) => crate::quant::f16::f16_to_f32(c[at]),
-            KvView::F32(c) => c[at],
-        }
     }
 }
 

@@ -9,16 +9,16 @@
 //! The memory comes from a caller-provided arena sized by
 //! [`VisionLayout::new`]; nothing allocates.
 
-use super::forward::linear;
+use super::linear::Exec;
 use super::ops;
 use super::weights::Weights;
+use crate::config::VisionConfig;
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
-use crate::model::config::VisionConfig;
 use crate::parallel::Parallel;
 use crate::quant::repack::PackedMatrix;
-use crate::state::{f32s, take, KvCache, KvType};
-use crate::vqf::layout::{Role, NO_LAYER};
+use crate::state::{f32s, take, KvCache, KvType, Scratch};
+use crate::tensors::{Role, NO_LAYER};
 use kestrel_kernels::cast;
 
 /// Rows one matrix multiply of the tower takes at a time.
@@ -155,17 +155,8 @@ pub struct VisionState<'a> {
     scores: &'a mut [f32],
     rope_cos: &'a mut [f32],
     rope_sin: &'a mut [f32],
-    mats: MatScratch<'a>,
-}
-
-/// The scratch of the tower's matrix multiplies (one chunk of rows).
-struct MatScratch<'a> {
-    /// (chunk, widest output) matmul parts.
-    tmp: &'a mut [f32],
-    /// (chunk, widest input) activation quants.
-    act_qs: &'a mut [i8],
-    /// (chunk, widest input / 32) activation scales.
-    act_d: &'a mut [f32],
+    /// The scratch of the tower's matrix products (one chunk of rows).
+    mats: Scratch<'a>,
 }
 
 impl<'a> VisionState<'a> {
@@ -205,7 +196,7 @@ impl<'a> VisionState<'a> {
             scores,
             rope_cos,
             rope_sin,
-            mats: MatScratch { tmp, act_qs, act_d },
+            mats: Scratch { tmp, act_qs, act_d },
         })
     }
 }
@@ -344,11 +335,9 @@ fn add_bias(rows: &mut [f32], bias: &[u8]) {
 
 /// `out (m, w.rows) = x (m, w.cols) W^T (+= when `add`), then + bias`,
 /// [`VISION_CHUNK`] rows at a time.
-#[allow(clippy::too_many_arguments)]
 fn project<P: Parallel>(
-    k: &Kernels,
-    pool: &P,
-    scratch: &mut MatScratch,
+    cx: &Exec<P>,
+    scratch: &mut Scratch,
     (w, bias): (&PackedMatrix, &[u8]),
     x: &[f32],
     m: usize,
@@ -361,18 +350,7 @@ fn project<P: Parallel>(
     while t0 < m {
         let n = VISION_CHUNK.min(m - t0);
         let dst = &mut out[t0 * rows..(t0 + n) * rows];
-        linear(
-            k,
-            pool,
-            w,
-            &x[t0 * cols..(t0 + n) * cols],
-            n,
-            scratch.act_qs,
-            scratch.act_d,
-            scratch.tmp,
-            epi,
-            dst,
-        )?;
+        cx.linear(w, &x[t0 * cols..(t0 + n) * cols], n, scratch, epi, dst)?;
         add_bias(dst, bias);
         t0 += n;
     }
@@ -410,6 +388,7 @@ pub fn encode_image<P: Parallel>(
         what: "the model has no vision tower",
     })?;
     let dm = Dims::of(&v);
+    let cx = Exec { kernels: k, pool };
     let merge = v.spatial_merge as usize;
     let n = grid_h.checked_mul(grid_w).ok_or(Error::Overflow {
         what: "image patches",
@@ -441,8 +420,7 @@ pub fn encode_image<P: Parallel>(
     let patch_w = w.vision_matrix(NO_LAYER, Role::VPatchEmbd)?;
     let patch_b = w.vector(NO_LAYER, Role::VPatchBias)?;
     project(
-        k,
-        pool,
+        &cx,
         &mut s.mats,
         (&patch_w, patch_b),
         pixels,
@@ -453,7 +431,7 @@ pub fn encode_image<P: Parallel>(
     // + the learned (side x side) position embedding, bilinearly
     // interpolated to the grid (align_corners), in merge-block order.
     let pos = w.vector(NO_LAYER, Role::VPosEmbd)?;
-    let side = crate::model::config::isqrt(v.num_position_embeddings) as usize;
+    let side = crate::config::isqrt(v.num_position_embeddings) as usize;
     let taps = |idx: usize, size: usize| -> (usize, usize, f32) {
         let src = if size > 1 {
             (idx as f64 * (side - 1) as f64 / (size - 1) as f64) as f32
@@ -503,8 +481,7 @@ pub fn encode_image<P: Parallel>(
         // Attention: xb = LN1(x); qkv = xb Wqkv^T + b; rotate q and k.
         layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm1.0, b.norm1.1));
         project(
-            k,
-            pool,
+            &cx,
             &mut s.mats,
             (&b.qkv, b.qkv_bias),
             s.xb,
@@ -525,8 +502,7 @@ pub fn encode_image<P: Parallel>(
         attention(&dm, s, k, pool, n);
         // x += att Wproj^T + b
         project(
-            k,
-            pool,
+            &cx,
             &mut s.mats,
             (&b.proj, b.proj_bias),
             s.att,
@@ -537,8 +513,7 @@ pub fn encode_image<P: Parallel>(
         // MLP: x += fc2(gelu_tanh(fc1(LN2(x))))
         layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm2.0, b.norm2.1));
         project(
-            k,
-            pool,
+            &cx,
             &mut s.mats,
             (&b.fc1, b.fc1_bias),
             s.xb,
@@ -550,8 +525,7 @@ pub fn encode_image<P: Parallel>(
             *h = gelu_tanh(*h);
         }
         project(
-            k,
-            pool,
+            &cx,
             &mut s.mats,
             (&b.fc2, b.fc2_bias),
             s.hb,
@@ -564,13 +538,13 @@ pub fn encode_image<P: Parallel>(
             let m = w.merger(Some(level as u16))?;
             layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], dm.wide, m.norm);
             let out = &mut deepstack[level * tokens * dm.out..(level + 1) * tokens * dm.out];
-            merge_mlp(&m, &dm, s, k, pool, tokens, out)?;
+            merge_mlp(&m, &dm, s, &cx, tokens, out)?;
         }
     }
     // The final merger: LN over d per patch, then merge 2x2 blocks.
     let m = w.merger(None)?;
     layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (m.norm.0, m.norm.1));
-    merge_mlp(&m, &dm, s, k, pool, tokens, embeds)
+    merge_mlp(&m, &dm, s, &cx, tokens, embeds)
 }
 
 /// `out (tokens, out) = fc2(gelu_erf(fc1(xb viewed as (tokens, merge^2 d))))`.
@@ -578,15 +552,13 @@ fn merge_mlp<P: Parallel>(
     m: &Merger,
     dm: &Dims,
     s: &mut VisionState,
-    k: &Kernels,
-    pool: &P,
+    cx: &Exec<P>,
     tokens: usize,
     out: &mut [f32],
 ) -> Result<(), Error> {
     let wide = dm.wide;
     project(
-        k,
-        pool,
+        cx,
         &mut s.mats,
         (&m.fc1, m.fc1_bias),
         s.xb,
@@ -598,8 +570,7 @@ fn merge_mlp<P: Parallel>(
         *h = gelu_erf(*h);
     }
     project(
-        k,
-        pool,
+        cx,
         &mut s.mats,
         (&m.fc2, m.fc2_bias),
         s.hb,

@@ -1,11 +1,11 @@
 //! Typed views of a validated VQF file's tensors, and the routing of each
 //! phase to a weight copy (mixed precision: prefill reads Q8, decode Q4).
 
-use super::config::Config;
-use super::moe::MoeLayer;
+use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
-use crate::vqf::layout::{flags, Role, NO_LAYER};
+use crate::tensors::{Role, NO_LAYER};
+use crate::vqf::layout::flags;
 use crate::vqf::Vqf;
 
 /// Which weight copy each phase reads.
@@ -265,5 +265,64 @@ impl<'a> Weights<'a> {
         }
         let row = self.cfg.hidden_size as u64 * if self.embedding == Layout::F16 { 2 } else { 4 };
         total + row
+    }
+}
+
+/// One MoE layer's tensors for one weight copy.
+#[derive(Clone, Copy, Debug)]
+pub struct MoeLayer<'a> {
+    /// (experts, hidden) F32 router.
+    pub router: PackedMatrix<'a>,
+    /// Stacked experts' fused gate/up, `experts x (2 ffn, hidden)`, each
+    /// expert's matrix contiguous.
+    pub gate_up: &'a [u8],
+    /// Stacked experts' down, `experts x (hidden, ffn)`.
+    pub down: &'a [u8],
+    /// The copy both stacks are stored in.
+    pub layout: Layout,
+    /// Number of experts.
+    pub experts: usize,
+    /// Experts chosen per token.
+    pub top_k: usize,
+    /// Each expert's FFN width.
+    pub ffn: usize,
+    /// Residual width.
+    pub hidden: usize,
+    /// Renormalize the chosen weights.
+    pub norm_topk_prob: bool,
+}
+
+impl<'a> MoeLayer<'a> {
+    /// Expert `e`'s `(gate_up, down)` matrices: byte ranges
+    /// `e * size .. (e + 1) * size` of each stack (docs/vqf.md).
+    pub fn expert(&self, e: usize) -> Result<(PackedMatrix<'a>, PackedMatrix<'a>), Error> {
+        if e >= self.experts {
+            return Err(Error::OutOfRange {
+                what: "expert index",
+                value: e,
+                max: self.experts.saturating_sub(1),
+            });
+        }
+        let gu_rows = self.ffn.checked_mul(2).ok_or(Error::Overflow {
+            what: "expert rows",
+        })?;
+        let slice = |stack: &'a [u8], rows: usize, cols: usize| {
+            let one = self.layout.matrix_bytes(rows, cols)?;
+            let start = one.checked_mul(e).ok_or(Error::Overflow {
+                what: "expert offset",
+            })?;
+            let bytes = stack
+                .get(start..start.saturating_add(one))
+                .ok_or(Error::Truncated {
+                    what: "expert matrix",
+                    need: start.saturating_add(one) as u64,
+                    have: stack.len() as u64,
+                })?;
+            PackedMatrix::new(self.layout, rows, cols, bytes)
+        };
+        Ok((
+            slice(self.gate_up, gu_rows, self.hidden)?,
+            slice(self.down, self.hidden, self.ffn)?,
+        ))
     }
 }

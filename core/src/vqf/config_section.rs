@@ -1,10 +1,10 @@
 //! The config section: key/value records and a u32 pool (docs/vqf.md).
 
 use super::write::{Sink, Tally};
-use crate::error::Error;
-use crate::model::config::{
+use crate::config::{
     key, Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
+use crate::error::Error;
 
 const KIND_INT: u32 = 1;
 const KIND_FLOAT: u32 = 2;

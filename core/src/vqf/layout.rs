@@ -3,6 +3,7 @@
 
 use crate::error::Error;
 use crate::quant::repack::Layout;
+use crate::tensors::Role;
 
 /// `\x89VQF\r\n\x1a\n`.
 pub const MAGIC: [u8; 8] = [0x89, b'V', b'Q', b'F', b'\r', b'\n', 0x1a, b'\n'];
@@ -16,8 +17,6 @@ pub const ENTRY_SIZE: usize = 96;
 pub const ALIGN: u64 = 64;
 /// Bytes of a tensor name field.
 pub const NAME_SIZE: usize = 48;
-/// The `layer` of tensors outside the decoder layers.
-pub const NO_LAYER: u16 = 0xFFFF;
 /// Byte range of the checksum field (read as zeros when hashing).
 pub const CHECKSUM_AT: usize = 40;
 /// Most tensors a file may hold.
@@ -70,181 +69,20 @@ pub fn copy_flag(layout: Layout) -> u64 {
     }
 }
 
-/// What a tensor is (docs/vqf.md, Roles).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u16)]
-#[allow(missing_docs)]
-pub enum Role {
-    TokenEmbd = 1,
-    Output = 2,
-    OutputNorm = 3,
-    AttnNorm = 10,
-    AttnQkv = 11,
-    AttnQkvBias = 12,
-    AttnQNorm = 13,
-    AttnKNorm = 14,
-    AttnOutput = 15,
-    FfnNorm = 20,
-    FfnGateUp = 21,
-    FfnDown = 22,
-    FfnRouter = 30,
-    FfnGateUpExps = 31,
-    FfnDownExps = 32,
-    // Vision tower (docs/vqf.md): ViT block `layer`, then DeepStack merger
-    // `layer`, then the tensors outside the blocks.
-    VNorm1 = 100,
-    VNorm1Bias = 101,
-    VQkv = 102,
-    VQkvBias = 103,
-    VProj = 104,
-    VProjBias = 105,
-    VNorm2 = 106,
-    VNorm2Bias = 107,
-    VFc1 = 108,
-    VFc1Bias = 109,
-    VFc2 = 110,
-    VFc2Bias = 111,
-    DsNorm = 120,
-    DsNormBias = 121,
-    DsFc1 = 122,
-    DsFc1Bias = 123,
-    DsFc2 = 124,
-    DsFc2Bias = 125,
-    VPatchEmbd = 130,
-    VPatchBias = 131,
-    VPosEmbd = 132,
-    MergerNorm = 133,
-    MergerNormBias = 134,
-    MergerFc1 = 135,
-    MergerFc1Bias = 136,
-    MergerFc2 = 137,
-    MergerFc2Bias = 138,
-}
-
-impl Role {
-    /// Every role, in id order.
-    pub const ALL: [Role; 42] = [
-        Role::TokenEmbd,
-        Role::Output,
-        Role::OutputNorm,
-        Role::AttnNorm,
-        Role::AttnQkv,
-        Role::AttnQkvBias,
-        Role::AttnQNorm,
-        Role::AttnKNorm,
-        Role::AttnOutput,
-        Role::FfnNorm,
-        Role::FfnGateUp,
-        Role::FfnDown,
-        Role::FfnRouter,
-        Role::FfnGateUpExps,
-        Role::FfnDownExps,
-        Role::VNorm1,
-        Role::VNorm1Bias,
-        Role::VQkv,
-        Role::VQkvBias,
-        Role::VProj,
-        Role::VProjBias,
-        Role::VNorm2,
-        Role::VNorm2Bias,
-        Role::VFc1,
-        Role::VFc1Bias,
-        Role::VFc2,
-        Role::VFc2Bias,
-        Role::DsNorm,
-        Role::DsNormBias,
-        Role::DsFc1,
-        Role::DsFc1Bias,
-        Role::DsFc2,
-        Role::DsFc2Bias,
-        Role::VPatchEmbd,
-        Role::VPatchBias,
-        Role::VPosEmbd,
-        Role::MergerNorm,
-        Role::MergerNormBias,
-        Role::MergerFc1,
-        Role::MergerFc1Bias,
-        Role::MergerFc2,
-        Role::MergerFc2Bias,
-    ];
-
-    /// The role with stored id `id`.
-    pub fn from_id(id: u16) -> Option<Role> {
-        Role::ALL.iter().copied().find(|r| *r as u16 == id)
-    }
-
-    /// A DeepStack merger's tensors: norm weight and bias, fc1 and bias,
-    /// fc2 and bias.
-    pub const DEEPSTACK_MERGER: [Role; 6] = [
-        Role::DsNorm,
-        Role::DsNormBias,
-        Role::DsFc1,
-        Role::DsFc1Bias,
-        Role::DsFc2,
-        Role::DsFc2Bias,
-    ];
-
-    /// The final merger's tensors, in the order of [`Role::DEEPSTACK_MERGER`].
-    pub const MERGER: [Role; 6] = [
-        Role::MergerNorm,
-        Role::MergerNormBias,
-        Role::MergerFc1,
-        Role::MergerFc1Bias,
-        Role::MergerFc2,
-        Role::MergerFc2Bias,
-    ];
-
-    /// Whether the role belongs to the vision tower (ids 100 and up).
-    pub fn is_vision(self) -> bool {
-        self as u16 >= 100
-    }
-
-    /// The llama.cpp-style tensor name stem (`attn_qkv`, `token_embd`, ...).
-    pub fn stem(self) -> &'static str {
-        match self {
-            Role::TokenEmbd => "token_embd",
-            Role::Output => "output",
-            Role::OutputNorm => "output_norm",
-            Role::AttnNorm => "attn_norm",
-            Role::AttnQkv => "attn_qkv",
-            Role::AttnQkvBias => "attn_qkv_bias",
-            Role::AttnQNorm => "attn_q_norm",
-            Role::AttnKNorm => "attn_k_norm",
-            Role::AttnOutput => "attn_output",
-            Role::FfnNorm => "ffn_norm",
-            Role::FfnGateUp => "ffn_gate_up",
-            Role::FfnDown => "ffn_down",
-            Role::FfnRouter => "ffn_gate_inp",
-            Role::FfnGateUpExps => "ffn_gate_up_exps",
-            Role::FfnDownExps => "ffn_down_exps",
-            Role::VNorm1 => "v_norm1",
-            Role::VNorm1Bias => "v_norm1_bias",
-            Role::VQkv => "v_attn_qkv",
-            Role::VQkvBias => "v_attn_qkv_bias",
-            Role::VProj => "v_attn_out",
-            Role::VProjBias => "v_attn_out_bias",
-            Role::VNorm2 => "v_norm2",
-            Role::VNorm2Bias => "v_norm2_bias",
-            Role::VFc1 => "v_ffn_up",
-            Role::VFc1Bias => "v_ffn_up_bias",
-            Role::VFc2 => "v_ffn_down",
-            Role::VFc2Bias => "v_ffn_down_bias",
-            Role::DsNorm => "v_ds_norm",
-            Role::DsNormBias => "v_ds_norm_bias",
-            Role::DsFc1 => "v_ds_fc1",
-            Role::DsFc1Bias => "v_ds_fc1_bias",
-            Role::DsFc2 => "v_ds_fc2",
-            Role::DsFc2Bias => "v_ds_fc2_bias",
-            Role::VPatchEmbd => "v_patch_embd",
-            Role::VPatchBias => "v_patch_bias",
-            Role::VPosEmbd => "v_pos_embd",
-            Role::MergerNorm => "v_merger_norm",
-            Role::MergerNormBias => "v_merger_norm_bias",
-            Role::MergerFc1 => "v_merger_fc1",
-            Role::MergerFc1Bias => "v_merger_fc1_bias",
-            Role::MergerFc2 => "v_merger_fc2",
-            Role::MergerFc2Bias => "v_merger_fc2_bias",
+/// The one layout a vision matrix of row width `cols` has in a file with
+/// `file_flags`: Q8_0x8 when the text weights are quantized (and `cols` is
+/// a multiple of 32; else F32), F16 or F32 in the accuracy modes.
+pub fn vision_layout(file_flags: u64, cols: usize) -> Layout {
+    if file_flags & (flags::Q8_8X8 | flags::Q4_4X4) != 0 {
+        if cols.is_multiple_of(crate::quant::QK) {
+            Layout::Q8_0x8
+        } else {
+            Layout::F32
         }
+    } else if file_flags & flags::LINEAR_F16 != 0 {
+        Layout::F16
+    } else {
+        Layout::F32
     }
 }
 

@@ -13,15 +13,13 @@ pub mod tokenizer_build;
 pub mod tokenizer_section;
 pub mod write;
 
+use crate::config::Config;
 use crate::error::Error;
-use crate::model::config::Config;
-use crate::model::tensors::{self, Kind};
 use crate::quant::repack::{Layout, PackedMatrix};
+use crate::tensors::{self, Kind};
+use crate::tensors::{Role, NO_LAYER};
 pub use layout::checksum;
-use layout::Role;
-use layout::{
-    copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS, NO_LAYER,
-};
+use layout::{copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS};
 use tokenizer_section::TokenizerTables;
 
 /// A validated VQF file.
@@ -232,7 +230,7 @@ impl<'a> Vqf<'a> {
             match spec.kind {
                 Kind::Embedding => need(emb),
                 Kind::F32 => need(Layout::F32),
-                Kind::VisionLinear => need(tensors::vision_layout(f, spec.shape[1] as usize)),
+                Kind::VisionLinear => need(layout::vision_layout(f, spec.shape[1] as usize)),
                 Kind::Linear => {
                     for l in copies {
                         if f & copy_flag(l) != 0 {

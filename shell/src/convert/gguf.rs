@@ -2,9 +2,9 @@
 //! from metadata, tensors dequantized row by row, tokenizer from
 //! `tokenizer.ggml.*`, chat template from `tokenizer.chat_template`.
 
+use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::gguf::{dequantize_row, Gguf, TensorInfo};
-use kestrel_core::model::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
 use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
 use kestrel_core::Error;
 use std::collections::HashMap;

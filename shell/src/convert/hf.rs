@@ -2,13 +2,13 @@
 //! formats), one or many *.safetensors shards, tokenizer.json and the chat
 //! template.
 
-use kestrel_core::convert::{Part, TensorSource};
-use kestrel_core::json::{self, Value};
-use kestrel_core::model::config::{
+use kestrel_core::config::{
     Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
+use kestrel_core::convert::{Part, TensorSource};
+use kestrel_core::json::{self, Value};
 use kestrel_core::safetensors::{SafeTensors, TensorView};
-use kestrel_core::vqf::layout::Role;
+use kestrel_core::tensors::Role;
 use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
 use kestrel_core::Error;
 use std::collections::HashMap;

@@ -9,8 +9,8 @@ pub mod hf;
 
 use crate::args::{Command, Opt, Pos, Stop};
 use crate::files::{Mapped, Output};
+use kestrel_core::config::Config;
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
-use kestrel_core::model::config::Config;
 use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
@@ -140,9 +140,9 @@ fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
         }
     }
     // The vision tower: every vision tensor the directory will hold.
-    let _ = kestrel_core::model::tensors::for_each(cfg, &mut |spec| {
+    let _ = kestrel_core::tensors::for_each(cfg, &mut |spec| {
         if spec.role.is_vision() {
-            let layer = if spec.layer == kestrel_core::vqf::layout::NO_LAYER {
+            let layer = if spec.layer == kestrel_core::tensors::NO_LAYER {
                 0
             } else {
                 spec.layer

@@ -1,0 +1,255 @@
+//! The core's modules depend one way: the order written in
+//! docs/architecture.md (between the `module-order` markers, lowest first,
+//! one module a line) is read here, and every `crate::` and `super::` path in
+//! the core's sources (test modules aside) must name a module of an earlier
+//! line or its own. A new module must be placed in the order; an import
+//! against it fails with the file, the line and both modules named.
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The order from docs/architecture.md: module paths, lowest first.
+fn declared_order() -> Vec<String> {
+    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let start = doc
+        .find("<!-- module-order -->")
+        .expect("docs/architecture.md has no <!-- module-order --> block");
+    let end = doc[start..]
+        .find("<!-- /module-order -->")
+        .expect("the module-order block is not closed")
+        + start;
+    let order: Vec<String> = doc[start..end]
+        .lines()
+        .skip(1)
+        .map(|l| l.trim().trim_start_matches('`'))
+        .filter(|l| !l.is_empty() && !l.starts_with("```") && !l.starts_with("<!--"))
+        .map(|l| l.split_whitespace().next().unwrap().trim_end_matches('`').to_string())
+        .collect();
+    assert!(order.len() > 10, "module order too short: {order:?}");
+    order
+}
+
+/// Every `.rs` file below `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module path of a source file (`model/forward.rs` -> `model::forward`,
+/// `vqf/mod.rs` -> `vqf`, `lib.rs` -> ``).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file without comments and without its test modules.
+fn code(src: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in src.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let code = match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        };
+        out.push((i + 1, code.to_string()));
+    }
+    out
+}
+
+fn ident_end(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && (s[i].is_ascii_alphanumeric() || s[i] == b'_') {
+        i += 1;
+    }
+    i
+}
+
+/// The paths starting at byte `i` of `s` (just after `crate::` or
+/// `super::`), with `{a, b::c}` groups expanded; each as its segments.
+fn paths_at(s: &[u8], mut i: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let mut segs = prefix;
+    loop {
+        if i < s.len() && s[i] == b'{' {
+            i += 1;
+            loop {
+                while i < s.len() && (s[i] == b' ' || s[i] == b',' || s[i] == b'\n') {
+                    i += 1;
+                }
+                if i >= s.len() || s[i] == b'}' {
+                    return i + 1;
+                }
+                i = paths_at(s, i, segs.clone(), out);
+                // Skip `as name` and anything up to the next item.
+                while i < s.len() && s[i] != b',' && s[i] != b'}' {
+                    i += 1;
+                }
+            }
+        }
+        let end = ident_end(s, i);
+        if end == i {
+            out.push(segs);
+            return i;
+        }
+        segs.push(String::from_utf8_lossy(&s[i..end]).into_owned());
+        i = end;
+        if s[i..].starts_with(b"::") {
+            i += 2;
+        } else {
+            out.push(segs);
+            return i;
+        }
+    }
+}
+
+/// The listed module a path belongs to: the longest listed prefix.
+fn listed<'o>(order: &'o [String], segs: &[String]) -> Option<(usize, &'o str)> {
+    order
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            let parts: Vec<&str> = m.split("::").collect();
+            parts.len() <= segs.len() && parts.iter().zip(segs).all(|(a, b)| a == b)
+        })
+        .max_by_key(|(_, m)| m.len())
+        .map(|(i, m)| (i, m.as_str()))
+}
+
+#[test]
+fn core_modules_import_only_modules_below_them() {
+    let order = declared_order();
+    let src_dir = repo().join("core/src");
+    let mut files = Vec::new();
+    sources(&src_dir, &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    let mut edges = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&src_dir).unwrap();
+        let module = module_of(rel);
+        if module.is_empty() {
+            continue; // lib.rs: declares the modules
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let namespace = order
+            .iter()
+            .any(|m| m.starts_with(&format!("{}::", module.join("::"))));
+        if namespace && listed(&order, &module).is_none() {
+            // A folder's mod.rs that only declares its listed submodules.
+            if text.contains("crate::") || text.contains("super::") {
+                wrong.push(format!(
+                    "{}: namespace module {} imports: list it in the order",
+                    rel.display(),
+                    module.join("::")
+                ));
+            }
+            continue;
+        }
+        let Some((rank, name)) = listed(&order, &module) else {
+            wrong.push(format!(
+                "{}: module {} is not in docs/architecture.md's module order",
+                rel.display(),
+                module.join("::")
+            ));
+            continue;
+        };
+        for (line_no, line) in code(&text) {
+            let b = line.as_bytes();
+            let mut at = 0;
+            while at < b.len() {
+                let rest = &line[at..];
+                let (skip, base) = if rest.starts_with("crate::") {
+                    (7, Vec::new())
+                } else if rest.starts_with("super::") {
+                    (7, module[..module.len() - 1].to_vec())
+                } else {
+                    at += 1;
+                    continue;
+                };
+                // A word boundary before the keyword.
+                if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+                    at += 1;
+                    continue;
+                }
+                let mut paths = Vec::new();
+                let mut base = base;
+                let mut i = at + skip;
+                // `super::super::`
+                while line[i..].starts_with("super::") {
+                    base.pop();
+                    i += 7;
+                }
+                let end = paths_at(b, i, base, &mut paths);
+                for segs in paths {
+                    // Items re-exported at the crate root.
+                    let segs = if segs.first().is_some_and(|s| s == "Error") {
+                        vec!["error".to_string()]
+                    } else {
+                        segs
+                    };
+                    let Some((target_rank, target)) = listed(&order, &segs) else {
+                        wrong.push(format!(
+                            "{}:{line_no}: {} names {}, which is not in the module order",
+                            rel.display(),
+                            name,
+                            segs.join("::")
+                        ));
+                        continue;
+                    };
+                    edges += 1;
+                    if target_rank > rank {
+                        wrong.push(format!(
+                            "{}:{line_no}: {name} imports {target}, which comes after it in the order",
+                            rel.display()
+                        ));
+                    }
+                }
+                at = end.max(at + 1);
+            }
+        }
+    }
+    assert!(edges > 100, "too few imports found ({edges}): is the scanner broken?");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The scanner finds grouped, nested and `super` imports, so the test
+/// above cannot pass by seeing nothing.
+#[test]
+fn the_scanner_sees_imports() {
+    let mut out = Vec::new();
+    let s = b"{model::{forward, weights::Weights}, state as st}; x";
+    paths_at(s, 0, Vec::new(), &mut out);
+    let joined: Vec<String> = out.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        joined,
+        ["model::forward", "model::weights::Weights", "state"],
+        "{joined:?}"
+    );
+    let order: Vec<String> = ["state", "model::forward", "model::weights"]
+        .map(String::from)
+        .to_vec();
+    let segs: Vec<String> = ["model", "weights", "Weights"].map(String::from).to_vec();
+    assert_eq!(listed(&order, &segs), Some((2, "model::weights")));
+    assert_eq!(listed(&order, &["model".to_string()]), None);
+    assert_eq!(
+        module_of(Path::new("model/forward.rs")),
+        ["model", "forward"]
+    );
+    assert_eq!(module_of(Path::new("vqf/mod.rs")), ["vqf"]);
+}

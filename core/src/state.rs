@@ -41,15 +41,51 @@ pub struct Options {
     pub slots: usize,
 }
 
-/// Byte ranges of every buffer in the arena.
+/// The byte size of every buffer in the arena, in carving order (each
+/// starts 64-byte aligned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArenaLayout {
     /// Bytes needed, including up to 63 bytes to align the start.
     pub total: usize,
-    sizes: [usize; BUFFERS],
+    /// Keys: (slot, layer, seq, kv_dim) f16 or f32.
+    pub keys: usize,
+    /// Values: (slot, layer, seq, kv_dim).
+    pub values: usize,
+    /// x: (batch, hidden) f32 residual stream.
+    pub x: usize,
+    /// xb: (batch, hidden) f32 normed input.
+    pub xb: usize,
+    /// qkv: (batch, q_dim + 2 kv_dim) f32.
+    pub qkv: usize,
+    /// att: (batch, q_dim) f32 attention output.
+    pub att: usize,
+    /// hb: (batch, ffn) f32 SwiGLU output.
+    pub hb: usize,
+    /// proj: (batch, hidden) f32 o/down output.
+    pub proj: usize,
+    /// tmp: (batch, widest output) f32 matmul parts.
+    pub tmp: usize,
+    /// logits: (rows, vocab) f32.
+    pub logits: usize,
+    /// scores: (heads, seq) f32.
+    pub scores: usize,
+    /// rope: (seq, head_dim / 2) f32 cosines, then as many sines.
+    pub rope: usize,
+    /// act_qs: (batch, widest input) i8.
+    pub act_qs: usize,
+    /// act_d: (batch, widest input / 32 + 1) f32.
+    pub act_d: usize,
+    /// MoE router: (batch, experts) f32 logits, then probabilities.
+    pub router: usize,
+    /// MoE routes: (layer, batch, k) u32 experts.
+    pub routes: usize,
+    /// MoE route weights: (layer, batch, k) f32.
+    pub route_w: usize,
+    /// MoE groups: (batch k) u32 slots by expert, then (experts + 1) starts.
+    pub groups: usize,
+    /// MoE gathered input and accumulated output: (batch, hidden) f32 each.
+    pub moe_rows: usize,
 }
-
-const BUFFERS: usize = 19;
 
 /// Widths the state needs, from the config.
 struct Dims {
@@ -136,40 +172,67 @@ impl ArenaLayout {
             kv_elem,
         )?;
         let f = 4;
-        let sizes = [
-            kv,                                               // 0 keys: (slot, layer, seq, kv_dim)
-            kv,                                   // 1 values: (slot, layer, seq, kv_dim)
-            mul(mul(b, d.hidden)?, f)?,           // 2 x: (batch, hidden) residual stream
-            mul(mul(b, d.hidden)?, f)?,           // 3 xb: (batch, hidden) normed input
-            mul(mul(b, d.qkv)?, f)?,              // 4 qkv: (batch, q_dim + 2 kv_dim)
-            mul(mul(b, d.q_dim)?, f)?,            // 5 att: (batch, q_dim) attention output
-            mul(mul(b, d.ffn)?, f)?,              // 6 hb: (batch, ffn) SwiGLU output
-            mul(mul(b, d.hidden)?, f)?,           // 7 proj: (batch, hidden) o/down output
-            mul(mul(b, max_rows)?, f)?,           // 8 tmp: (batch, widest output) matmul parts
-            mul(mul(logit_rows, d.vocab)?, f)?,   // 9 logits: (rows, vocab)
-            mul(mul(d.heads, opts.max_seq)?, f)?, // 10 scores: (heads, seq)
-            mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?, // 11 rope: (seq, head_dim/2) cos, then sin
-            mul(b, max_in)?,                                  // 12 act_qs: (batch, widest input) i8
-            mul(mul(b, max_in / 32 + 1)?, f)?, // 13 act_d: (batch, widest input / 32)
+        let mut layout = ArenaLayout {
+            total: 0,
+            keys: kv,
+            values: kv,
+            x: mul(mul(b, d.hidden)?, f)?,
+            xb: mul(mul(b, d.hidden)?, f)?,
+            qkv: mul(mul(b, d.qkv)?, f)?,
+            att: mul(mul(b, d.q_dim)?, f)?,
+            hb: mul(mul(b, d.ffn)?, f)?,
+            proj: mul(mul(b, d.hidden)?, f)?,
+            tmp: mul(mul(b, max_rows)?, f)?,
+            logits: mul(mul(logit_rows, d.vocab)?, f)?,
+            scores: mul(mul(d.heads, opts.max_seq)?, f)?,
+            rope: mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?,
+            act_qs: mul(b, max_in)?,
+            act_d: mul(mul(b, max_in / 32 + 1)?, f)?,
             // MoE only (0 bytes for dense models):
-            mul(mul(b, d.experts)?, f)?, // 14 router: (batch, experts) logits, then probabilities
-            mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?, // 15 routes: (layer, batch, k) u32 experts
-            mul(mul(mul(d.layers, b)?, d.top_k)?, f)?, // 16 route_w: (layer, batch, k) weights
-            mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?, // 17 groups: (batch k) u32 slots by expert, then (experts + 1) starts
-            mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?, // 18 moe_in, moe_acc: (batch, hidden) each
-        ];
+            router: mul(mul(b, d.experts)?, f)?,
+            routes: mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?,
+            route_w: mul(mul(mul(d.layers, b)?, d.top_k)?, f)?,
+            groups: mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?,
+            moe_rows: mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?,
+        };
         let mut total = 63usize;
-        for s in sizes {
+        for s in layout.in_order() {
             total = total
                 .checked_add(s.div_ceil(64) * 64)
                 .ok_or(Error::Overflow { what: "arena size" })?;
         }
-        Ok(ArenaLayout { total, sizes })
+        layout.total = total;
+        Ok(layout)
+    }
+
+    /// Every buffer's size in carving order.
+    fn in_order(&self) -> [usize; 19] {
+        [
+            self.keys,
+            self.values,
+            self.x,
+            self.xb,
+            self.qkv,
+            self.att,
+            self.hb,
+            self.proj,
+            self.tmp,
+            self.logits,
+            self.scores,
+            self.rope,
+            self.act_qs,
+            self.act_d,
+            self.router,
+            self.routes,
+            self.route_w,
+            self.groups,
+            self.moe_rows,
+        ]
     }
 
     /// Bytes of the KV cache (keys and values of every slot).
     pub fn kv_bytes(&self) -> usize {
-        self.sizes[0] + self.sizes[1]
+        self.keys + self.values
     }
 }
 
@@ -368,30 +431,30 @@ impl<'a> State<'a> {
         }
         let skip = arena.as_ptr().align_offset(64).min(63);
         let mut rest: &'a mut [u8] = &mut arena[skip..];
-        let s = layout.sizes;
-        let k_bytes = take(&mut rest, s[0]);
-        let v_bytes = take(&mut rest, s[1]);
+        let s = layout;
+        let k_bytes = take(&mut rest, s.keys);
+        let v_bytes = take(&mut rest, s.values);
         let (k_cache, v_cache) = (
             KvCache::of(k_bytes, opts.kv)?,
             KvCache::of(v_bytes, opts.kv)?,
         );
-        let x = f32s(take(&mut rest, s[2]))?;
-        let xb = f32s(take(&mut rest, s[3]))?;
-        let qkv = f32s(take(&mut rest, s[4]))?;
-        let att = f32s(take(&mut rest, s[5]))?;
-        let hb = f32s(take(&mut rest, s[6]))?;
-        let proj = f32s(take(&mut rest, s[7]))?;
-        let tmp = f32s(take(&mut rest, s[8]))?;
-        let logits = f32s(take(&mut rest, s[9]))?;
-        let scores = f32s(take(&mut rest, s[10]))?;
-        let rope = f32s(take(&mut rest, s[11]))?;
-        let act_qs = cast::as_i8_mut(take(&mut rest, s[12]));
-        let act_d = f32s(take(&mut rest, s[13]))?;
-        let router = f32s(take(&mut rest, s[14]))?;
-        let routes = u32s(take(&mut rest, s[15]))?;
-        let route_w = f32s(take(&mut rest, s[16]))?;
-        let groups = u32s(take(&mut rest, s[17]))?;
-        let moe_rows = f32s(take(&mut rest, s[18]))?;
+        let x = f32s(take(&mut rest, s.x))?;
+        let xb = f32s(take(&mut rest, s.xb))?;
+        let qkv = f32s(take(&mut rest, s.qkv))?;
+        let att = f32s(take(&mut rest, s.att))?;
+        let hb = f32s(take(&mut rest, s.hb))?;
+        let proj = f32s(take(&mut rest, s.proj))?;
+        let tmp = f32s(take(&mut rest, s.tmp))?;
+        let logits = f32s(take(&mut rest, s.logits))?;
+        let scores = f32s(take(&mut rest, s.scores))?;
+        let rope = f32s(take(&mut rest, s.rope))?;
+        let act_qs = cast::as_i8_mut(take(&mut rest, s.act_qs));
+        let act_d = f32s(take(&mut rest, s.act_d))?;
+        let router = f32s(take(&mut rest, s.router))?;
+        let routes = u32s(take(&mut rest, s.routes))?;
+        let route_w = f32s(take(&mut rest, s.route_w))?;
+        let groups = u32s(take(&mut rest, s.groups))?;
+        let moe_rows = f32s(take(&mut rest, s.moe_rows))?;
         let (x_in, acc) = moe_rows.split_at_mut(moe_rows.len() / 2);
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
         fill_rope(cfg, rope_cos, rope_sin);

@@ -1,6 +1,6 @@
 #![no_main]
 //! VQF parsing plus building the model views over whatever parses.
-use kestrel_core::model::weights::Weights;
+use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::vqf::Vqf;
 use libfuzzer_sys::fuzz_target;
 
@@ -10,7 +10,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = v.data(&e);
             let _ = v.matrix(&e, 0);
         }
-        if let Ok(w) = Weights::new(v, true) {
+        let mut layers = vec![LayerWeights::EMPTY; Weights::layer_slots(v.config())];
+        if let Ok(w) = Weights::new(v, true, &mut layers) {
             for l in 0..w.cfg.num_layers as usize {
                 let _ = w.layer(l, w.routing.decode);
                 let _ = w.layer(l, w.routing.prefill);

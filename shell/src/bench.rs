@@ -590,11 +590,10 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
         .filter(|x| x.role.is_vision())
         .map(|x| x.nbytes)
         .sum();
-    let w = kestrel_core::model::weights::Weights::new(
-        kestrel_core::vqf::Vqf::parse(&file).map_err(e)?,
-        true,
-    )
-    .map_err(e)?;
+    let vqf = kestrel_core::vqf::Vqf::parse(&file).map_err(e)?;
+    use kestrel_core::model::weights::{LayerWeights, Weights};
+    let mut layers = vec![LayerWeights::EMPTY; Weights::layer_slots(vqf.config())];
+    let w = Weights::new(vqf, true, &mut layers).map_err(e)?;
     let grid = side / 16;
     let patches = grid * grid;
     let tokens = patches / 4;
@@ -892,7 +891,8 @@ fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
     use crate::engine::{self, EngineArgs, Model};
     use kestrel_core::model::forward::forward;
     let model = Model::open(path)?;
-    let w = model.weights(true)?;
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers)?;
     let eargs = EngineArgs {
         threads: args.threads,
         no_pin: args.no_pin,

@@ -5,7 +5,7 @@ use crate::args::{Matches, Opt, Stop};
 use crate::files::Mapped;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::weights::Weights;
+use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
 use kestrel_core::vqf::Vqf;
 use std::path::Path;
@@ -90,9 +90,17 @@ impl Model {
         })
     }
 
-    pub fn weights(&self, prefill_q8: bool) -> Result<Weights<'_>, String> {
+    /// The weights, every tensor resolved once into `layers` (sized here
+    /// from the config).
+    pub fn weights<'a>(
+        &'a self,
+        prefill_q8: bool,
+        layers: &'a mut Vec<LayerWeights<'a>>,
+    ) -> Result<Weights<'a>, String> {
         let v = Vqf::parse(self.map.bytes()).map_err(|e| e.to_string())?;
-        Weights::new(v, prefill_q8).map_err(|e| e.to_string())
+        layers.clear();
+        layers.resize(Weights::layer_slots(v.config()), LayerWeights::EMPTY);
+        Weights::new(v, prefill_q8, layers).map_err(|e| e.to_string())
     }
 }
 

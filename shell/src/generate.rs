@@ -311,7 +311,8 @@ pub fn catch_ctrl_c() {
 
 pub fn run(a: &RunArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
-    let w = model.weights(a.engine.prefill_q8)?;
+    let mut layers = Vec::new();
+    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
     let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
@@ -413,7 +414,8 @@ impl ChatArgs {
 
 pub fn chat(a: &ChatArgs) -> Result<(), String> {
     let model = Model::open(&a.model)?;
-    let w = model.weights(a.engine.prefill_q8)?;
+    let mut layers = Vec::new();
+    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
     let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
@@ -499,7 +501,8 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
 
 pub fn tokenize(model: &Path, text: &str) -> Result<(), String> {
     let m = Model::open(model)?;
-    let w = m.weights(true)?;
+    let mut layers = Vec::new();
+    let w = m.weights(true, &mut layers)?;
     let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
     let tok = Tokenizer::new(tables);
     let mut norm = vec![0u8; 3 * text.len() + 16];
@@ -516,7 +519,8 @@ pub fn tokenize(model: &Path, text: &str) -> Result<(), String> {
 
 pub fn detokenize(model: &Path, ids: &[u32]) -> Result<(), String> {
     let m = Model::open(model)?;
-    let w = m.weights(true)?;
+    let mut layers = Vec::new();
+    let w = m.weights(true, &mut layers)?;
     let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
     let tok = Tokenizer::new(tables);
     let mut dec = StreamDecoder::new(false);

@@ -113,21 +113,10 @@ fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
     v
 }
 
-/// A JSON string literal.
+/// A JSON string literal (the core's escaper).
 fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
+    let _ = kestrel_core::json::write_json_str(&mut o, s);
     o
 }
 
@@ -331,11 +320,6 @@ pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Re
     Ok(entries.iter().map(|x| x.nbytes.div_ceil(64) * 64).sum())
 }
 
-/// Bytes of the KV cache alone (f16) for `ctx` positions.
-pub fn kv_bytes(cfg: &Config, ctx: usize) -> usize {
-    2 * cfg.num_layers as usize * ctx * cfg.kv_dim() * 2
-}
-
 fn mb(b: u64) -> String {
     format!("{:.1} MB", b as f64 / (1u64 << 20) as f64)
 }
@@ -414,14 +398,12 @@ pub fn memory(path: &Path) -> Result<(), String> {
             all_logits: false,
             slots: 1,
         };
-        let total = ArenaLayout::new(&cfg, &opts)
-            .map_err(|e| e.to_string())?
-            .total as u64;
+        let layout = ArenaLayout::new(&cfg, &opts).map_err(|e| e.to_string())?;
         println!(
             "{:>34}: {} (KV cache {})",
             format!("--ctx {ctx}"),
-            mb(total),
-            mb(kv_bytes(&cfg, ctx) as u64)
+            mb(layout.total as u64),
+            mb(layout.kv_bytes() as u64)
         );
     }
     Ok(())

@@ -85,7 +85,8 @@ pub fn logits_with_images(
     engine_args: &EngineArgs,
 ) -> Result<LogitsRun, String> {
     let model = Model::open(model)?;
-    let w = model.weights(engine_args.prefill_q8)?;
+    let mut layers = Vec::new();
+    let w = model.weights(engine_args.prefill_q8, &mut layers)?;
     let (k, pool, opts) = engine::setup(
         &w,
         engine_args,

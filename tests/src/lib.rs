@@ -291,3 +291,15 @@ pub fn argmax_agreement(a: &[f32], b: &[f32], vocab: usize) -> f64 {
         .count();
     same as f64 / rows as f64
 }
+
+/// `Weights::new` with its layer storage sized from the file's config and
+/// leaked (a test opens a handful of models).
+pub fn weights(
+    v: kestrel_core::vqf::Vqf<'_>,
+    prefill_q8: bool,
+) -> Result<kestrel_core::model::weights::Weights<'_>, kestrel_core::Error> {
+    use kestrel_core::model::weights::{LayerWeights, Weights};
+    let n = Weights::layer_slots(v.config());
+    let layers = Box::leak(vec![LayerWeights::EMPTY; n].into_boxed_slice());
+    Weights::new(v, prefill_q8, layers)
+}

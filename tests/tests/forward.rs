@@ -6,7 +6,6 @@ use kestrel_core::config::Arch;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::forward;
-use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
 use kestrel_core::vqf::Vqf;
@@ -19,7 +18,7 @@ fn run(bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> 
 
 fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> {
     let v = Vqf::parse(bytes).unwrap();
-    let w = Weights::new(v, true).unwrap();
+    let w = kestrel_tests::weights(v, true).unwrap();
     let opts = Options {
         max_seq: 16,
         max_batch: batch,
@@ -99,7 +98,7 @@ fn detected_kernels_give_the_scalar_logits_bit_for_bit() {
 fn context_full_and_bad_tokens_are_errors() {
     let cfg = tiny_config(Arch::Qwen3);
     let bytes = build_vqf(&cfg, WeightMode::Q8, &SyntheticSource { cfg });
-    let w = Weights::new(Vqf::parse(&bytes).unwrap(), true).unwrap();
+    let w = kestrel_tests::weights(Vqf::parse(&bytes).unwrap(), true).unwrap();
     let opts = Options {
         max_seq: 4,
         max_batch: 4,
@@ -138,7 +137,7 @@ fn forward_rows_equal_single_sequence_forward() {
     for arch in [Arch::Qwen3, Arch::Qwen2] {
         let cfg = tiny_config(arch);
         let bytes = build_vqf(&cfg, WeightMode::Dual, &SyntheticSource { cfg });
-        let w = Weights::new(Vqf::parse(&bytes).unwrap(), true).unwrap();
+        let w = kestrel_tests::weights(Vqf::parse(&bytes).unwrap(), true).unwrap();
         assert_ne!(w.routing.prefill, w.routing.decode);
         let vocab = w.cfg.vocab_size as usize;
         // Reference: each sequence alone, prompt in one batch, then one token at a time.

@@ -26,7 +26,13 @@ fn declared_order() -> Vec<String> {
         .skip(1)
         .map(|l| l.trim().trim_start_matches('`'))
         .filter(|l| !l.is_empty() && !l.starts_with("```") && !l.starts_with("<!--"))
-        .map(|l| l.split_whitespace().next().unwrap().trim_end_matches('`').to_string())
+        .map(|l| {
+            l.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_end_matches('`')
+                .to_string()
+        })
         .collect();
     assert!(order.len() > 10, "module order too short: {order:?}");
     order
@@ -224,7 +230,10 @@ fn core_modules_import_only_modules_below_them() {
             }
         }
     }
-    assert!(edges > 100, "too few imports found ({edges}): is the scanner broken?");
+    assert!(
+        edges > 100,
+        "too few imports found ({edges}): is the scanner broken?"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 

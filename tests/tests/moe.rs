@@ -18,7 +18,6 @@ use kestrel::logits::logits;
 use kestrel_core::config::{Arch, MoeConfig, MAX_LAYERS};
 use kestrel_core::convert::WeightMode;
 use kestrel_core::model::forward::forward;
-use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
 use kestrel_core::tensors::Role;
@@ -146,7 +145,7 @@ fn f32_mode_matches_the_reference_on_every_row() {
 type Routing = Vec<Vec<(Vec<u32>, Vec<f32>)>>;
 
 fn run_routes(bytes: &[u8], tokens: &[u32], batch: usize) -> (Routing, Vec<f32>) {
-    let w = Weights::new(Vqf::parse(bytes).unwrap(), true).unwrap();
+    let w = kestrel_tests::weights(Vqf::parse(bytes).unwrap(), true).unwrap();
     let m = w.cfg.moe.unwrap();
     let k = m.experts_per_token as usize;
     let layers = w.cfg.num_layers as usize;
@@ -339,7 +338,7 @@ fn decode_reads_only_the_selected_experts() {
     let dir = temp_dir("moe-sparse");
     for mode in [WeightMode::Dual, WeightMode::F32] {
         let clean = std::fs::read(convert_to(&fx().join("hf"), &dir, mode)).unwrap();
-        let w = Weights::new(Vqf::parse(&clean).unwrap(), true).unwrap();
+        let w = kestrel_tests::weights(Vqf::parse(&clean).unwrap(), true).unwrap();
         let m = w.cfg.moe.unwrap();
         let k = m.experts_per_token as usize;
         let layers = w.cfg.num_layers as usize;
@@ -389,7 +388,7 @@ fn decode_reads_only_the_selected_experts() {
                     poisoned += r.len();
                 }
             }
-            let wb = Weights::new(Vqf::parse(&bad).unwrap(), true).unwrap();
+            let wb = kestrel_tests::weights(Vqf::parse(&bad).unwrap(), true).unwrap();
             // Replay the prefix on the clean file, then this step on the poisoned one.
             let mut s2 = State::new(&w.cfg, opts, &mut a2).unwrap();
             forward(&w, &mut s2, &kern, &Serial, prefill).unwrap();
@@ -414,7 +413,7 @@ fn decode_reads_only_the_selected_experts() {
                     })
                     .unwrap();
                 bad[r].fill(0xFF);
-                let wb = Weights::new(Vqf::parse(&bad).unwrap(), true).unwrap();
+                let wb = kestrel_tests::weights(Vqf::parse(&bad).unwrap(), true).unwrap();
                 let mut s3 = State::new(&w.cfg, opts, &mut a2).unwrap();
                 forward(&w, &mut s3, &kern, &Serial, prefill).unwrap();
                 for &t in &c.prompt[32..pos] {
@@ -478,7 +477,7 @@ fn dense_layers_and_sparse_steps_work() {
             }
             let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12];
             let run = |kern: &kestrel_core::kernels::Kernels, batch: usize| {
-                let w = Weights::new(Vqf::parse(&bytes).unwrap(), true).unwrap();
+                let w = kestrel_tests::weights(Vqf::parse(&bytes).unwrap(), true).unwrap();
                 let opts = Options {
                     max_seq: 16,
                     max_batch: batch,
@@ -582,7 +581,7 @@ fn try_run(bytes: &[u8]) -> bool {
     let Ok(v) = Vqf::parse(bytes) else {
         return false;
     };
-    let Ok(w) = Weights::new(v, true) else {
+    let Ok(w) = kestrel_tests::weights(v, true) else {
         return true;
     };
     let opts = Options {

@@ -86,7 +86,8 @@ fn dual_mode_answers_coherently() {
     let vqf = dir.join("dual.vqf");
     convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
     let model = engine::Model::open(&vqf).unwrap();
-    let w = model.weights(true).unwrap();
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers).unwrap();
     let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
     let mut arena = engine::arena(&w, &opts).unwrap();
     let state = engine::state(&w, opts, &mut arena).unwrap();

@@ -7,7 +7,6 @@
 
 use kestrel_core::gguf::{dequantize_row, Gguf};
 use kestrel_core::json;
-use kestrel_core::model::weights::Weights;
 use kestrel_core::safetensors::SafeTensors;
 use kestrel_core::tokenizer::{EncodeOptions, EncodeScratch, Tokenizer};
 use kestrel_core::vqf::tokenizer_section::{self, TokenizerTables};
@@ -42,7 +41,7 @@ fn vqf() {
                 let _ = v.data(&e);
                 let _ = v.matrix(&e, 0);
             }
-            if let Ok(w) = Weights::new(v, true) {
+            if let Ok(w) = kestrel_tests::weights(v, true) {
                 for l in 0..w.cfg.num_layers as usize {
                     let _ = w.layer(l, w.routing.decode);
                     let _ = w.layer(l, w.routing.prefill);

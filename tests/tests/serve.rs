@@ -217,7 +217,8 @@ fn with_session<R>(
     f: impl FnOnce(&mut Session) -> R,
 ) -> R {
     let m = Model::open(model).unwrap();
-    let w = m.weights(true).unwrap();
+    let mut layers = Vec::new();
+    let w = m.weights(true, &mut layers).unwrap();
     let args = EngineArgs {
         threads: Some(1),
         no_pin: true,

@@ -25,7 +25,8 @@ fn stop_tokens_length_and_interrupts() {
     let prompt = json_ids(&refj, "prompt_ids");
     let greedy = json_ids(&refj, "greedy_ids");
     let model = engine::Model::open(&vqf).unwrap();
-    let w = model.weights(true).unwrap();
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers).unwrap();
     let args = EngineArgs {
         kv_f32: true,
         ..EngineArgs::default()

@@ -12,7 +12,6 @@
 use kestrel::convert::convert_model;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
-use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
@@ -51,7 +50,7 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
     if grids(case).is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let w = Weights::new(Vqf::parse(bytes).unwrap(), true).unwrap();
+    let w = kestrel_tests::weights(Vqf::parse(bytes).unwrap(), true).unwrap();
     let v = w.cfg.vision.unwrap();
     let (_, pixels) = read_npy_f32(&fx().join(format!("ref/{case}_pixel_values.npy")));
     let patch = v.patch_values();
@@ -200,7 +199,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
     use kestrel_core::model::vision::mrope_positions;
     use kestrel_core::state::{ArenaLayout, Options, State};
     let (embeds, deep) = encode_case(bytes, c.name, kv);
-    let w = Weights::new(Vqf::parse(bytes).unwrap(), true).unwrap();
+    let w = kestrel_tests::weights(Vqf::parse(bytes).unwrap(), true).unwrap();
     let opts = Options {
         max_seq: 128,
         max_batch: 64,

@@ -352,7 +352,7 @@ fn run_step<P: Parallel>(
     let eps = cfg.rms_norm_eps as f32;
 
     // x: (m, hidden) <- embedding rows.
-    let emb = w.embedding()?;
+    let emb = w.embedding();
     for t in 0..m {
         let id = rows.get(t, all_logits).token;
         if id >= cfg.vocab_size {
@@ -387,7 +387,7 @@ fn run_step<P: Parallel>(
 
     let mut rope = [0f32; 2 * MAX_HALF];
     for l in 0..cfg.num_layers as usize {
-        let lw: LayerWeights = w.layer(l, layout)?;
+        let lw: &LayerWeights = w.layer(l, layout)?;
 
         // --- attention ---
         // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
@@ -470,7 +470,7 @@ fn run_step<P: Parallel>(
     }
     // Final norm into xb (logit_rows, hidden), packed in row order, then the
     // lm_head over those rows.
-    let norm = w.output_norm()?;
+    let norm = w.output_norm();
     let mut j = 0;
     for t in 0..m {
         if rows.get(t, all_logits).logits {

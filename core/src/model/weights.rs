@@ -54,7 +54,9 @@ impl Routing {
     }
 }
 
-/// The model's tensors, as views into the file.
+/// The model's tensors, as views into the file, resolved once when the
+/// model opens: a step looks nothing up and cannot fail on a missing
+/// tensor.
 #[derive(Clone, Copy, Debug)]
 pub struct Weights<'a> {
     /// The file.
@@ -65,6 +67,15 @@ pub struct Weights<'a> {
     pub routing: Routing,
     /// Embedding storage (F16 or F32).
     pub embedding: Layout,
+    /// (vocab, hidden) embedding rows, in `embedding`.
+    embedding_rows: &'a [u8],
+    /// (hidden) f32 final norm.
+    output_norm: &'a [u8],
+    /// (vocab, hidden) lm_head: the prefill copy, the decode copy.
+    output: [PackedMatrix<'a>; 2],
+    /// (2, layers): every decoder layer in the prefill copy, then in the
+    /// decode copy (the caller's storage, [`Weights::layer_slots`] long).
+    layers: &'a [LayerWeights<'a>],
 }
 
 /// One decoder layer's tensors for one weight copy.
@@ -92,31 +103,110 @@ pub struct LayerWeights<'a> {
     pub moe: Option<MoeLayer<'a>>,
 }
 
+/// A 0 x 0 matrix: a placeholder.
+const NO_MATRIX: PackedMatrix<'static> = PackedMatrix {
+    layout: Layout::F32,
+    rows: 0,
+    cols: 0,
+    bytes: &[],
+};
+
+impl<'a> LayerWeights<'a> {
+    /// A placeholder to fill storage with before [`Weights::new`].
+    pub const EMPTY: LayerWeights<'static> = LayerWeights {
+        attn_norm: &[],
+        qkv: NO_MATRIX,
+        qkv_bias: None,
+        q_norm: None,
+        k_norm: None,
+        o: NO_MATRIX,
+        ffn_norm: &[],
+        gate_up: NO_MATRIX,
+        down: NO_MATRIX,
+        moe: None,
+    };
+}
+
 impl<'a> Weights<'a> {
-    /// Views over a validated file.
-    pub fn new(vqf: Vqf<'a>, prefill_q8: bool) -> Result<Weights<'a>, Error> {
-        let f = vqf.header().flags;
-        Ok(Weights {
-            cfg: *vqf.config(),
-            routing: Routing::for_flags(f, prefill_q8)?,
-            embedding: if f & flags::EMB_F16 != 0 {
-                Layout::F16
-            } else {
-                Layout::F32
-            },
-            vqf,
-        })
+    /// The [`LayerWeights`] storage [`Weights::new`] needs for `cfg`: every
+    /// layer in both weight copies.
+    pub fn layer_slots(cfg: &Config) -> usize {
+        2 * cfg.num_layers as usize
     }
 
-    pub(crate) fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
+    /// Views over a validated file, every tensor resolved once; `layers`
+    /// (at least [`Weights::layer_slots`] long) holds the layers' views.
+    pub fn new(
+        vqf: Vqf<'a>,
+        prefill_q8: bool,
+        layers: &'a mut [LayerWeights<'a>],
+    ) -> Result<Weights<'a>, Error> {
+        let f = vqf.header().flags;
+        let cfg = *vqf.config();
+        let n = cfg.num_layers as usize;
+        let have = layers.len();
+        let layers = layers
+            .get_mut(..Self::layer_slots(&cfg))
+            .ok_or(Error::BufferTooSmall {
+                what: "layer weight storage",
+                need: Self::layer_slots(&cfg),
+                have,
+            })?;
+        let routing = Routing::for_flags(f, prefill_q8)?;
+        let embedding = if f & flags::EMB_F16 != 0 {
+            Layout::F16
+        } else {
+            Layout::F32
+        };
+        let mut w = Weights {
+            vqf,
+            cfg,
+            routing,
+            embedding,
+            embedding_rows: &[],
+            output_norm: &[],
+            output: [NO_MATRIX; 2],
+            layers: &[],
+        };
+        w.embedding_rows = w.find(NO_LAYER, Role::TokenEmbd, embedding)?;
+        w.output_norm = w.vector(NO_LAYER, Role::OutputNorm)?;
+        for (c, copy) in [routing.prefill, routing.decode].into_iter().enumerate() {
+            w.output[c] = w.matrix(NO_LAYER, Role::Output, copy)?;
+            for l in 0..n {
+                layers[c * n + l] = w.resolve_layer(l, copy)?;
+            }
+        }
+        w.layers = layers;
+        Ok(w)
+    }
+
+    /// Which resolved copy `layout` is (0 prefill, 1 decode).
+    fn copy_index(&self, layout: Layout) -> Result<usize, Error> {
+        if layout == self.routing.prefill {
+            Ok(0)
+        } else if layout == self.routing.decode {
+            Ok(1)
+        } else {
+            Err(Error::Unsupported {
+                what: "weight copy not routed by this file",
+                value: crate::vqf::layout::layout_code(layout) as u64,
+            })
+        }
+    }
+
+    fn find(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
         let e = self
             .vqf
-            .find(layer, role, Layout::F32)
+            .find(layer, role, layout)
             .ok_or(Error::MissingTensor {
                 role: role.stem(),
                 layer,
             })?;
         Ok(self.vqf.data(&e))
+    }
+
+    pub(crate) fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
+        self.find(layer, role, Layout::F32)
     }
 
     fn matrix(&self, layer: u16, role: Role, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
@@ -128,17 +218,6 @@ impl<'a> Weights<'a> {
                 layer,
             })?;
         self.vqf.matrix(&e, 0)
-    }
-
-    fn stack(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
-        let e = self
-            .vqf
-            .find(layer, role, layout)
-            .ok_or(Error::MissingTensor {
-                role: role.stem(),
-                layer,
-            })?;
-        Ok(self.vqf.data(&e))
     }
 
     /// MoE layer `layer`'s router and expert stacks in `layout`.
@@ -158,8 +237,8 @@ impl<'a> Weights<'a> {
             })?;
         Ok(Some(MoeLayer {
             router: self.vqf.matrix(&e, 0)?,
-            gate_up: self.stack(layer, Role::FfnGateUpExps, layout)?,
-            down: self.stack(layer, Role::FfnDownExps, layout)?,
+            gate_up: self.find(layer, Role::FfnGateUpExps, layout)?,
+            down: self.find(layer, Role::FfnDownExps, layout)?,
             layout,
             experts: m.num_experts as usize,
             top_k: m.experts_per_token as usize,
@@ -169,8 +248,23 @@ impl<'a> Weights<'a> {
         }))
     }
 
-    /// Layer `l`'s tensors in `layout` (the parser checked they all exist).
-    pub fn layer(&self, l: usize, layout: Layout) -> Result<LayerWeights<'a>, Error> {
+    /// Layer `l`'s tensors in `layout` (the copy a step multiplies).
+    pub fn layer(&self, l: usize, layout: Layout) -> Result<&LayerWeights<'a>, Error> {
+        let n = self.cfg.num_layers as usize;
+        let at = self.copy_index(layout)? * n + l;
+        self.layers
+            .get(at)
+            .filter(|_| l < n)
+            .ok_or(Error::OutOfRange {
+                what: "layer index",
+                value: l,
+                max: n.saturating_sub(1),
+            })
+    }
+
+    /// Looks up layer `l`'s tensors in `layout` (the parser checked they
+    /// all exist).
+    fn resolve_layer(&self, l: usize, layout: Layout) -> Result<LayerWeights<'a>, Error> {
         let layer = u16::try_from(l).map_err(|_| Error::Overflow {
             what: "layer index",
         })?;
@@ -216,25 +310,18 @@ impl<'a> Weights<'a> {
     }
 
     /// (vocab, hidden) embedding rows, F16 or F32.
-    pub fn embedding(&self) -> Result<&'a [u8], Error> {
-        let e = self
-            .vqf
-            .find(NO_LAYER, Role::TokenEmbd, self.embedding)
-            .ok_or(Error::MissingTensor {
-                role: "token_embd",
-                layer: NO_LAYER,
-            })?;
-        Ok(self.vqf.data(&e))
+    pub fn embedding(&self) -> &'a [u8] {
+        self.embedding_rows
     }
 
     /// (hidden) final norm.
-    pub fn output_norm(&self) -> Result<&'a [u8], Error> {
-        self.vector(NO_LAYER, Role::OutputNorm)
+    pub fn output_norm(&self) -> &'a [u8] {
+        self.output_norm
     }
 
-    /// (vocab, hidden) lm_head in `layout`.
+    /// (vocab, hidden) lm_head in `layout` (the copy a step multiplies).
     pub fn output(&self, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
-        self.matrix(NO_LAYER, Role::Output, layout)
+        Ok(self.output[self.copy_index(layout)?])
     }
 
     /// Bytes of weights one decode step reads (layers and lm_head in the

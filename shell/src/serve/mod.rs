@@ -196,7 +196,8 @@ pub fn serve(
 ) -> Result<(), String> {
     ignore_sigpipe();
     let model = Model::open(&args.model)?;
-    let w = model.weights(true)?;
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers)?;
     let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
     let tok = Tokenizer::new(tables);
     let file_max = w.vqf.header().max_seq as usize;

@@ -50,7 +50,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kestrel_core::chat::{self, BufWriter, ChatStyle, Message, Role};
 use kestrel_core::generate::{Generator, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::weights::Weights;
+use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::parallel::Serial;
 use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
@@ -71,6 +71,8 @@ const MAX_BATCH: usize = PREFILL_CHUNK;
 /// the fixed buffers below.
 const ARENA_BYTES: usize = 4 << 20;
 const MAX_VOCAB: usize = 4096;
+/// Most decoder layers of the embedded model.
+const MAX_LAYERS: usize = 16;
 const MAX_PROMPT_BYTES: usize = 1024;
 const MAX_TOKENS: usize = 512;
 /// Longest context: the token history holds one id per cached position.
@@ -209,7 +211,13 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 /// Everything `kestrel run -p PROMPT -n N_PREDICT --temp 0 --ids` does.
 fn run() -> Result<(), Failure> {
     let arena = take_arena().ok_or(Failure::Host("the arena was taken twice"))?;
-    let w = Weights::new(Vqf::parse(&MODEL.0)?, true)?;
+    let vqf = Vqf::parse(&MODEL.0)?;
+    // The layers' tensor views, resolved once (both weight copies).
+    let mut layers = [LayerWeights::EMPTY; 2 * MAX_LAYERS];
+    if Weights::layer_slots(vqf.config()) > layers.len() {
+        return Err(Failure::Host("the model has more layers than MAX_LAYERS"));
+    }
+    let w = Weights::new(vqf, true, &mut layers)?;
     let kernels = match kestrel_kernels::aarch64::Dotprod::new() {
         Some(cpu) => Kernels::Dotprod(cpu),
         None => Kernels::Scalar,

@@ -411,12 +411,11 @@ where
     H: AsMut<[u32]> + AsRef<[u32]>,
     C: AsMut<[u32]>,
 {
-    /// A generator over a fresh state (slot 0 empty). `history` must hold
-    /// `state.opts.max_seq` tokens and `candidates` `vocab` ids.
-    #[allow(clippy::too_many_arguments)]
+    /// A generator over a fresh state (slot 0 empty) and the file's
+    /// tokenizer. `history` must hold `state.opts.max_seq` tokens and
+    /// `candidates` `vocab` ids.
     pub fn new(
         weights: &'w Weights<'w>,
-        tokenizer: Tokenizer<'w>,
         kernels: Kernels,
         pool: &'p P,
         state: State<'s>,
@@ -424,6 +423,10 @@ where
         mut history: H,
         mut candidates: C,
     ) -> Result<Self, Error> {
+        let tables = weights.vqf.tokenizer().ok_or(Error::BadTokenizer {
+            what: "the model file has no tokenizer",
+        })?;
+        let tokenizer = Tokenizer::new(*tables);
         let (max_seq, max_batch) = (state.opts.max_seq, state.opts.max_batch);
         let vocab = weights.cfg.vocab_size as usize;
         if history.as_mut().len() < max_seq {

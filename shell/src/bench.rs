@@ -505,7 +505,8 @@ impl kestrel_core::convert::TensorSource for HashSource {
 fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result<(), String> {
     use kestrel_core::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::convert::{write_vqf, WeightMode};
-    use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
+    use kestrel_core::model::linear::Exec;
+    use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
     use kestrel_core::state::KvType;
     use kestrel_core::vqf::layout::Entry;
     let e = |e: kestrel_core::Error| e.to_string();
@@ -610,17 +611,13 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     );
     let mut err = Ok(());
     let ms = median_ms(repeats, || {
-        if let Err(x) = encode_image(
-            &w,
-            &mut s,
-            kernels,
-            pool,
-            &pixels,
-            grid,
-            grid,
-            &mut embeds,
-            &mut deep,
-        ) {
+        let image = Patches {
+            values: &pixels,
+            grid_h: grid,
+            grid_w: grid,
+        };
+        let cx = Exec { kernels, pool };
+        if let Err(x) = encode_image(&w, &mut s, &cx, image, &mut embeds, &mut deep) {
             err = Err(x);
         }
     });

@@ -10,7 +10,8 @@ use kestrel_core::generate::PromptImages;
 use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
 use kestrel_core::image::Rgb8;
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
+use kestrel_core::model::linear::Exec;
+use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::state::KvType;
@@ -204,23 +205,19 @@ pub fn encode<P: Parallel>(
     })?;
     arena.resize(layout.total, 0);
     let mut s = VisionState::new(layout, &mut arena).map_err(|e| e.to_string())?;
+    let cx = Exec { kernels: k, pool };
     let mut per_image = Vec::new();
     for p in images {
         let tokens = p.grid_h * p.grid_w / (merge * merge);
         let mut embeds = vec![0f32; tokens * hidden];
         let mut deep = vec![0f32; levels * tokens * hidden];
-        encode_image(
-            w,
-            &mut s,
-            k,
-            pool,
-            &p.values,
-            p.grid_h,
-            p.grid_w,
-            &mut embeds,
-            &mut deep,
-        )
-        .map_err(|e| format!("vision tower: {e}"))?;
+        let image = Patches {
+            values: &p.values,
+            grid_h: p.grid_h,
+            grid_w: p.grid_w,
+        };
+        encode_image(w, &mut s, &cx, image, &mut embeds, &mut deep)
+            .map_err(|e| format!("vision tower: {e}"))?;
         out.grids.push((p.grid_h / merge, p.grid_w / merge));
         out.embeds.extend_from_slice(&embeds);
         per_image.push(deep);

@@ -11,7 +11,8 @@
 
 use kestrel::convert::convert_model;
 use kestrel_core::convert::WeightMode;
-use kestrel_core::model::vision::{encode_image, VisionLayout, VisionState};
+use kestrel_core::model::linear::Exec;
+use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
@@ -67,18 +68,16 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
         let tokens = n / 4;
         let mut e = vec![0f32; tokens * out];
         let mut d = vec![0f32; levels * tokens * out];
-        encode_image(
-            &w,
-            &mut s,
-            &k,
-            &Serial,
-            &pixels[at * patch..(at + n) * patch],
-            h,
-            wd,
-            &mut e,
-            &mut d,
-        )
-        .unwrap();
+        let image = Patches {
+            values: &pixels[at * patch..(at + n) * patch],
+            grid_h: h,
+            grid_w: wd,
+        };
+        let cx = Exec {
+            kernels: &k,
+            pool: &Serial,
+        };
+        encode_image(&w, &mut s, &cx, image, &mut e, &mut d).unwrap();
         at += n;
         embeds.extend_from_slice(&e);
         deep_per_image.push(d);

@@ -367,20 +367,25 @@ pub fn patch_coords(i: usize, w: usize, merge: usize) -> (usize, usize) {
     (br * merge + within / merge, bc * merge + within % merge)
 }
 
-/// Encodes one image. `pixels` is (patches, 3 T P P) in merge-block order
-/// for a grid of `grid_h x grid_w` patches (each a multiple of the merge
-/// size). Writes the merger output to `embeds` ((patches / merge^2, out))
-/// and DeepStack feature `j` to `deepstack[j * tokens * out ..]`
-/// ((deepstack, tokens, out)).
-#[allow(clippy::too_many_arguments)]
+/// One preprocessed image: its patches' pixel values and grid.
+#[derive(Clone, Copy, Debug)]
+pub struct Patches<'a> {
+    /// (patches, 3 T P P) in merge-block order.
+    pub values: &'a [f32],
+    /// Patch rows (a multiple of the merge size).
+    pub grid_h: usize,
+    /// Patch columns (a multiple of the merge size).
+    pub grid_w: usize,
+}
+
+/// Encodes one image. Writes the merger output to `embeds` ((patches /
+/// merge^2, out)) and DeepStack feature `j` to `deepstack[j * tokens *
+/// out ..]` ((deepstack, tokens, out)).
 pub fn encode_image<P: Parallel>(
     w: &Weights,
     s: &mut VisionState,
-    k: &Kernels,
-    pool: &P,
-    pixels: &[f32],
-    grid_h: usize,
-    grid_w: usize,
+    cx: &Exec<P>,
+    image: Patches,
     embeds: &mut [f32],
     deepstack: &mut [f32],
 ) -> Result<(), Error> {
@@ -388,7 +393,12 @@ pub fn encode_image<P: Parallel>(
         what: "the model has no vision tower",
     })?;
     let dm = Dims::of(&v);
-    let cx = Exec { kernels: k, pool };
+    let Patches {
+        values: pixels,
+        grid_h,
+        grid_w,
+    } = image;
+    let (k, pool) = (cx.kernels, cx.pool);
     let merge = v.spatial_merge as usize;
     let n = grid_h.checked_mul(grid_w).ok_or(Error::Overflow {
         what: "image patches",
@@ -420,7 +430,7 @@ pub fn encode_image<P: Parallel>(
     let patch_w = w.vision_matrix(NO_LAYER, Role::VPatchEmbd)?;
     let patch_b = w.vector(NO_LAYER, Role::VPatchBias)?;
     project(
-        &cx,
+        cx,
         &mut s.mats,
         (&patch_w, patch_b),
         pixels,
@@ -481,7 +491,7 @@ pub fn encode_image<P: Parallel>(
         // Attention: xb = LN1(x); qkv = xb Wqkv^T + b; rotate q and k.
         layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm1.0, b.norm1.1));
         project(
-            &cx,
+            cx,
             &mut s.mats,
             (&b.qkv, b.qkv_bias),
             s.xb,
@@ -502,7 +512,7 @@ pub fn encode_image<P: Parallel>(
         attention(&dm, s, k, pool, n);
         // x += att Wproj^T + b
         project(
-            &cx,
+            cx,
             &mut s.mats,
             (&b.proj, b.proj_bias),
             s.att,
@@ -513,7 +523,7 @@ pub fn encode_image<P: Parallel>(
         // MLP: x += fc2(gelu_tanh(fc1(LN2(x))))
         layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm2.0, b.norm2.1));
         project(
-            &cx,
+            cx,
             &mut s.mats,
             (&b.fc1, b.fc1_bias),
             s.xb,
@@ -525,7 +535,7 @@ pub fn encode_image<P: Parallel>(
             *h = gelu_tanh(*h);
         }
         project(
-            &cx,
+            cx,
             &mut s.mats,
             (&b.fc2, b.fc2_bias),
             s.hb,
@@ -538,13 +548,13 @@ pub fn encode_image<P: Parallel>(
             let m = w.merger(Some(level as u16))?;
             layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], dm.wide, m.norm);
             let out = &mut deepstack[level * tokens * dm.out..(level + 1) * tokens * dm.out];
-            merge_mlp(&m, &dm, s, &cx, tokens, out)?;
+            merge_mlp(&m, &dm, s, cx, tokens, out)?;
         }
     }
     // The final merger: LN over d per patch, then merge 2x2 blocks.
     let m = w.merger(None)?;
     layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (m.norm.0, m.norm.1));
-    merge_mlp(&m, &dm, s, &cx, tokens, embeds)
+    merge_mlp(&m, &dm, s, cx, tokens, embeds)
 }
 
 /// `out (tokens, out) = fc2(gelu_erf(fc1(xb viewed as (tokens, merge^2 d))))`.

@@ -54,7 +54,7 @@ use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::parallel::Serial;
 use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::{ArenaLayout, KvType, Options, State};
-use kestrel_core::tokenizer::{EncodeScratch, Tokenizer};
+use kestrel_core::tokenizer::EncodeScratch;
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
@@ -231,11 +231,34 @@ fn run() -> Result<(), Failure> {
     };
     let arena_need = ArenaLayout::new(&w.cfg, &opts)?.total;
     let state = State::new(&w.cfg, opts, arena)?;
-    let tables = *w
+    // The core's generation path, as `kestrel run` drives it: the prompt
+    // in chunks of MAX_BATCH, then greedy tokens until an end token.
+    let vocab = w.cfg.vocab_size as usize;
+    if vocab > MAX_VOCAB || opts.max_seq > MAX_SEQ {
+        return Err(Failure::Host(
+            "vocabulary or context larger than the buffers",
+        ));
+    }
+    let mut history = [0u32; MAX_SEQ];
+    let mut candidates = [0u32; MAX_VOCAB];
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let mut gen = Generator::new(
+        &w,
+        kernels,
+        &Serial,
+        state,
+        greedy,
+        &mut history[..],
+        &mut candidates[..vocab],
+    )?;
+    let tok = &gen.tokenizer;
+    let tables = w
         .vqf
         .tokenizer()
         .ok_or(Failure::Host("this VQF file has no tokenizer"))?;
-    let tok = Tokenizer::new(tables);
 
     // The prompt in the chat format, as the shell writes it.
     let style = ChatStyle::from_template(tables.chat_template());
@@ -268,30 +291,6 @@ fn run() -> Result<(), Failure> {
     }
     let prompt = &prompt[..n];
 
-    // The core's generation path, as `kestrel run` drives it: the prompt
-    // in chunks of MAX_BATCH, then greedy tokens until an end token.
-    let vocab = w.cfg.vocab_size as usize;
-    if vocab > MAX_VOCAB || opts.max_seq > MAX_SEQ {
-        return Err(Failure::Host(
-            "vocabulary or context larger than the buffers",
-        ));
-    }
-    let mut history = [0u32; MAX_SEQ];
-    let mut candidates = [0u32; MAX_VOCAB];
-    let greedy = SamplerConfig {
-        temperature: 0.0,
-        ..SamplerConfig::default()
-    };
-    let mut gen = Generator::new(
-        &w,
-        tok,
-        kernels,
-        &Serial,
-        state,
-        greedy,
-        &mut history[..],
-        &mut candidates[..vocab],
-    )?;
     gen.feed(prompt, None)?;
     let mut out = Fd(1);
     let answer = gen.decode(N_PREDICT, &AtomicBool::new(false), &mut |s: &str| {

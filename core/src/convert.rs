@@ -12,7 +12,7 @@ use crate::quant::{f16, q4_0, q8_0, QK};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
-use crate::vqf::layout::{copy_flag, flags, name_field, vision_layout, Entry};
+use crate::vqf::format::{copy_flag, flags, name_field, vision_layout, Entry};
 use crate::vqf::tokenizer_section::{self, TokenizerInput};
 use crate::vqf::write::{self, Counter, Sink, Writer};
 
@@ -423,7 +423,7 @@ fn write_quantized_group(
 #[derive(Clone, Copy, Debug)]
 pub struct Written {
     /// The header written (with its checksum).
-    pub header: crate::vqf::layout::Header,
+    pub header: crate::vqf::format::Header,
     /// FNV-1a 64 of every byte written (header checksum field as zeros).
     pub memsum: u64,
 }

@@ -1,6 +1,6 @@
 //! The memory an inference needs, carved out of one caller-provided arena:
 //! the KV cache, the activations of a batch, and the scratch of the kernels.
-//! [`ArenaLayout::new`] says how many bytes are needed (checked arithmetic);
+//! [`ArenaSizes::new`] says how many bytes are needed (checked arithmetic);
 //! [`State::new`] carves them or returns [`Error::ArenaTooSmall`]. Nothing
 //! allocates during inference.
 
@@ -44,7 +44,7 @@ pub struct Options {
 /// The byte size of every buffer in the arena, in carving order (each
 /// starts 64-byte aligned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArenaLayout {
+pub struct ArenaSizes {
     /// Bytes needed, including up to 63 bytes to align the start.
     pub total: usize,
     /// Keys: (slot, layer, seq, kv_dim) f16 or f32.
@@ -131,9 +131,9 @@ fn mul(a: usize, b: usize) -> Result<usize, Error> {
         .ok_or(Error::Overflow { what: "arena size" })
 }
 
-impl ArenaLayout {
+impl ArenaSizes {
     /// The arena needed for `cfg` with `opts`.
-    pub fn new(cfg: &Config, opts: &Options) -> Result<ArenaLayout, Error> {
+    pub fn new(cfg: &Config, opts: &Options) -> Result<ArenaSizes, Error> {
         cfg.validate()?;
         if opts.max_batch == 0 || opts.max_batch > MAX_BATCH {
             return Err(Error::OutOfRange {
@@ -172,7 +172,7 @@ impl ArenaLayout {
             kv_elem,
         )?;
         let f = 4;
-        let mut layout = ArenaLayout {
+        let mut layout = ArenaSizes {
             total: 0,
             keys: kv,
             values: kv,
@@ -419,10 +419,10 @@ pub(crate) fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
 }
 
 impl<'a> State<'a> {
-    /// Carves the state out of `arena` (at least `ArenaLayout::new(cfg,
+    /// Carves the state out of `arena` (at least `ArenaSizes::new(cfg,
     /// opts).total` bytes) and fills the RoPE tables.
     pub fn new(cfg: &Config, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>, Error> {
-        let layout = ArenaLayout::new(cfg, &opts)?;
+        let layout = ArenaSizes::new(cfg, &opts)?;
         if arena.len() < layout.total {
             return Err(Error::ArenaTooSmall {
                 need: layout.total,

@@ -195,7 +195,7 @@ pub enum Kind {
     Linear,
     /// Norm weights, biases, the MoE router: always F32.
     F32,
-    /// A vision-tower matrix: one copy, in `vqf::layout::vision_layout`.
+    /// A vision-tower matrix: one copy, in `vqf::format::vision_layout`.
     VisionLinear,
 }
 

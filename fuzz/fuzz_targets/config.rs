@@ -8,7 +8,7 @@
 use kestrel::convert::hf::{config_from_json, config_from_json_vl};
 use kestrel_core::config::MAX_LAYERS;
 use kestrel_core::tensors;
-use kestrel_core::state::{ArenaLayout, KvType, Options};
+use kestrel_core::state::{ArenaSizes, KvType, Options};
 use kestrel_core::vqf::config_section;
 use kestrel_core::vqf::write::Sink;
 use libfuzzer_sys::fuzz_target;
@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
             (4096, 256, KvType::F32),
             (1 << 20, 128, KvType::F16),
         ] {
-            let _ = ArenaLayout::new(
+            let _ = ArenaSizes::new(
                 &cfg,
                 &Options {
                     max_seq,

@@ -362,7 +362,7 @@ fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
     use kestrel_core::model::linear::Exec;
     use kestrel_core::model::moe::ffn;
     use kestrel_core::model::weights::MoeLayer;
-    use kestrel_core::state::{ArenaLayout, KvType, Options, State};
+    use kestrel_core::state::{ArenaSizes, KvType, Options, State};
     use repack::Layout;
     const H: usize = 2048;
     const E: usize = 128;
@@ -430,7 +430,7 @@ fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
             all_logits: false,
             slots: 1,
         };
-        let mut arena = vec![0u8; ArenaLayout::new(&cfg, &opts).map_err(e)?.total];
+        let mut arena = vec![0u8; ArenaSizes::new(&cfg, &opts).map_err(e)?.total];
         let mut s = State::new(&cfg, opts, &mut arena).map_err(e)?;
         let (mut runs, mut err) = (0usize, Ok(()));
         let ms = median_ms(repeats, || {
@@ -506,9 +506,9 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     use kestrel_core::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::convert::{write_vqf, WeightMode};
     use kestrel_core::model::linear::Exec;
-    use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
+    use kestrel_core::model::vision::{encode_image, Patches, VisionArenaSizes, VisionState};
     use kestrel_core::state::KvType;
-    use kestrel_core::vqf::layout::Entry;
+    use kestrel_core::vqf::format::Entry;
     let e = |e: kestrel_core::Error| e.to_string();
     if side == 0 || !side.is_multiple_of(32) {
         return Err(format!(
@@ -599,7 +599,7 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     let patches = grid * grid;
     let tokens = patches / 4;
     let pixels = synthetic(patches * vision.patch_values(), 9);
-    let layout = VisionLayout::new(&vision, patches, KvType::F16, pool.threads()).map_err(e)?;
+    let layout = VisionArenaSizes::new(&vision, patches, KvType::F16, pool.threads()).map_err(e)?;
     let mut arena = vec![0u8; layout.total];
     let mut s = VisionState::new(layout, &mut arena).map_err(e)?;
     let mut embeds = vec![0f32; tokens * 2048];

@@ -6,7 +6,7 @@ use crate::files::Mapped;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
-use kestrel_core::state::{ArenaLayout, KvType, Options, State};
+use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::vqf::Vqf;
 use std::path::Path;
 use std::time::Instant;
@@ -160,7 +160,7 @@ pub fn setup(
 
 /// An arena sized for `opts`.
 pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>, String> {
-    let need = ArenaLayout::new(&w.cfg, opts)
+    let need = ArenaSizes::new(&w.cfg, opts)
         .map_err(|e| e.to_string())?
         .total;
     let mut v = Vec::new();

@@ -3,7 +3,7 @@
 use crate::files::Mapped;
 use kestrel_core::config::Config;
 use kestrel_core::tensors::NO_LAYER;
-use kestrel_core::vqf::layout::{flags, layout_name, Entry};
+use kestrel_core::vqf::format::{flags, layout_name, Entry};
 use kestrel_core::vqf::{self, Vqf};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -326,11 +326,11 @@ fn mb(b: u64) -> String {
 
 /// `kestrel inspect --memory FILE`: the memory a model needs, from a VQF
 /// file, a Hugging Face directory or a config.json: the weights (the file's
-/// tensors, mapped) and the arena (`ArenaLayout`: f16 KV cache, activations
+/// tensors, mapped) and the arena (`ArenaSizes`: f16 KV cache, activations
 /// and scratch for prefill batches of 128) at a few context lengths.
 pub fn memory(path: &Path) -> Result<(), String> {
     use kestrel_core::convert::WeightMode;
-    use kestrel_core::state::{ArenaLayout, KvType, Options};
+    use kestrel_core::state::{ArenaSizes, KvType, Options};
     type Report = (Config, Vec<(String, u64)>, u32);
     let from_config = |cfg: Config| -> Result<Report, String> {
         let mut w = Vec::new();
@@ -398,7 +398,7 @@ pub fn memory(path: &Path) -> Result<(), String> {
             all_logits: false,
             slots: 1,
         };
-        let layout = ArenaLayout::new(&cfg, &opts).map_err(|e| e.to_string())?;
+        let layout = ArenaSizes::new(&cfg, &opts).map_err(|e| e.to_string())?;
         println!(
             "{:>34}: {} (KV cache {})",
             format!("--ctx {ctx}"),

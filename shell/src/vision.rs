@@ -11,7 +11,7 @@ use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
 use kestrel_core::image::Rgb8;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::linear::Exec;
-use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
+use kestrel_core::model::vision::{encode_image, Patches, VisionArenaSizes, VisionState};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::state::KvType;
@@ -195,7 +195,7 @@ pub fn encode<P: Parallel>(
         return Ok(out);
     }
     let threads = pool.threads();
-    let layout = VisionLayout::new(&v, most, kv, threads).map_err(|e| e.to_string())?;
+    let layout = VisionArenaSizes::new(&v, most, kv, threads).map_err(|e| e.to_string())?;
     let mut arena = Vec::new();
     arena.try_reserve_exact(layout.total).map_err(|_| {
         format!(

@@ -44,7 +44,7 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
 
 use kestrel_core::config::{Arch, Config, MAX_EOS};
 use kestrel_core::convert::{self, Part, TensorSource, WeightMode};
-use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
+use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::write::Sink;
 
 /// A sink into a `Vec<u8>`.

@@ -7,7 +7,7 @@ use kestrel_core::convert::WeightMode;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::forward;
 use kestrel_core::parallel::Serial;
-use kestrel_core::state::{ArenaLayout, KvType, Options, State};
+use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 use kestrel_tests::{build_vqf, detected_kernels, tiny_config, SyntheticSource};
@@ -26,7 +26,7 @@ fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType)
         all_logits: true,
         slots: 1,
     };
-    let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
     let mut rows = Vec::new();
     for chunk in tokens.chunks(batch) {
@@ -106,7 +106,7 @@ fn context_full_and_bad_tokens_are_errors() {
         all_logits: false,
         slots: 1,
     };
-    let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let need = arena.len();
     assert!(matches!(
         State::new(&w.cfg, opts, &mut arena[..need - 100]),
@@ -150,7 +150,7 @@ fn forward_rows_equal_single_sequence_forward() {
                 all_logits: false,
                 slots: 1,
             };
-            let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+            let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
             let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
             let mut rows = vec![forward(&w, &mut s, &k, &Serial, p).unwrap().to_vec()];
             for &t in d {
@@ -165,7 +165,7 @@ fn forward_rows_equal_single_sequence_forward() {
             all_logits: false,
             slots: 3,
         };
-        let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+        let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
         let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
         let prompt_rows = |slot: usize| -> Vec<Row> {
             let p = prompts[slot];

@@ -19,7 +19,7 @@ use kestrel_core::config::{Arch, MoeConfig, MAX_LAYERS};
 use kestrel_core::convert::WeightMode;
 use kestrel_core::model::forward::forward;
 use kestrel_core::parallel::Serial;
-use kestrel_core::state::{ArenaLayout, KvType, Options, State};
+use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::tensors::Role;
 use kestrel_core::vqf::Vqf;
 use kestrel_tests::{
@@ -156,7 +156,7 @@ fn run_routes(bytes: &[u8], tokens: &[u32], batch: usize) -> (Routing, Vec<f32>)
         all_logits: true,
         slots: 1,
     };
-    let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
     let kern = detected_kernels();
     let mut routes: Routing = vec![Vec::new(); layers];
@@ -352,8 +352,8 @@ fn decode_reads_only_the_selected_experts() {
         let kern = detected_kernels();
         let prefill = &c.prompt[..32];
         let (mut a1, mut a2) = (
-            vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total],
-            vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total],
+            vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total],
+            vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total],
         );
         // Reference state: prefill, then decode steps on clean weights.
         let mut s = State::new(&w.cfg, opts, &mut a1).unwrap();
@@ -485,7 +485,7 @@ fn dense_layers_and_sparse_steps_work() {
                     all_logits: true,
                     slots: 1,
                 };
-                let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+                let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
                 let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
                 let mut rows = Vec::new();
                 for chunk in tokens.chunks(batch) {
@@ -591,7 +591,7 @@ fn try_run(bytes: &[u8]) -> bool {
         all_logits: false,
         slots: 1,
     };
-    let Ok(layout) = ArenaLayout::new(&w.cfg, &opts) else {
+    let Ok(layout) = ArenaSizes::new(&w.cfg, &opts) else {
         return true;
     };
     if layout.total > 1 << 26 {

@@ -12,7 +12,7 @@
 use kestrel::convert::convert_model;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::model::linear::Exec;
-use kestrel_core::model::vision::{encode_image, Patches, VisionLayout, VisionState};
+use kestrel_core::model::vision::{encode_image, Patches, VisionArenaSizes, VisionState};
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
@@ -57,7 +57,7 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
     let patch = v.patch_values();
     let out = v.out_hidden as usize;
     let levels = v.deepstack().len();
-    let layout = VisionLayout::new(&v, 64, kv, 1).unwrap();
+    let layout = VisionArenaSizes::new(&v, 64, kv, 1).unwrap();
     let mut arena = vec![0u8; layout.total];
     let mut s = VisionState::new(layout, &mut arena).unwrap();
     let k = detected_kernels();
@@ -196,7 +196,7 @@ fn mrope_positions_match_the_reference() {
 fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
     use kestrel_core::model::forward::{forward, forward_multimodal, Multimodal};
     use kestrel_core::model::vision::mrope_positions;
-    use kestrel_core::state::{ArenaLayout, Options, State};
+    use kestrel_core::state::{ArenaSizes, Options, State};
     let (embeds, deep) = encode_case(bytes, c.name, kv);
     let w = kestrel_tests::weights(Vqf::parse(bytes).unwrap(), true).unwrap();
     let opts = Options {
@@ -206,7 +206,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         all_logits: true,
         slots: 1,
     };
-    let mut arena = vec![0u8; ArenaLayout::new(&w.cfg, &opts).unwrap().total];
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
     let k = detected_kernels();
     let n = c.prompt.len();
@@ -313,7 +313,7 @@ fn text_only_conversion_and_the_vision_flag() {
     let v = Vqf::parse(&text_only).unwrap();
     assert!(v.config().vision.is_none());
     assert_eq!(
-        v.header().flags & kestrel_core::vqf::layout::flags::VISION,
+        v.header().flags & kestrel_core::vqf::format::flags::VISION,
         0
     );
     // The text model alone gives the text case's logits.
@@ -325,7 +325,7 @@ fn text_only_conversion_and_the_vision_flag() {
     assert!(max <= 1e-3);
     // A vision file whose VISION flag is cleared no longer parses.
     let mut full = convert_vl(&dir, WeightMode::Q8);
-    full[16] &= !(kestrel_core::vqf::layout::flags::VISION as u8);
+    full[16] &= !(kestrel_core::vqf::format::flags::VISION as u8);
     let err = Vqf::parse(&full).unwrap_err().to_string();
     assert!(err.contains("VISION flag"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,7 +5,7 @@ use kestrel_core::convert::{Part, WeightMode};
 use kestrel_core::quant::repack::{self, Layout};
 use kestrel_core::quant::{q4_0, q8_0};
 use kestrel_core::tensors::{Role, NO_LAYER};
-use kestrel_core::vqf::layout::flags;
+use kestrel_core::vqf::format::flags;
 use kestrel_core::vqf::{self, Vqf};
 use kestrel_tests::{build_vqf, tiny_config, SyntheticSource};
 

@@ -7,7 +7,7 @@
 //! One call encodes one image: `pixel_values` (patches, 3 x T x P x P) in
 //! merge-block order (the preprocessor's output), grid `(h, w)` in patches.
 //! The memory comes from a caller-provided arena sized by
-//! [`VisionLayout::new`]; nothing allocates.
+//! [`VisionArenaSizes::new`]; nothing allocates.
 
 use super::linear::Exec;
 use super::ops;
@@ -73,7 +73,7 @@ const BUFFERS: usize = 12;
 
 /// Byte sizes of the tower's buffers for images of up to `max_patches`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VisionLayout {
+pub struct VisionArenaSizes {
     /// Bytes needed, including up to 63 bytes to align the start.
     pub total: usize,
     /// The largest image, in patches.
@@ -88,7 +88,7 @@ fn mul(a: usize, b: usize) -> Result<usize, Error> {
     })
 }
 
-impl VisionLayout {
+impl VisionArenaSizes {
     /// The arena for images of up to `max_patches` patches, keys and values
     /// of the attention stored as `kv` (f16 by default, f32 for accuracy).
     pub fn new(
@@ -96,7 +96,7 @@ impl VisionLayout {
         max_patches: usize,
         kv: KvType,
         threads: usize,
-    ) -> Result<VisionLayout, Error> {
+    ) -> Result<VisionArenaSizes, Error> {
         let merge = v.merge_patches();
         if max_patches == 0 || !max_patches.is_multiple_of(merge) {
             return Err(Error::OutOfRange {
@@ -133,7 +133,7 @@ impl VisionLayout {
                     what: "vision arena size",
                 })?;
         }
-        Ok(VisionLayout {
+        Ok(VisionArenaSizes {
             total,
             max_patches,
             sizes,
@@ -144,7 +144,7 @@ impl VisionLayout {
 
 /// The tower's working memory, carved from an arena.
 pub struct VisionState<'a> {
-    layout: VisionLayout,
+    layout: VisionArenaSizes,
     x: &'a mut [f32],
     xb: &'a mut [f32],
     qkv: &'a mut [f32],
@@ -161,7 +161,7 @@ pub struct VisionState<'a> {
 
 impl<'a> VisionState<'a> {
     /// Carves the state out of `arena` (at least `layout.total` bytes).
-    pub fn new(layout: VisionLayout, arena: &'a mut [u8]) -> Result<VisionState<'a>, Error> {
+    pub fn new(layout: VisionArenaSizes, arena: &'a mut [u8]) -> Result<VisionState<'a>, Error> {
         if arena.len() < layout.total {
             return Err(Error::ArenaTooSmall {
                 need: layout.total,

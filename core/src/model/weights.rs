@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{Role, NO_LAYER};
-use crate::vqf::layout::flags;
+use crate::vqf::format::flags;
 use crate::vqf::Vqf;
 
 /// Which weight copy each phase reads.
@@ -189,7 +189,7 @@ impl<'a> Weights<'a> {
         } else {
             Err(Error::Unsupported {
                 what: "weight copy not routed by this file",
-                value: crate::vqf::layout::layout_code(layout) as u64,
+                value: crate::vqf::format::layout_code(layout) as u64,
             })
         }
     }

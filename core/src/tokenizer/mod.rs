@@ -15,7 +15,7 @@ pub mod decode;
 pub mod nfc;
 pub mod pretokenize;
 #[rustfmt::skip]
-mod tables;
+mod unicode_data;
 pub mod unicode;
 
 use crate::error::Error;

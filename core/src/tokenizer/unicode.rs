@@ -1,7 +1,7 @@
 //! Lookups in the generated Unicode tables: character classes for the
 //! pre-tokenizer, and the normalization data for NFC.
 
-use super::tables::{CLASS_RUNS, COMPOSE, DECOMP, NORM_RUNS};
+use super::unicode_data::{CLASS_RUNS, COMPOSE, DECOMP, NORM_RUNS};
 
 /// A character's class, as the pre-tokenizer regex and `\w` see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! any input. Afterwards tensors are views into the caller's bytes.
 
 pub mod config_section;
-pub mod layout;
+pub mod format;
 #[cfg(feature = "alloc")]
 pub mod tokenizer_build;
 pub mod tokenizer_section;
@@ -18,8 +18,8 @@ use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{self, Kind};
 use crate::tensors::{Role, NO_LAYER};
-pub use layout::checksum;
-use layout::{copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS};
+pub use format::checksum;
+use format::{copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS};
 use tokenizer_section::TokenizerTables;
 
 /// A validated VQF file.
@@ -163,7 +163,7 @@ impl<'a> Vqf<'a> {
             if e.layer != NO_LAYER && e.layer as u32 >= self.config.num_layers.max(depth) {
                 return Err(mal("tensor layer beyond num_layers"));
             }
-            if e.offset % layout::ALIGN != 0 || e.offset < self.header.data_offset {
+            if e.offset % format::ALIGN != 0 || e.offset < self.header.data_offset {
                 return Err(mal("tensor offset not 64-aligned inside the data section"));
             }
             let end = e
@@ -230,7 +230,7 @@ impl<'a> Vqf<'a> {
             match spec.kind {
                 Kind::Embedding => need(emb),
                 Kind::F32 => need(Layout::F32),
-                Kind::VisionLinear => need(layout::vision_layout(f, spec.shape[1] as usize)),
+                Kind::VisionLinear => need(format::vision_layout(f, spec.shape[1] as usize)),
                 Kind::Linear => {
                     for l in copies {
                         if f & copy_flag(l) != 0 {
@@ -286,7 +286,7 @@ impl<'a> Vqf<'a> {
 
     /// The entry for `(layer, role, layout)`, by binary search.
     pub fn find(&self, layer: u16, role: Role, layout: Layout) -> Option<Entry> {
-        let key = (layer, role as u16, layout::layout_code(layout));
+        let key = (layer, role as u16, format::layout_code(layout));
         let (mut lo, mut hi) = (0usize, self.header.tensor_count as usize);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -1,7 +1,7 @@
 //! Writing a VQF file: plan the offsets, then stream header, directory,
 //! sections and tensor data into a [`Sink`], hashing every byte (memsum).
 
-use super::layout::{
+use super::format::{
     Entry, Fnv, Header, ALIGN, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS, VERSION,
 };
 use crate::error::Error;

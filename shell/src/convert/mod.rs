@@ -11,7 +11,7 @@ use crate::args::{Command, Opt, Pos, Stop};
 use crate::files::{Mapped, Output};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
-use kestrel_core::vqf::layout::{Entry, CHECKSUM_AT};
+use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
 use std::io::IsTerminal;

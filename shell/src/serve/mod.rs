@@ -26,7 +26,7 @@ use http::HttpError;
 use kestrel_core::chat::Message;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::model::weights::Weights;
-use kestrel_core::state::{ArenaLayout, KvType, Options, MAX_SLOTS};
+use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
 use scheduler::{Event, Finish, Job};
 use std::fmt::Write as _;
@@ -213,7 +213,7 @@ pub fn serve(
         all_logits: false,
         slots: args.parallel,
     };
-    let layout = ArenaLayout::new(&w.cfg, &opts).map_err(|e| e.to_string())?;
+    let layout = ArenaSizes::new(&w.cfg, &opts).map_err(|e| e.to_string())?;
     let mut arena = engine::arena(&w, &opts)?;
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;

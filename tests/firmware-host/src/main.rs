@@ -53,7 +53,7 @@ use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::parallel::Serial;
 use kestrel_core::sampler::SamplerConfig;
-use kestrel_core::state::{ArenaLayout, KvType, Options, State};
+use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::tokenizer::EncodeScratch;
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
@@ -229,7 +229,7 @@ fn run() -> Result<(), Failure> {
         all_logits: false,
         slots: 1,
     };
-    let arena_need = ArenaLayout::new(&w.cfg, &opts)?.total;
+    let arena_need = ArenaSizes::new(&w.cfg, &opts)?.total;
     let state = State::new(&w.cfg, opts, arena)?;
     // The core's generation path, as `kestrel run` drives it: the prompt
     // in chunks of MAX_BATCH, then greedy tokens until an end token.

@@ -132,15 +132,18 @@ pub fn prefill_chunks(
 ) -> impl Iterator<Item = Chunk> {
     let chunk = chunk.max(1);
     let first = keep / chunk * chunk;
-    (first..n).step_by(chunk).map(move |c0| {
-        let c1 = (c0 + chunk).min(n);
-        Chunk {
-            start: c0.max(keep),
-            end: c1,
-            copy: routing.for_batch(c1 - c0),
-            last: c1 == n,
-        }
-    })
+    (first..n)
+        .step_by(chunk)
+        .map(move |c0| {
+            let c1 = (c0 + chunk).min(n);
+            Chunk {
+                start: c0.max(keep),
+                end: c1,
+                copy: routing.for_batch(c1 - c0),
+                last: c1 == n,
+            }
+        })
+        .filter(|c| c.start < c.end)
 }
 
 /// How many leading positions of a cache holding `cached` (computed with
@@ -566,5 +569,117 @@ where
         self.state.pos = 0;
         self.state.rope_delta[0] = 0;
         self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DUAL: Routing = Routing {
+        prefill: Layout::Q8_0x8,
+        decode: Layout::Q4_0x4,
+    };
+
+    #[test]
+    fn the_plan_chunks_from_the_first_token_and_keeps_the_copies_of_a_fresh_prefill() {
+        // 300 tokens in chunks of 128: 128, 128, 44; all three read Q8.
+        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(DUAL, 300, 128, 0).collect();
+        let spans: heapless::Vec<(usize, usize, Layout, bool), 8> = plan
+            .iter()
+            .map(|c| (c.start, c.end, c.copy, c.last))
+            .collect();
+        assert_eq!(
+            &spans[..],
+            &[
+                (0, 128, Layout::Q8_0x8, false),
+                (128, 256, Layout::Q8_0x8, false),
+                (256, 300, Layout::Q8_0x8, true)
+            ]
+        );
+        // 257 tokens: the last chunk is one token, so it reads the decode copy.
+        let last = prefill_chunks(DUAL, 257, 128, 0).last().unwrap();
+        assert_eq!(
+            (last.start, last.end, last.copy),
+            (256, 257, Layout::Q4_0x4)
+        );
+        assert_eq!(prompt_copy(&DUAL, 128, 256, 257), Layout::Q4_0x4);
+        assert_eq!(prompt_copy(&DUAL, 128, 255, 257), Layout::Q8_0x8);
+        // A cached prefix of 130: the second chunk starts at 130 but keeps
+        // the copy its whole 128-token chunk selects.
+        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(DUAL, 300, 128, 130).collect();
+        assert_eq!(plan.len(), 2);
+        assert_eq!(
+            (plan[0].start, plan[0].end, plan[0].copy),
+            (130, 256, Layout::Q8_0x8)
+        );
+        assert_eq!(prefill_chunks(DUAL, 300, 128, 300).count(), 0);
+    }
+
+    #[test]
+    fn a_cache_is_reused_only_where_tokens_and_copies_match() {
+        let prompt = [1, 2, 3, 4, 5];
+        let cached = [1, 2, 3, 9];
+        let q8 = [Layout::Q8_0x8; 4];
+        // Tokens 0..3 match and were computed with the plan's copy (Q8).
+        assert_eq!(
+            reusable_prefix(&DUAL, 128, &cached, &q8, usize::MAX, &prompt),
+            3
+        );
+        // An image at position 1 of the cache stops reuse there.
+        assert_eq!(reusable_prefix(&DUAL, 128, &cached, &q8, 1, &prompt), 1);
+        // Positions decoded with Q4 are not what the plan would compute.
+        let q4 = [Layout::Q4_0x4; 4];
+        assert_eq!(
+            reusable_prefix(&DUAL, 128, &cached, &q4, usize::MAX, &prompt),
+            0
+        );
+        // At least one prompt token is left to run.
+        assert_eq!(
+            reusable_prefix(&DUAL, 128, &[1, 2, 3], &q8, usize::MAX, &[1, 2, 3]),
+            2
+        );
+    }
+
+    #[test]
+    fn sampling_stops_on_end_tokens_and_at_the_limits() {
+        let mut stops = StopSet {
+            ids: [0; MAX_STOPS],
+            len: 0,
+        };
+        assert!(stops.insert(2) && stops.insert(2) && stops.ids() == [2]);
+        for id in 10..10 + MAX_STOPS as u32 - 1 {
+            assert!(stops.insert(id));
+        }
+        assert!(!stops.insert(99), "a full set refuses");
+        let mut greedy = Sampler::new(SamplerConfig {
+            temperature: 0.0,
+            ..SamplerConfig::default()
+        });
+        let limits = Limits {
+            generated: 0,
+            max_tokens: 3,
+            cached: 5,
+            max_seq: 16,
+        };
+        let mut cand = [0u32; 4];
+        let mut logits = [0.0, 0.0, 1.0, 0.0];
+        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, limits);
+        assert_eq!(s, Sampled::End(2));
+        let mut logits = [0.0, 1.0, 0.0, 0.0];
+        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, limits);
+        assert_eq!(s, Sampled::Token { id: 1, last: false });
+        let at_limit = Limits {
+            generated: 2,
+            ..limits
+        };
+        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, at_limit);
+        assert_eq!(s, Sampled::Token { id: 1, last: true });
+        let full = Limits {
+            cached: 16,
+            ..limits
+        };
+        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, full);
+        assert_eq!(s, Sampled::Token { id: 1, last: true });
     }
 }

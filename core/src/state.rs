@@ -195,13 +195,7 @@ impl ArenaSizes {
             groups: mul(add(mul(b, d.top_k)?, add(d.experts, 1)?)?, 4)?,
             moe_rows: mul(mul(mul(b, d.hidden)?, f)?, 2 * (d.experts > 0) as usize)?,
         };
-        let mut total = 63usize;
-        for s in layout.in_order() {
-            total = total
-                .checked_add(s.div_ceil(64) * 64)
-                .ok_or(Error::Overflow { what: "arena size" })?;
-        }
-        layout.total = total;
+        layout.total = arena_total(&layout.in_order(), "arena size")?;
         Ok(layout)
     }
 
@@ -396,23 +390,72 @@ pub struct MoeState<'a> {
     pub expert_calls: u64,
 }
 
-/// The next `size` bytes of `rest` (64-aligned steps).
-pub(crate) fn take<'a>(rest: &mut &'a mut [u8], size: usize) -> &'a mut [u8] {
-    let padded = size.div_ceil(64) * 64;
-    let all = core::mem::take(rest);
-    let (head, tail) = all.split_at_mut(padded);
-    *rest = tail;
-    &mut head[..size]
-}
-
-fn u32s(b: &mut [u8]) -> Result<&mut [u32], Error> {
-    cast::as_u32_mut(b).ok_or(Error::Overflow {
-        what: "arena alignment",
+/// The bytes an arena of buffers of `sizes` needs: each buffer starts
+/// 64-byte aligned, plus up to 63 bytes to align the arena's start.
+pub(crate) fn arena_total(sizes: &[usize], what: &'static str) -> Result<usize, Error> {
+    sizes.iter().try_fold(63usize, |total, s| {
+        total
+            .checked_add(s.div_ceil(64) * 64)
+            .ok_or(Error::Overflow { what })
     })
 }
 
+/// Cuts an arena into buffers, in order, each 64-byte aligned (as
+/// [`arena_total`] counts them).
+pub(crate) struct Carver<'a> {
+    rest: &'a mut [u8],
+}
+
+impl<'a> Carver<'a> {
+    /// The arena from its first 64-byte aligned byte, when it holds at
+    /// least `total` bytes.
+    pub(crate) fn new(arena: &'a mut [u8], total: usize) -> Result<Carver<'a>, Error> {
+        if arena.len() < total {
+            return Err(Error::ArenaTooSmall {
+                need: total,
+                have: arena.len(),
+            });
+        }
+        let skip = arena.as_ptr().align_offset(64).min(63);
+        Ok(Carver {
+            rest: &mut arena[skip..],
+        })
+    }
+
+    /// The next `size` bytes.
+    pub(crate) fn bytes(&mut self, size: usize) -> &'a mut [u8] {
+        let padded = size.div_ceil(64) * 64;
+        let all = core::mem::take(&mut self.rest);
+        let (head, tail) = all.split_at_mut(padded);
+        self.rest = tail;
+        &mut head[..size]
+    }
+
+    /// The next `size` bytes as f32s.
+    pub(crate) fn f32s(&mut self, size: usize) -> Result<&'a mut [f32], Error> {
+        f32s(self.bytes(size))
+    }
+
+    /// The next `size` bytes as u32s.
+    pub(crate) fn u32s(&mut self, size: usize) -> Result<&'a mut [u32], Error> {
+        cast::as_u32_mut(self.bytes(size)).ok_or(Error::Overflow {
+            what: "arena alignment",
+        })
+    }
+
+    /// The next `size` bytes as i8s.
+    pub(crate) fn i8s(&mut self, size: usize) -> &'a mut [i8] {
+        cast::as_i8_mut(self.bytes(size))
+    }
+
+    /// The next `size` bytes as a KV cache of `kv` elements.
+    pub(crate) fn kv(&mut self, size: usize, kv: KvType) -> Result<KvCache<'a>, Error> {
+        KvCache::of(self.bytes(size), kv)
+    }
+}
+
 /// Bytes as f32s (aligned by the carving).
-pub(crate) fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
+fn f32s(b: &mut [u8]) -> Result<&mut [f32], Error> {
     cast::as_f32_mut(b).ok_or(Error::Overflow {
         what: "arena alignment",
     })
@@ -422,39 +465,27 @@ impl<'a> State<'a> {
     /// Carves the state out of `arena` (at least `ArenaSizes::new(cfg,
     /// opts).total` bytes) and fills the RoPE tables.
     pub fn new(cfg: &Config, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>, Error> {
-        let layout = ArenaSizes::new(cfg, &opts)?;
-        if arena.len() < layout.total {
-            return Err(Error::ArenaTooSmall {
-                need: layout.total,
-                have: arena.len(),
-            });
-        }
-        let skip = arena.as_ptr().align_offset(64).min(63);
-        let mut rest: &'a mut [u8] = &mut arena[skip..];
-        let s = layout;
-        let k_bytes = take(&mut rest, s.keys);
-        let v_bytes = take(&mut rest, s.values);
-        let (k_cache, v_cache) = (
-            KvCache::of(k_bytes, opts.kv)?,
-            KvCache::of(v_bytes, opts.kv)?,
-        );
-        let x = f32s(take(&mut rest, s.x))?;
-        let xb = f32s(take(&mut rest, s.xb))?;
-        let qkv = f32s(take(&mut rest, s.qkv))?;
-        let att = f32s(take(&mut rest, s.att))?;
-        let hb = f32s(take(&mut rest, s.hb))?;
-        let proj = f32s(take(&mut rest, s.proj))?;
-        let tmp = f32s(take(&mut rest, s.tmp))?;
-        let logits = f32s(take(&mut rest, s.logits))?;
-        let scores = f32s(take(&mut rest, s.scores))?;
-        let rope = f32s(take(&mut rest, s.rope))?;
-        let act_qs = cast::as_i8_mut(take(&mut rest, s.act_qs));
-        let act_d = f32s(take(&mut rest, s.act_d))?;
-        let router = f32s(take(&mut rest, s.router))?;
-        let routes = u32s(take(&mut rest, s.routes))?;
-        let route_w = f32s(take(&mut rest, s.route_w))?;
-        let groups = u32s(take(&mut rest, s.groups))?;
-        let moe_rows = f32s(take(&mut rest, s.moe_rows))?;
+        let s = ArenaSizes::new(cfg, &opts)?;
+        let mut arena = Carver::new(arena, s.total)?;
+        let k_cache = arena.kv(s.keys, opts.kv)?;
+        let v_cache = arena.kv(s.values, opts.kv)?;
+        let x = arena.f32s(s.x)?;
+        let xb = arena.f32s(s.xb)?;
+        let qkv = arena.f32s(s.qkv)?;
+        let att = arena.f32s(s.att)?;
+        let hb = arena.f32s(s.hb)?;
+        let proj = arena.f32s(s.proj)?;
+        let tmp = arena.f32s(s.tmp)?;
+        let logits = arena.f32s(s.logits)?;
+        let scores = arena.f32s(s.scores)?;
+        let rope = arena.f32s(s.rope)?;
+        let act_qs = arena.i8s(s.act_qs);
+        let act_d = arena.f32s(s.act_d)?;
+        let router = arena.f32s(s.router)?;
+        let routes = arena.u32s(s.routes)?;
+        let route_w = arena.f32s(s.route_w)?;
+        let groups = arena.u32s(s.groups)?;
+        let moe_rows = arena.f32s(s.moe_rows)?;
         let (x_in, acc) = moe_rows.split_at_mut(moe_rows.len() / 2);
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
         fill_rope(cfg, rope_cos, rope_sin);

@@ -17,9 +17,8 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
 use crate::parallel::Parallel;
 use crate::quant::repack::PackedMatrix;
-use crate::state::{f32s, take, KvCache, KvType, Scratch};
+use crate::state::{arena_total, Carver, KvCache, KvType, Scratch};
 use crate::tensors::{Role, NO_LAYER};
-use kestrel_kernels::cast;
 
 /// Rows one matrix multiply of the tower takes at a time.
 pub const VISION_CHUNK: usize = 64;
@@ -69,8 +68,6 @@ impl Dims {
     }
 }
 
-const BUFFERS: usize = 12;
-
 /// Byte sizes of the tower's buffers for images of up to `max_patches`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VisionArenaSizes {
@@ -78,8 +75,31 @@ pub struct VisionArenaSizes {
     pub total: usize,
     /// The largest image, in patches.
     pub max_patches: usize,
-    sizes: [usize; BUFFERS],
     kv: KvType,
+    /// x: (patches, d) f32 residual stream.
+    x: usize,
+    /// xb: (patches, d) f32 normed input; the merged rows.
+    xb: usize,
+    /// qkv: (patches, 3 d) f32.
+    qkv: usize,
+    /// att: (patches, d) f32 attention output.
+    att: usize,
+    /// hb: (patches, ffn) f32 MLP hidden; the merger's fc1 output.
+    hb: usize,
+    /// keys: (patches, d) f16 or f32.
+    keys: usize,
+    /// values: (patches, d).
+    values: usize,
+    /// scores: (parts, patches) f32.
+    scores: usize,
+    /// rope: (patches, head_dim / 2) f32 cosines, then as many sines.
+    rope: usize,
+    /// tmp: (chunk, widest output) f32 matmul parts.
+    tmp: usize,
+    /// act_qs: (chunk, widest input) i8.
+    act_qs: usize,
+    /// act_d: (chunk, widest input / 32 + 1) f32.
+    act_d: usize,
 }
 
 fn mul(a: usize, b: usize) -> Result<usize, Error> {
@@ -111,34 +131,41 @@ impl VisionArenaSizes {
         let kv_elem = if kv == KvType::F16 { 2 } else { 4 };
         let parts = threads.clamp(1, MAX_PARTS);
         let chunk = VISION_CHUNK;
-        let sizes = [
-            mul(mul(n, dm.d)?, f)?,                     // 0 x: (patches, d) residual
-            mul(mul(n, dm.d.max(dm.patch))?, f)?, // 1 xb: (patches, d) normed input; merged rows
-            mul(mul(n, 3 * dm.d)?, f)?,           // 2 qkv: (patches, 3 d)
-            mul(mul(n, dm.d)?, f)?,               // 3 att: (patches, d) attention output
-            mul(mul(n, dm.ffn.max(dm.d))?, f)?,   // 4 hb: (patches, ffn) MLP hidden; merger fc1
-            mul(mul(n, dm.d)?, kv_elem)?,         // 5 keys: (patches, d)
-            mul(mul(n, dm.d)?, kv_elem)?,         // 6 values: (patches, d)
-            mul(mul(parts, n)?, f)?,              // 7 scores: (parts, patches)
-            mul(mul(n, dm.head_dim)?, f)?,        // 8 rope: (patches, head_dim / 2) cos, then sin
-            mul(mul(chunk, dm.max_rows())?, f)?,  // 9 tmp: (chunk, widest output)
-            mul(chunk, dm.max_in())?,             // 10 act_qs: (chunk, widest input) i8
-            mul(mul(chunk, dm.max_in() / 32 + 1)?, f)?, // 11 act_d
-        ];
-        let mut total = 63usize;
-        for s in sizes {
-            total = total
-                .checked_add(s.div_ceil(64) * 64)
-                .ok_or(Error::Overflow {
-                    what: "vision arena size",
-                })?;
-        }
-        Ok(VisionArenaSizes {
-            total,
+        let mut sizes = VisionArenaSizes {
+            total: 0,
             max_patches,
-            sizes,
             kv,
-        })
+            x: mul(mul(n, dm.d)?, f)?,
+            xb: mul(mul(n, dm.d.max(dm.patch))?, f)?,
+            qkv: mul(mul(n, 3 * dm.d)?, f)?,
+            att: mul(mul(n, dm.d)?, f)?,
+            hb: mul(mul(n, dm.ffn.max(dm.d))?, f)?,
+            keys: mul(mul(n, dm.d)?, kv_elem)?,
+            values: mul(mul(n, dm.d)?, kv_elem)?,
+            scores: mul(mul(parts, n)?, f)?,
+            rope: mul(mul(n, dm.head_dim)?, f)?,
+            tmp: mul(mul(chunk, dm.max_rows())?, f)?,
+            act_qs: mul(chunk, dm.max_in())?,
+            act_d: mul(mul(chunk, dm.max_in() / 32 + 1)?, f)?,
+        };
+        sizes.total = arena_total(
+            &[
+                sizes.x,
+                sizes.xb,
+                sizes.qkv,
+                sizes.att,
+                sizes.hb,
+                sizes.keys,
+                sizes.values,
+                sizes.scores,
+                sizes.rope,
+                sizes.tmp,
+                sizes.act_qs,
+                sizes.act_d,
+            ],
+            "vision arena size",
+        )?;
+        Ok(sizes)
     }
 }
 
@@ -162,28 +189,21 @@ pub struct VisionState<'a> {
 impl<'a> VisionState<'a> {
     /// Carves the state out of `arena` (at least `layout.total` bytes).
     pub fn new(layout: VisionArenaSizes, arena: &'a mut [u8]) -> Result<VisionState<'a>, Error> {
-        if arena.len() < layout.total {
-            return Err(Error::ArenaTooSmall {
-                need: layout.total,
-                have: arena.len(),
-            });
-        }
-        let skip = arena.as_ptr().align_offset(64).min(63);
-        let mut rest: &'a mut [u8] = &mut arena[skip..];
-        let s = layout.sizes;
-        let x = f32s(take(&mut rest, s[0]))?;
-        let xb = f32s(take(&mut rest, s[1]))?;
-        let qkv = f32s(take(&mut rest, s[2]))?;
-        let att = f32s(take(&mut rest, s[3]))?;
-        let hb = f32s(take(&mut rest, s[4]))?;
-        let keys = KvCache::of(take(&mut rest, s[5]), layout.kv)?;
-        let values = KvCache::of(take(&mut rest, s[6]), layout.kv)?;
-        let scores = f32s(take(&mut rest, s[7]))?;
-        let rope = f32s(take(&mut rest, s[8]))?;
+        let mut arena = Carver::new(arena, layout.total)?;
+        let s = layout;
+        let x = arena.f32s(s.x)?;
+        let xb = arena.f32s(s.xb)?;
+        let qkv = arena.f32s(s.qkv)?;
+        let att = arena.f32s(s.att)?;
+        let hb = arena.f32s(s.hb)?;
+        let keys = arena.kv(s.keys, layout.kv)?;
+        let values = arena.kv(s.values, layout.kv)?;
+        let scores = arena.f32s(s.scores)?;
+        let rope = arena.f32s(s.rope)?;
         let (rope_cos, rope_sin) = rope.split_at_mut(rope.len() / 2);
-        let tmp = f32s(take(&mut rest, s[9]))?;
-        let act_qs = cast::as_i8_mut(take(&mut rest, s[10]));
-        let act_d = f32s(take(&mut rest, s[11]))?;
+        let tmp = arena.f32s(s.tmp)?;
+        let act_qs = arena.i8s(s.act_qs);
+        let act_d = arena.f32s(s.act_d)?;
         Ok(VisionState {
             layout,
             x,

@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{Role, NO_LAYER};
-use crate::vqf::format::flags;
+use crate::vqf::format::{flags, Entry};
 use crate::vqf::Vqf;
 
 /// Which weight copy each phase reads.
@@ -194,15 +194,18 @@ impl<'a> Weights<'a> {
         }
     }
 
-    fn find(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
-        let e = self
-            .vqf
+    /// The directory entry of a tensor the model needs.
+    fn entry(&self, layer: u16, role: Role, layout: Layout) -> Result<Entry, Error> {
+        self.vqf
             .find(layer, role, layout)
             .ok_or(Error::MissingTensor {
                 role: role.stem(),
                 layer,
-            })?;
-        Ok(self.vqf.data(&e))
+            })
+    }
+
+    fn find(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
+        Ok(self.vqf.data(&self.entry(layer, role, layout)?))
     }
 
     pub(crate) fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
@@ -210,14 +213,7 @@ impl<'a> Weights<'a> {
     }
 
     fn matrix(&self, layer: u16, role: Role, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
-        let e = self
-            .vqf
-            .find(layer, role, layout)
-            .ok_or(Error::MissingTensor {
-                role: role.stem(),
-                layer,
-            })?;
-        self.vqf.matrix(&e, 0)
+        self.vqf.matrix(&self.entry(layer, role, layout)?, 0)
     }
 
     /// MoE layer `layer`'s router and expert stacks in `layout`.
@@ -228,15 +224,8 @@ impl<'a> Weights<'a> {
         if !self.cfg.is_moe_layer(layer as usize) {
             return Ok(None);
         }
-        let e = self
-            .vqf
-            .find(layer, Role::FfnRouter, Layout::F32)
-            .ok_or(Error::MissingTensor {
-                role: Role::FfnRouter.stem(),
-                layer,
-            })?;
         Ok(Some(MoeLayer {
-            router: self.vqf.matrix(&e, 0)?,
+            router: self.matrix(layer, Role::FfnRouter, Layout::F32)?,
             gate_up: self.find(layer, Role::FfnGateUpExps, layout)?,
             down: self.find(layer, Role::FfnDownExps, layout)?,
             layout,

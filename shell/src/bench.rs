@@ -12,6 +12,7 @@
 //! KV cache; then the DRAM probe on the same threads.
 
 use crate::args::{Command, Opt, Pos, Stop};
+use crate::error::Result;
 use crate::pool::Pool;
 use kestrel_core::kernels::{Acts, Epilogue, Kernels};
 use kestrel_core::parallel::Parallel;
@@ -167,7 +168,7 @@ fn median_ms(repeats: usize, mut f: impl FnMut()) -> f64 {
 /// A packed `rows x cols` matrix in `layout`, built by quantizing one tile of
 /// synthetic rows and repeating it (the bytes a kernel streams are what
 /// matters for timing, not their variety).
-fn synthetic_packed(layout: repack::Layout, rows: usize, cols: usize) -> Result<Vec<u8>, String> {
+fn synthetic_packed(layout: repack::Layout, rows: usize, cols: usize) -> Result<Vec<u8>> {
     const TILE: usize = 64;
     let e = |e: kestrel_core::Error| e.to_string();
     let nb = cols / 32;
@@ -261,7 +262,7 @@ fn mixed(
     kernels: &Kernels,
     pool: &Pool,
     args: &BenchArgs,
-) -> Result<(f64, Vec<Line>, Vec<Line>, String), String> {
+) -> Result<(f64, Vec<Line>, Vec<Line>, String)> {
     let h = args.hidden;
     let qkv = args.q_heads * args.head_dim + 2 * args.kv_heads * args.head_dim;
     let ffn = args.ffn;
@@ -357,7 +358,7 @@ fn mixed(
 /// MoE block (router, top-8, grouped experts): decode reads the Q4 copy,
 /// prefill (M=32) the Q8 copy, as a dual file does. Bytes touched = the F32
 /// router plus the expert matrices multiplied (counted by the state).
-fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<(), String> {
+fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<()> {
     use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
     use kestrel_core::model::linear::Exec;
     use kestrel_core::model::moe::ffn;
@@ -502,7 +503,7 @@ impl kestrel_core::convert::TensorSource for HashSource {
 /// and 17, merger to 2048) with synthetic weights in a Q8 file (the vision
 /// matrices' copy in quantized files): an `side x side` image is
 /// `(side / 16)^2` patches and a quarter as many LLM tokens.
-fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result<(), String> {
+fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result<()> {
     use kestrel_core::config::{Arch, Config, VisionConfig, MAX_EOS};
     use kestrel_core::convert::{write_vqf, WeightMode};
     use kestrel_core::model::linear::Exec;
@@ -513,7 +514,8 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
     if side == 0 || !side.is_multiple_of(32) {
         return Err(format!(
             "bench --vision: the image side must be a multiple of 32 (got {side})"
-        ));
+        )
+        .into());
     }
     let mut deepstack = [0u32; 8];
     deepstack[..3].copy_from_slice(&[5, 11, 17]);
@@ -640,10 +642,7 @@ fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize) -> Result
 }
 
 /// The single-thread kernel lines: (name, ms, GFLOPS, GB/s; NaN = none).
-fn kernel_lines(
-    kernels: &Kernels,
-    args: &BenchArgs,
-) -> Result<Vec<(String, f64, f64, f64)>, String> {
+fn kernel_lines(kernels: &Kernels, args: &BenchArgs) -> Result<Vec<(String, f64, f64, f64)>> {
     let (rows, cols) = (args.rows, args.cols);
     let mut lines = Vec::new();
     let w = synthetic(rows * cols, 1);
@@ -654,25 +653,21 @@ fn kernel_lines(
     let mut q8 = vec![0u8; rows * nb * q8_0::BLOCK_BYTES];
     for r in 0..rows {
         let row = &w[r * cols..(r + 1) * cols];
-        q4_0::quantize_row_bytes(row, &mut q4[r * nb * 18..(r + 1) * nb * 18])
-            .map_err(|e| e.to_string())?;
-        q8_0::quantize_row_bytes(row, &mut q8[r * nb * 34..(r + 1) * nb * 34])
-            .map_err(|e| e.to_string())?;
+        q4_0::quantize_row_bytes(row, &mut q4[r * nb * 18..(r + 1) * nb * 18])?;
+        q8_0::quantize_row_bytes(row, &mut q8[r * nb * 34..(r + 1) * nb * 34])?;
     }
     let l4 = repack::Layout::Q4_0x4;
     let l8 = repack::Layout::Q8_0x8;
-    let mut p4 = vec![0u8; l4.matrix_bytes(rows, cols).map_err(|e| e.to_string())?];
-    let mut p8 = vec![0u8; l8.matrix_bytes(rows, cols).map_err(|e| e.to_string())?];
-    repack::repack_q4_0x4(&q4, rows, cols, &mut p4).map_err(|e| e.to_string())?;
-    repack::repack_q8_0x8(&q8, rows, cols, &mut p8).map_err(|e| e.to_string())?;
-    let m4 = repack::PackedMatrix::new(l4, rows, cols, &p4).map_err(|e| e.to_string())?;
-    let m8 = repack::PackedMatrix::new(l8, rows, cols, &p8).map_err(|e| e.to_string())?;
+    let mut p4 = vec![0u8; l4.matrix_bytes(rows, cols)?];
+    let mut p8 = vec![0u8; l8.matrix_bytes(rows, cols)?];
+    repack::repack_q4_0x4(&q4, rows, cols, &mut p4)?;
+    repack::repack_q8_0x8(&q8, rows, cols, &mut p8)?;
+    let m4 = repack::PackedMatrix::new(l4, rows, cols, &p4)?;
+    let m8 = repack::PackedMatrix::new(l8, rows, cols, &p8)?;
 
     let mut qs = vec![0i8; x.len()];
     let mut d = vec![0f32; x.len() / 32];
-    kernels
-        .quantize_acts(&x, &mut qs, &mut d)
-        .map_err(|e| e.to_string())?;
+    kernels.quantize_acts(&x, &mut qs, &mut d)?;
 
     for (name, mat, m) in [
         ("Q4_0x4 gemv (M=1)", &m4, 1usize),
@@ -695,8 +690,7 @@ fn kernel_lines(
         .iter()
         .flat_map(|v| kestrel_core::quant::f16::f32_to_f16(*v).to_le_bytes())
         .collect();
-    let mf16 = repack::PackedMatrix::new(repack::Layout::F16, rows, cols, &f16w)
-        .map_err(|e| e.to_string())?;
+    let mf16 = repack::PackedMatrix::new(repack::Layout::F16, rows, cols, &f16w)?;
     let mut out = vec![0f32; rows];
     let ms = median_ms(args.repeats, || {
         kernels
@@ -732,7 +726,7 @@ fn num(v: f64) -> String {
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(m) = &args.model {
         return model_bench(m, args);
     }
@@ -740,7 +734,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if cols == 0 || cols % 32 != 0 || rows == 0 {
         return Err(format!(
             "bench: need rows > 0 and cols a multiple of 32 (got {rows} x {cols})"
-        ));
+        )
+        .into());
     }
     let kernels = crate::cpu::detect_kernels();
     if args.moe {
@@ -884,7 +879,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// per second of a `n_prompt`-token synthetic prompt prefilled in batches,
 /// and of `n_gen` tokens decoded one by one, each from an empty KV cache.
 /// One warm-up of each first (prefill whole, decode one token).
-fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
+fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
     use crate::engine::{self, EngineArgs, Model};
     use kestrel_core::model::forward::forward;
     let model = Model::open(path)?;
@@ -903,10 +898,7 @@ fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
         args.batch.clamp(1, kestrel_core::state::MAX_BATCH),
     );
     if opts.max_seq < args.n_prompt + args.n_gen {
-        return Err(format!(
-            "bench: the file holds at most {} tokens",
-            opts.max_seq
-        ));
+        return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
     }
     let mut arena = engine::arena(&w, &opts)?;
     let mut s = engine::state(&w, opts, &mut arena)?;
@@ -916,7 +908,7 @@ fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
         .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
         .collect();
     let e = |e: kestrel_core::Error| e.to_string();
-    let mut pass = |n: usize, batch: usize| -> Result<f64, String> {
+    let mut pass = |n: usize, batch: usize| -> Result<f64> {
         s.pos = 0;
         let t = Instant::now();
         for c in toks[..n].chunks(batch) {

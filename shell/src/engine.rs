@@ -2,6 +2,7 @@
 //! arena, and set up kernels and threads.
 
 use crate::args::{Matches, Opt, Stop};
+use crate::error::{Context, Result};
 use crate::files::Mapped;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
@@ -80,10 +81,10 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn open(path: &Path) -> Result<Model, String> {
+    pub fn open(path: &Path) -> Result<Model> {
         let t = Instant::now();
         let map = Mapped::open(path)?;
-        Vqf::parse(map.bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+        Vqf::parse(map.bytes()).with_context(|| path.display())?;
         Ok(Model {
             map,
             load_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -96,11 +97,11 @@ impl Model {
         &'a self,
         prefill_q8: bool,
         layers: &'a mut Vec<LayerWeights<'a>>,
-    ) -> Result<Weights<'a>, String> {
-        let v = Vqf::parse(self.map.bytes()).map_err(|e| e.to_string())?;
+    ) -> Result<Weights<'a>> {
+        let v = Vqf::parse(self.map.bytes())?;
         layers.clear();
         layers.resize(Weights::layer_slots(v.config()), LayerWeights::EMPTY);
-        Weights::new(v, prefill_q8, layers).map_err(|e| e.to_string())
+        Ok(Weights::new(v, prefill_q8, layers)?)
     }
 }
 
@@ -159,10 +160,8 @@ pub fn setup(
 }
 
 /// An arena sized for `opts`.
-pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>, String> {
-    let need = ArenaSizes::new(&w.cfg, opts)
-        .map_err(|e| e.to_string())?
-        .total;
+pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>> {
+    let need = ArenaSizes::new(&w.cfg, opts)?.total;
     let mut v = Vec::new();
     v.try_reserve_exact(need).map_err(|_| {
         format!(
@@ -175,6 +174,6 @@ pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>, String> {
 }
 
 /// A state over `arena`.
-pub fn state<'a>(w: &Weights, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>, String> {
-    State::new(&w.cfg, opts, arena).map_err(|e| e.to_string())
+pub fn state<'a>(w: &Weights, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>> {
+    Ok(State::new(&w.cfg, opts, arena)?)
 }

@@ -1,5 +1,6 @@
 //! Files: read-only maps of inputs, and outputs that appear only when whole.
 
+use crate::error::{Context, Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -21,12 +22,9 @@ pub struct Mapped {
 
 impl Mapped {
     /// Maps `path` read-only.
-    pub fn open(path: &Path) -> Result<Mapped, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = file
-            .metadata()
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .len();
+    pub fn open(path: &Path) -> Result<Mapped> {
+        let file = File::open(path).with_context(|| path.display())?;
+        let len = file.metadata().with_context(|| path.display())?.len();
         if len == 0 {
             return Ok(Mapped {
                 map: None,
@@ -40,7 +38,7 @@ impl Mapped {
         // files it maps, and documents this limit (docs/architecture.md).
         // Every byte is treated as untrusted and validated before use.
         let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| format!("{}: mmap: {e}", path.display()))?;
+            .with_context(|| format!("{}: mmap", path.display()))?;
         let slot = sigbus::register(
             map.as_ptr() as usize,
             map.len(),
@@ -229,7 +227,7 @@ pub struct Output {
 
 impl Output {
     /// Starts an output for `target`.
-    pub fn create(target: &Path) -> Result<Output, String> {
+    pub fn create(target: &Path) -> Result<Output> {
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
             _ => PathBuf::from("."),
@@ -253,7 +251,7 @@ impl Output {
                     .create(true)
                     .truncate(true)
                     .open(&partial)
-                    .map_err(|e| format!("{}: {e}", partial.display()))?;
+                    .with_context(|| partial.display())?;
                 (f, Some(partial))
             }
         };
@@ -264,16 +262,16 @@ impl Output {
         })
     }
 
-    fn writer(&mut self) -> Result<&mut BufWriter<File>, String> {
+    fn writer(&mut self) -> Result<&mut BufWriter<File>> {
         self.file
             .as_mut()
-            .ok_or_else(|| "output already committed".to_string())
+            .ok_or_else(|| Error::msg("output already committed"))
     }
 
     /// Overwrites bytes at `offset` (after everything was written).
-    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<(), String> {
+    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
         let target = self.target.display().to_string();
-        let w = |e: std::io::Error| format!("{target}: {e}");
+        let w = |e: std::io::Error| Error::from(e).context(&target);
         let file = self.writer()?;
         file.flush().map_err(w)?;
         let f = file.get_mut();
@@ -284,9 +282,9 @@ impl Output {
     }
 
     /// Flushes to disk and maps the written bytes read-only, for checking.
-    pub fn finish_and_map(&mut self) -> Result<memmap2::Mmap, String> {
+    pub fn finish_and_map(&mut self) -> Result<memmap2::Mmap> {
         let target = self.target.display().to_string();
-        let w = |e: std::io::Error| format!("{target}: {e}");
+        let w = |e: std::io::Error| Error::from(e).context(&target);
         let file = self.writer()?;
         file.flush().map_err(w)?;
         file.get_ref().sync_all().map_err(w)?;
@@ -297,9 +295,9 @@ impl Output {
 
     /// Makes the file appear at its final path (atomically replacing an
     /// existing one).
-    pub fn commit(mut self) -> Result<(), String> {
+    pub fn commit(mut self) -> Result<()> {
         let target = self.target.clone();
-        let err = |e: std::io::Error| format!("{}: {e}", target.display());
+        let err = |e: std::io::Error| Error::from(e).context(target.display());
         let file = self.writer()?;
         file.flush().map_err(err)?;
         file.get_ref().sync_all().map_err(err)?;
@@ -307,7 +305,7 @@ impl Output {
             .file
             .take()
             .map(|w| w.into_parts().0)
-            .ok_or_else(|| "output already committed".to_string())?;
+            .ok_or_else(|| Error::msg("output already committed"))?;
         match self.named_temp.take() {
             Some(partial) => std::fs::rename(&partial, &target).map_err(|e| {
                 let _ = std::fs::remove_file(&partial);

@@ -3,6 +3,7 @@
 
 use crate::args::{Command, Matches, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
+use crate::error::Result;
 use crate::pool::Pool;
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
 use kestrel_core::generate::{Generator, PREFILL_CHUNK};
@@ -162,7 +163,7 @@ impl<'a> Session<'a> {
         pool: &'a Pool,
         state: State<'a>,
         sample: SamplerConfig,
-    ) -> Result<Self, String> {
+    ) -> Result<Self> {
         if w.vqf.tokenizer().is_none() {
             return Err(
                 "this VQF file has no tokenizer (convert it from a directory with tokenizer.json)"
@@ -171,8 +172,7 @@ impl<'a> Session<'a> {
         }
         let history = vec![0; state.opts.max_seq];
         let candidates = vec![0; w.cfg.vocab_size as usize];
-        let gen = Generator::new(w, kernels, pool, state, sample, history, candidates)
-            .map_err(|e| e.to_string())?;
+        let gen = Generator::new(w, kernels, pool, state, sample, history, candidates)?;
         Ok(Session { gen })
     }
 
@@ -187,13 +187,13 @@ impl<'a> Session<'a> {
     }
 
     /// Token ids of `text` (special tokens recognised).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         encode(&self.gen.tokenizer, text)
     }
 
     /// Runs `ids` through the model; keeps the last logits.
-    pub fn feed(&mut self, ids: &[u32]) -> Result<(), String> {
-        self.gen.feed(ids, None).map_err(|e| e.to_string())
+    pub fn feed(&mut self, ids: &[u32]) -> Result<()> {
+        Ok(self.gen.feed(ids, None)?)
     }
 
     /// Forgets the conversation.
@@ -209,7 +209,7 @@ impl<'a> Session<'a> {
         max: usize,
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
-    ) -> Result<Stats, String> {
+    ) -> Result<Stats> {
         let none = crate::vision::Encoded::default();
         self.generate_with_images(prompt, &none, max, interrupt, emit)
     }
@@ -224,19 +224,14 @@ impl<'a> Session<'a> {
         max: usize,
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
-    ) -> Result<Stats, String> {
+    ) -> Result<Stats> {
         let t = Instant::now();
         let mut scratch = crate::vision::MropeScratch::default();
         let prompt_images = images.for_prompt(prompt.len(), &mut scratch);
-        self.gen
-            .feed(prompt, prompt_images)
-            .map_err(|e| e.to_string())?;
+        self.gen.feed(prompt, prompt_images)?;
         let prefill_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let answer = self
-            .gen
-            .decode(max, interrupt, emit)
-            .map_err(|e| e.to_string())?;
+        let answer = self.gen.decode(max, interrupt, emit)?;
         Ok(Stats {
             prompt_tokens: prompt.len(),
             prefill_s,
@@ -266,15 +261,14 @@ impl<'a> Session<'a> {
 }
 
 /// Token ids of `text` (special tokens recognised).
-pub fn encode(tok: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+pub fn encode(tok: &Tokenizer, text: &str) -> Result<Vec<u32>> {
     let mut norm = vec![0u8; 3 * text.len() + 16];
     let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
     let mut scratch = EncodeScratch::new(&mut norm, &mut work);
     let mut ids = Vec::new();
     tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
         ids.push(id)
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     Ok(ids)
 }
 
@@ -303,7 +297,7 @@ pub fn catch_ctrl_c() {
     }
 }
 
-pub fn run(a: &RunArgs) -> Result<(), String> {
+pub fn run(a: &RunArgs) -> Result<()> {
     let model = Model::open(&a.model)?;
     let mut layers = Vec::new();
     let w = model.weights(a.engine.prefill_q8, &mut layers)?;
@@ -406,7 +400,7 @@ impl ChatArgs {
     }
 }
 
-pub fn chat(a: &ChatArgs) -> Result<(), String> {
+pub fn chat(a: &ChatArgs) -> Result<()> {
     let model = Model::open(&a.model)?;
     let mut layers = Vec::new();
     let w = model.weights(a.engine.prefill_q8, &mut layers)?;
@@ -423,7 +417,7 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
     loop {
         eprint!("\n> ");
         let mut line = String::new();
-        if stdin.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+        if stdin.read_line(&mut line)? == 0 {
             break;
         }
         let line = line.trim_end_matches(['\n', '\r']);
@@ -493,7 +487,7 @@ pub fn chat(a: &ChatArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn tokenize(model: &Path, text: &str) -> Result<(), String> {
+pub fn tokenize(model: &Path, text: &str) -> Result<()> {
     let m = Model::open(model)?;
     let mut layers = Vec::new();
     let w = m.weights(true, &mut layers)?;
@@ -505,13 +499,12 @@ pub fn tokenize(model: &Path, text: &str) -> Result<(), String> {
     let mut ids = Vec::new();
     tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
         ids.push(id.to_string())
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     println!("[{}]", ids.join(", "));
     Ok(())
 }
 
-pub fn detokenize(model: &Path, ids: &[u32]) -> Result<(), String> {
+pub fn detokenize(model: &Path, ids: &[u32]) -> Result<()> {
     let m = Model::open(model)?;
     let mut layers = Vec::new();
     let w = m.weights(true, &mut layers)?;
@@ -520,8 +513,7 @@ pub fn detokenize(model: &Path, ids: &[u32]) -> Result<(), String> {
     let mut dec = StreamDecoder::new(false);
     let mut text = String::new();
     for &id in ids {
-        dec.step_with(&tok, id, &mut |t| text.push_str(t))
-            .map_err(|e| e.to_string())?;
+        dec.step_with(&tok, id, &mut |t| text.push_str(t))?;
     }
     dec.finish_with(&mut |t| text.push_str(t));
     println!("{text}");

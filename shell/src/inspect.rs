@@ -1,5 +1,6 @@
 //! `kestrel inspect` and `kestrel verify`.
 
+use crate::error::{Context, Result};
 use crate::files::Mapped;
 use kestrel_core::config::Config;
 use kestrel_core::tensors::NO_LAYER;
@@ -8,12 +9,12 @@ use kestrel_core::vqf::{self, Vqf};
 use std::fmt::Write as _;
 use std::path::Path;
 
-fn open(path: &Path) -> Result<Mapped, String> {
+fn open(path: &Path) -> Result<Mapped> {
     Mapped::open(path)
 }
 
-fn parse<'a>(m: &'a Mapped) -> Result<Vqf<'a>, String> {
-    Vqf::parse(m.bytes()).map_err(|e| format!("{}: {e}", m.path().display()))
+fn parse<'a>(m: &'a Mapped) -> Result<Vqf<'a>> {
+    Vqf::parse(m.bytes()).with_context(|| m.path().display())
 }
 
 fn shape(e: &Entry) -> String {
@@ -120,7 +121,7 @@ fn json_str(s: &str) -> String {
     o
 }
 
-pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
+pub fn inspect(path: &Path, json: bool) -> Result<()> {
     let m = open(path)?;
     let v = parse(&m)?;
     let h = v.header();
@@ -289,7 +290,7 @@ pub fn inspect(path: &Path, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-pub fn verify(path: &Path) -> Result<(), String> {
+pub fn verify(path: &Path) -> Result<()> {
     let m = open(path)?;
     let v = parse(&m)?;
     let stored = v.header().checksum;
@@ -298,7 +299,7 @@ pub fn verify(path: &Path) -> Result<(), String> {
         return Err(format!(
             "{}: checksum mismatch: header says {stored:016x}, the file hashes to {computed:016x} (the file is damaged)",
             path.display()
-        ));
+        ).into());
     }
     println!(
         "{}: OK (checksum {computed:016x}, {} tensors, {} bytes)",
@@ -311,7 +312,7 @@ pub fn verify(path: &Path) -> Result<(), String> {
 
 /// Bytes of the tensors (each 64-aligned) of a file for `cfg` in `mode`:
 /// the file less its header, directory, config and tokenizer.
-pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Result<u64, String> {
+pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Result<u64> {
     use kestrel_core::convert as cc;
     let e = |e: kestrel_core::Error| e.to_string();
     let n = cc::entry_count(cfg, mode).map_err(e)?;
@@ -328,11 +329,11 @@ fn mb(b: u64) -> String {
 /// file, a Hugging Face directory or a config.json: the weights (the file's
 /// tensors, mapped) and the arena (`ArenaSizes`: f16 KV cache, activations
 /// and scratch for prefill batches of 128) at a few context lengths.
-pub fn memory(path: &Path) -> Result<(), String> {
+pub fn memory(path: &Path) -> Result<()> {
     use kestrel_core::convert::WeightMode;
     use kestrel_core::state::{ArenaSizes, KvType, Options};
     type Report = (Config, Vec<(String, u64)>, u32);
-    let from_config = |cfg: Config| -> Result<Report, String> {
+    let from_config = |cfg: Config| -> Result<Report> {
         let mut w = Vec::new();
         for (name, mode) in [
             ("q4", WeightMode::Q4),
@@ -349,10 +350,9 @@ pub fn memory(path: &Path) -> Result<(), String> {
     let (cfg, weights, max_seq) = if path.is_dir() {
         from_config(crate::convert::hf::config(path, true)?)?
     } else if path.extension().is_some_and(|x| x == "json") {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| path.display())?;
         from_config(
-            crate::convert::hf::config_from_json(&bytes, None)
-                .map_err(|e| format!("{}: {e}", path.display()))?,
+            crate::convert::hf::config_from_json(&bytes, None).with_context(|| path.display())?,
         )?
     } else {
         let m = open(path)?;
@@ -398,7 +398,7 @@ pub fn memory(path: &Path) -> Result<(), String> {
             all_logits: false,
             slots: 1,
         };
-        let layout = ArenaSizes::new(&cfg, &opts).map_err(|e| e.to_string())?;
+        let layout = ArenaSizes::new(&cfg, &opts)?;
         println!(
             "{:>34}: {} (KV cache {})",
             format!("--ctx {ctx}"),

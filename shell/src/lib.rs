@@ -6,6 +6,7 @@ pub mod bench;
 pub mod convert;
 pub mod cpu;
 pub mod engine;
+pub mod error;
 pub mod files;
 pub mod generate;
 pub mod image;

@@ -4,6 +4,7 @@
 
 use crate::args::{Command, Opt, Pos, Stop};
 use crate::engine::{self, EngineArgs, Model};
+use crate::error::{Context, Result};
 use kestrel_core::generate::{self, Prefill};
 use kestrel_core::model::forward::forward;
 use kestrel_core::sampler::argmax;
@@ -65,7 +66,7 @@ pub fn logits(
     greedy: usize,
     batch: usize,
     engine_args: &EngineArgs,
-) -> Result<(Vec<f32>, Vec<u32>), String> {
+) -> Result<(Vec<f32>, Vec<u32>)> {
     logits_with_images(model, tokens, &[], None, greedy, batch, engine_args).map(|r| (r.0, r.1))
 }
 
@@ -83,7 +84,7 @@ pub fn logits_with_images(
     greedy: usize,
     batch: usize,
     engine_args: &EngineArgs,
-) -> Result<LogitsRun, String> {
+) -> Result<LogitsRun> {
     let model = Model::open(model)?;
     let mut layers = Vec::new();
     let w = model.weights(engine_args.prefill_q8, &mut layers)?;
@@ -114,21 +115,20 @@ pub fn logits_with_images(
         };
         generate::prefill(&w, &mut s, &k, &pool, &mut prefill, &mut |_, l| {
             rows.extend_from_slice(l)
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         s.pos = tokens.len();
     }
     let mut generated = Vec::new();
     for _ in 0..greedy {
         let next = argmax(&rows[rows.len() - vocab..]) as u32;
         generated.push(next);
-        let l = forward(&w, &mut s, &k, &pool, &[next]).map_err(|e| e.to_string())?;
+        let l = forward(&w, &mut s, &k, &pool, &[next])?;
         rows.extend_from_slice(l);
     }
     Ok((rows, generated, tokens))
 }
 
-pub fn run(a: &LogitsArgs) -> Result<(), String> {
+pub fn run(a: &LogitsArgs) -> Result<()> {
     let (rows, generated, tokens) = logits_with_images(
         &a.model,
         &a.tokens,
@@ -145,10 +145,8 @@ pub fn run(a: &LogitsArgs) -> Result<(), String> {
     }
     let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
     match &a.out {
-        Some(p) => std::fs::write(p, &bytes).map_err(|e| format!("{}: {e}", p.display()))?,
-        None => std::io::stdout()
-            .write_all(&bytes)
-            .map_err(|e| e.to_string())?,
+        Some(p) => std::fs::write(p, &bytes).with_context(|| p.display())?,
+        None => std::io::stdout().write_all(&bytes)?,
     }
     eprintln!("logits: {} rows x {vocab}", rows.len() / vocab.max(1));
     Ok(())

@@ -76,7 +76,7 @@ const COMMANDS: &[&Command] = &[
 
 /// Parses the command line and runs the command: `Err` when the arguments
 /// were not a command to run (help, version, usage errors).
-fn dispatch(argv: &[String]) -> Result<Result<(), String>, Stop> {
+fn dispatch(argv: &[String]) -> Result<kestrel::error::Result<()>, Stop> {
     let top_help = || args::top_help(ABOUT, COMMANDS);
     let Some((name, rest)) = argv.split_first() else {
         return Err(Stop::Error(top_help()));

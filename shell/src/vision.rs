@@ -4,6 +4,7 @@
 //! `generate::prefill`).
 
 use crate::args::Opt;
+use crate::error::{Context, Result};
 use crate::pool::Pool;
 use kestrel_core::config::VisionConfig;
 use kestrel_core::generate::PromptImages;
@@ -47,9 +48,9 @@ pub fn load_pixels(
     path: &std::path::Path,
     v: &VisionConfig,
     max_pixels: Option<u32>,
-) -> Result<Pixels, String> {
+) -> Result<Pixels> {
     let img = crate::image::load_image(path)?;
-    preprocess(&img, v, max_pixels).map_err(|e| format!("{}: {e}", path.display()))
+    preprocess(&img, v, max_pixels).with_context(|| path.display())
 }
 
 /// Decodes image bytes (JPEG or PNG) and preprocesses them, as
@@ -58,14 +59,14 @@ pub fn pixels_from_bytes(
     bytes: &[u8],
     v: &VisionConfig,
     max_pixels: Option<u32>,
-) -> Result<Pixels, String> {
-    let img = kestrel_core::image::decode(bytes).map_err(|e| e.to_string())?;
+) -> Result<Pixels> {
+    let img = kestrel_core::image::decode(bytes)?;
     preprocess(&img, v, max_pixels)
 }
 
 /// The model's preprocessing (its stored settings; `max_pixels` lowers
 /// the resize bound).
-fn preprocess(img: &Rgb8, v: &VisionConfig, max_pixels: Option<u32>) -> Result<Pixels, String> {
+fn preprocess(img: &Rgb8, v: &VisionConfig, max_pixels: Option<u32>) -> Result<Pixels> {
     let cfg = ImageProcessorConfig {
         patch_size: v.patch_size,
         temporal_patch_size: v.temporal_patch,
@@ -79,7 +80,7 @@ fn preprocess(img: &Rgb8, v: &VisionConfig, max_pixels: Option<u32>) -> Result<P
         rescale_factor: v.rescale_factor as f64,
     };
     let mut values = Vec::new();
-    let [_, grid_h, grid_w] = pixel_values(img, &cfg, &mut values).map_err(|e| e.to_string())?;
+    let [_, grid_h, grid_w] = pixel_values(img, &cfg, &mut values)?;
     Ok(Pixels {
         values,
         grid_h: grid_h as usize,
@@ -96,7 +97,7 @@ pub fn encode_files(
     paths: &[std::path::PathBuf],
     max_pixels: Option<u32>,
     kv: KvType,
-) -> Result<Encoded, String> {
+) -> Result<Encoded> {
     if paths.is_empty() {
         return Ok(Encoded::default());
     }
@@ -176,7 +177,7 @@ pub fn encode<P: Parallel>(
     pool: &P,
     images: &[Pixels],
     kv: KvType,
-) -> Result<Encoded, String> {
+) -> Result<Encoded> {
     let v = w
         .cfg
         .vision
@@ -195,7 +196,7 @@ pub fn encode<P: Parallel>(
         return Ok(out);
     }
     let threads = pool.threads();
-    let layout = VisionArenaSizes::new(&v, most, kv, threads).map_err(|e| e.to_string())?;
+    let layout = VisionArenaSizes::new(&v, most, kv, threads)?;
     let mut arena = Vec::new();
     arena.try_reserve_exact(layout.total).map_err(|_| {
         format!(
@@ -204,7 +205,7 @@ pub fn encode<P: Parallel>(
         )
     })?;
     arena.resize(layout.total, 0);
-    let mut s = VisionState::new(layout, &mut arena).map_err(|e| e.to_string())?;
+    let mut s = VisionState::new(layout, &mut arena)?;
     let cx = Exec { kernels: k, pool };
     let mut per_image = Vec::new();
     for p in images {
@@ -216,8 +217,7 @@ pub fn encode<P: Parallel>(
             grid_h: p.grid_h,
             grid_w: p.grid_w,
         };
-        encode_image(w, &mut s, &cx, image, &mut embeds, &mut deep)
-            .map_err(|e| format!("vision tower: {e}"))?;
+        encode_image(w, &mut s, &cx, image, &mut embeds, &mut deep).context("vision tower")?;
         out.grids.push((p.grid_h / merge, p.grid_w / merge));
         out.embeds.extend_from_slice(&embeds);
         per_image.push(deep);
@@ -239,13 +239,14 @@ pub fn expand_placeholders(
     ids: &[u32],
     image_token: u32,
     grids: &[(usize, usize)],
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>> {
     let found = ids.iter().filter(|&&t| t == image_token).count();
     if found != grids.len() {
         return Err(format!(
             "the prompt has {found} <|image_pad|> placeholders for {} images",
             grids.len()
-        ));
+        )
+        .into());
     }
     let mut out = Vec::with_capacity(ids.len() + grids.iter().map(|(r, c)| r * c).sum::<usize>());
     let mut k = 0;

@@ -258,7 +258,9 @@ fn malformed_inputs_are_clear_errors_and_leave_nothing() {
         let d = copy(name);
         damage(&d);
         std::fs::write(&out, b"previous output").unwrap();
-        let err = convert(&d, &out, WeightMode::Q8, None, false).unwrap_err();
+        let err = convert(&d, &out, WeightMode::Q8, None, false)
+            .unwrap_err()
+            .to_string();
         println!("{name}: {err}");
         assert!(err.contains(needle), "{name}: {err}");
         assert!(!err.contains('\n'), "{name}: one line");
@@ -279,12 +281,15 @@ fn malformed_inputs_are_clear_errors_and_leave_nothing() {
     std::fs::write(&junk, b"not a model").unwrap();
     assert!(convert(&junk, &out, WeightMode::Q8, None, false)
         .unwrap_err()
+        .to_string()
         .contains("not a GGUF"));
     // A GGUF cut short.
     let g = std::fs::read(fixtures().join("dev_qwen2_dense/gguf/model-q8_0.gguf")).unwrap();
     for cut in [8, 100, 1000, g.len() / 2, g.len() - 1] {
         std::fs::write(&junk, &g[..cut]).unwrap();
-        let e = convert(&junk, &out, WeightMode::Q8, None, false).unwrap_err();
+        let e = convert(&junk, &out, WeightMode::Q8, None, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("junk.bin"), "{e}");
     }
 }

@@ -549,9 +549,13 @@ fn pixel_values_errors() {
 fn shell_load_image() {
     let img = kestrel::image::load_image(&vectors().join("jpeg_420.jpg")).unwrap();
     assert_eq!((img.width, img.height), (48, 32));
-    let e = kestrel::image::load_image(&vectors().join("missing.png")).unwrap_err();
+    let e = kestrel::image::load_image(&vectors().join("missing.png"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("missing.png"), "{e}");
-    let e = kestrel::image::load_image(&vectors().join("manifest.txt")).unwrap_err();
+    let e = kestrel::image::load_image(&vectors().join("manifest.txt"))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("manifest.txt: image: not a PNG or JPEG file"),
         "{e}"

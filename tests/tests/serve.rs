@@ -42,7 +42,7 @@ fn model() -> PathBuf {
 struct Server {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    thread: Option<std::thread::JoinHandle<kestrel::error::Result<()>>>,
 }
 
 impl Server {

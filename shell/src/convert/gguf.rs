@@ -2,6 +2,7 @@
 //! from metadata, tensors dequantized row by row, tokenizer from
 //! `tokenizer.ggml.*`, chat template from `tokenizer.chat_template`.
 
+use crate::error::Result;
 use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::gguf::{dequantize_row, Gguf, TensorInfo};
@@ -24,7 +25,7 @@ fn arch_key(g: &Gguf, arch: &str, key: &str) -> Option<u64> {
 }
 
 /// The config from a GGUF file's metadata.
-pub fn config(g: &Gguf) -> Result<Config, String> {
+pub fn config(g: &Gguf) -> Result<Config> {
     let arch_name = g
         .get_str("general.architecture")
         .ok_or("general.architecture missing")?;
@@ -33,15 +34,15 @@ pub fn config(g: &Gguf) -> Result<Config, String> {
         "qwen3" => Arch::Qwen3,
         "qwen3moe" => Arch::Qwen3Moe,
         other => {
-            return Err(format!(
-                "unsupported GGUF architecture {other:?} (qwen2, qwen3, qwen3moe)"
-            ))
+            return Err(
+                format!("unsupported GGUF architecture {other:?} (qwen2, qwen3, qwen3moe)").into(),
+            )
         }
     };
-    let need = |key: &str| -> Result<u32, String> {
+    let need = |key: &str| -> Result<u32> {
         arch_key(g, arch_name, key)
             .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| format!("GGUF metadata {arch_name}.{key} missing"))
+            .ok_or_else(|| format!("GGUF metadata {arch_name}.{key} missing").into())
     };
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
@@ -109,7 +110,7 @@ pub fn config(g: &Gguf) -> Result<Config, String> {
         eos_token_ids: eos,
         eos_count,
     };
-    cfg.validate().map_err(|e| e.to_string())?;
+    cfg.validate()?;
     Ok(cfg)
 }
 
@@ -206,14 +207,14 @@ impl super::NamedSource for GgufSource<'_> {
 }
 
 /// The tokenizer tables from `tokenizer.ggml.*` (gpt2 BPE only).
-pub fn tokenizer(g: &Gguf) -> Result<Option<Tables>, String> {
+pub fn tokenizer(g: &Gguf) -> Result<Option<Tables>> {
     let Some(model) = g.get_str("tokenizer.ggml.model") else {
         return Ok(None);
     };
     if model != "gpt2" {
-        return Err(format!(
-            "GGUF tokenizer model {model:?} is not supported (gpt2 BPE only)"
-        ));
+        return Err(
+            format!("GGUF tokenizer model {model:?} is not supported (gpt2 BPE only)").into(),
+        );
     }
     let tokens = g
         .get_array("tokenizer.ggml.tokens")
@@ -268,5 +269,5 @@ pub fn tokenizer(g: &Gguf) -> Result<Option<Tables>, String> {
         .get_str("tokenizer.ggml.pre")
         .is_some_and(|p| p.starts_with("qwen"));
     let template = g.get_str("tokenizer.chat_template").unwrap_or("");
-    Tables::build(&out, &merges, nfc, template).map(Some)
+    Ok(Tables::build(&out, &merges, nfc, template).map(Some)?)
 }

@@ -2,6 +2,7 @@
 //! formats), one or many *.safetensors shards, tokenizer.json and the chat
 //! template.
 
+use crate::error::{Context, Result};
 use kestrel_core::config::{
     Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
@@ -18,21 +19,21 @@ fn text(v: &Value) -> Option<String> {
     v.as_str().map(|s| s.chars().collect())
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| path.display())
 }
 
 /// Parses `DIR/config.json` (and `DIR/generation_config.json` for the EOS
 /// ids, when present) into a [`Config`]; for Qwen3-VL with `vision`, the
 /// vision tower and `DIR/preprocessor_config.json` too (else the text
 /// model only).
-pub fn config(dir: &Path, vision: bool) -> Result<Config, String> {
+pub fn config(dir: &Path, vision: bool) -> Result<Config> {
     let path = dir.join("config.json");
     let bytes = read(&path)?;
     let gen = std::fs::read(dir.join("generation_config.json")).ok();
     let pre = std::fs::read(dir.join("preprocessor_config.json")).ok();
     let vision = vision.then_some(pre.as_deref());
-    parse_config(&bytes, gen.as_deref(), vision).map_err(|e| format!("{}: {e}", path.display()))
+    parse_config(&bytes, gen.as_deref(), vision).with_context(|| path.display())
 }
 
 /// [`config_from_json`] keeping a Qwen3-VL model's vision tower, with the
@@ -42,14 +43,14 @@ pub fn config_from_json_vl(
     bytes: &[u8],
     generation: Option<&[u8]>,
     preprocessor: Option<&[u8]>,
-) -> Result<Config, String> {
+) -> Result<Config> {
     parse_config(bytes, generation, Some(preprocessor))
 }
 
 /// Parses the bytes of a config.json (hub or transformers-5 format) into a
 /// validated [`Config`]; `generation` is generation_config.json's bytes, if
 /// any (its `eos_token_id` wins). Errors name what is wrong, not the file.
-pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Config, String> {
+pub fn config_from_json(bytes: &[u8], generation: Option<&[u8]>) -> Result<Config> {
     parse_config(bytes, generation, None)
 }
 
@@ -59,9 +60,9 @@ fn parse_config(
     bytes: &[u8],
     generation: Option<&[u8]>,
     vision: Option<Option<&[u8]>>,
-) -> Result<Config, String> {
-    let fail = |what: &str| what.to_string();
-    let root = json::parse(bytes).map_err(|e| e.to_string())?;
+) -> Result<Config> {
+    let fail = |what: &str| crate::error::Error::msg(what);
+    let root = json::parse(bytes)?;
     let model_type = root
         .get("model_type")
         .and_then(|v| text(&v))
@@ -84,13 +85,13 @@ fn parse_config(
     } else {
         root
     };
-    let u = |key: &str| -> Result<u32, String> {
+    let u = |key: &str| -> Result<u32> {
         c.get(key)
             .and_then(|v| v.as_u64())
             .and_then(|v| u32::try_from(v).ok())
             .ok_or_else(|| fail(&format!("{key} missing or not a u32")))
     };
-    let u_or = |key: &str, default: u32| -> Result<u32, String> {
+    let u_or = |key: &str, default: u32| -> Result<u32> {
         match c.get(key) {
             None => Ok(default),
             Some(v) if v.is_null() => Ok(default),
@@ -196,7 +197,7 @@ fn parse_config(
         eos_token_ids: eos,
         eos_count,
     };
-    cfg.validate().map_err(|e| e.to_string())?;
+    cfg.validate()?;
     Ok(cfg)
 }
 
@@ -205,12 +206,12 @@ fn parse_config(
 fn vision_config(
     root: &Value,
     preprocessor: Option<&[u8]>,
-    fail: &dyn Fn(&str) -> String,
-) -> Result<VisionConfig, String> {
+    fail: &dyn Fn(&str) -> crate::error::Error,
+) -> Result<VisionConfig> {
     let v = root
         .get("vision_config")
         .ok_or_else(|| fail("no vision_config (convert with --text-only for the text model)"))?;
-    let u = |c: &Value, key: &str| -> Result<u32, String> {
+    let u = |c: &Value, key: &str| -> Result<u32> {
         c.get(key)
             .and_then(|v| v.as_u64())
             .and_then(|v| u32::try_from(v).ok())
@@ -248,9 +249,9 @@ fn vision_config(
     let pre_bytes = preprocessor.ok_or_else(|| {
         fail("no preprocessor_config.json (the image preprocessing; convert with --text-only without it)")
     })?;
-    let pfail = |what: &str| format!("preprocessor_config.json: {what}");
+    let pfail = |what: &str| crate::error::Error::msg(what).context("preprocessor_config.json");
     let pre = json::parse(pre_bytes).map_err(|e| pfail(&e.to_string()))?;
-    let pixels = |edge: &str, flat: &str| -> Result<u32, String> {
+    let pixels = |edge: &str, flat: &str| -> Result<u32> {
         pre.get("size")
             .and_then(|s| s.get(edge))
             .or_else(|| pre.get(flat))
@@ -258,7 +259,7 @@ fn vision_config(
             .and_then(|v| u32::try_from(v).ok())
             .ok_or_else(|| pfail(&format!("size.{edge} (or {flat}) missing or not a u32")))
     };
-    let three = |key: &str| -> Result<[f32; 3], String> {
+    let three = |key: &str| -> Result<[f32; 3]> {
         let vals: Vec<f32> = pre
             .get(key)
             .and_then(|a| a.iter_array())
@@ -270,7 +271,7 @@ fn vision_config(
         <[f32; 3]>::try_from(vals.as_slice())
             .map_err(|_| pfail(&format!("{key} must have 3 numbers")))
     };
-    let same = |key: &str, want: u32| -> Result<(), String> {
+    let same = |key: &str, want: u32| -> Result<()> {
         match pre.get(key).and_then(|x| x.as_u64()) {
             Some(x) if x != want as u64 => {
                 Err(pfail(&format!("{key} {x} differs from the model's {want}")))
@@ -342,15 +343,15 @@ fn eos_ids(generation: Option<&[u8]>, c: &Value) -> ([u32; MAX_EOS], u32) {
 }
 
 /// The safetensors shards of a directory (index file order, or sorted names).
-pub fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .with_context(|| dir.display())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
     kestrel_core::sort::sort_by(&mut paths, |a, b| a.cmp(b));
     if paths.is_empty() {
-        return Err(format!("{}: no *.safetensors files", dir.display()));
+        return Err(format!("{}: no *.safetensors files", dir.display()).into());
     }
     Ok(paths)
 }
@@ -365,16 +366,15 @@ pub struct HfSource<'a> {
 }
 
 impl<'a> HfSource<'a> {
-    pub fn new(cfg: Config, shards: &[(PathBuf, SafeTensors<'a>)]) -> Result<HfSource<'a>, String> {
+    pub fn new(cfg: Config, shards: &[(PathBuf, SafeTensors<'a>)]) -> Result<HfSource<'a>> {
         let mut tensors = HashMap::new();
         for (path, st) in shards {
             for (name, view) in st.tensors() {
                 let name: String = name.chars().collect();
                 if tensors.insert(name.clone(), view).is_some() {
-                    return Err(format!(
-                        "{}: tensor {name} appears in two shards",
-                        path.display()
-                    ));
+                    return Err(
+                        format!("{}: tensor {name} appears in two shards", path.display()).into(),
+                    );
                 }
             }
         }
@@ -522,7 +522,7 @@ impl super::NamedSource for HfSource<'_> {
 
 /// The tokenizer tables from tokenizer.json and the chat template from
 /// tokenizer_config.json (or chat_template.jinja).
-pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
+pub fn tokenizer(dir: &Path) -> Result<Option<Tables>> {
     let path = dir.join("tokenizer.json");
     if !path.exists() {
         return Ok(None);
@@ -531,14 +531,14 @@ pub fn tokenizer(dir: &Path) -> Result<Option<Tables>, String> {
     let template = chat_template(dir)?;
     tokenizer_from_json(&bytes, &template)
         .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .with_context(|| path.display())
 }
 
 /// Builds the tokenizer tables from the bytes of a tokenizer.json (byte-level
 /// BPE) and a chat template. Errors name what is wrong, not the file.
-pub fn tokenizer_from_json(bytes: &[u8], template: &str) -> Result<Tables, String> {
-    let fail = |what: &str| what.to_string();
-    let root = json::parse(bytes).map_err(|e| e.to_string())?;
+pub fn tokenizer_from_json(bytes: &[u8], template: &str) -> Result<Tables> {
+    let fail = |what: &str| crate::error::Error::msg(what);
+    let root = json::parse(bytes)?;
     let model = root.get("model").ok_or_else(|| fail("no model"))?;
     if !model.get("type").is_some_and(|t| t.str_eq("BPE")) {
         return Err(fail("model.type must be BPE"));
@@ -630,19 +630,19 @@ pub fn tokenizer_from_json(bytes: &[u8], template: &str) -> Result<Tables, Strin
     let nfc = root
         .get("normalizer")
         .is_some_and(|n| n.get("type").is_some_and(|t| t.str_eq("NFC")));
-    Tables::build(&tokens, &merges, nfc, template)
+    Ok(Tables::build(&tokens, &merges, nfc, template)?)
 }
 
-fn chat_template(dir: &Path) -> Result<String, String> {
+fn chat_template(dir: &Path) -> Result<String> {
     let jinja = dir.join("chat_template.jinja");
     if jinja.exists() {
-        return std::fs::read_to_string(&jinja).map_err(|e| format!("{}: {e}", jinja.display()));
+        return std::fs::read_to_string(&jinja).with_context(|| jinja.display());
     }
     let path = dir.join("tokenizer_config.json");
     let Ok(bytes) = std::fs::read(&path) else {
         return Ok(String::new());
     };
-    let root = json::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let root = json::parse(&bytes).with_context(|| path.display())?;
     Ok(root
         .get("chat_template")
         .and_then(|v| text(&v))
@@ -668,7 +668,10 @@ mod tests {
             r#"{{"model_type":"qwen3_vl","text_config":{{{DENSE},"rope_scaling":{{"mrope_section":[4294967300,2,2]}}}}}}"#
         );
         let e = config_from_json(vl.as_bytes(), None).unwrap_err();
-        assert!(e.contains("mrope_section entries must be u32"), "{e}");
+        assert!(
+            e.to_string().contains("mrope_section entries must be u32"),
+            "{e}"
+        );
         let ok = vl.replace("4294967300", "4");
         assert_eq!(
             config_from_json(ok.as_bytes(), None).unwrap().mrope_section,

@@ -8,6 +8,7 @@ pub mod gguf;
 pub mod hf;
 
 use crate::args::{Command, Opt, Pos, Stop};
+use crate::error::{Context, Result};
 use crate::files::{Mapped, Output};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
@@ -154,14 +155,15 @@ fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
     v
 }
 
-fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<(), String> {
+fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<()> {
     for (p, l, e) in required_parts(cfg) {
         if !src.has(p, l, e) {
             return Err(format!(
                 "{}: tensor {} is missing",
                 origin.display(),
                 src.tensor_name(p, l, e)
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -215,7 +217,7 @@ pub fn peak_rss() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-pub fn run(a: &ConvertArgs) -> Result<(), String> {
+pub fn run(a: &ConvertArgs) -> Result<()> {
     let mode = match a.wmode {
         Mode::Dual => WeightMode::Dual,
         Mode::Q4 => WeightMode::Q4,
@@ -242,7 +244,7 @@ pub fn convert(
     mode: WeightMode,
     max_seq: Option<u32>,
     verbose: bool,
-) -> Result<(), String> {
+) -> Result<()> {
     convert_model(src, out, mode, max_seq, verbose, true)
 }
 
@@ -254,7 +256,7 @@ pub fn convert_model(
     max_seq: Option<u32>,
     verbose: bool,
     vision: bool,
-) -> Result<(), String> {
+) -> Result<()> {
     let t0 = Instant::now();
     let a = &Job {
         src,
@@ -290,14 +292,14 @@ pub fn convert_model(
             return Err(format!(
                 "{}: not a GGUF file (no GGUF magic) and not a Hugging Face model directory",
                 a.src.display()
-            ));
+            )
+            .into());
         }
-        let g = kestrel_core::gguf::Gguf::parse(map.bytes())
-            .map_err(|e| format!("{}: {e}", a.src.display()))?;
-        let cfg = gguf::config(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        let g = kestrel_core::gguf::Gguf::parse(map.bytes()).with_context(|| a.src.display())?;
+        let cfg = gguf::config(&g).with_context(|| a.src.display())?;
         let src = gguf::GgufSource::new(cfg, &g);
         check_parts(&src, &cfg, a.src)?;
-        let mut tables = gguf::tokenizer(&g).map_err(|e| format!("{}: {e}", a.src.display()))?;
+        let mut tables = gguf::tokenizer(&g).with_context(|| a.src.display())?;
         if let Some(t) = tables.as_mut() {
             t.pad_to(cfg.vocab_size as usize);
         }
@@ -312,11 +314,11 @@ fn write(
     src: &dyn NamedSource,
     tables: Option<&Tables>,
     t0: Instant,
-) -> Result<(), String> {
+) -> Result<()> {
     let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
-    let n = core_convert::entry_count(cfg, mode).map_err(|e| e.to_string())?;
+    let n = core_convert::entry_count(cfg, mode)?;
     let mut entries = vec![Entry::EMPTY; n];
-    let mut scratch = vec![0f32; core_convert::scratch_len(cfg).map_err(|e| e.to_string())?];
+    let mut scratch = vec![0f32; core_convert::scratch_len(cfg)?];
     let staging = scratch.len() * 4 + (1 << 20);
     let mut out = Output::create(a.out)?;
     let mut progress = Progress {
@@ -352,7 +354,7 @@ fn write(
             &mut |e, d, t| progress.update(e, d, t),
         ),
     };
-    let written = result.map_err(|e| format!("converting {}: {e}", a.src.display()))?;
+    let written = result.with_context(|| format!("converting {}", a.src.display()))?;
     out.patch(CHECKSUM_AT as u64, &written.memsum.to_le_bytes())?;
     let map = out.finish_and_map()?;
     let file_sum = vqf::checksum(&map);
@@ -376,7 +378,8 @@ fn write(
         return Err(format!(
             "{}: checksum of the written file differs from the bytes written; nothing was kept",
             a.out.display()
-        ));
+        )
+        .into());
     }
     let reloaded = Vqf::parse(&map).map_err(|e| {
         format!(
@@ -388,7 +391,8 @@ fn write(
         return Err(format!(
             "{}: self-check failed: header differs after reload; nothing was kept",
             a.out.display()
-        ));
+        )
+        .into());
     }
     drop(map);
     out.commit()?;

@@ -4,6 +4,7 @@
 //! functions over bytes (fuzzed): any input gives a request or a message
 //! for a 400 answer.
 
+use crate::error::{Context, Result};
 use kestrel_core::chat::Role;
 use kestrel_core::json::{self, Value};
 use kestrel_core::sampler::SamplerConfig;
@@ -56,15 +57,15 @@ pub struct CompletionRequest {
     pub params: Params,
 }
 
-fn string_of(v: &Value, what: &str) -> Result<String, String> {
+fn string_of(v: &Value, what: &str) -> Result<String> {
     let s = v
         .as_str()
         .ok_or_else(|| format!("'{what}' must be a string"))?;
     Ok(s.chars().collect())
 }
 
-fn object_of<'a>(body: &'a [u8]) -> Result<Value<'a>, String> {
-    let v = json::parse(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+fn object_of<'a>(body: &'a [u8]) -> Result<Value<'a>> {
+    let v = json::parse(body).context("invalid JSON body")?;
     if v.as_object().is_none() {
         return Err("the body must be a JSON object".into());
     }
@@ -72,7 +73,7 @@ fn object_of<'a>(body: &'a [u8]) -> Result<Value<'a>, String> {
 }
 
 /// A field that must be a number in `[lo, hi]` when present (null: absent).
-fn number(v: &Value, key: &str, lo: f64, hi: f64) -> Result<Option<f64>, String> {
+fn number(v: &Value, key: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(x) => {
@@ -81,7 +82,7 @@ fn number(v: &Value, key: &str, lo: f64, hi: f64) -> Result<Option<f64>, String>
                 .filter(|n| n.is_finite())
                 .ok_or_else(|| format!("'{key}' must be a number"))?;
             if n < lo || n > hi {
-                return Err(format!("'{key}' must be between {lo} and {hi}"));
+                return Err(format!("'{key}' must be between {lo} and {hi}").into());
             }
             Ok(Some(n))
         }
@@ -89,17 +90,17 @@ fn number(v: &Value, key: &str, lo: f64, hi: f64) -> Result<Option<f64>, String>
 }
 
 /// A field that must be a non-negative integer when present.
-fn count(v: &Value, key: &str) -> Result<Option<u64>, String> {
+fn count(v: &Value, key: &str) -> Result<Option<u64>> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(x) => x
             .as_u64()
             .map(Some)
-            .ok_or_else(|| format!("'{key}' must be a non-negative integer")),
+            .ok_or_else(|| format!("'{key}' must be a non-negative integer").into()),
     }
 }
 
-fn params(v: &Value) -> Result<Params, String> {
+fn params(v: &Value) -> Result<Params> {
     let mut s = SamplerConfig::default();
     if let Some(t) = number(v, "temperature", 0.0, 2.0)? {
         s.temperature = t as f32;
@@ -142,7 +143,7 @@ fn params(v: &Value) -> Result<Params, String> {
         Some(x @ Value::String(_)) => vec![string_of(&x, "stop")?],
         Some(Value::Array(a)) => {
             if a.len() > MAX_STOPS {
-                return Err(format!("at most {MAX_STOPS} stop strings"));
+                return Err(format!("at most {MAX_STOPS} stop strings").into());
             }
             a.iter()
                 .map(|x| string_of(&x, "stop"))
@@ -170,7 +171,7 @@ fn params(v: &Value) -> Result<Params, String> {
 }
 
 /// The bytes of a `data:[<type>][;base64],<data>` URI.
-pub fn data_uri_bytes(uri: &str) -> Result<Vec<u8>, String> {
+pub fn data_uri_bytes(uri: &str) -> Result<Vec<u8>> {
     let rest = uri
         .strip_prefix("data:")
         .ok_or("only data: URIs are supported for images")?;
@@ -214,7 +215,7 @@ pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A message's content: a string, null, or an array of text and image parts.
-fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String, String> {
+fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String> {
     match v {
         None | Some(Value::Null) => Ok(String::new()),
         Some(s @ Value::String(_)) => string_of(&s, "content"),
@@ -234,7 +235,7 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String, String
                         None => string_of(&iu, "image_url")?,
                     };
                     if images.len() >= MAX_IMAGES {
-                        return Err(format!("at most {MAX_IMAGES} images per request"));
+                        return Err(format!("at most {MAX_IMAGES} images per request").into());
                     }
                     images.push(data_uri_bytes(&url)?);
                     // Where Qwen3-VL's chat template puts an image.
@@ -250,7 +251,7 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String, String
 }
 
 /// Parses a chat completion request body.
-pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, String> {
+pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     let v = object_of(body)?;
     let msgs = v
         .get("messages")
@@ -260,7 +261,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, String> {
         return Err("'messages' must not be empty".into());
     }
     if msgs.len() > MAX_MESSAGES {
-        return Err(format!("at most {MAX_MESSAGES} messages"));
+        return Err(format!("at most {MAX_MESSAGES} messages").into());
     }
     let mut images = Vec::new();
     let mut messages = Vec::new();
@@ -286,7 +287,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, String> {
 
 /// Parses a (legacy) completion request body: `prompt` is a string, an
 /// array of one string, or an array of token ids.
-pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, String> {
+pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest> {
     let v = object_of(body)?;
     let prompt = match v.get("prompt") {
         Some(s @ Value::String(_)) => Prompt::Text(string_of(&s, "prompt")?),

@@ -20,10 +20,10 @@ pub struct HttpError {
 }
 
 impl HttpError {
-    pub fn new(status: u16, message: impl Into<String>) -> HttpError {
+    pub fn new(status: u16, message: impl std::fmt::Display) -> HttpError {
         HttpError {
             status,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

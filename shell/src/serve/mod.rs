@@ -20,6 +20,7 @@ pub mod scheduler;
 
 use crate::args::{Command, Opt, Pos, Stop};
 use crate::engine::{self, Model};
+use crate::error::Result;
 use crate::generate::{self, chat_prompt};
 use api::{error_body, push_json_str, Params, Prompt};
 use http::HttpError;
@@ -176,7 +177,7 @@ fn model_accepts_images(w: &Weights) -> bool {
 }
 
 /// `kestrel serve` from the command line.
-pub fn run(args: &ServeArgs) -> Result<(), String> {
+pub fn run(args: &ServeArgs) -> Result<()> {
     serve(
         args,
         &mut |addr| {
@@ -193,7 +194,7 @@ pub fn serve(
     args: &ServeArgs,
     ready: &mut dyn FnMut(std::net::SocketAddr),
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<()> {
     ignore_sigpipe();
     let model = Model::open(&args.model)?;
     let mut layers = Vec::new();
@@ -213,11 +214,11 @@ pub fn serve(
         all_logits: false,
         slots: args.parallel,
     };
-    let layout = ArenaSizes::new(&w.cfg, &opts).map_err(|e| e.to_string())?;
+    let layout = ArenaSizes::new(&w.cfg, &opts)?;
     let mut arena = engine::arena(&w, &opts)?;
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr()?;
     eprintln!(
         "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB",
         args.model.display(),
@@ -251,10 +252,10 @@ pub fn serve(
     let handlers = (args.parallel + args.queue + 4).max(8);
     let stops = StopSet::new(&w.cfg, Some(&tok));
     let (threads, no_pin) = (args.threads, args.no_pin);
-    let setup: Result<(), String> = std::thread::scope(|sc| {
+    let setup: Result<()> = std::thread::scope(|sc| {
         let state_w = &w;
         let arena = &mut arena;
-        let (init_tx, init_rx) = mpsc::channel::<Result<(), String>>();
+        let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
         sc.spawn(move || {
             let pool = engine::make_pool(threads, no_pin);
             let state = match engine::state(state_w, opts, arena) {

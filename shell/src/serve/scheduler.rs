@@ -235,7 +235,7 @@ impl<P: Parallel> Engine<'_, P> {
             ) {
                 Ok(enc) => encoded = enc,
                 Err(e) => {
-                    let _ = job.events.send(Event::Error(e));
+                    let _ = job.events.send(Event::Error(e.to_string()));
                     return;
                 }
             }

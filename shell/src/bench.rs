@@ -11,8 +11,10 @@
 //! synthetic prompt, then decode token by token, each repeat from an empty
 //! KV cache; then the DRAM probe on the same threads.
 
-use crate::args::{Command, Opt, Pos, Stop};
+use crate::cli::{get, opt, switch, value, CommandArgs};
+use crate::engine::EngineArgs;
 use crate::pool::Pool;
+use clap::{value_parser, Arg, ArgMatches, Command};
 use kestrel_core::kernels::{Acts, Epilogue, Kernels};
 use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::{q4_0, q8_0, repack};
@@ -43,98 +45,86 @@ pub struct BenchArgs {
     image_side: usize,
 }
 
-impl BenchArgs {
-    pub const COMMAND: Command = Command {
-        name: "bench",
-        about: "Time the kernels, the Q8/Q4 mixed-precision table and the DRAM wall on synthetic data.",
-        positionals: &[Pos::optional(
-            "model",
-            "A VQF model: time prefill (pp) and decode (tg) end to end instead.",
-        )],
-        opts: &[&[
-            Opt::value("n-prompt", "N", "Model bench: prompt tokens (pp).")
-                .short('p')
-                .default("512"),
-            Opt::value("n-gen", "N", "Model bench: generated tokens (tg).")
-                .short('n')
-                .default("128"),
-            Opt::value("batch", "N", "Model bench: prefill batch (at most 256).")
-                .short('b')
-                .default("128"),
-            Opt::value(
-                "rows",
-                "N",
-                "Matrix rows of the single-thread kernel lines (output size).",
-            )
-            .default("4096"),
-            Opt::value(
-                "cols",
-                "N",
-                "Matrix columns of the single-thread kernel lines (a multiple of 32).",
-            )
-            .default("4096"),
-            Opt::value("repeats", "N", "Timed repeats per line (the median is reported).")
-                .short('r')
-                .default("9"),
-            Opt::value(
-                "threads",
-                "N",
-                "Threads for the mixed table and the probe (default: as `run`).",
-            )
-            .short('t'),
-            Opt::switch("no-pin", "Do not pin threads to cores."),
-            Opt::value("hidden", "N", "Hidden size of the mixed table's layer.").default("4096"),
-            Opt::value(
-                "ffn",
-                "N",
-                "FFN (intermediate) size of the mixed table's layer.",
-            )
-            .default("12288"),
-            Opt::value("q-heads", "N", "Query heads.").default("32"),
-            Opt::value("kv-heads", "N", "Key/value heads.").default("8"),
-            Opt::value("head-dim", "N", "Head dimension.").default("128"),
-            Opt::value("probe-rows", "N", "DRAM probe rows.").default("131072"),
-            Opt::value("probe-blocks", "N", "DRAM probe blocks per row.").default("128"),
-            Opt::switch("no-kernels", "Skip the single-thread per-kernel lines."),
-            Opt::switch("json", "Print one JSON object instead of tables."),
-            Opt::switch(
-                "moe",
-                "Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN 768, top-8; synthetic weights): decode and a 32-token prefill.",
-            ),
-            Opt::switch(
-                "vision",
-                "Only the vision tower at the Qwen3-VL-2B shape (depth 24, hidden 1024; synthetic Q8 weights): one image's encode time.",
-            ),
-            Opt::value("image-side", "N", "--vision: the square image's side in pixels (a multiple of 32).")
-                .default("448"),
-        ]],
-    };
+impl CommandArgs for BenchArgs {
+    fn command() -> Command {
+        let count = |name, help, default| {
+            value(name, "N", help)
+                .value_parser(value_parser!(usize))
+                .default_value(default)
+        };
+        Command::new("bench")
+            .about("Time the kernels, the Q8/Q4 mixed-precision table and the DRAM wall on synthetic data.")
+            .args([
+                Arg::new("model")
+                    .value_name("MODEL")
+                    .value_parser(value_parser!(PathBuf))
+                    .help("A VQF model: time prefill (pp) and decode (tg) end to end instead."),
+                count("n-prompt", "Model bench: prompt tokens (pp).", "512").short('p'),
+                count("n-gen", "Model bench: generated tokens (tg).", "128").short('n'),
+                count("batch", "Model bench: prefill batch (at most 256).", "128").short('b'),
+                count(
+                    "rows",
+                    "Matrix rows of the single-thread kernel lines (output size).",
+                    "4096",
+                ),
+                count(
+                    "cols",
+                    "Matrix columns of the single-thread kernel lines (a multiple of 32).",
+                    "4096",
+                ),
+                count("repeats", "Timed repeats per line (the median is reported).", "9")
+                    .short('r'),
+                EngineArgs::threads_arg(),
+                EngineArgs::no_pin_arg(),
+                count("hidden", "Hidden size of the mixed table's layer.", "4096"),
+                count("ffn", "FFN (intermediate) size of the mixed table's layer.", "12288"),
+                count("q-heads", "Query heads.", "32"),
+                count("kv-heads", "Key/value heads.", "8"),
+                count("head-dim", "Head dimension.", "128"),
+                count("probe-rows", "DRAM probe rows.", "131072"),
+                count("probe-blocks", "DRAM probe blocks per row.", "128"),
+                switch("no-kernels", "Skip the single-thread per-kernel lines."),
+                switch("json", "Print one JSON object instead of tables."),
+                switch(
+                    "moe",
+                    "Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN 768, top-8; synthetic weights): decode and a 32-token prefill.",
+                ),
+                switch(
+                    "vision",
+                    "Only the vision tower at the Qwen3-VL-2B shape (depth 24, hidden 1024; synthetic Q8 weights): one image's encode time.",
+                ),
+                count(
+                    "image-side",
+                    "--vision: the square image's side in pixels (a multiple of 32).",
+                    "448",
+                ),
+            ])
+    }
 
-    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        Ok(BenchArgs {
-            model: m.opt("model")?,
-            n_prompt: m.get("n-prompt")?,
-            n_gen: m.get("n-gen")?,
-            batch: m.get("batch")?,
-            rows: m.get("rows")?,
-            cols: m.get("cols")?,
-            repeats: m.get("repeats")?,
-            threads: m.opt("threads")?,
-            no_pin: m.flag("no-pin"),
-            hidden: m.get("hidden")?,
-            ffn: m.get("ffn")?,
-            q_heads: m.get("q-heads")?,
-            kv_heads: m.get("kv-heads")?,
-            head_dim: m.get("head-dim")?,
-            probe_rows: m.get("probe-rows")?,
-            probe_blocks: m.get("probe-blocks")?,
-            no_kernels: m.flag("no-kernels"),
-            json: m.flag("json"),
-            moe: m.flag("moe"),
-            vision: m.flag("vision"),
-            image_side: m.get("image-side")?,
-        })
+    fn from_matches(m: &ArgMatches) -> Self {
+        BenchArgs {
+            model: opt(m, "model"),
+            n_prompt: get(m, "n-prompt"),
+            n_gen: get(m, "n-gen"),
+            batch: get(m, "batch"),
+            rows: get(m, "rows"),
+            cols: get(m, "cols"),
+            repeats: get(m, "repeats"),
+            threads: opt(m, "threads"),
+            no_pin: m.get_flag("no-pin"),
+            hidden: get(m, "hidden"),
+            ffn: get(m, "ffn"),
+            q_heads: get(m, "q-heads"),
+            kv_heads: get(m, "kv-heads"),
+            head_dim: get(m, "head-dim"),
+            probe_rows: get(m, "probe-rows"),
+            probe_blocks: get(m, "probe-blocks"),
+            no_kernels: m.get_flag("no-kernels"),
+            json: m.get_flag("json"),
+            moe: m.get_flag("moe"),
+            vision: m.get_flag("vision"),
+            image_side: get(m, "image-side"),
+        }
     }
 }
 
@@ -887,7 +877,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// and of `n_gen` tokens decoded one by one, each from an empty KV cache.
 /// One warm-up of each first (prefill whole, decode one token).
 fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<(), String> {
-    use crate::engine::{self, EngineArgs, Model};
+    use crate::engine::{self, Model};
     use kestrel_core::model::forward::forward;
     let model = Model::open(path)?;
     let w = model.weights(true)?;

@@ -1,6 +1,7 @@
 //! The command line, defined with clap's builder API: [`command`] is every
-//! command, flag, default and help line. The binary parses with it and the
-//! tests read it.
+//! command, flag, default and help line. The binary parses with it, the
+//! completion scripts are generated from it (`src/bin/kestrel-completions.rs`,
+//! feature `completions`), and the tests read it.
 //!
 //! Each command that takes more than a file has an args struct implementing
 //! [`CommandArgs`]: its `command()` is the definition, its `from_matches`

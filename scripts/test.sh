@@ -20,6 +20,17 @@ step "clippy (x86_64 and aarch64)"
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --all-targets --target aarch64-unknown-linux-gnu -- -D warnings
 
+step "shell completions: generated from the same definitions (kestrel::cli::command), not in the shipped binary"
+cargo clippy --locked -p kestrel --features completions --all-targets -- -D warnings
+tmp=$(mktemp -d)
+cargo run -q --locked -p kestrel --features completions --bin kestrel-completions -- "$tmp"
+for f in kestrel.bash _kestrel kestrel.fish; do
+    [ -s "$tmp/$f" ] || { echo "completion script $f is missing or empty"; exit 1; }
+    grep -q -- "prefill-q8" "$tmp/$f" || { echo "completion script $f lacks --prefill-q8"; exit 1; }
+    echo "completion script $f: $(wc -c < "$tmp/$f") bytes"
+done
+rm -rf "$tmp"
+
 step "real model (cached in .cache/model; the real-model test skips loudly without it)"
 bash scripts/fetch-model.sh >/dev/null || echo "*** real model could not be fetched: its test will SKIP ***"
 bash scripts/fetch-qwen3-tokenizer.sh >/dev/null || echo "*** Qwen3 tokenizer could not be fetched: its tests will SKIP ***"

@@ -1,10 +1,11 @@
 //! Loading a model for inference: map the file, validate it once, size the
 //! arena, and set up kernels and threads.
 
-use crate::args::{Matches, Opt, Stop};
+use crate::cli::{at_least_one, get, opt, switch, value};
 use crate::error::{Context, Result};
 use crate::files::Mapped;
 use crate::pool::Pool;
+use clap::{value_parser, Arg, ArgMatches};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Settings shared by the commands that run the model.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EngineArgs {
     /// Worker threads (default: the big cores on big.LITTLE, else all cores).
     pub threads: Option<usize>,
@@ -28,37 +29,52 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    /// The flags, for the commands that run the model.
-    pub const OPTS: &'static [Opt] = &[
-        Opt::value(
+    /// `-t/--threads N`.
+    pub fn threads_arg() -> Arg {
+        value(
             "threads",
             "N",
             "Worker threads (default: the big cores on big.LITTLE, else all cores).",
         )
-        .short('t'),
-        Opt::switch("no-pin", "Do not pin threads to cores."),
-        Opt::value(
-            "ctx",
-            "N",
-            "Context length (default 4096, capped by the file's max_seq).",
-        ),
-        Opt::switch("kv-f32", "KV cache in f32 instead of f16."),
-        Opt::value(
-            "prefill-q8",
-            "BOOL",
-            "Prefill reads the Q8 copy of a dual file (`--prefill-q8 false` reads Q4).",
-        )
-        .default("true"),
-    ];
+        .short('t')
+        .value_parser(at_least_one())
+    }
 
-    pub fn from_matches(m: &Matches) -> Result<Self, Stop> {
-        Ok(EngineArgs {
-            threads: m.opt("threads")?,
-            no_pin: m.flag("no-pin"),
-            ctx: m.opt("ctx")?,
-            kv_f32: m.flag("kv-f32"),
-            prefill_q8: m.get("prefill-q8")?,
-        })
+    /// `--no-pin`.
+    pub fn no_pin_arg() -> Arg {
+        switch("no-pin", "Do not pin threads to cores.")
+    }
+
+    /// The flags, for the commands that run the model.
+    pub fn args() -> [Arg; 5] {
+        [
+            Self::threads_arg(),
+            Self::no_pin_arg(),
+            value(
+                "ctx",
+                "N",
+                "Context length (default 4096, capped by the file's max_seq).",
+            )
+            .value_parser(at_least_one()),
+            switch("kv-f32", "KV cache in f32 instead of f16."),
+            value(
+                "prefill-q8",
+                "BOOL",
+                "Prefill reads the Q8 copy of a dual file (`--prefill-q8 false` reads Q4).",
+            )
+            .value_parser(value_parser!(bool))
+            .default_value("true"),
+        ]
+    }
+
+    pub fn from_matches(m: &ArgMatches) -> Self {
+        EngineArgs {
+            threads: opt(m, "threads"),
+            no_pin: m.get_flag("no-pin"),
+            ctx: opt(m, "ctx"),
+            kv_f32: m.get_flag("kv-f32"),
+            prefill_q8: get(m, "prefill-q8"),
+        }
     }
 }
 

@@ -1,10 +1,11 @@
 //! Text generation: `kestrel run`, `kestrel chat`, `kestrel tokenize`,
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
-use crate::args::{Command, Matches, Opt, Pos, Stop};
+use crate::cli::{all, get, model_arg, opt, switch, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
 use crate::error::Result;
 use crate::pool::Pool;
+use clap::{value_parser, Arg, ArgMatches, Command};
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
 use kestrel_core::generate::{Generator, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
@@ -29,29 +30,54 @@ pub struct SampleArgs {
 }
 
 impl SampleArgs {
-    pub const OPTS: &'static [Opt] = &[
-        Opt::value("temp", "F", "Temperature (0: greedy).").default("0.8"),
-        Opt::value("top-k", "N", "Top-k (0: off).").default("40"),
-        Opt::value("top-p", "F", "Top-p (1: off).").default("0.95"),
-        Opt::value("min-p", "F", "Min-p (0: off).").default("0.05"),
-        Opt::value("repeat-penalty", "F", "Repetition penalty (1: off).").default("1"),
-        Opt::value(
-            "seed",
-            "N",
-            "Random seed (the same seed gives the same text).",
-        )
-        .default("24301"),
-    ];
+    /// The flags, for run and chat. None has a clap default: an absent flag
+    /// takes [`SamplerConfig::default`]'s value, which the help shows.
+    pub fn args() -> [Arg; 6] {
+        let d = SamplerConfig::default();
+        let with_default = |name, placeholder, help: &str, default: String| {
+            value(name, placeholder, "").help(format!("{help} [default: {default}]"))
+        };
+        [
+            with_default(
+                "temp",
+                "F",
+                "Temperature (0: greedy).",
+                d.temperature.to_string(),
+            )
+            .value_parser(value_parser!(f32)),
+            with_default("top-k", "N", "Top-k (0: off).", d.top_k.to_string())
+                .value_parser(value_parser!(usize)),
+            with_default("top-p", "F", "Top-p (1: off).", d.top_p.to_string())
+                .value_parser(value_parser!(f32)),
+            with_default("min-p", "F", "Min-p (0: off).", d.min_p.to_string())
+                .value_parser(value_parser!(f32)),
+            with_default(
+                "repeat-penalty",
+                "F",
+                "Repetition penalty (1: off).",
+                d.repeat_penalty.to_string(),
+            )
+            .value_parser(value_parser!(f32)),
+            with_default(
+                "seed",
+                "N",
+                "Random seed (the same seed gives the same text).",
+                d.seed.to_string(),
+            )
+            .value_parser(value_parser!(u64)),
+        ]
+    }
 
-    pub fn from_matches(m: &Matches) -> Result<Self, Stop> {
-        Ok(SampleArgs {
-            temp: m.get("temp")?,
-            top_k: m.get("top-k")?,
-            top_p: m.get("top-p")?,
-            min_p: m.get("min-p")?,
-            repeat_penalty: m.get("repeat-penalty")?,
-            seed: m.get("seed")?,
-        })
+    pub fn from_matches(m: &ArgMatches) -> Self {
+        let d = SamplerConfig::default();
+        SampleArgs {
+            temp: opt(m, "temp").unwrap_or(d.temperature),
+            top_k: opt(m, "top-k").unwrap_or(d.top_k),
+            top_p: opt(m, "top-p").unwrap_or(d.top_p),
+            min_p: opt(m, "min-p").unwrap_or(d.min_p),
+            repeat_penalty: opt(m, "repeat-penalty").unwrap_or(d.repeat_penalty),
+            seed: opt(m, "seed").unwrap_or(d.seed),
+        }
     }
 
     pub fn config(&self) -> SamplerConfig {
@@ -61,8 +87,8 @@ impl SampleArgs {
             top_p: self.top_p,
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
-            repeat_last_n: 64,
             seed: self.seed,
+            ..SamplerConfig::default()
         }
     }
 }
@@ -89,52 +115,50 @@ pub struct RunArgs {
     pub engine: EngineArgs,
 }
 
-impl RunArgs {
-    pub const COMMAND: Command = Command {
-        name: "run",
-        about: "Answer one prompt, streaming the text (chat format unless --raw).",
-        positionals: &[Pos::one("model", "The VQF model.")],
-        opts: &[
-            &[
-                Opt::value("prompt", "TEXT", "The prompt.")
+impl CommandArgs for RunArgs {
+    fn command() -> Command {
+        Command::new("run")
+            .about("Answer one prompt, streaming the text (chat format unless --raw).")
+            .args([
+                model_arg(),
+                value("prompt", "TEXT", "The prompt.")
                     .short('p')
-                    .required(),
-                Opt::value("n-predict", "N", "Most tokens to generate.")
+                    .required(true)
+                    .allow_hyphen_values(true),
+                value("n-predict", "N", "Most tokens to generate.")
                     .short('n')
-                    .default("256"),
-                Opt::value("system", "TEXT", "System prompt."),
-                Opt::switch("raw", "Feed the prompt as is (no chat format)."),
-                Opt::switch("think", "Qwen3 thinking on."),
-                Opt::switch("no-think", "Qwen3 thinking off (the empty think block)."),
-                Opt::switch(
+                    .value_parser(value_parser!(usize))
+                    .default_value("256"),
+                value("system", "TEXT", "System prompt.").allow_hyphen_values(true),
+                switch("raw", "Feed the prompt as is (no chat format)."),
+                switch("think", "Qwen3 thinking on."),
+                switch("no-think", "Qwen3 thinking off (the empty think block).")
+                    .conflicts_with("think"),
+                switch(
                     "ids",
                     "After the text, print the generated token ids as `[a, b, c]`.",
                 ),
-                crate::vision::IMAGE_OPT,
-                crate::vision::IMAGE_MAX_PIXELS_OPT,
-            ],
-            SampleArgs::OPTS,
-            EngineArgs::OPTS,
-        ],
-    };
+            ])
+            .args(crate::vision::image_args())
+            .args(SampleArgs::args())
+            .args(EngineArgs::args())
+    }
 
-    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        m.conflict("think", "no-think")?;
-        Ok(RunArgs {
-            model: m.get("model")?,
-            prompt: m.get("prompt")?,
-            n_predict: m.get("n-predict")?,
-            system: m.opt("system")?,
-            raw: m.flag("raw"),
-            think: m.flag("think"),
-            no_think: m.flag("no-think"),
-            ids: m.flag("ids"),
-            images: m.all("image")?,
-            image_max_pixels: m.opt("image-max-pixels")?,
-            sample: SampleArgs::from_matches(&m)?,
-            engine: EngineArgs::from_matches(&m)?,
-        })
+    fn from_matches(m: &ArgMatches) -> Self {
+        RunArgs {
+            model: get(m, "model"),
+            prompt: get(m, "prompt"),
+            n_predict: get(m, "n-predict"),
+            system: opt(m, "system"),
+            raw: m.get_flag("raw"),
+            think: m.get_flag("think"),
+            no_think: m.get_flag("no-think"),
+            ids: m.get_flag("ids"),
+            images: all(m, "image"),
+            image_max_pixels: opt(m, "image-max-pixels"),
+            sample: SampleArgs::from_matches(m),
+            engine: EngineArgs::from_matches(m),
+        }
     }
 }
 
@@ -369,34 +393,32 @@ pub struct ChatArgs {
     pub engine: EngineArgs,
 }
 
-impl ChatArgs {
-    pub const COMMAND: Command = Command {
-        name: "chat",
-        about: "Interactive multi-turn chat on the terminal.",
-        positionals: &[Pos::one("model", "The VQF model.")],
-        opts: &[
-            &[
-                Opt::value("system", "TEXT", "System prompt."),
-                Opt::value("n-predict", "N", "Most tokens per answer.")
+impl CommandArgs for ChatArgs {
+    fn command() -> Command {
+        Command::new("chat")
+            .about("Interactive multi-turn chat on the terminal.")
+            .args([
+                model_arg(),
+                value("system", "TEXT", "System prompt.").allow_hyphen_values(true),
+                value("n-predict", "N", "Most tokens per answer.")
                     .short('n')
-                    .default("1024"),
-                Opt::switch("no-think", "Qwen3 thinking off."),
-            ],
-            SampleArgs::OPTS,
-            EngineArgs::OPTS,
-        ],
-    };
+                    .value_parser(value_parser!(usize))
+                    .default_value("1024"),
+                switch("no-think", "Qwen3 thinking off."),
+            ])
+            .args(SampleArgs::args())
+            .args(EngineArgs::args())
+    }
 
-    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        Ok(ChatArgs {
-            model: m.get("model")?,
-            system: m.opt("system")?,
-            n_predict: m.get("n-predict")?,
-            no_think: m.flag("no-think"),
-            sample: SampleArgs::from_matches(&m)?,
-            engine: EngineArgs::from_matches(&m)?,
-        })
+    fn from_matches(m: &ArgMatches) -> Self {
+        ChatArgs {
+            model: get(m, "model"),
+            system: opt(m, "system"),
+            n_predict: get(m, "n-predict"),
+            no_think: m.get_flag("no-think"),
+            sample: SampleArgs::from_matches(m),
+            engine: EngineArgs::from_matches(m),
+        }
     }
 }
 

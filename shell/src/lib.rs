@@ -1,8 +1,9 @@
 //! The `kestrel` shell as a library: everything the binary does, callable
-//! from tests. The binary (`main.rs`) is only the command line.
+//! from tests. The binary (`main.rs`) only dispatches the command line
+//! ([`cli::command`]).
 
-pub mod args;
 pub mod bench;
+pub mod cli;
 pub mod convert;
 pub mod cpu;
 pub mod engine;

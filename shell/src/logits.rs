@@ -2,9 +2,10 @@
 //! decode steps through the decode path, and write every position's logits
 //! as little-endian f32 rows (the hook for comparing with references).
 
-use crate::args::{Command, Opt, Pos, Stop};
+use crate::cli::{all, get, model_arg, opt, token_id, token_ids, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
 use crate::error::{Context, Result};
+use clap::{value_parser, ArgAction, ArgMatches, Command};
 use kestrel_core::generate::{self, Prefill};
 use kestrel_core::model::forward::forward;
 use kestrel_core::sampler::argmax;
@@ -12,8 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub struct LogitsArgs {
-    model: PathBuf,
-    tokens: Vec<u32>,
+    pub model: PathBuf,
+    pub tokens: Vec<u32>,
     greedy: usize,
     out: Option<PathBuf>,
     batch: usize,
@@ -22,38 +23,43 @@ pub struct LogitsArgs {
     engine: EngineArgs,
 }
 
-impl LogitsArgs {
-    pub const COMMAND: Command = Command {
-        name: "logits",
-        about: "Run token ids through the model and write every position's logits (f32 LE rows).",
-        positionals: &[Pos::one("model", "The VQF model.")],
-        opts: &[
-            &[
-                Opt::value("tokens", "IDS", "Comma-separated token ids of the prompt.")
-                    .required()
-                    .repeated(),
-                Opt::value("greedy", "N", "Greedy decode steps after the prompt.").default("0"),
-                Opt::value("out", "PATH", "Output file (default: stdout)."),
-                Opt::value("batch", "N", "Prefill batch size.").default("32"),
-                crate::vision::IMAGE_OPT,
-                crate::vision::IMAGE_MAX_PIXELS_OPT,
-            ],
-            EngineArgs::OPTS,
-        ],
-    };
+impl CommandArgs for LogitsArgs {
+    fn command() -> Command {
+        Command::new("logits")
+            .about(
+                "Run token ids through the model and write every position's logits (f32 LE rows).",
+            )
+            .args([
+                model_arg(),
+                value("tokens", "IDS", "Comma-separated token ids of the prompt.")
+                    .required(true)
+                    .action(ArgAction::Append)
+                    .value_delimiter(',')
+                    .value_parser(token_id()),
+                value("greedy", "N", "Greedy decode steps after the prompt.")
+                    .value_parser(value_parser!(usize))
+                    .default_value("0"),
+                value("out", "PATH", "Output file (default: stdout).")
+                    .value_parser(value_parser!(PathBuf)),
+                value("batch", "N", "Prefill batch size.")
+                    .value_parser(value_parser!(usize))
+                    .default_value("32"),
+            ])
+            .args(crate::vision::image_args())
+            .args(EngineArgs::args())
+    }
 
-    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        Ok(LogitsArgs {
-            model: m.get("model")?,
-            tokens: m.list("tokens")?,
-            greedy: m.get("greedy")?,
-            out: m.opt("out")?,
-            batch: m.get("batch")?,
-            images: m.all("image")?,
-            image_max_pixels: m.opt("image-max-pixels")?,
-            engine: EngineArgs::from_matches(&m)?,
-        })
+    fn from_matches(m: &ArgMatches) -> Self {
+        LogitsArgs {
+            model: get(m, "model"),
+            tokens: token_ids(m, "tokens"),
+            greedy: get(m, "greedy"),
+            out: opt(m, "out"),
+            batch: get(m, "batch"),
+            images: all(m, "image"),
+            image_max_pixels: opt(m, "image-max-pixels"),
+            engine: EngineArgs::from_matches(m),
+        }
     }
 }
 

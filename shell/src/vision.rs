@@ -3,9 +3,10 @@
 //! count (the multimodal prefill itself is the core's
 //! `generate::prefill`).
 
-use crate::args::Opt;
+use crate::cli::value;
 use crate::error::{Context, Result};
 use crate::pool::Pool;
+use clap::{value_parser, Arg, ArgAction};
 use kestrel_core::config::VisionConfig;
 use kestrel_core::generate::PromptImages;
 use kestrel_core::image::preprocess::{pixel_values, ImageProcessorConfig};
@@ -16,22 +17,27 @@ use kestrel_core::model::vision::{encode_image, Patches, VisionArenaSizes, Visio
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::state::KvType;
+use std::path::PathBuf;
 use std::time::Instant;
 
-/// `--image PATH` (run, logits).
-pub const IMAGE_OPT: Opt = Opt::value(
-    "image",
-    "PATH",
-    "A JPEG or PNG image for the prompt (Qwen3-VL models; repeatable, in order).",
-)
-.repeated();
-
-/// `--image-max-pixels N` (run, logits).
-pub const IMAGE_MAX_PIXELS_OPT: Opt = Opt::value(
-    "image-max-pixels",
-    "N",
-    "Resize images to at most N pixels (default: the model's max_pixels).",
-);
+/// `--image PATH` (repeatable) and `--image-max-pixels N` (run, logits).
+pub fn image_args() -> [Arg; 2] {
+    [
+        value(
+            "image",
+            "PATH",
+            "A JPEG or PNG image for the prompt (Qwen3-VL models; repeatable, in order).",
+        )
+        .action(ArgAction::Append)
+        .value_parser(value_parser!(PathBuf)),
+        value(
+            "image-max-pixels",
+            "N",
+            "Resize images to at most N pixels (default: the model's max_pixels).",
+        )
+        .value_parser(value_parser!(u32)),
+    ]
+}
 
 /// One preprocessed image: (patches, 3 T P P) pixel values in merge-block
 /// order and its grid in patches.

@@ -1,5 +1,6 @@
-//! The `kestrel` binary as a user runs it: exit codes, one-line errors, and
-//! conversions killed part-way leaving nothing behind.
+//! The `kestrel` binary as a user runs it: exit codes, one-line errors,
+//! clap's usage errors, and conversions killed part-way leaving nothing
+//! behind.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -49,54 +50,96 @@ fn errors_are_one_line_with_exit_code_1() {
     }
 }
 
+/// A usage error (clap's): on stderr, naming the flag or argument, with exit
+/// code 2 and nothing on stdout.
+fn usage_error(args: &[&str]) -> String {
+    let out = kestrel().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    err
+}
+
 #[test]
-fn usage_errors_are_one_line_with_exit_code_2() {
+fn usage_errors_name_the_flag_with_exit_code_2() {
     for (args, says) in [
         (
             &["run", "m.vqf", "-p", "hi", "--bogus"][..],
-            "unknown flag --bogus",
+            "unexpected argument '--bogus'",
         ),
         (
             &["run", "m.vqf", "--prompt"],
-            "--prompt <TEXT> needs a value",
+            "a value is required for '--prompt <TEXT>'",
         ),
-        (&["run", "m.vqf"], "missing --prompt <TEXT>"),
+        (
+            &["run", "m.vqf"],
+            "required arguments were not provided:\n  --prompt <TEXT>",
+        ),
         (
             &["run", "m.vqf", "-p", "hi", "-t", "two"],
-            "for --threads <N>",
+            "invalid value 'two' for '--threads <N>'",
+        ),
+        (
+            &["run", "m.vqf", "-p", "hi", "-t", "0"],
+            "invalid value '0' for '--threads <N>': must be at least 1",
         ),
         (
             &["run", "m.vqf", "-p", "hi", "--think", "--no-think"],
-            "cannot be used together",
+            "'--think' cannot be used with '--no-think'",
         ),
         (
             &["run", "m.vqf", "-p", "hi", "--prefill-q8", "no"],
-            "for --prefill-q8",
+            "invalid value 'no' for '--prefill-q8 <BOOL>'",
+        ),
+        (
+            &["serve", "m.vqf", "--prefill-q8", "no"],
+            "invalid value 'no' for '--prefill-q8 <BOOL>'",
         ),
         (
             &["convert", "x", "-o", "y", "--wmode=q5"],
-            "for --wmode <MODE>",
+            "invalid value 'q5' for '--wmode <MODE>'",
         ),
         (
             &["detokenize", "m.vqf", "1,x"],
-            "invalid value 'x' for <IDS>",
+            "invalid value 'x' for '[IDS]...'",
         ),
-        (&["inspect"], "missing <FILE>"),
+        (
+            &["inspect"],
+            "required arguments were not provided:\n  <FILE>",
+        ),
         (&["verify", "a", "b"], "unexpected argument 'b'"),
-        (&["frobnicate"], "unknown command 'frobnicate'"),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
     ] {
-        let out = kestrel().args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("kestrel"), "{err}");
+        let err = usage_error(args);
         assert!(err.contains(says), "{args:?}: {err}");
-        assert!(out.stdout.is_empty());
     }
     // No command at all: the help, on stderr.
     let out = kestrel().output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Commands:"));
+}
+
+#[test]
+fn mistyped_commands_and_flags_get_a_suggestion() {
+    let err = usage_error(&["chta", "m.vqf"]);
+    assert!(err.contains("unrecognized subcommand 'chta'"), "{err}");
+    assert!(
+        err.contains("tip: a similar subcommand exists: 'chat'"),
+        "{err}"
+    );
+    let err = usage_error(&["run", "m.vqf", "-p", "hi", "--temperature", "0"]);
+    assert!(err.contains("unexpected argument '--temperature'"), "{err}");
+    assert!(
+        err.contains("tip: a similar argument exists: '--temp'"),
+        "{err}"
+    );
+    let err = usage_error(&["serve", "m.vqf", "--prefil-q8", "false"]);
+    assert!(
+        err.contains("tip: a similar argument exists: '--prefill-q8'"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -135,6 +178,7 @@ fn help_and_version() {
         "-t, --threads <N>",
         "--prefill-q8 <BOOL>",
         "[default: true]",
+        "Usage: kestrel run [OPTIONS] --prompt <TEXT> <MODEL>",
     ] {
         assert!(run.contains(line), "{line}: {run}");
     }

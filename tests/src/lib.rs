@@ -43,7 +43,7 @@ pub fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 use kestrel_core::config::{Arch, Config, MAX_EOS};
-use kestrel_core::convert::{self, Part, TensorSource, WeightMode};
+use kestrel_core::convert::{self, TensorSource, WeightMode};
 use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::write::Sink;
 
@@ -87,77 +87,8 @@ pub fn tiny_config(arch: Arch) -> Config {
     }
 }
 
-/// Deterministic weights: value = f(part, layer, expert, row, col).
-pub struct SyntheticSource {
-    /// The model's config (widths of each part).
-    pub cfg: Config,
-}
-
-impl SyntheticSource {
-    /// Row width of a part.
-    pub fn cols(&self, part: Part) -> usize {
-        let c = &self.cfg;
-        match part {
-            Part::O => c.q_dim(),
-            Part::Down => c.ffn_size as usize,
-            Part::ExpDown => c.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0),
-            Part::QNorm | Part::KNorm => c.head_dim as usize,
-            Part::QBias => c.q_dim(),
-            Part::KBias | Part::VBias => c.kv_dim(),
-            _ => c.hidden_size as usize,
-        }
-    }
-
-    /// The value at (part, layer, expert, row, col).
-    pub fn value(part: Part, layer: u16, expert: usize, row: usize, col: usize) -> f32 {
-        // The part's index in declaration order (as before Part carried data).
-        use Part::*;
-        let id = match part {
-            Vision(role) => 1000 + role as u64,
-            p => [
-                Embed, LmHead, FinalNorm, AttnNorm, Q, K, V, QBias, KBias, VBias, QNorm, KNorm, O,
-                FfnNorm, Gate, Up, Down, Router, ExpGate, ExpUp, ExpDown,
-            ]
-            .iter()
-            .position(|&x| x == p)
-            .unwrap_or(0) as u64,
-        };
-        let mut h = (id + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        for v in [layer as u64, expert as u64, row as u64, col as u64] {
-            h = (h ^ v).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            h ^= h >> 31;
-        }
-        let unit = (h >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-        match part {
-            Part::AttnNorm | Part::FfnNorm | Part::FinalNorm | Part::QNorm | Part::KNorm => {
-                1.0 + 0.2 * unit
-            }
-            _ => unit * 0.5,
-        }
-    }
-}
-
-impl TensorSource for SyntheticSource {
-    fn read_rows(
-        &self,
-        part: Part,
-        layer: u16,
-        expert: usize,
-        row0: usize,
-        out: &mut [f32],
-    ) -> Result<(), kestrel_core::Error> {
-        let part = if part == Part::LmHead && self.cfg.tied_embeddings {
-            Part::Embed
-        } else {
-            part
-        };
-        let cols = self.cols(part);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::value(part, layer, expert, row0 + i / cols, i % cols);
-        }
-        Ok(())
-    }
-}
+/// Deterministic weights for any config (shared with `kestrel bench`).
+pub use kestrel::bench::synthetic::SyntheticSource;
 
 /// Converts `src` into an in-memory VQF with the checksum patched in.
 pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<u8> {

@@ -5,6 +5,7 @@
 //! and oversized requests, slow clients, disconnects mid-stream, wrong API
 //! keys, 100 connections at once) leave the server up and correct.
 
+use kestrel::cli::CommandArgs;
 use kestrel::convert::convert;
 use kestrel::engine::{self, EngineArgs, Model};
 use kestrel::generate::{chat_prompt, Session};
@@ -607,16 +608,27 @@ fn serve_args() {
     let p = |s: &str| ServeArgs::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>());
     let a = p("m.vqf --host 0.0.0.0 --port 9 --ctx 64 -t 3 --parallel 4 --api-key k").unwrap();
     assert_eq!(
-        (a.host.as_str(), a.port, a.ctx, a.threads, a.parallel),
+        (
+            a.host.as_str(),
+            a.port,
+            a.engine.ctx,
+            a.engine.threads,
+            a.parallel
+        ),
         ("0.0.0.0", 9, Some(64), Some(3), 4)
     );
     assert_eq!(a.api_key.as_deref(), Some("k"));
     assert_eq!(p("m.vqf").unwrap().host, "127.0.0.1");
+    assert!(p("m.vqf").unwrap().engine.prefill_q8);
+    assert!(!p("m.vqf --prefill-q8 false").unwrap().engine.prefill_q8);
     for bad in [
         "",
         "m.vqf --port",
         "m.vqf --port x",
         "m.vqf --parallel 0",
+        "m.vqf --timeout 0",
+        "m.vqf --api-key=",
+        "m.vqf -t 0",
         "m.vqf --bogus",
         "a b",
     ] {

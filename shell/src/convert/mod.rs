@@ -7,9 +7,11 @@
 pub mod gguf;
 pub mod hf;
 
-use crate::args::{Command, Opt, Pos, Stop};
+use crate::cli::{get, opt, switch, value, CommandArgs};
 use crate::error::{Context, Result};
 use crate::files::{Mapped, Output};
+use clap::builder::{EnumValueParser, PossibleValue};
+use clap::{value_parser, Arg, ArgMatches, Command, ValueEnum};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
 use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
@@ -28,18 +30,20 @@ pub enum Mode {
     F32,
 }
 
-impl std::str::FromStr for Mode {
-    type Err = &'static str;
+/// `--wmode`'s values, in the order of the help.
+impl ValueEnum for Mode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Mode::Dual, Mode::Q4, Mode::Q8, Mode::F16, Mode::F32]
+    }
 
-    fn from_str(s: &str) -> Result<Mode, Self::Err> {
-        Ok(match s {
-            "dual" => Mode::Dual,
-            "q4" => Mode::Q4,
-            "q8" => Mode::Q8,
-            "f16" => Mode::F16,
-            "f32" => Mode::F32,
-            _ => return Err("expected dual, q4, q8, f16 or f32"),
-        })
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(match self {
+            Mode::Dual => "dual",
+            Mode::Q4 => "q4",
+            Mode::Q8 => "q8",
+            Mode::F16 => "f16",
+            Mode::F32 => "f32",
+        }))
     }
 }
 
@@ -51,45 +55,48 @@ pub struct ConvertArgs {
     text_only: bool,
 }
 
-impl ConvertArgs {
-    pub const COMMAND: Command = Command {
-        name: "convert",
-        about: "Convert a Hugging Face model directory or a GGUF file to VQF.",
-        positionals: &[Pos::one(
-            "src",
-            "A Hugging Face model directory or a .gguf file.",
-        )],
-        opts: &[&[
-            Opt::value("out", "PATH", "The VQF file to write.")
-                .short('o')
-                .required(),
-            Opt::value(
-                "wmode",
-                "MODE",
-                "Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.",
-            )
-            .default("dual"),
-            Opt::value(
-                "max-seq",
-                "N",
-                "Longest context the file is made for (default: the model's, at most 32768).",
-            ),
-            Opt::switch(
-                "text-only",
-                "For a Qwen3-VL model, convert the text model only (no vision tower).",
-            ),
-        ]],
-    };
+impl CommandArgs for ConvertArgs {
+    fn command() -> Command {
+        Command::new("convert")
+            .about("Convert a Hugging Face model directory or a GGUF file to VQF.")
+            .args([
+                Arg::new("src")
+                    .value_name("SRC")
+                    .required(true)
+                    .value_parser(value_parser!(PathBuf))
+                    .help("A Hugging Face model directory or a .gguf file."),
+                value("out", "PATH", "The VQF file to write.")
+                    .short('o')
+                    .required(true)
+                    .value_parser(value_parser!(PathBuf)),
+                value(
+                    "wmode",
+                    "MODE",
+                    "Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.",
+                )
+                .value_parser(EnumValueParser::<Mode>::new())
+                .default_value("dual"),
+                value(
+                    "max-seq",
+                    "N",
+                    "Longest context the file is made for (default: the model's, at most 32768).",
+                )
+                .value_parser(value_parser!(u32)),
+                switch(
+                    "text-only",
+                    "For a Qwen3-VL model, convert the text model only (no vision tower).",
+                ),
+            ])
+    }
 
-    pub fn parse(argv: &[String]) -> Result<Self, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        Ok(ConvertArgs {
-            src: m.get("src")?,
-            out: m.get("out")?,
-            wmode: m.get("wmode")?,
-            max_seq: m.opt("max-seq")?,
-            text_only: m.flag("text-only"),
-        })
+    fn from_matches(m: &ArgMatches) -> Self {
+        ConvertArgs {
+            src: get(m, "src"),
+            out: get(m, "out"),
+            wmode: get(m, "wmode"),
+            max_seq: opt(m, "max-seq"),
+            text_only: m.get_flag("text-only"),
+        }
     }
 }
 

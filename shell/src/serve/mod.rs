@@ -18,11 +18,13 @@ pub mod api;
 pub mod http;
 pub mod scheduler;
 
-use crate::args::{Command, Opt, Pos, Stop};
-use crate::engine::{self, Model};
+use crate::cli::{get, in_range, model_arg, opt, value, CommandArgs};
+use crate::engine::{self, EngineArgs, Model};
 use crate::error::Result;
 use crate::generate::{self, chat_prompt};
 use api::{error_body, push_json_str, Params, Prompt};
+use clap::builder::{NonEmptyStringValueParser, ValueParser};
+use clap::{value_parser, ArgMatches, Command};
 use http::HttpError;
 use kestrel_core::chat::Message;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
@@ -51,9 +53,6 @@ pub struct ServeArgs {
     pub model: PathBuf,
     pub host: String,
     pub port: u16,
-    /// Context length per slot (default 4096, capped by the file).
-    pub ctx: Option<usize>,
-    pub threads: Option<usize>,
     /// Sequences decoded together (KV slots).
     pub parallel: usize,
     /// Requests that may wait for a slot (429 beyond).
@@ -63,93 +62,81 @@ pub struct ServeArgs {
     pub timeout: Duration,
     /// Largest request body.
     pub max_body: usize,
-    pub no_pin: bool,
-    pub kv_f32: bool,
+    /// Threads, pinning, context length per slot, KV type, prefill copy.
+    pub engine: EngineArgs,
 }
 
-impl ServeArgs {
-    pub const COMMAND: Command = Command {
-        name: "serve",
-        about: "An OpenAI-compatible HTTP server (chat/completions, completions, models, health).",
-        positionals: &[Pos::one("model", "The VQF model.")],
-        opts: &[&[
-            Opt::value(
-                "host",
-                "ADDR",
-                "Address to listen on (loopback by default).",
-            )
-            .default("127.0.0.1"),
-            Opt::value("port", "N", "TCP port.").default("8080"),
-            Opt::value(
-                "ctx",
-                "N",
-                "Context length per slot (default 4096, capped by the file).",
-            ),
-            Opt::value("threads", "N", "Worker threads (default: the big cores).").short('t'),
-            Opt::value("parallel", "K", "Sequences decoded together (KV slots).").default("1"),
-            Opt::value(
-                "queue",
-                "N",
-                "Requests that may wait for a slot (429 beyond).",
-            )
-            .default("16"),
-            Opt::value(
-                "api-key",
-                "KEY",
-                "Require 'Authorization: Bearer KEY' (also $KESTREL_API_KEY).",
-            ),
-            Opt::value(
-                "timeout",
-                "SECS",
-                "Deadline for reading a request's head, and again for its body.",
-            )
-            .default("10"),
-            Opt::value("max-body", "BYTES", "Largest request body (413 beyond).")
-                .default("8388608"),
-            Opt::switch("no-pin", "Do not pin threads to cores."),
-            Opt::switch("kv-f32", "KV cache in f32 instead of f16."),
-        ]],
-    };
+/// Most requests `--queue` may hold.
+const MAX_QUEUE: usize = 4096;
 
-    /// Parses the arguments after `serve`.
-    pub fn parse(argv: &[String]) -> Result<ServeArgs, Stop> {
-        let m = Self::COMMAND.parse(argv)?;
-        let bad = |msg: &str| Stop::Error(format!("kestrel serve: {msg}"));
-        let timeout: f64 = m.get("timeout")?;
-        if !(0.001..=3600.0).contains(&timeout) {
-            return Err(bad("--timeout must be between 0.001 and 3600 seconds"));
-        }
-        let a = ServeArgs {
-            model: m.get("model")?,
-            host: m.get("host")?,
-            port: m.get("port")?,
-            ctx: m.opt("ctx")?,
-            threads: m.opt("threads")?,
-            parallel: m.get("parallel")?,
-            queue: m.get("queue")?,
-            api_key: m.opt::<String>("api-key")?.or_else(|| {
+impl CommandArgs for ServeArgs {
+    fn command() -> Command {
+        Command::new("serve")
+            .about(
+                "An OpenAI-compatible HTTP server (chat/completions, completions, models, health).",
+            )
+            .args([
+                model_arg(),
+                value(
+                    "host",
+                    "ADDR",
+                    "Address to listen on (loopback by default).",
+                )
+                .default_value("127.0.0.1"),
+                value("port", "N", "TCP port.")
+                    .value_parser(in_range(0, u16::MAX as usize))
+                    .default_value("8080"),
+                value("parallel", "K", "Sequences decoded together (KV slots).")
+                    .value_parser(in_range(1, MAX_SLOTS))
+                    .default_value("1"),
+                value(
+                    "queue",
+                    "N",
+                    "Requests that may wait for a slot (429 beyond).",
+                )
+                .value_parser(in_range(0, MAX_QUEUE))
+                .default_value("16"),
+                value(
+                    "api-key",
+                    "KEY",
+                    "Require 'Authorization: Bearer KEY' (also $KESTREL_API_KEY).",
+                )
+                .value_parser(NonEmptyStringValueParser::new()),
+                value(
+                    "timeout",
+                    "SECS",
+                    "Deadline for reading a request's head, and again for its body.",
+                )
+                .value_parser(ValueParser::new(|s: &str| match s.parse::<f64>() {
+                    Ok(t) if (0.001..=3600.0).contains(&t) => Ok(Duration::from_secs_f64(t)),
+                    Ok(_) => Err("must be between 0.001 and 3600 seconds".to_string()),
+                    Err(e) => Err(e.to_string()),
+                }))
+                .default_value("10"),
+                value("max-body", "BYTES", "Largest request body (413 beyond).")
+                    .value_parser(value_parser!(usize))
+                    .default_value("8388608"),
+            ])
+            .args(EngineArgs::args())
+    }
+
+    fn from_matches(m: &ArgMatches) -> Self {
+        ServeArgs {
+            model: get(m, "model"),
+            host: get(m, "host"),
+            // A u16 by its parser (which spares the binary a u16 parser).
+            port: get::<usize>(m, "port") as u16,
+            parallel: get(m, "parallel"),
+            queue: get(m, "queue"),
+            api_key: opt(m, "api-key").or_else(|| {
                 std::env::var("KESTREL_API_KEY")
                     .ok()
                     .filter(|k| !k.is_empty())
             }),
-            timeout: Duration::from_secs_f64(timeout),
-            max_body: m.get("max-body")?,
-            no_pin: m.flag("no-pin"),
-            kv_f32: m.flag("kv-f32"),
-        };
-        if a.parallel == 0 || a.parallel > MAX_SLOTS {
-            return Err(bad(&format!("--parallel must be 1 to {MAX_SLOTS}")));
+            timeout: get(m, "timeout"),
+            max_body: get(m, "max-body"),
+            engine: EngineArgs::from_matches(m),
         }
-        if a.queue > 4096 {
-            return Err(bad("--queue must be at most 4096"));
-        }
-        if a.threads == Some(0) || a.ctx == Some(0) {
-            return Err(bad("-t and --ctx must be at least 1"));
-        }
-        if a.api_key.as_deref() == Some("") {
-            return Err(bad("--api-key must not be empty"));
-        }
-        Ok(a)
     }
 }
 
@@ -198,15 +185,15 @@ pub fn serve(
     ignore_sigpipe();
     let model = Model::open(&args.model)?;
     let mut layers = Vec::new();
-    let w = model.weights(true, &mut layers)?;
+    let w = model.weights(args.engine.prefill_q8, &mut layers)?;
     let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
     let tok = Tokenizer::new(tables);
     let file_max = w.vqf.header().max_seq as usize;
-    let ctx = args.ctx.unwrap_or(4096).min(file_max).max(2);
+    let ctx = args.engine.ctx.unwrap_or(4096).min(file_max).max(2);
     let opts = Options {
         max_seq: ctx,
         max_batch: PREFILL_CHUNK.max(args.parallel),
-        kv: if args.kv_f32 {
+        kv: if args.engine.kv_f32 {
             KvType::F32
         } else {
             KvType::F16
@@ -251,7 +238,7 @@ pub fn serve(
     let conn_rx = Mutex::new(conn_rx);
     let handlers = (args.parallel + args.queue + 4).max(8);
     let stops = StopSet::new(&w.cfg, Some(&tok));
-    let (threads, no_pin) = (args.threads, args.no_pin);
+    let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
     let setup: Result<()> = std::thread::scope(|sc| {
         let state_w = &w;
         let arena = &mut arena;

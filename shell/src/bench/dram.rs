@@ -1,0 +1,53 @@
+//! The DRAM wall probe: the same bytes streamed compact (18- and 34-byte
+//! blocks, as Q4_0 and Q8_0 rows are) and at a 64-byte pitch, on the pool.
+
+use super::median_ms;
+use crate::pool::Pool;
+use kestrel_core::parallel::Parallel;
+
+/// One DRAM probe result.
+pub(super) struct Probe {
+    pub(super) name: &'static str,
+    pub(super) ms: f64,
+    pub(super) payload_gbs: f64,
+    pub(super) raw_gbs: f64,
+}
+
+/// Reads the `block`-byte payloads at a `stride`-byte pitch over `buf`
+/// (`kestrel_kernels::read_sum`, SIMD loads), split over the pool (each
+/// thread a contiguous range of whole steps).
+fn stream_sum(pool: &Pool, buf: &[u8], stride: usize, block: usize) -> u64 {
+    let n = buf.len() / stride;
+    let parts = pool.threads().max(1);
+    let mut items: Vec<u64> = vec![0; parts];
+    pool.for_each_mut(&mut items, &|p, acc| {
+        let (b0, b1) = (n * p / parts, n * (p + 1) / parts);
+        *acc = kestrel_kernels::read_sum(&buf[b0 * stride..b1 * stride], stride, block);
+    });
+    items.iter().fold(0u64, |a, &b| a.wrapping_add(b))
+}
+
+pub(super) fn dram_probe(pool: &Pool, rows: usize, blocks: usize, repeats: usize) -> Vec<Probe> {
+    let n = rows * blocks;
+    let mut out = Vec::new();
+    for (name, stride, block) in [
+        ("compact 18B/block", 18usize, 18usize),
+        ("compact 34B/block", 34, 34),
+        ("64B-aligned/block", 64, 18),
+    ] {
+        let buf: Vec<u8> = (0..n * stride).map(|i| (i * 31 + 7) as u8).collect();
+        let mut sink = 0u64;
+        let ms = median_ms(repeats, || {
+            sink = sink.wrapping_add(stream_sum(pool, &buf, stride, block));
+        });
+        std::hint::black_box(sink);
+        let secs = ms * 1e-3;
+        out.push(Probe {
+            name,
+            ms,
+            payload_gbs: (n * block) as f64 / secs / 1e9,
+            raw_gbs: (n * stride) as f64 / secs / 1e9,
+        });
+    }
+    out
+}

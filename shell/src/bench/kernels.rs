@@ -1,0 +1,89 @@
+//! The single-thread per-kernel lines (`--rows` x `--cols`): Q4_0x4 and
+//! Q8_0x8 GEMV and GEMM, the F16 matvec and the activation quantizer.
+
+use super::median_ms;
+use super::synthetic::synthetic;
+use super::BenchArgs;
+use crate::error::Result;
+use kestrel_core::kernels::Kernels;
+use kestrel_core::quant::{q4_0, q8_0, repack};
+
+/// The single-thread kernel lines: (name, ms, GFLOPS, GB/s; NaN = none).
+pub(super) fn kernel_lines(
+    kernels: &Kernels,
+    args: &BenchArgs,
+) -> Result<Vec<(String, f64, f64, f64)>> {
+    let (rows, cols) = (args.rows, args.cols);
+    let mut lines = Vec::new();
+    let w = synthetic(rows * cols, 1);
+    let x = synthetic(cols * 32, 2);
+
+    let nb = cols / 32;
+    let mut q4 = vec![0u8; rows * nb * q4_0::BLOCK_BYTES];
+    let mut q8 = vec![0u8; rows * nb * q8_0::BLOCK_BYTES];
+    for r in 0..rows {
+        let row = &w[r * cols..(r + 1) * cols];
+        q4_0::quantize_row_bytes(row, &mut q4[r * nb * 18..(r + 1) * nb * 18])?;
+        q8_0::quantize_row_bytes(row, &mut q8[r * nb * 34..(r + 1) * nb * 34])?;
+    }
+    let l4 = repack::Layout::Q4_0x4;
+    let l8 = repack::Layout::Q8_0x8;
+    let mut p4 = vec![0u8; l4.matrix_bytes(rows, cols)?];
+    let mut p8 = vec![0u8; l8.matrix_bytes(rows, cols)?];
+    repack::repack_q4_0x4(&q4, rows, cols, &mut p4)?;
+    repack::repack_q8_0x8(&q8, rows, cols, &mut p8)?;
+    let m4 = repack::PackedMatrix::new(l4, rows, cols, &p4)?;
+    let m8 = repack::PackedMatrix::new(l8, rows, cols, &p8)?;
+
+    let mut qs = vec![0i8; x.len()];
+    let mut d = vec![0f32; x.len() / 32];
+    kernels.quantize_acts(&x, &mut qs, &mut d)?;
+
+    for (name, mat, m) in [
+        ("Q4_0x4 gemv (M=1)", &m4, 1usize),
+        ("Q8_0x8 gemv (M=1)", &m8, 1),
+        ("Q4_0x4 gemm (M=32)", &m4, 32),
+        ("Q8_0x8 gemm (M=32)", &m8, 32),
+    ] {
+        let mut out = vec![0f32; m * rows];
+        let ms = median_ms(args.repeats, || {
+            kernels
+                .gemm_q8(mat, &qs[..m * cols], &d[..m * nb], m, &mut out)
+                .expect("shapes were checked above");
+        });
+        let flops = 2.0 * (m * rows * cols) as f64;
+        let gbs = mat.bytes.len() as f64 / (ms * 1e-3) / 1e9;
+        lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
+    }
+    // f16 weights (plain matvec, M=1).
+    let f16w: Vec<u8> = w
+        .iter()
+        .flat_map(|v| kestrel_core::quant::f16::f32_to_f16(*v).to_le_bytes())
+        .collect();
+    let mf16 = repack::PackedMatrix::new(repack::Layout::F16, rows, cols, &f16w)?;
+    let mut out = vec![0f32; rows];
+    let ms = median_ms(args.repeats, || {
+        kernels
+            .matvec_float(&mf16, &x[..cols], &mut out)
+            .expect("shapes were checked above");
+    });
+    lines.push((
+        "F16 matvec (M=1)".to_string(),
+        ms,
+        2.0 * (rows * cols) as f64 / (ms * 1e-3) / 1e9,
+        f16w.len() as f64 / (ms * 1e-3) / 1e9,
+    ));
+    // The activation quantizer on the same 32 x cols input (GB/s of f32 read).
+    let ms = median_ms(args.repeats, || {
+        kernels
+            .quantize_acts(&x, &mut qs, &mut d)
+            .expect("shapes were checked above");
+    });
+    lines.push((
+        "Q8_0 quantize_acts (M=32)".to_string(),
+        ms,
+        f64::NAN,
+        (x.len() * 4) as f64 / (ms * 1e-3) / 1e9,
+    ));
+    Ok(lines)
+}

@@ -1,0 +1,120 @@
+//! `kestrel bench MODEL`: the end-to-end model bench.
+
+use super::dram::dram_probe;
+use super::synthetic::synthetic;
+use super::{median, num, BenchArgs};
+use crate::engine::EngineArgs;
+use crate::error::Result;
+use kestrel_core::parallel::Parallel;
+use std::time::Instant;
+
+/// The end-to-end model bench (llama-bench's pp and tg): per repeat, tokens
+/// per second of a `n_prompt`-token synthetic prompt prefilled in batches,
+/// and of `n_gen` tokens decoded one by one, each from an empty KV cache.
+/// One warm-up of each first (prefill whole, decode one token).
+pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
+    use crate::engine::{self, Model};
+    use kestrel_core::model::forward::forward;
+    let model = Model::open(path)?;
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers)?;
+    let eargs = EngineArgs {
+        threads: args.threads,
+        no_pin: args.no_pin,
+        ctx: Some((args.n_prompt + args.n_gen).max(1)),
+        ..EngineArgs::default()
+    };
+    let (k, pool, opts) = engine::setup(
+        &w,
+        &eargs,
+        false,
+        args.batch.clamp(1, kestrel_core::state::MAX_BATCH),
+    );
+    if opts.max_seq < args.n_prompt + args.n_gen {
+        return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
+    }
+    let mut arena = engine::arena(&w, &opts)?;
+    let mut s = engine::state(&w, opts, &mut arena)?;
+    let vocab = w.cfg.vocab_size as usize;
+    let toks: Vec<u32> = synthetic(args.n_prompt.max(args.n_gen), 7)
+        .iter()
+        .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
+        .collect();
+    let mut pass = |n: usize, batch: usize| -> Result<f64> {
+        s.pos = 0;
+        let t = Instant::now();
+        for c in toks[..n].chunks(batch) {
+            forward(&w, &mut s, &k, &pool, c)?;
+        }
+        Ok(n as f64 / t.elapsed().as_secs_f64())
+    };
+    let reps = args.repeats.max(1);
+    let (mut pp, mut tg) = (Vec::new(), Vec::new());
+    if args.n_prompt > 0 {
+        pass(args.n_prompt, opts.max_batch)?;
+        for _ in 0..reps {
+            pp.push(pass(args.n_prompt, opts.max_batch)?);
+        }
+    }
+    if args.n_gen > 0 {
+        pass(1, 1)?;
+        for _ in 0..reps {
+            tg.push(pass(args.n_gen, 1)?);
+        }
+    }
+    let list = |v: &[f64]| v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(",");
+    let (pps, tgs) = (list(&pp), list(&tg));
+    let (pp_med, tg_med) = (median(&mut pp), median(&mut tg));
+    let bytes = w.decode_bytes();
+    let gbs = bytes as f64 * tg_med / 1e9;
+    let probes = dram_probe(&pool, args.probe_rows, args.probe_blocks, reps.min(5));
+    let threads = pool.threads();
+    if args.json {
+        let pr = probes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{{\"name\":\"{}\",\"payload_gbs\":{},\"raw_gbs\":{}}}",
+                    p.name,
+                    num(p.payload_gbs),
+                    num(p.raw_gbs)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        println!(
+            "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"dram\":[{pr}]}}",
+            k.name(),
+            opts.max_batch,
+            args.n_prompt,
+            num(pp_med),
+            args.n_gen,
+            num(tg_med),
+            num(gbs)
+        );
+        return Ok(());
+    }
+    println!(
+        "{} | {} kernels, {threads} threads, batch {}",
+        path.display(),
+        k.name(),
+        opts.max_batch
+    );
+    println!(
+        "pp{:<5} {:>9.2} tok/s (median of {reps})",
+        args.n_prompt, pp_med
+    );
+    println!(
+        "tg{:<5} {:>9.2} tok/s (median of {reps}), {:.1} MB of weights per token, {gbs:.1} GB/s",
+        args.n_gen,
+        tg_med,
+        bytes as f64 / 1e6
+    );
+    for p in &probes {
+        println!(
+            "DRAM {:<18} {:>6.1} GB/s payload, {:.1} raw",
+            p.name, p.payload_gbs, p.raw_gbs
+        );
+    }
+    Ok(())
+}

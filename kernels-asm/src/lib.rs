@@ -27,6 +27,9 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 
+#[cfg(test)]
+extern crate std;
+
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod cast;
@@ -37,6 +40,9 @@ mod shape;
 pub mod x86_64;
 
 pub use shape::ShapeError;
+
+#[cfg(all(test, any(target_arch = "aarch64", target_arch = "x86_64")))]
+mod arch_tests;
 
 /// The DRAM probe's read loop: a wrapping sum of `buf` read as
 /// little-endian u64 lanes, visiting for each `stride`-byte step its first

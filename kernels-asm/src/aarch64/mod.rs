@@ -21,6 +21,10 @@ pub use gemv::{gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::quantize_acts_q8_0;
 
+/// This architecture's capability token under the name every architecture
+/// module exports.
+pub type Cpu = Dotprod;
+
 /// Proof that the CPU executing this program implements the dotprod
 /// extension (`sdot`/`udot`). Kernels that use `sdot` take one by value.
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +42,7 @@ impl Dotprod {
     }
 
     /// Detects dotprod at run time through the operating system.
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", test))]
     pub fn detect() -> Option<Self> {
         if std::arch::is_aarch64_feature_detected!("dotprod") {
             Some(Dotprod(()))

@@ -25,6 +25,10 @@ pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::quantize_acts_q8_0;
 
+/// This architecture's capability token under the name every architecture
+/// module exports.
+pub type Cpu = Avx2;
+
 /// Proof that the CPU executing this program implements AVX2, FMA and F16C.
 /// Kernels that use those instructions take one by value.
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +51,7 @@ impl Avx2 {
     }
 
     /// Detects AVX2, FMA and F16C at run time (CPUID and the OS's XSAVE state).
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", test))]
     pub fn detect() -> Option<Self> {
         if std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")

@@ -71,13 +71,18 @@ pub fn swiglu_runs(_cpu: Avx2, out: &mut [f32], gate_up: &[f32]) -> Result<(), S
 /// `out.len() * 2 == gate_up.len()`, `out.len() % 8 == 0`; AVX2 and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn swiglu_avx2(out: &mut [f32], gate_up: &[f32]) {
-    let sign = _mm256_set1_ps(-0.0);
-    let one = _mm256_set1_ps(1.0);
-    for (o, gu) in out.chunks_exact_mut(8).zip(gate_up.chunks_exact(16)) {
-        let g = _mm256_loadu_ps(gu.as_ptr());
-        let u = _mm256_loadu_ps(gu.as_ptr().add(8));
-        let silu = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_xor_ps(g, sign))));
-        _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(silu, u));
+    // SAFETY: `out` holds whole runs of 8 floats and `gate_up` 16 per run (the
+    // function contract), so every load and store below is in bounds; the
+    // CPU implements AVX2 and F16C (the contract).
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let one = _mm256_set1_ps(1.0);
+        for (o, gu) in out.chunks_exact_mut(8).zip(gate_up.chunks_exact(16)) {
+            let g = _mm256_loadu_ps(gu.as_ptr());
+            let u = _mm256_loadu_ps(gu.as_ptr().add(8));
+            let silu = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_xor_ps(g, sign))));
+            _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(silu, u));
+        }
     }
 }
 

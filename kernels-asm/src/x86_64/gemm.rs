@@ -164,15 +164,19 @@ const GEMM_MAX_ROWS: usize = 64;
 /// `p` must point to 32 readable bytes; the CPU must implement AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn block_sum(p: *const i8) -> i32 {
-    let a = _mm256_loadu_si256(p.cast());
-    let s = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
-        _mm256_set1_epi16(1),
-    );
-    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
+    // SAFETY: `p` points to 32 readable bytes and the CPU implements AVX2 (the
+    // function contract).
+    unsafe {
+        let a = _mm256_loadu_si256(p.cast());
+        let s = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
+            _mm256_set1_epi16(1),
+        );
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
 }
 
 /// The most 32-column blocks the GEMV's expanded activation row holds
@@ -204,110 +208,116 @@ unsafe fn q4x4_gemv(
     d: &[f32],
     out: &mut [f32],
 ) {
-    debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
-    debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
-    let idx = [
-        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-        _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-        _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-        _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-    ];
-    // The expanded activations: blocks 0..nb of `av` and `corr` are written
-    // here and only those are read below.
-    let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
-    let mut corr = [0i32; GEMV_MAX_BLOCKS];
-    let ones8 = _mm256_set1_epi8(1);
-    let ones16 = _mm256_set1_epi16(1);
-    for b in 0..nb {
-        let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
-        av[b].write([
-            _mm256_permutevar8x32_epi32(a, idx[0]),
-            _mm256_permutevar8x32_epi32(a, idx[1]),
-            _mm256_permutevar8x32_epi32(a, idx[2]),
-            _mm256_permutevar8x32_epi32(a, idx[3]),
-        ]);
-        // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
-        let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
-        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        corr[b] = 8 * _mm_cvtsi128_si32(s);
-    }
-    let m4 = _mm256_set1_epi8(0x0F);
-    let x88 = _mm256_set1_epi8(0x88u8 as i8);
-    let group_bytes = nb * Q4X4_BLOCK_BYTES;
-    let step = GEMV_GROUPS * Q4X4_BLOCK_BYTES;
-    let mut g0 = 0;
-    while g0 < groups {
-        // Groups past the end repeat the last one; only real rows are stored.
-        let base: [*const u8; GEMV_GROUPS] =
-            core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
-        // The next iteration's groups follow these ones: prefetch them at
-        // the rate this iteration reads (4.5 lines per block). A prefetch
-        // never faults; `wrapping_add` keeps the arithmetic defined.
-        let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
-        let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+    // SAFETY: the pointer arithmetic and loads below stay inside `w`, `qs`,
+    // `d` and `out` as sized by the function contract (`groups` row groups
+    // of `nb` 72-byte super-blocks, `nb` blocks of activations, `rows`
+    // outputs); the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
+        debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        // The expanded activations: blocks 0..nb of `av` and `corr` are written
+        // here and only those are read below.
+        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+        let mut corr = [0i32; GEMV_MAX_BLOCKS];
+        let ones8 = _mm256_set1_epi8(1);
+        let ones16 = _mm256_set1_epi16(1);
         for b in 0..nb {
-            let pf = next.wrapping_add(b * step);
-            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192).cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(256).cast());
-            // SAFETY: block b < nb was written above.
-            let a = unsafe { av[b].assume_init_ref() };
-            let c = _mm256_set1_epi32(corr[b]);
-            let da = _mm256_set1_ps(*d.get_unchecked(b));
-            // sum n a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
-            let group_sum = |p: *const u8| {
-                // SAFETY: p + 8 .. p + 72 is one super-block of a group.
-                let (x0, x1) = unsafe {
-                    (
-                        _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
-                        _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
-                    )
+            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+            av[b].write([
+                _mm256_permutevar8x32_epi32(a, idx[0]),
+                _mm256_permutevar8x32_epi32(a, idx[1]),
+                _mm256_permutevar8x32_epi32(a, idx[2]),
+                _mm256_permutevar8x32_epi32(a, idx[3]),
+            ]);
+            // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
+            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            corr[b] = 8 * _mm_cvtsi128_si32(s);
+        }
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let group_bytes = nb * Q4X4_BLOCK_BYTES;
+        let step = GEMV_GROUPS * Q4X4_BLOCK_BYTES;
+        let mut g0 = 0;
+        while g0 < groups {
+            // Groups past the end repeat the last one; only real rows are stored.
+            let base: [*const u8; GEMV_GROUPS] =
+                core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
+            // The next iteration's groups follow these ones: prefetch them at
+            // the rate this iteration reads (4.5 lines per block). A prefetch
+            // never faults; `wrapping_add` keeps the arithmetic defined.
+            let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
+            let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+            for b in 0..nb {
+                let pf = next.wrapping_add(b * step);
+                _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(256).cast());
+                // SAFETY: block b < nb was written above.
+                let a = av[b].assume_init_ref();
+                let c = _mm256_set1_epi32(corr[b]);
+                let da = _mm256_set1_ps(*d.get_unchecked(b));
+                // sum n a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
+                let group_sum = |p: *const u8| {
+                    // SAFETY: p + 8 .. p + 72 is one super-block of a group.
+                    let (x0, x1) = {
+                        (
+                            _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                            _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                        )
+                    };
+                    let lo = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_and_si256(x0, m4), a[0]),
+                        _mm256_maddubs_epi16(_mm256_and_si256(x1, m4), a[1]),
+                    );
+                    let hi = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), a[2]),
+                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4), a[3]),
+                    );
+                    _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
                 };
-                let lo = _mm256_add_epi16(
-                    _mm256_maddubs_epi16(_mm256_and_si256(x0, m4), a[0]),
-                    _mm256_maddubs_epi16(_mm256_and_si256(x1, m4), a[1]),
-                );
-                let hi = _mm256_add_epi16(
-                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), a[2]),
-                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4), a[3]),
-                );
-                _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
-            };
-            for (pair, acc_p) in acc.iter_mut().enumerate() {
-                let pa = base[2 * pair].add(b * Q4X4_BLOCK_BYTES);
-                let pb = base[2 * pair + 1].add(b * Q4X4_BLOCK_BYTES);
-                let (ia, ib) = (group_sum(pa), group_sum(pb));
-                // [a rows, b rows]: sum n a, exact i32, then - 8 sum a.
-                let isum = _mm256_sub_epi32(
-                    _mm256_add_epi32(
-                        _mm256_permute2x128_si256::<0x20>(ia, ib),
-                        _mm256_permute2x128_si256::<0x31>(ia, ib),
-                    ),
-                    c,
-                );
-                let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
-                    _mm_loadl_epi64(pa.cast()),
-                    _mm_loadl_epi64(pb.cast()),
-                ));
-                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
-                *acc_p = _mm256_add_ps(*acc_p, v);
+                for (pair, acc_p) in acc.iter_mut().enumerate() {
+                    let pa = base[2 * pair].add(b * Q4X4_BLOCK_BYTES);
+                    let pb = base[2 * pair + 1].add(b * Q4X4_BLOCK_BYTES);
+                    let (ia, ib) = (group_sum(pa), group_sum(pb));
+                    // [a rows, b rows]: sum n a, exact i32, then - 8 sum a.
+                    let isum = _mm256_sub_epi32(
+                        _mm256_add_epi32(
+                            _mm256_permute2x128_si256::<0x20>(ia, ib),
+                            _mm256_permute2x128_si256::<0x31>(ia, ib),
+                        ),
+                        c,
+                    );
+                    let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                        _mm_loadl_epi64(pa.cast()),
+                        _mm_loadl_epi64(pb.cast()),
+                    ));
+                    let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                    *acc_p = _mm256_add_ps(*acc_p, v);
+                }
             }
-        }
-        for (pair, a) in acc.iter().enumerate() {
-            let row0 = (g0 + 2 * pair) * Q4X4_ROWS;
-            let n = rows.saturating_sub(row0).min(8);
-            if n == 0 {
-                break;
+            for (pair, a) in acc.iter().enumerate() {
+                let row0 = (g0 + 2 * pair) * Q4X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                if n == 0 {
+                    break;
+                }
+                let mut r = [0.0f32; 8];
+                _mm256_storeu_ps(r.as_mut_ptr(), *a);
+                out[row0..row0 + n].copy_from_slice(&r[..n]);
             }
-            let mut r = [0.0f32; 8];
-            _mm256_storeu_ps(r.as_mut_ptr(), *a);
-            out[row0..row0 + n].copy_from_slice(&r[..n]);
+            g0 += GEMV_GROUPS;
         }
-        g0 += GEMV_GROUPS;
     }
 }
 
@@ -337,96 +347,101 @@ unsafe fn q4x4_tile<const T: usize>(
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
-    debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
-    debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
-    let cols = nb * QK;
-    let m4 = _mm256_set1_epi8(0x0F);
-    let x88 = _mm256_set1_epi8(0x88u8 as i8);
-    let ones = _mm256_set1_epi16(1);
-    let idx = [
-        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-        _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-        _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-        _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-    ];
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
-        let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
-        // Prefetch the bytes after `wb` (the next pair of row groups) at the
-        // rate this pair is read: short rows otherwise pay the memory
-        // latency at the start of every pair. A prefetch never faults, and
-        // `wrapping_add` keeps the address arithmetic defined.
-        let pf = wb
-            .as_ptr()
-            .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-        _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
-        // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
-        let nib = |p: *const u8| {
-            // SAFETY: p points to a 72-byte super-block (caller's contract):
-            // bytes 8..40 and 40..72 are in bounds; unaligned loads.
-            let (x0, x1) = unsafe {
-                (
-                    _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
-                    _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
-                )
+    // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
+    // rows of `nb` blocks of `qs`, `d` and `c`, all inside the slices per
+    // the function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let ones = _mm256_set1_epi16(1);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            // Prefetch the bytes after `wb` (the next pair of row groups) at the
+            // rate this pair is read: short rows otherwise pay the memory
+            // latency at the start of every pair. A prefetch never faults, and
+            // `wrapping_add` keeps the address arithmetic defined.
+            let pf = wb
+                .as_ptr()
+                .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            let nib = |p: *const u8| {
+                // SAFETY: p points to a 72-byte super-block (caller's contract):
+                // bytes 8..40 and 40..72 are in bounds; unaligned loads.
+                let (x0, x1) = {
+                    (
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                    )
+                };
+                [
+                    _mm256_and_si256(x0, m4),
+                    _mm256_and_si256(x1, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                ]
             };
-            [
-                _mm256_and_si256(x0, m4),
-                _mm256_and_si256(x1, m4),
-                _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
-                _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
-            ]
-        };
-        let na = nib(pa);
-        let nbb = nib(pb);
-        // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-        let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
-            _mm_loadl_epi64(pa.cast()),
-            _mm_loadl_epi64(pb.cast()),
-        ));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
-            let av = [
-                _mm256_permutevar8x32_epi32(a, idx[0]),
-                _mm256_permutevar8x32_epi32(a, idx[1]),
-                _mm256_permutevar8x32_epi32(a, idx[2]),
-                _mm256_permutevar8x32_epi32(a, idx[3]),
-            ];
-            let dot = |n: &[__m256i; 4]| {
-                let s = _mm256_add_epi16(
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(n[0], av[0]),
-                        _mm256_maddubs_epi16(n[1], av[1]),
+            let na = nib(pa);
+            let nbb = nib(pb);
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                _mm_loadl_epi64(pa.cast()),
+                _mm_loadl_epi64(pb.cast()),
+            ));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
+                let av = [
+                    _mm256_permutevar8x32_epi32(a, idx[0]),
+                    _mm256_permutevar8x32_epi32(a, idx[1]),
+                    _mm256_permutevar8x32_epi32(a, idx[2]),
+                    _mm256_permutevar8x32_epi32(a, idx[3]),
+                ];
+                let dot = |n: &[__m256i; 4]| {
+                    let s = _mm256_add_epi16(
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[0], av[0]),
+                            _mm256_maddubs_epi16(n[1], av[1]),
+                        ),
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[2], av[2]),
+                            _mm256_maddubs_epi16(n[3], av[3]),
+                        ),
+                    );
+                    _mm256_madd_epi16(s, ones)
+                };
+                let ia = dot(&na);
+                let ib = dot(&nbb);
+                // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
+                // i32; then - 8 sum a.
+                let isum = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_permute2x128_si256(ia, ib, 0x20),
+                        _mm256_permute2x128_si256(ia, ib, 0x31),
                     ),
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(n[2], av[2]),
-                        _mm256_maddubs_epi16(n[3], av[3]),
-                    ),
+                    _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
                 );
-                _mm256_madd_epi16(s, ones)
-            };
-            let ia = dot(&na);
-            let ib = dot(&nbb);
-            // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
-            // i32; then - 8 sum a.
-            let isum = _mm256_sub_epi32(
-                _mm256_add_epi32(
-                    _mm256_permute2x128_si256(ia, ib, 0x20),
-                    _mm256_permute2x128_si256(ia, ib, 0x31),
-                ),
-                _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
-            );
-            let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
-            let scale = _mm256_mul_ps(sw, da);
-            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-            *acc_t = _mm256_add_ps(*acc_t, v);
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
         }
-    }
-    for (r, a) in res.iter_mut().zip(acc) {
-        _mm256_storeu_ps(r.as_mut_ptr(), a);
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
     }
 }
 
@@ -518,42 +533,47 @@ unsafe fn q8x8_tile<const T: usize>(
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
-    debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
-    debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
-    let cols = nb * QK;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
-        // Prefetch the next row group (the bytes after `w`) at the rate this
-        // one is read; a prefetch never faults, `wrapping_add` keeps the
-        // address arithmetic defined.
-        let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
-        for k in 0..5 {
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
-        }
-        // Chunks outer, tokens inner: one weight chunk and its |w| live in
-        // registers at a time next to the T integer sums (no spills).
-        let mut isum = [_mm256_setzero_si256(); T];
-        for c in 0..8 {
-            let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
-            let wabs = _mm256_sign_epi8(wv, wv);
-            for (t, isum_t) in isum.iter_mut().enumerate() {
-                let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
-                let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
-                let prod = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, wv));
-                *isum_t = _mm256_add_epi32(*isum_t, _mm256_madd_epi16(prod, ones));
+    // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
+    // of `nb` blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
+            // Prefetch the next row group (the bytes after `w`) at the rate this
+            // one is read; a prefetch never faults, `wrapping_add` keeps the
+            // address arithmetic defined.
+            let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+            for k in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+            }
+            // Chunks outer, tokens inner: one weight chunk and its |w| live in
+            // registers at a time next to the T integer sums (no spills).
+            let mut isum = [_mm256_setzero_si256(); T];
+            for c in 0..8 {
+                let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
+                let wabs = _mm256_sign_epi8(wv, wv);
+                for (t, isum_t) in isum.iter_mut().enumerate() {
+                    let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
+                    let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
+                    let prod = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, wv));
+                    *isum_t = _mm256_add_epi32(*isum_t, _mm256_madd_epi16(prod, ones));
+                }
+            }
+            let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
             }
         }
-        let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
-            let scale = _mm256_mul_ps(sw, da);
-            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
-            *acc_t = _mm256_add_ps(*acc_t, v);
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
         }
-    }
-    for (r, a) in res.iter_mut().zip(acc) {
-        _mm256_storeu_ps(r.as_mut_ptr(), a);
     }
 }

@@ -49,7 +49,12 @@ pub(crate) fn check_len(
 pub(crate) struct GemmShape {
     /// 32-column blocks per row.
     pub nb: usize,
-    /// Row groups, the padded last one included.
+    /// Row groups, the padded last one included (read by the architecture
+    /// kernels only).
+    #[cfg_attr(
+        not(any(target_arch = "aarch64", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
     pub groups: usize,
 }
 

@@ -159,6 +159,16 @@ fn check_gemm(
             }
         }
     }
+    // Empty shapes: no rows, no activation rows, no columns.
+    for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
+        let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+        let (qs, d) = acts(&mut rng, m, cols, false);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
     // Shape errors: the same error as the generic code, nothing written.
     let (rows, cols, m) = (5, 64, 2);
     let w = weight(&mut rng, group_rows, block_bytes, rows, cols);

@@ -5,7 +5,7 @@
 //!
 //! Every architecture module of `kestrel-kernels` exports the operations of
 //! `generic` under the same names and signatures (the token in front), so
-//! one [`dispatch!`] picks the kernel set, and the kernels' `ShapeError`
+//! one `dispatch!` macro picks the kernel set, and the kernels' `ShapeError`
 //! becomes this crate's [`Error`] in one place (its `From` impl below).
 
 use crate::error::Error;

@@ -1,7 +1,7 @@
 //! Quantization: the block formats, their reference quantizers, and the
 //! repacked layouts the kernels read. The layout constants are
 //! `kestrel_kernels::layout`'s, the scalar kernels `kestrel_kernels::generic`
-//! ([`reference`] applies them to a [`repack::PackedMatrix`]).
+//! ([`mod@reference`] applies them to a [`repack::PackedMatrix`]).
 //!
 //! Block formats are GGUF's, byte for byte (see docs/kernels.md):
 //! * Q8_0: 32 weights in 34 bytes: `d: f16 LE`, then 32 x `i8`; `x = d * q`.

@@ -10,8 +10,8 @@ use core::arch::x86_64::*;
 /// for `j < scores.len()`, where `K_j` is the `q.len()` halves at
 /// `keys[j * stride ..]` and `dot8` is the 8-lane dot product of
 /// docs/kernels.md (lane `i % 8` accumulates `q[i] * k[i]` in order, then
-/// `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`): bit-identical to the
-/// scalar reference.
+/// `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`): bit-identical to
+/// [`generic::attn_scores_f16`].
 ///
 /// A shape error unless every row lies inside `keys`; rows that are not a
 /// non-zero multiple of 8 elements, or overlap, go to the generic code.
@@ -109,7 +109,8 @@ fn reduce8(acc: __m256) -> f32 {
 
 /// Attention output over an f16 value cache: `out[i] = sum_j probs[j] *
 /// V_j[i]`, `j` in order from `out[i] = 0`, where `V_j` is the `out.len()`
-/// halves at `values[j * stride ..]`; bit-identical to the scalar reference.
+/// halves at `values[j * stride ..]`; bit-identical to
+/// [`generic::attn_values_f16`].
 ///
 /// A shape error unless every row lies inside `values`; rows that are not
 /// a non-zero multiple of 8 elements, or overlap, go to the generic code.

@@ -645,7 +645,7 @@ fn attention_kernels_match_the_reference() {
             for start in [0usize, 1, 3] {
                 let view = KvView::F16(&cache[start..]);
                 let mut want = vec![0f32; n];
-                ops::attn_scores(&q, view, stride, 0.125, &mut want);
+                Kernels::Scalar.attn_scores(&q, view, stride, 0.125, &mut want);
                 let mut got = vec![f32::NAN; n];
                 kernels.attn_scores(&q, view, stride, 0.125, &mut got);
                 for j in 0..n {
@@ -661,7 +661,7 @@ fn attention_kernels_match_the_reference() {
                 let mut probs = noise(n, n as u64, 1.0);
                 ops::softmax(&mut probs);
                 let mut want = vec![0f32; hd];
-                ops::attn_values(&probs, view, stride, &mut want);
+                Kernels::Scalar.attn_values(&probs, view, stride, &mut want);
                 let mut got = vec![f32::NAN; hd];
                 kernels.attn_values(&probs, view, stride, &mut got);
                 for i in 0..hd {
@@ -683,7 +683,7 @@ fn attention_kernels_match_the_reference() {
     let q = noise(64, 10, 1.0);
     let mut want = vec![0f32; 3];
     let mut got = vec![0f32; 3];
-    ops::attn_scores(&q, KvView::F32(&cache), 64, 1.0, &mut want);
+    Kernels::Scalar.attn_scores(&q, KvView::F32(&cache), 64, 1.0, &mut want);
     kernels.attn_scores(&q, KvView::F32(&cache), 64, 1.0, &mut got);
     assert_eq!(want, got);
     println!(
@@ -727,7 +727,8 @@ fn matmul_epilogues_match_the_separate_operations() {
                     ops::swiglu_runs(
                         &mut want_swiglu[t * rows / 2..(t + 1) * rows / 2],
                         &plain[t * rows..(t + 1) * rows],
-                    );
+                    )
+                    .unwrap();
                 }
                 for pool in &pools {
                     for (epi, want) in [
@@ -842,7 +843,7 @@ fn swiglu_and_softmax_kernels_match_the_reference() {
             }
         }
         let mut want = vec![0f32; 8 * runs];
-        ops::swiglu_runs(&mut want, &gu);
+        ops::swiglu_runs(&mut want, &gu).unwrap();
         let mut got = vec![f32::NAN; 8 * runs];
         kernels.swiglu_runs(&mut got, &gu);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -1,14 +1,54 @@
-//! Safe dispatch between the scalar reference kernels and the architecture
-//! kernels of `kestrel-kernels`, and the threaded matrix multiply on top.
-//! The host detects the CPU's features and hands in a token; the core never
-//! guesses.
+//! Safe dispatch between the kernel sets of `kestrel-kernels` (the scalar
+//! `generic` kernels and the architecture kernels), the threaded matrix
+//! multiply on top, and its epilogues. The host detects the CPU's features
+//! and hands in a token; the core never guesses.
+//!
+//! Every architecture module of `kestrel-kernels` exports the operations of
+//! `generic` under the same names and signatures (the token in front), so
+//! one `dispatch!` macro picks the kernel set, and the kernels' `ShapeError`
+//! becomes this crate's [`Error`] in one place (its `From` impl below).
 
 use crate::error::Error;
-use crate::model::ops;
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
-use crate::quant::{q8_0, reference};
 use crate::state::KvView;
+use kestrel_kernels::{generic, ShapeError};
+
+/// Calls kernel `$op` of the kernel set `$k` (a `&Kernels`) with `$args`:
+/// the generic one for [`Kernels::Scalar`], the architecture's with its
+/// token otherwise.
+macro_rules! dispatch {
+    ($k:expr, $op:ident($($arg:expr),* $(,)?)) => {
+        match $k {
+            Kernels::Scalar => kestrel_kernels::generic::$op($($arg),*),
+            #[cfg(target_arch = "aarch64")]
+            Kernels::Dotprod(cpu) => kestrel_kernels::aarch64::$op(*cpu, $($arg),*),
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2(cpu) => kestrel_kernels::x86_64::$op(*cpu, $($arg),*),
+        }
+    };
+}
+
+/// A kernel's shape error is a size mismatch: the one place it is mapped.
+impl From<ShapeError> for Error {
+    fn from(e: ShapeError) -> Error {
+        Error::SizeMismatch {
+            what: e.what,
+            expected: e.expected,
+            actual: e.actual,
+        }
+    }
+}
+
+/// The kernels behind the methods without a `Result` (SwiGLU, attention)
+/// only fail on slices their caller sized wrongly: a bug in the caller,
+/// reported as an out-of-bounds index would be.
+#[track_caller]
+fn sized_by_caller(r: Result<(), ShapeError>) {
+    if let Err(e) = r {
+        panic!("kernel called with a wrong shape: {e}");
+    }
+}
 
 /// Most parts a matrix multiply is split into.
 pub const MAX_PARTS: usize = 64;
@@ -48,7 +88,7 @@ pub enum Epilogue {
     /// projections.
     Add,
     /// `out = silu(gate) * up` (`m x rows / 2`) from fused gate/up rows in
-    /// runs of 8 gate then 8 up rows ([`ops::swiglu_runs`]).
+    /// runs of 8 gate then 8 up rows ([`generic::swiglu_runs`]).
     SwiGlu,
 }
 
@@ -66,7 +106,11 @@ impl Epilogue {
     fn apply(self, k: &Kernels, result: &[f32], dst: &mut [f32]) {
         match self {
             Epilogue::Store => dst.copy_from_slice(result),
-            Epilogue::Add => ops::add_in_place(dst, result),
+            Epilogue::Add => {
+                for (d, &r) in dst.iter_mut().zip(result) {
+                    *d += r;
+                }
+            }
             Epilogue::SwiGlu => k.swiglu_runs(dst, result),
         }
     }
@@ -95,97 +139,47 @@ impl Kernels {
     }
 
     /// Quantizes activations to Q8_0 content (`x.len()` a multiple of 32):
-    /// the same bytes as [`q8_0::quantize_acts`], with the fastest code the
-    /// kernel set has.
+    /// the same bytes as [`generic::quantize_acts_q8_0`], with the fastest
+    /// code the kernel set has.
     pub fn quantize_acts(&self, x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx2(cpu) => {
-                if kestrel_kernels::x86_64::quantize_acts(*cpu, x, qs, d) {
-                    Ok(())
-                } else {
-                    // A shape error: the reference reports which one.
-                    q8_0::quantize_acts(x, qs, d)
-                }
-            }
-            #[cfg(target_arch = "aarch64")]
-            Kernels::Dotprod(_) => {
-                if kestrel_kernels::aarch64::quantize_acts_q8_0(x, qs, d) {
-                    Ok(())
-                } else {
-                    // Wrong lengths: the reference reports which.
-                    q8_0::quantize_acts(x, qs, d)
-                }
-            }
-            _ => q8_0::quantize_acts(x, qs, d),
-        }
+        Ok(dispatch!(self, quantize_acts_q8_0(x, qs, d))?)
     }
 
     /// `out[r] = W[r] . x` for a plain f32 or f16 weight: the same bits as
-    /// [`reference::matvec_float`], with the fastest code the kernel set has.
+    /// [`generic::matvec_f32`] / [`generic::matvec_f16`], with the fastest
+    /// code the kernel set has.
     pub fn matvec_float(&self, w: &PackedMatrix, x: &[f32], out: &mut [f32]) -> Result<(), Error> {
-        match (self, w.layout) {
-            #[cfg(target_arch = "x86_64")]
-            (Kernels::Avx2(cpu), Layout::F32 | Layout::F16) => {
-                let ok = if w.layout == Layout::F32 {
-                    kestrel_kernels::x86_64::matvec_f32(*cpu, w.bytes, w.rows, w.cols, x, out)
-                } else {
-                    kestrel_kernels::x86_64::matvec_f16(*cpu, w.bytes, w.rows, w.cols, x, out)
-                };
-                if ok {
-                    Ok(())
-                } else {
-                    // A shape error: the reference reports which one.
-                    reference::matvec_float(w, x, out)
-                }
-            }
-            _ => reference::matvec_float(w, x, out),
+        let (b, r, c) = (w.bytes, w.rows, w.cols);
+        match w.layout {
+            Layout::F32 => Ok(dispatch!(self, matvec_f32(b, r, c, x, out))?),
+            Layout::F16 => Ok(dispatch!(self, matvec_f16(b, r, c, x, out))?),
+            Layout::Q4_0x4 | Layout::Q8_0x8 => Err(Error::SizeMismatch {
+                what: "matvec_float layout group rows (f32/f16 only)",
+                expected: 1,
+                actual: w.layout.group_rows(),
+            }),
         }
     }
 
-    /// SwiGLU over fused gate/up runs: the bits of [`ops::swiglu_runs`],
-    /// with the fastest code the kernel set has.
+    /// SwiGLU over fused gate/up runs: the bits of
+    /// [`generic::swiglu_runs`], with the fastest code the kernel set has.
+    /// `out.len()` must be a multiple of 8 and `gate_up` twice as long.
     pub fn swiglu_runs(&self, out: &mut [f32], gate_up: &[f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if let Kernels::Avx2(cpu) = self {
-            if kestrel_kernels::x86_64::swiglu_runs(*cpu, out, gate_up) {
-                return;
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        if let Kernels::Dotprod(_) = self {
-            if kestrel_kernels::aarch64::swiglu_runs(out, gate_up) {
-                return;
-            }
-        }
-        ops::swiglu_runs(out, gate_up)
+        sized_by_caller(dispatch!(self, swiglu_runs(out, gate_up)))
     }
 
-    /// Softmax in place: the bits of [`ops::softmax`] (the exponentials
-    /// vectorized, their sum in order).
+    /// Softmax in place: the bits of [`generic::softmax`] (the
+    /// exponentials vectorized, their sum in order).
     pub fn softmax(&self, x: &mut [f32]) {
-        let max = ops::max_of(x);
-        let done = match self {
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx2(cpu) => {
-                kestrel_kernels::x86_64::exp_minus(*cpu, x, max);
-                true
-            }
-            #[cfg(target_arch = "aarch64")]
-            Kernels::Dotprod(_) => kestrel_kernels::aarch64::exp_minus(x, max),
-            _ => false,
-        };
-        if !done {
-            for v in x.iter_mut() {
-                *v = ops::exp(*v - max);
-            }
-        }
-        ops::normalize(x);
+        let max = generic::max_of(x);
+        dispatch!(self, exp_minus(x, max));
+        generic::normalize(x);
     }
 
     /// Attention scores of one query head over `scores.len()` cached keys
-    /// (`q.len()` elements at `j * stride`): the same bits as
-    /// [`ops::attn_scores`], with the fastest code the kernel set has.
+    /// (`q.len()` elements at `j * stride`, all inside `keys`): the same
+    /// bits as [`generic::attn_scores_f16`] / [`generic::attn_scores_f32`],
+    /// with the fastest code the kernel set has.
     pub fn attn_scores(
         &self,
         q: &[f32],
@@ -194,38 +188,22 @@ impl Kernels {
         scale: f32,
         scores: &mut [f32],
     ) {
-        #[cfg(target_arch = "x86_64")]
-        if let (Kernels::Avx2(cpu), KvView::F16(k)) = (self, keys) {
-            if kestrel_kernels::x86_64::attn_scores_f16(*cpu, q, k, stride, scale, scores) {
-                return;
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        if let (Kernels::Dotprod(_), KvView::F16(k)) = (self, keys) {
-            if kestrel_kernels::aarch64::attn_scores_f16(q, k, stride, scale, scores) {
-                return;
-            }
-        }
-        ops::attn_scores(q, keys, stride, scale, scores)
+        sized_by_caller(match keys {
+            KvView::F16(k) => dispatch!(self, attn_scores_f16(q, k, stride, scale, scores)),
+            KvView::F32(k) => dispatch!(self, attn_scores_f32(q, k, stride, scale, scores)),
+        })
     }
 
     /// Attention output of one head: `out = sum_j probs[j] * V_j` over the
-    /// cached values (`out.len()` elements at `j * stride`): the same bits
-    /// as [`ops::attn_values`], with the fastest code the kernel set has.
+    /// cached values (`out.len()` elements at `j * stride`, all inside
+    /// `values`): the same bits as [`generic::attn_values_f16`] /
+    /// [`generic::attn_values_f32`], with the fastest code the kernel set
+    /// has.
     pub fn attn_values(&self, probs: &[f32], values: KvView, stride: usize, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if let (Kernels::Avx2(cpu), KvView::F16(v)) = (self, values) {
-            if kestrel_kernels::x86_64::attn_values_f16(*cpu, probs, v, stride, out) {
-                return;
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        if let (Kernels::Dotprod(_), KvView::F16(v)) = (self, values) {
-            if kestrel_kernels::aarch64::attn_values_f16(probs, v, stride, out) {
-                return;
-            }
-        }
-        ops::attn_values(probs, values, stride, out)
+        sized_by_caller(match values {
+            KvView::F16(v) => dispatch!(self, attn_values_f16(probs, v, stride, out)),
+            KvView::F32(v) => dispatch!(self, attn_values_f32(probs, v, stride, out)),
+        })
     }
 
     /// `out[t][r] = W[r] . act[t]` for `m` Q8_0 activation rows and a
@@ -238,42 +216,17 @@ impl Kernels {
         m: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
-        match (self, w.layout) {
-            #[cfg(target_arch = "aarch64")]
-            (Kernels::Dotprod(cpu), Layout::Q4_0x4 | Layout::Q8_0x8) => {
-                aarch64_gemm(*cpu, w, act_qs, act_d, m, out)
-            }
-            #[cfg(target_arch = "x86_64")]
-            (Kernels::Avx2(cpu), Layout::Q4_0x4) => {
-                reference::check_gemm(w, Layout::Q4_0x4, act_qs, act_d, m, out)?;
-                if kestrel_kernels::x86_64::gemm_q4_0x4_q8_0(
-                    *cpu, w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
-                ) {
-                    Ok(())
-                } else {
-                    Err(Error::SizeMismatch {
-                        what: "avx2 gemm arguments",
-                        expected: w.rows,
-                        actual: out.len(),
-                    })
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            (Kernels::Avx2(cpu), Layout::Q8_0x8) => {
-                reference::check_gemm(w, Layout::Q8_0x8, act_qs, act_d, m, out)?;
-                if kestrel_kernels::x86_64::gemm_q8_0x8_q8_0(
-                    *cpu, w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
-                ) {
-                    Ok(())
-                } else {
-                    // Shapes are checked: the kernel declined a -128
-                    // activation quant (never made by the quantizer).
-                    reference::gemm_q8_0x8_q8_0(w, act_qs, act_d, m, out)
-                }
-            }
-            (_, Layout::Q4_0x4) => reference::gemm_q4_0x4_q8_0(w, act_qs, act_d, m, out),
-            (_, Layout::Q8_0x8) => reference::gemm_q8_0x8_q8_0(w, act_qs, act_d, m, out),
-            (_, Layout::F32 | Layout::F16) => Err(Error::SizeMismatch {
+        let (b, r, c) = (w.bytes, w.rows, w.cols);
+        match w.layout {
+            Layout::Q4_0x4 => Ok(dispatch!(
+                self,
+                gemm_q4_0x4_q8_0(b, r, c, act_qs, act_d, m, out)
+            )?),
+            Layout::Q8_0x8 => Ok(dispatch!(
+                self,
+                gemm_q8_0x8_q8_0(b, r, c, act_qs, act_d, m, out)
+            )?),
+            Layout::F32 | Layout::F16 => Err(Error::SizeMismatch {
                 what: "gemm_q8 needs a quantized layout (group rows 4 or 8)",
                 expected: 4,
                 actual: w.layout.group_rows(),
@@ -470,36 +423,6 @@ impl Kernels {
             }
         });
         items.iter().try_for_each(|p| p.result)
-    }
-}
-
-/// The dotprod GEMV (m = 1) or GEMM (m > 1) for a Q4_0x4 or Q8_0x8 weight.
-#[cfg(target_arch = "aarch64")]
-fn aarch64_gemm(
-    cpu: kestrel_kernels::aarch64::Dotprod,
-    w: &PackedMatrix,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    use kestrel_kernels::aarch64 as k;
-    reference::check_gemm(w, w.layout, act_qs, act_d, m, out)?;
-    let (b, r, c) = (w.bytes, w.rows, w.cols);
-    let ok = match (w.layout, m) {
-        (Layout::Q4_0x4, 1) => k::gemv_q4_0x4_q8_0(cpu, b, r, c, act_qs, act_d, out),
-        (Layout::Q8_0x8, 1) => k::gemv_q8_0x8_q8_0(cpu, b, r, c, act_qs, act_d, out),
-        (Layout::Q4_0x4, _) => k::gemm_q4_0x4_q8_0(cpu, b, r, c, act_qs, act_d, m, out),
-        _ => k::gemm_q8_0x8_q8_0(cpu, b, r, c, act_qs, act_d, m, out),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::SizeMismatch {
-            what: "dotprod gemm arguments",
-            expected: m * w.rows,
-            actual: out.len(),
-        })
     }
 }
 

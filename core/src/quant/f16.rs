@@ -1,19 +1,12 @@
 //! IEEE half (f16) and bfloat16 conversions, round-to-nearest-even, as GGUF
 //! writers (numpy `astype(float16)`, ggml `GGML_FP32_TO_FP16`) do.
 
-use half::{bf16, f16};
+use half::bf16;
 
-/// f32 -> f16 bits, round to nearest even; overflow gives infinity.
-#[inline]
-pub fn f32_to_f16(x: f32) -> u16 {
-    f16::from_f32(x).to_bits()
-}
-
-/// f16 bits -> f32 (exact).
-#[inline]
-pub fn f16_to_f32(bits: u16) -> f32 {
-    f16::from_bits(bits).to_f32()
-}
+/// The f16 conversions the kernels use (f32 -> f16 rounds to nearest even,
+/// overflow gives infinity; f16 -> f32 is exact), and the little-endian f16
+/// reader.
+pub use kestrel_kernels::generic::{f16_to_f32, f32_to_f16, read_f16};
 
 /// f32 -> bf16 bits, round to nearest even (NaN stays NaN).
 #[inline]
@@ -25,12 +18,6 @@ pub fn f32_to_bf16(x: f32) -> u16 {
 #[inline]
 pub fn bf16_to_f32(bits: u16) -> f32 {
     f32::from_bits((bits as u32) << 16)
-}
-
-/// Reads the little-endian f16 at `bytes[at..at + 2]` as f32.
-#[inline]
-pub fn read_f16(bytes: &[u8], at: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([bytes[at], bytes[at + 1]]))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Quantization: the block formats, their reference quantizers, the repacked
-//! layouts the kernels read, and the scalar reference kernels.
+//! Quantization: the block formats, their reference quantizers, and the
+//! repacked layouts the kernels read. The layout constants are
+//! `kestrel_kernels::layout`'s, the scalar kernels `kestrel_kernels::generic`
+//! ([`mod@reference`] applies them to a [`repack::PackedMatrix`]).
 //!
 //! Block formats are GGUF's, byte for byte (see docs/kernels.md):
 //! * Q8_0: 32 weights in 34 bytes: `d: f16 LE`, then 32 x `i8`; `x = d * q`.
@@ -16,8 +18,7 @@ pub mod q8_0;
 pub mod reference;
 pub mod repack;
 
-/// Weights per quantization block.
-pub const QK: usize = 32;
+pub use kestrel_kernels::layout::QK;
 
 /// Number of 32-weight blocks in `len` weights, or an error when `len` is not
 /// a multiple of 32.

@@ -12,7 +12,7 @@ use super::{blocks_in, QK};
 use crate::error::{check_len, Error};
 
 /// Bytes of one Q4_0 block.
-pub const BLOCK_BYTES: usize = 18;
+pub use kestrel_kernels::layout::Q4_0_BLOCK_BYTES as BLOCK_BYTES;
 
 /// One Q4_0 block: the f16 scale bits and the 16 nibble bytes, as in GGUF.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

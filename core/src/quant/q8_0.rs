@@ -3,12 +3,12 @@
 //! The quantizer is ggml's `quantize_row_q8_0_ref`: `d = max|x| / 127`,
 //! `q = roundf(x / d)` (halves away from zero), computed as `x * (1 / d)` in f32.
 
-use super::f16::{f16_to_f32, f32_to_f16};
+use super::f16::f16_to_f32;
 use super::{blocks_in, QK};
 use crate::error::{check_len, Error};
 
 /// Bytes of one Q8_0 block.
-pub const BLOCK_BYTES: usize = 34;
+pub use kestrel_kernels::layout::Q8_0_BLOCK_BYTES as BLOCK_BYTES;
 
 /// One Q8_0 block, unpacked: the f16 scale bits and 32 signed quants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,23 +23,13 @@ impl BlockQ8_0 {
     /// The all-zero block.
     pub const ZERO: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; QK] };
 
-    /// Quantizes 32 values exactly as ggml's reference quantizer does.
+    /// Quantizes 32 values exactly as ggml's reference quantizer does
+    /// ([`kestrel_kernels::generic::quantize_block_q8_0`], which the
+    /// activation quantizer uses too).
     pub fn quantize(x: &[f32; QK]) -> BlockQ8_0 {
-        let mut amax = 0.0f32;
-        for &v in x {
-            amax = amax.max(libm::fabsf(v));
-        }
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let mut qs = [0i8; QK];
-        for (q, &v) in qs.iter_mut().zip(x) {
-            // |v * id| <= 127 up to rounding; `as` saturates (and maps NaN to 0).
-            *q = libm::roundf(v * id) as i8;
-        }
-        BlockQ8_0 {
-            d: f32_to_f16(d),
-            qs,
-        }
+        let d = kestrel_kernels::generic::quantize_block_q8_0(x, &mut qs);
+        BlockQ8_0 { d, qs }
     }
 
     /// The scale as f32.
@@ -98,23 +88,10 @@ pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
 /// Quantizes activations for the kernels: each 32-value block of `x` becomes
 /// 32 quants in `qs` and one scale in `d`, exactly the contents of the Q8_0
 /// block [`BlockQ8_0::quantize`] makes (the scale rounded to f16, stored as
-/// f32 so the kernels need no conversion). `x` may hold several rows.
+/// f32 so the kernels need no conversion). `x` may hold several rows. The
+/// scalar kernel: [`kestrel_kernels::generic::quantize_acts_q8_0`].
 pub fn quantize_acts(x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
-    let nb = blocks_in("activation row", x.len())?;
-    check_len("activation quants", x.len(), qs.len())?;
-    check_len("activation scales", nb, d.len())?;
-    for ((chunk, q), s) in x
-        .chunks_exact(QK)
-        .zip(qs.chunks_exact_mut(QK))
-        .zip(d.iter_mut())
-    {
-        let mut a = [0.0f32; QK];
-        a.copy_from_slice(chunk);
-        let b = BlockQ8_0::quantize(&a);
-        q.copy_from_slice(&b.qs);
-        *s = b.scale();
-    }
-    Ok(())
+    Ok(kestrel_kernels::generic::quantize_acts_q8_0(x, qs, d)?)
 }
 
 /// Dequantizes GGUF-form Q8_0 bytes into `out` (`bytes.len() / 34 * 32` values).
@@ -173,6 +150,7 @@ pub fn vec_dot(a: &[BlockQ8_0], b: &[BlockQ8_0]) -> Result<f32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::f16::f32_to_f16;
 
     #[test]
     fn zeros_and_extremes() {

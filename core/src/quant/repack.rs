@@ -26,14 +26,7 @@ use super::f16::read_f16;
 use super::{blocks_in, q4_0, q8_0};
 use crate::error::{check_len, mul, Error};
 
-/// Rows in one Q4_0x4 row group.
-pub const Q4X4_ROWS: usize = 4;
-/// Bytes of one Q4_0x4 super-block (4 rows x 32 weights).
-pub const Q4X4_BLOCK_BYTES: usize = 8 + 64;
-/// Rows in one Q8_0x8 row group.
-pub const Q8X8_ROWS: usize = 8;
-/// Bytes of one Q8_0x8 super-block (8 rows x 32 weights).
-pub const Q8X8_BLOCK_BYTES: usize = 16 + 256;
+pub use kestrel_kernels::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 
 /// How a weight matrix is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,493 @@
+//! GEMM of Q4_0x4 / Q8_0x8 weights with `m` Q8_0 activation rows: `sdot`
+//! tiles of one row group x 4 activation rows, the GEMV for the rest.
+
+use super::gemv::{gemv_q4x4_groups, gemv_q8x8_groups};
+use super::{gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, Dotprod};
+use crate::generic;
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
+use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::asm;
+
+/// Activation rows per GEMM tile: one weight load serves this many rows.
+const TILE_M: usize = 4;
+
+/// The kernels one GEMM layout needs: a 4-activation-row tile over one row
+/// group, and a one-row GEMV over one row group.
+struct GemmKernels {
+    group_rows: usize,
+    block_bytes: usize,
+    /// (w, [qs; 4], [d; 4], nb, out, out row stride in bytes)
+    tile: unsafe fn(*const u8, [*const i8; 4], [*const f32; 4], usize, *mut f32, usize),
+    /// (w, qs, d, nb, out, groups)
+    row: unsafe fn(*const u8, *const i8, *const f32, usize, *mut f32, usize),
+}
+
+/// `out[t * rows + r]` for every activation row `t < m` and weight row `r`,
+/// after [`gemm_shape`] has accepted the arguments (with `nb >= 1`).
+///
+/// # Safety
+/// The shapes must have passed [`gemm_shape`] with `k`'s layout, and the CPU must implement what `k`'s kernels need.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_run(
+    k: &GemmKernels,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    GemmShape { nb, groups }: GemmShape,
+) {
+    let group_bytes = nb * k.block_bytes;
+    let gr = k.group_rows;
+    let mut tile = [0.0f32; 8 * TILE_M];
+    for g in 0..groups {
+        let wg = w[g * group_bytes..(g + 1) * group_bytes].as_ptr();
+        let r0 = g * gr;
+        let real = (rows - r0).min(gr);
+        let mut t = 0;
+        while t < m {
+            let n = if m - t >= TILE_M { TILE_M } else { 1 };
+            // A full group writes straight into `out` (row stride `rows`);
+            // a partial one into `tile` (row stride `gr`), then copies.
+            let (dst, stride) = if real == gr {
+                (out[t * rows + r0..].as_mut_ptr(), rows)
+            } else {
+                (tile.as_mut_ptr(), gr)
+            };
+            if n == TILE_M {
+                let qs = core::array::from_fn(|i| act_qs[(t + i) * cols..].as_ptr());
+                let d = core::array::from_fn(|i| act_d[(t + i) * nb..].as_ptr());
+                // SAFETY: `wg` is one group (group_bytes = nb * block_bytes
+                // readable bytes); each `qs[i]` / `d[i]` starts row t + i < m
+                // and has cols bytes / nb floats after it; `dst` has 4 rows
+                // of `gr` floats at stride `stride`: for a full group the last
+                // one written is (t + 3) * rows + r0 + gr - 1 < m * rows,
+                // otherwise `tile` holds 4 * gr floats.
+                unsafe { (k.tile)(wg, qs, d, nb, dst, stride * 4) };
+            } else {
+                // SAFETY: as above for one row t < m and one group.
+                unsafe {
+                    (k.row)(
+                        wg,
+                        act_qs[t * cols..].as_ptr(),
+                        act_d[t * nb..].as_ptr(),
+                        nb,
+                        dst,
+                        1,
+                    )
+                };
+            }
+            if real < gr {
+                for i in 0..n {
+                    out[(t + i) * rows + r0..(t + i) * rows + r0 + real]
+                        .copy_from_slice(&tile[i * gr..i * gr + real]);
+                }
+            }
+            t += n;
+        }
+    }
+}
+
+/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows` results.
+///
+/// The same contract as the generic twin; one activation row takes the
+/// GEMV, empty shapes the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q4_0x4_q8_0(
+    cpu: Dotprod,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(
+        Q4X4_ROWS,
+        Q4X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if m == 1 {
+        return gemv_q4_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, out);
+    }
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    let k = GemmKernels {
+        group_rows: Q4X4_ROWS,
+        block_bytes: Q4X4_BLOCK_BYTES,
+        tile: gemm_q4x4_tile4,
+        row: gemv_q4x4_groups,
+    };
+    // SAFETY: `gemm_shape` accepted the shapes for this layout; the token
+    // proves dotprod.
+    unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
+    Ok(())
+}
+
+/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows: `out[t * rows + r]`.
+///
+/// Shapes as [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte
+/// super-blocks.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q8_0x8_q8_0(
+    cpu: Dotprod,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(
+        Q8X8_ROWS,
+        Q8X8_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if m == 1 {
+        return gemv_q8_0x8_q8_0(cpu, w, rows, cols, act_qs, act_d, out);
+    }
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    let k = GemmKernels {
+        group_rows: Q8X8_ROWS,
+        block_bytes: Q8X8_BLOCK_BYTES,
+        tile: gemm_q8x8_tile4,
+        row: gemv_q8x8_groups,
+    };
+    // SAFETY: `gemm_shape` accepted the shapes for this layout; the token
+    // proves dotprod.
+    unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
+    Ok(())
+}
+
+/// One Q4_0x4 row group x 4 activation rows.
+///
+/// # Safety
+/// `w` must point to `nb * 72` readable bytes, each `qs[i]` to `nb * 32`
+/// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 4 writable floats
+/// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
+#[inline(never)]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemm_q4x4_tile4(
+    w: *const u8,
+    qs: [*const i8; 4],
+    d: [*const f32; 4],
+    nb: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    // SAFETY: per the function contract: per block the loop reads 72 bytes
+    // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
+    // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
+    // Only the listed registers are written; no stack is used.
+    unsafe {
+        asm!(
+            "movi v31.16b, #0xf0",
+            "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
+            "movi v26.16b, #0",
+            "movi v27.16b, #0",
+            "movi v28.16b, #0",
+            "3:",
+            "ld1 {{v0.4h}}, [{w}], #8",                          // 4 row scales
+            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
+            "ld1 {{v29.s}}[0], [{d0}], #4",                      // act scales
+            "ld1 {{v29.s}}[1], [{d1}], #4",
+            "ld1 {{v29.s}}[2], [{d2}], #4",
+            "ld1 {{v29.s}}[3], [{d3}], #4",
+            "ld1 {{v5.16b, v6.16b}}, [{q0}], #32",
+            "ld1 {{v7.16b, v8.16b}}, [{q1}], #32",
+            "ld1 {{v9.16b, v10.16b}}, [{q2}], #32",
+            "ld1 {{v11.16b, v12.16b}}, [{q3}], #32",
+            "shl v17.16b, v1.16b, #4",
+            "and v18.16b, v1.16b, v31.16b",
+            "shl v19.16b, v2.16b, #4",
+            "and v20.16b, v2.16b, v31.16b",
+            "shl v21.16b, v3.16b, #4",
+            "and v22.16b, v3.16b, v31.16b",
+            "shl v23.16b, v4.16b, #4",
+            "and v24.16b, v4.16b, v31.16b",
+            "movi v13.16b, #0",
+            "movi v14.16b, #0",
+            "movi v15.16b, #0",
+            "movi v16.16b, #0",
+            // 4 independent sdot chains, interleaved for in-order cores
+            "sdot v13.4s, v17.16b, v5.4b[0]",
+            "sdot v14.4s, v17.16b, v7.4b[0]",
+            "sdot v15.4s, v17.16b, v9.4b[0]",
+            "sdot v16.4s, v17.16b, v11.4b[0]",
+            "sdot v13.4s, v18.16b, v6.4b[0]",
+            "sdot v14.4s, v18.16b, v8.4b[0]",
+            "sdot v15.4s, v18.16b, v10.4b[0]",
+            "sdot v16.4s, v18.16b, v12.4b[0]",
+            "sdot v13.4s, v19.16b, v5.4b[1]",
+            "sdot v14.4s, v19.16b, v7.4b[1]",
+            "sdot v15.4s, v19.16b, v9.4b[1]",
+            "sdot v16.4s, v19.16b, v11.4b[1]",
+            "sdot v13.4s, v20.16b, v6.4b[1]",
+            "sdot v14.4s, v20.16b, v8.4b[1]",
+            "sdot v15.4s, v20.16b, v10.4b[1]",
+            "sdot v16.4s, v20.16b, v12.4b[1]",
+            "sdot v13.4s, v21.16b, v5.4b[2]",
+            "sdot v14.4s, v21.16b, v7.4b[2]",
+            "sdot v15.4s, v21.16b, v9.4b[2]",
+            "sdot v16.4s, v21.16b, v11.4b[2]",
+            "sdot v13.4s, v22.16b, v6.4b[2]",
+            "sdot v14.4s, v22.16b, v8.4b[2]",
+            "sdot v15.4s, v22.16b, v10.4b[2]",
+            "sdot v16.4s, v22.16b, v12.4b[2]",
+            "sdot v13.4s, v23.16b, v5.4b[3]",
+            "sdot v14.4s, v23.16b, v7.4b[3]",
+            "sdot v15.4s, v23.16b, v9.4b[3]",
+            "sdot v16.4s, v23.16b, v11.4b[3]",
+            "sdot v13.4s, v24.16b, v6.4b[3]",
+            "sdot v14.4s, v24.16b, v8.4b[3]",
+            "sdot v15.4s, v24.16b, v10.4b[3]",
+            "sdot v16.4s, v24.16b, v12.4b[3]",
+            "fcvtl v0.4s, v0.4h",
+            "scvtf v13.4s, v13.4s, #4",
+            "scvtf v14.4s, v14.4s, #4",
+            "scvtf v15.4s, v15.4s, #4",
+            "scvtf v16.4s, v16.4s, #4",
+            "fmul v5.4s, v0.4s, v29.s[0]",   // d_w * d_a, act row 0
+            "fmul v6.4s, v0.4s, v29.s[1]",
+            "fmul v7.4s, v0.4s, v29.s[2]",
+            "fmul v8.4s, v0.4s, v29.s[3]",
+            "fmul v13.4s, v13.4s, v5.4s",
+            "fmul v14.4s, v14.4s, v6.4s",
+            "fmul v15.4s, v15.4s, v7.4s",
+            "fmul v16.4s, v16.4s, v8.4s",
+            "fadd v25.4s, v25.4s, v13.4s",
+            "fadd v26.4s, v26.4s, v14.4s",
+            "fadd v27.4s, v27.4s, v15.4s",
+            "fadd v28.4s, v28.4s, v16.4s",
+            "subs {nb}, {nb}, #1",
+            "b.ne 3b",
+            "st1 {{v25.4s}}, [{out}], {stride}",
+            "st1 {{v26.4s}}, [{out}], {stride}",
+            "st1 {{v27.4s}}, [{out}], {stride}",
+            "st1 {{v28.4s}}, [{out}]",
+            w = inout(reg) w => _,
+            q0 = inout(reg) qs[0] => _,
+            q1 = inout(reg) qs[1] => _,
+            q2 = inout(reg) qs[2] => _,
+            q3 = inout(reg) qs[3] => _,
+            d0 = inout(reg) d[0] => _,
+            d1 = inout(reg) d[1] => _,
+            d2 = inout(reg) d[2] => _,
+            d3 = inout(reg) d[3] => _,
+            nb = inout(reg) nb => _,
+            out = inout(reg) out => _,
+            stride = in(reg) stride,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
+            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+            out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
+            out("v31") _,
+            options(nostack),
+        );
+    }
+}
+
+/// One Q8_0x8 row group x 4 activation rows.
+///
+/// # Safety
+/// `w` must point to `nb * 272` readable bytes, each `qs[i]` to `nb * 32`
+/// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 8 writable floats
+/// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
+#[inline(never)]
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemm_q8x8_tile4(
+    w: *const u8,
+    qs: [*const i8; 4],
+    d: [*const f32; 4],
+    nb: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    // SAFETY: per the function contract: per block the loop reads 272 bytes
+    // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
+    // blocks; then it stores 32 bytes at out + i * stride for i in 0..4.
+    // Only the listed registers are written; no stack is used.
+    unsafe {
+        asm!(
+            "movi v24.16b, #0",          // sums: act row i -> v(24+2i), v(25+2i)
+            "movi v25.16b, #0",
+            "movi v26.16b, #0",
+            "movi v27.16b, #0",
+            "movi v28.16b, #0",
+            "movi v29.16b, #0",
+            "movi v30.16b, #0",
+            "movi v31.16b, #0",
+            "3:",
+            "ld1 {{v16.8h}}, [{w}], #16",                             // 8 row scales
+            "ld1 {{v0.16b, v1.16b, v2.16b, v3.16b}}, [{w}], #64",     // chunks 0, 1
+            "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64",     // chunks 2, 3
+            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",   // chunks 4, 5
+            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [{w}], #64", // chunks 6, 7
+            "ld1 {{v19.s}}[0], [{d0}], #4",                           // act scales
+            "ld1 {{v19.s}}[1], [{d1}], #4",
+            "ld1 {{v19.s}}[2], [{d2}], #4",
+            "ld1 {{v19.s}}[3], [{d3}], #4",
+            "fcvtl v17.4s, v16.4h",
+            "fcvtl2 v18.4s, v16.8h",
+            "ld1 {{v20.16b, v21.16b}}, [{q0}], #32",
+            "movi v22.16b, #0",
+            "movi v23.16b, #0",
+            "sdot v22.4s, v0.16b, v20.4b[0]",
+            "sdot v23.4s, v1.16b, v20.4b[0]",
+            "sdot v22.4s, v2.16b, v20.4b[1]",
+            "sdot v23.4s, v3.16b, v20.4b[1]",
+            "sdot v22.4s, v4.16b, v20.4b[2]",
+            "sdot v23.4s, v5.16b, v20.4b[2]",
+            "sdot v22.4s, v6.16b, v20.4b[3]",
+            "sdot v23.4s, v7.16b, v20.4b[3]",
+            "sdot v22.4s, v8.16b, v21.4b[0]",
+            "sdot v23.4s, v9.16b, v21.4b[0]",
+            "sdot v22.4s, v10.16b, v21.4b[1]",
+            "sdot v23.4s, v11.16b, v21.4b[1]",
+            "sdot v22.4s, v12.16b, v21.4b[2]",
+            "sdot v23.4s, v13.16b, v21.4b[2]",
+            "sdot v22.4s, v14.16b, v21.4b[3]",
+            "sdot v23.4s, v15.16b, v21.4b[3]",
+            "fmul v20.4s, v17.4s, v19.s[0]",
+            "fmul v21.4s, v18.4s, v19.s[0]",
+            "scvtf v22.4s, v22.4s",
+            "scvtf v23.4s, v23.4s",
+            "fmul v22.4s, v22.4s, v20.4s",
+            "fmul v23.4s, v23.4s, v21.4s",
+            "fadd v24.4s, v24.4s, v22.4s",
+            "fadd v25.4s, v25.4s, v23.4s",
+            "ld1 {{v20.16b, v21.16b}}, [{q1}], #32",
+            "movi v22.16b, #0",
+            "movi v23.16b, #0",
+            "sdot v22.4s, v0.16b, v20.4b[0]",
+            "sdot v23.4s, v1.16b, v20.4b[0]",
+            "sdot v22.4s, v2.16b, v20.4b[1]",
+            "sdot v23.4s, v3.16b, v20.4b[1]",
+            "sdot v22.4s, v4.16b, v20.4b[2]",
+            "sdot v23.4s, v5.16b, v20.4b[2]",
+            "sdot v22.4s, v6.16b, v20.4b[3]",
+            "sdot v23.4s, v7.16b, v20.4b[3]",
+            "sdot v22.4s, v8.16b, v21.4b[0]",
+            "sdot v23.4s, v9.16b, v21.4b[0]",
+            "sdot v22.4s, v10.16b, v21.4b[1]",
+            "sdot v23.4s, v11.16b, v21.4b[1]",
+            "sdot v22.4s, v12.16b, v21.4b[2]",
+            "sdot v23.4s, v13.16b, v21.4b[2]",
+            "sdot v22.4s, v14.16b, v21.4b[3]",
+            "sdot v23.4s, v15.16b, v21.4b[3]",
+            "fmul v20.4s, v17.4s, v19.s[1]",
+            "fmul v21.4s, v18.4s, v19.s[1]",
+            "scvtf v22.4s, v22.4s",
+            "scvtf v23.4s, v23.4s",
+            "fmul v22.4s, v22.4s, v20.4s",
+            "fmul v23.4s, v23.4s, v21.4s",
+            "fadd v26.4s, v26.4s, v22.4s",
+            "fadd v27.4s, v27.4s, v23.4s",
+            "ld1 {{v20.16b, v21.16b}}, [{q2}], #32",
+            "movi v22.16b, #0",
+            "movi v23.16b, #0",
+            "sdot v22.4s, v0.16b, v20.4b[0]",
+            "sdot v23.4s, v1.16b, v20.4b[0]",
+            "sdot v22.4s, v2.16b, v20.4b[1]",
+            "sdot v23.4s, v3.16b, v20.4b[1]",
+            "sdot v22.4s, v4.16b, v20.4b[2]",
+            "sdot v23.4s, v5.16b, v20.4b[2]",
+            "sdot v22.4s, v6.16b, v20.4b[3]",
+            "sdot v23.4s, v7.16b, v20.4b[3]",
+            "sdot v22.4s, v8.16b, v21.4b[0]",
+            "sdot v23.4s, v9.16b, v21.4b[0]",
+            "sdot v22.4s, v10.16b, v21.4b[1]",
+            "sdot v23.4s, v11.16b, v21.4b[1]",
+            "sdot v22.4s, v12.16b, v21.4b[2]",
+            "sdot v23.4s, v13.16b, v21.4b[2]",
+            "sdot v22.4s, v14.16b, v21.4b[3]",
+            "sdot v23.4s, v15.16b, v21.4b[3]",
+            "fmul v20.4s, v17.4s, v19.s[2]",
+            "fmul v21.4s, v18.4s, v19.s[2]",
+            "scvtf v22.4s, v22.4s",
+            "scvtf v23.4s, v23.4s",
+            "fmul v22.4s, v22.4s, v20.4s",
+            "fmul v23.4s, v23.4s, v21.4s",
+            "fadd v28.4s, v28.4s, v22.4s",
+            "fadd v29.4s, v29.4s, v23.4s",
+            "ld1 {{v20.16b, v21.16b}}, [{q3}], #32",
+            "movi v22.16b, #0",
+            "movi v23.16b, #0",
+            "sdot v22.4s, v0.16b, v20.4b[0]",
+            "sdot v23.4s, v1.16b, v20.4b[0]",
+            "sdot v22.4s, v2.16b, v20.4b[1]",
+            "sdot v23.4s, v3.16b, v20.4b[1]",
+            "sdot v22.4s, v4.16b, v20.4b[2]",
+            "sdot v23.4s, v5.16b, v20.4b[2]",
+            "sdot v22.4s, v6.16b, v20.4b[3]",
+            "sdot v23.4s, v7.16b, v20.4b[3]",
+            "sdot v22.4s, v8.16b, v21.4b[0]",
+            "sdot v23.4s, v9.16b, v21.4b[0]",
+            "sdot v22.4s, v10.16b, v21.4b[1]",
+            "sdot v23.4s, v11.16b, v21.4b[1]",
+            "sdot v22.4s, v12.16b, v21.4b[2]",
+            "sdot v23.4s, v13.16b, v21.4b[2]",
+            "sdot v22.4s, v14.16b, v21.4b[3]",
+            "sdot v23.4s, v15.16b, v21.4b[3]",
+            "fmul v20.4s, v17.4s, v19.s[3]",
+            "fmul v21.4s, v18.4s, v19.s[3]",
+            "scvtf v22.4s, v22.4s",
+            "scvtf v23.4s, v23.4s",
+            "fmul v22.4s, v22.4s, v20.4s",
+            "fmul v23.4s, v23.4s, v21.4s",
+            "fadd v30.4s, v30.4s, v22.4s",
+            "fadd v31.4s, v31.4s, v23.4s",
+            "subs {nb}, {nb}, #1",
+            "b.ne 3b",
+            "st1 {{v24.4s, v25.4s}}, [{out}], {stride}",
+            "st1 {{v26.4s, v27.4s}}, [{out}], {stride}",
+            "st1 {{v28.4s, v29.4s}}, [{out}], {stride}",
+            "st1 {{v30.4s, v31.4s}}, [{out}]",
+            w = inout(reg) w => _,
+            q0 = inout(reg) qs[0] => _,
+            q1 = inout(reg) qs[1] => _,
+            q2 = inout(reg) qs[2] => _,
+            q3 = inout(reg) qs[3] => _,
+            d0 = inout(reg) d[0] => _,
+            d1 = inout(reg) d[1] => _,
+            d2 = inout(reg) d[2] => _,
+            d3 = inout(reg) d[3] => _,
+            nb = inout(reg) nb => _,
+            out = inout(reg) out => _,
+            stride = in(reg) stride,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
+            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+            out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
+            out("v30") _, out("v31") _,
+            options(nostack),
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! GEMV of Q4_0x4 / Q8_0x8 weights with one Q8_0 activation row: `sdot`
+//! loops over whole row groups (also the one-row step of the GEMM).
+
+use super::Dotprod;
+use crate::generic;
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
+use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::asm;
+
+/// GEMV, Q4_0x4 weights x one Q8_0 activation row.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+/// * `act_qs`: `cols` activation quants; `act_d`: `cols / 32` scales;
+/// * `out`: `rows` results.
+///
+/// The same contract as the generic twin (a shape error when a length does
+/// not fit); zero columns go to the generic code.
+pub fn gemv_q4_0x4_q8_0(
+    _cpu: Dotprod,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, .. } = gemm_shape(
+        Q4X4_ROWS,
+        Q4X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        1,
+        out,
+    )?;
+    if nb == 0 {
+        return generic::gemv_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, out);
+    }
+    let group_bytes = nb * Q4X4_BLOCK_BYTES;
+    let full = rows / Q4X4_ROWS;
+    if full > 0 {
+        // SAFETY: `w` holds `full` groups of `nb` super-blocks (checked above:
+        // w.len() = groups * nb * 72 >= full * nb * 72), `act_qs` holds nb * 32
+        // bytes and `act_d` nb floats, `out` holds at least full * 4 floats; the
+        // token proves dotprod.
+        unsafe {
+            gemv_q4x4_groups(
+                w.as_ptr(),
+                act_qs.as_ptr(),
+                act_d.as_ptr(),
+                nb,
+                out.as_mut_ptr(),
+                full,
+            )
+        };
+    }
+    let rest = rows - full * Q4X4_ROWS;
+    if rest > 0 {
+        let mut tail = [0.0f32; Q4X4_ROWS];
+        // SAFETY: the last group starts at full * group_bytes and is
+        // group_bytes long (w.len() = groups * group_bytes, groups = full + 1);
+        // `tail` holds 4 floats.
+        unsafe {
+            gemv_q4x4_groups(
+                w[full * group_bytes..].as_ptr(),
+                act_qs.as_ptr(),
+                act_d.as_ptr(),
+                nb,
+                tail.as_mut_ptr(),
+                1,
+            )
+        };
+        out[full * Q4X4_ROWS..].copy_from_slice(&tail[..rest]);
+    }
+    Ok(())
+}
+
+/// The asm loop: `groups` row groups, each `nb` super-blocks.
+///
+/// # Safety
+/// `w` must point to `groups * nb * 72` readable bytes, `qs` to `nb * 32`,
+/// `d` to `nb` floats, `out` to `groups * 4` writable floats, `nb >= 1`, and
+/// the CPU must implement dotprod.
+#[inline(never)]
+#[target_feature(enable = "neon,dotprod")]
+pub(super) unsafe fn gemv_q4x4_groups(
+    w: *const u8,
+    qs: *const i8,
+    d: *const f32,
+    nb: usize,
+    out: *mut f32,
+    groups: usize,
+) {
+    // SAFETY: per the function contract, every load stays inside `w`, `qs`,
+    // `d` and every store inside `out`: the inner loop reads 72 bytes of `w`,
+    // 32 bytes of `qs` and 4 bytes of `d` per block, for nb blocks; the outer
+    // loop stores 16 bytes of `out` per group. Only the listed registers are
+    // written; no stack is used.
+    unsafe {
+        asm!(
+            "movi v31.16b, #0xf0",
+            "2:",
+            "movi v16.16b, #0",          // acc16 (4 rows) = 0
+            "mov x9, {qs}",
+            "mov x10, {d}",
+            "mov x11, {nb}",
+            "3:",
+            "ld1 {{v0.4h}}, [{w}], #8",                         // 4 row scales (f16)
+            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
+            "ld1 {{v5.16b, v6.16b}}, [x9], #32",                // act quants 0..15, 16..31
+            "ld1r {{v7.4s}}, [x10], #4",                        // act scale
+            "movi v8.16b, #0",
+            "shl v17.16b, v1.16b, #4",
+            "and v18.16b, v1.16b, v31.16b",
+            "shl v19.16b, v2.16b, #4",
+            "and v20.16b, v2.16b, v31.16b",
+            "shl v21.16b, v3.16b, #4",
+            "and v22.16b, v3.16b, v31.16b",
+            "shl v23.16b, v4.16b, #4",
+            "and v24.16b, v4.16b, v31.16b",
+            "sdot v8.4s, v17.16b, v5.4b[0]",
+            "sdot v8.4s, v18.16b, v6.4b[0]",
+            "sdot v8.4s, v19.16b, v5.4b[1]",
+            "sdot v8.4s, v20.16b, v6.4b[1]",
+            "sdot v8.4s, v21.16b, v5.4b[2]",
+            "sdot v8.4s, v22.16b, v6.4b[2]",
+            "sdot v8.4s, v23.16b, v5.4b[3]",
+            "sdot v8.4s, v24.16b, v6.4b[3]",
+            "fcvtl v0.4s, v0.4h",
+            "scvtf v8.4s, v8.4s, #4",    // (16 * isum) / 16 as f32: exact
+            "fmul v0.4s, v0.4s, v7.4s",  // d_w * d_a
+            "fmul v8.4s, v8.4s, v0.4s",
+            "fadd v16.4s, v16.4s, v8.4s",
+            "subs x11, x11, #1",
+            "b.ne 3b",
+            "st1 {{v16.4s}}, [{out}], #16",
+            "subs {groups}, {groups}, #1",
+            "b.ne 2b",
+            w = inout(reg) w => _,
+            out = inout(reg) out => _,
+            groups = inout(reg) groups => _,
+            qs = in(reg) qs,
+            d = in(reg) d,
+            nb = in(reg) nb,
+            out("x9") _, out("x10") _, out("x11") _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v5") _, out("v6") _, out("v7") _, out("v8") _,
+            out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
+            out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v31") _,
+            options(nostack),
+        );
+    }
+}
+
+/// GEMV, Q8_0x8 weights x one Q8_0 activation row.
+///
+/// * `w`: `ceil(rows / 8)` row groups of `cols / 32` 272-byte super-blocks;
+/// * `act_qs`: `cols` activation quants; `act_d`: `cols / 32` scales;
+/// * `out`: `rows` results.
+///
+/// The same contract as the generic twin (a shape error when a length does
+/// not fit); zero columns go to the generic code.
+pub fn gemv_q8_0x8_q8_0(
+    _cpu: Dotprod,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, .. } = gemm_shape(
+        Q8X8_ROWS,
+        Q8X8_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        1,
+        out,
+    )?;
+    if nb == 0 {
+        return generic::gemv_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, out);
+    }
+    let group_bytes = nb * Q8X8_BLOCK_BYTES;
+    let full = rows / Q8X8_ROWS;
+    if full > 0 {
+        // SAFETY: `w` holds `full` groups of `nb` super-blocks (w.len() =
+        // groups * nb * 272 >= full * nb * 272), `act_qs` holds nb * 32 bytes
+        // and `act_d` nb floats, `out` at least full * 8 floats; the token
+        // proves dotprod.
+        unsafe {
+            gemv_q8x8_groups(
+                w.as_ptr(),
+                act_qs.as_ptr(),
+                act_d.as_ptr(),
+                nb,
+                out.as_mut_ptr(),
+                full,
+            )
+        };
+    }
+    let rest = rows - full * Q8X8_ROWS;
+    if rest > 0 {
+        let mut tail = [0.0f32; Q8X8_ROWS];
+        // SAFETY: the last group starts at full * group_bytes and is
+        // group_bytes long (groups = full + 1); `tail` holds 8 floats.
+        unsafe {
+            gemv_q8x8_groups(
+                w[full * group_bytes..].as_ptr(),
+                act_qs.as_ptr(),
+                act_d.as_ptr(),
+                nb,
+                tail.as_mut_ptr(),
+                1,
+            )
+        };
+        out[full * Q8X8_ROWS..].copy_from_slice(&tail[..rest]);
+    }
+    Ok(())
+}
+
+/// The Q8_0x8 GEMV asm loop: `groups` row groups, each `nb` super-blocks.
+///
+/// # Safety
+/// `w` must point to `groups * nb * 272` readable bytes, `qs` to `nb * 32`,
+/// `d` to `nb` floats, `out` to `groups * 8` writable floats, `nb >= 1`,
+/// `groups >= 1`, and the CPU must implement dotprod.
+#[inline(never)]
+#[target_feature(enable = "neon,dotprod")]
+pub(super) unsafe fn gemv_q8x8_groups(
+    w: *const u8,
+    qs: *const i8,
+    d: *const f32,
+    nb: usize,
+    out: *mut f32,
+    groups: usize,
+) {
+    // SAFETY: per the function contract, every load stays inside `w`, `qs`,
+    // `d` and every store inside `out`: the inner loop reads 272 bytes of
+    // `w`, 32 bytes of `qs` and 4 bytes of `d` per block, for nb blocks; the
+    // outer loop stores 32 bytes of `out` per group. Only the listed
+    // registers are written; no stack is used.
+    unsafe {
+        asm!(
+            "2:",
+            "movi v28.16b, #0",          // rows 0-3 sums
+            "movi v29.16b, #0",          // rows 4-7 sums
+            "mov x9, {qs}",
+            "mov x10, {d}",
+            "mov x11, {nb}",
+            "3:",
+            "ld1 {{v0.8h}}, [{w}], #16",                           // 8 row scales (f16)
+            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64",     // chunks 0, 1
+            "ld1 {{v5.16b, v6.16b, v7.16b, v8.16b}}, [{w}], #64",     // chunks 2, 3
+            "ld1 {{v9.16b, v10.16b, v11.16b, v12.16b}}, [{w}], #64",  // chunks 4, 5
+            "ld1 {{v13.16b, v14.16b, v15.16b, v16.16b}}, [{w}], #64", // chunks 6, 7
+            "ld1 {{v17.16b, v18.16b}}, [x9], #32",                 // act quants
+            "ld1r {{v19.4s}}, [x10], #4",                          // act scale
+            "movi v20.16b, #0",
+            "movi v21.16b, #0",
+            "sdot v20.4s, v1.16b, v17.4b[0]",
+            "sdot v21.4s, v2.16b, v17.4b[0]",
+            "sdot v20.4s, v3.16b, v17.4b[1]",
+            "sdot v21.4s, v4.16b, v17.4b[1]",
+            "sdot v20.4s, v5.16b, v17.4b[2]",
+            "sdot v21.4s, v6.16b, v17.4b[2]",
+            "sdot v20.4s, v7.16b, v17.4b[3]",
+            "sdot v21.4s, v8.16b, v17.4b[3]",
+            "sdot v20.4s, v9.16b, v18.4b[0]",
+            "sdot v21.4s, v10.16b, v18.4b[0]",
+            "sdot v20.4s, v11.16b, v18.4b[1]",
+            "sdot v21.4s, v12.16b, v18.4b[1]",
+            "sdot v20.4s, v13.16b, v18.4b[2]",
+            "sdot v21.4s, v14.16b, v18.4b[2]",
+            "sdot v20.4s, v15.16b, v18.4b[3]",
+            "sdot v21.4s, v16.16b, v18.4b[3]",
+            "fcvtl v22.4s, v0.4h",
+            "fcvtl2 v23.4s, v0.8h",
+            "scvtf v20.4s, v20.4s",
+            "scvtf v21.4s, v21.4s",
+            "fmul v22.4s, v22.4s, v19.4s", // d_w * d_a
+            "fmul v23.4s, v23.4s, v19.4s",
+            "fmul v20.4s, v20.4s, v22.4s",
+            "fmul v21.4s, v21.4s, v23.4s",
+            "fadd v28.4s, v28.4s, v20.4s",
+            "fadd v29.4s, v29.4s, v21.4s",
+            "subs x11, x11, #1",
+            "b.ne 3b",
+            "st1 {{v28.4s, v29.4s}}, [{out}], #32",
+            "subs {groups}, {groups}, #1",
+            "b.ne 2b",
+            w = inout(reg) w => _,
+            out = inout(reg) out => _,
+            groups = inout(reg) groups => _,
+            qs = in(reg) qs,
+            d = in(reg) d,
+            nb = in(reg) nb,
+            out("x9") _, out("x10") _, out("x11") _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
+            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+            out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            out("v28") _, out("v29") _,
+            options(nostack),
+        );
+    }
+}

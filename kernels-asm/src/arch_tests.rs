@@ -1,0 +1,398 @@
+//! The architecture kernels of this build against [`crate::generic`], bit
+//! for bit: odd sizes and tails, every byte value of the quant bytes
+//! (-128 included), shape errors. On a CPU without the token's features
+//! (qemu's cortex-a53, an x86_64 without AVX2) only the detection is
+//! checked, against `KESTREL_EXPECT_KERNELS` when the test runner sets it.
+
+use crate::generic;
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::ShapeError;
+use std::vec;
+use std::vec::Vec;
+
+#[cfg(target_arch = "aarch64")]
+use crate::aarch64 as arch;
+#[cfg(target_arch = "x86_64")]
+use crate::x86_64 as arch;
+
+/// The token, when the CPU has its features; checks the expectation the
+/// test scripts state (`aarch64-dotprod`, `x86_64-avx2` or `scalar`).
+fn cpu() -> Option<arch::Cpu> {
+    let cpu = arch::Cpu::detect();
+    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
+        if expect == "scalar" {
+            // Forced scalar runs may still be on a CPU with the features:
+            // only a runner that really lacks them must not detect them.
+            if std::env::var("KESTREL_KERNELS").is_err() {
+                assert!(cpu.is_none(), "a token was detected, expected none");
+            }
+        } else {
+            assert!(cpu.is_some(), "expected the kernels {expect}");
+        }
+    }
+    cpu
+}
+
+/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) as u32
+    }
+
+    /// A float in [-scale, scale).
+    fn float(&mut self, scale: f32) -> f32 {
+        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
+    }
+
+    /// Bytes where every value 0..=255 occurs (a shuffled sweep first).
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v: Vec<u8> = (0..n).map(|_| self.next() as u8).collect();
+        let off = self.next() as usize;
+        for (i, b) in v.iter_mut().take(256).enumerate() {
+            *b = (i.wrapping_mul(167).wrapping_add(off)) as u8;
+        }
+        v
+    }
+
+    /// A normal f16 scale (finite, no subnormal products downstream).
+    fn scale_f16(&mut self) -> [u8; 2] {
+        let s =
+            generic::f32_to_f16(self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 });
+        s.to_le_bytes()
+    }
+}
+
+/// Same bits, or both NaN (NaN payloads are not specified).
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+fn assert_same(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            same(*g, *w),
+            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
+            g.to_bits(),
+            w.to_bits()
+        );
+    }
+}
+
+/// A repacked weight with random quant bytes and normal f16 scales.
+fn weight(
+    rng: &mut Rng,
+    group_rows: usize,
+    block_bytes: usize,
+    rows: usize,
+    cols: usize,
+) -> Vec<u8> {
+    let blocks = rows.div_ceil(group_rows) * cols / QK;
+    let mut w = rng.bytes(blocks * block_bytes);
+    for sb in w.chunks_exact_mut(block_bytes) {
+        for r in 0..group_rows {
+            let s = rng.scale_f16();
+            sb[2 * r..2 * r + 2].copy_from_slice(&s);
+        }
+    }
+    w
+}
+
+/// Activation quants (every value, or -127..=127 only) and scales.
+fn acts(rng: &mut Rng, m: usize, cols: usize, with_min: bool) -> (Vec<i8>, Vec<f32>) {
+    let mut qs: Vec<i8> = rng.bytes(m * cols).into_iter().map(|b| b as i8).collect();
+    if !with_min {
+        for q in &mut qs {
+            if *q == i8::MIN {
+                *q = -127;
+            }
+        }
+    }
+    // Full f32 precision (the quantizer's scales are f16 values): every
+    // product rounds, so any other order of the operations shows.
+    let d = (0..m * cols / QK).map(|_| rng.float(0.05) + 0.06).collect();
+    (qs, d)
+}
+
+type GemmFn =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+type GenericGemmFn =
+    fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+/// One GEMM call's arguments: weight, rows, cols, quants, scales, m.
+type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usize);
+type GemvFn =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &mut [f32]) -> Result<(), ShapeError>;
+
+fn check_gemm(
+    cpu: arch::Cpu,
+    (group_rows, block_bytes): (usize, usize),
+    fast: GemmFn,
+    gemv: GemvFn,
+    reference: GenericGemmFn,
+    name: &str,
+) {
+    let mut rng = Rng(group_rows as u64);
+    for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
+        for cols in [32, 96, 160] {
+            let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+            for m in [1, 2, 3, 4, 5, 7, 9] {
+                for with_min in [false, true] {
+                    let (qs, d) = acts(&mut rng, m, cols, with_min);
+                    let mut want = vec![f32::NAN; m * rows];
+                    reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+                    let mut got = vec![f32::NAN; m * rows];
+                    fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+                    let what = std::format!("{name} rows {rows} cols {cols} m {m} -128 {with_min}");
+                    assert_same(&got, &want, &what);
+                    if m == 1 {
+                        let mut got = vec![f32::NAN; rows];
+                        gemv(cpu, &w, rows, cols, &qs, &d, &mut got).unwrap();
+                        assert_same(&got, &want, &what);
+                    }
+                }
+            }
+        }
+    }
+    // Empty shapes: no rows, no activation rows, no columns.
+    for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
+        let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+        let (qs, d) = acts(&mut rng, m, cols, false);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
+    // Shape errors: the same error as the generic code, nothing written.
+    let (rows, cols, m) = (5, 64, 2);
+    let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+    let (qs, d) = acts(&mut rng, m, cols, false);
+    let cases: [GemmArgs; 5] = [
+        (&w[1..], rows, cols, &qs, &d, m),
+        (&w, rows, cols, &qs[32..], &d, m),
+        (&w, rows, cols, &qs, &d[1..], m),
+        (&w, rows, cols + 1, &qs, &d, m),
+        (&w, rows, cols, &qs, &d, m + 1),
+    ];
+    for (w, rows, cols, qs, d, m) in cases {
+        let mut want = vec![f32::NAN; 2 * rows];
+        let mut got = vec![f32::NAN; 2 * rows];
+        let e = reference(w, rows, cols, qs, d, m, &mut want).unwrap_err();
+        assert_eq!(
+            fast(cpu, w, rows, cols, qs, d, m, &mut got),
+            Err(e),
+            "{name}"
+        );
+        assert!(got.iter().all(|v| v.is_nan()), "{name}: written on error");
+    }
+}
+
+#[test]
+fn gemm_q4_0x4_matches_generic() {
+    if let Some(cpu) = cpu() {
+        check_gemm(
+            cpu,
+            (Q4X4_ROWS, Q4X4_BLOCK_BYTES),
+            arch::gemm_q4_0x4_q8_0,
+            arch::gemv_q4_0x4_q8_0,
+            generic::gemm_q4_0x4_q8_0,
+            "q4_0x4",
+        );
+    }
+}
+
+#[test]
+fn gemm_q8_0x8_matches_generic() {
+    if let Some(cpu) = cpu() {
+        check_gemm(
+            cpu,
+            (Q8X8_ROWS, Q8X8_BLOCK_BYTES),
+            arch::gemm_q8_0x8_q8_0,
+            arch::gemv_q8_0x8_q8_0,
+            generic::gemm_q8_0x8_q8_0,
+            "q8_0x8",
+        );
+    }
+}
+
+#[test]
+fn matvec_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(3);
+    for rows in [0, 1, 7, 8, 9, 17] {
+        for cols in [0, 1, 7, 8, 33] {
+            let x: Vec<f32> = (0..cols).map(|_| rng.float(2.0)).collect();
+            let w32: Vec<u8> = (0..rows * cols)
+                .flat_map(|_| rng.float(1.0).to_le_bytes())
+                .collect();
+            let w16: Vec<u8> = (0..rows * cols)
+                .flat_map(|_| generic::f32_to_f16(rng.float(1.0)).to_le_bytes())
+                .collect();
+            let (mut want, mut got) = (vec![f32::NAN; rows], vec![f32::NAN; rows]);
+            generic::matvec_f32(&w32, rows, cols, &x, &mut want).unwrap();
+            arch::matvec_f32(cpu, &w32, rows, cols, &x, &mut got).unwrap();
+            assert_same(&got, &want, "matvec_f32");
+            generic::matvec_f16(&w16, rows, cols, &x, &mut want).unwrap();
+            arch::matvec_f16(cpu, &w16, rows, cols, &x, &mut got).unwrap();
+            assert_same(&got, &want, "matvec_f16");
+            if cols > 0 {
+                let e = generic::matvec_f32(&w32, rows, cols, &x[1..], &mut want).unwrap_err();
+                assert_eq!(
+                    arch::matvec_f32(cpu, &w32, rows, cols, &x[1..], &mut got),
+                    Err(e)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_acts_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(4);
+    let special = [
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-30,
+        -1e38,
+        3.0e38,
+        0.5,
+        -1.5,
+        127.0,
+        -63.5,
+    ];
+    for blocks in [0, 1, 2, 5] {
+        for kind in 0..4 {
+            let x: Vec<f32> = (0..blocks * QK)
+                .map(|i| match kind {
+                    0 => rng.float(3.0),
+                    1 => special[i % special.len()],
+                    // Exact halves after scaling: max 127, values k + 0.5.
+                    2 if i % QK == 0 => 127.0,
+                    2 => (i % 255) as f32 - 127.0 + 0.5,
+                    _ if i % 7 == 0 => special[(i / 7) % special.len()],
+                    _ => rng.float(1e-3),
+                })
+                .collect();
+            let (mut q0, mut d0) = (vec![0i8; x.len()], vec![0f32; blocks]);
+            let (mut q1, mut d1) = (vec![1i8; x.len()], vec![1f32; blocks]);
+            generic::quantize_acts_q8_0(&x, &mut q0, &mut d0).unwrap();
+            arch::quantize_acts_q8_0(cpu, &x, &mut q1, &mut d1).unwrap();
+            assert_eq!(q1, q0, "quants, {blocks} blocks, kind {kind}");
+            assert_same(&d1, &d0, "scales");
+        }
+    }
+    let x = [0.5f32; 48];
+    let e = generic::quantize_acts_q8_0(&x, &mut [0; 48], &mut [0.0; 1]).unwrap_err();
+    assert_eq!(
+        arch::quantize_acts_q8_0(cpu, &x, &mut [0; 48], &mut [0.0; 1]),
+        Err(e)
+    );
+    let e = generic::quantize_acts_q8_0(&x[..32], &mut [0; 32], &mut [0.0; 2]).unwrap_err();
+    assert_eq!(
+        arch::quantize_acts_q8_0(cpu, &x[..32], &mut [0; 32], &mut [0.0; 2]),
+        Err(e)
+    );
+}
+
+#[test]
+fn attention_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(5);
+    for hd in [7, 8, 12, 16, 24, 64] {
+        for n in [0usize, 1, 3, 4, 5, 9] {
+            for extra in [0, 3] {
+                let stride = hd + extra;
+                let len = n.saturating_sub(1) * stride + hd;
+                let k32: Vec<f32> = (0..len).map(|_| rng.float(2.0)).collect();
+                let k16: Vec<u16> = k32.iter().map(|&v| generic::f32_to_f16(v)).collect();
+                let q: Vec<f32> = (0..hd).map(|_| rng.float(1.0)).collect();
+                let probs: Vec<f32> = (0..n).map(|_| rng.float(0.5).abs()).collect();
+                let (mut want, mut got) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+                generic::attn_scores_f16(&q, &k16, stride, 0.125, &mut want).unwrap();
+                arch::attn_scores_f16(cpu, &q, &k16, stride, 0.125, &mut got).unwrap();
+                assert_same(&got, &want, "attn_scores_f16");
+                generic::attn_scores_f32(&q, &k32, stride, 0.125, &mut want).unwrap();
+                arch::attn_scores_f32(cpu, &q, &k32, stride, 0.125, &mut got).unwrap();
+                assert_same(&got, &want, "attn_scores_f32");
+                let (mut want, mut got) = (vec![f32::NAN; hd], vec![f32::NAN; hd]);
+                generic::attn_values_f16(&probs, &k16, stride, &mut want).unwrap();
+                arch::attn_values_f16(cpu, &probs, &k16, stride, &mut got).unwrap();
+                assert_same(&got, &want, "attn_values_f16");
+                generic::attn_values_f32(&probs, &k32, stride, &mut want).unwrap();
+                arch::attn_values_f32(cpu, &probs, &k32, stride, &mut got).unwrap();
+                assert_same(&got, &want, "attn_values_f32");
+                if n > 0 {
+                    let short = &k16[..len - 1];
+                    let mut scores = vec![f32::NAN; n];
+                    let e =
+                        generic::attn_scores_f16(&q, short, stride, 1.0, &mut scores).unwrap_err();
+                    let r = arch::attn_scores_f16(cpu, &q, short, stride, 1.0, &mut scores);
+                    assert_eq!(r, Err(e));
+                    assert!(scores.iter().all(|v| v.is_nan()), "written on error");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn activations_match_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(6);
+    let special = [
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -88.0,
+        89.0,
+        -87.4,
+        1e-40,
+    ];
+    for n in 0..40 {
+        let x: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % 5 == 0 {
+                    special[(i / 5) % special.len()]
+                } else {
+                    rng.float(100.0)
+                }
+            })
+            .collect();
+        let (mut want, mut got) = (x.clone(), x.clone());
+        generic::exp_minus(&mut want, 3.5);
+        arch::exp_minus(cpu, &mut got, 3.5);
+        assert_same(&got, &want, "exp_minus");
+    }
+    for runs in 0..6 {
+        let gu: Vec<f32> = (0..16 * runs)
+            .map(|i| {
+                if i % 7 == 0 {
+                    special[(i / 7) % special.len()]
+                } else {
+                    rng.float(30.0)
+                }
+            })
+            .collect();
+        let (mut want, mut got) = (vec![f32::NAN; 8 * runs], vec![f32::NAN; 8 * runs]);
+        generic::swiglu_runs(&mut want, &gu).unwrap();
+        arch::swiglu_runs(cpu, &mut got, &gu).unwrap();
+        assert_same(&got, &want, "swiglu_runs");
+    }
+    let gu = [1.0f32; 32];
+    let e = generic::swiglu_runs(&mut [0.0; 8], &gu).unwrap_err();
+    assert_eq!(arch::swiglu_runs(cpu, &mut [0.0; 8], &gu), Err(e));
+    let e = generic::swiglu_runs(&mut [0.0; 12], &gu[..24]).unwrap_err();
+    assert_eq!(arch::swiglu_runs(cpu, &mut [0.0; 12], &gu[..24]), Err(e));
+}

@@ -1,0 +1,103 @@
+//! The exponential and what is built on it: SiLU/SwiGLU and softmax.
+
+use crate::shape::{swiglu_shape, ShapeError};
+
+/// `e^x` in plain f32 arithmetic, with no branches and no table, so that a
+/// loop over it vectorizes and every platform gets the same bits (only
+/// IEEE add, multiply, compare and bit moves; Rust never fuses them).
+///
+/// Cephes' method: `n = round(x log2 e)` (by the 1.5 * 2^23 trick, ties to
+/// even), `r = x - n ln 2` in two parts, `e^r` by a degree-7 polynomial on
+/// |r| <= ln 2 / 2, times `2^n` built in the exponent bits. Within 2 ulp of
+/// `e^x` for x in [-87.3, 88]; below -87.3 it returns 0, above 88 it
+/// returns e^88 (1.65e38); NaN stays NaN.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const MIN: f32 = -87.336_55;
+    const MAX: f32 = 88.0;
+    let xc = x.clamp(MIN, MAX);
+    // t = 1.5 * 2^23 + n: n = round(xc log2 e) sits in t's low mantissa
+    // bits, so both n as a float and 2^n's exponent bits come without a
+    // float-to-int conversion (which would not vectorize).
+    let t = xc * LOG2E + ROUND;
+    let n = t - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let p = 1.987_569_2e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    let y = (p * (r * r) + r) + 1.0;
+    // n is an integer in -126..=127 here: 2^n = (n + 127) << 23.
+    let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits());
+    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
+    let e = y * scale;
+    if x < MIN {
+        0.0
+    } else {
+        e
+    }
+}
+
+/// `x * sigmoid(x)`, as `x / (1 + e^-x)` with [`exp`].
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + exp(-x))
+}
+
+/// `x[i] = e^(x[i] - max)` with [`exp`] (the exponentials of a softmax);
+/// any length.
+pub fn exp_minus(x: &mut [f32], max: f32) {
+    for v in x.iter_mut() {
+        *v = exp(*v - max);
+    }
+}
+
+/// SwiGLU over the fused gate/up layout (runs of 8 gate rows then 8 up
+/// rows): `out[8r + i] = silu(gate_up[16r + i]) * gate_up[16r + 8 + i]`;
+/// `out.len()` a multiple of 8, `gate_up.len() == 2 * out.len()`.
+pub fn swiglu_runs(out: &mut [f32], gate_up: &[f32]) -> Result<(), ShapeError> {
+    swiglu_shape(out, gate_up)?;
+    for (o, gu) in out.chunks_exact_mut(8).zip(gate_up.chunks_exact(16)) {
+        for i in 0..8 {
+            o[i] = silu(gu[i]) * gu[8 + i];
+        }
+    }
+    Ok(())
+}
+
+/// Softmax in place, max-subtracted (NaNs do not take part in the max):
+/// [`max_of`], [`exp_minus`], [`normalize`].
+pub fn softmax(x: &mut [f32]) {
+    let max = max_of(x);
+    exp_minus(x, max);
+    normalize(x);
+}
+
+/// The largest value of `x` (NaNs skipped; -inf when empty or all NaN).
+pub fn max_of(x: &[f32]) -> f32 {
+    let mut max = f32::NEG_INFINITY;
+    for &v in x {
+        if v > max {
+            max = v;
+        }
+    }
+    max
+}
+
+/// Divides `x` by its sum (taken in order): `x[i] *= 1 / sum`.
+pub fn normalize(x: &mut [f32]) {
+    let mut sum = 0.0f32;
+    for &v in x.iter() {
+        sum += v;
+    }
+    let inv = 1.0 / sum;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}

@@ -1,0 +1,172 @@
+//! GEMV and GEMM of a repacked quantized weight (Q4_0x4, Q8_0x8) with Q8_0
+//! activations.
+//!
+//! Shapes: the weight is `rows x cols` (out x in) in row groups padded to
+//! whole groups; activations are `m` rows: `act_qs` `m x cols` quants,
+//! `act_d` `m x cols/32` scales, both row-major; the output is `m x rows`,
+//! row-major.
+
+use super::read_f16;
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::shape::{gemm_shape, ShapeError};
+
+/// The four rows of one Q4_0x4 row group dotted with one activation row.
+pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
+    let mut acc = [0.0f32; Q4X4_ROWS];
+    let blocks = group
+        .chunks_exact(Q4X4_BLOCK_BYTES)
+        .zip(act_qs.chunks_exact(QK))
+        .zip(act_d);
+    for ((sb, a), &da) in blocks {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let mut isum = 0i32;
+            for c in 0..4 {
+                for k in 0..4 {
+                    let byte = sb[8 + 16 * c + 4 * r + k];
+                    // Low nibble: weight 4c+k; high nibble: weight 16+4c+k.
+                    let lo = ((byte << 4) as i8) >> 4;
+                    let hi = (byte as i8) >> 4;
+                    isum += lo as i32 * a[4 * c + k] as i32;
+                    isum += hi as i32 * a[16 + 4 * c + k] as i32;
+                }
+            }
+            *acc_r += isum as f32 * (read_f16(sb, 2 * r) * da);
+        }
+    }
+    acc
+}
+
+/// The eight rows of one Q8_0x8 row group dotted with one activation row.
+pub fn q8x8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q8X8_ROWS] {
+    let mut acc = [0.0f32; Q8X8_ROWS];
+    let blocks = group
+        .chunks_exact(Q8X8_BLOCK_BYTES)
+        .zip(act_qs.chunks_exact(QK))
+        .zip(act_d);
+    for ((sb, a), &da) in blocks {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let mut isum = 0i32;
+            for c in 0..8 {
+                for k in 0..4 {
+                    let q = sb[16 + 32 * c + 4 * r + k] as i8;
+                    isum += q as i32 * a[4 * c + k] as i32;
+                }
+            }
+            *acc_r += isum as f32 * (read_f16(sb, 2 * r) * da);
+        }
+    }
+    acc
+}
+
+/// Dots one row group with one activation row: (group, quants, scales).
+type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_groups<const R: usize>(
+    block_bytes: usize,
+    group_dot: GroupDotFn<R>,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(R, block_bytes, w, rows, cols, act_qs, act_d, m, out)?;
+    let nb = shape.nb;
+    let group_bytes = nb * block_bytes;
+    for t in 0..m {
+        let qs = &act_qs[t * cols..(t + 1) * cols];
+        let d = &act_d[t * nb..(t + 1) * nb];
+        let o = &mut out[t * rows..(t + 1) * rows];
+        for (g, chunk) in o.chunks_mut(R).enumerate() {
+            let acc = group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d);
+            chunk.copy_from_slice(&acc[..chunk.len()]);
+        }
+    }
+    Ok(())
+}
+
+/// GEMV, Q4_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+/// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
+/// * `out`: `rows` results.
+pub fn gemv_q4_0x4_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMV, Q8_0x8 weights x one Q8_0 activation row (shapes as
+/// [`gemv_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
+pub fn gemv_q8_0x8_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
+/// W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows` results.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q4_0x4_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_groups(
+        Q4X4_BLOCK_BYTES,
+        q4x4_group_dot,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )
+}
+
+/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows (shapes as
+/// [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q8_0x8_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_groups(
+        Q8X8_BLOCK_BYTES,
+        q8x8_group_dot,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )
+}

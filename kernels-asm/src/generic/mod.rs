@@ -1,0 +1,45 @@
+//! The scalar kernels: safe code on every target, and the specification
+//! every architecture's kernels match bit for bit (docs/kernels.md).
+//!
+//! Per 32-weight block a quantized dot product is the exact integer sum of
+//! weight times activation quants, converted to f32 and times `d_w * d_a`
+//! (the f16 weight scale widened to f32, times the activation scale), added
+//! to the row's sum blocks in order, with no fused multiply-add, as ggml's
+//! `vec_dot_q4_0_q8_0` / `vec_dot_q8_0_q8_0` do. The float operations are
+//! plain IEEE f32 in a fixed order.
+//!
+//! Every function has the name and the signature of its architecture twins
+//! (`crate::aarch64`, `crate::x86_64`) without the capability token.
+
+mod activation;
+mod attention;
+mod gemm;
+mod matvec;
+mod quantize;
+
+pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
+pub use attention::{attn_scores_f16, attn_scores_f32, attn_values_f16, attn_values_f32};
+pub use gemm::{
+    gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
+    q8x8_group_dot,
+};
+pub use matvec::{matvec_f16, matvec_f32};
+pub use quantize::{quantize_acts_q8_0, quantize_block_q8_0};
+
+/// f16 bits -> f32 (exact).
+#[inline]
+pub fn f16_to_f32(bits: u16) -> f32 {
+    half::f16::from_bits(bits).to_f32()
+}
+
+/// f32 -> f16 bits, round to nearest even; overflow gives infinity.
+#[inline]
+pub fn f32_to_f16(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
+}
+
+/// Reads the little-endian f16 at `bytes[at..at + 2]` as f32.
+#[inline]
+pub fn read_f16(bytes: &[u8], at: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([bytes[at], bytes[at + 1]]))
+}

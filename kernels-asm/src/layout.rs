@@ -1,0 +1,37 @@
+//! The block and repacked weight layouts, defined once for the whole
+//! project: the kernels read them, `kestrel-core`'s quantizers and repacker
+//! write them. docs/kernels.md specifies every byte.
+//!
+//! * Q8_0 (GGUF): 32 weights in 34 bytes: `d: f16 LE`, then 32 x `i8`.
+//! * Q4_0 (GGUF): 32 weights in 18 bytes: `d: f16 LE`, then 16 bytes; byte
+//!   `j` holds weight `j` in its low nibble and weight `j + 16` in its high
+//!   nibble.
+//! * Q4_0x4: 72-byte super-blocks of 4 rows x 32 weights: the four f16
+//!   scales, then 64 nibble bytes (XOR 0x88) in 16-byte chunks of 4 rows x 4
+//!   weights.
+//! * Q8_0x8: 272-byte super-blocks of 8 rows x 32 weights: eight f16 scales,
+//!   then 256 quant bytes in 32-byte chunks of 8 rows x 4 weights.
+//! * Activations: `qs` (`i8`, `m x cols`, row-major) and `d` (`f32`, one per
+//!   32-block, the Q8_0 scale already rounded to f16 precision).
+
+/// Weights per quantization block (every block format, every layout).
+pub const QK: usize = 32;
+
+/// Bytes of one GGUF Q4_0 block.
+pub const Q4_0_BLOCK_BYTES: usize = 2 + QK / 2;
+/// Bytes of one GGUF Q8_0 block.
+pub const Q8_0_BLOCK_BYTES: usize = 2 + QK;
+
+/// Rows in one Q4_0x4 row group.
+pub const Q4X4_ROWS: usize = 4;
+/// Bytes of one Q4_0x4 super-block (4 rows x 32 weights): 4 f16 scales, then
+/// 64 quant bytes.
+pub const Q4X4_BLOCK_BYTES: usize = 2 * Q4X4_ROWS + Q4X4_ROWS * QK / 2;
+/// Rows in one Q8_0x8 row group.
+pub const Q8X8_ROWS: usize = 8;
+/// Bytes of one Q8_0x8 super-block (8 rows x 32 weights): 8 f16 scales, then
+/// 256 quant bytes.
+pub const Q8X8_BLOCK_BYTES: usize = 2 * Q8X8_ROWS + Q8X8_ROWS * QK;
+
+const _: () = assert!(Q4_0_BLOCK_BYTES == 18 && Q8_0_BLOCK_BYTES == 34);
+const _: () = assert!(Q4X4_BLOCK_BYTES == 72 && Q8X8_BLOCK_BYTES == 272);

@@ -1,0 +1,579 @@
+//! GEMV and GEMM of Q4_0x4 / Q8_0x8 weights with Q8_0 activations: AVX2
+//! tiles of 8 weight rows (one per lane) x up to 4 activation rows. The
+//! GEMV is the GEMM with one activation row (its own loop when the row
+//! fits the expanded-activation buffer).
+
+use super::Avx2;
+use crate::generic;
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::x86_64::*;
+
+/// Activation rows computed together against one pass over a weight tile.
+const TILE_M: usize = 4;
+
+/// GEMV, Q4_0x4 weights x one Q8_0 activation row: [`gemm_q4_0x4_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q4_0x4_q8_0`].
+pub fn gemv_q4_0x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q4_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMV, Q8_0x8 weights x one Q8_0 activation row: [`gemm_q8_0x8_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q8_0x8_q8_0`].
+pub fn gemv_q8_0x8_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q8_0x8_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q4_0x4_q8_0`]. Rows wider than 12,288 columns in a batch
+/// and empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q4_0x4_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, groups } = gemm_shape(
+        Q4X4_ROWS,
+        Q4X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if m == 1 && nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 72-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q4x4_gemv(w, rows, groups, nb, act_qs, act_d, out) };
+        return Ok(());
+    }
+    if m > GEMM_MAX_ROWS {
+        // Batches of GEMM_MAX_ROWS tokens (the block-sum table's size).
+        return (0..m).step_by(GEMM_MAX_ROWS).try_for_each(|t0| {
+            let t1 = (t0 + GEMM_MAX_ROWS).min(m);
+            gemm_q4_0x4_q8_0(
+                _cpu,
+                w,
+                rows,
+                cols,
+                &act_qs[t0 * cols..t1 * cols],
+                &act_d[t0 * nb..t1 * nb],
+                t1 - t0,
+                &mut out[t0 * rows..t1 * rows],
+            )
+        });
+    }
+    if nb > GEMV_MAX_BLOCKS {
+        // Wider than the block-sum table: no vector code.
+        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    // `8 * sum(a)` of every activation block, once per call (the tiles
+    // subtract it in i32 instead of forming it per row pair).
+    let mut corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_MAX_ROWS * GEMV_MAX_BLOCKS];
+    for (i, c) in corr.iter_mut().enumerate().take(m * nb) {
+        // SAFETY: block i of `act_qs` is bytes 32i..32i+32, i < m * nb, and
+        // `act_qs` holds m * nb * 32 quants (checked by `gemm_shape`); the
+        // token proves AVX2.
+        c.write(8 * unsafe { block_sum(act_qs.as_ptr().add(i * QK)) });
+    }
+    // SAFETY: entries 0..m * nb were written just above; MaybeUninit<i32>
+    // has the layout of i32.
+    let corr: &[i32] = unsafe { core::slice::from_raw_parts(corr.as_ptr().cast(), m * nb) };
+    let group_bytes = nb * Q4X4_BLOCK_BYTES;
+    // Row groups in pairs (8 rows per vector); an odd last group is paired
+    // with itself and only its own rows are stored.
+    for pair in 0..groups.div_ceil(2) {
+        let ga = 2 * pair;
+        let gb = (ga + 1).min(groups - 1);
+        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
+        let mut t0 = 0;
+        while t0 < m {
+            let tm = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let c = &corr[t0 * nb..(t0 + tm) * nb];
+            let mut res = [[0.0f32; 8]; TILE_M];
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
+            // 72 bytes each, sliced above), `qs` holds `tm` rows of `cols =
+            // nb * 32` quants, `d` and `c` `tm` rows of `nb` values (sliced
+            // above), `res` holds `tm <= 4` rows of 8 floats; the token
+            // proves AVX2/FMA/F16C.
+            unsafe {
+                match tm {
+                    1 => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
+                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
+                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
+                    _ => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
+                }
+            }
+            for (t, r) in res.iter().enumerate().take(tm) {
+                let row0 = 2 * pair * Q4X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                let o = (t0 + t) * rows + row0;
+                out[o..o + n].copy_from_slice(&r[..n]);
+            }
+            t0 += tm;
+        }
+    }
+    Ok(())
+}
+
+/// The most activation rows the tiled Q4_0x4 GEMM takes in one call (the
+/// engine's largest batch); its block-sum table lives on the stack.
+const GEMM_MAX_ROWS: usize = 64;
+
+/// `sum(a)` of one 32-byte activation block, exact in i32.
+///
+/// # Safety
+/// `p` must point to 32 readable bytes; the CPU must implement AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_sum(p: *const i8) -> i32 {
+    // SAFETY: `p` points to 32 readable bytes and the CPU implements AVX2 (the
+    // function contract).
+    unsafe {
+        let a = _mm256_loadu_si256(p.cast());
+        let s = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
+            _mm256_set1_epi16(1),
+        );
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+}
+
+/// The most 32-column blocks the GEMV's expanded activation row holds
+/// (12,288 columns; wider rows take the tiled path).
+const GEMV_MAX_BLOCKS: usize = 384;
+/// Row groups (of 4 rows) one GEMV iteration reads.
+const GEMV_GROUPS: usize = 4;
+
+/// GEMV, Q4_0x4 weights x one Q8_0 activation row, 16 rows per iteration.
+///
+/// The activation row is expanded once per call: per block, the four
+/// dword patterns each 32-byte weight load needs (`vpermd`, as in
+/// [`q4x4_tile`]) and `8 * sum(a)`. The inner loop then reads only weights:
+/// `sum (n - 8) a = sum n a - 8 sum a` is formed exactly in i32 after the
+/// `vpmaddubsw`/`vpmaddwd` sums (|sum n a| <= 32 * 15 * 127 per row, no i16
+/// lane exceeds 4 * 2 * 15 * 127 = 15,240).
+///
+/// # Safety
+/// `w.len() >= groups * nb * 72`, `qs.len() >= nb * 32`, `d.len() >= nb`,
+/// `out.len() >= rows`, `rows <= groups * 4`, `1 <= nb <= GEMV_MAX_BLOCKS`,
+/// and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4x4_gemv(
+    w: &[u8],
+    rows: usize,
+    groups: usize,
+    nb: usize,
+    qs: &[i8],
+    d: &[f32],
+    out: &mut [f32],
+) {
+    // SAFETY: the pointer arithmetic and loads below stay inside `w`, `qs`,
+    // `d` and `out` as sized by the function contract (`groups` row groups
+    // of `nb` 72-byte super-blocks, `nb` blocks of activations, `rows`
+    // outputs); the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
+        debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        // The expanded activations: blocks 0..nb of `av` and `corr` are written
+        // here and only those are read below.
+        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+        let mut corr = [0i32; GEMV_MAX_BLOCKS];
+        let ones8 = _mm256_set1_epi8(1);
+        let ones16 = _mm256_set1_epi16(1);
+        for b in 0..nb {
+            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+            av[b].write([
+                _mm256_permutevar8x32_epi32(a, idx[0]),
+                _mm256_permutevar8x32_epi32(a, idx[1]),
+                _mm256_permutevar8x32_epi32(a, idx[2]),
+                _mm256_permutevar8x32_epi32(a, idx[3]),
+            ]);
+            // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
+            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            corr[b] = 8 * _mm_cvtsi128_si32(s);
+        }
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let group_bytes = nb * Q4X4_BLOCK_BYTES;
+        let step = GEMV_GROUPS * Q4X4_BLOCK_BYTES;
+        let mut g0 = 0;
+        while g0 < groups {
+            // Groups past the end repeat the last one; only real rows are stored.
+            let base: [*const u8; GEMV_GROUPS] =
+                core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
+            // The next iteration's groups follow these ones: prefetch them at
+            // the rate this iteration reads (4.5 lines per block). A prefetch
+            // never faults; `wrapping_add` keeps the arithmetic defined.
+            let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
+            let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+            for b in 0..nb {
+                let pf = next.wrapping_add(b * step);
+                _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(192).cast());
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(256).cast());
+                // SAFETY: block b < nb was written above.
+                let a = av[b].assume_init_ref();
+                let c = _mm256_set1_epi32(corr[b]);
+                let da = _mm256_set1_ps(*d.get_unchecked(b));
+                // sum n a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
+                let group_sum = |p: *const u8| {
+                    // SAFETY: p + 8 .. p + 72 is one super-block of a group.
+                    let (x0, x1) = {
+                        (
+                            _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                            _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                        )
+                    };
+                    let lo = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_and_si256(x0, m4), a[0]),
+                        _mm256_maddubs_epi16(_mm256_and_si256(x1, m4), a[1]),
+                    );
+                    let hi = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), a[2]),
+                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4), a[3]),
+                    );
+                    _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+                };
+                for (pair, acc_p) in acc.iter_mut().enumerate() {
+                    let pa = base[2 * pair].add(b * Q4X4_BLOCK_BYTES);
+                    let pb = base[2 * pair + 1].add(b * Q4X4_BLOCK_BYTES);
+                    let (ia, ib) = (group_sum(pa), group_sum(pb));
+                    // [a rows, b rows]: sum n a, exact i32, then - 8 sum a.
+                    let isum = _mm256_sub_epi32(
+                        _mm256_add_epi32(
+                            _mm256_permute2x128_si256::<0x20>(ia, ib),
+                            _mm256_permute2x128_si256::<0x31>(ia, ib),
+                        ),
+                        c,
+                    );
+                    let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                        _mm_loadl_epi64(pa.cast()),
+                        _mm_loadl_epi64(pb.cast()),
+                    ));
+                    let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                    *acc_p = _mm256_add_ps(*acc_p, v);
+                }
+            }
+            for (pair, a) in acc.iter().enumerate() {
+                let row0 = (g0 + 2 * pair) * Q4X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                if n == 0 {
+                    break;
+                }
+                let mut r = [0.0f32; 8];
+                _mm256_storeu_ps(r.as_mut_ptr(), *a);
+                out[row0..row0 + n].copy_from_slice(&r[..n]);
+            }
+            g0 += GEMV_GROUPS;
+        }
+    }
+}
+
+/// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
+/// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+///
+/// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
+/// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
+/// `vpmaddubsw(n, a)` against the activation dwords each chunk needs
+/// (`vpermd`). The four `vpmaddubsw` sums fit i16 (|.| <= 4 * 2 * 15 * 127
+/// = 15,240), `vpmaddwd` with ones makes them i32, the two 128-bit halves
+/// (even and odd chunks) are added, and `sum (n - 8) a = sum n a - 8 sum a`
+/// subtracts `corr` (`8 sum a` per token and block, computed once per call)
+/// in i32: exact.
+///
+/// # Safety
+/// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
+/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, `T <= 4`,
+/// and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4x4_tile<const T: usize>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    corr: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
+    // rows of `nb` blocks of `qs`, `d` and `c`, all inside the slices per
+    // the function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let ones = _mm256_set1_epi16(1);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            // Prefetch the bytes after `wb` (the next pair of row groups) at the
+            // rate this pair is read: short rows otherwise pay the memory
+            // latency at the start of every pair. A prefetch never faults, and
+            // `wrapping_add` keeps the address arithmetic defined.
+            let pf = wb
+                .as_ptr()
+                .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            let nib = |p: *const u8| {
+                // SAFETY: p points to a 72-byte super-block (caller's contract):
+                // bytes 8..40 and 40..72 are in bounds; unaligned loads.
+                let (x0, x1) = {
+                    (
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                    )
+                };
+                [
+                    _mm256_and_si256(x0, m4),
+                    _mm256_and_si256(x1, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                ]
+            };
+            let na = nib(pa);
+            let nbb = nib(pb);
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                _mm_loadl_epi64(pa.cast()),
+                _mm_loadl_epi64(pb.cast()),
+            ));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
+                let av = [
+                    _mm256_permutevar8x32_epi32(a, idx[0]),
+                    _mm256_permutevar8x32_epi32(a, idx[1]),
+                    _mm256_permutevar8x32_epi32(a, idx[2]),
+                    _mm256_permutevar8x32_epi32(a, idx[3]),
+                ];
+                let dot = |n: &[__m256i; 4]| {
+                    let s = _mm256_add_epi16(
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[0], av[0]),
+                            _mm256_maddubs_epi16(n[1], av[1]),
+                        ),
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[2], av[2]),
+                            _mm256_maddubs_epi16(n[3], av[3]),
+                        ),
+                    );
+                    _mm256_madd_epi16(s, ones)
+                };
+                let ia = dot(&na);
+                let ib = dot(&nbb);
+                // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
+                // i32; then - 8 sum a.
+                let isum = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_permute2x128_si256(ia, ib, 0x20),
+                        _mm256_permute2x128_si256(ia, ib, 0x31),
+                    ),
+                    _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
+                );
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}
+
+/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 8)` row groups of `cols / 32` 272-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// The same contract as [`generic::gemm_q8_0x8_q8_0`]. Activations with a
+/// -128 quant (the quantizer never makes one: its quants are in
+/// -127..=127; the sign trick this kernel uses needs that) and empty shapes
+/// go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q8_0x8_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, groups } = gemm_shape(
+        Q8X8_ROWS,
+        Q8X8_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if nb == 0 || rows == 0 || m == 0 || act_qs.contains(&i8::MIN) {
+        return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    let group_bytes = nb * Q8X8_BLOCK_BYTES;
+    for g in 0..groups {
+        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+        let mut t0 = 0;
+        while t0 < m {
+            let tm = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let mut res = [[0.0f32; 8]; TILE_M];
+            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
+            // bytes, sliced above), `qs` holds `tm` rows of `nb * 32` quants
+            // and `d` `tm` rows of `nb` scales (sliced above), `res` holds
+            // `tm <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C.
+            unsafe {
+                match tm {
+                    1 => q8x8_tile::<1>(wg, qs, d, nb, &mut res),
+                    2 => q8x8_tile::<2>(wg, qs, d, nb, &mut res),
+                    3 => q8x8_tile::<3>(wg, qs, d, nb, &mut res),
+                    _ => q8x8_tile::<4>(wg, qs, d, nb, &mut res),
+                }
+            }
+            for (t, r) in res.iter().enumerate().take(tm) {
+                let row0 = g * Q8X8_ROWS;
+                let n = (rows - row0).min(8);
+                let o = (t0 + t) * rows + row0;
+                out[o..o + n].copy_from_slice(&r[..n]);
+            }
+            t0 += tm;
+        }
+    }
+    Ok(())
+}
+
+/// One Q8_0x8 row group (8 rows) against `T` activation rows.
+///
+/// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
+/// are the 8 rows' weights `4c..4c+3`; the activation dword `c` is
+/// broadcast. `vpmaddubsw(|w|, sign(a, w))` (|w| <= 128 unsigned, |a| <= 127)
+/// gives exact i16 pair sums (<= 2 * 128 * 127), `vpmaddwd` with ones the
+/// exact per-row i32 of the chunk.
+///
+/// # Safety
+/// `w.len()` must be at least `nb * 272`, `qs.len()` at least `T * nb * 32`
+/// with no quant equal to -128, `d.len()` at least `T * nb`, `T <= 4`, and
+/// the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8x8_tile<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
+    // of `nb` blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
+            // Prefetch the next row group (the bytes after `w`) at the rate this
+            // one is read; a prefetch never faults, `wrapping_add` keeps the
+            // address arithmetic defined.
+            let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+            for k in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+            }
+            // Chunks outer, tokens inner: one weight chunk and its |w| live in
+            // registers at a time next to the T integer sums (no spills).
+            let mut isum = [_mm256_setzero_si256(); T];
+            for c in 0..8 {
+                let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
+                let wabs = _mm256_sign_epi8(wv, wv);
+                for (t, isum_t) in isum.iter_mut().enumerate() {
+                    let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
+                    let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
+                    let prod = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, wv));
+                    *isum_t = _mm256_add_epi32(*isum_t, _mm256_madd_epi16(prod, ones));
+                }
+            }
+            let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}

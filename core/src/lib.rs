@@ -13,7 +13,7 @@
 //!   tokenizer.json, request bodies) and a string escaper for writing JSON.
 //! * [`safetensors`]: a zero-copy safetensors reader that validates the
 //!   whole file once.
-//! * [`image`] (feature `alloc`): PNG and JPEG decoding and the Qwen-VL
+//! * `image` (feature `alloc`): PNG and JPEG decoding and the Qwen-VL
 //!   image preprocessing.
 //! * [`tokenizer`]: Qwen's byte-level BPE tokenizer (encode, decode, stream
 //!   decode), exactly as Hugging Face `tokenizers` runs it, in caller memory.

@@ -264,7 +264,7 @@ impl Header {
 pub struct Entry {
     /// Name bytes, zero-padded.
     pub name: [u8; NAME_SIZE],
-    /// Decoder layer, or [`NO_LAYER`].
+    /// Decoder layer, or [`NO_LAYER`](crate::tensors::NO_LAYER).
     pub layer: u16,
     /// What the tensor is.
     pub role: Role,

@@ -13,6 +13,7 @@ pub mod generate;
 pub mod image;
 pub mod inspect;
 pub mod logits;
+pub mod perplexity;
 pub mod pool;
 pub mod serve;
 pub mod vision;

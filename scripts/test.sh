@@ -41,6 +41,9 @@ run_tests cargo test --locked --workspace
 step "kestrel serve against the official openai Python client (fails if it cannot be installed)"
 bash scripts/openai-test.sh
 
+step "kestrel perplexity against numpy (fails if numpy cannot be installed)"
+bash scripts/perplexity-numpy.sh
+
 step "kernel and forward tests on x86_64 with the scalar kernels forced"
 KESTREL_KERNELS=scalar KESTREL_EXPECT_KERNELS=scalar \
     run_tests cargo test --locked -p kestrel-tests --test kernels --test forward

@@ -326,14 +326,56 @@ fn read_role_rows(
     }
 }
 
-/// Streams the data of one tensor into `w`, a row group at a time.
+/// What storing a tensor lost: squared error of the stored values against
+/// the source's, and the squared source values (relative RMS error =
+/// sqrt(err / reference)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QuantError {
+    /// Sum of (stored - source)^2.
+    pub err: f64,
+    /// Sum of source^2.
+    pub reference: f64,
+}
+
+impl QuantError {
+    fn add(&mut self, source: f32, stored: f32) {
+        let d = (stored - source) as f64;
+        self.err += d * d;
+        self.reference += source as f64 * source as f64;
+    }
+
+    /// sqrt(err / reference) (0 for an all-zero tensor).
+    pub fn relative_rms(&self) -> f64 {
+        if self.reference > 0.0 {
+            libm::sqrt(self.err / self.reference)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One tensor written: what [`write_vqf`]'s progress callback is told.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorWritten<'e> {
+    /// Its directory entry.
+    pub entry: &'e Entry,
+    /// Bytes written so far, of `total`.
+    pub written: u64,
+    /// The file's length.
+    pub total: u64,
+    /// What its storage lost against the source values.
+    pub error: QuantError,
+}
+
+/// Streams the data of one tensor into `w`, a row group at a time; returns
+/// what the storage lost.
 fn write_tensor(
     cfg: &Config,
     src: &dyn TensorSource,
     e: &Entry,
     scratch: &mut [f32],
     w: &mut Writer<'_>,
-) -> Result<(), Error> {
+) -> Result<QuantError, Error> {
     let (experts, rows, cols) = e.matrix_dims();
     let group = match e.layout {
         Layout::F32 | Layout::F16 => Q8X8_ROWS,
@@ -347,6 +389,7 @@ fn write_tensor(
         actual: have,
     })?;
     let mut bytes_buf = [0u8; 4096];
+    let mut error = QuantError::default();
     for expert in 0..experts {
         let mut row0 = 0;
         while row0 < rows {
@@ -355,6 +398,7 @@ fn write_tensor(
             read_role_rows(cfg, src, e, expert, row0, n, v)?;
             match e.layout {
                 Layout::F32 => {
+                    error.reference += v.iter().map(|&x| x as f64 * x as f64).sum::<f64>();
                     for chunk in v.chunks(1024) {
                         for (o, x) in bytes_buf.chunks_exact_mut(4).zip(chunk) {
                             o.copy_from_slice(&x.to_le_bytes());
@@ -365,19 +409,21 @@ fn write_tensor(
                 Layout::F16 => {
                     for chunk in v.chunks(2048) {
                         for (o, x) in bytes_buf.chunks_exact_mut(2).zip(chunk) {
-                            o.copy_from_slice(&f16::f32_to_f16(*x).to_le_bytes());
+                            let h = f16::f32_to_f16(*x);
+                            error.add(*x, f16::f16_to_f32(h));
+                            o.copy_from_slice(&h.to_le_bytes());
                         }
                         w.write(&bytes_buf[..chunk.len() * 2])?;
                     }
                 }
                 Layout::Q4_0x4 | Layout::Q8_0x8 => {
-                    write_quantized_group(e.layout, v, n, cols, w)?;
+                    write_quantized_group(e.layout, v, n, cols, w, &mut error)?;
                 }
             }
             row0 += n;
         }
     }
-    Ok(())
+    Ok(error)
 }
 
 /// Quantizes `n` rows (GGUF blocks), repacks them into one row group and
@@ -389,6 +435,7 @@ fn write_quantized_group(
     n: usize,
     cols: usize,
     w: &mut Writer<'_>,
+    error: &mut QuantError,
 ) -> Result<(), Error> {
     let nb = cols / QK;
     let (block, sb_len) = if layout == Layout::Q4_0x4 {
@@ -398,14 +445,20 @@ fn write_quantized_group(
     };
     let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
     let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
+    let mut stored = [0f32; QK];
     for b in 0..nb {
         for r in 0..n {
             let x = &v[r * cols + b * QK..r * cols + (b + 1) * QK];
             let dst = &mut gguf[r * block..(r + 1) * block];
             if layout == Layout::Q4_0x4 {
                 q4_0::quantize_row_bytes(x, dst)?;
+                q4_0::dequantize_row_bytes(dst, &mut stored)?;
             } else {
                 q8_0::quantize_row_bytes(x, dst)?;
+                q8_0::dequantize_row_bytes(dst, &mut stored)?;
+            }
+            for (&a, &q) in x.iter().zip(&stored) {
+                error.add(a, q);
             }
         }
         let src = &gguf[..n * block];
@@ -430,7 +483,8 @@ pub struct Written {
 
 /// Writes a whole VQF file for `cfg` in `mode` into `sink`. `entries` must
 /// be [`entry_count`] long; `scratch` [`scratch_len`] long. `progress` is
-/// told `(bytes written, total bytes)` after each tensor. The checksum in the
+/// told after each tensor: its entry, the bytes written of the total, and
+/// what its storage lost against the source values. The checksum in the
 /// header written to `sink` is zero; the caller patches `Written::memsum`
 /// into bytes 40..48 (the sink may be a file that cannot seek from here).
 #[allow(clippy::too_many_arguments)]
@@ -443,7 +497,7 @@ pub fn write_vqf(
     entries: &mut [Entry],
     scratch: &mut [f32],
     sink: &mut dyn Sink,
-    progress: &mut dyn FnMut(&Entry, u64, u64),
+    progress: &mut dyn FnMut(&TensorWritten),
 ) -> Result<Written, Error> {
     for l in [cfg.ffn_size, cfg.moe.map(|m| m.moe_ffn_size).unwrap_or(8)] {
         if l % 8 != 0 {
@@ -475,7 +529,7 @@ pub fn write_vqf(
     }
     for e in entries.iter() {
         w.pad_to(e.offset)?;
-        write_tensor(cfg, src, e, scratch, &mut w)?;
+        let error = write_tensor(cfg, src, e, scratch, &mut w)?;
         if w.position() != e.offset + e.nbytes {
             return Err(Error::SizeMismatch {
                 what: "tensor bytes written",
@@ -483,7 +537,12 @@ pub fn write_vqf(
                 actual: w.position() as usize,
             });
         }
-        progress(e, w.position(), header.file_len);
+        progress(&TensorWritten {
+            entry: e,
+            written: w.position(),
+            total: header.file_len,
+            error,
+        });
     }
     let memsum = w.memsum();
     header.checksum = memsum;

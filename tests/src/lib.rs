@@ -105,7 +105,7 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
         &mut entries,
         &mut scratch,
         &mut sink,
-        &mut |_, _, _| {},
+        &mut |_| {},
     )
     .unwrap();
     let mut bytes = sink.0;

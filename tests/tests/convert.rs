@@ -293,3 +293,59 @@ fn malformed_inputs_are_clear_errors_and_leave_nothing() {
         assert!(e.contains("junk.bin"), "{e}");
     }
 }
+
+/// Conversion reports what storing each tensor lost: exact for F32, the
+/// f16 rounding for F16, about 2^-8 of the values for Q8_0 and about 2^-4
+/// for Q4_0 (relative RMS), and the reference is the source's own sum of
+/// squares.
+#[test]
+fn conversion_reports_each_tensors_quantization_error() {
+    use kestrel_core::config::Arch;
+    use kestrel_core::convert::{self, Part, TensorSource};
+    use kestrel_core::quant::repack::Layout;
+    use kestrel_core::vqf::format::Entry;
+    let cfg = kestrel_tests::tiny_config(Arch::Qwen3);
+    let src = kestrel_tests::SyntheticSource { cfg };
+    let mut entries = vec![Entry::EMPTY; convert::entry_count(&cfg, WeightMode::Dual).unwrap()];
+    let mut scratch = vec![0f32; convert::scratch_len(&cfg).unwrap()];
+    let mut sink = kestrel_tests::VecSink::default();
+    let mut seen = Vec::new();
+    convert::write_vqf(
+        &cfg,
+        WeightMode::Dual,
+        64,
+        None,
+        &src,
+        &mut entries,
+        &mut scratch,
+        &mut sink,
+        &mut |t| seen.push((*t.entry, t.error)),
+    )
+    .unwrap();
+    assert_eq!(seen.len(), entries.len());
+    for (e, q) in &seen {
+        let rel = q.relative_rms();
+        let name = e.name_str();
+        match e.layout {
+            Layout::F32 => assert_eq!(q.err, 0.0, "{name}"),
+            Layout::F16 => assert!(rel < 1e-3, "{name}: {rel}"),
+            Layout::Q8_0x8 => assert!((1e-4..2e-2).contains(&rel), "{name}: {rel}"),
+            Layout::Q4_0x4 => assert!((1e-2..0.2).contains(&rel), "{name}: {rel}"),
+        }
+        assert!(q.reference > 0.0, "{name}");
+    }
+    // The reference is the source's sum of squares: layer 0's attention norm.
+    let norm = seen
+        .iter()
+        .find(|(e, _)| e.name_str() == "blk.0.attn_norm.f32")
+        .unwrap()
+        .1;
+    let mut row = vec![0f32; cfg.hidden_size as usize];
+    src.read_rows(Part::AttnNorm, 0, 0, 0, &mut row).unwrap();
+    let want: f64 = row.iter().map(|&x| x as f64 * x as f64).sum();
+    assert!(
+        (norm.reference - want).abs() <= 1e-12 * want,
+        "{} vs {want}",
+        norm.reference
+    );
+}

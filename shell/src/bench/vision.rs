@@ -94,7 +94,7 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
         &mut entries,
         &mut scratch,
         &mut sink,
-        &mut |_, _, _| {},
+        &mut |_| {},
     )?;
     let file = sink.0;
     let vision_bytes: u64 = entries

@@ -13,7 +13,9 @@ use crate::files::{Mapped, Output};
 use clap::builder::{EnumValueParser, PossibleValue};
 use clap::{value_parser, Arg, ArgMatches, Command, ValueEnum};
 use kestrel_core::config::Config;
-use kestrel_core::convert::{self as core_convert, Part, TensorSource, WeightMode};
+use kestrel_core::convert::{
+    self as core_convert, Part, QuantError, TensorSource, TensorWritten, WeightMode,
+};
 use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
@@ -182,10 +184,29 @@ struct Progress {
     tty: bool,
     last: u64,
     start: Instant,
+    /// Per tensor class (role stem) and stored layout: what storage lost.
+    errors: Vec<(
+        &'static str,
+        kestrel_core::quant::repack::Layout,
+        QuantError,
+    )>,
 }
 
 impl Progress {
-    fn update(&mut self, e: &Entry, done: u64, total: u64) {
+    fn update(&mut self, t: &TensorWritten) {
+        let (e, done, total) = (t.entry, t.written, t.total);
+        let class = e.role.stem();
+        match self
+            .errors
+            .iter_mut()
+            .find(|(c, l, _)| *c == class && *l == e.layout)
+        {
+            Some((_, _, q)) => {
+                q.err += t.error.err;
+                q.reference += t.error.reference;
+            }
+            None => self.errors.push((class, e.layout, t.error)),
+        }
         if self.quiet {
             return;
         }
@@ -333,6 +354,7 @@ fn write(
         last: 0,
         start: t0,
         quiet: !a.verbose,
+        errors: Vec::new(),
     };
     let source: &dyn TensorSource = src;
     let result = match tables {
@@ -346,7 +368,7 @@ fn write(
                 &mut entries,
                 &mut scratch,
                 &mut out,
-                &mut |e, d, t| progress.update(e, d, t),
+                &mut |t| progress.update(t),
             )
         }),
         None => core_convert::write_vqf(
@@ -358,7 +380,7 @@ fn write(
             &mut entries,
             &mut scratch,
             &mut out,
-            &mut |e, d, t| progress.update(e, d, t),
+            &mut |t| progress.update(t),
         ),
     };
     let written = result.with_context(|| format!("converting {}", a.src.display()))?;
@@ -410,5 +432,18 @@ fn write(
         staging as f64 / 1e6,
         peak_rss().unwrap_or(0) as f64 / 1e6
     ));
+    // The recipe and what it cost: each tensor class's stored layouts and
+    // relative RMS error against the source values.
+    say(format!(
+        "[VQF] recipe ({} mode): relative RMS error of the stored values against the source's, per tensor class and layout:",
+        mode.name()
+    ));
+    for (class, layout, q) in &progress.errors {
+        say(format!(
+            "  {class:<22} {:<7} {:.3e}",
+            kestrel_core::vqf::format::layout_name(*layout),
+            q.relative_rms()
+        ));
+    }
     Ok(())
 }

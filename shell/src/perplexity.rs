@@ -16,6 +16,8 @@
 //! mean KL(base || this) with its standard error, the 99th percentile,
 //! top-1 agreement (the two runs' argmax equal), the RMS difference of the
 //! probability each run gives the base's top token, and the PPL ratio.
+//! (`libm`'s exp and log, as the core's sampler: one math library in the
+//! shipped binary.)
 
 use crate::cli::{get, model_arg, opt, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
@@ -120,8 +122,8 @@ fn mean_err(sum: f64, sum2: f64, n: usize) -> (f64, f64) {
 /// log-softmax of `logits` in f64 into `out`.
 fn log_softmax(logits: &[f32], out: &mut [f64]) {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
-    let sum: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
-    let log_z = max + sum.ln();
+    let sum: f64 = logits.iter().map(|&x| libm::exp(x as f64 - max)).sum();
+    let log_z = max + libm::log(sum);
     for (o, &x) in out.iter_mut().zip(logits) {
         *o = x as f64 - log_z;
     }
@@ -310,7 +312,7 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
                     let mut top = 0;
                     for (i, (&lb, &lt)) in b.row.iter().zip(&logp).enumerate() {
                         let lb = lb as f64;
-                        kl += lb.exp() * (lb - lt);
+                        kl += libm::exp(lb) * (lb - lt);
                         if lb > b.row[top] as f64 {
                             top = i;
                         }
@@ -321,7 +323,7 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
                     kls.push(kl);
                     base_nll += -(b.row[chunk[j + 1] as usize] as f64);
                     agree += usize::from(argmax(&logp) == top);
-                    let d = logp[top].exp() - (b.row[top] as f64).exp();
+                    let d = libm::exp(logp[top]) - libm::exp(b.row[top] as f64);
                     dp2 += d * d;
                 }
             }
@@ -333,7 +335,7 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
         eprintln!(
             "[kestrel] perplexity: chunk {}/{chunks}: PPL {:.4} ({:.1} s, {:.0} tok/s)",
             c + 1,
-            mean.exp(),
+            libm::exp(mean),
             t.elapsed().as_secs_f64(),
             ((c + 1) * ctx) as f64 / t.elapsed().as_secs_f64().max(1e-9)
         );
@@ -343,12 +345,12 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
     }
     debug_assert_eq!(scored, chunks * per_chunk);
     let (mean, err) = mean_err(nll, nll2, scored);
-    let ppl = mean.exp();
+    let ppl = libm::exp(mean);
     let kl = base.map(|_| {
         let (kl_mean, kl_err) = mean_err(kl_sum, kl_sum2, scored);
         kestrel_core::sort::sort_by(&mut kls, f64::total_cmp);
         let p99 = kls[((kls.len() - 1) as f64 * 0.99).round() as usize];
-        let base_ppl = (base_nll / scored as f64).exp();
+        let base_ppl = libm::exp(base_nll / scored as f64);
         KlReport {
             mean: kl_mean,
             mean_err: kl_err,

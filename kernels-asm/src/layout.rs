@@ -13,9 +13,15 @@
 //!   then 256 quant bytes in 32-byte chunks of 8 rows x 4 weights.
 //! * Activations: `qs` (`i8`, `m x cols`, row-major) and `d` (`f32`, one per
 //!   32-block, the Q8_0 scale already rounded to f16 precision).
+//! * Q8_K activations (for the k-quant layouts): `qs` (`i8`, `m x cols`),
+//!   `d` (`f32`, one per 256-block, not rounded) and `sums` (`i16`, the sum
+//!   of each 32 quants).
 
 /// Weights per quantization block (every block format, every layout).
 pub const QK: usize = 32;
+
+/// Weights per k-quant super-block (Q4_K, Q5_K, Q6_K and Q8_K activations).
+pub const QK_K: usize = 256;
 
 /// Bytes of one GGUF Q4_0 block.
 pub const Q4_0_BLOCK_BYTES: usize = 2 + QK / 2;

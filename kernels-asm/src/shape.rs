@@ -1,7 +1,7 @@
 //! Shape errors: what every kernel returns when its slices do not fit the
 //! dimensions it was given, and the checks shared by every architecture.
 
-use crate::layout::QK;
+use crate::layout::{QK, QK_K};
 
 /// A slice length (or a dimension) that does not fit the call: `what` names
 /// it, `expected` is the length the other arguments require (`usize::MAX`
@@ -123,6 +123,24 @@ pub(crate) fn quantize_shape(x: &[f32], qs: &[i8], d: &[f32]) -> Result<(), Shap
     )?;
     check_len("activation quants", Some(x.len()), qs.len())?;
     check_len("activation scales", Some(x.len() / QK), d.len())
+}
+
+/// Checks Q8_K activation quantization: `x.len()` a multiple of 256, `qs`
+/// as long as `x`, one scale per 256 values in `d`, one sum per 32 in `sums`.
+pub(crate) fn quantize_k_shape(
+    x: &[f32],
+    qs: &[i8],
+    d: &[f32],
+    sums: &[i16],
+) -> Result<(), ShapeError> {
+    check_len(
+        "activation values (a multiple of 256)",
+        Some(x.len().next_multiple_of(QK_K)),
+        x.len(),
+    )?;
+    check_len("activation quants", Some(x.len()), qs.len())?;
+    check_len("activation scales", Some(x.len() / QK_K), d.len())?;
+    check_len("activation sums", Some(x.len() / QK), sums.len())
 }
 
 /// Checks an attention call over a cache: `n` rows of `hd` elements at

@@ -132,3 +132,15 @@ unsafe fn quantize_acts_blocks(x: *const f32, qs: *mut i8, d: *mut f32, nb: usiz
         );
     }
 }
+
+/// Q8_K activations: the bytes of [`crate::generic::quantize_acts_q8_k`]
+/// (the generic code for now).
+pub fn quantize_acts_q8_k(
+    _cpu: Dotprod,
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    sums: &mut [i16],
+) -> Result<(), crate::ShapeError> {
+    crate::generic::quantize_acts_q8_k(x, qs, d, sums)
+}

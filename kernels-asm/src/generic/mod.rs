@@ -24,7 +24,7 @@ pub use gemm::{
     q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
-pub use quantize::{quantize_acts_q8_0, quantize_block_q8_0};
+pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).
 #[inline]

@@ -92,3 +92,15 @@ unsafe fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
         _mm_cvtss_f32(_mm_cvtph_ps(h))
     }
 }
+
+/// Q8_K activations: the bytes of [`crate::generic::quantize_acts_q8_k`]
+/// (the generic code for now).
+pub fn quantize_acts_q8_k(
+    _cpu: Avx2,
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    sums: &mut [i16],
+) -> Result<(), crate::ShapeError> {
+    crate::generic::quantize_acts_q8_k(x, qs, d, sums)
+}

@@ -7,12 +7,13 @@
 
 use crate::config::Config;
 use crate::error::{mul, Error};
+use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
 use crate::quant::{f16, q4_0, q8_0, QK};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
-use crate::vqf::format::{copy_flag, flags, name_field, vision_layout, Entry};
+use crate::vqf::format::{copies, copy_flag, flags, name_field, vision_layout, Entry};
 use crate::vqf::tokenizer_section::{self, TokenizerInput};
 use crate::vqf::write::{self, Counter, Sink, Writer};
 
@@ -60,6 +61,32 @@ pub trait TensorSource {
         row0: usize,
         out: &mut [f32],
     ) -> Result<(), Error>;
+
+    /// The GGUF block type `part` (of `layer`) is stored in, when the
+    /// source keeps quantized blocks that a file can hold as they are (a
+    /// GGUF file); `None` (the default) for float sources.
+    fn block_type(&self, _part: Part, _layer: u16) -> Option<GgmlType> {
+        None
+    }
+
+    /// Copies bytes `byte0 .. byte0 + out.len()` of the stored row `row`
+    /// of `part` (of `layer`, and of `expert` for expert tensors): whole
+    /// blocks of [`TensorSource::block_type`]. Only called for parts whose
+    /// `block_type` is `Some`.
+    fn read_block_bytes(
+        &self,
+        _part: Part,
+        _layer: u16,
+        _expert: usize,
+        _row: usize,
+        _byte0: usize,
+        _out: &mut [u8],
+    ) -> Result<(), Error> {
+        Err(Error::Unsupported {
+            what: "stored blocks from a float source",
+            value: 0,
+        })
+    }
 }
 
 /// What to write.
@@ -75,6 +102,12 @@ pub enum WeightMode {
     F16,
     /// F32 linear weights (accuracy mode).
     F32,
+    /// For a quantized GGUF source: a Q8_0x8 prefill copy, and a decode
+    /// copy that keeps every matrix's own blocks (each tensor in the layout
+    /// that holds its type exactly, [`exact_layout`]; types without one
+    /// decode from the Q8 copy). Tensors whose source is Q8_0 are stored
+    /// once, for both copies. Flags COPY_TAGS.
+    Source,
 }
 
 impl WeightMode {
@@ -86,10 +119,11 @@ impl WeightMode {
             WeightMode::Q8 => flags::Q8_8X8 | flags::EMB_F16,
             WeightMode::F16 => flags::LINEAR_F16 | flags::EMB_F16,
             WeightMode::F32 => flags::LINEAR_F32,
+            WeightMode::Source => flags::Q8_8X8 | flags::COPY_TAGS | flags::EMB_F16,
         }
     }
 
-    /// The mode's name (`dual`, `q4`, `q8`, `f16`, `f32`).
+    /// The mode's name (`dual`, `q4`, `q8`, `f16`, `f32`, `source`).
     pub fn name(self) -> &'static str {
         match self {
             WeightMode::Dual => "dual",
@@ -97,32 +131,137 @@ impl WeightMode {
             WeightMode::Q8 => "q8",
             WeightMode::F16 => "f16",
             WeightMode::F32 => "f32",
+            WeightMode::Source => "source",
         }
     }
 }
 
 const COPY_ORDER: [Layout; 4] = [Layout::F32, Layout::F16, Layout::Q4_0x4, Layout::Q8_0x8];
 
-/// Calls `f` with every (spec, layout) the file will hold, in directory order.
+/// The layout that holds GGUF blocks of type `ty` exactly, in rows of
+/// `cols` weights, if the kernels have one: what a `source` file's decode
+/// copy stores a matrix of that type in.
+pub fn exact_layout(ty: GgmlType, cols: usize) -> Option<Layout> {
+    let _ = cols;
+    match ty {
+        GgmlType::Q8_0 => Some(Layout::Q8_0x8),
+        GgmlType::Q4_0 => Some(Layout::Q4_0x4),
+        _ => None,
+    }
+}
+
+/// The source parts a stored linear role is assembled from, in row order
+/// (empty for roles that are not linear weights).
+pub fn parts_of(role: Role) -> &'static [Part] {
+    match role {
+        Role::AttnQkv => &[Part::Q, Part::K, Part::V],
+        Role::AttnQ => &[Part::Q],
+        Role::AttnK => &[Part::K],
+        Role::AttnV => &[Part::V],
+        Role::AttnOutput => &[Part::O],
+        Role::FfnGateUp => &[Part::Gate, Part::Up],
+        Role::FfnDown => &[Part::Down],
+        Role::FfnGateUpExps => &[Part::ExpGate, Part::ExpUp],
+        Role::FfnDownExps => &[Part::ExpDown],
+        Role::Output => &[Part::LmHead],
+        _ => &[],
+    }
+}
+
+/// How a `source` file stores one linear weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourcePlan {
+    /// One Q8_0x8 entry read by both copies (every part is Q8_0, or a part
+    /// has no exact layout, or fused parts differ in a way the decode copy
+    /// cannot split: then the decode copy is the requantized Q8 one).
+    Shared,
+    /// The Q8_0x8 prefill entry and a decode entry in this layout.
+    Decode(Layout),
+    /// The fused QKV's Q8_0x8 prefill entry, and Q, K, V apart in the
+    /// decode copy, each in its own layout.
+    SplitQkv([Layout; 3]),
+}
+
+/// The plan of linear weight `(layer, role)` of a `source` file: each
+/// part's exact layout ([`exact_layout`]; Q8_0x8 for a source without
+/// blocks or a type without one).
+pub fn source_plan(src: &dyn TensorSource, layer: u16, role: Role, cols: usize) -> SourcePlan {
+    let parts = parts_of(role);
+    let mut layouts = [Layout::Q8_0x8; 3];
+    for (l, &part) in layouts.iter_mut().zip(parts) {
+        *l = src
+            .block_type(part, layer)
+            .and_then(|t| exact_layout(t, cols))
+            .unwrap_or(Layout::Q8_0x8);
+    }
+    let used = &layouts[..parts.len().min(3)];
+    if used.iter().all(|&l| l == used[0]) {
+        if used.first().is_none_or(|&l| l == Layout::Q8_0x8) {
+            SourcePlan::Shared
+        } else {
+            SourcePlan::Decode(used[0])
+        }
+    } else if role == Role::AttnQkv {
+        SourcePlan::SplitQkv(layouts)
+    } else {
+        SourcePlan::Shared
+    }
+}
+
+/// Calls `f` with every (spec, layout, copies) the file will hold (copies
+/// 0 but in a COPY_TAGS file's linear weights), in the order of
+/// [`tensors::for_each`] (a QKV's split parts right after it; the caller
+/// sorts). `src` is asked for block types in `source` mode only.
 fn for_each_tensor(
     cfg: &Config,
     file_flags: u64,
-    f: &mut dyn FnMut(Spec, Layout) -> Result<(), Error>,
+    src: Option<&dyn TensorSource>,
+    f: &mut dyn FnMut(Spec, Layout, u8) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let emb = if file_flags & flags::EMB_F16 != 0 {
         Layout::F16
     } else {
         Layout::F32
     };
+    let tagged = file_flags & flags::COPY_TAGS != 0;
     tensors::for_each(cfg, &mut |spec| match spec.kind {
-        Kind::Embedding => f(spec, emb),
-        Kind::F32 => f(spec, Layout::F32),
-        Kind::VisionLinear => f(spec, vision_layout(file_flags, spec.shape[1] as usize)),
+        Kind::Embedding => f(spec, emb, 0),
+        Kind::F32 => f(spec, Layout::F32, 0),
+        Kind::VisionLinear => f(spec, vision_layout(file_flags, spec.shape[1] as usize), 0),
+        Kind::Linear if tagged => {
+            let cols = spec.shape[(spec.ndim as usize).saturating_sub(1)] as usize;
+            let plan = match src {
+                Some(src) => source_plan(src, spec.layer, spec.role, cols),
+                None => SourcePlan::Shared,
+            };
+            match plan {
+                SourcePlan::Shared => f(spec, Layout::Q8_0x8, copies::BOTH),
+                SourcePlan::Decode(layout) => {
+                    f(spec, Layout::Q8_0x8, copies::PREFILL)?;
+                    f(spec, layout, copies::DECODE)
+                }
+                SourcePlan::SplitQkv(layouts) => {
+                    f(spec, Layout::Q8_0x8, copies::PREFILL)?;
+                    let h = cfg.hidden_size;
+                    let (q, kv) = (cfg.q_dim() as u32, cfg.kv_dim() as u32);
+                    let roles = [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)];
+                    for ((role, rows), layout) in roles.into_iter().zip(layouts) {
+                        let part = Spec {
+                            role,
+                            shape: [rows, h, 0, 0],
+                            ..spec
+                        };
+                        f(part, layout, copies::DECODE)?;
+                    }
+                    Ok(())
+                }
+            }
+        }
         Kind::Linear => {
             // Layout codes order the directory: plain (F32/F16), Q4_0x4, Q8_0x8.
             for l in COPY_ORDER {
                 if file_flags & copy_flag(l) != 0 {
-                    f(spec, l)?;
+                    f(spec, l, 0)?;
                 }
             }
             Ok(())
@@ -130,10 +269,16 @@ fn for_each_tensor(
     })
 }
 
-/// How many directory entries a file for `cfg` in `mode` has.
-pub fn entry_count(cfg: &Config, mode: WeightMode) -> Result<usize, Error> {
+/// How many directory entries a file for `cfg` in `mode` has (`src`: the
+/// source, whose block types shape a `source` file; without it such a file
+/// is planned as if every matrix decoded from the Q8 copy).
+pub fn entry_count(
+    cfg: &Config,
+    mode: WeightMode,
+    src: Option<&dyn TensorSource>,
+) -> Result<usize, Error> {
     let mut n = 0;
-    for_each_tensor(cfg, mode.flags() | model_flags(cfg), &mut |_, _| {
+    for_each_tensor(cfg, mode.flags() | model_flags(cfg), src, &mut |_, _, _| {
         n += 1;
         Ok(())
     })?;
@@ -219,10 +364,17 @@ impl core::fmt::Write for ByteWriter<'_> {
 }
 
 /// Fills `entries` (exactly [`entry_count`] long) with the directory of a
-/// file for `cfg` in `mode`, offsets not yet assigned.
-pub fn directory(cfg: &Config, mode: WeightMode, entries: &mut [Entry]) -> Result<(), Error> {
+/// file for `cfg` in `mode` (`src` as for [`entry_count`]), sorted, offsets
+/// not yet assigned.
+pub fn directory(
+    cfg: &Config,
+    mode: WeightMode,
+    src: Option<&dyn TensorSource>,
+    entries: &mut [Entry],
+) -> Result<(), Error> {
     let mut i = 0;
-    for_each_tensor(cfg, mode.flags() | model_flags(cfg), &mut |spec, layout| {
+    let file_flags = mode.flags() | model_flags(cfg);
+    for_each_tensor(cfg, file_flags, src, &mut |spec, layout, copies| {
         let slot = entries.get_mut(i).ok_or(Error::SizeMismatch {
             what: "directory entries",
             expected: i + 1,
@@ -237,6 +389,7 @@ pub fn directory(cfg: &Config, mode: WeightMode, entries: &mut [Entry]) -> Resul
             shape: spec.shape,
             offset: 0,
             nbytes: 0,
+            copies,
         };
         e.nbytes = e.expected_nbytes()?;
         *slot = e;
@@ -250,7 +403,40 @@ pub fn directory(cfg: &Config, mode: WeightMode, entries: &mut [Entry]) -> Resul
             actual: entries.len(),
         });
     }
+    entries.sort_unstable_by_key(|e| e.key());
     Ok(())
+}
+
+/// The source part and its row that row `r` of a stored linear role comes
+/// from: QKV rows are Q (q_dim), then K (kv_dim), then V (kv_dim); fused
+/// gate/up rows come in runs of 8 gate then 8 up rows.
+fn row_source(cfg: &Config, role: Role, r: usize) -> (Part, usize) {
+    match role {
+        Role::AttnQkv => {
+            let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
+            if r < q {
+                (Part::Q, r)
+            } else if r < q + kv {
+                (Part::K, r - q)
+            } else {
+                (Part::V, r - q - kv)
+            }
+        }
+        Role::FfnGateUp | Role::FfnGateUpExps => {
+            let (gate, up) = if role == Role::FfnGateUp {
+                (Part::Gate, Part::Up)
+            } else {
+                (Part::ExpGate, Part::ExpUp)
+            };
+            let (run, within) = (r / 16, r % 16);
+            if within < 8 {
+                (gate, run * 8 + within)
+            } else {
+                (up, run * 8 + within - 8)
+            }
+        }
+        role => (parts_of(role).first().copied().unwrap_or(Part::Embed), r),
+    }
 }
 
 /// Reads rows of a stored tensor (fused roles are assembled from their
@@ -269,16 +455,12 @@ fn read_role_rows(
     let simple = |part: Part, out: &mut [f32]| src.read_rows(part, layer, expert, row0, out);
     match e.role {
         Role::TokenEmbd => simple(Part::Embed, out),
-        Role::Output => simple(Part::LmHead, out),
         Role::OutputNorm => simple(Part::FinalNorm, out),
         Role::AttnNorm => simple(Part::AttnNorm, out),
         Role::AttnQNorm => simple(Part::QNorm, out),
         Role::AttnKNorm => simple(Part::KNorm, out),
-        Role::AttnOutput => simple(Part::O, out),
         Role::FfnNorm => simple(Part::FfnNorm, out),
-        Role::FfnDown => simple(Part::Down, out),
         Role::FfnRouter => simple(Part::Router, out),
-        Role::FfnDownExps => simple(Part::ExpDown, out),
         Role::AttnQkvBias => {
             let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
             let (a, rest) = out.split_at_mut(q.min(out.len()));
@@ -287,41 +469,14 @@ fn read_role_rows(
             src.read_rows(Part::KBias, layer, 0, 0, b)?;
             src.read_rows(Part::VBias, layer, 0, 0, c)
         }
-        Role::AttnQkv => {
-            // Rows: Q (q_dim), then K (kv_dim), then V (kv_dim).
-            let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
+        Role::AttnQkv | Role::FfnGateUp | Role::FfnGateUpExps => {
             for i in 0..n {
-                let r = row0 + i;
-                let (part, pr) = if r < q {
-                    (Part::Q, r)
-                } else if r < q + kv {
-                    (Part::K, r - q)
-                } else {
-                    (Part::V, r - q - kv)
-                };
-                src.read_rows(part, layer, 0, pr, &mut out[i * cols..(i + 1) * cols])?;
-            }
-            Ok(())
-        }
-        Role::FfnGateUp | Role::FfnGateUpExps => {
-            // Runs of 8 rows: gate 8k..8k+8, then up 8k..8k+8.
-            let (gate, up) = if e.role == Role::FfnGateUp {
-                (Part::Gate, Part::Up)
-            } else {
-                (Part::ExpGate, Part::ExpUp)
-            };
-            for i in 0..n {
-                let r = row0 + i;
-                let (run, within) = (r / 16, r % 16);
-                let (part, pr) = if within < 8 {
-                    (gate, run * 8 + within)
-                } else {
-                    (up, run * 8 + within - 8)
-                };
+                let (part, pr) = row_source(cfg, e.role, row0 + i);
                 src.read_rows(part, layer, expert, pr, &mut out[i * cols..(i + 1) * cols])?;
             }
             Ok(())
         }
+        role if !parts_of(role).is_empty() => simple(parts_of(role)[0], out),
         vision => simple(Part::Vision(vision), out),
     }
 }
@@ -417,7 +572,15 @@ fn write_tensor(
                     }
                 }
                 Layout::Q4_0x4 | Layout::Q8_0x8 => {
-                    write_quantized_group(e.layout, v, n, cols, w, &mut error)?;
+                    let rows = GroupRows {
+                        cfg,
+                        src,
+                        e,
+                        expert,
+                        row0,
+                        n,
+                    };
+                    write_quantized_group(&rows, v, cols, w, &mut error)?;
                 }
             }
             row0 += n;
@@ -426,23 +589,54 @@ fn write_tensor(
     Ok(error)
 }
 
-/// Quantizes `n` rows (GGUF blocks), repacks them into one row group and
-/// writes it, one 32-column super-block at a time (so the byte staging is a
-/// few hundred bytes on the stack).
-fn write_quantized_group(
-    layout: Layout,
-    v: &[f32],
+/// The rows of one row group being written, and where they come from.
+struct GroupRows<'s> {
+    cfg: &'s Config,
+    src: &'s dyn TensorSource,
+    e: &'s Entry,
+    expert: usize,
+    row0: usize,
     n: usize,
+}
+
+impl GroupRows<'_> {
+    /// Where row `i` of the group is stored in the source, when the entry
+    /// keeps the source's blocks for it: a tagged entry (a `source` file)
+    /// whose layout holds that row's block type exactly.
+    fn kept_blocks(&self, i: usize) -> Option<(Part, usize)> {
+        if self.e.copies == 0 {
+            return None;
+        }
+        let (part, r) = row_source(self.cfg, self.e.role, self.row0 + i);
+        let (_, _, cols) = self.e.matrix_dims();
+        let ty = self.src.block_type(part, self.e.layer)?;
+        (exact_layout(ty, cols) == Some(self.e.layout)).then_some((part, r))
+    }
+}
+
+/// Writes one row group in a Q4_0x4 or Q8_0x8 layout, one 32-column
+/// super-block at a time (so the byte staging is a few hundred bytes on
+/// the stack): each row's GGUF blocks are the source's own when the entry
+/// keeps them ([`GroupRows::kept_blocks`]), else quantized from its values
+/// `v` (`n x cols`).
+fn write_quantized_group(
+    rows: &GroupRows,
+    v: &[f32],
     cols: usize,
     w: &mut Writer<'_>,
     error: &mut QuantError,
 ) -> Result<(), Error> {
+    let (layout, n) = (rows.e.layout, rows.n);
     let nb = cols / QK;
     let (block, sb_len) = if layout == Layout::Q4_0x4 {
         (q4_0::BLOCK_BYTES, repack::Q4X4_BLOCK_BYTES)
     } else {
         (q8_0::BLOCK_BYTES, repack::Q8X8_BLOCK_BYTES)
     };
+    let mut kept: [Option<(Part, usize)>; Q8X8_ROWS] = [None; Q8X8_ROWS];
+    for (i, k) in kept.iter_mut().enumerate().take(n) {
+        *k = rows.kept_blocks(i);
+    }
     let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
     let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
     let mut stored = [0f32; QK];
@@ -450,11 +644,18 @@ fn write_quantized_group(
         for r in 0..n {
             let x = &v[r * cols + b * QK..r * cols + (b + 1) * QK];
             let dst = &mut gguf[r * block..(r + 1) * block];
-            if layout == Layout::Q4_0x4 {
+            if let Some((part, pr)) = kept[r] {
+                let e = rows.e;
+                rows.src
+                    .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
+            } else if layout == Layout::Q4_0x4 {
                 q4_0::quantize_row_bytes(x, dst)?;
-                q4_0::dequantize_row_bytes(dst, &mut stored)?;
             } else {
                 q8_0::quantize_row_bytes(x, dst)?;
+            }
+            if layout == Layout::Q4_0x4 {
+                q4_0::dequantize_row_bytes(dst, &mut stored)?;
+            } else {
                 q8_0::dequantize_row_bytes(dst, &mut stored)?;
             }
             for (&a, &q) in x.iter().zip(&stored) {
@@ -507,7 +708,7 @@ pub fn write_vqf(
             });
         }
     }
-    directory(cfg, mode, entries)?;
+    directory(cfg, mode, Some(src), entries)?;
     let mut file_flags = mode.flags() | model_flags(cfg);
     let config_size = config_section::encode(cfg, &mut Counter::default())?;
     let tokenizer_size = match tokenizer {

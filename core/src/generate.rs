@@ -26,9 +26,8 @@ use crate::error::Error;
 use crate::kernels::Kernels;
 use crate::model::forward::{forward_step, Multimodal, Rows, Step};
 use crate::model::vision::mrope_positions;
-use crate::model::weights::{Routing, Weights};
+use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
-use crate::quant::repack::Layout;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::state::State;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -106,7 +105,7 @@ pub struct Chunk {
     pub end: usize,
     /// The weight copy: the one its whole plan chunk's length selects,
     /// also when a reused prefix shortens it.
-    pub copy: Layout,
+    pub copy: WeightCopy,
     /// The last chunk of the prompt (its last row's logits are sampled).
     pub last: bool,
 }
@@ -114,7 +113,7 @@ pub struct Chunk {
 /// The copy the prefill plan multiplies for prompt position `p` of `n`
 /// (chunks of `chunk` tokens from position 0; a chunk of one token reads
 /// the decode copy).
-pub fn prompt_copy(routing: &Routing, chunk: usize, p: usize, n: usize) -> Layout {
+pub fn prompt_copy(routing: &Routing, chunk: usize, p: usize, n: usize) -> WeightCopy {
     let chunk = chunk.max(1);
     let c0 = p / chunk * chunk;
     routing.for_batch((n - c0).min(chunk))
@@ -156,7 +155,7 @@ pub fn reusable_prefix(
     routing: &Routing,
     chunk: usize,
     cached: &[u32],
-    copies: &[Layout],
+    copies: &[WeightCopy],
     upto: usize,
     prompt: &[u32],
 ) -> usize {
@@ -576,67 +575,68 @@ where
 mod tests {
     use super::*;
 
-    const DUAL: Routing = Routing {
-        prefill: Layout::Q8_0x8,
-        decode: Layout::Q4_0x4,
-    };
+    use crate::vqf::format::flags;
+
+    fn dual() -> Routing {
+        Routing::for_flags(flags::Q8_8X8 | flags::Q4_4X4, true).unwrap()
+    }
 
     #[test]
     fn the_plan_chunks_from_the_first_token_and_keeps_the_copies_of_a_fresh_prefill() {
         // 300 tokens in chunks of 128: 128, 128, 44; all three read Q8.
-        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(DUAL, 300, 128, 0).collect();
-        let spans: heapless::Vec<(usize, usize, Layout, bool), 8> = plan
+        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(dual(), 300, 128, 0).collect();
+        let spans: heapless::Vec<(usize, usize, WeightCopy, bool), 8> = plan
             .iter()
             .map(|c| (c.start, c.end, c.copy, c.last))
             .collect();
         assert_eq!(
             &spans[..],
             &[
-                (0, 128, Layout::Q8_0x8, false),
-                (128, 256, Layout::Q8_0x8, false),
-                (256, 300, Layout::Q8_0x8, true)
+                (0, 128, WeightCopy::Prefill, false),
+                (128, 256, WeightCopy::Prefill, false),
+                (256, 300, WeightCopy::Prefill, true)
             ]
         );
         // 257 tokens: the last chunk is one token, so it reads the decode copy.
-        let last = prefill_chunks(DUAL, 257, 128, 0).last().unwrap();
+        let last = prefill_chunks(dual(), 257, 128, 0).last().unwrap();
         assert_eq!(
             (last.start, last.end, last.copy),
-            (256, 257, Layout::Q4_0x4)
+            (256, 257, WeightCopy::Decode)
         );
-        assert_eq!(prompt_copy(&DUAL, 128, 256, 257), Layout::Q4_0x4);
-        assert_eq!(prompt_copy(&DUAL, 128, 255, 257), Layout::Q8_0x8);
+        assert_eq!(prompt_copy(&dual(), 128, 256, 257), WeightCopy::Decode);
+        assert_eq!(prompt_copy(&dual(), 128, 255, 257), WeightCopy::Prefill);
         // A cached prefix of 130: the second chunk starts at 130 but keeps
         // the copy its whole 128-token chunk selects.
-        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(DUAL, 300, 128, 130).collect();
+        let plan: heapless::Vec<Chunk, 8> = prefill_chunks(dual(), 300, 128, 130).collect();
         assert_eq!(plan.len(), 2);
         assert_eq!(
             (plan[0].start, plan[0].end, plan[0].copy),
-            (130, 256, Layout::Q8_0x8)
+            (130, 256, WeightCopy::Prefill)
         );
-        assert_eq!(prefill_chunks(DUAL, 300, 128, 300).count(), 0);
+        assert_eq!(prefill_chunks(dual(), 300, 128, 300).count(), 0);
     }
 
     #[test]
     fn a_cache_is_reused_only_where_tokens_and_copies_match() {
         let prompt = [1, 2, 3, 4, 5];
         let cached = [1, 2, 3, 9];
-        let q8 = [Layout::Q8_0x8; 4];
+        let q8 = [WeightCopy::Prefill; 4];
         // Tokens 0..3 match and were computed with the plan's copy (Q8).
         assert_eq!(
-            reusable_prefix(&DUAL, 128, &cached, &q8, usize::MAX, &prompt),
+            reusable_prefix(&dual(), 128, &cached, &q8, usize::MAX, &prompt),
             3
         );
         // An image at position 1 of the cache stops reuse there.
-        assert_eq!(reusable_prefix(&DUAL, 128, &cached, &q8, 1, &prompt), 1);
+        assert_eq!(reusable_prefix(&dual(), 128, &cached, &q8, 1, &prompt), 1);
         // Positions decoded with Q4 are not what the plan would compute.
-        let q4 = [Layout::Q4_0x4; 4];
+        let q4 = [WeightCopy::Decode; 4];
         assert_eq!(
-            reusable_prefix(&DUAL, 128, &cached, &q4, usize::MAX, &prompt),
+            reusable_prefix(&dual(), 128, &cached, &q4, usize::MAX, &prompt),
             0
         );
         // At least one prompt token is left to run.
         assert_eq!(
-            reusable_prefix(&DUAL, 128, &[1, 2, 3], &q8, usize::MAX, &[1, 2, 3]),
+            reusable_prefix(&dual(), 128, &[1, 2, 3], &q8, usize::MAX, &[1, 2, 3]),
             2
         );
     }

@@ -22,6 +22,13 @@ pub enum Role {
     AttnQNorm = 13,
     AttnKNorm = 14,
     AttnOutput = 15,
+    /// The Q rows of a QKV whose parts differ in type, stored apart in a
+    /// copy in the source's types (flag COPY_TAGS): `(q_dim, hidden)`.
+    AttnQ = 16,
+    /// The K rows, likewise: `(kv_dim, hidden)`.
+    AttnK = 17,
+    /// The V rows, likewise: `(kv_dim, hidden)`.
+    AttnV = 18,
     FfnNorm = 20,
     FfnGateUp = 21,
     FfnDown = 22,
@@ -61,7 +68,7 @@ pub enum Role {
 
 impl Role {
     /// Every role, in id order.
-    pub const ALL: [Role; 42] = [
+    pub const ALL: [Role; 45] = [
         Role::TokenEmbd,
         Role::Output,
         Role::OutputNorm,
@@ -71,6 +78,9 @@ impl Role {
         Role::AttnQNorm,
         Role::AttnKNorm,
         Role::AttnOutput,
+        Role::AttnQ,
+        Role::AttnK,
+        Role::AttnV,
         Role::FfnNorm,
         Role::FfnGateUp,
         Role::FfnDown,
@@ -149,6 +159,9 @@ impl Role {
             Role::AttnQNorm => "attn_q_norm",
             Role::AttnKNorm => "attn_k_norm",
             Role::AttnOutput => "attn_output",
+            Role::AttnQ => "attn_q",
+            Role::AttnK => "attn_k",
+            Role::AttnV => "attn_v",
             Role::FfnNorm => "ffn_norm",
             Role::FfnGateUp => "ffn_gate_up",
             Role::FfnDown => "ffn_down",

@@ -166,16 +166,12 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
             };
             let _ = write!(
                 o,
-                "{{\"name\":{},\"layer\":{layer},\"role\":{},\"dtype\":{},\"layout\":{},\"shape\":{},\"offset\":{},\"nbytes\":{}}}",
+                "{{\"name\":{},\"layer\":{layer},\"role\":{},\"dtype\":{},\"layout\":{},\"copies\":{},\"shape\":{},\"offset\":{},\"nbytes\":{}}}",
                 json_str(e.name_str()),
                 json_str(e.role.stem()),
-                json_str(match e.layout {
-                    kestrel_core::quant::repack::Layout::F32 => "F32",
-                    kestrel_core::quant::repack::Layout::F16 => "F16",
-                    kestrel_core::quant::repack::Layout::Q4_0x4 => "Q4_0",
-                    kestrel_core::quant::repack::Layout::Q8_0x8 => "Q8_0",
-                }),
+                json_str(kestrel_core::vqf::format::dtype_name(e.layout)),
                 json_str(layout_name(e.layout)),
+                json_str(copies_name(e.copies)),
                 shape(&e),
                 e.offset,
                 e.nbytes
@@ -243,14 +239,15 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
         h.file_len
     );
     println!(
-        "\n{:<32} {:<7} {:<20} {:>12} {:>12}",
-        "name", "type", "shape", "offset", "bytes"
+        "\n{:<32} {:<7} {:<8} {:<20} {:>12} {:>12}",
+        "name", "type", "copies", "shape", "offset", "bytes"
     );
     for e in v.entries() {
         println!(
-            "{:<32} {:<7} {:<20} {:>12} {:>12}",
+            "{:<32} {:<7} {:<8} {:<20} {:>12} {:>12}",
             e.name_str(),
             layout_name(e.layout),
+            copies_name(e.copies),
             shape(&e),
             e.offset,
             e.nbytes
@@ -315,10 +312,22 @@ pub fn verify(path: &Path) -> Result<()> {
 pub fn weight_bytes(cfg: &Config, mode: kestrel_core::convert::WeightMode) -> Result<u64> {
     use kestrel_core::convert as cc;
     let e = |e: kestrel_core::Error| e.to_string();
-    let n = cc::entry_count(cfg, mode).map_err(e)?;
+    let n = cc::entry_count(cfg, mode, None).map_err(e)?;
     let mut entries = vec![Entry::EMPTY; n];
-    cc::directory(cfg, mode, &mut entries).map_err(e)?;
+    cc::directory(cfg, mode, None, &mut entries).map_err(e)?;
     Ok(entries.iter().map(|x| x.nbytes.div_ceil(64) * 64).sum())
+}
+
+/// An entry's copy tag as text: `prefill`, `decode`, `both`, or `-` (a file
+/// without COPY_TAGS, or a tensor that is not a linear weight).
+fn copies_name(c: u8) -> &'static str {
+    use kestrel_core::vqf::format::copies;
+    match c {
+        copies::PREFILL => "prefill",
+        copies::DECODE => "decode",
+        copies::BOTH => "both",
+        _ => "-",
+    }
 }
 
 fn mb(b: u64) -> String {

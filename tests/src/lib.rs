@@ -92,7 +92,7 @@ pub use kestrel::bench::synthetic::SyntheticSource;
 
 /// Converts `src` into an in-memory VQF with the checksum patched in.
 pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<u8> {
-    let n = convert::entry_count(cfg, mode).unwrap();
+    let n = convert::entry_count(cfg, mode, Some(src)).unwrap();
     let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; convert::scratch_len(cfg).unwrap()];
     let mut sink = VecSink::default();

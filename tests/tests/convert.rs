@@ -306,7 +306,8 @@ fn conversion_reports_each_tensors_quantization_error() {
     use kestrel_core::vqf::format::Entry;
     let cfg = kestrel_tests::tiny_config(Arch::Qwen3);
     let src = kestrel_tests::SyntheticSource { cfg };
-    let mut entries = vec![Entry::EMPTY; convert::entry_count(&cfg, WeightMode::Dual).unwrap()];
+    let mut entries =
+        vec![Entry::EMPTY; convert::entry_count(&cfg, WeightMode::Dual, None).unwrap()];
     let mut scratch = vec![0f32; convert::scratch_len(&cfg).unwrap()];
     let mut sink = kestrel_tests::VecSink::default();
     let mut seen = Vec::new();

@@ -9,8 +9,9 @@ use kestrel_core::vqf::format::flags;
 use kestrel_core::vqf::{self, Vqf};
 use kestrel_tests::{build_vqf, tiny_config, SyntheticSource};
 
-const MODES: [WeightMode; 5] = [
+const MODES: [WeightMode; 6] = [
     WeightMode::Dual,
+    WeightMode::Source,
     WeightMode::Q4,
     WeightMode::Q8,
     WeightMode::F16,
@@ -34,7 +35,8 @@ fn every_mode_round_trips() {
             // reference quantizers do.
             let layout = match mode {
                 WeightMode::Dual | WeightMode::Q4 => Layout::Q4_0x4,
-                WeightMode::Q8 => Layout::Q8_0x8,
+                // A float source has no blocks to keep: one Q8_0x8 copy.
+                WeightMode::Q8 | WeightMode::Source => Layout::Q8_0x8,
                 WeightMode::F16 => Layout::F16,
                 WeightMode::F32 => Layout::F32,
             };

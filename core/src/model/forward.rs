@@ -15,7 +15,7 @@
 
 use super::linear::Exec;
 use super::ops;
-use super::weights::{LayerWeights, Weights};
+use super::weights::{LayerWeights, WeightCopy, Weights};
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
 use crate::parallel::Parallel;
@@ -85,7 +85,7 @@ pub struct Step<'r> {
     pub rows: Rows<'r>,
     /// The weight copy multiplied: `w.routing.for_batch(n)` for a chunk of
     /// `n` prompt tokens, `w.routing.decode` for a decode step.
-    pub copy: Layout,
+    pub copy: WeightCopy,
     /// Qwen3-VL: the rows' M-RoPE positions and image rows.
     pub images: Option<&'r Multimodal<'r>>,
     /// Run the lm_head for the rows that keep logits (else the logits
@@ -167,8 +167,8 @@ pub fn forward_multimodal<'s, P: Parallel>(
 }
 
 /// Runs `rows` (1 to `max_batch`, any mix of slots) through the model,
-/// multiplying the weight copy `layout`, and returns the logits of the rows
-/// with `logits` set (see [`forward_step`]). `layout`: `w.routing.decode`
+/// multiplying the weight copy `copy`, and returns the logits of the rows
+/// with `logits` set (see [`forward_step`]). `copy`: `w.routing.decode`
 /// for a decode step of several sequences (the copy `forward` reads for one
 /// token, so every row equals a single-sequence decode step bit for bit),
 /// or `w.routing.for_batch(n)` for rows that `forward` would run as a batch
@@ -179,12 +179,12 @@ pub fn forward_rows<'s, P: Parallel>(
     k: &Kernels,
     pool: &P,
     rows: &[Row],
-    layout: Layout,
+    copy: WeightCopy,
     images: Option<&Multimodal>,
 ) -> Result<&'s [f32], Error> {
     let step = Step {
         rows: Rows::Explicit(rows),
-        copy: layout,
+        copy,
         images,
         logits: rows.iter().any(|r| r.logits),
     };
@@ -277,7 +277,7 @@ fn run_step<P: Parallel>(
 ) -> Result<usize, Error> {
     let Step {
         rows,
-        copy: layout,
+        copy,
         images: mm,
         logits,
     } = *step;
@@ -387,7 +387,7 @@ fn run_step<P: Parallel>(
 
     let mut rope = [0f32; 2 * MAX_HALF];
     for l in 0..cfg.num_layers as usize {
-        let lw: &LayerWeights = w.layer(l, layout)?;
+        let lw: &LayerWeights = w.layer(l, copy)?;
 
         // --- attention ---
         // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
@@ -399,7 +399,7 @@ fn run_step<P: Parallel>(
                 eps,
             );
         }
-        cx.linear(&lw.qkv, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
+        cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.qkv)?;
         for t in 0..m {
             let row_t = rows.get(t, all_logits);
             row_rope(w, s, mm, t, &row_t, &mut rope)?;
@@ -479,7 +479,7 @@ fn run_step<P: Parallel>(
             j += 1;
         }
     }
-    let head = w.output(layout)?;
+    let head = w.output(copy);
     cx.linear(
         &head,
         s.xb,

@@ -7,6 +7,8 @@ use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::Scratch;
 
+use super::weights::Qkv;
+
 /// What a step computes with: the kernels and the threads.
 pub struct Exec<'a, P: Parallel> {
     /// The kernels (scalar or an architecture's).
@@ -52,5 +54,47 @@ impl<P: Parallel> Exec<'_, P> {
             &mut out[..m * width],
             scratch.tmp,
         )
+    }
+
+    /// `out = Wqkv x` (`m x (q_dim + 2 kv_dim)`, Q then K then V rows per
+    /// token) for a fused or a split QKV. Split parts are multiplied one
+    /// token at a time, straight into each token's row (a row's result does
+    /// not depend on the batch: every kernel computes rows independently).
+    pub fn linear_qkv(
+        &self,
+        qkv: &Qkv,
+        x: &[f32],
+        m: usize,
+        scratch: &mut Scratch,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let parts = match qkv {
+            Qkv::Fused(w) => return self.linear(w, x, m, scratch, Epilogue::Store, out),
+            Qkv::Split(parts) => parts,
+        };
+        let cols = parts[0].cols;
+        let width: usize = parts.iter().map(|p| p.rows).sum();
+        let need = m * width;
+        let have = out.len();
+        let out = out.get_mut(..need).ok_or(Error::SizeMismatch {
+            what: "qkv output",
+            expected: need,
+            actual: have,
+        })?;
+        let have = x.len();
+        let x = x.get(..m * cols).ok_or(Error::SizeMismatch {
+            what: "qkv input",
+            expected: m * cols,
+            actual: have,
+        })?;
+        for (xt, row) in x.chunks_exact(cols).zip(out.chunks_exact_mut(width)) {
+            let mut at = 0;
+            for p in parts {
+                let dst = &mut row[at..at + p.rows];
+                self.linear(p, xt, 1, scratch, Epilogue::Store, dst)?;
+                at += p.rows;
+            }
+        }
+        Ok(())
     }
 }

@@ -5,52 +5,86 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{Role, NO_LAYER};
-use crate::vqf::format::{flags, Entry};
+use crate::vqf::format::{copies, flags, Entry};
 use crate::vqf::Vqf;
+
+/// One of a file's two weight copies (mixed precision: a prompt's chunks
+/// multiply the prefill copy, decode steps the decode copy). A file with
+/// one copy resolves both to the same tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightCopy {
+    /// The copy multiplied when a step has more than one token.
+    Prefill,
+    /// The copy multiplied for single-token steps.
+    Decode,
+}
 
 /// Which weight copy each phase reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Routing {
-    /// Layout multiplied when a step has more than one token (prefill).
-    pub prefill: Layout,
-    /// Layout multiplied for single-token steps (decode).
-    pub decode: Layout,
+    /// The copy a step of more than one token multiplies (prefill).
+    pub prefill: WeightCopy,
+    /// The copy single-token steps multiply (decode).
+    pub decode: WeightCopy,
+    /// For a file without COPY_TAGS, the one layout of each copy (prefill,
+    /// decode); a COPY_TAGS file's decode copy mixes layouts (`None`).
+    layouts: [Option<Layout>; 2],
 }
 
 impl Routing {
-    /// The routing for a file's flags: decode reads Q4 when the file has it;
-    /// prefill reads Q8 when the file has it and `prefill_q8` is on
-    /// (the default), else the decode copy. F32/F16 files use what they have.
+    /// The routing for a file's flags. Decode reads the Q4 copy when the
+    /// file has one, or the per-tensor decode copy of a COPY_TAGS file;
+    /// prefill reads the Q8 copy when the file has another copy besides it
+    /// and `prefill_q8` is on (the default), else the decode copy. Files
+    /// with one copy (q4, q8, f16, f32) use it for both.
     pub fn for_flags(f: u64, prefill_q8: bool) -> Result<Routing, Error> {
         let has = |bit: u64| f & bit != 0;
-        let decode = if has(flags::Q4_4X4) {
-            Layout::Q4_0x4
+        let tagged = has(flags::COPY_TAGS);
+        let decode = if tagged {
+            None
+        } else if has(flags::Q4_4X4) {
+            Some(Layout::Q4_0x4)
         } else if has(flags::Q8_8X8) {
-            Layout::Q8_0x8
+            Some(Layout::Q8_0x8)
         } else if has(flags::LINEAR_F16) {
-            Layout::F16
+            Some(Layout::F16)
         } else if has(flags::LINEAR_F32) {
-            Layout::F32
+            Some(Layout::F32)
         } else {
             return Err(Error::BadConfig {
                 what: "the file declares no linear-weight copy",
             });
         };
-        let prefill = if prefill_q8 && has(flags::Q8_8X8) {
-            Layout::Q8_0x8
+        let two_copies = has(flags::Q8_8X8) && (tagged || has(flags::Q4_4X4));
+        let prefill_layout = if has(flags::Q8_8X8) {
+            Some(Layout::Q8_0x8)
         } else {
             decode
         };
-        Ok(Routing { prefill, decode })
+        Ok(Routing {
+            prefill: if prefill_q8 && two_copies {
+                WeightCopy::Prefill
+            } else {
+                WeightCopy::Decode
+            },
+            decode: WeightCopy::Decode,
+            layouts: [prefill_layout, decode],
+        })
     }
 
-    /// The layout for a step of `m` tokens.
-    pub fn for_batch(&self, m: usize) -> Layout {
+    /// The copy a step of `m` tokens multiplies.
+    pub fn for_batch(&self, m: usize) -> WeightCopy {
         if m > 1 {
             self.prefill
         } else {
             self.decode
         }
+    }
+
+    /// The one layout of `copy`, or `None` when the copy mixes layouts
+    /// tensor by tensor (the decode copy of a COPY_TAGS file).
+    pub fn layout(&self, copy: WeightCopy) -> Option<Layout> {
+        self.layouts[copy as usize]
     }
 }
 
@@ -84,7 +118,7 @@ pub struct LayerWeights<'a> {
     /// (hidden) f32.
     pub attn_norm: &'a [u8],
     /// (q_dim + 2 kv_dim, hidden): Q, K, V rows.
-    pub qkv: PackedMatrix<'a>,
+    pub qkv: Qkv<'a>,
     /// (q_dim + 2 kv_dim) f32, Qwen2 only.
     pub qkv_bias: Option<&'a [u8]>,
     /// (head_dim) f32, Qwen3 only.
@@ -103,6 +137,17 @@ pub struct LayerWeights<'a> {
     pub moe: Option<MoeLayer<'a>>,
 }
 
+/// The QKV projection of one copy: `(q_dim + 2 kv_dim, hidden)` rows, Q
+/// then K then V.
+#[derive(Clone, Copy, Debug)]
+pub enum Qkv<'a> {
+    /// One matrix.
+    Fused(PackedMatrix<'a>),
+    /// Three matrices, `[(q_dim, hidden), (kv_dim, hidden), (kv_dim,
+    /// hidden)]`: a copy in the source's types where Q, K and V differ.
+    Split([PackedMatrix<'a>; 3]),
+}
+
 /// A 0 x 0 matrix: a placeholder.
 const NO_MATRIX: PackedMatrix<'static> = PackedMatrix {
     layout: Layout::F32,
@@ -115,7 +160,7 @@ impl<'a> LayerWeights<'a> {
     /// A placeholder to fill storage with before [`Weights::new`].
     pub const EMPTY: LayerWeights<'static> = LayerWeights {
         attn_norm: &[],
-        qkv: NO_MATRIX,
+        qkv: Qkv::Fused(NO_MATRIX),
         qkv_bias: None,
         q_norm: None,
         k_norm: None,
@@ -170,7 +215,8 @@ impl<'a> Weights<'a> {
         };
         w.embedding_rows = w.find(NO_LAYER, Role::TokenEmbd, embedding)?;
         w.output_norm = w.vector(NO_LAYER, Role::OutputNorm)?;
-        for (c, copy) in [routing.prefill, routing.decode].into_iter().enumerate() {
+        for copy in [WeightCopy::Prefill, WeightCopy::Decode] {
+            let c = copy as usize;
             w.output[c] = w.matrix(NO_LAYER, Role::Output, copy)?;
             for l in 0..n {
                 layers[c * n + l] = w.resolve_layer(l, copy)?;
@@ -178,20 +224,6 @@ impl<'a> Weights<'a> {
         }
         w.layers = layers;
         Ok(w)
-    }
-
-    /// Which resolved copy `layout` is (0 prefill, 1 decode).
-    fn copy_index(&self, layout: Layout) -> Result<usize, Error> {
-        if layout == self.routing.prefill {
-            Ok(0)
-        } else if layout == self.routing.decode {
-            Ok(1)
-        } else {
-            Err(Error::Unsupported {
-                what: "weight copy not routed by this file",
-                value: crate::vqf::format::layout_code(layout) as u64,
-            })
-        }
     }
 
     /// The directory entry of a tensor the model needs.
@@ -204,6 +236,26 @@ impl<'a> Weights<'a> {
             })
     }
 
+    /// The entry of linear weight `(layer, role)` in `copy`: by its tag in
+    /// a COPY_TAGS file, else by the copy's layout.
+    fn copy_entry(&self, layer: u16, role: Role, copy: WeightCopy) -> Result<Entry, Error> {
+        match self.routing.layout(copy) {
+            Some(layout) => self.entry(layer, role, layout),
+            None => {
+                let bit = match copy {
+                    WeightCopy::Prefill => copies::PREFILL,
+                    WeightCopy::Decode => copies::DECODE,
+                };
+                self.vqf
+                    .find_copy(layer, role, bit)
+                    .ok_or(Error::MissingTensor {
+                        role: role.stem(),
+                        layer,
+                    })
+            }
+        }
+    }
+
     fn find(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
         Ok(self.vqf.data(&self.entry(layer, role, layout)?))
     }
@@ -212,23 +264,45 @@ impl<'a> Weights<'a> {
         self.find(layer, role, Layout::F32)
     }
 
-    fn matrix(&self, layer: u16, role: Role, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
-        self.vqf.matrix(&self.entry(layer, role, layout)?, 0)
+    fn matrix(&self, layer: u16, role: Role, copy: WeightCopy) -> Result<PackedMatrix<'a>, Error> {
+        self.vqf.matrix(&self.copy_entry(layer, role, copy)?, 0)
     }
 
-    /// MoE layer `layer`'s router and expert stacks in `layout`.
-    fn moe_layer(&self, layer: u16, layout: Layout) -> Result<Option<MoeLayer<'a>>, Error> {
+    /// Layer `layer`'s QKV projection in `copy`: fused, or (a COPY_TAGS
+    /// file whose Q, K and V differ in type) three matrices.
+    fn qkv(&self, layer: u16, copy: WeightCopy) -> Result<Qkv<'a>, Error> {
+        match self.copy_entry(layer, Role::AttnQkv, copy) {
+            Ok(e) => Ok(Qkv::Fused(self.vqf.matrix(&e, 0)?)),
+            Err(missing) if self.routing.layout(copy).is_none() => {
+                let part = |role| self.matrix(layer, role, copy).map_err(|_| missing);
+                Ok(Qkv::Split([
+                    part(Role::AttnQ)?,
+                    part(Role::AttnK)?,
+                    part(Role::AttnV)?,
+                ]))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// MoE layer `layer`'s router and expert stacks in `copy`.
+    fn moe_layer(&self, layer: u16, copy: WeightCopy) -> Result<Option<MoeLayer<'a>>, Error> {
         let Some(m) = self.cfg.moe else {
             return Ok(None);
         };
         if !self.cfg.is_moe_layer(layer as usize) {
             return Ok(None);
         }
+        let gate_up = self.copy_entry(layer, Role::FfnGateUpExps, copy)?;
+        let down = self.copy_entry(layer, Role::FfnDownExps, copy)?;
         Ok(Some(MoeLayer {
-            router: self.matrix(layer, Role::FfnRouter, Layout::F32)?,
-            gate_up: self.find(layer, Role::FfnGateUpExps, layout)?,
-            down: self.find(layer, Role::FfnDownExps, layout)?,
-            layout,
+            router: self
+                .vqf
+                .matrix(&self.entry(layer, Role::FfnRouter, Layout::F32)?, 0)?,
+            gate_up: self.vqf.data(&gate_up),
+            down: self.vqf.data(&down),
+            gate_up_layout: gate_up.layout,
+            down_layout: down.layout,
             experts: m.num_experts as usize,
             top_k: m.experts_per_token as usize,
             ffn: m.moe_ffn_size as usize,
@@ -237,10 +311,10 @@ impl<'a> Weights<'a> {
         }))
     }
 
-    /// Layer `l`'s tensors in `layout` (the copy a step multiplies).
-    pub fn layer(&self, l: usize, layout: Layout) -> Result<&LayerWeights<'a>, Error> {
+    /// Layer `l`'s tensors in `copy` (the copy a step multiplies).
+    pub fn layer(&self, l: usize, copy: WeightCopy) -> Result<&LayerWeights<'a>, Error> {
         let n = self.cfg.num_layers as usize;
-        let at = self.copy_index(layout)? * n + l;
+        let at = copy as usize * n + l;
         self.layers
             .get(at)
             .filter(|_| l < n)
@@ -251,30 +325,24 @@ impl<'a> Weights<'a> {
             })
     }
 
-    /// Looks up layer `l`'s tensors in `layout` (the parser checked they
+    /// Looks up layer `l`'s tensors in `copy` (the parser checked they
     /// all exist).
-    fn resolve_layer(&self, l: usize, layout: Layout) -> Result<LayerWeights<'a>, Error> {
+    fn resolve_layer(&self, l: usize, copy: WeightCopy) -> Result<LayerWeights<'a>, Error> {
         let layer = u16::try_from(l).map_err(|_| Error::Overflow {
             what: "layer index",
         })?;
-        let moe = self.moe_layer(layer, layout)?;
+        let moe = self.moe_layer(layer, copy)?;
         let (gate_up, down) = if moe.is_some() {
-            let empty = PackedMatrix {
-                layout,
-                rows: 0,
-                cols: 0,
-                bytes: &[],
-            };
-            (empty, empty)
+            (NO_MATRIX, NO_MATRIX)
         } else {
             (
-                self.matrix(layer, Role::FfnGateUp, layout)?,
-                self.matrix(layer, Role::FfnDown, layout)?,
+                self.matrix(layer, Role::FfnGateUp, copy)?,
+                self.matrix(layer, Role::FfnDown, copy)?,
             )
         };
         Ok(LayerWeights {
             attn_norm: self.vector(layer, Role::AttnNorm)?,
-            qkv: self.matrix(layer, Role::AttnQkv, layout)?,
+            qkv: self.qkv(layer, copy)?,
             qkv_bias: if self.cfg.qkv_bias {
                 Some(self.vector(layer, Role::AttnQkvBias)?)
             } else {
@@ -290,7 +358,7 @@ impl<'a> Weights<'a> {
             } else {
                 None
             },
-            o: self.matrix(layer, Role::AttnOutput, layout)?,
+            o: self.matrix(layer, Role::AttnOutput, copy)?,
             ffn_norm: self.vector(layer, Role::FfnNorm)?,
             gate_up,
             down,
@@ -308,19 +376,24 @@ impl<'a> Weights<'a> {
         self.output_norm
     }
 
-    /// (vocab, hidden) lm_head in `layout` (the copy a step multiplies).
-    pub fn output(&self, layout: Layout) -> Result<PackedMatrix<'a>, Error> {
-        Ok(self.output[self.copy_index(layout)?])
+    /// (vocab, hidden) lm_head in `copy` (the copy a step multiplies).
+    pub fn output(&self, copy: WeightCopy) -> PackedMatrix<'a> {
+        self.output[copy as usize]
     }
 
     /// Bytes of weights one decode step reads (layers and lm_head in the
     /// decode copy, one embedding row; of each MoE layer's experts, the `k`
     /// selected ones): for bandwidth figures.
     pub fn decode_bytes(&self) -> u64 {
+        let decode_layout = self.routing.layout(WeightCopy::Decode);
+        let in_decode_copy = |e: &Entry| match decode_layout {
+            Some(layout) => e.layout == layout,
+            None => e.copies & copies::DECODE != 0,
+        };
         let mut total = 0u64;
         for e in self.vqf.entries() {
             if matches!(e.role, Role::FfnGateUpExps | Role::FfnDownExps) {
-                if let (Some(m), true) = (self.cfg.moe, e.layout == self.routing.decode) {
+                if let (Some(m), true) = (self.cfg.moe, in_decode_copy(&e)) {
                     let per = e.nbytes / (m.num_experts.max(1) as u64);
                     total += per * m.experts_per_token as u64;
                 }
@@ -329,10 +402,13 @@ impl<'a> Weights<'a> {
             let used = match e.role {
                 Role::TokenEmbd => false,
                 Role::AttnQkv
+                | Role::AttnQ
+                | Role::AttnK
+                | Role::AttnV
                 | Role::AttnOutput
                 | Role::FfnGateUp
                 | Role::FfnDown
-                | Role::Output => e.layout == self.routing.decode,
+                | Role::Output => in_decode_copy(&e),
                 role => !role.is_vision(),
             };
             if used {
@@ -354,8 +430,10 @@ pub struct MoeLayer<'a> {
     pub gate_up: &'a [u8],
     /// Stacked experts' down, `experts x (hidden, ffn)`.
     pub down: &'a [u8],
-    /// The copy both stacks are stored in.
-    pub layout: Layout,
+    /// The layout of the gate/up stack.
+    pub gate_up_layout: Layout,
+    /// The layout of the down stack.
+    pub down_layout: Layout,
     /// Number of experts.
     pub experts: usize,
     /// Experts chosen per token.
@@ -382,8 +460,8 @@ impl<'a> MoeLayer<'a> {
         let gu_rows = self.ffn.checked_mul(2).ok_or(Error::Overflow {
             what: "expert rows",
         })?;
-        let slice = |stack: &'a [u8], rows: usize, cols: usize| {
-            let one = self.layout.matrix_bytes(rows, cols)?;
+        let slice = |stack: &'a [u8], layout: Layout, rows: usize, cols: usize| {
+            let one = layout.matrix_bytes(rows, cols)?;
             let start = one.checked_mul(e).ok_or(Error::Overflow {
                 what: "expert offset",
             })?;
@@ -394,11 +472,11 @@ impl<'a> MoeLayer<'a> {
                     need: start.saturating_add(one) as u64,
                     have: stack.len() as u64,
                 })?;
-            PackedMatrix::new(self.layout, rows, cols, bytes)
+            PackedMatrix::new(layout, rows, cols, bytes)
         };
         Ok((
-            slice(self.gate_up, gu_rows, self.hidden)?,
-            slice(self.down, self.hidden, self.ffn)?,
+            slice(self.gate_up, self.gate_up_layout, gu_rows, self.hidden)?,
+            slice(self.down, self.down_layout, self.hidden, self.ffn)?,
         ))
     }
 }

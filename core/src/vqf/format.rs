@@ -42,12 +42,17 @@ pub mod flags {
     pub const VISION: u64 = 1 << 6;
     /// Tokenizer section present.
     pub const TOKENIZER: u64 = 1 << 7;
+    /// Each linear-weight entry says which copies it belongs to (entry byte
+    /// 55: bit 0 the prefill copy, bit 1 the decode copy), so a copy may mix
+    /// layouts tensor by tensor (the decode copy in the source file's own
+    /// block types). Requires Q8_8X8: the prefill copy is Q8_0x8.
+    pub const COPY_TAGS: u64 = 1 << 8;
     /// Every bit this version defines.
-    pub const KNOWN: u64 = 0xFF;
+    pub const KNOWN: u64 = 0x1FF;
     /// The bits declaring copies of the linear weights.
     pub const COPIES: u64 = Q8_8X8 | Q4_4X4 | LINEAR_F32 | LINEAR_F16;
     /// Names of the bits, lowest first.
-    pub const NAMES: [&str; 8] = [
+    pub const NAMES: [&str; 9] = [
         "Q8_8X8",
         "Q4_4X4",
         "LINEAR_F32",
@@ -56,6 +61,7 @@ pub mod flags {
         "EMB_F16",
         "VISION",
         "TOKENIZER",
+        "COPY_TAGS",
     ];
 }
 
@@ -83,6 +89,16 @@ pub fn vision_layout(file_flags: u64, cols: usize) -> Layout {
         Layout::F16
     } else {
         Layout::F32
+    }
+}
+
+/// The GGUF block type a layout stores (`F32`, `F16`, `Q4_0`, `Q8_0`, ...).
+pub fn dtype_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::F32 => "F32",
+        Layout::F16 => "F16",
+        Layout::Q4_0x4 => "Q4_0",
+        Layout::Q8_0x8 => "Q8_0",
     }
 }
 
@@ -278,6 +294,20 @@ pub struct Entry {
     pub offset: u64,
     /// Bytes of data.
     pub nbytes: u64,
+    /// In a file with flag COPY_TAGS, the weight copies a linear weight
+    /// belongs to ([`copies::PREFILL`], [`copies::DECODE`] or both); 0
+    /// otherwise (the copy follows from the layout and the file's flags).
+    pub copies: u8,
+}
+
+/// The bits of [`Entry::copies`].
+pub mod copies {
+    /// The entry is (part of) the prefill copy.
+    pub const PREFILL: u8 = 1;
+    /// The entry is (part of) the decode copy.
+    pub const DECODE: u8 = 2;
+    /// Both copies read this entry.
+    pub const BOTH: u8 = PREFILL | DECODE;
 }
 
 impl Entry {
@@ -291,6 +321,7 @@ impl Entry {
         shape: [1, 0, 0, 0],
         offset: 0,
         nbytes: 0,
+        copies: 0,
     };
 
     /// The sort key of the directory.
@@ -336,6 +367,7 @@ impl Entry {
         b[52] = dtype_code(self.layout);
         b[53] = layout_code(self.layout);
         b[54] = self.ndim;
+        b[55] = self.copies;
         for (i, s) in self.shape.iter().enumerate() {
             b[56 + 4 * i..60 + 4 * i].copy_from_slice(&s.to_le_bytes());
         }
@@ -374,7 +406,13 @@ impl Entry {
                 at: at + 54,
             });
         }
-        if b[55] != 0 || b[88..96].iter().any(|&x| x != 0) {
+        if b[55] > copies::BOTH {
+            return Err(Error::Malformed {
+                what: "entry copies (0..=3)",
+                at: at + 55,
+            });
+        }
+        if b[88..96].iter().any(|&x| x != 0) {
             return Err(Error::Malformed {
                 what: "reserved entry bytes (must be zero)",
                 at,
@@ -400,6 +438,7 @@ impl Entry {
             shape,
             offset: le(b, 72, 8),
             nbytes: le(b, 80, 8),
+            copies: b[55],
         })
     }
 }

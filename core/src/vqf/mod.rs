@@ -19,7 +19,9 @@ use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{self, Kind};
 use crate::tensors::{Role, NO_LAYER};
 pub use format::checksum;
-use format::{copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS};
+use format::{
+    copies, copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS,
+};
 use tokenizer_section::TokenizerTables;
 
 /// A validated VQF file.
@@ -208,40 +210,103 @@ impl<'a> Vqf<'a> {
         } else {
             Layout::F32
         };
-        let copies: [Layout; 4] = [Layout::Q8_0x8, Layout::Q4_0x4, Layout::F32, Layout::F16];
-        let mut expected = 0u64;
+        let tagged = f & flags::COPY_TAGS != 0;
+        if tagged && f & flags::COPIES != flags::Q8_8X8 {
+            return Err(Error::BadConfig {
+                what: "COPY_TAGS needs the Q8_8X8 copy and no other copy flag",
+            });
+        }
+        let layouts: [Layout; 4] = [Layout::Q8_0x8, Layout::Q4_0x4, Layout::F32, Layout::F16];
+        let expected = core::cell::Cell::new(0u64);
         tensors::for_each(&self.config, &mut |spec| {
-            let mut need = |layout: Layout| -> Result<(), Error> {
-                expected += 1;
+            let shape_ok = |e: &Entry, shape: [u32; 4]| -> Result<(), Error> {
+                if e.ndim != spec.ndim || e.shape != shape {
+                    return Err(Error::BadShape {
+                        role: e.role.stem(),
+                        layer: spec.layer,
+                    });
+                }
+                Ok(())
+            };
+            let untagged = |e: Entry| -> Result<Entry, Error> {
+                if e.copies != 0 {
+                    return Err(Error::BadConfig {
+                        what: "entry copies set on a tensor that is not a tagged linear weight",
+                    });
+                }
+                Ok(e)
+            };
+            let need = |layout: Layout| -> Result<Entry, Error> {
+                expected.set(expected.get() + 1);
                 let e = self
                     .find(spec.layer, spec.role, layout)
                     .ok_or(Error::MissingTensor {
                         role: spec.role.stem(),
                         layer: spec.layer,
                     })?;
-                if e.ndim != spec.ndim || e.shape != spec.shape {
-                    return Err(Error::BadShape {
-                        role: spec.role.stem(),
-                        layer: spec.layer,
-                    });
-                }
-                Ok(())
+                shape_ok(&e, spec.shape)?;
+                Ok(e)
             };
             match spec.kind {
-                Kind::Embedding => need(emb),
-                Kind::F32 => need(Layout::F32),
-                Kind::VisionLinear => need(format::vision_layout(f, spec.shape[1] as usize)),
-                Kind::Linear => {
-                    for l in copies {
+                Kind::Embedding => need(emb).and_then(untagged).map(|_| ()),
+                Kind::F32 => need(Layout::F32).and_then(untagged).map(|_| ()),
+                Kind::VisionLinear => need(format::vision_layout(f, spec.shape[1] as usize))
+                    .and_then(untagged)
+                    .map(|_| ()),
+                Kind::Linear if !tagged => {
+                    for l in layouts {
                         if f & copy_flag(l) != 0 {
-                            need(l)?;
+                            untagged(need(l)?)?;
                         }
+                    }
+                    Ok(())
+                }
+                Kind::Linear => {
+                    // The prefill copy is Q8_0x8; the decode copy is the
+                    // same entry, another entry of the role, or (QKV only)
+                    // the Q, K and V rows apart.
+                    let p = need(Layout::Q8_0x8)?;
+                    if p.copies & copies::PREFILL == 0 {
+                        return Err(Error::BadConfig {
+                            what: "a Q8_0x8 linear weight of a COPY_TAGS file is not in the prefill copy",
+                        });
+                    }
+                    if p.copies & copies::DECODE != 0 {
+                        return Ok(());
+                    }
+                    if let Some(d) = self.find_copy(spec.layer, spec.role, copies::DECODE) {
+                        expected.set(expected.get() + 1);
+                        if d.copies != copies::DECODE {
+                            return Err(Error::BadConfig {
+                                what: "two entries of one tensor in the prefill copy",
+                            });
+                        }
+                        return shape_ok(&d, spec.shape);
+                    }
+                    if spec.role != Role::AttnQkv {
+                        return Err(Error::MissingTensor {
+                            role: spec.role.stem(),
+                            layer: spec.layer,
+                        });
+                    }
+                    let h = self.config.hidden_size;
+                    let (q, kv) = (self.config.q_dim() as u32, self.config.kv_dim() as u32);
+                    for (role, rows) in [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)] {
+                        expected.set(expected.get() + 1);
+                        let e = self
+                            .find_copy(spec.layer, role, copies::DECODE)
+                            .filter(|e| e.copies == copies::DECODE)
+                            .ok_or(Error::MissingTensor {
+                                role: role.stem(),
+                                layer: spec.layer,
+                            })?;
+                        shape_ok(&e, [rows, h, 0, 0])?;
                     }
                     Ok(())
                 }
             }
         })?;
-        if expected != self.header.tensor_count as u64 {
+        if expected.get() != self.header.tensor_count as u64 {
             return Err(Error::Malformed {
                 what: "directory holds tensors the config and flags do not call for",
                 at: 24,
@@ -298,6 +363,26 @@ impl<'a> Vqf<'a> {
             }
         }
         None
+    }
+
+    /// The entry of `(layer, role)` that belongs to weight copy `copy`
+    /// ([`copies::PREFILL`] or [`copies::DECODE`]) by its tag (files with
+    /// flag COPY_TAGS; the first in layout order when several are tagged).
+    pub fn find_copy(&self, layer: u16, role: Role, copy: u8) -> Option<Entry> {
+        // Lower bound of (layer, role, 0), then the few layouts of the role.
+        let key = (layer, role as u16, 0u8);
+        let (mut lo, mut hi) = (0usize, self.header.tensor_count as usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid)?.key() < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo..self.header.tensor_count as usize)
+            .map_while(|i| self.entry(i).filter(|e| e.layer == layer && e.role == role))
+            .find(|e| e.copies & copy != 0)
     }
 
     /// The data of an entry (bounds validated at parse).

@@ -74,7 +74,7 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
         eos_count: 0,
     };
     let t = Instant::now();
-    let n = kestrel_core::convert::entry_count(&cfg, WeightMode::Q8)?;
+    let n = kestrel_core::convert::entry_count(&cfg, WeightMode::Q8, None)?;
     let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; kestrel_core::convert::scratch_len(&cfg)?];
     struct VecSink(Vec<u8>);

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
 use kestrel_core::convert::{Part, TensorSource};
-use kestrel_core::gguf::{dequantize_row, Gguf, TensorInfo};
+use kestrel_core::gguf::{dequantize_row, GgmlType, Gguf, TensorInfo};
 use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
 use kestrel_core::Error;
 use std::collections::HashMap;
@@ -154,7 +154,60 @@ impl<'a> GgufSource<'a> {
     }
 }
 
+impl GgufSource<'_> {
+    fn tensor(&self, part: Part, layer: u16) -> std::result::Result<&TensorInfo<'_>, Error> {
+        self.tensors
+            .get(&self.name(part, layer))
+            .ok_or(Error::MissingTensor {
+                role: "GGUF tensor",
+                layer,
+            })
+    }
+
+    /// Stacked experts (ne = [in, out, experts]): expert e's row r is row
+    /// e * out + r.
+    fn first_row(part: Part, t: &TensorInfo, expert: usize) -> usize {
+        if matches!(part, Part::ExpGate | Part::ExpUp | Part::ExpDown) {
+            expert * t.ne()[1] as usize
+        } else {
+            0
+        }
+    }
+}
+
 impl TensorSource for GgufSource<'_> {
+    fn block_type(&self, part: Part, layer: u16) -> Option<GgmlType> {
+        self.tensor(part, layer).ok().map(|t| t.ggml_type())
+    }
+
+    fn read_block_bytes(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row: usize,
+        byte0: usize,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        let t = self.tensor(part, layer)?;
+        let r = Self::first_row(part, t, expert) + row;
+        let bytes = t.row(r as u64).ok_or(Error::OutOfRange {
+            what: "GGUF tensor row",
+            value: r,
+            max: t.n_rows() as usize,
+        })?;
+        let src = byte0
+            .checked_add(out.len())
+            .and_then(|end| bytes.get(byte0..end))
+            .ok_or(Error::Truncated {
+                what: "GGUF row blocks",
+                need: (byte0 as u64).saturating_add(out.len() as u64),
+                have: bytes.len() as u64,
+            })?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
     fn read_rows(
         &self,
         part: Part,

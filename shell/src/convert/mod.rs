@@ -16,6 +16,7 @@ use kestrel_core::config::Config;
 use kestrel_core::convert::{
     self as core_convert, Part, QuantError, TensorSource, TensorWritten, WeightMode,
 };
+use kestrel_core::quant::repack::Layout;
 use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
@@ -30,12 +31,20 @@ pub enum Mode {
     Q8,
     F16,
     F32,
+    Source,
 }
 
 /// `--wmode`'s values, in the order of the help.
 impl ValueEnum for Mode {
     fn value_variants<'a>() -> &'a [Self] {
-        &[Mode::Dual, Mode::Q4, Mode::Q8, Mode::F16, Mode::F32]
+        &[
+            Mode::Dual,
+            Mode::Source,
+            Mode::Q4,
+            Mode::Q8,
+            Mode::F16,
+            Mode::F32,
+        ]
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
@@ -45,6 +54,7 @@ impl ValueEnum for Mode {
             Mode::Q8 => "q8",
             Mode::F16 => "f16",
             Mode::F32 => "f32",
+            Mode::Source => "source",
         }))
     }
 }
@@ -74,7 +84,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: dual (Q8 for prefill + Q4 for decode), q4, q8, f16, f32.",
+                    "Weight copies: dual (Q8 for prefill + Q4 for decode), source (Q8 for prefill + the GGUF file's own blocks for decode), q4, q8, f16, f32.",
                 )
                 .value_parser(EnumValueParser::<Mode>::new())
                 .default_value("dual"),
@@ -234,6 +244,55 @@ impl Progress {
     }
 }
 
+/// For `--wmode source`: fails on a source without quantized blocks, and
+/// names every matrix the decode copy cannot keep as it is (its type has
+/// no exact layout, or fused parts differ in type), which then decodes
+/// from the Q8_0 copy.
+fn say_source_plan(cfg: &Config, src: &dyn NamedSource, verbose: bool) -> Result<()> {
+    use kestrel_core::tensors::{self, Kind};
+    if src.block_type(Part::Q, 0).is_none() {
+        return Err(
+            "--wmode source keeps a GGUF file's own blocks; this source has none (use dual)".into(),
+        );
+    }
+    let mut notes = Vec::new();
+    tensors::for_each(cfg, &mut |spec| {
+        if spec.kind != Kind::Linear {
+            return Ok(());
+        }
+        let cols = spec.shape[spec.ndim as usize - 1] as usize;
+        let plan = core_convert::source_plan(src, spec.layer, spec.role, cols);
+        for &part in core_convert::parts_of(spec.role) {
+            let Some(ty) = src.block_type(part, spec.layer) else {
+                continue;
+            };
+            let exact = core_convert::exact_layout(ty, cols);
+            let kept = match plan {
+                core_convert::SourcePlan::Shared => exact == Some(Layout::Q8_0x8),
+                _ => exact.is_some(),
+            };
+            if !kept {
+                notes.push(format!(
+                    "{} ({ty:?}): decodes from the Q8_0 copy ({})",
+                    src.tensor_name(part, spec.layer, 0),
+                    if exact.is_none() {
+                        "no layout holds this type exactly"
+                    } else {
+                        "fused with a part of another type"
+                    }
+                ));
+            }
+        }
+        Ok(())
+    })?;
+    if verbose {
+        for n in &notes {
+            eprintln!("[VQF] {n}");
+        }
+    }
+    Ok(())
+}
+
 /// Peak resident memory of this process (VmHWM), in bytes.
 pub fn peak_rss() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -252,6 +311,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::Q8 => WeightMode::Q8,
         Mode::F16 => WeightMode::F16,
         Mode::F32 => WeightMode::F32,
+        Mode::Source => WeightMode::Source,
     };
     convert_model(&a.src, &a.out, mode, a.max_seq, true, !a.text_only)
 }
@@ -344,7 +404,10 @@ fn write(
     t0: Instant,
 ) -> Result<()> {
     let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
-    let n = core_convert::entry_count(cfg, mode)?;
+    if mode == WeightMode::Source {
+        say_source_plan(cfg, src, a.verbose)?;
+    }
+    let n = core_convert::entry_count(cfg, mode, Some(src as &dyn TensorSource))?;
     let mut entries = vec![Entry::EMPTY; n];
     let mut scratch = vec![0f32; core_convert::scratch_len(cfg)?];
     let staging = scratch.len() * 4 + (1 << 20);

@@ -20,9 +20,9 @@ use kestrel_core::generate::{
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
+use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
-use kestrel_core::quant::repack::Layout;
 use kestrel_core::sampler::{Sampler, SamplerConfig};
 use kestrel_core::state::State;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,7 +73,7 @@ struct Slot {
     /// The tokens whose keys and values are in the region, in order.
     tokens: Vec<u32>,
     /// The weight copy each of those positions was computed with.
-    copies: Vec<Layout>,
+    copies: Vec<WeightCopy>,
     active: Option<Active>,
     /// When the slot last took a job (least recently used goes first).
     used: u64,

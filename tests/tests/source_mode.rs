@@ -1,0 +1,247 @@
+//! `--wmode source`: a GGUF file's own blocks kept for the decode copy.
+//! Every fixture GGUF converts; the decode copy holds the source rows byte
+//! for byte wherever a layout holds their type (unpacked and compared with
+//! the GGUF's rows); the file is tagged as docs/vqf.md says; batched and
+//! token-by-token runs over the decode copy agree bit for bit (split QKV
+//! included); and the decode copy is as close to the exact f32 computation
+//! as the source's own blocks allow: closer than dual's Q4 copy.
+
+use kestrel::convert::convert;
+use kestrel_core::convert::WeightMode;
+use kestrel_core::gguf::{GgmlType, Gguf};
+use kestrel_core::model::forward::forward;
+use kestrel_core::parallel::Serial;
+use kestrel_core::quant::repack::{self, Layout};
+use kestrel_core::state::{ArenaSizes, KvType, Options, State};
+use kestrel_core::tensors::Role;
+use kestrel_core::vqf::format::{copies, flags};
+use kestrel_core::vqf::Vqf;
+use kestrel_tests::{detected_kernels, diff, fixtures, temp_dir};
+use std::path::PathBuf;
+
+/// A GGUF file made of `base`'s metadata and tensors, but the tensors whose
+/// name ends with one of `from_other` taken (type and data) from `other`:
+/// a model whose matrices differ in type tensor by tensor, as llama.cpp's
+/// k-quant mixes make them.
+fn splice(base: &[u8], other: &[u8], from_other: &[&str]) -> Vec<u8> {
+    let (a, b) = (Gguf::parse(base).unwrap(), Gguf::parse(other).unwrap());
+    let infos: Vec<_> = a.tensors().collect();
+    let align = a.alignment();
+    let mut out = base[..infos[0].info_offset()].to_vec();
+    let mut data: Vec<u8> = Vec::new();
+    for t in &infos {
+        let pick = if from_other.iter().any(|s| t.name().ends_with(s)) {
+            b.tensor(t.name()).unwrap()
+        } else {
+            *t
+        };
+        out.extend_from_slice(&(t.name().len() as u64).to_le_bytes());
+        out.extend_from_slice(t.name().as_bytes());
+        out.extend_from_slice(&(t.dims().len() as u32).to_le_bytes());
+        for d in t.dims() {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&(pick.ggml_type() as u32).to_le_bytes());
+        data.resize(data.len().next_multiple_of(align), 0);
+        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        data.extend_from_slice(pick.data());
+    }
+    out.resize(out.len().next_multiple_of(align), 0);
+    out.extend_from_slice(&data);
+    out
+}
+
+/// The Q4_0 dense fixture with every `attn_v` and every odd `ffn_down`
+/// from its Q8_0 twin (QKV splits in the decode copy) and the model's own
+/// fixtures.
+fn gguf_fixtures() -> Vec<PathBuf> {
+    let dir = temp_dir("source-mode-inputs");
+    let g = fixtures().join("dev_qwen3_dense_untied").join("gguf");
+    let mixed = dir.join("model-mixed.gguf");
+    let bytes = splice(
+        &std::fs::read(g.join("model-q4_0.gguf")).unwrap(),
+        &std::fs::read(g.join("model-q8_0.gguf")).unwrap(),
+        &["attn_v.weight", "1.ffn_down.weight"],
+    );
+    Gguf::parse(&bytes).unwrap();
+    std::fs::write(&mixed, bytes).unwrap();
+    let mut v = vec![mixed];
+    v.extend(own_fixtures());
+    v
+}
+
+fn own_fixtures() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for m in [
+        "dev_qwen3_dense_tied",
+        "dev_qwen3_dense_untied",
+        "dev_qwen2_dense",
+        "dev_qwen3_moe",
+    ] {
+        for f in ["model-q8_0.gguf", "model-q4_0.gguf", "model-f32.gguf"] {
+            let p = fixtures().join(m).join("gguf").join(f);
+            if p.exists() {
+                v.push(p);
+            }
+        }
+    }
+    assert!(v.len() >= 8, "GGUF fixtures missing: {v:?}");
+    v
+}
+
+/// The GGUF tensor name of stored role `role` (one source part) of `layer`.
+fn source_name(role: Role, layer: u16, tied: bool) -> Option<String> {
+    let l = format!("blk.{layer}.");
+    Some(match role {
+        Role::AttnQ => format!("{l}attn_q.weight"),
+        Role::AttnK => format!("{l}attn_k.weight"),
+        Role::AttnV => format!("{l}attn_v.weight"),
+        Role::AttnOutput => format!("{l}attn_output.weight"),
+        Role::FfnDown => format!("{l}ffn_down.weight"),
+        Role::Output if tied => "token_embd.weight".into(),
+        Role::Output => "output.weight".into(),
+        _ => return None,
+    })
+}
+
+#[test]
+fn the_decode_copy_holds_the_source_blocks_byte_for_byte() {
+    let dir = temp_dir("source-mode");
+    let mut kept = 0usize;
+    for src in gguf_fixtures() {
+        let out = dir.join("s.vqf");
+        convert(&src, &out, WeightMode::Source, None, false)
+            .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+        let bytes = std::fs::read(&out).unwrap();
+        let v = Vqf::parse(&bytes).unwrap();
+        let f = v.header().flags;
+        assert_eq!(
+            f & (flags::COPY_TAGS | flags::COPIES),
+            flags::COPY_TAGS | flags::Q8_8X8
+        );
+        let gbytes = std::fs::read(&src).unwrap();
+        let g = Gguf::parse(&gbytes).unwrap();
+        let tied = v.config().tied_embeddings;
+        for e in v.entries() {
+            let linear = !kestrel_core::convert::parts_of(e.role).is_empty();
+            assert_eq!(e.copies != 0, linear, "{}: copies tag", e.name_str());
+            if e.copies & copies::PREFILL != 0 {
+                assert_eq!(e.layout, Layout::Q8_0x8, "{}", e.name_str());
+            }
+            if e.copies & copies::DECODE == 0 || e.ndim != 2 {
+                continue;
+            }
+            let Some(name) = source_name(e.role, e.layer, tied) else {
+                continue;
+            };
+            let t = g.tensor(&name).unwrap();
+            let exact = match (t.ggml_type(), e.layout) {
+                (GgmlType::Q8_0, Layout::Q8_0x8) | (GgmlType::Q4_0, Layout::Q4_0x4) => true,
+                (GgmlType::Q8_0 | GgmlType::Q4_0, l) => {
+                    panic!("{}: {:?} stored as {l:?}", e.name_str(), t.ggml_type())
+                }
+                _ => false,
+            };
+            if !exact {
+                continue;
+            }
+            let m = v.matrix(&e, 0).unwrap();
+            let rows_per = e.layout.group_rows();
+            let row_bytes = t.row_bytes();
+            let mut unpacked = vec![0u8; rows_per * row_bytes];
+            for gi in 0..m.groups() {
+                match e.layout {
+                    Layout::Q4_0x4 => {
+                        repack::unpack_q4_0x4_group(m.group(gi), m.cols, &mut unpacked)
+                    }
+                    _ => repack::unpack_q8_0x8_group(m.group(gi), m.cols, &mut unpacked),
+                }
+                .unwrap();
+                for r in 0..rows_per {
+                    let row = gi * rows_per + r;
+                    if row >= m.rows {
+                        break;
+                    }
+                    assert_eq!(
+                        &unpacked[r * row_bytes..(r + 1) * row_bytes],
+                        t.row(row as u64).unwrap(),
+                        "{} row {row}: not the source's blocks",
+                        e.name_str()
+                    );
+                }
+            }
+            kept += 1;
+        }
+    }
+    assert!(kept > 20, "only {kept} matrices checked");
+    println!("{kept} decode-copy matrices equal their GGUF rows byte for byte");
+}
+
+/// Logits of `tokens` through a file's decode copy (`prefill_q8` false),
+/// in batches of `batch`.
+fn decode_logits(bytes: &[u8], tokens: &[u32], batch: usize, prefill_q8: bool) -> Vec<f32> {
+    let v = Vqf::parse(bytes).unwrap();
+    let w = kestrel_tests::weights(v, prefill_q8).unwrap();
+    let opts = Options {
+        max_seq: 32,
+        max_batch: batch,
+        kv: KvType::F32,
+        all_logits: true,
+        slots: 1,
+    };
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
+    let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+    let k = detected_kernels();
+    let mut out = Vec::new();
+    for chunk in tokens.chunks(batch) {
+        out.extend_from_slice(forward(&w, &mut s, &k, &Serial, chunk).unwrap());
+    }
+    out
+}
+
+#[test]
+fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
+    let dir = temp_dir("source-logits");
+    let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12, 3];
+    let mut split = 0;
+    for src in gguf_fixtures() {
+        let file = |mode: WeightMode| {
+            let p = dir.join(format!("{}.vqf", mode.name()));
+            convert(&src, &p, mode, None, false).unwrap();
+            std::fs::read(&p).unwrap()
+        };
+        let (source, dual, exact) = (
+            file(WeightMode::Source),
+            file(WeightMode::Dual),
+            file(WeightMode::F32),
+        );
+        let v = Vqf::parse(&source).unwrap();
+        split += v.entries().filter(|e| e.role == Role::AttnQ).count();
+        let stepped = decode_logits(&source, &tokens, 1, false);
+        let batched = decode_logits(&source, &tokens, 5, false);
+        assert!(
+            stepped
+                .iter()
+                .zip(&batched)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{}: batched and stepped decode-copy runs differ",
+            src.display()
+        );
+        let want = decode_logits(&exact, &tokens, 1, false);
+        let (_, rel_source) = diff(&stepped, &want);
+        let (_, rel_dual) = diff(&decode_logits(&dual, &tokens, 1, false), &want);
+        println!(
+            "{}: decode copy rel L2 vs f32: source {rel_source:.2e}, dual {rel_dual:.2e}",
+            src.display()
+        );
+        // MoE routing flips on near ties once weights are 4-bit: a looser bound.
+        let bound = if v.config().moe.is_some() { 0.3 } else { 0.05 };
+        assert!(rel_source < bound, "{}: {rel_source}", src.display());
+        assert!(
+            rel_source <= rel_dual * 1.0001,
+            "{}: source {rel_source} > dual {rel_dual}",
+            src.display()
+        );
+    }
+    assert!(split > 0, "no fixture exercised a split QKV");
+}

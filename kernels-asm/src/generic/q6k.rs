@@ -55,8 +55,8 @@ pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX
             let mut sumi = 0i32;
             for j in 0..QK_K / 16 {
                 let mut isum = 0i32;
-                for t in 16 * j..16 * j + 16 {
-                    isum += q6kx8_weight(sb, r, t) * a[t] as i32;
+                for (t, &at) in a.iter().enumerate().skip(16 * j).take(16) {
+                    isum += q6kx8_weight(sb, r, t) * at as i32;
                 }
                 sumi += q6kx8_scale(sb, r, j) * isum;
             }

@@ -312,7 +312,8 @@ unsafe fn gemv_q6kx8_groups(
 ///
 /// Per 32-weight block: the weights are loaded and unpacked once (5 + 24
 /// instructions, 6 `sxtl` for the scales), then per activation row 2 loads,
-/// 4 `movi`, 16 `sdot`, 4 `mla`: 137 instructions for 8 x 4 x 32.
+/// 4 `movi`, 16 `sdot`, 4 `mla`: 141 instructions for 8 x 4 x 32 (with
+/// the counter and the branch).
 ///
 /// # Safety
 /// `w` must point to `nb * 1680` readable bytes, each `qs[i]` to `nb * 256`

@@ -1,0 +1,198 @@
+//! GEMV and GEMM of Q6_Kx8 weights with Q8_K activations: AVX2 tiles of
+//! one row group (8 rows, one per 32-bit lane) x up to 4 activation rows.
+//! The GEMV is the GEMM with one activation row.
+
+use super::Avx2;
+use crate::generic;
+use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
+use crate::shape::{gemm_k_shape, GemmShape, ShapeError};
+use core::arch::x86_64::*;
+
+/// Activation rows computed together against one pass over a row group.
+const TILE_M: usize = 4;
+
+/// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
+/// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_q6_kx8_q8_k(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q6_kx8_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
+}
+
+/// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
+///   `act_sums`: `m x cols / 32` sums (checked only);
+/// * `out`: `m x rows`, row-major.
+///
+/// The same contract as [`generic::gemm_q6_kx8_q8_k`]. Activations with a
+/// -128 quant (the Q8_K quantizer never makes one; the sign trick below
+/// needs that) and empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q6_kx8_q8_k(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, groups } = gemm_k_shape(
+        Q6KX8_ROWS,
+        Q6KX8_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        act_sums,
+        m,
+        out,
+    )?;
+    if nb == 0 || rows == 0 || m == 0 || act_qs.contains(&i8::MIN) {
+        return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+    }
+    let group_bytes = nb * Q6KX8_BLOCK_BYTES;
+    for g in 0..groups {
+        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+        let mut t0 = 0;
+        while t0 < m {
+            let tm = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let mut res = [[0.0f32; 8]; TILE_M];
+            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 1680
+            // bytes, sliced above), `qs` holds `tm` rows of `nb * 256` quants
+            // with no -128 (checked above) and `d` `tm` rows of `nb` scales
+            // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
+            // token proves AVX2/FMA/F16C.
+            unsafe {
+                match tm {
+                    1 => q6kx8_tile::<1>(wg, qs, d, nb, &mut res),
+                    2 => q6kx8_tile::<2>(wg, qs, d, nb, &mut res),
+                    3 => q6kx8_tile::<3>(wg, qs, d, nb, &mut res),
+                    _ => q6kx8_tile::<4>(wg, qs, d, nb, &mut res),
+                }
+            }
+            for (t, r) in res.iter().enumerate().take(tm) {
+                let row0 = g * Q6KX8_ROWS;
+                let n = (rows - row0).min(8);
+                let o = (t0 + t) * rows + row0;
+                out[o..o + n].copy_from_slice(&r[..n]);
+            }
+            t0 += tm;
+        }
+    }
+    Ok(())
+}
+
+/// One Q6_Kx8 row group (8 rows) against `T` activation rows.
+///
+/// Per 16-weight group: three 32-byte loads `S0..S2` (8 rows x 4 bytes
+/// each); chunks 0-2 are `S & 0xFC`, chunk 3 is `(S0 & 3) << 6 | (S1 & 3)
+/// << 4 | (S2 & 3) << 2` (16-bit shifts: the masked bits stay in their
+/// byte), each the `i8` `4 * (q - 32)`. Per chunk and activation row:
+/// `vpmaddubsw(|w|, sign(a, w))` (|w| <= 128 unsigned, |a| <= 127: pair
+/// sums <= 32,512, exact), then `vpmaddwd` with the row's scale in both
+/// i16 halves of its lane applies the scale exactly in i32. The super-block
+/// sum is `4 * sumi`; `>> 2` (exact) gives `sumi`.
+///
+/// # Safety
+/// `w.len()` must be at least `nb * 1680`, `qs.len()` at least `T * nb *
+/// 256` with no quant equal to -128, `d.len()` at least `T * nb`, `T <= 4`,
+/// and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6kx8_tile<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
+    // of `nb` super-blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && w.len() >= nb * Q6KX8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb);
+        let cols = nb * QK_K;
+        let mfc = _mm256_set1_epi8(0xFCu8 as i8);
+        let m3 = _mm256_set1_epi8(3);
+        // Each row's scale byte into both i16 halves of its 32-bit lane.
+        let dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let sb = w.as_ptr().add(b * Q6KX8_BLOCK_BYTES);
+            let mut sumi = [_mm256_setzero_si256(); T];
+            for p in 0..QK_K / QK {
+                let pb = sb.add(2 * Q6KX8_ROWS + p * Q6KX8_PAIR_BYTES);
+                for h in 0..2 {
+                    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+                        _mm_loadl_epi64(pb.add(8 * h).cast()),
+                        dup,
+                    ));
+                    let g = pb.add(16 + 96 * h);
+                    let s0 = _mm256_loadu_si256(g.cast());
+                    let s1 = _mm256_loadu_si256(g.add(32).cast());
+                    let s2 = _mm256_loadu_si256(g.add(64).cast());
+                    let c3 = _mm256_or_si256(
+                        _mm256_or_si256(
+                            _mm256_slli_epi16::<6>(_mm256_and_si256(s0, m3)),
+                            _mm256_slli_epi16::<4>(_mm256_and_si256(s1, m3)),
+                        ),
+                        _mm256_slli_epi16::<2>(_mm256_and_si256(s2, m3)),
+                    );
+                    let c = [
+                        _mm256_and_si256(s0, mfc),
+                        _mm256_and_si256(s1, mfc),
+                        _mm256_and_si256(s2, mfc),
+                        c3,
+                    ];
+                    let cabs = [
+                        _mm256_abs_epi8(c[0]),
+                        _mm256_abs_epi8(c[1]),
+                        _mm256_abs_epi8(c[2]),
+                        _mm256_abs_epi8(c[3]),
+                    ];
+                    for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                        let ap = qs.as_ptr().add(t * cols + b * QK_K + p * QK + 16 * h);
+                        let prod = |k: usize| {
+                            let a = _mm256_set1_epi32(ap.add(4 * k).cast::<i32>().read_unaligned());
+                            _mm256_madd_epi16(
+                                _mm256_maddubs_epi16(cabs[k], _mm256_sign_epi8(a, c[k])),
+                                sc,
+                            )
+                        };
+                        let s = _mm256_add_epi32(
+                            _mm256_add_epi32(prod(0), prod(1)),
+                            _mm256_add_epi32(prod(2), prod(3)),
+                        );
+                        *sumi_t = _mm256_add_epi32(*sumi_t, s);
+                    }
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sb.cast()));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(dw, da);
+                let f = _mm256_cvtepi32_ps(_mm256_srai_epi32::<2>(sumi[t]));
+                *acc_t = _mm256_add_ps(*acc_t, _mm256_mul_ps(scale, f));
+            }
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q8_0, QK};
+use crate::quant::{f16, q4_0, q6k, q8_0, QK, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -142,11 +142,23 @@ const COPY_ORDER: [Layout; 4] = [Layout::F32, Layout::F16, Layout::Q4_0x4, Layou
 /// `cols` weights, if the kernels have one: what a `source` file's decode
 /// copy stores a matrix of that type in.
 pub fn exact_layout(ty: GgmlType, cols: usize) -> Option<Layout> {
-    let _ = cols;
-    match ty {
-        GgmlType::Q8_0 => Some(Layout::Q8_0x8),
-        GgmlType::Q4_0 => Some(Layout::Q4_0x4),
-        _ => None,
+    let layout = match ty {
+        GgmlType::Q8_0 => Layout::Q8_0x8,
+        GgmlType::Q4_0 => Layout::Q4_0x4,
+        GgmlType::Q6_K => Layout::Q6_Kx8,
+        _ => return None,
+    };
+    cols.is_multiple_of(layout.block_cols()).then_some(layout)
+}
+
+/// The GGUF block type a layout that keeps source blocks holds (the
+/// inverse of [`exact_layout`]).
+fn kept_type(layout: Layout) -> Option<GgmlType> {
+    match layout {
+        Layout::Q8_0x8 => Some(GgmlType::Q8_0),
+        Layout::Q4_0x4 => Some(GgmlType::Q4_0),
+        Layout::Q6_Kx8 => Some(GgmlType::Q6_K),
+        Layout::F32 | Layout::F16 => None,
     }
 }
 
@@ -332,6 +344,7 @@ fn entry_name(spec: &Spec, layout: Layout) -> Result<[u8; 48], Error> {
         Layout::F16 => "f16",
         Layout::Q4_0x4 => "q4",
         Layout::Q8_0x8 => "q8",
+        Layout::Q6_Kx8 => "q6_k",
     };
     let r = if spec.layer == NO_LAYER {
         write!(w, "{}.{}", spec.role.stem(), suffix)
@@ -582,6 +595,17 @@ fn write_tensor(
                     };
                     write_quantized_group(&rows, v, cols, w, &mut error)?;
                 }
+                Layout::Q6_Kx8 => {
+                    let rows = GroupRows {
+                        cfg,
+                        src,
+                        e,
+                        expert,
+                        row0,
+                        n,
+                    };
+                    write_kept_group(&rows, v, cols, w, &mut error)?;
+                }
             }
             row0 += n;
         }
@@ -608,9 +632,8 @@ impl GroupRows<'_> {
             return None;
         }
         let (part, r) = row_source(self.cfg, self.e.role, self.row0 + i);
-        let (_, _, cols) = self.e.matrix_dims();
         let ty = self.src.block_type(part, self.e.layer)?;
-        (exact_layout(ty, cols) == Some(self.e.layout)).then_some((part, r))
+        (Some(ty) == kept_type(self.e.layout)).then_some((part, r))
     }
 }
 
@@ -671,6 +694,66 @@ fn write_quantized_group(
         w.write(&packed[..sb_len])?;
     }
     Ok(())
+}
+
+/// Writes one row group of a layout that only holds source blocks (the
+/// k-quant layouts), one 256-column super-block at a time: every row's
+/// blocks are the source's own ([`GroupRows::kept_blocks`]; an entry in
+/// such a layout exists only where they are), repacked.
+fn write_kept_group(
+    rows: &GroupRows,
+    v: &[f32],
+    cols: usize,
+    w: &mut Writer<'_>,
+    error: &mut QuantError,
+) -> Result<(), Error> {
+    let (e, n) = (rows.e, rows.n);
+    let ty = kept_type(e.layout).ok_or(Error::Unsupported {
+        what: "layout that keeps no source blocks",
+        value: crate::vqf::format::layout_code(e.layout) as u64,
+    })?;
+    let (block, group) = match e.layout {
+        Layout::Q6_Kx8 => (q6k::Q6_K_BLOCK_BYTES, q6k::Q6KX8_BLOCK_BYTES),
+        _ => unreachable_layout(e.layout)?,
+    };
+    let per = e.layout.block_cols();
+    let mut gguf = [0u8; 8 * MAX_KEPT_BLOCK];
+    let mut packed = [0u8; MAX_KEPT_GROUP];
+    let mut stored = [0f32; QK_K];
+    for b in 0..cols / per {
+        for r in 0..n {
+            let (part, pr) = rows.kept_blocks(r).ok_or(Error::Unsupported {
+                what: "a row whose source type the entry's layout does not hold",
+                value: (rows.row0 + r) as u64,
+            })?;
+            let dst = &mut gguf[r * block..(r + 1) * block];
+            rows.src
+                .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
+            crate::gguf::dequantize_row(ty, dst, &mut stored[..per])?;
+            let x = &v[r * cols + b * per..r * cols + (b + 1) * per];
+            for (&a, &q) in x.iter().zip(&stored) {
+                error.add(a, q);
+            }
+        }
+        let out = &mut packed[..group];
+        match e.layout {
+            Layout::Q6_Kx8 => q6k::repack_q6_k(&gguf[..n * block], n, per, out)?,
+            _ => unreachable_layout(e.layout)?,
+        }
+        w.write(out)?;
+    }
+    Ok(())
+}
+
+/// Largest source block a kept layout holds, and its repacked row group.
+const MAX_KEPT_BLOCK: usize = q6k::Q6_K_BLOCK_BYTES;
+const MAX_KEPT_GROUP: usize = q6k::Q6KX8_BLOCK_BYTES;
+
+fn unreachable_layout<T>(layout: Layout) -> Result<T, Error> {
+    Err(Error::Unsupported {
+        what: "layout that keeps no source blocks",
+        value: crate::vqf::format::layout_code(layout) as u64,
+    })
 }
 
 /// The result of a conversion.

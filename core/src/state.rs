@@ -75,6 +75,8 @@ pub struct ArenaSizes {
     pub act_qs: usize,
     /// act_d: (batch, widest input / 32 + 1) f32.
     pub act_d: usize,
+    /// act_sums: (batch, widest input / 32) i16 (Q8_K activations).
+    pub act_sums: usize,
     /// MoE router: (batch, experts) f32 logits, then probabilities.
     pub router: usize,
     /// MoE routes: (layer, batch, k) u32 experts.
@@ -188,6 +190,7 @@ impl ArenaSizes {
             rope: mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?,
             act_qs: mul(b, max_in)?,
             act_d: mul(mul(b, max_in / 32 + 1)?, f)?,
+            act_sums: mul(mul(b, max_in / 32)?, 2)?,
             // MoE only (0 bytes for dense models):
             router: mul(mul(b, d.experts)?, f)?,
             routes: mul(mul(mul(d.layers, b)?, d.top_k)?, 4)?,
@@ -200,7 +203,7 @@ impl ArenaSizes {
     }
 
     /// Every buffer's size in carving order.
-    fn in_order(&self) -> [usize; 19] {
+    fn in_order(&self) -> [usize; 20] {
         [
             self.keys,
             self.values,
@@ -216,6 +219,7 @@ impl ArenaSizes {
             self.rope,
             self.act_qs,
             self.act_d,
+            self.act_sums,
             self.router,
             self.routes,
             self.route_w,
@@ -360,8 +364,11 @@ pub struct Scratch<'a> {
     pub tmp: &'a mut [f32],
     /// (batch, widest input) activation quants.
     pub act_qs: &'a mut [i8],
-    /// (batch, widest input / 32) activation scales.
+    /// (batch, widest input / 32) activation scales (Q8_0; Q8_K uses one
+    /// per 256).
     pub act_d: &'a mut [f32],
+    /// (batch, widest input / 32) activation sums (Q8_K).
+    pub act_sums: &'a mut [i16],
 }
 
 /// The MoE part of the state: router scratch, the routing of the last
@@ -443,6 +450,13 @@ impl<'a> Carver<'a> {
         })
     }
 
+    /// The next `size` bytes as i16s.
+    pub(crate) fn i16s(&mut self, size: usize) -> Result<&'a mut [i16], Error> {
+        cast::as_i16_mut(self.bytes(size)).ok_or(Error::Overflow {
+            what: "arena alignment",
+        })
+    }
+
     /// The next `size` bytes as i8s.
     pub(crate) fn i8s(&mut self, size: usize) -> &'a mut [i8] {
         cast::as_i8_mut(self.bytes(size))
@@ -481,6 +495,7 @@ impl<'a> State<'a> {
         let rope = arena.f32s(s.rope)?;
         let act_qs = arena.i8s(s.act_qs);
         let act_d = arena.f32s(s.act_d)?;
+        let act_sums = arena.i16s(s.act_sums)?;
         let router = arena.f32s(s.router)?;
         let routes = arena.u32s(s.routes)?;
         let route_w = arena.f32s(s.route_w)?;
@@ -501,7 +516,12 @@ impl<'a> State<'a> {
             att,
             hb,
             proj,
-            scratch: Scratch { tmp, act_qs, act_d },
+            scratch: Scratch {
+                tmp,
+                act_qs,
+                act_d,
+                act_sums,
+            },
             logits,
             scores,
             rope_cos,

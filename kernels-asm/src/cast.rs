@@ -37,6 +37,17 @@ pub fn as_u16_mut(bytes: &mut [u8]) -> Option<&mut [u16]> {
     })
 }
 
+/// `bytes` as `&mut [i16]`, when 2-aligned with an even length.
+pub fn as_i16_mut(bytes: &mut [u8]) -> Option<&mut [i16]> {
+    if bytes.as_ptr().align_offset(2) != 0 || !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    // SAFETY: 2-aligned and an even length (checked); every pattern is an i16.
+    Some(unsafe {
+        core::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<i16>(), bytes.len() / 2)
+    })
+}
+
 /// `bytes` as `&mut [i8]` (always possible).
 pub fn as_i8_mut(bytes: &mut [u8]) -> &mut [i8] {
     // SAFETY: i8 and u8 have the same size and alignment and every pattern

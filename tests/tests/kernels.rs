@@ -713,6 +713,7 @@ fn matmul_epilogues_match_the_separate_operations() {
                     x: &x,
                     qs: &a.qs,
                     d: &a.d,
+                    sums: &[],
                 };
                 let mut plain = vec![0f32; m * rows];
                 let mut tmp = vec![0f32; m * rows];
@@ -765,6 +766,7 @@ fn matmul_epilogues_match_the_separate_operations() {
         x: &[],
         qs: &a.qs,
         d: &a.d,
+        sums: &[],
     };
     let (mut out, mut tmp) = (vec![0f32; 12], vec![0f32; 24]);
     assert!(kernels

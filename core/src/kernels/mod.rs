@@ -66,17 +66,20 @@ pub enum Kernels {
     Avx2(kestrel_kernels::x86_64::Avx2),
 }
 
-/// The activations of a matrix multiply: `m` rows, both as f32 (for f32/f16
-/// weights) and quantized to Q8_0 (for Q4_0x4/Q8_0x8 weights). Either may be
-/// empty when the weight's layout does not need it.
+/// The activations of a matrix multiply: `m` rows, as f32 (for f32/f16
+/// weights) and quantized in the format the weight's layout multiplies
+/// ([`crate::quant::repack::ActFormat`]: Q8_0 or Q8_K). What the layout does not
+/// need may be empty.
 #[derive(Clone, Copy, Debug)]
 pub struct Acts<'a> {
     /// `m x cols` f32 values.
     pub x: &'a [f32],
     /// `m x cols` quants.
     pub qs: &'a [i8],
-    /// `m x cols/32` scales.
+    /// `m x cols/32` scales (Q8_0), or `m x cols/256` (Q8_K).
     pub d: &'a [f32],
+    /// Q8_K: `m x cols/32` sums of each 32 quants.
+    pub sums: &'a [i16],
 }
 
 /// What a matrix multiply does with its result.
@@ -145,6 +148,19 @@ impl Kernels {
         Ok(dispatch!(self, quantize_acts_q8_0(x, qs, d))?)
     }
 
+    /// Quantizes activations to Q8_K (`x.len()` a multiple of 256): the
+    /// same bytes as [`generic::quantize_acts_q8_k`], with the fastest code
+    /// the kernel set has.
+    pub fn quantize_acts_k(
+        &self,
+        x: &[f32],
+        qs: &mut [i8],
+        d: &mut [f32],
+        sums: &mut [i16],
+    ) -> Result<(), Error> {
+        Ok(dispatch!(self, quantize_acts_q8_k(x, qs, d, sums))?)
+    }
+
     /// `out[r] = W[r] . x` for a plain f32 or f16 weight: the same bits as
     /// [`generic::matvec_f32`] / [`generic::matvec_f16`], with the fastest
     /// code the kernel set has.
@@ -153,7 +169,7 @@ impl Kernels {
         match w.layout {
             Layout::F32 => Ok(dispatch!(self, matvec_f32(b, r, c, x, out))?),
             Layout::F16 => Ok(dispatch!(self, matvec_f16(b, r, c, x, out))?),
-            Layout::Q4_0x4 | Layout::Q8_0x8 => Err(Error::SizeMismatch {
+            _ => Err(Error::SizeMismatch {
                 what: "matvec_float layout group rows (f32/f16 only)",
                 expected: 1,
                 actual: w.layout.group_rows(),
@@ -206,8 +222,56 @@ impl Kernels {
         })
     }
 
-    /// `out[t][r] = W[r] . act[t]` for `m` Q8_0 activation rows and a
-    /// quantized weight (Q4_0x4 or Q8_0x8); `out` is `m x rows`. One thread.
+    /// `out[t][r] = W[r] . act[t]` for `m` quantized activation rows (in
+    /// the layout's format) and a quantized weight; `out` is `m x rows`.
+    /// One thread.
+    pub fn gemm_quantized(
+        &self,
+        w: &PackedMatrix,
+        acts: &Acts,
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        let (b, r, c) = (w.bytes, w.rows, w.cols);
+        let nb = c / w.layout.block_cols().max(1);
+        let part = |v: &'_ [f32], n: usize, what| {
+            v.get(..n).ok_or(Error::SizeMismatch {
+                what,
+                expected: n,
+                actual: v.len(),
+            })
+        };
+        let qs = acts.qs.get(..m * c).ok_or(Error::SizeMismatch {
+            what: "activation quants",
+            expected: m * c,
+            actual: acts.qs.len(),
+        })?;
+        let d = part(acts.d, m * nb, "activation scales")?;
+        match w.layout {
+            Layout::Q4_0x4 => Ok(dispatch!(self, gemm_q4_0x4_q8_0(b, r, c, qs, d, m, out))?),
+            Layout::Q8_0x8 => Ok(dispatch!(self, gemm_q8_0x8_q8_0(b, r, c, qs, d, m, out))?),
+            Layout::Q6_Kx8 => {
+                let n = m * c / crate::quant::QK;
+                let sums = acts.sums.get(..n).ok_or(Error::SizeMismatch {
+                    what: "activation sums",
+                    expected: n,
+                    actual: acts.sums.len(),
+                })?;
+                Ok(dispatch!(
+                    self,
+                    gemm_q6_kx8_q8_k(b, r, c, qs, d, sums, m, out)
+                )?)
+            }
+            Layout::F32 | Layout::F16 => Err(Error::SizeMismatch {
+                what: "gemm_quantized needs a quantized layout (group rows 4 or 8)",
+                expected: 4,
+                actual: w.layout.group_rows(),
+            }),
+        }
+    }
+
+    /// [`Kernels::gemm_quantized`] for a layout multiplied with Q8_0
+    /// activations (Q4_0x4, Q8_0x8).
     pub fn gemm_q8(
         &self,
         w: &PackedMatrix,
@@ -216,22 +280,13 @@ impl Kernels {
         m: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
-        let (b, r, c) = (w.bytes, w.rows, w.cols);
-        match w.layout {
-            Layout::Q4_0x4 => Ok(dispatch!(
-                self,
-                gemm_q4_0x4_q8_0(b, r, c, act_qs, act_d, m, out)
-            )?),
-            Layout::Q8_0x8 => Ok(dispatch!(
-                self,
-                gemm_q8_0x8_q8_0(b, r, c, act_qs, act_d, m, out)
-            )?),
-            Layout::F32 | Layout::F16 => Err(Error::SizeMismatch {
-                what: "gemm_q8 needs a quantized layout (group rows 4 or 8)",
-                expected: 4,
-                actual: w.layout.group_rows(),
-            }),
-        }
+        let acts = Acts {
+            x: &[],
+            qs: act_qs,
+            d: act_d,
+            sums: &[],
+        };
+        self.gemm_quantized(w, &acts, m, out)
     }
 
     /// One part of a multiply: `out` (`m x w.rows`) for any layout.
@@ -243,20 +298,6 @@ impl Kernels {
         out: &mut [f32],
     ) -> Result<(), Error> {
         match w.layout {
-            Layout::Q4_0x4 | Layout::Q8_0x8 => {
-                let nb = w.cols / crate::quant::QK;
-                let qs = acts.qs.get(..m * w.cols).ok_or(Error::SizeMismatch {
-                    what: "activation quants",
-                    expected: m * w.cols,
-                    actual: acts.qs.len(),
-                })?;
-                let d = acts.d.get(..m * nb).ok_or(Error::SizeMismatch {
-                    what: "activation scales",
-                    expected: m * nb,
-                    actual: acts.d.len(),
-                })?;
-                self.gemm_q8(w, qs, d, m, out)
-            }
             Layout::F32 | Layout::F16 => {
                 if out.len() != m * w.rows {
                     return Err(Error::SizeMismatch {
@@ -278,6 +319,7 @@ impl Kernels {
                 }
                 Ok(())
             }
+            _ => self.gemm_quantized(w, acts, m, out),
         }
     }
 

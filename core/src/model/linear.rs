@@ -4,7 +4,8 @@
 use crate::error::Error;
 use crate::kernels::{Acts, Epilogue, Kernels};
 use crate::parallel::Parallel;
-use crate::quant::repack::{Layout, PackedMatrix};
+use crate::quant::repack::{ActFormat, PackedMatrix};
+use crate::quant::{QK, QK_K};
 use crate::state::Scratch;
 
 use super::weights::Qkv;
@@ -19,8 +20,8 @@ pub struct Exec<'a, P: Parallel> {
 
 impl<P: Parallel> Exec<'_, P> {
     /// `out = W x`, `out += W x` or `out = swiglu(W x)` (per `epi`) for
-    /// `m` rows of `x` (`m x w.cols`), with Q8_0 activations quantized into
-    /// `scratch` when `w`'s layout needs them.
+    /// `m` rows of `x` (`m x w.cols`), with the activations quantized into
+    /// `scratch` in the format `w`'s layout multiplies (Q8_0 or Q8_K).
     pub fn linear(
         &self,
         w: &PackedMatrix,
@@ -32,13 +33,29 @@ impl<P: Parallel> Exec<'_, P> {
     ) -> Result<(), Error> {
         let n = m * w.cols;
         let x = &x[..n];
-        let acts = match w.layout {
-            Layout::Q4_0x4 | Layout::Q8_0x8 => {
-                let (qs, d) = (&mut scratch.act_qs[..n], &mut scratch.act_d[..n / 32]);
+        let acts = match w.layout.acts() {
+            ActFormat::Q8_0 => {
+                let (qs, d) = (&mut scratch.act_qs[..n], &mut scratch.act_d[..n / QK]);
                 self.kernels.quantize_acts(x, qs, d)?;
-                Acts { x, qs, d }
+                Acts {
+                    x,
+                    qs,
+                    d,
+                    sums: &[],
+                }
             }
-            Layout::F32 | Layout::F16 => Acts { x, qs: &[], d: &[] },
+            ActFormat::Q8K => {
+                let (qs, d) = (&mut scratch.act_qs[..n], &mut scratch.act_d[..n / QK_K]);
+                let sums = &mut scratch.act_sums[..n / QK];
+                self.kernels.quantize_acts_k(x, qs, d, sums)?;
+                Acts { x, qs, d, sums }
+            }
+            ActFormat::Float => Acts {
+                x,
+                qs: &[],
+                d: &[],
+                sums: &[],
+            },
         };
         let width = if epi == Epilogue::SwiGlu {
             w.rows / 2

@@ -216,7 +216,13 @@ impl<'a> VisionState<'a> {
             scores,
             rope_cos,
             rope_sin,
-            mats: Scratch { tmp, act_qs, act_d },
+            mats: Scratch {
+                tmp,
+                act_qs,
+                act_d,
+                // The tower multiplies Q8_0x8, F32 and F16 weights only.
+                act_sums: &mut [],
+            },
         })
     }
 }

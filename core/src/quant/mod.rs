@@ -19,13 +19,23 @@ pub mod q8_0;
 pub mod reference;
 pub mod repack;
 
-pub use kestrel_kernels::layout::QK;
+pub use kestrel_kernels::layout::{QK, QK_K};
 
 /// Number of 32-weight blocks in `len` weights, or an error when `len` is not
 /// a multiple of 32.
 pub fn blocks_in(what: &'static str, len: usize) -> Result<usize, crate::Error> {
     if len.is_multiple_of(QK) {
         Ok(len / QK)
+    } else {
+        Err(crate::Error::NotBlockAligned { what, len })
+    }
+}
+
+/// Number of 256-weight super-blocks in `len` weights (the k-quant
+/// layouts), or an error when `len` is not a multiple of 256.
+pub fn super_blocks_in(what: &'static str, len: usize) -> Result<usize, crate::Error> {
+    if len.is_multiple_of(QK_K) {
+        Ok(len / QK_K)
     } else {
         Err(crate::Error::NotBlockAligned { what, len })
     }

@@ -59,7 +59,7 @@ pub fn matvec_float(w: &PackedMatrix, x: &[f32], out: &mut [f32]) -> Result<(), 
     match w.layout {
         Layout::F32 => Ok(generic::matvec_f32(w.bytes, w.rows, w.cols, x, out)?),
         Layout::F16 => Ok(generic::matvec_f16(w.bytes, w.rows, w.cols, x, out)?),
-        Layout::Q4_0x4 | Layout::Q8_0x8 => Err(Error::SizeMismatch {
+        _ => Err(Error::SizeMismatch {
             what: "matvec_float layout group rows (f32/f16 only)",
             expected: 1,
             actual: w.layout.group_rows(),

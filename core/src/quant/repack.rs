@@ -23,10 +23,12 @@
 //! of 32.
 
 use super::f16::read_f16;
-use super::{blocks_in, q4_0, q8_0};
+use super::{blocks_in, q4_0, q8_0, super_blocks_in, QK, QK_K};
 use crate::error::{check_len, mul, Error};
 
-pub use kestrel_kernels::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
+pub use kestrel_kernels::layout::{
+    Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS,
+};
 
 /// How a weight matrix is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +41,21 @@ pub enum Layout {
     Q4_0x4,
     /// Q8_0 blocks interleaved 8 rows x 4-byte chunks.
     Q8_0x8,
+    /// GGUF Q6_K super-blocks (256 weights) interleaved 8 rows, every
+    /// value exact (docs/kernels.md "Q6_Kx8"; `super::q6k`).
+    Q6_Kx8,
+}
+
+/// The activation format a layout multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActFormat {
+    /// f32 values (the plain layouts).
+    Float,
+    /// Q8_0 content: a scale per 32 values (Q4_0x4, Q8_0x8).
+    Q8_0,
+    /// Q8_K: an f32 scale per 256 values and each 32 quants' sum (the
+    /// k-quant layouts).
+    Q8K,
 }
 
 impl Layout {
@@ -48,6 +65,26 @@ impl Layout {
             Layout::F32 | Layout::F16 => 1,
             Layout::Q4_0x4 => Q4X4_ROWS,
             Layout::Q8_0x8 => Q8X8_ROWS,
+            Layout::Q6_Kx8 => Q6KX8_ROWS,
+        }
+    }
+
+    /// The activations the kernels multiply this layout with.
+    pub const fn acts(self) -> ActFormat {
+        match self {
+            Layout::F32 | Layout::F16 => ActFormat::Float,
+            Layout::Q4_0x4 | Layout::Q8_0x8 => ActFormat::Q8_0,
+            Layout::Q6_Kx8 => ActFormat::Q8K,
+        }
+    }
+
+    /// Columns of one stored block column: 32, or 256 for the k-quant
+    /// layouts (1 for the plain ones).
+    pub const fn block_cols(self) -> usize {
+        match self.acts() {
+            ActFormat::Float => 1,
+            ActFormat::Q8_0 => QK,
+            ActFormat::Q8K => QK_K,
         }
     }
 
@@ -65,6 +102,11 @@ impl Layout {
                 "q8_0x8 group bytes",
                 blocks_in("q8_0x8 columns", cols)?,
                 Q8X8_BLOCK_BYTES,
+            ),
+            Layout::Q6_Kx8 => mul(
+                "q6_kx8 group bytes",
+                super_blocks_in("q6_kx8 columns", cols)?,
+                Q6KX8_BLOCK_BYTES,
             ),
         }
     }

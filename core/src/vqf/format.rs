@@ -72,6 +72,8 @@ pub fn copy_flag(layout: Layout) -> u64 {
         Layout::Q4_0x4 => flags::Q4_4X4,
         Layout::F32 => flags::LINEAR_F32,
         Layout::F16 => flags::LINEAR_F16,
+        // Only in a COPY_TAGS file's decode copy, which no flag declares.
+        Layout::Q6_Kx8 => 0,
     }
 }
 
@@ -99,35 +101,41 @@ pub fn dtype_name(layout: Layout) -> &'static str {
         Layout::F16 => "F16",
         Layout::Q4_0x4 => "Q4_0",
         Layout::Q8_0x8 => "Q8_0",
+        Layout::Q6_Kx8 => "Q6_K",
     }
 }
 
-/// The stored dtype code of a layout (0 F32, 1 F16, 2 Q4_0, 3 Q8_0).
+/// The stored dtype code of a layout (0 F32, 1 F16, 2 Q4_0, 3 Q8_0; the
+/// block types kept from GGUF files by their ggml type id: 14 Q6_K).
 pub fn dtype_code(layout: Layout) -> u8 {
     match layout {
         Layout::F32 => 0,
         Layout::F16 => 1,
         Layout::Q4_0x4 => 2,
         Layout::Q8_0x8 => 3,
+        Layout::Q6_Kx8 => 14,
     }
 }
 
-/// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8).
+/// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 7
+/// Q6_Kx8).
 pub fn layout_code(layout: Layout) -> u8 {
     match layout {
         Layout::F32 | Layout::F16 => 0,
         Layout::Q4_0x4 => 1,
         Layout::Q8_0x8 => 2,
+        Layout::Q6_Kx8 => 7,
     }
 }
 
-/// A short name for a layout (`F32`, `F16`, `Q4_0x4`, `Q8_0x8`).
+/// A short name for a layout (`F32`, `F16`, `Q4_0x4`, `Q8_0x8`, `Q6_Kx8`).
 pub fn layout_name(layout: Layout) -> &'static str {
     match layout {
         Layout::F32 => "F32",
         Layout::F16 => "F16",
         Layout::Q4_0x4 => "Q4_0x4",
         Layout::Q8_0x8 => "Q8_0x8",
+        Layout::Q6_Kx8 => "Q6_Kx8",
     }
 }
 
@@ -137,6 +145,7 @@ fn layout_from_codes(dtype: u8, layout: u8) -> Option<Layout> {
         (1, 0) => Some(Layout::F16),
         (2, 1) => Some(Layout::Q4_0x4),
         (3, 2) => Some(Layout::Q8_0x8),
+        (14, 7) => Some(Layout::Q6_Kx8),
         _ => None,
     }
 }

@@ -82,6 +82,7 @@ pub(super) fn mixed(
                             x: &x,
                             qs: &qs,
                             d: &d,
+                            sums: &[],
                         };
                         kernels.matmul_into(pool, &w, &acts, m, epi, &mut out, &mut tmp)
                     });

@@ -1,0 +1,242 @@
+//! GEMV and GEMM of Q5_0x4 weights with Q8_0 activations: AVX2 tiles of 8
+//! weight rows (two row groups, one row per lane) x up to 4 activation
+//! rows. The GEMV is the GEMM with one activation row.
+
+use super::Avx2;
+use crate::generic;
+use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, QK};
+use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::x86_64::*;
+
+/// Activation rows computed together against one pass over a weight tile.
+const TILE_M: usize = 4;
+
+/// GEMV, Q5_0x4 weights x one Q8_0 activation row: [`gemm_q5_0x4_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q5_0x4_q8_0`].
+pub fn gemv_q5_0x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q5_0x4_q8_0`]. Empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_0x4_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmShape { nb, groups } = gemm_shape(
+        Q5X4_ROWS,
+        Q5_0X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    let group_bytes = nb * Q5_0X4_BLOCK_BYTES;
+    // Row groups in pairs (8 rows per vector); an odd last group is paired
+    // with itself and only its own rows are stored.
+    for pair in 0..groups.div_ceil(2) {
+        let ga = 2 * pair;
+        let gb = (ga + 1).min(groups - 1);
+        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
+        let mut t0 = 0;
+        while t0 < m {
+            let tm = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let mut res = [[0.0f32; 8]; TILE_M];
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
+            // 88 bytes each, sliced above), `qs` holds `tm` rows of `cols =
+            // nb * 32` quants and `d` `tm` rows of `nb` scales (sliced above),
+            // `res` holds `tm <= 4` rows of 8 floats; the token proves
+            // AVX2/FMA/F16C.
+            unsafe {
+                match tm {
+                    1 => q5x4_tile::<1>(wa, wb, qs, d, nb, &mut res),
+                    2 => q5x4_tile::<2>(wa, wb, qs, d, nb, &mut res),
+                    3 => q5x4_tile::<3>(wa, wb, qs, d, nb, &mut res),
+                    _ => q5x4_tile::<4>(wa, wb, qs, d, nb, &mut res),
+                }
+            }
+            for (t, r) in res.iter().enumerate().take(tm) {
+                let row0 = 2 * pair * Q5X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                let o = (t0 + t) * rows + row0;
+                out[o..o + n].copy_from_slice(&r[..n]);
+            }
+            t0 += tm;
+        }
+    }
+    Ok(())
+}
+
+/// One Q5_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
+/// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+///
+/// Per super-block and group: the nibbles as in the Q4_0x4 tile (two
+/// 32-byte loads, `and`/`srli`), and the fifth-bit plane broadcast to both
+/// 128-bit halves: plane bit `p` of byte `4r + k` belongs to the weights of
+/// chunk `p % 4`, low nibbles for `p < 4`, high ones otherwise. A per-half
+/// `vpsllvd`/`vpsrlvd` brings each register's two plane bits to bit 4, and
+/// `andnot` with 0x10 turns the inverted bit into `16 * fifth bit`: the
+/// unsigned `q` (0..31) after an `or`. `vpmaddubsw(q, a)` pair sums fit i16
+/// (|.| <= 2 * 31 * 128 = 7,936; four of them <= 31,744), and so does the
+/// activation's `16 * (a + a')` (`vpmaddubsw(16, a)`, four <= 16,384); the
+/// difference is `sum (q - 16) a` over the lane's 8 products (|.| <= 16,384),
+/// exact in i16 because the true value fits and the adds wrap. `vpmaddwd`
+/// with ones makes it i32; the two halves (even and odd chunks) are added.
+///
+/// # Safety
+/// `wa.len()` and `wb.len()` must be at least `nb * 88`, `qs.len()` at least
+/// `T * nb * 32`, `d.len()` at least `T * nb`, `T <= 4`, and the CPU must
+/// implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5x4_tile<const T: usize>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
+    // rows of `nb` blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * Q5_0X4_BLOCK_BYTES);
+        debug_assert!(wb.len() >= nb * Q5_0X4_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let m4 = _mm256_set1_epi8(0x0F);
+        let b4 = _mm256_set1_epi8(0x10);
+        let ones = _mm256_set1_epi16(1);
+        // Plane shifts, [low half, high half]: bit p to bit 4.
+        let shl_lo = _mm256_setr_epi32(4, 4, 4, 4, 3, 3, 3, 3); // p = 0, 1
+        let shl_lo2 = _mm256_setr_epi32(2, 2, 2, 2, 1, 1, 1, 1); // p = 2, 3
+        let shr_hi = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); // p = 4, 5
+        let shr_hi2 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3); // p = 6, 7
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let pa = wa.as_ptr().add(b * Q5_0X4_BLOCK_BYTES);
+            let pb = wb.as_ptr().add(b * Q5_0X4_BLOCK_BYTES);
+            // Prefetch the bytes after `wb` (the next pair of row groups) at the
+            // rate this pair is read. A prefetch never faults, and
+            // `wrapping_add` keeps the address arithmetic defined.
+            let pf = wb
+                .as_ptr()
+                .wrapping_add(nb * Q5_0X4_BLOCK_BYTES + 2 * b * Q5_0X4_BLOCK_BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            // Unsigned q, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            let quants = |p: *const u8| {
+                // SAFETY: p points to an 88-byte super-block (caller's
+                // contract): bytes 8..40, 40..72 and 72..88 are in bounds;
+                // unaligned loads.
+                let (x0, x1, h) = {
+                    (
+                        _mm256_loadu_si256(p.add(Q5_0X4_NIBBLES).cast()),
+                        _mm256_loadu_si256(p.add(Q5_0X4_NIBBLES + 32).cast()),
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(Q5_0X4_PLANE).cast())),
+                    )
+                };
+                let fifth = |s: __m256i| _mm256_andnot_si256(s, b4);
+                [
+                    _mm256_or_si256(
+                        _mm256_and_si256(x0, m4),
+                        fifth(_mm256_sllv_epi32(h, shl_lo)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(x1, m4),
+                        fifth(_mm256_sllv_epi32(h, shl_lo2)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                        fifth(_mm256_srlv_epi32(h, shr_hi)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                        fifth(_mm256_srlv_epi32(h, shr_hi2)),
+                    ),
+                ]
+            };
+            let qa = quants(pa);
+            let qb = quants(pb);
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                _mm_loadl_epi64(pa.cast()),
+                _mm_loadl_epi64(pb.cast()),
+            ));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
+                let av = [
+                    _mm256_permutevar8x32_epi32(a, idx[0]),
+                    _mm256_permutevar8x32_epi32(a, idx[1]),
+                    _mm256_permutevar8x32_epi32(a, idx[2]),
+                    _mm256_permutevar8x32_epi32(a, idx[3]),
+                ];
+                let dot16 = |n: &[__m256i; 4]| {
+                    _mm256_add_epi16(
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[0], av[0]),
+                            _mm256_maddubs_epi16(n[1], av[1]),
+                        ),
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[2], av[2]),
+                            _mm256_maddubs_epi16(n[3], av[3]),
+                        ),
+                    )
+                };
+                // 16 * (a + a') per i16 lane, the lanes of dot16.
+                let corr = dot16(&[b4; 4]);
+                let ia = _mm256_madd_epi16(_mm256_sub_epi16(dot16(&qa), corr), ones);
+                let ib = _mm256_madd_epi16(_mm256_sub_epi16(dot16(&qb), corr), ones);
+                // [a even chunks + a odd chunks, b even + b odd]: exact i32.
+                let isum = _mm256_add_epi32(
+                    _mm256_permute2x128_si256(ia, ib, 0x20),
+                    _mm256_permute2x128_si256(ia, ib, 0x31),
+                );
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! in every position, and raw scale bits (infinities and NaN included).
 
 use crate::generic;
-use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, QK};
+use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, QK};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -214,6 +214,22 @@ fn gemm_q5_0x4_matches_generic() {
                 generic::gemm_q5_0x4_q8_0,
             ),
             "q5_0x4",
+        );
+    }
+}
+
+#[test]
+fn gemm_q5_1x4_matches_generic() {
+    if let Some(cpu) = cpu() {
+        check(
+            cpu,
+            (Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),
+            (
+                arch::gemm_q5_1x4_q8_0,
+                arch::gemv_q5_1x4_q8_0,
+                generic::gemm_q5_1x4_q8_0,
+            ),
+            "q5_1x4",
         );
     }
 }

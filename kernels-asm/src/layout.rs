@@ -74,8 +74,15 @@ pub const Q5_1X4_BLOCK_BYTES: usize = 4 * Q5X4_ROWS + Q5X4_QUANT_BYTES;
 pub const Q5_0X4_NIBBLES: usize = 2 * Q5X4_ROWS;
 /// Offset of the fifth-bit plane in a Q5_0x4 super-block (Q5_1x4: `+ 8`).
 pub const Q5_0X4_PLANE: usize = Q5_0X4_NIBBLES + Q5X4_ROWS * QK / 2;
+/// Offset of the minimums in a Q5_1x4 super-block (after the 4 scales).
+pub const Q5_1X4_MINS: usize = 2 * Q5X4_ROWS;
+/// Offset of the nibble bytes in a Q5_1x4 super-block.
+pub const Q5_1X4_NIBBLES: usize = Q5_0X4_NIBBLES + 2 * Q5X4_ROWS;
+/// Offset of the fifth-bit plane in a Q5_1x4 super-block.
+pub const Q5_1X4_PLANE: usize = Q5_0X4_PLANE + 2 * Q5X4_ROWS;
 
 const _: () = assert!(Q5_0_BLOCK_BYTES == 22 && Q5_1_BLOCK_BYTES == 24);
 const _: () = assert!(Q5_0X4_BLOCK_BYTES == 4 * Q5_0_BLOCK_BYTES);
 const _: () = assert!(Q5_1X4_BLOCK_BYTES == 4 * Q5_1_BLOCK_BYTES);
 const _: () = assert!(Q5_0X4_NIBBLES == 8 && Q5_0X4_PLANE == 72);
+const _: () = assert!(Q5_1X4_MINS == 8 && Q5_1X4_NIBBLES == 16 && Q5_1X4_PLANE == 80);

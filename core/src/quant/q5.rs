@@ -1,5 +1,6 @@
-//! The Q5_0x4 repacked layout: GGUF Q5_0 blocks, 4 rows interleaved,
-//! holding every block's values exactly (docs/kernels.md "Q5_0x4").
+//! The Q5_0x4 and Q5_1x4 repacked layouts: GGUF Q5_0 / Q5_1 blocks, 4 rows
+//! interleaved, holding every block's values exactly (docs/kernels.md
+//! "Q5_0x4 and Q5_1x4").
 //!
 //! For row group `g` and block column `b` there is one 88-byte super-block
 //! at `(g * nb + b) * 88`:
@@ -13,14 +14,21 @@
 //!   `1 - qh[4p + k]`, the inverted fifth bit of row `r`'s weight `4p + k`
 //!   (the sign bit of `q - 16` in 5-bit two's complement).
 //!
+//! Q5_1x4 super-blocks are 96 bytes: the four `d`, then the four `m` (f16
+//! LE, bytes `8..16`), then the same 64 nibble bytes and 16 plane bytes
+//! (at `16` and `80`).
+//!
 //! Rows past the matrix's last (up to the next multiple of 4) are all-zero
 //! bytes: scale 0 and `q - 16 = 0`. The column count must be a multiple of
-//! 32. [`unpack_q5_0`] gives back the GGUF bytes of the real rows exactly.
+//! 32. [`unpack_q5_0`] / [`unpack_q5_1`] give back the GGUF bytes of the
+//! real rows exactly.
 
 use super::blocks_in;
 use crate::error::{check_len, mul, Error};
 
-pub use kestrel_kernels::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0_BLOCK_BYTES};
+pub use kestrel_kernels::layout::{
+    Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, Q5_1_BLOCK_BYTES,
+};
 
 /// One Q5 format's sizes: GGUF block bytes, f16 header fields per row
 /// (`d`; Q5_1 also `m`), super-block bytes.
@@ -39,6 +47,13 @@ const Q5_0: Q5Format = Q5Format {
     super_bytes: Q5_0X4_BLOCK_BYTES,
 };
 
+const Q5_1: Q5Format = Q5Format {
+    name: "q5_1x4",
+    block_bytes: Q5_1_BLOCK_BYTES,
+    f16s: 2,
+    super_bytes: Q5_1X4_BLOCK_BYTES,
+};
+
 /// Bytes of a `rows x cols` Q5_0x4 matrix, padding rows included.
 pub fn q5_0x4_bytes(rows: usize, cols: usize) -> Result<usize, Error> {
     matrix_bytes(Q5_0, rows, cols)
@@ -55,6 +70,23 @@ pub fn repack_q5_0(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Resu
 /// bytes), byte for byte the ones it was made from.
 pub fn unpack_q5_0(packed: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), Error> {
     unpack(Q5_0, packed, rows, cols, out)
+}
+
+/// Bytes of a `rows x cols` Q5_1x4 matrix, padding rows included.
+pub fn q5_1x4_bytes(rows: usize, cols: usize) -> Result<usize, Error> {
+    matrix_bytes(Q5_1, rows, cols)
+}
+
+/// Repacks a row-major GGUF Q5_1 matrix (`rows x cols / 32` blocks of 24
+/// bytes) into Q5_1x4 (`out`: [`q5_1x4_bytes`] bytes).
+pub fn repack_q5_1(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), Error> {
+    repack(Q5_1, src, rows, cols, out)
+}
+
+/// The inverse of [`repack_q5_1`]: the real rows as row-major GGUF Q5_1
+/// blocks (`out`: `rows x cols / 32 x 24` bytes), byte for byte.
+pub fn unpack_q5_1(packed: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), Error> {
+    unpack(Q5_1, packed, rows, cols, out)
 }
 
 fn matrix_bytes(f: Q5Format, rows: usize, cols: usize) -> Result<usize, Error> {
@@ -216,7 +248,14 @@ mod tests {
     }
 
     #[test]
+    fn q5_1_round_trip_is_lossless() {
+        round_trip(Q5_1);
+    }
+
+    #[test]
     fn q5_sizes_are_checked() {
+        assert_eq!(q5_1x4_bytes(9, 96), Ok(3 * 3 * 96));
+        assert!(q5_1x4_bytes(4, 48).is_err());
         assert_eq!(q5_0x4_bytes(5, 64), Ok(2 * 2 * 88));
         assert!(q5_0x4_bytes(5, 33).is_err());
         assert!(q5_0x4_bytes(usize::MAX, 64).is_err());
@@ -286,5 +325,10 @@ mod tests {
     #[test]
     fn q5_0_kernel_matches_dequantized_weights() {
         kernel_matches_dequantized(Q5_0, GgmlType::Q5_0, generic::gemm_q5_0x4_q8_0);
+    }
+
+    #[test]
+    fn q5_1_kernel_matches_dequantized_weights() {
+        kernel_matches_dequantized(Q5_1, GgmlType::Q5_1, generic::gemm_q5_1x4_q8_0);
     }
 }

@@ -25,7 +25,10 @@ pub use gemm::{
     q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q5::{gemm_q5_0x4_q8_0, gemv_q5_0x4_q8_0, q5_0x4_group_dot, q5x4_value};
+pub use q5::{
+    gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0, q5_0x4_group_dot,
+    q5_1x4_group_dot, q5x4_value,
+};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

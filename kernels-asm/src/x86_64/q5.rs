@@ -1,10 +1,13 @@
-//! GEMV and GEMM of Q5_0x4 weights with Q8_0 activations: AVX2 tiles of 8
-//! weight rows (two row groups, one row per lane) x up to 4 activation
-//! rows. The GEMV is the GEMM with one activation row.
+//! GEMV and GEMM of Q5_0x4 / Q5_1x4 weights with Q8_0 activations: AVX2
+//! tiles of 8 weight rows (two row groups, one row per lane) x up to 4
+//! activation rows. The GEMV is the GEMM with one activation row.
 
 use super::Avx2;
 use crate::generic;
-use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, QK};
+use crate::layout::{
+    Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
+    Q5_1X4_NIBBLES, Q5_1X4_PLANE, QK,
+};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::x86_64::*;
 
@@ -44,7 +47,7 @@ pub fn gemm_q5_0x4_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmShape { nb, groups } = gemm_shape(
+    let shape = gemm_shape(
         Q5X4_ROWS,
         Q5_0X4_BLOCK_BYTES,
         w,
@@ -55,10 +58,85 @@ pub fn gemm_q5_0x4_q8_0(
         m,
         out,
     )?;
-    if nb == 0 || rows == 0 || m == 0 {
+    if shape.nb == 0 || rows == 0 || m == 0 {
         return generic::gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
     }
-    let group_bytes = nb * Q5_0X4_BLOCK_BYTES;
+    gemm_tiles::<false>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+    Ok(())
+}
+
+/// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q5_1x4_q8_0`].
+pub fn gemv_q5_1x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5_1x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 96-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q5_1x4_q8_0`]. Empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_1x4_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(
+        Q5X4_ROWS,
+        Q5_1X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q5_1x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    gemm_tiles::<true>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+    Ok(())
+}
+
+/// The tiled GEMM of either layout (`Q51`: Q5_1x4, else Q5_0x4) for shapes
+/// [`gemm_shape`] accepted with that layout's super-block size, `nb`,
+/// `rows` and `m` all non-zero.
+#[allow(clippy::too_many_arguments)]
+fn gemm_tiles<const Q51: bool>(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    GemmShape { nb, groups }: GemmShape,
+) {
+    let block_bytes = if Q51 {
+        Q5_1X4_BLOCK_BYTES
+    } else {
+        Q5_0X4_BLOCK_BYTES
+    };
+    let group_bytes = nb * block_bytes;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
     for pair in 0..groups.div_ceil(2) {
@@ -73,16 +151,16 @@ pub fn gemm_q5_0x4_q8_0(
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
             let mut res = [[0.0f32; 8]; TILE_M];
             // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
-            // 88 bytes each, sliced above), `qs` holds `tm` rows of `cols =
-            // nb * 32` quants and `d` `tm` rows of `nb` scales (sliced above),
-            // `res` holds `tm <= 4` rows of 8 floats; the token proves
-            // AVX2/FMA/F16C.
+            // the layout's 88 or 96 bytes, sliced above), `qs` holds `tm` rows
+            // of `cols = nb * 32` quants and `d` `tm` rows of `nb` scales
+            // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
+            // token proves AVX2/FMA/F16C.
             unsafe {
                 match tm {
-                    1 => q5x4_tile::<1>(wa, wb, qs, d, nb, &mut res),
-                    2 => q5x4_tile::<2>(wa, wb, qs, d, nb, &mut res),
-                    3 => q5x4_tile::<3>(wa, wb, qs, d, nb, &mut res),
-                    _ => q5x4_tile::<4>(wa, wb, qs, d, nb, &mut res),
+                    1 => q5x4_tile::<1, Q51>(wa, wb, qs, d, nb, &mut res),
+                    2 => q5x4_tile::<2, Q51>(wa, wb, qs, d, nb, &mut res),
+                    3 => q5x4_tile::<3, Q51>(wa, wb, qs, d, nb, &mut res),
+                    _ => q5x4_tile::<4, Q51>(wa, wb, qs, d, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -94,11 +172,11 @@ pub fn gemm_q5_0x4_q8_0(
             t0 += tm;
         }
     }
-    Ok(())
 }
 
-/// One Q5_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
-/// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+/// One Q5_0x4 (`Q51` false) or Q5_1x4 weight tile (row groups `wa` and
+/// `wb`, 8 rows) against `T` activation rows: `res[t]` = the 4 rows of `wa`
+/// then the 4 rows of `wb`.
 ///
 /// Per super-block and group: the nibbles as in the Q4_0x4 tile (two
 /// 32-byte loads, `and`/`srli`), and the fifth-bit plane broadcast to both
@@ -107,18 +185,22 @@ pub fn gemm_q5_0x4_q8_0(
 /// `vpsllvd`/`vpsrlvd` brings each register's two plane bits to bit 4, and
 /// `andnot` with 0x10 turns the inverted bit into `16 * fifth bit`: the
 /// unsigned `q` (0..31) after an `or`. `vpmaddubsw(q, a)` pair sums fit i16
-/// (|.| <= 2 * 31 * 128 = 7,936; four of them <= 31,744), and so does the
-/// activation's `16 * (a + a')` (`vpmaddubsw(16, a)`, four <= 16,384); the
-/// difference is `sum (q - 16) a` over the lane's 8 products (|.| <= 16,384),
-/// exact in i16 because the true value fits and the adds wrap. `vpmaddwd`
-/// with ones makes it i32; the two halves (even and odd chunks) are added.
+/// (|.| <= 2 * 31 * 128 = 7,936; four of them <= 31,744).
+///
+/// Q5_0: the activation's `16 * (a + a')` (`vpmaddubsw(16, a)`, four <=
+/// 16,384) is subtracted in i16: the difference is `sum (q - 16) a` over the
+/// lane's 8 products (|.| <= 16,384), exact because the true value fits and
+/// the adds wrap. Q5_1: `sum q a` as it is, and `sum a` of the block
+/// (`vpmaddubsw(1, a)`, `vpmaddwd`, a horizontal add), exact. `vpmaddwd`
+/// with ones makes the sums i32; the two halves (even and odd chunks) are
+/// added.
 ///
 /// # Safety
-/// `wa.len()` and `wb.len()` must be at least `nb * 88`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` at least `T * nb`, `T <= 4`, and the CPU must
-/// implement AVX2, FMA and F16C.
+/// `wa.len()` and `wb.len()` must be at least `nb` super-blocks (88 bytes,
+/// Q5_1x4: 96), `qs.len()` at least `T * nb * 32`, `d.len()` at least `T *
+/// nb`, `T <= 4`, and the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5x4_tile<const T: usize>(
+unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],
@@ -126,16 +208,21 @@ unsafe fn q5x4_tile<const T: usize>(
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
+    let (bytes, nibbles, plane) = if Q51 {
+        (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
+    } else {
+        (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
+    };
     // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
     // rows of `nb` blocks of `qs` and `d`, all inside the slices per the
     // function contract; the CPU implements AVX2, FMA and F16C.
     unsafe {
-        debug_assert!(T <= TILE_M && wa.len() >= nb * Q5_0X4_BLOCK_BYTES);
-        debug_assert!(wb.len() >= nb * Q5_0X4_BLOCK_BYTES);
+        debug_assert!(T <= TILE_M && wa.len() >= nb * bytes && wb.len() >= nb * bytes);
         debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
         let cols = nb * QK;
         let m4 = _mm256_set1_epi8(0x0F);
         let b4 = _mm256_set1_epi8(0x10);
+        let ones8 = _mm256_set1_epi8(1);
         let ones = _mm256_set1_epi16(1);
         // Plane shifts, [low half, high half]: bit p to bit 4.
         let shl_lo = _mm256_setr_epi32(4, 4, 4, 4, 3, 3, 3, 3); // p = 0, 1
@@ -150,27 +237,25 @@ unsafe fn q5x4_tile<const T: usize>(
         ];
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
-            let pa = wa.as_ptr().add(b * Q5_0X4_BLOCK_BYTES);
-            let pb = wb.as_ptr().add(b * Q5_0X4_BLOCK_BYTES);
+            let pa = wa.as_ptr().add(b * bytes);
+            let pb = wb.as_ptr().add(b * bytes);
             // Prefetch the bytes after `wb` (the next pair of row groups) at the
             // rate this pair is read. A prefetch never faults, and
             // `wrapping_add` keeps the address arithmetic defined.
-            let pf = wb
-                .as_ptr()
-                .wrapping_add(nb * Q5_0X4_BLOCK_BYTES + 2 * b * Q5_0X4_BLOCK_BYTES);
+            let pf = wb.as_ptr().wrapping_add(nb * bytes + 2 * b * bytes);
             _mm_prefetch::<_MM_HINT_T0>(pf.cast());
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
             // Unsigned q, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
             let quants = |p: *const u8| {
-                // SAFETY: p points to an 88-byte super-block (caller's
-                // contract): bytes 8..40, 40..72 and 72..88 are in bounds;
+                // SAFETY: p points to a super-block (caller's contract): the
+                // 64 nibble bytes and the 16 plane bytes are in bounds;
                 // unaligned loads.
                 let (x0, x1, h) = {
                     (
-                        _mm256_loadu_si256(p.add(Q5_0X4_NIBBLES).cast()),
-                        _mm256_loadu_si256(p.add(Q5_0X4_NIBBLES + 32).cast()),
-                        _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(Q5_0X4_PLANE).cast())),
+                        _mm256_loadu_si256(p.add(nibbles).cast()),
+                        _mm256_loadu_si256(p.add(nibbles + 32).cast()),
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(plane).cast())),
                     )
                 };
                 let fifth = |s: __m256i| _mm256_andnot_si256(s, b4);
@@ -195,11 +280,22 @@ unsafe fn q5x4_tile<const T: usize>(
             };
             let qa = quants(pa);
             let qb = quants(pb);
-            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-            let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
-                _mm_loadl_epi64(pa.cast()),
-                _mm_loadl_epi64(pb.cast()),
-            ));
+            // Scales (and Q5_1's minimums) of the 8 rows: 4 f16 of group a,
+            // then 4 of group b.
+            let f16x8 = |at: usize| {
+                // SAFETY: bytes at..at + 8 of both super-blocks are in bounds
+                // (at is 0, or the minimums' offset 8 of a 96-byte Q5_1x4
+                // super-block).
+                let (x, y) = {
+                    (
+                        _mm_loadl_epi64(pa.add(at).cast()),
+                        _mm_loadl_epi64(pb.add(at).cast()),
+                    )
+                };
+                _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+            };
+            let sw = f16x8(0);
+            let mw = if Q51 { f16x8(Q5_1X4_MINS) } else { sw };
             for (t, acc_t) in acc.iter_mut().enumerate() {
                 let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
                 let av = [
@@ -220,18 +316,35 @@ unsafe fn q5x4_tile<const T: usize>(
                         ),
                     )
                 };
-                // 16 * (a + a') per i16 lane, the lanes of dot16.
-                let corr = dot16(&[b4; 4]);
-                let ia = _mm256_madd_epi16(_mm256_sub_epi16(dot16(&qa), corr), ones);
-                let ib = _mm256_madd_epi16(_mm256_sub_epi16(dot16(&qb), corr), ones);
+                let (sa, sb) = if Q51 {
+                    (dot16(&qa), dot16(&qb))
+                } else {
+                    // 16 * (a + a') per i16 lane, the lanes of dot16.
+                    let corr = dot16(&[b4; 4]);
+                    (
+                        _mm256_sub_epi16(dot16(&qa), corr),
+                        _mm256_sub_epi16(dot16(&qb), corr),
+                    )
+                };
+                let (ia, ib) = (_mm256_madd_epi16(sa, ones), _mm256_madd_epi16(sb, ones));
                 // [a even chunks + a odd chunks, b even + b odd]: exact i32.
                 let isum = _mm256_add_epi32(
                     _mm256_permute2x128_si256(ia, ib, 0x20),
                     _mm256_permute2x128_si256(ia, ib, 0x31),
                 );
                 let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
-                let scale = _mm256_mul_ps(sw, da);
-                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                let v = if Q51 {
+                    // sum a, in every lane.
+                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones);
+                    let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b01_00_11_10));
+                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b10_11_00_01));
+                    let m = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(mw, da));
+                    _mm256_add_ps(v, m)
+                } else {
+                    v
+                };
                 *acc_t = _mm256_add_ps(*acc_t, v);
             }
         }

@@ -202,39 +202,41 @@ unsafe fn gemv_q5x4_groups(
             "mov x10, {d}",
             "mov x11, {nb}",
             "3:",
-            "ld1 {{v0.4h}}, [{w}], #8",                           // 4 row scales (f16)
-            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 nibble chunks
-            "ld1 {{v9.16b}}, [{w}], #16",                         // fifth-bit plane
-            "ld1 {{v5.16b, v6.16b}}, [x9], #32",                  // act quants 0..15, 16..31
-            "ld1r {{v7.4s}}, [x10], #4",                          // act scale
-            "movi v8.16b, #0",
-            "cmtst v17.16b, v9.16b, v23.16b", // chunk 0 low (weights 0..3)
-            "cmtst v18.16b, v9.16b, v27.16b", // chunk 0 high (16..19)
+            "ld1 {{v0.4h}}, [{w}], #8",  // 4 row scales (f16)
+            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64",  // 4 nibble chunks
+            "ld1 {{v9.16b}}, [{w}], #16",  // fifth-bit plane
+            "ld1 {{v5.16b, v6.16b}}, [x9], #32",  // act quants 0..15, 16..31
+            "ld1r {{v7.4s}}, [x10], #4",  // act scale
+            "cmtst v17.16b, v9.16b, v23.16b",  // chunk 0 low (weights 0..3)
+            "cmtst v18.16b, v9.16b, v27.16b",  // chunk 0 high (16..19)
             "cmtst v19.16b, v9.16b, v24.16b",
             "cmtst v20.16b, v9.16b, v28.16b",
-            "cmtst v21.16b, v9.16b, v25.16b",
-            "cmtst v22.16b, v9.16b, v29.16b",
-            "cmtst v10.16b, v9.16b, v26.16b",
-            "cmtst v11.16b, v9.16b, v30.16b",
+            "movi v8.16b, #0",  // two sdot chains (in-order cores)
+            "movi v12.16b, #0",
             "bit v17.16b, v1.16b, v31.16b",
             "sri v18.16b, v1.16b, #4",
             "bit v19.16b, v2.16b, v31.16b",
             "sri v20.16b, v2.16b, #4",
+            "cmtst v21.16b, v9.16b, v25.16b",
+            "cmtst v22.16b, v9.16b, v29.16b",
+            "cmtst v10.16b, v9.16b, v26.16b",
+            "cmtst v11.16b, v9.16b, v30.16b",
+            "sdot v8.4s, v17.16b, v5.4b[0]",
+            "sdot v12.4s, v18.16b, v6.4b[0]",
             "bit v21.16b, v3.16b, v31.16b",
             "sri v22.16b, v3.16b, #4",
+            "sdot v8.4s, v19.16b, v5.4b[1]",
+            "sdot v12.4s, v20.16b, v6.4b[1]",
             "bit v10.16b, v4.16b, v31.16b",
             "sri v11.16b, v4.16b, #4",
-            "sdot v8.4s, v17.16b, v5.4b[0]",
-            "sdot v8.4s, v18.16b, v6.4b[0]",
-            "sdot v8.4s, v19.16b, v5.4b[1]",
-            "sdot v8.4s, v20.16b, v6.4b[1]",
             "sdot v8.4s, v21.16b, v5.4b[2]",
-            "sdot v8.4s, v22.16b, v6.4b[2]",
-            "sdot v8.4s, v10.16b, v5.4b[3]",
-            "sdot v8.4s, v11.16b, v6.4b[3]",
+            "sdot v12.4s, v22.16b, v6.4b[2]",
             "fcvtl v0.4s, v0.4h",
-            "scvtf v8.4s, v8.4s",
+            "sdot v8.4s, v10.16b, v5.4b[3]",
+            "sdot v12.4s, v11.16b, v6.4b[3]",
             "fmul v0.4s, v0.4s, v7.4s",  // d_w * d_a
+            "add v8.4s, v8.4s, v12.4s",  // sum (q - 16) a, exact
+            "scvtf v8.4s, v8.4s",
             "fmul v8.4s, v8.4s, v0.4s",
             "fadd v16.4s, v16.4s, v8.4s",
             "subs x11, x11, #1",
@@ -251,7 +253,7 @@ unsafe fn gemv_q5x4_groups(
             out("x9") _, out("x10") _, out("x11") _,
             out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
             out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-            out("v10") _, out("v11") _,
+            out("v10") _, out("v11") _, out("v12") _,
             out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
             out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _,
             out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
@@ -461,8 +463,9 @@ unsafe fn gemm_q5x4_tile4(
 
 /// The Q5_1x4 GEMV asm loop: `groups` row groups, each `nb` super-blocks.
 /// As the Q5_0x4 loop, with the block's `16 * sum a` (two `sdot` with the
-/// 0x10 bytes, two `addp`) as the start of the integer sum, which makes it
-/// `sum q a`, and `sum a` (`scvtf #4` of it, exact) for the minimums' term.
+/// 0x10 bytes, `add`, two `addp`) as the start of the integer sum, which
+/// makes it `sum q a`, and `sum a` (`scvtf #4` of it, exact) for the
+/// minimums' term.
 ///
 /// # Safety
 /// `w` must point to `groups * nb * 96` readable bytes, `qs` to `nb * 32`,
@@ -500,49 +503,53 @@ unsafe fn gemv_q5_1x4_groups(
             "mov x10, {d}",
             "mov x11, {nb}",
             "3:",
-            "ld1 {{v0.8h}}, [{w}], #16",                          // 4 scales, 4 minimums (f16)
-            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 nibble chunks
-            "ld1 {{v9.16b}}, [{w}], #16",                         // fifth-bit plane
-            "ld1 {{v5.16b, v6.16b}}, [x9], #32",                  // act quants 0..15, 16..31
-            "ld1r {{v7.4s}}, [x10], #4",                          // act scale
+            "ld1 {{v0.8h}}, [{w}], #16",  // 4 scales, 4 minimums (f16)
+            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64",  // 4 nibble chunks
+            "ld1 {{v9.16b}}, [{w}], #16",  // fifth-bit plane
+            "ld1 {{v5.16b, v6.16b}}, [x9], #32",  // act quants 0..15, 16..31
+            "ld1r {{v7.4s}}, [x10], #4",  // act scale
             "movi v8.16b, #0",
-            "sdot v8.4s, v5.16b, v27.16b",
-            "sdot v8.4s, v6.16b, v27.16b",
-            "addp v8.4s, v8.4s, v8.4s",
-            "addp v8.4s, v8.4s, v8.4s",  // 16 * sum a, every lane
-            "scvtf v12.4s, v8.4s, #4",   // sum a as f32 (exact)
-            "cmtst v17.16b, v9.16b, v23.16b", // chunk 0 low (weights 0..3)
-            "cmtst v18.16b, v9.16b, v27.16b", // chunk 0 high (16..19)
+            "movi v12.16b, #0",
+            "sdot v8.4s, v5.16b, v27.16b",  // 16 * a, partial sums
+            "sdot v12.4s, v6.16b, v27.16b",
+            "cmtst v17.16b, v9.16b, v23.16b",  // chunk 0 low (weights 0..3)
+            "cmtst v18.16b, v9.16b, v27.16b",  // chunk 0 high (16..19)
             "cmtst v19.16b, v9.16b, v24.16b",
             "cmtst v20.16b, v9.16b, v28.16b",
-            "cmtst v21.16b, v9.16b, v25.16b",
-            "cmtst v22.16b, v9.16b, v29.16b",
-            "cmtst v10.16b, v9.16b, v26.16b",
-            "cmtst v11.16b, v9.16b, v30.16b",
+            "add v8.4s, v8.4s, v12.4s",
             "bit v17.16b, v1.16b, v31.16b",
             "sri v18.16b, v1.16b, #4",
+            "addp v8.4s, v8.4s, v8.4s",
             "bit v19.16b, v2.16b, v31.16b",
             "sri v20.16b, v2.16b, #4",
+            "addp v8.4s, v8.4s, v8.4s",  // 16 * sum a, every lane
+            "cmtst v21.16b, v9.16b, v25.16b",
+            "cmtst v22.16b, v9.16b, v29.16b",
+            "movi v12.16b, #0",
+            "scvtf v13.4s, v8.4s, #4",  // sum a as f32 (exact)
+            "cmtst v10.16b, v9.16b, v26.16b",
+            "cmtst v11.16b, v9.16b, v30.16b",
+            "sdot v8.4s, v17.16b, v5.4b[0]",
+            "sdot v12.4s, v18.16b, v6.4b[0]",
             "bit v21.16b, v3.16b, v31.16b",
             "sri v22.16b, v3.16b, #4",
+            "sdot v8.4s, v19.16b, v5.4b[1]",
+            "sdot v12.4s, v20.16b, v6.4b[1]",
             "bit v10.16b, v4.16b, v31.16b",
             "sri v11.16b, v4.16b, #4",
-            "sdot v8.4s, v17.16b, v5.4b[0]",
-            "sdot v8.4s, v18.16b, v6.4b[0]",
-            "sdot v8.4s, v19.16b, v5.4b[1]",
-            "sdot v8.4s, v20.16b, v6.4b[1]",
             "sdot v8.4s, v21.16b, v5.4b[2]",
-            "sdot v8.4s, v22.16b, v6.4b[2]",
+            "sdot v12.4s, v22.16b, v6.4b[2]",
+            "fcvtl v14.4s, v0.4h",
+            "fcvtl2 v15.4s, v0.8h",
             "sdot v8.4s, v10.16b, v5.4b[3]",
-            "sdot v8.4s, v11.16b, v6.4b[3]", // sum q a
-            "fcvtl v13.4s, v0.4h",
-            "fcvtl2 v14.4s, v0.8h",
+            "sdot v12.4s, v11.16b, v6.4b[3]",
+            "fmul v14.4s, v14.4s, v7.4s",  // d_w * d_a
+            "fmul v15.4s, v15.4s, v7.4s",  // m_w * d_a
+            "add v8.4s, v8.4s, v12.4s",
+            "fmul v13.4s, v13.4s, v15.4s",  // asum * (m_w * d_a)
             "scvtf v8.4s, v8.4s",
-            "fmul v13.4s, v13.4s, v7.4s", // d_w * d_a
-            "fmul v14.4s, v14.4s, v7.4s", // m_w * d_a
-            "fmul v8.4s, v8.4s, v13.4s",
-            "fmul v12.4s, v12.4s, v14.4s",
-            "fadd v8.4s, v8.4s, v12.4s",
+            "fmul v8.4s, v8.4s, v14.4s",
+            "fadd v8.4s, v8.4s, v13.4s",
             "fadd v16.4s, v16.4s, v8.4s",
             "subs x11, x11, #1",
             "b.ne 3b",
@@ -558,7 +565,7 @@ unsafe fn gemv_q5_1x4_groups(
             out("x9") _, out("x10") _, out("x11") _,
             out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
             out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _,
             out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
             out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _,
             out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,

@@ -168,6 +168,17 @@ fn check(
         fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
         assert_same(&got, &want, name);
     }
+    // Rows wider than the x86 GEMV's expanded activation row (385 blocks).
+    let (rows, cols) = (5, 385 * QK);
+    let w = weight(&mut rng, layout, rows, cols, false);
+    for m in [1, 2] {
+        let (qs, d) = acts(&mut rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
     // Empty shapes: no rows, no activation rows, no columns.
     for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
         let w = weight(&mut rng, layout, rows, cols, false);

@@ -1,6 +1,8 @@
 //! GEMV and GEMM of Q5_0x4 / Q5_1x4 weights with Q8_0 activations: AVX2
 //! tiles of 8 weight rows (two row groups, one row per lane) x up to 4
-//! activation rows. The GEMV is the GEMM with one activation row.
+//! activation rows. The GEMV (one activation row, up to 12,288 columns) has
+//! its own loop over 4 row groups at a time with the activation row
+//! expanded once per call.
 
 use super::Avx2;
 use crate::generic;
@@ -61,6 +63,14 @@ pub fn gemm_q5_0x4_q8_0(
     if shape.nb == 0 || rows == 0 || m == 0 {
         return generic::gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
     }
+    if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 88-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q5_gemv::<false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        return Ok(());
+    }
     gemm_tiles::<false>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
     Ok(())
 }
@@ -111,6 +121,14 @@ pub fn gemm_q5_1x4_q8_0(
     )?;
     if shape.nb == 0 || rows == 0 || m == 0 {
         return generic::gemm_q5_1x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 96-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q5_gemv::<true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        return Ok(());
     }
     gemm_tiles::<true>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
     Ok(())
@@ -174,6 +192,200 @@ fn gemm_tiles<const Q51: bool>(
     }
 }
 
+/// The most 32-column blocks the GEMV's expanded activation row holds
+/// (12,288 columns; wider rows take the tiled path).
+const GEMV_MAX_BLOCKS: usize = 384;
+/// Row groups (of 4 rows) one GEMV iteration reads.
+const GEMV_GROUPS: usize = 4;
+
+/// The unsigned `q` (0..31) of one Q5_0x4 / Q5_1x4 super-block's 4 rows:
+/// [low nibbles of chunks 0-1, low 2-3, high 0-1, high 2-3], each 128-bit
+/// half 4 rows x 4 weights (the decoding of [`q5x4_tile`]).
+///
+/// # Safety
+/// `p + nibbles .. p + nibbles + 64` and `p + plane .. p + plane + 16` must
+/// be readable; the CPU must implement AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_q(p: *const u8, nibbles: usize, plane: usize) -> [__m256i; 4] {
+    // SAFETY: the three loads read the bytes the contract names (unaligned);
+    // the CPU implements AVX2.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let b4 = _mm256_set1_epi8(0x10);
+        let x0 = _mm256_loadu_si256(p.add(nibbles).cast());
+        let x1 = _mm256_loadu_si256(p.add(nibbles + 32).cast());
+        let h = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(plane).cast()));
+        // Plane bit p to bit 4: [low half, high half] = p 0, 1 | 2, 3 (left),
+        // 4, 5 | 6, 7 (right).
+        let h0 = _mm256_sllv_epi32(h, _mm256_setr_epi32(4, 4, 4, 4, 3, 3, 3, 3));
+        let h1 = _mm256_sllv_epi32(h, _mm256_setr_epi32(2, 2, 2, 2, 1, 1, 1, 1));
+        let h2 = _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        let h3 = _mm256_srlv_epi32(h, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+        [
+            _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_andnot_si256(h0, b4)),
+            _mm256_or_si256(_mm256_and_si256(x1, m4), _mm256_andnot_si256(h1, b4)),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                _mm256_andnot_si256(h2, b4),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                _mm256_andnot_si256(h3, b4),
+            ),
+        ]
+    }
+}
+
+/// GEMV, Q5_0x4 (`Q51` false) or Q5_1x4 weights x one Q8_0 activation row,
+/// 16 rows per iteration.
+///
+/// The activation row is expanded once per call: per block, the four dword
+/// patterns the weight registers need (`vpermd`, as in [`q5x4_tile`]) and
+/// `sum a` (i32). The inner loop then reads only weights: per group the
+/// [`decode_q`] registers, four `vpmaddubsw(q, a)` summed in i16 (|.| <=
+/// 31,744) and `vpmaddwd` with ones; the two halves of two groups are added
+/// into the 8 rows' exact `sum q a`. Q5_0x4 subtracts `16 sum a` in i32;
+/// Q5_1x4 adds `asum * (m_w * d_a)` to the block's term, in the reference's
+/// order.
+///
+/// # Safety
+/// `w.len() >= groups * nb * B` (B = 88, Q5_1x4: 96), `qs.len() >= nb * 32`,
+/// `d.len() >= nb`, `out.len() >= rows`, `rows <= groups * 4`, `1 <= nb <=
+/// GEMV_MAX_BLOCKS`, and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_gemv<const Q51: bool>(
+    w: &[u8],
+    rows: usize,
+    groups: usize,
+    nb: usize,
+    qs: &[i8],
+    d: &[f32],
+    out: &mut [f32],
+) {
+    let (bytes, nibbles, plane) = if Q51 {
+        (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
+    } else {
+        (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
+    };
+    // SAFETY: the pointer arithmetic and loads below stay inside `w`, `qs`,
+    // `d` and `out` as sized by the function contract (`groups` row groups
+    // of `nb` super-blocks, `nb` blocks of activations, `rows` outputs); the
+    // CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
+        debug_assert!(w.len() >= groups * nb * bytes && rows <= groups * Q5X4_ROWS);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        // The expanded activations: blocks 0..nb of `av` and `asum` are
+        // written here and only those are read below.
+        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+        let mut asum = [0i32; GEMV_MAX_BLOCKS];
+        let ones8 = _mm256_set1_epi8(1);
+        let ones16 = _mm256_set1_epi16(1);
+        for b in 0..nb {
+            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+            av[b].write([
+                _mm256_permutevar8x32_epi32(a, idx[0]),
+                _mm256_permutevar8x32_epi32(a, idx[1]),
+                _mm256_permutevar8x32_epi32(a, idx[2]),
+                _mm256_permutevar8x32_epi32(a, idx[3]),
+            ]);
+            // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
+            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            asum[b] = _mm_cvtsi128_si32(s);
+        }
+        let group_bytes = nb * bytes;
+        let step = GEMV_GROUPS * bytes;
+        let mut g0 = 0;
+        while g0 < groups {
+            // Groups past the end repeat the last one; only real rows are stored.
+            let base: [*const u8; GEMV_GROUPS] =
+                core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
+            // The next iteration's groups follow these ones: prefetch them at
+            // the rate this iteration reads (5.5 or 6 lines per block). A
+            // prefetch never faults; `wrapping_add` keeps the arithmetic
+            // defined.
+            let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
+            let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+            for (b, (a, &s)) in av[..nb].iter().zip(&asum[..nb]).enumerate() {
+                let pf = next.wrapping_add(b * step);
+                for k in 0..6 {
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+                }
+                // SAFETY: block b < nb was written above.
+                let a = a.assume_init_ref();
+                let da = _mm256_set1_ps(*d.get_unchecked(b));
+                // sum q a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
+                let group_sum = |p: *const u8| {
+                    // SAFETY: p is a super-block of a group (in bounds).
+                    let q = { decode_q(p, nibbles, plane) };
+                    let lo = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[0], a[0]),
+                        _mm256_maddubs_epi16(q[1], a[1]),
+                    );
+                    let hi = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[2], a[2]),
+                        _mm256_maddubs_epi16(q[3], a[3]),
+                    );
+                    _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+                };
+                let f16x8 = |pa: *const u8, pb: *const u8, at: usize| {
+                    // SAFETY: bytes at..at + 8 of both super-blocks are in
+                    // bounds (the scales, or Q5_1x4's minimums).
+                    let (x, y) = {
+                        (
+                            _mm_loadl_epi64(pa.add(at).cast()),
+                            _mm_loadl_epi64(pb.add(at).cast()),
+                        )
+                    };
+                    _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+                };
+                for (pair, acc_p) in acc.iter_mut().enumerate() {
+                    let pa = base[2 * pair].add(b * bytes);
+                    let pb = base[2 * pair + 1].add(b * bytes);
+                    let (ia, ib) = (group_sum(pa), group_sum(pb));
+                    // [a rows, b rows]: sum q a, exact i32.
+                    let isum = _mm256_add_epi32(
+                        _mm256_permute2x128_si256::<0x20>(ia, ib),
+                        _mm256_permute2x128_si256::<0x31>(ia, ib),
+                    );
+                    let sw = f16x8(pa, pb, 0);
+                    let v = if Q51 {
+                        let t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                        let mw = f16x8(pa, pb, Q5_1X4_MINS);
+                        let t2 = _mm256_mul_ps(_mm256_set1_ps(s as f32), _mm256_mul_ps(mw, da));
+                        _mm256_add_ps(t1, t2)
+                    } else {
+                        // sum (q - 16) a = sum q a - 16 sum a, exact.
+                        let isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * s));
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
+                    };
+                    *acc_p = _mm256_add_ps(*acc_p, v);
+                }
+            }
+            for (pair, a) in acc.iter().enumerate() {
+                let row0 = (g0 + 2 * pair) * Q5X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                if n == 0 {
+                    break;
+                }
+                let mut r = [0.0f32; 8];
+                _mm256_storeu_ps(r.as_mut_ptr(), *a);
+                out[row0..row0 + n].copy_from_slice(&r[..n]);
+            }
+            g0 += GEMV_GROUPS;
+        }
+    }
+}
+
 /// One Q5_0x4 (`Q51` false) or Q5_1x4 weight tile (row groups `wa` and
 /// `wb`, 8 rows) against `T` activation rows: `res[t]` = the 4 rows of `wa`
 /// then the 4 rows of `wb`.
@@ -220,15 +432,9 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
         debug_assert!(T <= TILE_M && wa.len() >= nb * bytes && wb.len() >= nb * bytes);
         debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
         let cols = nb * QK;
-        let m4 = _mm256_set1_epi8(0x0F);
         let b4 = _mm256_set1_epi8(0x10);
         let ones8 = _mm256_set1_epi8(1);
         let ones = _mm256_set1_epi16(1);
-        // Plane shifts, [low half, high half]: bit p to bit 4.
-        let shl_lo = _mm256_setr_epi32(4, 4, 4, 4, 3, 3, 3, 3); // p = 0, 1
-        let shl_lo2 = _mm256_setr_epi32(2, 2, 2, 2, 1, 1, 1, 1); // p = 2, 3
-        let shr_hi = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); // p = 4, 5
-        let shr_hi2 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3); // p = 6, 7
         let idx = [
             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
             _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
@@ -247,39 +453,8 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
             // Unsigned q, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
-            let quants = |p: *const u8| {
-                // SAFETY: p points to a super-block (caller's contract): the
-                // 64 nibble bytes and the 16 plane bytes are in bounds;
-                // unaligned loads.
-                let (x0, x1, h) = {
-                    (
-                        _mm256_loadu_si256(p.add(nibbles).cast()),
-                        _mm256_loadu_si256(p.add(nibbles + 32).cast()),
-                        _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(plane).cast())),
-                    )
-                };
-                let fifth = |s: __m256i| _mm256_andnot_si256(s, b4);
-                [
-                    _mm256_or_si256(
-                        _mm256_and_si256(x0, m4),
-                        fifth(_mm256_sllv_epi32(h, shl_lo)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(x1, m4),
-                        fifth(_mm256_sllv_epi32(h, shl_lo2)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
-                        fifth(_mm256_srlv_epi32(h, shr_hi)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
-                        fifth(_mm256_srlv_epi32(h, shr_hi2)),
-                    ),
-                ]
-            };
-            let qa = quants(pa);
-            let qb = quants(pb);
+            // SAFETY: pa and pb are super-blocks inside `wa` and `wb`.
+            let (qa, qb) = { (decode_q(pa, nibbles, plane), decode_q(pb, nibbles, plane)) };
             // Scales (and Q5_1's minimums) of the 8 rows: 4 f16 of group a,
             // then 4 of group b.
             let f16x8 = |at: usize| {

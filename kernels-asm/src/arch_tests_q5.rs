@@ -72,26 +72,26 @@ fn assert_same(got: &[f32], want: &[f32], what: &str) {
 }
 
 /// A repacked weight of `block_bytes` super-blocks whose first `f16s` f16
-/// fields are scales (or minimums) and whose other bytes are random: byte
-/// position `i` of the super-blocks takes the values `(s * 167 + i * 71 +
-/// off) mod 256` over super-blocks `s`, so with 256 or more super-blocks
-/// every byte value occurs in every position.
+/// fields are scales (or minimums: normal, or with `raw` any bits) and
+/// whose other bytes are random, or with `sweep` `(s * 167 + i * 71 + off)
+/// mod 256` at byte `i` of super-block `s`: over 256 super-blocks every
+/// byte value then occurs in every quant position (167 is odd).
 fn weight(
     rng: &mut Rng,
     (block_bytes, f16s): (usize, usize),
     rows: usize,
     cols: usize,
-    raw: bool,
+    (raw, sweep): (bool, bool),
 ) -> Vec<u8> {
     let blocks = rows.div_ceil(Q5X4_ROWS) * cols / QK;
     let off = rng.next() as usize;
     let mut w = vec![0u8; blocks * block_bytes];
     for (s, sb) in w.chunks_exact_mut(block_bytes).enumerate() {
         for (i, b) in sb.iter_mut().enumerate() {
-            *b = if rng.next() & 3 == 0 {
-                rng.next() as u8
-            } else {
+            *b = if sweep {
                 (s.wrapping_mul(167) + i * 71 + off) as u8
+            } else {
+                rng.next() as u8
             };
         }
         for f in 0..f16s {
@@ -139,7 +139,7 @@ fn check(
     for raw in [false, true] {
         for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
             for cols in [32, 64, 96, 896] {
-                let w = weight(&mut rng, layout, rows, cols, raw);
+                let w = weight(&mut rng, layout, rows, cols, (raw, false));
                 for m in 1..=9 {
                     let (qs, d) = acts(&mut rng, m, cols);
                     let mut want = vec![f32::NAN; m * rows];
@@ -157,9 +157,9 @@ fn check(
             }
         }
     }
-    // Every byte value in every position of a super-block: 256 groups.
+    // Every byte value in every quant position of a super-block: 256 groups.
     let (rows, cols) = (4 * 256, 32);
-    let w = weight(&mut rng, layout, rows, cols, false);
+    let w = weight(&mut rng, layout, rows, cols, (false, true));
     for m in [1, 4, 5] {
         let (qs, d) = acts(&mut rng, m, cols);
         let mut want = vec![f32::NAN; m * rows];
@@ -170,7 +170,7 @@ fn check(
     }
     // Rows wider than the x86 GEMV's expanded activation row (385 blocks).
     let (rows, cols) = (5, 385 * QK);
-    let w = weight(&mut rng, layout, rows, cols, false);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
     for m in [1, 2] {
         let (qs, d) = acts(&mut rng, m, cols);
         let mut want = vec![f32::NAN; m * rows];
@@ -181,7 +181,7 @@ fn check(
     }
     // Empty shapes: no rows, no activation rows, no columns.
     for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
-        let w = weight(&mut rng, layout, rows, cols, false);
+        let w = weight(&mut rng, layout, rows, cols, (false, false));
         let (qs, d) = acts(&mut rng, m, cols);
         let mut want = vec![f32::NAN; m * rows];
         reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
@@ -191,7 +191,7 @@ fn check(
     }
     // Shape errors: the same error as the generic code, nothing written.
     let (rows, cols, m) = (5, 64, 2);
-    let w = weight(&mut rng, layout, rows, cols, false);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
     let (qs, d) = acts(&mut rng, m, cols);
     let cases: [GemmArgs; 5] = [
         (&w[1..], rows, cols, &qs, &d, m),

@@ -42,7 +42,7 @@ pub const Q8X8_BLOCK_BYTES: usize = 2 * Q8X8_ROWS + Q8X8_ROWS * QK;
 const _: () = assert!(Q4_0_BLOCK_BYTES == 18 && Q8_0_BLOCK_BYTES == 34);
 const _: () = assert!(Q4X4_BLOCK_BYTES == 72 && Q8X8_BLOCK_BYTES == 272);
 
-// Q5_0x4 and Q5_1x4 (docs/kernels.md "Q5_0x4" / "Q5_1x4"): GGUF Q5_0 /
+// Q5_0x4 and Q5_1x4 (docs/kernels.md "Q5_0x4 and Q5_1x4"): GGUF Q5_0 /
 // Q5_1 blocks, 4 rows interleaved. A super-block is the rows' f16 scales
 // (Q5_1: then their f16 minimums), then 64 nibble bytes in the Q4_0x4 chunk
 // order but raw (no XOR): byte `16c + 4r + k` holds the low 4 bits of row

@@ -68,3 +68,47 @@ pub const Q6KX8_BLOCK_BYTES: usize = 2 * Q6KX8_ROWS + (QK_K / QK) * Q6KX8_PAIR_B
 
 const _: () = assert!(Q6_K_BLOCK_BYTES == 210 && Q6KX8_PAIR_BYTES == 208);
 const _: () = assert!(Q6KX8_BLOCK_BYTES == Q6KX8_ROWS * Q6_K_BLOCK_BYTES);
+// Q5_0x4 and Q5_1x4 (docs/kernels.md "Q5_0x4 and Q5_1x4"): GGUF Q5_0 /
+// Q5_1 blocks, 4 rows interleaved. A super-block is the rows' f16 scales
+// (Q5_1: then their f16 minimums), then 64 nibble bytes in the Q4_0x4 chunk
+// order but raw (no XOR): byte `16c + 4r + k` holds the low 4 bits of row
+// `r`'s weights `4c + k` (low nibble) and `16 + 4c + k` (high nibble); then
+// 16 *fifth-bit plane* bytes: bit `p` of byte `4r + k` is the fifth bit of
+// row `r`'s weight `4p + k`, inverted (1 where the GGUF `qh` bit is 0).
+// Inverted, it is the sign bit of the two's-complement 5-bit value `q - 16`:
+// a kernel turns plane bit `p` into a byte mask (`cmtst`) and merges the
+// nibble under it (`bit` / `sri`), giving `q - 16` as an `i8` in two
+// instructions per 16 weights. Padding rows are all-zero bytes (scale 0,
+// and `q - 16 = 0`).
+
+/// Bytes of one GGUF Q5_0 block: `d: f16`, `qh: u32 LE`, 16 nibble bytes.
+pub const Q5_0_BLOCK_BYTES: usize = 2 + 4 + QK / 2;
+/// Bytes of one GGUF Q5_1 block: `d: f16`, `m: f16`, `qh: u32 LE`, 16
+/// nibble bytes.
+pub const Q5_1_BLOCK_BYTES: usize = 2 + 2 + 4 + QK / 2;
+/// Rows in one Q5_0x4 / Q5_1x4 row group.
+pub const Q5X4_ROWS: usize = 4;
+/// Bytes of the nibbles and the fifth-bit plane of 4 rows x 32 weights.
+const Q5X4_QUANT_BYTES: usize = Q5X4_ROWS * QK / 2 + Q5X4_ROWS * QK / 8;
+/// Bytes of one Q5_0x4 super-block (4 rows x 32 weights): 4 f16 scales, 64
+/// nibble bytes, 16 plane bytes.
+pub const Q5_0X4_BLOCK_BYTES: usize = 2 * Q5X4_ROWS + Q5X4_QUANT_BYTES;
+/// Bytes of one Q5_1x4 super-block (4 rows x 32 weights): 4 f16 scales, 4
+/// f16 minimums, 64 nibble bytes, 16 plane bytes.
+pub const Q5_1X4_BLOCK_BYTES: usize = 4 * Q5X4_ROWS + Q5X4_QUANT_BYTES;
+/// Offset of the nibble bytes in a Q5_0x4 super-block (Q5_1x4: `+ 8`).
+pub const Q5_0X4_NIBBLES: usize = 2 * Q5X4_ROWS;
+/// Offset of the fifth-bit plane in a Q5_0x4 super-block (Q5_1x4: `+ 8`).
+pub const Q5_0X4_PLANE: usize = Q5_0X4_NIBBLES + Q5X4_ROWS * QK / 2;
+/// Offset of the minimums in a Q5_1x4 super-block (after the 4 scales).
+pub const Q5_1X4_MINS: usize = 2 * Q5X4_ROWS;
+/// Offset of the nibble bytes in a Q5_1x4 super-block.
+pub const Q5_1X4_NIBBLES: usize = Q5_0X4_NIBBLES + 2 * Q5X4_ROWS;
+/// Offset of the fifth-bit plane in a Q5_1x4 super-block.
+pub const Q5_1X4_PLANE: usize = Q5_0X4_PLANE + 2 * Q5X4_ROWS;
+
+const _: () = assert!(Q5_0_BLOCK_BYTES == 22 && Q5_1_BLOCK_BYTES == 24);
+const _: () = assert!(Q5_0X4_BLOCK_BYTES == 4 * Q5_0_BLOCK_BYTES);
+const _: () = assert!(Q5_1X4_BLOCK_BYTES == 4 * Q5_1_BLOCK_BYTES);
+const _: () = assert!(Q5_0X4_NIBBLES == 8 && Q5_0X4_PLANE == 72);
+const _: () = assert!(Q5_1X4_MINS == 8 && Q5_1X4_NIBBLES == 16 && Q5_1X4_PLANE == 80);

@@ -13,13 +13,13 @@ const TILE_M: usize = 4;
 
 /// The kernels one GEMM layout needs: a 4-activation-row tile over one row
 /// group, and a one-row GEMV over one row group.
-struct GemmKernels {
-    group_rows: usize,
-    block_bytes: usize,
+pub(super) struct GemmKernels {
+    pub(super) group_rows: usize,
+    pub(super) block_bytes: usize,
     /// (w, [qs; 4], [d; 4], nb, out, out row stride in bytes)
-    tile: unsafe fn(*const u8, [*const i8; 4], [*const f32; 4], usize, *mut f32, usize),
+    pub(super) tile: unsafe fn(*const u8, [*const i8; 4], [*const f32; 4], usize, *mut f32, usize),
     /// (w, qs, d, nb, out, groups)
-    row: unsafe fn(*const u8, *const i8, *const f32, usize, *mut f32, usize),
+    pub(super) row: unsafe fn(*const u8, *const i8, *const f32, usize, *mut f32, usize),
 }
 
 /// `out[t * rows + r]` for every activation row `t < m` and weight row `r`,
@@ -28,7 +28,7 @@ struct GemmKernels {
 /// # Safety
 /// The shapes must have passed [`gemm_shape`] with `k`'s layout, and the CPU must implement what `k`'s kernels need.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_run(
+pub(super) unsafe fn gemm_run(
     k: &GemmKernels,
     w: &[u8],
     rows: usize,

@@ -16,6 +16,7 @@ mod attention;
 mod gemm;
 mod matvec;
 mod q6k;
+mod q5;
 mod quantize;
 
 pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
@@ -26,6 +27,10 @@ pub use gemm::{
 };
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k, q6kx8_group_dot, q6kx8_scale, q6kx8_weight};
+pub use q5::{
+    gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0, q5_0x4_group_dot,
+    q5_1x4_group_dot, q5x4_value,
+};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

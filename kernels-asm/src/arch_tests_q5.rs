@@ -1,0 +1,265 @@
+//! The Q5 architecture kernels of this build against [`crate::generic`],
+//! bit for bit (as `arch_tests`): rows that do not fill a group, several
+//! widths, 1..=9 activation rows, quant bytes where every byte value occurs
+//! in every position, and raw scale bits (infinities and NaN included).
+
+use crate::generic;
+use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, QK};
+use crate::ShapeError;
+use std::vec;
+use std::vec::Vec;
+
+#[cfg(target_arch = "aarch64")]
+use crate::aarch64 as arch;
+#[cfg(target_arch = "x86_64")]
+use crate::x86_64 as arch;
+
+/// The token, when the CPU has its features; checks the expectation the
+/// test scripts state (`aarch64-dotprod`, `x86_64-avx2` or `scalar`), as
+/// `arch_tests` does.
+fn cpu() -> Option<arch::Cpu> {
+    let cpu = arch::Cpu::detect();
+    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
+        if expect == "scalar" {
+            if std::env::var("KESTREL_KERNELS").is_err() {
+                assert!(cpu.is_none(), "a token was detected, expected none");
+            }
+        } else {
+            assert!(cpu.is_some(), "expected the kernels {expect}");
+        }
+    }
+    cpu
+}
+
+/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) as u32
+    }
+
+    /// A float in [-scale, scale).
+    fn float(&mut self, scale: f32) -> f32 {
+        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
+    }
+
+    /// An f16 scale: normal and about 0.06 in size, or (`raw`) any bits.
+    fn f16(&mut self, raw: bool) -> [u8; 2] {
+        if raw {
+            return (self.next() as u16).to_le_bytes();
+        }
+        let s = self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 };
+        generic::f32_to_f16(s).to_le_bytes()
+    }
+}
+
+/// Same bits, or both NaN (NaN payloads are not specified).
+fn assert_same(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
+            g.to_bits(),
+            w.to_bits()
+        );
+    }
+}
+
+/// A repacked weight of `block_bytes` super-blocks whose first `f16s` f16
+/// fields are scales (or minimums: normal, or with `raw` any bits) and
+/// whose other bytes are random, or with `sweep` `(s * 167 + i * 71 + off)
+/// mod 256` at byte `i` of super-block `s`: over 256 super-blocks every
+/// byte value then occurs in every quant position (167 is odd).
+fn weight(
+    rng: &mut Rng,
+    (block_bytes, f16s): (usize, usize),
+    rows: usize,
+    cols: usize,
+    (raw, sweep): (bool, bool),
+) -> Vec<u8> {
+    let blocks = rows.div_ceil(Q5X4_ROWS) * cols / QK;
+    let off = rng.next() as usize;
+    let mut w = vec![0u8; blocks * block_bytes];
+    for (s, sb) in w.chunks_exact_mut(block_bytes).enumerate() {
+        for (i, b) in sb.iter_mut().enumerate() {
+            *b = if sweep {
+                (s.wrapping_mul(167) + i * 71 + off) as u8
+            } else {
+                rng.next() as u8
+            };
+        }
+        for f in 0..f16s {
+            let v = rng.f16(raw);
+            sb[2 * f..2 * f + 2].copy_from_slice(&v);
+        }
+    }
+    w
+}
+
+/// Activation quants (every value, -128 included) and f32 scales.
+fn acts(rng: &mut Rng, m: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let off = rng.next() as usize;
+    let qs = (0..m * cols)
+        .map(|i| {
+            if i < 256 {
+                (i.wrapping_mul(167).wrapping_add(off)) as u8 as i8
+            } else {
+                rng.next() as u8 as i8
+            }
+        })
+        .collect();
+    // Full f32 precision: every product rounds, so any other order of the
+    // operations shows.
+    let d = (0..m * cols / QK).map(|_| rng.float(0.05) + 0.06).collect();
+    (qs, d)
+}
+
+type GemmFn =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+type GenericGemmFn =
+    fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+type GemvFn =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &mut [f32]) -> Result<(), ShapeError>;
+/// One GEMM call's arguments: weight, rows, cols, quants, scales, m.
+type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usize);
+
+fn check(
+    cpu: arch::Cpu,
+    layout: (usize, usize),
+    (fast, gemv, reference): (GemmFn, GemvFn, GenericGemmFn),
+    name: &str,
+) {
+    let mut rng = Rng(layout.0 as u64);
+    for raw in [false, true] {
+        for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
+            for cols in [32, 64, 96, 896] {
+                let w = weight(&mut rng, layout, rows, cols, (raw, false));
+                for m in 1..=9 {
+                    let (qs, d) = acts(&mut rng, m, cols);
+                    let mut want = vec![f32::NAN; m * rows];
+                    reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+                    let mut got = vec![f32::NAN; m * rows];
+                    fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+                    let what = std::format!("{name} rows {rows} cols {cols} m {m} raw {raw}");
+                    assert_same(&got, &want, &what);
+                    if m == 1 {
+                        let mut got = vec![f32::NAN; rows];
+                        gemv(cpu, &w, rows, cols, &qs, &d, &mut got).unwrap();
+                        assert_same(&got, &want, &what);
+                    }
+                }
+            }
+        }
+    }
+    // Every byte value in every quant position of a super-block: 256 groups.
+    let (rows, cols) = (4 * 256, 32);
+    let w = weight(&mut rng, layout, rows, cols, (false, true));
+    for m in [1, 4, 5] {
+        let (qs, d) = acts(&mut rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
+    // Rows wider than the x86 GEMV's expanded activation row (385 blocks).
+    let (rows, cols) = (5, 385 * QK);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
+    for m in [1, 2] {
+        let (qs, d) = acts(&mut rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
+    // Empty shapes: no rows, no activation rows, no columns.
+    for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
+        let w = weight(&mut rng, layout, rows, cols, (false, false));
+        let (qs, d) = acts(&mut rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
+    // Shape errors: the same error as the generic code, nothing written.
+    let (rows, cols, m) = (5, 64, 2);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
+    let (qs, d) = acts(&mut rng, m, cols);
+    let cases: [GemmArgs; 5] = [
+        (&w[1..], rows, cols, &qs, &d, m),
+        (&w, rows, cols, &qs[32..], &d, m),
+        (&w, rows, cols, &qs, &d[1..], m),
+        (&w, rows, cols + 1, &qs, &d, m),
+        (&w, rows, cols, &qs, &d, m + 1),
+    ];
+    for (w, rows, cols, qs, d, m) in cases {
+        let mut want = vec![f32::NAN; 2 * rows];
+        let mut got = vec![f32::NAN; 2 * rows];
+        let e = reference(w, rows, cols, qs, d, m, &mut want).unwrap_err();
+        assert_eq!(
+            fast(cpu, w, rows, cols, qs, d, m, &mut got),
+            Err(e),
+            "{name}"
+        );
+        assert!(got.iter().all(|v| v.is_nan()), "{name}: written on error");
+    }
+}
+
+#[test]
+fn gemm_q5_0x4_matches_generic() {
+    if let Some(cpu) = cpu() {
+        check(
+            cpu,
+            (Q5_0X4_BLOCK_BYTES, Q5X4_ROWS),
+            (
+                arch::gemm_q5_0x4_q8_0,
+                arch::gemv_q5_0x4_q8_0,
+                generic::gemm_q5_0x4_q8_0,
+            ),
+            "q5_0x4",
+        );
+    }
+}
+
+#[test]
+fn gemm_q5_1x4_matches_generic() {
+    if let Some(cpu) = cpu() {
+        check(
+            cpu,
+            (Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),
+            (
+                arch::gemm_q5_1x4_q8_0,
+                arch::gemv_q5_1x4_q8_0,
+                generic::gemm_q5_1x4_q8_0,
+            ),
+            "q5_1x4",
+        );
+    }
+}
+
+/// The generic decoding of one super-block: plane bit set means fifth bit
+/// clear, nibbles raw (the layout's definition, independent of the kernel).
+#[test]
+fn q5x4_value_follows_the_layout() {
+    let mut quants = [0u8; 80];
+    // Row 2, weight 4p + k = 4 * 5 + 3 = 23: the high nibble of chunk 1.
+    quants[16 + 4 * 2 + 3] = 0xa0;
+    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10);
+    quants[64 + 4 * 2 + 3] = 1 << 5;
+    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10 - 16);
+    // Row 0, weight 1: low nibble of chunk 0, plane bit 0 of byte 1.
+    quants[1] = 0x0f;
+    assert_eq!(generic::q5x4_value(&quants, 0, 1), 15);
+    quants[64 + 1] = 1;
+    assert_eq!(generic::q5x4_value(&quants, 0, 1), -1);
+    // All-zero bytes (padding) are q = 16: value 0.
+    assert_eq!(generic::q5x4_value(&[0; 80], 3, 31), 0);
+}

@@ -1,0 +1,530 @@
+//! GEMV and GEMM of Q5_0x4 / Q5_1x4 weights with Q8_0 activations: AVX2
+//! tiles of 8 weight rows (two row groups, one row per lane) x up to 4
+//! activation rows. The GEMV (one activation row, up to 12,288 columns) has
+//! its own loop over 4 row groups at a time with the activation row
+//! expanded once per call.
+
+use super::Avx2;
+use crate::generic;
+use crate::layout::{
+    Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
+    Q5_1X4_NIBBLES, Q5_1X4_PLANE, QK,
+};
+use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::x86_64::*;
+
+/// Activation rows computed together against one pass over a weight tile.
+const TILE_M: usize = 4;
+
+/// GEMV, Q5_0x4 weights x one Q8_0 activation row: [`gemm_q5_0x4_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q5_0x4_q8_0`].
+pub fn gemv_q5_0x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q5_0x4_q8_0`]. Empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_0x4_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(
+        Q5X4_ROWS,
+        Q5_0X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 88-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q5_gemv::<false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        return Ok(());
+    }
+    gemm_tiles::<false>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+    Ok(())
+}
+
+/// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
+/// with `m = 1`; the same contract as [`generic::gemv_q5_1x4_q8_0`].
+pub fn gemv_q5_1x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5_1x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 96-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q5_1x4_q8_0`]. Empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_1x4_q8_0(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_shape(
+        Q5X4_ROWS,
+        Q5_1X4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q5_1x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
+        // SAFETY: `w` holds `groups` row groups of `nb` 96-byte super-blocks,
+        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
+        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
+        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        unsafe { q5_gemv::<true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        return Ok(());
+    }
+    gemm_tiles::<true>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+    Ok(())
+}
+
+/// The tiled GEMM of either layout (`Q51`: Q5_1x4, else Q5_0x4) for shapes
+/// [`gemm_shape`] accepted with that layout's super-block size, `nb`,
+/// `rows` and `m` all non-zero.
+#[allow(clippy::too_many_arguments)]
+fn gemm_tiles<const Q51: bool>(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    GemmShape { nb, groups }: GemmShape,
+) {
+    let block_bytes = if Q51 {
+        Q5_1X4_BLOCK_BYTES
+    } else {
+        Q5_0X4_BLOCK_BYTES
+    };
+    let group_bytes = nb * block_bytes;
+    // Row groups in pairs (8 rows per vector); an odd last group is paired
+    // with itself and only its own rows are stored.
+    for pair in 0..groups.div_ceil(2) {
+        let ga = 2 * pair;
+        let gb = (ga + 1).min(groups - 1);
+        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
+        let mut t0 = 0;
+        while t0 < m {
+            let tm = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let mut res = [[0.0f32; 8]; TILE_M];
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
+            // the layout's 88 or 96 bytes, sliced above), `qs` holds `tm` rows
+            // of `cols = nb * 32` quants and `d` `tm` rows of `nb` scales
+            // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
+            // token proves AVX2/FMA/F16C.
+            unsafe {
+                match tm {
+                    1 => q5x4_tile::<1, Q51>(wa, wb, qs, d, nb, &mut res),
+                    2 => q5x4_tile::<2, Q51>(wa, wb, qs, d, nb, &mut res),
+                    3 => q5x4_tile::<3, Q51>(wa, wb, qs, d, nb, &mut res),
+                    _ => q5x4_tile::<4, Q51>(wa, wb, qs, d, nb, &mut res),
+                }
+            }
+            for (t, r) in res.iter().enumerate().take(tm) {
+                let row0 = 2 * pair * Q5X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                let o = (t0 + t) * rows + row0;
+                out[o..o + n].copy_from_slice(&r[..n]);
+            }
+            t0 += tm;
+        }
+    }
+}
+
+/// The most 32-column blocks the GEMV's expanded activation row holds
+/// (12,288 columns; wider rows take the tiled path).
+const GEMV_MAX_BLOCKS: usize = 384;
+/// Row groups (of 4 rows) one GEMV iteration reads.
+const GEMV_GROUPS: usize = 4;
+
+/// The unsigned `q` (0..31) of one Q5_0x4 / Q5_1x4 super-block's 4 rows:
+/// [low nibbles of chunks 0-1, low 2-3, high 0-1, high 2-3], each 128-bit
+/// half 4 rows x 4 weights (the decoding of [`q5x4_tile`]).
+///
+/// # Safety
+/// `p + nibbles .. p + nibbles + 64` and `p + plane .. p + plane + 16` must
+/// be readable; the CPU must implement AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_q(p: *const u8, nibbles: usize, plane: usize) -> [__m256i; 4] {
+    // SAFETY: the three loads read the bytes the contract names (unaligned);
+    // the CPU implements AVX2.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let b4 = _mm256_set1_epi8(0x10);
+        let x0 = _mm256_loadu_si256(p.add(nibbles).cast());
+        let x1 = _mm256_loadu_si256(p.add(nibbles + 32).cast());
+        let h = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(plane).cast()));
+        // Plane bit p to bit 4: [low half, high half] = p 0, 1 | 2, 3 (left),
+        // 4, 5 | 6, 7 (right).
+        let h0 = _mm256_sllv_epi32(h, _mm256_setr_epi32(4, 4, 4, 4, 3, 3, 3, 3));
+        let h1 = _mm256_sllv_epi32(h, _mm256_setr_epi32(2, 2, 2, 2, 1, 1, 1, 1));
+        let h2 = _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        let h3 = _mm256_srlv_epi32(h, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+        [
+            _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_andnot_si256(h0, b4)),
+            _mm256_or_si256(_mm256_and_si256(x1, m4), _mm256_andnot_si256(h1, b4)),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                _mm256_andnot_si256(h2, b4),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                _mm256_andnot_si256(h3, b4),
+            ),
+        ]
+    }
+}
+
+/// GEMV, Q5_0x4 (`Q51` false) or Q5_1x4 weights x one Q8_0 activation row,
+/// 16 rows per iteration.
+///
+/// The activation row is expanded once per call: per block, the four dword
+/// patterns the weight registers need (`vpermd`, as in [`q5x4_tile`]) and
+/// `sum a` (i32). The inner loop then reads only weights: per group the
+/// [`decode_q`] registers, four `vpmaddubsw(q, a)` summed in i16 (|.| <=
+/// 31,744) and `vpmaddwd` with ones; the two halves of two groups are added
+/// into the 8 rows' exact `sum q a`. Q5_0x4 subtracts `16 sum a` in i32;
+/// Q5_1x4 adds `asum * (m_w * d_a)` to the block's term, in the reference's
+/// order.
+///
+/// # Safety
+/// `w.len() >= groups * nb * B` (B = 88, Q5_1x4: 96), `qs.len() >= nb * 32`,
+/// `d.len() >= nb`, `out.len() >= rows`, `rows <= groups * 4`, `1 <= nb <=
+/// GEMV_MAX_BLOCKS`, and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_gemv<const Q51: bool>(
+    w: &[u8],
+    rows: usize,
+    groups: usize,
+    nb: usize,
+    qs: &[i8],
+    d: &[f32],
+    out: &mut [f32],
+) {
+    let (bytes, nibbles, plane) = if Q51 {
+        (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
+    } else {
+        (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
+    };
+    // SAFETY: the pointer arithmetic and loads below stay inside `w`, `qs`,
+    // `d` and `out` as sized by the function contract (`groups` row groups
+    // of `nb` super-blocks, `nb` blocks of activations, `rows` outputs); the
+    // CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
+        debug_assert!(w.len() >= groups * nb * bytes && rows <= groups * Q5X4_ROWS);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        // The expanded activations: blocks 0..nb of `av` and `asum` are
+        // written here and only those are read below.
+        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+        let mut asum = [0i32; GEMV_MAX_BLOCKS];
+        let ones8 = _mm256_set1_epi8(1);
+        let ones16 = _mm256_set1_epi16(1);
+        for b in 0..nb {
+            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+            av[b].write([
+                _mm256_permutevar8x32_epi32(a, idx[0]),
+                _mm256_permutevar8x32_epi32(a, idx[1]),
+                _mm256_permutevar8x32_epi32(a, idx[2]),
+                _mm256_permutevar8x32_epi32(a, idx[3]),
+            ]);
+            // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
+            let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            asum[b] = _mm_cvtsi128_si32(s);
+        }
+        let group_bytes = nb * bytes;
+        let step = GEMV_GROUPS * bytes;
+        let mut g0 = 0;
+        while g0 < groups {
+            // Groups past the end repeat the last one; only real rows are stored.
+            let base: [*const u8; GEMV_GROUPS] =
+                core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
+            // The next iteration's groups follow these ones: prefetch them at
+            // the rate this iteration reads (5.5 or 6 lines per block). A
+            // prefetch never faults; `wrapping_add` keeps the arithmetic
+            // defined.
+            let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
+            let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
+            for (b, (a, &s)) in av[..nb].iter().zip(&asum[..nb]).enumerate() {
+                let pf = next.wrapping_add(b * step);
+                for k in 0..6 {
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+                }
+                // SAFETY: block b < nb was written above.
+                let a = a.assume_init_ref();
+                let da = _mm256_set1_ps(*d.get_unchecked(b));
+                // sum q a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
+                let group_sum = |p: *const u8| {
+                    // SAFETY: p is a super-block of a group (in bounds).
+                    let q = { decode_q(p, nibbles, plane) };
+                    let lo = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[0], a[0]),
+                        _mm256_maddubs_epi16(q[1], a[1]),
+                    );
+                    let hi = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q[2], a[2]),
+                        _mm256_maddubs_epi16(q[3], a[3]),
+                    );
+                    _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+                };
+                let f16x8 = |pa: *const u8, pb: *const u8, at: usize| {
+                    // SAFETY: bytes at..at + 8 of both super-blocks are in
+                    // bounds (the scales, or Q5_1x4's minimums).
+                    let (x, y) = {
+                        (
+                            _mm_loadl_epi64(pa.add(at).cast()),
+                            _mm_loadl_epi64(pb.add(at).cast()),
+                        )
+                    };
+                    _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+                };
+                for (pair, acc_p) in acc.iter_mut().enumerate() {
+                    let pa = base[2 * pair].add(b * bytes);
+                    let pb = base[2 * pair + 1].add(b * bytes);
+                    let (ia, ib) = (group_sum(pa), group_sum(pb));
+                    // [a rows, b rows]: sum q a, exact i32.
+                    let isum = _mm256_add_epi32(
+                        _mm256_permute2x128_si256::<0x20>(ia, ib),
+                        _mm256_permute2x128_si256::<0x31>(ia, ib),
+                    );
+                    let sw = f16x8(pa, pb, 0);
+                    let v = if Q51 {
+                        let t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                        let mw = f16x8(pa, pb, Q5_1X4_MINS);
+                        let t2 = _mm256_mul_ps(_mm256_set1_ps(s as f32), _mm256_mul_ps(mw, da));
+                        _mm256_add_ps(t1, t2)
+                    } else {
+                        // sum (q - 16) a = sum q a - 16 sum a, exact.
+                        let isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * s));
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
+                    };
+                    *acc_p = _mm256_add_ps(*acc_p, v);
+                }
+            }
+            for (pair, a) in acc.iter().enumerate() {
+                let row0 = (g0 + 2 * pair) * Q5X4_ROWS;
+                let n = rows.saturating_sub(row0).min(8);
+                if n == 0 {
+                    break;
+                }
+                let mut r = [0.0f32; 8];
+                _mm256_storeu_ps(r.as_mut_ptr(), *a);
+                out[row0..row0 + n].copy_from_slice(&r[..n]);
+            }
+            g0 += GEMV_GROUPS;
+        }
+    }
+}
+
+/// One Q5_0x4 (`Q51` false) or Q5_1x4 weight tile (row groups `wa` and
+/// `wb`, 8 rows) against `T` activation rows: `res[t]` = the 4 rows of `wa`
+/// then the 4 rows of `wb`.
+///
+/// Per super-block and group: the nibbles as in the Q4_0x4 tile (two
+/// 32-byte loads, `and`/`srli`), and the fifth-bit plane broadcast to both
+/// 128-bit halves: plane bit `p` of byte `4r + k` belongs to the weights of
+/// chunk `p % 4`, low nibbles for `p < 4`, high ones otherwise. A per-half
+/// `vpsllvd`/`vpsrlvd` brings each register's two plane bits to bit 4, and
+/// `andnot` with 0x10 turns the inverted bit into `16 * fifth bit`: the
+/// unsigned `q` (0..31) after an `or`. `vpmaddubsw(q, a)` pair sums fit i16
+/// (|.| <= 2 * 31 * 128 = 7,936; four of them <= 31,744).
+///
+/// Q5_0: the activation's `16 * (a + a')` (`vpmaddubsw(16, a)`, four <=
+/// 16,384) is subtracted in i16: the difference is `sum (q - 16) a` over the
+/// lane's 8 products (|.| <= 16,384), exact because the true value fits and
+/// the adds wrap. Q5_1: `sum q a` as it is, and `sum a` of the block
+/// (`vpmaddubsw(1, a)`, `vpmaddwd`, a horizontal add), exact. `vpmaddwd`
+/// with ones makes the sums i32; the two halves (even and odd chunks) are
+/// added.
+///
+/// # Safety
+/// `wa.len()` and `wb.len()` must be at least `nb` super-blocks (88 bytes,
+/// Q5_1x4: 96), `qs.len()` at least `T * nb * 32`, `d.len()` at least `T *
+/// nb`, `T <= 4`, and the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    let (bytes, nibbles, plane) = if Q51 {
+        (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
+    } else {
+        (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
+    };
+    // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
+    // rows of `nb` blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * bytes && wb.len() >= nb * bytes);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let b4 = _mm256_set1_epi8(0x10);
+        let ones8 = _mm256_set1_epi8(1);
+        let ones = _mm256_set1_epi16(1);
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let pa = wa.as_ptr().add(b * bytes);
+            let pb = wb.as_ptr().add(b * bytes);
+            // Prefetch the bytes after `wb` (the next pair of row groups) at the
+            // rate this pair is read. A prefetch never faults, and
+            // `wrapping_add` keeps the address arithmetic defined.
+            let pf = wb.as_ptr().wrapping_add(nb * bytes + 2 * b * bytes);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            // Unsigned q, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            // SAFETY: pa and pb are super-blocks inside `wa` and `wb`.
+            let (qa, qb) = { (decode_q(pa, nibbles, plane), decode_q(pb, nibbles, plane)) };
+            // Scales (and Q5_1's minimums) of the 8 rows: 4 f16 of group a,
+            // then 4 of group b.
+            let f16x8 = |at: usize| {
+                // SAFETY: bytes at..at + 8 of both super-blocks are in bounds
+                // (at is 0, or the minimums' offset 8 of a 96-byte Q5_1x4
+                // super-block).
+                let (x, y) = {
+                    (
+                        _mm_loadl_epi64(pa.add(at).cast()),
+                        _mm_loadl_epi64(pb.add(at).cast()),
+                    )
+                };
+                _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+            };
+            let sw = f16x8(0);
+            let mw = if Q51 { f16x8(Q5_1X4_MINS) } else { sw };
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
+                let av = [
+                    _mm256_permutevar8x32_epi32(a, idx[0]),
+                    _mm256_permutevar8x32_epi32(a, idx[1]),
+                    _mm256_permutevar8x32_epi32(a, idx[2]),
+                    _mm256_permutevar8x32_epi32(a, idx[3]),
+                ];
+                let dot16 = |n: &[__m256i; 4]| {
+                    _mm256_add_epi16(
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[0], av[0]),
+                            _mm256_maddubs_epi16(n[1], av[1]),
+                        ),
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(n[2], av[2]),
+                            _mm256_maddubs_epi16(n[3], av[3]),
+                        ),
+                    )
+                };
+                let (sa, sb) = if Q51 {
+                    (dot16(&qa), dot16(&qb))
+                } else {
+                    // 16 * (a + a') per i16 lane, the lanes of dot16.
+                    let corr = dot16(&[b4; 4]);
+                    (
+                        _mm256_sub_epi16(dot16(&qa), corr),
+                        _mm256_sub_epi16(dot16(&qb), corr),
+                    )
+                };
+                let (ia, ib) = (_mm256_madd_epi16(sa, ones), _mm256_madd_epi16(sb, ones));
+                // [a even chunks + a odd chunks, b even + b odd]: exact i32.
+                let isum = _mm256_add_epi32(
+                    _mm256_permute2x128_si256(ia, ib, 0x20),
+                    _mm256_permute2x128_si256(ia, ib, 0x31),
+                );
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                let v = if Q51 {
+                    // sum a, in every lane.
+                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones);
+                    let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b01_00_11_10));
+                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b10_11_00_01));
+                    let m = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(mw, da));
+                    _mm256_add_ps(v, m)
+                } else {
+                    v
+                };
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}

@@ -15,6 +15,7 @@ mod activation;
 mod attention;
 mod gemm;
 mod matvec;
+mod q4k;
 mod quantize;
 
 pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
@@ -24,6 +25,7 @@ pub use gemm::{
     q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
+pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k, k4_scale_min, q4kx4_group_dot};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

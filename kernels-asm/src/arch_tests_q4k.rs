@@ -1,0 +1,264 @@
+//! The architecture's Q4_Kx4 kernels and Q8_K activation quantizer against
+//! [`crate::generic`], bit for bit: rows that do not fill a group, 1 to 7
+//! activation rows, every byte value in every position of the super-block
+//! (the f16 `d`/`dmin` kept finite), shape errors. Without the token's
+//! features only the generic code runs (see `arch_tests.rs`).
+
+use crate::generic;
+use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, QK, QK_K};
+use std::vec;
+use std::vec::Vec;
+
+#[cfg(target_arch = "aarch64")]
+use crate::aarch64 as arch;
+#[cfg(target_arch = "x86_64")]
+use crate::x86_64 as arch;
+
+fn cpu() -> Option<arch::Cpu> {
+    let cpu = arch::Cpu::detect();
+    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
+        if expect == "scalar" {
+            if std::env::var("KESTREL_KERNELS").is_err() {
+                assert!(cpu.is_none(), "a token was detected, expected none");
+            }
+        } else {
+            assert!(cpu.is_some(), "expected the kernels {expect}");
+        }
+    }
+    cpu
+}
+
+/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) as u32
+    }
+
+    /// A float in [-scale, scale).
+    fn float(&mut self, scale: f32) -> f32 {
+        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
+    }
+
+    /// A finite normal f16, either sign, magnitude in [2^-12, 2^-4).
+    fn f16(&mut self) -> [u8; 2] {
+        let exp = 3 + self.next() % 8; // biased exponent 3..=10
+        let bits = ((self.next() & 1) << 15) | (exp << 10) | (self.next() & 0x3ff);
+        (bits as u16).to_le_bytes()
+    }
+}
+
+/// Same bits, or both NaN.
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+fn assert_same(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            same(*g, *w),
+            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
+            g.to_bits(),
+            w.to_bits()
+        );
+    }
+}
+
+/// A Q4_Kx4 weight: super-block `s` holds byte `(s + 37 p + off) mod 256`
+/// at position `p` (so 256 consecutive super-blocks show every value at
+/// every position), then the 8 f16 `d`/`dmin` replaced by finite values.
+fn weight(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+    let nsb = rows.div_ceil(Q4KX4_ROWS) * cols / QK_K;
+    let off = rng.next() as usize;
+    let mut w = vec![0u8; nsb * Q4KX4_BLOCK_BYTES];
+    for (s, sb) in w.chunks_exact_mut(Q4KX4_BLOCK_BYTES).enumerate() {
+        for (p, b) in sb.iter_mut().enumerate() {
+            *b = (s + 37 * p + off) as u8;
+        }
+        for k in 0..2 * Q4KX4_ROWS {
+            let h = rng.f16();
+            sb[2 * k..2 * k + 2].copy_from_slice(&h);
+        }
+    }
+    w
+}
+
+/// Q8_K activations: random quants (-128 included), full-precision scales,
+/// the sums of each 32 quants.
+fn acts(rng: &mut Rng, m: usize, cols: usize) -> (Vec<i8>, Vec<f32>, Vec<i16>) {
+    let qs: Vec<i8> = (0..m * cols).map(|_| rng.next() as i8).collect();
+    let d = (0..m * cols / QK_K)
+        .map(|_| rng.float(0.05) + 0.06)
+        .collect();
+    let sums = qs
+        .chunks_exact(QK)
+        .map(|c| c.iter().map(|&q| q as i16).sum())
+        .collect();
+    (qs, d, sums)
+}
+
+fn check(cpu: arch::Cpu, rng: &mut Rng, rows: usize, cols: usize, m: usize) {
+    let w = weight(rng, rows, cols);
+    let (qs, d, sums) = acts(rng, m, cols);
+    let mut want = vec![0f32; m * rows];
+    generic::gemm_q4_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
+    let mut got = vec![f32::NAN; m * rows];
+    arch::gemm_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
+    assert_same(
+        &got,
+        &want,
+        &std::format!("gemm rows {rows} cols {cols} m {m}"),
+    );
+    if m == 1 {
+        let mut got = vec![f32::NAN; rows];
+        arch::gemv_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, &mut got).unwrap();
+        assert_same(&got, &want, &std::format!("gemv rows {rows} cols {cols}"));
+    }
+}
+
+#[test]
+fn gemm_q4_kx4_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(21);
+    for rows in [1, 2, 3, 4, 5, 7, 8, 9, 13, 17] {
+        for cols in [256, 512, 1536] {
+            for m in 1..=7 {
+                check(cpu, &mut rng, rows, cols, m);
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_q4_kx4_every_byte_in_every_position() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(22);
+    // 16 groups x 16 super-blocks = 256 consecutive super-blocks.
+    check(cpu, &mut rng, 64, 16 * QK_K, 1);
+    check(cpu, &mut rng, 63, 16 * QK_K, 5);
+}
+
+#[test]
+fn gemm_q4_kx4_shape_errors() {
+    let Some(cpu) = cpu() else { return };
+    let w = vec![0u8; Q4KX4_BLOCK_BYTES];
+    let (qs, d, s) = (vec![0i8; 256], vec![1f32; 1], vec![0i16; 8]);
+    let mut out = [0f32; 8];
+    let cases: [(usize, usize, usize, usize, usize, usize); 5] = [
+        (4, 255, 256, 1, 8, 4),
+        (5, 256, 256, 1, 8, 5),
+        (4, 256, 255, 1, 8, 4),
+        (4, 256, 256, 1, 7, 4),
+        (4, 256, 256, 1, 8, 3),
+    ];
+    for (rows, cols, nq, nd, ns, no) in cases {
+        let e = generic::gemm_q4_kx4_q8_k(
+            &w,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            1,
+            &mut out[..no],
+        );
+        assert!(e.is_err());
+        let got = arch::gemm_q4_kx4_q8_k(
+            cpu,
+            &w,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            1,
+            &mut out[..no],
+        );
+        assert_eq!(got, e);
+        let got = arch::gemv_q4_kx4_q8_k(
+            cpu,
+            &w,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            &mut out[..no],
+        );
+        assert_eq!(got, e);
+    }
+    // Zero columns and zero activation rows are accepted.
+    assert!(arch::gemm_q4_kx4_q8_k(cpu, &[], 4, 0, &[], &[], &[], 1, &mut out[..4]).is_ok());
+    assert!(arch::gemm_q4_kx4_q8_k(cpu, &w, 4, 256, &[], &[], &[], 0, &mut []).is_ok());
+}
+
+#[test]
+fn quantize_acts_q8_k_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(23);
+    let special = [
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-30,
+        -1e38,
+        3.0e38,
+        0.5,
+        -1.5,
+        127.0,
+        -63.5,
+        1e-45,
+    ];
+    for blocks in [0, 1, 3, 5] {
+        for kind in 0..8 {
+            let x: Vec<f32> = (0..blocks * QK_K)
+                .map(|i| match kind {
+                    0 => rng.float(3.0),
+                    1 => special[i % special.len()],
+                    // Exact halves after scaling: max 127, values k + 0.5.
+                    2 if i % QK_K == 0 => 127.0,
+                    2 => (i % 255) as f32 - 127.0 + 0.5,
+                    3 if i % 7 == 0 => special[(i / 7) % special.len()],
+                    3 => rng.float(1e-3),
+                    // Whole blocks of zeros, NaNs, infinities.
+                    4 => [0.0, f32::NAN, f32::INFINITY, -0.0, f32::NEG_INFINITY][(i / QK_K) % 5],
+                    // One NaN or infinity in an otherwise ordinary block.
+                    5 if i % QK_K == 100 => [f32::NAN, f32::INFINITY, -1.0][(i / QK_K) % 3],
+                    5 => rng.float(2.0),
+                    // Subnormal blocks.
+                    6 => rng.float(1e-38),
+                    _ => f32::from_bits(rng.next()),
+                })
+                .collect();
+            let n = x.len();
+            let (mut q0, mut d0, mut s0) = (vec![0i8; n], vec![0f32; n / QK_K], vec![0i16; n / QK]);
+            let (mut q1, mut d1, mut s1) = (vec![1i8; n], vec![1f32; n / QK_K], vec![1i16; n / QK]);
+            generic::quantize_acts_q8_k(&x, &mut q0, &mut d0, &mut s0).unwrap();
+            arch::quantize_acts_q8_k(cpu, &x, &mut q1, &mut d1, &mut s1).unwrap();
+            assert_eq!(q1, q0, "quants, {blocks} blocks, kind {kind}");
+            assert_same(&d1, &d0, "scales");
+            assert_eq!(s1, s0, "sums, {blocks} blocks, kind {kind}");
+        }
+    }
+    let x = [0.5f32; 512];
+    let (mut q, mut d, mut s) = ([0i8; 512], [0f32; 2], [0i16; 16]);
+    for (nx, nq, nd, ns) in [
+        (384, 384, 1, 12),
+        (256, 255, 1, 8),
+        (256, 256, 2, 8),
+        (256, 256, 1, 9),
+    ] {
+        let e = generic::quantize_acts_q8_k(&x[..nx], &mut q[..nq], &mut d[..nd], &mut s[..ns]);
+        assert!(e.is_err());
+        let got = arch::quantize_acts_q8_k(cpu, &x[..nx], &mut q[..nq], &mut d[..nd], &mut s[..ns]);
+        assert_eq!(got, e);
+    }
+}

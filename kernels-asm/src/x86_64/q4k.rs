@@ -1,0 +1,272 @@
+//! GEMV and GEMM of Q4_Kx4 weights (GGUF Q4_K, 4 rows interleaved) with
+//! Q8_K activations: AVX2 tiles of one row group (4 rows) x up to 4
+//! activation rows; the GEMV is the GEMM with one activation row.
+//!
+//! Per super-block and row group: the 48 scale bytes are unpacked to the
+//! eight 6-bit scales and mins of each row with byte masks and 16-bit
+//! shifts; per 64-weight half, four 32-byte loads (chunks `2i`, `2i + 1`:
+//! 4 rows x 4 bytes per 128-bit lane), `vpand 0x0F` / `vpsrlw 4` + `vpand`
+//! give the unsigned nibbles of the half's two sub-blocks; the sub-block's
+//! 32 activation bytes are spread with `vpermd` (dword `2i` in the low
+//! lane, `2i + 1` in the high one), `vpmaddubsw` (nibble 0..15 x any i8:
+//! pairs within +-3840, the four summed within +-15360, exact in i16), then
+//! `vpmaddwd` by the sub-block's scale (one i16 per row, `vpshufb` from the
+//! unpacked bytes) gives `sc * isum` in i32, added over the eight
+//! sub-blocks. The mins are dotted with the activation sums by `vpmaddwd`
+//! and a horizontal add. Then per activation row the reference's float
+//! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
+
+use super::Avx2;
+use crate::generic;
+use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, QK, QK_K};
+use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
+use core::arch::x86_64::*;
+
+/// Activation rows computed together against one pass over a row group.
+const TILE_M: usize = 4;
+
+/// GEMV, Q4_Kx4 weights x one Q8_K activation row: [`gemm_q4_kx4_q8_k`]
+/// with `m = 1`; the same contract as [`generic::gemv_q4_kx4_q8_k`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_q4_kx4_q8_k(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q4_kx4_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
+}
+
+/// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
+/// W[r] . act[t]`.
+///
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
+/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
+///   `act_sums`: `m x cols / 32` sums;
+/// * `out`: `m x rows`, row-major.
+///
+/// Exact for every input bit pattern; the same contract as
+/// [`generic::gemm_q4_kx4_q8_k`]. Empty shapes go to the generic code.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q4_kx4_q8_k(
+    _cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let GemmKShape { nb, groups } = gemm_k_shape(
+        Q4KX4_ROWS,
+        Q4KX4_BLOCK_BYTES,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        act_sums,
+        m,
+        out,
+    )?;
+    if nb == 0 || m == 0 || rows == 0 {
+        return generic::gemm_q4_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+    }
+    let group_bytes = nb * Q4KX4_BLOCK_BYTES;
+    let ns = cols / QK;
+    for g in 0..groups {
+        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+        let r0 = g * Q4KX4_ROWS;
+        let nr = (rows - r0).min(Q4KX4_ROWS);
+        let mut t0 = 0;
+        while t0 < m {
+            let tn = (m - t0).min(TILE_M);
+            let qs = &act_qs[t0 * cols..(t0 + tn) * cols];
+            let d = &act_d[t0 * nb..(t0 + tn) * nb];
+            let s = &act_sums[t0 * ns..(t0 + tn) * ns];
+            let mut tile = [[0.0f32; Q4KX4_ROWS]; TILE_M];
+            // SAFETY: `wg` is one row group of `nb` super-blocks, `qs`, `d`
+            // and `s` hold `tn` activation rows of `cols` quants, `nb`
+            // scales and `cols / 32` sums (lengths checked by
+            // gemm_k_shape); `tile` holds TILE_M >= tn rows; the token
+            // proves AVX2, FMA and F16C.
+            unsafe {
+                match tn {
+                    1 => q4kx4_tile::<1>(wg, qs, d, s, nb, &mut tile),
+                    2 => q4kx4_tile::<2>(wg, qs, d, s, nb, &mut tile),
+                    3 => q4kx4_tile::<3>(wg, qs, d, s, nb, &mut tile),
+                    _ => q4kx4_tile::<4>(wg, qs, d, s, nb, &mut tile),
+                }
+            }
+            for (t, acc) in tile.iter().take(tn).enumerate() {
+                out[(t0 + t) * rows + r0..][..nr].copy_from_slice(&acc[..nr]);
+            }
+            t0 += tn;
+        }
+    }
+    Ok(())
+}
+
+/// One row group x `T` activation rows, all `nb` super-blocks.
+///
+/// # Safety
+/// `w` must hold `nb` super-blocks (`nb * 576` bytes), `qs` `T * nb * 256`
+/// quants, `d` `T * nb` scales, `s` `T * nb * 8` sums, `T <= TILE_M`, and
+/// the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4kx4_tile<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    s: &[i16],
+    nb: usize,
+    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+) {
+    debug_assert!(T <= TILE_M);
+    debug_assert!(w.len() >= nb * Q4KX4_BLOCK_BYTES);
+    debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb && s.len() >= T * nb * 8);
+    let cols = nb * QK_K;
+    // SAFETY: every pointer below is inside its slice per the function
+    // contract: super-block `b` is w[576b..576(b+1)], row `t`'s sub-block `k`
+    // of super-block `b` is qs[t * cols + 256b + 32k..][..32], its sums
+    // s[t * nb * 8 + 8b..][..8], its scale d[t * nb + b]; all loads are
+    // unaligned; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        let m0f = _mm256_set1_epi8(0x0f);
+        let m3f = _mm_set1_epi8(0x3f);
+        let m0f128 = _mm_set1_epi8(0x0f);
+        let m30 = _mm_set1_epi8(0x30);
+        // vpermd patterns: dword 2i in the low lane, 2i + 1 in the high one.
+        let idx = [
+            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
+            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
+        ];
+        // vpshufb patterns: byte k of each row's dword as an i16, twice.
+        let mk = |k: i8| {
+            let z = -128i8;
+            _mm256_setr_epi8(
+                k,
+                z,
+                k,
+                z,
+                4 + k,
+                z,
+                4 + k,
+                z,
+                8 + k,
+                z,
+                8 + k,
+                z,
+                12 + k,
+                z,
+                12 + k,
+                z,
+                k,
+                z,
+                k,
+                z,
+                4 + k,
+                z,
+                4 + k,
+                z,
+                8 + k,
+                z,
+                8 + k,
+                z,
+                12 + k,
+                z,
+                12 + k,
+                z,
+            )
+        };
+        let pick = [mk(0), mk(1), mk(2), mk(3)];
+        let mut acc = [_mm_setzero_ps(); T];
+        for b in 0..nb {
+            let sb = w.as_ptr().add(b * Q4KX4_BLOCK_BYTES);
+            // Scales and mins: rows as dwords, sub-blocks as bytes.
+            let r0 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT).cast());
+            let r1 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 16).cast());
+            let r2 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 32).cast());
+            let sc_lo = _mm_and_si128(r0, m3f);
+            let mn_lo = _mm_and_si128(r1, m3f);
+            // (q >> 6) << 4 per byte is (word >> 2) & 0x30.
+            let sc_hi = _mm_or_si128(
+                _mm_and_si128(r2, m0f128),
+                _mm_and_si128(_mm_srli_epi16(r0, 2), m30),
+            );
+            let mn_hi = _mm_or_si128(
+                _mm_and_si128(_mm_srli_epi16(r2, 4), m0f128),
+                _mm_and_si128(_mm_srli_epi16(r1, 2), m30),
+            );
+            let scb = [
+                _mm256_broadcastsi128_si256(sc_lo),
+                _mm256_broadcastsi128_si256(sc_hi),
+            ];
+            let mins_lo = _mm256_cvtepu8_epi16(mn_lo);
+            let mins_hi = _mm256_cvtepu8_epi16(mn_hi);
+            let mut sumi = [_mm256_setzero_si256(); T];
+            for j in 0..4 {
+                let mut slo = [_mm256_setzero_si256(); T];
+                let mut shi = [_mm256_setzero_si256(); T];
+                for (i, &ix) in idx.iter().enumerate() {
+                    let wv = _mm256_loadu_si256(sb.add(Q4KX4_QS_AT + 128 * j + 32 * i).cast());
+                    let lo = _mm256_and_si256(wv, m0f);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m0f);
+                    for t in 0..T {
+                        let a = qs.as_ptr().add(t * cols + QK_K * b + 64 * j);
+                        let alo = _mm256_loadu_si256(a.cast());
+                        let ahi = _mm256_loadu_si256(a.add(QK).cast());
+                        let plo = _mm256_maddubs_epi16(lo, _mm256_permutevar8x32_epi32(alo, ix));
+                        let phi = _mm256_maddubs_epi16(hi, _mm256_permutevar8x32_epi32(ahi, ix));
+                        slo[t] = _mm256_add_epi16(slo[t], plo);
+                        shi[t] = _mm256_add_epi16(shi[t], phi);
+                    }
+                }
+                let sc0 = _mm256_shuffle_epi8(scb[j / 2], pick[(2 * j) % 4]);
+                let sc1 = _mm256_shuffle_epi8(scb[j / 2], pick[(2 * j + 1) % 4]);
+                for t in 0..T {
+                    let p = _mm256_add_epi32(
+                        _mm256_madd_epi16(slo[t], sc0),
+                        _mm256_madd_epi16(shi[t], sc1),
+                    );
+                    sumi[t] = _mm256_add_epi32(sumi[t], p);
+                }
+            }
+            let dw = _mm_cvtph_ps(_mm_loadl_epi64(sb.cast()));
+            let dmw = _mm_cvtph_ps(_mm_loadl_epi64(sb.add(8).cast()));
+            for t in 0..T {
+                // summ: mins of rows 0-3 (i16, 4 per row) times the sums.
+                let sp = s.as_ptr().add(t * nb * 8 + 8 * b);
+                let s_lo = _mm256_set1_epi64x(sp.cast::<i64>().read_unaligned());
+                let s_hi = _mm256_set1_epi64x(sp.add(4).cast::<i64>().read_unaligned());
+                let p = _mm256_add_epi32(
+                    _mm256_madd_epi16(mins_lo, s_lo),
+                    _mm256_madd_epi16(mins_hi, s_hi),
+                );
+                let h = _mm256_hadd_epi32(p, p);
+                let summ =
+                    _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                let si = _mm_add_epi32(
+                    _mm256_castsi256_si128(sumi[t]),
+                    _mm256_extracti128_si256(sumi[t], 1),
+                );
+                let da = _mm_set1_ps(*d.get_unchecked(t * nb + b));
+                let dd = _mm_mul_ps(dw, da);
+                let dm = _mm_mul_ps(dmw, da);
+                acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(dd, _mm_cvtepi32_ps(si)));
+                acc[t] = _mm_sub_ps(acc[t], _mm_mul_ps(dm, _mm_cvtepi32_ps(summ)));
+            }
+        }
+        for t in 0..T {
+            _mm_storeu_ps(tile[t].as_mut_ptr(), acc[t]);
+        }
+    }
+}

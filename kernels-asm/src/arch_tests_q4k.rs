@@ -5,7 +5,8 @@
 //! features only the generic code runs (see `arch_tests.rs`).
 
 use crate::generic;
-use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, QK, QK_K};
+use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, QK, QK_K};
+use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
 
@@ -73,11 +74,11 @@ fn assert_same(got: &[f32], want: &[f32], what: &str) {
 /// A Q4_Kx4 weight: super-block `s` holds byte `(s + 37 p + off) mod 256`
 /// at position `p` (so 256 consecutive super-blocks show every value at
 /// every position), then the 8 f16 `d`/`dmin` replaced by finite values.
-fn weight(rng: &mut Rng, rows: usize, cols: usize) -> Vec<u8> {
+fn weight(rng: &mut Rng, rows: usize, cols: usize, bb: usize) -> Vec<u8> {
     let nsb = rows.div_ceil(Q4KX4_ROWS) * cols / QK_K;
     let off = rng.next() as usize;
-    let mut w = vec![0u8; nsb * Q4KX4_BLOCK_BYTES];
-    for (s, sb) in w.chunks_exact_mut(Q4KX4_BLOCK_BYTES).enumerate() {
+    let mut w = vec![0u8; nsb * bb];
+    for (s, sb) in w.chunks_exact_mut(bb).enumerate() {
         for (p, b) in sb.iter_mut().enumerate() {
             *b = (s + 37 * p + off) as u8;
         }
@@ -104,21 +105,63 @@ fn acts(rng: &mut Rng, m: usize, cols: usize) -> (Vec<i8>, Vec<f32>, Vec<i16>) {
 }
 
 fn check(cpu: arch::Cpu, rng: &mut Rng, rows: usize, cols: usize, m: usize) {
-    let w = weight(rng, rows, cols);
+    check_layout(cpu, rng, rows, cols, m, false);
+    check_layout(cpu, rng, rows, cols, m, true);
+}
+
+type GemmG =
+    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+type GemmA = fn(
+    arch::Cpu,
+    &[u8],
+    usize,
+    usize,
+    &[i8],
+    &[f32],
+    &[i16],
+    usize,
+    &mut [f32],
+) -> Result<(), ShapeError>;
+type GemvA =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], &mut [f32]) -> Result<(), ShapeError>;
+
+/// Q4_Kx4 (`q5` false) or Q5_Kx4, GEMM and GEMV, against generic.
+fn check_layout(cpu: arch::Cpu, rng: &mut Rng, rows: usize, cols: usize, m: usize, q5: bool) {
+    let bb = if q5 {
+        Q5KX4_BLOCK_BYTES
+    } else {
+        Q4KX4_BLOCK_BYTES
+    };
+    let w = weight(rng, rows, cols, bb);
     let (qs, d, sums) = acts(rng, m, cols);
+    let (gemm_g, gemm_a, gemv_a): (GemmG, GemmA, GemvA) = if q5 {
+        (
+            generic::gemm_q5_kx4_q8_k,
+            arch::gemm_q5_kx4_q8_k,
+            arch::gemv_q5_kx4_q8_k,
+        )
+    } else {
+        (
+            generic::gemm_q4_kx4_q8_k,
+            arch::gemm_q4_kx4_q8_k,
+            arch::gemv_q4_kx4_q8_k,
+        )
+    };
+    let what = if q5 { "q5_k" } else { "q4_k" };
     let mut want = vec![0f32; m * rows];
-    generic::gemm_q4_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
+    gemm_g(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
     let mut got = vec![f32::NAN; m * rows];
-    arch::gemm_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
-    assert_same(
-        &got,
-        &want,
-        &std::format!("gemm rows {rows} cols {cols} m {m}"),
-    );
+    gemm_a(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
+    let msg = std::format!("{what} gemm rows {rows} cols {cols} m {m}");
+    assert_same(&got, &want, &msg);
     if m == 1 {
         let mut got = vec![f32::NAN; rows];
-        arch::gemv_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, &mut got).unwrap();
-        assert_same(&got, &want, &std::format!("gemv rows {rows} cols {cols}"));
+        gemv_a(cpu, &w, rows, cols, &qs, &d, &sums, &mut got).unwrap();
+        assert_same(
+            &got,
+            &want,
+            &std::format!("{what} gemv rows {rows} cols {cols}"),
+        );
     }
 }
 
@@ -193,6 +236,55 @@ fn gemm_q4_kx4_shape_errors() {
         );
         assert_eq!(got, e);
     }
+    let w5 = vec![0u8; Q5KX4_BLOCK_BYTES];
+    for (rows, cols, nq, nd, ns, no) in cases {
+        let e = generic::gemm_q5_kx4_q8_k(
+            &w5,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            1,
+            &mut out[..no],
+        );
+        assert!(e.is_err());
+        let got = arch::gemm_q5_kx4_q8_k(
+            cpu,
+            &w5,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            1,
+            &mut out[..no],
+        );
+        assert_eq!(got, e);
+        let got = arch::gemv_q5_kx4_q8_k(
+            cpu,
+            &w5,
+            rows,
+            cols,
+            &qs[..nq],
+            &d[..nd],
+            &s[..ns],
+            &mut out[..no],
+        );
+        assert_eq!(got, e);
+    }
+    assert!(arch::gemm_q5_kx4_q8_k(
+        cpu,
+        &w[..Q4KX4_BLOCK_BYTES],
+        4,
+        256,
+        &qs,
+        &d,
+        &s,
+        1,
+        &mut out[..4]
+    )
+    .is_err());
     // Zero columns and zero activation rows are accepted.
     assert!(arch::gemm_q4_kx4_q8_k(cpu, &[], 4, 0, &[], &[], &[], 1, &mut out[..4]).is_ok());
     assert!(arch::gemm_q4_kx4_q8_k(cpu, &w, 4, 256, &[], &[], &[], 0, &mut []).is_ok());

@@ -71,3 +71,29 @@ pub const Q4KX4_QS_AT: usize = Q4KX4_SCALES_AT + Q4KX4_ROWS * K_SCALE_BYTES;
 
 const _: () = assert!(Q4_K_BLOCK_BYTES == 144 && Q4KX4_BLOCK_BYTES == 576);
 const _: () = assert!(Q4KX4_SCALES_AT == 16 && Q4KX4_QS_AT == 64);
+
+// Q5_K (GGUF) and Q5_Kx4.
+//
+// * Q5_K (GGUF): 256 weights in 176 bytes: `d`, `dmin` (f16 LE), the 12
+//   scale bytes of Q4_K, `qh[32]` (bit `j` of `qh[i]` is the fifth bit of
+//   weight `i` of sub-block `j`), `qs[128]` nibbles as in Q4_K.
+//   `x = d * sc * q - dmin * m`, `q` 0..31.
+// * Q5_Kx4: 704-byte super-blocks of 4 rows x 256 weights: the Q4_Kx4
+//   header (d, dmin, scale words: 64 bytes), the `qh` bytes in 16-byte
+//   chunks of 4 rows x 4 bytes (128 bytes), then the nibble chunks (512
+//   bytes), every GGUF byte kept (docs/kernels.md, "Q5_Kx4").
+
+/// Bytes of one GGUF Q5_K super-block (256 weights).
+pub const Q5_K_BLOCK_BYTES: usize = 4 + K_SCALE_BYTES + QK_K / 8 + QK_K / 2;
+/// Rows in one Q5_Kx4 row group.
+pub const Q5KX4_ROWS: usize = 4;
+/// Bytes of one Q5_Kx4 super-block (4 rows x 256 weights); 5.5 bits per
+/// weight, as GGUF.
+pub const Q5KX4_BLOCK_BYTES: usize = Q5KX4_ROWS * Q5_K_BLOCK_BYTES;
+/// Offset of the `qh` chunks in a Q5_Kx4 super-block.
+pub const Q5KX4_QH_AT: usize = Q4KX4_QS_AT;
+/// Offset of the nibble chunks in a Q5_Kx4 super-block.
+pub const Q5KX4_QS_AT: usize = Q5KX4_QH_AT + Q5KX4_ROWS * QK_K / 8;
+
+const _: () = assert!(Q5_K_BLOCK_BYTES == 176 && Q5KX4_BLOCK_BYTES == 704);
+const _: () = assert!(Q5KX4_QH_AT == 64 && Q5KX4_QS_AT == 192);

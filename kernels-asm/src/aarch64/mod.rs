@@ -13,6 +13,7 @@ mod gemm;
 mod gemv;
 mod matvec;
 mod q4k;
+mod q5k;
 mod quantize;
 
 pub use activation::{exp_minus, swiglu_runs};
@@ -21,6 +22,7 @@ pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0};
 pub use gemv::{gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
+pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

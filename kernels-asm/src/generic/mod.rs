@@ -16,6 +16,7 @@ mod attention;
 mod gemm;
 mod matvec;
 mod q4k;
+mod q5k;
 mod quantize;
 
 pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
@@ -26,6 +27,7 @@ pub use gemm::{
 };
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k, k4_scale_min, q4kx4_group_dot};
+pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k, q5kx4_group_dot};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

@@ -18,6 +18,7 @@ mod attention;
 mod gemm;
 mod matvec;
 mod q4k;
+mod q5k;
 mod quantize;
 
 pub use activation::{exp_minus, swiglu_runs};
@@ -25,6 +26,7 @@ pub use attention::{attn_scores_f16, attn_scores_f32, attn_values_f16, attn_valu
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
+pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

@@ -18,7 +18,10 @@
 
 use super::Avx2;
 use crate::generic;
-use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, QK, QK_K};
+use crate::layout::{
+    Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT,
+    Q5KX4_QS_AT, QK, QK_K,
+};
 use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::x86_64::*;
 
@@ -53,6 +56,23 @@ pub fn gemv_q4_kx4_q8_k(
 /// [`generic::gemm_q4_kx4_q8_k`]. Empty shapes go to the generic code.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_q4_kx4_q8_k(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    k_gemm::<false>(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out)
+}
+
+/// The GEMM of either layout (`Q5`: Q5_Kx4, else Q4_Kx4), shapes checked
+/// here.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn k_gemm<const Q5: bool>(
     _cpu: Avx2,
     w: &[u8],
     rows: usize,
@@ -63,22 +83,22 @@ pub fn gemm_q4_kx4_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
+    let bb = if Q5 {
+        Q5KX4_BLOCK_BYTES
+    } else {
+        Q4KX4_BLOCK_BYTES
+    };
     let GemmKShape { nb, groups } = gemm_k_shape(
-        Q4KX4_ROWS,
-        Q4KX4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
-        m,
-        out,
+        Q4KX4_ROWS, bb, w, rows, cols, act_qs, act_d, act_sums, m, out,
     )?;
     if nb == 0 || m == 0 || rows == 0 {
-        return generic::gemm_q4_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+        return if Q5 {
+            generic::gemm_q5_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out)
+        } else {
+            generic::gemm_q4_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out)
+        };
     }
-    let group_bytes = nb * Q4KX4_BLOCK_BYTES;
+    let group_bytes = nb * bb;
     let ns = cols / QK;
     for g in 0..groups {
         let wg = &w[g * group_bytes..(g + 1) * group_bytes];
@@ -91,17 +111,17 @@ pub fn gemm_q4_kx4_q8_k(
             let d = &act_d[t0 * nb..(t0 + tn) * nb];
             let s = &act_sums[t0 * ns..(t0 + tn) * ns];
             let mut tile = [[0.0f32; Q4KX4_ROWS]; TILE_M];
-            // SAFETY: `wg` is one row group of `nb` super-blocks, `qs`, `d`
-            // and `s` hold `tn` activation rows of `cols` quants, `nb`
+            // SAFETY: `wg` is one row group of `nb` super-blocks (of the
+            // layout `Q5` names), `qs`, `d` and `s` hold `tn` activation rows of `cols` quants, `nb`
             // scales and `cols / 32` sums (lengths checked by
             // gemm_k_shape); `tile` holds TILE_M >= tn rows; the token
             // proves AVX2, FMA and F16C.
             unsafe {
                 match tn {
-                    1 => q4kx4_tile::<1>(wg, qs, d, s, nb, &mut tile),
-                    2 => q4kx4_tile::<2>(wg, qs, d, s, nb, &mut tile),
-                    3 => q4kx4_tile::<3>(wg, qs, d, s, nb, &mut tile),
-                    _ => q4kx4_tile::<4>(wg, qs, d, s, nb, &mut tile),
+                    1 => kx4_tile::<1, Q5>(wg, qs, d, s, nb, &mut tile),
+                    2 => kx4_tile::<2, Q5>(wg, qs, d, s, nb, &mut tile),
+                    3 => kx4_tile::<3, Q5>(wg, qs, d, s, nb, &mut tile),
+                    _ => kx4_tile::<4, Q5>(wg, qs, d, s, nb, &mut tile),
                 }
             }
             for (t, acc) in tile.iter().take(tn).enumerate() {
@@ -113,14 +133,17 @@ pub fn gemm_q4_kx4_q8_k(
     Ok(())
 }
 
-/// One row group x `T` activation rows, all `nb` super-blocks.
+/// One row group x `T` activation rows, all `nb` super-blocks, of Q4_Kx4
+/// (`Q5` false) or Q5_Kx4 (`Q5` true: the nibbles get their fifth bit from
+/// the `qh` chunks, bit `j` moved to bit 4 with a 16-bit shift and a mask;
+/// quants 0..31 keep the four `vpmaddubsw` sums within +-31744, exact).
 ///
 /// # Safety
-/// `w` must hold `nb` super-blocks (`nb * 576` bytes), `qs` `T * nb * 256`
+/// `w` must hold `nb` super-blocks (`nb * 576` or `nb * 704` bytes), `qs` `T * nb * 256`
 /// quants, `d` `T * nb` scales, `s` `T * nb * 8` sums, `T <= TILE_M`, and
 /// the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4kx4_tile<const T: usize>(
+unsafe fn kx4_tile<const T: usize, const Q5: bool>(
     w: &[u8],
     qs: &[i8],
     d: &[f32],
@@ -129,11 +152,17 @@ unsafe fn q4kx4_tile<const T: usize>(
     tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
 ) {
     debug_assert!(T <= TILE_M);
-    debug_assert!(w.len() >= nb * Q4KX4_BLOCK_BYTES);
+    let bb = if Q5 {
+        Q5KX4_BLOCK_BYTES
+    } else {
+        Q4KX4_BLOCK_BYTES
+    };
+    let qs_at = if Q5 { Q5KX4_QS_AT } else { Q4KX4_QS_AT };
+    debug_assert!(w.len() >= nb * bb);
     debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb && s.len() >= T * nb * 8);
     let cols = nb * QK_K;
     // SAFETY: every pointer below is inside its slice per the function
-    // contract: super-block `b` is w[576b..576(b+1)], row `t`'s sub-block `k`
+    // contract: super-block `b` is w[bb * b..bb * (b + 1)], row `t`'s sub-block `k`
     // of super-block `b` is qs[t * cols + 256b + 32k..][..32], its sums
     // s[t * nb * 8 + 8b..][..8], its scale d[t * nb + b]; all loads are
     // unaligned; the CPU implements AVX2, FMA and F16C.
@@ -190,7 +219,7 @@ unsafe fn q4kx4_tile<const T: usize>(
         let pick = [mk(0), mk(1), mk(2), mk(3)];
         let mut acc = [_mm_setzero_ps(); T];
         for b in 0..nb {
-            let sb = w.as_ptr().add(b * Q4KX4_BLOCK_BYTES);
+            let sb = w.as_ptr().add(b * bb);
             // Scales and mins: rows as dwords, sub-blocks as bytes.
             let r0 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT).cast());
             let r1 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 16).cast());
@@ -217,9 +246,14 @@ unsafe fn q4kx4_tile<const T: usize>(
                 let mut slo = [_mm256_setzero_si256(); T];
                 let mut shi = [_mm256_setzero_si256(); T];
                 for (i, &ix) in idx.iter().enumerate() {
-                    let wv = _mm256_loadu_si256(sb.add(Q4KX4_QS_AT + 128 * j + 32 * i).cast());
-                    let lo = _mm256_and_si256(wv, m0f);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m0f);
+                    let wv = _mm256_loadu_si256(sb.add(qs_at + 128 * j + 32 * i).cast());
+                    let mut lo = _mm256_and_si256(wv, m0f);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m0f);
+                    if Q5 {
+                        let qh = _mm256_loadu_si256(sb.add(Q5KX4_QH_AT + 32 * i).cast());
+                        lo = _mm256_or_si256(lo, bit_to_4(qh, 2 * j));
+                        hi = _mm256_or_si256(hi, bit_to_4(qh, 2 * j + 1));
+                    }
                     for t in 0..T {
                         let a = qs.as_ptr().add(t * cols + QK_K * b + 64 * j);
                         let alo = _mm256_loadu_si256(a.cast());
@@ -269,4 +303,23 @@ unsafe fn q4kx4_tile<const T: usize>(
             _mm_storeu_ps(tile[t].as_mut_ptr(), acc[t]);
         }
     }
+}
+
+/// Bit `b` (0..8) of every byte of `v`, moved to bit 4 (0x10 or 0).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bit_to_4(v: __m256i, b: usize) -> __m256i {
+    // A 16-bit shift by at most 4 keeps bit 4 of each byte coming from the
+    // same byte.
+    let s = match b {
+        0 => _mm256_slli_epi16::<4>(v),
+        1 => _mm256_slli_epi16::<3>(v),
+        2 => _mm256_slli_epi16::<2>(v),
+        3 => _mm256_slli_epi16::<1>(v),
+        4 => v,
+        5 => _mm256_srli_epi16::<1>(v),
+        6 => _mm256_srli_epi16::<2>(v),
+        _ => _mm256_srli_epi16::<3>(v),
+    };
+    _mm256_and_si256(s, _mm256_set1_epi8(0x10))
 }

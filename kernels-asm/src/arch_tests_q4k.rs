@@ -364,3 +364,27 @@ fn quantize_acts_q8_k_matches_generic() {
         assert_eq!(got, e);
     }
 }
+
+/// A fixed workload for counting executed instructions per kernel under
+/// qemu's insncount plugin (docs/kernels.md): 64 rows x 1024 columns, the
+/// GEMV once and the GEMM with 4 activation rows once, for both layouts,
+/// and the Q8_K quantizer on 4096 values. Checks nothing but the shapes.
+#[test]
+#[ignore]
+fn insncount_workload() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(31);
+    let (rows, cols) = (64, 1024);
+    let (qs, d, s) = acts(&mut rng, 4, cols);
+    let w4 = weight(&mut rng, rows, cols, Q4KX4_BLOCK_BYTES);
+    let w5 = weight(&mut rng, rows, cols, Q5KX4_BLOCK_BYTES);
+    let mut out = vec![0f32; 4 * rows];
+    let (q1, d1, s1) = (&qs[..cols], &d[..cols / QK_K], &s[..cols / QK]);
+    arch::gemv_q4_kx4_q8_k(cpu, &w4, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
+    arch::gemm_q4_kx4_q8_k(cpu, &w4, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
+    arch::gemv_q5_kx4_q8_k(cpu, &w5, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
+    arch::gemm_q5_kx4_q8_k(cpu, &w5, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
+    let x: Vec<f32> = (0..4096).map(|_| rng.float(2.0)).collect();
+    let (mut q, mut dd, mut ss) = (vec![0i8; 4096], vec![0f32; 16], vec![0i16; 128]);
+    arch::quantize_acts_q8_k(cpu, &x, &mut q, &mut dd, &mut ss).unwrap();
+}

@@ -187,6 +187,57 @@ fn gemm_q4_kx4_every_byte_in_every_position() {
     check(cpu, &mut rng, 63, 16 * QK_K, 5);
 }
 
+/// Every f16 bit pattern as `d` / `dmin` (subnormals, zeros, 65504,
+/// infinities, NaNs): the same bits, or NaN on both sides.
+#[test]
+fn gemm_k_any_f16_scales() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(24);
+    for q5 in [false, true] {
+        let bb = if q5 {
+            Q5KX4_BLOCK_BYTES
+        } else {
+            Q4KX4_BLOCK_BYTES
+        };
+        let (rows, cols, m) = (8, 4 * QK_K, 5);
+        for pass in 0..16u32 {
+            let mut w = weight(&mut rng, rows, cols, bb);
+            for (k, sb) in w.chunks_exact_mut(bb).enumerate() {
+                for h in 0..2 * Q4KX4_ROWS {
+                    // Passes 0-7 sweep the non-negative patterns in
+                    // steps of 64 (random low bits), 8-15 random ones.
+                    let bits = if pass < 8 {
+                        ((pass as usize * 8 + k) * 8 + h) as u32 * 64 + (rng.next() & 63)
+                    } else {
+                        rng.next()
+                    };
+                    sb[2 * h..2 * h + 2].copy_from_slice(&(bits as u16).to_le_bytes());
+                }
+            }
+            let (qs, d, sums) = acts(&mut rng, m, cols);
+            let mut want = vec![0f32; m * rows];
+            let mut got = vec![0f32; m * rows];
+            let mut gv = vec![0f32; rows];
+            let (q1, d1, s1) = (&qs[..cols], &d[..cols / QK_K], &sums[..cols / QK]);
+            if q5 {
+                generic::gemm_q5_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
+                arch::gemm_q5_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
+                arch::gemv_q5_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+            } else {
+                generic::gemm_q4_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
+                arch::gemm_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
+                arch::gemv_q4_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+            }
+            assert_same(&got, &want, &std::format!("q5 {q5} pass {pass} gemm"));
+            assert_same(
+                &gv,
+                &want[..rows],
+                &std::format!("q5 {q5} pass {pass} gemv"),
+            );
+        }
+    }
+}
+
 #[test]
 fn gemm_q4_kx4_shape_errors() {
     let Some(cpu) = cpu() else { return };

@@ -112,3 +112,58 @@ const _: () = assert!(Q5_0X4_BLOCK_BYTES == 4 * Q5_0_BLOCK_BYTES);
 const _: () = assert!(Q5_1X4_BLOCK_BYTES == 4 * Q5_1_BLOCK_BYTES);
 const _: () = assert!(Q5_0X4_NIBBLES == 8 && Q5_0X4_PLANE == 72);
 const _: () = assert!(Q5_1X4_MINS == 8 && Q5_1X4_NIBBLES == 16 && Q5_1X4_PLANE == 80);
+// Q4_K (GGUF k-quant) and its repacked 4-row layout Q4_Kx4.
+//
+// * Q4_K (GGUF): 256 weights in 144 bytes: `d: f16 LE`, `dmin: f16 LE`, 12
+//   bytes of 6-bit scales and mins of the eight 32-weight sub-blocks (ggml's
+//   `get_scale_min_k4` packing), 128 nibble bytes: for each 64-weight half
+//   `j`, byte `32j + i` holds weight `64j + i` in its low nibble and weight
+//   `64j + 32 + i` in its high nibble. `x = d * sc * q - dmin * m`.
+// * Q4_Kx4: 576-byte super-blocks of 4 rows x 256 weights, holding exactly
+//   the four rows' GGUF bytes, permuted (docs/kernels.md, "Q4_Kx4"):
+//   the four `d` (8 bytes), the four `dmin` (8 bytes), the scale bytes in
+//   16-byte words of 4 rows x 4 bytes (48 bytes), then the nibble bytes in
+//   16-byte chunks of 4 rows x 4 bytes (512 bytes, unchanged).
+
+/// Bytes of one GGUF Q4_K super-block (256 weights).
+pub const Q4_K_BLOCK_BYTES: usize = 4 + K_SCALE_BYTES + QK_K / 2;
+/// Bytes of packed 6-bit scales and mins in a Q4_K / Q5_K super-block.
+pub const K_SCALE_BYTES: usize = 12;
+/// Rows in one Q4_Kx4 row group.
+pub const Q4KX4_ROWS: usize = 4;
+/// Bytes of one Q4_Kx4 super-block (4 rows x 256 weights): 4 `d`, 4 `dmin`
+/// (f16), 48 scale bytes, 512 nibble bytes; 4.5 bits per weight, as GGUF.
+pub const Q4KX4_BLOCK_BYTES: usize = Q4KX4_ROWS * Q4_K_BLOCK_BYTES;
+/// Offset of the scale words in a Q4_Kx4 super-block.
+pub const Q4KX4_SCALES_AT: usize = 4 * Q4KX4_ROWS;
+/// Offset of the nibble chunks in a Q4_Kx4 super-block.
+pub const Q4KX4_QS_AT: usize = Q4KX4_SCALES_AT + Q4KX4_ROWS * K_SCALE_BYTES;
+
+const _: () = assert!(Q4_K_BLOCK_BYTES == 144 && Q4KX4_BLOCK_BYTES == 576);
+const _: () = assert!(Q4KX4_SCALES_AT == 16 && Q4KX4_QS_AT == 64);
+
+// Q5_K (GGUF) and Q5_Kx4.
+//
+// * Q5_K (GGUF): 256 weights in 176 bytes: `d`, `dmin` (f16 LE), the 12
+//   scale bytes of Q4_K, `qh[32]` (bit `j` of `qh[i]` is the fifth bit of
+//   weight `i` of sub-block `j`), `qs[128]` nibbles as in Q4_K.
+//   `x = d * sc * q - dmin * m`, `q` 0..31.
+// * Q5_Kx4: 704-byte super-blocks of 4 rows x 256 weights: the Q4_Kx4
+//   header (d, dmin, scale words: 64 bytes), the `qh` bytes in 16-byte
+//   chunks of 4 rows x 4 bytes (128 bytes), then the nibble chunks (512
+//   bytes), every GGUF byte kept (docs/kernels.md, "Q5_Kx4").
+
+/// Bytes of one GGUF Q5_K super-block (256 weights).
+pub const Q5_K_BLOCK_BYTES: usize = 4 + K_SCALE_BYTES + QK_K / 8 + QK_K / 2;
+/// Rows in one Q5_Kx4 row group.
+pub const Q5KX4_ROWS: usize = 4;
+/// Bytes of one Q5_Kx4 super-block (4 rows x 256 weights); 5.5 bits per
+/// weight, as GGUF.
+pub const Q5KX4_BLOCK_BYTES: usize = Q5KX4_ROWS * Q5_K_BLOCK_BYTES;
+/// Offset of the `qh` chunks in a Q5_Kx4 super-block.
+pub const Q5KX4_QH_AT: usize = Q4KX4_QS_AT;
+/// Offset of the nibble chunks in a Q5_Kx4 super-block.
+pub const Q5KX4_QS_AT: usize = Q5KX4_QH_AT + Q5KX4_ROWS * QK_K / 8;
+
+const _: () = assert!(Q5_K_BLOCK_BYTES == 176 && Q5KX4_BLOCK_BYTES == 704);
+const _: () = assert!(Q5KX4_QH_AT == 64 && Q5KX4_QS_AT == 192);

@@ -192,11 +192,24 @@ pub(crate) fn swiglu_shape(out: &[f32], gate_up: &[f32]) -> Result<(), ShapeErro
     )
 }
 
+/// The dimensions of a k-quant GEMM whose slices were checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmKShape {
+    /// 256-column super-blocks per row.
+    pub nb: usize,
+    /// Row groups, the padded last one included (read by the architecture
+    /// kernels only).
+    #[cfg_attr(
+        not(any(target_arch = "aarch64", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
+    pub groups: usize,
+}
+
 /// Checks the slices of a k-quant GEMM with Q8_K activations (weights in
 /// row groups of `group_rows` rows, `block_bytes` per 256-column
 /// super-block; `m` activation rows with `cols` quants, `cols / 256` scales
-/// and `cols / 32` sums each; `out` = `m x rows`). `nb` of the result
-/// counts 256-column super-blocks.
+/// and `cols / 32` sums each; `out` = `m x rows`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_k_shape(
     group_rows: usize,
@@ -209,7 +222,7 @@ pub(crate) fn gemm_k_shape(
     act_sums: &[i16],
     m: usize,
     out: &[f32],
-) -> Result<GemmShape, ShapeError> {
+) -> Result<GemmKShape, ShapeError> {
     check_len(
         "gemm columns (a multiple of 256)",
         Some(cols.next_multiple_of(QK_K)),
@@ -228,5 +241,5 @@ pub(crate) fn gemm_k_shape(
     check_len("activation scales", m.checked_mul(nb), act_d.len())?;
     check_len("activation sums", m.checked_mul(cols / QK), act_sums.len())?;
     check_len("output values", m.checked_mul(rows), out.len())?;
-    Ok(GemmShape { nb, groups })
+    Ok(GemmKShape { nb, groups })
 }

@@ -7,7 +7,7 @@
 use super::Dotprod;
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS};
-use crate::shape::{gemm_k_shape, GemmShape, ShapeError};
+use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::asm;
 
 /// Activation rows per GEMM tile: one weight decode serves this many rows.
@@ -33,7 +33,7 @@ pub fn gemv_q6_kx8_q8_k(
     act_sums: &[i16],
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmShape { nb, .. } = gemm_k_shape(
+    let GemmKShape { nb, .. } = gemm_k_shape(
         Q6KX8_ROWS,
         Q6KX8_BLOCK_BYTES,
         w,
@@ -110,7 +110,7 @@ pub fn gemm_q6_kx8_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmShape { nb, groups } = gemm_k_shape(
+    let GemmKShape { nb, groups } = gemm_k_shape(
         Q6KX8_ROWS,
         Q6KX8_BLOCK_BYTES,
         w,

@@ -5,7 +5,7 @@
 use super::Avx2;
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
-use crate::shape::{gemm_k_shape, GemmShape, ShapeError};
+use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::x86_64::*;
 
 /// Activation rows computed together against one pass over a row group.
@@ -49,7 +49,7 @@ pub fn gemm_q6_kx8_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmShape { nb, groups } = gemm_k_shape(
+    let GemmKShape { nb, groups } = gemm_k_shape(
         Q6KX8_ROWS,
         Q6KX8_BLOCK_BYTES,
         w,

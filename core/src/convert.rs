@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q6k, q8_0, QK, QK_K};
+use crate::quant::{f16, q4_0, q4k, q5, q5k, q6k, q8_0, QK, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -145,7 +145,11 @@ pub fn exact_layout(ty: GgmlType, cols: usize) -> Option<Layout> {
     let layout = match ty {
         GgmlType::Q8_0 => Layout::Q8_0x8,
         GgmlType::Q4_0 => Layout::Q4_0x4,
-        GgmlType::Q6_K => Layout::Q6_Kx8,
+        GgmlType::Q5_0 => Layout::Q5_0x4,
+        GgmlType::Q5_1 => Layout::Q5_1x4,
+        GgmlType::Q4_K => Layout::Q4Kx4,
+        GgmlType::Q5_K => Layout::Q5Kx4,
+        GgmlType::Q6_K => Layout::Q6Kx8,
         _ => return None,
     };
     cols.is_multiple_of(layout.block_cols()).then_some(layout)
@@ -157,7 +161,11 @@ fn kept_type(layout: Layout) -> Option<GgmlType> {
     match layout {
         Layout::Q8_0x8 => Some(GgmlType::Q8_0),
         Layout::Q4_0x4 => Some(GgmlType::Q4_0),
-        Layout::Q6_Kx8 => Some(GgmlType::Q6_K),
+        Layout::Q5_0x4 => Some(GgmlType::Q5_0),
+        Layout::Q5_1x4 => Some(GgmlType::Q5_1),
+        Layout::Q4Kx4 => Some(GgmlType::Q4_K),
+        Layout::Q5Kx4 => Some(GgmlType::Q5_K),
+        Layout::Q6Kx8 => Some(GgmlType::Q6_K),
         Layout::F32 | Layout::F16 => None,
     }
 }
@@ -344,7 +352,11 @@ fn entry_name(spec: &Spec, layout: Layout) -> Result<[u8; 48], Error> {
         Layout::F16 => "f16",
         Layout::Q4_0x4 => "q4",
         Layout::Q8_0x8 => "q8",
-        Layout::Q6_Kx8 => "q6_k",
+        Layout::Q5_0x4 => "q5_0",
+        Layout::Q5_1x4 => "q5_1",
+        Layout::Q4Kx4 => "q4_k",
+        Layout::Q5Kx4 => "q5_k",
+        Layout::Q6Kx8 => "q6_k",
     };
     let r = if spec.layer == NO_LAYER {
         write!(w, "{}.{}", spec.role.stem(), suffix)
@@ -595,7 +607,7 @@ fn write_tensor(
                     };
                     write_quantized_group(&rows, v, cols, w, &mut error)?;
                 }
-                Layout::Q6_Kx8 => {
+                Layout::Q5_0x4 | Layout::Q5_1x4 | Layout::Q4Kx4 | Layout::Q5Kx4 | Layout::Q6Kx8 => {
                     let rows = GroupRows {
                         cfg,
                         src,
@@ -713,7 +725,11 @@ fn write_kept_group(
         value: crate::vqf::format::layout_code(e.layout) as u64,
     })?;
     let (block, group) = match e.layout {
-        Layout::Q6_Kx8 => (q6k::Q6_K_BLOCK_BYTES, q6k::Q6KX8_BLOCK_BYTES),
+        Layout::Q5_0x4 => (q5::Q5_0_BLOCK_BYTES, q5::Q5_0X4_BLOCK_BYTES),
+        Layout::Q5_1x4 => (q5::Q5_1_BLOCK_BYTES, q5::Q5_1X4_BLOCK_BYTES),
+        Layout::Q4Kx4 => (q4k::Q4_K_BLOCK_BYTES, q4k::Q4KX4_BLOCK_BYTES),
+        Layout::Q5Kx4 => (q5k::Q5_K_BLOCK_BYTES, q5k::Q5KX4_BLOCK_BYTES),
+        Layout::Q6Kx8 => (q6k::Q6_K_BLOCK_BYTES, q6k::Q6KX8_BLOCK_BYTES),
         _ => unreachable_layout(e.layout)?,
     };
     let per = e.layout.block_cols();
@@ -737,7 +753,11 @@ fn write_kept_group(
         }
         let out = &mut packed[..group];
         match e.layout {
-            Layout::Q6_Kx8 => q6k::repack_q6_k(&gguf[..n * block], n, per, out)?,
+            Layout::Q5_0x4 => q5::repack_q5_0(&gguf[..n * block], n, per, out)?,
+            Layout::Q5_1x4 => q5::repack_q5_1(&gguf[..n * block], n, per, out)?,
+            Layout::Q4Kx4 => q4k::repack_q4_k(&gguf[..n * block], n, per, out)?,
+            Layout::Q5Kx4 => q5k::repack_q5_k(&gguf[..n * block], n, per, out)?,
+            Layout::Q6Kx8 => q6k::repack_q6_k(&gguf[..n * block], n, per, out)?,
             _ => unreachable_layout(e.layout)?,
         }
         w.write(out)?;

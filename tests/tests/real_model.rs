@@ -143,8 +143,8 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
         return;
     };
     use kestrel_core::gguf::{GgmlType, Gguf};
-    use kestrel_core::quant::repack::{self, Layout};
     use kestrel_core::quant::q6k;
+    use kestrel_core::quant::repack::{self, Layout};
     use kestrel_core::tensors::Role;
     use kestrel_core::vqf::format::copies;
     use kestrel_core::vqf::Vqf;
@@ -176,7 +176,7 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
         let m = v.matrix(&e, 0).unwrap();
         let mut rows = vec![0u8; m.rows * t.row_bytes()];
         match (t.ggml_type(), e.layout) {
-            (GgmlType::Q6_K, Layout::Q6_Kx8) => {
+            (GgmlType::Q6_K, Layout::Q6Kx8) => {
                 q6k::unpack_q6_k(m.bytes, m.rows, m.cols, &mut rows).unwrap()
             }
             (GgmlType::Q8_0, Layout::Q8_0x8) => {

@@ -92,6 +92,7 @@ fn every_mode_round_trips() {
                             .collect();
                         assert_eq!(got, w);
                     }
+                    l => panic!("{l:?}: a synthetic source has no blocks to keep"),
                 }
             }
             // Gate/up runs of 8: row 8 of the fused matrix is up row 0.

@@ -234,32 +234,49 @@ impl Kernels {
     ) -> Result<(), Error> {
         let (b, r, c) = (w.bytes, w.rows, w.cols);
         let nb = c / w.layout.block_cols().max(1);
-        let part = |v: &'_ [f32], n: usize, what| {
-            v.get(..n).ok_or(Error::SizeMismatch {
-                what,
-                expected: n,
-                actual: v.len(),
-            })
-        };
+
         let qs = acts.qs.get(..m * c).ok_or(Error::SizeMismatch {
             what: "activation quants",
             expected: m * c,
             actual: acts.qs.len(),
         })?;
-        let d = part(acts.d, m * nb, "activation scales")?;
+        let d = acts.d.get(..m * nb).ok_or(Error::SizeMismatch {
+            what: "activation scales",
+            expected: m * nb,
+            actual: acts.d.len(),
+        })?;
+        let n = m * c / crate::quant::QK;
+        let sums = || {
+            acts.sums.get(..n).ok_or(Error::SizeMismatch {
+                what: "activation sums",
+                expected: n,
+                actual: acts.sums.len(),
+            })
+        };
         match w.layout {
             Layout::Q4_0x4 => Ok(dispatch!(self, gemm_q4_0x4_q8_0(b, r, c, qs, d, m, out))?),
             Layout::Q8_0x8 => Ok(dispatch!(self, gemm_q8_0x8_q8_0(b, r, c, qs, d, m, out))?),
-            Layout::Q6_Kx8 => {
-                let n = m * c / crate::quant::QK;
-                let sums = acts.sums.get(..n).ok_or(Error::SizeMismatch {
-                    what: "activation sums",
-                    expected: n,
-                    actual: acts.sums.len(),
-                })?;
+            Layout::Q5_0x4 => Ok(dispatch!(self, gemm_q5_0x4_q8_0(b, r, c, qs, d, m, out))?),
+            Layout::Q5_1x4 => Ok(dispatch!(self, gemm_q5_1x4_q8_0(b, r, c, qs, d, m, out))?),
+            Layout::Q4Kx4 => {
+                let s = sums()?;
                 Ok(dispatch!(
                     self,
-                    gemm_q6_kx8_q8_k(b, r, c, qs, d, sums, m, out)
+                    gemm_q4_kx4_q8_k(b, r, c, qs, d, s, m, out)
+                )?)
+            }
+            Layout::Q5Kx4 => {
+                let s = sums()?;
+                Ok(dispatch!(
+                    self,
+                    gemm_q5_kx4_q8_k(b, r, c, qs, d, s, m, out)
+                )?)
+            }
+            Layout::Q6Kx8 => {
+                let s = sums()?;
+                Ok(dispatch!(
+                    self,
+                    gemm_q6_kx8_q8_k(b, r, c, qs, d, s, m, out)
                 )?)
             }
             Layout::F32 | Layout::F16 => Err(Error::SizeMismatch {

@@ -14,10 +14,10 @@
 
 pub mod f16;
 pub mod q4_0;
-pub mod q6k;
-pub mod q5;
 pub mod q4k;
+pub mod q5;
 pub mod q5k;
+pub mod q6k;
 pub mod q8_0;
 pub mod reference;
 pub mod repack;

@@ -27,7 +27,9 @@ use super::{blocks_in, q4_0, q8_0, super_blocks_in, QK, QK_K};
 use crate::error::{check_len, mul, Error};
 
 pub use kestrel_kernels::layout::{
-    Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS,
+    Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q5KX4_BLOCK_BYTES, Q5KX4_ROWS,
+    Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS,
+    Q8X8_BLOCK_BYTES, Q8X8_ROWS,
 };
 
 /// How a weight matrix is stored.
@@ -41,9 +43,20 @@ pub enum Layout {
     Q4_0x4,
     /// Q8_0 blocks interleaved 8 rows x 4-byte chunks.
     Q8_0x8,
+    /// GGUF Q5_0 blocks interleaved 4 rows, every value exact
+    /// (docs/kernels.md "Q5_0x4"; `super::q5`).
+    Q5_0x4,
+    /// GGUF Q5_1 blocks interleaved 4 rows, every value exact (`super::q5`).
+    Q5_1x4,
+    /// GGUF Q4_K super-blocks (256 weights) interleaved 4 rows, every
+    /// value exact (docs/kernels.md "Q4_Kx4"; `super::q4k`).
+    Q4Kx4,
+    /// GGUF Q5_K super-blocks interleaved 4 rows, every value exact
+    /// (`super::q5k`).
+    Q5Kx4,
     /// GGUF Q6_K super-blocks (256 weights) interleaved 8 rows, every
     /// value exact (docs/kernels.md "Q6_Kx8"; `super::q6k`).
-    Q6_Kx8,
+    Q6Kx8,
 }
 
 /// The activation format a layout multiplies.
@@ -65,7 +78,10 @@ impl Layout {
             Layout::F32 | Layout::F16 => 1,
             Layout::Q4_0x4 => Q4X4_ROWS,
             Layout::Q8_0x8 => Q8X8_ROWS,
-            Layout::Q6_Kx8 => Q6KX8_ROWS,
+            Layout::Q5_0x4 | Layout::Q5_1x4 => Q5X4_ROWS,
+            Layout::Q4Kx4 => Q4KX4_ROWS,
+            Layout::Q5Kx4 => Q5KX4_ROWS,
+            Layout::Q6Kx8 => Q6KX8_ROWS,
         }
     }
 
@@ -73,8 +89,8 @@ impl Layout {
     pub const fn acts(self) -> ActFormat {
         match self {
             Layout::F32 | Layout::F16 => ActFormat::Float,
-            Layout::Q4_0x4 | Layout::Q8_0x8 => ActFormat::Q8_0,
-            Layout::Q6_Kx8 => ActFormat::Q8K,
+            Layout::Q4_0x4 | Layout::Q8_0x8 | Layout::Q5_0x4 | Layout::Q5_1x4 => ActFormat::Q8_0,
+            Layout::Q4Kx4 | Layout::Q5Kx4 | Layout::Q6Kx8 => ActFormat::Q8K,
         }
     }
 
@@ -103,7 +119,27 @@ impl Layout {
                 blocks_in("q8_0x8 columns", cols)?,
                 Q8X8_BLOCK_BYTES,
             ),
-            Layout::Q6_Kx8 => mul(
+            Layout::Q5_0x4 => mul(
+                "q5_0x4 group bytes",
+                blocks_in("q5_0x4 columns", cols)?,
+                Q5_0X4_BLOCK_BYTES,
+            ),
+            Layout::Q5_1x4 => mul(
+                "q5_1x4 group bytes",
+                blocks_in("q5_1x4 columns", cols)?,
+                Q5_1X4_BLOCK_BYTES,
+            ),
+            Layout::Q4Kx4 => mul(
+                "q4_kx4 group bytes",
+                super_blocks_in("q4_kx4 columns", cols)?,
+                Q4KX4_BLOCK_BYTES,
+            ),
+            Layout::Q5Kx4 => mul(
+                "q5_kx4 group bytes",
+                super_blocks_in("q5_kx4 columns", cols)?,
+                Q5KX4_BLOCK_BYTES,
+            ),
+            Layout::Q6Kx8 => mul(
                 "q6_kx8 group bytes",
                 super_blocks_in("q6_kx8 columns", cols)?,
                 Q6KX8_BLOCK_BYTES,
@@ -319,7 +355,7 @@ fn repack_matrix(
     let (block_bytes, repack_group): (usize, RepackGroupFn) = match layout {
         Layout::Q4_0x4 => (q4_0::BLOCK_BYTES, repack_q4_0x4_group),
         Layout::Q8_0x8 => (q8_0::BLOCK_BYTES, repack_q8_0x8_group),
-        Layout::F32 | Layout::F16 => {
+        _ => {
             return Err(Error::OutOfRange {
                 what: "repack layout",
                 value: 0,

@@ -73,7 +73,7 @@ pub fn copy_flag(layout: Layout) -> u64 {
         Layout::F32 => flags::LINEAR_F32,
         Layout::F16 => flags::LINEAR_F16,
         // Only in a COPY_TAGS file's decode copy, which no flag declares.
-        Layout::Q6_Kx8 => 0,
+        _ => 0,
     }
 }
 
@@ -101,30 +101,43 @@ pub fn dtype_name(layout: Layout) -> &'static str {
         Layout::F16 => "F16",
         Layout::Q4_0x4 => "Q4_0",
         Layout::Q8_0x8 => "Q8_0",
-        Layout::Q6_Kx8 => "Q6_K",
+        Layout::Q5_0x4 => "Q5_0",
+        Layout::Q5_1x4 => "Q5_1",
+        Layout::Q4Kx4 => "Q4_K",
+        Layout::Q5Kx4 => "Q5_K",
+        Layout::Q6Kx8 => "Q6_K",
     }
 }
 
 /// The stored dtype code of a layout (0 F32, 1 F16, 2 Q4_0, 3 Q8_0; the
-/// block types kept from GGUF files by their ggml type id: 14 Q6_K).
+/// block types kept from GGUF files by their ggml type id: 6 Q5_0, 7 Q5_1,
+/// 12 Q4_K, 13 Q5_K, 14 Q6_K).
 pub fn dtype_code(layout: Layout) -> u8 {
     match layout {
         Layout::F32 => 0,
         Layout::F16 => 1,
         Layout::Q4_0x4 => 2,
         Layout::Q8_0x8 => 3,
-        Layout::Q6_Kx8 => 14,
+        Layout::Q5_0x4 => 6,
+        Layout::Q5_1x4 => 7,
+        Layout::Q4Kx4 => 12,
+        Layout::Q5Kx4 => 13,
+        Layout::Q6Kx8 => 14,
     }
 }
 
-/// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 7
-/// Q6_Kx8).
+/// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 3
+/// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8).
 pub fn layout_code(layout: Layout) -> u8 {
     match layout {
         Layout::F32 | Layout::F16 => 0,
         Layout::Q4_0x4 => 1,
         Layout::Q8_0x8 => 2,
-        Layout::Q6_Kx8 => 7,
+        Layout::Q5_0x4 => 3,
+        Layout::Q5_1x4 => 4,
+        Layout::Q4Kx4 => 5,
+        Layout::Q5Kx4 => 6,
+        Layout::Q6Kx8 => 7,
     }
 }
 
@@ -135,7 +148,11 @@ pub fn layout_name(layout: Layout) -> &'static str {
         Layout::F16 => "F16",
         Layout::Q4_0x4 => "Q4_0x4",
         Layout::Q8_0x8 => "Q8_0x8",
-        Layout::Q6_Kx8 => "Q6_Kx8",
+        Layout::Q5_0x4 => "Q5_0x4",
+        Layout::Q5_1x4 => "Q5_1x4",
+        Layout::Q4Kx4 => "Q4_Kx4",
+        Layout::Q5Kx4 => "Q5_Kx4",
+        Layout::Q6Kx8 => "Q6_Kx8",
     }
 }
 
@@ -145,7 +162,11 @@ fn layout_from_codes(dtype: u8, layout: u8) -> Option<Layout> {
         (1, 0) => Some(Layout::F16),
         (2, 1) => Some(Layout::Q4_0x4),
         (3, 2) => Some(Layout::Q8_0x8),
-        (14, 7) => Some(Layout::Q6_Kx8),
+        (6, 3) => Some(Layout::Q5_0x4),
+        (7, 4) => Some(Layout::Q5_1x4),
+        (12, 5) => Some(Layout::Q4Kx4),
+        (13, 6) => Some(Layout::Q5Kx4),
+        (14, 7) => Some(Layout::Q6Kx8),
         _ => None,
     }
 }

@@ -17,20 +17,20 @@ mod activation;
 mod attention;
 mod gemm;
 mod matvec;
-mod q6k;
-mod q5;
 mod q4k;
+mod q5;
 mod q5k;
+mod q6k;
 mod quantize;
 
 pub use activation::{exp_minus, swiglu_runs};
 pub use attention::{attn_scores_f16, attn_scores_f32, attn_values_f16, attn_values_f32};
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
-pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
+pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
+pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

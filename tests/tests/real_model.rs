@@ -142,9 +142,7 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
         );
         return;
     };
-    use kestrel_core::gguf::{GgmlType, Gguf};
-    use kestrel_core::quant::q6k;
-    use kestrel_core::quant::repack::{self, Layout};
+    use kestrel_core::gguf::Gguf;
     use kestrel_core::tensors::Role;
     use kestrel_core::vqf::format::copies;
     use kestrel_core::vqf::Vqf;
@@ -174,32 +172,19 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
         };
         let t = g.tensor(&name).unwrap();
         let m = v.matrix(&e, 0).unwrap();
-        let mut rows = vec![0u8; m.rows * t.row_bytes()];
-        match (t.ggml_type(), e.layout) {
-            (GgmlType::Q6_K, Layout::Q6Kx8) => {
-                q6k::unpack_q6_k(m.bytes, m.rows, m.cols, &mut rows).unwrap()
-            }
-            (GgmlType::Q8_0, Layout::Q8_0x8) => {
-                let g8 = e.layout.group_rows();
-                let gb = t.row_bytes() * g8;
-                let mut buf = vec![0u8; gb];
-                for gi in 0..m.groups() {
-                    repack::unpack_q8_0x8_group(m.group(gi), m.cols, &mut buf).unwrap();
-                    let n = (m.rows - gi * g8).min(g8) * t.row_bytes();
-                    rows[gi * gb..gi * gb + n].copy_from_slice(&buf[..n]);
-                }
-            }
-            (ty, layout) => {
-                println!("{name}: {ty:?} decoded from {layout:?} (no exact layout yet)");
-                continue;
-            }
+        let kept = kestrel_core::convert::exact_layout(t.ggml_type(), m.cols);
+        if kept != Some(e.layout) {
+            println!("{name}: {:?} decoded from {:?}", t.ggml_type(), e.layout);
+            continue;
         }
+        let rows = kestrel_tests::unpack_rows(&m).unwrap();
         assert_eq!(rows, t.data(), "{name}: not the file's own blocks");
         checked.push(format!("{name} {:?}", t.ggml_type()));
     }
     println!("kept byte for byte: {}", checked.join(", "));
-    assert!(checked.iter().any(|c| c.ends_with("Q6_K")), "{checked:?}");
-    assert!(checked.iter().any(|c| c.ends_with("Q8_0")), "{checked:?}");
+    for ty in ["Q5_0", "Q4_K", "Q6_K", "Q8_0"] {
+        assert!(checked.iter().any(|c| c.ends_with(ty)), "{ty}: {checked:?}");
+    }
 
     use kestrel::engine;
     use kestrel::generate::{chat_prompt, Session};

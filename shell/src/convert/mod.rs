@@ -62,7 +62,7 @@ impl ValueEnum for Mode {
 pub struct ConvertArgs {
     src: PathBuf,
     out: PathBuf,
-    wmode: Mode,
+    wmode: Option<Mode>,
     max_seq: Option<u32>,
     text_only: bool,
 }
@@ -84,10 +84,9 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: dual (Q8 for prefill + Q4 for decode), source (Q8 for prefill + the GGUF file's own blocks for decode), q4, q8, f16, f32.",
+                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), q4, q8, f16, f32.",
                 )
-                .value_parser(EnumValueParser::<Mode>::new())
-                .default_value("dual"),
+                .value_parser(EnumValueParser::<Mode>::new()),
                 value(
                     "max-seq",
                     "N",
@@ -105,7 +104,7 @@ impl CommandArgs for ConvertArgs {
         ConvertArgs {
             src: get(m, "src"),
             out: get(m, "out"),
-            wmode: get(m, "wmode"),
+            wmode: opt(m, "wmode"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
         }
@@ -304,8 +303,36 @@ pub fn peak_rss() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
+/// The mode when `--wmode` is not given: `source` for a GGUF file whose
+/// linear weights are quantized (keep what the user downloaded), `dual`
+/// otherwise (a Hugging Face directory, a float GGUF).
+fn default_mode(src: &Path) -> WeightMode {
+    use kestrel_core::gguf::{GgmlType, Gguf};
+    let quantized = || -> Option<bool> {
+        if src.is_dir() {
+            return Some(false);
+        }
+        let map = Mapped::open(src).ok()?;
+        let g = Gguf::parse(map.bytes()).ok()?;
+        let t = g.tensor("blk.0.attn_q.weight")?;
+        Some(!matches!(
+            t.ggml_type(),
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16
+        ))
+    };
+    if quantized().unwrap_or(false) {
+        WeightMode::Source
+    } else {
+        WeightMode::Dual
+    }
+}
+
 pub fn run(a: &ConvertArgs) -> Result<()> {
-    let mode = match a.wmode {
+    let Some(wmode) = a.wmode else {
+        let mode = default_mode(&a.src);
+        return convert_model(&a.src, &a.out, mode, a.max_seq, true, !a.text_only);
+    };
+    let mode = match wmode {
         Mode::Dual => WeightMode::Dual,
         Mode::Q4 => WeightMode::Q4,
         Mode::Q8 => WeightMode::Q8,

@@ -78,16 +78,25 @@ fn dual_mode_answers_coherently() {
         );
         return;
     };
+    let dir = temp_dir("real-dual");
+    let vqf = dir.join("dual.vqf");
+    convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
+    let text = factorial_answer(&vqf, true);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("dual-mode answer: {text:?}");
+    assert!(text.contains("def factorial(n)"), "{text}");
+}
+
+/// A file's greedy answer (48 tokens) to a coding question, the prompt
+/// through the Q8 copy when `prefill_q8` (else through the decode copy).
+fn factorial_answer(vqf: &std::path::Path, prefill_q8: bool) -> String {
     use kestrel::engine;
     use kestrel::generate::{chat_prompt, Session};
     use kestrel_core::chat::{Message, Role};
     use kestrel_core::sampler::SamplerConfig;
-    let dir = temp_dir("real-dual");
-    let vqf = dir.join("dual.vqf");
-    convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
-    let model = engine::Model::open(&vqf).unwrap();
+    let model = engine::Model::open(vqf).unwrap();
     let mut layers = Vec::new();
-    let w = model.weights(true, &mut layers).unwrap();
+    let w = model.weights(prefill_q8, &mut layers).unwrap();
     let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
     let mut arena = engine::arena(&w, &opts).unwrap();
     let state = engine::state(&w, opts, &mut arena).unwrap();
@@ -120,10 +129,8 @@ fn dual_mode_answers_coherently() {
             &mut |t| text.push_str(t),
         )
         .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    println!("dual-mode answer: {text:?}");
     assert_eq!(stats.generated, 48);
-    assert!(text.contains("def factorial(n)"), "{text}");
+    text
 }
 
 /// `--wmode source` on the real Q4_K_M file: the decode copy holds the
@@ -186,48 +193,9 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
         assert!(checked.iter().any(|c| c.ends_with(ty)), "{ty}: {checked:?}");
     }
 
-    use kestrel::engine;
-    use kestrel::generate::{chat_prompt, Session};
-    use kestrel_core::chat::{Message, Role as ChatRole};
-    use kestrel_core::sampler::SamplerConfig;
-    let model = engine::Model::open(&vqf).unwrap();
-    let mut layers = Vec::new();
     // Every position through the decode copy: what generated tokens see.
-    let w = model.weights(false, &mut layers).unwrap();
-    let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
-    let mut arena = engine::arena(&w, &opts).unwrap();
-    let state = engine::state(&w, opts, &mut arena).unwrap();
-    let mut s = Session::new(
-        &w,
-        k,
-        &pool,
-        state,
-        SamplerConfig {
-            temperature: 0.0,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let prompt = chat_prompt(
-        &w,
-        &[Message {
-            role: ChatRole::User,
-            content: "Write a Python function that returns the factorial of n.",
-        }],
-        None,
-    );
-    let ids = s.encode(&prompt).unwrap();
-    let mut text = String::new();
-    let stats = s
-        .generate(
-            &ids,
-            48,
-            &std::sync::atomic::AtomicBool::new(false),
-            &mut |t| text.push_str(t),
-        )
-        .unwrap();
+    let text = factorial_answer(&vqf, false);
     let _ = std::fs::remove_dir_all(&dir);
     println!("source-mode answer (decode copy only): {text:?}");
-    assert_eq!(stats.generated, 48);
     assert!(text.contains("def factorial(n)"), "{text}");
 }

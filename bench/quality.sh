@@ -5,19 +5,19 @@
 # Debian machine with Python: prose (the GPL-3 text of base-files,
 # /usr/share/common-licenses/GPL-3) and code (CPython's textwrap.py).
 #   bash bench/quality.sh [--model 0.5b|1.5b] [--ctx 512] [--chunks 4] [-t 2]
-#        [--modes "q8 dual q4 f16"] [--llama "Q8_0 Q4_0 Q4_K_M"]
+#        [--modes "source q8 dual q4 f16"] [--llama "Q8_0 Q4_0 Q4_K_M"]
 # bench/prepare.sh makes the files (Kestrel `convert --wmode`, f32 included;
 # llama-quantize, F32 included; Q4_K_M is the source file itself). Kestrel:
 # the f32 file saves the reference (--kl-base), each mode is compared with
-# it (--kl); a dual file twice: with its Q8 prefill copy (what a prompt
-# sees) and with every position through its decode copy (--prefill-q8
-# false: what generated tokens see). llama.cpp: llama-perplexity
+# it (--kl); a two-copy file (dual, source) twice: with its Q8 prefill copy
+# (what a prompt sees) and with every position through its decode copy
+# (--prefill-q8 false: what generated tokens see). llama.cpp: llama-perplexity
 # --kl-divergence-base on F32, then --kl-divergence per type (-c CTX
 # --chunks N -b CTX). Prints each run's summary lines; benchmarks, not tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=0.5b; ctx=512; chunks=4; threads=2
-modes="q8 dual q4 f16"; types="Q8_0 Q4_0 Q4_K_M"
+modes="source q8 dual q4 f16"; types="Q8_0 Q4_0 Q4_K_M"
 while [ $# -gt 0 ]; do
     case "$1" in
         --model) model="$2"; shift 2 ;;
@@ -48,7 +48,7 @@ for text in "$prose" "$code"; do
     "$k" perplexity "$(vqf f32)" "${common[@]}" --kl-base "$base" 2>/dev/null
     for mode in $modes; do
         runs=("$mode")
-        [ "$mode" = dual ] && runs+=("dual --prefill-q8 false")
+        case "$mode" in dual|source) runs+=("$mode --prefill-q8 false") ;; esac
         for run in "${runs[@]}"; do
             set -- $run
             echo "== $name: Kestrel $run"

@@ -53,9 +53,11 @@ fn splice(base: &[u8], other: &[u8], from_other: &[&str]) -> Vec<u8> {
 
 /// The Q4_0 dense fixture with every `attn_v` and every odd `ffn_down`
 /// from its Q8_0 twin (QKV splits in the decode copy) and the model's own
-/// fixtures.
-fn gguf_fixtures() -> Vec<PathBuf> {
-    let dir = temp_dir("source-mode-inputs");
+/// fixtures. `test` names the calling test: each writes its own spliced
+/// file (tests run in parallel, and a file rewritten while another test
+/// maps it is an error).
+fn gguf_fixtures(test: &str) -> Vec<PathBuf> {
+    let dir = temp_dir(&format!("source-mode-inputs-{test}"));
     let g = fixtures().join("dev_qwen3_dense_untied").join("gguf");
     let mixed = dir.join("model-mixed.gguf");
     let bytes = splice(
@@ -108,7 +110,7 @@ fn source_name(role: Role, layer: u16, tied: bool) -> Option<String> {
 fn the_decode_copy_holds_the_source_blocks_byte_for_byte() {
     let dir = temp_dir("source-mode");
     let mut kept = 0usize;
-    for src in gguf_fixtures() {
+    for src in gguf_fixtures("blocks") {
         let out = dir.join("s.vqf");
         convert(&src, &out, WeightMode::Source, None, false)
             .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
@@ -182,7 +184,7 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
     let dir = temp_dir("source-logits");
     let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12, 3];
     let mut split = 0;
-    for src in gguf_fixtures() {
+    for src in gguf_fixtures("logits") {
         let file = |mode: WeightMode| {
             let p = dir.join(format!("{}.vqf", mode.name()));
             convert(&src, &p, mode, None, false).unwrap();

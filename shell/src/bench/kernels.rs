@@ -1,11 +1,14 @@
 //! The single-thread per-kernel lines (`--rows` x `--cols`): Q4_0x4 and
-//! Q8_0x8 GEMV and GEMM, the F16 matvec and the activation quantizer.
+//! Q8_0x8 GEMV and GEMM, the GEMVs of the layouts that keep GGUF blocks
+//! (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8: timed on pseudo-random block
+//! bytes, which cost what real ones do), the F16 matvec and the activation
+//! quantizer.
 
 use super::median_ms;
 use super::synthetic::synthetic;
 use super::BenchArgs;
 use crate::error::Result;
-use kestrel_core::kernels::Kernels;
+use kestrel_core::kernels::{Acts, Kernels};
 use kestrel_core::quant::{q4_0, q8_0, repack};
 
 /// The single-thread kernel lines: (name, ms, GFLOPS, GB/s; NaN = none).
@@ -55,6 +58,52 @@ pub(super) fn kernel_lines(
         let gbs = mat.bytes.len() as f64 / (ms * 1e-3) / 1e9;
         lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
     }
+    // The GGUF-block layouts, M=1 (cols a multiple of 256 for the k-quants).
+    let mut qs_k = vec![0i8; cols];
+    let mut d_k = vec![0f32; cols / 256];
+    let mut sums_k = vec![0i16; cols / 32];
+    let k_ok = cols % 256 == 0;
+    if k_ok {
+        kernels.quantize_acts_k(&x[..cols], &mut qs_k, &mut d_k, &mut sums_k)?;
+    }
+    for (name, layout) in [
+        ("Q5_0x4 gemv (M=1)", repack::Layout::Q5_0x4),
+        ("Q5_1x4 gemv (M=1)", repack::Layout::Q5_1x4),
+        ("Q4_Kx4 gemv (M=1)", repack::Layout::Q4Kx4),
+        ("Q5_Kx4 gemv (M=1)", repack::Layout::Q5Kx4),
+        ("Q6_Kx8 gemv (M=1)", repack::Layout::Q6Kx8),
+    ] {
+        let k_quant = layout.block_cols() == 256;
+        if k_quant && !k_ok {
+            continue;
+        }
+        let bytes = random_block_bytes(layout.matrix_bytes(rows, cols)?);
+        let mat = repack::PackedMatrix::new(layout, rows, cols, &bytes)?;
+        let acts = if k_quant {
+            Acts {
+                x: &[],
+                qs: &qs_k,
+                d: &d_k,
+                sums: &sums_k,
+            }
+        } else {
+            Acts {
+                x: &[],
+                qs: &qs[..cols],
+                d: &d[..nb],
+                sums: &[],
+            }
+        };
+        let mut out = vec![0f32; rows];
+        let ms = median_ms(args.repeats, || {
+            kernels
+                .gemm_quantized(&mat, &acts, 1, &mut out)
+                .expect("shapes were checked above");
+        });
+        let flops = 2.0 * (rows * cols) as f64;
+        let gbs = bytes.len() as f64 / (ms * 1e-3) / 1e9;
+        lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
+    }
     // f16 weights (plain matvec, M=1).
     let f16w: Vec<u8> = w
         .iter()
@@ -86,4 +135,23 @@ pub(super) fn kernel_lines(
         (x.len() * 4) as f64 / (ms * 1e-3) / 1e9,
     ));
     Ok(lines)
+}
+
+/// `n` pseudo-random bytes (xorshift), every f16 scale among them a finite
+/// value: bit 14 of each byte pair is cleared, so no exponent is all ones.
+fn random_block_bytes(n: usize) -> Vec<u8> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let b = (state >> 32) as u8;
+            if i % 2 == 1 {
+                b & 0xBF
+            } else {
+                b
+            }
+        })
+        .collect()
 }

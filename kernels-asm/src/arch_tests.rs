@@ -139,7 +139,8 @@ fn check_gemm(
 ) {
     let mut rng = Rng(group_rows as u64);
     for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
-        for cols in [32, 96, 160] {
+        // 65 and 66 blocks: past the x86 GEMV's expanded activations (64).
+        for cols in [32, 96, 160, 65 * 32, 66 * 32] {
             let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
             for m in [1, 2, 3, 4, 5, 7, 9] {
                 for with_min in [false, true] {

@@ -138,7 +138,8 @@ fn check(
     let mut rng = Rng(layout.0 as u64);
     for raw in [false, true] {
         for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
-            for cols in [32, 64, 96, 896] {
+            // 65 and 66 blocks: past the x86 GEMV's expanded activations (64).
+            for cols in [32, 64, 96, 896, 65 * 32, 66 * 32] {
                 let w = weight(&mut rng, layout, rows, cols, (raw, false));
                 for m in 1..=9 {
                     let (qs, d) = acts(&mut rng, m, cols);

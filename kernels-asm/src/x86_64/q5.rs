@@ -1,8 +1,7 @@
 //! GEMV and GEMM of Q5_0x4 / Q5_1x4 weights with Q8_0 activations: AVX2
 //! tiles of 8 weight rows (two row groups, one row per lane) x up to 4
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
-//! its own loop over 4 row groups at a time with the activation row
-//! expanded once per call.
+//! its own loop over one row group at a time (one sequential stream).
 
 use super::Avx2;
 use crate::generic;
@@ -68,7 +67,13 @@ pub fn gemm_q5_0x4_q8_0(
         // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
         // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
         // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
-        unsafe { q5_gemv::<false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        unsafe {
+            if shape.nb <= GEMV_EXPAND_BLOCKS {
+                q5_gemv::<false, true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+            } else {
+                q5_gemv::<false, false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+            }
+        };
         return Ok(());
     }
     gemm_tiles::<false>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
@@ -127,7 +132,13 @@ pub fn gemm_q5_1x4_q8_0(
         // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
         // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
         // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
-        unsafe { q5_gemv::<true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out) };
+        unsafe {
+            if shape.nb <= GEMV_EXPAND_BLOCKS {
+                q5_gemv::<true, true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+            } else {
+                q5_gemv::<true, false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+            }
+        };
         return Ok(());
     }
     gemm_tiles::<true>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
@@ -195,8 +206,10 @@ fn gemm_tiles<const Q51: bool>(
 /// The most 32-column blocks the GEMV's expanded activation row holds
 /// (12,288 columns; wider rows take the tiled path).
 const GEMV_MAX_BLOCKS: usize = 384;
-/// Row groups (of 4 rows) one GEMV iteration reads.
-const GEMV_GROUPS: usize = 4;
+/// The most blocks whose expanded activations (128 bytes per block) the
+/// GEMV keeps: 8 KB, a quarter of a 32 KB L1 (past that the expansion
+/// misses L1; the patterns are then formed in the loop).
+const GEMV_EXPAND_BLOCKS: usize = 64;
 
 /// The unsigned `q` (0..31) of one Q5_0x4 / Q5_1x4 super-block's 4 rows:
 /// [low nibbles of chunks 0-1, low 2-3, high 0-1, high 2-3], each 128-bit
@@ -238,23 +251,29 @@ unsafe fn decode_q(p: *const u8, nibbles: usize, plane: usize) -> [__m256i; 4] {
 }
 
 /// GEMV, Q5_0x4 (`Q51` false) or Q5_1x4 weights x one Q8_0 activation row,
-/// 16 rows per iteration.
+/// one row group (4 rows) at a time, two super-blocks per iteration.
 ///
-/// The activation row is expanded once per call: per block, the four dword
-/// patterns the weight registers need (`vpermd`, as in [`q5x4_tile`]) and
-/// `sum a` (i32). The inner loop then reads only weights: per group the
+/// One group at a time keeps the weights one sequential stream (reading
+/// four groups side by side read DRAM at about half the rate on long rows;
+/// see the Q4_0x4 GEMV in `gemm.rs`). With `EXPAND` the activation row is
+/// expanded once per call (per block, the four dword patterns the weight
+/// registers need, `vpermd` as in [`q5x4_tile`]); without, the patterns
+/// are formed in the loop (rows too long for the expansion to stay in L1).
+/// `sum a` (i32) of every block is computed once per call. Per block the
 /// [`decode_q`] registers, four `vpmaddubsw(q, a)` summed in i16 (|.| <=
-/// 31,744) and `vpmaddwd` with ones; the two halves of two groups are added
-/// into the 8 rows' exact `sum q a`. Q5_0x4 subtracts `16 sum a` in i32;
-/// Q5_1x4 adds `asum * (m_w * d_a)` to the block's term, in the reference's
-/// order.
+/// 31,744) and `vpmaddwd` with ones; blocks `b` and `b + 1` fill the two
+/// 128-bit halves, and the low half is added to the 4 row sums before the
+/// high half, the reference's order. Q5_0x4 subtracts `16 sum a` in i32;
+/// Q5_1x4 adds `asum * (m_w * d_a)` to the block's term, in the
+/// reference's order.
 ///
 /// # Safety
 /// `w.len() >= groups * nb * B` (B = 88, Q5_1x4: 96), `qs.len() >= nb * 32`,
 /// `d.len() >= nb`, `out.len() >= rows`, `rows <= groups * 4`, `1 <= nb <=
-/// GEMV_MAX_BLOCKS`, and the CPU must implement AVX2, FMA and F16C.
+/// GEMV_MAX_BLOCKS` (`<= GEMV_EXPAND_BLOCKS` with `EXPAND`), and the CPU
+/// must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_gemv<const Q51: bool>(
+unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
     w: &[u8],
     rows: usize,
     groups: usize,
@@ -274,6 +293,7 @@ unsafe fn q5_gemv<const Q51: bool>(
     // CPU implements AVX2, FMA and F16C.
     unsafe {
         debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
+        debug_assert!(!EXPAND || nb <= GEMV_EXPAND_BLOCKS);
         debug_assert!(w.len() >= groups * nb * bytes && rows <= groups * Q5X4_ROWS);
         let idx = [
             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
@@ -281,20 +301,26 @@ unsafe fn q5_gemv<const Q51: bool>(
             _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
             _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
         ];
-        // The expanded activations: blocks 0..nb of `av` and `asum` are
-        // written here and only those are read below.
-        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
+        let spread = |b: usize| {
+            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
+            [
+                _mm256_permutevar8x32_epi32(a, idx[0]),
+                _mm256_permutevar8x32_epi32(a, idx[1]),
+                _mm256_permutevar8x32_epi32(a, idx[2]),
+                _mm256_permutevar8x32_epi32(a, idx[3]),
+            ]
+        };
+        // The expanded activations (with EXPAND) and the block sums: blocks
+        // 0..nb are written here and only those are read below.
+        let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_EXPAND_BLOCKS];
         let mut asum = [0i32; GEMV_MAX_BLOCKS];
         let ones8 = _mm256_set1_epi8(1);
         let ones16 = _mm256_set1_epi16(1);
         for b in 0..nb {
             let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
-            av[b].write([
-                _mm256_permutevar8x32_epi32(a, idx[0]),
-                _mm256_permutevar8x32_epi32(a, idx[1]),
-                _mm256_permutevar8x32_epi32(a, idx[2]),
-                _mm256_permutevar8x32_epi32(a, idx[3]),
-            ]);
+            if EXPAND {
+                av[b].write(spread(b));
+            }
             // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
             let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
             let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
@@ -302,86 +328,81 @@ unsafe fn q5_gemv<const Q51: bool>(
             let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
             asum[b] = _mm_cvtsi128_si32(s);
         }
+        // sum q a of one super-block at `p`: lanes 0-3 even chunks, 4-7 odd.
+        let block_sum = |p: *const u8, a: &[__m256i; 4]| {
+            // SAFETY: p is a super-block of a group (in bounds).
+            let q = { decode_q(p, nibbles, plane) };
+            let lo = _mm256_add_epi16(
+                _mm256_maddubs_epi16(q[0], a[0]),
+                _mm256_maddubs_epi16(q[1], a[1]),
+            );
+            let hi = _mm256_add_epi16(
+                _mm256_maddubs_epi16(q[2], a[2]),
+                _mm256_maddubs_epi16(q[3], a[3]),
+            );
+            _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+        };
+        let f16x8 = |pa: *const u8, pb: *const u8, at: usize| {
+            // SAFETY: bytes at..at + 8 of both super-blocks are in bounds
+            // (the scales, or Q5_1x4's minimums).
+            let (x, y) = (
+                _mm_loadl_epi64(pa.add(at).cast()),
+                _mm_loadl_epi64(pb.add(at).cast()),
+            );
+            _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+        };
         let group_bytes = nb * bytes;
-        let step = GEMV_GROUPS * bytes;
-        let mut g0 = 0;
-        while g0 < groups {
-            // Groups past the end repeat the last one; only real rows are stored.
-            let base: [*const u8; GEMV_GROUPS] =
-                core::array::from_fn(|i| w.as_ptr().add((g0 + i).min(groups - 1) * group_bytes));
-            // The next iteration's groups follow these ones: prefetch them at
-            // the rate this iteration reads (5.5 or 6 lines per block). A
-            // prefetch never faults; `wrapping_add` keeps the arithmetic
-            // defined.
-            let next = w.as_ptr().wrapping_add((g0 + GEMV_GROUPS) * group_bytes);
-            let mut acc = [_mm256_setzero_ps(); GEMV_GROUPS / 2];
-            for (b, (a, &s)) in av[..nb].iter().zip(&asum[..nb]).enumerate() {
-                let pf = next.wrapping_add(b * step);
-                for k in 0..6 {
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
-                }
-                // SAFETY: block b < nb was written above.
-                let a = a.assume_init_ref();
-                let da = _mm256_set1_ps(*d.get_unchecked(b));
-                // sum q a of one group: lanes 0-3 even chunks, 4-7 odd chunks.
-                let group_sum = |p: *const u8| {
-                    // SAFETY: p is a super-block of a group (in bounds).
-                    let q = { decode_q(p, nibbles, plane) };
-                    let lo = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(q[0], a[0]),
-                        _mm256_maddubs_epi16(q[1], a[1]),
-                    );
-                    let hi = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(q[2], a[2]),
-                        _mm256_maddubs_epi16(q[3], a[3]),
-                    );
-                    _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+        for g in 0..groups {
+            let base = w.as_ptr().add(g * group_bytes);
+            let mut acc = _mm_setzero_ps();
+            let mut b = 0;
+            while b < nb {
+                // Blocks b and b1 (b itself again for an odd last block,
+                // whose high half is then dropped).
+                let b1 = if b + 1 < nb { b + 1 } else { b };
+                let pa = base.add(b * bytes);
+                let pb = base.add(b1 * bytes);
+                // SAFETY (EXPAND): blocks b, b1 < nb were written above.
+                let (ia, ib) = if EXPAND {
+                    (
+                        block_sum(pa, av[b].assume_init_ref()),
+                        block_sum(pb, av[b1].assume_init_ref()),
+                    )
+                } else {
+                    (block_sum(pa, &spread(b)), block_sum(pb, &spread(b1)))
                 };
-                let f16x8 = |pa: *const u8, pb: *const u8, at: usize| {
-                    // SAFETY: bytes at..at + 8 of both super-blocks are in
-                    // bounds (the scales, or Q5_1x4's minimums).
-                    let (x, y) = {
-                        (
-                            _mm_loadl_epi64(pa.add(at).cast()),
-                            _mm_loadl_epi64(pb.add(at).cast()),
-                        )
-                    };
-                    _mm256_cvtph_ps(_mm_unpacklo_epi64(x, y))
+                // [block b rows, block b1 rows]: sum q a, exact i32.
+                let isum = _mm256_add_epi32(
+                    _mm256_permute2x128_si256::<0x20>(ia, ib),
+                    _mm256_permute2x128_si256::<0x31>(ia, ib),
+                );
+                let da = _mm256_setr_m128(
+                    _mm_set1_ps(*d.get_unchecked(b)),
+                    _mm_set1_ps(*d.get_unchecked(b1)),
+                );
+                let s = _mm256_setr_m128i(_mm_set1_epi32(asum[b]), _mm_set1_epi32(asum[b1]));
+                let sw = f16x8(pa, pb, 0);
+                let v = if Q51 {
+                    let t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
+                    let mw = f16x8(pa, pb, Q5_1X4_MINS);
+                    let t2 = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(mw, da));
+                    _mm256_add_ps(t1, t2)
+                } else {
+                    // sum (q - 16) a = sum q a - 16 sum a, exact.
+                    let isum = _mm256_sub_epi32(isum, _mm256_slli_epi32::<4>(s));
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
                 };
-                for (pair, acc_p) in acc.iter_mut().enumerate() {
-                    let pa = base[2 * pair].add(b * bytes);
-                    let pb = base[2 * pair + 1].add(b * bytes);
-                    let (ia, ib) = (group_sum(pa), group_sum(pb));
-                    // [a rows, b rows]: sum q a, exact i32.
-                    let isum = _mm256_add_epi32(
-                        _mm256_permute2x128_si256::<0x20>(ia, ib),
-                        _mm256_permute2x128_si256::<0x31>(ia, ib),
-                    );
-                    let sw = f16x8(pa, pb, 0);
-                    let v = if Q51 {
-                        let t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
-                        let mw = f16x8(pa, pb, Q5_1X4_MINS);
-                        let t2 = _mm256_mul_ps(_mm256_set1_ps(s as f32), _mm256_mul_ps(mw, da));
-                        _mm256_add_ps(t1, t2)
-                    } else {
-                        // sum (q - 16) a = sum q a - 16 sum a, exact.
-                        let isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * s));
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
-                    };
-                    *acc_p = _mm256_add_ps(*acc_p, v);
+                acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
+                if b1 != b {
+                    acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(v));
                 }
+                b += 2;
             }
-            for (pair, a) in acc.iter().enumerate() {
-                let row0 = (g0 + 2 * pair) * Q5X4_ROWS;
-                let n = rows.saturating_sub(row0).min(8);
-                if n == 0 {
-                    break;
-                }
-                let mut r = [0.0f32; 8];
-                _mm256_storeu_ps(r.as_mut_ptr(), *a);
-                out[row0..row0 + n].copy_from_slice(&r[..n]);
-            }
-            g0 += GEMV_GROUPS;
+            let row0 = g * Q5X4_ROWS;
+            let n = (rows - row0).min(Q5X4_ROWS);
+            let mut r = [0.0f32; Q5X4_ROWS];
+            _mm_storeu_ps(r.as_mut_ptr(), acc);
+            out[row0..row0 + n].copy_from_slice(&r[..n]);
         }
     }
 }

@@ -79,15 +79,21 @@ fn own_fixtures() -> Vec<PathBuf> {
         "dev_qwen3_dense_untied",
         "dev_qwen2_dense",
         "dev_qwen3_moe",
+        "dev_qwen2_kquant",
     ] {
-        for f in ["model-q8_0.gguf", "model-q4_0.gguf", "model-f32.gguf"] {
+        for f in [
+            "model-q8_0.gguf",
+            "model-q4_0.gguf",
+            "model-f32.gguf",
+            "model-kquant-mix.gguf",
+        ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
                 v.push(p);
             }
         }
     }
-    assert!(v.len() >= 8, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 9, "GGUF fixtures missing: {v:?}");
     v
 }
 

@@ -24,6 +24,31 @@ pub mod repack;
 
 pub use kestrel_kernels::layout::{QK, QK_K};
 
+/// How conversion turns values into Q4_0 blocks (the bytes, and so the
+/// kernels, are the same either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Quantizer {
+    /// ggml's reference quantizer, bit for bit
+    /// ([`q4_0::BlockQ4_0::quantize`]): the block's largest magnitude maps
+    /// to -8, every value rounds to the nearest step.
+    #[default]
+    Ggml,
+    /// A search over candidate scales for the least squared error
+    /// ([`q4_0::BlockQ4_0::quantize_search`]); never worse than `Ggml` on
+    /// any block.
+    Search,
+}
+
+impl Quantizer {
+    /// The name on the command line (`ggml`, `search`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantizer::Ggml => "ggml",
+            Quantizer::Search => "search",
+        }
+    }
+}
+
 /// Number of 32-weight blocks in `len` weights, or an error when `len` is not
 /// a multiple of 32.
 pub fn blocks_in(what: &'static str, len: usize) -> Result<usize, crate::Error> {

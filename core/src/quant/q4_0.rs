@@ -5,10 +5,12 @@
 //! The quantizer is ggml's `quantize_row_q4_0_ref`: the value of largest
 //! magnitude (first one on ties) gives `d = max / -8`, and
 //! `nibble = min(15, trunc(x / d + 8.5))`, computed as `x * (1 / d)` in f32.
+//! [`BlockQ4_0::quantize_search`] writes the same format with the scale
+//! searched for the least squared error.
 
 use super::f16::{f16_to_f32, f32_to_f16};
 use super::q8_0::BlockQ8_0;
-use super::{blocks_in, QK};
+use super::{blocks_in, Quantizer, QK};
 use crate::error::{check_len, Error};
 
 /// Bytes of one Q4_0 block.
@@ -50,6 +52,96 @@ impl BlockQ4_0 {
         }
     }
 
+    /// Quantizes 32 values with the scale searched for the least squared
+    /// error `sum (x - d * q)^2` (in f64, `d` the stored f16 scale), never
+    /// more than [`BlockQ4_0::quantize`]'s, which is the first candidate.
+    ///
+    /// Each further candidate maps the largest magnitude `max` to `t`
+    /// quantization steps, `t` in -9.0..=-7.0 and 6.5..=7.5 by 0.1 (ggml's
+    /// scale is `t = -8`, whose refit is a candidate too): the values round
+    /// to `q` in -8..=7 at `d = max / t`; the least-squares scale for those `q`, `sum x q / sum q q`,
+    /// is rounded to f16; the values are rounded again at that scale (the
+    /// best `q` for it), and the candidate replaces the best so far only
+    /// when its error is strictly smaller. Plain f32/f64 arithmetic in a
+    /// fixed order: the same bytes on every architecture. A block with a
+    /// non-finite value is quantized as ggml does.
+    pub fn quantize_search(x: &[f32; QK]) -> BlockQ4_0 {
+        let ggml = Self::quantize(x);
+        if x.iter().any(|v| !v.is_finite()) {
+            return ggml;
+        }
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in x {
+            if amax < libm::fabsf(v) {
+                amax = libm::fabsf(v);
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            return ggml;
+        }
+        let mut best = ggml;
+        let mut best_err = ggml.squared_error(x);
+        let steps = (0..=20)
+            .map(|k| (k as f32 - 90.0) / 10.0)
+            .chain((0..=10).map(|k| (k as f32 + 65.0) / 10.0));
+        for t in steps {
+            let Some(candidate) = Self::refit(x, max / t) else {
+                continue;
+            };
+            let err = candidate.squared_error(x);
+            if err < best_err {
+                best = candidate;
+                best_err = err;
+            }
+        }
+        best
+    }
+
+    /// The block for quants rounded at scale `d`, refitted: the
+    /// least-squares scale for them, rounded to f16, and the quants rounded
+    /// again at that scale. `None` when the refit scale is zero or not
+    /// finite.
+    fn refit(x: &[f32; QK], d: f32) -> Option<BlockQ4_0> {
+        let round = |v: f32, id: f32| libm::roundf(v * id).clamp(-8.0, 7.0);
+        let id = 1.0 / d;
+        let (mut sxq, mut sqq) = (0.0f32, 0.0f32);
+        for &v in x {
+            let q = round(v, id);
+            sxq += v * q;
+            sqq += q * q;
+        }
+        if sqq == 0.0 {
+            return None;
+        }
+        let h = f32_to_f16(sxq / sqq);
+        let df = f16_to_f32(h);
+        if df == 0.0 || !df.is_finite() {
+            return None;
+        }
+        let id = 1.0 / df;
+        let mut qs = [0u8; QK / 2];
+        for (j, b) in qs.iter_mut().enumerate() {
+            let lo = (round(x[j], id) as i8 + 8) as u8;
+            let hi = (round(x[j + 16], id) as i8 + 8) as u8;
+            *b = lo | (hi << 4);
+        }
+        Some(BlockQ4_0 { d: h, qs })
+    }
+
+    /// `sum (x - d * q)^2` over the block, in f64 (`d` the stored scale),
+    /// the measure [`BlockQ4_0::quantize_search`] minimizes.
+    pub fn squared_error(&self, x: &[f32; QK]) -> f64 {
+        let d = self.scale() as f64;
+        let mut e = 0.0f64;
+        for (i, &v) in x.iter().enumerate() {
+            let r = v as f64 - d * self.quant(i) as f64;
+            e += r * r;
+        }
+        e
+    }
+
     /// The scale as f32.
     #[inline]
     pub fn scale(&self) -> f32 {
@@ -83,14 +175,24 @@ impl BlockQ4_0 {
     }
 }
 
-/// Quantizes a row into GGUF's byte form (`x.len() / 32 * 18` bytes).
+/// Quantizes a row into GGUF's byte form (`x.len() / 32 * 18` bytes) with
+/// ggml's quantizer.
 pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
+    quantize_row_bytes_with(Quantizer::Ggml, x, out)
+}
+
+/// Quantizes a row into GGUF's byte form with the given quantizer.
+pub fn quantize_row_bytes_with(q: Quantizer, x: &[f32], out: &mut [u8]) -> Result<(), Error> {
     let nb = blocks_in("q4_0 row", x.len())?;
     check_len("q4_0 output bytes", nb * BLOCK_BYTES, out.len())?;
     for (chunk, o) in x.chunks_exact(QK).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
         let mut a = [0.0f32; QK];
         a.copy_from_slice(chunk);
-        o.copy_from_slice(&BlockQ4_0::quantize(&a).to_bytes());
+        let block = match q {
+            Quantizer::Ggml => BlockQ4_0::quantize(&a),
+            Quantizer::Search => BlockQ4_0::quantize_search(&a),
+        };
+        o.copy_from_slice(&block.to_bytes());
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q4k, q5, q5k, q6k, q8_0, QK, QK_K};
+use crate::quant::{f16, q4_0, q4k, q5, q5k, q6k, q8_0, Quantizer, QK, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -553,6 +553,7 @@ fn write_tensor(
     cfg: &Config,
     src: &dyn TensorSource,
     e: &Entry,
+    quantizer: Quantizer,
     scratch: &mut [f32],
     w: &mut Writer<'_>,
 ) -> Result<QuantError, Error> {
@@ -601,6 +602,7 @@ fn write_tensor(
                         cfg,
                         src,
                         e,
+                        quantizer,
                         expert,
                         row0,
                         n,
@@ -612,6 +614,7 @@ fn write_tensor(
                         cfg,
                         src,
                         e,
+                        quantizer,
                         expert,
                         row0,
                         n,
@@ -630,6 +633,8 @@ struct GroupRows<'s> {
     cfg: &'s Config,
     src: &'s dyn TensorSource,
     e: &'s Entry,
+    /// How Q4_0 blocks are made from values.
+    quantizer: Quantizer,
     expert: usize,
     row0: usize,
     n: usize,
@@ -684,7 +689,7 @@ fn write_quantized_group(
                 rows.src
                     .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
             } else if layout == Layout::Q4_0x4 {
-                q4_0::quantize_row_bytes(x, dst)?;
+                q4_0::quantize_row_bytes_with(rows.quantizer, x, dst)?;
             } else {
                 q8_0::quantize_row_bytes(x, dst)?;
             }
@@ -795,6 +800,7 @@ pub struct Written {
 pub fn write_vqf(
     cfg: &Config,
     mode: WeightMode,
+    quantizer: Quantizer,
     max_seq: u32,
     tokenizer: Option<&TokenizerInput<'_>>,
     src: &dyn TensorSource,
@@ -833,7 +839,7 @@ pub fn write_vqf(
     }
     for e in entries.iter() {
         w.pad_to(e.offset)?;
-        let error = write_tensor(cfg, src, e, scratch, &mut w)?;
+        let error = write_tensor(cfg, src, e, quantizer, scratch, &mut w)?;
         if w.position() != e.offset + e.nbytes {
             return Err(Error::SizeMismatch {
                 what: "tensor bytes written",

@@ -99,6 +99,7 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
     let written = convert::write_vqf(
         cfg,
         mode,
+        kestrel_core::quant::Quantizer::Ggml,
         512,
         None,
         src,

@@ -314,6 +314,7 @@ fn conversion_reports_each_tensors_quantization_error() {
     convert::write_vqf(
         &cfg,
         WeightMode::Dual,
+        kestrel_core::quant::Quantizer::Ggml,
         64,
         None,
         &src,
@@ -350,5 +351,68 @@ fn conversion_reports_each_tensors_quantization_error() {
         (norm.reference - want).abs() <= 1e-12 * want,
         "{} vs {want}",
         norm.reference
+    );
+}
+
+/// `Quantizer::Search` writes Q4_0 blocks with less error than ggml's
+/// quantizer, tensor by tensor, and leaves every other layout's bytes as
+/// they were (the Q8 copy, norms, the embedding).
+#[test]
+fn the_searching_quantizer_lowers_each_q4_tensors_error() {
+    use kestrel_core::config::Arch;
+    use kestrel_core::convert;
+    use kestrel_core::quant::repack::Layout;
+    use kestrel_core::quant::Quantizer;
+    use kestrel_core::vqf::format::Entry;
+    let cfg = kestrel_tests::tiny_config(Arch::Qwen3);
+    let src = kestrel_tests::SyntheticSource { cfg };
+    let run = |q: Quantizer| {
+        let mut entries =
+            vec![Entry::EMPTY; convert::entry_count(&cfg, WeightMode::Dual, None).unwrap()];
+        let mut scratch = vec![0f32; convert::scratch_len(&cfg).unwrap()];
+        let mut sink = kestrel_tests::VecSink::default();
+        let mut seen = Vec::new();
+        convert::write_vqf(
+            &cfg,
+            WeightMode::Dual,
+            q,
+            64,
+            None,
+            &src,
+            &mut entries,
+            &mut scratch,
+            &mut sink,
+            &mut |t| seen.push((*t.entry, t.error)),
+        )
+        .unwrap();
+        (seen, sink.0)
+    };
+    let (ggml, ggml_bytes) = run(Quantizer::Ggml);
+    let (search, search_bytes) = run(Quantizer::Search);
+    assert_eq!(ggml_bytes.len(), search_bytes.len());
+    let (mut q4, mut sum_g, mut sum_s) = (0, 0.0, 0.0);
+    for ((e, g), (es, s)) in ggml.iter().zip(&search) {
+        assert_eq!(e.name_str(), es.name_str());
+        let at = e.offset as usize..(e.offset + e.nbytes) as usize;
+        if e.layout == Layout::Q4_0x4 {
+            q4 += 1;
+            assert!(
+                s.err <= g.err * (1.0 + 1e-9),
+                "{}: search {} above ggml {}",
+                e.name_str(),
+                s.err,
+                g.err
+            );
+            sum_g += g.err;
+            sum_s += s.err;
+        } else {
+            assert_eq!(ggml_bytes[at.clone()], search_bytes[at], "{}", e.name_str());
+        }
+    }
+    assert!(q4 > 5, "only {q4} Q4 tensors");
+    assert!(sum_s < 0.95 * sum_g, "search {sum_s} vs ggml {sum_g}");
+    println!(
+        "{q4} Q4_0 tensors: squared error {:.3}x ggml's",
+        sum_s / sum_g
     );
 }

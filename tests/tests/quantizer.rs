@@ -46,7 +46,7 @@ fn blocks() -> Vec<[f32; QK]> {
                     1 => rng.unit() - 0.5,
                     2 => {
                         let x = rng.normal();
-                        if rng.next() % 16 == 0 {
+                        if rng.next().is_multiple_of(16) {
                             x * 8.0
                         } else {
                             x
@@ -58,7 +58,7 @@ fn blocks() -> Vec<[f32; QK]> {
                     6 => rng.normal() * 3000.0,
                     7 => 0.0,
                     _ => {
-                        if rng.next() % 8 == 0 {
+                        if rng.next().is_multiple_of(8) {
                             rng.normal()
                         } else {
                             0.0
@@ -66,7 +66,7 @@ fn blocks() -> Vec<[f32; QK]> {
                     }
                 };
             }
-            if kind == 7 && rng.next() % 2 == 0 {
+            if kind == 7 && rng.next().is_multiple_of(2) {
                 b[(rng.next() % 32) as usize] = rng.normal();
             }
             out.push(b);

@@ -32,7 +32,16 @@ fn convert_vl(dir: &std::path::Path, mode: WeightMode) -> Vec<u8> {
 /// The fixture converted to `dir` (with or without its vision tower).
 fn convert_vl_file(dir: &std::path::Path, mode: WeightMode, vision: bool) -> PathBuf {
     let out = dir.join(format!("vl-{}-{vision}.vqf", mode.name()));
-    convert_model(&fx().join("hf"), &out, mode, Some(256), false, vision).unwrap();
+    convert_model(
+        &fx().join("hf"),
+        &out,
+        mode,
+        kestrel_core::quant::Quantizer::Ggml,
+        Some(256),
+        false,
+        vision,
+    )
+    .unwrap();
     out
 }
 

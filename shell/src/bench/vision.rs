@@ -88,6 +88,7 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
     write_vqf(
         &cfg,
         WeightMode::Q8,
+        kestrel_core::quant::Quantizer::Ggml,
         256,
         None,
         &SyntheticSource { cfg },

@@ -17,6 +17,7 @@ use kestrel_core::convert::{
     self as core_convert, Part, QuantError, TensorSource, TensorWritten, WeightMode,
 };
 use kestrel_core::quant::repack::Layout;
+use kestrel_core::quant::Quantizer;
 use kestrel_core::vqf::format::{Entry, CHECKSUM_AT};
 use kestrel_core::vqf::tokenizer_build::Tables;
 use kestrel_core::vqf::{self, Vqf};
@@ -59,10 +60,28 @@ impl ValueEnum for Mode {
     }
 }
 
+/// `--quantizer`'s values.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantizerArg(pub Quantizer);
+
+impl ValueEnum for QuantizerArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            QuantizerArg(Quantizer::Ggml),
+            QuantizerArg(Quantizer::Search),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()))
+    }
+}
+
 pub struct ConvertArgs {
     src: PathBuf,
     out: PathBuf,
     wmode: Option<Mode>,
+    quantizer: Option<QuantizerArg>,
     max_seq: Option<u32>,
     text_only: bool,
 }
@@ -88,6 +107,12 @@ impl CommandArgs for ConvertArgs {
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
+                    "quantizer",
+                    "Q",
+                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default) or search (a search over scales for the least squared error, never worse on any block; slower to convert).",
+                )
+                .value_parser(EnumValueParser::<QuantizerArg>::new()),
+                value(
                     "max-seq",
                     "N",
                     "Longest context the file is made for (default: the model's, at most 32768).",
@@ -105,6 +130,7 @@ impl CommandArgs for ConvertArgs {
             src: get(m, "src"),
             out: get(m, "out"),
             wmode: opt(m, "wmode"),
+            quantizer: opt(m, "quantizer"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
         }
@@ -328,9 +354,10 @@ fn default_mode(src: &Path) -> WeightMode {
 }
 
 pub fn run(a: &ConvertArgs) -> Result<()> {
+    let q = a.quantizer.map(|q| q.0).unwrap_or_default();
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
-        return convert_model(&a.src, &a.out, mode, a.max_seq, true, !a.text_only);
+        return convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only);
     };
     let mode = match wmode {
         Mode::Dual => WeightMode::Dual,
@@ -340,13 +367,14 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::F32 => WeightMode::F32,
         Mode::Source => WeightMode::Source,
     };
-    convert_model(&a.src, &a.out, mode, a.max_seq, true, !a.text_only)
+    convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
 }
 
 /// What a conversion needs.
 struct Job<'p> {
     src: &'p Path,
     out: &'p Path,
+    quantizer: Quantizer,
     max_seq: Option<u32>,
     verbose: bool,
 }
@@ -360,14 +388,16 @@ pub fn convert(
     max_seq: Option<u32>,
     verbose: bool,
 ) -> Result<()> {
-    convert_model(src, out, mode, max_seq, verbose, true)
+    convert_model(src, out, mode, Quantizer::Ggml, max_seq, verbose, true)
 }
 
 /// [`convert`], with or without a Qwen3-VL model's vision tower.
+#[allow(clippy::too_many_arguments)]
 pub fn convert_model(
     src: &Path,
     out: &Path,
     mode: WeightMode,
+    quantizer: Quantizer,
     max_seq: Option<u32>,
     verbose: bool,
     vision: bool,
@@ -376,6 +406,7 @@ pub fn convert_model(
     let a = &Job {
         src,
         out,
+        quantizer,
         max_seq,
         verbose,
     };
@@ -452,6 +483,7 @@ fn write(
             core_convert::write_vqf(
                 cfg,
                 mode,
+                a.quantizer,
                 max_seq,
                 Some(input),
                 source,
@@ -464,6 +496,7 @@ fn write(
         None => core_convert::write_vqf(
             cfg,
             mode,
+            a.quantizer,
             max_seq,
             None,
             source,

@@ -108,6 +108,123 @@ pub enum WeightMode {
     /// decode from the Q8 copy). Tensors whose source is Q8_0 are stored
     /// once, for both copies. Flags COPY_TAGS.
     Source,
+    /// A Q8_0x8 prefill copy, and a decode copy in Q4_0x4 except the
+    /// matrices the recipe keeps in Q8_0 (read from the prefill copy, as a
+    /// `source` file does for Q8_0 blocks). Flags COPY_TAGS.
+    Mix(Recipe),
+}
+
+/// Which linear weights a [`WeightMode::Mix`] file decodes in Q8_0 (the
+/// rest in Q4_0): one bit per [`RecipePart`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recipe {
+    q8: u16,
+}
+
+/// The matrices a [`Recipe`] chooses between Q4_0 and Q8_0 for, in every
+/// layer (the lm_head once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecipePart {
+    /// The lm_head (for a tied model, the embedding's Q8/Q4 copy).
+    Output = 0,
+    /// Attention Q rows.
+    AttnQ = 1,
+    /// Attention K rows.
+    AttnK = 2,
+    /// Attention V rows.
+    AttnV = 3,
+    /// The attention output projection.
+    AttnOutput = 4,
+    /// The fused FFN gate and up projections (the experts' too).
+    FfnGateUp = 5,
+    /// The FFN down projection (the experts' too).
+    FfnDown = 6,
+}
+
+impl RecipePart {
+    /// Every part, in order.
+    pub const ALL: [RecipePart; 7] = [
+        RecipePart::Output,
+        RecipePart::AttnQ,
+        RecipePart::AttnK,
+        RecipePart::AttnV,
+        RecipePart::AttnOutput,
+        RecipePart::FfnGateUp,
+        RecipePart::FfnDown,
+    ];
+
+    /// The part's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecipePart::Output => "output",
+            RecipePart::AttnQ => "attn_q",
+            RecipePart::AttnK => "attn_k",
+            RecipePart::AttnV => "attn_v",
+            RecipePart::AttnOutput => "attn_output",
+            RecipePart::FfnGateUp => "ffn_gate_up",
+            RecipePart::FfnDown => "ffn_down",
+        }
+    }
+
+    /// The part a name on the command line names.
+    pub fn from_name(name: &str) -> Option<RecipePart> {
+        RecipePart::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl Recipe {
+    /// Every matrix in Q4_0.
+    pub const ALL_Q4: Recipe = Recipe { q8: 0 };
+
+    /// This recipe, with `part` decoded in Q8_0 too.
+    pub const fn with_q8(self, part: RecipePart) -> Recipe {
+        Recipe {
+            q8: self.q8 | 1 << part as u16,
+        }
+    }
+
+    /// Whether `part` decodes in Q8_0.
+    pub fn keeps_q8(self, part: RecipePart) -> bool {
+        self.q8 & (1 << part as u16) != 0
+    }
+
+    fn layout(self, part: RecipePart) -> Layout {
+        if self.keeps_q8(part) {
+            Layout::Q8_0x8
+        } else {
+            Layout::Q4_0x4
+        }
+    }
+
+    /// How a `mix` file stores linear weight `role`.
+    pub fn plan(self, role: Role) -> SourcePlan {
+        let part = match role {
+            Role::Output => RecipePart::Output,
+            Role::AttnOutput => RecipePart::AttnOutput,
+            Role::FfnGateUp | Role::FfnGateUpExps => RecipePart::FfnGateUp,
+            Role::FfnDown | Role::FfnDownExps => RecipePart::FfnDown,
+            Role::AttnQkv => {
+                let l = [
+                    self.layout(RecipePart::AttnQ),
+                    self.layout(RecipePart::AttnK),
+                    self.layout(RecipePart::AttnV),
+                ];
+                return if l.iter().all(|&x| x == Layout::Q8_0x8) {
+                    SourcePlan::Shared
+                } else if l.iter().all(|&x| x == Layout::Q4_0x4) {
+                    SourcePlan::Decode(Layout::Q4_0x4)
+                } else {
+                    SourcePlan::SplitQkv(l)
+                };
+            }
+            // Any other linear weight (a router) decodes in Q8_0.
+            _ => return SourcePlan::Shared,
+        };
+        match self.layout(part) {
+            Layout::Q8_0x8 => SourcePlan::Shared,
+            l => SourcePlan::Decode(l),
+        }
+    }
 }
 
 impl WeightMode {
@@ -119,7 +236,9 @@ impl WeightMode {
             WeightMode::Q8 => flags::Q8_8X8 | flags::EMB_F16,
             WeightMode::F16 => flags::LINEAR_F16 | flags::EMB_F16,
             WeightMode::F32 => flags::LINEAR_F32,
-            WeightMode::Source => flags::Q8_8X8 | flags::COPY_TAGS | flags::EMB_F16,
+            WeightMode::Source | WeightMode::Mix(_) => {
+                flags::Q8_8X8 | flags::COPY_TAGS | flags::EMB_F16
+            }
         }
     }
 
@@ -132,6 +251,7 @@ impl WeightMode {
             WeightMode::F16 => "f16",
             WeightMode::F32 => "f32",
             WeightMode::Source => "source",
+            WeightMode::Mix(_) => "mix",
         }
     }
 }
@@ -234,10 +354,11 @@ pub fn source_plan(src: &dyn TensorSource, layer: u16, role: Role, cols: usize) 
 /// sorts). `src` is asked for block types in `source` mode only.
 fn for_each_tensor(
     cfg: &Config,
-    file_flags: u64,
+    mode: WeightMode,
     src: Option<&dyn TensorSource>,
     f: &mut dyn FnMut(Spec, Layout, u8) -> Result<(), Error>,
 ) -> Result<(), Error> {
+    let file_flags = mode.flags() | model_flags(cfg);
     let emb = if file_flags & flags::EMB_F16 != 0 {
         Layout::F16
     } else {
@@ -250,9 +371,10 @@ fn for_each_tensor(
         Kind::VisionLinear => f(spec, vision_layout(file_flags, spec.shape[1] as usize), 0),
         Kind::Linear if tagged => {
             let cols = spec.shape[(spec.ndim as usize).saturating_sub(1)] as usize;
-            let plan = match src {
-                Some(src) => source_plan(src, spec.layer, spec.role, cols),
-                None => SourcePlan::Shared,
+            let plan = match (mode, src) {
+                (WeightMode::Mix(recipe), _) => recipe.plan(spec.role),
+                (_, Some(src)) => source_plan(src, spec.layer, spec.role, cols),
+                (_, None) => SourcePlan::Shared,
             };
             match plan {
                 SourcePlan::Shared => f(spec, Layout::Q8_0x8, copies::BOTH),
@@ -298,7 +420,7 @@ pub fn entry_count(
     src: Option<&dyn TensorSource>,
 ) -> Result<usize, Error> {
     let mut n = 0;
-    for_each_tensor(cfg, mode.flags() | model_flags(cfg), src, &mut |_, _, _| {
+    for_each_tensor(cfg, mode, src, &mut |_, _, _| {
         n += 1;
         Ok(())
     })?;
@@ -398,8 +520,7 @@ pub fn directory(
     entries: &mut [Entry],
 ) -> Result<(), Error> {
     let mut i = 0;
-    let file_flags = mode.flags() | model_flags(cfg);
-    for_each_tensor(cfg, file_flags, src, &mut |spec, layout, copies| {
+    for_each_tensor(cfg, mode, src, &mut |spec, layout, copies| {
         let slot = entries.get_mut(i).ok_or(Error::SizeMismatch {
             what: "directory entries",
             expected: i + 1,

@@ -231,3 +231,94 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
     }
     assert!(split > 0, "no fixture exercised a split QKV");
 }
+
+/// `--wmode mix`: the recipe's matrices decode from the Q8 prefill copy,
+/// the rest from Q4_0 entries; an all-Q4 recipe decodes exactly as `dual`;
+/// batched and stepped runs agree; keeping matrices in Q8 moves the decode
+/// copy closer to the f32 computation.
+#[test]
+fn a_mix_file_decodes_its_recipe() {
+    use kestrel_core::convert::{Recipe, RecipePart};
+    let dir = temp_dir("mix-mode");
+    let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12, 3];
+    let attention = Recipe::ALL_Q4
+        .with_q8(RecipePart::AttnQ)
+        .with_q8(RecipePart::AttnK)
+        .with_q8(RecipePart::AttnV)
+        .with_q8(RecipePart::AttnOutput);
+    let kv = Recipe::ALL_Q4
+        .with_q8(RecipePart::AttnK)
+        .with_q8(RecipePart::AttnV)
+        .with_q8(RecipePart::Output);
+    let sources = [
+        fixtures().join("dev_qwen3_dense_untied/hf"),
+        fixtures().join("dev_qwen2_dense/gguf/model-q8_0.gguf"),
+        fixtures().join("dev_qwen2_kquant/gguf/model-kquant-mix.gguf"),
+    ];
+    for src in &sources {
+        let file = |mode: WeightMode| {
+            let p = dir.join(format!("{}.vqf", mode.name()));
+            convert(src, &p, mode, None, false)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            std::fs::read(&p).unwrap()
+        };
+        let exact = decode_logits(&file(WeightMode::F32), &tokens, 1, false);
+        let dual = decode_logits(&file(WeightMode::Dual), &tokens, 1, false);
+        let all_q4 = decode_logits(&file(WeightMode::Mix(Recipe::ALL_Q4)), &tokens, 1, false);
+        assert!(
+            all_q4
+                .iter()
+                .zip(&dual)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{}: an all-Q4 mix file does not decode as dual",
+            src.display()
+        );
+        let (_, rel_dual) = diff(&dual, &exact);
+        for (name, recipe) in [("attention", attention), ("kv+output", kv)] {
+            let bytes = file(WeightMode::Mix(recipe));
+            let v = Vqf::parse(&bytes).unwrap();
+            for e in v.entries().filter(|e| e.copies & copies::DECODE != 0) {
+                let part = match e.role {
+                    Role::AttnQkv => Some(RecipePart::AttnQ),
+                    Role::AttnQ => Some(RecipePart::AttnQ),
+                    Role::AttnK => Some(RecipePart::AttnK),
+                    Role::AttnV => Some(RecipePart::AttnV),
+                    Role::AttnOutput => Some(RecipePart::AttnOutput),
+                    Role::FfnGateUp => Some(RecipePart::FfnGateUp),
+                    Role::FfnDown => Some(RecipePart::FfnDown),
+                    Role::Output => Some(RecipePart::Output),
+                    _ => None,
+                };
+                let Some(part) = part else { continue };
+                let want = if recipe.keeps_q8(part) {
+                    Layout::Q8_0x8
+                } else {
+                    Layout::Q4_0x4
+                };
+                assert_eq!(e.layout, want, "{}: {} {name}", src.display(), e.name_str());
+            }
+            let split = v.entries().any(|e| e.role == Role::AttnQ);
+            assert_eq!(split, name == "kv+output", "{}: {name}", src.display());
+            let stepped = decode_logits(&bytes, &tokens, 1, false);
+            let batched = decode_logits(&bytes, &tokens, 5, false);
+            assert!(
+                stepped
+                    .iter()
+                    .zip(&batched)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{}: {name}: batched and stepped runs differ",
+                src.display()
+            );
+            let (_, rel) = diff(&stepped, &exact);
+            println!(
+                "{}: {name}: decode copy rel L2 vs f32 {rel:.2e} (dual {rel_dual:.2e})",
+                src.display()
+            );
+            assert!(
+                rel < rel_dual,
+                "{}: {name}: {rel} >= dual {rel_dual}",
+                src.display()
+            );
+        }
+    }
+}

@@ -14,7 +14,8 @@ use clap::builder::{EnumValueParser, PossibleValue};
 use clap::{value_parser, Arg, ArgMatches, Command, ValueEnum};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{
-    self as core_convert, Part, QuantError, TensorSource, TensorWritten, WeightMode,
+    self as core_convert, Part, QuantError, Recipe, RecipePart, TensorSource, TensorWritten,
+    WeightMode,
 };
 use kestrel_core::quant::repack::Layout;
 use kestrel_core::quant::Quantizer;
@@ -33,6 +34,7 @@ pub enum Mode {
     F16,
     F32,
     Source,
+    Mix,
 }
 
 /// `--wmode`'s values, in the order of the help.
@@ -41,6 +43,7 @@ impl ValueEnum for Mode {
         &[
             Mode::Dual,
             Mode::Source,
+            Mode::Mix,
             Mode::Q4,
             Mode::Q8,
             Mode::F16,
@@ -56,6 +59,7 @@ impl ValueEnum for Mode {
             Mode::F16 => "f16",
             Mode::F32 => "f32",
             Mode::Source => "source",
+            Mode::Mix => "mix",
         }))
     }
 }
@@ -82,6 +86,7 @@ pub struct ConvertArgs {
     out: PathBuf,
     wmode: Option<Mode>,
     quantizer: Option<QuantizerArg>,
+    keep_q8: Option<String>,
     max_seq: Option<u32>,
     text_only: bool,
 }
@@ -103,7 +108,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), q4, q8, f16, f32.",
+                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), q4, q8, f16, f32.",
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
@@ -112,6 +117,11 @@ impl CommandArgs for ConvertArgs {
                     "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default) or search (a search over scales for the least squared error, never worse on any block; slower to convert).",
                 )
                 .value_parser(EnumValueParser::<QuantizerArg>::new()),
+                value(
+                    "keep-q8",
+                    "PARTS",
+                    "--wmode mix: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none (default: output).",
+                ),
                 value(
                     "max-seq",
                     "N",
@@ -131,6 +141,7 @@ impl CommandArgs for ConvertArgs {
             out: get(m, "out"),
             wmode: opt(m, "wmode"),
             quantizer: opt(m, "quantizer"),
+            keep_q8: opt(m, "keep-q8"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
         }
@@ -329,6 +340,29 @@ pub fn peak_rss() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
+/// The recipe of a `mix` file: the parts `--keep-q8` names (`none`: every
+/// matrix in Q4_0), or the default, the lm_head in Q8_0.
+fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
+    let Some(list) = keep_q8 else {
+        return Ok(Recipe::ALL_Q4.with_q8(RecipePart::Output));
+    };
+    let mut r = Recipe::ALL_Q4;
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "none" {
+            continue;
+        }
+        let part = RecipePart::from_name(name).ok_or_else(|| {
+            let names: Vec<_> = RecipePart::ALL.iter().map(|p| p.name()).collect();
+            format!(
+                "--keep-q8: unknown matrix {name:?} (one of {}, or none)",
+                names.join(", ")
+            )
+        })?;
+        r = r.with_q8(part);
+    }
+    Ok(r)
+}
+
 /// The mode when `--wmode` is not given: `source` for a GGUF file whose
 /// linear weights are quantized (keep what the user downloaded), `dual`
 /// otherwise (a Hugging Face directory, a float GGUF).
@@ -366,7 +400,11 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::F16 => WeightMode::F16,
         Mode::F32 => WeightMode::F32,
         Mode::Source => WeightMode::Source,
+        Mode::Mix => WeightMode::Mix(recipe(a.keep_q8.as_deref())?),
     };
+    if a.keep_q8.is_some() && !matches!(mode, WeightMode::Mix(_)) {
+        return Err("--keep-q8 applies to --wmode mix only".into());
+    }
     convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
 }
 

@@ -9,9 +9,10 @@ use kestrel_core::vqf::format::flags;
 use kestrel_core::vqf::{self, Vqf};
 use kestrel_tests::{build_vqf, tiny_config, SyntheticSource};
 
-const MODES: [WeightMode; 6] = [
+const MODES: [WeightMode; 7] = [
     WeightMode::Dual,
     WeightMode::Source,
+    WeightMode::Mix(kestrel_core::convert::Recipe::ALL_Q4),
     WeightMode::Q4,
     WeightMode::Q8,
     WeightMode::F16,
@@ -34,7 +35,7 @@ fn every_mode_round_trips() {
             // The fused QKV rows: Q then K then V, quantized exactly as the
             // reference quantizers do.
             let layout = match mode {
-                WeightMode::Dual | WeightMode::Q4 => Layout::Q4_0x4,
+                WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_) => Layout::Q4_0x4,
                 // A float source has no blocks to keep: one Q8_0x8 copy.
                 WeightMode::Q8 | WeightMode::Source => Layout::Q8_0x8,
                 WeightMode::F16 => Layout::F16,

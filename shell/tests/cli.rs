@@ -576,3 +576,52 @@ fn inspect_memory_from_config_and_from_file() {
         assert_eq!(value(&from_dir, ctx), value(&from_json, ctx), "{ctx}");
     }
 }
+
+#[test]
+fn keep_q8_is_checked_and_only_for_mix() {
+    let src = fixture("dev_qwen2_dense/gguf/model-q8_0.gguf");
+    let dir = std::env::temp_dir().join(format!("kestrel-keep-q8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("m.vqf");
+    for (args, says) in [
+        (
+            vec!["--keep-q8", "attn_v"],
+            "--keep-q8 applies to --wmode mix only",
+        ),
+        (
+            vec!["--wmode", "mix", "--keep-q8", "attn_z"],
+            "unknown matrix \"attn_z\"",
+        ),
+    ] {
+        let o = kestrel()
+            .arg("convert")
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} left a file");
+    }
+    let o = kestrel()
+        .arg("convert")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .args([
+            "--wmode",
+            "mix",
+            "--keep-q8",
+            "attn_k,attn_v",
+            "--quantizer",
+            "search",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -394,6 +394,9 @@ fn default_mode(src: &Path) -> WeightMode {
 }
 
 pub fn run(a: &ConvertArgs) -> Result<()> {
+    if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix)) {
+        return Err("--keep-q8 applies to --wmode mix only".into());
+    }
     let q = a.quantizer.map(|q| q.0).unwrap_or_default();
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
@@ -408,9 +411,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::Source => WeightMode::Source,
         Mode::Mix => WeightMode::Mix(recipe(a.keep_q8.as_deref())?),
     };
-    if a.keep_q8.is_some() && !matches!(mode, WeightMode::Mix(_)) {
-        return Err("--keep-q8 applies to --wmode mix only".into());
-    }
+
     convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
 }
 

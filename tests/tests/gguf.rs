@@ -1060,3 +1060,50 @@ fn worst_case_duplicate_check_time() {
         t.elapsed()
     );
 }
+
+/// Model metadata integers beyond u32 are errors naming the key, never a
+/// wrapped value (a 2^32 + 2 KV-head count once read as 2).
+#[test]
+fn model_metadata_out_of_u32_range_is_an_error() {
+    let model = |key: &str, v: u64| {
+        let mut b = Builder::new().kv(
+            b"general.architecture",
+            8,
+            &[5, 0, 0, 0, 0, 0, 0, 0, b'q', b'w', b'e', b'n', b'2'],
+        );
+        for (k, x) in [
+            ("qwen2.embedding_length", 64u64),
+            ("qwen2.attention.head_count", 4),
+            ("qwen2.block_count", 1),
+            ("qwen2.context_length", 4096),
+            ("qwen2.feed_forward_length", 128),
+            ("qwen2.attention.head_count_kv", 2),
+        ] {
+            let x = if k == key { v } else { x };
+            b = b.kv(k.as_bytes(), 10, &x.to_le_bytes());
+        }
+        b.tensor(b"token_embd.weight", &[64, 32], 0, 0)
+            .data(64 * 32 * 4)
+            .build()
+    };
+    for key in [
+        "qwen2.attention.head_count_kv",
+        "qwen2.feed_forward_length",
+        "qwen2.embedding_length",
+    ] {
+        let bytes = model(key, (1u64 << 32) + 2);
+        let g = Gguf::parse(&bytes).unwrap();
+        let err = kestrel::convert::gguf::config(&g)
+            .err()
+            .unwrap_or_else(|| panic!("{key} = 2^32 + 2 accepted"))
+            .to_string();
+        assert!(err.contains(key), "{key}: {err}");
+    }
+    // In range, the same builder gives a config.
+    let bytes = model("qwen2.attention.head_count_kv", 2);
+    let cfg = kestrel::convert::gguf::config(&Gguf::parse(&bytes).unwrap()).unwrap();
+    assert_eq!(
+        (cfg.num_kv_heads, cfg.ffn_size, cfg.vocab_size),
+        (2, 128, 32)
+    );
+}

@@ -39,6 +39,21 @@ pub fn config(g: &Gguf) -> Result<Config> {
             )
         }
     };
+    // An optional u32 key: absent is None, present but out of range an error
+    // (a cast would wrap it into a wrong model).
+    let optional = |key: &str| -> Result<Option<u32>> {
+        arch_key(g, arch_name, key)
+            .map(|v| {
+                u32::try_from(v).map_err(|_| {
+                    format!(
+                        "GGUF metadata {arch_name}.{key} = {v} is out of range (at most {})",
+                        u32::MAX
+                    )
+                    .into()
+                })
+            })
+            .transpose()
+    };
     let need = |key: &str| -> Result<u32> {
         arch_key(g, arch_name, key)
             .and_then(|v| u32::try_from(v).ok())
@@ -46,13 +61,14 @@ pub fn config(g: &Gguf) -> Result<Config> {
     };
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
-    let head_dim = arch_key(g, arch_name, "attention.key_length")
-        .map(|v| v as u32)
-        .unwrap_or(hidden / heads.max(1));
+    let head_dim = optional("attention.key_length")?.unwrap_or(hidden / heads.max(1));
     let vocab = g
         .tensor("token_embd.weight")
-        .map(|t| t.ne()[1] as u32)
-        .ok_or("GGUF tensor token_embd.weight missing")?;
+        .ok_or("GGUF tensor token_embd.weight missing")
+        .and_then(|t| {
+            u32::try_from(t.ne()[1])
+                .map_err(|_| "GGUF tensor token_embd.weight: more rows than a u32 holds")
+        })?;
     let moe = if arch == Arch::Qwen3Moe {
         Some(MoeConfig {
             num_experts: need("expert_count")?,
@@ -80,17 +96,12 @@ pub fn config(g: &Gguf) -> Result<Config> {
         hidden_size: hidden,
         num_layers: need("block_count")?,
         num_heads: heads,
-        num_kv_heads: arch_key(g, arch_name, "attention.head_count_kv")
-            .map(|v| v as u32)
-            .unwrap_or(heads),
+        num_kv_heads: optional("attention.head_count_kv")?.unwrap_or(heads),
         head_dim,
-        ffn_size: arch_key(g, arch_name, "feed_forward_length")
-            .map(|v| v as u32)
-            .unwrap_or(0)
-            .max(
-                // MoE files may give 0 for the dense width; any positive value validates.
-                if arch == Arch::Qwen3Moe { 8 } else { 0 },
-            ),
+        ffn_size: optional("feed_forward_length")?.unwrap_or(0).max(
+            // MoE files may give 0 for the dense width; any positive value validates.
+            if arch == Arch::Qwen3Moe { 8 } else { 0 },
+        ),
         rope_theta: g
             .get_f32(&format!("{arch_name}.rope.freq_base"))
             .map(|v| v as f64)

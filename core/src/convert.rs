@@ -119,6 +119,9 @@ pub enum WeightMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recipe {
     q8: u16,
+    /// Per part kept in Q8_0: 0 for every layer, else only the first and
+    /// the last `ends[p]` layers.
+    ends: [u16; 7],
 }
 
 /// The matrices a [`Recipe`] chooses between Q4_0 and Q8_0 for, in every
@@ -174,30 +177,50 @@ impl RecipePart {
 
 impl Recipe {
     /// Every matrix in Q4_0.
-    pub const ALL_Q4: Recipe = Recipe { q8: 0 };
+    pub const ALL_Q4: Recipe = Recipe {
+        q8: 0,
+        ends: [0; 7],
+    };
 
-    /// This recipe, with `part` decoded in Q8_0 too.
+    /// This recipe, with `part` decoded in Q8_0 too, in every layer.
     pub const fn with_q8(self, part: RecipePart) -> Recipe {
+        self.with_q8_ends(part, 0)
+    }
+
+    /// This recipe, with `part` decoded in Q8_0 in the first `n` and the
+    /// last `n` layers (every layer when `n` is 0).
+    pub const fn with_q8_ends(self, part: RecipePart, n: u16) -> Recipe {
+        let mut ends = self.ends;
+        ends[part as usize] = n;
         Recipe {
             q8: self.q8 | 1 << part as u16,
+            ends,
         }
     }
 
-    /// Whether `part` decodes in Q8_0.
+    /// Whether `part` decodes in Q8_0 (in some layers at least).
     pub fn keeps_q8(self, part: RecipePart) -> bool {
         self.q8 & (1 << part as u16) != 0
     }
 
-    fn layout(self, part: RecipePart) -> Layout {
-        if self.keeps_q8(part) {
+    /// Whether `part` of `layer` (of `layers`) decodes in Q8_0.
+    pub fn keeps_q8_in(self, part: RecipePart, layer: u16, layers: u32) -> bool {
+        let n = self.ends[part as usize] as u32;
+        let l = layer as u32;
+        self.keeps_q8(part) && (n == 0 || part == RecipePart::Output || l < n || l + n >= layers)
+    }
+
+    fn layout(self, part: RecipePart, layer: u16, layers: u32) -> Layout {
+        if self.keeps_q8_in(part, layer, layers) {
             Layout::Q8_0x8
         } else {
             Layout::Q4_0x4
         }
     }
 
-    /// How a `mix` file stores linear weight `role`.
-    pub fn plan(self, role: Role) -> SourcePlan {
+    /// How a `mix` file stores linear weight `role` of `layer` (of
+    /// `layers`).
+    pub fn plan(self, role: Role, layer: u16, layers: u32) -> SourcePlan {
         let part = match role {
             Role::Output => RecipePart::Output,
             Role::AttnOutput => RecipePart::AttnOutput,
@@ -205,9 +228,9 @@ impl Recipe {
             Role::FfnDown | Role::FfnDownExps => RecipePart::FfnDown,
             Role::AttnQkv => {
                 let l = [
-                    self.layout(RecipePart::AttnQ),
-                    self.layout(RecipePart::AttnK),
-                    self.layout(RecipePart::AttnV),
+                    self.layout(RecipePart::AttnQ, layer, layers),
+                    self.layout(RecipePart::AttnK, layer, layers),
+                    self.layout(RecipePart::AttnV, layer, layers),
                 ];
                 return if l.iter().all(|&x| x == Layout::Q8_0x8) {
                     SourcePlan::Shared
@@ -220,7 +243,7 @@ impl Recipe {
             // Any other linear weight (a router) decodes in Q8_0.
             _ => return SourcePlan::Shared,
         };
-        match self.layout(part) {
+        match self.layout(part, layer, layers) {
             Layout::Q8_0x8 => SourcePlan::Shared,
             l => SourcePlan::Decode(l),
         }
@@ -372,7 +395,7 @@ fn for_each_tensor(
         Kind::Linear if tagged => {
             let cols = spec.shape[(spec.ndim as usize).saturating_sub(1)] as usize;
             let plan = match (mode, src) {
-                (WeightMode::Mix(recipe), _) => recipe.plan(spec.role),
+                (WeightMode::Mix(recipe), _) => recipe.plan(spec.role, spec.layer, cfg.num_layers),
                 (_, Some(src)) => source_plan(src, spec.layer, spec.role, cols),
                 (_, None) => SourcePlan::Shared,
             };

@@ -592,6 +592,10 @@ fn keep_q8_is_checked_and_only_for_mix() {
             vec!["--wmode", "mix", "--keep-q8", "attn_z"],
             "unknown matrix \"attn_z\"",
         ),
+        (
+            vec!["--wmode", "mix", "--keep-q8", "ffn_down@last2"],
+            "after @, endsN",
+        ),
     ] {
         let o = kestrel()
             .arg("convert")

@@ -322,3 +322,48 @@ fn a_mix_file_decodes_its_recipe() {
         }
     }
 }
+
+/// A recipe part limited to the first and last N layers (`PART@endsN`)
+/// keeps those layers in Q8_0 and the others in Q4_0; the lm_head ignores
+/// the limit.
+#[test]
+fn a_recipe_can_keep_only_the_end_layers() {
+    use kestrel_core::convert::{Recipe, RecipePart, SourcePlan};
+    let r = Recipe::ALL_Q4
+        .with_q8_ends(RecipePart::FfnDown, 2)
+        .with_q8_ends(RecipePart::AttnV, 1)
+        .with_q8_ends(RecipePart::Output, 3);
+    let layers = 8;
+    for layer in 0..8u16 {
+        let down = r.plan(Role::FfnDown, layer, layers);
+        let end2 = !(2..6).contains(&layer);
+        assert_eq!(
+            down,
+            if end2 {
+                SourcePlan::Shared
+            } else {
+                SourcePlan::Decode(Layout::Q4_0x4)
+            },
+            "ffn_down layer {layer}"
+        );
+        let qkv = r.plan(Role::AttnQkv, layer, layers);
+        let end1 = layer == 0 || layer == 7;
+        assert_eq!(
+            qkv,
+            if end1 {
+                SourcePlan::SplitQkv([Layout::Q4_0x4, Layout::Q4_0x4, Layout::Q8_0x8])
+            } else {
+                SourcePlan::Decode(Layout::Q4_0x4)
+            },
+            "attn_qkv layer {layer}"
+        );
+        assert_eq!(
+            r.plan(Role::FfnGateUp, layer, layers),
+            SourcePlan::Decode(Layout::Q4_0x4)
+        );
+    }
+    assert_eq!(r.plan(Role::Output, 0xFFFF, layers), SourcePlan::Shared);
+    // With every layer (N = 0) the plan does not depend on the layer.
+    let all = Recipe::ALL_Q4.with_q8(RecipePart::FfnDown);
+    assert!((0..8).all(|l| all.plan(Role::FfnDown, l, layers) == SourcePlan::Shared));
+}

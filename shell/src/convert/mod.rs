@@ -120,7 +120,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "keep-q8",
                     "PARTS",
-                    "--wmode mix: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none (default: attn_k,attn_v,attn_output).",
+                    "--wmode mix: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none; PART@endsN keeps only the first and last N layers' (default: attn_k,attn_v,attn_output).",
                 ),
                 value(
                     "max-seq",
@@ -357,6 +357,20 @@ fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
         if name == "none" {
             continue;
         }
+        // `PART@endsN`: only the first and last N layers.
+        let (name, ends) = match name.split_once('@') {
+            None => (name, 0),
+            Some((part, sel)) => {
+                let n = sel
+                    .strip_prefix("ends")
+                    .and_then(|n| n.parse::<u16>().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        format!("--keep-q8: {name:?}: after @, endsN (N > 0: the first and last N layers)")
+                    })?;
+                (part, n)
+            }
+        };
         let part = RecipePart::from_name(name).ok_or_else(|| {
             let names: Vec<_> = RecipePart::ALL.iter().map(|p| p.name()).collect();
             format!(
@@ -364,7 +378,7 @@ fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
                 names.join(", ")
             )
         })?;
-        r = r.with_q8(part);
+        r = r.with_q8_ends(part, ends);
     }
     Ok(r)
 }

@@ -3,7 +3,7 @@
 //! GEMV is the GEMM with one activation row (its own loop, one row group
 //! at a time, when the row has at most 12,288 columns).
 
-use super::Avx2;
+use super::{pair_rows, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -289,12 +289,7 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
         };
         for g in 0..groups {
             let base = w.as_ptr().add(g * group_bytes);
-            let mut acc = _mm_setzero_ps();
-            let mut b = 0;
-            while b < nb {
-                // Blocks b and b1 (b itself again for an odd last block,
-                // whose high half is then dropped).
-                let b1 = if b + 1 < nb { b + 1 } else { b };
+            let acc = sum_block_pairs(nb, |b, b1| {
                 let pa = base.add(b * Q4X4_BLOCK_BYTES);
                 let pb = base.add(b1 * Q4X4_BLOCK_BYTES);
                 // SAFETY: blocks b, b1 < nb were written above.
@@ -309,13 +304,7 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
                 // [block b rows, block b1 rows]: sum n a, exact i32, then
                 // - 8 sum a of each block.
                 let c = _mm256_setr_m128i(_mm_set1_epi32(corr[b]), _mm_set1_epi32(corr[b1]));
-                let isum = _mm256_sub_epi32(
-                    _mm256_add_epi32(
-                        _mm256_permute2x128_si256::<0x20>(ia, ib),
-                        _mm256_permute2x128_si256::<0x31>(ia, ib),
-                    ),
-                    c,
-                );
+                let isum = _mm256_sub_epi32(pair_rows(ia, ib), c);
                 let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
                     _mm_loadl_epi64(pa.cast()),
                     _mm_loadl_epi64(pb.cast()),
@@ -324,13 +313,8 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
                     _mm_set1_ps(*d.get_unchecked(b)),
                     _mm_set1_ps(*d.get_unchecked(b1)),
                 );
-                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
-                acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
-                if b1 != b {
-                    acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(v));
-                }
-                b += 2;
-            }
+                _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
+            });
             let row0 = g * Q4X4_ROWS;
             let n = (rows - row0).min(Q4X4_ROWS);
             let mut r = [0.0f32; Q4X4_ROWS];

@@ -13,6 +13,8 @@
 //! A [`ShapeError`](crate::ShapeError) means the slices do not fit the
 //! dimensions; nothing was written then.
 
+use core::arch::x86_64::*;
+
 mod activation;
 mod attention;
 mod gemm;
@@ -32,6 +34,43 @@ pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
 pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
+
+/// The 4 row sums of one Q4_0x4 / Q5_0x4 / Q5_1x4 row group over `nb`
+/// blocks taken in pairs, the GEMVs' shared traversal: `pair(b, b1)` gives
+/// the 8 lanes [block `b`'s 4 rows, block `b1`'s 4 rows] (`b1 == b` for an
+/// odd last block); the low half is added before the high half (dropped
+/// when `b1 == b`), the reference's block order.
+///
+/// # Safety
+/// The CPU must implement AVX2, FMA and F16C; `pair` must be safe to call
+/// for every `b < nb`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_block_pairs(nb: usize, mut pair: impl FnMut(usize, usize) -> __m256) -> __m128 {
+    let mut acc = _mm_setzero_ps();
+    let mut b = 0;
+    while b < nb {
+        let b1 = if b + 1 < nb { b + 1 } else { b };
+        let v = pair(b, b1);
+        acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
+        if b1 != b {
+            acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(v));
+        }
+        b += 2;
+    }
+    acc
+}
+
+/// [rows of `ia`, rows of `ib`]: each block's even- and odd-chunk lanes
+/// (the two 128-bit halves of a per-block `vpmaddwd` result) added, exact.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(ia, ib),
+        _mm256_permute2x128_si256::<0x31>(ia, ib),
+    )
+}
 
 /// This architecture's capability token under the name every architecture
 /// module exports.

@@ -3,7 +3,7 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 
-use super::Avx2;
+use super::{pair_rows, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
@@ -354,12 +354,7 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
         let group_bytes = nb * bytes;
         for g in 0..groups {
             let base = w.as_ptr().add(g * group_bytes);
-            let mut acc = _mm_setzero_ps();
-            let mut b = 0;
-            while b < nb {
-                // Blocks b and b1 (b itself again for an odd last block,
-                // whose high half is then dropped).
-                let b1 = if b + 1 < nb { b + 1 } else { b };
+            let acc = sum_block_pairs(nb, |b, b1| {
                 let pa = base.add(b * bytes);
                 let pb = base.add(b1 * bytes);
                 // SAFETY (EXPAND): blocks b, b1 < nb were written above.
@@ -372,17 +367,14 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
                     (block_sum(pa, &spread(b)), block_sum(pb, &spread(b1)))
                 };
                 // [block b rows, block b1 rows]: sum q a, exact i32.
-                let isum = _mm256_add_epi32(
-                    _mm256_permute2x128_si256::<0x20>(ia, ib),
-                    _mm256_permute2x128_si256::<0x31>(ia, ib),
-                );
+                let isum = pair_rows(ia, ib);
                 let da = _mm256_setr_m128(
                     _mm_set1_ps(*d.get_unchecked(b)),
                     _mm_set1_ps(*d.get_unchecked(b1)),
                 );
                 let s = _mm256_setr_m128i(_mm_set1_epi32(asum[b]), _mm_set1_epi32(asum[b1]));
                 let sw = f16x8(pa, pb, 0);
-                let v = if Q51 {
+                if Q51 {
                     let t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
                     let mw = f16x8(pa, pb, Q5_1X4_MINS);
                     let t2 = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(mw, da));
@@ -391,13 +383,8 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
                     // sum (q - 16) a = sum q a - 16 sum a, exact.
                     let isum = _mm256_sub_epi32(isum, _mm256_slli_epi32::<4>(s));
                     _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da))
-                };
-                acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
-                if b1 != b {
-                    acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(v));
                 }
-                b += 2;
-            }
+            });
             let row0 = g * Q5X4_ROWS;
             let n = (rows - row0).min(Q5X4_ROWS);
             let mut r = [0.0f32; Q5X4_ROWS];

@@ -182,6 +182,17 @@ impl Recipe {
         ends: [0; 7],
     };
 
+    /// The recipe of `--wmode mix` without `--keep-q8`: attention's K, V
+    /// and output projections in Q8_0, and the FFN down projection of the
+    /// first and the last layer. Of the recipes measured on both real
+    /// models (docs/benchmarks.md, "Recipes"), the lowest KL that reads no
+    /// more bytes per token than llama.cpp's Q4_0 on either.
+    pub const DEFAULT: Recipe = Recipe::ALL_Q4
+        .with_q8(RecipePart::AttnK)
+        .with_q8(RecipePart::AttnV)
+        .with_q8(RecipePart::AttnOutput)
+        .with_q8_ends(RecipePart::FfnDown, 1);
+
     /// This recipe, with `part` decoded in Q8_0 too, in every layer.
     pub const fn with_q8(self, part: RecipePart) -> Recipe {
         self.with_q8_ends(part, 0)

@@ -363,6 +363,21 @@ fn a_recipe_can_keep_only_the_end_layers() {
         );
     }
     assert_eq!(r.plan(Role::Output, 0xFFFF, layers), SourcePlan::Shared);
+    // The default recipe (docs/benchmarks.md, "Recipes").
+    let d = Recipe::DEFAULT;
+    for (part, q8) in [
+        (RecipePart::Output, false),
+        (RecipePart::AttnQ, false),
+        (RecipePart::AttnK, true),
+        (RecipePart::AttnV, true),
+        (RecipePart::AttnOutput, true),
+        (RecipePart::FfnGateUp, false),
+        (RecipePart::FfnDown, true),
+    ] {
+        assert_eq!(d.keeps_q8(part), q8, "{}", part.name());
+    }
+    assert!(d.keeps_q8_in(RecipePart::FfnDown, 7, layers));
+    assert!(!d.keeps_q8_in(RecipePart::FfnDown, 3, layers));
     // With every layer (N = 0) the plan does not depend on the layer.
     let all = Recipe::ALL_Q4.with_q8(RecipePart::FfnDown);
     assert!((0..8).all(|l| all.plan(Role::FfnDown, l, layers) == SourcePlan::Shared));

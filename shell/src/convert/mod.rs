@@ -341,18 +341,10 @@ pub fn peak_rss() -> Option<u64> {
 }
 
 /// The recipe of a `mix` file: the parts `--keep-q8` names (`none`: every
-/// matrix in Q4_0), or the default: attention's K, V and output
-/// projections in Q8_0, and the FFN down projection of the first and the
-/// last layer. Of the recipes measured on both real models
-/// (docs/benchmarks.md, "Recipes"), the lowest KL that reads no more bytes
-/// per token than llama.cpp's Q4_0 on either.
+/// matrix in Q4_0), or the core's [`Recipe::DEFAULT`].
 fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
     let Some(list) = keep_q8 else {
-        return Ok(Recipe::ALL_Q4
-            .with_q8(RecipePart::AttnK)
-            .with_q8(RecipePart::AttnV)
-            .with_q8(RecipePart::AttnOutput)
-            .with_q8_ends(RecipePart::FfnDown, 1));
+        return Ok(Recipe::DEFAULT);
     };
     let mut r = Recipe::ALL_Q4;
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {

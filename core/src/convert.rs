@@ -89,6 +89,17 @@ pub trait TensorSource {
     }
 }
 
+/// An importance matrix: how much each input column of a matrix matters,
+/// the mean square of the activations it multiplies on a calibration text
+/// (`kestrel imatrix`). The searching quantizer weighs each value's error
+/// by its column's importance.
+pub trait Importance {
+    /// The importance of the input columns of `part` (of `layer`, and of
+    /// `expert` for expert tensors): one finite value >= 0 per column, or
+    /// `None` when the matrix has none (it is quantized unweighted).
+    fn columns(&self, part: Part, layer: u16, expert: usize) -> Option<&[f32]>;
+}
+
 /// What to write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightMode {
@@ -709,6 +720,7 @@ fn write_tensor(
     src: &dyn TensorSource,
     e: &Entry,
     quantizer: Quantizer,
+    importance: Option<&dyn Importance>,
     scratch: &mut [f32],
     w: &mut Writer<'_>,
 ) -> Result<QuantError, Error> {
@@ -758,6 +770,7 @@ fn write_tensor(
                         src,
                         e,
                         quantizer,
+                        importance,
                         expert,
                         row0,
                         n,
@@ -770,6 +783,7 @@ fn write_tensor(
                         src,
                         e,
                         quantizer,
+                        importance,
                         expert,
                         row0,
                         n,
@@ -790,12 +804,14 @@ struct GroupRows<'s> {
     e: &'s Entry,
     /// How Q4_0 blocks are made from values.
     quantizer: Quantizer,
+    /// The columns' importance, weighing the searching quantizer's error.
+    importance: Option<&'s dyn Importance>,
     expert: usize,
     row0: usize,
     n: usize,
 }
 
-impl GroupRows<'_> {
+impl<'s> GroupRows<'s> {
     /// Where row `i` of the group is stored in the source, when the entry
     /// keeps the source's blocks for it: a tagged entry (a `source` file)
     /// whose layout holds that row's block type exactly.
@@ -806,6 +822,22 @@ impl GroupRows<'_> {
         let (part, r) = row_source(self.cfg, self.e.role, self.row0 + i);
         let ty = self.src.block_type(part, self.e.layer)?;
         (Some(ty) == kept_type(self.e.layout)).then_some((part, r))
+    }
+
+    /// The importance of row `i`'s columns (`cols` of them), if any.
+    fn importance(&self, i: usize, cols: usize) -> Result<Option<&'s [f32]>, Error> {
+        let Some(imp) = self.importance else {
+            return Ok(None);
+        };
+        let (part, _) = row_source(self.cfg, self.e.role, self.row0 + i);
+        match imp.columns(part, self.e.layer, self.expert) {
+            Some(c) if c.len() != cols => Err(Error::SizeMismatch {
+                what: "importance columns of a matrix",
+                expected: cols,
+                actual: c.len(),
+            }),
+            c => Ok(c),
+        }
     }
 }
 
@@ -829,8 +861,10 @@ fn write_quantized_group(
         (q8_0::BLOCK_BYTES, repack::Q8X8_BLOCK_BYTES)
     };
     let mut kept: [Option<(Part, usize)>; Q8X8_ROWS] = [None; Q8X8_ROWS];
-    for (i, k) in kept.iter_mut().enumerate().take(n) {
-        *k = rows.kept_blocks(i);
+    let mut importance: [Option<&[f32]>; Q8X8_ROWS] = [None; Q8X8_ROWS];
+    for i in 0..n {
+        kept[i] = rows.kept_blocks(i);
+        importance[i] = rows.importance(i, cols)?;
     }
     let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
     let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
@@ -844,7 +878,8 @@ fn write_quantized_group(
                 rows.src
                     .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
             } else if layout == Layout::Q4_0x4 {
-                q4_0::quantize_row_bytes_with(rows.quantizer, x, dst)?;
+                let w = importance[r].map(|c| &c[b * QK..(b + 1) * QK]);
+                q4_0::quantize_row_bytes_with(rows.quantizer, x, w, dst)?;
             } else {
                 q8_0::quantize_row_bytes(x, dst)?;
             }
@@ -951,11 +986,14 @@ pub struct Written {
 /// what its storage lost against the source values. The checksum in the
 /// header written to `sink` is zero; the caller patches `Written::memsum`
 /// into bytes 40..48 (the sink may be a file that cannot seek from here).
+/// With `importance`, the searching quantizer weighs each Q4_0 value's
+/// error by its column's importance.
 #[allow(clippy::too_many_arguments)]
 pub fn write_vqf(
     cfg: &Config,
     mode: WeightMode,
     quantizer: Quantizer,
+    importance: Option<&dyn Importance>,
     max_seq: u32,
     tokenizer: Option<&TokenizerInput<'_>>,
     src: &dyn TensorSource,
@@ -994,7 +1032,7 @@ pub fn write_vqf(
     }
     for e in entries.iter() {
         w.pad_to(e.offset)?;
-        let error = write_tensor(cfg, src, e, quantizer, scratch, &mut w)?;
+        let error = write_tensor(cfg, src, e, quantizer, importance, scratch, &mut w)?;
         if w.position() != e.offset + e.nbytes {
             return Err(Error::SizeMismatch {
                 what: "tensor bytes written",

@@ -89,6 +89,7 @@ pub fn command() -> Command {
                 ]),
             LogitsArgs::command(),
             crate::perplexity::PerplexityArgs::command(),
+            crate::imatrix::ImatrixArgs::command(),
             ServeArgs::command(),
             Command::new("verify")
                 .about("Recompute a VQF file's checksum; exit 0 when it matches.")

@@ -11,6 +11,7 @@ pub mod error;
 pub mod files;
 pub mod generate;
 pub mod image;
+pub mod imatrix;
 pub mod inspect;
 pub mod logits;
 pub mod perplexity;

@@ -4,10 +4,11 @@ use kestrel::bench::BenchArgs;
 use kestrel::cli::{self, get, token_ids, CommandArgs};
 use kestrel::convert::ConvertArgs;
 use kestrel::generate::{ChatArgs, RunArgs};
+use kestrel::imatrix::ImatrixArgs;
 use kestrel::logits::LogitsArgs;
 use kestrel::perplexity::PerplexityArgs;
 use kestrel::serve::ServeArgs;
-use kestrel::{bench, convert, cpu, generate, inspect, logits, perplexity};
+use kestrel::{bench, convert, cpu, generate, imatrix, inspect, logits, perplexity};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,6 +42,7 @@ fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
         "verify" => inspect::verify(&get::<PathBuf>(m, "file")),
         "logits" => logits::run(&LogitsArgs::from_matches(m)),
         "perplexity" => perplexity::run(&PerplexityArgs::from_matches(m)),
+        "imatrix" => imatrix::run(&ImatrixArgs::from_matches(m)),
         "serve" => kestrel::serve::run(&ServeArgs::from_matches(m)),
         other => unreachable!("'{other}' is in cli::command() without an arm here"),
     }

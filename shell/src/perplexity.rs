@@ -152,7 +152,7 @@ fn read_u32(r: &mut impl Read) -> std::io::Result<u32> {
 }
 
 /// Token ids of `text` with the model's tokenizer (no chat format).
-fn tokenize(w: &kestrel_core::model::weights::Weights, text: &str) -> Result<Vec<u32>> {
+pub(crate) fn tokenize(w: &kestrel_core::model::weights::Weights, text: &str) -> Result<Vec<u32>> {
     let tables = *w
         .vqf
         .tokenizer()

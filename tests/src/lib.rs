@@ -100,6 +100,7 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
         cfg,
         mode,
         kestrel_core::quant::Quantizer::Ggml,
+        None,
         512,
         None,
         src,

@@ -1,9 +1,10 @@
 //! The searching Q4_0 quantizer (`Quantizer::Search`): on every block of
 //! the test data its squared error is at most ggml's, it lowers the total
-//! error, and it writes the same bytes on every architecture (the hash
-//! below is checked on x86_64 and, in the test command, under qemu
-//! aarch64). ggml's quantizer itself keeps its bit-exact tests against
-//! gguf-py (`quant_vectors.rs`).
+//! error, and it writes the same bytes on every architecture (the hashes
+//! below are checked on x86_64 and, in the test command, under qemu
+//! aarch64); weighted by an importance per column, the same holds for the
+//! weighted error. ggml's quantizer itself keeps its bit-exact tests
+//! against gguf-py (`quant_vectors.rs`).
 
 use kestrel_core::quant::q4_0::{self, BlockQ4_0};
 use kestrel_core::quant::{Quantizer, QK};
@@ -138,9 +139,9 @@ fn fnv(bytes: &[u8]) -> u64 {
 fn the_search_writes_the_same_bytes_on_every_architecture() {
     let values: Vec<f32> = blocks().into_iter().flatten().collect();
     let mut out = vec![0u8; values.len() / QK * q4_0::BLOCK_BYTES];
-    q4_0::quantize_row_bytes_with(Quantizer::Search, &values, &mut out).unwrap();
+    q4_0::quantize_row_bytes_with(Quantizer::Search, &values, None, &mut out).unwrap();
     let mut ggml = vec![0u8; out.len()];
-    q4_0::quantize_row_bytes_with(Quantizer::Ggml, &values, &mut ggml).unwrap();
+    q4_0::quantize_row_bytes_with(Quantizer::Ggml, &values, None, &mut ggml).unwrap();
     let mut plain = vec![0u8; out.len()];
     q4_0::quantize_row_bytes(&values, &mut plain).unwrap();
     assert_eq!(ggml, plain, "Quantizer::Ggml is not quantize_row_bytes");
@@ -149,6 +150,104 @@ fn the_search_writes_the_same_bytes_on_every_architecture() {
         fnv(&out),
         0xccef_868d_7b5b_f86b,
         "the searched blocks differ from x86_64's: hash {:#018x}",
+        fnv(&out)
+    );
+}
+
+/// Importance weights like a calibration's: mean squares spread over
+/// several orders of magnitude, some columns zero (dead inputs).
+fn weights(rng: &mut Rng) -> [f32; QK] {
+    let mut w = [0.0f32; QK];
+    for v in w.iter_mut() {
+        let x = rng.normal();
+        *v = if rng.next().is_multiple_of(10) {
+            0.0
+        } else {
+            x * x * 10f32.powi((rng.next() % 5) as i32 - 2)
+        };
+    }
+    w
+}
+
+#[test]
+fn the_weighted_search_is_never_worse_than_ggml_and_with_unit_weights_is_the_search() {
+    let mut rng = Rng(17);
+    let (mut total_ggml, mut total_weighted, mut total_unweighted) = (0.0f64, 0.0f64, 0.0f64);
+    for b in blocks() {
+        let w = weights(&mut rng);
+        let ggml = BlockQ4_0::quantize(&b);
+        let weighted = BlockQ4_0::quantize_weighted(&b, &w);
+        let search = BlockQ4_0::quantize_search(&b);
+        let (eg, ew) = (ggml.weighted_error(&b, &w), weighted.weighted_error(&b, &w));
+        assert!(
+            ew <= eg,
+            "weighted error {ew} above ggml's {eg} on block {b:?}, weights {w:?}"
+        );
+        total_ggml += eg;
+        total_weighted += ew;
+        total_unweighted += search.weighted_error(&b, &w);
+        assert_eq!(
+            BlockQ4_0::quantize_weighted(&b, &[1.0; QK]),
+            search,
+            "unit weights are not the unweighted search"
+        );
+    }
+    println!(
+        "weighted error: ggml {total_ggml:.4e}, unweighted search {total_unweighted:.4e}, weighted search {total_weighted:.4e}"
+    );
+    assert!(
+        total_weighted < 0.97 * total_unweighted,
+        "the weights barely change the weighted error: {total_weighted} against {total_unweighted}"
+    );
+}
+
+#[test]
+fn unusable_weights_give_ggmls_block() {
+    let mut rng = Rng(5);
+    let b: [f32; QK] = core::array::from_fn(|_| rng.normal());
+    let ggml = BlockQ4_0::quantize(&b);
+    for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+        let mut w = [1.0f32; QK];
+        if bad == 0.0 {
+            w = [0.0; QK];
+        } else {
+            w[9] = bad;
+        }
+        assert_eq!(
+            BlockQ4_0::quantize_weighted(&b, &w),
+            ggml,
+            "weights with {bad}"
+        );
+    }
+}
+
+#[test]
+fn the_weighted_search_writes_the_same_bytes_on_every_architecture() {
+    let values: Vec<f32> = blocks().into_iter().flatten().collect();
+    let mut rng = Rng(99);
+    let importance: Vec<f32> = (0..values.len() / QK)
+        .flat_map(|_| weights(&mut rng))
+        .collect();
+    let mut out = vec![0u8; values.len() / QK * q4_0::BLOCK_BYTES];
+    q4_0::quantize_row_bytes_with(Quantizer::Search, &values, Some(&importance), &mut out).unwrap();
+    // The ggml quantizer takes no importance; a wrong length is an error.
+    assert!(
+        q4_0::quantize_row_bytes_with(Quantizer::Ggml, &values, Some(&importance), &mut out)
+            .is_err()
+    );
+    assert!(q4_0::quantize_row_bytes_with(
+        Quantizer::Search,
+        &values,
+        Some(&importance[1..]),
+        &mut out
+    )
+    .is_err());
+    q4_0::quantize_row_bytes_with(Quantizer::Search, &values, Some(&importance), &mut out).unwrap();
+    // Computed on x86_64; the test command checks it under qemu aarch64.
+    assert_eq!(
+        fnv(&out),
+        0x45a3_b9a3_0dc6_3c9f,
+        "the weighted blocks differ from x86_64's: hash {:#018x}",
         fnv(&out)
     );
 }

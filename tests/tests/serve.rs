@@ -667,7 +667,7 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         &fixtures().join("dev_qwen3_vl/hf"),
         &vl,
         WeightMode::F32,
-        kestrel_core::quant::Quantizer::Ggml,
+        kestrel::convert::Quantize::default(),
         Some(256),
         false,
         true,

@@ -36,7 +36,7 @@ fn convert_vl_file(dir: &std::path::Path, mode: WeightMode, vision: bool) -> Pat
         &fx().join("hf"),
         &out,
         mode,
-        kestrel_core::quant::Quantizer::Ggml,
+        kestrel::convert::Quantize::default(),
         Some(256),
         false,
         vision,

@@ -103,8 +103,70 @@ pub fn forward_step<'s, P: Parallel>(
     pool: &P,
     step: &Step,
 ) -> Result<&'s [f32], Error> {
-    let n = run_step(w, s, k, pool, step)?;
+    let n = run_step(w, s, k, pool, step, &mut NoObserver)?;
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
+}
+
+/// The input of a linear weight: which matrix multiplies the rows an
+/// [`Observer`] is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The normed residual the fused q/k/v matrix reads: (m, hidden).
+    Qkv,
+    /// The attention output `attn_output` reads: (m, q_dim).
+    O,
+    /// The normed residual the fused gate/up matrix reads: (m, hidden).
+    GateUp,
+    /// The SwiGLU output `ffn_down` reads: (m, ffn).
+    Down,
+    /// The rows routed to MoE expert `e`, as its gate/up reads them:
+    /// (tokens routed, hidden).
+    ExpertGateUp(usize),
+    /// Expert `e`'s SwiGLU output, as its down matrix reads it: (tokens
+    /// routed, moe_ffn).
+    ExpertDown(usize),
+}
+
+/// Shown the input rows of every decoder matrix as a step computes them
+/// ([`forward_observed`]): the activation statistics of an importance
+/// matrix.
+pub trait Observer {
+    /// `rows` (whole rows, row-major) are the input of `input` in layer
+    /// `layer`.
+    fn observe(&mut self, layer: usize, input: Input, rows: &[f32]);
+}
+
+/// The observer of every ordinary step: does nothing.
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn observe(&mut self, _: usize, _: Input, _: &[f32]) {}
+}
+
+/// [`forward_no_logits`] that shows `observer` the input of every decoder
+/// matrix (not the lm_head's): fills the KV cache for `tokens` and
+/// advances `state.pos`. The computation is `forward`'s, bit for bit.
+pub fn forward_observed<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    tokens: &[u32],
+    observer: &mut dyn Observer,
+) -> Result<(), Error> {
+    let step = Step {
+        rows: Rows::Run {
+            slot: 0,
+            pos: s.pos,
+            tokens,
+        },
+        copy: w.routing.for_batch(tokens.len()),
+        images: None,
+        logits: false,
+    };
+    run_step(w, s, k, pool, &step, observer)?;
+    s.pos += tokens.len();
+    Ok(())
 }
 
 /// Runs `tokens` (at most `max_batch`) through the model at positions
@@ -161,7 +223,7 @@ pub fn forward_multimodal<'s, P: Parallel>(
         images,
         logits,
     };
-    let n = run_step(w, s, k, pool, &step)?;
+    let n = run_step(w, s, k, pool, &step, &mut NoObserver)?;
     s.pos += tokens.len();
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
@@ -266,14 +328,15 @@ fn row_rope(
     Ok(())
 }
 
-/// Runs `step`; returns the number of logit rows written (0 without
-/// `step.logits`).
+/// Runs `step`, showing `observer` each matrix's input; returns the number
+/// of logit rows written (0 without `step.logits`).
 fn run_step<P: Parallel>(
     w: &Weights,
     s: &mut State,
     k: &Kernels,
     pool: &P,
     step: &Step,
+    observer: &mut dyn Observer,
 ) -> Result<usize, Error> {
     let Step {
         rows,
@@ -399,6 +462,7 @@ fn run_step<P: Parallel>(
                 eps,
             );
         }
+        observer.observe(l, Input::Qkv, &s.xb[..m * h]);
         cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.qkv)?;
         for t in 0..m {
             let row_t = rows.get(t, all_logits);
@@ -433,6 +497,7 @@ fn run_step<P: Parallel>(
         // att (m, q_dim): causal attention of each token over the cache.
         attention(w, s, k, pool, l, rows)?;
         // x += Wo att
+        observer.observe(l, Input::O, &s.att[..m * q_dim]);
         cx.linear(&lw.o, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
 
         // --- feed-forward ---
@@ -445,11 +510,13 @@ fn run_step<P: Parallel>(
             );
         }
         if let Some(experts) = &lw.moe {
-            super::moe::ffn(&cx, experts, s, l, m)?;
+            super::moe::ffn(&cx, experts, s, l, m, observer)?;
         } else {
             // hb (m, ffn) = swiglu(Wgate_up xb), applied as the rows come out
+            observer.observe(l, Input::GateUp, &s.xb[..m * h]);
             cx.linear(&lw.gate_up, s.xb, m, &mut s.scratch, Epilogue::SwiGlu, s.hb)?;
             // x += Wdown hb
+            observer.observe(l, Input::Down, &s.hb[..m * cfg.ffn_size as usize]);
             cx.linear(&lw.down, s.hb, m, &mut s.scratch, Epilogue::Add, s.x)?;
         }
 

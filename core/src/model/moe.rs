@@ -15,6 +15,7 @@
 //!   (the order of Hugging Face's `index_add_` loop), then added to the
 //!   residual stream. Decode and prefill therefore sum in the same order.
 
+use super::forward::{Input, Observer};
 use super::linear::Exec;
 use super::ops;
 use super::weights::MoeLayer;
@@ -62,13 +63,15 @@ pub fn top_k(probs: &[f32], sel: &mut [u32], w: &mut [f32], norm: bool) {
 
 /// The MoE feed-forward of layer `l` for the batch's `m` tokens: reads the
 /// normed input `s.xb`, adds the experts' weighted outputs to `s.x`, and
-/// records the routing in `s.moe.routes`.
+/// records the routing in `s.moe.routes`; shows `observer` each chosen
+/// expert's inputs.
 pub fn ffn<P: Parallel>(
     cx: &Exec<P>,
     lw: &MoeLayer,
     s: &mut State,
     l: usize,
     m: usize,
+    observer: &mut dyn Observer,
 ) -> Result<(), Error> {
     let (h, e_n, top) = (lw.hidden, lw.experts, lw.top_k);
     let b = s.opts.max_batch;
@@ -147,6 +150,7 @@ pub fn ffn<P: Parallel>(
         }
         let (gu, dn) = lw.expert(e)?;
         let ffn = lw.ffn;
+        observer.observe(l, Input::ExpertGateUp(e), &s.moe.x_in[..n * h]);
         // hb (n, ffn) = swiglu(Wgate_up x_in); proj (n, hidden) = Wdown hb
         cx.linear(
             &gu,
@@ -156,6 +160,7 @@ pub fn ffn<P: Parallel>(
             Epilogue::SwiGlu,
             &mut s.hb[..n * ffn],
         )?;
+        observer.observe(l, Input::ExpertDown(e), &s.hb[..n * ffn]);
         cx.linear(&dn, s.hb, n, &mut s.scratch, Epilogue::Store, s.proj)?;
         for (i, &slot) in slots[lo..hi].iter().enumerate() {
             let t = slot as usize / top;

@@ -54,20 +54,31 @@ impl BlockQ4_0 {
 
     /// Quantizes 32 values with the scale searched for the least squared
     /// error `sum (x - d * q)^2` (in f64, `d` the stored f16 scale), never
-    /// more than [`BlockQ4_0::quantize`]'s, which is the first candidate.
+    /// more than [`BlockQ4_0::quantize`]'s, which is the first candidate:
+    /// [`BlockQ4_0::quantize_weighted`] with every weight 1.
+    pub fn quantize_search(x: &[f32; QK]) -> BlockQ4_0 {
+        Self::quantize_weighted(x, &[1.0; QK])
+    }
+
+    /// Quantizes 32 values with the scale searched for the least weighted
+    /// squared error `sum w (x - d * q)^2` (in f64, `d` the stored f16
+    /// scale; `w` the columns' importance, finite and >= 0), never more
+    /// than [`BlockQ4_0::quantize`]'s, which is the first candidate.
     ///
     /// Each further candidate maps the largest magnitude `max` to `t`
     /// quantization steps, `t` in -9.0..=-7.0 and 6.5..=7.5 by 0.1 (ggml's
     /// scale is `t = -8`, whose refit is a candidate too): the values round
-    /// to `q` in -8..=7 at `d = max / t`; the least-squares scale for those `q`, `sum x q / sum q q`,
-    /// is rounded to f16; the values are rounded again at that scale (the
-    /// best `q` for it), and the candidate replaces the best so far only
-    /// when its error is strictly smaller. Plain f32/f64 arithmetic in a
-    /// fixed order: the same bytes on every architecture. A block with a
-    /// non-finite value is quantized as ggml does.
-    pub fn quantize_search(x: &[f32; QK]) -> BlockQ4_0 {
+    /// to `q` in -8..=7 at `d = max / t`; the weighted least-squares scale
+    /// for those `q`, `sum w x q / sum w q q`, is rounded to f16; the values
+    /// are rounded again at that scale (the best `q` for it), and the
+    /// candidate replaces the best so far only when its error is strictly
+    /// smaller. Plain f32/f64 arithmetic in a fixed order: the same bytes on
+    /// every architecture. A block with a non-finite value or weight, a
+    /// negative weight, or all weights zero is quantized as ggml does.
+    pub fn quantize_weighted(x: &[f32; QK], w: &[f32; QK]) -> BlockQ4_0 {
         let ggml = Self::quantize(x);
-        if x.iter().any(|v| !v.is_finite()) {
+        let bad_weight = |v: &f32| !v.is_finite() || *v < 0.0;
+        if x.iter().any(|v| !v.is_finite()) || w.iter().any(bad_weight) {
             return ggml;
         }
         let mut amax = 0.0f32;
@@ -82,15 +93,15 @@ impl BlockQ4_0 {
             return ggml;
         }
         let mut best = ggml;
-        let mut best_err = ggml.squared_error(x);
+        let mut best_err = ggml.weighted_error(x, w);
         let steps = (0..=20)
             .map(|k| (k as f32 - 90.0) / 10.0)
             .chain((0..=10).map(|k| (k as f32 + 65.0) / 10.0));
         for t in steps {
-            let Some(candidate) = Self::refit(x, max / t) else {
+            let Some(candidate) = Self::refit(x, w, max / t) else {
                 continue;
             };
-            let err = candidate.squared_error(x);
+            let err = candidate.weighted_error(x, w);
             if err < best_err {
                 best = candidate;
                 best_err = err;
@@ -99,18 +110,18 @@ impl BlockQ4_0 {
         best
     }
 
-    /// The block for quants rounded at scale `d`, refitted: the
+    /// The block for quants rounded at scale `d`, refitted: the weighted
     /// least-squares scale for them, rounded to f16, and the quants rounded
     /// again at that scale. `None` when the refit scale is zero or not
     /// finite.
-    fn refit(x: &[f32; QK], d: f32) -> Option<BlockQ4_0> {
+    fn refit(x: &[f32; QK], w: &[f32; QK], d: f32) -> Option<BlockQ4_0> {
         let round = |v: f32, id: f32| libm::roundf(v * id).clamp(-8.0, 7.0);
         let id = 1.0 / d;
         let (mut sxq, mut sqq) = (0.0f32, 0.0f32);
-        for &v in x {
+        for (&v, &wj) in x.iter().zip(w) {
             let q = round(v, id);
-            sxq += v * q;
-            sqq += q * q;
+            sxq += wj * v * q;
+            sqq += wj * q * q;
         }
         if sqq == 0.0 {
             return None;
@@ -133,11 +144,17 @@ impl BlockQ4_0 {
     /// `sum (x - d * q)^2` over the block, in f64 (`d` the stored scale),
     /// the measure [`BlockQ4_0::quantize_search`] minimizes.
     pub fn squared_error(&self, x: &[f32; QK]) -> f64 {
+        self.weighted_error(x, &[1.0; QK])
+    }
+
+    /// `sum w (x - d * q)^2` over the block, in f64, the measure
+    /// [`BlockQ4_0::quantize_weighted`] minimizes.
+    pub fn weighted_error(&self, x: &[f32; QK], w: &[f32; QK]) -> f64 {
         let d = self.scale() as f64;
         let mut e = 0.0f64;
-        for (i, &v) in x.iter().enumerate() {
+        for (i, (&v, &wi)) in x.iter().zip(w).enumerate() {
             let r = v as f64 - d * self.quant(i) as f64;
-            e += r * r;
+            e += wi as f64 * r * r;
         }
         e
     }
@@ -178,19 +195,45 @@ impl BlockQ4_0 {
 /// Quantizes a row into GGUF's byte form (`x.len() / 32 * 18` bytes) with
 /// ggml's quantizer.
 pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
-    quantize_row_bytes_with(Quantizer::Ggml, x, out)
+    quantize_row_bytes_with(Quantizer::Ggml, x, None, out)
 }
 
-/// Quantizes a row into GGUF's byte form with the given quantizer.
-pub fn quantize_row_bytes_with(q: Quantizer, x: &[f32], out: &mut [u8]) -> Result<(), Error> {
+/// Quantizes a row into GGUF's byte form with the given quantizer; with
+/// `importance` (one weight per value of `x`: its column's importance),
+/// `Search` minimizes the weighted error ([`BlockQ4_0::quantize_weighted`]).
+/// `Ggml` takes no importance.
+pub fn quantize_row_bytes_with(
+    q: Quantizer,
+    x: &[f32],
+    importance: Option<&[f32]>,
+    out: &mut [u8],
+) -> Result<(), Error> {
     let nb = blocks_in("q4_0 row", x.len())?;
     check_len("q4_0 output bytes", nb * BLOCK_BYTES, out.len())?;
-    for (chunk, o) in x.chunks_exact(QK).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
+    if let Some(w) = importance {
+        if q == Quantizer::Ggml {
+            return Err(Error::Unsupported {
+                what: "importance with the ggml quantizer (it does not search)",
+                value: 0,
+            });
+        }
+        check_len("q4_0 importance values", x.len(), w.len())?;
+    }
+    for (b, (chunk, o)) in x
+        .chunks_exact(QK)
+        .zip(out.chunks_exact_mut(BLOCK_BYTES))
+        .enumerate()
+    {
         let mut a = [0.0f32; QK];
         a.copy_from_slice(chunk);
-        let block = match q {
-            Quantizer::Ggml => BlockQ4_0::quantize(&a),
-            Quantizer::Search => BlockQ4_0::quantize_search(&a),
+        let block = match (q, importance) {
+            (Quantizer::Ggml, _) => BlockQ4_0::quantize(&a),
+            (Quantizer::Search, None) => BlockQ4_0::quantize_search(&a),
+            (Quantizer::Search, Some(w)) => {
+                let mut wb = [0.0f32; QK];
+                wb.copy_from_slice(&w[b * QK..(b + 1) * QK]);
+                BlockQ4_0::quantize_weighted(&a, &wb)
+            }
         };
         o.copy_from_slice(&block.to_bytes());
     }

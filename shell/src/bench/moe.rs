@@ -5,6 +5,7 @@ use super::synthetic::{synthetic, synthetic_packed};
 use crate::error::Result;
 use crate::pool::Pool;
 use kestrel_core::kernels::Kernels;
+use kestrel_core::model::forward::NoObserver;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::repack;
 
@@ -98,7 +99,14 @@ pub(super) fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<()> 
             };
             s.xb[..m * H].copy_from_slice(src);
             s.x[..m * H].fill(0.0);
-            if let Err(x) = ffn(&Exec { kernels, pool }, &layer, &mut s, 0, m) {
+            if let Err(x) = ffn(
+                &Exec { kernels, pool },
+                &layer,
+                &mut s,
+                0,
+                m,
+                &mut NoObserver,
+            ) {
                 err = Err(x);
             }
             runs += 1;

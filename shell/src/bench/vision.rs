@@ -89,6 +89,7 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
         &cfg,
         WeightMode::Q8,
         kestrel_core::quant::Quantizer::Ggml,
+        None,
         256,
         None,
         &SyntheticSource { cfg },

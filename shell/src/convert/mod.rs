@@ -10,12 +10,13 @@ pub mod hf;
 use crate::cli::{get, opt, switch, value, CommandArgs};
 use crate::error::{Context, Result};
 use crate::files::{Mapped, Output};
+use crate::imatrix::ImportanceMatrix;
 use clap::builder::{EnumValueParser, PossibleValue};
 use clap::{value_parser, Arg, ArgMatches, Command, ValueEnum};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{
-    self as core_convert, Part, QuantError, Recipe, RecipePart, TensorSource, TensorWritten,
-    WeightMode,
+    self as core_convert, Importance, Part, QuantError, Recipe, RecipePart, TensorSource,
+    TensorWritten, WeightMode,
 };
 use kestrel_core::quant::repack::Layout;
 use kestrel_core::quant::Quantizer;
@@ -86,6 +87,7 @@ pub struct ConvertArgs {
     out: PathBuf,
     wmode: Option<Mode>,
     quantizer: Option<QuantizerArg>,
+    imatrix: Option<PathBuf>,
     keep_q8: Option<String>,
     max_seq: Option<u32>,
     text_only: bool,
@@ -118,6 +120,12 @@ impl CommandArgs for ConvertArgs {
                 )
                 .value_parser(EnumValueParser::<QuantizerArg>::new()),
                 value(
+                    "imatrix",
+                    "FILE",
+                    "An importance matrix (kestrel imatrix, or llama-imatrix's GGUF): the search quantizer weighs each value's error by its column's mean squared activation on the calibration text. Implies --quantizer search; for the modes that write Q4_0 (dual, mix, q4).",
+                )
+                .value_parser(value_parser!(PathBuf)),
+                value(
                     "keep-q8",
                     "PARTS",
                     "--wmode mix: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none; PART@endsN keeps only the first and last N layers' (default: attn_k,attn_v,attn_output,ffn_down@ends1).",
@@ -141,6 +149,7 @@ impl CommandArgs for ConvertArgs {
             out: get(m, "out"),
             wmode: opt(m, "wmode"),
             quantizer: opt(m, "quantizer"),
+            imatrix: opt(m, "imatrix"),
             keep_q8: opt(m, "keep-q8"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
@@ -405,7 +414,24 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
     if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix)) {
         return Err("--keep-q8 applies to --wmode mix only".into());
     }
-    let q = a.quantizer.map(|q| q.0).unwrap_or_default();
+    let imatrix = a
+        .imatrix
+        .as_deref()
+        .map(ImportanceMatrix::open)
+        .transpose()?;
+    let quantizer =
+        match (a.quantizer.map(|q| q.0), &imatrix) {
+            (Some(Quantizer::Ggml), Some(_)) => return Err(
+                "--imatrix weighs the search quantizer's error; --quantizer ggml does not search"
+                    .into(),
+            ),
+            (None, Some(_)) => Quantizer::Search,
+            (q, _) => q.unwrap_or_default(),
+        };
+    let q = Quantize {
+        quantizer,
+        imatrix: imatrix.as_ref(),
+    };
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
         return convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only);
@@ -423,11 +449,25 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
     convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
 }
 
+/// How Q4_0 blocks are made: the quantizer, and for the searching one
+/// optionally an importance matrix weighing each column's error.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quantize<'m> {
+    pub quantizer: Quantizer,
+    pub imatrix: Option<&'m ImportanceMatrix>,
+}
+
+impl Quantize<'_> {
+    fn importance(&self) -> Option<&dyn Importance> {
+        self.imatrix.map(|m| m as &dyn Importance)
+    }
+}
+
 /// What a conversion needs.
 struct Job<'p> {
     src: &'p Path,
     out: &'p Path,
-    quantizer: Quantizer,
+    quant: Quantize<'p>,
     max_seq: Option<u32>,
     verbose: bool,
 }
@@ -441,7 +481,7 @@ pub fn convert(
     max_seq: Option<u32>,
     verbose: bool,
 ) -> Result<()> {
-    convert_model(src, out, mode, Quantizer::Ggml, max_seq, verbose, true)
+    convert_model(src, out, mode, Quantize::default(), max_seq, verbose, true)
 }
 
 /// [`convert`], with or without a Qwen3-VL model's vision tower.
@@ -450,7 +490,7 @@ pub fn convert_model(
     src: &Path,
     out: &Path,
     mode: WeightMode,
-    quantizer: Quantizer,
+    quant: Quantize,
     max_seq: Option<u32>,
     verbose: bool,
     vision: bool,
@@ -459,7 +499,7 @@ pub fn convert_model(
     let a = &Job {
         src,
         out,
-        quantizer,
+        quant,
         max_seq,
         verbose,
     };
@@ -515,6 +555,12 @@ fn write(
     t0: Instant,
 ) -> Result<()> {
     let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
+    if let Some(m) = a.quant.imatrix {
+        if !matches!(mode, WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_)) {
+            return Err("--imatrix applies to the modes that write Q4_0: dual, mix, q4".into());
+        }
+        m.check(cfg).context("--imatrix")?;
+    }
     if mode == WeightMode::Source {
         say_source_plan(cfg, src, a.verbose)?;
     }
@@ -536,7 +582,8 @@ fn write(
             core_convert::write_vqf(
                 cfg,
                 mode,
-                a.quantizer,
+                a.quant.quantizer,
+                a.quant.importance(),
                 max_seq,
                 Some(input),
                 source,
@@ -549,7 +596,8 @@ fn write(
         None => core_convert::write_vqf(
             cfg,
             mode,
-            a.quantizer,
+            a.quant.quantizer,
+            a.quant.importance(),
             max_seq,
             None,
             source,

@@ -2,8 +2,8 @@
 # llama.cpp, the anchor, built as its users build it: prints the directory of
 # its binaries on stdout. Downloads the llama-cpp-python==0.3.36 source
 # distribution with pip (cached in .cache/llamacpp), unpacks its
-# vendor/llama.cpp and builds llama-bench, llama-quantize and
-# llama-perplexity with cmake (Release; the defaults, spelled out: native
+# vendor/llama.cpp and builds llama-bench, llama-quantize, llama-perplexity
+# and llama-imatrix with cmake (Release; the defaults, spelled out: native
 # ISA, repacked CPU kernels, OpenMP; no CURL; cached in .cache/llamacpp/build,
 # reruns skip it). Installs what is missing (root or sudo, Debian/Ubuntu).
 # Nothing of llama.cpp is copied into the repository.
@@ -45,7 +45,7 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
 fi
 build="$lc/build"
 bin="$build/bin"
-targets=(llama-bench llama-quantize llama-perplexity)
+targets=(llama-bench llama-quantize llama-perplexity llama-imatrix)
 for t in "${targets[@]}"; do
     if [ ! -x "$bin/$t" ]; then
         log "building ${targets[*]} (once; cached in $build)"

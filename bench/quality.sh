@@ -9,7 +9,7 @@
 # bench/prepare.sh makes the files (Kestrel `convert --wmode`, f32 included;
 # llama-quantize, F32 included; Q4_K_M is the source file itself). Kestrel:
 # the f32 file saves the reference (--kl-base), each mode is compared with
-# it (--kl); a two-copy file (dual, source) twice: with its Q8 prefill copy
+# it (--kl); a two-copy file (dual, source, mix*) twice: with its Q8 prefill copy
 # (what a prompt sees) and with every position through its decode copy
 # (--prefill-q8 false: what generated tokens see). llama.cpp: llama-perplexity
 # --kl-divergence-base on F32, then --kl-divergence per type (-c CTX
@@ -48,7 +48,7 @@ for text in "$prose" "$code"; do
     "$k" perplexity "$(vqf f32)" "${common[@]}" --kl-base "$base" 2>/dev/null
     for mode in $modes; do
         runs=("$mode")
-        case "$mode" in dual|source) runs+=("$mode --prefill-q8 false") ;; esac
+        case "$mode" in dual|source|mix*) runs+=("$mode --prefill-q8 false") ;; esac
         for run in "${runs[@]}"; do
             set -- $run
             echo "== $name: Kestrel $run"

@@ -862,9 +862,11 @@ fn write_quantized_group(
     };
     let mut kept: [Option<(Part, usize)>; Q8X8_ROWS] = [None; Q8X8_ROWS];
     let mut importance: [Option<&[f32]>; Q8X8_ROWS] = [None; Q8X8_ROWS];
+    let mut mean_square = [0f32; Q8X8_ROWS];
     for i in 0..n {
         kept[i] = rows.kept_blocks(i);
         importance[i] = rows.importance(i, cols)?;
+        mean_square[i] = q4_0::mean_square(&v[i * cols..(i + 1) * cols]);
     }
     let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
     let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
@@ -879,7 +881,10 @@ fn write_quantized_group(
                     .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
             } else if layout == Layout::Q4_0x4 {
                 let w = importance[r].map(|c| &c[b * QK..(b + 1) * QK]);
-                q4_0::quantize_row_bytes_with(rows.quantizer, x, w, dst)?;
+                let mut a = [0f32; QK];
+                a.copy_from_slice(x);
+                let q = q4_0::quantize_block_with(rows.quantizer, &a, mean_square[r], w)?;
+                dst.copy_from_slice(&q.to_bytes());
             } else {
                 q8_0::quantize_row_bytes(x, dst)?;
             }

@@ -1,12 +1,12 @@
 //! The searching Q4_0 quantizer (`Quantizer::Search`): on every block of
-//! the test data its squared error is at most ggml's, it lowers the total
-//! error, and it writes the same bytes on every architecture (the hashes
-//! below are checked on x86_64 and, in the test command, under qemu
-//! aarch64); weighted by an importance per column, the same holds for the
-//! weighted error. ggml's quantizer itself keeps its bit-exact tests
+//! the test data its error (squared, or weighted: by the values'
+//! magnitude in their row, and by the columns' importance from an
+//! imatrix) is at most ggml's, it lowers the total error, and it writes
+//! the same bytes on every architecture (the hashes below are checked on
+//! x86_64 and, in the test command, under qemu aarch64). ggml's quantizer itself keeps its bit-exact tests
 //! against gguf-py (`quant_vectors.rs`).
 
-use kestrel_core::quant::q4_0::{self, BlockQ4_0};
+use kestrel_core::quant::q4_0::{self, mean_square, search_weights, BlockQ4_0};
 use kestrel_core::quant::{Quantizer, QK};
 
 /// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
@@ -148,7 +148,7 @@ fn the_search_writes_the_same_bytes_on_every_architecture() {
     // Computed on x86_64; the test command checks it under qemu aarch64.
     assert_eq!(
         fnv(&out),
-        0xccef_868d_7b5b_f86b,
+        0x33d9_182a_816e_3cda,
         "the searched blocks differ from x86_64's: hash {:#018x}",
         fnv(&out)
     );
@@ -246,8 +246,44 @@ fn the_weighted_search_writes_the_same_bytes_on_every_architecture() {
     // Computed on x86_64; the test command checks it under qemu aarch64.
     assert_eq!(
         fnv(&out),
-        0x45a3_b9a3_0dc6_3c9f,
+        0x85f3_cf1f_46e8_268d,
         "the weighted blocks differ from x86_64's: hash {:#018x}",
         fnv(&out)
+    );
+}
+
+#[test]
+fn a_rows_search_is_never_worse_than_ggml_in_the_error_it_minimizes() {
+    // Rows of 8 blocks, with and without an importance per column: each
+    // block's weighted error (the row's search weights) is at most ggml's.
+    let mut rng = Rng(41);
+    let values: Vec<f32> = blocks().into_iter().flatten().collect();
+    let cols = 8 * QK;
+    let (mut total_ggml, mut total_search) = (0.0f64, 0.0f64);
+    for (r, row) in values.chunks_exact(cols).enumerate() {
+        let importance: Vec<f32> = (0..8).flat_map(|_| weights(&mut rng)).collect();
+        let imp = (r % 2 == 1).then_some(&importance[..]);
+        let mut out = vec![0u8; 8 * q4_0::BLOCK_BYTES];
+        q4_0::quantize_row_bytes_with(Quantizer::Search, row, imp, &mut out).unwrap();
+        let ms = mean_square(row);
+        for b in 0..8 {
+            let x: [f32; QK] = row[b * QK..(b + 1) * QK].try_into().unwrap();
+            let c: Option<[f32; QK]> = imp.map(|c| c[b * QK..(b + 1) * QK].try_into().unwrap());
+            let w = search_weights(&x, ms, c.as_ref());
+            let bytes: [u8; q4_0::BLOCK_BYTES] = out
+                [b * q4_0::BLOCK_BYTES..(b + 1) * q4_0::BLOCK_BYTES]
+                .try_into()
+                .unwrap();
+            let search = BlockQ4_0::from_bytes(&bytes);
+            let ggml = BlockQ4_0::quantize(&x);
+            let (es, eg) = (search.weighted_error(&x, &w), ggml.weighted_error(&x, &w));
+            assert!(es <= eg, "row {r} block {b}: {es} above ggml's {eg}");
+            total_ggml += eg;
+            total_search += es;
+        }
+    }
+    assert!(
+        total_search < 0.95 * total_ggml,
+        "the row search barely helps: {total_search} against {total_ggml}"
     );
 }

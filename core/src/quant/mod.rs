@@ -33,9 +33,11 @@ pub enum Quantizer {
     /// to -8, every value rounds to the nearest step.
     #[default]
     Ggml,
-    /// A search over candidate scales for the least squared error
-    /// ([`q4_0::BlockQ4_0::quantize_search`]); never worse than `Ggml` on
-    /// any block.
+    /// A search over candidate scales for the least weighted squared
+    /// error ([`q4_0::quantize_block_with`]): each value weighs by its
+    /// magnitude in its row, and by its column's importance when an
+    /// importance matrix is given ([`q4_0::search_weights`]); never worse
+    /// than `Ggml` in that error on any block.
     Search,
 }
 

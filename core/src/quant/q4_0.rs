@@ -5,8 +5,9 @@
 //! The quantizer is ggml's `quantize_row_q4_0_ref`: the value of largest
 //! magnitude (first one on ties) gives `d = max / -8`, and
 //! `nibble = min(15, trunc(x / d + 8.5))`, computed as `x * (1 / d)` in f32.
-//! [`BlockQ4_0::quantize_search`] writes the same format with the scale
-//! searched for the least squared error.
+//! [`BlockQ4_0::quantize_weighted`] writes the same format with the scale
+//! searched for the least weighted squared error; [`quantize_block_with`]
+//! applies either to a block of a row.
 
 use super::f16::{f16_to_f32, f32_to_f16};
 use super::q8_0::BlockQ8_0;
@@ -198,10 +199,9 @@ pub fn quantize_row_bytes(x: &[f32], out: &mut [u8]) -> Result<(), Error> {
     quantize_row_bytes_with(Quantizer::Ggml, x, None, out)
 }
 
-/// Quantizes a row into GGUF's byte form with the given quantizer; with
-/// `importance` (one weight per value of `x`: its column's importance),
-/// `Search` minimizes the weighted error ([`BlockQ4_0::quantize_weighted`]).
-/// `Ggml` takes no importance.
+/// Quantizes a row into GGUF's byte form with the given quantizer
+/// ([`quantize_block_with`] on each block, the row's mean square computed
+/// once); `importance`: one weight per value of `x`, its column's.
 pub fn quantize_row_bytes_with(
     q: Quantizer,
     x: &[f32],
@@ -211,14 +211,9 @@ pub fn quantize_row_bytes_with(
     let nb = blocks_in("q4_0 row", x.len())?;
     check_len("q4_0 output bytes", nb * BLOCK_BYTES, out.len())?;
     if let Some(w) = importance {
-        if q == Quantizer::Ggml {
-            return Err(Error::Unsupported {
-                what: "importance with the ggml quantizer (it does not search)",
-                value: 0,
-            });
-        }
         check_len("q4_0 importance values", x.len(), w.len())?;
     }
+    let ms = mean_square(x);
     for (b, (chunk, o)) in x
         .chunks_exact(QK)
         .zip(out.chunks_exact_mut(BLOCK_BYTES))
@@ -226,18 +221,73 @@ pub fn quantize_row_bytes_with(
     {
         let mut a = [0.0f32; QK];
         a.copy_from_slice(chunk);
-        let block = match (q, importance) {
-            (Quantizer::Ggml, _) => BlockQ4_0::quantize(&a),
-            (Quantizer::Search, None) => BlockQ4_0::quantize_search(&a),
-            (Quantizer::Search, Some(w)) => {
-                let mut wb = [0.0f32; QK];
-                wb.copy_from_slice(&w[b * QK..(b + 1) * QK]);
-                BlockQ4_0::quantize_weighted(&a, &wb)
-            }
-        };
-        o.copy_from_slice(&block.to_bytes());
+        let w = importance.map(|w| &w[b * QK..(b + 1) * QK]);
+        o.copy_from_slice(&quantize_block_with(q, &a, ms, w)?.to_bytes());
     }
     Ok(())
+}
+
+/// The mean square of a row's values (f32, summed in order): the `s` of
+/// [`search_weights`].
+pub fn mean_square(row: &[f32]) -> f32 {
+    let mut sum = 0.0f32;
+    for &v in row {
+        sum += v * v;
+    }
+    sum / row.len().max(1) as f32
+}
+
+/// The weight of each value in the error the search minimizes:
+/// `sqrt(s + x^2)`, `s` the row's mean square (the large values of a row
+/// weigh more: they dominate its dot products; ggml's imatrix quantizers
+/// weigh the same way), times the column's importance (the mean square of
+/// what it multiplies, from a calibration text) when there is one.
+pub fn search_weights(
+    x: &[f32; QK],
+    row_mean_square: f32,
+    importance: Option<&[f32; QK]>,
+) -> [f32; QK] {
+    let mut w = [0.0f32; QK];
+    for (j, o) in w.iter_mut().enumerate() {
+        let magnitude = libm::sqrtf(row_mean_square + x[j] * x[j]);
+        *o = match importance {
+            Some(c) => c[j] * magnitude,
+            None => magnitude,
+        };
+    }
+    w
+}
+
+/// Quantizes one block of a row whose mean square is `row_mean_square`:
+/// ggml's block, or the search's for the least weighted squared error
+/// ([`search_weights`], [`BlockQ4_0::quantize_weighted`]); `importance`,
+/// for the search only, is the block's 32 column importances.
+pub fn quantize_block_with(
+    q: Quantizer,
+    x: &[f32; QK],
+    row_mean_square: f32,
+    importance: Option<&[f32]>,
+) -> Result<BlockQ4_0, Error> {
+    let importance = match importance {
+        None => None,
+        Some(_) if q == Quantizer::Ggml => {
+            return Err(Error::Unsupported {
+                what: "importance with the ggml quantizer (it does not search)",
+                value: 0,
+            })
+        }
+        Some(c) => Some(<&[f32; QK]>::try_from(c).map_err(|_| Error::SizeMismatch {
+            what: "q4_0 block importance values",
+            expected: QK,
+            actual: c.len(),
+        })?),
+    };
+    Ok(match q {
+        Quantizer::Ggml => BlockQ4_0::quantize(x),
+        Quantizer::Search => {
+            BlockQ4_0::quantize_weighted(x, &search_weights(x, row_mean_square, importance))
+        }
+    })
 }
 
 /// Dequantizes GGUF-form Q4_0 bytes into `out` (`bytes.len() / 18 * 32` values).

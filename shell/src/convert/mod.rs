@@ -116,7 +116,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "quantizer",
                     "Q",
-                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default) or search (a search over scales for the least squared error, never worse on any block; slower to convert).",
+                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default but for mix) or search (the default for mix and with --imatrix: a search over scales for the least squared error, each value weighted by its magnitude in its row and, with --imatrix, by its column's importance; never worse than ggml's in that error on any block; slower to convert).",
                 )
                 .value_parser(EnumValueParser::<QuantizerArg>::new()),
                 value(
@@ -410,6 +410,10 @@ fn default_mode(src: &Path) -> WeightMode {
     }
 }
 
+/// `--quantizer ggml --imatrix`: refused (ggml rounds; it has no error to weigh).
+const GGML_WITH_IMATRIX: &str =
+    "--imatrix weighs the search quantizer's error; --quantizer ggml does not search";
+
 pub fn run(a: &ConvertArgs) -> Result<()> {
     if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix)) {
         return Err("--keep-q8 applies to --wmode mix only".into());
@@ -419,15 +423,15 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         .as_deref()
         .map(ImportanceMatrix::open)
         .transpose()?;
-    let quantizer =
-        match (a.quantizer.map(|q| q.0), &imatrix) {
-            (Some(Quantizer::Ggml), Some(_)) => return Err(
-                "--imatrix weighs the search quantizer's error; --quantizer ggml does not search"
-                    .into(),
-            ),
-            (None, Some(_)) => Quantizer::Search,
-            (q, _) => q.unwrap_or_default(),
-        };
+    // The quantizer: as asked; else search with an imatrix or for `mix`
+    // (the mode made for the least error at its size), ggml otherwise.
+    let quantizer = match (a.quantizer.map(|q| q.0), &imatrix) {
+        (Some(Quantizer::Ggml), Some(_)) => return Err(GGML_WITH_IMATRIX.into()),
+        (Some(q), _) => q,
+        (None, Some(_)) => Quantizer::Search,
+        (None, None) if matches!(a.wmode, Some(Mode::Mix)) => Quantizer::Search,
+        (None, None) => Quantizer::Ggml,
+    };
     let q = Quantize {
         quantizer,
         imatrix: imatrix.as_ref(),

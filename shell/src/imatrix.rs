@@ -7,7 +7,10 @@
 //! decoder matrix's input rows are summed: per input column, the sum of the
 //! squared activations, and the number of rows (per expert for MoE expert
 //! stacks). Sums are f64 in row order, so the file is the same on every
-//! architecture (the forward is bit-reproducible). The lm_head is not run.
+//! architecture (the forward is bit-reproducible). The lm_head's input (the
+//! final norm's output) is summed too, under its weight's name
+//! (`output.weight`, or `token_embd.weight` when tied); the lm_head itself
+//! is not run.
 //!
 //! The file is GGUF in llama.cpp's imatrix layout, so either engine's
 //! matrix works with either quantizer: `general.type = "imatrix"`,
@@ -87,7 +90,6 @@ struct Sums {
 
 /// The [`Observer`] that sums every input's squares.
 struct Collector {
-    experts: usize,
     /// Keyed by (layer, input; expert inputs under expert 0's key).
     sums: BTreeMap<(usize, InputKey), Sums>,
 }
@@ -101,6 +103,7 @@ enum InputKey {
     Down,
     ExpertGateUp,
     ExpertDown,
+    Output,
 }
 
 impl InputKey {
@@ -113,6 +116,7 @@ impl InputKey {
             Input::Down => (InputKey::Down, 0),
             Input::ExpertGateUp(e) => (InputKey::ExpertGateUp, e),
             Input::ExpertDown(e) => (InputKey::ExpertDown, e),
+            Input::Output => (InputKey::Output, 0),
         }
     }
 
@@ -125,6 +129,7 @@ impl InputKey {
             InputKey::Down => &[Part::Down],
             InputKey::ExpertGateUp => &[Part::ExpGate, Part::ExpUp],
             InputKey::ExpertDown => &[Part::ExpDown],
+            InputKey::Output => &[Part::LmHead],
         }
     }
 }
@@ -147,6 +152,10 @@ impl Observer for Collector {
             }
             s.rows[matrix] += 1;
         }
+    }
+
+    fn observes_output(&self) -> bool {
+        true
     }
 }
 
@@ -178,7 +187,8 @@ impl Collector {
                 }
             }
         }
-        Collector { experts, sums }
+        add(cfg.num_layers as usize, InputKey::Output, h, 1);
+        Collector { sums }
     }
 }
 
@@ -247,8 +257,6 @@ fn tensors(c: &Collector, cfg: &Config) -> Vec<Tensor> {
     let mut out = Vec::new();
     for (&(layer, key), s) in &c.sums {
         let matrices = s.rows.len();
-        let experts = matches!(key, InputKey::ExpertGateUp | InputKey::ExpertDown);
-        debug_assert_eq!(matrices, if experts { c.experts } else { 1 });
         for &part in key.parts() {
             let name = gguf_name(part, layer as u16, cfg.tied_embeddings);
             out.push(Tensor {

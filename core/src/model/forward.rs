@@ -125,6 +125,10 @@ pub enum Input {
     /// Expert `e`'s SwiGLU output, as its down matrix reads it: (tokens
     /// routed, moe_ffn).
     ExpertDown(usize),
+    /// The final norm's output, as the lm_head reads it: (m, hidden); shown
+    /// (with the layer count as its layer) only to an observer that asks
+    /// ([`Observer::observes_output`]), for every row of the step.
+    Output,
 }
 
 /// Shown the input rows of every decoder matrix as a step computes them
@@ -134,6 +138,12 @@ pub trait Observer {
     /// `rows` (whole rows, row-major) are the input of `input` in layer
     /// `layer`.
     fn observe(&mut self, layer: usize, input: Input, rows: &[f32]);
+
+    /// Whether to compute and show [`Input::Output`] (the lm_head's input)
+    /// even when the step computes no logits.
+    fn observes_output(&self) -> bool {
+        false
+    }
 }
 
 /// The observer of every ordinary step: does nothing.
@@ -144,7 +154,7 @@ impl Observer for NoObserver {
 }
 
 /// [`forward_no_logits`] that shows `observer` the input of every decoder
-/// matrix (not the lm_head's): fills the KV cache for `tokens` and
+/// matrix (the lm_head's too when it asks): fills the KV cache for `tokens` and
 /// advances `state.pos`. The computation is `forward`'s, bit for bit.
 pub fn forward_observed<P: Parallel>(
     w: &Weights,
@@ -532,6 +542,18 @@ fn run_step<P: Parallel>(
         }
     }
 
+    if observer.observes_output() {
+        let norm = w.output_norm();
+        for t in 0..m {
+            ops::rmsnorm(
+                &mut s.xb[t * h..(t + 1) * h],
+                &s.x[t * h..(t + 1) * h],
+                norm,
+                eps,
+            );
+        }
+        observer.observe(layers, Input::Output, &s.xb[..m * h]);
+    }
     if !logits {
         return Ok(0);
     }

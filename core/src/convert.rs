@@ -96,7 +96,8 @@ pub trait TensorSource {
 pub trait Importance {
     /// The importance of the input columns of `part` (of `layer`, and of
     /// `expert` for expert tensors): one finite value >= 0 per column, or
-    /// `None` when the matrix has none (it is quantized unweighted).
+    /// `None` when the matrix has none (the search then weighs by the
+    /// values' magnitude alone).
     fn columns(&self, part: Part, layer: u16, expert: usize) -> Option<&[f32]>;
 }
 

@@ -274,6 +274,21 @@ impl super::NamedSource for GgufSource<'_> {
     fn has(&self, part: Part, layer: u16, _expert: usize) -> bool {
         self.tensors.contains_key(&self.name(part, layer))
     }
+
+    fn shape(&self, part: Part, layer: u16, _expert: usize) -> Option<Vec<u64>> {
+        let t = self.tensors.get(&self.name(part, layer))?;
+        // GGUF lists dimensions innermost first.
+        Some(t.dims().iter().rev().copied().collect())
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tensors.keys().cloned().collect()
+    }
+
+    fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {
+        let (layer, _) = name.strip_prefix("blk.")?.split_once('.')?;
+        Some((layer.parse().ok()?, None))
+    }
 }
 
 /// The tokenizer tables from `tokenizer.ggml.*` (gpt2 BPE only).

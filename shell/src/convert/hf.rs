@@ -518,6 +518,25 @@ impl super::NamedSource for HfSource<'_> {
     fn has(&self, part: Part, layer: u16, expert: usize) -> bool {
         self.tensors.contains_key(&self.name(part, layer, expert))
     }
+
+    fn shape(&self, part: Part, layer: u16, expert: usize) -> Option<Vec<u64>> {
+        let view = self.tensors.get(&self.name(part, layer, expert))?;
+        Some(view.shape().iter().map(|&d| d as u64).collect())
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tensors.keys().cloned().collect()
+    }
+
+    fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {
+        let rest = name.strip_prefix(self.prefix)?.strip_prefix("layers.")?;
+        let (layer, rest) = rest.split_once('.')?;
+        let expert = rest
+            .strip_prefix("mlp.experts.")
+            .and_then(|r| r.split_once('.'))
+            .and_then(|(e, _)| e.parse().ok());
+        Some((layer.parse().ok()?, expert))
+    }
 }
 
 /// The tokenizer tables from tokenizer.json and the chat template from

@@ -157,54 +157,84 @@ impl CommandArgs for ConvertArgs {
     }
 }
 
-/// A tensor source that can name its tensors (for clear errors).
+/// A tensor source that can name its tensors (for clear errors) and tell
+/// their shapes.
 pub trait NamedSource: TensorSource {
     fn tensor_name(&self, part: Part, layer: u16, expert: usize) -> String;
     fn has(&self, part: Part, layer: u16, expert: usize) -> bool;
+    /// The stored shape of `part`, outermost dimension first (a stack of
+    /// experts: `[experts, rows, cols]`), or `None` when it is missing.
+    fn shape(&self, part: Part, layer: u16, expert: usize) -> Option<Vec<u64>>;
+    /// Every tensor name the source holds.
+    fn names(&self) -> Vec<String>;
+    /// The decoder layer a tensor name belongs to, and its expert when the
+    /// name has one (`None` for the other tensors, the vision tower's too).
+    fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)>;
 }
 
-/// The source tensors a config needs: `(part, layer, expert)`.
-fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
-    let mut v = vec![(Part::Embed, 0, 0), (Part::FinalNorm, 0, 0)];
+/// A source tensor the config needs: `(part, layer, expert)` and the shape
+/// the config implies, outermost first.
+struct Needed {
+    part: Part,
+    layer: u16,
+    expert: usize,
+    shape: Vec<u64>,
+}
+
+/// The source tensors a config needs, with their shapes.
+fn required_parts(cfg: &Config) -> Vec<Needed> {
+    let (h, vocab) = (cfg.hidden_size as u64, cfg.vocab_size as u64);
+    let (q, kv, hd) = (cfg.q_dim() as u64, cfg.kv_dim() as u64, cfg.head_dim as u64);
+    let ffn = cfg.ffn_size as u64;
+    let mut v = Vec::new();
+    let mut need = |part: Part, layer: u16, expert: usize, shape: &[u64]| {
+        v.push(Needed {
+            part,
+            layer,
+            expert,
+            shape: shape.to_vec(),
+        })
+    };
+    need(Part::Embed, 0, 0, &[vocab, h]);
+    need(Part::FinalNorm, 0, 0, &[h]);
     if !cfg.tied_embeddings {
-        v.push((Part::LmHead, 0, 0));
+        need(Part::LmHead, 0, 0, &[vocab, h]);
     }
     for l in 0..cfg.num_layers as u16 {
-        for p in [
-            Part::AttnNorm,
-            Part::Q,
-            Part::K,
-            Part::V,
-            Part::O,
-            Part::FfnNorm,
-        ] {
-            v.push((p, l, 0));
-        }
+        need(Part::AttnNorm, l, 0, &[h]);
+        need(Part::Q, l, 0, &[q, h]);
+        need(Part::K, l, 0, &[kv, h]);
+        need(Part::V, l, 0, &[kv, h]);
+        need(Part::O, l, 0, &[h, q]);
+        need(Part::FfnNorm, l, 0, &[h]);
         if cfg.qkv_bias {
-            v.extend([
-                (Part::QBias, l, 0),
-                (Part::KBias, l, 0),
-                (Part::VBias, l, 0),
-            ]);
+            need(Part::QBias, l, 0, &[q]);
+            need(Part::KBias, l, 0, &[kv]);
+            need(Part::VBias, l, 0, &[kv]);
         }
         if cfg.qk_norm {
-            v.extend([(Part::QNorm, l, 0), (Part::KNorm, l, 0)]);
+            need(Part::QNorm, l, 0, &[hd]);
+            need(Part::KNorm, l, 0, &[hd]);
         }
         match &cfg.moe {
             Some(m) if cfg.is_moe_layer(l as usize) => {
-                v.push((Part::Router, l, 0));
-                for e in 0..m.num_experts as usize {
-                    v.extend([
-                        (Part::ExpGate, l, e),
-                        (Part::ExpUp, l, e),
-                        (Part::ExpDown, l, e),
-                    ]);
+                let (n, f) = (m.num_experts as u64, m.moe_ffn_size as u64);
+                need(Part::Router, l, 0, &[n, h]);
+                for e in 0..n as usize {
+                    need(Part::ExpGate, l, e, &[f, h]);
+                    need(Part::ExpUp, l, e, &[f, h]);
+                    need(Part::ExpDown, l, e, &[h, f]);
                 }
             }
-            _ => v.extend([(Part::Gate, l, 0), (Part::Up, l, 0), (Part::Down, l, 0)]),
+            _ => {
+                need(Part::Gate, l, 0, &[ffn, h]);
+                need(Part::Up, l, 0, &[ffn, h]);
+                need(Part::Down, l, 0, &[h, ffn]);
+            }
         }
     }
-    // The vision tower: every vision tensor the directory will hold.
+    // The vision tower: every vision tensor the directory will hold, one
+    // source tensor each, with the directory's shape.
     let _ = kestrel_core::tensors::for_each(cfg, &mut |spec| {
         if spec.role.is_vision() {
             let layer = if spec.layer == kestrel_core::tensors::NO_LAYER {
@@ -212,25 +242,97 @@ fn required_parts(cfg: &Config) -> Vec<(Part, u16, usize)> {
             } else {
                 spec.layer
             };
-            v.push((Part::Vision(spec.role), layer, 0));
+            let dims: Vec<u64> = spec.shape[..spec.ndim as usize]
+                .iter()
+                .map(|&d| d as u64)
+                .collect();
+            need(Part::Vision(spec.role), layer, 0, &dims);
         }
         Ok(())
     });
     v
 }
 
+/// `shape` as a matrix: its first dimension by the product of the others
+/// (a 1-D tensor is a column).
+fn as_matrix(shape: &[u64]) -> (u64, u64) {
+    let rest = shape
+        .iter()
+        .skip(1)
+        .try_fold(1u64, |a, &d| a.checked_mul(d));
+    (
+        shape.first().copied().unwrap_or(0),
+        rest.unwrap_or(u64::MAX),
+    )
+}
+
+/// Every tensor the config needs is in the source with the shape the
+/// config implies (a vision tensor: the same matrix, however its
+/// dimensions are grouped), a stack of experts holds the config's count,
+/// and no tensor belongs to a layer or an expert the config does not have.
+/// Errors name the tensor and both shapes.
 fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<()> {
-    for (p, l, e) in required_parts(cfg) {
-        if !src.has(p, l, e) {
-            return Err(format!(
-                "{}: tensor {} is missing",
-                origin.display(),
-                src.tensor_name(p, l, e)
-            )
-            .into());
+    let fail = |msg: String| -> Result<()> { Err(format!("{}: {msg}", origin.display()).into()) };
+    let experts = cfg.moe.map_or(0, |m| m.num_experts as u64);
+    for n in required_parts(cfg) {
+        let name = || src.tensor_name(n.part, n.layer, n.expert);
+        let Some(found) = src.shape(n.part, n.layer, n.expert) else {
+            return fail(format!("tensor {} is missing", name()));
+        };
+        let stacked = matches!(n.part, Part::ExpGate | Part::ExpUp | Part::ExpDown)
+            && found.len() == n.shape.len() + 1;
+        let found_one = if stacked { &found[1..] } else { &found[..] };
+        if stacked && found[0] != experts {
+            return fail(format!(
+                "tensor {} stacks {} experts, the config has {experts} (num_experts)",
+                name(),
+                found[0]
+            ));
+        }
+        let same = match n.part {
+            Part::Vision(_) => as_matrix(found_one) == as_matrix(&n.shape),
+            _ => found_one == n.shape,
+        };
+        if !same {
+            return fail(format!(
+                "tensor {} has shape {found_one:?}, the config implies {:?}",
+                name(),
+                n.shape
+            ));
+        }
+    }
+    for name in src.names() {
+        let Some((layer, expert)) = src.index_of(&name) else {
+            continue;
+        };
+        if layer >= cfg.num_layers as u64 {
+            return fail(format!(
+                "tensor {name} is in layer {layer}, the config has {} layers (num_hidden_layers)",
+                cfg.num_layers
+            ));
+        }
+        if let Some(e) = expert.filter(|&e| e >= experts) {
+            return fail(format!(
+                "tensor {name} is expert {e}, the config has {experts} (num_experts)"
+            ));
         }
     }
     Ok(())
+}
+
+/// The tokenizer fits the embedding: at most `vocab_size` tokens (Qwen2.5's
+/// 151,936 rows hold 151,665).
+fn check_tokenizer(tables: Option<&Tables>, cfg: &Config, origin: &Path) -> Result<()> {
+    match tables {
+        Some(t) if t.tokens.len() > cfg.vocab_size as usize => Err(format!(
+            "{}: the tokenizer has {} tokens, more than the embedding's {} rows (vocab_size)",
+            origin.display(),
+            t.tokens.len(),
+            cfg.vocab_size
+        )
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Progress on stderr: a bar on a terminal, a line per 10% otherwise.
@@ -525,6 +627,7 @@ pub fn convert_model(
         let src = hf::HfSource::new(cfg, &shards)?;
         check_parts(&src, &cfg, a.src)?;
         let mut tables = hf::tokenizer(a.src)?;
+        check_tokenizer(tables.as_ref(), &cfg, a.src)?;
         if let Some(t) = tables.as_mut() {
             t.pad_to(cfg.vocab_size as usize);
         }
@@ -543,6 +646,7 @@ pub fn convert_model(
         let src = gguf::GgufSource::new(cfg, &g);
         check_parts(&src, &cfg, a.src)?;
         let mut tables = gguf::tokenizer(&g).with_context(|| a.src.display())?;
+        check_tokenizer(tables.as_ref(), &cfg, a.src)?;
         if let Some(t) = tables.as_mut() {
             t.pad_to(cfg.vocab_size as usize);
         }

@@ -27,7 +27,47 @@ fn stream_sum(pool: &Pool, buf: &[u8], stride: usize, block: usize) -> u64 {
     items.iter().fold(0u64, |a, &b| a.wrapping_add(b))
 }
 
-pub(super) fn dram_probe(pool: &Pool, rows: usize, blocks: usize, repeats: usize) -> Vec<Probe> {
+/// Bytes of memory available now (`MemAvailable` of /proc/meminfo), if
+/// known.
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// The probe's rows: `rows` of `blocks` 64-byte steps (its largest
+/// buffer is `rows * blocks * 64` bytes: 1 GiB by default), fewer when
+/// that is more than a quarter of the memory available now, so that a
+/// board with little RAM and a model mapped still runs it (said on
+/// stderr).
+fn probe_rows(rows: usize, blocks: usize) -> usize {
+    let Some(avail) = mem_available() else {
+        return rows;
+    };
+    let step = (blocks.max(1) * 64) as u64;
+    let fit = (avail / 4 / step).max(1024) as usize;
+    if fit < rows {
+        eprintln!(
+            "[kestrel] bench: DRAM probe on {fit} rows instead of {rows} ({} MB, a quarter of the {} MB available)",
+            fit as u64 * step >> 20,
+            avail >> 20
+        );
+        fit
+    } else {
+        rows
+    }
+}
+
+/// Runs the probe over `rows` (at most what [`probe_rows`] allows) of
+/// `blocks` blocks; returns the rows used and the results.
+pub(super) fn dram_probe(
+    pool: &Pool,
+    rows: usize,
+    blocks: usize,
+    repeats: usize,
+) -> (usize, Vec<Probe>) {
+    let rows = probe_rows(rows, blocks);
     let n = rows * blocks;
     let mut out = Vec::new();
     for (name, stride, block) in [
@@ -49,5 +89,5 @@ pub(super) fn dram_probe(pool: &Pool, rows: usize, blocks: usize, repeats: usize
             raw_gbs: (n * stride) as f64 / secs / 1e9,
         });
     }
-    out
+    (rows, out)
 }

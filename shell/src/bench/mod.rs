@@ -193,7 +193,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let pool = crate::engine::make_pool(args.threads, args.no_pin);
     let (mb, decode, prefill, shapes) = mixed(&kernels, &pool, args)?;
-    let probes = dram_probe(
+    let (probe_rows, probes) = dram_probe(
         &pool,
         args.probe_rows,
         args.probe_blocks,
@@ -247,7 +247,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             num(mb),
             lines(&decode),
             lines(&prefill),
-            args.probe_rows,
+            probe_rows,
             args.probe_blocks,
         );
         return Ok(());
@@ -293,7 +293,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     println!(
         "--- Real-DRAM wall probe ({} rows x {} blocks/row, {threads} threads) ---",
-        args.probe_rows, args.probe_blocks
+        probe_rows, args.probe_blocks
     );
     for p in &probes {
         let raw = if (p.raw_gbs - p.payload_gbs).abs() > 1e-9 {

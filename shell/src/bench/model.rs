@@ -67,7 +67,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
     let (pp_med, tg_med) = (median(&mut pp), median(&mut tg));
     let bytes = w.decode_bytes();
     let gbs = bytes as f64 * tg_med / 1e9;
-    let probes = dram_probe(&pool, args.probe_rows, args.probe_blocks, reps.min(5));
+    let (_, probes) = dram_probe(&pool, args.probe_rows, args.probe_blocks, reps.min(5));
     let threads = pool.threads();
     if args.json {
         let pr = probes

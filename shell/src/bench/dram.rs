@@ -50,7 +50,7 @@ fn probe_rows(rows: usize, blocks: usize) -> usize {
     if fit < rows {
         eprintln!(
             "[kestrel] bench: DRAM probe on {fit} rows instead of {rows} ({} MB, a quarter of the {} MB available)",
-            fit as u64 * step >> 20,
+            (fit as u64 * step) >> 20,
             avail >> 20
         );
         fit

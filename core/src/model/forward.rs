@@ -14,6 +14,7 @@
 //! same weight copy, bit for bit.
 
 use super::linear::Exec;
+pub use super::observe::{Input, NoObserver, Observer};
 use super::ops;
 use super::weights::{LayerWeights, WeightCopy, Weights};
 use crate::error::Error;
@@ -105,52 +106,6 @@ pub fn forward_step<'s, P: Parallel>(
 ) -> Result<&'s [f32], Error> {
     let n = run_step(w, s, k, pool, step, &mut NoObserver)?;
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
-}
-
-/// The input of a linear weight: which matrix multiplies the rows an
-/// [`Observer`] is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Input {
-    /// The normed residual the fused q/k/v matrix reads: (m, hidden).
-    Qkv,
-    /// The attention output `attn_output` reads: (m, q_dim).
-    O,
-    /// The normed residual the fused gate/up matrix reads: (m, hidden).
-    GateUp,
-    /// The SwiGLU output `ffn_down` reads: (m, ffn).
-    Down,
-    /// The rows routed to MoE expert `e`, as its gate/up reads them:
-    /// (tokens routed, hidden).
-    ExpertGateUp(usize),
-    /// Expert `e`'s SwiGLU output, as its down matrix reads it: (tokens
-    /// routed, moe_ffn).
-    ExpertDown(usize),
-    /// The final norm's output, as the lm_head reads it: (m, hidden); shown
-    /// (with the layer count as its layer) only to an observer that asks
-    /// ([`Observer::observes_output`]), for every row of the step.
-    Output,
-}
-
-/// Shown the input rows of every decoder matrix as a step computes them
-/// ([`forward_observed`]): the activation statistics of an importance
-/// matrix.
-pub trait Observer {
-    /// `rows` (whole rows, row-major) are the input of `input` in layer
-    /// `layer`.
-    fn observe(&mut self, layer: usize, input: Input, rows: &[f32]);
-
-    /// Whether to compute and show [`Input::Output`] (the lm_head's input)
-    /// even when the step computes no logits.
-    fn observes_output(&self) -> bool {
-        false
-    }
-}
-
-/// The observer of every ordinary step: does nothing.
-pub struct NoObserver;
-
-impl Observer for NoObserver {
-    fn observe(&mut self, _: usize, _: Input, _: &[f32]) {}
 }
 
 /// [`forward_no_logits`] that shows `observer` the input of every decoder

@@ -5,6 +5,7 @@
 pub mod forward;
 pub mod linear;
 pub mod moe;
+pub mod observe;
 pub mod ops;
 pub mod vision;
 pub mod weights;

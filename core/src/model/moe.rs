@@ -15,8 +15,8 @@
 //!   (the order of Hugging Face's `index_add_` loop), then added to the
 //!   residual stream. Decode and prefill therefore sum in the same order.
 
-use super::forward::{Input, Observer};
 use super::linear::Exec;
+use super::observe::{Input, Observer};
 use super::ops;
 use super::weights::MoeLayer;
 use crate::error::Error;

@@ -7,7 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
 if ! cargo +nightly --version >/dev/null 2>&1; then
-    echo "fuzz: SKIPPED: no nightly toolchain on this machine (cargo fuzz needs one)"
+    # Under CI (scripts/test.sh sets KESTREL_REQUIRE_ASSETS) a missing tool
+    # is a failure; scripts/setup.sh installs the nightly toolchain.
+    if [ -n "${KESTREL_REQUIRE_ASSETS:-}" ]; then
+        echo "fuzz: FAILED: no nightly toolchain on this machine (cargo fuzz needs one; scripts/setup.sh installs it)"
+        exit 1
+    fi
+    echo "fuzz: SKIPPED: no nightly toolchain on this machine (cargo fuzz needs one; scripts/setup.sh installs it)"
     exit 0
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -3,6 +3,7 @@
 # nothing when it is already there. Safe to rerun.
 #   - the pinned Rust toolchain with its targets (rust-toolchain.toml)
 #   - qemu-user (runs the aarch64 tests), the aarch64 cross linker and libc
+#   - a nightly toolchain for cargo-fuzz (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,6 @@ rustup target list --installed | grep -q thumbv7em-none-eabihf || rustup target 
     aarch64-unknown-none thumbv7em-none-eabihf
 # The shipped build rebuilds std from source (scripts/build-shipped.sh).
 rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
+# cargo-fuzz (scripts/fuzz.sh) needs a nightly toolchain beside the pinned one.
+cargo +nightly --version >/dev/null 2>&1 || rustup toolchain install nightly --profile minimal
 echo "setup: ready ($(rustc --version), $(qemu-aarch64 --version | head -1))"

@@ -160,6 +160,27 @@ fn check_gemm(
             }
         }
     }
+    // Rows of 384 blocks (12,288 columns: the widest the x86 GEMV
+    // expands) and past it (the tiled path).
+    for rows in [5, 9] {
+        for cols in [384 * 32, 385 * 32, 387 * 32] {
+            let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+            for m in [1, 3] {
+                let (qs, d) = acts(&mut rng, m, cols, m == 3);
+                let mut want = vec![f32::NAN; m * rows];
+                reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+                let mut got = vec![f32::NAN; m * rows];
+                fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+                let what = std::format!("{name} rows {rows} cols {cols} m {m}");
+                assert_same(&got, &want, &what);
+                if m == 1 {
+                    let mut got = vec![f32::NAN; rows];
+                    gemv(cpu, &w, rows, cols, &qs, &d, &mut got).unwrap();
+                    assert_same(&got, &want, &what);
+                }
+            }
+        }
+    }
     // Empty shapes: no rows, no activation rows, no columns.
     for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
         let w = weight(&mut rng, group_rows, block_bytes, rows, cols);

@@ -37,6 +37,7 @@ rm -rf "$tmp"
 step "real model (cached in .cache/model; the real-model test skips loudly without it)"
 bash scripts/fetch-model.sh >/dev/null || echo "*** real model could not be fetched: its test will SKIP ***"
 bash scripts/fetch-qwen3-tokenizer.sh >/dev/null || echo "*** Qwen3 tokenizer could not be fetched: its tests will SKIP ***"
+bash scripts/tokenizer-hf-fuzz.sh || echo "*** no HF tokenizer fuzz strings: qwen3_matches_hf_fuzz will SKIP ***"
 
 step "tests on x86_64"
 # A CPU with AVX2, FMA and F16C must take the AVX2 kernels (kernels.rs asserts it).

@@ -124,8 +124,14 @@ fn qwen3_section() -> Option<&'static [u8]> {
 
 /// Prints a SKIP line past the test harness's output capture (so it shows
 /// in a plain `cargo test`).
+/// Under `KESTREL_REQUIRE_ASSETS=1` (set by scripts/test.sh under CI) a
+/// missing asset fails instead.
 fn loud_skip(msg: &str) {
     use std::io::Write;
+    assert!(
+        std::env::var_os("KESTREL_REQUIRE_ASSETS").is_none_or(|v| v != "1"),
+        "{msg} (KESTREL_REQUIRE_ASSETS=1)"
+    );
     let _ = writeln!(std::io::stderr(), "\n=== SKIP {msg} ===\n");
 }
 
@@ -309,14 +315,16 @@ fn qwen3_matches_extra_strings() {
     assert_eq!(check_cases(&tok, cases, "qwen3 extra"), 0);
 }
 
-/// Random strings from `gen_tokenizer_extra.py --fuzz N` (not committed).
+/// 3,000 random strings and 300 random id sequences through Hugging Face
+/// `tokenizers` (scripts/tokenizer-hf-fuzz.sh, which scripts/test.sh runs;
+/// not committed).
 #[test]
 fn qwen3_matches_hf_fuzz() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/qwen3-tokenizer/fuzz.json");
     let Some(section) = qwen3_section().filter(|_| path.exists()) else {
         loud_skip(&format!(
             "qwen3_matches_hf_fuzz: needs the Qwen3 tokenizer.json and {} \
-             (python3 tests/fixtures/gen_tokenizer_extra.py --fuzz 30000)",
+             (bash scripts/tokenizer-hf-fuzz.sh)",
             path.display()
         ));
         return;

@@ -62,6 +62,20 @@ KESTREL_QEMU_CPU=cortex-a76 KESTREL_EXPECT_KERNELS=aarch64-dotprod \
     run_tests cargo test --locked --workspace --target aarch64-unknown-linux-gnu
 KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- cpu
 
+step "the real model under qemu -cpu cortex-a76: the q4 file's greedy tokens and logits equal x86_64's bit for bit"
+tmp=$(mktemp -d)
+gguf=$(bash scripts/fetch-model.sh)
+cargo run -q --locked -p kestrel -- convert "$gguf" -o "$tmp/q4.vqf" --wmode q4 2>/dev/null
+# "def fib(n):", then 3 greedy tokens: 7 rows of 151,936 logits each.
+real_logits=(logits "$tmp/q4.vqf" --tokens 750,15801,1445,1648 --greedy 3 -t 2)
+cargo run -q --locked -p kestrel -- "${real_logits[@]}" --out "$tmp/x86.f32" 2>/dev/null
+KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+    "${real_logits[@]}" --out "$tmp/arm.f32" 2>/dev/null
+a=$(sha256sum "$tmp/x86.f32" | cut -c1-16); b=$(sha256sum "$tmp/arm.f32" | cut -c1-16)
+if [ "$a" != "$b" ]; then echo "DIFFER: real model q4 logits: x86_64 $a, aarch64 $b"; exit 1; fi
+echo "identical: real model q4, 4 prompt tokens + 3 greedy: logits sha256 $a... ($(wc -c < "$tmp/x86.f32") bytes)"
+rm -rf "$tmp"
+
 step "tests on aarch64 under qemu -cpu cortex-a53 (no dotprod: fallback expected)"
 KESTREL_QEMU_CPU=cortex-a53 KESTREL_EXPECT_KERNELS=scalar \
     run_tests cargo test --locked --workspace --target aarch64-unknown-linux-gnu

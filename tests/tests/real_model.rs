@@ -3,8 +3,10 @@
 //! greedy continuation of a chat prompt equals an independent float64 numpy
 //! reference of the same weights (tests/real/qwen2_gguf_reference.py ->
 //! tests/fixtures/real_qwen25_coder_greedy.json) for all 32 tokens.
-//! Ignored on non-x86_64 hosts (under qemu a 0.5B model takes hours);
-//! skipped loudly when the model is not there, and failed instead under
+//! Ignored on non-x86_64 hosts (under qemu the f32 model's 32 tokens take
+//! hours); the test command instead runs the q4 file under qemu cortex-a76
+//! and checks its logits equal x86_64's bit for bit (scripts/test.sh).
+//! Skipped loudly when the model is not there, and failed instead under
 //! `KESTREL_REQUIRE_ASSETS=1` (CI).
 
 use kestrel::convert::convert;

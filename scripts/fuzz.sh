@@ -21,6 +21,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     (cd /tmp && cargo +nightly install cargo-fuzz --locked --quiet)
 fi
 seed() { mkdir -p "fuzz/corpus/$1"; cp "${@:2}" "fuzz/corpus/$1/" 2>/dev/null || true; }
+# The kept inputs of earlier campaigns (replayed by tests/tests/regressions.rs).
+for d in tests/vectors/fuzz/*/; do
+    t=$(basename "$d")
+    mkdir -p "fuzz/corpus/$t"
+    cp "$d"* "fuzz/corpus/$t/" 2>/dev/null || true
+done
 seed gguf tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/vectors/gguf/*.gguf
 seed safetensors tests/fixtures/dev_qwen3_dense_tied/hf/model.safetensors
 seed json tests/fixtures/dev_qwen3_dense_tied/hf/config.json tests/fixtures/dev_qwen3_dense_tied/hf/tokenizer_config.json

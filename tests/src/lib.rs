@@ -1,7 +1,10 @@
-//! Helpers shared by the integration tests: test data generators and the
-//! kernel set the current CPU gets.
+//! Helpers shared by the integration tests: test data generators, the
+//! kernel set the current CPU gets, and what each fuzz target does with an
+//! input ([`exercise`], shared with fuzz/).
 
 use kestrel_core::kernels::Kernels;
+
+pub mod exercise;
 
 /// The kernel set for this CPU, as the shell would choose it
 /// (`KESTREL_KERNELS=scalar` forces the references).

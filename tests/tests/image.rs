@@ -267,20 +267,8 @@ fn corrupted_bytes_never_panic() {
     println!("corrupted inputs: {errors} of {total} rejected, the rest decoded (no panic)");
 }
 
-#[test]
-fn crashers_found_by_fuzzing_never_panic() {
-    let dir = vectors().join("crashers");
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        for e in entries {
-            let p = e.unwrap().path();
-            let bytes = std::fs::read(&p).unwrap();
-            if let Ok(img) = no_panic(&bytes) {
-                let mut out = Vec::new();
-                let _ = pixel_values(&img, &config(), &mut out);
-            }
-        }
-    }
-}
+// Inputs the image fuzz target kept (and any crasher) are replayed by
+// tests/tests/regressions.rs from tests/vectors/fuzz/image/.
 
 fn png_chunk(kind: &[u8], data: &[u8]) -> Vec<u8> {
     let mut v = (data.len() as u32).to_be_bytes().to_vec();

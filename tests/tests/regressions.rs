@@ -1,26 +1,19 @@
-//! Inputs the fuzzers found, kept forever: every file under
-//! `tests/vectors/crashers/TARGET/` goes through the same readers as the
-//! cargo-fuzz target TARGET (fuzz/fuzz_targets/TARGET.rs), and must give an
-//! error or a value, never a panic. A new crasher is added by copying
-//! `fuzz/artifacts/TARGET/crash-*` there (docs/reliability.md). The
-//! campaign of 2026-11-29 found none, so the directories are empty for now.
+//! Inputs the fuzz campaigns kept, replayed forever: every file under
+//! `tests/vectors/fuzz/TARGET/` (a minimised corpus of the campaign, and
+//! any crasher) goes through `kestrel_tests::exercise::TARGET`, the very
+//! function the cargo-fuzz target runs (fuzz/fuzz_targets/TARGET.rs), and
+//! must return, never panic. A folder that is missing or empty fails: the
+//! test cannot pass having run nothing. A new crasher is added by copying
+//! `fuzz/artifacts/TARGET/crash-*` there (docs/reliability.md).
 
-use kestrel_core::gguf::{dequantize_row, Gguf};
-use kestrel_core::json;
-use kestrel_core::safetensors::SafeTensors;
-use kestrel_core::tokenizer::{EncodeOptions, EncodeScratch, Tokenizer};
-use kestrel_core::vqf::tokenizer_section::{self, TokenizerTables};
-use kestrel_core::vqf::{config_section, Vqf};
-use kestrel_tests::VecSink;
+use kestrel_tests::exercise::TARGETS;
 use std::path::PathBuf;
 
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("vectors/crashers")
+        .join("vectors/fuzz")
         .join(target);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
+    let rd = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let mut v: Vec<(PathBuf, Vec<u8>)> = rd
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_file())
@@ -30,100 +23,41 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         })
         .collect();
     v.sort();
+    assert!(!v.is_empty(), "{}: no kept inputs", dir.display());
     v
 }
 
 #[test]
-fn vqf() {
-    for (_p, data) in inputs("vqf") {
-        if let Ok(v) = Vqf::parse(&data) {
-            for e in v.entries() {
-                let _ = v.data(&e);
-                let _ = v.matrix(&e, 0);
-            }
-            if let Ok(w) = kestrel_tests::weights(v, true) {
-                for l in 0..w.cfg.num_layers as usize {
-                    let _ = w.layer(l, w.routing.decode);
-                    let _ = w.layer(l, w.routing.prefill);
-                }
-            }
+fn every_fuzz_target_has_kept_inputs_and_none_panics() {
+    let mut total = 0;
+    for (target, exercise) in TARGETS {
+        let inputs = inputs(target);
+        for (path, data) in &inputs {
+            let run = std::panic::catch_unwind(|| exercise(data));
+            assert!(run.is_ok(), "{target}: {} panicked", path.display());
         }
+        println!("{target}: {} inputs", inputs.len());
+        total += inputs.len();
     }
+    println!("{total} inputs in all");
 }
 
 #[test]
-fn gguf() {
-    for (_p, data) in inputs("gguf") {
-        if let Ok(g) = Gguf::parse(&data) {
-            let mut row = vec![0f32; 4096];
-            for t in g.tensors() {
-                let n = t.row_len() as usize;
-                if n == 0 || n > row.len() {
-                    continue;
-                }
-                for i in 0..t.n_rows().min(256) {
-                    if let Some(bytes) = t.row(i) {
-                        let _ = dequantize_row(t.ggml_type(), bytes, &mut row[..n]);
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn safetensors() {
-    for (_p, data) in inputs("safetensors") {
-        if let Ok(st) = SafeTensors::parse(&data) {
-            let mut row = [0f32; 64];
-            for (_, t) in st.tensors() {
-                let cols = t.cols();
-                if cols > 0 && cols <= row.len() && t.rows() > 0 {
-                    let _ = t.to_f32_row(t.rows() - 1, &mut row[..cols]);
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn json() {
-    for (_p, data) in inputs("json") {
-        if let Ok(v) = json::parse(&data) {
-            let _ = v.iter_object().map(|it| it.count());
-            let _ = v.iter_array().map(|it| it.count());
-        }
-    }
-}
-
-#[test]
-fn config() {
-    for (p, data) in inputs("config") {
-        for generation in [None, Some(&data[..])] {
-            if let Ok(cfg) = kestrel::convert::hf::config_from_json(&data, generation) {
-                let mut sink = VecSink::default();
-                config_section::encode(&cfg, &mut sink).unwrap();
-                config_section::decode(&sink.0).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            }
-        }
-    }
-}
-
-#[test]
-fn tokenizer() {
-    for (_p, data) in inputs("tokenizer") {
-        if let Ok(tables) = kestrel::convert::hf::tokenizer_from_json(&data, "") {
-            let mut sink = VecSink::default();
-            tables
-                .with_input(|i| tokenizer_section::encode(i, &mut sink))
-                .unwrap();
-            let tok = Tokenizer::new(TokenizerTables::parse(&sink.0).unwrap());
-            let text = String::from_utf8_lossy(&data);
-            let mut buf = vec![0u8; 4 * text.len() + 64];
-            let mut work = vec![0u32; EncodeScratch::work_len_for(4 * text.len() + 64)];
-            let mut scratch = EncodeScratch::new(&mut buf, &mut work);
-            let mut out = vec![0u32; text.len() + 8];
-            let _ = tok.encode_with(&text, EncodeOptions::default(), &mut out, &mut scratch);
-        }
-    }
+fn every_fuzz_target_is_listed() {
+    // The targets fuzz/Cargo.toml builds are the ones replayed here.
+    let toml = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/Cargo.toml"),
+    )
+    .unwrap();
+    let built: Vec<&str> = toml
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|n| *n != "kestrel-fuzz")
+        .collect();
+    let mut listed: Vec<&str> = TARGETS.iter().map(|(n, _)| *n).collect();
+    let mut built_sorted = built.clone();
+    built_sorted.sort();
+    listed.sort();
+    assert_eq!(built_sorted, listed);
 }

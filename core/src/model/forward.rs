@@ -119,19 +119,7 @@ pub fn forward_observed<P: Parallel>(
     tokens: &[u32],
     observer: &mut dyn Observer,
 ) -> Result<(), Error> {
-    let step = Step {
-        rows: Rows::Run {
-            slot: 0,
-            pos: s.pos,
-            tokens,
-        },
-        copy: w.routing.for_batch(tokens.len()),
-        images: None,
-        logits: false,
-    };
-    run_step(w, s, k, pool, &step, observer)?;
-    s.pos += tokens.len();
-    Ok(())
+    run_prompt(w, s, k, pool, tokens, None, false, observer).map(|_| ())
 }
 
 /// Runs `tokens` (at most `max_batch`) through the model at positions
@@ -178,6 +166,22 @@ pub fn forward_multimodal<'s, P: Parallel>(
     images: Option<&Multimodal>,
     logits: bool,
 ) -> Result<&'s [f32], Error> {
+    run_prompt(w, s, k, pool, tokens, images, logits, &mut NoObserver)
+}
+
+/// `tokens` of slot 0 at `state.pos ..` with the weight copy their count
+/// selects, `observer` shown each matrix's input; advances `state.pos`.
+#[allow(clippy::too_many_arguments)]
+fn run_prompt<'s, P: Parallel>(
+    w: &Weights,
+    s: &'s mut State,
+    k: &Kernels,
+    pool: &P,
+    tokens: &[u32],
+    images: Option<&Multimodal>,
+    logits: bool,
+    observer: &mut dyn Observer,
+) -> Result<&'s [f32], Error> {
     let step = Step {
         rows: Rows::Run {
             slot: 0,
@@ -188,7 +192,7 @@ pub fn forward_multimodal<'s, P: Parallel>(
         images,
         logits,
     };
-    let n = run_step(w, s, k, pool, &step, &mut NoObserver)?;
+    let n = run_step(w, s, k, pool, &step, observer)?;
     s.pos += tokens.len();
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }

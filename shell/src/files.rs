@@ -223,6 +223,9 @@ pub struct Output {
     file: Option<BufWriter<File>>,
     target: PathBuf,
     named_temp: Option<PathBuf>,
+    /// Why the last [`Sink::write`] failed (the core's error cannot carry
+    /// it): see [`Output::explain`].
+    write_failure: Option<std::io::Error>,
 }
 
 impl Output {
@@ -259,7 +262,18 @@ impl Output {
             file: Some(BufWriter::with_capacity(1 << 20, file)),
             target: target.to_owned(),
             named_temp,
+            write_failure: None,
         })
+    }
+
+    /// `e`, or, when a write to this output failed, the operating system's
+    /// reason ("No space left on device") naming the target: the error a
+    /// caller of [`Sink::write`] should report.
+    pub fn explain(&mut self, e: Error) -> Error {
+        match self.write_failure.take() {
+            Some(io) => Error::from(io).context(format!("writing {}", self.target.display())),
+            None => e,
+        }
     }
 
     fn writer(&mut self) -> Result<&mut BufWriter<File>> {
@@ -270,7 +284,7 @@ impl Output {
 
     /// Overwrites bytes at `offset` (after everything was written).
     pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
-        let target = self.target.display().to_string();
+        let target = format!("writing {}", self.target.display());
         let w = |e: std::io::Error| Error::from(e).context(&target);
         let file = self.writer()?;
         file.flush().map_err(w)?;
@@ -283,7 +297,7 @@ impl Output {
 
     /// Flushes to disk and maps the written bytes read-only, for checking.
     pub fn finish_and_map(&mut self) -> Result<memmap2::Mmap> {
-        let target = self.target.display().to_string();
+        let target = format!("writing {}", self.target.display());
         let w = |e: std::io::Error| Error::from(e).context(&target);
         let file = self.writer()?;
         file.flush().map_err(w)?;
@@ -363,10 +377,10 @@ impl Sink for Output {
         let io = kestrel_core::Error::Io {
             what: "writing the output file",
         };
-        self.file
-            .as_mut()
-            .ok_or(io)?
-            .write_all(bytes)
-            .map_err(|_| io)
+        let file = self.file.as_mut().ok_or(io)?;
+        file.write_all(bytes).map_err(|e| {
+            self.write_failure = Some(e);
+            io
+        })
     }
 }

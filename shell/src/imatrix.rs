@@ -337,7 +337,9 @@ pub fn compute(a: &ImatrixArgs) -> Result<(Vec<u8>, usize)> {
 pub fn run(a: &ImatrixArgs) -> Result<()> {
     let (bytes, read) = compute(a)?;
     let mut out = crate::files::Output::create(&a.out)?;
-    Sink::write(&mut out, &bytes).with_context(|| a.out.display())?;
+    if let Err(e) = Sink::write(&mut out, &bytes) {
+        return Err(out.explain(e.into()));
+    }
     out.commit()?;
     eprintln!(
         "[kestrel] imatrix: {} tokens of {} -> {} ({} bytes)",

@@ -416,6 +416,48 @@ fn killed_conversions_leave_nothing_and_keep_the_old_output() {
         .success());
 }
 
+/// A conversion the file system refuses part-way (here the file-size limit,
+/// as a full disk would): one line with the operating system's reason and
+/// the output's path, exit code 1, and nothing left behind.
+#[test]
+fn a_refused_write_names_the_reason_and_leaves_nothing() {
+    let dir = temp("refused");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    big_checkpoint(&src);
+    let outdir = dir.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    let out = outdir.join("m.vqf");
+    let kestrel_cmd = kestrel();
+    let mut argv = vec![kestrel_cmd.get_program().to_owned()];
+    argv.extend(kestrel_cmd.get_args().map(|a| a.to_owned()));
+    // SIGXFSZ ignored (an ignored signal stays ignored across exec), so the
+    // write past 2 MiB (while the core streams tensors out, past the output's
+    // buffer) fails with EFBIG instead of killing the process.
+    let st = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 2048; exec \"$@\"")
+        .arg("bash")
+        .args(&argv)
+        .args(["convert"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert_eq!(st.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("kestrel: converting "), "{err}");
+    assert!(
+        last.contains(&format!("writing {}", out.display())),
+        "{err}"
+    );
+    assert!(last.contains("too large"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(names_in(&outdir).is_empty(), "{:?}", names_in(&outdir));
+}
+
 /// A model file truncated while `kestrel chat` has it mapped: the next
 /// access to a vanished page raises SIGBUS, which the shell turns into one
 /// line naming the file and exit code 1 (no core dump, no signal death).

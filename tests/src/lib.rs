@@ -173,6 +173,63 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// A fresh temporary directory for `bytes` of test output (the real model's
+/// converted files: up to 2.1 GB): under the temp directory when its file
+/// system has that much free, else under /dev/shm (memory) when it has;
+/// panics naming both places and their free space when neither has, so a
+/// small disk is reported as such, not as a failed conversion. Removed when
+/// dropped, a failing test's too (memory is not given back otherwise).
+pub fn scratch_dir(name: &str, bytes: u64) -> ScratchDir {
+    let places = [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")];
+    let mut seen = Vec::new();
+    for place in &places {
+        let free = free_bytes(place);
+        if free.is_some_and(|f| f >= bytes) {
+            let d = place.join(format!("kestrel-test-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            return ScratchDir(d);
+        }
+        seen.push(format!("{}: {free:?} bytes free", place.display()));
+    }
+    panic!(
+        "{name} needs {bytes} bytes of scratch space; {}",
+        seen.join(", ")
+    );
+}
+
+/// A folder from [`scratch_dir`], removed with what it holds when dropped.
+pub struct ScratchDir(std::path::PathBuf);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Free bytes on the file system holding `path` (by `df`), `None` when it
+/// cannot be read.
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let out = std::process::Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Integer array `key` of a JSON document.
 pub fn json_ids(doc: &[u8], key: &str) -> Vec<u32> {
     let root = kestrel_core::json::parse(doc).unwrap();

@@ -13,8 +13,15 @@ use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
-use kestrel_tests::{fixtures, json_f64s, json_ids, temp_dir};
+use kestrel_tests::{fixtures, json_f64s, json_ids, scratch_dir};
 use std::path::PathBuf;
+
+/// The tests convert the real model (files of up to 2 GB): one at a time, so
+/// the scratch space they need is the largest file's, not the sum.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The model, or `None` after a loud SKIP when it is missing; with
 /// `KESTREL_REQUIRE_ASSETS=1` (set by scripts/test.sh under CI) a missing
@@ -40,6 +47,12 @@ fn model_path() -> Option<PathBuf> {
     None
 }
 
+/// Scratch space for each conversion: the file's measured size (2,524,700,608,
+/// 1,079,278,592 and 1,048,362,176 bytes) and 10% to spare.
+const F32_FILE_BYTES: u64 = 2_780_000_000;
+const DUAL_FILE_BYTES: u64 = 1_190_000_000;
+const SOURCE_FILE_BYTES: u64 = 1_160_000_000;
+
 #[test]
 #[cfg_attr(
     not(target_arch = "x86_64"),
@@ -53,7 +66,8 @@ fn f32_greedy_equals_the_float64_reference() {
     let prompt = json_ids(&refj, "prompt_ids");
     let want = json_ids(&refj, "greedy_ids");
     let gaps = json_f64s(&refj, "top1_minus_top2");
-    let dir = temp_dir("real-f32");
+    let _one = one_at_a_time();
+    let dir = scratch_dir("real-f32", F32_FILE_BYTES);
     let vqf = dir.join("f32.vqf");
     convert(&gguf, &vqf, WeightMode::F32, Some(512), false).unwrap();
     let args = EngineArgs {
@@ -61,7 +75,7 @@ fn f32_greedy_equals_the_float64_reference() {
         ..EngineArgs::default()
     };
     let (_, got) = logits(&vqf, &prompt, want.len(), 32, &args).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     println!("real model f32 greedy: {got:?}");
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         if g != w {
@@ -89,11 +103,12 @@ fn dual_mode_answers_coherently() {
     let Some(gguf) = model_path() else {
         return;
     };
-    let dir = temp_dir("real-dual");
+    let _one = one_at_a_time();
+    let dir = scratch_dir("real-dual", DUAL_FILE_BYTES);
     let vqf = dir.join("dual.vqf");
     convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
     let text = factorial_answer(&vqf, true);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     println!("dual-mode answer: {text:?}");
     assert!(text.contains("def factorial(n)"), "{text}");
 }
@@ -161,7 +176,8 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
     use kestrel_core::tensors::Role;
     use kestrel_core::vqf::format::copies;
     use kestrel_core::vqf::Vqf;
-    let dir = temp_dir("real-source");
+    let _one = one_at_a_time();
+    let dir = scratch_dir("real-source", SOURCE_FILE_BYTES);
     let vqf = dir.join("source.vqf");
     convert(&gguf, &vqf, WeightMode::Source, Some(1024), false).unwrap();
     let gbytes = std::fs::read(&gguf).unwrap();
@@ -203,7 +219,7 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
 
     // Every position through the decode copy: what generated tokens see.
     let text = factorial_answer(&vqf, false);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     println!("source-mode answer (decode copy only): {text:?}");
     assert!(text.contains("def factorial(n)"), "{text}");
 }

@@ -715,7 +715,9 @@ fn write(
             &mut |t| progress.update(t),
         ),
     };
-    let written = result.with_context(|| format!("converting {}", a.src.display()))?;
+    let written = result
+        .map_err(|e| out.explain(e.into()))
+        .with_context(|| format!("converting {}", a.src.display()))?;
     out.patch(CHECKSUM_AT as u64, &written.memsum.to_le_bytes())?;
     let map = out.finish_and_map()?;
     let file_sum = vqf::checksum(&map);

@@ -59,8 +59,6 @@ impl Server {
             "-t",
             "2",
             "--no-pin",
-            "--timeout",
-            "1",
             "--queue",
             "8",
             "--ctx",
@@ -71,6 +69,9 @@ impl Server {
         .map(|s| s.to_string())
         .collect();
         argv.push(parallel.to_string());
+        if !extra.contains(&"--timeout") {
+            argv.extend(["--timeout".to_string(), "1".to_string()]);
+        }
         argv.extend(extra.iter().map(|s| s.to_string()));
         let args = ServeArgs::parse(&argv).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -601,6 +602,42 @@ fn api_keys_disconnects_and_a_hundred_connections() {
     );
     assert_eq!(get(a, "/health").0, 200);
     assert_eq!(post(a, "/v1/completions", body, Some("sekrit")).0, 200);
+}
+
+/// 100 idle connections (connected, silent, or stopped half-way through a
+/// request head) do not delay another client: its request is answered long
+/// before their 60-second timeout would free anything (with a fixed set of
+/// handler threads, it waited for that timeout).
+#[test]
+fn idle_connections_do_not_delay_a_request() {
+    let srv = Server::start(1, &["--timeout", "60"]);
+    let a = srv.addr;
+    let body = r#"{"prompt":"Hi","max_tokens":4,"temperature":0}"#;
+    let unloaded = post(a, "/v1/completions", body, None);
+    assert_eq!(unloaded.0, 200);
+    let idle: Vec<TcpStream> = (0..100)
+        .map(|i| {
+            let mut c = TcpStream::connect(a).unwrap();
+            if i % 2 == 1 {
+                c.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+                    .unwrap();
+            }
+            c
+        })
+        .collect();
+    let t = Instant::now();
+    assert_eq!(get(a, "/health").0, 200);
+    let loaded = post(a, "/v1/completions", body, None);
+    assert_eq!(loaded.0, 200);
+    let text = |b: &str| string_at(b, &["choices", "0", "text"]);
+    assert_eq!(text(&loaded.1), text(&unloaded.1));
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "answered after {:?} with 100 idle connections open",
+        t.elapsed()
+    );
+    drop(idle);
+    assert_eq!(get(a, "/health").0, 200);
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! `kestrel serve`: an OpenAI-compatible HTTP server on std's networking.
 //!
 //! Threads (all scoped; nothing outlives [`serve`]):
-//! * the caller accepts connections into a bounded queue (`CONN_BACKLOG`;
-//!   when full the connection gets 503 at once);
-//! * `handlers` connection threads each read one request (head and body
-//!   before deadlines, size limits), answer it, and close the connection;
+//! * the caller accepts connections and starts one thread for each, up to
+//!   `MAX_CONNECTIONS` open at once (beyond, the connection gets 503 at
+//!   once), so idle or slow clients never delay another client's request;
+//! * a connection thread reads one request (head and body before deadlines,
+//!   size limits), answers it, and closes the connection;
 //!   generation requests become [`scheduler::Job`]s in a bounded queue
 //!   (`--queue`; 429 when full) and their tokens come back on a channel;
 //! * one engine thread ([`scheduler::Engine`]) owns the state, the pool and
@@ -35,13 +36,15 @@ use scheduler::{Event, Finish, Job};
 use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Connections accepted but not yet picked up by a handler.
-const CONN_BACKLOG: usize = 128;
+/// Most connections open at once, each with its own thread (mostly asleep
+/// in a read: a few KiB of touched stack). Beyond it a new connection gets
+/// 503 at once.
+const MAX_CONNECTIONS: usize = 512;
 /// How long a blocked write may take before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a handler waiting for tokens checks that its client is still there.
@@ -234,9 +237,7 @@ pub fn serve(
     };
     // A zero-capacity sync_channel would be a rendezvous: keep at least one.
     let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
-    let (conn_tx, conn_rx) = mpsc::sync_channel::<TcpStream>(CONN_BACKLOG);
-    let conn_rx = Mutex::new(conn_rx);
-    let handlers = (args.parallel + args.queue + 4).max(8);
+    let open_connections = AtomicUsize::new(0);
     let stops = StopSet::new(&w.cfg, Some(&tok));
     let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
     let setup: Result<()> = std::thread::scope(|sc| {
@@ -265,40 +266,56 @@ pub fn serve(
         if let Ok(Err(e)) = init_rx.recv() {
             return Err(e);
         }
-        for _ in 0..handlers {
-            let jobs = job_tx.clone();
-            let (shared, conn_rx) = (&shared, &conn_rx);
-            sc.spawn(move || loop {
-                let next = conn_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                match next {
-                    Ok(conn) => handle(conn, shared, &jobs),
-                    Err(_) => break,
-                }
-            });
-        }
-        drop(job_tx);
         ready(addr);
         for conn in listener.incoming() {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let Ok(conn) = conn else { continue };
-            match conn_tx.try_send(conn) {
-                Ok(()) => {}
-                Err(TrySendError::Full(mut c)) => {
-                    let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
-                    respond_error(
-                        &mut c,
-                        &HttpError::new(503, "server busy: too many connections"),
-                    );
-                }
-                Err(TrySendError::Disconnected(_)) => break,
-            }
+            let Ok(mut conn) = conn else { continue };
+            let Some(slot) = ConnectionSlot::take(&open_connections) else {
+                let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+                respond_error(
+                    &mut conn,
+                    &HttpError::new(503, "server busy: too many connections"),
+                );
+                continue;
+            };
+            let (jobs, shared) = (job_tx.clone(), &shared);
+            // The connection and its slot move into the thread; if the thread
+            // cannot start, both are dropped: the slot is given back and the
+            // client sees the connection closed.
+            let _ = std::thread::Builder::new()
+                .name("kestrel-conn".into())
+                .spawn_scoped(sc, move || {
+                    let _slot = slot;
+                    handle(conn, shared, &jobs);
+                });
         }
-        drop(conn_tx);
+        drop(job_tx);
         Ok(())
     });
     setup
+}
+
+/// One of the `MAX_CONNECTIONS` places for an open connection, given back
+/// when dropped (when its thread ends, or when the thread cannot start).
+struct ConnectionSlot<'a>(&'a AtomicUsize);
+
+impl<'a> ConnectionSlot<'a> {
+    /// A place, or `None` when all are taken.
+    fn take(open: &'a AtomicUsize) -> Option<Self> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_CONNECTIONS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| ConnectionSlot(open))
+    }
+}
+
+impl Drop for ConnectionSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Writes `SIGPIPE` off: a client closing its socket must give a write

@@ -160,6 +160,24 @@ fn check_gemm(
             }
         }
     }
+    // Batches the x86 Q4_0x4 GEMM splits into calls so each call's
+    // activation patterns fit its table (1,024 blocks): 200 blocks x 9 rows
+    // (calls of 4, 4, 1), 65 x 13 (12 + 1), and 257 blocks (too wide for a
+    // tile of patterns: formed in the tiles).
+    for (cols, m) in [(200 * 32, 9), (65 * 32, 13), (257 * 32, 6)] {
+        let rows = 9;
+        let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+        let (qs, d) = acts(&mut rng, m, cols, false);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(
+            &got,
+            &want,
+            &std::format!("{name} rows {rows} cols {cols} m {m}"),
+        );
+    }
     // Rows of 384 blocks (12,288 columns: the widest the x86 GEMV
     // expands) and past it (the tiled path).
     for rows in [5, 9] {

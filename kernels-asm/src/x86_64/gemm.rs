@@ -3,7 +3,7 @@
 //! GEMV is the GEMM with one activation row (its own loop, one row group
 //! at a time, when the row has at most 12,288 columns).
 
-use super::{pair_rows, sum_block_pairs, Avx2};
+use super::{act_patterns, pair_rows, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -88,10 +88,12 @@ pub fn gemm_q4_0x4_q8_0(
         };
         return Ok(());
     }
-    if m > GEMM_MAX_ROWS {
-        // Batches of GEMM_MAX_ROWS tokens (the block-sum table's size).
-        return (0..m).step_by(GEMM_MAX_ROWS).try_for_each(|t0| {
-            let t1 = (t0 + GEMM_MAX_ROWS).min(m);
+    let max_rows = q4_rows_per_call(nb);
+    if m > max_rows {
+        // Batches of `max_rows` tokens (the block-sum and pattern tables'
+        // sizes).
+        return (0..m).step_by(max_rows).try_for_each(|t0| {
+            let t1 = (t0 + max_rows).min(m);
             gemm_q4_0x4_q8_0(
                 _cpu,
                 w,
@@ -120,6 +122,23 @@ pub fn gemm_q4_0x4_q8_0(
     // SAFETY: entries 0..m * nb were written just above; MaybeUninit<i32>
     // has the layout of i32.
     let corr: &[i32] = unsafe { core::slice::from_raw_parts(corr.as_ptr().cast(), m * nb) };
+    // The activation patterns of every block (4 `vpermd` each), formed once
+    // per call when they fit, instead of again in every tile (once per pair
+    // of row groups).
+    let expanded = m * nb <= GEMM_EXPAND_BLOCKS;
+    let mut patterns = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+    let patterns: &[[__m256i; 4]] = if expanded {
+        for (i, p) in patterns.iter_mut().enumerate().take(m * nb) {
+            // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32
+            // (checked by `gemm_shape`); the token proves AVX2.
+            p.write(unsafe { act_patterns(act_qs.as_ptr().add(i * QK)) });
+        }
+        // SAFETY: entries 0..m * nb were written just above;
+        // MaybeUninit<T> has the layout of T.
+        unsafe { core::slice::from_raw_parts(patterns.as_ptr().cast(), m * nb) }
+    } else {
+        &[]
+    };
     let group_bytes = nb * Q4X4_BLOCK_BYTES;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
@@ -134,18 +153,28 @@ pub fn gemm_q4_0x4_q8_0(
             let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
             let c = &corr[t0 * nb..(t0 + tm) * nb];
+            let pt = if expanded {
+                &patterns[t0 * nb..(t0 + tm) * nb]
+            } else {
+                &[]
+            };
             let mut res = [[0.0f32; 8]; TILE_M];
             // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
             // 72 bytes each, sliced above), `qs` holds `tm` rows of `cols =
             // nb * 32` quants, `d` and `c` `tm` rows of `nb` values (sliced
-            // above), `res` holds `tm <= 4` rows of 8 floats; the token
-            // proves AVX2/FMA/F16C.
+            // above), `pt` (when expanded) `tm` rows of `nb` patterns, `res`
+            // holds `tm <= 4` rows of 8 floats; the token proves
+            // AVX2/FMA/F16C.
             unsafe {
-                match tm {
-                    1 => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
-                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
-                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
-                    _ => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
+                match (tm, expanded) {
+                    (1, false) => q4x4_tile::<1, false>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (2, false) => q4x4_tile::<2, false>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (3, false) => q4x4_tile::<3, false>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (_, false) => q4x4_tile::<4, false>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (1, true) => q4x4_tile::<1, true>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (2, true) => q4x4_tile::<2, true>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (3, true) => q4x4_tile::<3, true>(wa, wb, qs, pt, d, c, nb, &mut res),
+                    (_, true) => q4x4_tile::<4, true>(wa, wb, qs, pt, d, c, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -158,6 +187,28 @@ pub fn gemm_q4_0x4_q8_0(
         }
     }
     Ok(())
+}
+
+/// The most activation blocks (rows x blocks per row) whose patterns the
+/// tiled Q4_0x4 GEMM forms once per call: 128 KB of stack (L2-resident),
+/// 4 rows of 8,192 columns.
+const GEMM_EXPAND_BLOCKS: usize = 1024;
+
+/// Activation rows per call of the tiled Q4_0x4 GEMM for rows of `nb`
+/// blocks: as many whole tiles as the pattern table holds (at most
+/// GEMM_MAX_ROWS), so a prefill batch is split into calls that each form
+/// their patterns once; rows too wide for one tile of patterns keep
+/// GEMM_MAX_ROWS and form them in the tiles. Splitting rereads the weights
+/// once per call (from L2/L3: a thread's share of one matrix), which costs
+/// less than the permutes it saves (`kestrel bench --rows 896 --cols 4864`,
+/// M=32).
+fn q4_rows_per_call(nb: usize) -> usize {
+    let fit = GEMM_EXPAND_BLOCKS / nb.max(1) / TILE_M * TILE_M;
+    if fit >= TILE_M {
+        fit.min(GEMM_MAX_ROWS)
+    } else {
+        GEMM_MAX_ROWS
+    }
 }
 
 /// The most activation rows the tiled Q4_0x4 GEMM takes in one call (the
@@ -233,27 +284,14 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
     unsafe {
         debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
         debug_assert!(w.len() >= groups * nb * Q4X4_BLOCK_BYTES && rows <= groups * Q4X4_ROWS);
-        let idx = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-        ];
         // The expanded activations: blocks 0..nb of `av` and `corr` are written
         // here and only those are read below.
         let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_MAX_BLOCKS];
         let mut corr = [0i32; GEMV_MAX_BLOCKS];
         let ones8 = _mm256_set1_epi8(1);
         let ones16 = _mm256_set1_epi16(1);
-        let spread = |b: usize| {
-            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
-            [
-                _mm256_permutevar8x32_epi32(a, idx[0]),
-                _mm256_permutevar8x32_epi32(a, idx[1]),
-                _mm256_permutevar8x32_epi32(a, idx[2]),
-                _mm256_permutevar8x32_epi32(a, idx[3]),
-            ]
-        };
+        // SAFETY: block b < nb of `qs` is bytes 32b..32b+32.
+        let spread = |b: usize| act_patterns(qs.as_ptr().add(b * QK));
         for b in 0..nb {
             let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
             if EXPAND {
@@ -336,15 +374,22 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
 /// subtracts `corr` (`8 sum a` per token and block, computed once per call)
 /// in i32: exact.
 ///
+/// With `EXPANDED`, the activation patterns come from `patterns` (row `t`,
+/// block `b` at `t * nb + b`, [`act_patterns`] of the same quants) instead of
+/// being formed here: the same values, so the same sums.
+///
 /// # Safety
 /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, `T <= 4`,
-/// and the CPU must implement AVX2, FMA and F16C.
+/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, with
+/// `EXPANDED` `patterns.len()` at least `T * nb`, `T <= 4`, and the CPU must
+/// implement AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4x4_tile<const T: usize>(
+unsafe fn q4x4_tile<const T: usize, const EXPANDED: bool>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],
+    patterns: &[[__m256i; 4]],
     d: &[f32],
     corr: &[i32],
     nb: usize,
@@ -356,16 +401,11 @@ unsafe fn q4x4_tile<const T: usize>(
     unsafe {
         debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
         debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        debug_assert!(!EXPANDED || patterns.len() >= T * nb);
         let cols = nb * QK;
         let m4 = _mm256_set1_epi8(0x0F);
         let x88 = _mm256_set1_epi8(0x88u8 as i8);
         let ones = _mm256_set1_epi16(1);
-        let idx = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-        ];
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
@@ -405,13 +445,11 @@ unsafe fn q4x4_tile<const T: usize>(
                 _mm_loadl_epi64(pb.cast()),
             ));
             for (t, acc_t) in acc.iter_mut().enumerate() {
-                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
-                let av = [
-                    _mm256_permutevar8x32_epi32(a, idx[0]),
-                    _mm256_permutevar8x32_epi32(a, idx[1]),
-                    _mm256_permutevar8x32_epi32(a, idx[2]),
-                    _mm256_permutevar8x32_epi32(a, idx[3]),
-                ];
+                let av = if EXPANDED {
+                    *patterns.get_unchecked(t * nb + b)
+                } else {
+                    act_patterns(qs.as_ptr().add(t * cols + b * QK))
+                };
                 let dot = |n: &[__m256i; 4]| {
                     let s = _mm256_add_epi16(
                         _mm256_add_epi16(

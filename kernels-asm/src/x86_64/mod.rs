@@ -72,6 +72,27 @@ fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
     )
 }
 
+/// The four activation patterns a Q4_0x4 / Q5_0x4 / Q5_1x4 super-block's
+/// 32-byte weight loads need, from the 32-byte activation block at `p`:
+/// pattern `k` holds dword `2k` in its low 128-bit half and dword `2k + 1`
+/// in its high half, each repeated 4 times (one per interleaved row).
+///
+/// # Safety
+/// `p` must point to 32 readable bytes; the CPU must implement AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
+    // SAFETY: `p` points to 32 readable bytes (the function contract);
+    // unaligned load.
+    let a = unsafe { _mm256_loadu_si256(p.cast()) };
+    [
+        _mm256_permutevar8x32_epi32(a, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+        _mm256_permutevar8x32_epi32(a, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+        _mm256_permutevar8x32_epi32(a, _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5)),
+        _mm256_permutevar8x32_epi32(a, _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)),
+    ]
+}
+
 /// This architecture's capability token under the name every architecture
 /// module exports.
 pub type Cpu = Avx2;

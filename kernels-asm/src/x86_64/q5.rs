@@ -3,7 +3,7 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 
-use super::{pair_rows, sum_block_pairs, Avx2};
+use super::{act_patterns, pair_rows, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
@@ -295,21 +295,8 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
         debug_assert!((1..=GEMV_MAX_BLOCKS).contains(&nb) && qs.len() >= nb * QK && d.len() >= nb);
         debug_assert!(!EXPAND || nb <= GEMV_EXPAND_BLOCKS);
         debug_assert!(w.len() >= groups * nb * bytes && rows <= groups * Q5X4_ROWS);
-        let idx = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-        ];
-        let spread = |b: usize| {
-            let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK).cast());
-            [
-                _mm256_permutevar8x32_epi32(a, idx[0]),
-                _mm256_permutevar8x32_epi32(a, idx[1]),
-                _mm256_permutevar8x32_epi32(a, idx[2]),
-                _mm256_permutevar8x32_epi32(a, idx[3]),
-            ]
-        };
+        // SAFETY: block b < nb of `qs` is bytes 32b..32b+32.
+        let spread = |b: usize| act_patterns(qs.as_ptr().add(b * QK));
         // The expanded activations (with EXPAND) and the block sums: blocks
         // 0..nb are written here and only those are read below.
         let mut av = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMV_EXPAND_BLOCKS];
@@ -443,12 +430,6 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
         let b4 = _mm256_set1_epi8(0x10);
         let ones8 = _mm256_set1_epi8(1);
         let ones = _mm256_set1_epi16(1);
-        let idx = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5),
-            _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7),
-        ];
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let pa = wa.as_ptr().add(b * bytes);
@@ -481,12 +462,7 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
             let mw = if Q51 { f16x8(Q5_1X4_MINS) } else { sw };
             for (t, acc_t) in acc.iter_mut().enumerate() {
                 let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
-                let av = [
-                    _mm256_permutevar8x32_epi32(a, idx[0]),
-                    _mm256_permutevar8x32_epi32(a, idx[1]),
-                    _mm256_permutevar8x32_epi32(a, idx[2]),
-                    _mm256_permutevar8x32_epi32(a, idx[3]),
-                ];
+                let av = act_patterns(qs.as_ptr().add(t * cols + b * QK));
                 let dot16 = |n: &[__m256i; 4]| {
                     _mm256_add_epi16(
                         _mm256_add_epi16(

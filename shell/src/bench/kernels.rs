@@ -1,5 +1,6 @@
 //! The single-thread per-kernel lines (`--rows` x `--cols`): Q4_0x4 and
-//! Q8_0x8 GEMV and GEMM, the GEMVs of the layouts that keep GGUF blocks
+//! Q8_0x8 GEMV and GEMM (4 activation rows: a batched decode step; 32: a
+//! prefill), the GEMVs of the layouts that keep GGUF blocks
 //! (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8: timed on pseudo-random block
 //! bytes, which cost what real ones do), the F16 matvec and the activation
 //! quantizer.
@@ -45,6 +46,9 @@ pub(super) fn kernel_lines(
     for (name, mat, m) in [
         ("Q4_0x4 gemv (M=1)", &m4, 1usize),
         ("Q8_0x8 gemv (M=1)", &m8, 1),
+        // The server's decode step at --parallel 4.
+        ("Q4_0x4 gemm (M=4)", &m4, 4),
+        ("Q8_0x8 gemm (M=4)", &m8, 4),
         ("Q4_0x4 gemm (M=32)", &m4, 32),
         ("Q8_0x8 gemm (M=32)", &m8, 32),
     ] {

@@ -93,9 +93,10 @@ done
 python3 - "$raw" "$threads" "$repeats" "$rounds" "$up_before" "$up_after" \
     "$(uname -m)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
     "$(nproc)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$model" "$llama_bytes" \
-    "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|asimddp|i8mm)$' | tr '\n' ' ')" <<'PY' | tee "$report"
+    "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|asimddp|i8mm)$' | tr '\n' ' ')" \
+    "$prompt" <<'PY' | tee "$report"
 import json, statistics, sys
-raw, threads, repeats, rounds, up0, up1, arch, cpu, ncpu, commit, model, lbytes, cpuflags = sys.argv[1:14]
+raw, threads, repeats, rounds, up0, up1, arch, cpu, ncpu, commit, model, lbytes, cpuflags, prompt = sys.argv[1:15]
 lbytes = dict(kv.split("=") for kv in lbytes.split())
 runs = [json.loads(l) for l in open(raw)]
 S = {}  # (engine, file, test) -> samples
@@ -127,7 +128,7 @@ print(f"- load before: `{up0.strip()}`")
 print(f"- load after: `{up1.strip()}`")
 print(f"- {rounds} round(s), each interleaved " + ", ".join(("llama.cpp " if e == "llama" else "Kestrel ") + f for e, f in order) + f"; -r {repeats}")
 print("- tok/s: median [min-max] over all samples of all rounds\n")
-print("| engine | file | pp512 tok/s | tg128 tok/s | weight MB/token (decode) | decode GB/s |")
+print(f"| engine | file | pp{prompt} tok/s | tg128 tok/s | weight MB/token (decode) | decode GB/s |")
 print("|---|---|---:|---:|---:|---:|")
 for e, f in order:
     name = "llama.cpp" if e == "llama" else "Kestrel"
@@ -138,7 +139,7 @@ for e, f in order:
     else:
         mbs = gbs = "-"
     print(f"| {name} | {f} | {cell((e, f, 'pp'))} | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
-print("\n| ratio (medians) | pp512 | tg128 |")
+print(f"\n| ratio (medians) | pp{prompt} | tg128 |")
 print("|---|---:|---:|")
 pairs = [(a, b) for (a, b) in [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
          if ("kestrel", a) in order and ("llama", b) in order]

@@ -37,7 +37,7 @@ mkdir -p "$lc"
 sdist="$lc/llama_cpp_python-$ver.tar.gz"
 if [ ! -f "$sdist" ]; then
     log "downloading the llama-cpp-python==$ver source distribution"
-    python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$ver" -d "$lc" >&2
+    python3 -m pip download --quiet --no-deps "llama-cpp-python==$ver" -d "$lc" >&2
 fi
 src="$lc/llama_cpp_python-$ver/vendor/llama.cpp"
 if [ ! -f "$src/CMakeLists.txt" ]; then

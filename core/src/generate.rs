@@ -222,6 +222,32 @@ pub fn prefill<P: Parallel>(
     p: &mut Prefill,
     on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
 ) -> Result<usize, Error> {
+    match prefill_some(w, s, k, pool, p, usize::MAX, on_chunk)? {
+        Some(at) => Ok(at),
+        None => Err(Error::OutOfRange {
+            what: "prefill chunks",
+            value: 0,
+            max: 0,
+        }),
+    }
+}
+
+/// [`prefill`] of at most `max_chunks` chunks of the plan (at least one):
+/// `p.keep` moves past the chunks run, and `None` says chunks remain (call
+/// again with the same plan); `Some` is [`prefill`]'s answer once the last
+/// chunk ran. The chunks are the plan's whatever the calls, so a prompt
+/// prefilled a chunk at a time between other work (the server's decode
+/// steps) computes the same bits as one call; `rope_delta` moves only with
+/// the last chunk.
+pub fn prefill_some<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    p: &mut Prefill,
+    max_chunks: usize,
+    on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
+) -> Result<Option<usize>, Error> {
     let n = p.prompt.len();
     if n == 0 || p.keep >= n {
         return Err(Error::OutOfRange {
@@ -273,7 +299,8 @@ pub fn prefill<P: Parallel>(
     }
     let vocab = w.cfg.vocab_size as usize;
     let mut last_rows = 0;
-    for c in prefill_chunks(w.routing, n, p.chunk, p.keep) {
+    let mut finished = false;
+    for c in prefill_chunks(w.routing, n, p.chunk, p.keep).take(max_chunks.max(1)) {
         let mm = p.images.as_ref().map(|img| Multimodal {
             positions: &img.positions[c.start..c.end],
             image_rows: &img.image_rows[c.start..c.end],
@@ -294,11 +321,16 @@ pub fn prefill<P: Parallel>(
         let logits = forward_step(w, s, k, pool, &step)?;
         last_rows = logits.len() / vocab.max(1);
         on_chunk(&c, logits);
+        p.keep = c.end;
+        finished = c.last;
+    }
+    if !finished {
+        return Ok(None);
     }
     if let Some(d) = s.rope_delta.get_mut(p.slot) {
         *d += delta;
     }
-    Ok(last_rows.saturating_sub(1) * vocab)
+    Ok(Some(last_rows.saturating_sub(1) * vocab))
 }
 
 /// Why an answer ended.

@@ -330,6 +330,69 @@ fn answers_equal_kestrel_run_for_one_and_several_slots() {
     }
 }
 
+/// A prompt longer than one prefill chunk admitted while another stream is
+/// generating: the engine runs it a chunk per turn between the stream's
+/// decode steps, and both answers are still `kestrel run`'s, bit for bit.
+#[test]
+fn a_long_prompt_admitted_in_chunks_beside_a_stream_answers_as_kestrel_run() {
+    let long_text = "one two three four five six seven eight nine ten ".repeat(6);
+    let cfg = |seed| SamplerConfig {
+        temperature: 0.8,
+        seed,
+        ..SamplerConfig::default()
+    };
+    let (want_a, _) = kestrel_run(&[(Role::User, PROMPTS[1])], cfg(3), 120);
+    let (want_b, _) = kestrel_run(&[(Role::User, &long_text)], cfg(5), 8);
+    let long_tokens = with_session(&model(), cfg(5), |s| {
+        let m = [Message {
+            role: Role::User,
+            content: &long_text,
+        }];
+        s.encode(&chat_prompt(s.weights(), &m, None)).unwrap().len()
+    });
+    assert!(
+        long_tokens > kestrel_core::generate::PREFILL_CHUNK && long_tokens + 8 < 256,
+        "{long_tokens} prompt tokens"
+    );
+    let srv = Server::start(2, &[]);
+    // Stream A starts; once its first chunk is here, B's long prompt goes in.
+    let body_a = chat_body(
+        &[(Role::User, PROMPTS[1])],
+        ",\"temperature\":0.8,\"seed\":3,\"max_tokens\":120,\"stream\":true",
+    );
+    let mut a = TcpStream::connect(srv.addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    a.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body_a}",
+            body_a.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut got_a = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got_a).contains("data: ") {
+        let n = a.read(&mut buf).unwrap();
+        assert!(n > 0, "stream A closed early");
+        got_a.extend_from_slice(&buf[..n]);
+    }
+    let body_b = chat_body(
+        &[(Role::User, &long_text)],
+        ",\"temperature\":0.8,\"seed\":5,\"max_tokens\":8",
+    );
+    let (st, b) = post(srv.addr, "/v1/chat/completions", &body_b, None);
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(
+        string_at(&b, &["choices", "0", "message", "content"]),
+        want_b
+    );
+    a.read_to_end(&mut got_a).unwrap();
+    let raw_a = String::from_utf8_lossy(&got_a).into_owned();
+    let (text_a, _) = sse_text(raw_a.split_once("\r\n\r\n").unwrap().1);
+    assert_eq!(text_a, want_a);
+}
+
 #[test]
 fn completions_models_health_and_multi_turn_reuse() {
     let srv = Server::start(2, &[]);

@@ -87,3 +87,76 @@ fn stop_tokens_length_and_interrupts() {
     assert_eq!((st.generated, st.stopped), (0, false));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A prompt prefilled a chunk at a time (`prefill_some`, as the server
+/// interleaves it with decode steps) computes the same logits, bit for bit,
+/// as one `prefill` call, from a fresh cache and after a kept prefix that
+/// ends inside a chunk; the dual file, so the chunks' weight copies differ.
+#[test]
+fn prefill_a_chunk_at_a_time_equals_one_call() {
+    use kestrel_core::generate::{prefill, prefill_some, Prefill};
+    let dir = temp_dir("prefill-some");
+    let vqf = dir.join("m.vqf");
+    convert(
+        &fixtures().join("dev_qwen3_dense_tied/hf"),
+        &vqf,
+        WeightMode::Dual,
+        Some(256),
+        false,
+    )
+    .unwrap();
+    let model = engine::Model::open(&vqf).unwrap();
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers).unwrap();
+    let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
+    let vocab = w.cfg.vocab_size as usize;
+    let prompt: Vec<u32> = (0..100u32).map(|i| (i * 37 + 11) % 400).collect();
+    for keep in [0usize, 50] {
+        let mut arenas = [
+            engine::arena(&w, &opts).unwrap(),
+            engine::arena(&w, &opts).unwrap(),
+        ];
+        let [a0, a1] = &mut arenas;
+        let mut whole = engine::state(&w, opts, a0).unwrap();
+        let mut stepped = engine::state(&w, opts, a1).unwrap();
+        let plan = |keep| Prefill {
+            slot: 0,
+            base: 0,
+            prompt: &prompt,
+            keep,
+            chunk: 32,
+            images: None,
+        };
+        // The kept prefix: the same tokens, run the same way in both.
+        if keep > 0 {
+            for s in [&mut whole, &mut stepped] {
+                let mut p = Prefill {
+                    prompt: &prompt[..keep + 1],
+                    ..plan(0)
+                };
+                prefill(&w, s, &k, &pool, &mut p, &mut |_, _| {}).unwrap();
+            }
+        }
+        let mut p = plan(keep);
+        let at = prefill(&w, &mut whole, &k, &pool, &mut p, &mut |_, _| {}).unwrap();
+        let want = whole.logits[at..at + vocab].to_vec();
+        let mut p = plan(keep);
+        let mut calls = 0;
+        let at = loop {
+            calls += 1;
+            if let Some(at) =
+                prefill_some(&w, &mut stepped, &k, &pool, &mut p, 1, &mut |_, _| {}).unwrap()
+            {
+                break at;
+            }
+        };
+        assert_eq!(calls, 4 - keep / 32, "keep {keep}");
+        let got = &stepped.logits[at..at + vocab];
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "keep {keep}: logits differ"
+        );
+    }
+}

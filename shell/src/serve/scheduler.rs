@@ -1,7 +1,10 @@
 //! The engine thread: owns the state (one KV region per slot), the thread
-//! pool and the kernels; admits queued jobs into free slots (prefill), then
-//! runs one decode step for every active slot at once (one row per slot,
-//! one GEMM per weight matrix), and sends each job its tokens.
+//! pool and the kernels; admits queued jobs into free slots, then, per
+//! turn of its loop, runs one prefill chunk of one admitted prompt and one
+//! decode step for every slot that is generating (one row per slot, one
+//! GEMM per weight matrix), and sends each job its tokens. So a long prompt
+//! is admitted in chunks between the running streams' steps: they wait at
+//! most one chunk, not the whole prompt.
 //!
 //! Equality with `kestrel run`: both run the core's generation path
 //! (`kestrel_core::generate`): a job's prompt goes through the same
@@ -16,7 +19,7 @@
 //! has one copy).
 
 use kestrel_core::generate::{
-    prefill, reusable_prefix, sample_next, Limits, Prefill, Sampled, StopSet, PREFILL_CHUNK,
+    prefill_some, reusable_prefix, sample_next, Limits, Prefill, Sampled, StopSet, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -68,12 +71,27 @@ struct Active {
     next: u32,
 }
 
+/// A prompt being prefilled, a chunk per turn.
+struct Admitting {
+    job: Job,
+    /// Prompt tokens in the cache: reused, then each chunk's end.
+    done: usize,
+    /// Reused from the slot's previous request.
+    cached: usize,
+    /// The tower's output for the prompt's images (empty without).
+    encoded: crate::vision::Encoded,
+    scratch: crate::vision::MropeScratch,
+    /// Where the first image starts (the prompt's length without images).
+    first_image: usize,
+}
+
 /// A KV region and what it holds.
 struct Slot {
     /// The tokens whose keys and values are in the region, in order.
     tokens: Vec<u32>,
     /// The weight copy each of those positions was computed with.
     copies: Vec<WeightCopy>,
+    admitting: Option<Admitting>,
     active: Option<Active>,
     /// When the slot last took a job (least recently used goes first).
     used: u64,
@@ -112,6 +130,7 @@ impl<P: Parallel> Engine<'_, P> {
             .map(|_| Slot {
                 tokens: Vec::new(),
                 copies: Vec::new(),
+                admitting: None,
                 active: None,
                 used: 0,
                 reusable_upto: usize::MAX,
@@ -129,10 +148,16 @@ impl<P: Parallel> Engine<'_, P> {
                 {
                     s.active = None;
                 }
+                if s.admitting
+                    .as_ref()
+                    .is_some_and(|a| a.job.cancel.load(Ordering::Relaxed))
+                {
+                    s.admitting = None;
+                }
             }
             // Admit waiting jobs into free slots.
-            while slots.iter().any(|s| s.active.is_none()) {
-                let idle = slots.iter().all(|s| s.active.is_none());
+            while slots.iter().any(Slot::free) {
+                let idle = slots.iter().all(Slot::free);
                 let job = if idle {
                     match jobs.recv() {
                         Ok(j) => j,
@@ -150,7 +175,7 @@ impl<P: Parallel> Engine<'_, P> {
                 }
                 // The free slot sharing the longest prefix, then the least recently used.
                 let Some(i) = (0..slots.len())
-                    .filter(|&i| slots[i].active.is_none())
+                    .filter(|&i| slots[i].free())
                     .max_by_key(|&i| {
                         (
                             reusable(self.w, &slots[i], &job.prompt),
@@ -162,7 +187,17 @@ impl<P: Parallel> Engine<'_, P> {
                 };
                 clock += 1;
                 slots[i].used = clock;
-                self.admit(&mut slots[i], i, job, &mut candidates);
+                self.admit(&mut slots[i], i, job);
+            }
+            // One prefill chunk of the prompt admitted first; all of it when
+            // no stream is waiting for a step.
+            let streaming = slots.iter().any(|s| s.active.is_some());
+            let first = (0..slots.len())
+                .filter(|&i| slots[i].admitting.is_some())
+                .min_by_key(|&i| slots[i].used);
+            if let Some(i) = first {
+                let chunks = if streaming { 1 } else { usize::MAX };
+                self.prefill_chunks(&mut slots[i], i, chunks, &mut candidates);
             }
             // One decode step for every active slot.
             rows.clear();
@@ -212,9 +247,10 @@ impl<P: Parallel> Engine<'_, P> {
         }
     }
 
-    /// Prefills `job`'s prompt into slot `i` (after the reusable prefix) and
-    /// samples its first token.
-    fn admit(&mut self, s: &mut Slot, i: usize, job: Job, candidates: &mut [u32]) {
+    /// Starts `job` in slot `i`: runs its images through the vision tower
+    /// and keeps the slot's reusable prefix; [`Engine::prefill_chunks`] runs
+    /// the rest of the prompt.
+    fn admit(&mut self, s: &mut Slot, i: usize, job: Job) {
         let n = job.prompt.len();
         if n == 0 || n >= self.state.opts.max_seq {
             let _ = job
@@ -250,54 +286,98 @@ impl<P: Parallel> Engine<'_, P> {
         s.copies.truncate(keep);
         s.reusable_upto = usize::MAX;
         self.state.rope_delta[i] = 0;
-        let mut scratch = crate::vision::MropeScratch::default();
+        s.admitting = Some(Admitting {
+            job,
+            done: keep,
+            cached: keep,
+            encoded,
+            scratch: crate::vision::MropeScratch::default(),
+            first_image,
+        });
+    }
+
+    /// Runs up to `max_chunks` chunks of the prompt admitted into slot `i`
+    /// (the plan's chunks, so the bits are those of one whole prefill);
+    /// after the last, samples its first token and the slot starts
+    /// generating.
+    fn prefill_chunks(
+        &mut self,
+        s: &mut Slot,
+        i: usize,
+        max_chunks: usize,
+        candidates: &mut [u32],
+    ) {
+        let Some(mut adm) = s.admitting.take() else {
+            return;
+        };
+        let n = adm.job.prompt.len();
         let mut plan = Prefill {
             slot: i,
             base: 0,
-            prompt: &job.prompt,
-            keep,
+            prompt: &adm.job.prompt,
+            keep: adm.done,
             chunk: PREFILL_CHUNK,
-            images: encoded.for_prompt(n, &mut scratch),
+            images: adm.encoded.for_prompt(n, &mut adm.scratch),
         };
-        let r = prefill(
+        let (tokens, copies) = (&mut s.tokens, &mut s.copies);
+        let r = prefill_some(
             self.w,
             &mut self.state,
             &self.kernels,
             self.pool,
             &mut plan,
+            max_chunks,
             &mut |c, _| {
-                s.tokens.extend_from_slice(&job.prompt[c.start..c.end]);
-                s.copies
-                    .extend(std::iter::repeat_n(c.copy, c.end - c.start));
+                tokens.extend_from_slice(&adm.job.prompt[c.start..c.end]);
+                copies.extend(std::iter::repeat_n(c.copy, c.end - c.start));
             },
         );
+        let done = plan.keep;
         let logits_at = match r {
-            Ok(at) => at,
+            Ok(Some(at)) => at,
+            Ok(None) => {
+                adm.done = done;
+                s.admitting = Some(adm);
+                return;
+            }
             Err(e) => {
                 s.tokens.clear();
                 s.copies.clear();
-                let _ = job
+                let _ = adm
+                    .job
                     .events
                     .send(Event::Error(format!("inference failed: {e}")));
                 return;
             }
         };
-        if !encoded.grids.is_empty() {
+        if !adm.encoded.grids.is_empty() {
             // Image tokens are not reusable.
-            s.reusable_upto = first_image;
+            s.reusable_upto = adm.first_image;
         }
-        if job.events.send(Event::Prefilled { cached: keep }).is_err() {
+        if adm
+            .job
+            .events
+            .send(Event::Prefilled { cached: adm.cached })
+            .is_err()
+        {
             return;
         }
         s.active = Some(Active {
-            sampler: Sampler::new(job.sampler),
-            job,
+            sampler: Sampler::new(adm.job.sampler),
+            job: adm.job,
             generated: 0,
             next: 0,
         });
         let vocab = self.w.cfg.vocab_size as usize;
         let logits = &mut self.state.logits[logits_at..logits_at + vocab];
         sampled(&self.stops, self.state.opts.max_seq, s, logits, candidates);
+    }
+}
+
+impl Slot {
+    /// Neither admitting a prompt nor generating.
+    fn free(&self) -> bool {
+        self.admitting.is_none() && self.active.is_none()
     }
 }
 

@@ -11,20 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"; threads="${2:-}"
-cargo build -q --release --locked -p kestrel
-bin=./target/release/kestrel
-vqf="${KESTREL_VQF:-}"
-if [ -z "$vqf" ]; then
-    if gguf=$(bash scripts/fetch-model.sh 2>/dev/null); then
-        vqf=.cache/vqf/qwen2.5-coder-0.5b-instruct-dual.vqf
-        mkdir -p .cache/vqf
-        [ -f "$vqf" ] || "$bin" convert "$gguf" -o "$vqf" --wmode dual
-    else
-        vqf=$(mktemp -d)/fixture.vqf
-        "$bin" convert tests/fixtures/dev_qwen3_dense_tied/hf -o "$vqf" --wmode dual 2>/dev/null
-        echo "(real model unavailable: the fixture model)"
-    fi
-fi
+. bench/serve-common.sh
+serve_model
 max_body=1048576
 prompt="Name three uses of a linked list."
 work=$(mktemp -d)
@@ -36,16 +24,8 @@ trap 'rm -rf "$work"' EXIT
 echo "model: $vqf; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs"
 echo "load before: $(uptime | sed 's/.*load/load/')"
 echo "check answer (kestrel run): $(head -c 200 "$work/check.txt" | tr '\n' ' ')"
-"$bin" serve "$vqf" --port 0 --parallel 4 --ctx 1024 --max-body "$max_body" \
-    ${threads:+-t "$threads"} 2>"$work/serve.log" &
-pid=$!
-addr=""
-for _ in $(seq 600); do
-    addr=$(grep -o 'listening on http://[^ ]*' "$work/serve.log" | sed 's|.*http://||' || true)
-    [ -n "$addr" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
-    sleep 0.1
-done
+start_serve "$work/serve.log" --parallel 4 --ctx 1024 --max-body "$max_body" ${threads:+-t "$threads"}
+pid=$serve_pid; addr=$serve_addr
 status=0
 timeout $((${seconds%.*} + 600)) python3 bench/serve_soak.py "$addr" "$pid" "$seconds" "$max_body" \
     "$prompt" "$work/check.txt" || status=$?

@@ -314,6 +314,18 @@ fn big_checkpoint(dir: &Path) {
 }
 
 /// The names in `dir`, sorted.
+/// A temporary folder `name` holding `src` (a 70 MB checkpoint,
+/// [`big_checkpoint`]) and an empty `out`.
+fn checkpoint_and_output_dir(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp(name);
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    big_checkpoint(&src);
+    let outdir = dir.join("out");
+    std::fs::create_dir_all(&outdir).unwrap();
+    (src, outdir)
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -329,12 +341,8 @@ fn names_in(dir: &Path) -> Vec<String> {
 /// written unnamed with O_TMPFILE and linked in at the end).
 #[test]
 fn killed_conversions_leave_nothing_and_keep_the_old_output() {
-    let dir = temp("kill");
-    let src = dir.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    big_checkpoint(&src);
-    let outdir = dir.join("out");
-    std::fs::create_dir_all(&outdir).unwrap();
+    let (src, outdir) = checkpoint_and_output_dir("kill");
+    let dir = src.parent().unwrap().to_owned();
     let out = outdir.join("m.vqf");
     let convert = |from: &Path, to: &Path| {
         let st = kestrel()
@@ -421,12 +429,7 @@ fn killed_conversions_leave_nothing_and_keep_the_old_output() {
 /// the output's path, exit code 1, and nothing left behind.
 #[test]
 fn a_refused_write_names_the_reason_and_leaves_nothing() {
-    let dir = temp("refused");
-    let src = dir.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    big_checkpoint(&src);
-    let outdir = dir.join("out");
-    std::fs::create_dir_all(&outdir).unwrap();
+    let (src, outdir) = checkpoint_and_output_dir("refused");
     let out = outdir.join("m.vqf");
     let kestrel_cmd = kestrel();
     let mut argv = vec![kestrel_cmd.get_program().to_owned()];

@@ -421,7 +421,7 @@ fn quantize_acts_q8_k_matches_generic() {
 /// GEMV once and the GEMM with 4 activation rows once, for both layouts,
 /// and the Q8_K quantizer on 4096 values. Checks nothing but the shapes.
 #[test]
-#[ignore]
+#[ignore = "bench/insncount.sh's workload, not a check"]
 fn insncount_workload() {
     let Some(cpu) = cpu() else { return };
     let mut rng = Rng(31);

@@ -1041,7 +1041,7 @@ fn counts_are_capped() {
 /// names differ only in their last bytes. Run with `--ignored --nocapture`
 /// (in release for a realistic time).
 #[test]
-#[ignore]
+#[ignore = "a timing, not a check: run with --ignored --nocapture"]
 fn worst_case_duplicate_check_time() {
     use kestrel_core::gguf::MAX_TENSORS;
     let mut b = Builder::new();

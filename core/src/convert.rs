@@ -124,10 +124,16 @@ pub enum WeightMode {
     /// matrices the recipe keeps in Q8_0 (read from the prefill copy, as a
     /// `source` file does for Q8_0 blocks). Flags COPY_TAGS.
     Mix(Recipe),
+    /// The smallest file: one copy, read by prompts and decode steps
+    /// alike, in Q4_0x4 except the matrices the recipe keeps in Q8_0x8 (a
+    /// `mix` file's decode copy without its Q8 prefill copy). Flags
+    /// COPY_TAGS and Q4_4X4; every linear weight is tagged for both copies.
+    Small(Recipe),
 }
 
-/// Which linear weights a [`WeightMode::Mix`] file decodes in Q8_0 (the
-/// rest in Q4_0): one bit per [`RecipePart`].
+/// Which linear weights a [`WeightMode::Mix`] file decodes (and a
+/// [`WeightMode::Small`] file stores) in Q8_0, the rest in Q4_0: one bit
+/// per [`RecipePart`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recipe {
     q8: u16,
@@ -285,10 +291,12 @@ impl WeightMode {
             WeightMode::Source | WeightMode::Mix(_) => {
                 flags::Q8_8X8 | flags::COPY_TAGS | flags::EMB_F16
             }
+            WeightMode::Small(_) => flags::Q4_4X4 | flags::COPY_TAGS | flags::EMB_F16,
         }
     }
 
-    /// The mode's name (`dual`, `q4`, `q8`, `f16`, `f32`, `source`).
+    /// The mode's name (`dual`, `q4`, `q8`, `f16`, `f32`, `source`, `mix`,
+    /// `small`).
     pub fn name(self) -> &'static str {
         match self {
             WeightMode::Dual => "dual",
@@ -298,6 +306,7 @@ impl WeightMode {
             WeightMode::F32 => "f32",
             WeightMode::Source => "source",
             WeightMode::Mix(_) => "mix",
+            WeightMode::Small(_) => "small",
         }
     }
 }
@@ -418,18 +427,32 @@ fn for_each_tensor(
         Kind::Linear if tagged => {
             let cols = spec.shape[(spec.ndim as usize).saturating_sub(1)] as usize;
             let plan = match (mode, src) {
-                (WeightMode::Mix(recipe), _) => recipe.plan(spec.role, spec.layer, cfg.num_layers),
+                (WeightMode::Mix(recipe) | WeightMode::Small(recipe), _) => {
+                    recipe.plan(spec.role, spec.layer, cfg.num_layers)
+                }
                 (_, Some(src)) => source_plan(src, spec.layer, spec.role, cols),
                 (_, None) => SourcePlan::Shared,
+            };
+            // A one-copy file (flag COPY_TAGS without Q8_8X8) stores only
+            // the decode copy, tagged for both phases.
+            let one_copy = file_flags & flags::Q8_8X8 == 0;
+            let decode_tag = if one_copy {
+                copies::BOTH
+            } else {
+                copies::DECODE
             };
             match plan {
                 SourcePlan::Shared => f(spec, Layout::Q8_0x8, copies::BOTH),
                 SourcePlan::Decode(layout) => {
-                    f(spec, Layout::Q8_0x8, copies::PREFILL)?;
-                    f(spec, layout, copies::DECODE)
+                    if !one_copy {
+                        f(spec, Layout::Q8_0x8, copies::PREFILL)?;
+                    }
+                    f(spec, layout, decode_tag)
                 }
                 SourcePlan::SplitQkv(layouts) => {
-                    f(spec, Layout::Q8_0x8, copies::PREFILL)?;
+                    if !one_copy {
+                        f(spec, Layout::Q8_0x8, copies::PREFILL)?;
+                    }
                     let h = cfg.hidden_size;
                     let (q, kv) = (cfg.q_dim() as u32, cfg.kv_dim() as u32);
                     let roles = [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)];
@@ -439,7 +462,7 @@ fn for_each_tensor(
                             shape: [rows, h, 0, 0],
                             ..spec
                         };
-                        f(part, layout, copies::DECODE)?;
+                        f(part, layout, decode_tag)?;
                     }
                     Ok(())
                 }

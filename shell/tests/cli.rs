@@ -623,7 +623,7 @@ fn inspect_memory_from_config_and_from_file() {
 }
 
 #[test]
-fn keep_q8_is_checked_and_only_for_mix() {
+fn keep_q8_is_checked_and_only_for_mix_and_small() {
     let src = fixture("dev_qwen2_dense/gguf/model-q8_0.gguf");
     let dir = std::env::temp_dir().join(format!("kestrel-keep-q8-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -631,7 +631,15 @@ fn keep_q8_is_checked_and_only_for_mix() {
     for (args, says) in [
         (
             vec!["--keep-q8", "attn_v"],
-            "--keep-q8 applies to --wmode mix only",
+            "--keep-q8 applies to --wmode mix and small only",
+        ),
+        (
+            vec!["--wmode", "dual", "--keep-q8", "attn_v"],
+            "--keep-q8 applies to --wmode mix and small only",
+        ),
+        (
+            vec!["--wmode", "small", "--keep-q8", "attn_z"],
+            "unknown matrix \"attn_z\"",
         ),
         (
             vec!["--wmode", "mix", "--keep-q8", "attn_z"],
@@ -672,5 +680,21 @@ fn keep_q8_is_checked_and_only_for_mix() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.exists());
+    // The same recipe as one copy: a smaller file that answers.
+    let small = dir.join("small.vqf");
+    let o = kestrel()
+        .arg("convert")
+        .arg(&src)
+        .arg("-o")
+        .arg(&small)
+        .args(["--wmode", "small", "--keep-q8", "attn_k,attn_v"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let size = |p: &std::path::Path| std::fs::metadata(p).unwrap().len();
+    assert!(size(&small) < size(&out));
+    let o = kestrel().arg("inspect").arg(&small).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && text.contains("COPY_TAGS"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

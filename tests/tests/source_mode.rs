@@ -235,7 +235,8 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
 /// `--wmode mix`: the recipe's matrices decode from the Q8 prefill copy,
 /// the rest from Q4_0 entries; an all-Q4 recipe decodes exactly as `dual`;
 /// batched and stepped runs agree; keeping matrices in Q8 moves the decode
-/// copy closer to the f32 computation.
+/// copy closer to the f32 computation. `--wmode small` is that decode copy
+/// alone, for prompts too.
 #[test]
 fn a_mix_file_decodes_its_recipe() {
     use kestrel_core::convert::{Recipe, RecipePart};
@@ -309,6 +310,20 @@ fn a_mix_file_decodes_its_recipe() {
                 "{}: {name}: batched and stepped runs differ",
                 src.display()
             );
+            // `small`: the decode copy alone, which prompts read too: the
+            // mix file's decode-copy logits bit for bit, batched or not.
+            let small = file(WeightMode::Small(recipe));
+            assert!(small.len() < bytes.len(), "{}: {name}", src.display());
+            for batch in [1, 5] {
+                let got = decode_logits(&small, &tokens, batch, true);
+                assert!(
+                    got.iter()
+                        .zip(&stepped)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{}: {name}: the small file differs from mix's decode copy (batch {batch})",
+                    src.display()
+                );
+            }
             let (_, rel) = diff(&stepped, &exact);
             println!(
                 "{}: {name}: decode copy rel L2 vs f32 {rel:.2e} (dual {rel_dual:.2e})",

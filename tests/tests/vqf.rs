@@ -9,10 +9,11 @@ use kestrel_core::vqf::format::flags;
 use kestrel_core::vqf::{self, Vqf};
 use kestrel_tests::{build_vqf, tiny_config, SyntheticSource};
 
-const MODES: [WeightMode; 7] = [
+const MODES: [WeightMode; 8] = [
     WeightMode::Dual,
     WeightMode::Source,
     WeightMode::Mix(kestrel_core::convert::Recipe::ALL_Q4),
+    WeightMode::Small(kestrel_core::convert::Recipe::ALL_Q4),
     WeightMode::Q4,
     WeightMode::Q8,
     WeightMode::F16,
@@ -35,7 +36,9 @@ fn every_mode_round_trips() {
             // The fused QKV rows: Q then K then V, quantized exactly as the
             // reference quantizers do.
             let layout = match mode {
-                WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_) => Layout::Q4_0x4,
+                WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_) | WeightMode::Small(_) => {
+                    Layout::Q4_0x4
+                }
                 // A float source has no blocks to keep: one Q8_0x8 copy.
                 WeightMode::Q8 | WeightMode::Source => Layout::Q8_0x8,
                 WeightMode::F16 => Layout::F16,
@@ -227,4 +230,77 @@ fn lies_in_headers_are_named() {
     assert!(Vqf::parse(&set(e0 + 96 + 72, &first_offset.to_le_bytes())).is_err());
     // Wrong shape for the config.
     assert!(Vqf::parse(&set(e0 + 56, &65u32.to_le_bytes())).is_err());
+}
+
+/// A `small` file (flags COPY_TAGS and Q4_4X4) holds each linear weight
+/// once, tagged for both phases, in the recipe's layout; a tag that leaves
+/// a phase without its weight, or copy flags that disagree with the
+/// entries, are refused.
+#[test]
+fn a_one_copy_tagged_file_holds_each_weight_once_for_both_phases() {
+    use kestrel_core::convert::{Recipe, RecipePart};
+    use kestrel_core::vqf::format::copies;
+    for arch in [Arch::Qwen3, Arch::Qwen2] {
+        let cfg = tiny_config(arch);
+        let src = SyntheticSource { cfg };
+        // K and V in Q8_0, Q in Q4_0: QKV stored as its three parts.
+        let recipe = Recipe::ALL_Q4
+            .with_q8(RecipePart::AttnK)
+            .with_q8(RecipePart::AttnV);
+        let good = build_vqf(&cfg, WeightMode::Small(recipe), &src);
+        let v = Vqf::parse(&good).unwrap();
+        assert_eq!(
+            v.header().flags & (flags::COPIES | flags::COPY_TAGS),
+            flags::Q4_4X4 | flags::COPY_TAGS
+        );
+        let mut linear = 0;
+        for e in v.entries() {
+            let want = match e.role {
+                Role::AttnK | Role::AttnV => Some(Layout::Q8_0x8),
+                Role::AttnQ | Role::AttnOutput | Role::FfnGateUp | Role::FfnDown | Role::Output => {
+                    Some(Layout::Q4_0x4)
+                }
+                Role::AttnQkv => panic!("{arch:?}: a fused QKV beside split parts"),
+                _ => None,
+            };
+            match want {
+                Some(layout) => {
+                    linear += 1;
+                    assert_eq!(
+                        (e.layout, e.copies),
+                        (layout, copies::BOTH),
+                        "{}",
+                        e.name_str()
+                    );
+                }
+                None => assert_eq!(e.copies, 0, "{}", e.name_str()),
+            }
+        }
+        // Q, K, V, output, gate/up, down per layer; the lm_head unless tied.
+        let lm_head = usize::from(!cfg.tied_embeddings);
+        assert_eq!(linear, 6 * cfg.num_layers as usize + lm_head);
+        // Smaller than the two-copy file of the same recipe.
+        assert!(good.len() < build_vqf(&cfg, WeightMode::Mix(recipe), &src).len());
+
+        let err = |b: &[u8]| Vqf::parse(b).unwrap_err().to_string();
+        let entry_at = |name: &str| {
+            let i = (0..v.header().tensor_count as usize)
+                .find(|&i| v.entry(i).unwrap().name_str() == name)
+                .unwrap();
+            128 + 96 * i
+        };
+        // A weight tagged for decode only leaves prompts without it.
+        let mut b = good.clone();
+        b[entry_at("blk.0.attn_output.q4") + 55] = copies::DECODE;
+        assert!(err(&b).contains("one-copy"), "{}", err(&b));
+        // The two-copy flag on a file without a Q8 prefill copy.
+        let mut b = good.clone();
+        let f = v.header().flags & !flags::Q4_4X4 | flags::Q8_8X8;
+        b[16..24].copy_from_slice(&f.to_le_bytes());
+        assert!(Vqf::parse(&b).is_err());
+        // Both copy flags at once.
+        let mut b = good.clone();
+        b[16..24].copy_from_slice(&(f | flags::Q4_4X4).to_le_bytes());
+        assert!(err(&b).contains("COPY_TAGS"), "{}", err(&b));
+    }
 }

@@ -432,7 +432,9 @@ fn run_step<P: Parallel>(
             );
         }
         observer.observe(l, Input::Qkv, &s.xb[..m * h]);
-        cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.qkv)?;
+        // s.att is free until attention fills it: a split QKV's parts
+        // land there first.
+        cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
         for t in 0..m {
             let row_t = rows.get(t, all_logits);
             row_rope(w, s, mm, t, &row_t, &mut rope)?;

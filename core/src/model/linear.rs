@@ -74,15 +74,17 @@ impl<P: Parallel> Exec<'_, P> {
     }
 
     /// `out = Wqkv x` (`m x (q_dim + 2 kv_dim)`, Q then K then V rows per
-    /// token) for a fused or a split QKV. Split parts are multiplied one
-    /// token at a time, straight into each token's row (a row's result does
-    /// not depend on the batch: every kernel computes rows independently).
+    /// token) for a fused or a split QKV. A split QKV multiplies each part
+    /// for all `m` tokens into `spare` (at least `m x` the widest part's
+    /// rows), then places each token's rows (a row's result does not depend
+    /// on the batch: every kernel computes rows independently).
     pub fn linear_qkv(
         &self,
         qkv: &Qkv,
         x: &[f32],
         m: usize,
         scratch: &mut Scratch,
+        spare: &mut [f32],
         out: &mut [f32],
     ) -> Result<(), Error> {
         let parts = match qkv {
@@ -104,13 +106,22 @@ impl<P: Parallel> Exec<'_, P> {
             expected: m * cols,
             actual: have,
         })?;
-        for (xt, row) in x.chunks_exact(cols).zip(out.chunks_exact_mut(width)) {
-            let mut at = 0;
-            for p in parts {
-                let dst = &mut row[at..at + p.rows];
-                self.linear(p, xt, 1, scratch, Epilogue::Store, dst)?;
-                at += p.rows;
+        let mut at = 0;
+        for p in parts {
+            let have = spare.len();
+            let part_out = spare.get_mut(..m * p.rows).ok_or(Error::SizeMismatch {
+                what: "qkv part output",
+                expected: m * p.rows,
+                actual: have,
+            })?;
+            self.linear(p, x, m, scratch, Epilogue::Store, part_out)?;
+            for (src, row) in part_out
+                .chunks_exact(p.rows)
+                .zip(out.chunks_exact_mut(width))
+            {
+                row[at..at + p.rows].copy_from_slice(src);
             }
+            at += p.rows;
         }
         Ok(())
     }

@@ -211,9 +211,12 @@ impl<'a> Vqf<'a> {
             Layout::F32
         };
         let tagged = f & flags::COPY_TAGS != 0;
-        if tagged && f & flags::COPIES != flags::Q8_8X8 {
+        // COPY_TAGS with Q8_8X8: a Q8_0x8 prefill copy and a decode copy;
+        // with Q4_4X4: one copy, every linear weight tagged for both.
+        let one_copy = tagged && f & flags::COPIES == flags::Q4_4X4;
+        if tagged && !one_copy && f & flags::COPIES != flags::Q8_8X8 {
             return Err(Error::BadConfig {
-                what: "COPY_TAGS needs the Q8_8X8 copy and no other copy flag",
+                what: "COPY_TAGS needs either the Q8_8X8 or the Q4_4X4 copy flag, and no other",
             });
         }
         let layouts: [Layout; 4] = [Layout::Q8_0x8, Layout::Q4_0x4, Layout::F32, Layout::F16];
@@ -258,6 +261,39 @@ impl<'a> Vqf<'a> {
                         if f & copy_flag(l) != 0 {
                             untagged(need(l)?)?;
                         }
+                    }
+                    Ok(())
+                }
+                Kind::Linear if one_copy => {
+                    // One entry tagged for both copies, in Q4_0x4 or
+                    // Q8_0x8; QKV fused or as its Q, K and V rows.
+                    let one = |role: Role, shape: [u32; 4]| -> Result<(), Error> {
+                        expected.set(expected.get() + 1);
+                        let e = self.find_copy(spec.layer, role, copies::DECODE).ok_or(
+                            Error::MissingTensor {
+                                role: role.stem(),
+                                layer: spec.layer,
+                            },
+                        )?;
+                        if e.copies != copies::BOTH
+                            || !matches!(e.layout, Layout::Q4_0x4 | Layout::Q8_0x8)
+                        {
+                            return Err(Error::BadConfig {
+                                what: "a linear weight of a one-copy COPY_TAGS file is not a Q4_0x4 or Q8_0x8 entry in both copies",
+                            });
+                        }
+                        shape_ok(&e, shape)
+                    };
+                    let fused = self
+                        .find_copy(spec.layer, spec.role, copies::DECODE)
+                        .is_some();
+                    if spec.role != Role::AttnQkv || fused {
+                        return one(spec.role, spec.shape);
+                    }
+                    let h = self.config.hidden_size;
+                    let (q, kv) = (self.config.q_dim() as u32, self.config.kv_dim() as u32);
+                    for (role, rows) in [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)] {
+                        one(role, [rows, h, 0, 0])?;
                     }
                     Ok(())
                 }

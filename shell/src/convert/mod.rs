@@ -36,6 +36,7 @@ pub enum Mode {
     F32,
     Source,
     Mix,
+    Small,
 }
 
 /// `--wmode`'s values, in the order of the help.
@@ -45,6 +46,7 @@ impl ValueEnum for Mode {
             Mode::Dual,
             Mode::Source,
             Mode::Mix,
+            Mode::Small,
             Mode::Q4,
             Mode::Q8,
             Mode::F16,
@@ -61,6 +63,7 @@ impl ValueEnum for Mode {
             Mode::F32 => "f32",
             Mode::Source => "source",
             Mode::Mix => "mix",
+            Mode::Small => "small",
         }))
     }
 }
@@ -110,25 +113,25 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), q4, q8, f16, f32.",
+                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), q4, q8, f16, f32.",
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
                     "quantizer",
                     "Q",
-                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default but for mix) or search (the default for mix and with --imatrix: a search over scales for the least squared error, each value weighted by its magnitude in its row and, with --imatrix, by its column's importance; never worse than ggml's in that error on any block; slower to convert).",
+                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default but for mix and small) or search (the default for mix, small and with --imatrix: a search over scales for the least squared error, each value weighted by its magnitude in its row and, with --imatrix, by its column's importance; never worse than ggml's in that error on any block; slower to convert).",
                 )
                 .value_parser(EnumValueParser::<QuantizerArg>::new()),
                 value(
                     "imatrix",
                     "FILE",
-                    "An importance matrix (kestrel imatrix, or llama-imatrix's GGUF): the search quantizer weighs each value's error by its column's mean squared activation on the calibration text. Implies --quantizer search; for the modes that write Q4_0 (dual, mix, q4).",
+                    "An importance matrix (kestrel imatrix, or llama-imatrix's GGUF): the search quantizer weighs each value's error by its column's mean squared activation on the calibration text. Implies --quantizer search; for the modes that write Q4_0 (dual, mix, small, q4).",
                 )
                 .value_parser(value_parser!(PathBuf)),
                 value(
                     "keep-q8",
                     "PARTS",
-                    "--wmode mix: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none; PART@endsN keeps only the first and last N layers' (default: attn_k,attn_v,attn_output,ffn_down@ends1).",
+                    "--wmode mix or small: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none; PART@endsN keeps only the first and last N layers' (default: attn_k,attn_v,attn_output,ffn_down@ends1).",
                 ),
                 value(
                     "max-seq",
@@ -451,7 +454,7 @@ pub fn peak_rss() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-/// The recipe of a `mix` file: the parts `--keep-q8` names (`none`: every
+/// The recipe of a `mix` or `small` file: the parts `--keep-q8` names (`none`: every
 /// matrix in Q4_0), or the core's [`Recipe::DEFAULT`].
 fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
     let Some(list) = keep_q8 else {
@@ -517,8 +520,8 @@ const GGML_WITH_IMATRIX: &str =
     "--imatrix weighs the search quantizer's error; --quantizer ggml does not search";
 
 pub fn run(a: &ConvertArgs) -> Result<()> {
-    if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix)) {
-        return Err("--keep-q8 applies to --wmode mix only".into());
+    if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix | Mode::Small)) {
+        return Err("--keep-q8 applies to --wmode mix and small only".into());
     }
     let imatrix = a
         .imatrix
@@ -526,12 +529,13 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         .map(ImportanceMatrix::open)
         .transpose()?;
     // The quantizer: as asked; else search with an imatrix or for `mix`
-    // (the mode made for the least error at its size), ggml otherwise.
+    // and `small` (the modes made for the least error at their size), ggml
+    // otherwise.
     let quantizer = match (a.quantizer.map(|q| q.0), &imatrix) {
         (Some(Quantizer::Ggml), Some(_)) => return Err(GGML_WITH_IMATRIX.into()),
         (Some(q), _) => q,
         (None, Some(_)) => Quantizer::Search,
-        (None, None) if matches!(a.wmode, Some(Mode::Mix)) => Quantizer::Search,
+        (None, None) if matches!(a.wmode, Some(Mode::Mix | Mode::Small)) => Quantizer::Search,
         (None, None) => Quantizer::Ggml,
     };
     let q = Quantize {
@@ -550,6 +554,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::F32 => WeightMode::F32,
         Mode::Source => WeightMode::Source,
         Mode::Mix => WeightMode::Mix(recipe(a.keep_q8.as_deref())?),
+        Mode::Small => WeightMode::Small(recipe(a.keep_q8.as_deref())?),
     };
 
     convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
@@ -664,8 +669,13 @@ fn write(
 ) -> Result<()> {
     let max_seq = a.max_seq.unwrap_or(cfg.max_position.min(32768)).max(1);
     if let Some(m) = a.quant.imatrix {
-        if !matches!(mode, WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_)) {
-            return Err("--imatrix applies to the modes that write Q4_0: dual, mix, q4".into());
+        if !matches!(
+            mode,
+            WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_) | WeightMode::Small(_)
+        ) {
+            return Err(
+                "--imatrix applies to the modes that write Q4_0: dual, mix, small, q4".into(),
+            );
         }
         m.check(cfg).context("--imatrix")?;
     }

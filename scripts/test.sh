@@ -40,10 +40,14 @@ bash scripts/fetch-qwen3-tokenizer.sh >/dev/null || echo "*** Qwen3 tokenizer co
 bash scripts/tokenizer-hf-fuzz.sh || echo "*** no HF tokenizer fuzz strings: qwen3_matches_hf_fuzz will SKIP ***"
 
 step "tests on x86_64"
-# A CPU with AVX2, FMA and F16C must take the AVX2 kernels (kernels.rs asserts it).
+# A CPU with AVX2, FMA and F16C must take the AVX2 kernels (kernels.rs asserts it),
 x86_kernels=scalar
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
     x86_kernels=x86_64-avx2
+    # ... and with AVX512-VNNI and AVX512-VL, its VNNI GEMM tiles.
+    if grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+        x86_kernels=x86_64-avx512vnni
+    fi
 fi
 KESTREL_EXPECT_KERNELS=$x86_kernels run_tests cargo test --locked --workspace
 

@@ -33,6 +33,16 @@ fn cpu() -> Option<arch::Cpu> {
     cpu
 }
 
+/// Every kernel set the token can select: on x86_64 with AVX512-VNNI both
+/// the VNNI tiles and the AVX2 ones.
+fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
+    #[cfg(target_arch = "x86_64")]
+    if cpu.has_vnni() {
+        return vec![cpu, cpu.without_vnni()];
+    }
+    vec![cpu]
+}
+
 /// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
 struct Rng(u64);
 
@@ -225,7 +235,8 @@ fn check_gemm(
 
 #[test]
 fn gemm_q4_0x4_matches_generic() {
-    if let Some(cpu) = cpu() {
+    for cpu in cpu().map(variants).unwrap_or_default() {
+        std::println!("q4_0x4: {cpu:?}");
         check_gemm(
             cpu,
             (Q4X4_ROWS, Q4X4_BLOCK_BYTES),
@@ -239,7 +250,8 @@ fn gemm_q4_0x4_matches_generic() {
 
 #[test]
 fn gemm_q8_0x8_matches_generic() {
-    if let Some(cpu) = cpu() {
+    for cpu in cpu().map(variants).unwrap_or_default() {
+        std::println!("q8_0x8: {cpu:?}");
         check_gemm(
             cpu,
             (Q8X8_ROWS, Q8X8_BLOCK_BYTES),

@@ -3,9 +3,11 @@
 use kestrel_core::kernels::Kernels;
 
 /// The fastest kernel set this CPU supports (`KESTREL_KERNELS=scalar` forces
-/// the scalar references).
+/// the scalar references; on x86_64 `KESTREL_KERNELS=avx2` the AVX2 tiles
+/// where the CPU also has AVX512-VNNI).
 pub fn detect_kernels() -> Kernels {
-    if std::env::var("KESTREL_KERNELS").as_deref() == Ok("scalar") {
+    let forced = std::env::var("KESTREL_KERNELS");
+    if forced.as_deref() == Ok("scalar") {
         return Kernels::Scalar;
     }
     #[cfg(target_arch = "aarch64")]
@@ -14,6 +16,9 @@ pub fn detect_kernels() -> Kernels {
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(cpu) = kestrel_kernels::x86_64::Avx2::detect() {
+        if forced.as_deref() == Ok("avx2") {
+            return Kernels::Avx2(cpu.without_vnni());
+        }
         return Kernels::Avx2(cpu);
     }
     Kernels::Scalar

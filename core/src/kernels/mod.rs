@@ -61,7 +61,8 @@ pub enum Kernels {
     /// aarch64 with dotprod: hand-written `sdot` kernels.
     #[cfg(target_arch = "aarch64")]
     Dotprod(kestrel_kernels::aarch64::Dotprod),
-    /// x86_64 with AVX2, FMA and F16C: `core::arch` intrinsic kernels.
+    /// x86_64 with AVX2, FMA and F16C: `core::arch` intrinsic kernels (the
+    /// Q4_0x4 and Q8_0x8 GEMM tiles with AVX512-VNNI when the token has it).
     #[cfg(target_arch = "x86_64")]
     Avx2(kestrel_kernels::x86_64::Avx2),
 }
@@ -136,6 +137,8 @@ impl Kernels {
             Kernels::Scalar => "scalar",
             #[cfg(target_arch = "aarch64")]
             Kernels::Dotprod(_) => "aarch64-dotprod",
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2(cpu) if cpu.has_vnni() => "x86_64-avx512vnni",
             #[cfg(target_arch = "x86_64")]
             Kernels::Avx2(_) => "x86_64-avx2",
         }

@@ -1,4 +1,6 @@
-//! x86_64 kernels: AVX2 + FMA + F16C through `core::arch` intrinsics.
+//! x86_64 kernels: AVX2 + FMA + F16C through `core::arch` intrinsics; the
+//! Q4_0x4 and Q8_0x8 GEMM tiles also in an AVX512-VNNI form (`vpdpbusd` on
+//! 256-bit registers, the same exact integer sums) when the CPU has it.
 //!
 //! Bit-identical to the scalar references (docs/kernels.md): the per-block
 //! integer sums are exact, and each block's contribution
@@ -97,47 +99,69 @@ unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
 /// module exports.
 pub type Cpu = Avx2;
 
-/// Proof that the CPU executing this program implements AVX2, FMA and F16C.
+/// Proof that the CPU executing this program implements AVX2, FMA and F16C,
+/// and whether it also implements AVX512-VNNI with AVX512-VL (`vpdpbusd` on
+/// 256-bit registers), which the Q4_0x4 and Q8_0x8 GEMM tiles then use.
 /// Kernels that use those instructions take one by value.
 #[derive(Clone, Copy, Debug)]
-pub struct Avx2(());
+pub struct Avx2 {
+    vnni: bool,
+}
 
 impl Avx2 {
     /// `Some` when the build itself targets AVX2, FMA and F16C
     /// (`-C target-feature=+avx2,+fma,+f16c` or a target CPU that has them),
-    /// so every CPU able to run this binary has them.
+    /// so every CPU able to run this binary has them (and VNNI when the
+    /// build targets AVX512-VNNI and AVX512-VL too).
     pub fn new() -> Option<Self> {
         if cfg!(all(
             target_feature = "avx2",
             target_feature = "fma",
             target_feature = "f16c"
         )) {
-            Some(Avx2(()))
+            Some(Avx2 {
+                vnni: cfg!(all(
+                    target_feature = "avx512vnni",
+                    target_feature = "avx512vl"
+                )),
+            })
         } else {
             None
         }
     }
 
-    /// Detects AVX2, FMA and F16C at run time (CPUID and the OS's XSAVE state).
+    /// Detects AVX2, FMA and F16C at run time (CPUID and the OS's XSAVE
+    /// state), and AVX512-VNNI with AVX512-VL.
     #[cfg(any(feature = "std", test))]
     pub fn detect() -> Option<Self> {
-        if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-        {
-            Some(Avx2(()))
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") && has!("f16c") {
+            Some(Avx2 {
+                vnni: has!("avx512vnni") && has!("avx512vl"),
+            })
         } else {
             None
         }
     }
 
-    /// A token without checking.
+    /// A token without checking (no VNNI).
     ///
     /// # Safety
     /// The caller guarantees that the CPU implements AVX2, FMA and F16C;
     /// calling a kernel with this token on a CPU without them executes an
     /// undefined instruction.
     pub unsafe fn new_unchecked() -> Self {
-        Avx2(())
+        Avx2 { vnni: false }
+    }
+
+    /// Whether the GEMM tiles use AVX512-VNNI.
+    pub fn has_vnni(self) -> bool {
+        self.vnni
+    }
+
+    /// The same token with the AVX2 tiles only (to compare the two sets;
+    /// `KESTREL_KERNELS=avx2`).
+    pub fn without_vnni(self) -> Self {
+        Avx2 { vnni: false }
     }
 }

@@ -387,6 +387,133 @@ fn attention_matches_generic() {
     }
 }
 
+/// The grouped kernels (several query heads over the same cached rows)
+/// against the generic ones, which are the one-head kernels head by head:
+/// 1 to 9 heads (past the 8 of one pass), odd and vector row lengths,
+/// padded strides and output strides, shape errors.
+#[test]
+fn grouped_attention_matches_generic() {
+    let Some(cpu) = cpu() else { return };
+    let mut rng = Rng(7);
+    for heads in 1..=9 {
+        for hd in [7, 8, 24, 64] {
+            for n in [0usize, 1, 5, 9] {
+                let stride = hd + (heads % 3);
+                let out_stride = hd + 4 * (heads % 2);
+                let len = n.saturating_sub(1) * stride + hd;
+                let k32: Vec<f32> = (0..len).map(|_| rng.float(2.0)).collect();
+                let k16: Vec<u16> = k32.iter().map(|&v| generic::f32_to_f16(v)).collect();
+                let qs: Vec<f32> = (0..heads * hd).map(|_| rng.float(1.0)).collect();
+                let probs: Vec<f32> = (0..heads * n).map(|_| rng.float(0.5).abs()).collect();
+                let what = std::format!("heads {heads} hd {hd} n {n}");
+                let (mut want, mut got) = (vec![f32::NAN; heads * n], vec![f32::NAN; heads * n]);
+                generic::attn_scores_f16_heads(&qs, heads, &k16, stride, 0.125, &mut want).unwrap();
+                for g in 0..heads {
+                    let mut one = vec![f32::NAN; n];
+                    let q = &qs[g * hd..(g + 1) * hd];
+                    generic::attn_scores_f16(q, &k16, stride, 0.125, &mut one).unwrap();
+                    assert_same(&want[g * n..(g + 1) * n], &one, &what);
+                }
+                arch::attn_scores_f16_heads(cpu, &qs, heads, &k16, stride, 0.125, &mut got)
+                    .unwrap();
+                assert_same(&got, &want, &std::format!("scores f16 {what}"));
+                generic::attn_scores_f32_heads(&qs, heads, &k32, stride, 0.125, &mut want).unwrap();
+                arch::attn_scores_f32_heads(cpu, &qs, heads, &k32, stride, 0.125, &mut got)
+                    .unwrap();
+                assert_same(&got, &want, &std::format!("scores f32 {what}"));
+                let out_len = (heads - 1) * out_stride + hd;
+                let (mut want, mut got) = (vec![f32::NAN; out_len], vec![f32::NAN; out_len]);
+                let args = (hd, out_stride);
+                generic::attn_values_f16_heads(
+                    &probs, heads, &k16, stride, args.0, &mut want, args.1,
+                )
+                .unwrap();
+                for g in 0..heads {
+                    let mut one = vec![f32::NAN; hd];
+                    let p = &probs[g * n..(g + 1) * n];
+                    generic::attn_values_f16(p, &k16, stride, &mut one).unwrap();
+                    assert_same(&want[g * out_stride..g * out_stride + hd], &one, &what);
+                }
+                let r = arch::attn_values_f16_heads(
+                    cpu, &probs, heads, &k16, stride, hd, &mut got, out_stride,
+                );
+                r.unwrap();
+                assert_same(&got, &want, &std::format!("values f16 {what}"));
+                generic::attn_values_f32_heads(
+                    &probs, heads, &k32, stride, hd, &mut want, out_stride,
+                )
+                .unwrap();
+                let r = arch::attn_values_f32_heads(
+                    cpu, &probs, heads, &k32, stride, hd, &mut got, out_stride,
+                );
+                r.unwrap();
+                assert_same(&got, &want, &std::format!("values f32 {what}"));
+                if n > 0 {
+                    // A cache one element short, a query short of a whole
+                    // head, an output one element short: the generic error,
+                    // nothing written.
+                    let short = &k16[..len - 1];
+                    let mut scores = vec![f32::NAN; heads * n];
+                    let e =
+                        generic::attn_scores_f16_heads(&qs, heads, short, stride, 1.0, &mut scores)
+                            .unwrap_err();
+                    let r = arch::attn_scores_f16_heads(
+                        cpu,
+                        &qs,
+                        heads,
+                        short,
+                        stride,
+                        1.0,
+                        &mut scores,
+                    );
+                    assert_eq!(r, Err(e), "{what}");
+                    if heads > 1 {
+                        let q = &qs[..heads * hd - 1];
+                        let e = generic::attn_scores_f16_heads(
+                            q,
+                            heads,
+                            &k16,
+                            stride,
+                            1.0,
+                            &mut scores,
+                        )
+                        .unwrap_err();
+                        let r = arch::attn_scores_f16_heads(
+                            cpu,
+                            q,
+                            heads,
+                            &k16,
+                            stride,
+                            1.0,
+                            &mut scores,
+                        );
+                        assert_eq!(r, Err(e), "{what}");
+                    }
+                    assert!(
+                        scores.iter().all(|v| v.is_nan()),
+                        "{what}: written on error"
+                    );
+                    let mut out = vec![f32::NAN; out_len - 1];
+                    let e = generic::attn_values_f16_heads(
+                        &probs, heads, &k16, stride, hd, &mut out, out_stride,
+                    )
+                    .unwrap_err();
+                    let r = arch::attn_values_f16_heads(
+                        cpu, &probs, heads, &k16, stride, hd, &mut out, out_stride,
+                    );
+                    assert_eq!(r, Err(e), "{what}");
+                    assert!(out.iter().all(|v| v.is_nan()), "{what}: written on error");
+                }
+            }
+        }
+    }
+    let e = generic::attn_scores_f16_heads(&[0.0; 8], 0, &[0; 8], 8, 1.0, &mut []).unwrap_err();
+    assert_eq!(
+        arch::attn_scores_f16_heads(cpu, &[0.0; 8], 0, &[0; 8], 8, 1.0, &mut []),
+        Err(e)
+    );
+}
+
 #[test]
 fn activations_match_generic() {
     let Some(cpu) = cpu() else { return };

@@ -169,6 +169,53 @@ pub(crate) fn attn_shape(
     }
 }
 
+/// Checks a grouped attention call (several query heads over the same
+/// cached rows): `len` values (queries or probabilities) are `heads` rows
+/// of equal length, `heads > 0`; returns that length.
+pub(crate) fn attn_heads(
+    what: &'static str,
+    len: usize,
+    heads: usize,
+) -> Result<usize, ShapeError> {
+    if heads > 0 && len.is_multiple_of(heads) {
+        Ok(len / heads)
+    } else {
+        Err(ShapeError {
+            what,
+            expected: if heads == 0 {
+                usize::MAX
+            } else {
+                len.next_multiple_of(heads)
+            },
+            actual: len,
+        })
+    }
+}
+
+/// Checks the output of a grouped attention call: `heads` rows of `hd`
+/// values at `out_stride` apart (`out_stride >= hd`: rows do not overlap)
+/// inside `out_len`.
+pub(crate) fn attn_out_shape(
+    heads: usize,
+    hd: usize,
+    out_stride: usize,
+    out_len: usize,
+) -> Result<(), ShapeError> {
+    let end = (heads.max(1) - 1)
+        .checked_mul(out_stride)
+        .and_then(|e| e.checked_add(hd))
+        .unwrap_or(usize::MAX);
+    if out_stride >= hd && end <= out_len {
+        Ok(())
+    } else {
+        Err(ShapeError {
+            what: "attention output rows",
+            expected: end,
+            actual: out_len,
+        })
+    }
+}
+
 /// Whether the vector attention kernels take a call already accepted by
 /// [`attn_shape`]: rows of a non-zero multiple of 8 elements that do not
 /// overlap, at least one of them. Other calls go to the generic code.

@@ -6,7 +6,7 @@ use kestrel_core::config::Arch;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::forward;
-use kestrel_core::parallel::Serial;
+use kestrel_core::parallel::{Parallel, Serial};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
@@ -17,6 +17,17 @@ fn run(bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> 
 }
 
 fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType) -> Vec<Vec<f32>> {
+    run_on(k, &Serial, bytes, tokens, batch, kv)
+}
+
+fn run_on<P: Parallel>(
+    k: &Kernels,
+    pool: &P,
+    bytes: &[u8],
+    tokens: &[u32],
+    batch: usize,
+    kv: KvType,
+) -> Vec<Vec<f32>> {
     let v = Vqf::parse(bytes).unwrap();
     let w = kestrel_tests::weights(v, true).unwrap();
     let opts = Options {
@@ -30,7 +41,7 @@ fn run_with(k: &Kernels, bytes: &[u8], tokens: &[u32], batch: usize, kv: KvType)
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
     let mut rows = Vec::new();
     for chunk in tokens.chunks(batch) {
-        let logits = forward(&w, &mut s, k, &Serial, chunk).unwrap();
+        let logits = forward(&w, &mut s, k, pool, chunk).unwrap();
         rows.extend(logits.chunks(w.cfg.vocab_size as usize).map(|r| r.to_vec()));
     }
     rows
@@ -87,6 +98,43 @@ fn detected_kernels_give_the_scalar_logits_bit_for_bit() {
                         same,
                         "{} {arch:?} {mode:?} batch {batch} row {t}: differs from scalar",
                         k.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Grouped-query attention with 2 to 12 query heads per kv head (each kv
+/// group's heads computed together) gives the scalar kernels' bits, on 1 to
+/// 4 threads (the heads split in whole kv groups, or head by head when the
+/// threads outnumber the groups), batched and stepped, f16 and f32 caches.
+#[test]
+fn grouped_heads_give_the_scalar_logits_on_any_thread_count() {
+    let k = detected_kernels();
+    let tokens = [3u32, 8, 1, 30, 12, 4, 39, 0, 17, 5, 22];
+    let pools: Vec<kestrel::pool::Pool> = (1..=4).map(kestrel::pool::Pool::new).collect();
+    for (heads, kv_heads, head_dim) in [(8u32, 2u32, 8u32), (12, 3, 16), (12, 1, 8), (4, 2, 16)] {
+        let mut cfg = tiny_config(Arch::Qwen3);
+        cfg.num_heads = heads;
+        cfg.num_kv_heads = kv_heads;
+        cfg.head_dim = head_dim;
+        let bytes = build_vqf(&cfg, WeightMode::Q8, &SyntheticSource { cfg });
+        for kv in [KvType::F16, KvType::F32] {
+            for batch in [1, 4, 11] {
+                let want = run_with(&Kernels::Scalar, &bytes, &tokens, batch, kv);
+                for pool in &pools {
+                    let got = run_on(&k, pool, &bytes, &tokens, batch, kv);
+                    let same = got
+                        .iter()
+                        .flatten()
+                        .zip(want.iter().flatten())
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{} heads {heads}/{kv_heads} x {head_dim} {kv:?} batch {batch} {} threads",
+                        k.name(),
+                        pool.threads()
                     );
                 }
             }

@@ -225,6 +225,62 @@ impl Kernels {
         })
     }
 
+    /// Attention scores of `heads` query heads over the same cached keys
+    /// (one GQA group): `qs` the heads' queries one after the other,
+    /// `scores` their rows of scores (`scores[g * n + j]`); each row the
+    /// bits of [`Kernels::attn_scores`] for its query.
+    pub fn attn_scores_heads(
+        &self,
+        qs: &[f32],
+        heads: usize,
+        keys: KvView,
+        stride: usize,
+        scale: f32,
+        scores: &mut [f32],
+    ) {
+        sized_by_caller(match keys {
+            KvView::F16(k) => {
+                dispatch!(
+                    self,
+                    attn_scores_f16_heads(qs, heads, k, stride, scale, scores)
+                )
+            }
+            KvView::F32(k) => {
+                dispatch!(
+                    self,
+                    attn_scores_f32_heads(qs, heads, k, stride, scale, scores)
+                )
+            }
+        })
+    }
+
+    /// Attention outputs of `heads` query heads over the same cached values
+    /// (one GQA group): `probs` the heads' probabilities one after the
+    /// other, head `g`'s `hd` outputs at `out[g * out_stride ..]`; each the
+    /// bits of [`Kernels::attn_values`] for its probabilities.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attn_values_heads(
+        &self,
+        probs: &[f32],
+        heads: usize,
+        values: KvView,
+        stride: usize,
+        hd: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        sized_by_caller(match values {
+            KvView::F16(v) => dispatch!(
+                self,
+                attn_values_f16_heads(probs, heads, v, stride, hd, out, out_stride)
+            ),
+            KvView::F32(v) => dispatch!(
+                self,
+                attn_values_f32_heads(probs, heads, v, stride, hd, out, out_stride)
+            ),
+        })
+    }
+
     /// `out[t][r] = W[r] . act[t]` for `m` quantized activation rows (in
     /// the layout's format) and a quantized weight; `out` is `m x rows`.
     /// One thread.

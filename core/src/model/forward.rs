@@ -546,7 +546,8 @@ fn run_step<P: Parallel>(
 struct HeadRange<'a> {
     h0: usize,
     h1: usize,
-    /// (seq) scores of the head and token being computed.
+    /// (h1 - h0, seq) scores of the heads (of one kv head) and the token
+    /// being computed.
     scores: &'a mut [f32],
     /// (h1 - h0, m, head_dim) outputs.
     out: &'a mut [f32],
@@ -554,9 +555,12 @@ struct HeadRange<'a> {
 
 /// Causal grouped-query attention for the step's rows: row `t` at position
 /// `pos_t` of slot `slot_t` attends over positions `0..=pos_t` of its slot's
-/// cache; query head `h` reads kv head `h / (heads / kv_heads)`. The
-/// heads are split over the pool's threads; each output element is computed
-/// by one thread in a fixed order, so results do not depend on the split.
+/// cache; query head `h` reads kv head `h / (heads / kv_heads)`, and the
+/// heads of one kv head are computed together (each cached row loaded once
+/// for all of them). The heads are split over the pool's threads, in whole
+/// kv groups when there are at least as many groups as threads; each
+/// output element is computed by one thread in a fixed order, so results do
+/// not depend on the split or the grouping.
 fn attention<P: Parallel>(
     w: &Weights,
     s: &mut State,
@@ -589,12 +593,22 @@ fn attention<P: Parallel>(
         &mut s.scratch.tmp[..m * q_dim]
     };
     let parts = pool.threads().clamp(1, MAX_PARTS).min(heads);
+    // Split in units of whole kv groups when there are enough of them.
+    let kv_heads = heads / group;
+    let (units, per_unit) = if parts <= kv_heads {
+        (kv_heads, group)
+    } else {
+        (heads, 1)
+    };
     let mut items: heapless::Vec<HeadRange<'_>, MAX_PARTS> = heapless::Vec::new();
     let mut scores_rest: &mut [f32] = s.scores;
     let mut out_rest = out_all;
     for p in 0..parts {
-        let (h0, h1) = (heads * p / parts, heads * (p + 1) / parts);
-        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(max_seq);
+        let (h0, h1) = (
+            units * p / parts * per_unit,
+            units * (p + 1) / parts * per_unit,
+        );
+        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut((h1 - h0) * max_seq);
         scores_rest = rest;
         let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * m * hd);
         out_rest = rest;
@@ -607,23 +621,29 @@ fn attention<P: Parallel>(
     }
     let qkv: &[f32] = s.qkv;
     pool.for_each_mut(&mut items, &|_, part| {
-        for h in part.h0..part.h1 {
-            let kv_at = (h / group) * hd;
-            for t in 0..m {
-                let Row { slot, pos, .. } = rows.get(t, all_logits);
-                let keys = k_cache.view(region(slot));
-                let values = v_cache.view(region(slot));
-                let q = &qkv[t * qkv_rows + h * hd..t * qkv_rows + (h + 1) * hd];
-                let scores = &mut part.scores[..pos + 1];
-                k.attn_scores(q, keys.from(kv_at), kv_dim, scale, scores);
-                k.softmax(scores);
+        for t in 0..m {
+            let Row { slot, pos, .. } = rows.get(t, all_logits);
+            let keys = k_cache.view(region(slot));
+            let values = v_cache.view(region(slot));
+            let n = pos + 1;
+            // The part's heads of one kv head at a time: heads h..hb.
+            let mut h = part.h0;
+            while h < part.h1 {
+                let kv = h / group;
+                let hb = ((kv + 1) * group).min(part.h1);
+                let g = hb - h;
+                let qs = &qkv[t * qkv_rows + h * hd..t * qkv_rows + hb * hd];
+                // (g, n) scores, then probabilities.
+                let scores = &mut part.scores[..g * n];
+                k.attn_scores_heads(qs, g, keys.from(kv * hd), kv_dim, scale, scores);
+                for row in scores.chunks_exact_mut(n) {
+                    k.softmax(row);
+                }
+                // Head h + i, token t at ((h + i - h0) * m + t) * hd.
                 let at = ((h - part.h0) * m + t) * hd;
-                k.attn_values(
-                    scores,
-                    values.from(kv_at),
-                    kv_dim,
-                    &mut part.out[at..at + hd],
-                );
+                let out = &mut part.out[at..at + (g - 1) * m * hd + hd];
+                k.attn_values_heads(scores, g, values.from(kv * hd), kv_dim, hd, out, m * hd);
+                h = hb;
             }
         }
     });

@@ -233,3 +233,70 @@ unsafe fn values_f16(
         );
     }
 }
+
+/// The scores of `heads` query heads over the same cached f16 keys: each
+/// head through [`attn_scores_f16`] (the bits of
+/// [`generic::attn_scores_f16_heads`]).
+pub fn attn_scores_f16_heads(
+    cpu: Dotprod,
+    qs: &[f32],
+    heads: usize,
+    keys: &[u16],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+        attn_scores_f16(cpu, q, keys, stride, scale, row)
+    })
+}
+
+/// [`generic::attn_scores_f32_heads`] (no vector code).
+pub fn attn_scores_f32_heads(
+    _cpu: Dotprod,
+    qs: &[f32],
+    heads: usize,
+    keys: &[f32],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    generic::attn_scores_f32_heads(qs, heads, keys, stride, scale, scores)
+}
+
+/// The outputs of `heads` query heads over the same cached f16 values: each
+/// head through [`attn_values_f16`] (the bits of
+/// [`generic::attn_values_f16_heads`]).
+#[allow(clippy::too_many_arguments)]
+pub fn attn_values_f16_heads(
+    cpu: Dotprod,
+    probs: &[f32],
+    heads: usize,
+    values: &[u16],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    let o = (hd, out.len(), out_stride);
+    let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
+    generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+        attn_values_f16(cpu, p, values, stride, row)
+    })
+}
+
+/// [`generic::attn_values_f32_heads`] (no vector code).
+#[allow(clippy::too_many_arguments)]
+pub fn attn_values_f32_heads(
+    _cpu: Dotprod,
+    probs: &[f32],
+    heads: usize,
+    values: &[f32],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    generic::attn_values_f32_heads(probs, heads, values, stride, hd, out, out_stride)
+}

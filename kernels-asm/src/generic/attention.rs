@@ -8,7 +8,7 @@
 //! bits.
 
 use super::f16_to_f32;
-use crate::shape::{attn_shape, ShapeError};
+use crate::shape::{attn_heads, attn_out_shape, attn_shape, ShapeError};
 
 fn scores(q: &[f32], key: impl Fn(usize) -> f32, stride: usize, scale: f32, scores: &mut [f32]) {
     for (j, sc) in scores.iter_mut().enumerate() {
@@ -79,4 +79,133 @@ pub fn attn_values_f32(
     attn_shape(out.len(), probs.len(), stride, values_f32.len())?;
     values(probs, |at| values_f32[at], stride, out);
     Ok(())
+}
+
+/// Checks a grouped scores call ([`attn_scores_f16_heads`]) and returns
+/// `(hd, n)`: each head's query length and score count.
+pub(crate) fn scores_heads_shape(
+    qs: usize,
+    heads: usize,
+    cache_len: usize,
+    stride: usize,
+    scores: usize,
+) -> Result<(usize, usize), ShapeError> {
+    let hd = attn_heads("attention queries (whole heads)", qs, heads)?;
+    let n = attn_heads("attention scores (whole heads)", scores, heads)?;
+    attn_shape(hd, n, stride, cache_len)?;
+    Ok((hd, n))
+}
+
+/// Checks a grouped values call ([`attn_values_f16_heads`]) and returns
+/// `n`: each head's probability count.
+pub(crate) fn values_heads_shape(
+    probs: usize,
+    heads: usize,
+    cache_len: usize,
+    stride: usize,
+    (hd, out, out_stride): (usize, usize, usize),
+) -> Result<usize, ShapeError> {
+    let n = attn_heads("attention probabilities (whole heads)", probs, heads)?;
+    attn_out_shape(heads, hd, out_stride, out)?;
+    attn_shape(hd, n, stride, cache_len)?;
+    Ok(n)
+}
+
+/// Runs a one-head scores kernel `single(q, scores)` for each head of a
+/// checked grouped call.
+pub(crate) fn scores_each_head(
+    qs: &[f32],
+    (heads, hd, n): (usize, usize, usize),
+    scores: &mut [f32],
+    mut single: impl FnMut(&[f32], &mut [f32]) -> Result<(), ShapeError>,
+) -> Result<(), ShapeError> {
+    for g in 0..heads {
+        single(&qs[g * hd..(g + 1) * hd], &mut scores[g * n..(g + 1) * n])?;
+    }
+    Ok(())
+}
+
+/// Runs a one-head values kernel `single(probs, out)` for each head of a
+/// checked grouped call.
+pub(crate) fn values_each_head(
+    probs: &[f32],
+    (heads, n, hd, out_stride): (usize, usize, usize, usize),
+    out: &mut [f32],
+    mut single: impl FnMut(&[f32], &mut [f32]) -> Result<(), ShapeError>,
+) -> Result<(), ShapeError> {
+    for g in 0..heads {
+        let row = &mut out[g * out_stride..g * out_stride + hd];
+        single(&probs[g * n..(g + 1) * n], row)?;
+    }
+    Ok(())
+}
+
+/// The scores of `heads` query heads over the same cached keys (the heads
+/// of one GQA group): `qs` holds the heads' `hd`-element queries one after
+/// the other, `scores` their `n` scores each (`scores[g * n + j]`), each
+/// row the bits of [`attn_scores_f16`] for its query.
+pub fn attn_scores_f16_heads(
+    qs: &[f32],
+    heads: usize,
+    keys: &[u16],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    let (hd, n) = scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+        attn_scores_f16(q, keys, stride, scale, row)
+    })
+}
+
+/// As [`attn_scores_f16_heads`] over an f32 key cache.
+pub fn attn_scores_f32_heads(
+    qs: &[f32],
+    heads: usize,
+    keys: &[f32],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    let (hd, n) = scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+        attn_scores_f32(q, keys, stride, scale, row)
+    })
+}
+
+/// The outputs of `heads` query heads over the same cached values: `probs`
+/// holds the heads' `n` probabilities one after the other, head `g`'s `hd`
+/// outputs go to `out[g * out_stride ..]`, each row the bits of
+/// [`attn_values_f16`] for its probabilities.
+pub fn attn_values_f16_heads(
+    probs: &[f32],
+    heads: usize,
+    values_f16: &[u16],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    let o = (hd, out.len(), out_stride);
+    let n = values_heads_shape(probs.len(), heads, values_f16.len(), stride, o)?;
+    values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+        attn_values_f16(p, values_f16, stride, row)
+    })
+}
+
+/// As [`attn_values_f16_heads`] over an f32 value cache.
+pub fn attn_values_f32_heads(
+    probs: &[f32],
+    heads: usize,
+    values_f32: &[f32],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    let o = (hd, out.len(), out_stride);
+    let n = values_heads_shape(probs.len(), heads, values_f32.len(), stride, o)?;
+    values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+        attn_values_f32(p, values_f32, stride, row)
+    })
 }

@@ -22,7 +22,13 @@ mod q6k;
 mod quantize;
 
 pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
-pub use attention::{attn_scores_f16, attn_scores_f32, attn_values_f16, attn_values_f32};
+pub use attention::{
+    attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
+    attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
+};
+pub(crate) use attention::{
+    scores_each_head, scores_heads_shape, values_each_head, values_heads_shape,
+};
 pub use gemm::{
     gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
     q8x8_group_dot,

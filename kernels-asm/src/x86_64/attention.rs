@@ -175,3 +175,212 @@ unsafe fn values_f16(probs: &[f32], values: &[u16], stride: usize, out: &mut [f3
         }
     }
 }
+
+/// The most query heads the grouped kernels take in one pass (more are
+/// taken in passes of this many).
+const MAX_GROUP: usize = 8;
+
+/// The scores of `heads` query heads over the same cached f16 keys (one GQA
+/// group; [`generic::attn_scores_f16_heads`]): each key row is loaded and
+/// converted once for up to 8 heads, each head's lanes accumulate and
+/// reduce as in [`attn_scores_f16`], so every score has its bits. One or two
+/// heads, and shapes without vector code, go head by head.
+pub fn attn_scores_f16_heads(
+    cpu: Avx2,
+    qs: &[f32],
+    heads: usize,
+    keys: &[u16],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
+        return generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+            attn_scores_f16(cpu, q, keys, stride, scale, row)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = (heads - g0).min(MAX_GROUP);
+        let q = &qs[g0 * hd..(g0 + g) * hd];
+        let out = &mut scores[g0 * n..(g0 + g) * n];
+        // SAFETY: rows `j < n` of `hd` halves at `j * stride` lie inside
+        // `keys` (checked above); `q` holds `g` queries of `hd` floats and
+        // `out` `g` rows of `n` scores (sliced above); `hd` is a non-zero
+        // multiple of 8; the token proves AVX2/FMA/F16C.
+        unsafe {
+            match g {
+                1 => scores_f16_group::<1>(q, keys, stride, scale, n, out),
+                2 => scores_f16_group::<2>(q, keys, stride, scale, n, out),
+                3 => scores_f16_group::<3>(q, keys, stride, scale, n, out),
+                4 => scores_f16_group::<4>(q, keys, stride, scale, n, out),
+                5 => scores_f16_group::<5>(q, keys, stride, scale, n, out),
+                6 => scores_f16_group::<6>(q, keys, stride, scale, n, out),
+                7 => scores_f16_group::<7>(q, keys, stride, scale, n, out),
+                _ => scores_f16_group::<8>(q, keys, stride, scale, n, out),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
+}
+
+/// [`generic::attn_scores_f32_heads`] (no vector code).
+pub fn attn_scores_f32_heads(
+    _cpu: Avx2,
+    qs: &[f32],
+    heads: usize,
+    keys: &[f32],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) -> Result<(), ShapeError> {
+    generic::attn_scores_f32_heads(qs, heads, keys, stride, scale, scores)
+}
+
+/// `G` heads' scores, key row by key row: the row's 8-element chunks
+/// converted once, each head's lane sums `acc + q * k` in chunk order, then
+/// [`reduce8`] and the scale: [`scores_f16`]'s operations per score.
+///
+/// # Safety
+/// `qs.len() >= G * hd` with `hd = qs.len() / G` a non-zero multiple of 8,
+/// rows `j < n` of `hd` halves at `j * stride` inside `keys`, `out.len() >=
+/// G * n`; the CPU must implement AVX2 and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_f16_group<const G: usize>(
+    qs: &[f32],
+    keys: &[u16],
+    stride: usize,
+    scale: f32,
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: per the function contract the loads read inside `qs` and the
+    // checked key rows, and the stores `out[g * n + j]` stay inside `out`;
+    // the CPU implements AVX2 and F16C.
+    unsafe {
+        let hd = qs.len() / G;
+        let q = qs.as_ptr();
+        for j in 0..n {
+            let k = keys.as_ptr().add(j * stride);
+            let mut acc = [_mm256_setzero_ps(); G];
+            for c in (0..hd).step_by(8) {
+                let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.add(c).cast()));
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let qv = _mm256_loadu_ps(q.add(g * hd + c));
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, kv));
+                }
+            }
+            for (g, a) in acc.iter().enumerate() {
+                *out.get_unchecked_mut(g * n + j) = reduce8(*a) * scale;
+            }
+        }
+    }
+}
+
+/// The outputs of `heads` query heads over the same cached f16 values (one
+/// GQA group; [`generic::attn_values_f16_heads`]): each value chunk is
+/// loaded and converted once for up to 8 heads, each output element sums
+/// `p * v` over the rows in order as in [`attn_values_f16`], so it has its
+/// bits. One or two heads, and shapes without vector code, go head by head.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_values_f16_heads(
+    cpu: Avx2,
+    probs: &[f32],
+    heads: usize,
+    values: &[u16],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    let o = (hd, out.len(), out_stride);
+    let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
+    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
+        return generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+            attn_values_f16(cpu, p, values, stride, row)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = (heads - g0).min(MAX_GROUP);
+        let p = &probs[g0 * n..(g0 + g) * n];
+        let o = &mut out[g0 * out_stride..(g0 + g - 1) * out_stride + hd];
+        // SAFETY: rows `j < n` of `hd` halves at `j * stride` lie inside
+        // `values` (checked above); `p` holds `g` rows of `n` probabilities
+        // and `o` `g` rows of `hd` outputs at `out_stride` (sliced above,
+        // inside `out` as checked); `hd` is a non-zero multiple of 8; the
+        // token proves AVX2/FMA/F16C.
+        unsafe {
+            match g {
+                1 => values_f16_group::<1>(p, values, stride, hd, o, out_stride),
+                2 => values_f16_group::<2>(p, values, stride, hd, o, out_stride),
+                3 => values_f16_group::<3>(p, values, stride, hd, o, out_stride),
+                4 => values_f16_group::<4>(p, values, stride, hd, o, out_stride),
+                5 => values_f16_group::<5>(p, values, stride, hd, o, out_stride),
+                6 => values_f16_group::<6>(p, values, stride, hd, o, out_stride),
+                7 => values_f16_group::<7>(p, values, stride, hd, o, out_stride),
+                _ => values_f16_group::<8>(p, values, stride, hd, o, out_stride),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
+}
+
+/// [`generic::attn_values_f32_heads`] (no vector code).
+#[allow(clippy::too_many_arguments)]
+pub fn attn_values_f32_heads(
+    _cpu: Avx2,
+    probs: &[f32],
+    heads: usize,
+    values: &[f32],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), ShapeError> {
+    generic::attn_values_f32_heads(probs, heads, values, stride, hd, out, out_stride)
+}
+
+/// `G` heads' outputs, 8 columns at a time: each value row's chunk
+/// converted once, each head's accumulator `acc + p * v` over the rows in
+/// order from zero: [`values_f16`]'s operations per output element.
+///
+/// # Safety
+/// `probs.len() == G * n` for some `n`, rows `j < n` of `hd` halves at `j *
+/// stride` inside `values`, `hd` a non-zero multiple of 8, `out.len() >= (G
+/// - 1) * out_stride + hd`; the CPU must implement AVX2 and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn values_f16_group<const G: usize>(
+    probs: &[f32],
+    values: &[u16],
+    stride: usize,
+    hd: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    // SAFETY: per the function contract the loads read inside `probs` and
+    // the checked value rows, and the stores stay inside `out`; the CPU
+    // implements AVX2 and F16C.
+    unsafe {
+        let n = probs.len() / G;
+        let p = probs.as_ptr();
+        for c in (0..hd).step_by(8) {
+            let mut acc = [_mm256_setzero_ps(); G];
+            let mut v = values.as_ptr().add(c);
+            for j in 0..n {
+                let x = _mm256_cvtph_ps(_mm_loadu_si128(v.cast()));
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let pv = _mm256_set1_ps(*p.add(g * n + j));
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, x));
+                }
+                v = v.wrapping_add(stride);
+            }
+            for (g, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out.as_mut_ptr().add(g * out_stride + c), *a);
+            }
+        }
+    }
+}

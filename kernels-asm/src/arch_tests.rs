@@ -543,6 +543,13 @@ fn activations_match_generic() {
         generic::exp_minus(&mut want, 3.5);
         arch::exp_minus(cpu, &mut got, 3.5);
         assert_same(&got, &want, "exp_minus");
+        let (mut want, mut got) = (x.clone(), x.clone());
+        generic::gelu_tanh_in_place(&mut want);
+        arch::gelu_tanh_in_place(cpu, &mut got);
+        assert_same(&got, &want, "gelu_tanh");
+        for (w, &v) in want.iter().zip(&x) {
+            assert!(same(*w, generic::gelu_tanh(v)), "gelu_tanh_in_place({v})");
+        }
     }
     for runs in 0..6 {
         let gu: Vec<f32> = (0..16 * runs)

@@ -57,6 +57,16 @@ fn grids(case: &str) -> Vec<(usize, usize)> {
 /// Encodes the case's images from the reference pixel values; returns
 /// (image embeddings, deepstack (levels, tokens, out)) over all images.
 fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
+    encode_case_on(bytes, case, kv, &detected_kernels(), &Serial)
+}
+
+fn encode_case_on<P: kestrel_core::parallel::Parallel>(
+    bytes: &[u8],
+    case: &str,
+    kv: KvType,
+    k: &kestrel_core::kernels::Kernels,
+    pool: &P,
+) -> (Vec<f32>, Vec<f32>) {
     if grids(case).is_empty() {
         return (Vec::new(), Vec::new());
     }
@@ -66,10 +76,9 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
     let patch = v.patch_values();
     let out = v.out_hidden as usize;
     let levels = v.deepstack().len();
-    let layout = VisionArenaSizes::new(&v, 64, kv, 1).unwrap();
+    let layout = VisionArenaSizes::new(&v, 64, kv, pool.threads()).unwrap();
     let mut arena = vec![0u8; layout.total];
     let mut s = VisionState::new(layout, &mut arena).unwrap();
-    let k = detected_kernels();
     let (mut embeds, mut deep_per_image) = (Vec::new(), Vec::new());
     let mut at = 0;
     for (h, wd) in grids(case) {
@@ -82,10 +91,7 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
             grid_h: h,
             grid_w: wd,
         };
-        let cx = Exec {
-            kernels: &k,
-            pool: &Serial,
-        };
+        let cx = Exec { kernels: k, pool };
         encode_image(&w, &mut s, &cx, image, &mut e, &mut d).unwrap();
         at += n;
         embeds.extend_from_slice(&e);
@@ -100,6 +106,40 @@ fn encode_case(bytes: &[u8], case: &str, kv: KvType) -> (Vec<f32>, Vec<f32>) {
         }
     }
     (embeds, deep)
+}
+
+/// The tower with the detected kernels (its attention in blocks of patches
+/// per head, the GEMMs in the CPU's tiles) on 1-3 threads gives the scalar
+/// kernels' bits, f16 and f32 caches.
+#[test]
+fn vision_tower_gives_the_scalar_bits_on_any_thread_count() {
+    let dir = temp_dir("vl-vision-bits");
+    let bytes = convert_vl(&dir, WeightMode::Q8);
+    let pools: Vec<kestrel::pool::Pool> = (1..=3).map(kestrel::pool::Pool::new).collect();
+    for kv in [KvType::F16, KvType::F32] {
+        for case in ["image", "two_images"] {
+            let want = encode_case_on(
+                &bytes,
+                case,
+                kv,
+                &kestrel_core::kernels::Kernels::Scalar,
+                &Serial,
+            );
+            assert!(!want.0.is_empty(), "{case}: no image");
+            for pool in &pools {
+                let got = encode_case_on(&bytes, case, kv, &detected_kernels(), pool);
+                let same = |a: &[f32], b: &[f32]| {
+                    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+                };
+                assert!(
+                    same(&got.0, &want.0) && same(&got.1, &want.1),
+                    "{case} {kv:?} {} threads",
+                    kestrel_core::parallel::Parallel::threads(pool)
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -187,6 +187,13 @@ impl Kernels {
         sized_by_caller(dispatch!(self, swiglu_runs(out, gate_up)))
     }
 
+    /// GELU (tanh approximation) in place: the bits of
+    /// [`generic::gelu_tanh`] on every value, with the fastest code the
+    /// kernel set has.
+    pub fn gelu_tanh(&self, x: &mut [f32]) {
+        dispatch!(self, gelu_tanh_in_place(x))
+    }
+
     /// Softmax in place: the bits of [`generic::softmax`] (the
     /// exponentials vectorized, their sum in order).
     pub fn softmax(&self, x: &mut [f32]) {

@@ -90,7 +90,8 @@ pub struct VisionArenaSizes {
     keys: usize,
     /// values: (patches, d).
     values: usize,
-    /// scores: (parts, patches) f32.
+    /// scores: (parts, QUERY_BLOCK, head_dim + patches) f32: each part's
+    /// block of queries, then their scores.
     scores: usize,
     /// rope: (patches, head_dim / 2) f32 cosines, then as many sines.
     rope: usize,
@@ -142,7 +143,7 @@ impl VisionArenaSizes {
             hb: mul(mul(n, dm.ffn.max(dm.d))?, f)?,
             keys: mul(mul(n, dm.d)?, kv_elem)?,
             values: mul(mul(n, dm.d)?, kv_elem)?,
-            scores: mul(mul(parts, n)?, f)?,
+            scores: mul(mul(mul(parts, QUERY_BLOCK)?, n + dm.head_dim)?, f)?,
             rope: mul(mul(n, dm.head_dim)?, f)?,
             tmp: mul(mul(chunk, dm.max_rows())?, f)?,
             act_qs: mul(chunk, dm.max_in())?,
@@ -337,12 +338,21 @@ fn layernorm_rows(out: &mut [f32], x: &[f32], width: usize, (w, b): (&[u8], &[u8
     }
 }
 
-/// GELU with the tanh approximation (`gelu_pytorch_tanh`), written as
-/// `x * sigmoid(2u) = x / (1 + e^-2u)` (the same function: `1 + tanh u =
-/// 2 / (1 + e^-2u)`) with the branch-free [`ops::exp`], which vectorizes.
-pub fn gelu_tanh(x: f32) -> f32 {
-    const C2: f32 = 2.0 * 0.797_884_6; // 2 sqrt(2 / pi)
-    x / (1.0 + ops::exp(-C2 * (x + 0.044_715 * x * x * x)))
+/// `x = gelu_tanh(x)` over (rows, width) values, the rows split over the
+/// pool (each value's result does not depend on the split).
+fn gelu_rows<P: Parallel>(cx: &Exec<'_, P>, x: &mut [f32], width: usize) {
+    let rows = x.len() / width.max(1);
+    let parts = cx.pool.threads().clamp(1, MAX_PARTS).min(rows.max(1));
+    let mut items: heapless::Vec<&mut [f32], MAX_PARTS> = heapless::Vec::new();
+    let mut rest = x;
+    for p in 0..parts {
+        let take = (rows * (p + 1) / parts - rows * p / parts) * width;
+        let (part, r) = core::mem::take(&mut rest).split_at_mut(take);
+        rest = r;
+        let _ = items.push(part);
+    }
+    cx.pool
+        .for_each_mut(&mut items, &|_, part| cx.kernels.gelu_tanh(part));
 }
 
 /// GELU, exact (erf).
@@ -557,9 +567,7 @@ pub fn encode_image<P: Parallel>(
             false,
             &mut s.hb[..n * dm.ffn],
         )?;
-        for h in s.hb[..n * dm.ffn].iter_mut() {
-            *h = gelu_tanh(*h);
-        }
+        gelu_rows(cx, &mut s.hb[..n * dm.ffn], dm.ffn);
         project(
             cx,
             &mut s.mats,
@@ -617,10 +625,15 @@ fn merge_mlp<P: Parallel>(
 }
 
 /// Heads `h0..h1` of the tower's attention and their outputs.
+/// Queries of one head computed together against each key and value row
+/// (the grouped attention kernels: each cached row loaded once per block).
+const QUERY_BLOCK: usize = 8;
+
 struct Heads<'a> {
     h0: usize,
     h1: usize,
-    /// (patches) scores of one query.
+    /// (QUERY_BLOCK, head_dim) queries of the block, then (QUERY_BLOCK,
+    /// patches) their scores.
     scores: &'a mut [f32],
     /// (h1 - h0, patches, head_dim) outputs.
     out: &'a mut [f32],
@@ -638,7 +651,7 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
     let mut out_rest: &mut [f32] = &mut s.hb[..n * d];
     for p in 0..parts {
         let (h0, h1) = (heads * p / parts, heads * (p + 1) / parts);
-        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(n);
+        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(QUERY_BLOCK * (hd + n));
         scores_rest = rest;
         let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * n * hd);
         out_rest = rest;
@@ -652,18 +665,24 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
     let qkv: &[f32] = s.qkv;
     let (keys, values) = (s.keys.view(0..n * d), s.values.view(0..n * d));
     pool.for_each_mut(&mut items, &|_, part| {
+        let (qs, scores) = part.scores.split_at_mut(QUERY_BLOCK * hd);
         for h in part.h0..part.h1 {
-            for t in 0..n {
-                let q = &qkv[t * 3 * d + h * hd..t * 3 * d + (h + 1) * hd];
-                k.attn_scores(q, keys.from(h * hd), d, scale, part.scores);
-                k.softmax(part.scores);
-                let at = ((h - part.h0) * n + t) * hd;
-                k.attn_values(
-                    part.scores,
-                    values.from(h * hd),
-                    d,
-                    &mut part.out[at..at + hd],
-                );
+            // Patches t0..t0 + g of head h: their queries side by side, then
+            // (g, n) scores, probabilities, and g output rows.
+            for t0 in (0..n).step_by(QUERY_BLOCK) {
+                let g = (n - t0).min(QUERY_BLOCK);
+                for (i, q) in qs.chunks_exact_mut(hd).take(g).enumerate() {
+                    let at = (t0 + i) * 3 * d + h * hd;
+                    q.copy_from_slice(&qkv[at..at + hd]);
+                }
+                let scores = &mut scores[..g * n];
+                k.attn_scores_heads(&qs[..g * hd], g, keys.from(h * hd), d, scale, scores);
+                for row in scores.chunks_exact_mut(n) {
+                    k.softmax(row);
+                }
+                let at = ((h - part.h0) * n + t0) * hd;
+                let out = &mut part.out[at..at + g * hd];
+                k.attn_values_heads(scores, g, values.from(h * hd), d, hd, out, hd);
             }
         }
     });

@@ -195,3 +195,9 @@ pub fn exp_minus(_cpu: Dotprod, x: &mut [f32], max: f32) {
     }
     x[quads * 4..].copy_from_slice(&tail[..n_rest]);
 }
+
+/// `x[i] = gelu_tanh(x[i])`: [`crate::generic::gelu_tanh_in_place`] (no
+/// vector code yet).
+pub fn gelu_tanh_in_place(_cpu: Dotprod, x: &mut [f32]) {
+    crate::generic::gelu_tanh_in_place(x)
+}

@@ -50,6 +50,28 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
+/// GELU with the tanh approximation (`gelu_pytorch_tanh`, the vision
+/// tower's MLP), written as `x * sigmoid(2u) = x / (1 + e^-2u)` with `u =
+/// sqrt(2/pi) (x + 0.044715 x^3)` (the same function: `1 + tanh u = 2 / (1
+/// + e^-2u)`) and [`exp`]: `x / (1 + exp(-2 sqrt(2/pi) * (x + ((0.044715 x)
+/// x) x)))`, in that order.
+#[inline(always)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    x / (1.0 + exp(GELU_MINUS_2C * (x + GELU_CUBE * x * x * x)))
+}
+
+/// `-2 sqrt(2 / pi)`: [`gelu_tanh`]'s factor.
+pub(crate) const GELU_MINUS_2C: f32 = -2.0 * 0.797_884_6;
+/// The cubic term's coefficient of [`gelu_tanh`].
+pub(crate) const GELU_CUBE: f32 = 0.044_715;
+
+/// `x[i] = gelu_tanh(x[i])`; any length.
+pub fn gelu_tanh_in_place(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = gelu_tanh(*v);
+    }
+}
+
 /// `x[i] = e^(x[i] - max)` with [`exp`] (the exponentials of a softmax);
 /// any length.
 pub fn exp_minus(x: &mut [f32], max: f32) {

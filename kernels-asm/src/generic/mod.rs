@@ -21,7 +21,10 @@ mod q5k;
 mod q6k;
 mod quantize;
 
-pub use activation::{exp, exp_minus, max_of, normalize, silu, softmax, swiglu_runs};
+pub use activation::{
+    exp, exp_minus, gelu_tanh, gelu_tanh_in_place, max_of, normalize, silu, softmax, swiglu_runs,
+};
+pub(crate) use activation::{GELU_CUBE, GELU_MINUS_2C};
 pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,

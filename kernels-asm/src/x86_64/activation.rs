@@ -86,6 +86,53 @@ unsafe fn swiglu_avx2(out: &mut [f32], gate_up: &[f32]) {
     }
 }
 
+/// `x[i] = gelu_tanh(x[i])`: the operations of
+/// [`crate::generic::gelu_tanh`] on 8 lanes (the cube, the sum, the
+/// factor, [`exp8`], `1 +`, the division), so the same bits; any length.
+pub fn gelu_tanh_in_place(_cpu: Avx2, x: &mut [f32]) {
+    // SAFETY: the token proves AVX2/FMA/F16C; the function only touches
+    // `x` through its chunks.
+    unsafe { gelu_avx2(x) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gelu_avx2(x: &mut [f32]) {
+    map8(x, |v| gelu8(v));
+}
+
+/// [`crate::generic::gelu_tanh`] of 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gelu8(x: __m256) -> __m256 {
+    use crate::generic::{GELU_CUBE, GELU_MINUS_2C};
+    let cube = _mm256_mul_ps(
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(GELU_CUBE), x), x),
+        x,
+    );
+    let a = _mm256_mul_ps(_mm256_set1_ps(GELU_MINUS_2C), _mm256_add_ps(x, cube));
+    _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), exp8(a)))
+}
+
+/// `x[i] = f(x[i])` 8 lanes at a time, the tail through a padded vector.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn map8(x: &mut [f32], f: impl Fn(__m256) -> __m256) {
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // SAFETY: `c` is 8 floats (chunks_exact); unaligned load and store.
+        unsafe { _mm256_storeu_ps(c.as_mut_ptr(), f(_mm256_loadu_ps(c.as_ptr()))) };
+    }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let n = rest.len();
+        let mut lanes = [0.0f32; 8];
+        lanes[..n].copy_from_slice(rest);
+        // SAFETY: `lanes` is 8 floats; unaligned load and store.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), f(_mm256_loadu_ps(lanes.as_ptr()))) };
+        rest.copy_from_slice(&lanes[..n]);
+    }
+}
+
 /// `x[i] = e^(x[i] - max)` (the exponentials of a softmax), the bits of
 /// [`crate::generic::exp`] lane by lane; any length.
 pub fn exp_minus(_cpu: Avx2, x: &mut [f32], max: f32) {
@@ -97,24 +144,5 @@ pub fn exp_minus(_cpu: Avx2, x: &mut [f32], max: f32) {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn exp_minus_avx2(x: &mut [f32], max: f32) {
     let m = _mm256_set1_ps(max);
-    let mut chunks = x.chunks_exact_mut(8);
-    for c in &mut chunks {
-        // SAFETY: `c` is 8 floats (chunks_exact); unaligned load and store.
-        unsafe {
-            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), m));
-            _mm256_storeu_ps(c.as_mut_ptr(), v);
-        }
-    }
-    let rest = chunks.into_remainder();
-    if !rest.is_empty() {
-        let n = rest.len();
-        let mut lanes = [0.0f32; 8];
-        lanes[..n].copy_from_slice(rest);
-        // SAFETY: `lanes` is 8 floats; unaligned load and store.
-        unsafe {
-            let v = exp8(_mm256_sub_ps(_mm256_loadu_ps(lanes.as_ptr()), m));
-            _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-        }
-        rest.copy_from_slice(&lanes[..n]);
-    }
+    map8(x, |v| exp8(_mm256_sub_ps(v, m)));
 }

@@ -51,10 +51,10 @@ pub fn silu(x: f32) -> f32 {
 }
 
 /// GELU with the tanh approximation (`gelu_pytorch_tanh`, the vision
-/// tower's MLP), written as `x * sigmoid(2u) = x / (1 + e^-2u)` with `u =
-/// sqrt(2/pi) (x + 0.044715 x^3)` (the same function: `1 + tanh u = 2 / (1
-/// + e^-2u)`) and [`exp`]: `x / (1 + exp(-2 sqrt(2/pi) * (x + ((0.044715 x)
-/// x) x)))`, in that order.
+/// tower's MLP), written as `x * sigmoid(2u) = x / (1 + e^-2u)` with
+/// `u = sqrt(2/pi) (x + 0.044715 x^3)` (the same function, since
+/// `1 + tanh u = 2 / (1 + e^-2u)`) and [`exp`]:
+/// `x / (1 + exp(-2 sqrt(2/pi) * (x + ((0.044715 x) x) x)))`, in that order.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     x / (1.0 + exp(GELU_MINUS_2C * (x + GELU_CUBE * x * x * x)))

@@ -24,6 +24,7 @@ mod quantize;
 pub use activation::{
     exp, exp_minus, gelu_tanh, gelu_tanh_in_place, max_of, normalize, silu, softmax, swiglu_runs,
 };
+#[cfg(target_arch = "x86_64")]
 pub(crate) use activation::{GELU_CUBE, GELU_MINUS_2C};
 pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,

@@ -876,6 +876,31 @@ fn swiglu_and_softmax_kernels_match_the_reference() {
             );
         }
     }
+    // Rows softmaxed together (up to 8 in lockstep, then the rest) give
+    // each row the one-row softmax's bits; a partial last row is a row.
+    for rows in 1..=10usize {
+        for n in [1usize, 2, 7, 33] {
+            let mut x = noise(rows * n + n / 2, (rows * 100 + n) as u64, 40.0);
+            for (i, v) in x.iter_mut().enumerate() {
+                if i % 11 == 3 {
+                    *v = special[(i / 11) % special.len()];
+                }
+            }
+            let mut want = x.clone();
+            for row in want.chunks_mut(n) {
+                ops::softmax(row);
+            }
+            for k in [&kernels, &kestrel_core::kernels::Kernels::Scalar] {
+                let mut got = x.clone();
+                k.softmax_rows(&mut got, n);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()));
+                assert!(same, "{} softmax_rows rows {rows} n {n}", k.name());
+            }
+        }
+    }
     println!(
         "swiglu/softmax: kernels {} match the reference bit for bit",
         kernels.name()

@@ -194,6 +194,14 @@ impl Kernels {
         dispatch!(self, gelu_tanh_in_place(x))
     }
 
+    /// Softmax of each row of `n` values in place (the heads of one GQA
+    /// group, a block of queries): every row the bits of
+    /// [`Kernels::softmax`], the rows' serial passes overlapped
+    /// ([`generic::softmax_rows`]).
+    pub fn softmax_rows(&self, x: &mut [f32], n: usize) {
+        generic::softmax_rows(x, n, &|row, max| dispatch!(self, exp_minus(row, max)));
+    }
+
     /// Softmax in place: the bits of [`generic::softmax`] (the
     /// exponentials vectorized, their sum in order).
     pub fn softmax(&self, x: &mut [f32]) {

@@ -636,9 +636,7 @@ fn attention<P: Parallel>(
                 // (g, n) scores, then probabilities.
                 let scores = &mut part.scores[..g * n];
                 k.attn_scores_heads(qs, g, keys.from(kv * hd), kv_dim, scale, scores);
-                for row in scores.chunks_exact_mut(n) {
-                    k.softmax(row);
-                }
+                k.softmax_rows(scores, n);
                 // Head h + i, token t at ((h + i - h0) * m + t) * hd.
                 let at = ((h - part.h0) * m + t) * hd;
                 let out = &mut part.out[at..at + (g - 1) * m * hd + hd];

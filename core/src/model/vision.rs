@@ -677,9 +677,7 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
                 }
                 let scores = &mut scores[..g * n];
                 k.attn_scores_heads(&qs[..g * hd], g, keys.from(h * hd), d, scale, scores);
-                for row in scores.chunks_exact_mut(n) {
-                    k.softmax(row);
-                }
+                k.softmax_rows(scores, n);
                 let at = ((h - part.h0) * n + t0) * hd;
                 let out = &mut part.out[at..at + g * hd];
                 k.attn_values_heads(scores, g, values.from(h * hd), d, hd, out, hd);

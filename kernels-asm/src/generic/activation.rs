@@ -123,3 +123,66 @@ pub fn normalize(x: &mut [f32]) {
         *v *= inv;
     }
 }
+
+/// Softmax of each of the rows of `n` values in `x` (the heads of one GQA
+/// group, or a block of queries), with `exp_minus` doing each row's
+/// exponentials: every row gets the bits of [`softmax`] with that
+/// `exp_minus`. Up to 8 rows step in lockstep through the two serial
+/// passes (the maximum, and the sum in each row's order), so their
+/// dependency chains overlap instead of following one another. A last
+/// partial row (`x.len()` not a multiple of `n`) is a row of its own.
+pub fn softmax_rows(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+    if n == 0 {
+        // No whole row: the values are one row.
+        return softmax_block::<1>(x, x.len(), exp_minus);
+    }
+    let mut rest = x;
+    while !rest.is_empty() {
+        let rows = (rest.len() / n).min(8);
+        if rows == 0 {
+            softmax_block::<1>(rest, rest.len(), exp_minus);
+            return;
+        }
+        let (block, tail) = core::mem::take(&mut rest).split_at_mut(rows * n);
+        rest = tail;
+        match rows {
+            1 => softmax_block::<1>(block, n, exp_minus),
+            2 => softmax_block::<2>(block, n, exp_minus),
+            3 => softmax_block::<3>(block, n, exp_minus),
+            4 => softmax_block::<4>(block, n, exp_minus),
+            5 => softmax_block::<5>(block, n, exp_minus),
+            6 => softmax_block::<6>(block, n, exp_minus),
+            7 => softmax_block::<7>(block, n, exp_minus),
+            _ => softmax_block::<8>(block, n, exp_minus),
+        }
+    }
+}
+
+/// [`softmax`] of the `R` rows of `n` values in `x` (`R * n` values), the
+/// serial passes stepped in lockstep.
+fn softmax_block<const R: usize>(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+    let mut max = [f32::NEG_INFINITY; R];
+    for j in 0..n {
+        for (g, m) in max.iter_mut().enumerate() {
+            let v = x[g * n + j];
+            if v > *m {
+                *m = v;
+            }
+        }
+    }
+    for (row, &m) in x.chunks_exact_mut(n).zip(&max) {
+        exp_minus(row, m);
+    }
+    let mut sum = [0.0f32; R];
+    for j in 0..n {
+        for (g, s) in sum.iter_mut().enumerate() {
+            *s += x[g * n + j];
+        }
+    }
+    for (row, &s) in x.chunks_exact_mut(n).zip(&sum) {
+        let inv = 1.0 / s;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+    }
+}

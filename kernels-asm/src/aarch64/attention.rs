@@ -234,9 +234,12 @@ unsafe fn values_f16(
     }
 }
 
-/// The scores of `heads` query heads over the same cached f16 keys: each
-/// head through [`attn_scores_f16`] (the bits of
-/// [`generic::attn_scores_f16_heads`]).
+/// The scores of `heads` query heads over the same cached f16 keys (one GQA
+/// group; [`generic::attn_scores_f16_heads`]): heads in passes of 4 and 2
+/// through [`scores_f16_x4`] / [`scores_f16_x2`], which load and widen each
+/// key chunk once per pass, a last single head through [`scores_f16`];
+/// every score with [`attn_scores_f16`]'s operations, so the same bits.
+/// Shapes without vector code go head by head.
 pub fn attn_scores_f16_heads(
     cpu: Dotprod,
     qs: &[f32],
@@ -247,9 +250,35 @@ pub fn attn_scores_f16_heads(
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
     let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
-    generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
-        attn_scores_f16(cpu, q, keys, stride, scale, row)
-    })
+    if !cfg!(target_feature = "neon") || !attn_vector_ok(hd, n, stride) {
+        return generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+            attn_scores_f16(cpu, q, keys, stride, scale, row)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = match heads - g0 {
+            1 => 1,
+            2 | 3 => 2,
+            _ => 4,
+        };
+        let (q, out) = (qs[g0 * hd..].as_ptr(), scores[g0 * n..].as_mut_ptr());
+        // SAFETY: heads g0..g0 + g have `hd` queries each at `q` and `n`
+        // scores each at `out` (inside `qs` and `scores`, whose lengths
+        // were checked for `heads` heads); rows `j < n` of `hd` halves at
+        // `j * stride` lie inside `keys`; `hd` is a non-zero multiple of 8
+        // and `n >= 1` (`attn_vector_ok`); the build targets NEON.
+        unsafe {
+            let (chunks, sb) = (hd / 8, stride * 2);
+            match g {
+                1 => scores_f16(q, chunks, keys.as_ptr(), sb, scale, out, n),
+                2 => scores_f16_x2(q, chunks, keys.as_ptr(), sb, scale, out, n),
+                _ => scores_f16_x4(q, chunks, keys.as_ptr(), sb, scale, out, n),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
 }
 
 /// [`generic::attn_scores_f32_heads`] (no vector code).
@@ -265,9 +294,12 @@ pub fn attn_scores_f32_heads(
     generic::attn_scores_f32_heads(qs, heads, keys, stride, scale, scores)
 }
 
-/// The outputs of `heads` query heads over the same cached f16 values: each
-/// head through [`attn_values_f16`] (the bits of
-/// [`generic::attn_values_f16_heads`]).
+/// The outputs of `heads` query heads over the same cached f16 values (one
+/// GQA group; [`generic::attn_values_f16_heads`]): heads in passes of 4 and
+/// 2 through [`values_f16_x4`] / [`values_f16_x2`], which load and widen
+/// each value chunk once per pass, a last single head through
+/// [`values_f16`]; every output with [`attn_values_f16`]'s operations, so
+/// the same bits. Shapes without vector code go head by head.
 #[allow(clippy::too_many_arguments)]
 pub fn attn_values_f16_heads(
     cpu: Dotprod,
@@ -281,9 +313,39 @@ pub fn attn_values_f16_heads(
 ) -> Result<(), ShapeError> {
     let o = (hd, out.len(), out_stride);
     let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
-    generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
-        attn_values_f16(cpu, p, values, stride, row)
-    })
+    if !cfg!(target_feature = "neon") || !attn_vector_ok(hd, n, stride) {
+        return generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+            attn_values_f16(cpu, p, values, stride, row)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = match heads - g0 {
+            1 => 1,
+            2 | 3 => 2,
+            _ => 4,
+        };
+        let (p, o) = (
+            probs[g0 * n..].as_ptr(),
+            out[g0 * out_stride..].as_mut_ptr(),
+        );
+        // SAFETY: heads g0..g0 + g have `n` probabilities each at `p` and
+        // `hd` outputs each at `o + i * out_stride` (inside `probs` and
+        // `out`, whose lengths were checked for `heads` heads); rows `j <
+        // n` of `hd` halves at `j * stride` lie inside `values`; `hd` is a
+        // non-zero multiple of 8 and `n >= 1` (`attn_vector_ok`); the build
+        // targets NEON.
+        unsafe {
+            let (chunks, sb) = (hd / 8, stride * 2);
+            match g {
+                1 => values_f16(p, n, values.as_ptr(), sb, o, chunks),
+                2 => values_f16_x2(p, n, values.as_ptr(), sb, o, out_stride, chunks),
+                _ => values_f16_x4(p, n, values.as_ptr(), sb, o, out_stride, chunks),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
 }
 
 /// [`generic::attn_values_f32_heads`] (no vector code).
@@ -299,4 +361,374 @@ pub fn attn_values_f32_heads(
     out_stride: usize,
 ) -> Result<(), ShapeError> {
     generic::attn_values_f32_heads(probs, heads, values, stride, hd, out, out_stride)
+}
+
+/// The scores of 2 query heads (`2 x chunks * 8` floats at `q`, one head
+/// after the other) over the same `n` key rows: [`scores_f16`]'s operations
+/// for each, each key chunk loaded and widened once for the 2.
+///
+/// # Safety
+/// `q` must point to `2 * chunks * 8` floats (`chunks >= 1`), `keys` to `n
+/// >= 1` rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to
+/// `2 * n` writable floats.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn scores_f16_x2(
+    q: *const f32,
+    chunks: usize,
+    keys: *const u16,
+    stride_bytes: usize,
+    scale: f32,
+    out: *mut f32,
+    n: usize,
+) {
+    // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 2 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
+    //
+    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with a separate `fmul` and `fadd`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {kp}, {row}",
+            "mov {qp0}, {q0}",
+            "mov {qp1}, {q1}",
+            "mov {c}, {chunks}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "movi v18.4s, #0",
+            "movi v19.4s, #0",
+            "3:",
+            "ld1 {{v0.8h}}, [{kp}], #16",
+            "fcvtl v1.4s, v0.4h",
+            "fcvtl2 v0.4s, v0.8h",
+            "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v16.4s, v16.4s, v4.4s",
+            "fadd v17.4s, v17.4s, v5.4s",
+            "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v18.4s, v18.4s, v4.4s",
+            "fadd v19.4s, v19.4s, v5.4s",
+            "subs {c}, {c}, #1",
+            "b.ne 3b",
+            "fadd v16.4s, v16.4s, v17.4s",
+            "ext v17.16b, v16.16b, v16.16b, #8",
+            "fadd v16.2s, v16.2s, v17.2s",
+            "faddp s16, v16.2s",
+            "fmul s16, s16, {scale:s}",
+            "str s16, [{o0}], #4",
+            "fadd v18.4s, v18.4s, v19.4s",
+            "ext v19.16b, v18.16b, v18.16b, #8",
+            "fadd v18.2s, v18.2s, v19.2s",
+            "faddp s18, v18.2s",
+            "fmul s18, s18, {scale:s}",
+            "str s18, [{o1}], #4",
+            "add {row}, {row}, {stride}",
+            "subs {n}, {n}, #1",
+            "b.ne 2b",
+            row = inout(reg) keys => _,
+            q0 = in(reg) q.add(0 * chunks * 8),
+            q1 = in(reg) q.add(1 * chunks * 8),
+            chunks = in(reg) chunks,
+            stride = in(reg) stride_bytes,
+            scale = in(vreg) scale,
+            o0 = inout(reg) out.add(0 * n) => _,
+            o1 = inout(reg) out.add(1 * n) => _,
+            n = inout(reg) n => _,
+            kp = out(reg) _,
+            qp0 = out(reg) _,
+            qp1 = out(reg) _,
+            c = out(reg) _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            options(nostack),
+        );
+    }
+}
+
+/// The outputs of 2 query heads (`2 x n` probabilities at `probs`, one
+/// head after the other) over the same `n` value rows: [`values_f16`]'s
+/// operations for each, each value chunk loaded and widened once for the
+/// 2; head `g`'s `chunks * 8` outputs at `out + g * out_stride`.
+///
+/// # Safety
+/// `probs` must point to `2 * n` floats (`n >= 1`), `values` to `n` rows
+/// of `chunks * 8` halves spaced `stride_bytes` apart (`chunks >= 1`), `out`
+/// to 2 rows of `chunks * 8` writable floats `out_stride` floats apart.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn values_f16_x2(
+    probs: *const f32,
+    n: usize,
+    values: *const u16,
+    stride_bytes: usize,
+    out: *mut f32,
+    out_stride: usize,
+    chunks: usize,
+) {
+    // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 2 probability rows for each `j < n`, then stores 32 bytes of each of the 2 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
+    //
+    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (separate `fmul` and `fadd`) for `j` in order, as [`values_f16`] does; only the widened value chunk is shared.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {vp}, {col}",
+            "mov {pp0}, {p0}",
+            "mov {pp1}, {p1}",
+            "mov {j}, {n}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "movi v18.4s, #0",
+            "movi v19.4s, #0",
+            "3:",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "ld1r {{v4.4s}}, [{pp0}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v16.4s, v16.4s, v5.4s",
+            "fadd v17.4s, v17.4s, v6.4s",
+            "ld1r {{v4.4s}}, [{pp1}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v18.4s, v18.4s, v5.4s",
+            "fadd v19.4s, v19.4s, v6.4s",
+            "subs {j}, {j}, #1",
+            "b.ne 3b",
+            "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
+            "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
+            "add {col}, {col}, #16",
+            "subs {chunks}, {chunks}, #1",
+            "b.ne 2b",
+            col = inout(reg) values => _,
+            p0 = in(reg) probs.add(0 * n),
+            p1 = in(reg) probs.add(1 * n),
+            n = in(reg) n,
+            stride = in(reg) stride_bytes,
+            o0 = inout(reg) out.add(0 * out_stride) => _,
+            o1 = inout(reg) out.add(1 * out_stride) => _,
+            chunks = inout(reg) chunks => _,
+            vp = out(reg) _,
+            pp0 = out(reg) _,
+            pp1 = out(reg) _,
+            j = out(reg) _,
+            out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            options(nostack),
+        );
+    }
+}
+
+/// The scores of 4 query heads (`4 x chunks * 8` floats at `q`, one head
+/// after the other) over the same `n` key rows: [`scores_f16`]'s operations
+/// for each, each key chunk loaded and widened once for the 4.
+///
+/// # Safety
+/// `q` must point to `4 * chunks * 8` floats (`chunks >= 1`), `keys` to `n
+/// >= 1` rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to
+/// `4 * n` writable floats.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn scores_f16_x4(
+    q: *const f32,
+    chunks: usize,
+    keys: *const u16,
+    stride_bytes: usize,
+    scale: f32,
+    out: *mut f32,
+    n: usize,
+) {
+    // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 4 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
+    //
+    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with a separate `fmul` and `fadd`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {kp}, {row}",
+            "mov {qp0}, {q0}",
+            "mov {qp1}, {q1}",
+            "mov {qp2}, {q2}",
+            "mov {qp3}, {q3}",
+            "mov {c}, {chunks}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "movi v18.4s, #0",
+            "movi v19.4s, #0",
+            "movi v20.4s, #0",
+            "movi v21.4s, #0",
+            "movi v22.4s, #0",
+            "movi v23.4s, #0",
+            "3:",
+            "ld1 {{v0.8h}}, [{kp}], #16",
+            "fcvtl v1.4s, v0.4h",
+            "fcvtl2 v0.4s, v0.8h",
+            "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v16.4s, v16.4s, v4.4s",
+            "fadd v17.4s, v17.4s, v5.4s",
+            "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v18.4s, v18.4s, v4.4s",
+            "fadd v19.4s, v19.4s, v5.4s",
+            "ld1 {{v2.4s, v3.4s}}, [{qp2}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v20.4s, v20.4s, v4.4s",
+            "fadd v21.4s, v21.4s, v5.4s",
+            "ld1 {{v2.4s, v3.4s}}, [{qp3}], #32",
+            "fmul v4.4s, v2.4s, v1.4s",
+            "fmul v5.4s, v3.4s, v0.4s",
+            "fadd v22.4s, v22.4s, v4.4s",
+            "fadd v23.4s, v23.4s, v5.4s",
+            "subs {c}, {c}, #1",
+            "b.ne 3b",
+            "fadd v16.4s, v16.4s, v17.4s",
+            "ext v17.16b, v16.16b, v16.16b, #8",
+            "fadd v16.2s, v16.2s, v17.2s",
+            "faddp s16, v16.2s",
+            "fmul s16, s16, {scale:s}",
+            "str s16, [{o0}], #4",
+            "fadd v18.4s, v18.4s, v19.4s",
+            "ext v19.16b, v18.16b, v18.16b, #8",
+            "fadd v18.2s, v18.2s, v19.2s",
+            "faddp s18, v18.2s",
+            "fmul s18, s18, {scale:s}",
+            "str s18, [{o1}], #4",
+            "fadd v20.4s, v20.4s, v21.4s",
+            "ext v21.16b, v20.16b, v20.16b, #8",
+            "fadd v20.2s, v20.2s, v21.2s",
+            "faddp s20, v20.2s",
+            "fmul s20, s20, {scale:s}",
+            "str s20, [{o2}], #4",
+            "fadd v22.4s, v22.4s, v23.4s",
+            "ext v23.16b, v22.16b, v22.16b, #8",
+            "fadd v22.2s, v22.2s, v23.2s",
+            "faddp s22, v22.2s",
+            "fmul s22, s22, {scale:s}",
+            "str s22, [{o3}], #4",
+            "add {row}, {row}, {stride}",
+            "subs {n}, {n}, #1",
+            "b.ne 2b",
+            row = inout(reg) keys => _,
+            q0 = in(reg) q.add(0 * chunks * 8),
+            q1 = in(reg) q.add(1 * chunks * 8),
+            q2 = in(reg) q.add(2 * chunks * 8),
+            q3 = in(reg) q.add(3 * chunks * 8),
+            chunks = in(reg) chunks,
+            stride = in(reg) stride_bytes,
+            scale = in(vreg) scale,
+            o0 = inout(reg) out.add(0 * n) => _,
+            o1 = inout(reg) out.add(1 * n) => _,
+            o2 = inout(reg) out.add(2 * n) => _,
+            o3 = inout(reg) out.add(3 * n) => _,
+            n = inout(reg) n => _,
+            kp = out(reg) _,
+            qp0 = out(reg) _,
+            qp1 = out(reg) _,
+            qp2 = out(reg) _,
+            qp3 = out(reg) _,
+            c = out(reg) _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            options(nostack),
+        );
+    }
+}
+
+/// The outputs of 4 query heads (`4 x n` probabilities at `probs`, one
+/// head after the other) over the same `n` value rows: [`values_f16`]'s
+/// operations for each, each value chunk loaded and widened once for the
+/// 4; head `g`'s `chunks * 8` outputs at `out + g * out_stride`.
+///
+/// # Safety
+/// `probs` must point to `4 * n` floats (`n >= 1`), `values` to `n` rows
+/// of `chunks * 8` halves spaced `stride_bytes` apart (`chunks >= 1`), `out`
+/// to 4 rows of `chunks * 8` writable floats `out_stride` floats apart.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn values_f16_x4(
+    probs: *const f32,
+    n: usize,
+    values: *const u16,
+    stride_bytes: usize,
+    out: *mut f32,
+    out_stride: usize,
+    chunks: usize,
+) {
+    // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 4 probability rows for each `j < n`, then stores 32 bytes of each of the 4 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
+    //
+    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (separate `fmul` and `fadd`) for `j` in order, as [`values_f16`] does; only the widened value chunk is shared.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {vp}, {col}",
+            "mov {pp0}, {p0}",
+            "mov {pp1}, {p1}",
+            "mov {pp2}, {p2}",
+            "mov {pp3}, {p3}",
+            "mov {j}, {n}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "movi v18.4s, #0",
+            "movi v19.4s, #0",
+            "movi v20.4s, #0",
+            "movi v21.4s, #0",
+            "movi v22.4s, #0",
+            "movi v23.4s, #0",
+            "3:",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "ld1r {{v4.4s}}, [{pp0}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v16.4s, v16.4s, v5.4s",
+            "fadd v17.4s, v17.4s, v6.4s",
+            "ld1r {{v4.4s}}, [{pp1}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v18.4s, v18.4s, v5.4s",
+            "fadd v19.4s, v19.4s, v6.4s",
+            "ld1r {{v4.4s}}, [{pp2}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v20.4s, v20.4s, v5.4s",
+            "fadd v21.4s, v21.4s, v6.4s",
+            "ld1r {{v4.4s}}, [{pp3}], #4",
+            "fmul v5.4s, v4.4s, v3.4s",
+            "fmul v6.4s, v4.4s, v2.4s",
+            "fadd v22.4s, v22.4s, v5.4s",
+            "fadd v23.4s, v23.4s, v6.4s",
+            "subs {j}, {j}, #1",
+            "b.ne 3b",
+            "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
+            "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
+            "st1 {{v20.4s, v21.4s}}, [{o2}], #32",
+            "st1 {{v22.4s, v23.4s}}, [{o3}], #32",
+            "add {col}, {col}, #16",
+            "subs {chunks}, {chunks}, #1",
+            "b.ne 2b",
+            col = inout(reg) values => _,
+            p0 = in(reg) probs.add(0 * n),
+            p1 = in(reg) probs.add(1 * n),
+            p2 = in(reg) probs.add(2 * n),
+            p3 = in(reg) probs.add(3 * n),
+            n = in(reg) n,
+            stride = in(reg) stride_bytes,
+            o0 = inout(reg) out.add(0 * out_stride) => _,
+            o1 = inout(reg) out.add(1 * out_stride) => _,
+            o2 = inout(reg) out.add(2 * out_stride) => _,
+            o3 = inout(reg) out.add(3 * out_stride) => _,
+            chunks = inout(reg) chunks => _,
+            vp = out(reg) _,
+            pp0 = out(reg) _,
+            pp1 = out(reg) _,
+            pp2 = out(reg) _,
+            pp3 = out(reg) _,
+            j = out(reg) _,
+            out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            options(nostack),
+        );
+    }
 }

@@ -8,6 +8,7 @@
 # reruns skip it). Installs what is missing (root or sudo, Debian/Ubuntu).
 # Nothing of llama.cpp is copied into the repository.
 #   bin=$(bash bench/llamacpp.sh)
+#   bin=$(LLAMACPP_ISA=avx2 bash bench/llamacpp.sh)   # AVX2 only (build-avx2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "llamacpp: $*" >&2; }
@@ -43,13 +44,20 @@ src="$lc/llama_cpp_python-$ver/vendor/llama.cpp"
 if [ ! -f "$src/CMakeLists.txt" ]; then
     tar -xzf "$sdist" -C "$lc" "llama_cpp_python-$ver/vendor/llama.cpp"
 fi
+# LLAMACPP_ISA=avx2: a second build without the native ISA (GGML_NATIVE=OFF,
+# AVX2/FMA/F16C on, no AVX-512), for comparisons limited to AVX2.
+isa_flags=(-DGGML_NATIVE=ON)
 build="$lc/build"
+if [ "${LLAMACPP_ISA:-native}" = avx2 ]; then
+    isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+    build="$lc/build-avx2"
+fi
 bin="$build/bin"
 targets=(llama-bench llama-quantize llama-perplexity llama-imatrix)
 for t in "${targets[@]}"; do
     if [ ! -x "$bin/$t" ]; then
         log "building ${targets[*]} (once; cached in $build)"
-        cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
             -DGGML_CPU_REPACK=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
             -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
         cmake --build "$build" --config Release -j "$(nproc)" --target "${targets[@]}" >&2

@@ -132,38 +132,33 @@ pub fn normalize(x: &mut [f32]) {
 /// dependency chains overlap instead of following one another. A last
 /// partial row (`x.len()` not a multiple of `n`) is a row of its own.
 pub fn softmax_rows(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+    if x.is_empty() {
+        return;
+    }
     if n == 0 {
         // No whole row: the values are one row.
-        return softmax_block::<1>(x, x.len(), exp_minus);
+        let len = x.len();
+        return softmax_block(x, 1, len, exp_minus);
     }
     let mut rest = x;
     while !rest.is_empty() {
         let rows = (rest.len() / n).min(8);
         if rows == 0 {
-            softmax_block::<1>(rest, rest.len(), exp_minus);
-            return;
+            let len = rest.len();
+            return softmax_block(rest, 1, len, exp_minus);
         }
         let (block, tail) = core::mem::take(&mut rest).split_at_mut(rows * n);
         rest = tail;
-        match rows {
-            1 => softmax_block::<1>(block, n, exp_minus),
-            2 => softmax_block::<2>(block, n, exp_minus),
-            3 => softmax_block::<3>(block, n, exp_minus),
-            4 => softmax_block::<4>(block, n, exp_minus),
-            5 => softmax_block::<5>(block, n, exp_minus),
-            6 => softmax_block::<6>(block, n, exp_minus),
-            7 => softmax_block::<7>(block, n, exp_minus),
-            _ => softmax_block::<8>(block, n, exp_minus),
-        }
+        softmax_block(block, rows, n, exp_minus);
     }
 }
 
-/// [`softmax`] of the `R` rows of `n` values in `x` (`R * n` values), the
+/// [`softmax`] of the `rows` (at most 8) rows of `n` values in `x`, the
 /// serial passes stepped in lockstep.
-fn softmax_block<const R: usize>(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
-    let mut max = [f32::NEG_INFINITY; R];
+fn softmax_block(x: &mut [f32], rows: usize, n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+    let mut max = [f32::NEG_INFINITY; 8];
     for j in 0..n {
-        for (g, m) in max.iter_mut().enumerate() {
+        for (g, m) in max.iter_mut().enumerate().take(rows) {
             let v = x[g * n + j];
             if v > *m {
                 *m = v;
@@ -173,9 +168,9 @@ fn softmax_block<const R: usize>(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mu
     for (row, &m) in x.chunks_exact_mut(n).zip(&max) {
         exp_minus(row, m);
     }
-    let mut sum = [0.0f32; R];
+    let mut sum = [0.0f32; 8];
     for j in 0..n {
-        for (g, s) in sum.iter_mut().enumerate() {
+        for (g, s) in sum.iter_mut().enumerate().take(rows) {
             *s += x[g * n + j];
         }
     }

@@ -203,17 +203,18 @@ impl Kernels {
     }
 
     /// Softmax in place: the bits of [`generic::softmax`] (the
-    /// exponentials vectorized, their sum in order).
+    /// exponentials vectorized, their sum in order): one row of
+    /// [`Kernels::softmax_rows`].
     pub fn softmax(&self, x: &mut [f32]) {
-        let max = generic::max_of(x);
-        dispatch!(self, exp_minus(x, max));
-        generic::normalize(x);
+        let n = x.len();
+        self.softmax_rows(x, n);
     }
 
     /// Attention scores of one query head over `scores.len()` cached keys
     /// (`q.len()` elements at `j * stride`, all inside `keys`): the same
     /// bits as [`generic::attn_scores_f16`] / [`generic::attn_scores_f32`],
-    /// with the fastest code the kernel set has.
+    /// with the fastest code the kernel set has: one head of
+    /// [`Kernels::attn_scores_heads`].
     pub fn attn_scores(
         &self,
         q: &[f32],
@@ -222,22 +223,17 @@ impl Kernels {
         scale: f32,
         scores: &mut [f32],
     ) {
-        sized_by_caller(match keys {
-            KvView::F16(k) => dispatch!(self, attn_scores_f16(q, k, stride, scale, scores)),
-            KvView::F32(k) => dispatch!(self, attn_scores_f32(q, k, stride, scale, scores)),
-        })
+        self.attn_scores_heads(q, 1, keys, stride, scale, scores)
     }
 
     /// Attention output of one head: `out = sum_j probs[j] * V_j` over the
     /// cached values (`out.len()` elements at `j * stride`, all inside
     /// `values`): the same bits as [`generic::attn_values_f16`] /
     /// [`generic::attn_values_f32`], with the fastest code the kernel set
-    /// has.
+    /// has: one head of [`Kernels::attn_values_heads`].
     pub fn attn_values(&self, probs: &[f32], values: KvView, stride: usize, out: &mut [f32]) {
-        sized_by_caller(match values {
-            KvView::F16(v) => dispatch!(self, attn_values_f16(probs, v, stride, out)),
-            KvView::F32(v) => dispatch!(self, attn_values_f32(probs, v, stride, out)),
-        })
+        let hd = out.len();
+        self.attn_values_heads(probs, 1, values, stride, hd, out, hd)
     }
 
     /// Attention scores of `heads` query heads over the same cached keys

@@ -45,7 +45,7 @@ pub fn rope(head: &mut [f32], cos: &[f32], sin: &[f32]) {
 /// The exponential, SiLU, SwiGLU over fused runs and softmax: the scalar
 /// kernels of `kestrel_kernels::generic` (the specification the vector
 /// kernels match; `crate::kernels::Kernels` picks the fastest).
-pub use kestrel_kernels::generic::{exp, max_of, normalize, silu, softmax, swiglu_runs};
+pub use kestrel_kernels::generic::{exp, silu, softmax, swiglu_runs};
 
 /// `out[i] += x[i]`.
 pub fn add_in_place(out: &mut [f32], x: &[f32]) {

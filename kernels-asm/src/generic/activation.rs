@@ -93,35 +93,13 @@ pub fn swiglu_runs(out: &mut [f32], gate_up: &[f32]) -> Result<(), ShapeError> {
     Ok(())
 }
 
-/// Softmax in place, max-subtracted (NaNs do not take part in the max):
-/// [`max_of`], [`exp_minus`], [`normalize`].
+/// Softmax in place, max-subtracted (NaNs do not take part in the max; the
+/// largest value is the first of any equal ones), the exponentials by
+/// [`exp_minus`], then each value times `1 / sum`, the sum taken in order:
+/// [`softmax_rows`] of one row, which defines these operations once.
 pub fn softmax(x: &mut [f32]) {
-    let max = max_of(x);
-    exp_minus(x, max);
-    normalize(x);
-}
-
-/// The largest value of `x` (NaNs skipped; -inf when empty or all NaN).
-pub fn max_of(x: &[f32]) -> f32 {
-    let mut max = f32::NEG_INFINITY;
-    for &v in x {
-        if v > max {
-            max = v;
-        }
-    }
-    max
-}
-
-/// Divides `x` by its sum (taken in order): `x[i] *= 1 / sum`.
-pub fn normalize(x: &mut [f32]) {
-    let mut sum = 0.0f32;
-    for &v in x.iter() {
-        sum += v;
-    }
-    let inv = 1.0 / sum;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
+    let n = x.len();
+    softmax_rows(x, n, &exp_minus);
 }
 
 /// Softmax of each of the rows of `n` values in `x` (the heads of one GQA

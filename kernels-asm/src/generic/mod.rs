@@ -22,8 +22,7 @@ mod q6k;
 mod quantize;
 
 pub use activation::{
-    exp, exp_minus, gelu_tanh, gelu_tanh_in_place, max_of, normalize, silu, softmax, softmax_rows,
-    swiglu_runs,
+    exp, exp_minus, gelu_tanh, gelu_tanh_in_place, silu, softmax, softmax_rows, swiglu_runs,
 };
 #[cfg(target_arch = "x86_64")]
 pub(crate) use activation::{GELU_CUBE, GELU_MINUS_2C};

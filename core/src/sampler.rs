@@ -55,6 +55,45 @@ pub fn argmax(x: &[f32]) -> usize {
     best
 }
 
+/// `ln(sum(exp(x)))` in f64, from the largest value: the log of the
+/// softmax's denominator, so `x[i] - log_sum_exp(x)` is token `i`'s
+/// log-probability under the model (before any sampling setting).
+pub fn log_sum_exp(x: &[f32]) -> f64 {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return max as f64;
+    }
+    let mut sum = 0.0f64;
+    for &v in x {
+        sum += libm::exp((v - max) as f64);
+    }
+    max as f64 + libm::log(sum)
+}
+
+/// Fills the front of `out` with the ids of the largest values of `x`,
+/// largest first (on ties the lower id first; NaN never), and returns how
+/// many: `out.len()`, or fewer when `x` is shorter.
+pub fn top_ids(x: &[f32], out: &mut [u32]) -> usize {
+    let mut n = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v.is_nan() {
+            continue;
+        }
+        // Where `v` goes: after every kept value at least as large.
+        let mut at = n;
+        while at > 0 && v > x[out[at - 1] as usize] {
+            at -= 1;
+        }
+        if at >= out.len() {
+            continue;
+        }
+        n = (n + 1).min(out.len());
+        out.copy_within(at..n - 1, at + 1);
+        out[at] = i as u32;
+    }
+    n
+}
+
 impl Sampler {
     /// A sampler with its generator seeded from `cfg.seed`.
     pub fn new(cfg: SamplerConfig) -> Sampler {
@@ -171,6 +210,24 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_ids_and_log_probabilities() {
+        let x = [1.0f32, 3.0, f32::NAN, 3.0, -2.0, 0.5];
+        let mut out = [0u32; 4];
+        assert_eq!(top_ids(&x, &mut out), 4);
+        assert_eq!(out, [1, 3, 0, 5]);
+        let mut two = [9u32; 8];
+        assert_eq!(top_ids(&[2.0, 7.0], &mut two), 2);
+        assert_eq!(&two[..2], &[1, 0]);
+        assert_eq!(top_ids(&x, &mut []), 0);
+        // Log-probabilities sum to one in probability.
+        let y = [0.25f32, -1.0, 2.0, 0.0];
+        let lse = log_sum_exp(&y);
+        let total: f64 = y.iter().map(|&v| libm::exp(v as f64 - lse)).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY]), f64::NEG_INFINITY);
+    }
 
     #[test]
     fn greedy_is_argmax_with_lowest_index_on_ties() {

@@ -100,6 +100,48 @@ def main():
             raise AssertionError("n=2 was accepted")
         except openai.BadRequestError:
             checks += 1
+        for kwargs, name in [({"logit_bias": {"5": 3}}, "logit_bias"),
+                             ({"presence_penalty": 0.5}, "presence_penalty"),
+                             ({"extra_body": {"mirostat": 2}}, "mirostat")]:
+            try:
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}], **kwargs)
+                raise AssertionError(f"{name} was accepted")
+            except openai.BadRequestError as e:
+                assert name in str(e), e
+                checks += 1
+        # Parameters that do not change the answer are accepted as clients send them.
+        r = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
+            user="u1", metadata={"k": "v"}, presence_penalty=0, logit_bias={})
+        assert r.choices[0].finish_reason in ("stop", "length")
+        checks += 1
+
+        # Log-probabilities: typed by the client, each token's first
+        # alternative itself at temperature 0, the same streamed.
+        r = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "1, 2, 3,"}], max_tokens=6,
+            temperature=0, logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        assert len(content) == r.usage.completion_tokens, content
+        assert b"".join(bytes(t.bytes) for t in content).decode("utf-8", "replace") == \
+            r.choices[0].message.content
+        for t in content:
+            assert t.logprob <= 0 and len(t.top_logprobs) == 3, t
+            assert t.top_logprobs[0].token == t.token and t.top_logprobs[0].logprob == t.logprob
+            assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob >= t.top_logprobs[2].logprob
+        streamed = [t for c in client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "1, 2, 3,"}], max_tokens=6,
+            temperature=0, logprobs=True, top_logprobs=3, stream=True)
+            for ch in c.choices if ch.logprobs for t in ch.logprobs.content]
+        assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+        r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=4,
+                                      temperature=0, logprobs=2)
+        lp = r.choices[0].logprobs
+        assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4, lp
+        assert all(len(alts) == 2 and max(alts.values()) == x
+                   for alts, x in zip(lp.top_logprobs, lp.token_logprobs)), lp
+        checks += 3
         print(f"openai client ({openai.__version__}): {checks} checks passed against {addr}")
     finally:
         server.terminate()

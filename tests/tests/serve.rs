@@ -846,3 +846,171 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The numbers of a JSON array of numbers.
+fn numbers(v: json::Value) -> Vec<f64> {
+    v.iter_array()
+        .unwrap()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// `logprobs` is the model's log-softmax: the tokens' and the alternatives'
+/// log-probabilities equal those computed here from `kestrel logits`' rows
+/// for the same ids (prefill rows, then decode steps, as the server runs
+/// them), streamed and not, for completions and chat, beside other streams.
+#[test]
+fn logprobs_are_the_models_log_softmax() {
+    let srv = Server::start(2, &[]);
+    let prompt = [101u32, 11, 300, 0, 57];
+    let steps = 4;
+    let args = EngineArgs {
+        threads: Some(1),
+        no_pin: true,
+        ..EngineArgs::default()
+    };
+    let (rows, greedy) = kestrel::logits::logits(&model(), &prompt, steps, 128, &args).unwrap();
+    let vocab = rows.len() / (prompt.len() + steps);
+    // Per generated token: its log-softmax row.
+    let log_softmax = |k: usize| -> Vec<f64> {
+        let row = &rows[(prompt.len() - 1 + k) * vocab..][..vocab];
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
+        let lse = max
+            + row
+                .iter()
+                .map(|&x| (x as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
+        row.iter().map(|&x| x as f64 - lse).collect()
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+    let body =
+        format!(r#"{{"prompt":{prompt:?},"max_tokens":{steps},"temperature":0,"logprobs":5}}"#);
+    let (st, whole) = post(srv.addr, "/v1/completions", &body, None);
+    assert_eq!(st, 200, "{whole}");
+    let doc = json::parse(whole.as_bytes()).unwrap();
+    let lp = doc
+        .get("choices")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .get(0)
+        .unwrap();
+    let lp = lp.get("logprobs").unwrap();
+    let token_lps = numbers(lp.get("token_logprobs").unwrap());
+    assert_eq!(token_lps.len(), steps);
+    for (k, &got) in token_lps.iter().enumerate() {
+        let want = log_softmax(k);
+        assert!(close(got, want[greedy[k] as usize]), "token {k}: {got}");
+        // The five alternatives: the five largest, in order, the first
+        // being the greedy token itself.
+        let top = lp
+            .get("top_logprobs")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .get(k)
+            .unwrap();
+        let alts: Vec<f64> = top
+            .iter_object()
+            .unwrap()
+            .map(|(_, v)| v.as_f64().unwrap())
+            .collect();
+        let mut sorted = want.clone();
+        sorted.sort_by(|a, b| b.partial_cmp(a).unwrap());
+        assert_eq!(alts.len(), 5);
+        for (a, b) in alts.iter().zip(&sorted) {
+            assert!(
+                close(*a, *b),
+                "token {k}: {alts:?} against {:?}",
+                &sorted[..5]
+            );
+        }
+        assert!(close(alts[0], got));
+    }
+    let offsets = numbers(lp.get("text_offset").unwrap());
+    assert_eq!(offsets[0], 0.0);
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+    // Streamed, with another stream beside it: the same entries, spread
+    // over the chunks.
+    let other = std::thread::spawn({
+        let addr = srv.addr;
+        move || {
+            post(
+                addr,
+                "/v1/completions",
+                r#"{"prompt":"Hi","max_tokens":20,"stream":true}"#,
+                None,
+            )
+        }
+    });
+    let (st, streamed) = post(
+        srv.addr,
+        "/v1/completions",
+        &body.replace("\"logprobs\"", "\"stream\":true,\"logprobs\""),
+        None,
+    );
+    assert_eq!(st, 200);
+    assert_eq!(other.join().unwrap().0, 200);
+    let mut streamed_lps = Vec::new();
+    for ev in streamed.split("\n\n").filter(|e| e.starts_with("data: {")) {
+        let v = json::parse(&ev.as_bytes()[6..]).unwrap();
+        if let Some(c) = v.get("choices").unwrap().as_array().unwrap().get(0) {
+            if let Some(l) = c.get("logprobs").filter(|l| !l.is_null()) {
+                streamed_lps.extend(numbers(l.get("token_logprobs").unwrap()));
+            }
+        }
+    }
+    assert_eq!(streamed_lps, token_lps);
+    // Chat: `logprobs: true` with `top_logprobs`; each entry's bytes are
+    // its token's and its first alternative is itself (greedy).
+    let (st, chat) = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &chat_body(
+            &[(Role::User, "Count: 1, 2,")],
+            r#","max_tokens":3,"temperature":0,"logprobs":true,"top_logprobs":2"#,
+        ),
+        None,
+    );
+    assert_eq!(st, 200, "{chat}");
+    let doc = json::parse(chat.as_bytes()).unwrap();
+    let c = doc
+        .get("choices")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .get(0)
+        .unwrap();
+    let content: String = c
+        .get("message")
+        .unwrap()
+        .get("content")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .chars()
+        .collect();
+    let entries = c.get("logprobs").unwrap().get("content").unwrap();
+    let mut text_bytes = Vec::new();
+    for e in entries.iter_array().unwrap() {
+        let lp = e.get("logprob").unwrap().as_f64().unwrap();
+        assert!(lp <= 0.0);
+        text_bytes.extend(numbers(e.get("bytes").unwrap()).iter().map(|&b| b as u8));
+        let top = e.get("top_logprobs").unwrap();
+        assert_eq!(top.as_array().unwrap().len(), 2);
+        let first = top.as_array().unwrap().get(0).unwrap();
+        assert_eq!(first.get("logprob").unwrap().as_f64().unwrap(), lp);
+        assert!(first.get("token").unwrap() == e.get("token").unwrap());
+    }
+    assert_eq!(entries.as_array().unwrap().len(), 3);
+    assert_eq!(String::from_utf8_lossy(&text_bytes), content);
+    // Not asked: null.
+    let (_, plain) = post(
+        srv.addr,
+        "/v1/completions",
+        r#"{"prompt":"x","max_tokens":1}"#,
+        None,
+    );
+    assert!(plain.contains("\"logprobs\":null"), "{plain}");
+}

@@ -405,7 +405,7 @@ impl<'a> Tokenizer<'a> {
     /// Hands the bytes `id` decodes to (Hugging Face's ByteLevel decoder:
     /// added tokens whose characters are all in the byte-level alphabet map
     /// through it, others are their UTF-8 text) to `f`.
-    fn token_decode_bytes(&self, id: u32, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+    pub fn token_decode_bytes(&self, id: u32, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
         let bytes = self.t.token_bytes(id).ok_or(Error::OutOfRange {
             what: "token id",
             value: id as usize,

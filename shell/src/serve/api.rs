@@ -4,6 +4,7 @@
 //! functions over bytes (fuzzed): any input gives a request or a message
 //! for a 400 answer.
 
+use super::scheduler::MAX_TOP_LOGPROBS;
 use crate::error::{Context, Result};
 use kestrel_core::chat::Role;
 use kestrel_core::json::{self, Value};
@@ -29,6 +30,9 @@ pub struct Params {
     pub stream: bool,
     /// `stream_options.include_usage`.
     pub include_usage: bool,
+    /// Log-probabilities asked for, with this many alternatives per token
+    /// (chat: `logprobs: true` and `top_logprobs`; completions: `logprobs: N`).
+    pub logprobs: Option<usize>,
 }
 
 /// A parsed `/v1/chat/completions` body.
@@ -55,6 +59,119 @@ pub enum Prompt {
 pub struct CompletionRequest {
     pub prompt: Prompt,
     pub params: Params,
+}
+
+/// What the server does with a request field.
+#[derive(Clone, Copy)]
+enum Field {
+    /// Read by the parsers below.
+    Used,
+    /// Does not change the answer (`user`, `metadata`, ...): accepted, unused.
+    Unused,
+    /// Would change the answer and is not implemented: accepted only when
+    /// absent, null, or holding the value that changes nothing.
+    OnlyNeutral(fn(&Value) -> bool),
+}
+
+use Field::{OnlyNeutral, Unused, Used};
+
+/// Fields both endpoints take.
+const COMMON_FIELDS: &[(&str, Field)] = &[
+    ("model", Unused),
+    ("user", Unused),
+    ("metadata", Unused),
+    ("store", Unused),
+    ("service_tier", Unused),
+    // llama.cpp's switch for prefix reuse, which is always on here.
+    ("cache_prompt", Unused),
+    ("max_tokens", Used),
+    ("temperature", Used),
+    ("top_p", Used),
+    ("top_k", Used),
+    ("min_p", Used),
+    ("repeat_penalty", Used),
+    ("seed", Used),
+    ("stop", Used),
+    ("stream", Used),
+    ("stream_options", Used),
+    ("n", Used),
+    ("logprobs", Used),
+    ("presence_penalty", OnlyNeutral(is_zero)),
+    ("frequency_penalty", OnlyNeutral(is_zero)),
+    ("logit_bias", OnlyNeutral(is_empty_object)),
+];
+
+/// Fields only `/v1/chat/completions` takes.
+const CHAT_FIELDS: &[(&str, Field)] = &[
+    ("messages", Used),
+    ("max_completion_tokens", Used),
+    ("top_logprobs", Used),
+    ("parallel_tool_calls", Unused),
+    ("tools", OnlyNeutral(is_empty_array)),
+    ("tool_choice", OnlyNeutral(is_no_tool_choice)),
+    ("response_format", OnlyNeutral(is_text_format)),
+    ("modalities", OnlyNeutral(is_text_modality)),
+];
+
+/// Fields only `/v1/completions` takes.
+const COMPLETION_FIELDS: &[(&str, Field)] = &[
+    ("prompt", Used),
+    ("echo", OnlyNeutral(is_false)),
+    ("suffix", OnlyNeutral(is_empty_string)),
+    ("best_of", OnlyNeutral(is_one)),
+];
+
+fn is_zero(v: &Value) -> bool {
+    v.as_f64() == Some(0.0)
+}
+fn is_one(v: &Value) -> bool {
+    v.as_u64() == Some(1)
+}
+fn is_false(v: &Value) -> bool {
+    v.as_bool() == Some(false)
+}
+fn is_empty_string(v: &Value) -> bool {
+    v.str_eq("")
+}
+fn is_empty_object(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| o.is_empty())
+}
+fn is_empty_array(v: &Value) -> bool {
+    v.as_array().is_some_and(|a| a.is_empty())
+}
+fn is_no_tool_choice(v: &Value) -> bool {
+    v.str_eq("none") || v.str_eq("auto")
+}
+fn is_text_format(v: &Value) -> bool {
+    v.get("type").is_some_and(|t| t.str_eq("text"))
+}
+fn is_text_modality(v: &Value) -> bool {
+    v.as_array()
+        .is_some_and(|a| a.len() == 1 && a.get(0).is_some_and(|m| m.str_eq("text")))
+}
+
+/// Refuses a field the server does not know, and an unimplemented field
+/// that would change the answer, naming it: never silently ignored.
+fn check_fields(v: &Value, endpoint: &[(&str, Field)]) -> Result<()> {
+    for (key, value) in v.iter_object().into_iter().flatten() {
+        let field = COMMON_FIELDS
+            .iter()
+            .chain(endpoint)
+            .find(|(name, _)| key.eq_str(name))
+            .map(|&(_, f)| f);
+        let name: String = key.chars().collect();
+        match field {
+            None => return Err(format!("unsupported parameter '{name}'").into()),
+            Some(OnlyNeutral(neutral)) if !value.is_null() && !neutral(&value) => {
+                return Err(format!(
+                    "'{name}' is not supported by this server (only its default value)"
+                )
+                .into())
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn string_of(v: &Value, what: &str) -> Result<String> {
@@ -167,7 +284,33 @@ fn params(v: &Value) -> Result<Params> {
         stop,
         stream,
         include_usage,
+        logprobs: None,
     })
+}
+
+/// Chat's `logprobs` (a boolean) and `top_logprobs` (0 ..= 20, only with it).
+fn chat_logprobs(v: &Value) -> Result<Option<usize>> {
+    let on = match v.get("logprobs") {
+        None | Some(Value::Null) => false,
+        Some(x) => x.as_bool().ok_or("'logprobs' must be a boolean")?,
+    };
+    let top = number(v, "top_logprobs", 0.0, MAX_TOP_LOGPROBS as f64)?;
+    match (on, top) {
+        (false, Some(_)) => Err("'top_logprobs' needs 'logprobs': true".into()),
+        (false, None) => Ok(None),
+        (true, top) => match top {
+            Some(t) if t.fract() != 0.0 => Err("'top_logprobs' must be an integer".into()),
+            t => Ok(Some(t.unwrap_or(0.0) as usize)),
+        },
+    }
+}
+
+/// Completions' `logprobs`: how many alternatives, 0 ..= 5 (null: none).
+fn completion_logprobs(v: &Value) -> Result<Option<usize>> {
+    match count(v, "logprobs")? {
+        Some(n) if n > 5 => Err("'logprobs' must be between 0 and 5".into()),
+        n => Ok(n.map(|n| n as usize)),
+    }
 }
 
 /// The bytes of a `data:[<type>][;base64],<data>` URI.
@@ -253,6 +396,7 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String> {
 /// Parses a chat completion request body.
 pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     let v = object_of(body)?;
+    check_fields(&v, CHAT_FIELDS)?;
     let msgs = v
         .get("messages")
         .and_then(|m| m.as_array())
@@ -281,7 +425,10 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     Ok(ChatRequest {
         messages,
         images,
-        params: params(&v)?,
+        params: Params {
+            logprobs: chat_logprobs(&v)?,
+            ..params(&v)?
+        },
     })
 }
 
@@ -289,6 +436,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
 /// array of one string, or an array of token ids.
 pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest> {
     let v = object_of(body)?;
+    check_fields(&v, COMPLETION_FIELDS)?;
     let prompt = match v.get("prompt") {
         Some(s @ Value::String(_)) => Prompt::Text(string_of(&s, "prompt")?),
         Some(Value::Array(a)) if a.len() == 1 && a.get(0).is_some_and(|x| x.as_str().is_some()) => {
@@ -307,7 +455,10 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest> {
     };
     Ok(CompletionRequest {
         prompt,
-        params: params(&v)?,
+        params: Params {
+            logprobs: completion_logprobs(&v)?,
+            ..params(&v)?
+        },
     })
 }
 
@@ -342,6 +493,65 @@ pub fn error_body(status: u16, message: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Every field is used, harmless, or neutral; anything else is a 400
+    /// naming it.
+    #[test]
+    fn unknown_and_unimplemented_fields_are_refused_by_name() {
+        let chat = |extra: &str| {
+            parse_chat(
+                format!(r#"{{"messages":[{{"role":"user","content":"x"}}]{extra}}}"#).as_bytes(),
+            )
+        };
+        for ok in [
+            r#","user":"u","metadata":{"a":"b"},"store":false,"model":"m""#,
+            r#","tools":[],"tool_choice":"none","parallel_tool_calls":true"#,
+            r#","presence_penalty":0,"frequency_penalty":0.0,"logit_bias":{}"#,
+            r#","response_format":{"type":"text"},"modalities":["text"]"#,
+            r#","logit_bias":null,"tools":null,"response_format":null"#,
+        ] {
+            assert!(chat(ok).is_ok(), "{ok}");
+        }
+        for (bad, named) in [
+            (r#","foo":1"#, "'foo'"),
+            (r#","tools":[{"type":"function"}]"#, "'tools'"),
+            (r#","tool_choice":"required""#, "'tool_choice'"),
+            (
+                r#","response_format":{"type":"json_object"}"#,
+                "'response_format'",
+            ),
+            (r#","logit_bias":{"42":5}"#, "'logit_bias'"),
+            (r#","presence_penalty":0.5"#, "'presence_penalty'"),
+            (r#","frequency_penalty":-1"#, "'frequency_penalty'"),
+            (r#","modalities":["text","audio"]"#, "'modalities'"),
+            (r#","top_logprobs":2"#, "'top_logprobs'"),
+            (r#","logprobs":true,"top_logprobs":21"#, "'top_logprobs'"),
+            (r#","logprobs":true,"top_logprobs":1.5"#, "'top_logprobs'"),
+            (r#","logprobs":3"#, "'logprobs'"),
+            (r#","echo":false"#, "'echo'"),
+        ] {
+            let e = chat(bad).unwrap_err().to_string();
+            assert!(e.contains(named), "{bad}: {e}");
+        }
+        let lp = |extra: &str| chat(extra).unwrap().params.logprobs;
+        assert_eq!(lp(r#","logprobs":true,"top_logprobs":3"#), Some(3));
+        assert_eq!(lp(r#","logprobs":true"#), Some(0));
+        assert_eq!(lp(r#","logprobs":false"#), None);
+        let completion =
+            |extra: &str| parse_completion(format!(r#"{{"prompt":"x"{extra}}}"#).as_bytes());
+        assert!(completion(r#","echo":false,"suffix":"","best_of":1,"user":"u""#).is_ok());
+        for (bad, named) in [
+            (r#","echo":true"#, "'echo'"),
+            (r#","suffix":"end""#, "'suffix'"),
+            (r#","best_of":2"#, "'best_of'"),
+            (r#","logprobs":6"#, "'logprobs'"),
+            (r#","messages":[]"#, "'messages'"),
+            (r#","tools":[]"#, "'tools'"),
+        ] {
+            let e = completion(bad).unwrap_err().to_string();
+            assert!(e.contains(named), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn bodies() {
         let c = parse_chat(br#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAEC/w=="}},{"type":"text","text":"b"}]}],"max_tokens":5,"temperature":0,"seed":-1,"stop":["x"],"stream":true}"#).unwrap();
@@ -373,10 +583,18 @@ mod tests {
             assert!(parse_chat(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         let p = parse_completion(br#"{"prompt":["hi"],"max_tokens":3}"#).unwrap();
+        assert_eq!(p.params.logprobs, None);
         assert_eq!(p.prompt, Prompt::Text("hi".into()));
         let p = parse_completion(br#"{"prompt":[1,2,3]}"#).unwrap();
         assert_eq!(p.prompt, Prompt::Ids(vec![1, 2, 3]));
         assert_eq!(base64_decode(b"aGVsbG8"), Some(b"hello".to_vec()));
+        assert_eq!(
+            parse_completion(br#"{"prompt":"x","logprobs":2}"#)
+                .unwrap()
+                .params
+                .logprobs,
+            Some(2)
+        );
         assert_eq!(base64_decode(b"a"), None);
         assert_eq!(
             error_body(401, "no"),

@@ -526,7 +526,14 @@ impl Answer<'_> {
 
     /// A streamed chunk: `text` (None: the role-only first chat chunk, or
     /// the empty final delta) and the finish reason.
-    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<Finish>) -> String {
+    /// `logprobs`: the choice's rendered `logprobs` value (`null` when not asked).
+    fn chunk(
+        &self,
+        text: Option<&str>,
+        first: bool,
+        finish: Option<Finish>,
+        logprobs: &str,
+    ) -> String {
         let mut s = match self.kind {
             Kind::Chat => self.start("chat.completion.chunk"),
             Kind::Completion => self.start("text_completion"),
@@ -548,7 +555,7 @@ impl Answer<'_> {
                 push_json_str(&mut s, text.unwrap_or(""));
             }
         }
-        s.push_str(",\"logprobs\":null,\"finish_reason\":");
+        let _ = write!(s, ",\"logprobs\":{logprobs},\"finish_reason\":");
         match finish {
             Some(f) => {
                 let _ = write!(s, "\"{}\"", f.name());
@@ -588,6 +595,7 @@ impl Answer<'_> {
         prompt: usize,
         cached: usize,
         completion: usize,
+        logprobs: &str,
     ) -> String {
         let mut s = match self.kind {
             Kind::Chat => self.start("chat.completion"),
@@ -607,7 +615,7 @@ impl Answer<'_> {
         }
         let _ = write!(
             s,
-            ",\"logprobs\":null,\"finish_reason\":\"{}\"}}],\"usage\":{}}}",
+            ",\"logprobs\":{logprobs},\"finish_reason\":\"{}\"}}],\"usage\":{}}}",
             finish.name(),
             Self::usage(prompt, cached, completion)
         );
@@ -649,6 +657,7 @@ fn generate_answer(
         images,
         max_tokens,
         sampler: p.sampler,
+        logprobs: p.logprobs,
         cancel: cancel.clone(),
         events: tx,
     };
@@ -686,7 +695,7 @@ fn generate_answer(
     if p.stream {
         http::write_sse_head(conn).map_err(|_| gone())?;
         if kind == Kind::Chat {
-            http::write_sse_data(conn, &ans.chunk(None, true, None)).map_err(|_| gone())?;
+            http::write_sse_data(conn, &ans.chunk(None, true, None, "null")).map_err(|_| gone())?;
         }
     }
     let mut dec = StreamDecoder::new(true);
@@ -694,6 +703,9 @@ fn generate_answer(
     let mut whole = String::new();
     let mut generated = 0usize;
     let mut cached = 0usize;
+    // Log-probabilities not yet sent (streams send them with the next
+    // chunk), and the text offset of the first.
+    let mut logprobs = Logprobs::new(kind);
     let finish = loop {
         let ev = match rx.recv_timeout(PEER_CHECK) {
             Ok(ev) => ev,
@@ -710,8 +722,11 @@ fn generate_answer(
         let mut finish = None;
         match ev {
             Event::Prefilled { cached: c } => cached = c,
-            Event::Token(t) => {
+            Event::Token(t, lp) => {
                 generated += 1;
+                if let Some(lp) = lp {
+                    logprobs.push(&sh.tok, t, &lp);
+                }
                 let _ = dec.step_with(&sh.tok, t, &mut |s| pending.push_str(s));
             }
             Event::Done(f) => {
@@ -736,7 +751,8 @@ fn generate_answer(
         };
         if send > 0 {
             if p.stream {
-                http::write_sse_data(conn, &ans.chunk(Some(&pending[..send]), false, None))
+                let lp = logprobs.take(p.logprobs.is_some());
+                http::write_sse_data(conn, &ans.chunk(Some(&pending[..send]), false, None, &lp))
                     .map_err(|_| gone())?;
             } else {
                 whole.push_str(&pending[..send]);
@@ -748,7 +764,8 @@ fn generate_answer(
         }
     };
     if p.stream {
-        let mut tail = ans.chunk(None, false, Some(finish));
+        let lp = logprobs.take(p.logprobs.is_some());
+        let mut tail = ans.chunk(None, false, Some(finish), &lp);
         if p.include_usage {
             tail.push_str("\n\ndata: ");
             tail.push_str(&ans.usage_chunk(n, cached, generated));
@@ -756,9 +773,138 @@ fn generate_answer(
         tail.push_str("\n\ndata: [DONE]");
         let _ = http::write_sse_data(conn, &tail);
     } else {
-        json_response(conn, 200, &ans.whole(&whole, finish, n, cached, generated));
+        let lp = logprobs.take(p.logprobs.is_some());
+        let body = ans.whole(&whole, finish, n, cached, generated, &lp);
+        json_response(conn, 200, &body);
     }
     Ok(())
+}
+
+/// Tokens' log-probabilities in OpenAI's two shapes: chat's
+/// `{"content": [{token, logprob, bytes, top_logprobs}]}` and completions'
+/// `{tokens, token_logprobs, top_logprobs, text_offset}`.
+struct Logprobs {
+    kind: Kind,
+    /// Rendered entries not yet sent (chat: the `content` items; completions:
+    /// the four lists' items).
+    content: String,
+    tokens: String,
+    token_logprobs: String,
+    top: String,
+    offsets: String,
+    /// Characters of answer text before the next token.
+    offset: usize,
+}
+
+/// A log-probability as JSON: OpenAI's -9999.0 for "no probability".
+fn push_logprob(s: &mut String, lp: f32) {
+    let lp = if lp.is_finite() { lp } else { -9999.0 };
+    let _ = write!(s, "{lp}");
+}
+
+/// A token's text: its bytes, invalid UTF-8 replaced.
+fn token_bytes(tok: &Tokenizer, id: u32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let _ = tok.token_decode_bytes(id, &mut |b| bytes.extend_from_slice(b));
+    bytes
+}
+
+impl Logprobs {
+    fn new(kind: Kind) -> Self {
+        Logprobs {
+            kind,
+            content: String::new(),
+            tokens: String::new(),
+            token_logprobs: String::new(),
+            top: String::new(),
+            offsets: String::new(),
+            offset: 0,
+        }
+    }
+
+    /// Chat's `{"token","logprob","bytes"` for `id` (the caller closes it).
+    fn push_chat_item(s: &mut String, tok: &Tokenizer, id: u32, lp: f32) {
+        let bytes = token_bytes(tok, id);
+        s.push_str("{\"token\":");
+        push_json_str(s, &String::from_utf8_lossy(&bytes));
+        s.push_str(",\"logprob\":");
+        push_logprob(s, lp);
+        s.push_str(",\"bytes\":[");
+        for (i, b) in bytes.iter().enumerate() {
+            let _ = write!(s, "{}{b}", if i > 0 { "," } else { "" });
+        }
+        s.push(']');
+    }
+
+    fn push(&mut self, tok: &Tokenizer, id: u32, lp: &scheduler::TokenLogprobs) {
+        let comma = |s: &mut String| {
+            if !s.is_empty() {
+                s.push(',');
+            }
+        };
+        match self.kind {
+            Kind::Chat => {
+                comma(&mut self.content);
+                Self::push_chat_item(&mut self.content, tok, id, lp.logprob);
+                self.content.push_str(",\"top_logprobs\":[");
+                for (i, &(alt, alt_lp)) in lp.top.iter().enumerate() {
+                    if i > 0 {
+                        self.content.push(',');
+                    }
+                    Self::push_chat_item(&mut self.content, tok, alt, alt_lp);
+                    self.content.push('}');
+                }
+                self.content.push_str("]}");
+            }
+            Kind::Completion => {
+                let text = String::from_utf8_lossy(&token_bytes(tok, id)).into_owned();
+                comma(&mut self.tokens);
+                push_json_str(&mut self.tokens, &text);
+                comma(&mut self.token_logprobs);
+                push_logprob(&mut self.token_logprobs, lp.logprob);
+                comma(&mut self.top);
+                self.top.push('{');
+                for (i, &(alt, alt_lp)) in lp.top.iter().enumerate() {
+                    if i > 0 {
+                        self.top.push(',');
+                    }
+                    let alt = String::from_utf8_lossy(&token_bytes(tok, alt)).into_owned();
+                    push_json_str(&mut self.top, &alt);
+                    self.top.push(':');
+                    push_logprob(&mut self.top, alt_lp);
+                }
+                self.top.push('}');
+                comma(&mut self.offsets);
+                let _ = write!(self.offsets, "{}", self.offset);
+                self.offset += text.chars().count();
+            }
+        }
+    }
+
+    /// The `logprobs` value of the entries so far (`null` when not `asked`),
+    /// which are then cleared.
+    fn take(&mut self, asked: bool) -> String {
+        if !asked {
+            return "null".into();
+        }
+        let s = match self.kind {
+            Kind::Chat => format!("{{\"content\":[{}],\"refusal\":null}}", self.content),
+            Kind::Completion => format!(
+                "{{\"tokens\":[{}],\"token_logprobs\":[{}],\"top_logprobs\":[{}],\"text_offset\":[{}]}}",
+                self.tokens, self.token_logprobs, self.top, self.offsets
+            ),
+        };
+        for part in [
+            &mut self.content,
+            &mut self.tokens,
+            &mut self.token_logprobs,
+            &mut self.top,
+            &mut self.offsets,
+        ] {
+            part.clear();
+        }
+        s
+    }
 }
 
 /// The client went away: nothing more to write.

@@ -26,7 +26,7 @@ use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
-use kestrel_core::sampler::{Sampler, SamplerConfig};
+use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
 use kestrel_core::state::State;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -35,16 +35,45 @@ use std::sync::Arc;
 pub use kestrel_core::generate::Finish;
 
 /// What the engine sends a job's handler.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// The prompt is in the cache; this many of its tokens were reused
     /// from the slot's previous request.
     Prefilled {
         cached: usize,
     },
-    Token(u32),
+    /// A sampled token, with its log-probabilities when the job asked.
+    Token(u32, Option<TokenLogprobs>),
     Done(Finish),
     Error(String),
+}
+
+/// Most alternatives a token's log-probabilities list (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// A sampled token's log-probability and the most likely alternatives',
+/// under the model's distribution (the softmax of its logits, before the
+/// sampling settings).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub logprob: f32,
+    /// (id, log-probability), most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
+impl TokenLogprobs {
+    /// The log-probabilities of token `id` and of the `top` most likely
+    /// tokens (at most [`MAX_TOP_LOGPROBS`]) under `logits`.
+    pub fn of(logits: &[f32], id: u32, top: usize) -> TokenLogprobs {
+        let lse = log_sum_exp(logits);
+        let lp = |i: u32| (logits[i as usize] as f64 - lse) as f32;
+        let mut ids = [0u32; MAX_TOP_LOGPROBS];
+        let n = top_ids(logits, &mut ids[..top.min(MAX_TOP_LOGPROBS)]);
+        TokenLogprobs {
+            logprob: lp(id),
+            top: ids[..n].iter().map(|&i| (i, lp(i))).collect(),
+        }
+    }
 }
 
 /// One generation request.
@@ -57,6 +86,8 @@ pub struct Job {
     /// Most tokens to generate (at least 1).
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
+    /// Send each token's log-probabilities, with this many alternatives.
+    pub logprobs: Option<usize>,
     /// Set by the handler when its client went away or a stop string matched.
     pub cancel: Arc<AtomicBool>,
     pub events: Sender<Event>,
@@ -69,6 +100,9 @@ struct Active {
     generated: usize,
     /// The sampled token to feed next.
     next: u32,
+    /// The logits as the model gave them (sampling changes its row), kept
+    /// when the job asked for log-probabilities.
+    logits: Vec<f32>,
 }
 
 /// A prompt being prefilled, a chunk per turn.
@@ -367,6 +401,7 @@ impl<P: Parallel> Engine<'_, P> {
             job: adm.job,
             generated: 0,
             next: 0,
+            logits: Vec::new(),
         });
         let vocab = self.w.cfg.vocab_size as usize;
         let logits = &mut self.state.logits[logits_at..logits_at + vocab];
@@ -400,10 +435,18 @@ fn sampled(
         cached: s.tokens.len(),
         max_seq,
     };
+    if a.job.logprobs.is_some() {
+        a.logits.clear();
+        a.logits.extend_from_slice(logits);
+    }
     let done = match sample_next(&mut a.sampler, logits, &s.tokens, candidates, stops, limits) {
         Sampled::End(_) => Some(Finish::Stop),
         Sampled::Token { id, last } => {
-            if a.job.events.send(Event::Token(id)).is_err() {
+            let lp = a
+                .job
+                .logprobs
+                .map(|top| TokenLogprobs::of(&a.logits, id, top));
+            if a.job.events.send(Event::Token(id, lp)).is_err() {
                 s.active = None;
                 return;
             }

@@ -142,6 +142,25 @@ def main():
         assert all(len(alts) == 2 and max(alts.values()) == x
                    for alts, x in zip(lp.top_logprobs, lp.token_logprobs)), lp
         checks += 3
+        # /metrics: Prometheus text, every sample line `name{labels} value`.
+        import urllib.request
+        text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line.startswith("#"):
+                assert re.match(r"# (HELP|TYPE) kestrel_\w+ ", line), line
+                continue
+            m = re.fullmatch(r'(kestrel_\w+(?:\{[^}]*\})?) (\S+)', line)
+            assert m, line
+            samples[m.group(1)] = float(m.group(2))
+        assert samples['kestrel_requests_total{endpoint="/v1/chat/completions",status="200"}'] >= 9, samples
+        assert samples['kestrel_requests_total{endpoint="/v1/chat/completions",status="400"}'] >= 4
+        ttft = samples["kestrel_time_to_first_token_seconds_count"]
+        assert ttft >= 12 and samples['kestrel_time_to_first_token_seconds_bucket{le="+Inf"}'] == ttft
+        assert samples["kestrel_generated_tokens_total"] == \
+            ttft + samples["kestrel_time_between_tokens_seconds_count"]
+        assert samples["kestrel_slots"] == 2 and samples["kestrel_kv_positions"] == 1024
+        checks += 1
         print(f"openai client ({openai.__version__}): {checks} checks passed against {addr}")
     finally:
         server.terminate()

@@ -277,7 +277,7 @@ pub fn write_response(
 /// Starts a server-sent-event stream (the body runs until the connection closes).
 pub fn write_sse_head(stream: &mut TcpStream) -> std::io::Result<()> {
     stream.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n",
     )
 }
 

@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod http;
+pub mod metrics;
 pub mod scheduler;
 
 use crate::cli::{get, in_range, model_arg, opt, value, CommandArgs};
@@ -32,6 +33,7 @@ use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::model::weights::Weights;
 use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
+use metrics::Metrics;
 use scheduler::{Event, Finish, Job};
 use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
@@ -39,7 +41,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Most connections open at once, each with its own thread (mostly asleep
 /// in a read: a few KiB of touched stack). Beyond it a new connection gets
@@ -154,6 +156,7 @@ struct Shared<'a> {
     timeout: Duration,
     max_body: usize,
     next_id: AtomicU64,
+    metrics: &'a Metrics,
 }
 
 /// Most pixels an image of a request is resized to (at most the model's
@@ -220,6 +223,7 @@ pub fn serve(
         args.queue,
         model.map.bytes().len() as f64 / 1048576.0,
     );
+    let metrics = Metrics::new(args.parallel, ctx);
     let shared = Shared {
         w: &w,
         tok,
@@ -234,6 +238,7 @@ pub fn serve(
         timeout: args.timeout,
         max_body: args.max_body,
         next_id: AtomicU64::new(1),
+        metrics: &metrics,
     };
     // A zero-capacity sync_channel would be a rendezvous: keep at least one.
     let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
@@ -243,6 +248,7 @@ pub fn serve(
     let setup: Result<()> = std::thread::scope(|sc| {
         let state_w = &w;
         let arena = &mut arena;
+        let metrics = &metrics;
         let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
         sc.spawn(move || {
             let pool = engine::make_pool(threads, no_pin);
@@ -260,6 +266,7 @@ pub fn serve(
                 kernels: crate::cpu::detect_kernels(),
                 pool: &pool,
                 stops,
+                metrics,
             }
             .run(job_rx);
         });
@@ -340,28 +347,50 @@ fn respond_error(conn: &mut TcpStream, e: &HttpError) {
     http::linger_close(conn);
 }
 
+/// Answers one request and counts it in the metrics.
 fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = conn.set_nodelay(true);
     let (head, body) = match http::read_request(&mut conn, sh.timeout, sh.max_body) {
         Ok(r) => r,
-        Err(e) => return respond_error(&mut conn, &e),
+        Err(e) => {
+            sh.metrics.request("other", e.status);
+            return respond_error(&mut conn, &e);
+        }
     };
+    let status = match answer(&mut conn, sh, jobs, &head, &body) {
+        Ok(status) => status,
+        // The client is gone: nothing to answer (counted as nginx does).
+        Err(e) if e.status == 499 => 499,
+        Err(e) => {
+            respond_error(&mut conn, &e);
+            e.status
+        }
+    };
+    sh.metrics.request(&head.path, status);
+}
+
+/// Writes the answer to a request; the status written, or the error to
+/// answer.
+fn answer(
+    conn: &mut TcpStream,
+    sh: &Shared,
+    jobs: &SyncSender<Job>,
+    head: &http::Head,
+    body: &[u8],
+) -> Result<u16, HttpError> {
     let route = (head.method.as_str(), head.path.as_str());
-    let known = [
-        "/health",
-        "/v1/models",
-        "/v1/chat/completions",
-        "/v1/completions",
-    ];
-    if route == ("GET", "/health") {
-        return json_response(&mut conn, 200, "{\"status\":\"ok\"}");
+    if !metrics::ENDPOINTS[..5].contains(&route.1) {
+        return Err(HttpError::new(404, format!("no route {}", route.1)));
     }
-    if !known.contains(&route.1) {
-        return respond_error(
-            &mut conn,
-            &HttpError::new(404, format!("no route {}", route.1)),
-        );
+    match route {
+        ("GET", "/health") => return Ok(health(conn, sh)),
+        ("GET", "/metrics") => {
+            let text = sh.metrics.render();
+            let _ = http::write_response(conn, 200, "text/plain; version=0.0.4", text.as_bytes());
+            return Ok(200);
+        }
+        _ => {}
     }
     if let Some(key) = &sh.api_key {
         let given = head
@@ -370,13 +399,10 @@ fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
             .and_then(|a| a.strip_prefix("Bearer "))
             .unwrap_or("");
         if !http::constant_time_eq(given.trim().as_bytes(), key.as_bytes()) {
-            return respond_error(
-                &mut conn,
-                &HttpError::new(401, "invalid or missing API key"),
-            );
+            return Err(HttpError::new(401, "invalid or missing API key"));
         }
     }
-    let result = match route {
+    match route {
         ("GET", "/v1/models") => {
             let mut s = String::from("{\"object\":\"list\",\"data\":[{\"id\":");
             push_json_str(&mut s, &sh.model_name);
@@ -385,21 +411,36 @@ fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
                 ",\"object\":\"model\",\"created\":{},\"owned_by\":\"kestrel\"}}]}}",
                 now()
             );
-            return json_response(&mut conn, 200, &s);
+            json_response(conn, 200, &s);
         }
-        ("POST", "/v1/chat/completions") => chat(&mut conn, sh, jobs, &body),
-        ("POST", "/v1/completions") => completion(&mut conn, sh, jobs, &body),
-        _ => Err(HttpError::new(
-            405,
-            format!("{} does not take {}", route.1, route.0),
-        )),
-    };
-    match result {
-        // The client is gone: nothing to answer.
-        Err(e) if e.status == 499 => {}
-        Err(e) => respond_error(&mut conn, &e),
-        Ok(()) => {}
+        ("POST", "/v1/chat/completions") => chat(conn, sh, jobs, body)?,
+        ("POST", "/v1/completions") => completion(conn, sh, jobs, body)?,
+        _ => {
+            return Err(HttpError::new(
+                405,
+                format!("{} does not take {}", route.1, route.0),
+            ))
+        }
     }
+    Ok(200)
+}
+
+/// `GET /health`: 200 while a new request would be taken (the port opens
+/// only once the model is loaded), 503 when the queue is full (a request
+/// would get 429); with the slots' state either way.
+fn health(conn: &mut TcpStream, sh: &Shared) -> u16 {
+    let m = sh.metrics;
+    let busy = m.slots_busy.load(Ordering::Relaxed).min(m.slots);
+    let queued = m.queued.load(Ordering::Relaxed);
+    let full = busy == m.slots && queued >= sh.queue.max(1);
+    let status = if full { 503 } else { 200 };
+    let body = format!(
+        "{{\"status\":\"{}\",\"slots_idle\":{},\"slots_processing\":{busy},\"queued\":{queued}}}",
+        if full { "busy" } else { "ok" },
+        m.slots - busy,
+    );
+    json_response(conn, status, &body);
+    status
 }
 
 fn now() -> u64 {
@@ -661,8 +702,19 @@ fn generate_answer(
         cancel: cancel.clone(),
         events: tx,
     };
-    match jobs.try_send(job) {
-        Ok(()) => {}
+    let queued_at = Instant::now();
+    // Counted before the engine can take it (which counts it out).
+    sh.metrics.queued.fetch_add(1, Ordering::Relaxed);
+    let sent = jobs.try_send(job);
+    if sent.is_err() {
+        sh.metrics.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+    match sent {
+        Ok(()) => {
+            sh.metrics
+                .prompt_tokens
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
         Err(TrySendError::Full(_)) => {
             return Err(HttpError::new(
                 429,
@@ -706,6 +758,7 @@ fn generate_answer(
     // Log-probabilities not yet sent (streams send them with the next
     // chunk), and the text offset of the first.
     let mut logprobs = Logprobs::new(kind);
+    let mut last_token = queued_at;
     let finish = loop {
         let ev = match rx.recv_timeout(PEER_CHECK) {
             Ok(ev) => ev,
@@ -724,6 +777,20 @@ fn generate_answer(
             Event::Prefilled { cached: c } => cached = c,
             Event::Token(t, lp) => {
                 generated += 1;
+                let now = Instant::now();
+                let since = if generated == 1 {
+                    queued_at
+                } else {
+                    last_token
+                };
+                let histogram = if generated == 1 {
+                    &sh.metrics.time_to_first_token
+                } else {
+                    &sh.metrics.time_between_tokens
+                };
+                histogram.observe(now - since);
+                last_token = now;
+                sh.metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
                 if let Some(lp) = lp {
                     logprobs.push(&sh.tok, t, &lp);
                 }

@@ -141,6 +141,8 @@ pub struct Engine<'a, P: Parallel> {
     pub kernels: Kernels,
     pub pool: &'a P,
     pub stops: StopSet,
+    /// Queue, slot and KV gauges for `/metrics` and `/health`.
+    pub metrics: &'a super::metrics::Metrics,
 }
 
 /// How many leading positions of `slot` a new `prompt` can keep.
@@ -189,6 +191,7 @@ impl<P: Parallel> Engine<'_, P> {
                     s.admitting = None;
                 }
             }
+            self.publish(&slots);
             // Admit waiting jobs into free slots.
             while slots.iter().any(Slot::free) {
                 let idle = slots.iter().all(Slot::free);
@@ -204,6 +207,7 @@ impl<P: Parallel> Engine<'_, P> {
                         Err(TryRecvError::Disconnected) => break,
                     }
                 };
+                self.metrics.queued.fetch_sub(1, Ordering::Relaxed);
                 if job.cancel.load(Ordering::Relaxed) {
                     continue;
                 }
@@ -223,6 +227,7 @@ impl<P: Parallel> Engine<'_, P> {
                 slots[i].used = clock;
                 self.admit(&mut slots[i], i, job);
             }
+            self.publish(&slots);
             // One prefill chunk of the prompt admitted first; all of it when
             // no stream is waiting for a step.
             let streaming = slots.iter().any(|s| s.active.is_some());
@@ -279,6 +284,14 @@ impl<P: Parallel> Engine<'_, P> {
                 );
             }
         }
+    }
+
+    /// Sets the slot and KV gauges.
+    fn publish(&self, slots: &[Slot]) {
+        let busy = slots.iter().filter(|s| !s.free()).count();
+        let kv: usize = slots.iter().map(|s| s.tokens.len()).sum();
+        self.metrics.slots_busy.store(busy, Ordering::Relaxed);
+        self.metrics.kv_used.store(kv, Ordering::Relaxed);
     }
 
     /// Starts `job` in slot `i`: runs its images through the vision tower

@@ -389,6 +389,10 @@ pub struct ChatArgs {
     pub n_predict: usize,
     /// Qwen3 thinking off.
     pub no_think: bool,
+    /// Images for the first turn (Qwen3-VL); `/image PATH` adds one to the next.
+    pub images: Vec<PathBuf>,
+    /// Resize images to at most this many pixels (default: the model's).
+    pub image_max_pixels: Option<u32>,
     pub sample: SampleArgs,
     pub engine: EngineArgs,
 }
@@ -406,6 +410,7 @@ impl CommandArgs for ChatArgs {
                     .default_value("1024"),
                 switch("no-think", "Qwen3 thinking off."),
             ])
+            .args(crate::vision::image_args())
             .args(SampleArgs::args())
             .args(EngineArgs::args())
     }
@@ -416,6 +421,8 @@ impl CommandArgs for ChatArgs {
             system: opt(m, "system"),
             n_predict: get(m, "n-predict"),
             no_think: m.get_flag("no-think"),
+            images: all(m, "image"),
+            image_max_pixels: opt(m, "image-max-pixels"),
             sample: SampleArgs::from_matches(m),
             engine: EngineArgs::from_matches(m),
         }
@@ -434,6 +441,16 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
         ChatStyle::from_template(w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]));
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
+    if w.cfg.vision.is_some() {
+        eprintln!("/image PATH adds an image (JPEG or PNG) to your next message.");
+    } else if !a.images.is_empty() {
+        return Err(
+            "this model has no vision tower (convert a Qwen3-VL model without --text-only to use --image)"
+                .into(),
+        );
+    }
+    // Images for the next turn, in order.
+    let mut images = a.images.clone();
     let stdin = std::io::stdin();
     let mut first = true;
     loop {
@@ -447,13 +464,48 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
             "/exit" | "/quit" => break,
             "/reset" => {
                 s.reset();
+                images.clear();
                 first = true;
                 eprintln!("(conversation reset)");
                 continue;
             }
             "" => continue,
+            cmd if cmd == "/image" || cmd.starts_with("/image ") => {
+                let path = cmd["/image".len()..].trim();
+                if w.cfg.vision.is_none() {
+                    eprintln!("(this model has no vision tower: /image needs a Qwen3-VL file)");
+                } else if path.is_empty() {
+                    eprintln!("(usage: /image PATH)");
+                } else {
+                    images.push(PathBuf::from(path));
+                    eprintln!("(image {} for the next message: {path})", images.len());
+                }
+                continue;
+            }
             _ => {}
         }
+        // Each image goes before the message's text, as Qwen3-VL's chat
+        // template puts it (and `kestrel run --image`).
+        let encoded = match crate::vision::encode_files(
+            &w,
+            &s.gen.kernels,
+            &pool,
+            &images,
+            a.image_max_pixels,
+            opts.kv,
+        ) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("(images not used, message not sent: {e})");
+                images.clear();
+                continue;
+            }
+        };
+        let user = format!(
+            "{}{line}",
+            "<|vision_start|><|image_pad|><|vision_end|>".repeat(images.len())
+        );
+        let line = user.as_str();
         // The first turn carries the system prompt; later turns append to
         // the conversation already in the KV cache.
         let mut msgs = Vec::new();
@@ -487,15 +539,19 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
             if a.no_think { Some(false) } else { None },
             &mut text,
         );
-        first = false;
-        let ids = s.encode(&text)?;
+        let mut ids = s.encode(&text)?;
+        if let Some(v) = w.cfg.vision.filter(|_| !images.is_empty()) {
+            ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &encoded.grids)?;
+        }
+        images.clear();
         if s.gen.state.pos + ids.len() + 1 >= s.gen.state.opts.max_seq {
             eprintln!("(context full: /reset to start over)");
             continue;
         }
+        first = false;
         INTERRUPT.store(false, Ordering::Relaxed);
         let mut out = std::io::stdout().lock();
-        let stats = s.generate(&ids, a.n_predict, &INTERRUPT, &mut |t| {
+        let stats = s.generate_with_images(&ids, &encoded, a.n_predict, &INTERRUPT, &mut |t| {
             let _ = out.write_all(t.as_bytes());
             let _ = out.flush();
         })?;

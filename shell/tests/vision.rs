@@ -129,3 +129,106 @@ fn bad_images_and_placeholders_are_clear_errors() {
     assert!(err.contains("placeholders"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kestrel chat` with a piped conversation: stdout, stderr, success.
+fn chat(model: &std::path::Path, args: &[&str], input: &str) -> (String, String, bool) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = kestrel()
+        .arg("chat")
+        .arg(model)
+        .args(args)
+        .args(["-n", "8", "--temp", "0", "--kv-f32", "-t", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+/// `kestrel chat --image` and `/image PATH` put the image in the next
+/// message as `kestrel run --image` does (the same answer); a later turn
+/// takes an image after the conversation so far; a bad image is reported
+/// and the chat goes on; a model without a vision tower refuses `--image`.
+#[test]
+fn chat_takes_images_as_run_does() {
+    let prompt = "Describe the colours you see.";
+    let out = kestrel()
+        .arg("run")
+        .arg(model())
+        .arg("--image")
+        .arg(fixture("ref/image_a.png"))
+        .args([
+            "-p", prompt, "-n", "8", "--temp", "0", "--kv-f32", "-t", "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let want = String::from_utf8_lossy(&out.stdout);
+    let want = want.strip_suffix('\n').unwrap();
+    let image_a = fixture("ref/image_a.png");
+    let image_a = image_a.to_str().unwrap();
+    let (got, err, ok) = chat(
+        &model(),
+        &["--image", image_a],
+        &format!("{prompt}\n/exit\n"),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(got, want, "{err}");
+    let (got, err, ok) = chat(
+        &model(),
+        &[],
+        &format!("/image {image_a}\n{prompt}\n/exit\n"),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(got, want, "{err}");
+    assert!(err.contains("(image 1 for the next message"), "{err}");
+    // Three answers: text, then an image after the first turn, then a
+    // message whose image cannot be read (not sent), then text again.
+    let image_b = fixture("ref/image_b.png");
+    let input = format!(
+        "Hello\n/image {}\nWhich colour?\n/image /nonexistent/x.png\nagain\nWhich colour?\n/exit\n",
+        image_b.display()
+    );
+    let (_, err, ok) = chat(&model(), &[], &input);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("(images not used, message not sent:") && err.contains("x.png"),
+        "{err}"
+    );
+    let prefills: Vec<usize> = err
+        .lines()
+        .filter(|l| l.starts_with("[kestrel]"))
+        .map(|l| {
+            l.split("prefill ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(prefills.len(), 3, "{err}");
+    // The image turn fed the image's tokens on top of the same text.
+    assert!(prefills[1] > prefills[2], "{prefills:?}");
+    // A text-only model: --image is refused, /image explained.
+    let text_model = common::convert_f32("dev_qwen3_dense_tied/hf", "dense-for-chat");
+    let (_, err, ok) = chat(&text_model, &["--image", image_a], "hi\n/exit\n");
+    assert!(!ok && err.contains("no vision tower"), "{err}");
+    let (_, err, ok) = chat(&text_model, &[], "/image x.png\n/exit\n");
+    assert!(ok && err.contains("/image needs a Qwen3-VL file"), "{err}");
+}

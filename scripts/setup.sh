@@ -13,6 +13,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-nm >/dev/null || need+=(binutils-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/lib/libc.so.6 ] || need+=(libc6-dev-arm64-cross)
 command -v python3 >/dev/null || need+=(python3)
+# The load-balancer test (scripts/lb-test.sh) puts replicas behind HAProxy.
+command -v haproxy >/dev/null || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"
     sudo_cmd=""

@@ -54,6 +54,9 @@ KESTREL_EXPECT_KERNELS=$x86_kernels run_tests cargo test --locked --workspace
 step "kestrel serve against the official openai Python client (fails if it cannot be installed)"
 bash scripts/openai-test.sh
 
+step "three kestrel serve replicas behind HAProxy: sticky sessions, a replica killed mid-run"
+bash scripts/lb-test.sh
+
 step "kestrel perplexity against numpy (fails if numpy cannot be installed)"
 bash scripts/perplexity-numpy.sh
 

@@ -1,12 +1,17 @@
 //! The Qwen chat format (ChatML): `<|im_start|>role\ncontent<|im_end|>\n`,
-//! an optional default system prompt, and Qwen3's thinking switch.
+//! an optional default system prompt, Qwen3's thinking switch, and tool
+//! calls (the tools in the system turn, `<tool_call>` blocks in assistant
+//! turns, `<tool_response>` blocks in the user turn that follows).
 //!
 //! The VQF keeps the model's Jinja chat template; Kestrel does not run
-//! Jinja. It reads two facts from the template text: the default system
-//! prompt Qwen2.5 templates insert when a conversation has none, and whether
-//! the template knows `enable_thinking` (Qwen3), then writes the format the
-//! template produces for plain text conversations.
+//! Jinja. It reads three facts from the template text: the default system
+//! prompt Qwen2.5 templates insert when a conversation has none, whether
+//! the template knows `enable_thinking` (Qwen3), and whether it renders
+//! tools (`<tool_call>`), then writes what the Qwen2.5 and Qwen3 templates
+//! produce (tests/vectors/chat_tools.json: both templates rendered by
+//! Jinja as Hugging Face's `apply_chat_template` does).
 
+use crate::json::{write_python_json, Value};
 use core::fmt::{self, Write};
 
 /// Who speaks.
@@ -18,6 +23,8 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// A tool's answer to the model's call.
+    Tool,
 }
 
 impl Role {
@@ -27,8 +34,19 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
+}
+
+/// A function call the model made (in an assistant turn).
+#[derive(Clone, Copy, Debug)]
+pub struct ToolCall<'a> {
+    /// The function's name.
+    pub name: &'a str,
+    /// Its arguments: a JSON value (an object), written as the template's
+    /// `tojson` writes it.
+    pub arguments: Value<'a>,
 }
 
 /// One turn.
@@ -38,6 +56,19 @@ pub struct Message<'a> {
     pub role: Role,
     /// Text.
     pub content: &'a str,
+    /// The calls of an assistant turn (empty otherwise).
+    pub tool_calls: &'a [ToolCall<'a>],
+}
+
+impl<'a> Message<'a> {
+    /// A turn of text.
+    pub fn text(role: Role, content: &'a str) -> Message<'a> {
+        Message {
+            role,
+            content,
+            tool_calls: &[],
+        }
+    }
 }
 
 /// What the chat template implies.
@@ -47,9 +78,15 @@ pub struct ChatStyle<'t> {
     pub default_system: Option<&'t str>,
     /// The template handles `enable_thinking` (Qwen3).
     pub thinking_switch: bool,
+    /// The template renders tools and tool calls.
+    pub tools: bool,
 }
 
 const QWEN25_SYSTEM: &str = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+/// The tools section of the system turn, around the tools' JSON lines.
+const TOOLS_HEAD: &str = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+const TOOLS_TAIL: &str = "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
 impl<'t> ChatStyle<'t> {
     /// Reads the style from a chat template's text.
@@ -58,34 +95,88 @@ impl<'t> ChatStyle<'t> {
         ChatStyle {
             default_system: text.contains(QWEN25_SYSTEM).then_some(QWEN25_SYSTEM),
             thinking_switch: text.contains("enable_thinking"),
+            tools: text.contains("<tool_call>"),
         }
     }
 }
 
 /// Writes `messages` in ChatML and, when `generation_prompt`, opens the
-/// assistant's turn. `think = Some(false)` on a thinking model adds the
-/// empty `<think>\n\n</think>\n\n` block (thinking off), as Qwen3's template
-/// does for `enable_thinking=false`.
+/// assistant's turn. `tools` (each a tool's JSON object, as the request
+/// gave it) go in the system turn; the caller checks `style.tools` first.
+/// `think = Some(false)` on a thinking model adds the empty
+/// `<think>\n\n</think>\n\n` block (thinking off), as Qwen3's template does
+/// for `enable_thinking=false`.
 pub fn format(
     style: &ChatStyle,
     messages: &[Message],
+    tools: &[Value],
     generation_prompt: bool,
     think: Option<bool>,
     out: &mut dyn Write,
 ) -> fmt::Result {
-    let has_system = messages.first().is_some_and(|m| m.role == Role::System);
-    if !has_system {
+    let first_system = messages
+        .first()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content);
+    if !tools.is_empty() {
+        out.write_str("<|im_start|>system\n")?;
+        if let Some(sys) = first_system.or(style.default_system) {
+            write!(out, "{sys}\n\n")?;
+        }
+        out.write_str(TOOLS_HEAD)?;
+        for t in tools {
+            out.write_char('\n')?;
+            write_python_json(out, t)?;
+        }
+        out.write_str(TOOLS_TAIL)?;
+    } else if first_system.is_none() {
         if let Some(sys) = style.default_system {
             write!(out, "<|im_start|>system\n{sys}<|im_end|>\n")?;
         }
     }
-    for m in messages {
-        write!(
-            out,
-            "<|im_start|>{}\n{}<|im_end|>\n",
-            m.role.name(),
-            m.content
-        )?;
+    for (i, m) in messages.iter().enumerate() {
+        let is_tool = |j: Option<usize>| {
+            j.and_then(|j| messages.get(j))
+                .is_some_and(|m| m.role == Role::Tool)
+        };
+        match m.role {
+            // Written in the tools' system turn.
+            Role::System if i == 0 && !tools.is_empty() => {}
+            Role::Tool => {
+                if !is_tool(i.checked_sub(1)) {
+                    out.write_str("<|im_start|>user")?;
+                }
+                write!(out, "\n<tool_response>\n{}\n</tool_response>", m.content)?;
+                if !is_tool(Some(i + 1)) {
+                    out.write_str("<|im_end|>\n")?;
+                }
+            }
+            Role::Assistant if !m.tool_calls.is_empty() => {
+                out.write_str("<|im_start|>assistant\n")?;
+                if !m.content.is_empty() {
+                    writeln!(out, "{}", m.content)?;
+                }
+                for (j, call) in m.tool_calls.iter().enumerate() {
+                    if j > 0 {
+                        out.write_char('\n')?;
+                    }
+                    write!(
+                        out,
+                        "<tool_call>\n{{\"name\": \"{}\", \"arguments\": ",
+                        call.name
+                    )?;
+                    write_python_json(out, &call.arguments)?;
+                    out.write_str("}\n</tool_call>")?;
+                }
+                out.write_str("<|im_end|>\n")?;
+            }
+            _ => write!(
+                out,
+                "<|im_start|>{}\n{}<|im_end|>\n",
+                m.role.name(),
+                m.content
+            )?,
+        }
     }
     if generation_prompt {
         out.write_str("<|im_start|>assistant\n")?;
@@ -138,10 +229,8 @@ mod tests {
         let mut w = BufWriter::new(&mut buf);
         format(
             &style,
-            &[Message {
-                role: Role::User,
-                content: "hi",
-            }],
+            &[Message::text(Role::User, "hi")],
+            &[],
             true,
             None,
             &mut w,
@@ -157,21 +246,23 @@ mod tests {
         let mut buf = [0u8; 512];
         let mut w = BufWriter::new(&mut buf);
         let msgs = [
-            Message {
-                role: Role::System,
-                content: "be brief",
-            },
-            Message {
-                role: Role::User,
-                content: "2+2?",
-            },
+            Message::text(Role::System, "be brief"),
+            Message::text(Role::User, "2+2?"),
         ];
-        format(&style, &msgs, true, Some(false), &mut w).unwrap();
+        format(&style, &msgs, &[], true, Some(false), &mut w).unwrap();
         assert_eq!(
             w.as_str(),
             "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
         );
         let mut tiny = [0u8; 8];
-        assert!(format(&style, &msgs, true, None, &mut BufWriter::new(&mut tiny)).is_err());
+        assert!(format(
+            &style,
+            &msgs,
+            &[],
+            true,
+            None,
+            &mut BufWriter::new(&mut tiny)
+        )
+        .is_err());
     }
 }

@@ -1022,12 +1022,102 @@ pub fn write_json_str<W: fmt::Write + ?Sized>(w: &mut W, s: &str) -> fmt::Result
     w.write_char('"')
 }
 
+/// Writes `v` as Python's `json.dumps(v, ensure_ascii=False)` does, which
+/// is Hugging Face's `tojson` in chat templates: members in document order,
+/// `", "` between items and `": "` after keys, strings decoded and escaped
+/// again as Python escapes them ([`write_json_str`]), numbers as written
+/// (Python prints a number it parsed the same way unless it has an exponent
+/// or trailing zeros: `1e3` would print as `1000.0`). One pass over the
+/// validated text, no recursion.
+pub fn write_python_json<W: fmt::Write + ?Sized>(w: &mut W, v: &Value) -> fmt::Result {
+    let raw = match v {
+        Value::Null => return w.write_str("null"),
+        Value::Bool(b) => return w.write_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => return w.write_str(n.raw()),
+        Value::String(s) => return write_python_str(w, s),
+        Value::Array(a) => a.raw(),
+        Value::Object(o) => o.raw(),
+    };
+    let b = raw.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let end = skip_string(b, i).ok_or(fmt::Error)?;
+                let text = raw.get(i + 1..end - 1).ok_or(fmt::Error)?;
+                write_python_str(w, &Str { raw: text })?;
+                i = end;
+            }
+            b',' => {
+                w.write_str(", ")?;
+                i += 1;
+            }
+            b':' => {
+                w.write_str(": ")?;
+                i += 1;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            _ => {
+                // Brackets, numbers and literals: ASCII up to the next
+                // separator, space or string.
+                let end = b[i..]
+                    .iter()
+                    .position(|c| b"\",: \t\n\r".contains(c))
+                    .map_or(b.len(), |k| i + k);
+                w.write_str(raw.get(i..end).ok_or(fmt::Error)?)?;
+                i = end;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A decoded string written back as [`write_json_str`] escapes it.
+fn write_python_str<W: fmt::Write + ?Sized>(w: &mut W, s: &Str) -> fmt::Result {
+    if let Some(plain) = s.as_plain() {
+        return write_json_str(w, plain);
+    }
+    w.write_char('"')?;
+    for c in s.chars() {
+        let mut buf = [0u8; 4];
+        let one = c.encode_utf8(&mut buf);
+        // The escaped form without its quotes.
+        let mut quoted: heapless::String<8> = heapless::String::new();
+        write_json_str(&mut quoted, one)?;
+        w.write_str(quoted.get(1..quoted.len() - 1).unwrap_or(""))?;
+    }
+    w.write_char('"')
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
     use std::string::String;
     use std::vec::Vec;
+
+    #[test]
+    fn python_json_dumps() {
+        let cases = [
+            (
+                r#"{"a":1,"b":[true,null,{"c":"d"}],"e":{}}"#,
+                r#"{"a": 1, "b": [true, null, {"c": "d"}], "e": {}}"#,
+            ),
+            (
+                " [ 1 , -2.5e3 , \"x\\u00e9\\n\\/\\u0001\" ] ",
+                "[1, -2.5e3, \"x\u{e9}\\n/\\u0001\"]",
+            ),
+            (r#""caf\u00e9 \ud83d\ude00""#, "\"caf\u{e9} \u{1f600}\""),
+            (r#"{"k, :":"v\"}"}"#, r#"{"k, :": "v\"}"}"#),
+            ("[]", "[]"),
+            ("3", "3"),
+        ];
+        for (input, want) in cases {
+            let mut out = String::new();
+            write_python_json(&mut out, &ok(input)).unwrap();
+            assert_eq!(out, want, "{input}");
+        }
+    }
 
     fn ok(s: &str) -> Value<'_> {
         match parse(s.as_bytes()) {

@@ -296,12 +296,21 @@ pub fn encode(tok: &Tokenizer, text: &str) -> Result<Vec<u32>> {
     Ok(ids)
 }
 
-/// The chat-formatted prompt.
-pub fn chat_prompt(w: &Weights, messages: &[Message], think: Option<bool>) -> String {
-    let template = w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]);
-    let style = ChatStyle::from_template(template);
+/// The style the model's chat template implies.
+pub fn chat_style<'w>(w: &Weights<'w>) -> ChatStyle<'w> {
+    ChatStyle::from_template(w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]))
+}
+
+/// The chat-formatted prompt, with `tools` (each a tool's JSON object) in
+/// the system turn.
+pub fn chat_prompt(
+    w: &Weights,
+    messages: &[Message],
+    tools: &[kestrel_core::json::Value],
+    think: Option<bool>,
+) -> String {
     let mut s = String::new();
-    let _ = chat::format(&style, messages, true, think, &mut s);
+    let _ = chat::format(&chat_style(w), messages, tools, true, think, &mut s);
     s
 }
 
@@ -334,18 +343,12 @@ pub fn run(a: &RunArgs) -> Result<()> {
     } else {
         let mut msgs = Vec::new();
         if let Some(sys) = &a.system {
-            msgs.push(Message {
-                role: Role::System,
-                content: sys,
-            });
+            msgs.push(Message::text(Role::System, sys));
         }
         // Qwen3-VL's chat template puts each image before the text.
         let placeholders = "<|vision_start|><|image_pad|><|vision_end|>".repeat(a.images.len());
         let user = format!("{placeholders}{}", a.prompt);
-        msgs.push(Message {
-            role: Role::User,
-            content: &user,
-        });
+        msgs.push(Message::text(Role::User, &user));
         let think = if a.think {
             Some(true)
         } else if a.no_think {
@@ -353,7 +356,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         } else {
             None
         };
-        chat_prompt(&w, &msgs, think)
+        chat_prompt(&w, &msgs, &[], think)
     };
     let kv = opts.kv;
     let images =
@@ -437,8 +440,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
-    let style =
-        ChatStyle::from_template(w.vqf.tokenizer().map(|t| t.chat_template()).unwrap_or(&[]));
+    let style = chat_style(&w);
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
     if w.cfg.vision.is_some() {
@@ -511,16 +513,10 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
         let mut msgs = Vec::new();
         if first {
             if let Some(sys) = &a.system {
-                msgs.push(Message {
-                    role: Role::System,
-                    content: sys,
-                });
+                msgs.push(Message::text(Role::System, sys));
             }
         }
-        msgs.push(Message {
-            role: Role::User,
-            content: line,
-        });
+        msgs.push(Message::text(Role::User, line));
         // Turn one may get the template's default system prompt; later turns
         // follow the previous answer's <|im_end|>, after ChatML's newline.
         let style = if first {
@@ -535,6 +531,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
         let _ = chat::format(
             &style,
             &msgs,
+            &[],
             true,
             if a.no_think { Some(false) } else { None },
             &mut text,

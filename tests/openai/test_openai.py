@@ -1,14 +1,18 @@
 """`kestrel serve` driven by the official `openai` Python client.
 
-Usage: python test_openai.py KESTREL_BINARY MODEL.vqf
+Usage: python test_openai.py KESTREL_BINARY MODEL.vqf [REAL_MODEL.vqf]
 
 Starts the server on a loopback port chosen by the OS, then checks models,
 chat (whole and streamed), completions (whole and streamed), usage, and a
 wrong API key; every answer must equal `kestrel run` with the same seed and
-settings (its stdout, without the final newline). Exits non-zero on any
-failure. Bounded: each request has a 60 s timeout, the whole run < 2 min.
+settings (its stdout, without the final newline); then unsupported
+parameters, log-probabilities and /metrics. With REAL_MODEL (a Qwen2.5
+file, whose chat template renders tools): tool calls, whole and streamed,
+and a tool result fed back. Exits non-zero on any failure. Bounded: each
+request has a timeout.
 """
 
+import json
 import re
 import subprocess
 import sys
@@ -29,8 +33,87 @@ def kestrel_run(binary, model, prompt, n, temp, seed, raw=False):
     return text[:-1]
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city name"}}, "required": ["city"]}}}
+
+
+def start(binary, model, *extra):
+    """A `kestrel serve` on a free port: the process and its address."""
+    server = subprocess.Popen(
+        [binary, "serve", model, "--port", "0", "--parallel", "2", "-t", "2", "--no-pin",
+         "--ctx", "1024", *extra], stderr=subprocess.PIPE, text=True)
+    for line in server.stderr:
+        m = re.search(r"listening on http://(\S+)", line)
+        if m:
+            return server, m.group(1)
+    raise AssertionError("the server did not start")
+
+
+def tool_checks(binary, model):
+    """Tool calls with the real Qwen2.5-Coder model (its template renders
+    tools): a forced call parsed into tool_calls, whole and streamed; the
+    tool's result fed back; bad tool definitions are 400s."""
+    server, addr = start(binary, model)
+    checks = 0
+    try:
+        client = openai.OpenAI(base_url=f"http://{addr}/v1", api_key="x", max_retries=0, timeout=120)
+        question = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+        for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+            r = client.chat.completions.create(model="m", messages=question, tools=[WEATHER],
+                                               tool_choice=choice, temperature=0, max_tokens=64)
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls", r
+            call = c.message.tool_calls[0]
+            assert call.type == "function" and call.function.name == "get_weather", call
+            assert json.loads(call.function.arguments)["city"] == "Paris", call
+            checks += 1
+        calls, finish = {}, None
+        for chunk in client.chat.completions.create(
+                model="m", messages=question, tools=[WEATHER], tool_choice="required",
+                temperature=0, max_tokens=64, stream=True):
+            for ch in chunk.choices:
+                for d in ch.delta.tool_calls or []:
+                    entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                    entry["name"] += d.function.name or ""
+                    entry["arguments"] += d.function.arguments or ""
+                finish = ch.finish_reason or finish
+        assert finish == "tool_calls" and calls[0]["name"] == "get_weather", (calls, finish)
+        assert json.loads(calls[0]["arguments"]) == json.loads(call.function.arguments)
+        checks += 1
+        # The call and its result go back in; the answer is text (or another call).
+        follow = question + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": "{\"temperature_c\": 21, \"sky\": \"sunny\"}"}]
+        r = client.chat.completions.create(model="m", messages=follow, tools=[WEATHER],
+                                           temperature=0, max_tokens=48)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), r
+        assert r.usage.prompt_tokens_details.cached_tokens > 0, r.usage
+        # auto: the model decides; the answer is well formed either way.
+        r = client.chat.completions.create(model="m", messages=question, tools=[WEATHER],
+                                           temperature=0, max_tokens=48)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), r
+        checks += 2
+        for bad in [[{"type": "function", "function": {"name": "bad name"}}],
+                    [{"type": "code_interpreter"}]]:
+            try:
+                client.chat.completions.create(model="m", messages=question, tools=bad)
+                raise AssertionError(f"{bad} was accepted")
+            except openai.BadRequestError as e:
+                assert "tools[0]" in str(e), e
+                checks += 1
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return checks
+
+
 def main():
     binary, model = sys.argv[1], sys.argv[2]
+    real_model = sys.argv[3] if len(sys.argv) > 3 else None
     server = subprocess.Popen(
         [binary, "serve", model, "--port", "0", "--parallel", "2", "-t", "2", "--no-pin",
          "--api-key", KEY, "--ctx", "512"],
@@ -161,6 +244,8 @@ def main():
             ttft + samples["kestrel_time_between_tokens_seconds_count"]
         assert samples["kestrel_slots"] == 2 and samples["kestrel_kv_positions"] == 1024
         checks += 1
+        if real_model:
+            checks += tool_checks(binary, real_model)
         print(f"openai client ({openai.__version__}): {checks} checks passed against {addr}")
     finally:
         server.terminate()

@@ -140,6 +140,11 @@ fn walk(v: &Value, depth: usize) {
 pub fn json(data: &[u8]) {
     if let Ok(v) = json::parse(data) {
         walk(&v, 0);
+        // Written again as Python's json.dumps: still JSON, of the same type.
+        let mut again = String::new();
+        json::write_python_json(&mut again, &v).unwrap();
+        let w = json::parse(again.as_bytes()).unwrap();
+        assert_eq!(w.type_name(), v.type_name());
     }
 }
 
@@ -232,7 +237,44 @@ pub fn http(data: &[u8]) {
 /// URIs, base64) and the stop-string scan.
 pub fn serve_api(data: &[u8]) {
     use kestrel::serve::api;
-    let _ = api::parse_chat(data);
+    if let Ok(req) = api::parse_chat(data) {
+        // The prompt the server would write, with its tools and calls.
+        use kestrel_core::chat::{self, ChatStyle, Message, ToolCall};
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|(t, _)| json::parse(t.as_bytes()).unwrap())
+            .collect();
+        let calls: Vec<Vec<ToolCall>> = req
+            .messages
+            .iter()
+            .map(|m| {
+                m.tool_calls
+                    .iter()
+                    .map(|(name, args)| ToolCall {
+                        name,
+                        arguments: json::parse(args.as_bytes()).unwrap(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let msgs: Vec<Message> = req
+            .messages
+            .iter()
+            .zip(&calls)
+            .map(|(m, c)| Message {
+                role: m.role,
+                content: &m.content,
+                tool_calls: c,
+            })
+            .collect();
+        let style = ChatStyle {
+            tools: true,
+            ..ChatStyle::default()
+        };
+        let mut prompt = String::new();
+        chat::format(&style, &msgs, &tools, true, None, &mut prompt).unwrap();
+    }
     let _ = api::parse_completion(data);
     let _ = api::base64_decode(data);
     if let Ok(s) = std::str::from_utf8(data) {

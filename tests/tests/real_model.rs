@@ -139,10 +139,11 @@ fn factorial_answer(vqf: &std::path::Path, prefill_q8: bool) -> String {
     .unwrap();
     let prompt = chat_prompt(
         &w,
-        &[Message {
-            role: Role::User,
-            content: "Write a Python function that returns the factorial of n.",
-        }],
+        &[Message::text(
+            Role::User,
+            "Write a Python function that returns the factorial of n.",
+        )],
+        &[],
         None,
     );
     let ids = s.encode(&prompt).unwrap();

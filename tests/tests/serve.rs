@@ -197,12 +197,11 @@ fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (Strin
     with_session(&model(), sample, |s| {
         let msgs: Vec<Message> = msgs
             .iter()
-            .map(|(role, content)| Message {
-                role: *role,
-                content,
-            })
+            .map(|(role, content)| Message::text(*role, content))
             .collect();
-        let ids = s.encode(&chat_prompt(s.weights(), &msgs, None)).unwrap();
+        let ids = s
+            .encode(&chat_prompt(s.weights(), &msgs, &[], None))
+            .unwrap();
         let mut text = String::new();
         let st = s
             .generate(&ids, n, &AtomicBool::new(false), &mut |t| text.push_str(t))
@@ -344,11 +343,10 @@ fn a_long_prompt_admitted_in_chunks_beside_a_stream_answers_as_kestrel_run() {
     let (want_a, _) = kestrel_run(&[(Role::User, PROMPTS[1])], cfg(3), 120);
     let (want_b, _) = kestrel_run(&[(Role::User, &long_text)], cfg(5), 8);
     let long_tokens = with_session(&model(), cfg(5), |s| {
-        let m = [Message {
-            role: Role::User,
-            content: &long_text,
-        }];
-        s.encode(&chat_prompt(s.weights(), &m, None)).unwrap().len()
+        let m = [Message::text(Role::User, &long_text)];
+        s.encode(&chat_prompt(s.weights(), &m, &[], None))
+            .unwrap()
+            .len()
     });
     assert!(
         long_tokens > kestrel_core::generate::PREFILL_CHUNK && long_tokens + 8 < 256,
@@ -800,11 +798,10 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         )
         .unwrap();
         let user = format!("<|vision_start|><|image_pad|><|vision_end|>{prompt}");
-        let msgs = [Message {
-            role: Role::User,
-            content: &user,
-        }];
-        let ids = s.encode(&chat_prompt(s.weights(), &msgs, None)).unwrap();
+        let msgs = [Message::text(Role::User, &user)];
+        let ids = s
+            .encode(&chat_prompt(s.weights(), &msgs, &[], None))
+            .unwrap();
         let v = s.weights().cfg.vision.unwrap();
         let ids =
             kestrel::vision::expand_placeholders(&ids, v.image_token_id, &images.grids).unwrap();
@@ -1124,4 +1121,34 @@ fn metrics_count_requests_tokens_and_latencies() {
     assert!(m["kestrel_kv_positions_used"] >= prompt / 4.0);
     // The first scrape is counted by the next.
     assert!(scrape(a)["kestrel_requests_total{endpoint=\"/metrics\",status=\"200\"}"] >= 1.0);
+}
+
+/// Tools need a chat template that renders them: the fixture's template
+/// has none, so a request with tools or tool turns is a 400 naming the
+/// cause (the real model's tool calls run in the openai client test).
+#[test]
+fn tools_on_a_template_without_them_are_refused() {
+    let srv = Server::start(1, &[]);
+    let tool = r#"{"type":"function","function":{"name":"now"}}"#;
+    for extra in [
+        format!(r#","tools":[{tool}]"#),
+        r#","tools":[],"messages":[{"role":"tool","content":"12:00"}]"#.to_string(),
+    ] {
+        let body = chat_body(&[(Role::User, "hi")], &extra);
+        // A later "messages" key wins (the last of a repeated key).
+        let (st, err) = post(srv.addr, "/v1/chat/completions", &body, None);
+        assert_eq!(st, 400, "{err}");
+        assert!(err.contains("has no tool calls"), "{err}");
+    }
+    // An empty tools list is a plain chat.
+    let (st, _) = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &chat_body(
+            &[(Role::User, "hi")],
+            r#","tools":[],"tool_choice":"auto","max_tokens":2"#,
+        ),
+        None,
+    );
+    assert_eq!(st, 200);
 }

@@ -35,11 +35,42 @@ pub struct Params {
     pub logprobs: Option<usize>,
 }
 
+/// Most tools in one chat request.
+pub const MAX_TOOLS: usize = 64;
+/// Most calls in one assistant message.
+pub const MAX_TOOL_CALLS: usize = 16;
+
+/// One turn of a chat request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    pub role: Role,
+    /// The text; multi-part text contents joined.
+    pub content: String,
+    /// An assistant turn's calls: (function name, arguments as JSON text).
+    pub tool_calls: Vec<(String, String)>,
+}
+
+/// `tool_choice`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// No call: the tools are left out of the prompt.
+    None,
+    /// The model decides.
+    Auto,
+    /// The answer starts with a call.
+    Required,
+    /// The answer starts with a call of this function.
+    Function(String),
+}
+
 /// A parsed `/v1/chat/completions` body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
-    /// (role, text) turns; multi-part text contents joined.
-    pub messages: Vec<(Role, String)>,
+    pub messages: Vec<ChatMessage>,
+    /// Each tool's JSON object as the request gave it (checked: a function
+    /// with a name), and the functions' names.
+    pub tools: Vec<(String, String)>,
+    pub tool_choice: ToolChoice,
     /// The decoded bytes of every `image_url` data URI, in order; each
     /// left a `<|vision_start|><|image_pad|><|vision_end|>` in its message's
     /// text. A model without a vision tower answers 400.
@@ -107,8 +138,8 @@ const CHAT_FIELDS: &[(&str, Field)] = &[
     ("max_completion_tokens", Used),
     ("top_logprobs", Used),
     ("parallel_tool_calls", Unused),
-    ("tools", OnlyNeutral(is_empty_array)),
-    ("tool_choice", OnlyNeutral(is_no_tool_choice)),
+    ("tools", Used),
+    ("tool_choice", Used),
     ("response_format", OnlyNeutral(is_text_format)),
     ("modalities", OnlyNeutral(is_text_modality)),
 ];
@@ -135,12 +166,6 @@ fn is_empty_string(v: &Value) -> bool {
 }
 fn is_empty_object(v: &Value) -> bool {
     v.as_object().is_some_and(|o| o.is_empty())
-}
-fn is_empty_array(v: &Value) -> bool {
-    v.as_array().is_some_and(|a| a.is_empty())
-}
-fn is_no_tool_choice(v: &Value) -> bool {
-    v.str_eq("none") || v.str_eq("auto")
 }
 fn is_text_format(v: &Value) -> bool {
     v.get("type").is_some_and(|t| t.str_eq("text"))
@@ -393,6 +418,88 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String> {
     }
 }
 
+/// A function name as OpenAI allows it: 1 to 64 of `a-zA-Z0-9_-`.
+fn function_name(v: Option<Value>, what: &str) -> Result<String> {
+    let name = v
+        .as_ref()
+        .and_then(|n| n.as_str())
+        .and_then(|n| n.as_plain())
+        .filter(|n| {
+            (1..=64).contains(&n.len())
+                && n.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        })
+        .ok_or_else(|| format!("{what} must be 1 to 64 letters, digits, '_' or '-'"))?;
+    Ok(name.to_string())
+}
+
+/// `tools`: each `{"type": "function", "function": {"name", "description"?,
+/// "parameters"?}}`, kept as its JSON text, with its name.
+fn tools(v: &Value) -> Result<Vec<(String, String)>> {
+    let list = v.as_array().ok_or("'tools' must be an array")?;
+    if list.len() > MAX_TOOLS {
+        return Err(format!("at most {MAX_TOOLS} tools").into());
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, t) in list.iter().enumerate() {
+        let Value::Object(obj) = t else {
+            return Err(format!("tools[{i}] must be an object").into());
+        };
+        let f = t
+            .get("function")
+            .filter(|f| f.as_object().is_some())
+            .filter(|_| t.get("type").is_some_and(|k| k.str_eq("function")))
+            .ok_or_else(|| {
+                format!("tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}")
+            })?;
+        let name = function_name(f.get("name"), &format!("tools[{i}].function.name"))?;
+        if let Some(d) = f.get("description").filter(|d| !d.is_null()) {
+            d.as_str()
+                .ok_or_else(|| format!("tools[{i}].function.description must be a string"))?;
+        }
+        if let Some(p) = f.get("parameters").filter(|p| !p.is_null()) {
+            p.as_object()
+                .ok_or_else(|| format!("tools[{i}].function.parameters must be an object"))?;
+        }
+        if out.iter().any(|(_, n)| *n == name) {
+            return Err(format!("tools[{i}]: a second function named '{name}'").into());
+        }
+        out.push((obj.raw().to_string(), name));
+    }
+    Ok(out)
+}
+
+/// An assistant message's `tool_calls`: each `{"type": "function",
+/// "function": {"name", "arguments"}}`, `arguments` a JSON text (as OpenAI
+/// sends it) or an object.
+fn message_tool_calls(v: &Value) -> Result<Vec<(String, String)>> {
+    let list = v.as_array().ok_or("must be an array")?;
+    if list.len() > MAX_TOOL_CALLS {
+        return Err(format!("at most {MAX_TOOL_CALLS} calls").into());
+    }
+    let mut out = Vec::new();
+    for (i, c) in list.iter().enumerate() {
+        let f = c
+            .get("function")
+            .ok_or_else(|| format!("[{i}] has no 'function'"))?;
+        let name = function_name(f.get("name"), &format!("[{i}].function.name"))?;
+        let arguments = match f.get("arguments") {
+            Some(a @ Value::String(_)) => {
+                let text = string_of(&a, "arguments")?;
+                json::parse(text.as_bytes())
+                    .ok()
+                    .filter(|v| v.as_object().is_some())
+                    .ok_or_else(|| format!("[{i}].function.arguments must be a JSON object"))?;
+                text
+            }
+            Some(Value::Object(o)) => o.raw().to_string(),
+            _ => return Err(format!("[{i}].function.arguments must be a JSON object").into()),
+        };
+        out.push((name, arguments));
+    }
+    Ok(out)
+}
+
 /// Parses a chat completion request body.
 pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     let v = object_of(body)?;
@@ -409,7 +516,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     }
     let mut images = Vec::new();
     let mut messages = Vec::new();
-    for m in msgs.iter() {
+    for (i, m) in msgs.iter().enumerate() {
         let role = m.get("role").ok_or("a message without 'role'")?;
         let role = if role.str_eq("system") || role.str_eq("developer") {
             Role::System
@@ -417,13 +524,59 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
             Role::User
         } else if role.str_eq("assistant") {
             Role::Assistant
+        } else if role.str_eq("tool") {
+            Role::Tool
         } else {
-            return Err("message roles must be system, user or assistant".into());
+            return Err("message roles must be system, user, assistant or tool".into());
         };
-        messages.push((role, content(m.get("content"), &mut images)?));
+        let tool_calls = match (role, m.get("tool_calls")) {
+            (_, None | Some(Value::Null)) => Vec::new(),
+            (Role::Assistant, Some(calls)) => {
+                message_tool_calls(&calls).map_err(|e| format!("messages[{i}].tool_calls: {e}"))?
+            }
+            _ => {
+                return Err(
+                    format!("messages[{i}]: only assistant messages have 'tool_calls'").into(),
+                )
+            }
+        };
+        messages.push(ChatMessage {
+            role,
+            content: content(m.get("content"), &mut images)?,
+            tool_calls,
+        });
+    }
+    let tools = match v.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(t) => tools(&t)?,
+    };
+    let tool_choice = match v.get("tool_choice") {
+        None | Some(Value::Null) => ToolChoice::Auto,
+        Some(c) if c.str_eq("none") => ToolChoice::None,
+        Some(c) if c.str_eq("auto") => ToolChoice::Auto,
+        Some(c) if c.str_eq("required") => ToolChoice::Required,
+        Some(c) => {
+            let name = c
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .filter(|_| c.get("type").is_some_and(|t| t.str_eq("function")))
+                .ok_or("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")?;
+            ToolChoice::Function(string_of(&name, "tool_choice.function.name")?)
+        }
+    };
+    match &tool_choice {
+        ToolChoice::Required if tools.is_empty() => {
+            return Err("'tool_choice' is 'required' but there are no 'tools'".into())
+        }
+        ToolChoice::Function(f) if !tools.iter().any(|(_, n)| n == f) => {
+            return Err(format!("'tool_choice' names '{f}', which is not in 'tools'").into())
+        }
+        _ => {}
     }
     Ok(ChatRequest {
         messages,
+        tools,
+        tool_choice,
         images,
         params: Params {
             logprobs: chat_logprobs(&v)?,
@@ -513,8 +666,10 @@ mod tests {
         }
         for (bad, named) in [
             (r#","foo":1"#, "'foo'"),
-            (r#","tools":[{"type":"function"}]"#, "'tools'"),
+            (r#","tools":[{"type":"function"}]"#, "tools[0]"),
+            (r#","tools":{}"#, "'tools'"),
             (r#","tool_choice":"required""#, "'tool_choice'"),
+            (r#","tool_choice":"sometimes""#, "'tool_choice'"),
             (
                 r#","response_format":{"type":"json_object"}"#,
                 "'response_format'",
@@ -553,12 +708,113 @@ mod tests {
     }
 
     #[test]
+    fn tools_tool_choice_and_tool_messages() {
+        let weather = r#"{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{}}}}"#;
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"q"}},{{"role":"assistant","content":null,"tool_calls":[{{"id":"c1","type":"function","function":{{"name":"get_weather","arguments":"{{\"city\": \"Oslo\"}}"}}}}]}},{{"role":"tool","tool_call_id":"c1","content":"3 C"}}],"tools":[{weather},{{"type":"function","function":{{"name":"now"}}}}],"tool_choice":{{"type":"function","function":{{"name":"now"}}}}}}"#
+        );
+        let c = parse_chat(body.as_bytes()).unwrap();
+        assert_eq!(c.tools.len(), 2);
+        assert_eq!(c.tools[0], (weather.to_string(), "get_weather".to_string()));
+        assert_eq!(c.tool_choice, ToolChoice::Function("now".into()));
+        assert_eq!(c.messages[1].content, "");
+        assert_eq!(
+            c.messages[1].tool_calls,
+            vec![(
+                "get_weather".to_string(),
+                "{\"city\": \"Oslo\"}".to_string()
+            )]
+        );
+        assert_eq!(c.messages[2].role, Role::Tool);
+        let chat = |extra: &str| {
+            parse_chat(
+                format!(r#"{{"messages":[{{"role":"user","content":"x"}}]{extra}}}"#).as_bytes(),
+            )
+        };
+        assert_eq!(
+            chat(&format!(r#","tools":[{weather}],"tool_choice":"required""#))
+                .unwrap()
+                .tool_choice,
+            ToolChoice::Required
+        );
+        assert_eq!(
+            chat(r#","tool_choice":"none""#).unwrap().tool_choice,
+            ToolChoice::None
+        );
+        for (bad, says) in [
+            (
+                r#","tools":[{"type":"function","function":{"name":"a b"}}]"#,
+                "tools[0].function.name",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":""}}]"#,
+                "tools[0].function.name",
+            ),
+            (r#","tools":[{"type":"retrieval"}]"#, "tools[0]"),
+            (r#","tools":[1]"#, "tools[0]"),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f","parameters":[]}}]"#,
+                "parameters",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f","description":3}}]"#,
+                "description",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]"#,
+                "second function named 'f'",
+            ),
+            (
+                r#","tool_choice":{"type":"function","function":{"name":"g"}}"#,
+                "not in 'tools'",
+            ),
+            (r#","tool_choice":"required""#, "no 'tools'"),
+        ] {
+            let e = chat(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let msg = |m: &str| parse_chat(format!(r#"{{"messages":[{m}]}}"#).as_bytes());
+        for (bad, says) in [
+            (
+                r#"{"role":"user","content":"x","tool_calls":[]}"#,
+                "only assistant",
+            ),
+            (
+                r#"{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{oops"}}]}"#,
+                "JSON object",
+            ),
+            (
+                r#"{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}"#,
+                "JSON object",
+            ),
+            (
+                r#"{"role":"assistant","tool_calls":[{"type":"function"}]}"#,
+                "no 'function'",
+            ),
+            (r#"{"role":"assistant","tool_calls":{}}"#, "array"),
+        ] {
+            let e = msg(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // Arguments given as an object (not OpenAI's text) are taken too.
+        let c = msg(
+            r#"{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.messages[0].tool_calls[0].1, r#"{"a":1}"#);
+    }
+
+    #[test]
     fn bodies() {
         let c = parse_chat(br#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAEC/w=="}},{"type":"text","text":"b"}]}],"max_tokens":5,"temperature":0,"seed":-1,"stop":["x"],"stream":true}"#).unwrap();
-        assert_eq!(c.messages[0], (Role::System, "be \"brief\"".to_string()));
+        let turn = |m: &ChatMessage| (m.role, m.content.clone());
+        assert_eq!(
+            turn(&c.messages[0]),
+            (Role::System, "be \"brief\"".to_string())
+        );
         // The image leaves its placeholder where it stood in the content.
         assert_eq!(
-            c.messages[1],
+            turn(&c.messages[1]),
             (
                 Role::User,
                 "a<|vision_start|><|image_pad|><|vision_end|>b".to_string()
@@ -574,7 +830,7 @@ mod tests {
             b"[]",
             b"{}",
             br#"{"messages":[]}"#,
-            br#"{"messages":[{"role":"tool","content":"x"}]}"#,
+            br#"{"messages":[{"role":"robot","content":"x"}]}"#,
             br#"{"messages":[{"role":"user","content":1}]}"#,
             br#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
             br#"{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#,

@@ -24,12 +24,13 @@ use crate::cli::{get, in_range, model_arg, opt, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
 use crate::error::Result;
 use crate::generate::{self, chat_prompt};
-use api::{error_body, push_json_str, Params, Prompt};
+use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
 use clap::builder::{NonEmptyStringValueParser, ValueParser};
 use clap::{value_parser, ArgMatches, Command};
 use http::HttpError;
-use kestrel_core::chat::Message;
+use kestrel_core::chat::{Message, Role, ToolCall};
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
+use kestrel_core::json;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
@@ -460,15 +461,76 @@ fn chat(
     if !req.images.is_empty() && !model_accepts_images(sh.w) {
         return Err(HttpError::new(400, "model does not accept images"));
     }
+    let style = generate::chat_style(sh.w);
+    let uses_tools = !req.tools.is_empty()
+        || req
+            .messages
+            .iter()
+            .any(|m| m.role == Role::Tool || !m.tool_calls.is_empty());
+    if uses_tools && !style.tools {
+        return Err(HttpError::new(
+            400,
+            "this model's chat template has no tool calls ('tools', tool messages)",
+        ));
+    }
+    // The JSON texts were checked by the parser; parsed again to borrow.
+    let bad = |what: &str| HttpError::new(400, format!("invalid JSON in {what}"));
+    let offered = req.tool_choice != ToolChoice::None;
+    let tools: Vec<json::Value> = req
+        .tools
+        .iter()
+        .filter(|_| offered)
+        .map(|(t, _)| json::parse(t.as_bytes()).map_err(|_| bad("a tool")))
+        .collect::<Result<_, _>>()?;
+    let calls: Vec<Vec<ToolCall>> = req
+        .messages
+        .iter()
+        .map(|m| {
+            m.tool_calls
+                .iter()
+                .map(|(name, args)| {
+                    let arguments =
+                        json::parse(args.as_bytes()).map_err(|_| bad("tool call arguments"))?;
+                    Ok(ToolCall { name, arguments })
+                })
+                .collect::<Result<Vec<_>, HttpError>>()
+        })
+        .collect::<Result<_, _>>()?;
     let msgs: Vec<Message> = req
         .messages
         .iter()
-        .map(|(role, content)| Message {
-            role: *role,
-            content,
+        .zip(&calls)
+        .map(|(m, c)| Message {
+            role: m.role,
+            content: &m.content,
+            tool_calls: c,
         })
         .collect();
-    let text = chat_prompt(sh.w, &msgs, None);
+    let mut text = chat_prompt(sh.w, &msgs, &tools, None);
+    // `required` and a named function: the answer starts with the call
+    // (written into the prompt; the model continues it).
+    let forced = match &req.tool_choice {
+        ToolChoice::Required => String::from("\n{\"name\": \""),
+        ToolChoice::Function(f) => format!("\n{{\"name\": \"{f}\", \"arguments\":"),
+        _ => String::new(),
+    };
+    if !forced.is_empty() {
+        text.push_str("<tool_call>");
+        text.push_str(&forced);
+    }
+    let tool_calls = match (
+        sh.tok.token_id("<tool_call>"),
+        sh.tok.token_id("</tool_call>"),
+    ) {
+        (Some(open), Some(close)) if !tools.is_empty() => Some(ToolCalls {
+            open,
+            close,
+            names: req.tools.iter().map(|(_, n)| n.clone()).collect(),
+            capture: (!forced.is_empty()).then_some(forced),
+            calls: Vec::new(),
+        }),
+        _ => None,
+    };
     let mut ids = generate::encode(&sh.tok, &text).map_err(|e| HttpError::new(400, e))?;
     let mut images = Vec::with_capacity(req.images.len());
     if let Some(v) = sh.w.cfg.vision.filter(|_| !req.images.is_empty()) {
@@ -485,7 +547,12 @@ fn chat(
         ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &grids)
             .map_err(|e| HttpError::new(400, e))?;
     }
-    generate_answer(conn, sh, jobs, ids, images, &req.params, Kind::Chat)
+    let prompt = Prompted {
+        ids,
+        images,
+        tools: tool_calls,
+    };
+    generate_answer(conn, sh, jobs, prompt, &req.params, Kind::Chat)
 }
 
 fn completion(
@@ -508,15 +575,12 @@ fn completion(
             ids
         }
     };
-    generate_answer(
-        conn,
-        sh,
-        jobs,
+    let prompt = Prompted {
         ids,
-        Vec::new(),
-        &req.params,
-        Kind::Completion,
-    )
+        images: Vec::new(),
+        tools: None,
+    };
+    generate_answer(conn, sh, jobs, prompt, &req.params, Kind::Completion)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -542,6 +606,29 @@ pub fn stop_scan(pending: &str, stops: &[String]) -> (usize, bool) {
         }
     }
     (pending.len() - keep, false)
+}
+
+/// Tokens of one answer: the prompt's, those of it reused from the cache,
+/// and the generated ones.
+#[derive(Clone, Copy)]
+struct Usage {
+    prompt: usize,
+    cached: usize,
+    completion: usize,
+}
+
+impl Usage {
+    /// `usage`, with the prompt tokens reused from the cache as OpenAI's
+    /// `prompt_tokens_details.cached_tokens`.
+    fn json(&self) -> String {
+        format!(
+            "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{}}}}}",
+            self.prompt,
+            self.completion,
+            self.prompt + self.completion,
+            self.cached
+        )
+    }
 }
 
 /// One chunk of a stream, or the whole answer.
@@ -572,7 +659,7 @@ impl Answer<'_> {
         &self,
         text: Option<&str>,
         first: bool,
-        finish: Option<Finish>,
+        finish: Option<&str>,
         logprobs: &str,
     ) -> String {
         let mut s = match self.kind {
@@ -599,7 +686,7 @@ impl Answer<'_> {
         let _ = write!(s, ",\"logprobs\":{logprobs},\"finish_reason\":");
         match finish {
             Some(f) => {
-                let _ = write!(s, "\"{}\"", f.name());
+                let _ = write!(s, "\"{f}\"");
             }
             None => s.push_str("null"),
         }
@@ -607,35 +694,48 @@ impl Answer<'_> {
         s
     }
 
-    /// `usage`, with the prompt tokens reused from the cache as OpenAI's
-    /// `prompt_tokens_details.cached_tokens`.
-    fn usage(prompt: usize, cached: usize, completion: usize) -> String {
-        format!(
-            "{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}",
-            prompt + completion
-        )
-    }
-
-    fn usage_chunk(&self, prompt: usize, cached: usize, completion: usize) -> String {
+    fn usage_chunk(&self, usage: Usage) -> String {
         let mut s = match self.kind {
             Kind::Chat => self.start("chat.completion.chunk"),
             Kind::Completion => self.start("text_completion"),
         };
+        let _ = write!(s, ",\"choices\":[],\"usage\":{}}}", usage.json());
+        s
+    }
+
+    /// A streamed chat chunk with the model's `i`-th call.
+    fn tool_call_chunk(&self, i: usize, call: &(String, String)) -> String {
+        let mut s = self.start("chat.completion.chunk");
+        s.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[");
+        self.push_tool_call(&mut s, i, call, true);
+        s.push_str("]},\"logprobs\":null,\"finish_reason\":null}]}");
+        s
+    }
+
+    /// One entry of `tool_calls` (with its `index` in a streamed delta).
+    fn push_tool_call(&self, s: &mut String, i: usize, call: &(String, String), index: bool) {
+        if index {
+            let _ = write!(s, "{{\"index\":{i},");
+        } else {
+            s.push('{');
+        }
         let _ = write!(
             s,
-            ",\"choices\":[],\"usage\":{}}}",
-            Self::usage(prompt, cached, completion)
+            "\"id\":\"call_{}_{i}\",\"type\":\"function\",\"function\":{{\"name\":",
+            self.id
         );
-        s
+        push_json_str(s, &call.0);
+        s.push_str(",\"arguments\":");
+        push_json_str(s, &call.1);
+        s.push_str("}}");
     }
 
     fn whole(
         &self,
         text: &str,
-        finish: Finish,
-        prompt: usize,
-        cached: usize,
-        completion: usize,
+        tool_calls: &[(String, String)],
+        finish: &str,
+        usage: Usage,
         logprobs: &str,
     ) -> String {
         let mut s = match self.kind {
@@ -646,7 +746,21 @@ impl Answer<'_> {
         match self.kind {
             Kind::Chat => {
                 s.push_str("\"message\":{\"role\":\"assistant\",\"content\":");
-                push_json_str(&mut s, text);
+                if text.is_empty() && !tool_calls.is_empty() {
+                    s.push_str("null");
+                } else {
+                    push_json_str(&mut s, text);
+                }
+                if !tool_calls.is_empty() {
+                    s.push_str(",\"tool_calls\":[");
+                    for (i, call) in tool_calls.iter().enumerate() {
+                        if i > 0 {
+                            s.push(',');
+                        }
+                        self.push_tool_call(&mut s, i, call, false);
+                    }
+                    s.push(']');
+                }
                 s.push('}');
             }
             Kind::Completion => {
@@ -656,12 +770,20 @@ impl Answer<'_> {
         }
         let _ = write!(
             s,
-            ",\"logprobs\":{logprobs},\"finish_reason\":\"{}\"}}],\"usage\":{}}}",
-            finish.name(),
-            Self::usage(prompt, cached, completion)
+            ",\"logprobs\":{logprobs},\"finish_reason\":\"{finish}\"}}],\"usage\":{}}}",
+            usage.json()
         );
         s
     }
+}
+
+/// A request turned into the model's input.
+struct Prompted {
+    /// The prompt's ids, each image's placeholder expanded.
+    ids: Vec<u32>,
+    images: Vec<crate::vision::Pixels>,
+    /// The tool calls to recognise (chat with tools).
+    tools: Option<ToolCalls>,
 }
 
 /// Queues the job and writes its answer, streamed or whole.
@@ -669,11 +791,15 @@ fn generate_answer(
     conn: &mut TcpStream,
     sh: &Shared,
     jobs: &SyncSender<Job>,
-    ids: Vec<u32>,
-    images: Vec<crate::vision::Pixels>,
+    prompt: Prompted,
     p: &Params,
     kind: Kind,
 ) -> Result<(), HttpError> {
+    let Prompted {
+        ids,
+        images,
+        mut tools,
+    } = prompt;
     let n = ids.len();
     if n == 0 {
         return Err(HttpError::new(400, "the prompt is empty"));
@@ -773,6 +899,7 @@ fn generate_answer(
             }
         };
         let mut finish = None;
+        let mut new_call = None;
         match ev {
             Event::Prefilled { cached: c } => cached = c,
             Event::Token(t, lp) => {
@@ -794,10 +921,46 @@ fn generate_answer(
                 if let Some(lp) = lp {
                     logprobs.push(&sh.tok, t, &lp);
                 }
-                let _ = dec.step_with(&sh.tok, t, &mut |s| pending.push_str(s));
+                match tools.as_mut() {
+                    Some(tc) if t == tc.open && tc.capture.is_none() => {
+                        tc.capture = Some(String::new())
+                    }
+                    Some(tc) if t == tc.close && tc.capture.is_some() => match tc.end_call(true) {
+                        Ok(i) => new_call = Some(i),
+                        Err(raw) => pending.push_str(&raw),
+                    },
+                    Some(ToolCalls {
+                        capture: Some(c), ..
+                    }) => {
+                        let _ = dec.step_with(&sh.tok, t, &mut |s| c.push_str(s));
+                    }
+                    _ => {
+                        let _ = dec.step_with(&sh.tok, t, &mut |s| pending.push_str(s));
+                    }
+                }
             }
             Event::Done(f) => {
-                dec.finish_with(&mut |s| pending.push_str(s));
+                match tools.as_mut().filter(|tc| tc.capture.is_some()) {
+                    // The answer ended inside a call.
+                    Some(tc) => {
+                        if let Some(c) = tc.capture.as_mut() {
+                            dec.finish_with(&mut |s| c.push_str(s));
+                        }
+                        // Cut by the length limit: not a call, its text.
+                        let call = match f {
+                            Finish::Stop => tc.end_call(false),
+                            Finish::Length => Err(format!(
+                                "<tool_call>{}",
+                                tc.capture.take().unwrap_or_default()
+                            )),
+                        };
+                        match call {
+                            Ok(i) => new_call = Some(i),
+                            Err(raw) => pending.push_str(&raw),
+                        }
+                    }
+                    None => dec.finish_with(&mut |s| pending.push_str(s)),
+                }
                 finish = Some(f);
             }
             Event::Error(m) => {
@@ -811,7 +974,8 @@ fn generate_answer(
         let (send, stopped) = stop_scan(&pending, &p.stop);
         let (send, finish) = if stopped {
             (send, Some(Finish::Stop))
-        } else if finish.is_some() {
+        } else if finish.is_some() || new_call.is_some() {
+            // The end, or a call: the text before it is complete.
             (pending.len(), finish)
         } else {
             (send, None)
@@ -826,25 +990,86 @@ fn generate_answer(
             }
             pending.drain(..send);
         }
+        if let (Some(i), Some(tc), true) = (new_call, &tools, p.stream) {
+            http::write_sse_data(conn, &ans.tool_call_chunk(i, &tc.calls[i]))
+                .map_err(|_| gone())?;
+        }
         if let Some(f) = finish {
             break f;
         }
+    };
+    let calls = tools.map(|tc| tc.calls).unwrap_or_default();
+    // An answer that ends after calls asks for their results.
+    let finish = match finish {
+        Finish::Stop if !calls.is_empty() => "tool_calls",
+        f => f.name(),
+    };
+    let usage = Usage {
+        prompt: n,
+        cached,
+        completion: generated,
     };
     if p.stream {
         let lp = logprobs.take(p.logprobs.is_some());
         let mut tail = ans.chunk(None, false, Some(finish), &lp);
         if p.include_usage {
             tail.push_str("\n\ndata: ");
-            tail.push_str(&ans.usage_chunk(n, cached, generated));
+            tail.push_str(&ans.usage_chunk(usage));
         }
         tail.push_str("\n\ndata: [DONE]");
         let _ = http::write_sse_data(conn, &tail);
     } else {
         let lp = logprobs.take(p.logprobs.is_some());
-        let body = ans.whole(&whole, finish, n, cached, generated, &lp);
+        let body = ans.whole(&whole, &calls, finish, usage, &lp);
         json_response(conn, 200, &body);
     }
     Ok(())
+}
+
+/// The model's tool calls, recognised by the template's added tokens (ids,
+/// not text): the text between `<tool_call>` and `</tool_call>` must be
+/// `{"name": <one of the tools>, "arguments": {...}}`; anything else is
+/// answered as text.
+struct ToolCalls {
+    open: u32,
+    close: u32,
+    /// The request's functions.
+    names: Vec<String>,
+    /// Inside a call: its text so far.
+    capture: Option<String>,
+    /// (name, arguments as JSON text) of each call made.
+    calls: Vec<(String, String)>,
+}
+
+impl ToolCalls {
+    /// Ends the call being captured (at `</tool_call>`, or at the end of
+    /// the answer: a complete call the model did not close counts too): its
+    /// index in `calls`, or, when it is not a call of a known function, its
+    /// text to answer as content.
+    fn end_call(&mut self, closed: bool) -> Result<usize, String> {
+        let text = self.capture.take().unwrap_or_default();
+        let call = json::parse(text.trim().as_bytes()).ok().and_then(|v| {
+            let name = v.get("name")?.as_str()?.as_plain()?;
+            let args = match v.get("arguments")? {
+                json::Value::Object(o) => o.raw(),
+                _ => return None,
+            };
+            self.names
+                .iter()
+                .any(|n| n == name)
+                .then(|| (name.to_string(), args.to_string()))
+        });
+        match call {
+            Some(c) => {
+                self.calls.push(c);
+                Ok(self.calls.len() - 1)
+            }
+            None => Err(format!(
+                "<tool_call>{text}{}",
+                if closed { "</tool_call>" } else { "" }
+            )),
+        }
+    }
 }
 
 /// Tokens' log-probabilities in OpenAI's two shapes: chat's
@@ -977,4 +1202,56 @@ impl Logprobs {
 /// The client went away: nothing more to write.
 fn gone() -> HttpError {
     HttpError::new(499, "client closed the connection")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_are_known_functions_with_object_arguments() {
+        let mut tc = ToolCalls {
+            open: 1,
+            close: 2,
+            names: vec!["get_weather".into(), "now".into()],
+            capture: None,
+            calls: Vec::new(),
+        };
+        let mut end = |text: &str, closed: bool| {
+            tc.capture = Some(text.to_string());
+            tc.end_call(closed)
+        };
+        assert_eq!(
+            end(
+                "\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n",
+                true
+            ),
+            Ok(0)
+        );
+        assert_eq!(end("{\"name\":\"now\",\"arguments\":{}}", false), Ok(1));
+        // Not a call: answered as the text the model wrote.
+        for (text, closed) in [
+            ("{\"name\": \"rain\", \"arguments\": {}}", true),
+            ("{\"name\": \"now\", \"arguments\": \"{}\"}", true),
+            ("{\"name\": \"now\"}", false),
+            ("{\"name\": \"now\", \"arguments\": {", true),
+            ("not json", true),
+        ] {
+            let want = format!(
+                "<tool_call>{text}{}",
+                if closed { "</tool_call>" } else { "" }
+            );
+            assert_eq!(end(text, closed), Err(want));
+        }
+        assert_eq!(
+            tc.calls,
+            vec![
+                (
+                    "get_weather".to_string(),
+                    "{\"city\": \"Oslo\"}".to_string()
+                ),
+                ("now".to_string(), "{}".to_string())
+            ]
+        );
+    }
 }

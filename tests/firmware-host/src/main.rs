@@ -264,11 +264,8 @@ fn run() -> Result<(), Failure> {
     let style = ChatStyle::from_template(tables.chat_template());
     let mut text_buf = [0u8; MAX_PROMPT_BYTES];
     let mut text = BufWriter::new(&mut text_buf);
-    let turn = [Message {
-        role: Role::User,
-        content: PROMPT,
-    }];
-    chat::format(&style, &turn, true, None, &mut text)
+    let turn = [Message::text(Role::User, PROMPT)];
+    chat::format(&style, &turn, &[], true, None, &mut text)
         .map_err(|_| Failure::Host("the prompt is too long"))?;
     let text = text.as_str();
 

@@ -22,6 +22,7 @@
 //! and the sampler's scratch.
 
 use crate::config::{Config, MAX_EOS};
+use crate::constrain::{Matcher, Schema, Vocab};
 use crate::error::Error;
 use crate::kernels::Kernels;
 use crate::model::forward::{forward_step, Multimodal, Rows, Step};
@@ -380,9 +381,145 @@ pub struct Limits {
     pub max_seq: usize,
 }
 
-/// Samples the next token from `logits` (modified: penalties), with
-/// `history` the sequence's tokens so far, and decides whether the answer
-/// goes on.
+/// An answer constrained to JSON valid under a schema
+/// ([`crate::constrain`]): where the output stands, the schema, the sorted
+/// vocabulary, and scratch. Tokens that cannot continue a valid output get
+/// no probability before any sampling setting applies; the end tokens only
+/// once the JSON value is complete.
+pub struct Constraint<'a> {
+    /// The schema.
+    pub schema: &'a Schema,
+    /// The vocabulary, sorted by bytes.
+    pub vocab: &'a Vocab<'a>,
+    /// The output so far.
+    pub progress: &'a mut Progress,
+    /// Scratch: at least `MAX_TOKEN_BYTES + 1` matchers.
+    pub states: &'a mut [Matcher],
+    /// Scratch: one bit per token of the vocabulary.
+    pub bits: &'a mut [u64],
+}
+
+/// Where a constrained answer stands.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// The output so far.
+    pub matcher: Matcher,
+    /// Steps taken.
+    pub steps: usize,
+    /// Steps that needed the whole vocabulary's mask (the greedy check
+    /// failed, or the sampling is not greedy).
+    pub masked: usize,
+}
+
+impl Progress {
+    /// At the start of an answer.
+    pub fn new(schema: &Schema) -> Progress {
+        Progress {
+            matcher: Matcher::new(schema),
+            steps: 0,
+            masked: 0,
+        }
+    }
+}
+
+impl Constraint<'_> {
+    /// Whether token `id` (not an end token) continues the output.
+    fn allows(&mut self, id: u32) -> bool {
+        let Some(bytes) = self.vocab.token_bytes(id) else {
+            return false;
+        };
+        let (first, _) = self.states.split_at_mut(1);
+        self.progress
+            .matcher
+            .accepts(self.schema, bytes, &mut first[0])
+    }
+
+    /// Gives the tokens that cannot continue the output no probability;
+    /// `Some(id)` when greedy sampling without penalties would pick `id`
+    /// from the unmasked logits and it is allowed (it is then the best
+    /// allowed token, found without the mask).
+    fn restrict(
+        &mut self,
+        cfg: &SamplerConfig,
+        logits: &mut [f32],
+        stops: &StopSet,
+    ) -> Option<u32> {
+        self.progress.steps += 1;
+        let can_end = self.progress.matcher.can_end(self.schema);
+        if (cfg.temperature <= 0.0 || cfg.top_k == 1) && cfg.repeat_penalty == 1.0 {
+            let best = crate::sampler::argmax(logits) as u32;
+            let ok = if stops.contains(best) {
+                can_end
+            } else {
+                self.allows(best)
+            };
+            if ok {
+                return Some(best);
+            }
+        } else if (1..=64).contains(&cfg.top_k) && cfg.repeat_penalty == 1.0 {
+            // Top-k sampling without penalties: when the k best tokens are
+            // all allowed they are the k best allowed ones, and the
+            // sampler sees no other token: no mask is needed.
+            let mut top = [0u32; 64];
+            let n = crate::sampler::top_ids(logits, &mut top[..cfg.top_k]);
+            let all = top[..n].iter().all(|&id| {
+                if stops.contains(id) {
+                    can_end
+                } else {
+                    self.allows(id)
+                }
+            });
+            if all && n == cfg.top_k {
+                return None;
+            }
+        }
+        self.progress.masked += 1;
+        let words = logits.len().div_ceil(64).min(self.bits.len());
+        let bits = &mut self.bits[..words];
+        bits.fill(0);
+        let mut any = false;
+        self.vocab.allowed(
+            self.schema,
+            &self.progress.matcher,
+            self.states,
+            &mut |id| {
+                if let Some(w) = bits.get_mut(id as usize / 64) {
+                    *w |= 1 << (id % 64);
+                    any = true;
+                }
+            },
+        );
+        for &id in stops.ids() {
+            // The end only after a complete value (or when nothing else can follow).
+            if can_end || !any {
+                if let Some(w) = bits.get_mut(id as usize / 64) {
+                    *w |= 1 << (id % 64);
+                }
+            }
+        }
+        for (i, l) in logits.iter_mut().enumerate() {
+            if bits.get(i / 64).is_none_or(|w| w >> (i % 64) & 1 == 0) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        None
+    }
+
+    /// Moves past the sampled token.
+    fn accept(&mut self, id: u32) {
+        if let Some(bytes) = self.vocab.token_bytes(id) {
+            for &b in bytes {
+                if !self.progress.matcher.advance(self.schema, b) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Samples the next token from `logits` (modified: penalties, and the
+/// constraint's mask), with `history` the sequence's tokens so far, and
+/// decides whether the answer goes on.
 pub fn sample_next(
     sampler: &mut Sampler,
     logits: &mut [f32],
@@ -390,8 +527,23 @@ pub fn sample_next(
     candidates: &mut [u32],
     stops: &StopSet,
     limits: Limits,
+    constraint: Option<&mut Constraint>,
 ) -> Sampled {
-    let id = sampler.sample(logits, history, candidates);
+    let id = match constraint {
+        Some(c) => {
+            // Greedy sampling draws nothing from the generator: picking the
+            // token here leaves the sampler as `sample` would.
+            let id = match c.restrict(&sampler.cfg, logits, stops) {
+                Some(id) => id,
+                None => sampler.sample(logits, history, candidates),
+            };
+            if !stops.contains(id) {
+                c.accept(id);
+            }
+            id
+        }
+        None => sampler.sample(logits, history, candidates),
+    };
     if stops.contains(id) {
         return Sampled::End(id);
     }
@@ -547,6 +699,7 @@ where
         max_tokens: usize,
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
+        mut constraint: Option<&mut Constraint>,
     ) -> Result<Answer, Error> {
         let mut answer = Answer::default();
         let mut text = StreamDecoder::new(true);
@@ -569,6 +722,7 @@ where
                 self.candidates.as_mut(),
                 &self.stops,
                 limits,
+                constraint.as_deref_mut(),
             );
             match sampled {
                 Sampled::End(id) => {
@@ -611,6 +765,130 @@ mod tests {
 
     fn dual() -> Routing {
         Routing::for_flags(flags::Q8_8X8 | flags::Q4_4X4, true).unwrap()
+    }
+
+    /// The shortcuts (greedy: the best token checked alone; top-k: the k
+    /// best checked alone) pick what sampling over the fully masked logits
+    /// picks, with the same generator state, over many random rows.
+    #[test]
+    fn constrained_sampling_equals_sampling_the_masked_logits() {
+        extern crate std;
+        use crate::constrain::MAX_TOKEN_BYTES;
+        use std::vec::Vec;
+        let schema = Schema::compile(
+            &crate::json::parse(br#"{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer"}},"required":["ok"]}"#)
+                .unwrap(),
+        )
+        .unwrap();
+        let tokens: [&[u8]; 14] = [
+            b"{", b"{\"", b"\"ok\"", b"ok", b"\":", b":", b" ", b"true", b"false", b",", b"\"n\":",
+            b"12", b"}", b"x",
+        ];
+        let mut order: Vec<u32> = (0..tokens.len() as u32).collect();
+        order.sort_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]));
+        let mut offsets = std::vec![0u32];
+        let mut bytes = Vec::new();
+        let mut position = std::vec![u32::MAX; tokens.len() + 1];
+        for (i, &id) in order.iter().enumerate() {
+            bytes.extend_from_slice(tokens[id as usize]);
+            offsets.push(bytes.len() as u32);
+            position[id as usize] = i as u32;
+        }
+        let plain: Vec<bool> = std::vec![false; order.len()];
+        let skip: Vec<u32> = (0..order.len() as u32).map(|i| i + 1).collect();
+        let vocab = Vocab {
+            order: &order,
+            offsets: &offsets,
+            bytes: &bytes,
+            plain: &plain,
+            skip: &skip,
+            position: &position,
+        };
+        // Token 14 ends the answer.
+        let mut stops = StopSet {
+            ids: [0; MAX_STOPS],
+            len: 0,
+        };
+        stops.insert(14);
+        let n = tokens.len() + 1;
+        let mut rng = 1u64;
+        let mut next = || {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((rng >> 33) as f32 / (1u64 << 31) as f32) * 8.0 - 4.0
+        };
+        let limits = Limits {
+            generated: 0,
+            max_tokens: 1000,
+            cached: 0,
+            max_seq: 1000,
+        };
+        for cfg in [
+            SamplerConfig {
+                temperature: 0.0,
+                ..SamplerConfig::default()
+            },
+            SamplerConfig {
+                temperature: 1.0,
+                top_k: 3,
+                top_p: 1.0,
+                min_p: 0.0,
+                ..SamplerConfig::default()
+            },
+            SamplerConfig {
+                temperature: 0.7,
+                top_k: 0,
+                ..SamplerConfig::default()
+            },
+        ] {
+            let mut progress = Progress::new(&schema);
+            let mut states = std::vec![progress.matcher.clone(); MAX_TOKEN_BYTES + 1];
+            let mut bits = std::vec![0u64; 1];
+            let (mut a, mut b) = (Sampler::new(cfg), Sampler::new(cfg));
+            let mut cand = std::vec![0u32; n];
+            for _ in 0..40 {
+                let row: Vec<f32> = (0..n).map(|_| next()).collect();
+                // The reference: every token checked, then plain sampling.
+                let mut masked = row.clone();
+                let mut scratch = progress.matcher.clone();
+                for (id, l) in masked.iter_mut().enumerate() {
+                    let ok = if id == 14 {
+                        progress.matcher.can_end(&schema)
+                    } else {
+                        progress.matcher.accepts(&schema, tokens[id], &mut scratch)
+                    };
+                    if !ok {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+                let want = b.sample(&mut masked, &[], &mut cand);
+                let mut c = Constraint {
+                    schema: &schema,
+                    vocab: &vocab,
+                    progress: &mut progress,
+                    states: &mut states,
+                    bits: &mut bits,
+                };
+                let got = match sample_next(
+                    &mut a,
+                    &mut row.clone(),
+                    &[],
+                    &mut cand,
+                    &stops,
+                    limits,
+                    Some(&mut c),
+                ) {
+                    Sampled::End(id) => id,
+                    Sampled::Token { id, .. } => id,
+                };
+                assert_eq!(got, want, "{cfg:?}");
+                if got == 14 {
+                    break;
+                }
+            }
+            assert!(progress.steps > 3, "{cfg:?}");
+        }
     }
 
     #[test]
@@ -696,22 +974,46 @@ mod tests {
         };
         let mut cand = [0u32; 4];
         let mut logits = [0.0, 0.0, 1.0, 0.0];
-        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, limits);
+        let s = sample_next(
+            &mut greedy,
+            &mut logits,
+            &[],
+            &mut cand,
+            &stops,
+            limits,
+            None,
+        );
         assert_eq!(s, Sampled::End(2));
         let mut logits = [0.0, 1.0, 0.0, 0.0];
-        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, limits);
+        let s = sample_next(
+            &mut greedy,
+            &mut logits,
+            &[],
+            &mut cand,
+            &stops,
+            limits,
+            None,
+        );
         assert_eq!(s, Sampled::Token { id: 1, last: false });
         let at_limit = Limits {
             generated: 2,
             ..limits
         };
-        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, at_limit);
+        let s = sample_next(
+            &mut greedy,
+            &mut logits,
+            &[],
+            &mut cand,
+            &stops,
+            at_limit,
+            None,
+        );
         assert_eq!(s, Sampled::Token { id: 1, last: true });
         let full = Limits {
             cached: 16,
             ..limits
         };
-        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, full);
+        let s = sample_next(&mut greedy, &mut logits, &[], &mut cand, &stops, full, None);
         assert_eq!(s, Sampled::Token { id: 1, last: true });
     }
 }

@@ -26,6 +26,7 @@ extern crate alloc;
 
 pub mod chat;
 pub mod config;
+pub mod constrain;
 pub mod convert;
 pub mod error;
 pub mod generate;

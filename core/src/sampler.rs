@@ -44,15 +44,24 @@ pub struct Sampler {
     state: u64,
 }
 
-/// Index of the largest value (the lowest index on ties; NaN never wins).
+/// Index of the largest value (the lowest index on ties; NaN never wins;
+/// 0 when every value is NaN). Two passes, the maximum then its first
+/// index, in blocks of 8 lanes the compiler keeps in registers.
 pub fn argmax(x: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] || x[best].is_nan() {
-            best = i;
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let blocks = x.chunks_exact(8);
+    let tail = blocks.remainder();
+    for b in blocks {
+        for (m, &v) in lanes.iter_mut().zip(b) {
+            // `max` ignores NaN.
+            *m = m.max(v);
         }
     }
-    best
+    let max = tail.iter().fold(
+        lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)),
+        |a, &b| a.max(b),
+    );
+    x.iter().position(|&v| v == max).unwrap_or(0)
 }
 
 /// `ln(sum(exp(x)))` in f64, from the largest value: the log of the

@@ -111,6 +111,8 @@ pub struct RunArgs {
     pub images: Vec<PathBuf>,
     /// Resize images to at most this many pixels (default: the model's).
     pub image_max_pixels: Option<u32>,
+    /// Answer with JSON valid under this schema.
+    pub json_schema: Option<PathBuf>,
     pub sample: SampleArgs,
     pub engine: EngineArgs,
 }
@@ -138,6 +140,12 @@ impl CommandArgs for RunArgs {
                     "ids",
                     "After the text, print the generated token ids as `[a, b, c]`.",
                 ),
+                value(
+                    "json-schema",
+                    "FILE",
+                    "Answer with JSON valid under this JSON schema (constrained sampling).",
+                )
+                .value_parser(value_parser!(PathBuf)),
             ])
             .args(crate::vision::image_args())
             .args(SampleArgs::args())
@@ -156,6 +164,7 @@ impl CommandArgs for RunArgs {
             ids: m.get_flag("ids"),
             images: all(m, "image"),
             image_max_pixels: opt(m, "image-max-pixels"),
+            json_schema: opt(m, "json-schema"),
             sample: SampleArgs::from_matches(m),
             engine: EngineArgs::from_matches(m),
         }
@@ -178,6 +187,12 @@ pub struct Stats {
 pub struct Session<'a> {
     /// Weights, tokenizer, state, stop set, sampler and token history.
     pub gen: Generator<'a, 'a, 'a, Pool, Vec<u32>, Vec<u32>>,
+    /// Answers constrained to a JSON schema (`--json-schema`), with the
+    /// sorted vocabulary.
+    pub json: Option<(
+        crate::json_output::JsonOutput,
+        crate::json_output::SortedVocab,
+    )>,
 }
 
 impl<'a> Session<'a> {
@@ -197,7 +212,7 @@ impl<'a> Session<'a> {
         let history = vec![0; state.opts.max_seq];
         let candidates = vec![0; w.cfg.vocab_size as usize];
         let gen = Generator::new(w, kernels, pool, state, sample, history, candidates)?;
-        Ok(Session { gen })
+        Ok(Session { gen, json: None })
     }
 
     /// The model.
@@ -255,7 +270,14 @@ impl<'a> Session<'a> {
         self.gen.feed(prompt, prompt_images)?;
         let prefill_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let answer = self.gen.decode(max, interrupt, emit)?;
+        let answer = match self.json.as_mut() {
+            Some((out, vocab)) => {
+                let view = vocab.view();
+                let mut c = out.constraint(&view);
+                self.gen.decode(max, interrupt, emit, Some(&mut c))?
+            }
+            None => self.gen.decode(max, interrupt, emit, None)?,
+        };
         Ok(Stats {
             prompt_tokens: prompt.len(),
             prefill_s,
@@ -338,6 +360,14 @@ pub fn run(a: &RunArgs) -> Result<()> {
     let mut arena = engine::arena(&w, &opts)?;
     let state = engine::state(&w, opts, &mut arena)?;
     let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
+    if let Some(path) = &a.json_schema {
+        let schema = crate::json_output::schema_from_file(path)?;
+        let vocab = w.cfg.vocab_size as usize;
+        s.json = Some((
+            crate::json_output::JsonOutput::new(schema, vocab),
+            crate::json_output::SortedVocab::new(&s.gen.tokenizer, vocab),
+        ));
+    }
     let text = if a.raw {
         a.prompt.clone()
     } else {

@@ -13,6 +13,7 @@ pub mod generate;
 pub mod image;
 pub mod imatrix;
 pub mod inspect;
+pub mod json_output;
 pub mod logits;
 pub mod perplexity;
 pub mod pool;

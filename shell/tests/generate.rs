@@ -169,3 +169,71 @@ fn chat_keeps_the_conversation_and_resets() {
         "after /reset the first turn is fed again"
     );
 }
+
+/// `run --json-schema`: the answer is JSON valid under the schema (the
+/// fixture is a random model: the constraint alone makes it so); a missing
+/// file and an unsupported keyword are one-line errors naming them.
+#[test]
+fn run_with_a_json_schema_answers_valid_json() {
+    let m = model();
+    let dir = std::env::temp_dir().join(format!("kestrel-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]}},"required":["ok","kind"]}"#,
+    )
+    .unwrap();
+    let out = kestrel()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "-p",
+            "A pet as JSON",
+            "-n",
+            "300",
+            "--temp",
+            "0.8",
+        ])
+        .arg("--json-schema")
+        .arg(&schema)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v =
+        kestrel_core::json::parse(text.trim().as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(v.get("ok").and_then(|b| b.as_bool()).is_some(), "{text}");
+    assert!(
+        v.get("kind")
+            .is_some_and(|k| k.str_eq("cat") || k.str_eq("dog")),
+        "{text}"
+    );
+    std::fs::write(&schema, r#"{"type":"string","format":"date"}"#).unwrap();
+    for (path, says) in [
+        (schema.clone(), "'format'"),
+        (dir.join("none.json"), "none.json"),
+    ] {
+        let out = kestrel()
+            .args([
+                "run",
+                m.to_str().unwrap(),
+                "-p",
+                "x",
+                "-n",
+                "1",
+                "--json-schema",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

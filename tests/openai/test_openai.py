@@ -51,10 +51,37 @@ def start(binary, model, *extra):
     raise AssertionError("the server did not start")
 
 
+def validate(value, schema):
+    """The subset of JSON Schema the server's constraint supports."""
+    if "enum" in schema:
+        assert value in schema["enum"], (value, schema)
+        return
+    kind = schema.get("type")
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+    if kind == "integer":
+        assert isinstance(value, int) and not isinstance(value, bool), value
+    elif kind == "number":
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), value
+    elif kind:
+        assert isinstance(value, types[kind]), (value, kind)
+    if kind == "object":
+        props = schema.get("properties", {})
+        assert set(schema.get("required", [])) <= set(value), (value, schema)
+        assert set(value) <= set(props) or not props, (value, schema)
+        for k, v in value.items():
+            validate(v, props.get(k, {}))
+    if kind == "array":
+        assert len(value) <= schema.get("maxItems", len(value)), value
+        for v in value:
+            validate(v, schema.get("items", {}))
+
+
 def tool_checks(binary, model):
     """Tool calls with the real Qwen2.5-Coder model (its template renders
     tools): a forced call parsed into tool_calls, whole and streamed; the
-    tool's result fed back; bad tool definitions are 400s."""
+    tool's result fed back; bad tool definitions are 400s. Then a JSON
+    schema answer, greedy and sampled, whole and streamed: it parses and
+    validates."""
     server, addr = start(binary, model)
     checks = 0
     try:
@@ -97,6 +124,32 @@ def tool_checks(binary, model):
                                            temperature=0, max_tokens=48)
         assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), r
         checks += 2
+        # Structured output: the answer parses and validates, whole and streamed.
+        person = {"type": "object", "properties": {
+            "name": {"type": "string"}, "age": {"type": "integer"},
+            "languages": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            "level": {"enum": ["junior", "senior"]}},
+            "required": ["name", "age", "languages", "level"]}
+        fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": person, "strict": True}}
+        ask = [{"role": "user", "content": "Describe a fictional Python developer."}]
+        for temp in [0, 0.9]:
+            r = client.chat.completions.create(model="m", messages=ask, response_format=fmt,
+                                               temperature=temp, seed=3, max_tokens=200)
+            assert r.choices[0].finish_reason == "stop", r
+            validate(json.loads(r.choices[0].message.content), person)
+            text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                model="m", messages=ask, response_format=fmt, temperature=temp, seed=3,
+                max_tokens=200, stream=True) if c.choices)
+            assert text == r.choices[0].message.content, (text, r)
+            checks += 1
+        try:
+            client.chat.completions.create(model="m", messages=ask, response_format={
+                "type": "json_schema", "json_schema": {"name": "p", "schema": {
+                    "type": "string", "format": "email"}}})
+            raise AssertionError("an unsupported keyword was accepted")
+        except openai.BadRequestError as e:
+            assert "'format'" in str(e), e
+            checks += 1
         for bad in [[{"type": "function", "function": {"name": "bad name"}}],
                     [{"type": "code_interpreter"}]]:
             try:

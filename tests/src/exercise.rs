@@ -145,6 +145,17 @@ pub fn json(data: &[u8]) {
         json::write_python_json(&mut again, &v).unwrap();
         let w = json::parse(again.as_bytes()).unwrap();
         assert_eq!(w.type_name(), v.type_name());
+        // As a schema: compiled or refused; a compiled one matches the
+        // input's own bytes without panicking.
+        if let Ok(schema) = kestrel_core::constrain::Schema::compile(&v) {
+            let mut m = kestrel_core::constrain::Matcher::new(&schema);
+            for &b in data {
+                if !m.advance(&schema, b) {
+                    break;
+                }
+            }
+            let _ = m.can_end(&schema);
+        }
     }
 }
 

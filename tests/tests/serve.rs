@@ -1152,3 +1152,95 @@ fn tools_on_a_template_without_them_are_refused() {
     );
     assert_eq!(st, 200);
 }
+
+/// `response_format` with a schema: the answer parses and holds the
+/// required properties with their types, and equals `kestrel run
+/// --json-schema` (the same constrained path) greedy and sampled;
+/// `json_object` gives an object; an unsupported keyword is a 400 naming it.
+#[test]
+fn json_schema_answers_are_valid_and_equal_kestrel_run() {
+    use kestrel::json_output::{schema_from_json, JsonOutput, SortedVocab};
+    let srv = Server::start(2, &[]);
+    // Small enough that the fixture (a random model, fond of whitespace)
+    // finishes within the test server's context: whitespace runs are
+    // capped, so the answer is at most ~200 bytes.
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]}},"required":["ok","kind"]}"#;
+    let msgs = [(Role::User, "Describe a pet as JSON.")];
+    for (temp, seed) in [(0.0, 1u64), (0.9, 7)] {
+        let extra = format!(
+            r#","max_tokens":220,"temperature":{temp},"seed":{seed},"response_format":{{"type":"json_schema","json_schema":{{"name":"pet","schema":{schema}}}}}"#
+        );
+        let (st, body) = post(
+            srv.addr,
+            "/v1/chat/completions",
+            &chat_body(&msgs, &extra),
+            None,
+        );
+        assert_eq!(st, 200, "{body}");
+        assert_eq!(
+            string_at(&body, &["choices", "0", "finish_reason"]),
+            "stop",
+            "{body}"
+        );
+        let text = string_at(&body, &["choices", "0", "message", "content"]);
+        let v = json::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(v.get("ok").unwrap().as_bool().is_some(), "{text}");
+        let kind = v.get("kind").unwrap();
+        assert!(kind.str_eq("cat") || kind.str_eq("dog"), "{text}");
+        // `kestrel run --json-schema`: the same text.
+        let cfg = SamplerConfig {
+            temperature: temp,
+            seed,
+            ..SamplerConfig::default()
+        };
+        let want = with_session(&model(), cfg, |s| {
+            let vocab = s.weights().cfg.vocab_size as usize;
+            s.json = Some((
+                JsonOutput::new(schema_from_json(schema.as_bytes()).unwrap(), vocab),
+                SortedVocab::new(&s.gen.tokenizer, vocab),
+            ));
+            let m: Vec<Message> = msgs.iter().map(|(r, c)| Message::text(*r, c)).collect();
+            let ids = s.encode(&chat_prompt(s.weights(), &m, &[], None)).unwrap();
+            let mut out = String::new();
+            s.generate(&ids, 220, &AtomicBool::new(false), &mut |t| out.push_str(t))
+                .unwrap();
+            out
+        });
+        assert_eq!(text, want, "temperature {temp}");
+    }
+    let (st, body) = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &chat_body(
+            &msgs,
+            r#","max_tokens":60,"temperature":0,"response_format":{"type":"json_object"}"#,
+        ),
+        None,
+    );
+    assert_eq!(st, 200);
+    let text = string_at(&body, &["choices", "0", "message", "content"]);
+    assert!(text.trim_start().starts_with('{'), "{text}");
+    if string_at(&body, &["choices", "0", "finish_reason"]) == "stop" {
+        assert!(json::parse(text.as_bytes()).unwrap().as_object().is_some());
+    }
+    for (rf, says) in [
+        (
+            r#"{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}"#,
+            "'pattern'",
+        ),
+        (
+            r#"{"type":"json_schema","json_schema":{"name":"x"}}"#,
+            "schema",
+        ),
+        (r#"{"type":"xml"}"#, "response_format.type"),
+    ] {
+        let (st, err) = post(
+            srv.addr,
+            "/v1/chat/completions",
+            &chat_body(&msgs, &format!(r#","response_format":{rf}"#)),
+            None,
+        );
+        assert_eq!(st, 400, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -33,6 +33,54 @@ pub struct Params {
     /// Log-probabilities asked for, with this many alternatives per token
     /// (chat: `logprobs: true` and `top_logprobs`; completions: `logprobs: N`).
     pub logprobs: Option<usize>,
+    /// `response_format`: JSON output, any object (`json_object`) or valid
+    /// under a schema (`json_schema`, its text; compiled when parsed).
+    pub json: Option<JsonFormat>,
+}
+
+/// The JSON `response_format`s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JsonFormat {
+    Object,
+    /// The schema's JSON text.
+    Schema(String),
+}
+
+impl JsonFormat {
+    /// The compiled schema.
+    pub fn schema(&self) -> Result<kestrel_core::constrain::Schema> {
+        match self {
+            JsonFormat::Object => Ok(kestrel_core::constrain::Schema::any_object()),
+            JsonFormat::Schema(text) => crate::json_output::schema_from_json(text.as_bytes()),
+        }
+    }
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with a
+/// schema the constraint supports (else a 400 naming what it does not).
+fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
+    let Some(f) = v.get("response_format").filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    let kind = f.get("type").ok_or("'response_format' needs a 'type'")?;
+    let format = if kind.str_eq("text") {
+        return Ok(None);
+    } else if kind.str_eq("json_object") {
+        JsonFormat::Object
+    } else if kind.str_eq("json_schema") {
+        let schema = f
+            .get("json_schema")
+            .and_then(|j| j.get("schema"))
+            .and_then(|s| s.as_object())
+            .ok_or("'response_format.json_schema.schema' must be an object")?;
+        JsonFormat::Schema(schema.raw().to_string())
+    } else {
+        return Err("'response_format.type' must be text, json_object or json_schema".into());
+    };
+    format
+        .schema()
+        .map_err(|e| format!("'response_format': {e}"))?;
+    Ok(Some(format))
 }
 
 /// Most tools in one chat request.
@@ -140,7 +188,7 @@ const CHAT_FIELDS: &[(&str, Field)] = &[
     ("parallel_tool_calls", Unused),
     ("tools", Used),
     ("tool_choice", Used),
-    ("response_format", OnlyNeutral(is_text_format)),
+    ("response_format", Used),
     ("modalities", OnlyNeutral(is_text_modality)),
 ];
 
@@ -166,9 +214,6 @@ fn is_empty_string(v: &Value) -> bool {
 }
 fn is_empty_object(v: &Value) -> bool {
     v.as_object().is_some_and(|o| o.is_empty())
-}
-fn is_text_format(v: &Value) -> bool {
-    v.get("type").is_some_and(|t| t.str_eq("text"))
 }
 fn is_text_modality(v: &Value) -> bool {
     v.as_array()
@@ -310,6 +355,7 @@ fn params(v: &Value) -> Result<Params> {
         stream,
         include_usage,
         logprobs: None,
+        json: None,
     })
 }
 
@@ -580,6 +626,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         images,
         params: Params {
             logprobs: chat_logprobs(&v)?,
+            json: response_format(&v)?,
             ..params(&v)?
         },
     })
@@ -671,8 +718,12 @@ mod tests {
             (r#","tool_choice":"required""#, "'tool_choice'"),
             (r#","tool_choice":"sometimes""#, "'tool_choice'"),
             (
-                r#","response_format":{"type":"json_object"}"#,
-                "'response_format'",
+                r#","response_format":{"type":"yaml"}"#,
+                "'response_format.type'",
+            ),
+            (
+                r#","response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"x"}}}"#,
+                "'$ref'",
             ),
             (r#","logit_bias":{"42":5}"#, "'logit_bias'"),
             (r#","presence_penalty":0.5"#, "'presence_penalty'"),
@@ -687,6 +738,20 @@ mod tests {
             let e = chat(bad).unwrap_err().to_string();
             assert!(e.contains(named), "{bad}: {e}");
         }
+        assert_eq!(
+            chat(r#","response_format":{"type":"json_object"}"#)
+                .unwrap()
+                .params
+                .json,
+            Some(JsonFormat::Object)
+        );
+        assert!(matches!(
+            chat(r#","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}}"#)
+                .unwrap()
+                .params
+                .json,
+            Some(JsonFormat::Schema(_))
+        ));
         let lp = |extra: &str| chat(extra).unwrap().params.logprobs;
         assert_eq!(lp(r#","logprobs":true,"top_logprobs":3"#), Some(3));
         assert_eq!(lp(r#","logprobs":true"#), Some(0));

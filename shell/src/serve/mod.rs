@@ -268,6 +268,7 @@ pub fn serve(
                 pool: &pool,
                 stops,
                 metrics,
+                vocab: None,
             }
             .run(job_rx);
         });
@@ -825,6 +826,13 @@ fn generate_answer(
         max_tokens,
         sampler: p.sampler,
         logprobs: p.logprobs,
+        json: match &p.json {
+            Some(f) => Some(crate::json_output::JsonOutput::new(
+                f.schema().map_err(|e| HttpError::new(400, e))?,
+                sh.w.cfg.vocab_size as usize,
+            )),
+            None => None,
+        },
         cancel: cancel.clone(),
         events: tx,
     };

@@ -88,6 +88,8 @@ pub struct Job {
     pub sampler: SamplerConfig,
     /// Send each token's log-probabilities, with this many alternatives.
     pub logprobs: Option<usize>,
+    /// Constrain the answer to JSON (`response_format`).
+    pub json: Option<crate::json_output::JsonOutput>,
     /// Set by the handler when its client went away or a stop string matched.
     pub cancel: Arc<AtomicBool>,
     pub events: Sender<Event>,
@@ -103,6 +105,9 @@ struct Active {
     /// The logits as the model gave them (sampling changes its row), kept
     /// when the job asked for log-probabilities.
     logits: Vec<f32>,
+    /// A JSON answer's time per sampling step (mask and draw), reported
+    /// on stderr when it ends.
+    json_ns: Vec<u64>,
 }
 
 /// A prompt being prefilled, a chunk per turn.
@@ -143,6 +148,8 @@ pub struct Engine<'a, P: Parallel> {
     pub stops: StopSet,
     /// Queue, slot and KV gauges for `/metrics` and `/health`.
     pub metrics: &'a super::metrics::Metrics,
+    /// The vocabulary sorted by bytes, made for the first JSON answer.
+    pub vocab: Option<crate::json_output::SortedVocab>,
 }
 
 /// How many leading positions of `slot` a new `prompt` can keep.
@@ -281,6 +288,7 @@ impl<P: Parallel> Engine<'_, P> {
                     s,
                     logits,
                     &mut candidates,
+                    self.vocab.as_ref(),
                 );
             }
         }
@@ -415,10 +423,24 @@ impl<P: Parallel> Engine<'_, P> {
             generated: 0,
             next: 0,
             logits: Vec::new(),
+            json_ns: Vec::new(),
         });
         let vocab = self.w.cfg.vocab_size as usize;
         let logits = &mut self.state.logits[logits_at..logits_at + vocab];
-        sampled(&self.stops, self.state.opts.max_seq, s, logits, candidates);
+        if s.active.as_ref().is_some_and(|a| a.job.json.is_some()) && self.vocab.is_none() {
+            if let Some(t) = self.w.vqf.tokenizer() {
+                let tok = kestrel_core::tokenizer::Tokenizer::new(*t);
+                self.vocab = Some(crate::json_output::SortedVocab::new(&tok, vocab));
+            }
+        }
+        sampled(
+            &self.stops,
+            self.state.opts.max_seq,
+            s,
+            logits,
+            candidates,
+            self.vocab.as_ref(),
+        );
     }
 }
 
@@ -438,6 +460,7 @@ fn sampled(
     s: &mut Slot,
     logits: &mut [f32],
     candidates: &mut [u32],
+    vocab: Option<&crate::json_output::SortedVocab>,
 ) {
     let Some(a) = s.active.as_mut() else {
         return;
@@ -452,7 +475,34 @@ fn sampled(
         a.logits.clear();
         a.logits.extend_from_slice(logits);
     }
-    let done = match sample_next(&mut a.sampler, logits, &s.tokens, candidates, stops, limits) {
+    let sample = match (a.job.json.as_mut(), vocab) {
+        (Some(out), Some(vocab)) => {
+            let t = std::time::Instant::now();
+            let view = vocab.view();
+            let mut c = out.constraint(&view);
+            let r = sample_next(
+                &mut a.sampler,
+                logits,
+                &s.tokens,
+                candidates,
+                stops,
+                limits,
+                Some(&mut c),
+            );
+            a.json_ns.push(t.elapsed().as_nanos() as u64);
+            r
+        }
+        _ => sample_next(
+            &mut a.sampler,
+            logits,
+            &s.tokens,
+            candidates,
+            stops,
+            limits,
+            None,
+        ),
+    };
+    let done = match sample {
         Sampled::End(_) => Some(Finish::Stop),
         Sampled::Token { id, last } => {
             let lp = a
@@ -469,9 +519,28 @@ fn sampled(
         }
     };
     if let Some(f) = done {
+        if let Some(out) = &a.job.json {
+            report_json(&a.json_ns, &out.progress);
+        }
         let _ = a.job.events.send(Event::Done(f));
         s.active = None;
     }
+}
+
+/// The cost of a JSON answer's constraint, on stderr: the median and the
+/// slowest sampling step (mask, draw and the matcher's move), and how many
+/// steps needed the whole vocabulary's mask.
+fn report_json(ns: &[u64], p: &kestrel_core::generate::Progress) {
+    let mut sorted = ns.to_vec();
+    sorted.sort_unstable();
+    let ms = |x: u64| x as f64 / 1e6;
+    eprintln!(
+        "[kestrel] json answer: {} steps, {} with the whole mask; sampling step median {:.3} ms, max {:.3} ms",
+        p.steps,
+        p.masked,
+        ms(sorted.get(sorted.len() / 2).copied().unwrap_or(0)),
+        ms(sorted.last().copied().unwrap_or(0)),
+    );
 }
 
 fn fail(s: &mut Slot, msg: &str) {

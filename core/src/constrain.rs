@@ -1,0 +1,1383 @@
+//! Constrained JSON output: a JSON schema compiled into a fixed-capacity
+//! table ([`Schema`]), a byte-level matcher that accepts exactly the
+//! prefixes of JSON texts valid under it ([`Matcher`]), and the token mask
+//! over a vocabulary sorted by bytes ([`Vocab`]), walked as a trie so that
+//! tokens sharing a rejected prefix are rejected together.
+//!
+//! Supported: `type` (`object`, `array`, `string`, `number`, `integer`,
+//! `boolean`, `null`, or `[T, "null"]`), `properties`, `required`,
+//! `additionalProperties` (`false`, or `true`: only declared properties are
+//! generated), `items`, `minItems`, `maxItems`, `enum` and `const` of
+//! scalars; `title`, `description`, `default`, `examples`, `$schema` are
+//! ignored. Any other keyword is refused by name ([`SchemaError`]). An
+//! object without `properties` takes any keys; a schema without `type`
+//! any value (`{"type": "json_object"}` mode is a free object).
+//!
+//! Output rules: whitespace runs are at most [`MAX_WS`] bytes, numbers
+//! [`MAX_NUMBER`] bytes, nesting [`MAX_DEPTH`] levels; strings are valid
+//! UTF-8 and valid JSON string text; `}` only once every required property
+//! was written; nothing after the top value. No allocation, no recursion.
+
+use crate::json::{write_json_str, Value};
+use core::fmt::{self, Write};
+
+/// Most schema nodes (each subschema is one).
+pub const MAX_NODES: usize = 64;
+/// Most properties, over all objects of a schema.
+pub const MAX_PROPS: usize = 128;
+/// Most properties of one object.
+pub const MAX_OBJECT_PROPS: usize = 64;
+/// Most `enum` values, over all enums of a schema (at most 64 per enum).
+pub const MAX_ENUM: usize = 128;
+/// Bytes of property names and enum values, together.
+pub const MAX_TEXT: usize = 4096;
+/// Most nesting of objects, arrays and strings in the output.
+pub const MAX_DEPTH: usize = 24;
+/// Most whitespace bytes in a row outside strings.
+pub const MAX_WS: u8 = 16;
+/// Most bytes of one number.
+pub const MAX_NUMBER: u8 = 32;
+
+/// The node index meaning "any JSON value".
+const ANY: u16 = u16::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Any,
+    Object,
+    Array,
+    String,
+    Number,
+    Integer,
+    Boolean,
+    Null,
+    Enum,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    kind: Kind,
+    /// Also accepts `null` (`"type": [T, "null"]`).
+    nullable: bool,
+    /// Object: its properties, `props[first..first + count]` (none: any
+    /// keys, any values). Enum: its values, `enums[first..first + count]`.
+    first: u16,
+    count: u16,
+    /// Object: bit i set when property i is required.
+    required: u64,
+    /// Array: the items' node, and the bounds on their count.
+    items: u16,
+    min_items: u16,
+    max_items: u16,
+}
+
+const EMPTY_NODE: Node = Node {
+    kind: Kind::Any,
+    nullable: false,
+    first: 0,
+    count: 0,
+    required: 0,
+    items: ANY,
+    min_items: 0,
+    max_items: u16::MAX,
+};
+
+/// A byte range of `Schema::text`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    start: u16,
+    len: u16,
+}
+
+/// Why a schema cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaError {
+    /// A keyword this engine does not implement (its name, cut to 32 bytes).
+    Unsupported([u8; 32], usize),
+    /// More than a fixed capacity holds.
+    TooLarge(&'static str),
+    /// Not a valid schema.
+    Invalid(&'static str),
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            SchemaError::Unsupported(name, len) => {
+                let name = core::str::from_utf8(&name[..*len]).unwrap_or("?");
+                write!(f, "unsupported JSON schema keyword '{name}'")
+            }
+            SchemaError::TooLarge(what) => write!(f, "JSON schema too large: {what}"),
+            SchemaError::Invalid(what) => write!(f, "invalid JSON schema: {what}"),
+        }
+    }
+}
+
+fn unsupported(name: &str) -> SchemaError {
+    let mut b = [0u8; 32];
+    let mut n = 0;
+    for c in name.chars() {
+        if n + c.len_utf8() > b.len() {
+            break;
+        }
+        n += c.encode_utf8(&mut b[n..]).len();
+    }
+    SchemaError::Unsupported(b, n)
+}
+
+/// A compiled schema.
+#[derive(Clone, Debug)]
+pub struct Schema {
+    nodes: [Node; MAX_NODES],
+    n_nodes: usize,
+    /// (name, node) of each property.
+    props: [(Span, u16); MAX_PROPS],
+    n_props: usize,
+    /// Each enum value's JSON text.
+    enums: [Span; MAX_ENUM],
+    n_enums: usize,
+    text: [u8; MAX_TEXT],
+    n_text: usize,
+    root: u16,
+}
+
+/// Appends into the schema's text.
+struct TextWriter<'s> {
+    s: &'s mut Schema,
+}
+
+impl Write for TextWriter<'_> {
+    fn write_str(&mut self, t: &str) -> fmt::Result {
+        let end = self.s.n_text + t.len();
+        let dst = self.s.text.get_mut(self.s.n_text..end).ok_or(fmt::Error)?;
+        dst.copy_from_slice(t.as_bytes());
+        self.s.n_text = end;
+        Ok(())
+    }
+}
+
+impl Schema {
+    fn empty() -> Schema {
+        Schema {
+            nodes: [EMPTY_NODE; MAX_NODES],
+            n_nodes: 0,
+            props: [(Span::default(), 0); MAX_PROPS],
+            n_props: 0,
+            enums: [Span::default(); MAX_ENUM],
+            n_enums: 0,
+            text: [0; MAX_TEXT],
+            n_text: 0,
+            root: 0,
+        }
+    }
+
+    /// Any JSON object (OpenAI's `{"type": "json_object"}`).
+    pub fn any_object() -> Schema {
+        let mut s = Schema::empty();
+        s.nodes[0] = Node {
+            kind: Kind::Object,
+            ..EMPTY_NODE
+        };
+        s.n_nodes = 1;
+        s
+    }
+
+    /// Compiles a JSON schema.
+    pub fn compile(schema: &Value) -> Result<Schema, SchemaError> {
+        let mut s = Schema::empty();
+        let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
+        s.root = s.alloc()?;
+        let _ = work.push((*schema, s.root));
+        while let Some((v, idx)) = work.pop() {
+            s.fill(idx, &v, &mut work)?;
+        }
+        Ok(s)
+    }
+
+    fn alloc(&mut self) -> Result<u16, SchemaError> {
+        if self.n_nodes >= MAX_NODES {
+            return Err(SchemaError::TooLarge("more than 64 subschemas"));
+        }
+        self.n_nodes += 1;
+        Ok((self.n_nodes - 1) as u16)
+    }
+
+    fn span_of(
+        &mut self,
+        write: impl FnOnce(&mut TextWriter) -> fmt::Result,
+    ) -> Result<Span, SchemaError> {
+        let start = self.n_text;
+        write(&mut TextWriter { s: self })
+            .map_err(|_| SchemaError::TooLarge("more than 4096 bytes of names and enum values"))?;
+        Ok(Span {
+            start: start as u16,
+            len: (self.n_text - start) as u16,
+        })
+    }
+
+    fn bytes(&self, s: Span) -> &[u8] {
+        &self.text[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// Fills node `idx` from `v`, queueing its subschemas.
+    fn fill<'v>(
+        &mut self,
+        idx: u16,
+        v: &Value<'v>,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<(), SchemaError> {
+        let obj = v
+            .as_object()
+            .ok_or(SchemaError::Invalid("a schema must be an object"))?;
+        let mut node = EMPTY_NODE;
+        for (key, _) in obj.iter() {
+            let known = [
+                "type",
+                "properties",
+                "required",
+                "additionalProperties",
+                "items",
+                "minItems",
+                "maxItems",
+                "enum",
+                "const",
+                "title",
+                "description",
+                "default",
+                "examples",
+                "$schema",
+            ];
+            if !known.iter().any(|k| key.eq_str(k)) {
+                let mut name: heapless::String<32> = heapless::String::new();
+                for c in key.chars() {
+                    if name.push(c).is_err() {
+                        break;
+                    }
+                }
+                return Err(unsupported(&name));
+            }
+        }
+        // The type: a name, or [name, "null"].
+        let mut kind = None;
+        match v.get("type") {
+            None => {}
+            Some(Value::String(t)) => kind = Some(t),
+            Some(Value::Array(list)) => {
+                for t in list.iter() {
+                    let t = t
+                        .as_str()
+                        .ok_or(SchemaError::Invalid("'type' must name types"))?;
+                    if t.eq_str("null") {
+                        node.nullable = true;
+                    } else if kind.replace(t).is_some() {
+                        return Err(unsupported("type (a list of several non-null types)"));
+                    }
+                }
+            }
+            Some(_) => return Err(SchemaError::Invalid("'type' must be a string or a list")),
+        }
+        let enum_values = match (v.get("enum"), v.get("const")) {
+            (Some(Value::Array(a)), None) => Some(a.iter()),
+            (None, Some(c)) => {
+                // One value: the schema's own text holds it.
+                self.enum_values(&mut node, core::iter::once(c))?;
+                None
+            }
+            (None, None) => None,
+            _ => {
+                return Err(SchemaError::Invalid(
+                    "'enum' must be a list (and not beside 'const')",
+                ))
+            }
+        };
+        if let Some(values) = enum_values {
+            self.enum_values(&mut node, values)?;
+        }
+        if node.kind == Kind::Enum {
+            node.nullable = false;
+            self.nodes[idx as usize] = node;
+            return Ok(());
+        }
+        let props = v.get("properties");
+        node.kind = match kind {
+            None if props.is_some() => Kind::Object,
+            None if v.get("items").is_some() => Kind::Array,
+            None => Kind::Any,
+            Some(t) if t.eq_str("object") => Kind::Object,
+            Some(t) if t.eq_str("array") => Kind::Array,
+            Some(t) if t.eq_str("string") => Kind::String,
+            Some(t) if t.eq_str("number") => Kind::Number,
+            Some(t) if t.eq_str("integer") => Kind::Integer,
+            Some(t) if t.eq_str("boolean") => Kind::Boolean,
+            Some(t) if t.eq_str("null") => Kind::Null,
+            Some(_) => return Err(SchemaError::Invalid("unknown 'type'")),
+        };
+        match v.get("additionalProperties") {
+            None | Some(Value::Bool(_)) => {}
+            Some(_) => return Err(unsupported("additionalProperties (a schema)")),
+        }
+        if node.kind == Kind::Object {
+            if let Some(p) = props {
+                let p = p
+                    .as_object()
+                    .ok_or(SchemaError::Invalid("'properties' must be an object"))?;
+                if p.len() > MAX_OBJECT_PROPS {
+                    return Err(SchemaError::TooLarge(
+                        "more than 64 properties in one object",
+                    ));
+                }
+                node.first = self.n_props as u16;
+                for (name, sub) in p.iter() {
+                    let plain = name
+                        .as_plain()
+                        .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
+                        .ok_or_else(|| unsupported("properties (a name that needs escapes)"))?;
+                    if self.n_props >= MAX_PROPS {
+                        return Err(SchemaError::TooLarge("more than 128 properties"));
+                    }
+                    let span = self.span_of(|w| w.write_str(plain))?;
+                    let child = self.alloc()?;
+                    self.props[self.n_props] = (span, child);
+                    self.n_props += 1;
+                    node.count += 1;
+                    work.push((sub, child))
+                        .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                }
+                // A name twice would make two properties match one key.
+                for i in 0..node.count as usize {
+                    for j in 0..i {
+                        let (a, b) = (node.first as usize + i, node.first as usize + j);
+                        if self.bytes(self.props[a].0) == self.bytes(self.props[b].0) {
+                            return Err(SchemaError::Invalid("a property named twice"));
+                        }
+                    }
+                }
+            }
+            if let Some(req) = v.get("required") {
+                let req = req
+                    .as_array()
+                    .ok_or(SchemaError::Invalid("'required' must be a list"))?;
+                for r in req.iter() {
+                    let r = r
+                        .as_str()
+                        .ok_or(SchemaError::Invalid("'required' must list names"))?;
+                    let i = (0..node.count as usize)
+                        .find(|&i| {
+                            r.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0))
+                        })
+                        .ok_or(SchemaError::Invalid(
+                            "a required property not in 'properties'",
+                        ))?;
+                    node.required |= 1 << i;
+                }
+            }
+        }
+        if node.kind == Kind::Array {
+            if let Some(items) = v.get("items") {
+                let child = self.alloc()?;
+                node.items = child;
+                work.push((items, child))
+                    .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+            }
+            let bound = |k: &str| -> Result<Option<u16>, SchemaError> {
+                match v.get(k) {
+                    None => Ok(None),
+                    Some(n) => n
+                        .as_u64()
+                        .map(|n| Some(n.min(u16::MAX as u64) as u16))
+                        .ok_or(SchemaError::Invalid("minItems and maxItems must be counts")),
+                }
+            };
+            node.min_items = bound("minItems")?.unwrap_or(0);
+            node.max_items = bound("maxItems")?.unwrap_or(u16::MAX);
+            if node.min_items > node.max_items {
+                return Err(SchemaError::Invalid("minItems above maxItems"));
+            }
+        }
+        self.nodes[idx as usize] = node;
+        Ok(())
+    }
+
+    /// Makes `node` an enum of `values` (scalars), stored as JSON text.
+    fn enum_values<'v>(
+        &mut self,
+        node: &mut Node,
+        values: impl Iterator<Item = Value<'v>>,
+    ) -> Result<(), SchemaError> {
+        node.kind = Kind::Enum;
+        node.first = self.n_enums as u16;
+        for value in values {
+            if node.count as usize >= 64 || self.n_enums >= MAX_ENUM {
+                return Err(SchemaError::TooLarge("more than 64 enum values"));
+            }
+            let span = match value {
+                Value::String(s) => self.span_of(|w| {
+                    let mut buf = heapless::String::<4>::new();
+                    w.write_char('"')?;
+                    for c in s.chars() {
+                        buf.clear();
+                        let _ = buf.push(c);
+                        let mut quoted: heapless::String<8> = heapless::String::new();
+                        write_json_str(&mut quoted, &buf)?;
+                        w.write_str(&quoted[1..quoted.len() - 1])?;
+                    }
+                    w.write_char('"')
+                })?,
+                Value::Number(n) => self.span_of(|w| w.write_str(n.raw()))?,
+                Value::Bool(b) => {
+                    self.span_of(|w| w.write_str(if b { "true" } else { "false" }))?
+                }
+                Value::Null => self.span_of(|w| w.write_str("null"))?,
+                _ => return Err(unsupported("enum (of objects or arrays)")),
+            };
+            self.enums[self.n_enums] = span;
+            self.n_enums += 1;
+            node.count += 1;
+        }
+        if node.count == 0 {
+            return Err(SchemaError::Invalid("an empty enum"));
+        }
+        Ok(())
+    }
+
+    fn node(&self, idx: u16) -> Node {
+        if idx == ANY {
+            EMPTY_NODE
+        } else {
+            self.nodes[idx as usize]
+        }
+    }
+
+    /// A property's name.
+    fn prop_name(&self, i: usize) -> &[u8] {
+        self.bytes(self.props[i].0)
+    }
+}
+
+/// Where an object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjSt {
+    /// After `{`: a key or `}`.
+    Open,
+    /// After `,`: a key.
+    NextKey,
+    /// After a key: `:`, then property `prop`'s value (`ANY` for a free key).
+    Colon { prop: u16 },
+    /// After a value: `,` or `}`.
+    AfterValue,
+}
+
+/// Where an array is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArrSt {
+    Open,
+    NextValue,
+    AfterValue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    /// Before a value of this node.
+    Value(u16),
+    Object {
+        node: u16,
+        seen: u64,
+        st: ObjSt,
+    },
+    Array {
+        node: u16,
+        count: u16,
+        st: ArrSt,
+    },
+    /// Inside a string: `esc` 1 after `\`, 2..=5 hex digits to come;
+    /// `utf8` continuation bytes to come, the next in `lo..=hi`; `key`: an
+    /// object's free key.
+    Str {
+        esc: u8,
+        utf8: u8,
+        lo: u8,
+        hi: u8,
+        key: bool,
+    },
+    /// A declared property name after its `"`: candidates, bytes matched.
+    Key {
+        cand: u64,
+        off: u16,
+    },
+    /// A number: its state (see `Matcher::number`), bytes so far.
+    Num {
+        integer: bool,
+        st: u8,
+        len: u8,
+    },
+    /// `true`, `false` or `null`, `off` bytes matched.
+    Lit {
+        word: u8,
+        off: u8,
+    },
+    /// An enum value: candidates, bytes matched.
+    Enum {
+        node: u16,
+        cand: u64,
+        off: u16,
+    },
+}
+
+const WORDS: [&[u8]; 3] = [b"true", b"false", b"null"];
+
+/// The position in the output: a stack of frames (no recursion).
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    stack: [Frame; MAX_DEPTH],
+    len: usize,
+    /// Whitespace bytes in a row.
+    ws: u8,
+}
+
+/// What a frame does with a byte.
+enum Step {
+    Accept,
+    Reject,
+    /// The frame is complete without this byte: pop it, give the byte to
+    /// the frame below.
+    PopRetry,
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+impl Matcher {
+    /// At the start of the output.
+    pub fn new(schema: &Schema) -> Matcher {
+        let mut m = Matcher {
+            stack: [Frame::Value(0); MAX_DEPTH],
+            len: 1,
+            ws: 0,
+        };
+        m.stack[0] = Frame::Value(schema.root);
+        m
+    }
+
+    /// Copies `other` into `self` (only the live frames).
+    pub fn copy_from(&mut self, other: &Matcher) {
+        self.stack[..other.len].copy_from_slice(&other.stack[..other.len]);
+        self.len = other.len;
+        self.ws = other.ws;
+    }
+
+    /// Whether the output may end here: the top value is complete.
+    pub fn can_end(&self, s: &Schema) -> bool {
+        match self.len {
+            0 => true,
+            1 => match self.stack[0] {
+                Frame::Num { st, .. } => matches!(st, 1 | 2 | 4 | 7),
+                Frame::Enum { node, cand, off } => {
+                    let n = s.node(node);
+                    (0..n.count as usize)
+                        .any(|i| cand >> i & 1 == 1 && s.enums[n.first as usize + i].len == off)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether the output is complete (nothing more may follow).
+    pub fn is_done(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Inside a string with nothing pending: a token of plain string bytes
+    /// (see [`Vocab`]) is accepted and leaves the state as it was.
+    pub fn in_plain_string(&self) -> bool {
+        matches!(
+            self.stack[..self.len].last(),
+            Some(Frame::Str {
+                esc: 0,
+                utf8: 0,
+                ..
+            })
+        )
+    }
+
+    fn push(&mut self, f: Frame) -> bool {
+        if self.len >= MAX_DEPTH {
+            return false;
+        }
+        self.stack[self.len] = f;
+        self.len += 1;
+        true
+    }
+
+    /// Takes one byte; false (and the state unspecified) when no valid
+    /// output continues with it.
+    pub fn advance(&mut self, s: &Schema, b: u8) -> bool {
+        loop {
+            let Some(&top) = self.stack[..self.len].last() else {
+                return false;
+            };
+            match self.step(s, top, b) {
+                Step::Accept => {
+                    if !is_ws(b) || self.in_plain_string() || self.in_string_any() {
+                        self.ws = 0;
+                    }
+                    return true;
+                }
+                Step::Reject => return false,
+                Step::PopRetry => self.len -= 1,
+            }
+        }
+    }
+
+    fn in_string_any(&self) -> bool {
+        matches!(self.stack[..self.len].last(), Some(Frame::Str { .. }))
+    }
+
+    /// Whitespace between tokens, up to the run's cap.
+    fn ws(&mut self, b: u8) -> Option<Step> {
+        if !is_ws(b) {
+            return None;
+        }
+        if self.ws >= MAX_WS {
+            return Some(Step::Reject);
+        }
+        self.ws += 1;
+        Some(Step::Accept)
+    }
+
+    fn set_top(&mut self, f: Frame) {
+        self.stack[self.len - 1] = f;
+    }
+
+    fn step(&mut self, s: &Schema, top: Frame, b: u8) -> Step {
+        match top {
+            Frame::Value(idx) => {
+                if let Some(st) = self.ws(b) {
+                    return st;
+                }
+                self.len -= 1;
+                if self.start_value(s, idx, b) {
+                    Step::Accept
+                } else {
+                    Step::Reject
+                }
+            }
+            Frame::Object { node, seen, st } => self.object(s, node, seen, st, b),
+            Frame::Array { node, count, st } => {
+                if let Some(st) = self.ws(b) {
+                    return st;
+                }
+                let n = s.node(node);
+                let close = b == b']';
+                match st {
+                    ArrSt::Open | ArrSt::AfterValue if close => {
+                        if count >= n.min_items {
+                            self.len -= 1;
+                            Step::Accept
+                        } else {
+                            Step::Reject
+                        }
+                    }
+                    ArrSt::AfterValue if b == b',' && count < n.max_items => {
+                        self.set_top(Frame::Array {
+                            node,
+                            count,
+                            st: ArrSt::NextValue,
+                        });
+                        Step::Accept
+                    }
+                    ArrSt::Open | ArrSt::NextValue if count < n.max_items => {
+                        self.set_top(Frame::Array {
+                            node,
+                            count: count + 1,
+                            st: ArrSt::AfterValue,
+                        });
+                        if self.start_value(s, n.items, b) {
+                            Step::Accept
+                        } else {
+                            Step::Reject
+                        }
+                    }
+                    _ => Step::Reject,
+                }
+            }
+            Frame::Str {
+                esc,
+                utf8,
+                lo,
+                hi,
+                key,
+            } => {
+                let next = |esc, utf8, lo, hi| Frame::Str {
+                    esc,
+                    utf8,
+                    lo,
+                    hi,
+                    key,
+                };
+                if utf8 > 0 {
+                    if b < lo || b > hi {
+                        return Step::Reject;
+                    }
+                    self.set_top(next(0, utf8 - 1, 0x80, 0xBF));
+                    return Step::Accept;
+                }
+                match esc {
+                    1 => {
+                        let f = match b {
+                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                                next(0, 0, 0, 0)
+                            }
+                            b'u' => next(5, 0, 0, 0),
+                            _ => return Step::Reject,
+                        };
+                        self.set_top(f);
+                        return Step::Accept;
+                    }
+                    2..=5 => {
+                        if !b.is_ascii_hexdigit() {
+                            return Step::Reject;
+                        }
+                        self.set_top(next(if esc == 2 { 0 } else { esc - 1 }, 0, 0, 0));
+                        return Step::Accept;
+                    }
+                    _ => {}
+                }
+                match b {
+                    b'"' => {
+                        self.len -= 1;
+                        if key {
+                            if let Some(Frame::Object { node, seen, .. }) =
+                                self.stack[..self.len].last().copied()
+                            {
+                                self.set_top(Frame::Object {
+                                    node,
+                                    seen,
+                                    st: ObjSt::Colon { prop: ANY },
+                                });
+                            }
+                        }
+                        Step::Accept
+                    }
+                    b'\\' => {
+                        self.set_top(next(1, 0, 0, 0));
+                        Step::Accept
+                    }
+                    0..=0x1F => Step::Reject,
+                    0x20..=0x7F => Step::Accept,
+                    0xC2..=0xDF => {
+                        self.set_top(next(0, 1, 0x80, 0xBF));
+                        Step::Accept
+                    }
+                    0xE0..=0xEF => {
+                        let (lo, hi) = match b {
+                            0xE0 => (0xA0, 0xBF),
+                            0xED => (0x80, 0x9F),
+                            _ => (0x80, 0xBF),
+                        };
+                        self.set_top(next(0, 2, lo, hi));
+                        Step::Accept
+                    }
+                    0xF0..=0xF4 => {
+                        let (lo, hi) = match b {
+                            0xF0 => (0x90, 0xBF),
+                            0xF4 => (0x80, 0x8F),
+                            _ => (0x80, 0xBF),
+                        };
+                        self.set_top(next(0, 3, lo, hi));
+                        Step::Accept
+                    }
+                    _ => Step::Reject,
+                }
+            }
+            Frame::Key { cand, off } => {
+                let Some(Frame::Object { node, seen, .. }) =
+                    self.stack[..self.len - 1].last().copied()
+                else {
+                    return Step::Reject;
+                };
+                let n = s.node(node);
+                let name = |i: u32| s.prop_name(n.first as usize + i as usize);
+                if b == b'"' {
+                    // The candidate whose name ends here.
+                    let mut bits = cand;
+                    while bits != 0 {
+                        let i = bits.trailing_zeros();
+                        bits &= bits - 1;
+                        if name(i).len() == off as usize {
+                            self.len -= 1;
+                            self.set_top(Frame::Object {
+                                node,
+                                seen,
+                                st: ObjSt::Colon { prop: i as u16 },
+                            });
+                            return Step::Accept;
+                        }
+                    }
+                    return Step::Reject;
+                }
+                let mut keep = 0u64;
+                let mut bits = cand;
+                while bits != 0 {
+                    let i = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    if name(i).get(off as usize) == Some(&b) {
+                        keep |= 1 << i;
+                    }
+                }
+                if keep == 0 {
+                    return Step::Reject;
+                }
+                self.set_top(Frame::Key {
+                    cand: keep,
+                    off: off + 1,
+                });
+                Step::Accept
+            }
+            Frame::Num { integer, st, len } => match Self::number(st, integer, b) {
+                Some(next) if len < MAX_NUMBER => {
+                    self.set_top(Frame::Num {
+                        integer,
+                        st: next,
+                        len: len + 1,
+                    });
+                    Step::Accept
+                }
+                Some(_) => Step::Reject,
+                None if matches!(st, 1 | 2 | 4 | 7) => Step::PopRetry,
+                None => Step::Reject,
+            },
+            Frame::Lit { word, off } => {
+                let w = WORDS[word as usize];
+                if w.get(off as usize) != Some(&b) {
+                    return Step::Reject;
+                }
+                if off as usize + 1 == w.len() {
+                    self.len -= 1;
+                } else {
+                    self.set_top(Frame::Lit { word, off: off + 1 });
+                }
+                Step::Accept
+            }
+            Frame::Enum { node, cand, off } => {
+                let n = s.node(node);
+                let value = |i: u32| s.bytes(s.enums[n.first as usize + i as usize]);
+                let mut keep = 0u64;
+                let mut complete = false;
+                let mut bits = cand;
+                while bits != 0 {
+                    let i = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let v = value(i);
+                    if v.get(off as usize) == Some(&b) {
+                        keep |= 1 << i;
+                    }
+                    complete |= v.len() == off as usize;
+                }
+                if keep != 0 {
+                    // Strings and words end themselves; numbers end at the next byte.
+                    let ended = (0..64).filter(|i| keep >> i & 1 == 1).all(|i| {
+                        value(i).len() == off as usize + 1
+                            && !value(i)[0].is_ascii_digit()
+                            && value(i)[0] != b'-'
+                    });
+                    if ended {
+                        self.len -= 1;
+                    } else {
+                        self.set_top(Frame::Enum {
+                            node,
+                            cand: keep,
+                            off: off + 1,
+                        });
+                    }
+                    Step::Accept
+                } else if complete {
+                    Step::PopRetry
+                } else {
+                    Step::Reject
+                }
+            }
+        }
+    }
+
+    /// The number grammar: 0 after `-`; 1 after a leading `0`; 2 in the
+    /// integer digits; 3 after `.`; 4 in the fraction; 5 after `e`; 6 after
+    /// the exponent's sign; 7 in the exponent. `None`: not a continuation.
+    fn number(st: u8, integer: bool, b: u8) -> Option<u8> {
+        let digit = b.is_ascii_digit();
+        match (st, b) {
+            (0, b'0') => Some(1),
+            (0, _) if digit => Some(2),
+            (1 | 2, b'.') if !integer => Some(3),
+            (1 | 2 | 4, b'e' | b'E') if !integer => Some(5),
+            (2, _) if digit => Some(2),
+            (3 | 4, _) if digit => Some(4),
+            (5, b'+' | b'-') => Some(6),
+            (5..=7, _) if digit => Some(7),
+            _ => None,
+        }
+    }
+
+    /// Starts a value of node `idx` with byte `b` (whitespace was skipped).
+    fn start_value(&mut self, s: &Schema, idx: u16, b: u8) -> bool {
+        let n = s.node(idx);
+        if n.nullable && b == b'n' {
+            return self.push(Frame::Lit { word: 2, off: 1 });
+        }
+        let any = n.kind == Kind::Any;
+        match b {
+            b'{' if any || n.kind == Kind::Object => self.push(Frame::Object {
+                node: idx,
+                seen: 0,
+                st: ObjSt::Open,
+            }),
+            b'[' if any || n.kind == Kind::Array => self.push(Frame::Array {
+                node: idx,
+                count: 0,
+                st: ArrSt::Open,
+            }),
+            b'"' if any || n.kind == Kind::String => self.push(Frame::Str {
+                esc: 0,
+                utf8: 0,
+                lo: 0,
+                hi: 0,
+                key: false,
+            }),
+            b'-' | b'0'..=b'9' if any || matches!(n.kind, Kind::Number | Kind::Integer) => {
+                let st = match b {
+                    b'-' => 0,
+                    b'0' => 1,
+                    _ => 2,
+                };
+                self.push(Frame::Num {
+                    integer: n.kind == Kind::Integer,
+                    st,
+                    len: 1,
+                })
+            }
+            b't' | b'f' if any || n.kind == Kind::Boolean => self.push(Frame::Lit {
+                word: if b == b't' { 0 } else { 1 },
+                off: 1,
+            }),
+            b'n' if any || n.kind == Kind::Null => self.push(Frame::Lit { word: 2, off: 1 }),
+            _ if n.kind == Kind::Enum => {
+                let mut cand = 0u64;
+                for i in 0..n.count as usize {
+                    if s.bytes(s.enums[n.first as usize + i]).first() == Some(&b) {
+                        cand |= 1 << i;
+                    }
+                }
+                if cand == 0 {
+                    return false;
+                }
+                if !self.push(Frame::Enum {
+                    node: idx,
+                    cand: u64::MAX,
+                    off: 0,
+                }) {
+                    return false;
+                }
+                // Match the first byte through the enum frame.
+                matches!(
+                    self.step(
+                        s,
+                        Frame::Enum {
+                            node: idx,
+                            cand,
+                            off: 0
+                        },
+                        b
+                    ),
+                    Step::Accept
+                )
+            }
+            _ => false,
+        }
+    }
+
+    fn object(&mut self, s: &Schema, node: u16, seen: u64, st: ObjSt, b: u8) -> Step {
+        if let Some(st) = self.ws(b) {
+            return st;
+        }
+        let n = s.node(node);
+        let free = n.count == 0;
+        let all = if free {
+            0
+        } else {
+            u64::MAX >> (64 - n.count as u32)
+        };
+        match (st, b) {
+            (ObjSt::Open | ObjSt::AfterValue, b'}') => {
+                if seen & n.required == n.required {
+                    self.len -= 1;
+                    Step::Accept
+                } else {
+                    Step::Reject
+                }
+            }
+            (ObjSt::AfterValue, b',') if free || seen != all => {
+                self.set_top(Frame::Object {
+                    node,
+                    seen,
+                    st: ObjSt::NextKey,
+                });
+                Step::Accept
+            }
+            (ObjSt::Open | ObjSt::NextKey, b'"') => {
+                let ok = if free {
+                    self.push(Frame::Str {
+                        esc: 0,
+                        utf8: 0,
+                        lo: 0,
+                        hi: 0,
+                        key: true,
+                    })
+                } else {
+                    let cand = all & !seen;
+                    cand != 0 && self.push(Frame::Key { cand, off: 0 })
+                };
+                if ok {
+                    Step::Accept
+                } else {
+                    Step::Reject
+                }
+            }
+            (ObjSt::Colon { prop }, b':') => {
+                let (child, seen) = if prop == ANY {
+                    (ANY, seen)
+                } else {
+                    (
+                        s.props[n.first as usize + prop as usize].1,
+                        seen | 1 << prop,
+                    )
+                };
+                self.set_top(Frame::Object {
+                    node,
+                    seen,
+                    st: ObjSt::AfterValue,
+                });
+                if self.push(Frame::Value(child)) {
+                    Step::Accept
+                } else {
+                    Step::Reject
+                }
+            }
+            _ => Step::Reject,
+        }
+    }
+
+    /// Whether the bytes can follow, without changing `self`.
+    pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut Matcher) -> bool {
+        scratch.copy_from(self);
+        !bytes.is_empty() && bytes.iter().all(|&b| scratch.advance(s, b))
+    }
+}
+
+impl crate::json::Str<'_> {
+    /// Whether the decoded contents equal `b`.
+    pub fn eq_str_bytes(&self, b: &[u8]) -> bool {
+        self.bytes().eq(b.iter().copied())
+    }
+}
+
+/// The vocabulary sorted by token bytes, for the mask: tokens sharing a
+/// prefix are neighbours, so a prefix is matched once for all of them.
+/// Built by the caller (it allocates): `order` the token ids in byte order
+/// (tokens that may never be generated, such as added tokens, left out),
+/// `offsets[i]..offsets[i + 1]` token `order[i]`'s bytes in `bytes`,
+/// `plain[i]` whether those bytes are plain string text (no `"`, `\`,
+/// control bytes; whole UTF-8 characters), `skip[i]` the first position
+/// after `i` whose first byte differs.
+pub struct Vocab<'a> {
+    /// Token ids in the order of their bytes.
+    pub order: &'a [u32],
+    /// Where each sorted token's bytes start (one more entry at the end).
+    pub offsets: &'a [u32],
+    /// The tokens' bytes, in sorted order.
+    pub bytes: &'a [u8],
+    /// Whether a sorted token is plain string text.
+    pub plain: &'a [bool],
+    /// The first sorted position after each whose first byte differs.
+    pub skip: &'a [u32],
+    /// Each token id's sorted position (`u32::MAX`: never generated).
+    pub position: &'a [u32],
+}
+
+/// Longest token, in bytes, the mask walks (longer tokens are never allowed).
+pub const MAX_TOKEN_BYTES: usize = 128;
+
+impl Vocab<'_> {
+    /// The bytes of token `id`, if it may be generated.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        let i = *self.position.get(id as usize)? as usize;
+        (i < self.order.len()).then(|| self.token(i))
+    }
+
+    fn token(&self, i: usize) -> &[u8] {
+        let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        self.bytes.get(a..b).unwrap_or(&[])
+    }
+
+    /// Calls `allow(id)` for every token that can follow `m`. `states`
+    /// holds at least [`MAX_TOKEN_BYTES`] + 1 matchers (scratch).
+    pub fn allowed(
+        &self,
+        s: &Schema,
+        m: &Matcher,
+        states: &mut [Matcher],
+        allow: &mut dyn FnMut(u32),
+    ) {
+        if states.len() <= MAX_TOKEN_BYTES {
+            return;
+        }
+        let plain_ok = m.in_plain_string();
+        states[0].copy_from(m);
+        // Bytes of the previous token matched into `states` (states[d] is
+        // after d bytes), and the length of its prefix found invalid.
+        let mut matched = 0usize;
+        let mut dead: Option<usize> = None;
+        let mut prev: &[u8] = &[];
+        let n = self.order.len();
+        let mut i = 0;
+        while i < n {
+            let tok = self.token(i);
+            if tok.is_empty() || tok.len() > MAX_TOKEN_BYTES {
+                i += 1;
+                continue;
+            }
+            if plain_ok && self.plain[i] {
+                allow(self.order[i]);
+                i += 1;
+                continue;
+            }
+            let common = prev.iter().zip(tok).take_while(|(a, b)| a == b).count();
+            if dead.is_some_and(|d| common >= d) {
+                i += 1;
+                continue;
+            }
+            let mut d = common.min(matched);
+            dead = None;
+            while d < tok.len() {
+                let (done, rest) = states.split_at_mut(d + 1);
+                rest[0].copy_from(&done[d]);
+                if !rest[0].advance(s, tok[d]) {
+                    dead = Some(d + 1);
+                    break;
+                }
+                d += 1;
+            }
+            matched = d;
+            prev = tok;
+            if dead.is_none() {
+                allow(self.order[i]);
+                i += 1;
+            } else if dead == Some(1) {
+                // The first byte is refused: skip every token starting with it.
+                i = (self.skip[i] as usize).max(i + 1);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::json::parse;
+    use std::vec::Vec;
+
+    fn schema(text: &str) -> Schema {
+        Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap()
+    }
+
+    /// Whether `out` is a complete valid output.
+    fn complete(s: &Schema, out: &str) -> bool {
+        let mut m = Matcher::new(s);
+        out.bytes().all(|b| m.advance(s, b)) && m.can_end(s)
+    }
+
+    /// Whether `out` is a valid prefix.
+    fn prefix(s: &Schema, out: &str) -> bool {
+        let mut m = Matcher::new(s);
+        out.bytes().all(|b| m.advance(s, b))
+    }
+
+    #[test]
+    fn objects_properties_required_and_types() {
+        let s = schema(
+            r#"{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+               "tags":{"type":"array","items":{"type":"string"},"maxItems":2},
+               "kind":{"enum":["cat","dog",3,null]},"ok":{"type":["boolean","null"]},
+               "score":{"type":"number"}},"required":["name","age"]}"#,
+        );
+        for good in [
+            r#"{"name":"Tom","age":3}"#,
+            r#"{ "age" : -12 , "name" : "é\"\u00e9" }"#,
+            r#"{"name":"","age":0,"tags":["a","b"],"kind":"dog","ok":null,"score":-1.5e+3}"#,
+            r#"{"name":"x","age":1,"kind":3,"ok":true}"#,
+            r#"{"name":"x","age":1,"kind":null}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"name":"Tom"}"#,
+            r#"{"name":"Tom","age":3.5}"#,
+            r#"{"name":"Tom","age":3,"extra":1}"#,
+            r#"{"name":"Tom","age":3,"name":"x"}"#,
+            r#"{"name":"a","age":1,"tags":["a","b","c"]}"#,
+            r#"{"name":"a","age":1,"kind":"cow"}"#,
+            r#"{"name":"a","age":01}"#,
+            r#"{"name":"a\x","age":1}"#,
+            "{\"name\":\"a\u{1}\",\"age\":1}",
+            r#"{"name":"a","age":1} "#,
+            r#"["name"]"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // Prefixes: a number may continue; a partial key is fine.
+        assert!(prefix(&s, r#"{"na"#));
+        assert!(!prefix(&s, r#"{"nx"#));
+        assert!(prefix(&s, r#"{"name":"a","age":12"#));
+        // Whitespace runs are capped.
+        assert!(prefix(
+            &s,
+            &std::format!("{{{}", " ".repeat(MAX_WS as usize))
+        ));
+        assert!(!prefix(
+            &s,
+            &std::format!("{{{}", " ".repeat(MAX_WS as usize + 1))
+        ));
+    }
+
+    #[test]
+    fn free_objects_any_values_and_roots() {
+        let s = Schema::any_object();
+        assert!(complete(&s, r#"{"a":[1,{"b":null}],"c":"d","e":{}}"#));
+        assert!(complete(&s, "{}"));
+        assert!(!complete(&s, "[]"));
+        assert!(!complete(&s, r#"{"a":}"#));
+        // A number at the root ends when the output ends.
+        let s = schema(r#"{"type":"number"}"#);
+        assert!(complete(&s, "12.5"));
+        assert!(!complete(&s, "12."));
+        // Invalid UTF-8 inside strings is refused byte by byte.
+        let s = schema(r#"{"type":"string"}"#);
+        let mut m = Matcher::new(&s);
+        assert!(m.advance(&s, b'"'));
+        assert!(!m.clone().advance(&s, 0xC0));
+        assert!(m.advance(&s, 0xE2) && !m.clone().advance(&s, 0x20));
+    }
+
+    #[test]
+    fn unsupported_and_oversized_schemas_are_refused_by_name() {
+        let err = |t: &str| {
+            std::string::ToString::to_string(
+                &Schema::compile(&parse(t.as_bytes()).unwrap()).unwrap_err(),
+            )
+        };
+        assert!(err(r#"{"type":"string","pattern":"a+"}"#).contains("'pattern'"));
+        assert!(err(r##"{"$ref":"#/x"}"##).contains("'$ref'"));
+        assert!(err(r#"{"anyOf":[]}"#).contains("'anyOf'"));
+        assert!(err(r#"{"type":"object","required":["x"]}"#).contains("not in 'properties'"));
+        assert!(err(r#"{"enum":[{"a":1}]}"#).contains("enum"));
+        let mut big = std::string::String::from(r#"{"type":"object","properties":{"#);
+        for i in 0..70 {
+            big.push_str(&std::format!("\"p{i}\":{{}},"));
+        }
+        big.pop();
+        big.push_str("}}");
+        assert!(err(&big).contains("too large"));
+    }
+
+    #[test]
+    fn the_mask_equals_checking_every_token() {
+        let s = schema(
+            r#"{"type":"object","properties":{"city":{"type":"string"},"n":{"type":"integer"}},"required":["city"]}"#,
+        );
+        let tokens: Vec<&[u8]> = std::vec![
+            b"{",
+            b"{\"",
+            b"{\"c",
+            b"\"",
+            b"\"city",
+            b"city",
+            b"\":",
+            b"\": \"",
+            b" ",
+            b"  ",
+            b"Paris",
+            b"\"}",
+            b"\",",
+            b",",
+            b"n",
+            b"\"n\":",
+            b"12",
+            b"1",
+            b"}",
+            b"\xC3",
+            b"\xC3\xA9",
+            b"\\n",
+            b"x\"",
+            b"\n",
+            b"a b",
+        ];
+        let mut order: Vec<u32> = (0..tokens.len() as u32).collect();
+        order.sort_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]));
+        let mut offsets = std::vec![0u32];
+        let mut bytes = Vec::new();
+        let mut plain = Vec::new();
+        for &id in &order {
+            let t = tokens[id as usize];
+            bytes.extend_from_slice(t);
+            offsets.push(bytes.len() as u32);
+            plain.push(
+                core::str::from_utf8(t).is_ok()
+                    && t.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\'),
+            );
+        }
+        let skip: Vec<u32> = (0..order.len())
+            .map(|i| {
+                let first = tokens[order[i] as usize][0];
+                (i..order.len())
+                    .find(|&j| tokens[order[j] as usize][0] != first)
+                    .unwrap_or(order.len()) as u32
+            })
+            .collect();
+        let mut position = std::vec![u32::MAX; tokens.len()];
+        for (i, &id) in order.iter().enumerate() {
+            position[id as usize] = i as u32;
+        }
+        let vocab = Vocab {
+            order: &order,
+            offsets: &offsets,
+            bytes: &bytes,
+            plain: &plain,
+            skip: &skip,
+            position: &position,
+        };
+        let mut states = std::vec![Matcher::new(&s); MAX_TOKEN_BYTES + 1];
+        let mut scratch = Matcher::new(&s);
+        for out in [
+            "",
+            "{",
+            "{\"ci",
+            "{\"city\":",
+            "{\"city\": \"Pa",
+            "{\"city\":\"x\"",
+            "{\"city\":\"x\",\"n\":1",
+        ] {
+            let mut m = Matcher::new(&s);
+            assert!(out.bytes().all(|b| m.advance(&s, b)), "{out}");
+            let mut got = Vec::new();
+            vocab.allowed(&s, &m, &mut states, &mut |id| got.push(id));
+            got.sort();
+            let want: Vec<u32> = (0..tokens.len() as u32)
+                .filter(|&id| m.accepts(&s, tokens[id as usize], &mut scratch))
+                .collect();
+            assert_eq!(got, want, "after {out:?}");
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Structured output for `kestrel run --json-schema` and the server's
+//! `response_format`: the vocabulary sorted by bytes (built once per model)
+//! and what one constrained answer owns. The matching and the mask are the
+//! core's (`kestrel_core::constrain`, `generate::Constraint`).
+
+use crate::error::Result;
+use kestrel_core::constrain::{Matcher, Schema, Vocab, MAX_TOKEN_BYTES};
+use kestrel_core::generate::{Constraint, Progress};
+use kestrel_core::json;
+use kestrel_core::tokenizer::Tokenizer;
+use std::path::Path;
+
+/// The tokens an answer may hold, sorted by their bytes (the added tokens,
+/// `<|im_end|>` and the like, are left out: the end tokens are the
+/// constraint's own decision).
+pub struct SortedVocab {
+    order: Vec<u32>,
+    offsets: Vec<u32>,
+    bytes: Vec<u8>,
+    plain: Vec<bool>,
+    skip: Vec<u32>,
+    position: Vec<u32>,
+}
+
+impl SortedVocab {
+    /// Sorts the first `vocab` ids of `tok`.
+    pub fn new(tok: &Tokenizer, vocab: usize) -> SortedVocab {
+        let mut pieces: Vec<(Vec<u8>, u32)> = Vec::with_capacity(vocab);
+        for id in 0..vocab as u32 {
+            if tok.added_flags(id).is_some() {
+                continue;
+            }
+            let mut b = Vec::new();
+            if tok
+                .token_decode_bytes(id, &mut |x| b.extend_from_slice(x))
+                .is_ok()
+                && !b.is_empty()
+            {
+                pieces.push((b, id));
+            }
+        }
+        pieces.sort_unstable();
+        let mut v = SortedVocab {
+            order: Vec::with_capacity(pieces.len()),
+            offsets: Vec::with_capacity(pieces.len() + 1),
+            bytes: Vec::new(),
+            plain: Vec::with_capacity(pieces.len()),
+            skip: vec![0; pieces.len()],
+            position: vec![u32::MAX; vocab],
+        };
+        v.offsets.push(0);
+        for (i, (b, id)) in pieces.iter().enumerate() {
+            v.order.push(*id);
+            v.bytes.extend_from_slice(b);
+            v.offsets.push(v.bytes.len() as u32);
+            v.plain.push(
+                std::str::from_utf8(b).is_ok()
+                    && b.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\'),
+            );
+            v.position[*id as usize] = i as u32;
+        }
+        // From the end: the next position whose first byte differs.
+        let mut next = pieces.len() as u32;
+        for i in (0..pieces.len()).rev() {
+            if i + 1 < pieces.len() && pieces[i + 1].0[0] != pieces[i].0[0] {
+                next = i as u32 + 1;
+            }
+            v.skip[i] = next;
+        }
+        v
+    }
+
+    pub fn view(&self) -> Vocab<'_> {
+        Vocab {
+            order: &self.order,
+            offsets: &self.offsets,
+            bytes: &self.bytes,
+            plain: &self.plain,
+            skip: &self.skip,
+            position: &self.position,
+        }
+    }
+}
+
+/// One constrained answer: its schema, where it stands, its scratch.
+pub struct JsonOutput {
+    pub schema: Box<Schema>,
+    pub progress: Progress,
+    states: Vec<Matcher>,
+    bits: Vec<u64>,
+}
+
+impl JsonOutput {
+    pub fn new(schema: Schema, vocab: usize) -> JsonOutput {
+        let schema = Box::new(schema);
+        let progress = Progress::new(&schema);
+        JsonOutput {
+            states: vec![progress.matcher.clone(); MAX_TOKEN_BYTES + 1],
+            bits: vec![0; vocab.div_ceil(64)],
+            schema,
+            progress,
+        }
+    }
+
+    /// The constraint for one step (or one answer) over `vocab`.
+    pub fn constraint<'a>(&'a mut self, vocab: &'a Vocab<'a>) -> Constraint<'a> {
+        Constraint {
+            schema: &self.schema,
+            vocab,
+            progress: &mut self.progress,
+            states: &mut self.states,
+            bits: &mut self.bits,
+        }
+    }
+}
+
+/// A schema from a JSON text (a file's or a request's).
+pub fn schema_from_json(text: &[u8]) -> Result<Schema> {
+    let v = json::parse(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok(Schema::compile(&v).map_err(|e| e.to_string())?)
+}
+
+/// `--json-schema FILE`.
+pub fn schema_from_file(path: &Path) -> Result<Schema> {
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    schema_from_json(&text).map_err(|e| format!("{}: {e}", path.display()).into())
+}

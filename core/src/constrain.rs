@@ -1086,9 +1086,10 @@ impl crate::json::Str<'_> {
 /// Built by the caller (it allocates): `order` the token ids in byte order
 /// (tokens that may never be generated, such as added tokens, left out),
 /// `offsets[i]..offsets[i + 1]` token `order[i]`'s bytes in `bytes`,
-/// `plain[i]` whether those bytes are plain string text (no `"`, `\`,
-/// control bytes; whole UTF-8 characters), `skip[i]` the first position
-/// after `i` whose first byte differs.
+/// `skip[i]` the first position after `i` whose first byte differs;
+/// `unplain` (sorted positions) and `plain_ids` (a bitset over ids) tell
+/// the tokens of plain string text (no `"`, `\`, control bytes; whole
+/// UTF-8 characters) from the others.
 pub struct Vocab<'a> {
     /// Token ids in the order of their bytes.
     pub order: &'a [u32],
@@ -1096,12 +1097,14 @@ pub struct Vocab<'a> {
     pub offsets: &'a [u32],
     /// The tokens' bytes, in sorted order.
     pub bytes: &'a [u8],
-    /// Whether a sorted token is plain string text.
-    pub plain: &'a [bool],
     /// The first sorted position after each whose first byte differs.
     pub skip: &'a [u32],
     /// Each token id's sorted position (`u32::MAX`: never generated).
     pub position: &'a [u32],
+    /// The sorted positions of the tokens that are not plain, ascending.
+    pub unplain: &'a [u32],
+    /// One bit per token id: plain string text.
+    pub plain_ids: &'a [u64],
 }
 
 /// Longest token, in bytes, the mask walks (longer tokens are never allowed).
@@ -1119,41 +1122,41 @@ impl Vocab<'_> {
         self.bytes.get(a..b).unwrap_or(&[])
     }
 
-    /// Calls `allow(id)` for every token that can follow `m`. `states`
-    /// holds at least [`MAX_TOKEN_BYTES`] + 1 matchers (scratch).
+    /// Calls `allow(id)` for every token that can follow `m`, except,
+    /// when the answer is inside a string, the plain-text tokens: then it
+    /// returns true, and every token in `plain_ids` is allowed too (the
+    /// caller adds them as a block). `states` holds at least
+    /// [`MAX_TOKEN_BYTES`] + 1 matchers (scratch).
     pub fn allowed(
         &self,
         s: &Schema,
         m: &Matcher,
         states: &mut [Matcher],
         allow: &mut dyn FnMut(u32),
-    ) {
+    ) -> bool {
         if states.len() <= MAX_TOKEN_BYTES {
-            return;
+            return false;
         }
-        let plain_ok = m.in_plain_string();
+        let in_string = m.in_plain_string();
         states[0].copy_from(m);
+        let list = in_string.then_some(self.unplain);
+        let n = list.map_or(self.order.len(), |l| l.len());
         // Bytes of the previous token matched into `states` (states[d] is
         // after d bytes), and the length of its prefix found invalid.
         let mut matched = 0usize;
         let mut dead: Option<usize> = None;
         let mut prev: &[u8] = &[];
-        let n = self.order.len();
-        let mut i = 0;
-        while i < n {
+        let mut j = 0;
+        while j < n {
+            let i = list.map_or(j, |l| l[j] as usize);
             let tok = self.token(i);
             if tok.is_empty() || tok.len() > MAX_TOKEN_BYTES {
-                i += 1;
-                continue;
-            }
-            if plain_ok && self.plain[i] {
-                allow(self.order[i]);
-                i += 1;
+                j += 1;
                 continue;
             }
             let common = prev.iter().zip(tok).take_while(|(a, b)| a == b).count();
             if dead.is_some_and(|d| common >= d) {
-                i += 1;
+                j += 1;
                 continue;
             }
             let mut d = common.min(matched);
@@ -1171,14 +1174,14 @@ impl Vocab<'_> {
             prev = tok;
             if dead.is_none() {
                 allow(self.order[i]);
-                i += 1;
-            } else if dead == Some(1) {
+            } else if dead == Some(1) && list.is_none() {
                 // The first byte is refused: skip every token starting with it.
-                i = (self.skip[i] as usize).max(i + 1);
-            } else {
-                i += 1;
+                j = (self.skip[i] as usize).max(j + 1);
+                continue;
             }
+            j += 1;
         }
+        in_string
     }
 }
 
@@ -1347,16 +1350,24 @@ mod tests {
             })
             .collect();
         let mut position = std::vec![u32::MAX; tokens.len()];
+        let mut plain_ids = std::vec![0u64; 1];
         for (i, &id) in order.iter().enumerate() {
             position[id as usize] = i as u32;
+            if plain[i] {
+                plain_ids[0] |= 1 << id;
+            }
         }
+        let unplain: Vec<u32> = (0..order.len() as u32)
+            .filter(|&i| !plain[i as usize])
+            .collect();
         let vocab = Vocab {
             order: &order,
             offsets: &offsets,
             bytes: &bytes,
-            plain: &plain,
             skip: &skip,
             position: &position,
+            unplain: &unplain,
+            plain_ids: &plain_ids,
         };
         let mut states = std::vec![Matcher::new(&s); MAX_TOKEN_BYTES + 1];
         let mut scratch = Matcher::new(&s);
@@ -1372,7 +1383,9 @@ mod tests {
             let mut m = Matcher::new(&s);
             assert!(out.bytes().all(|b| m.advance(&s, b)), "{out}");
             let mut got = Vec::new();
-            vocab.allowed(&s, &m, &mut states, &mut |id| got.push(id));
+            if vocab.allowed(&s, &m, &mut states, &mut |id| got.push(id)) {
+                got.extend((0..64).filter(|&id| plain_ids[0] >> id & 1 == 1));
+            }
             got.sort();
             let want: Vec<u32> = (0..tokens.len() as u32)
                 .filter(|&id| m.accepts(&s, tokens[id as usize], &mut scratch))

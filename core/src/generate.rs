@@ -478,7 +478,7 @@ impl Constraint<'_> {
         let bits = &mut self.bits[..words];
         bits.fill(0);
         let mut any = false;
-        self.vocab.allowed(
+        let plain = self.vocab.allowed(
             self.schema,
             &self.progress.matcher,
             self.states,
@@ -489,6 +489,12 @@ impl Constraint<'_> {
                 }
             },
         );
+        if plain {
+            for (w, p) in bits.iter_mut().zip(self.vocab.plain_ids) {
+                *w |= p;
+                any |= *p != 0;
+            }
+        }
         for &id in stops.ids() {
             // The end only after a complete value (or when nothing else can follow).
             if can_end || !any {
@@ -794,15 +800,16 @@ mod tests {
             offsets.push(bytes.len() as u32);
             position[id as usize] = i as u32;
         }
-        let plain: Vec<bool> = std::vec![false; order.len()];
         let skip: Vec<u32> = (0..order.len() as u32).map(|i| i + 1).collect();
+        let unplain: Vec<u32> = (0..order.len() as u32).collect();
         let vocab = Vocab {
             order: &order,
             offsets: &offsets,
             bytes: &bytes,
-            plain: &plain,
             skip: &skip,
             position: &position,
+            unplain: &unplain,
+            plain_ids: &[0],
         };
         // Token 14 ends the answer.
         let mut stops = StopSet {

@@ -17,9 +17,10 @@ pub struct SortedVocab {
     order: Vec<u32>,
     offsets: Vec<u32>,
     bytes: Vec<u8>,
-    plain: Vec<bool>,
     skip: Vec<u32>,
     position: Vec<u32>,
+    unplain: Vec<u32>,
+    plain_ids: Vec<u64>,
 }
 
 impl SortedVocab {
@@ -44,19 +45,23 @@ impl SortedVocab {
             order: Vec::with_capacity(pieces.len()),
             offsets: Vec::with_capacity(pieces.len() + 1),
             bytes: Vec::new(),
-            plain: Vec::with_capacity(pieces.len()),
             skip: vec![0; pieces.len()],
             position: vec![u32::MAX; vocab],
+            unplain: Vec::new(),
+            plain_ids: vec![0; vocab.div_ceil(64)],
         };
         v.offsets.push(0);
         for (i, (b, id)) in pieces.iter().enumerate() {
             v.order.push(*id);
             v.bytes.extend_from_slice(b);
             v.offsets.push(v.bytes.len() as u32);
-            v.plain.push(
-                std::str::from_utf8(b).is_ok()
-                    && b.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\'),
-            );
+            let plain = std::str::from_utf8(b).is_ok()
+                && b.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
+            if plain {
+                v.plain_ids[*id as usize / 64] |= 1 << (id % 64);
+            } else {
+                v.unplain.push(i as u32);
+            }
             v.position[*id as usize] = i as u32;
         }
         // From the end: the next position whose first byte differs.
@@ -75,9 +80,10 @@ impl SortedVocab {
             order: &self.order,
             offsets: &self.offsets,
             bytes: &self.bytes,
-            plain: &self.plain,
             skip: &self.skip,
             position: &self.position,
+            unplain: &self.unplain,
+            plain_ids: &self.plain_ids,
         }
     }
 }

@@ -105,9 +105,10 @@ struct Active {
     /// The logits as the model gave them (sampling changes its row), kept
     /// when the job asked for log-probabilities.
     logits: Vec<f32>,
-    /// A JSON answer's time per sampling step (mask and draw), reported
-    /// on stderr when it ends.
-    json_ns: Vec<u64>,
+    /// Time per sampling step (the constraint's mask, the draw), reported
+    /// on stderr when a JSON answer ends (every answer's with
+    /// `KESTREL_LOG_SAMPLING=1`, for the comparison).
+    sample_ns: Vec<u64>,
 }
 
 /// A prompt being prefilled, a chunk per turn.
@@ -423,7 +424,7 @@ impl<P: Parallel> Engine<'_, P> {
             generated: 0,
             next: 0,
             logits: Vec::new(),
-            json_ns: Vec::new(),
+            sample_ns: Vec::new(),
         });
         let vocab = self.w.cfg.vocab_size as usize;
         let logits = &mut self.state.logits[logits_at..logits_at + vocab];
@@ -475,12 +476,12 @@ fn sampled(
         a.logits.clear();
         a.logits.extend_from_slice(logits);
     }
+    let t = std::time::Instant::now();
     let sample = match (a.job.json.as_mut(), vocab) {
         (Some(out), Some(vocab)) => {
-            let t = std::time::Instant::now();
             let view = vocab.view();
             let mut c = out.constraint(&view);
-            let r = sample_next(
+            sample_next(
                 &mut a.sampler,
                 logits,
                 &s.tokens,
@@ -488,9 +489,7 @@ fn sampled(
                 stops,
                 limits,
                 Some(&mut c),
-            );
-            a.json_ns.push(t.elapsed().as_nanos() as u64);
-            r
+            )
         }
         _ => sample_next(
             &mut a.sampler,
@@ -502,6 +501,7 @@ fn sampled(
             None,
         ),
     };
+    a.sample_ns.push(t.elapsed().as_nanos() as u64);
     let done = match sample {
         Sampled::End(_) => Some(Finish::Stop),
         Sampled::Token { id, last } => {
@@ -519,25 +519,31 @@ fn sampled(
         }
     };
     if let Some(f) = done {
-        if let Some(out) = &a.job.json {
-            report_json(&a.json_ns, &out.progress);
+        let progress = a.job.json.as_ref().map(|out| &out.progress);
+        if progress.is_some() || std::env::var_os("KESTREL_LOG_SAMPLING").is_some() {
+            report_sampling(&a.sample_ns, progress);
         }
         let _ = a.job.events.send(Event::Done(f));
         s.active = None;
     }
 }
 
-/// The cost of a JSON answer's constraint, on stderr: the median and the
-/// slowest sampling step (mask, draw and the matcher's move), and how many
-/// steps needed the whole vocabulary's mask.
-fn report_json(ns: &[u64], p: &kestrel_core::generate::Progress) {
+/// The cost of sampling an answer, on stderr: the median and the slowest
+/// step (for a JSON answer the mask, the draw and the matcher's move, and
+/// how many steps needed the whole vocabulary's mask).
+fn report_sampling(ns: &[u64], json: Option<&kestrel_core::generate::Progress>) {
     let mut sorted = ns.to_vec();
     sorted.sort_unstable();
     let ms = |x: u64| x as f64 / 1e6;
+    let kind = match json {
+        Some(p) => format!(
+            "json answer: {} steps, {} with the whole mask",
+            p.steps, p.masked
+        ),
+        None => format!("answer: {} steps", ns.len()),
+    };
     eprintln!(
-        "[kestrel] json answer: {} steps, {} with the whole mask; sampling step median {:.3} ms, max {:.3} ms",
-        p.steps,
-        p.masked,
+        "[kestrel] {kind}; sampling step median {:.3} ms, max {:.3} ms",
         ms(sorted.get(sorted.len() / 2).copied().unwrap_or(0)),
         ms(sorted.last().copied().unwrap_or(0)),
     );

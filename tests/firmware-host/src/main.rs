@@ -290,9 +290,14 @@ fn run() -> Result<(), Failure> {
 
     gen.feed(prompt, None)?;
     let mut out = Fd(1);
-    let answer = gen.decode(N_PREDICT, &AtomicBool::new(false), &mut |s: &str| {
-        let _ = out.write_str(s);
-    })?;
+    let answer = gen.decode(
+        N_PREDICT,
+        &AtomicBool::new(false),
+        &mut |s: &str| {
+            let _ = out.write_str(s);
+        },
+        None,
+    )?;
     let prompt_len = prompt.len();
     let generated = answer.generated;
 

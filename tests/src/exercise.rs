@@ -250,41 +250,11 @@ pub fn serve_api(data: &[u8]) {
     use kestrel::serve::api;
     if let Ok(req) = api::parse_chat(data) {
         // The prompt the server would write, with its tools and calls.
-        use kestrel_core::chat::{self, ChatStyle, Message, ToolCall};
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|(t, _)| json::parse(t.as_bytes()).unwrap())
-            .collect();
-        let calls: Vec<Vec<ToolCall>> = req
-            .messages
-            .iter()
-            .map(|m| {
-                m.tool_calls
-                    .iter()
-                    .map(|(name, args)| ToolCall {
-                        name,
-                        arguments: json::parse(args.as_bytes()).unwrap(),
-                    })
-                    .collect()
-            })
-            .collect();
-        let msgs: Vec<Message> = req
-            .messages
-            .iter()
-            .zip(&calls)
-            .map(|(m, c)| Message {
-                role: m.role,
-                content: &m.content,
-                tool_calls: c,
-            })
-            .collect();
-        let style = ChatStyle {
+        let style = kestrel_core::chat::ChatStyle {
             tools: true,
-            ..ChatStyle::default()
+            ..Default::default()
         };
-        let mut prompt = String::new();
-        chat::format(&style, &msgs, &tools, true, None, &mut prompt).unwrap();
+        req.prompt(&style).unwrap();
     }
     let _ = api::parse_completion(data);
     let _ = api::base64_decode(data);

@@ -126,6 +126,52 @@ pub struct ChatRequest {
     pub params: Params,
 }
 
+impl ChatRequest {
+    /// The chat-formatted prompt in `style`: the messages with their calls
+    /// and, unless `tool_choice` is `none`, the tools (a forced call's
+    /// start is the caller's).
+    pub fn prompt(&self, style: &kestrel_core::chat::ChatStyle) -> Result<String> {
+        use kestrel_core::chat::{self, Message, ToolCall};
+        // The JSON texts were checked when parsed; parsed again to borrow.
+        let bad = |what: &str| format!("invalid JSON in {what}");
+        let offered = self.tool_choice != ToolChoice::None;
+        let tools: Vec<Value> = self
+            .tools
+            .iter()
+            .filter(|_| offered)
+            .map(|(t, _)| json::parse(t.as_bytes()).map_err(|_| bad("a tool")))
+            .collect::<Result<_, _>>()?;
+        let calls: Vec<Vec<ToolCall>> = self
+            .messages
+            .iter()
+            .map(|m| {
+                m.tool_calls
+                    .iter()
+                    .map(|(name, args)| {
+                        let arguments =
+                            json::parse(args.as_bytes()).map_err(|_| bad("tool call arguments"))?;
+                        Ok(ToolCall { name, arguments })
+                    })
+                    .collect::<Result<Vec<_>, String>>()
+            })
+            .collect::<Result<_, _>>()?;
+        let msgs: Vec<Message> = self
+            .messages
+            .iter()
+            .zip(&calls)
+            .map(|(m, c)| Message {
+                role: m.role,
+                content: &m.content,
+                tool_calls: c,
+            })
+            .collect();
+        let mut text = String::new();
+        chat::format(style, &msgs, &tools, true, None, &mut text)
+            .map_err(|_| "the prompt could not be written")?;
+        Ok(text)
+    }
+}
+
 /// A `/v1/completions` prompt.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prompt {

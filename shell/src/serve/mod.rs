@@ -23,12 +23,12 @@ pub mod scheduler;
 use crate::cli::{get, in_range, model_arg, opt, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
 use crate::error::Result;
-use crate::generate::{self, chat_prompt};
+use crate::generate;
 use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
 use clap::builder::{NonEmptyStringValueParser, ValueParser};
 use clap::{value_parser, ArgMatches, Command};
 use http::HttpError;
-use kestrel_core::chat::{Message, Role, ToolCall};
+use kestrel_core::chat::Role;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::json;
 use kestrel_core::model::weights::Weights;
@@ -474,40 +474,7 @@ fn chat(
             "this model's chat template has no tool calls ('tools', tool messages)",
         ));
     }
-    // The JSON texts were checked by the parser; parsed again to borrow.
-    let bad = |what: &str| HttpError::new(400, format!("invalid JSON in {what}"));
-    let offered = req.tool_choice != ToolChoice::None;
-    let tools: Vec<json::Value> = req
-        .tools
-        .iter()
-        .filter(|_| offered)
-        .map(|(t, _)| json::parse(t.as_bytes()).map_err(|_| bad("a tool")))
-        .collect::<Result<_, _>>()?;
-    let calls: Vec<Vec<ToolCall>> = req
-        .messages
-        .iter()
-        .map(|m| {
-            m.tool_calls
-                .iter()
-                .map(|(name, args)| {
-                    let arguments =
-                        json::parse(args.as_bytes()).map_err(|_| bad("tool call arguments"))?;
-                    Ok(ToolCall { name, arguments })
-                })
-                .collect::<Result<Vec<_>, HttpError>>()
-        })
-        .collect::<Result<_, _>>()?;
-    let msgs: Vec<Message> = req
-        .messages
-        .iter()
-        .zip(&calls)
-        .map(|(m, c)| Message {
-            role: m.role,
-            content: &m.content,
-            tool_calls: c,
-        })
-        .collect();
-    let mut text = chat_prompt(sh.w, &msgs, &tools, None);
+    let mut text = req.prompt(&style).map_err(|e| HttpError::new(400, e))?;
     // `required` and a named function: the answer starts with the call
     // (written into the prompt; the model continues it).
     let forced = match &req.tool_choice {
@@ -519,11 +486,12 @@ fn chat(
         text.push_str("<tool_call>");
         text.push_str(&forced);
     }
+    let offered = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
     let tool_calls = match (
         sh.tok.token_id("<tool_call>"),
         sh.tok.token_id("</tool_call>"),
     ) {
-        (Some(open), Some(close)) if !tools.is_empty() => Some(ToolCalls {
+        (Some(open), Some(close)) if offered => Some(ToolCalls {
             open,
             close,
             names: req.tools.iter().map(|(_, n)| n.clone()).collect(),

@@ -477,30 +477,20 @@ fn sampled(
         a.logits.extend_from_slice(logits);
     }
     let t = std::time::Instant::now();
-    let sample = match (a.job.json.as_mut(), vocab) {
-        (Some(out), Some(vocab)) => {
-            let view = vocab.view();
-            let mut c = out.constraint(&view);
-            sample_next(
-                &mut a.sampler,
-                logits,
-                &s.tokens,
-                candidates,
-                stops,
-                limits,
-                Some(&mut c),
-            )
-        }
-        _ => sample_next(
-            &mut a.sampler,
-            logits,
-            &s.tokens,
-            candidates,
-            stops,
-            limits,
-            None,
-        ),
+    let view = vocab.map(|v| v.view());
+    let mut constraint = match (a.job.json.as_mut(), view.as_ref()) {
+        (Some(out), Some(view)) => Some(out.constraint(view)),
+        _ => None,
     };
+    let sample = sample_next(
+        &mut a.sampler,
+        logits,
+        &s.tokens,
+        candidates,
+        stops,
+        limits,
+        constraint.as_mut(),
+    );
     a.sample_ns.push(t.elapsed().as_nanos() as u64);
     let done = match sample {
         Sampled::End(_) => Some(Finish::Stop),

@@ -96,6 +96,16 @@ def tool_checks(binary, model):
             assert call.type == "function" and call.function.name == "get_weather", call
             assert json.loads(call.function.arguments)["city"] == "Paris", call
             checks += 1
+        # Several tools, required: a call of one of them, with an object of arguments.
+        now = {"type": "function", "function": {"name": "now", "parameters": {
+            "type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]"}}}}}
+        r = client.chat.completions.create(model="m", messages=question, tools=[WEATHER, now],
+                                           tool_choice="required", temperature=0, max_tokens=64)
+        call2 = r.choices[0].message.tool_calls[0]
+        assert r.choices[0].finish_reason == "tool_calls", r
+        assert call2.function.name in ("get_weather", "now"), call2
+        assert isinstance(json.loads(call2.function.arguments), dict), call2
+        checks += 1
         calls, finish = {}, None
         for chunk in client.chat.completions.create(
                 model="m", messages=question, tools=[WEATHER], tool_choice="required",

@@ -172,6 +172,48 @@ impl ChatRequest {
     }
 }
 
+impl ChatRequest {
+    /// For `tool_choice` `required` or a named function: the schema the
+    /// call's JSON follows (the answer is constrained to it), `{"name": one
+    /// of the functions, "arguments": the function's parameters}`. With
+    /// several functions, or parameters the constraint does not support
+    /// (`pattern`, `minimum`, ...), the arguments are any JSON object.
+    pub fn call_schema(&self) -> Option<String> {
+        let names: Vec<&str> = match &self.tool_choice {
+            ToolChoice::Required => self.tools.iter().map(|(_, n)| n.as_str()).collect(),
+            ToolChoice::Function(f) => vec![f.as_str()],
+            _ => return None,
+        };
+        let any = "{\"type\":\"object\"}";
+        let params = match names.as_slice() {
+            [one] => self
+                .tools
+                .iter()
+                .find(|(_, n)| n == one)
+                .and_then(|(text, _)| {
+                    let v = json::parse(text.as_bytes()).ok()?;
+                    let p = v.get("function")?.get("parameters")?;
+                    kestrel_core::constrain::Schema::compile(&p).ok()?;
+                    p.as_object().map(|o| o.raw().to_string())
+                })
+                .unwrap_or_else(|| any.to_string()),
+            _ => any.to_string(),
+        };
+        let mut s = String::from("{\"type\":\"object\",\"properties\":{\"name\":{\"enum\":[");
+        for (i, n) in names.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            push_json_str(&mut s, n);
+        }
+        let _ = write!(
+            s,
+            "]}},\"arguments\":{params}}},\"required\":[\"name\",\"arguments\"]}}"
+        );
+        Some(s)
+    }
+}
+
 /// A `/v1/completions` prompt.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prompt {
@@ -913,6 +955,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.messages[0].tool_calls[0].1, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_required_call_follows_its_function_s_parameters() {
+        let weather = r#"{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+        let odd = r#"{"type":"function","function":{"name":"s","parameters":{"type":"object","properties":{"q":{"type":"string","minLength":1}}}}}"#;
+        let req = |tools: &str, choice: &str| {
+            parse_chat(
+                format!(r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{tools}],"tool_choice":{choice}}}"#)
+                    .as_bytes(),
+            )
+            .unwrap()
+        };
+        let named = |n: &str| format!(r#"{{"type":"function","function":{{"name":"{n}"}}}}"#);
+        assert_eq!(
+            req(weather, &named("w")).call_schema().unwrap(),
+            r#"{"type":"object","properties":{"name":{"enum":["w"]},"arguments":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},"required":["name","arguments"]}"#
+        );
+        // Parameters the constraint cannot follow, or several functions:
+        // any object.
+        let any = r#"{"type":"object","properties":{"name":{"enum":["s"]},"arguments":{"type":"object"}},"required":["name","arguments"]}"#;
+        assert_eq!(req(odd, &named("s")).call_schema().unwrap(), any);
+        let both = req(&format!("{weather},{odd}"), "\"required\"")
+            .call_schema()
+            .unwrap();
+        assert!(
+            both.contains(r#""enum":["w","s"]},"arguments":{"type":"object"}"#),
+            "{both}"
+        );
+        assert_eq!(req(weather, "\"auto\"").call_schema(), None);
+        // Every call schema compiles.
+        for r in [req(weather, &named("w")), req(odd, "\"required\"")] {
+            crate::json_output::schema_from_json(r.call_schema().unwrap().as_bytes()).unwrap();
+        }
     }
 
     #[test]

@@ -475,12 +475,12 @@ fn chat(
         ));
     }
     let mut text = req.prompt(&style).map_err(|e| HttpError::new(400, e))?;
-    // `required` and a named function: the answer starts with the call
-    // (written into the prompt; the model continues it).
-    let forced = match &req.tool_choice {
-        ToolChoice::Required => String::from("\n{\"name\": \""),
-        ToolChoice::Function(f) => format!("\n{{\"name\": \"{f}\", \"arguments\":"),
-        _ => String::new(),
+    // `required` and a named function: the answer is a call. Its start is
+    // written into the prompt and its JSON constrained to the call's schema.
+    let call_schema = req.call_schema();
+    let forced = match call_schema {
+        Some(_) => String::from("\n"),
+        None => String::new(),
     };
     if !forced.is_empty() {
         text.push_str("<tool_call>");
@@ -521,7 +521,11 @@ fn chat(
         images,
         tools: tool_calls,
     };
-    generate_answer(conn, sh, jobs, prompt, &req.params, Kind::Chat)
+    let mut params = req.params.clone();
+    if let Some(schema) = call_schema {
+        params.json = Some(api::JsonFormat::Schema(schema));
+    }
+    generate_answer(conn, sh, jobs, prompt, &params, Kind::Chat)
 }
 
 fn completion(

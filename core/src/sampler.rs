@@ -36,6 +36,10 @@ impl Default for SamplerConfig {
     }
 }
 
+/// Largest top-k taken by one insertion pass over the logits instead of a
+/// selection over all of them.
+const TOP_K_BY_INSERTION: usize = 64;
+
 /// A seeded sampler.
 #[derive(Clone, Debug)]
 pub struct Sampler {
@@ -151,10 +155,6 @@ impl Sampler {
             return argmax(logits) as u32;
         }
         let n = logits.len().min(scratch.len());
-        let cand = &mut scratch[..n];
-        for (i, s) in cand.iter_mut().enumerate() {
-            *s = i as u32;
-        }
         // Order: logit descending, index ascending (deterministic ties).
         let order = |a: &u32, b: &u32| {
             let (x, y) = (logits[*a as usize], logits[*b as usize]);
@@ -167,11 +167,27 @@ impl Sampler {
         } else {
             c.top_k
         };
-        if k < n {
-            cand.select_nth_unstable_by(k - 1, order);
-        }
-        let cand = &mut cand[..k];
-        crate::sort::sort_by(cand, order);
+        let cand: &mut [u32] = if k <= TOP_K_BY_INSERTION && k < n {
+            // One pass keeping the k best in that order (the same k
+            // tokens, in the same order, as selecting and sorting all).
+            let found = top_ids(&logits[..n], &mut scratch[..k]);
+            if found == 0 {
+                return argmax(logits) as u32;
+            }
+            &mut scratch[..found]
+        } else {
+            let cand = &mut scratch[..n];
+            for (i, s) in cand.iter_mut().enumerate() {
+                *s = i as u32;
+            }
+            if k < n {
+                cand.select_nth_unstable_by(k - 1, order);
+            }
+            let cand = &mut cand[..k];
+            crate::sort::sort_by(cand, order);
+            cand
+        };
+        let k = cand.len();
         // Probabilities over the candidates at temperature 1 for top-p/min-p
         // (llama.cpp applies temperature last).
         let max = logits[cand[0] as usize];
@@ -236,6 +252,65 @@ mod tests {
         let total: f64 = y.iter().map(|&v| libm::exp(v as f64 - lse)).sum();
         assert!((total - 1.0).abs() < 1e-12);
         assert_eq!(log_sum_exp(&[f32::NEG_INFINITY]), f64::NEG_INFINITY);
+    }
+
+    /// Top-k by insertion draws what selecting and sorting every token
+    /// draws (the old path, kept for larger k): same tokens for the same
+    /// seeds over random rows with ties and -inf.
+    #[test]
+    fn top_k_by_insertion_equals_the_full_selection() {
+        extern crate std;
+        use std::vec::Vec;
+        let mut rng = 7u64;
+        let mut next = || {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 40) as u32
+        };
+        for round in 0..200 {
+            let n = 50 + (next() % 400) as usize;
+            let row: Vec<f32> = (0..n)
+                .map(|_| match next() % 10 {
+                    0 => f32::NEG_INFINITY,
+                    1 => 1.0,
+                    _ => (next() % 1000) as f32 / 100.0 - 5.0,
+                })
+                .collect();
+            let k = 1 + (next() % 64) as usize;
+            let cfg = SamplerConfig {
+                temperature: 0.9,
+                top_k: k,
+                seed: round,
+                ..SamplerConfig::default()
+            };
+            // The reference: every id, selected and sorted.
+            let mut ids: Vec<u32> = (0..n as u32).collect();
+            ids.sort_by(|&a, &b| {
+                row[b as usize]
+                    .partial_cmp(&row[a as usize])
+                    .unwrap()
+                    .then(a.cmp(&b))
+            });
+            let mut top = std::vec![0u32; k.min(n)];
+            assert_eq!(top_ids(&row, &mut top), k.min(n));
+            assert_eq!(&top[..], &ids[..k.min(n)], "round {round}");
+            let mut a = Sampler::new(cfg);
+            let mut b = Sampler::new(SamplerConfig { top_k: 0, ..cfg });
+            // With top_k 0 the same k best are reached by masking the rest.
+            let mut masked = row.clone();
+            for &id in &ids[k.min(n)..] {
+                masked[id as usize] = f32::NEG_INFINITY;
+            }
+            let mut scratch = std::vec![0u32; n];
+            for _ in 0..5 {
+                let x = a.sample(&mut row.clone(), &[], &mut scratch);
+                let y = b.sample(&mut masked.clone(), &[], &mut scratch);
+                if row[x as usize] != f32::NEG_INFINITY {
+                    assert_eq!(x, y, "round {round}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -1099,6 +1099,8 @@ pub struct Vocab<'a> {
     pub bytes: &'a [u8],
     /// The first sorted position after each whose first byte differs.
     pub skip: &'a [u32],
+    /// The first sorted position after each whose first two bytes differ.
+    pub skip2: &'a [u32],
     /// Each token id's sorted position (`u32::MAX`: never generated).
     pub position: &'a [u32],
     /// The sorted positions of the tokens that are not plain, ascending.
@@ -1174,9 +1176,15 @@ impl Vocab<'_> {
             prev = tok;
             if dead.is_none() {
                 allow(self.order[i]);
-            } else if dead == Some(1) && list.is_none() {
-                // The first byte is refused: skip every token starting with it.
-                j = (self.skip[i] as usize).max(j + 1);
+            } else if list.is_none() && matches!(dead, Some(1 | 2)) {
+                // A refused first byte (or pair): skip every token that
+                // starts with it.
+                let skip = if dead == Some(1) {
+                    self.skip
+                } else {
+                    self.skip2
+                };
+                j = (skip[i] as usize).max(j + 1);
                 continue;
             }
             j += 1;
@@ -1349,6 +1357,17 @@ mod tests {
                     .unwrap_or(order.len()) as u32
             })
             .collect();
+        let skip2: Vec<u32> = (0..order.len())
+            .map(|i| {
+                let t = tokens[order[i] as usize];
+                (i + 1..order.len())
+                    .find(|&j| {
+                        let u = tokens[order[j] as usize];
+                        t.len() < 2 || u.len() < 2 || u[..2] != t[..2]
+                    })
+                    .unwrap_or(order.len()) as u32
+            })
+            .collect();
         let mut position = std::vec![u32::MAX; tokens.len()];
         let mut plain_ids = std::vec![0u64; 1];
         for (i, &id) in order.iter().enumerate() {
@@ -1365,6 +1384,7 @@ mod tests {
             offsets: &offsets,
             bytes: &bytes,
             skip: &skip,
+            skip2: &skip2,
             position: &position,
             unplain: &unplain,
             plain_ids: &plain_ids,

@@ -503,9 +503,18 @@ impl Constraint<'_> {
                 }
             }
         }
-        for (i, l) in logits.iter_mut().enumerate() {
-            if bits.get(i / 64).is_none_or(|w| w >> (i % 64) & 1 == 0) {
-                *l = f32::NEG_INFINITY;
+        // A word of 64 tokens at a time: most are all allowed or all refused.
+        for (j, block) in logits.chunks_mut(64).enumerate() {
+            match bits.get(j).copied().unwrap_or(0) {
+                u64::MAX => {}
+                0 => block.fill(f32::NEG_INFINITY),
+                w => {
+                    for (i, l) in block.iter_mut().enumerate() {
+                        if w >> i & 1 == 0 {
+                            *l = f32::NEG_INFINITY;
+                        }
+                    }
+                }
             }
         }
         None
@@ -807,6 +816,7 @@ mod tests {
             offsets: &offsets,
             bytes: &bytes,
             skip: &skip,
+            skip2: &skip,
             position: &position,
             unplain: &unplain,
             plain_ids: &[0],

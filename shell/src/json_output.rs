@@ -18,6 +18,7 @@ pub struct SortedVocab {
     offsets: Vec<u32>,
     bytes: Vec<u8>,
     skip: Vec<u32>,
+    skip2: Vec<u32>,
     position: Vec<u32>,
     unplain: Vec<u32>,
     plain_ids: Vec<u64>,
@@ -46,6 +47,7 @@ impl SortedVocab {
             offsets: Vec::with_capacity(pieces.len() + 1),
             bytes: Vec::new(),
             skip: vec![0; pieces.len()],
+            skip2: vec![0; pieces.len()],
             position: vec![u32::MAX; vocab],
             unplain: Vec::new(),
             plain_ids: vec![0; vocab.div_ceil(64)],
@@ -64,13 +66,21 @@ impl SortedVocab {
             }
             v.position[*id as usize] = i as u32;
         }
-        // From the end: the next position whose first byte differs.
-        let mut next = pieces.len() as u32;
+        // From the end: the next position whose first byte (first two
+        // bytes) differ.
+        let (mut next, mut next2) = (pieces.len() as u32, pieces.len() as u32);
         for i in (0..pieces.len()).rev() {
-            if i + 1 < pieces.len() && pieces[i + 1].0[0] != pieces[i].0[0] {
-                next = i as u32 + 1;
+            if let Some((after, _)) = pieces.get(i + 1) {
+                let this = &pieces[i].0;
+                if after[0] != this[0] {
+                    next = i as u32 + 1;
+                }
+                if this.len() < 2 || after.len() < 2 || after[..2] != this[..2] {
+                    next2 = i as u32 + 1;
+                }
             }
             v.skip[i] = next;
+            v.skip2[i] = next2;
         }
         v
     }
@@ -81,6 +91,7 @@ impl SortedVocab {
             offsets: &self.offsets,
             bytes: &self.bytes,
             skip: &self.skip,
+            skip2: &self.skip2,
             position: &self.position,
             unplain: &self.unplain,
             plain_ids: &self.plain_ids,

@@ -30,6 +30,8 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
+// Used by the x86_64 and aarch64 grouped-attention kernels only.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use attention::{
     scores_each_head, scores_heads_shape, values_each_head, values_heads_shape,
 };

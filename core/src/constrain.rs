@@ -18,7 +18,7 @@
 //! UTF-8 and valid JSON string text; `}` only once every required property
 //! was written; nothing after the top value. No allocation, no recursion.
 
-use crate::json::{write_json_str, Value};
+use crate::json::{write_python_json, Value};
 use core::fmt::{self, Write};
 
 /// Most schema nodes (each subschema is one).
@@ -410,26 +410,11 @@ impl Schema {
             if node.count as usize >= 64 || self.n_enums >= MAX_ENUM {
                 return Err(SchemaError::TooLarge("more than 64 enum values"));
             }
-            let span = match value {
-                Value::String(s) => self.span_of(|w| {
-                    let mut buf = heapless::String::<4>::new();
-                    w.write_char('"')?;
-                    for c in s.chars() {
-                        buf.clear();
-                        let _ = buf.push(c);
-                        let mut quoted: heapless::String<8> = heapless::String::new();
-                        write_json_str(&mut quoted, &buf)?;
-                        w.write_str(&quoted[1..quoted.len() - 1])?;
-                    }
-                    w.write_char('"')
-                })?,
-                Value::Number(n) => self.span_of(|w| w.write_str(n.raw()))?,
-                Value::Bool(b) => {
-                    self.span_of(|w| w.write_str(if b { "true" } else { "false" }))?
-                }
-                Value::Null => self.span_of(|w| w.write_str("null"))?,
-                _ => return Err(unsupported("enum (of objects or arrays)")),
-            };
+            // Scalars only, as the output writes them (strings re-escaped).
+            if matches!(value, Value::Array(_) | Value::Object(_)) {
+                return Err(unsupported("enum (of objects or arrays)"));
+            }
+            let span = self.span_of(|w| write_python_json(w, &value))?;
             self.enums[self.n_enums] = span;
             self.n_enums += 1;
             node.count += 1;
@@ -583,11 +568,6 @@ impl Matcher {
         }
     }
 
-    /// Whether the output is complete (nothing more may follow).
-    pub fn is_done(&self) -> bool {
-        self.len == 0
-    }
-
     /// Inside a string with nothing pending: a token of plain string bytes
     /// (see [`Vocab`]) is accepted and leaves the state as it was.
     pub fn in_plain_string(&self) -> bool {
@@ -619,7 +599,8 @@ impl Matcher {
             };
             match self.step(s, top, b) {
                 Step::Accept => {
-                    if !is_ws(b) || self.in_plain_string() || self.in_string_any() {
+                    // Whitespace inside a string is text, not a run.
+                    if !is_ws(b) || self.in_string() {
                         self.ws = 0;
                     }
                     return true;
@@ -630,7 +611,7 @@ impl Matcher {
         }
     }
 
-    fn in_string_any(&self) -> bool {
+    fn in_string(&self) -> bool {
         matches!(self.stack[..self.len].last(), Some(Frame::Str { .. }))
     }
 
@@ -766,29 +747,13 @@ impl Matcher {
                     }
                     0..=0x1F => Step::Reject,
                     0x20..=0x7F => Step::Accept,
-                    0xC2..=0xDF => {
-                        self.set_top(next(0, 1, 0x80, 0xBF));
-                        Step::Accept
-                    }
-                    0xE0..=0xEF => {
-                        let (lo, hi) = match b {
-                            0xE0 => (0xA0, 0xBF),
-                            0xED => (0x80, 0x9F),
-                            _ => (0x80, 0xBF),
-                        };
-                        self.set_top(next(0, 2, lo, hi));
-                        Step::Accept
-                    }
-                    0xF0..=0xF4 => {
-                        let (lo, hi) = match b {
-                            0xF0 => (0x90, 0xBF),
-                            0xF4 => (0x80, 0x8F),
-                            _ => (0x80, 0xBF),
-                        };
-                        self.set_top(next(0, 3, lo, hi));
-                        Step::Accept
-                    }
-                    _ => Step::Reject,
+                    _ => match crate::json::utf8_lead(b) {
+                        Some((need, lo, hi)) => {
+                            self.set_top(next(0, need, lo, hi));
+                            Step::Accept
+                        }
+                        None => Step::Reject,
+                    },
                 }
             }
             Frame::Key { cand, off } => {
@@ -1071,13 +1036,6 @@ impl Matcher {
     pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut Matcher) -> bool {
         scratch.copy_from(self);
         !bytes.is_empty() && bytes.iter().all(|&b| scratch.advance(s, b))
-    }
-}
-
-impl crate::json::Str<'_> {
-    /// Whether the decoded contents equal `b`.
-    pub fn eq_str_bytes(&self, b: &[u8]) -> bool {
-        self.bytes().eq(b.iter().copied())
     }
 }
 

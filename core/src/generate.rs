@@ -456,22 +456,6 @@ impl Constraint<'_> {
             if ok {
                 return Some(best);
             }
-        } else if (1..=64).contains(&cfg.top_k) && cfg.repeat_penalty == 1.0 {
-            // Top-k sampling without penalties: when the k best tokens are
-            // all allowed they are the k best allowed ones, and the
-            // sampler sees no other token: no mask is needed.
-            let mut top = [0u32; 64];
-            let n = crate::sampler::top_ids(logits, &mut top[..cfg.top_k]);
-            let all = top[..n].iter().all(|&id| {
-                if stops.contains(id) {
-                    can_end
-                } else {
-                    self.allows(id)
-                }
-            });
-            if all && n == cfg.top_k {
-                return None;
-            }
         }
         self.progress.masked += 1;
         let words = logits.len().div_ceil(64).min(self.bits.len());
@@ -782,9 +766,9 @@ mod tests {
         Routing::for_flags(flags::Q8_8X8 | flags::Q4_4X4, true).unwrap()
     }
 
-    /// The shortcuts (greedy: the best token checked alone; top-k: the k
-    /// best checked alone) pick what sampling over the fully masked logits
-    /// picks, with the same generator state, over many random rows.
+    /// The greedy shortcut (the best token checked alone) and the mask
+    /// pick what sampling over the fully masked logits picks, with the same
+    /// generator state, over many random rows.
     #[test]
     fn constrained_sampling_equals_sampling_the_masked_logits() {
         extern crate std;

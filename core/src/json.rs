@@ -1022,6 +1022,30 @@ pub fn write_json_str<W: fmt::Write + ?Sized>(w: &mut W, s: &str) -> fmt::Result
     w.write_char('"')
 }
 
+/// For a UTF-8 lead byte: how many continuation bytes its character
+/// needs and the range the first of them must fall in (which refuses
+/// overlong forms, surrogates and code points above U+10FFFF); the others
+/// are 0x80..=0xBF. `None` for an ASCII, continuation or invalid byte.
+pub fn utf8_lead(b: u8) -> Option<(u8, u8, u8)> {
+    Some(match b {
+        0xC2..=0xDF => (1, 0x80, 0xBF),
+        0xE0 => (2, 0xA0, 0xBF),
+        0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
+        0xED => (2, 0x80, 0x9F),
+        0xF0 => (3, 0x90, 0xBF),
+        0xF1..=0xF3 => (3, 0x80, 0xBF),
+        0xF4 => (3, 0x80, 0x8F),
+        _ => return None,
+    })
+}
+
+impl Str<'_> {
+    /// Whether the decoded contents equal the bytes `b`.
+    pub fn eq_str_bytes(&self, b: &[u8]) -> bool {
+        self.bytes().eq(b.iter().copied())
+    }
+}
+
 /// Writes `v` as Python's `json.dumps(v, ensure_ascii=False)` does, which
 /// is Hugging Face's `tojson` in chat templates: members in document order,
 /// `", "` between items and `": "` after keys, strings decoded and escaped

@@ -83,16 +83,7 @@ impl Utf8Lossy {
 
     /// Starts a multi-byte character with lead byte `b` (known valid lead).
     fn start(&mut self, b: u8) {
-        let (need, lo, hi) = match b {
-            0xC2..=0xDF => (1, 0x80, 0xBF),
-            0xE0 => (2, 0xA0, 0xBF),
-            0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
-            0xED => (2, 0x80, 0x9F),
-            0xF0 => (3, 0x90, 0xBF),
-            0xF1..=0xF3 => (3, 0x80, 0xBF),
-            0xF4 => (3, 0x80, 0x8F),
-            _ => (0, 0, 0),
-        };
+        let (need, lo, hi) = crate::json::utf8_lead(b).unwrap_or((0, 0, 0));
         self.buf[0] = b;
         self.have = 1;
         self.need = need;

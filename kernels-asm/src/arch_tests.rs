@@ -178,8 +178,9 @@ fn check_gemm(
     // Batches the x86 Q4_0x4 GEMM splits into calls so each call's
     // activation patterns fit its table (1,024 blocks): 200 blocks x 9 rows
     // (calls of 4, 4, 1), 65 x 13 (12 + 1), and 257 blocks (too wide for a
-    // tile of patterns: formed in the tiles).
-    for (cols, m) in [(200 * 32, 9), (65 * 32, 13), (257 * 32, 6)] {
+    // tile of patterns: formed in the tiles); 70 rows: the x86 VNNI GEMMs
+    // take 64 per call (their block-sum table), in tiles of 8 (64 + 6).
+    for (cols, m) in [(200 * 32, 9), (65 * 32, 13), (257 * 32, 6), (96, 70)] {
         let rows = 9;
         let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
         let (qs, d) = acts(&mut rng, m, cols, false);

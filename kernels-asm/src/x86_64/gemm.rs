@@ -1,10 +1,10 @@
 //! GEMV and GEMM of Q4_0x4 / Q8_0x8 weights with Q8_0 activations: AVX2
-//! tiles of 8 weight rows (one per lane) x up to 4 activation rows, each
-//! also in an AVX512-VNNI form (`vpdpbusd`) that the token selects. The
-//! GEMV is the GEMM with one activation row (its own loop, one row group
-//! at a time, when the row has at most 12,288 columns).
+//! tiles of 8 weight rows (one per lane) x up to 4 activation rows, and
+//! the AVX512-VNNI tiles of [`super::gemm_vnni`] when the token says VNNI.
+//! The GEMV is the GEMM with one activation row (its own loop, one row
+//! group at a time, when the row has at most 12,288 columns).
 
-use super::{act_patterns, pair_rows, sum_block_pairs, Avx2};
+use super::{act_patterns, gemm_vnni, pair_rows, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -89,6 +89,13 @@ pub fn gemm_q4_0x4_q8_0(
         };
         return Ok(());
     }
+    if cpu.has_vnni() && nb <= gemm_vnni::MAX_BLOCKS {
+        // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
+        // super-blocks, rows <= 4 * groups), `act_qs`, `act_d` and `out` for
+        // `m` rows; nb, rows, m >= 1 (checked above); the token says VNNI.
+        unsafe { gemm_vnni::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        return Ok(());
+    }
     let max_rows = q4_rows_per_call(nb);
     if m > max_rows {
         // Batches of `max_rows` tokens (the block-sum and pattern tables'
@@ -165,8 +172,8 @@ pub fn gemm_q4_0x4_q8_0(
             // nb * 32` quants, `d` and `c` `tm` rows of `nb` values (sliced
             // above), `pt` (when expanded) `tm` rows of `nb` patterns, `res`
             // holds `tm <= 4` rows of 8 floats; the token proves
-            // AVX2/FMA/F16C, and AVX512-VNNI/VL when it says so.
-            unsafe { q4_tile(tm, expanded, cpu.has_vnni())(wa, wb, qs, pt, d, c, nb, &mut res) }
+            // AVX2/FMA/F16C.
+            unsafe { q4_tile(tm, expanded)(wa, wb, qs, pt, d, c, nb, &mut res) }
             for (t, r) in res.iter().enumerate().take(tm) {
                 let row0 = 2 * pair * Q4X4_ROWS;
                 let n = rows.saturating_sub(row0).min(8);
@@ -352,127 +359,114 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
     }
 }
 
-/// Defines a Q4_0x4 tile function `$name` for the CPU features `$features`,
-/// multiplying with `$dot4`: the AVX2 and the VNNI tiles are one text.
-macro_rules! q4x4_tile {
-    ($name:ident, $features:literal, $dot4:ident) => {
-        /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
-        /// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
-        ///
-        /// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
-        /// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
-        /// the exact i32 products with the activation dwords each chunk needs
-        /// (`vpermd`), summed per lane by `$dot4` ([`dot4_avx2`] or [`dot4_vnni`]);
-        /// the two 128-bit halves (even and odd chunks) are added, and `sum (n - 8)
-        /// a = sum n a - 8 sum a` subtracts `corr` (`8 sum a` per token and block,
-        /// computed once per call) in i32: exact.
-        ///
-        /// With `EXPANDED`, the activation patterns come from `patterns` (row `t`,
-        /// block `b` at `t * nb + b`, [`act_patterns`] of the same quants) instead of
-        /// being formed here: the same values, so the same sums.
-        ///
-        /// # Safety
-        /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-        /// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, with
-        /// `EXPANDED` `patterns.len()` at least `T * nb`, `T <= 4`, and the CPU must
-        /// implement `$features`.
-        #[allow(clippy::too_many_arguments)]
-        #[target_feature(enable = $features)]
-        unsafe fn $name<const T: usize, const EXPANDED: bool>(
-            wa: &[u8],
-            wb: &[u8],
-            qs: &[i8],
-            patterns: &[[__m256i; 4]],
-            d: &[f32],
-            corr: &[i32],
-            nb: usize,
-            res: &mut [[f32; 8]; TILE_M],
-        ) {
-            // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
-            // rows of `nb` blocks of `qs`, `d` and `c`, all inside the slices per
-            // the function contract; the CPU implements `$features`.
-            unsafe {
-                debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
-                debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
-                debug_assert!(!EXPANDED || patterns.len() >= T * nb);
-                let cols = nb * QK;
-                let m4 = _mm256_set1_epi8(0x0F);
-                let x88 = _mm256_set1_epi8(0x88u8 as i8);
-                let mut acc = [_mm256_setzero_ps(); T];
-                for b in 0..nb {
-                    let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
-                    let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
-                    // Prefetch the bytes after `wb` (the next pair of row groups) at the
-                    // rate this pair is read: short rows otherwise pay the memory
-                    // latency at the start of every pair. A prefetch never faults, and
-                    // `wrapping_add` keeps the address arithmetic defined.
-                    let pf = wb
-                        .as_ptr()
-                        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-                    _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
-                    // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
-                    let nib = |p: *const u8| {
-                        // SAFETY: p points to a 72-byte super-block (caller's contract):
-                        // bytes 8..40 and 40..72 are in bounds; unaligned loads.
-                        let (x0, x1) = {
-                            (
-                                _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
-                                _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
-                            )
-                        };
-                        [
-                            _mm256_and_si256(x0, m4),
-                            _mm256_and_si256(x1, m4),
-                            _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
-                        ]
-                    };
-                    let na = nib(pa);
-                    let nbb = nib(pb);
-                    // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-                    let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
-                        _mm_loadl_epi64(pa.cast()),
-                        _mm_loadl_epi64(pb.cast()),
-                    ));
-                    for (t, acc_t) in acc.iter_mut().enumerate() {
-                        let av = if EXPANDED {
-                            *patterns.get_unchecked(t * nb + b)
-                        } else {
-                            act_patterns(qs.as_ptr().add(t * cols + b * QK))
-                        };
-                        let ia = $dot4(&na, &av);
-                        let ib = $dot4(&nbb, &av);
-                        // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
-                        // i32; then - 8 sum a.
-                        let isum = _mm256_sub_epi32(
-                            _mm256_add_epi32(
-                                _mm256_permute2x128_si256(ia, ib, 0x20),
-                                _mm256_permute2x128_si256(ia, ib, 0x31),
-                            ),
-                            _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
-                        );
-                        let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
-                        let scale = _mm256_mul_ps(sw, da);
-                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-                        *acc_t = _mm256_add_ps(*acc_t, v);
-                    }
-                }
-                for (r, a) in res.iter_mut().zip(acc) {
-                    _mm256_storeu_ps(r.as_mut_ptr(), a);
-                }
+/// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
+/// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+///
+/// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
+/// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
+/// the exact i32 products with the activation dwords each chunk needs
+/// (`vpermd`), summed per lane by [`dot4_avx2`];
+/// the two 128-bit halves (even and odd chunks) are added, and `sum (n - 8)
+/// a = sum n a - 8 sum a` subtracts `corr` (`8 sum a` per token and block,
+/// computed once per call) in i32: exact.
+///
+/// With `EXPANDED`, the activation patterns come from `patterns` (row `t`,
+/// block `b` at `t * nb + b`, [`act_patterns`] of the same quants) instead of
+/// being formed here: the same values, so the same sums.
+///
+/// # Safety
+/// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
+/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, with
+/// `EXPANDED` `patterns.len()` at least `T * nb`, `T <= 4`, and the CPU must
+/// implement AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    patterns: &[[__m256i; 4]],
+    d: &[f32],
+    corr: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
+    // rows of `nb` blocks of `qs`, `d` and `c`, all inside the slices per
+    // the function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        debug_assert!(!EXPANDED || patterns.len() >= T * nb);
+        let cols = nb * QK;
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
+            // Prefetch the bytes after `wb` (the next pair of row groups) at the
+            // rate this pair is read: short rows otherwise pay the memory
+            // latency at the start of every pair. A prefetch never faults, and
+            // `wrapping_add` keeps the address arithmetic defined.
+            let pf = wb
+                .as_ptr()
+                .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            let nib = |p: *const u8| {
+                // SAFETY: p points to a 72-byte super-block (caller's contract):
+                // bytes 8..40 and 40..72 are in bounds; unaligned loads.
+                let (x0, x1) = {
+                    (
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(8).cast()), x88),
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(40).cast()), x88),
+                    )
+                };
+                [
+                    _mm256_and_si256(x0, m4),
+                    _mm256_and_si256(x1, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                ]
+            };
+            let na = nib(pa);
+            let nbb = nib(pb);
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                _mm_loadl_epi64(pa.cast()),
+                _mm_loadl_epi64(pb.cast()),
+            ));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let av = if EXPANDED {
+                    *patterns.get_unchecked(t * nb + b)
+                } else {
+                    act_patterns(qs.as_ptr().add(t * cols + b * QK))
+                };
+                let ia = dot4_avx2(&na, &av);
+                let ib = dot4_avx2(&nbb, &av);
+                // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
+                // i32; then - 8 sum a.
+                let isum = _mm256_sub_epi32(
+                    _mm256_add_epi32(
+                        _mm256_permute2x128_si256(ia, ib, 0x20),
+                        _mm256_permute2x128_si256(ia, ib, 0x31),
+                    ),
+                    _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
+                );
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
             }
         }
-    };
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
 }
-
-q4x4_tile!(q4x4_tile_avx2, "avx2,fma,f16c", dot4_avx2);
-q4x4_tile!(
-    q4x4_tile_vnni,
-    "avx2,fma,f16c,avx512vnni,avx512vl",
-    dot4_vnni
-);
 
 /// Per 32-bit lane, the sum of the 16 products `n[k] * a[k]` (4 bytes of
 /// each register pair): unsigned nibbles (0..15) times signed quants, exact.
@@ -494,44 +488,22 @@ fn dot4_avx2(n: &[__m256i; 4], a: &[__m256i; 4]) -> __m256i {
     _mm256_madd_epi16(s, _mm256_set1_epi16(1))
 }
 
-/// [`dot4_avx2`] with `vpdpbusd` (unsigned bytes times signed bytes, four
-/// products added into each i32 lane, no intermediate rounding or
-/// saturation): the same exact sums in four instructions.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-fn dot4_vnni(n: &[__m256i; 4], a: &[__m256i; 4]) -> __m256i {
-    let s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), n[0], a[0]);
-    let s = _mm256_dpbusd_epi32(s, n[1], a[1]);
-    let s = _mm256_dpbusd_epi32(s, n[2], a[2]);
-    _mm256_dpbusd_epi32(s, n[3], a[3])
-}
-
-/// A Q4_0x4 tile function: [`q4x4_tile_avx2`] or [`q4x4_tile_vnni`] at one
-/// `T` and `EXPANDED`.
+/// A Q4_0x4 tile function: [`q4x4_tile_avx2`] at one `T` and `EXPANDED`.
 type Q4Tile =
     unsafe fn(&[u8], &[u8], &[i8], &[[__m256i; 4]], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
 
 /// The Q4_0x4 tile for `tm` activation rows (1..=4), expanded patterns or
-/// not, VNNI or AVX2.
-fn q4_tile(tm: usize, expanded: bool, vnni: bool) -> Q4Tile {
-    macro_rules! pick {
-        ($f:ident) => {
-            match (tm, expanded) {
-                (1, false) => $f::<1, false>,
-                (2, false) => $f::<2, false>,
-                (3, false) => $f::<3, false>,
-                (_, false) => $f::<4, false>,
-                (1, true) => $f::<1, true>,
-                (2, true) => $f::<2, true>,
-                (3, true) => $f::<3, true>,
-                (_, true) => $f::<4, true>,
-            }
-        };
-    }
-    if vnni {
-        pick!(q4x4_tile_vnni)
-    } else {
-        pick!(q4x4_tile_avx2)
+/// not.
+fn q4_tile(tm: usize, expanded: bool) -> Q4Tile {
+    match (tm, expanded) {
+        (1, false) => q4x4_tile_avx2::<1, false>,
+        (2, false) => q4x4_tile_avx2::<2, false>,
+        (3, false) => q4x4_tile_avx2::<3, false>,
+        (_, false) => q4x4_tile_avx2::<4, false>,
+        (1, true) => q4x4_tile_avx2::<1, true>,
+        (2, true) => q4x4_tile_avx2::<2, true>,
+        (3, true) => q4x4_tile_avx2::<3, true>,
+        (_, true) => q4x4_tile_avx2::<4, true>,
     }
 }
 
@@ -541,10 +513,10 @@ fn q4_tile(tm: usize, expanded: bool, vnni: bool) -> Q4Tile {
 /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
 /// * `out`: `m x rows`, row-major.
 ///
-/// The same contract as [`generic::gemm_q8_0x8_q8_0`]. Activations with a
-/// -128 quant (the quantizer never makes one: its quants are in
-/// -127..=127; the sign trick this kernel uses needs that) and empty shapes
-/// go to the generic code.
+/// The same contract as [`generic::gemm_q8_0x8_q8_0`]. Empty shapes go to
+/// the generic code, and so do activations with a -128 quant when the AVX2
+/// tiles run (the quantizer never makes one: its quants are in -127..=127;
+/// their sign trick needs that; the VNNI tiles take any quant).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_q8_0x8_q8_0(
     cpu: Avx2,
@@ -567,7 +539,17 @@ pub fn gemm_q8_0x8_q8_0(
         m,
         out,
     )?;
-    if nb == 0 || rows == 0 || m == 0 || act_qs.contains(&i8::MIN) {
+    if nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if cpu.has_vnni() && nb <= gemm_vnni::MAX_BLOCKS {
+        // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
+        // super-blocks, rows <= 8 * groups), `act_qs`, `act_d` and `out` for
+        // `m` rows; nb, rows, m >= 1 (checked above); the token says VNNI.
+        unsafe { gemm_vnni::gemm_q8_0x8(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        return Ok(());
+    }
+    if act_qs.contains(&i8::MIN) {
         return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
     }
     let group_bytes = nb * Q8X8_BLOCK_BYTES;
@@ -583,17 +565,12 @@ pub fn gemm_q8_0x8_q8_0(
             // bytes, sliced above), `qs` holds `tm` rows of `nb * 32` quants
             // and `d` `tm` rows of `nb` scales (sliced above), `res` holds
             // `tm <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C,
-            // and AVX512-VNNI/VL when it says so.
             unsafe {
-                match (tm, cpu.has_vnni()) {
-                    (1, false) => q8x8_tile_avx2::<1>(wg, qs, d, nb, &mut res),
-                    (2, false) => q8x8_tile_avx2::<2>(wg, qs, d, nb, &mut res),
-                    (3, false) => q8x8_tile_avx2::<3>(wg, qs, d, nb, &mut res),
-                    (_, false) => q8x8_tile_avx2::<4>(wg, qs, d, nb, &mut res),
-                    (1, true) => q8x8_tile_vnni::<1>(wg, qs, d, nb, &mut res),
-                    (2, true) => q8x8_tile_vnni::<2>(wg, qs, d, nb, &mut res),
-                    (3, true) => q8x8_tile_vnni::<3>(wg, qs, d, nb, &mut res),
-                    (_, true) => q8x8_tile_vnni::<4>(wg, qs, d, nb, &mut res),
+                match tm {
+                    1 => q8x8_tile_avx2::<1>(wg, qs, d, nb, &mut res),
+                    2 => q8x8_tile_avx2::<2>(wg, qs, d, nb, &mut res),
+                    3 => q8x8_tile_avx2::<3>(wg, qs, d, nb, &mut res),
+                    _ => q8x8_tile_avx2::<4>(wg, qs, d, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -608,80 +585,67 @@ pub fn gemm_q8_0x8_q8_0(
     Ok(())
 }
 
-/// Defines a Q8_0x8 tile function `$name` for the CPU features `$features`,
-/// multiplying with `$chunk`: the AVX2 and the VNNI tiles are one text.
-macro_rules! q8x8_tile {
-    ($name:ident, $features:literal, $chunk:ident) => {
-        /// One Q8_0x8 row group (8 rows) against `T` activation rows.
-        ///
-        /// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
-        /// are the 8 rows' weights `4c..4c+3`; the activation dword `c` is
-        /// broadcast. `$chunk` ([`chunk_avx2`] or [`chunk_vnni`]) adds the exact
-        /// per-row i32 of `|w| * sign(a, w)` (|w| <= 128 unsigned, |a| <= 127).
-        ///
-        /// # Safety
-        /// `w.len()` must be at least `nb * 272`, `qs.len()` at least `T * nb * 32`
-        /// with no quant equal to -128, `d.len()` at least `T * nb`, `T <= 4`, and
-        /// the CPU must implement `$features`.
-        #[target_feature(enable = $features)]
-        unsafe fn $name<const T: usize>(
-            w: &[u8],
-            qs: &[i8],
-            d: &[f32],
-            nb: usize,
-            res: &mut [[f32; 8]; TILE_M],
-        ) {
-            // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
-            // of `nb` blocks of `qs` and `d`, all inside the slices per the
-            // function contract; the CPU implements `$features`.
-            unsafe {
-                debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
-                debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
-                let cols = nb * QK;
-                let mut acc = [_mm256_setzero_ps(); T];
-                for b in 0..nb {
-                    let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
-                    // Prefetch the next row group (the bytes after `w`) at the rate this
-                    // one is read; a prefetch never faults, `wrapping_add` keeps the
-                    // address arithmetic defined.
-                    let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
-                    for k in 0..5 {
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
-                    }
-                    // Chunks outer, tokens inner: one weight chunk and its |w| live in
-                    // registers at a time next to the T integer sums (no spills).
-                    let mut isum = [_mm256_setzero_si256(); T];
-                    for c in 0..8 {
-                        let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
-                        let wabs = _mm256_sign_epi8(wv, wv);
-                        for (t, isum_t) in isum.iter_mut().enumerate() {
-                            let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
-                            let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
-                            *isum_t = $chunk(*isum_t, wabs, _mm256_sign_epi8(a, wv));
-                        }
-                    }
-                    let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
-                    for (t, acc_t) in acc.iter_mut().enumerate() {
-                        let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
-                        let scale = _mm256_mul_ps(sw, da);
-                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
-                        *acc_t = _mm256_add_ps(*acc_t, v);
-                    }
-                }
-                for (r, a) in res.iter_mut().zip(acc) {
-                    _mm256_storeu_ps(r.as_mut_ptr(), a);
+/// One Q8_0x8 row group (8 rows) against `T` activation rows.
+///
+/// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
+/// are the 8 rows' weights `4c..4c+3`; the activation dword `c` is
+/// broadcast. [`chunk_avx2`] adds the exact
+/// per-row i32 of `|w| * sign(a, w)` (|w| <= 128 unsigned, |a| <= 127).
+///
+/// # Safety
+/// `w.len()` must be at least `nb * 272`, `qs.len()` at least `T * nb * 32`
+/// with no quant equal to -128, `d.len()` at least `T * nb`, `T <= 4`, and
+/// the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8x8_tile_avx2<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
+    // of `nb` blocks of `qs` and `d`, all inside the slices per the
+    // function contract; the CPU implements AVX2, FMA and F16C.
+    unsafe {
+        debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
+        let cols = nb * QK;
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let p = w.as_ptr().add(b * Q8X8_BLOCK_BYTES);
+            // Prefetch the next row group (the bytes after `w`) at the rate this
+            // one is read; a prefetch never faults, `wrapping_add` keeps the
+            // address arithmetic defined.
+            let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+            for k in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+            }
+            // Chunks outer, tokens inner: one weight chunk and its |w| live in
+            // registers at a time next to the T integer sums (no spills).
+            let mut isum = [_mm256_setzero_si256(); T];
+            for c in 0..8 {
+                let wv = _mm256_loadu_si256(p.add(16 + 32 * c).cast());
+                let wabs = _mm256_sign_epi8(wv, wv);
+                for (t, isum_t) in isum.iter_mut().enumerate() {
+                    let ap = qs.as_ptr().add(t * cols + b * QK + 4 * c);
+                    let a = _mm256_set1_epi32(ap.cast::<i32>().read_unaligned());
+                    *isum_t = chunk_avx2(*isum_t, wabs, _mm256_sign_epi8(a, wv));
                 }
             }
+            let sw = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                let scale = _mm256_mul_ps(sw, da);
+                let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), scale);
+                *acc_t = _mm256_add_ps(*acc_t, v);
+            }
         }
-    };
+        for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
 }
-
-q8x8_tile!(q8x8_tile_avx2, "avx2,fma,f16c", chunk_avx2);
-q8x8_tile!(
-    q8x8_tile_vnni,
-    "avx2,fma,f16c,avx512vnni,avx512vl",
-    chunk_vnni
-);
 
 /// `acc` plus, per 32-bit lane, the sum of the 4 products `u * s` (unsigned
 /// `u <= 128`, signed `|s| <= 127`): `vpmaddubsw` pair sums fit i16 (<= 2 *
@@ -691,11 +655,4 @@ q8x8_tile!(
 fn chunk_avx2(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
     let prod = _mm256_maddubs_epi16(u, s);
     _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(1)))
-}
-
-/// [`chunk_avx2`] in one `vpdpbusd`: the same exact sums.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-fn chunk_vnni(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(acc, u, s)
 }

@@ -20,6 +20,7 @@ use core::arch::x86_64::*;
 mod activation;
 mod attention;
 mod gemm;
+mod gemm_vnni;
 mod matvec;
 mod q4k;
 mod q5;

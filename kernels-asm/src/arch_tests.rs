@@ -33,12 +33,17 @@ fn cpu() -> Option<arch::Cpu> {
     cpu
 }
 
-/// Every kernel set the token can select: on x86_64 with AVX512-VNNI both
-/// the VNNI tiles and the AVX2 ones.
+/// Every kernel set the token can select: on x86_64 with a VNNI form the
+/// VNNI tiles and the AVX2 ones, and the AVX-VNNI tiles too where the CPU
+/// has both AVX512-VNNI and AVX-VNNI.
 fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
     #[cfg(target_arch = "x86_64")]
     if cpu.has_vnni() {
-        return vec![cpu, cpu.without_vnni()];
+        let mut all = vec![cpu, cpu.without_vnni()];
+        if cpu.vnni() != arch::Vnni::Avx {
+            all.extend(cpu.with_avx_vnni());
+        }
+        return all;
     }
     vec![cpu]
 }

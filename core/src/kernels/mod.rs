@@ -138,9 +138,11 @@ impl Kernels {
             #[cfg(target_arch = "aarch64")]
             Kernels::Dotprod(_) => "aarch64-dotprod",
             #[cfg(target_arch = "x86_64")]
-            Kernels::Avx2(cpu) if cpu.has_vnni() => "x86_64-avx512vnni",
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx2(_) => "x86_64-avx2",
+            Kernels::Avx2(cpu) => match cpu.vnni() {
+                kestrel_kernels::x86_64::Vnni::Avx512 => "x86_64-avx512vnni",
+                kestrel_kernels::x86_64::Vnni::Avx => "x86_64-avxvnni",
+                kestrel_kernels::x86_64::Vnni::No => "x86_64-avx2",
+            },
         }
     }
 

@@ -1,10 +1,10 @@
 //! GEMV and GEMM of Q4_0x4 / Q8_0x8 weights with Q8_0 activations: AVX2
 //! tiles of 8 weight rows (one per lane) x up to 4 activation rows, and
-//! the AVX512-VNNI tiles of [`super::gemm_vnni`] when the token says VNNI.
+//! the AVX512-VNNI tiles of [`super::gemm_vnni`] when the token says which VNNI.
 //! The GEMV is the GEMM with one activation row (its own loop, one row
 //! group at a time, when the row has at most 12,288 columns).
 
-use super::{act_patterns, gemm_vnni, pair_rows, sum_block_pairs, Avx2};
+use super::{act_patterns, gemm_vnni, pair_rows, sum_block_pairs, Avx2, Vnni};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -92,8 +92,17 @@ pub fn gemm_q4_0x4_q8_0(
     if cpu.has_vnni() && nb <= gemm_vnni::MAX_BLOCKS {
         // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
         // super-blocks, rows <= 4 * groups), `act_qs`, `act_d` and `out` for
-        // `m` rows; nb, rows, m >= 1 (checked above); the token says VNNI.
-        unsafe { gemm_vnni::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        // `m` rows; nb, rows, m >= 1 (checked above); the token says which VNNI.
+        unsafe {
+            match cpu.vnni() {
+                Vnni::Avx => {
+                    gemm_vnni::avx::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                }
+                _ => {
+                    gemm_vnni::avx512::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                }
+            }
+        };
         return Ok(());
     }
     let max_rows = q4_rows_per_call(nb);
@@ -545,8 +554,17 @@ pub fn gemm_q8_0x8_q8_0(
     if cpu.has_vnni() && nb <= gemm_vnni::MAX_BLOCKS {
         // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
         // super-blocks, rows <= 8 * groups), `act_qs`, `act_d` and `out` for
-        // `m` rows; nb, rows, m >= 1 (checked above); the token says VNNI.
-        unsafe { gemm_vnni::gemm_q8_0x8(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        // `m` rows; nb, rows, m >= 1 (checked above); the token says which VNNI.
+        unsafe {
+            match cpu.vnni() {
+                Vnni::Avx => {
+                    gemm_vnni::avx::gemm_q8_0x8(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                }
+                _ => {
+                    gemm_vnni::avx512::gemm_q8_0x8(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                }
+            }
+        };
         return Ok(());
     }
     if act_qs.contains(&i8::MIN) {

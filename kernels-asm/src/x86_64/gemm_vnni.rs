@@ -1,6 +1,8 @@
-//! The AVX512-VNNI GEMM tiles (`vpdpbusd` on 256-bit registers, EVEX
-//! encoded, so 32 of them): Q4_0x4 and Q8_0x8 weights against up to 8
-//! Q8_0 activation rows per pass over a weight tile.
+//! The VNNI GEMM tiles: Q4_0x4 and Q8_0x8 weights against up to 8 Q8_0
+//! activation rows per pass over a weight tile, with `vpdpbusd` on 256-bit
+//! registers in either encoding: AVX512-VNNI with AVX512-VL (EVEX, 32
+//! registers; module `avx512`) or AVX-VNNI (VEX, 16 registers; module `avx`),
+//! one text for both.
 //!
 //! Both tiles keep one weight row per 32-bit lane in every register they
 //! multiply, so the activation operand is one dword of the activation block
@@ -12,21 +14,20 @@
 //! per call): exact in i32, the same sums as the scalar reference, then the
 //! reference's float steps in its order.
 
-use super::Avx2;
-use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+use crate::layout::QK;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a weight tile.
-pub(super) const TILE_M: usize = 8;
+const TILE_M: usize = 8;
 
 /// The most activation rows one call takes (its block-sum table lives on
 /// the stack: `MAX_ROWS * MAX_BLOCKS` i32, 96 KB).
-const MAX_ROWS: usize = 64;
+pub(super) const MAX_ROWS: usize = 64;
 
 /// The most 32-column blocks per row (12,288 columns); wider rows take the
 /// AVX2 tiles.
-pub(super) const MAX_BLOCKS: usize = 384;
+pub(in super::super) const MAX_BLOCKS: usize = 384;
 
 /// `-(sum(a) << shift)` of every 32-byte block of `qs` (`blocks` of them),
 /// exact in i32 (|sum| <= 32 * 128, shifted by at most 7).
@@ -35,7 +36,7 @@ pub(super) const MAX_BLOCKS: usize = 384;
 /// `qs` must hold `blocks * 32` quants, `blocks <= out.len()`, and the CPU
 /// must implement AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn neg_block_sums<'a>(
+pub(super) unsafe fn neg_block_sums<'a>(
     qs: &[i8],
     blocks: usize,
     shift: u32,
@@ -62,7 +63,7 @@ unsafe fn neg_block_sums<'a>(
 
 /// The activation rows `t0..t1` of a batch in tiles of at most [`TILE_M`]
 /// rows: `tile(t, tm)` for each, `tm` rows starting at row `t`.
-fn for_each_tile(t0: usize, t1: usize, mut tile: impl FnMut(usize, usize)) {
+pub(super) fn for_each_tile(t0: usize, t1: usize, mut tile: impl FnMut(usize, usize)) {
     let mut t = t0;
     while t < t1 {
         let tm = (t1 - t).min(TILE_M);
@@ -71,322 +72,354 @@ fn for_each_tile(t0: usize, t1: usize, mut tile: impl FnMut(usize, usize)) {
     }
 }
 
-/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
-/// contract of [`super::gemm_q4_0x4_q8_0`] after its shape checks, for
-/// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
-///
-/// # Safety
-/// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
-/// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
-/// scales, `out` `m * rows` floats; the token says VNNI.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_q4_0x4(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    groups: usize,
-    nb: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) {
-    debug_assert!(cpu.has_vnni() && (1..=MAX_BLOCKS).contains(&nb));
-    let cols = nb * QK;
-    for c0 in (0..m).step_by(MAX_ROWS) {
-        let c1 = (c0 + MAX_ROWS).min(m);
-        let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
-        // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
-        // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
-        // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
-        let neg_corr =
-            unsafe { neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 3, &mut table) };
-        let group_bytes = nb * Q4X4_BLOCK_BYTES;
-        // Row groups in pairs (8 rows per vector); an odd last group is paired
-        // with itself and only its own rows are stored.
-        for pair in 0..groups.div_ceil(2) {
-            let ga = 2 * pair;
-            let gb = (ga + 1).min(groups - 1);
-            let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
-            let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
-            for_each_tile(c0, c1, |t0, tm| {
-                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                let mut res = [[0.0f32; 8]; TILE_M];
-                // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
-                // of 72 bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
-                // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
-                // `tm <= TILE_M`; the token proves AVX512-VNNI/VL.
-                unsafe {
-                    match tm {
-                        8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, &mut res),
-                        7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, &mut res),
-                        6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, &mut res),
-                        5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, &mut res),
-                        4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
-                        3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
-                        2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
-                        _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
+/// Defines module `$module`: the GEMM drivers and tiles for one encoding
+/// of `vpdpbusd` (`$dp`, CPU features `$features`, token `$kind`), one
+/// text for both.
+macro_rules! vnni_set {
+    ($module:ident, $features:literal, $dp:ident, $kind:expr) => {
+        pub(super) mod $module {
+            use super::super::{Avx2, Vnni};
+            use super::{for_each_tile, neg_block_sums, MAX_BLOCKS, MAX_ROWS, TILE_M};
+            use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+            use core::arch::x86_64::*;
+            use core::mem::MaybeUninit;
+
+            /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
+            /// contract of [`super::gemm_q4_0x4_q8_0`] after its shape checks, for
+            /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+            ///
+            /// # Safety
+            /// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
+            /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+            /// scales, `out` `m * rows` floats; the token says `$kind`.
+            #[allow(clippy::too_many_arguments)]
+            pub(in super::super) unsafe fn gemm_q4_0x4(
+                cpu: Avx2,
+                w: &[u8],
+                rows: usize,
+                groups: usize,
+                nb: usize,
+                act_qs: &[i8],
+                act_d: &[f32],
+                m: usize,
+                out: &mut [f32],
+            ) {
+                debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
+                let cols = nb * QK;
+                for c0 in (0..m).step_by(MAX_ROWS) {
+                    let c1 = (c0 + MAX_ROWS).min(m);
+                    let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
+                    // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
+                    // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
+                    // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
+                    let neg_corr = unsafe {
+                        neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 3, &mut table)
+                    };
+                    let group_bytes = nb * Q4X4_BLOCK_BYTES;
+                    // Row groups in pairs (8 rows per vector); an odd last group is paired
+                    // with itself and only its own rows are stored.
+                    for pair in 0..groups.div_ceil(2) {
+                        let ga = 2 * pair;
+                        let gb = (ga + 1).min(groups - 1);
+                        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+                        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
+                        for_each_tile(c0, c1, |t0, tm| {
+                            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                            let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
+                            let mut res = [[0.0f32; 8]; TILE_M];
+                            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
+                            // of 72 bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
+                            // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
+                            // `tm <= TILE_M`; the token proves `$features`.
+                            unsafe {
+                                match tm {
+                                    8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, &mut res),
+                                    7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, &mut res),
+                                    6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, &mut res),
+                                    5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, &mut res),
+                                    4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
+                                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
+                                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
+                                    _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
+                                }
+                            }
+                            let row0 = 2 * pair * 4;
+                            let n = rows.saturating_sub(row0).min(8);
+                            for (t, r) in res.iter().enumerate().take(tm) {
+                                let o = (t0 + t) * rows + row0;
+                                out[o..o + n].copy_from_slice(&r[..n]);
+                            }
+                        });
                     }
                 }
-                let row0 = 2 * pair * 4;
-                let n = rows.saturating_sub(row0).min(8);
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-            });
-        }
-    }
-}
-
-/// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
-/// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
-///
-/// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of `wa` and of
-/// `wb` fill the two 128-bit halves of one register, so lane `i` is row `i`
-/// of the tile; the XOR 0x88 is undone and the low and high nibbles `n`
-/// (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split out. Per
-/// activation row, `vpdpbusd` adds `n * a` with the activation dword `c`
-/// (low) or `4 + c` (high) broadcast, in two chains (low, high) of four;
-/// the low chain starts at `-8 sum(a)` (`neg_corr`), so the sum of the two
-/// is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 * 128).
-///
-/// # Safety
-/// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
-/// `1 <= T <= TILE_M`, and the CPU must implement AVX512-VNNI and
-/// AVX512-VL.
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-unsafe fn q4x4_tile<const T: usize>(
-    wa: &[u8],
-    wb: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    neg_corr: &[i32],
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) {
-    debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
-    debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
-    let cols = nb * QK;
-    let m4 = _mm256_set1_epi8(0x0F);
-    let x88 = _mm256_set1_epi8(0x88u8 as i8);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        // SAFETY: block b < nb of `wa` and `wb` is bytes 72b..72b+72 (the
-        // function contract).
-        let (pa, pb) = unsafe {
-            (
-                wa.as_ptr().add(b * Q4X4_BLOCK_BYTES),
-                wb.as_ptr().add(b * Q4X4_BLOCK_BYTES),
-            )
-        };
-        // Prefetch the bytes after `wb` (the next pair of row groups) at the
-        // rate this pair is read. A prefetch never faults, and `wrapping_add`
-        // keeps the address arithmetic defined.
-        let pf = wb
-            .as_ptr()
-            .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-        _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
-        // [low nibbles of chunk c, high nibbles of chunk c], rows a0-3 | b0-3.
-        let nibbles = |c: usize| {
-            // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of a 72-byte
-            // super-block; unaligned loads.
-            let x = unsafe {
-                _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_loadu_si128(pa.add(8 + 16 * c).cast())),
-                    _mm_loadu_si128(pb.add(8 + 16 * c).cast()),
-                )
-            };
-            let x = _mm256_xor_si256(x, x88);
-            (
-                _mm256_and_si256(x, m4),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-            )
-        };
-        let n: [(__m256i, __m256i); 4] = core::array::from_fn(nibbles);
-        // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-        // SAFETY: bytes 0..8 of both super-blocks.
-        let sw = unsafe {
-            _mm256_cvtph_ps(_mm_unpacklo_epi64(
-                _mm_loadl_epi64(pa.cast()),
-                _mm_loadl_epi64(pb.cast()),
-            ))
-        };
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            // SAFETY: block b of activation row t < T is bytes
-            // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
-            // `neg_corr` (the function contract).
-            let (ap, da, c) = unsafe {
-                (
-                    qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
-                    *d.get_unchecked(t * nb + b),
-                    *neg_corr.get_unchecked(t * nb + b),
-                )
-            };
-            // SAFETY: dword k < 8 of the block; unaligned read.
-            let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-            let mut lo = _mm256_set1_epi32(c);
-            let mut hi = _mm256_setzero_si256();
-            for (k, &(nl, nh)) in n.iter().enumerate() {
-                lo = _mm256_dpbusd_epi32(lo, nl, a(k));
-                hi = _mm256_dpbusd_epi32(hi, nh, a(4 + k));
             }
-            let isum = _mm256_add_epi32(lo, hi);
-            let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
-            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-            *acc_t = _mm256_add_ps(*acc_t, v);
-        }
-    }
-    for (r, a) in res.iter_mut().zip(acc) {
-        // SAFETY: `r` is 8 writable floats.
-        unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
-    }
-}
 
-/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows with the VNNI tile: the
-/// contract of [`super::gemm_q8_0x8_q8_0`] after its shape checks, for
-/// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
-/// (-128 too).
-///
-/// # Safety
-/// `w` holds `groups` row groups of `nb` 272-byte super-blocks with
-/// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
-/// scales, `out` `m * rows` floats; the token says VNNI.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_q8_0x8(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    groups: usize,
-    nb: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) {
-    debug_assert!(cpu.has_vnni() && (1..=MAX_BLOCKS).contains(&nb));
-    let cols = nb * QK;
-    for c0 in (0..m).step_by(MAX_ROWS) {
-        let c1 = (c0 + MAX_ROWS).min(m);
-        let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
-        // `-128 sum(a)` per block: the weights are offset by 128.
-        // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
-        // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
-        let neg_corr =
-            unsafe { neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 7, &mut table) };
-        let group_bytes = nb * Q8X8_BLOCK_BYTES;
-        for g in 0..groups {
-            let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-            for_each_tile(c0, c1, |t0, tm| {
-                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                let mut res = [[0.0f32; 8]; TILE_M];
-                // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
-                // bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
-                // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
-                // `tm <= TILE_M`; the token proves AVX512-VNNI/VL.
-                unsafe {
-                    match tm {
-                        8 => q8x8_tile::<8>(wg, qs, d, c, nb, &mut res),
-                        7 => q8x8_tile::<7>(wg, qs, d, c, nb, &mut res),
-                        6 => q8x8_tile::<6>(wg, qs, d, c, nb, &mut res),
-                        5 => q8x8_tile::<5>(wg, qs, d, c, nb, &mut res),
-                        4 => q8x8_tile::<4>(wg, qs, d, c, nb, &mut res),
-                        3 => q8x8_tile::<3>(wg, qs, d, c, nb, &mut res),
-                        2 => q8x8_tile::<2>(wg, qs, d, c, nb, &mut res),
-                        _ => q8x8_tile::<1>(wg, qs, d, c, nb, &mut res),
+            /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
+            /// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+            ///
+            /// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of `wa` and of
+            /// `wb` fill the two 128-bit halves of one register, so lane `i` is row `i`
+            /// of the tile; the XOR 0x88 is undone and the low and high nibbles `n`
+            /// (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split out. Per
+            /// activation row, `vpdpbusd` adds `n * a` with the activation dword `c`
+            /// (low) or `4 + c` (high) broadcast, in two chains (low, high) of four;
+            /// the low chain starts at `-8 sum(a)` (`neg_corr`), so the sum of the two
+            /// is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 * 128).
+            ///
+            /// # Safety
+            /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
+            /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+            /// `1 <= T <= TILE_M`, and the CPU must implement `$features`.
+            #[target_feature(enable = $features)]
+            unsafe fn q4x4_tile<const T: usize>(
+                wa: &[u8],
+                wb: &[u8],
+                qs: &[i8],
+                d: &[f32],
+                neg_corr: &[i32],
+                nb: usize,
+                res: &mut [[f32; 8]; TILE_M],
+            ) {
+                debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
+                debug_assert!(
+                    qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
+                );
+                let cols = nb * QK;
+                let m4 = _mm256_set1_epi8(0x0F);
+                let x88 = _mm256_set1_epi8(0x88u8 as i8);
+                let mut acc = [_mm256_setzero_ps(); T];
+                for b in 0..nb {
+                    // SAFETY: block b < nb of `wa` and `wb` is bytes 72b..72b+72 (the
+                    // function contract).
+                    let (pa, pb) = unsafe {
+                        (
+                            wa.as_ptr().add(b * Q4X4_BLOCK_BYTES),
+                            wb.as_ptr().add(b * Q4X4_BLOCK_BYTES),
+                        )
+                    };
+                    // Prefetch the bytes after `wb` (the next pair of row groups) at the
+                    // rate this pair is read. A prefetch never faults, and `wrapping_add`
+                    // keeps the address arithmetic defined.
+                    let pf = wb
+                        .as_ptr()
+                        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+                    _mm_prefetch::<_MM_HINT_T0>(pf.cast());
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+                    // [low nibbles of chunk c, high nibbles of chunk c], rows a0-3 | b0-3.
+                    let nibbles = |c: usize| {
+                        // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of a 72-byte
+                        // super-block; unaligned loads.
+                        let x = unsafe {
+                            _mm256_inserti128_si256::<1>(
+                                _mm256_castsi128_si256(_mm_loadu_si128(pa.add(8 + 16 * c).cast())),
+                                _mm_loadu_si128(pb.add(8 + 16 * c).cast()),
+                            )
+                        };
+                        let x = _mm256_xor_si256(x, x88);
+                        (
+                            _mm256_and_si256(x, m4),
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                        )
+                    };
+                    let n: [(__m256i, __m256i); 4] = core::array::from_fn(nibbles);
+                    // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+                    // SAFETY: bytes 0..8 of both super-blocks.
+                    let sw = unsafe {
+                        _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                            _mm_loadl_epi64(pa.cast()),
+                            _mm_loadl_epi64(pb.cast()),
+                        ))
+                    };
+                    for (t, acc_t) in acc.iter_mut().enumerate() {
+                        // SAFETY: block b of activation row t < T is bytes
+                        // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
+                        // `neg_corr` (the function contract).
+                        let (ap, da, c) = unsafe {
+                            (
+                                qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
+                                *d.get_unchecked(t * nb + b),
+                                *neg_corr.get_unchecked(t * nb + b),
+                            )
+                        };
+                        // SAFETY: dword k < 8 of the block; unaligned read.
+                        let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                        let mut lo = _mm256_set1_epi32(c);
+                        let mut hi = _mm256_setzero_si256();
+                        for (k, &(nl, nh)) in n.iter().enumerate() {
+                            lo = $dp(lo, nl, a(k));
+                            hi = $dp(hi, nh, a(4 + k));
+                        }
+                        let isum = _mm256_add_epi32(lo, hi);
+                        let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
+                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                        *acc_t = _mm256_add_ps(*acc_t, v);
                     }
                 }
-                let row0 = g * 8;
-                let n = (rows - row0).min(8);
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
+                for (r, a) in res.iter_mut().zip(acc) {
+                    // SAFETY: `r` is 8 writable floats.
+                    unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
                 }
-            });
+            }
+
+            /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows with the VNNI tile: the
+            /// contract of [`super::gemm_q8_0x8_q8_0`] after its shape checks, for
+            /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
+            /// (-128 too).
+            ///
+            /// # Safety
+            /// `w` holds `groups` row groups of `nb` 272-byte super-blocks with
+            /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+            /// scales, `out` `m * rows` floats; the token says `$kind`.
+            #[allow(clippy::too_many_arguments)]
+            pub(in super::super) unsafe fn gemm_q8_0x8(
+                cpu: Avx2,
+                w: &[u8],
+                rows: usize,
+                groups: usize,
+                nb: usize,
+                act_qs: &[i8],
+                act_d: &[f32],
+                m: usize,
+                out: &mut [f32],
+            ) {
+                debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
+                let cols = nb * QK;
+                for c0 in (0..m).step_by(MAX_ROWS) {
+                    let c1 = (c0 + MAX_ROWS).min(m);
+                    let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
+                    // `-128 sum(a)` per block: the weights are offset by 128.
+                    // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
+                    // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
+                    let neg_corr = unsafe {
+                        neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 7, &mut table)
+                    };
+                    let group_bytes = nb * Q8X8_BLOCK_BYTES;
+                    for g in 0..groups {
+                        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+                        for_each_tile(c0, c1, |t0, tm| {
+                            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                            let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
+                            let mut res = [[0.0f32; 8]; TILE_M];
+                            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
+                            // bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
+                            // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
+                            // `tm <= TILE_M`; the token proves `$features`.
+                            unsafe {
+                                match tm {
+                                    8 => q8x8_tile::<8>(wg, qs, d, c, nb, &mut res),
+                                    7 => q8x8_tile::<7>(wg, qs, d, c, nb, &mut res),
+                                    6 => q8x8_tile::<6>(wg, qs, d, c, nb, &mut res),
+                                    5 => q8x8_tile::<5>(wg, qs, d, c, nb, &mut res),
+                                    4 => q8x8_tile::<4>(wg, qs, d, c, nb, &mut res),
+                                    3 => q8x8_tile::<3>(wg, qs, d, c, nb, &mut res),
+                                    2 => q8x8_tile::<2>(wg, qs, d, c, nb, &mut res),
+                                    _ => q8x8_tile::<1>(wg, qs, d, c, nb, &mut res),
+                                }
+                            }
+                            let row0 = g * 8;
+                            let n = (rows - row0).min(8);
+                            for (t, r) in res.iter().enumerate().take(tm) {
+                                let o = (t0 + t) * rows + row0;
+                                out[o..o + n].copy_from_slice(&r[..n]);
+                            }
+                        });
+                    }
+                }
+            }
+
+            /// One Q8_0x8 row group (8 rows) against `T` activation rows.
+            ///
+            /// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
+            /// are the 8 rows' weights `4c..4c+3`; `xor 0x80` makes them `w + 128`
+            /// (0..255, unsigned). Per activation row, `vpdpbusd` adds `(w + 128) * a`
+            /// with the activation dword `c` broadcast, in two chains (even and odd
+            /// chunks) of four; the even chain starts at `-128 sum(a)` (`neg_corr`), so
+            /// the sum of the two is `sum w a`, exact in i32 (|.| <= 32 * 255 * 128).
+            ///
+            /// # Safety
+            /// `w.len()` must be at least `nb * 272`, `qs.len()` at least
+            /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+            /// `1 <= T <= TILE_M`, and the CPU must implement `$features`.
+            #[target_feature(enable = $features)]
+            unsafe fn q8x8_tile<const T: usize>(
+                w: &[u8],
+                qs: &[i8],
+                d: &[f32],
+                neg_corr: &[i32],
+                nb: usize,
+                res: &mut [[f32; 8]; TILE_M],
+            ) {
+                debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
+                debug_assert!(
+                    qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
+                );
+                let cols = nb * QK;
+                let x80 = _mm256_set1_epi8(-128);
+                let mut acc = [_mm256_setzero_ps(); T];
+                for b in 0..nb {
+                    // SAFETY: block b < nb of `w` is bytes 272b..272b+272.
+                    let p = unsafe { w.as_ptr().add(b * Q8X8_BLOCK_BYTES) };
+                    // Prefetch the next row group (the bytes after `w`) at the rate this
+                    // one is read; a prefetch never faults, `wrapping_add` keeps the
+                    // address arithmetic defined.
+                    let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+                    for k in 0..5 {
+                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+                    }
+                    let u: [__m256i; 8] = core::array::from_fn(|c| {
+                        // SAFETY: bytes 16 + 32c .. 48 + 32c (c < 8) of the
+                        // super-block; unaligned load.
+                        let chunk = unsafe { _mm256_loadu_si256(p.add(16 + 32 * c).cast()) };
+                        _mm256_xor_si256(chunk, x80)
+                    });
+                    // SAFETY: bytes 0..16 of the super-block: the 8 rows' f16 scales.
+                    let sw = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) };
+                    for (t, acc_t) in acc.iter_mut().enumerate() {
+                        // SAFETY: block b of activation row t < T is bytes
+                        // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
+                        // `neg_corr` (the function contract).
+                        let (ap, da, c) = unsafe {
+                            (
+                                qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
+                                *d.get_unchecked(t * nb + b),
+                                *neg_corr.get_unchecked(t * nb + b),
+                            )
+                        };
+                        // SAFETY: dword k < 8 of the block; unaligned read.
+                        let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                        let mut even = _mm256_set1_epi32(c);
+                        let mut odd = _mm256_setzero_si256();
+                        for k in (0..8).step_by(2) {
+                            even = $dp(even, u[k], a(k));
+                            odd = $dp(odd, u[k + 1], a(k + 1));
+                        }
+                        let isum = _mm256_add_epi32(even, odd);
+                        let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
+                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+                        *acc_t = _mm256_add_ps(*acc_t, v);
+                    }
+                }
+                for (r, a) in res.iter_mut().zip(acc) {
+                    // SAFETY: `r` is 8 writable floats.
+                    unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
+                }
+            }
         }
-    }
+    };
 }
 
-/// One Q8_0x8 row group (8 rows) against `T` activation rows.
-///
-/// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
-/// are the 8 rows' weights `4c..4c+3`; `xor 0x80` makes them `w + 128`
-/// (0..255, unsigned). Per activation row, `vpdpbusd` adds `(w + 128) * a`
-/// with the activation dword `c` broadcast, in two chains (even and odd
-/// chunks) of four; the even chain starts at `-128 sum(a)` (`neg_corr`), so
-/// the sum of the two is `sum w a`, exact in i32 (|.| <= 32 * 255 * 128).
-///
-/// # Safety
-/// `w.len()` must be at least `nb * 272`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
-/// `1 <= T <= TILE_M`, and the CPU must implement AVX512-VNNI and
-/// AVX512-VL.
-#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
-unsafe fn q8x8_tile<const T: usize>(
-    w: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    neg_corr: &[i32],
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) {
-    debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
-    debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
-    let cols = nb * QK;
-    let x80 = _mm256_set1_epi8(-128);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        // SAFETY: block b < nb of `w` is bytes 272b..272b+272.
-        let p = unsafe { w.as_ptr().add(b * Q8X8_BLOCK_BYTES) };
-        // Prefetch the next row group (the bytes after `w`) at the rate this
-        // one is read; a prefetch never faults, `wrapping_add` keeps the
-        // address arithmetic defined.
-        let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
-        for k in 0..5 {
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
-        }
-        let u: [__m256i; 8] = core::array::from_fn(|c| {
-            // SAFETY: bytes 16 + 32c .. 48 + 32c (c < 8) of the
-            // super-block; unaligned load.
-            let chunk = unsafe { _mm256_loadu_si256(p.add(16 + 32 * c).cast()) };
-            _mm256_xor_si256(chunk, x80)
-        });
-        // SAFETY: bytes 0..16 of the super-block: the 8 rows' f16 scales.
-        let sw = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) };
-        for (t, acc_t) in acc.iter_mut().enumerate() {
-            // SAFETY: block b of activation row t < T is bytes
-            // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
-            // `neg_corr` (the function contract).
-            let (ap, da, c) = unsafe {
-                (
-                    qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
-                    *d.get_unchecked(t * nb + b),
-                    *neg_corr.get_unchecked(t * nb + b),
-                )
-            };
-            // SAFETY: dword k < 8 of the block; unaligned read.
-            let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-            let mut even = _mm256_set1_epi32(c);
-            let mut odd = _mm256_setzero_si256();
-            for k in (0..8).step_by(2) {
-                even = _mm256_dpbusd_epi32(even, u[k], a(k));
-                odd = _mm256_dpbusd_epi32(odd, u[k + 1], a(k + 1));
-            }
-            let isum = _mm256_add_epi32(even, odd);
-            let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
-            let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-            *acc_t = _mm256_add_ps(*acc_t, v);
-        }
-    }
-    for (r, a) in res.iter_mut().zip(acc) {
-        // SAFETY: `r` is 8 writable floats.
-        unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
-    }
-}
+vnni_set!(
+    avx512,
+    "avx2,fma,f16c,avx512vnni,avx512vl",
+    _mm256_dpbusd_epi32,
+    Vnni::Avx512
+);
+vnni_set!(
+    avx,
+    "avx2,fma,f16c,avxvnni",
+    _mm256_dpbusd_avx_epi32,
+    Vnni::Avx
+);

@@ -103,49 +103,77 @@ unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
 /// module exports.
 pub type Cpu = Avx2;
 
+/// Which `vpdpbusd` the Q4_0x4 and Q8_0x8 GEMM tiles use ([`gemm_vnni`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vnni {
+    /// None: the AVX2 tiles (`vpmaddubsw` / `vpmaddwd`).
+    No,
+    /// AVX512-VNNI with AVX512-VL: the EVEX form on 256-bit registers.
+    Avx512,
+    /// AVX-VNNI: the VEX form (`{vex} vpdpbusd`).
+    Avx,
+}
+
 /// Proof that the CPU executing this program implements AVX2, FMA and F16C,
-/// and whether it also implements AVX512-VNNI with AVX512-VL (`vpdpbusd` on
-/// 256-bit registers), which the Q4_0x4 and Q8_0x8 GEMM tiles then use.
-/// Kernels that use those instructions take one by value.
+/// and which VNNI encoding it also implements ([`Vnni`]): AVX512-VNNI with
+/// AVX512-VL, or else AVX-VNNI. Kernels that use those instructions take one
+/// by value.
 #[derive(Clone, Copy, Debug)]
 pub struct Avx2 {
-    vnni: bool,
+    vnni: Vnni,
 }
 
 impl Avx2 {
     /// `Some` when the build itself targets AVX2, FMA and F16C
     /// (`-C target-feature=+avx2,+fma,+f16c` or a target CPU that has them),
     /// so every CPU able to run this binary has them (and VNNI when the
-    /// build targets AVX512-VNNI and AVX512-VL too).
+    /// build targets AVX512-VNNI and AVX512-VL, or AVX-VNNI, too).
     pub fn new() -> Option<Self> {
         if cfg!(all(
             target_feature = "avx2",
             target_feature = "fma",
             target_feature = "f16c"
         )) {
-            Some(Avx2 {
-                vnni: cfg!(all(
-                    target_feature = "avx512vnni",
-                    target_feature = "avx512vl"
-                )),
-            })
+            let vnni = if cfg!(all(
+                target_feature = "avx512vnni",
+                target_feature = "avx512vl"
+            )) {
+                Vnni::Avx512
+            } else if cfg!(target_feature = "avxvnni") {
+                Vnni::Avx
+            } else {
+                Vnni::No
+            };
+            Some(Avx2 { vnni })
         } else {
             None
         }
     }
 
     /// Detects AVX2, FMA and F16C at run time (CPUID and the OS's XSAVE
-    /// state), and AVX512-VNNI with AVX512-VL.
+    /// state), and AVX512-VNNI with AVX512-VL, or else AVX-VNNI.
     #[cfg(any(feature = "std", test))]
     pub fn detect() -> Option<Self> {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("fma") && has!("f16c") {
-            Some(Avx2 {
-                vnni: has!("avx512vnni") && has!("avx512vl"),
-            })
+            let vnni = if has!("avx512vnni") && has!("avx512vl") {
+                Vnni::Avx512
+            } else if has!("avxvnni") {
+                Vnni::Avx
+            } else {
+                Vnni::No
+            };
+            Some(Avx2 { vnni })
         } else {
             None
         }
+    }
+
+    /// The same token with the AVX-VNNI tiles, when the CPU has AVX-VNNI
+    /// (to test and compare them where it also has AVX512-VNNI).
+    #[cfg(any(feature = "std", test))]
+    pub fn with_avx_vnni(self) -> Option<Self> {
+        std::arch::is_x86_feature_detected!("avxvnni").then_some(Avx2 { vnni: Vnni::Avx })
     }
 
     /// A token without checking (no VNNI).
@@ -155,17 +183,22 @@ impl Avx2 {
     /// calling a kernel with this token on a CPU without them executes an
     /// undefined instruction.
     pub unsafe fn new_unchecked() -> Self {
-        Avx2 { vnni: false }
+        Avx2 { vnni: Vnni::No }
     }
 
-    /// Whether the GEMM tiles use AVX512-VNNI.
+    /// Whether the GEMM tiles use a VNNI form.
     pub fn has_vnni(self) -> bool {
+        self.vnni != Vnni::No
+    }
+
+    /// Which VNNI form the GEMM tiles use.
+    pub fn vnni(self) -> Vnni {
         self.vnni
     }
 
     /// The same token with the AVX2 tiles only (to compare the two sets;
     /// `KESTREL_KERNELS=avx2`).
     pub fn without_vnni(self) -> Self {
-        Avx2 { vnni: false }
+        Avx2 { vnni: Vnni::No }
     }
 }

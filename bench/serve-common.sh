@@ -1,13 +1,17 @@
 # Sourced by the bench/serve-*.sh scripts (run from the repository's root):
 # the release binary, the model to serve and a server on loopback.
-#   serve_model: sets $bin (built) and $vqf: $KESTREL_VQF, else the real
-#     model converted as scripts/demo.sh does (dual), else the tiny fixture.
+#   serve_model: sets $bin ($KESTREL_BIN, else the release build, built
+#     here) and $vqf: $KESTREL_VQF, else the real model converted as
+#     scripts/demo.sh does (dual), else the tiny fixture.
 #   start_serve LOG ARGS...: starts `$bin serve $vqf --port 0 ARGS...`
 #     (stderr to LOG) and sets $serve_pid and $serve_addr once it listens.
 
 serve_model() {
-    cargo build -q --release --locked -p kestrel
-    bin=./target/release/kestrel
+    bin="${KESTREL_BIN:-}"
+    if [ -z "$bin" ]; then
+        cargo build -q --release --locked -p kestrel
+        bin=./target/release/kestrel
+    fi
     vqf="${KESTREL_VQF:-}"
     if [ -n "$vqf" ]; then return; fi
     local gguf

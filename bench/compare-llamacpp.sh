@@ -2,16 +2,18 @@
 # Kestrel against llama.cpp on a real model, side by side, interleaved,
 # same thread count. From a fresh clone (root or sudo, Debian/Ubuntu):
 #   bash bench/compare-llamacpp.sh [--model 0.5b|1.5b] [-t THREADS] [-r REPEATS]
-#        [--rounds N] [--modes "q4 q8 dual"] [--llama "Q4_0 Q8_0"] [-p 512]
+#        [--rounds N] [--modes "q4 q8 dual"] [--llama "Q4_0 Q8_0"]
+#        [-p "512 2048"]
 # 1. bench/prepare.sh: fetches the model (scripts/fetch-model.sh, the
 #    Q4_K_M GGUF), builds llama.cpp (bench/llamacpp.sh: the
 #    llama-cpp-python==0.3.36 sdist, cmake defaults), makes the llama.cpp
 #    types with `llama-quantize --allow-requantize` (Q4_K_M: the file
 #    itself) and converts the same file with `kestrel convert --wmode` per
 #    Kestrel mode; all cached;
-# 2. per round, interleaved: for each llama.cpp type `llama-bench -p 512 -n
-#    128 -r R -t T -o json`, then each Kestrel mode `kestrel bench FILE.vqf
-#    -p 512 -n 128 -r R -t T --json` (which also runs the DRAM read probe);
+# 2. per round, interleaved: for each llama.cpp type `llama-bench -p
+#    512,2048 -n 128 -r R -t T -o json`, then each Kestrel mode `kestrel
+#    bench FILE.vqf -p 512 -n 128 -r R -t T --json` (which also runs the
+#    DRAM read probe) and `-p 2048 -n 0` for each further prompt size;
 # 3. prints a markdown report on stdout (also written to
 #    .cache/bench/compare-TIMESTAMP.md, raw JSON beside it), with the
 #    weight bytes each engine reads per decoded token (Kestrel's
@@ -26,7 +28,7 @@ model=0.5b
 threads=2
 repeats=3
 rounds=1
-prompt=512
+prompts="512 2048"
 modes="q4 q8 dual"
 types="Q4_0 Q8_0"
 while [ $# -gt 0 ]; do
@@ -36,9 +38,9 @@ while [ $# -gt 0 ]; do
         -r) repeats="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --modes) modes="$2"; shift 2 ;;
-        -p) prompt="$2"; shift 2 ;;
+        -p) prompts="$2"; shift 2 ;;
         --llama) types="$2"; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "compare-llamacpp: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -54,10 +56,11 @@ out=.cache/bench
 mkdir -p "$out"
 raw="$out/compare-$stamp.jsonl"
 : > "$raw"
-record() { # engine file json-text
-    python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "file": sys.argv[2], "data": json.loads(sys.stdin.read())}))' \
-        "$1" "$2" >> "$raw"
+record() { # engine file prompt json-text
+    python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "file": sys.argv[2], "prompt": int(sys.argv[3]), "data": json.loads(sys.stdin.read())}))' \
+        "$1" "$2" "$3" >> "$raw"
 }
+read -ra ps <<< "$prompts"
 up_before=$(uptime)
 log "load before: $up_before"
 for round in $(seq 1 "$rounds"); do
@@ -73,12 +76,18 @@ for round in $(seq 1 "$rounds"); do
         log "round $round/$rounds: $eng $f, $threads threads"
         if [ "$eng" = llama ]; then
             j=$("$bin/llama-bench" -m ".cache/llamacpp/models/$model-$f.gguf" \
-                -p "$prompt" -n 128 -r "$repeats" -t "$threads" -o json 2>/dev/null)
+                -p "$(IFS=,; echo "${ps[*]}")" -n 128 -r "$repeats" -t "$threads" -o json 2>/dev/null)
+            printf '%s' "$j" | record "$eng" "$f" 0
         else
-            j=$("$kestrel" bench ".cache/vqf/$model-$f.vqf" \
-                -p "$prompt" -n 128 -r "$repeats" -t "$threads" --json)
+            # Decode (tg128) once, after the first prompt size.
+            n=128
+            for p in "${ps[@]}"; do
+                j=$("$kestrel" bench ".cache/vqf/$model-$f.vqf" \
+                    -p "$p" -n "$n" -r "$repeats" -t "$threads" --json)
+                printf '%s' "$j" | record "$eng" "$f" "$p"
+                n=0
+            done
         fi
-        printf '%s' "$j" | record "$eng" "$f"
     done
 done
 up_after=$(uptime)
@@ -94,9 +103,10 @@ python3 - "$raw" "$threads" "$repeats" "$rounds" "$up_before" "$up_after" \
     "$(uname -m)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
     "$(nproc)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$model" "$llama_bytes" \
     "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|asimddp|i8mm)$' | tr '\n' ' ')" \
-    "$prompt" <<'PY' | tee "$report"
+    "$prompts" <<'PY' | tee "$report"
 import json, statistics, sys
-raw, threads, repeats, rounds, up0, up1, arch, cpu, ncpu, commit, model, lbytes, cpuflags, prompt = sys.argv[1:15]
+raw, threads, repeats, rounds, up0, up1, arch, cpu, ncpu, commit, model, lbytes, cpuflags, prompts = sys.argv[1:15]
+prompts = [int(p) for p in prompts.split()]
 lbytes = dict(kv.split("=") for kv in lbytes.split())
 runs = [json.loads(l) for l in open(raw)]
 S = {}  # (engine, file, test) -> samples
@@ -106,11 +116,12 @@ for r in runs:
     e, f, d = r["engine"], r["file"], r["data"]
     if e == "llama":
         for t in d:
-            test = "pp" if t["n_gen"] == 0 else "tg"
+            test = f"pp{t['n_prompt']}" if t["n_gen"] == 0 else "tg"
             S.setdefault((e, f, test), []).extend(t["samples_ts"])
     else:
-        S.setdefault((e, f, "pp"), []).extend(d["pp"]["samples_ts"])
-        S.setdefault((e, f, "tg"), []).extend(d["tg"]["samples_ts"])
+        S.setdefault((e, f, f"pp{r['prompt']}"), []).extend(d["pp"]["samples_ts"])
+        if d.get("tg") and d["tg"].get("samples_ts"):
+            S.setdefault((e, f, "tg"), []).extend(d["tg"]["samples_ts"])
         dec[f] = d["decode_bytes"]
         for p in d["dram"]:
             dram.setdefault(p["name"], []).append((p["payload_gbs"], p["raw_gbs"]))
@@ -128,8 +139,9 @@ print(f"- load before: `{up0.strip()}`")
 print(f"- load after: `{up1.strip()}`")
 print(f"- {rounds} round(s), each interleaved " + ", ".join(("llama.cpp " if e == "llama" else "Kestrel ") + f for e, f in order) + f"; -r {repeats}")
 print("- tok/s: median [min-max] over all samples of all rounds\n")
-print(f"| engine | file | pp{prompt} tok/s | tg128 tok/s | weight MB/token (decode) | decode GB/s |")
-print("|---|---|---:|---:|---:|---:|")
+pps = [f"pp{p}" for p in prompts]
+print("| engine | file | " + " | ".join(f"{t} tok/s" for t in pps) + " | tg128 tok/s | weight MB/token (decode) | decode GB/s |")
+print("|---|---|" + "---:|" * (len(pps) + 3))
 for e, f in order:
     name = "llama.cpp" if e == "llama" else "Kestrel"
     b = dec.get(f) if e == "kestrel" else int(lbytes[f]) if f in lbytes else None
@@ -138,14 +150,14 @@ for e, f in order:
         mbs = f"{b / 1e6:.1f}"
     else:
         mbs = gbs = "-"
-    print(f"| {name} | {f} | {cell((e, f, 'pp'))} | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
-print(f"\n| ratio (medians) | pp{prompt} | tg128 |")
-print("|---|---:|---:|")
+    print(f"| {name} | {f} | " + " | ".join(cell((e, f, t)) for t in pps) + f" | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
+print("\n| ratio (medians) | " + " | ".join(pps) + " | tg128 |")
+print("|---|" + "---:|" * (len(pps) + 1))
 pairs = [(a, b) for (a, b) in [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
          if ("kestrel", a) in order and ("llama", b) in order]
 for (a, b) in pairs:
     r = lambda t: med(S.get(("kestrel", a, t), [])) / med(S.get(("llama", b, t), [])) if S.get(("llama", b, t)) else float("nan")
-    print(f"| Kestrel {a} / llama.cpp {b} | {r('pp'):.2f}x | {r('tg'):.2f}x |")
+    print(f"| Kestrel {a} / llama.cpp {b} | " + " | ".join(f"{r(t):.2f}x" for t in pps) + f" | {r('tg'):.2f}x |")
 if dram:
     print("\nDRAM read probe (`kestrel bench`, same threads, median of the Kestrel runs):\n")
     print("| probe | payload GB/s | raw GB/s |")

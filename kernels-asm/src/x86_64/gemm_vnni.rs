@@ -23,7 +23,7 @@ const TILE_M: usize = 8;
 
 /// The most activation rows one call takes (its block-sum table lives on
 /// the stack: `MAX_ROWS * MAX_BLOCKS` i32, 96 KB).
-pub(super) const MAX_ROWS: usize = 64;
+const MAX_ROWS: usize = 64;
 
 /// The most 32-column blocks per row (12,288 columns); wider rows take the
 /// AVX2 tiles.
@@ -36,7 +36,7 @@ pub(in super::super) const MAX_BLOCKS: usize = 384;
 /// `qs` must hold `blocks * 32` quants, `blocks <= out.len()`, and the CPU
 /// must implement AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn neg_block_sums<'a>(
+unsafe fn neg_block_sums<'a>(
     qs: &[i8],
     blocks: usize,
     shift: u32,
@@ -61,14 +61,66 @@ pub(super) unsafe fn neg_block_sums<'a>(
     unsafe { core::slice::from_raw_parts(out.as_ptr().cast(), blocks) }
 }
 
-/// The activation rows `t0..t1` of a batch in tiles of at most [`TILE_M`]
-/// rows: `tile(t, tm)` for each, `tm` rows starting at row `t`.
-pub(super) fn for_each_tile(t0: usize, t1: usize, mut tile: impl FnMut(usize, usize)) {
-    let mut t = t0;
-    while t < t1 {
-        let tm = (t1 - t).min(TILE_M);
-        tile(t, tm);
-        t += tm;
+/// One layout's tile: weight rows `8 unit .. 8 unit + 8` against `tm` (1 to
+/// [`TILE_M`]) activation rows, given their quants, scales and `-offset *
+/// sum(a)` per block, into `res[..tm]`. It has checked nothing: the caller
+/// passes whole rows and a unit that exists.
+pub(super) type Tile<'a> = &'a dyn Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
+
+/// The GEMM loop both layouts share: calls of at most [`MAX_ROWS`]
+/// activation rows, each forming its table of `-(sum(a) << shift)` once;
+/// then every unit of 8 weight rows (`units` of them) against tiles of up to
+/// [`TILE_M`] activation rows, each tile's results stored into `out` (`m x
+/// rows`; a last unit's rows past `rows` are dropped).
+///
+/// # Safety
+/// `act_qs` must hold `m * nb * 32` quants, `act_d` `m * nb` scales, `out`
+/// `m * rows` floats, `units * 8 >= rows > 8 * (units - 1)`,
+/// `nb <= MAX_BLOCKS`, `shift <= 7`, the CPU must implement AVX2, and
+/// `tile` must be safe to call for every unit `< units` and those slices.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_units(
+    (rows, units, nb): (usize, usize, usize),
+    shift: u32,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    tile: Tile,
+) {
+    let cols = nb * QK;
+    for c0 in (0..m).step_by(MAX_ROWS) {
+        let c1 = (c0 + MAX_ROWS).min(m);
+        let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
+        // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
+        // table holds MAX_ROWS * MAX_BLOCKS entries; the CPU implements AVX2
+        // (the function contract).
+        let neg_corr = unsafe {
+            neg_block_sums(
+                &act_qs[c0 * cols..c1 * cols],
+                (c1 - c0) * nb,
+                shift,
+                &mut table,
+            )
+        };
+        for unit in 0..units {
+            let row0 = 8 * unit;
+            let n = rows.saturating_sub(row0).min(8);
+            let mut t0 = c0;
+            while t0 < c1 {
+                let tm = (c1 - t0).min(TILE_M);
+                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
+                let mut res = [[0.0f32; 8]; TILE_M];
+                tile(unit, qs, d, c, tm, &mut res);
+                for (t, r) in res.iter().enumerate().take(tm) {
+                    let o = (t0 + t) * rows + row0;
+                    out[o..o + n].copy_from_slice(&r[..n]);
+                }
+                t0 += tm;
+            }
+        }
     }
 }
 
@@ -79,10 +131,9 @@ macro_rules! vnni_set {
     ($module:ident, $features:literal, $dp:ident, $kind:expr) => {
         pub(super) mod $module {
             use super::super::{Avx2, Vnni};
-            use super::{for_each_tile, neg_block_sums, MAX_BLOCKS, MAX_ROWS, TILE_M};
+            use super::{gemm_units, MAX_BLOCKS, TILE_M};
             use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
             use core::arch::x86_64::*;
-            use core::mem::MaybeUninit;
 
             /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
             /// contract of [`super::gemm_q4_0x4_q8_0`] after its shape checks, for
@@ -105,54 +156,44 @@ macro_rules! vnni_set {
                 out: &mut [f32],
             ) {
                 debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
-                let cols = nb * QK;
-                for c0 in (0..m).step_by(MAX_ROWS) {
-                    let c1 = (c0 + MAX_ROWS).min(m);
-                    let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
-                    // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
-                    // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
-                    // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
-                    let neg_corr = unsafe {
-                        neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 3, &mut table)
+                let group_bytes = nb * Q4X4_BLOCK_BYTES;
+                let group = |g: usize| &w[g * group_bytes..(g + 1) * group_bytes];
+                // Row groups in pairs (8 rows per vector); an odd last group is
+                // paired with itself and only its own rows are stored.
+                let tile =
+                    |pair: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+                        let (wa, wb) = (group(2 * pair), group((2 * pair + 1).min(groups - 1)));
+                        // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
+                        // of 72 bytes, sliced above), `gemm_units` passes `tm` (1 to
+                        // TILE_M) rows of `nb * 32` quants and of `nb` scales and
+                        // sums; the token proves `$features`.
+                        unsafe {
+                            match tm {
+                                8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, res),
+                                7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, res),
+                                6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, res),
+                                5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, res),
+                                4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, res),
+                                3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, res),
+                                2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, res),
+                                _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, res),
+                            }
+                        }
                     };
-                    let group_bytes = nb * Q4X4_BLOCK_BYTES;
-                    // Row groups in pairs (8 rows per vector); an odd last group is paired
-                    // with itself and only its own rows are stored.
-                    for pair in 0..groups.div_ceil(2) {
-                        let ga = 2 * pair;
-                        let gb = (ga + 1).min(groups - 1);
-                        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
-                        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
-                        for_each_tile(c0, c1, |t0, tm| {
-                            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                            let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                            let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                            let mut res = [[0.0f32; 8]; TILE_M];
-                            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
-                            // of 72 bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
-                            // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
-                            // `tm <= TILE_M`; the token proves `$features`.
-                            unsafe {
-                                match tm {
-                                    8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, &mut res),
-                                    7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, &mut res),
-                                    6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, &mut res),
-                                    5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, &mut res),
-                                    4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, &mut res),
-                                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, &mut res),
-                                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, &mut res),
-                                    _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, &mut res),
-                                }
-                            }
-                            let row0 = 2 * pair * 4;
-                            let n = rows.saturating_sub(row0).min(8);
-                            for (t, r) in res.iter().enumerate().take(tm) {
-                                let o = (t0 + t) * rows + row0;
-                                out[o..o + n].copy_from_slice(&r[..n]);
-                            }
-                        });
-                    }
-                }
+                // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
+                // SAFETY: the shapes as `gemm_units` needs them (the function
+                // contract: 8 rows per pair of groups); the token proves AVX2.
+                unsafe {
+                    gemm_units(
+                        (rows, groups.div_ceil(2), nb),
+                        3,
+                        act_qs,
+                        act_d,
+                        m,
+                        out,
+                        &tile,
+                    )
+                };
             }
 
             /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
@@ -285,49 +326,30 @@ macro_rules! vnni_set {
                 out: &mut [f32],
             ) {
                 debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
-                let cols = nb * QK;
-                for c0 in (0..m).step_by(MAX_ROWS) {
-                    let c1 = (c0 + MAX_ROWS).min(m);
-                    let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
-                    // `-128 sum(a)` per block: the weights are offset by 128.
-                    // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
-                    // table holds MAX_ROWS * MAX_BLOCKS entries; the token proves AVX2.
-                    let neg_corr = unsafe {
-                        neg_block_sums(&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb, 7, &mut table)
-                    };
-                    let group_bytes = nb * Q8X8_BLOCK_BYTES;
-                    for g in 0..groups {
-                        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-                        for_each_tile(c0, c1, |t0, tm| {
-                            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                            let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                            let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                            let mut res = [[0.0f32; 8]; TILE_M];
-                            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
-                            // bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
-                            // quants, `d` and `c` `tm` rows of `nb` values (sliced above),
-                            // `tm <= TILE_M`; the token proves `$features`.
-                            unsafe {
-                                match tm {
-                                    8 => q8x8_tile::<8>(wg, qs, d, c, nb, &mut res),
-                                    7 => q8x8_tile::<7>(wg, qs, d, c, nb, &mut res),
-                                    6 => q8x8_tile::<6>(wg, qs, d, c, nb, &mut res),
-                                    5 => q8x8_tile::<5>(wg, qs, d, c, nb, &mut res),
-                                    4 => q8x8_tile::<4>(wg, qs, d, c, nb, &mut res),
-                                    3 => q8x8_tile::<3>(wg, qs, d, c, nb, &mut res),
-                                    2 => q8x8_tile::<2>(wg, qs, d, c, nb, &mut res),
-                                    _ => q8x8_tile::<1>(wg, qs, d, c, nb, &mut res),
-                                }
-                            }
-                            let row0 = g * 8;
-                            let n = (rows - row0).min(8);
-                            for (t, r) in res.iter().enumerate().take(tm) {
-                                let o = (t0 + t) * rows + row0;
-                                out[o..o + n].copy_from_slice(&r[..n]);
-                            }
-                        });
+                let group_bytes = nb * Q8X8_BLOCK_BYTES;
+                let tile = |g: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+                    let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+                    // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
+                    // bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
+                    // rows of `nb * 32` quants and of `nb` scales and sums; the
+                    // token proves `$features`.
+                    unsafe {
+                        match tm {
+                            8 => q8x8_tile::<8>(wg, qs, d, c, nb, res),
+                            7 => q8x8_tile::<7>(wg, qs, d, c, nb, res),
+                            6 => q8x8_tile::<6>(wg, qs, d, c, nb, res),
+                            5 => q8x8_tile::<5>(wg, qs, d, c, nb, res),
+                            4 => q8x8_tile::<4>(wg, qs, d, c, nb, res),
+                            3 => q8x8_tile::<3>(wg, qs, d, c, nb, res),
+                            2 => q8x8_tile::<2>(wg, qs, d, c, nb, res),
+                            _ => q8x8_tile::<1>(wg, qs, d, c, nb, res),
+                        }
                     }
-                }
+                };
+                // `-128 sum(a)` per block: the weights are offset by 128.
+                // SAFETY: the shapes as `gemm_units` needs them (the function
+                // contract: 8 rows per group); the token proves AVX2.
+                unsafe { gemm_units((rows, groups, nb), 7, act_qs, act_d, m, out, &tile) };
             }
 
             /// One Q8_0x8 row group (8 rows) against `T` activation rows.

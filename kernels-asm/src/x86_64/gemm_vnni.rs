@@ -61,17 +61,15 @@ unsafe fn neg_block_sums<'a>(
     unsafe { core::slice::from_raw_parts(out.as_ptr().cast(), blocks) }
 }
 
-/// One layout's tile: weight rows `8 unit .. 8 unit + 8` against `tm` (1 to
-/// [`TILE_M`]) activation rows, given their quants, scales and `-offset *
-/// sum(a)` per block, into `res[..tm]`. It has checked nothing: the caller
-/// passes whole rows and a unit that exists.
-pub(super) type Tile<'a> = &'a dyn Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
-
 /// The GEMM loop both layouts share: calls of at most [`MAX_ROWS`]
 /// activation rows, each forming its table of `-(sum(a) << shift)` once;
 /// then every unit of 8 weight rows (`units` of them) against tiles of up to
 /// [`TILE_M`] activation rows, each tile's results stored into `out` (`m x
-/// rows`; a last unit's rows past `rows` are dropped).
+/// rows`; a last unit's rows past `rows` are dropped). The layout's tile is
+/// `tile(unit, quants, scales, sums, tm, res)`: the unit's 8 weight rows
+/// (rows `8 unit` on) against `tm` activation rows (their quants, scales
+/// and `-offset * sum(a)` per block) into `res[..tm]`; it checks nothing (a
+/// generic, so the compiler inlines it per layout).
 ///
 /// # Safety
 /// `act_qs` must hold `m * nb * 32` quants, `act_d` `m * nb` scales, `out`
@@ -86,7 +84,7 @@ pub(super) unsafe fn gemm_units(
     act_d: &[f32],
     m: usize,
     out: &mut [f32],
-    tile: Tile,
+    tile: impl Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]),
 ) {
     let cols = nb * QK;
     for c0 in (0..m).step_by(MAX_ROWS) {
@@ -191,7 +189,7 @@ macro_rules! vnni_set {
                         act_d,
                         m,
                         out,
-                        &tile,
+                        tile,
                     )
                 };
             }
@@ -349,7 +347,7 @@ macro_rules! vnni_set {
                 // `-128 sum(a)` per block: the weights are offset by 128.
                 // SAFETY: the shapes as `gemm_units` needs them (the function
                 // contract: 8 rows per group); the token proves AVX2.
-                unsafe { gemm_units((rows, groups, nb), 7, act_qs, act_d, m, out, &tile) };
+                unsafe { gemm_units((rows, groups, nb), 7, act_qs, act_d, m, out, tile) };
             }
 
             /// One Q8_0x8 row group (8 rows) against `T` activation rows.

@@ -1,6 +1,6 @@
 //! GEMV and GEMM of Q4_0x4 / Q8_0x8 weights with Q8_0 activations: AVX2
 //! tiles of 8 weight rows (one per lane) x up to 4 activation rows, and
-//! the AVX512-VNNI tiles of [`super::gemm_vnni`] when the token says which VNNI.
+//! the VNNI tiles of [`super::gemm_vnni`] when the token has a VNNI form.
 //! The GEMV is the GEMM with one activation row (its own loop, one row
 //! group at a time, when the row has at most 12,288 columns).
 

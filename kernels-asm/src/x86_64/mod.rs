@@ -1,6 +1,7 @@
 //! x86_64 kernels: AVX2 + FMA + F16C through `core::arch` intrinsics; the
-//! Q4_0x4 and Q8_0x8 GEMM tiles also in an AVX512-VNNI form (`vpdpbusd` on
-//! 256-bit registers, the same exact integer sums) when the CPU has it.
+//! Q4_0x4 and Q8_0x8 GEMM tiles also in a VNNI form (`vpdpbusd` on 256-bit
+//! registers, AVX512-VNNI or AVX-VNNI; the same exact integer sums) when the
+//! CPU has one.
 //!
 //! Bit-identical to the scalar references (docs/kernels.md): the per-block
 //! integer sums are exact, and each block's contribution

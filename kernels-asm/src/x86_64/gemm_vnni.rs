@@ -61,6 +61,43 @@ unsafe fn neg_block_sums<'a>(
     unsafe { core::slice::from_raw_parts(out.as_ptr().cast(), blocks) }
 }
 
+/// Activation row `t`, block `b` of a tile's inputs (`nb` blocks per row):
+/// the block's quants as dwords, its scale and its `-offset * sum(a)`.
+///
+/// # Safety
+/// `qs` must hold at least `(t + 1) * nb * 32` quants and `d` and `neg_corr`
+/// `(t + 1) * nb` values, with `b < nb`.
+#[inline(always)]
+unsafe fn row_block(
+    qs: &[i8],
+    d: &[f32],
+    neg_corr: &[i32],
+    nb: usize,
+    t: usize,
+    b: usize,
+) -> (*const i32, f32, i32) {
+    let i = t * nb + b;
+    // SAFETY: i < (t + 1) * nb, inside all three (the function contract).
+    unsafe {
+        (
+            qs.as_ptr().add(i * QK).cast::<i32>(),
+            *d.get_unchecked(i),
+            *neg_corr.get_unchecked(i),
+        )
+    }
+}
+
+/// One block's contribution to a tile row's 8 sums, in the scalar
+/// reference's order: `acc + isum as f32 * (dw * da)` per lane (`sw` the 8
+/// weight rows' scales, `da` the activation block's). `|isum| < 2^24`, so
+/// its conversion is exact.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn add_block(acc: __m256, isum: __m256i, sw: __m256, da: f32) -> __m256 {
+    let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
+    _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale))
+}
+
 /// The GEMM loop both layouts share: calls of at most [`MAX_ROWS`]
 /// activation rows, each forming its table of `-(sum(a) << shift)` once;
 /// then every unit of 8 weight rows (`units` of them) against tiles of up to
@@ -129,7 +166,7 @@ macro_rules! vnni_set {
     ($module:ident, $features:literal, $dp:ident, $kind:expr) => {
         pub(super) mod $module {
             use super::super::{Avx2, Vnni};
-            use super::{gemm_units, MAX_BLOCKS, TILE_M};
+            use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
             use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
             use core::arch::x86_64::*;
 
@@ -224,7 +261,6 @@ macro_rules! vnni_set {
                 debug_assert!(
                     qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
                 );
-                let cols = nb * QK;
                 let m4 = _mm256_set1_epi8(0x0F);
                 let x88 = _mm256_set1_epi8(0x88u8 as i8);
                 let mut acc = [_mm256_setzero_ps(); T];
@@ -272,16 +308,9 @@ macro_rules! vnni_set {
                         ))
                     };
                     for (t, acc_t) in acc.iter_mut().enumerate() {
-                        // SAFETY: block b of activation row t < T is bytes
-                        // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
-                        // `neg_corr` (the function contract).
-                        let (ap, da, c) = unsafe {
-                            (
-                                qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
-                                *d.get_unchecked(t * nb + b),
-                                *neg_corr.get_unchecked(t * nb + b),
-                            )
-                        };
+                        // SAFETY: t < T and b < nb (the function contract: `T`
+                        // rows of `nb` blocks).
+                        let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
                         // SAFETY: dword k < 8 of the block; unaligned read.
                         let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
                         let mut lo = _mm256_set1_epi32(c);
@@ -290,10 +319,7 @@ macro_rules! vnni_set {
                             lo = $dp(lo, nl, a(k));
                             hi = $dp(hi, nh, a(4 + k));
                         }
-                        let isum = _mm256_add_epi32(lo, hi);
-                        let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
-                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-                        *acc_t = _mm256_add_ps(*acc_t, v);
+                        *acc_t = add_block(*acc_t, _mm256_add_epi32(lo, hi), sw, da);
                     }
                 }
                 for (r, a) in res.iter_mut().zip(acc) {
@@ -376,7 +402,6 @@ macro_rules! vnni_set {
                 debug_assert!(
                     qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
                 );
-                let cols = nb * QK;
                 let x80 = _mm256_set1_epi8(-128);
                 let mut acc = [_mm256_setzero_ps(); T];
                 for b in 0..nb {
@@ -398,16 +423,9 @@ macro_rules! vnni_set {
                     // SAFETY: bytes 0..16 of the super-block: the 8 rows' f16 scales.
                     let sw = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) };
                     for (t, acc_t) in acc.iter_mut().enumerate() {
-                        // SAFETY: block b of activation row t < T is bytes
-                        // t * cols + 32b .. + 32 of `qs`; entry t * nb + b of `d` and
-                        // `neg_corr` (the function contract).
-                        let (ap, da, c) = unsafe {
-                            (
-                                qs.as_ptr().add(t * cols + b * QK).cast::<i32>(),
-                                *d.get_unchecked(t * nb + b),
-                                *neg_corr.get_unchecked(t * nb + b),
-                            )
-                        };
+                        // SAFETY: t < T and b < nb (the function contract: `T`
+                        // rows of `nb` blocks).
+                        let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
                         // SAFETY: dword k < 8 of the block; unaligned read.
                         let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
                         let mut even = _mm256_set1_epi32(c);
@@ -416,10 +434,7 @@ macro_rules! vnni_set {
                             even = $dp(even, u[k], a(k));
                             odd = $dp(odd, u[k + 1], a(k + 1));
                         }
-                        let isum = _mm256_add_epi32(even, odd);
-                        let scale = _mm256_mul_ps(sw, _mm256_set1_ps(da));
-                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
-                        *acc_t = _mm256_add_ps(*acc_t, v);
+                        *acc_t = add_block(*acc_t, _mm256_add_epi32(even, odd), sw, da);
                     }
                 }
                 for (r, a) in res.iter_mut().zip(acc) {

@@ -13,7 +13,8 @@
 # 2. per round, interleaved: for each llama.cpp type `llama-bench -p
 #    512,2048 -n 128 -r R -t T -o json`, then each Kestrel mode `kestrel
 #    bench FILE.vqf -p 512 -n 128 -r R -t T --json` (which also runs the
-#    DRAM read probe) and `-p 2048 -n 0` for each further prompt size;
+#    DRAM read probe) and `-p 2048 -n 0 --probe-rows 0` for each further
+#    prompt size;
 # 3. prints a markdown report on stdout (also written to
 #    .cache/bench/compare-TIMESTAMP.md, raw JSON beside it), with the
 #    weight bytes each engine reads per decoded token (Kestrel's
@@ -79,13 +80,14 @@ for round in $(seq 1 "$rounds"); do
                 -p "$(IFS=,; echo "${ps[*]}")" -n 128 -r "$repeats" -t "$threads" -o json 2>/dev/null)
             printf '%s' "$j" | record "$eng" "$f" 0
         else
-            # Decode (tg128) once, after the first prompt size.
-            n=128
+            # Decode (tg128) and the DRAM probe once, with the first prompt
+            # size.
+            more=(-n 128)
             for p in "${ps[@]}"; do
                 j=$("$kestrel" bench ".cache/vqf/$model-$f.vqf" \
-                    -p "$p" -n "$n" -r "$repeats" -t "$threads" --json)
+                    -p "$p" -r "$repeats" -t "$threads" --json "${more[@]}")
                 printf '%s' "$j" | record "$eng" "$f" "$p"
-                n=0
+                more=(-n 0 --probe-rows 0)
             done
         fi
     done
@@ -120,9 +122,10 @@ for r in runs:
             S.setdefault((e, f, test), []).extend(t["samples_ts"])
     else:
         S.setdefault((e, f, f"pp{r['prompt']}"), []).extend(d["pp"]["samples_ts"])
-        if d.get("tg") and d["tg"].get("samples_ts"):
-            S.setdefault((e, f, "tg"), []).extend(d["tg"]["samples_ts"])
         dec[f] = d["decode_bytes"]
+        if not (d.get("tg") and d["tg"].get("samples_ts")):
+            continue  # a further prompt size: no decode, no DRAM probe
+        S.setdefault((e, f, "tg"), []).extend(d["tg"]["samples_ts"])
         for p in d["dram"]:
             dram.setdefault(p["name"], []).append((p["payload_gbs"], p["raw_gbs"]))
 med = lambda v: statistics.median(v) if v else float("nan")

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 /// stores, activation quantization, norms): at 100 µs the worker parked in
 /// them ~1,000 times a second (10% of the CPU idle, `vmstat`) and each job
 /// after one paid a wake-up; at 2 ms it does not (pp512 of the 0.5B q4 file
-/// 356 -> 416 tok/s, medians of 10 alternated runs, AMD EPYC, 2 threads).
+/// 356 -> 416 tok/s, medians of 10 alternated runs, AMD EPYC, 2 threads;
+/// the same bits, so the file's quality: docs/benchmarks.md).
 pub const SPIN: Duration = Duration::from_micros(2000);
 
 /// A type-erased job: `run(ctx, i)` processes item `i`.

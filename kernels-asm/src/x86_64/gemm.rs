@@ -221,12 +221,28 @@ fn q4_rows_per_call(nb: usize) -> usize {
 /// engine's largest batch); its block-sum table lives on the stack.
 const GEMM_MAX_ROWS: usize = 64;
 
+/// At block `b` of a pair of Q4_0x4 row groups whose second is `wb` (`nb`
+/// blocks each), prefetches the next pair's bytes (they follow `wb`) at the
+/// rate this pair is read: short rows otherwise pay the memory latency at
+/// the start of every pair. A prefetch never faults, and `wrapping_add`
+/// keeps the address arithmetic defined.
+#[inline(always)]
+pub(super) fn prefetch_next_pair(wb: &[u8], nb: usize, b: usize) {
+    let pf = wb
+        .as_ptr()
+        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+    for k in 0..3 {
+        // SAFETY: a prefetch of any address is defined (it never faults).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast()) };
+    }
+}
+
 /// `sum(a)` of one 32-byte activation block, exact in i32.
 ///
 /// # Safety
 /// `p` must point to 32 readable bytes; the CPU must implement AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn block_sum(p: *const i8) -> i32 {
+pub(super) unsafe fn block_sum(p: *const i8) -> i32 {
     // SAFETY: `p` points to 32 readable bytes and the CPU implements AVX2 (the
     // function contract).
     unsafe {
@@ -414,16 +430,7 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
         for b in 0..nb {
             let pa = wa.as_ptr().add(b * Q4X4_BLOCK_BYTES);
             let pb = wb.as_ptr().add(b * Q4X4_BLOCK_BYTES);
-            // Prefetch the bytes after `wb` (the next pair of row groups) at the
-            // rate this pair is read: short rows otherwise pay the memory
-            // latency at the start of every pair. A prefetch never faults, and
-            // `wrapping_add` keeps the address arithmetic defined.
-            let pf = wb
-                .as_ptr()
-                .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-            _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+            prefetch_next_pair(wb, nb, b);
             // Nibbles, per group: [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
             let nib = |p: *const u8| {
                 // SAFETY: p points to a 72-byte super-block (caller's contract):

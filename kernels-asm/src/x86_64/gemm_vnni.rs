@@ -14,6 +14,7 @@
 //! per call): exact in i32, the same sums as the scalar reference, then the
 //! reference's float steps in its order.
 
+use super::gemm::block_sum;
 use crate::layout::QK;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -43,18 +44,10 @@ unsafe fn neg_block_sums<'a>(
     out: &'a mut [MaybeUninit<i32>],
 ) -> &'a [i32] {
     debug_assert!(qs.len() >= blocks * QK && out.len() >= blocks && shift <= 7);
-    let ones8 = _mm256_set1_epi8(1);
-    let ones16 = _mm256_set1_epi16(1);
     for (i, o) in out.iter_mut().enumerate().take(blocks) {
-        // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32 (the
-        // function contract); unaligned load.
-        let a = unsafe { _mm256_loadu_si256(qs.as_ptr().add(i * QK).cast()) };
-        // sum(a) in i32: pairs with vpmaddubsw(1, a), then vpmaddwd.
-        let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
-        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        o.write(-(_mm_cvtsi128_si32(s) << shift));
+        // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32; the CPU
+        // implements AVX2 (the function contract).
+        o.write(-(unsafe { block_sum(qs.as_ptr().add(i * QK)) } << shift));
     }
     // SAFETY: entries 0..blocks were written just above; MaybeUninit<i32>
     // has the layout of i32.
@@ -165,6 +158,7 @@ pub(super) unsafe fn gemm_units(
 macro_rules! vnni_set {
     ($module:ident, $features:literal, $dp:ident, $kind:expr) => {
         pub(super) mod $module {
+            use super::super::gemm::prefetch_next_pair;
             use super::super::{Avx2, Vnni};
             use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
             use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
@@ -273,15 +267,7 @@ macro_rules! vnni_set {
                             wb.as_ptr().add(b * Q4X4_BLOCK_BYTES),
                         )
                     };
-                    // Prefetch the bytes after `wb` (the next pair of row groups) at the
-                    // rate this pair is read. A prefetch never faults, and `wrapping_add`
-                    // keeps the address arithmetic defined.
-                    let pf = wb
-                        .as_ptr()
-                        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-                    _mm_prefetch::<_MM_HINT_T0>(pf.cast());
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64).cast());
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(128).cast());
+                    prefetch_next_pair(wb, nb, b);
                     // [low nibbles of chunk c, high nibbles of chunk c], rows a0-3 | b0-3.
                     let nibbles = |c: usize| {
                         // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of a 72-byte

@@ -7,6 +7,7 @@
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::ShapeError;
+use std::format;
 use std::vec;
 use std::vec::Vec;
 
@@ -571,6 +572,43 @@ fn activations_match_generic() {
         generic::swiglu_runs(&mut want, &gu).unwrap();
         arch::swiglu_runs(cpu, &mut got, &gu).unwrap();
         assert_same(&got, &want, "swiglu_runs");
+    }
+    // Softmax rows: blocks of 1..=8 rows (and more, and a partial last
+    // row), lengths with and without a tail of 8, special values, rows
+    // whose maximum is a zero of either sign, rows without a number.
+    for rows in 1..=10usize {
+        for n in [1usize, 3, 8, 9, 16, 23, 40, 67] {
+            for case in 0..4 {
+                let len = rows * n + if case == 3 { n / 2 } else { 0 };
+                let x: Vec<f32> = (0..len)
+                    .map(|i| match case {
+                        0 => rng.float(50.0),
+                        1 if i % 6 == 1 => special[(i / 6) % special.len()],
+                        1 => rng.float(50.0),
+                        // Maximum zero: -0.0 and 0.0 in some order, the rest below.
+                        2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
+                        2 => -rng.float(50.0).abs() - 1.0,
+                        _ if i % 4 == 0 => f32::NEG_INFINITY,
+                        _ => rng.float(90.0),
+                    })
+                    .collect();
+                let (mut want, mut got) = (x.clone(), x.clone());
+                generic::softmax_rows(&mut want, n);
+                arch::softmax_rows(cpu, &mut got, n);
+                assert_same(
+                    &got,
+                    &want,
+                    &format!("softmax_rows rows {rows} n {n} case {case}"),
+                );
+            }
+        }
+    }
+    for len in 0..20 {
+        let x: Vec<f32> = (0..len).map(|_| rng.float(10.0)).collect();
+        let (mut want, mut got) = (x.clone(), x.clone());
+        generic::softmax_rows(&mut want, 0);
+        arch::softmax_rows(cpu, &mut got, 0);
+        assert_same(&got, &want, "softmax_rows n 0");
     }
     let gu = [1.0f32; 32];
     let e = generic::swiglu_runs(&mut [0.0; 8], &gu).unwrap_err();

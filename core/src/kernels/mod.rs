@@ -12,7 +12,9 @@ use crate::error::Error;
 use crate::parallel::Parallel;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::KvView;
-use kestrel_kernels::{generic, ShapeError};
+#[cfg(doc)]
+use kestrel_kernels::generic;
+use kestrel_kernels::ShapeError;
 
 /// Calls kernel `$op` of the kernel set `$k` (a `&Kernels`) with `$args`:
 /// the generic one for [`Kernels::Scalar`], the architecture's with its
@@ -201,7 +203,7 @@ impl Kernels {
     /// [`Kernels::softmax`], the rows' serial passes overlapped
     /// ([`generic::softmax_rows`]).
     pub fn softmax_rows(&self, x: &mut [f32], n: usize) {
-        generic::softmax_rows(x, n, &|row, max| dispatch!(self, exp_minus(row, max)));
+        dispatch!(self, softmax_rows(x, n))
     }
 
     /// Softmax in place: the bits of [`generic::softmax`] (the

@@ -201,3 +201,9 @@ pub fn exp_minus(_cpu: Dotprod, x: &mut [f32], max: f32) {
 pub fn gelu_tanh_in_place(_cpu: Dotprod, x: &mut [f32]) {
     crate::generic::gelu_tanh_in_place(x)
 }
+
+/// Softmax of each of the rows of `n` values in `x`: the bits of
+/// [`generic::softmax_rows`], the exponentials by [`exp_minus`].
+pub fn softmax_rows(cpu: Dotprod, x: &mut [f32], n: usize) {
+    generic::softmax_rows_with(x, n, &|row, max| exp_minus(cpu, row, max));
+}

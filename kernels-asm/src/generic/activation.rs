@@ -99,35 +99,52 @@ pub fn swiglu_runs(out: &mut [f32], gate_up: &[f32]) -> Result<(), ShapeError> {
 /// [`softmax_rows`] of one row, which defines these operations once.
 pub fn softmax(x: &mut [f32]) {
     let n = x.len();
-    softmax_rows(x, n, &exp_minus);
+    softmax_rows(x, n);
 }
 
 /// Softmax of each of the rows of `n` values in `x` (the heads of one GQA
-/// group, or a block of queries), with `exp_minus` doing each row's
-/// exponentials: every row gets the bits of [`softmax`] with that
-/// `exp_minus`. Up to 8 rows step in lockstep through the two serial
-/// passes (the maximum, and the sum in each row's order), so their
-/// dependency chains overlap instead of following one another. A last
-/// partial row (`x.len()` not a multiple of `n`) is a row of its own.
-pub fn softmax_rows(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+/// group, or a block of queries): every row gets the bits of [`softmax`].
+/// A last partial row (`x.len()` not a multiple of `n`) is a row of its
+/// own. [`softmax_rows_with`] with [`exp_minus`].
+pub fn softmax_rows(x: &mut [f32], n: usize) {
+    softmax_rows_with(x, n, &exp_minus);
+}
+
+/// [`softmax_rows`] with `exp_minus` doing each row's exponentials: every
+/// row gets the bits of [`softmax`] with that `exp_minus`. Up to 8 rows
+/// step in lockstep through the two serial passes (the maximum, and the
+/// sum in each row's order), so their dependency chains overlap instead of
+/// following one another.
+pub fn softmax_rows_with(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
+    softmax_blocks(x, n, |block, rows, n| {
+        softmax_block(block, rows, n, exp_minus)
+    });
+}
+
+/// The blocks a softmax of rows of `n` values in `x` steps through: `f(block,
+/// rows, len)` for each run of up to 8 whole rows of `len = n` values, then
+/// a last partial row as a block of one row of its length (so is the whole
+/// of `x` when `n` is 0). The one place that splits rows into blocks, for
+/// every kernel set's softmax.
+pub fn softmax_blocks(x: &mut [f32], n: usize, mut f: impl FnMut(&mut [f32], usize, usize)) {
     if x.is_empty() {
         return;
     }
     if n == 0 {
         // No whole row: the values are one row.
         let len = x.len();
-        return softmax_block(x, 1, len, exp_minus);
+        return f(x, 1, len);
     }
     let mut rest = x;
     while !rest.is_empty() {
         let rows = (rest.len() / n).min(8);
         if rows == 0 {
             let len = rest.len();
-            return softmax_block(rest, 1, len, exp_minus);
+            return f(rest, 1, len);
         }
         let (block, tail) = core::mem::take(&mut rest).split_at_mut(rows * n);
         rest = tail;
-        softmax_block(block, rows, n, exp_minus);
+        f(block, rows, n);
     }
 }
 
@@ -153,17 +170,37 @@ fn softmax_block(x: &mut [f32], rows: usize, n: usize, exp_minus: &dyn Fn(&mut [
         }
     }
     for (row, &s) in x.chunks_exact_mut(n).zip(&sum) {
-        let inv = 1.0 / s;
-        // Runs of 8 (the compiler's vector multiply; each product is
-        // exact-rounded alone, so any width gives the same bits).
-        let mut runs = row.chunks_exact_mut(8);
-        for run in &mut runs {
-            for v in run.iter_mut() {
-                *v *= inv;
-            }
+        softmax_scale(row, s);
+    }
+}
+
+/// A softmax row's maximum as [`softmax`] takes it: NaNs do not take part,
+/// and of equal values (`0.0` and `-0.0`) the first is the maximum;
+/// `-inf` for a row without a number. (The x86_64 softmax's fallback; the
+/// lockstep loop of [`softmax_rows_with`] applies the same rule.)
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn softmax_max(row: &[f32]) -> f32 {
+    let mut m = f32::NEG_INFINITY;
+    for &v in row {
+        if v > m {
+            m = v;
         }
-        for v in runs.into_remainder() {
+    }
+    m
+}
+
+/// A softmax row's last step: each exponential times `1 / sum`.
+fn softmax_scale(row: &mut [f32], sum: f32) {
+    let inv = 1.0 / sum;
+    // Runs of 8 (the compiler's vector multiply; each product is
+    // exact-rounded alone, so any width gives the same bits).
+    let mut runs = row.chunks_exact_mut(8);
+    for run in &mut runs {
+        for v in run.iter_mut() {
             *v *= inv;
         }
+    }
+    for v in runs.into_remainder() {
+        *v *= inv;
     }
 }

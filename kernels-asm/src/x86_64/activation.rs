@@ -146,3 +146,125 @@ fn exp_minus_avx2(x: &mut [f32], max: f32) {
     let m = _mm256_set1_ps(max);
     map8(x, |v| exp8(_mm256_sub_ps(v, m)));
 }
+
+/// Softmax of each of the rows of `n` values in `x`: the bits of
+/// [`crate::generic::softmax_rows`] (same blocks of up to 8 rows, each
+/// row's maximum, exponentials and sum in order), with the passes
+/// vectorized: each block's exponentials and sums are one pass, the sums of
+/// its rows one vector (row `g` in lane `g`) taking 8 positions per step
+/// through a transpose, each lane still adding its row's values one by one
+/// in order.
+pub fn softmax_rows(_cpu: Avx2, x: &mut [f32], n: usize) {
+    crate::generic::softmax_blocks(x, n, |block, rows, n| {
+        // SAFETY: the token proves AVX2/FMA/F16C; `block` holds `rows <= 8`
+        // rows of `n` values (softmax_blocks).
+        unsafe { softmax_block_avx2(block, rows, n) }
+    });
+}
+
+/// One block of [`softmax_rows`]: `rows` (1..=8) rows of `n` values.
+///
+/// # Safety
+/// `x.len() == rows * n`, `1 <= rows <= 8`; the CPU must implement AVX2,
+/// FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn softmax_block_avx2(x: &mut [f32], rows: usize, n: usize) {
+    let mut max = [f32::NEG_INFINITY; 8];
+    for (row, m) in x.chunks_exact(n).zip(&mut max) {
+        *m = row_max(row);
+    }
+    let whole = n / 8 * 8;
+    let mut sum = _mm256_setzero_ps();
+    let base = x.as_mut_ptr();
+    for c in (0..whole).step_by(8) {
+        let mut e = [_mm256_setzero_ps(); 8];
+        for (g, (e, &m)) in e.iter_mut().zip(&max).enumerate().take(rows) {
+            // SAFETY: row `g < rows` holds `n >= c + 8` values at `g * n`
+            // inside `x` (the function contract).
+            unsafe {
+                let p = base.add(g * n + c);
+                *e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p), _mm256_set1_ps(m)));
+                _mm256_storeu_ps(p, *e);
+            }
+        }
+        // Column `j` of the block: position `c + j` of every row.
+        for column in transpose8(e) {
+            sum = _mm256_add_ps(sum, column);
+        }
+    }
+    let mut sums = [0.0f32; 8];
+    // SAFETY: `sums` is 8 floats; unaligned store.
+    unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), sum) };
+    for ((row, &m), s) in x.chunks_exact_mut(n).zip(&max).zip(&mut sums) {
+        let tail = &mut row[whole..];
+        exp_minus_avx2(tail, m);
+        for &v in tail.iter() {
+            *s += v;
+        }
+        // Each value times `1 / sum`: one rounding per product, as in
+        // the generic code's last step.
+        let inv = _mm256_set1_ps(1.0 / *s);
+        map8(row, |v| _mm256_mul_ps(v, inv));
+    }
+}
+
+/// A softmax row's maximum, the value [`crate::generic::softmax_max`]
+/// gives: lane maxima with `max(v, m)` (which keeps `m` when `v` is NaN, as
+/// the scalar `v > m` skips it), then the lanes. Only a maximum of zero
+/// depends on the order (`0.0` against `-0.0`): it is taken again by the
+/// scalar rule.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_max(row: &[f32]) -> f32 {
+    let mut chunks = row.chunks_exact(8);
+    let mut lanes = _mm256_set1_ps(f32::NEG_INFINITY);
+    for c in &mut chunks {
+        // SAFETY: `c` is 8 floats (chunks_exact); unaligned load.
+        lanes = _mm256_max_ps(unsafe { _mm256_loadu_ps(c.as_ptr()) }, lanes);
+    }
+    let mut each = [0.0f32; 8];
+    // SAFETY: `each` is 8 floats; unaligned store.
+    unsafe { _mm256_storeu_ps(each.as_mut_ptr(), lanes) };
+    let mut m = f32::NEG_INFINITY;
+    for &v in each.iter().chain(chunks.remainder()) {
+        if v > m {
+            m = v;
+        }
+    }
+    if m == 0.0 {
+        return crate::generic::softmax_max(row);
+    }
+    m
+}
+
+/// The 8 x 8 transpose: lane `g` of result `j` is lane `j` of `r[g]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ]
+}

@@ -404,7 +404,7 @@ fn grouped_attention_matches_generic() {
     let mut rng = Rng(7);
     for heads in 1..=9 {
         for hd in [7, 8, 24, 64] {
-            for n in [0usize, 1, 5, 9] {
+            for n in [0usize, 1, 5, 8, 9, 17, 23] {
                 let stride = hd + (heads % 3);
                 let out_stride = hd + 4 * (heads % 2);
                 let len = n.saturating_sub(1) * stride + hd;

@@ -241,7 +241,10 @@ pub fn attn_scores_f32_heads(
 
 /// `G` heads' scores, key row by key row: the row's 8-element chunks
 /// converted once, each head's lane sums `acc + q * k` in chunk order, then
-/// [`reduce8`] and the scale: [`scores_f16`]'s operations per score.
+/// [`reduce8`]'s tree and the scale: [`scores_f16`]'s operations per score.
+/// The heads' trees run side by side in one register ([`reduce_heads`]),
+/// and 8 rows' results are transposed into 8 scores per head and stored
+/// whole.
 ///
 /// # Safety
 /// `qs.len() >= G * hd` with `hd = qs.len() / G` a non-zero multiple of 8,
@@ -256,27 +259,94 @@ unsafe fn scores_f16_group<const G: usize>(
     n: usize,
     out: &mut [f32],
 ) {
-    // SAFETY: per the function contract the loads read inside `qs` and the
-    // checked key rows, and the stores `out[g * n + j]` stay inside `out`;
-    // the CPU implements AVX2 and F16C.
+    // SAFETY: per the function contract the rows read lie inside `keys`
+    // and `qs`, and the stores `out[g * n + j .. + 8]` (`j + 8 <= n`) and
+    // `out[g * n + j]` (`j < n`) stay inside `out`; the CPU implements
+    // AVX2 and F16C.
     unsafe {
         let hd = qs.len() / G;
-        let q = qs.as_ptr();
-        for j in 0..n {
-            let k = keys.as_ptr().add(j * stride);
-            let mut acc = [_mm256_setzero_ps(); G];
-            for c in (0..hd).step_by(8) {
-                let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.add(c).cast()));
-                for (g, a) in acc.iter_mut().enumerate() {
-                    let qv = _mm256_loadu_ps(q.add(g * hd + c));
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, kv));
-                }
+        let scale = _mm256_set1_ps(scale);
+        let o = out.as_mut_ptr();
+        let whole = n / 8 * 8;
+        for j0 in (0..whole).step_by(8) {
+            let rows: [__m256; 8] = core::array::from_fn(|i| {
+                _mm256_mul_ps(scores_row::<G>(qs, hd, keys, (j0 + i) * stride), scale)
+            });
+            // Column `g`: head g's scores of rows j0..j0 + 8.
+            for (g, column) in super::transpose8(rows).iter().enumerate().take(G) {
+                _mm256_storeu_ps(o.add(g * n + j0), *column);
             }
-            for (g, a) in acc.iter().enumerate() {
-                *out.get_unchecked_mut(g * n + j) = reduce8(*a) * scale;
+        }
+        for j in whole..n {
+            let mut lanes = [0.0f32; 8];
+            let row = _mm256_mul_ps(scores_row::<G>(qs, hd, keys, j * stride), scale);
+            _mm256_storeu_ps(lanes.as_mut_ptr(), row);
+            for (g, &v) in lanes.iter().enumerate().take(G) {
+                *o.add(g * n + j) = v;
             }
         }
     }
+}
+
+/// One key row's unscaled scores for `G` heads, head `g` in lane `g` (the
+/// lanes from `G` on are 0): the row's 8-element chunks converted once,
+/// each head's lanes summing `acc + q * k` in chunk order, then
+/// [`reduce_heads`].
+///
+/// # Safety
+/// `qs.len() >= G * hd`, `hd` a multiple of 8, and the `hd` halves at
+/// `keys[at..]` inside `keys`; the CPU must implement AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_row<const G: usize>(qs: &[f32], hd: usize, keys: &[u16], at: usize) -> __m256 {
+    // SAFETY: per the function contract.
+    unsafe {
+        let (q, k) = (qs.as_ptr(), keys.as_ptr().add(at));
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for c in (0..hd).step_by(8) {
+            let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.add(c).cast()));
+            for (g, a) in acc.iter_mut().enumerate().take(G) {
+                let qv = _mm256_loadu_ps(q.add(g * hd + c));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, kv));
+            }
+        }
+        reduce_heads(acc)
+    }
+}
+
+/// [`reduce8`] of each of 8 accumulators at once: lane `g` of the result is
+/// `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))` of `acc[g]`, each
+/// addition with the operands [`reduce8`] adds.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn reduce_heads(acc: [__m256; 8]) -> __m256 {
+    // Heads g and g + 4 share a register: lanes s_i + s_{i+4} of g, then of
+    // g + 4.
+    let half = |a: __m256, b: __m256| {
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(a, b),
+            _mm256_permute2f128_ps::<0x31>(a, b),
+        )
+    };
+    let p0 = half(acc[0], acc[4]);
+    let p1 = half(acc[1], acc[5]);
+    let p2 = half(acc[2], acc[6]);
+    let p3 = half(acc[3], acc[7]);
+    // (s0 + s4) + (s2 + s6) and (s1 + s5) + (s3 + s7) of two heads per
+    // register half.
+    let pair = |a: __m256, b: __m256| {
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0x44>(a, b),
+            _mm256_shuffle_ps::<0xEE>(a, b),
+        )
+    };
+    let q01 = pair(p0, p1);
+    let q23 = pair(p2, p3);
+    // The two halves of each tree: heads 0-3 in the low lanes, 4-7 high.
+    _mm256_add_ps(
+        _mm256_shuffle_ps::<0x88>(q01, q23),
+        _mm256_shuffle_ps::<0xDD>(q01, q23),
+    )
 }
 
 /// The outputs of `heads` query heads over the same cached f16 values (one

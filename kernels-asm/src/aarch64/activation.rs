@@ -203,7 +203,171 @@ pub fn gelu_tanh_in_place(_cpu: Dotprod, x: &mut [f32]) {
 }
 
 /// Softmax of each of the rows of `n` values in `x`: the bits of
-/// [`generic::softmax_rows`], the exponentials by [`exp_minus`].
+/// [`generic::softmax_rows`] (same blocks of up to 8 rows, each row's
+/// maximum, exponentials and sum in order), with NEON: each row's maximum
+/// by lanes, then for 4 rows at a time their exponentials and sums in one
+/// pass, the 4 sums one register (row `g` in lane `g`) taking 4 positions
+/// per step through a transpose, each lane still adding its row's values
+/// one by one in order. A build without NEON takes the generic code.
 pub fn softmax_rows(cpu: Dotprod, x: &mut [f32], n: usize) {
-    generic::softmax_rows_with(x, n, &|row, max| exp_minus(cpu, row, max));
+    if !cfg!(target_feature = "neon") {
+        return generic::softmax_rows_with(x, n, &|row, max| exp_minus(cpu, row, max));
+    }
+    generic::softmax_blocks(x, n, |block, rows, n| softmax_block(cpu, block, rows, n));
+}
+
+/// One block of [`softmax_rows`]: `rows` (1..=8) rows of `n` values in
+/// `x` (`x.len() == rows * n`).
+fn softmax_block(cpu: Dotprod, x: &mut [f32], rows: usize, n: usize) {
+    let mut max = [f32::NEG_INFINITY; 8];
+    for (row, m) in x.chunks_exact(n).zip(&mut max) {
+        *m = row_max(row);
+    }
+    let quads = n / 4;
+    let mut sums = [0.0f32; 8];
+    // Where the missing rows of a group of 4 go: one quad, read and
+    // rewritten in place (its lane of the sums is not used).
+    let mut spare = [0.0f32; 4];
+    for g0 in (0..rows).step_by(4).filter(|_| quads > 0) {
+        let mut at = [spare.as_mut_ptr(); 4];
+        let mut step = [0usize; 4];
+        let mut maxima = [0.0f32; 4];
+        for (i, row) in x.chunks_exact_mut(n).skip(g0).take(4).enumerate() {
+            at[i] = row.as_mut_ptr();
+            step[i] = 16;
+            maxima[i] = max[g0 + i];
+        }
+        let mut lanes = [0.0f32; 4];
+        let k: [u32; 16] = core::array::from_fn(|i| EXP_CONSTANTS.get(i).copied().unwrap_or(0));
+        // SAFETY: each of the 4 pointers walks `quads` quads of 16 bytes:
+        // a row of `x` (`n >= 4 * quads` floats, the rows disjoint) with a
+        // step of 16, or the 4-float `spare` with a step of 0; `maxima`
+        // and `lanes` are 4 floats, `k` 16 words. Only the listed registers
+        // are written (v8-v15 as outputs, so the compiler keeps their
+        // callee-saved halves); no stack is used.
+        unsafe {
+            asm!(
+                exp_constants!(),
+                "ld1 {{v8.4s}}, [{m}]",
+                "dup v9.4s, v8.s[1]",
+                "dup v10.4s, v8.s[2]",
+                "dup v11.4s, v8.s[3]",
+                "dup v8.4s, v8.s[0]",
+                "movi v31.16b, #0",
+                "2:",
+                "ld1 {{v0.4s}}, [{p0}]",
+                "fsub v0.4s, v0.4s, v8.4s",
+                exp4!(),
+                "st1 {{v5.4s}}, [{p0}], {s0}",
+                "mov v12.16b, v5.16b",
+                "ld1 {{v0.4s}}, [{p1}]",
+                "fsub v0.4s, v0.4s, v9.4s",
+                exp4!(),
+                "st1 {{v5.4s}}, [{p1}], {s1}",
+                "mov v13.16b, v5.16b",
+                "ld1 {{v0.4s}}, [{p2}]",
+                "fsub v0.4s, v0.4s, v10.4s",
+                exp4!(),
+                "st1 {{v5.4s}}, [{p2}], {s2}",
+                "mov v14.16b, v5.16b",
+                "ld1 {{v0.4s}}, [{p3}]",
+                "fsub v0.4s, v0.4s, v11.4s",
+                exp4!(),
+                "st1 {{v5.4s}}, [{p3}], {s3}",
+                // The 4 x 4 transpose: position j of the 4 rows, j in
+                // order, into the sums.
+                "trn1 v0.4s, v12.4s, v13.4s",
+                "trn2 v1.4s, v12.4s, v13.4s",
+                "trn1 v2.4s, v14.4s, v5.4s",
+                "trn2 v3.4s, v14.4s, v5.4s",
+                "zip1 v4.2d, v0.2d, v2.2d",
+                "fadd v31.4s, v31.4s, v4.4s",
+                "zip1 v4.2d, v1.2d, v3.2d",
+                "fadd v31.4s, v31.4s, v4.4s",
+                "zip2 v4.2d, v0.2d, v2.2d",
+                "fadd v31.4s, v31.4s, v4.4s",
+                "zip2 v4.2d, v1.2d, v3.2d",
+                "fadd v31.4s, v31.4s, v4.4s",
+                "subs {q}, {q}, #1",
+                "b.ne 2b",
+                "st1 {{v31.4s}}, [{l}]",
+                k = in(reg) k.as_ptr(),
+                m = in(reg) maxima.as_ptr(),
+                l = in(reg) lanes.as_mut_ptr(),
+                p0 = inout(reg) at[0] => _,
+                p1 = inout(reg) at[1] => _,
+                p2 = inout(reg) at[2] => _,
+                p3 = inout(reg) at[3] => _,
+                s0 = in(reg) step[0],
+                s1 = in(reg) step[1],
+                s2 = in(reg) step[2],
+                s3 = in(reg) step[3],
+                q = inout(reg) quads => _,
+                out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+                out("v5") _, out("v6") _, out("v8") _, out("v9") _, out("v10") _,
+                out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+                out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
+                out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _,
+                out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
+                out("v31") _,
+                options(nostack),
+            );
+        }
+        for (s, &l) in sums[g0..].iter_mut().zip(&lanes).take(rows - g0) {
+            *s = l;
+        }
+    }
+    for ((row, &m), &s) in x.chunks_exact_mut(n).zip(&max).zip(&sums) {
+        let tail = &mut row[quads * 4..];
+        exp_minus(cpu, tail, m);
+        let mut s = s;
+        for &v in tail.iter() {
+            s += v;
+        }
+        generic::softmax_scale(row, s);
+    }
+}
+
+/// A softmax row's maximum, the value [`generic::softmax_max`] gives: lane
+/// maxima with `fmaxnm` (which keeps the number when the other is NaN, as
+/// the scalar `v > m` skips NaN), then the lanes and the tail. Only a
+/// maximum of zero depends on the order (`0.0` against `-0.0`): it is taken
+/// again by the scalar rule.
+fn row_max(row: &[f32]) -> f32 {
+    let quads = row.len() / 4;
+    let mut m = f32::NEG_INFINITY;
+    if quads > 0 {
+        let bits: u32;
+        // SAFETY: reads `quads` quads of 16 bytes from the start of `row`
+        // (`row.len() >= 4 * quads`); only the listed registers are
+        // written; no stack is used.
+        unsafe {
+            asm!(
+                "dup v1.4s, {ninf:w}",
+                "2:",
+                "ld1 {{v0.4s}}, [{p}], #16",
+                "fmaxnm v1.4s, v1.4s, v0.4s",
+                "subs {q}, {q}, #1",
+                "b.ne 2b",
+                "fmaxnmv s1, v1.4s",
+                "fmov {bits:w}, s1",
+                ninf = in(reg) f32::NEG_INFINITY.to_bits(),
+                p = inout(reg) row.as_ptr() => _,
+                q = inout(reg) quads => _,
+                bits = out(reg) bits,
+                out("v0") _, out("v1") _,
+                options(nostack, readonly),
+            );
+        }
+        m = f32::from_bits(bits);
+    }
+    for &v in &row[quads * 4..] {
+        if v > m {
+            m = v;
+        }
+    }
+    if m == 0.0 {
+        return generic::softmax_max(row);
+    }
+    m
 }

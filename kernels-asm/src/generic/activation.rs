@@ -176,9 +176,9 @@ fn softmax_block(x: &mut [f32], rows: usize, n: usize, exp_minus: &dyn Fn(&mut [
 
 /// A softmax row's maximum as [`softmax`] takes it: NaNs do not take part,
 /// and of equal values (`0.0` and `-0.0`) the first is the maximum;
-/// `-inf` for a row without a number. (The x86_64 softmax's fallback; the
+/// `-inf` for a row without a number. (The vector softmaxes' fallback; the
 /// lockstep loop of [`softmax_rows_with`] applies the same rule.)
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) fn softmax_max(row: &[f32]) -> f32 {
     let mut m = f32::NEG_INFINITY;
     for &v in row {
@@ -190,7 +190,7 @@ pub(crate) fn softmax_max(row: &[f32]) -> f32 {
 }
 
 /// A softmax row's last step: each exponential times `1 / sum`.
-fn softmax_scale(row: &mut [f32], sum: f32) {
+pub(crate) fn softmax_scale(row: &mut [f32], sum: f32) {
     let inv = 1.0 / sum;
     // Runs of 8 (the compiler's vector multiply; each product is
     // exact-rounded alone, so any width gives the same bits).

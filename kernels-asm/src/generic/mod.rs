@@ -21,12 +21,16 @@ mod q5k;
 mod q6k;
 mod quantize;
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use activation::softmax_max;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use activation::softmax_scale;
 pub use activation::{
     exp, exp_minus, gelu_tanh, gelu_tanh_in_place, silu, softmax, softmax_blocks, softmax_rows,
     softmax_rows_with, swiglu_runs,
 };
 #[cfg(target_arch = "x86_64")]
-pub(crate) use activation::{softmax_max, GELU_CUBE, GELU_MINUS_2C};
+pub(crate) use activation::{GELU_CUBE, GELU_MINUS_2C};
 pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,

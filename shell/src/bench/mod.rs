@@ -42,6 +42,7 @@ pub struct BenchArgs {
     model: Option<PathBuf>,
     n_prompt: usize,
     n_gen: usize,
+    parallel: usize,
     batch: usize,
     rows: usize,
     cols: usize,
@@ -78,6 +79,11 @@ impl CommandArgs for BenchArgs {
                     .help("A VQF model: time prefill (pp) and decode (tg) end to end instead."),
                 count("n-prompt", "Model bench: prompt tokens (pp).", "512").short('p'),
                 count("n-gen", "Model bench: generated tokens (tg).", "128").short('n'),
+                count(
+                    "parallel",
+                    "Model bench: also decode N sequences in lockstep, one row each per step (the server's step at --parallel N).",
+                    "1",
+                ),
                 count("batch", "Model bench: prefill batch (at most 256).", "128").short('b'),
                 count(
                     "rows",
@@ -123,6 +129,7 @@ impl CommandArgs for BenchArgs {
             model: opt(m, "model"),
             n_prompt: get(m, "n-prompt"),
             n_gen: get(m, "n-gen"),
+            parallel: get(m, "parallel"),
             batch: get(m, "batch"),
             rows: get(m, "rows"),
             cols: get(m, "cols"),

@@ -11,10 +11,13 @@ use std::time::Instant;
 /// The end-to-end model bench (llama-bench's pp and tg): per repeat, tokens
 /// per second of a `n_prompt`-token synthetic prompt prefilled in batches,
 /// and of `n_gen` tokens decoded one by one, each from an empty KV cache.
-/// One warm-up of each first (prefill whole, decode one token).
+/// One warm-up of each first (prefill whole, decode one token). With
+/// `--parallel K` (K > 1), also `n_gen` steps of K sequences in lockstep,
+/// each step one row per sequence through the decode copy (the server's
+/// step): aggregate tokens per second.
 pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
     use crate::engine::{self, Model};
-    use kestrel_core::model::forward::forward;
+    use kestrel_core::model::forward::{forward, forward_rows, Row};
     let model = Model::open(path)?;
     let mut layers = Vec::new();
     let w = model.weights(true, &mut layers)?;
@@ -24,7 +27,8 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         ctx: Some((args.n_prompt + args.n_gen).max(1)),
         ..EngineArgs::default()
     };
-    let (k, pool, opts) = engine::setup(
+    let streams = args.parallel.max(1);
+    let (k, pool, mut opts) = engine::setup(
         &w,
         &eargs,
         false,
@@ -33,6 +37,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
     if opts.max_seq < args.n_prompt + args.n_gen {
         return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
     }
+    opts.slots = streams;
     let mut arena = engine::arena(&w, &opts)?;
     let mut s = engine::state(&w, opts, &mut arena)?;
     let vocab = w.cfg.vocab_size as usize;
@@ -62,6 +67,31 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
             tg.push(pass(args.n_gen, 1)?);
         }
     }
+    // K sequences from empty caches, one row each per step.
+    let mut tgk = Vec::new();
+    if streams > 1 && args.n_gen > 0 {
+        let decode = w.routing.decode;
+        let mut lockstep = |n: usize| -> Result<f64> {
+            let t = Instant::now();
+            for pos in 0..n {
+                let rows: Vec<Row> = (0..streams)
+                    .map(|slot| Row {
+                        slot,
+                        pos,
+                        token: toks[(pos + slot) % toks.len()],
+                        logits: true,
+                    })
+                    .collect();
+                forward_rows(&w, &mut s, &k, &pool, &rows, decode, None)?;
+            }
+            Ok((n * streams) as f64 / t.elapsed().as_secs_f64())
+        };
+        lockstep(1)?;
+        for _ in 0..reps {
+            tgk.push(lockstep(args.n_gen)?);
+        }
+    }
+    let tgk_med = median(&mut tgk);
     let list = |v: &[f64]| v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(",");
     let (pps, tgs) = (list(&pp), list(&tg));
     let (pp_med, tg_med) = (median(&mut pp), median(&mut tg));
@@ -83,14 +113,15 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
             .collect::<Vec<_>>()
             .join(",");
         println!(
-            "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"dram\":[{pr}]}}",
+            "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"parallel\":{{\"streams\":{streams},\"median_ts\":{}}},\"dram\":[{pr}]}}",
             k.name(),
             opts.max_batch,
             args.n_prompt,
             num(pp_med),
             args.n_gen,
             num(tg_med),
-            num(gbs)
+            num(gbs),
+            num(tgk_med)
         );
         return Ok(());
     }
@@ -110,6 +141,14 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         tg_med,
         bytes as f64 / 1e6
     );
+    if streams > 1 {
+        println!(
+            "tg{:<5} {:>9.2} tok/s aggregate of {streams} sequences in lockstep (median of {reps}), {:.2}x one sequence",
+            args.n_gen,
+            tgk_med,
+            tgk_med / tg_med
+        );
+    }
     for p in &probes {
         println!(
             "DRAM {:<18} {:>6.1} GB/s payload, {:.1} raw",

@@ -123,9 +123,9 @@ pub fn softmax_rows_with(x: &mut [f32], n: usize, exp_minus: &dyn Fn(&mut [f32],
 
 /// The blocks a softmax of rows of `n` values in `x` steps through: `f(block,
 /// rows, len)` for each run of up to 8 whole rows of `len = n` values, then
-/// a last partial row as a block of one row of its length (so is the whole
-/// of `x` when `n` is 0). The one place that splits rows into blocks, for
-/// every kernel set's softmax.
+/// a last partial row as a block of one row of its length (and all of `x`
+/// as one row when `n` is 0). The one place that splits rows into blocks,
+/// for every kernel set's softmax.
 pub fn softmax_blocks(x: &mut [f32], n: usize, mut f: impl FnMut(&mut [f32], usize, usize)) {
     if x.is_empty() {
         return;

@@ -184,7 +184,9 @@ impl ArenaSizes {
             att: mul(mul(b, d.q_dim)?, f)?,
             hb: mul(mul(b, d.ffn)?, f)?,
             proj: mul(mul(b, d.hidden)?, f)?,
-            tmp: mul(mul(b, max_rows)?, f)?,
+            // Also the lm_head of a step of several sequences: one row of
+            // logits per slot (a one-row step writes `logits` directly).
+            tmp: mul(mul(b, max_rows)?, f)?.max(mul(mul(logit_rows, d.vocab)?, f)?),
             logits: mul(mul(logit_rows, d.vocab)?, f)?,
             scores: mul(mul(d.heads, opts.max_seq)?, f)?,
             rope: mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?,

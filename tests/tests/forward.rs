@@ -172,6 +172,67 @@ fn context_full_and_bad_tokens_are_errors() {
     assert!(matches!(e, Error::ContextFull { need: 5, max: 4 }), "{e}");
 }
 
+/// A decode step of as many sequences as there are slots, on a model whose
+/// vocabulary is larger than every other matrix's rows (as Qwen's is): the
+/// lm_head's rows of logits fit the scratch (they once did not for more
+/// than 8 slots on the 0.5B model), and each equals the sequence's
+/// single-sequence logits.
+#[test]
+fn a_step_of_every_slot_fits_a_large_vocabulary() {
+    use kestrel_core::model::forward::{forward_rows, Row};
+    let k = detected_kernels();
+    let mut cfg = tiny_config(Arch::Qwen2);
+    // Larger than 2 * ffn_size (the largest other row count).
+    cfg.vocab_size = 1000;
+    let bytes = build_vqf(&cfg, WeightMode::Dual, &SyntheticSource { cfg });
+    let w = kestrel_tests::weights(Vqf::parse(&bytes).unwrap(), true).unwrap();
+    let vocab = w.cfg.vocab_size as usize;
+    let slots = 6;
+    let tokens: Vec<u32> = (0..slots as u32).map(|i| 3 + 97 * i).collect();
+    let want: Vec<Vec<f32>> = tokens
+        .iter()
+        .map(|&t| {
+            let opts = Options {
+                max_seq: 4,
+                max_batch: 1,
+                kv: KvType::F16,
+                all_logits: false,
+                slots: 1,
+            };
+            let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
+            let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+            forward(&w, &mut s, &k, &Serial, &[t]).unwrap().to_vec()
+        })
+        .collect();
+    let opts = Options {
+        max_seq: 4,
+        max_batch: slots,
+        kv: KvType::F16,
+        all_logits: false,
+        slots,
+    };
+    let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
+    let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
+    let rows: Vec<Row> = (0..slots)
+        .map(|slot| Row {
+            slot,
+            pos: 0,
+            token: tokens[slot],
+            logits: true,
+        })
+        .collect();
+    let l = forward_rows(&w, &mut s, &k, &Serial, &rows, w.routing.decode, None).unwrap();
+    for (slot, want) in want.iter().enumerate() {
+        let got = &l[slot * vocab..(slot + 1) * vocab];
+        assert!(
+            got.iter()
+                .zip(want)
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
+            "slot {slot}"
+        );
+    }
+}
+
 /// Three sequences stepped together by `forward_rows` (one slot's prompt,
 /// then two slots' prompts in one step, then decode steps of all three)
 /// give each sequence the logits of its own single-sequence `forward` run,

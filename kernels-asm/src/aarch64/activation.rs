@@ -243,7 +243,7 @@ fn softmax_block(cpu: Dotprod, x: &mut [f32], rows: usize, n: usize) {
         // a row of `x` (`n >= 4 * quads` floats, the rows disjoint) with a
         // step of 16, or the 4-float `spare` with a step of 0; `maxima`
         // and `lanes` are 4 floats, `k` 16 words. Only the listed registers
-        // are written (v8-v15 as outputs, so the compiler keeps their
+        // are written (v8-v14 as outputs, so the compiler keeps their
         // callee-saved halves); no stack is used.
         unsafe {
             asm!(
@@ -329,10 +329,10 @@ fn softmax_block(cpu: Dotprod, x: &mut [f32], rows: usize, n: usize) {
 }
 
 /// A softmax row's maximum, the value [`generic::softmax_max`] gives: lane
-/// maxima with `fmaxnm` (which keeps the number when the other is NaN, as
-/// the scalar `v > m` skips NaN), then the lanes and the tail. Only a
-/// maximum of zero depends on the order (`0.0` against `-0.0`): it is taken
-/// again by the scalar rule.
+/// maxima by the scalar rule itself (`m = v` where `v > m`: `fcmgt` and
+/// `bit`, so a NaN of either kind never enters a lane), then the lanes
+/// (numbers or -inf) and the tail. Only a maximum of zero depends on the
+/// order (`0.0` against `-0.0`): it is taken again by the scalar rule.
 fn row_max(row: &[f32]) -> f32 {
     let quads = row.len() / 4;
     let mut m = f32::NEG_INFINITY;
@@ -346,7 +346,8 @@ fn row_max(row: &[f32]) -> f32 {
                 "dup v1.4s, {ninf:w}",
                 "2:",
                 "ld1 {{v0.4s}}, [{p}], #16",
-                "fmaxnm v1.4s, v1.4s, v0.4s",
+                "fcmgt v2.4s, v0.4s, v1.4s",
+                "bit v1.16b, v0.16b, v2.16b",
                 "subs {q}, {q}, #1",
                 "b.ne 2b",
                 "fmaxnmv s1, v1.4s",
@@ -355,7 +356,7 @@ fn row_max(row: &[f32]) -> f32 {
                 p = inout(reg) row.as_ptr() => _,
                 q = inout(reg) quads => _,
                 bits = out(reg) bits,
-                out("v0") _, out("v1") _,
+                out("v0") _, out("v1") _, out("v2") _,
                 options(nostack, readonly),
             );
         }

@@ -28,12 +28,13 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         ..EngineArgs::default()
     };
     let streams = args.parallel.max(1);
-    let (k, pool, mut opts) = engine::setup(
-        &w,
-        &eargs,
-        false,
-        args.batch.clamp(1, kestrel_core::state::MAX_BATCH),
-    );
+    let max_batch = kestrel_core::state::MAX_BATCH;
+    if streams > max_batch {
+        return Err(format!("bench: --parallel takes at most {max_batch} sequences").into());
+    }
+    // A lockstep step is `streams` rows; prompts go in chunks of `batch`.
+    let batch = args.batch.clamp(1, max_batch);
+    let (k, pool, mut opts) = engine::setup(&w, &eargs, false, batch.max(streams));
     if opts.max_seq < args.n_prompt + args.n_gen {
         return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
     }
@@ -56,9 +57,9 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
     let reps = args.repeats.max(1);
     let (mut pp, mut tg) = (Vec::new(), Vec::new());
     if args.n_prompt > 0 {
-        pass(args.n_prompt, opts.max_batch)?;
+        pass(args.n_prompt, batch)?;
         for _ in 0..reps {
-            pp.push(pass(args.n_prompt, opts.max_batch)?);
+            pp.push(pass(args.n_prompt, batch)?);
         }
     }
     if args.n_gen > 0 {
@@ -115,7 +116,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         println!(
             "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"parallel\":{{\"streams\":{streams},\"median_ts\":{}}},\"dram\":[{pr}]}}",
             k.name(),
-            opts.max_batch,
+            batch,
             args.n_prompt,
             num(pp_med),
             args.n_gen,
@@ -129,7 +130,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         "{} | {} kernels, {threads} threads, batch {}",
         path.display(),
         k.name(),
-        opts.max_batch
+        batch
     );
     println!(
         "pp{:<5} {:>9.2} tok/s (median of {reps})",
@@ -141,7 +142,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         tg_med,
         bytes as f64 / 1e6
     );
-    if streams > 1 {
+    if streams > 1 && args.n_gen > 0 {
         println!(
             "tg{:<5} {:>9.2} tok/s aggregate of {streams} sequences in lockstep (median of {reps}), {:.2}x one sequence",
             args.n_gen,

@@ -1076,10 +1076,15 @@ fn metrics_count_requests_tokens_and_latencies() {
     add_usage(&usage[6..]);
     assert_eq!(post(a, "/v1/chat/completions", "{", None).0, 400);
     assert_eq!(get(a, "/nowhere").0, 404);
-    // The engine publishes its gauges after the last step.
+    // The engine publishes its gauges after the last step, and a
+    // connection's thread counts a successful answer after writing it.
     let t = Instant::now();
+    let answered = |m: &std::collections::BTreeMap<String, f64>| {
+        let ok = "kestrel_requests_total{endpoint=\"/v1/completions\",status=\"200\"}";
+        m["kestrel_slots_busy"] == 0.0 && m.get(ok) == Some(&1.0)
+    };
     let mut m = scrape(a);
-    while m["kestrel_slots_busy"] != 0.0 && t.elapsed() < Duration::from_secs(5) {
+    while !answered(&m) && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
         m = scrape(a);
     }

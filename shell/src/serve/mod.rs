@@ -349,7 +349,8 @@ fn respond_error(conn: &mut TcpStream, e: &HttpError) {
     http::linger_close(conn);
 }
 
-/// Answers one request and counts it in the metrics.
+/// Answers one request and counts it in the metrics (an error before its
+/// answer is written, so a client that has read it finds it counted).
 fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = conn.set_nodelay(true);
@@ -360,16 +361,15 @@ fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
             return respond_error(&mut conn, &e);
         }
     };
-    let status = match answer(&mut conn, sh, jobs, &head, &body) {
-        Ok(status) => status,
+    match answer(&mut conn, sh, jobs, &head, &body) {
+        Ok(status) => sh.metrics.request(&head.path, status),
         // The client is gone: nothing to answer (counted as nginx does).
-        Err(e) if e.status == 499 => 499,
+        Err(e) if e.status == 499 => sh.metrics.request(&head.path, 499),
         Err(e) => {
+            sh.metrics.request(&head.path, e.status);
             respond_error(&mut conn, &e);
-            e.status
         }
-    };
-    sh.metrics.request(&head.path, status);
+    }
 }
 
 /// Writes the answer to a request; the status written, or the error to

@@ -388,6 +388,19 @@ fn attention_matches_generic() {
                     let r = arch::attn_scores_f16(cpu, &q, short, stride, 1.0, &mut scores);
                     assert_eq!(r, Err(e));
                     assert!(scores.iter().all(|v| v.is_nan()), "written on error");
+                    let short = &k32[..len - 1];
+                    let e =
+                        generic::attn_scores_f32(&q, short, stride, 1.0, &mut scores).unwrap_err();
+                    let r = arch::attn_scores_f32(cpu, &q, short, stride, 1.0, &mut scores);
+                    assert_eq!(r, Err(e));
+                    let mut out = vec![f32::NAN; hd];
+                    let e = generic::attn_values_f32(&probs, short, stride, &mut out).unwrap_err();
+                    let r = arch::attn_values_f32(cpu, &probs, short, stride, &mut out);
+                    assert_eq!(r, Err(e));
+                    assert!(
+                        scores.iter().chain(&out).all(|v| v.is_nan()),
+                        "written on error"
+                    );
                 }
             }
         }

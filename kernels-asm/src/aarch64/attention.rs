@@ -90,8 +90,8 @@ unsafe fn scores_f16(
     // written; no stack is used.
     //
     // Bit-exactness: v0 holds lanes 0-3 and v1 lanes 4-7 of the reference's
-    // 8 partial sums; each chunk adds `q * k` with a separate `fmul` and
-    // `fadd` (no fusion), `fcvtl`/`fcvtl2` widen f16 exactly. Then
+    // 8 partial sums; each chunk adds `q * k` with one `fmla` (fused, as the
+    // reference's `fmaf`), `fcvtl`/`fcvtl2` widen f16 exactly. Then
     // v0 + v1 = (s0+s4, s1+s5, s2+s6, s3+s7), adding the upper pair gives
     // ((s0+s4)+(s2+s6), (s1+s5)+(s3+s7)), and `faddp` adds those two.
     unsafe {
@@ -107,10 +107,8 @@ unsafe fn scores_f16(
             "ld1 {{v4.4s, v5.4s}}, [{qp}], #32",
             "fcvtl v3.4s, v2.4h",
             "fcvtl2 v2.4s, v2.8h",
-            "fmul v3.4s, v4.4s, v3.4s",
-            "fmul v2.4s, v5.4s, v2.4s",
-            "fadd v0.4s, v0.4s, v3.4s",
-            "fadd v1.4s, v1.4s, v2.4s",
+            "fmla v0.4s, v4.4s, v3.4s",
+            "fmla v1.4s, v5.4s, v2.4s",
             "subs {c}, {c}, #1",
             "b.ne 3b",
             "fadd v0.4s, v0.4s, v1.4s",
@@ -195,40 +193,70 @@ unsafe fn values_f16(
     // stack is used.
     //
     // Bit-exactness: each output lane starts at +0.0 and adds `p_j * v_j`
-    // (separate `fmul` and `fadd`) for `j` in order, as the reference does.
+    // (one fused `fmla`) for `j` in order, as the reference does. Rows go
+    // in blocks of 4: one `ld1` brings their 4 probabilities and `fmla` by
+    // element takes each in turn (the same fused step as with `ld1r`), then
+    // the last `n % 4` rows one at a time.
     unsafe {
         asm!(
             "2:",
             "mov {vp}, {col}",
-            "mov {pp}, {probs}",
-            "mov {j}, {n}",
-            "movi v0.4s, #0",
-            "movi v1.4s, #0",
+            "mov {pp0}, {p0}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "lsr {j}, {n}, #2",       // blocks of 4 rows
+            "cbz {j}, 4f",
             "3:",
+            "ld1 {{v24.4s}}, [{pp0}], #16",  // 4 probabilities of head 0
             "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "ld1r {{v4.4s}}, [{pp}], #4",
             "fcvtl v3.4s, v2.4h",
             "fcvtl2 v2.4s, v2.8h",
-            "fmul v3.4s, v4.4s, v3.4s",
-            "fmul v2.4s, v4.4s, v2.4s",
-            "fadd v0.4s, v0.4s, v3.4s",
-            "fadd v1.4s, v1.4s, v2.4s",
+            "fmla v16.4s, v3.4s, v24.s[0]",
+            "fmla v17.4s, v2.4s, v24.s[0]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[1]",
+            "fmla v17.4s, v2.4s, v24.s[1]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[2]",
+            "fmla v17.4s, v2.4s, v24.s[2]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[3]",
+            "fmla v17.4s, v2.4s, v24.s[3]",
             "subs {j}, {j}, #1",
             "b.ne 3b",
-            "st1 {{v0.4s, v1.4s}}, [{out}], #32",
+            "4:",
+            "ands {j}, {n}, #3",      // the last n % 4 rows one at a time
+            "b.eq 6f",
+            "5:",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "ld1r {{v4.4s}}, [{pp0}], #4",
+            "fmla v16.4s, v4.4s, v3.4s",
+            "fmla v17.4s, v4.4s, v2.4s",
+            "subs {j}, {j}, #1",
+            "b.ne 5b",
+            "6:",
+            "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
             "add {col}, {col}, #16",
             "subs {chunks}, {chunks}, #1",
             "b.ne 2b",
             col = inout(reg) values => _,
-            probs = in(reg) probs,
+            p0 = in(reg) probs,
             n = in(reg) n,
             stride = in(reg) stride_bytes,
-            out = inout(reg) out => _,
+            o0 = inout(reg) out => _,
             chunks = inout(reg) chunks => _,
             vp = out(reg) _,
-            pp = out(reg) _,
+            pp0 = out(reg) _,
             j = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _, out("v24") _,
             options(nostack),
         );
     }
@@ -384,7 +412,7 @@ unsafe fn scores_f16_x2(
 ) {
     // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 2 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
     //
-    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with a separate `fmul` and `fadd`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
+    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with one fused `fmla`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
     unsafe {
         asm!(
             "2:",
@@ -401,15 +429,11 @@ unsafe fn scores_f16_x2(
             "fcvtl v1.4s, v0.4h",
             "fcvtl2 v0.4s, v0.8h",
             "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v16.4s, v16.4s, v4.4s",
-            "fadd v17.4s, v17.4s, v5.4s",
+            "fmla v16.4s, v2.4s, v1.4s",
+            "fmla v17.4s, v3.4s, v0.4s",
             "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v18.4s, v18.4s, v4.4s",
-            "fadd v19.4s, v19.4s, v5.4s",
+            "fmla v18.4s, v2.4s, v1.4s",
+            "fmla v19.4s, v3.4s, v0.4s",
             "subs {c}, {c}, #1",
             "b.ne 3b",
             "fadd v16.4s, v16.4s, v17.4s",
@@ -468,34 +492,68 @@ unsafe fn values_f16_x2(
 ) {
     // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 2 probability rows for each `j < n`, then stores 32 bytes of each of the 2 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
     //
-    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (separate `fmul` and `fadd`) for `j` in order, as [`values_f16`] does; only the widened value chunk is shared.
+    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (one fused `fmla`) for `j` in order, as [`values_f16`] does (rows in blocks of 4, the probabilities by element); only the widened value chunk is shared.
     unsafe {
         asm!(
             "2:",
             "mov {vp}, {col}",
             "mov {pp0}, {p0}",
             "mov {pp1}, {p1}",
-            "mov {j}, {n}",
             "movi v16.4s, #0",
             "movi v17.4s, #0",
             "movi v18.4s, #0",
             "movi v19.4s, #0",
+            "lsr {j}, {n}, #2",       // blocks of 4 rows
+            "cbz {j}, 4f",
             "3:",
+            "ld1 {{v24.4s}}, [{pp0}], #16",  // 4 probabilities of head 0
+            "ld1 {{v25.4s}}, [{pp1}], #16",  // 4 probabilities of head 1
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[0]",
+            "fmla v17.4s, v2.4s, v24.s[0]",
+            "fmla v18.4s, v3.4s, v25.s[0]",
+            "fmla v19.4s, v2.4s, v25.s[0]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[1]",
+            "fmla v17.4s, v2.4s, v24.s[1]",
+            "fmla v18.4s, v3.4s, v25.s[1]",
+            "fmla v19.4s, v2.4s, v25.s[1]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[2]",
+            "fmla v17.4s, v2.4s, v24.s[2]",
+            "fmla v18.4s, v3.4s, v25.s[2]",
+            "fmla v19.4s, v2.4s, v25.s[2]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[3]",
+            "fmla v17.4s, v2.4s, v24.s[3]",
+            "fmla v18.4s, v3.4s, v25.s[3]",
+            "fmla v19.4s, v2.4s, v25.s[3]",
+            "subs {j}, {j}, #1",
+            "b.ne 3b",
+            "4:",
+            "ands {j}, {n}, #3",      // the last n % 4 rows one at a time
+            "b.eq 6f",
+            "5:",
             "ld1 {{v2.8h}}, [{vp}], {stride}",
             "fcvtl v3.4s, v2.4h",
             "fcvtl2 v2.4s, v2.8h",
             "ld1r {{v4.4s}}, [{pp0}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v16.4s, v16.4s, v5.4s",
-            "fadd v17.4s, v17.4s, v6.4s",
+            "fmla v16.4s, v4.4s, v3.4s",
+            "fmla v17.4s, v4.4s, v2.4s",
             "ld1r {{v4.4s}}, [{pp1}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v18.4s, v18.4s, v5.4s",
-            "fadd v19.4s, v19.4s, v6.4s",
+            "fmla v18.4s, v4.4s, v3.4s",
+            "fmla v19.4s, v4.4s, v2.4s",
             "subs {j}, {j}, #1",
-            "b.ne 3b",
+            "b.ne 5b",
+            "6:",
             "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
             "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
             "add {col}, {col}, #16",
@@ -513,7 +571,7 @@ unsafe fn values_f16_x2(
             pp0 = out(reg) _,
             pp1 = out(reg) _,
             j = out(reg) _,
-            out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v24") _, out("v25") _,
             options(nostack),
         );
     }
@@ -540,7 +598,7 @@ unsafe fn scores_f16_x4(
 ) {
     // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 4 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
     //
-    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with a separate `fmul` and `fadd`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
+    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with one fused `fmla`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
     unsafe {
         asm!(
             "2:",
@@ -563,25 +621,17 @@ unsafe fn scores_f16_x4(
             "fcvtl v1.4s, v0.4h",
             "fcvtl2 v0.4s, v0.8h",
             "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v16.4s, v16.4s, v4.4s",
-            "fadd v17.4s, v17.4s, v5.4s",
+            "fmla v16.4s, v2.4s, v1.4s",
+            "fmla v17.4s, v3.4s, v0.4s",
             "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v18.4s, v18.4s, v4.4s",
-            "fadd v19.4s, v19.4s, v5.4s",
+            "fmla v18.4s, v2.4s, v1.4s",
+            "fmla v19.4s, v3.4s, v0.4s",
             "ld1 {{v2.4s, v3.4s}}, [{qp2}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v20.4s, v20.4s, v4.4s",
-            "fadd v21.4s, v21.4s, v5.4s",
+            "fmla v20.4s, v2.4s, v1.4s",
+            "fmla v21.4s, v3.4s, v0.4s",
             "ld1 {{v2.4s, v3.4s}}, [{qp3}], #32",
-            "fmul v4.4s, v2.4s, v1.4s",
-            "fmul v5.4s, v3.4s, v0.4s",
-            "fadd v22.4s, v22.4s, v4.4s",
-            "fadd v23.4s, v23.4s, v5.4s",
+            "fmla v22.4s, v2.4s, v1.4s",
+            "fmla v23.4s, v3.4s, v0.4s",
             "subs {c}, {c}, #1",
             "b.ne 3b",
             "fadd v16.4s, v16.4s, v17.4s",
@@ -658,7 +708,7 @@ unsafe fn values_f16_x4(
 ) {
     // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 4 probability rows for each `j < n`, then stores 32 bytes of each of the 4 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
     //
-    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (separate `fmul` and `fadd`) for `j` in order, as [`values_f16`] does; only the widened value chunk is shared.
+    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (one fused `fmla`) for `j` in order, as [`values_f16`] does (rows in blocks of 4, the probabilities by element); only the widened value chunk is shared.
     unsafe {
         asm!(
             "2:",
@@ -667,7 +717,6 @@ unsafe fn values_f16_x4(
             "mov {pp1}, {p1}",
             "mov {pp2}, {p2}",
             "mov {pp3}, {p3}",
-            "mov {j}, {n}",
             "movi v16.4s, #0",
             "movi v17.4s, #0",
             "movi v18.4s, #0",
@@ -676,32 +725,81 @@ unsafe fn values_f16_x4(
             "movi v21.4s, #0",
             "movi v22.4s, #0",
             "movi v23.4s, #0",
+            "lsr {j}, {n}, #2",       // blocks of 4 rows
+            "cbz {j}, 4f",
             "3:",
+            "ld1 {{v24.4s}}, [{pp0}], #16",  // 4 probabilities of head 0
+            "ld1 {{v25.4s}}, [{pp1}], #16",  // 4 probabilities of head 1
+            "ld1 {{v26.4s}}, [{pp2}], #16",  // 4 probabilities of head 2
+            "ld1 {{v27.4s}}, [{pp3}], #16",  // 4 probabilities of head 3
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[0]",
+            "fmla v17.4s, v2.4s, v24.s[0]",
+            "fmla v18.4s, v3.4s, v25.s[0]",
+            "fmla v19.4s, v2.4s, v25.s[0]",
+            "fmla v20.4s, v3.4s, v26.s[0]",
+            "fmla v21.4s, v2.4s, v26.s[0]",
+            "fmla v22.4s, v3.4s, v27.s[0]",
+            "fmla v23.4s, v2.4s, v27.s[0]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[1]",
+            "fmla v17.4s, v2.4s, v24.s[1]",
+            "fmla v18.4s, v3.4s, v25.s[1]",
+            "fmla v19.4s, v2.4s, v25.s[1]",
+            "fmla v20.4s, v3.4s, v26.s[1]",
+            "fmla v21.4s, v2.4s, v26.s[1]",
+            "fmla v22.4s, v3.4s, v27.s[1]",
+            "fmla v23.4s, v2.4s, v27.s[1]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[2]",
+            "fmla v17.4s, v2.4s, v24.s[2]",
+            "fmla v18.4s, v3.4s, v25.s[2]",
+            "fmla v19.4s, v2.4s, v25.s[2]",
+            "fmla v20.4s, v3.4s, v26.s[2]",
+            "fmla v21.4s, v2.4s, v26.s[2]",
+            "fmla v22.4s, v3.4s, v27.s[2]",
+            "fmla v23.4s, v2.4s, v27.s[2]",
+            "ld1 {{v2.8h}}, [{vp}], {stride}",
+            "fcvtl v3.4s, v2.4h",
+            "fcvtl2 v2.4s, v2.8h",
+            "fmla v16.4s, v3.4s, v24.s[3]",
+            "fmla v17.4s, v2.4s, v24.s[3]",
+            "fmla v18.4s, v3.4s, v25.s[3]",
+            "fmla v19.4s, v2.4s, v25.s[3]",
+            "fmla v20.4s, v3.4s, v26.s[3]",
+            "fmla v21.4s, v2.4s, v26.s[3]",
+            "fmla v22.4s, v3.4s, v27.s[3]",
+            "fmla v23.4s, v2.4s, v27.s[3]",
+            "subs {j}, {j}, #1",
+            "b.ne 3b",
+            "4:",
+            "ands {j}, {n}, #3",      // the last n % 4 rows one at a time
+            "b.eq 6f",
+            "5:",
             "ld1 {{v2.8h}}, [{vp}], {stride}",
             "fcvtl v3.4s, v2.4h",
             "fcvtl2 v2.4s, v2.8h",
             "ld1r {{v4.4s}}, [{pp0}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v16.4s, v16.4s, v5.4s",
-            "fadd v17.4s, v17.4s, v6.4s",
+            "fmla v16.4s, v4.4s, v3.4s",
+            "fmla v17.4s, v4.4s, v2.4s",
             "ld1r {{v4.4s}}, [{pp1}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v18.4s, v18.4s, v5.4s",
-            "fadd v19.4s, v19.4s, v6.4s",
+            "fmla v18.4s, v4.4s, v3.4s",
+            "fmla v19.4s, v4.4s, v2.4s",
             "ld1r {{v4.4s}}, [{pp2}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v20.4s, v20.4s, v5.4s",
-            "fadd v21.4s, v21.4s, v6.4s",
+            "fmla v20.4s, v4.4s, v3.4s",
+            "fmla v21.4s, v4.4s, v2.4s",
             "ld1r {{v4.4s}}, [{pp3}], #4",
-            "fmul v5.4s, v4.4s, v3.4s",
-            "fmul v6.4s, v4.4s, v2.4s",
-            "fadd v22.4s, v22.4s, v5.4s",
-            "fadd v23.4s, v23.4s, v6.4s",
+            "fmla v22.4s, v4.4s, v3.4s",
+            "fmla v23.4s, v4.4s, v2.4s",
             "subs {j}, {j}, #1",
-            "b.ne 3b",
+            "b.ne 5b",
+            "6:",
             "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
             "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
             "st1 {{v20.4s, v21.4s}}, [{o2}], #32",
@@ -727,7 +825,7 @@ unsafe fn values_f16_x4(
             pp2 = out(reg) _,
             pp3 = out(reg) _,
             j = out(reg) _,
-            out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _,
             options(nostack),
         );
     }

@@ -1,70 +1,142 @@
-//! Attention over an f16 key/value cache with AVX2 (f32 caches go to the
-//! generic code).
+//! Attention over an f16 or f32 key/value cache with AVX2: one text for
+//! both element types ([`KvElem`]), which differ only in how 8 elements
+//! become 8 f32 lanes.
 
 use super::Avx2;
 use crate::generic;
 use crate::shape::{attn_shape, attn_vector_ok, ShapeError};
 use core::arch::x86_64::*;
 
+/// A cache element type: f16 bits (`u16`) or `f32`.
+trait KvElem: Copy {
+    /// Whether the elements are f16 bits, widened by `vcvtph2ps`.
+    const HALF: bool;
+}
+
+impl KvElem for u16 {
+    const HALF: bool = true;
+}
+
+impl KvElem for f32 {
+    const HALF: bool = false;
+}
+
+/// The 8 cache elements at `p` as f32 lanes (f16 widens exactly).
+///
+/// # Safety
+/// `p .. p + 8` must be readable; the CPU must implement AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load8<T: KvElem>(p: *const T) -> __m256 {
+    // SAFETY: 8 readable elements at `p` (the function contract);
+    // unaligned loads.
+    unsafe {
+        if T::HALF {
+            _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+        } else {
+            _mm256_loadu_ps(p.cast())
+        }
+    }
+}
+
 /// Attention scores over an f16 key cache: `scores[j] = dot8(q, K_j) * scale`
 /// for `j < scores.len()`, where `K_j` is the `q.len()` halves at
 /// `keys[j * stride ..]` and `dot8` is the 8-lane dot product of
-/// docs/kernels.md (lane `i % 8` accumulates `q[i] * k[i]` in order, then
+/// docs/kernels.md (lane `i % 8` accumulates `q[i] * k[i]` in order, fused, then
 /// `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`): bit-identical to
 /// [`generic::attn_scores_f16`].
 ///
 /// A shape error unless every row lies inside `keys`; rows that are not a
 /// non-zero multiple of 8 elements, or overlap, go to the generic code.
 pub fn attn_scores_f16(
-    _cpu: Avx2,
+    cpu: Avx2,
     q: &[f32],
     keys: &[u16],
     stride: usize,
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    attn_shape(q.len(), scores.len(), stride, keys.len())?;
-    if !attn_vector_ok(q.len(), scores.len(), stride) {
-        return generic::attn_scores_f16(q, keys, stride, scale, scores);
-    }
-    // SAFETY: rows `j < scores.len()` of `q.len()` halves at `j * stride`
-    // lie inside `keys` (checked above); `q.len()` is a multiple of 8; the
-    // token proves AVX2/FMA/F16C.
-    unsafe { scores_f16(q, keys, stride, scale, scores) };
-    Ok(())
+    scores_one(
+        cpu,
+        q,
+        keys,
+        stride,
+        scale,
+        scores,
+        generic::attn_scores_f16,
+    )
 }
 
-/// Attention scores over an f32 key cache: [`generic::attn_scores_f32`]
-/// (no vector code).
+/// As [`attn_scores_f16`] over an f32 key cache
+/// ([`generic::attn_scores_f32`]).
 pub fn attn_scores_f32(
-    _cpu: Avx2,
+    cpu: Avx2,
     q: &[f32],
     keys: &[f32],
     stride: usize,
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_scores_f32(q, keys, stride, scale, scores)
+    scores_one(
+        cpu,
+        q,
+        keys,
+        stride,
+        scale,
+        scores,
+        generic::attn_scores_f32,
+    )
+}
+
+/// The generic code's one-head scores: `(q, keys, stride, scale, scores)`.
+type ScoresFn<T> = fn(&[f32], &[T], usize, f32, &mut [f32]) -> Result<(), ShapeError>;
+
+/// One head's scores over either cache: [`scores_rows`] after the checks,
+/// `fallback` (the generic twin) for shapes without vector code.
+fn scores_one<T: KvElem>(
+    _cpu: Avx2,
+    q: &[f32],
+    keys: &[T],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+    fallback: ScoresFn<T>,
+) -> Result<(), ShapeError> {
+    attn_shape(q.len(), scores.len(), stride, keys.len())?;
+    if !attn_vector_ok(q.len(), scores.len(), stride) {
+        return fallback(q, keys, stride, scale, scores);
+    }
+    // SAFETY: rows `j < scores.len()` of `q.len()` elements at `j * stride`
+    // lie inside `keys` (checked above); `q.len()` is a multiple of 8; the
+    // token proves AVX2/FMA/F16C.
+    unsafe { scores_rows(q, keys, stride, scale, scores) };
+    Ok(())
 }
 
 /// # Safety
-/// As checked by [`attn_scores_f16`]; the CPU must implement AVX2 and F16C.
+/// As checked by [`scores_one`]; the CPU must implement AVX2 and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scores_f16(q: &[f32], keys: &[u16], stride: usize, scale: f32, scores: &mut [f32]) {
+unsafe fn scores_rows<T: KvElem>(
+    q: &[f32],
+    keys: &[T],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
     // SAFETY: per the function contract every key row `j < scores.len()` of
-    // `q.len()` (a multiple of 8) halves at `j * stride` lies inside `keys`,
+    // `q.len()` (a multiple of 8) elements at `j * stride` lies inside `keys`,
     // so the loads below are in bounds, as are the stores to `scores[j]`;
     // the CPU implements AVX2 and F16C.
     unsafe {
         let hd = q.len();
         let row = |j: usize| keys.as_ptr().add(j * stride);
-        let dot = |acc: __m256, k: *const u16, c: usize| {
+        let dot = |acc: __m256, k: *const T, c: usize| {
             // SAFETY: `k + c .. k + c + 8` is inside a checked row, `q` holds
             // `c + 8` floats (c < hd, hd a multiple of 8).
             {
-                let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.add(c).cast()));
+                let kv = load8(k.add(c));
                 let qv = _mm256_loadu_ps(q.as_ptr().add(c));
-                _mm256_add_ps(acc, _mm256_mul_ps(qv, kv))
+                _mm256_fmadd_ps(qv, kv, acc)
             }
         };
         // Four rows at a time: four independent add chains.
@@ -115,41 +187,57 @@ fn reduce8(acc: __m256) -> f32 {
 /// A shape error unless every row lies inside `values`; rows that are not
 /// a non-zero multiple of 8 elements, or overlap, go to the generic code.
 pub fn attn_values_f16(
-    _cpu: Avx2,
+    cpu: Avx2,
     probs: &[f32],
     values: &[u16],
     stride: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    attn_shape(out.len(), probs.len(), stride, values.len())?;
-    if !attn_vector_ok(out.len(), probs.len(), stride) {
-        return generic::attn_values_f16(probs, values, stride, out);
-    }
-    // SAFETY: rows `j < probs.len()` of `out.len()` halves at `j * stride`
-    // lie inside `values` (checked above); `out.len()` is a multiple of 8;
-    // the token proves AVX2/FMA/F16C.
-    unsafe { values_f16(probs, values, stride, out) };
-    Ok(())
+    values_one(cpu, probs, values, stride, out, generic::attn_values_f16)
 }
 
-/// Attention output over an f32 value cache: [`generic::attn_values_f32`]
-/// (no vector code).
+/// As [`attn_values_f16`] over an f32 value cache
+/// ([`generic::attn_values_f32`]).
 pub fn attn_values_f32(
-    _cpu: Avx2,
+    cpu: Avx2,
     probs: &[f32],
     values: &[f32],
     stride: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_values_f32(probs, values, stride, out)
+    values_one(cpu, probs, values, stride, out, generic::attn_values_f32)
+}
+
+/// The generic code's one-head outputs: `(probs, values, stride, out)`.
+type ValuesFn<T> = fn(&[f32], &[T], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// One head's outputs over either cache: [`values_rows`] after the checks,
+/// `fallback` (the generic twin) for shapes without vector code.
+fn values_one<T: KvElem>(
+    _cpu: Avx2,
+    probs: &[f32],
+    values: &[T],
+    stride: usize,
+    out: &mut [f32],
+    fallback: ValuesFn<T>,
+) -> Result<(), ShapeError> {
+    attn_shape(out.len(), probs.len(), stride, values.len())?;
+    if !attn_vector_ok(out.len(), probs.len(), stride) {
+        return fallback(probs, values, stride, out);
+    }
+    // SAFETY: rows `j < probs.len()` of `out.len()` elements at `j * stride`
+    // lie inside `values` (checked above); `out.len()` is a multiple of 8;
+    // the token proves AVX2/FMA/F16C.
+    unsafe { values_rows(probs, values, stride, out) };
+    Ok(())
 }
 
 /// # Safety
-/// As checked by [`attn_values_f16`]; the CPU must implement AVX2 and F16C.
+/// As checked by [`values_one`]; the CPU must implement AVX2 and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn values_f16(probs: &[f32], values: &[u16], stride: usize, out: &mut [f32]) {
+unsafe fn values_rows<T: KvElem>(probs: &[f32], values: &[T], stride: usize, out: &mut [f32]) {
     // SAFETY: per the function contract every value row `j < probs.len()` of
-    // `out.len()` (a multiple of 8) halves at `j * stride` lies inside
+    // `out.len()` (a multiple of 8) elements at `j * stride` lies inside
     // `values`, so the loads below are in bounds, and the stores stay
     // inside `out`; the CPU implements AVX2 and F16C.
     unsafe {
@@ -163,8 +251,8 @@ unsafe fn values_f16(probs: &[f32], values: &[u16], stride: usize, out: &mut [f3
             for &p in probs {
                 let pv = _mm256_set1_ps(p);
                 for (i, a) in acc.iter_mut().enumerate().take(w) {
-                    let x = _mm256_cvtph_ps(_mm_loadu_si128(v.add(8 * i).cast()));
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, x));
+                    let x = load8(v.add(8 * i));
+                    *a = _mm256_fmadd_ps(pv, x, *a);
                 }
                 v = v.wrapping_add(stride);
             }
@@ -194,41 +282,14 @@ pub fn attn_scores_f16_heads(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
-    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
-        return generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
-            attn_scores_f16(cpu, q, keys, stride, scale, row)
-        });
-    }
-    let mut g0 = 0;
-    while g0 < heads {
-        let g = (heads - g0).min(MAX_GROUP);
-        let q = &qs[g0 * hd..(g0 + g) * hd];
-        let out = &mut scores[g0 * n..(g0 + g) * n];
-        // SAFETY: rows `j < n` of `hd` halves at `j * stride` lie inside
-        // `keys` (checked above); `q` holds `g` queries of `hd` floats and
-        // `out` `g` rows of `n` scores (sliced above); `hd` is a non-zero
-        // multiple of 8; the token proves AVX2/FMA/F16C.
-        unsafe {
-            match g {
-                1 => scores_f16_group::<1>(q, keys, stride, scale, n, out),
-                2 => scores_f16_group::<2>(q, keys, stride, scale, n, out),
-                3 => scores_f16_group::<3>(q, keys, stride, scale, n, out),
-                4 => scores_f16_group::<4>(q, keys, stride, scale, n, out),
-                5 => scores_f16_group::<5>(q, keys, stride, scale, n, out),
-                6 => scores_f16_group::<6>(q, keys, stride, scale, n, out),
-                7 => scores_f16_group::<7>(q, keys, stride, scale, n, out),
-                _ => scores_f16_group::<8>(q, keys, stride, scale, n, out),
-            }
-        }
-        g0 += g;
-    }
-    Ok(())
+    let one = generic::attn_scores_f16;
+    scores_heads(cpu, qs, heads, keys, stride, scale, scores, one)
 }
 
-/// [`generic::attn_scores_f32_heads`] (no vector code).
+/// As [`attn_scores_f16_heads`] over an f32 key cache
+/// ([`generic::attn_scores_f32_heads`]).
 pub fn attn_scores_f32_heads(
-    _cpu: Avx2,
+    cpu: Avx2,
     qs: &[f32],
     heads: usize,
     keys: &[f32],
@@ -236,24 +297,70 @@ pub fn attn_scores_f32_heads(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_scores_f32_heads(qs, heads, keys, stride, scale, scores)
+    let one = generic::attn_scores_f32;
+    scores_heads(cpu, qs, heads, keys, stride, scale, scores, one)
+}
+
+/// The grouped scores over either cache; `one` is the generic one-head
+/// twin, for shapes without vector code.
+#[allow(clippy::too_many_arguments)]
+fn scores_heads<T: KvElem>(
+    cpu: Avx2,
+    qs: &[f32],
+    heads: usize,
+    keys: &[T],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+    one: ScoresFn<T>,
+) -> Result<(), ShapeError> {
+    let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
+        return generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+            scores_one(cpu, q, keys, stride, scale, row, one)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = (heads - g0).min(MAX_GROUP);
+        let q = &qs[g0 * hd..(g0 + g) * hd];
+        let out = &mut scores[g0 * n..(g0 + g) * n];
+        // SAFETY: rows `j < n` of `hd` elements at `j * stride` lie inside
+        // `keys` (checked above); `q` holds `g` queries of `hd` floats and
+        // `out` `g` rows of `n` scores (sliced above); `hd` is a non-zero
+        // multiple of 8; the token proves AVX2/FMA/F16C.
+        unsafe {
+            match g {
+                1 => scores_group::<1, T>(q, keys, stride, scale, n, out),
+                2 => scores_group::<2, T>(q, keys, stride, scale, n, out),
+                3 => scores_group::<3, T>(q, keys, stride, scale, n, out),
+                4 => scores_group::<4, T>(q, keys, stride, scale, n, out),
+                5 => scores_group::<5, T>(q, keys, stride, scale, n, out),
+                6 => scores_group::<6, T>(q, keys, stride, scale, n, out),
+                7 => scores_group::<7, T>(q, keys, stride, scale, n, out),
+                _ => scores_group::<8, T>(q, keys, stride, scale, n, out),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
 }
 
 /// `G` heads' scores, key row by key row: the row's 8-element chunks
 /// converted once, each head's lane sums `acc + q * k` in chunk order, then
-/// [`reduce8`]'s tree and the scale: [`scores_f16`]'s operations per score.
+/// [`reduce8`]'s tree and the scale: [`scores_rows`]'s operations per score.
 /// The heads' trees run side by side in one register ([`reduce_heads`]),
 /// and 8 rows' results are transposed into 8 scores per head and stored
 /// whole.
 ///
 /// # Safety
 /// `qs.len() >= G * hd` with `hd = qs.len() / G` a non-zero multiple of 8,
-/// rows `j < n` of `hd` halves at `j * stride` inside `keys`, `out.len() >=
+/// rows `j < n` of `hd` elements at `j * stride` inside `keys`, `out.len() >=
 /// G * n`; the CPU must implement AVX2 and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scores_f16_group<const G: usize>(
+unsafe fn scores_group<const G: usize, T: KvElem>(
     qs: &[f32],
-    keys: &[u16],
+    keys: &[T],
     stride: usize,
     scale: f32,
     n: usize,
@@ -270,7 +377,7 @@ unsafe fn scores_f16_group<const G: usize>(
         let whole = n / 8 * 8;
         for j0 in (0..whole).step_by(8) {
             let rows: [__m256; 8] = core::array::from_fn(|i| {
-                _mm256_mul_ps(scores_row::<G>(qs, hd, keys, (j0 + i) * stride), scale)
+                _mm256_mul_ps(scores_row::<G, T>(qs, hd, keys, (j0 + i) * stride), scale)
             });
             // Column `g`: head g's scores of rows j0..j0 + 8.
             for (g, column) in super::transpose8(rows).iter().enumerate().take(G) {
@@ -279,7 +386,7 @@ unsafe fn scores_f16_group<const G: usize>(
         }
         for j in whole..n {
             let mut lanes = [0.0f32; 8];
-            let row = _mm256_mul_ps(scores_row::<G>(qs, hd, keys, j * stride), scale);
+            let row = _mm256_mul_ps(scores_row::<G, T>(qs, hd, keys, j * stride), scale);
             _mm256_storeu_ps(lanes.as_mut_ptr(), row);
             for (g, &v) in lanes.iter().enumerate().take(G) {
                 *o.add(g * n + j) = v;
@@ -294,20 +401,25 @@ unsafe fn scores_f16_group<const G: usize>(
 /// [`reduce_heads`].
 ///
 /// # Safety
-/// `qs.len() >= G * hd`, `hd` a multiple of 8, and the `hd` halves at
+/// `qs.len() >= G * hd`, `hd` a multiple of 8, and the `hd` elements at
 /// `keys[at..]` inside `keys`; the CPU must implement AVX2 and F16C.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scores_row<const G: usize>(qs: &[f32], hd: usize, keys: &[u16], at: usize) -> __m256 {
+unsafe fn scores_row<const G: usize, T: KvElem>(
+    qs: &[f32],
+    hd: usize,
+    keys: &[T],
+    at: usize,
+) -> __m256 {
     // SAFETY: per the function contract.
     unsafe {
         let (q, k) = (qs.as_ptr(), keys.as_ptr().add(at));
         let mut acc = [_mm256_setzero_ps(); 8];
         for c in (0..hd).step_by(8) {
-            let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.add(c).cast()));
+            let kv = load8(k.add(c));
             for (g, a) in acc.iter_mut().enumerate().take(G) {
                 let qv = _mm256_loadu_ps(q.add(g * hd + c));
-                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, kv));
+                *a = _mm256_fmadd_ps(qv, kv, *a);
             }
         }
         reduce_heads(acc)
@@ -365,44 +477,24 @@ pub fn attn_values_f16_heads(
     out: &mut [f32],
     out_stride: usize,
 ) -> Result<(), ShapeError> {
-    let o = (hd, out.len(), out_stride);
-    let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
-    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
-        return generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
-            attn_values_f16(cpu, p, values, stride, row)
-        });
-    }
-    let mut g0 = 0;
-    while g0 < heads {
-        let g = (heads - g0).min(MAX_GROUP);
-        let p = &probs[g0 * n..(g0 + g) * n];
-        let o = &mut out[g0 * out_stride..(g0 + g - 1) * out_stride + hd];
-        // SAFETY: rows `j < n` of `hd` halves at `j * stride` lie inside
-        // `values` (checked above); `p` holds `g` rows of `n` probabilities
-        // and `o` `g` rows of `hd` outputs at `out_stride` (sliced above,
-        // inside `out` as checked); `hd` is a non-zero multiple of 8; the
-        // token proves AVX2/FMA/F16C.
-        unsafe {
-            match g {
-                1 => values_f16_group::<1>(p, values, stride, hd, o, out_stride),
-                2 => values_f16_group::<2>(p, values, stride, hd, o, out_stride),
-                3 => values_f16_group::<3>(p, values, stride, hd, o, out_stride),
-                4 => values_f16_group::<4>(p, values, stride, hd, o, out_stride),
-                5 => values_f16_group::<5>(p, values, stride, hd, o, out_stride),
-                6 => values_f16_group::<6>(p, values, stride, hd, o, out_stride),
-                7 => values_f16_group::<7>(p, values, stride, hd, o, out_stride),
-                _ => values_f16_group::<8>(p, values, stride, hd, o, out_stride),
-            }
-        }
-        g0 += g;
-    }
-    Ok(())
+    let one = generic::attn_values_f16;
+    values_heads(
+        cpu,
+        probs,
+        heads,
+        values,
+        stride,
+        (hd, out_stride),
+        out,
+        one,
+    )
 }
 
-/// [`generic::attn_values_f32_heads`] (no vector code).
+/// As [`attn_values_f16_heads`] over an f32 value cache
+/// ([`generic::attn_values_f32_heads`]).
 #[allow(clippy::too_many_arguments)]
 pub fn attn_values_f32_heads(
-    _cpu: Avx2,
+    cpu: Avx2,
     probs: &[f32],
     heads: usize,
     values: &[f32],
@@ -411,21 +503,78 @@ pub fn attn_values_f32_heads(
     out: &mut [f32],
     out_stride: usize,
 ) -> Result<(), ShapeError> {
-    generic::attn_values_f32_heads(probs, heads, values, stride, hd, out, out_stride)
+    let one = generic::attn_values_f32;
+    values_heads(
+        cpu,
+        probs,
+        heads,
+        values,
+        stride,
+        (hd, out_stride),
+        out,
+        one,
+    )
+}
+
+/// The grouped outputs over either cache; `one` is the generic one-head
+/// twin, for shapes without vector code.
+#[allow(clippy::too_many_arguments)]
+fn values_heads<T: KvElem>(
+    cpu: Avx2,
+    probs: &[f32],
+    heads: usize,
+    values: &[T],
+    stride: usize,
+    (hd, out_stride): (usize, usize),
+    out: &mut [f32],
+    one: ValuesFn<T>,
+) -> Result<(), ShapeError> {
+    let o = (hd, out.len(), out_stride);
+    let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
+    if heads <= 2 || !attn_vector_ok(hd, n, stride) {
+        return generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+            values_one(cpu, p, values, stride, row, one)
+        });
+    }
+    let mut g0 = 0;
+    while g0 < heads {
+        let g = (heads - g0).min(MAX_GROUP);
+        let p = &probs[g0 * n..(g0 + g) * n];
+        let o = &mut out[g0 * out_stride..(g0 + g - 1) * out_stride + hd];
+        // SAFETY: rows `j < n` of `hd` elements at `j * stride` lie inside
+        // `values` (checked above); `p` holds `g` rows of `n` probabilities
+        // and `o` `g` rows of `hd` outputs at `out_stride` (sliced above,
+        // inside `out` as checked); `hd` is a non-zero multiple of 8; the
+        // token proves AVX2/FMA/F16C.
+        unsafe {
+            match g {
+                1 => values_group::<1, T>(p, values, stride, hd, o, out_stride),
+                2 => values_group::<2, T>(p, values, stride, hd, o, out_stride),
+                3 => values_group::<3, T>(p, values, stride, hd, o, out_stride),
+                4 => values_group::<4, T>(p, values, stride, hd, o, out_stride),
+                5 => values_group::<5, T>(p, values, stride, hd, o, out_stride),
+                6 => values_group::<6, T>(p, values, stride, hd, o, out_stride),
+                7 => values_group::<7, T>(p, values, stride, hd, o, out_stride),
+                _ => values_group::<8, T>(p, values, stride, hd, o, out_stride),
+            }
+        }
+        g0 += g;
+    }
+    Ok(())
 }
 
 /// `G` heads' outputs, 8 columns at a time: each value row's chunk
 /// converted once, each head's accumulator `acc + p * v` over the rows in
-/// order from zero: [`values_f16`]'s operations per output element.
+/// order from zero: [`values_rows`]'s operations per output element.
 ///
 /// # Safety
-/// `probs.len() == G * n` for some `n`, rows `j < n` of `hd` halves at `j *
+/// `probs.len() == G * n` for some `n`, rows `j < n` of `hd` elements at `j *
 /// stride` inside `values`, `hd` a non-zero multiple of 8, `out.len() >= (G
 /// - 1) * out_stride + hd`; the CPU must implement AVX2 and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn values_f16_group<const G: usize>(
+unsafe fn values_group<const G: usize, T: KvElem>(
     probs: &[f32],
-    values: &[u16],
+    values: &[T],
     stride: usize,
     hd: usize,
     out: &mut [f32],
@@ -441,10 +590,10 @@ unsafe fn values_f16_group<const G: usize>(
             let mut acc = [_mm256_setzero_ps(); G];
             let mut v = values.as_ptr().add(c);
             for j in 0..n {
-                let x = _mm256_cvtph_ps(_mm_loadu_si128(v.cast()));
+                let x = load8(v);
                 for (g, a) in acc.iter_mut().enumerate() {
                     let pv = _mm256_set1_ps(*p.add(g * n + j));
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, x));
+                    *a = _mm256_fmadd_ps(pv, x, *a);
                 }
                 v = v.wrapping_add(stride);
             }

@@ -358,7 +358,7 @@ fn attention_matches_generic() {
     let Some(cpu) = cpu() else { return };
     let mut rng = Rng(5);
     for hd in [7, 8, 12, 16, 24, 64] {
-        for n in [0usize, 1, 3, 4, 5, 9] {
+        for n in [0usize, 1, 2, 3, 4, 5, 6, 9] {
             for extra in [0, 3] {
                 let stride = hd + extra;
                 let len = n.saturating_sub(1) * stride + hd;
@@ -417,7 +417,7 @@ fn grouped_attention_matches_generic() {
     let mut rng = Rng(7);
     for heads in 1..=9 {
         for hd in [7, 8, 24, 64] {
-            for n in [0usize, 1, 5, 8, 9, 17, 23] {
+            for n in [0usize, 1, 2, 5, 8, 9, 14, 17, 23] {
                 let stride = hd + (heads % 3);
                 let out_stride = hd + 4 * (heads % 2);
                 let len = n.saturating_sub(1) * stride + hd;
@@ -523,6 +523,34 @@ fn grouped_attention_matches_generic() {
                     );
                     assert_eq!(r, Err(e), "{what}");
                     assert!(out.iter().all(|v| v.is_nan()), "{what}: written on error");
+                    // The f32 cache one element short: the same errors.
+                    let short = &k32[..len - 1];
+                    let e =
+                        generic::attn_scores_f32_heads(&qs, heads, short, stride, 1.0, &mut scores)
+                            .unwrap_err();
+                    let r = arch::attn_scores_f32_heads(
+                        cpu,
+                        &qs,
+                        heads,
+                        short,
+                        stride,
+                        1.0,
+                        &mut scores,
+                    );
+                    assert_eq!(r, Err(e), "{what}");
+                    let mut out = vec![f32::NAN; out_len];
+                    let e = generic::attn_values_f32_heads(
+                        &probs, heads, short, stride, hd, &mut out, out_stride,
+                    )
+                    .unwrap_err();
+                    let r = arch::attn_values_f32_heads(
+                        cpu, &probs, heads, short, stride, hd, &mut out, out_stride,
+                    );
+                    assert_eq!(r, Err(e), "{what}");
+                    assert!(
+                        scores.iter().chain(&out).all(|v| v.is_nan()),
+                        "{what}: written on error"
+                    );
                 }
             }
         }

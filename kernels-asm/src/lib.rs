@@ -21,9 +21,9 @@
 //!
 //! Results are bit-identical to [`generic`]: integer block sums are exact,
 //! and each block's contribution is added in block order with separate
-//! multiply and add (no fused multiply-add), exactly as the generic code
-//! does. Values that pass through the subnormal range are the only
-//! exception.
+//! multiply and add, exactly as the generic code does; a fused multiply-add
+//! only where the generic code writes one (attention: `libm::fmaf`). Values
+//! that pass through the subnormal range are the only exception.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 

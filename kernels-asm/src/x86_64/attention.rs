@@ -24,7 +24,7 @@ impl KvElem for f32 {
 /// The 8 cache elements at `p` as f32 lanes (f16 widens exactly).
 ///
 /// # Safety
-/// `p .. p + 8` must be readable; the CPU must implement AVX2 and F16C.
+/// `p .. p + 8` must be readable; the CPU must implement AVX2, FMA and F16C.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load8<T: KvElem>(p: *const T) -> __m256 {
@@ -114,7 +114,7 @@ fn scores_one<T: KvElem>(
 }
 
 /// # Safety
-/// As checked by [`scores_one`]; the CPU must implement AVX2 and F16C.
+/// As checked by [`scores_one`]; the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scores_rows<T: KvElem>(
     q: &[f32],
@@ -126,7 +126,7 @@ unsafe fn scores_rows<T: KvElem>(
     // SAFETY: per the function contract every key row `j < scores.len()` of
     // `q.len()` (a multiple of 8) elements at `j * stride` lies inside `keys`,
     // so the loads below are in bounds, as are the stores to `scores[j]`;
-    // the CPU implements AVX2 and F16C.
+    // the CPU implements AVX2, FMA and F16C.
     unsafe {
         let hd = q.len();
         let row = |j: usize| keys.as_ptr().add(j * stride);
@@ -139,7 +139,7 @@ unsafe fn scores_rows<T: KvElem>(
                 _mm256_fmadd_ps(qv, kv, acc)
             }
         };
-        // Four rows at a time: four independent add chains.
+        // Four rows at a time: four independent chains.
         let mut j = 0;
         let n = scores.len();
         while j + 4 <= n {
@@ -233,13 +233,13 @@ fn values_one<T: KvElem>(
 }
 
 /// # Safety
-/// As checked by [`values_one`]; the CPU must implement AVX2 and F16C.
+/// As checked by [`values_one`]; the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn values_rows<T: KvElem>(probs: &[f32], values: &[T], stride: usize, out: &mut [f32]) {
     // SAFETY: per the function contract every value row `j < probs.len()` of
     // `out.len()` (a multiple of 8) elements at `j * stride` lies inside
     // `values`, so the loads below are in bounds, and the stores stay
-    // inside `out`; the CPU implements AVX2 and F16C.
+    // inside `out`; the CPU implements AVX2, FMA and F16C.
     unsafe {
         let hd = out.len();
         let mut c = 0;
@@ -356,7 +356,7 @@ fn scores_heads<T: KvElem>(
 /// # Safety
 /// `qs.len() >= G * hd` with `hd = qs.len() / G` a non-zero multiple of 8,
 /// rows `j < n` of `hd` elements at `j * stride` inside `keys`, `out.len() >=
-/// G * n`; the CPU must implement AVX2 and F16C.
+/// G * n`; the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scores_group<const G: usize, T: KvElem>(
     qs: &[f32],
@@ -369,7 +369,7 @@ unsafe fn scores_group<const G: usize, T: KvElem>(
     // SAFETY: per the function contract the rows read lie inside `keys`
     // and `qs`, and the stores `out[g * n + j .. + 8]` (`j + 8 <= n`) and
     // `out[g * n + j]` (`j < n`) stay inside `out`; the CPU implements
-    // AVX2 and F16C.
+    // AVX2, FMA and F16C.
     unsafe {
         let hd = qs.len() / G;
         let scale = _mm256_set1_ps(scale);
@@ -402,7 +402,7 @@ unsafe fn scores_group<const G: usize, T: KvElem>(
 ///
 /// # Safety
 /// `qs.len() >= G * hd`, `hd` a multiple of 8, and the `hd` elements at
-/// `keys[at..]` inside `keys`; the CPU must implement AVX2 and F16C.
+/// `keys[at..]` inside `keys`; the CPU must implement AVX2, FMA and F16C.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scores_row<const G: usize, T: KvElem>(
@@ -570,7 +570,7 @@ fn values_heads<T: KvElem>(
 /// # Safety
 /// `probs.len() == G * n` for some `n`, rows `j < n` of `hd` elements at `j *
 /// stride` inside `values`, `hd` a non-zero multiple of 8, `out.len() >= (G
-/// - 1) * out_stride + hd`; the CPU must implement AVX2 and F16C.
+/// - 1) * out_stride + hd`; the CPU must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn values_group<const G: usize, T: KvElem>(
     probs: &[f32],
@@ -582,7 +582,7 @@ unsafe fn values_group<const G: usize, T: KvElem>(
 ) {
     // SAFETY: per the function contract the loads read inside `probs` and
     // the checked value rows, and the stores stay inside `out`; the CPU
-    // implements AVX2 and F16C.
+    // implements AVX2, FMA and F16C.
     unsafe {
         let n = probs.len() / G;
         let p = probs.as_ptr();

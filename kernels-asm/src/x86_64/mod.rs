@@ -6,9 +6,9 @@
 //! Bit-identical to the scalar references (docs/kernels.md): the per-block
 //! integer sums are exact, and each block's contribution
 //! `(isum as f32) * (d_w * d_a)` is formed with two separate `vmulps` and
-//! added with `vaddps`, blocks in order, one output row per vector lane. No
-//! fused multiply-add is used (FMA is only part of the capability so that a
-//! token also stands for the usual "AVX2 machine" baseline).
+//! added with `vaddps`, blocks in order, one output row per vector lane. The
+//! only fused multiply-add is attention's (`vfmadd`), where the reference
+//! writes one (`libm::fmaf`).
 //!
 //! One file per operation; every public function has the name and the
 //! signature of its twin in [`crate::generic`] with the [`Avx2`] token in

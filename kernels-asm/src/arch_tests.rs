@@ -168,7 +168,9 @@ fn check_gemm(
                 assert_same(&got, &want, what);
             }
         };
-    for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24] {
+    // 33 rows: two whole 16-row units of the x86 512-bit VNNI tiles and a
+    // last one of 1 row (9 Q4_0x4 groups: the last unit repeats its group).
+    for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24, 33] {
         // 65 and 66 blocks: past the x86 GEMV's expanded activations (64).
         for cols in [32, 96, 160, 65 * 32, 66 * 32] {
             let w = weight(&mut rng, group_rows, block_bytes, rows, cols);

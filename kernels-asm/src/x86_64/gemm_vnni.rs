@@ -1,13 +1,13 @@
 //! The VNNI GEMM tiles: Q4_0x4 and Q8_0x8 weights against up to 8 Q8_0
-//! activation rows per pass over a weight tile, with `vpdpbusd` on 256-bit
-//! registers in either encoding: AVX512-VNNI with AVX512-VL (EVEX, 32
-//! registers; module `avx512`) or AVX-VNNI (VEX, 16 registers; module `avx`),
-//! one text for both.
+//! activation rows per pass over a weight tile, with `vpdpbusd` in either
+//! encoding: AVX512-VNNI on 512-bit registers (EVEX, 32 registers, 16 weight
+//! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
+//! registers, 8 weight rows; module `avx`).
 //!
-//! Both tiles keep one weight row per 32-bit lane in every register they
-//! multiply, so the activation operand is one dword of the activation block
-//! broadcast to all lanes (folded into `vpdpbusd` as a `{1to8}` memory
-//! operand: no pattern table, no shuffle per activation row), and the i32 sums
+//! Every tile keeps one weight row per 32-bit lane in every register it
+//! multiplies, so the activation operand is one dword of the activation block
+//! broadcast to all lanes (folded into the EVEX `vpdpbusd` as a `{1to16}`
+//! memory operand: no pattern table, no shuffle per activation row), and the i32 sums
 //! of a block need no cross-lane step. `vpdpbusd` multiplies unsigned by
 //! signed bytes, so the weights are made unsigned by an offset and each
 //! block's sums start at minus the offset times `sum(a)` (a table formed once
@@ -29,6 +29,25 @@ const MAX_ROWS: usize = 64;
 /// The most 32-column blocks per row (12,288 columns); wider rows take the
 /// AVX2 tiles.
 pub(in super::super) const MAX_BLOCKS: usize = 384;
+
+/// Runs `$body` for `$t` = 0, 1, ..., `$T - 1` (`$T <= TILE_M`), written
+/// out: the compiler leaves a loop over 7 or 8 activation rows rolled, and
+/// their accumulators then live on the stack (a store and a load per row and
+/// block); written out, every `acc[$t]` is a register.
+macro_rules! for_each_row {
+    ($T:ident, |$t:ident| $body:block) => {
+        for_each_row!(@ $T, $t, $body, 0 1 2 3 4 5 6 7)
+    };
+    (@ $T:ident, $t:ident, $body:block, $($k:literal)*) => {
+        const { assert!($T <= TILE_M) };
+        $(
+            if $k < $T {
+                let $t: usize = $k;
+                $body
+            }
+        )*
+    };
+}
 
 /// `-(sum(a) << shift)` of every 32-byte block of `qs` (`blocks` of them),
 /// exact in i32 (|sum| <= 32 * 128, shifted by at most 7).
@@ -91,30 +110,30 @@ fn add_block(acc: __m256, isum: __m256i, sw: __m256, da: f32) -> __m256 {
     _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale))
 }
 
-/// The GEMM loop both layouts share: calls of at most [`MAX_ROWS`]
+/// The GEMM loop every tile shares: calls of at most [`MAX_ROWS`]
 /// activation rows, each forming its table of `-(sum(a) << shift)` once;
-/// then every unit of 8 weight rows (`units` of them) against tiles of up to
-/// [`TILE_M`] activation rows, each tile's results stored into `out` (`m x
+/// then every unit of `W` weight rows (`units` of them) against tiles of up
+/// to [`TILE_M`] activation rows, each tile's results stored into `out` (`m x
 /// rows`; a last unit's rows past `rows` are dropped). The layout's tile is
-/// `tile(unit, quants, scales, sums, tm, res)`: the unit's 8 weight rows
-/// (rows `8 unit` on) against `tm` activation rows (their quants, scales
+/// `tile(unit, quants, scales, sums, tm, res)`: the unit's `W` weight rows
+/// (rows `W unit` on) against `tm` activation rows (their quants, scales
 /// and `-offset * sum(a)` per block) into `res[..tm]`; it checks nothing (a
 /// generic, so the compiler inlines it per layout).
 ///
 /// # Safety
 /// `act_qs` must hold `m * nb * 32` quants, `act_d` `m * nb` scales, `out`
-/// `m * rows` floats, `units * 8 >= rows > 8 * (units - 1)`,
+/// `m * rows` floats, `units * W >= rows > W * (units - 1)`,
 /// `nb <= MAX_BLOCKS`, `shift <= 7`, the CPU must implement AVX2, and
 /// `tile` must be safe to call for every unit `< units` and those slices.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_units(
+pub(super) unsafe fn gemm_units<const W: usize>(
     (rows, units, nb): (usize, usize, usize),
     shift: u32,
     act_qs: &[i8],
     act_d: &[f32],
     m: usize,
     out: &mut [f32],
-    tile: impl Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]),
+    tile: impl Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; W]; TILE_M]),
 ) {
     let cols = nb * QK;
     for c0 in (0..m).step_by(MAX_ROWS) {
@@ -132,15 +151,15 @@ pub(super) unsafe fn gemm_units(
             )
         };
         for unit in 0..units {
-            let row0 = 8 * unit;
-            let n = rows.saturating_sub(row0).min(8);
+            let row0 = W * unit;
+            let n = rows.saturating_sub(row0).min(W);
             let mut t0 = c0;
             while t0 < c1 {
                 let tm = (c1 - t0).min(TILE_M);
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
                 let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                let mut res = [[0.0f32; 8]; TILE_M];
+                let mut res = [[0.0f32; W]; TILE_M];
                 tile(unit, qs, d, c, tm, &mut res);
                 for (t, r) in res.iter().enumerate().take(tm) {
                     let o = (t0 + t) * rows + row0;
@@ -152,295 +171,598 @@ pub(super) unsafe fn gemm_units(
     }
 }
 
-/// Defines module `$module`: the GEMM drivers and tiles for one encoding
-/// of `vpdpbusd` (`$dp`, CPU features `$features`, token `$kind`), one
-/// text for both.
-macro_rules! vnni_set {
-    ($module:ident, $features:literal, $dp:ident, $kind:expr) => {
-        pub(super) mod $module {
-            use super::super::gemm::prefetch_next_pair;
-            use super::super::{Avx2, Vnni};
-            use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
-            use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
-            use core::arch::x86_64::*;
+/// The AVX-VNNI tiles (VEX `vpdpbusd` on 256-bit registers, 16 of them):
+/// 8 weight rows per register.
+pub(super) mod avx {
+    use super::super::gemm::prefetch_next_pair;
+    use super::super::{Avx2, Vnni};
+    use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
+    use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+    use core::arch::x86_64::*;
 
-            /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
-            /// contract of [`super::gemm_q4_0x4_q8_0`] after its shape checks, for
-            /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
-            ///
-            /// # Safety
-            /// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
-            /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
-            /// scales, `out` `m * rows` floats; the token says `$kind`.
-            #[allow(clippy::too_many_arguments)]
-            pub(in super::super) unsafe fn gemm_q4_0x4(
-                cpu: Avx2,
-                w: &[u8],
-                rows: usize,
-                groups: usize,
-                nb: usize,
-                act_qs: &[i8],
-                act_d: &[f32],
-                m: usize,
-                out: &mut [f32],
-            ) {
-                debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
-                let group_bytes = nb * Q4X4_BLOCK_BYTES;
-                let group = |g: usize| &w[g * group_bytes..(g + 1) * group_bytes];
-                // Row groups in pairs (8 rows per vector); an odd last group is
-                // paired with itself and only its own rows are stored.
-                let tile =
-                    |pair: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
-                        let (wa, wb) = (group(2 * pair), group((2 * pair + 1).min(groups - 1)));
-                        // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
-                        // of 72 bytes, sliced above), `gemm_units` passes `tm` (1 to
-                        // TILE_M) rows of `nb * 32` quants and of `nb` scales and
-                        // sums; the token proves `$features`.
-                        unsafe {
-                            match tm {
-                                8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, res),
-                                7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, res),
-                                6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, res),
-                                5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, res),
-                                4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, res),
-                                3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, res),
-                                2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, res),
-                                _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, res),
-                            }
-                        }
-                    };
-                // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
-                // SAFETY: the shapes as `gemm_units` needs them (the function
-                // contract: 8 rows per pair of groups); the token proves AVX2.
-                unsafe {
-                    gemm_units(
-                        (rows, groups.div_ceil(2), nb),
-                        3,
-                        act_qs,
-                        act_d,
-                        m,
-                        out,
-                        tile,
+    /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
+    /// contract of [`super::gemm_q4_0x4_q8_0`] after its shape checks, for
+    /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+    ///
+    /// # Safety
+    /// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
+    /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+    /// scales, `out` `m * rows` floats; the token says `Vnni::Avx`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn gemm_q4_0x4(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        groups: usize,
+        nb: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(cpu.vnni() == Vnni::Avx && (1..=MAX_BLOCKS).contains(&nb));
+        let group_bytes = nb * Q4X4_BLOCK_BYTES;
+        let group = |g: usize| &w[g * group_bytes..(g + 1) * group_bytes];
+        // Row groups in pairs (8 rows per vector); an odd last group is
+        // paired with itself and only its own rows are stored.
+        let tile = |pair: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+            let (wa, wb) = (group(2 * pair), group((2 * pair + 1).min(groups - 1)));
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks
+            // of 72 bytes, sliced above), `gemm_units` passes `tm` (1 to
+            // TILE_M) rows of `nb * 32` quants and of `nb` scales and
+            // sums; the token proves AVX2, FMA, F16C and AVX-VNNI.
+            unsafe {
+                match tm {
+                    8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, res),
+                    7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, res),
+                    6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, res),
+                    5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, res),
+                    4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, res),
+                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, res),
+                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, res),
+                    _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, res),
+                }
+            }
+        };
+        // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
+        // SAFETY: the shapes as `gemm_units` needs them (the function
+        // contract: 8 rows per pair of groups); the token proves AVX2.
+        unsafe {
+            gemm_units(
+                (rows, groups.div_ceil(2), nb),
+                3,
+                act_qs,
+                act_d,
+                m,
+                out,
+                tile,
+            )
+        };
+    }
+
+    /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
+    /// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
+    ///
+    /// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of `wa` and of
+    /// `wb` fill the two 128-bit halves of one register, so lane `i` is row `i`
+    /// of the tile; the XOR 0x88 is undone and the low and high nibbles `n`
+    /// (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split out. Per
+    /// activation row, `vpdpbusd` adds `n * a` with the activation dword `c`
+    /// (low) or `4 + c` (high) broadcast, in two chains (low, high) of four;
+    /// the low chain starts at `-8 sum(a)` (`neg_corr`), so the sum of the two
+    /// is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 * 128).
+    ///
+    /// # Safety
+    /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
+    /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+    /// `1 <= T <= TILE_M`, and the CPU must implement AVX2, FMA, F16C and AVX-VNNI.
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    unsafe fn q4x4_tile<const T: usize>(
+        wa: &[u8],
+        wb: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        neg_corr: &[i32],
+        nb: usize,
+        res: &mut [[f32; 8]; TILE_M],
+    ) {
+        debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
+        let m4 = _mm256_set1_epi8(0x0F);
+        let x88 = _mm256_set1_epi8(0x88u8 as i8);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            // SAFETY: block b < nb of `wa` and `wb` is bytes 72b..72b+72 (the
+            // function contract).
+            let (pa, pb) = unsafe {
+                (
+                    wa.as_ptr().add(b * Q4X4_BLOCK_BYTES),
+                    wb.as_ptr().add(b * Q4X4_BLOCK_BYTES),
+                )
+            };
+            prefetch_next_pair(wb, nb, b);
+            // [low nibbles of chunk c, high nibbles of chunk c], rows a0-3 | b0-3.
+            let nibbles = |c: usize| {
+                // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of a 72-byte
+                // super-block; unaligned loads.
+                let x = unsafe {
+                    _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_loadu_si128(pa.add(8 + 16 * c).cast())),
+                        _mm_loadu_si128(pb.add(8 + 16 * c).cast()),
                     )
                 };
-            }
-
-            /// One Q4_0x4 weight tile (row groups `wa` and `wb`, 8 rows) against `T`
-            /// activation rows: `res[t]` = the 4 rows of `wa` then the 4 rows of `wb`.
-            ///
-            /// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of `wa` and of
-            /// `wb` fill the two 128-bit halves of one register, so lane `i` is row `i`
-            /// of the tile; the XOR 0x88 is undone and the low and high nibbles `n`
-            /// (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split out. Per
-            /// activation row, `vpdpbusd` adds `n * a` with the activation dword `c`
-            /// (low) or `4 + c` (high) broadcast, in two chains (low, high) of four;
-            /// the low chain starts at `-8 sum(a)` (`neg_corr`), so the sum of the two
-            /// is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 * 128).
-            ///
-            /// # Safety
-            /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-            /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
-            /// `1 <= T <= TILE_M`, and the CPU must implement `$features`.
-            #[target_feature(enable = $features)]
-            unsafe fn q4x4_tile<const T: usize>(
-                wa: &[u8],
-                wb: &[u8],
-                qs: &[i8],
-                d: &[f32],
-                neg_corr: &[i32],
-                nb: usize,
-                res: &mut [[f32; 8]; TILE_M],
-            ) {
-                debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
-                debug_assert!(
-                    qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
-                );
-                let m4 = _mm256_set1_epi8(0x0F);
-                let x88 = _mm256_set1_epi8(0x88u8 as i8);
-                let mut acc = [_mm256_setzero_ps(); T];
-                for b in 0..nb {
-                    // SAFETY: block b < nb of `wa` and `wb` is bytes 72b..72b+72 (the
-                    // function contract).
-                    let (pa, pb) = unsafe {
-                        (
-                            wa.as_ptr().add(b * Q4X4_BLOCK_BYTES),
-                            wb.as_ptr().add(b * Q4X4_BLOCK_BYTES),
-                        )
-                    };
-                    prefetch_next_pair(wb, nb, b);
-                    // [low nibbles of chunk c, high nibbles of chunk c], rows a0-3 | b0-3.
-                    let nibbles = |c: usize| {
-                        // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of a 72-byte
-                        // super-block; unaligned loads.
-                        let x = unsafe {
-                            _mm256_inserti128_si256::<1>(
-                                _mm256_castsi128_si256(_mm_loadu_si128(pa.add(8 + 16 * c).cast())),
-                                _mm_loadu_si128(pb.add(8 + 16 * c).cast()),
-                            )
-                        };
-                        let x = _mm256_xor_si256(x, x88);
-                        (
-                            _mm256_and_si256(x, m4),
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-                        )
-                    };
-                    let n: [(__m256i, __m256i); 4] = core::array::from_fn(nibbles);
-                    // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-                    // SAFETY: bytes 0..8 of both super-blocks.
-                    let sw = unsafe {
-                        _mm256_cvtph_ps(_mm_unpacklo_epi64(
-                            _mm_loadl_epi64(pa.cast()),
-                            _mm_loadl_epi64(pb.cast()),
-                        ))
-                    };
-                    for (t, acc_t) in acc.iter_mut().enumerate() {
-                        // SAFETY: t < T and b < nb (the function contract: `T`
-                        // rows of `nb` blocks).
-                        let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
-                        // SAFETY: dword k < 8 of the block; unaligned read.
-                        let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                        let mut lo = _mm256_set1_epi32(c);
-                        let mut hi = _mm256_setzero_si256();
-                        for (k, &(nl, nh)) in n.iter().enumerate() {
-                            lo = $dp(lo, nl, a(k));
-                            hi = $dp(hi, nh, a(4 + k));
-                        }
-                        *acc_t = add_block(*acc_t, _mm256_add_epi32(lo, hi), sw, da);
-                    }
+                let x = _mm256_xor_si256(x, x88);
+                (
+                    _mm256_and_si256(x, m4),
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                )
+            };
+            let n: [(__m256i, __m256i); 4] = core::array::from_fn(nibbles);
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            // SAFETY: bytes 0..8 of both super-blocks.
+            let sw = unsafe {
+                _mm256_cvtph_ps(_mm_unpacklo_epi64(
+                    _mm_loadl_epi64(pa.cast()),
+                    _mm_loadl_epi64(pb.cast()),
+                ))
+            };
+            for_each_row!(T, |t| {
+                let acc_t = &mut acc[t];
+                // SAFETY: t < T and b < nb (the function contract: `T`
+                // rows of `nb` blocks).
+                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
+                // SAFETY: dword k < 8 of the block; unaligned read.
+                let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                let mut isum = _mm256_set1_epi32(c);
+                for (k, &(nl, nh)) in n.iter().enumerate() {
+                    isum = _mm256_dpbusd_avx_epi32(isum, nl, a(k));
+                    isum = _mm256_dpbusd_avx_epi32(isum, nh, a(4 + k));
                 }
-                for (r, a) in res.iter_mut().zip(acc) {
-                    // SAFETY: `r` is 8 writable floats.
-                    unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
-                }
-            }
-
-            /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows with the VNNI tile: the
-            /// contract of [`super::gemm_q8_0x8_q8_0`] after its shape checks, for
-            /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
-            /// (-128 too).
-            ///
-            /// # Safety
-            /// `w` holds `groups` row groups of `nb` 272-byte super-blocks with
-            /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
-            /// scales, `out` `m * rows` floats; the token says `$kind`.
-            #[allow(clippy::too_many_arguments)]
-            pub(in super::super) unsafe fn gemm_q8_0x8(
-                cpu: Avx2,
-                w: &[u8],
-                rows: usize,
-                groups: usize,
-                nb: usize,
-                act_qs: &[i8],
-                act_d: &[f32],
-                m: usize,
-                out: &mut [f32],
-            ) {
-                debug_assert!(cpu.vnni() == $kind && (1..=MAX_BLOCKS).contains(&nb));
-                let group_bytes = nb * Q8X8_BLOCK_BYTES;
-                let tile = |g: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
-                    let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-                    // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
-                    // bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
-                    // rows of `nb * 32` quants and of `nb` scales and sums; the
-                    // token proves `$features`.
-                    unsafe {
-                        match tm {
-                            8 => q8x8_tile::<8>(wg, qs, d, c, nb, res),
-                            7 => q8x8_tile::<7>(wg, qs, d, c, nb, res),
-                            6 => q8x8_tile::<6>(wg, qs, d, c, nb, res),
-                            5 => q8x8_tile::<5>(wg, qs, d, c, nb, res),
-                            4 => q8x8_tile::<4>(wg, qs, d, c, nb, res),
-                            3 => q8x8_tile::<3>(wg, qs, d, c, nb, res),
-                            2 => q8x8_tile::<2>(wg, qs, d, c, nb, res),
-                            _ => q8x8_tile::<1>(wg, qs, d, c, nb, res),
-                        }
-                    }
-                };
-                // `-128 sum(a)` per block: the weights are offset by 128.
-                // SAFETY: the shapes as `gemm_units` needs them (the function
-                // contract: 8 rows per group); the token proves AVX2.
-                unsafe { gemm_units((rows, groups, nb), 7, act_qs, act_d, m, out, tile) };
-            }
-
-            /// One Q8_0x8 row group (8 rows) against `T` activation rows.
-            ///
-            /// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
-            /// are the 8 rows' weights `4c..4c+3`; `xor 0x80` makes them `w + 128`
-            /// (0..255, unsigned). Per activation row, `vpdpbusd` adds `(w + 128) * a`
-            /// with the activation dword `c` broadcast, in two chains (even and odd
-            /// chunks) of four; the even chain starts at `-128 sum(a)` (`neg_corr`), so
-            /// the sum of the two is `sum w a`, exact in i32 (|.| <= 32 * 255 * 128).
-            ///
-            /// # Safety
-            /// `w.len()` must be at least `nb * 272`, `qs.len()` at least
-            /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
-            /// `1 <= T <= TILE_M`, and the CPU must implement `$features`.
-            #[target_feature(enable = $features)]
-            unsafe fn q8x8_tile<const T: usize>(
-                w: &[u8],
-                qs: &[i8],
-                d: &[f32],
-                neg_corr: &[i32],
-                nb: usize,
-                res: &mut [[f32; 8]; TILE_M],
-            ) {
-                debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
-                debug_assert!(
-                    qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb
-                );
-                let x80 = _mm256_set1_epi8(-128);
-                let mut acc = [_mm256_setzero_ps(); T];
-                for b in 0..nb {
-                    // SAFETY: block b < nb of `w` is bytes 272b..272b+272.
-                    let p = unsafe { w.as_ptr().add(b * Q8X8_BLOCK_BYTES) };
-                    // Prefetch the next row group (the bytes after `w`) at the rate this
-                    // one is read; a prefetch never faults, `wrapping_add` keeps the
-                    // address arithmetic defined.
-                    let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
-                    for k in 0..5 {
-                        _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
-                    }
-                    let u: [__m256i; 8] = core::array::from_fn(|c| {
-                        // SAFETY: bytes 16 + 32c .. 48 + 32c (c < 8) of the
-                        // super-block; unaligned load.
-                        let chunk = unsafe { _mm256_loadu_si256(p.add(16 + 32 * c).cast()) };
-                        _mm256_xor_si256(chunk, x80)
-                    });
-                    // SAFETY: bytes 0..16 of the super-block: the 8 rows' f16 scales.
-                    let sw = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) };
-                    for (t, acc_t) in acc.iter_mut().enumerate() {
-                        // SAFETY: t < T and b < nb (the function contract: `T`
-                        // rows of `nb` blocks).
-                        let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
-                        // SAFETY: dword k < 8 of the block; unaligned read.
-                        let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                        let mut even = _mm256_set1_epi32(c);
-                        let mut odd = _mm256_setzero_si256();
-                        for k in (0..8).step_by(2) {
-                            even = $dp(even, u[k], a(k));
-                            odd = $dp(odd, u[k + 1], a(k + 1));
-                        }
-                        *acc_t = add_block(*acc_t, _mm256_add_epi32(even, odd), sw, da);
-                    }
-                }
-                for (r, a) in res.iter_mut().zip(acc) {
-                    // SAFETY: `r` is 8 writable floats.
-                    unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
-                }
-            }
+                *acc_t = add_block(*acc_t, isum, sw, da);
+            });
         }
-    };
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 8 writable floats.
+            unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
+        }
+    }
+
+    /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows with the VNNI tile: the
+    /// contract of [`super::gemm_q8_0x8_q8_0`] after its shape checks, for
+    /// `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
+    /// (-128 too).
+    ///
+    /// # Safety
+    /// `w` holds `groups` row groups of `nb` 272-byte super-blocks with
+    /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+    /// scales, `out` `m * rows` floats; the token says `Vnni::Avx`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn gemm_q8_0x8(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        groups: usize,
+        nb: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(cpu.vnni() == Vnni::Avx && (1..=MAX_BLOCKS).contains(&nb));
+        let group_bytes = nb * Q8X8_BLOCK_BYTES;
+        let tile = |g: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+            let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
+            // bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
+            // rows of `nb * 32` quants and of `nb` scales and sums; the
+            // token proves AVX2, FMA, F16C and AVX-VNNI.
+            unsafe {
+                match tm {
+                    8 => q8x8_tile::<8>(wg, qs, d, c, nb, res),
+                    7 => q8x8_tile::<7>(wg, qs, d, c, nb, res),
+                    6 => q8x8_tile::<6>(wg, qs, d, c, nb, res),
+                    5 => q8x8_tile::<5>(wg, qs, d, c, nb, res),
+                    4 => q8x8_tile::<4>(wg, qs, d, c, nb, res),
+                    3 => q8x8_tile::<3>(wg, qs, d, c, nb, res),
+                    2 => q8x8_tile::<2>(wg, qs, d, c, nb, res),
+                    _ => q8x8_tile::<1>(wg, qs, d, c, nb, res),
+                }
+            }
+        };
+        // `-128 sum(a)` per block: the weights are offset by 128.
+        // SAFETY: the shapes as `gemm_units` needs them (the function
+        // contract: 8 rows per group); the token proves AVX2.
+        unsafe { gemm_units((rows, groups, nb), 7, act_qs, act_d, m, out, tile) };
+    }
+
+    /// One Q8_0x8 row group (8 rows) against `T` activation rows.
+    ///
+    /// Chunk `c` of a super-block (32 bytes) is one register whose 32-bit lanes
+    /// are the 8 rows' weights `4c..4c+3`; `xor 0x80` makes them `w + 128`
+    /// (0..255, unsigned). Per activation row, `vpdpbusd` adds `(w + 128) * a`
+    /// with the activation dword `c` broadcast, in two chains (even and odd
+    /// chunks) of four; the even chain starts at `-128 sum(a)` (`neg_corr`), so
+    /// the sum of the two is `sum w a`, exact in i32 (|.| <= 32 * 255 * 128).
+    ///
+    /// # Safety
+    /// `w.len()` must be at least `nb * 272`, `qs.len()` at least
+    /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+    /// `1 <= T <= TILE_M`, and the CPU must implement AVX2, FMA, F16C and AVX-VNNI.
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    unsafe fn q8x8_tile<const T: usize>(
+        w: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        neg_corr: &[i32],
+        nb: usize,
+        res: &mut [[f32; 8]; TILE_M],
+    ) {
+        debug_assert!(T <= TILE_M && w.len() >= nb * Q8X8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
+        let x80 = _mm256_set1_epi8(-128);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            // SAFETY: block b < nb of `w` is bytes 272b..272b+272.
+            let p = unsafe { w.as_ptr().add(b * Q8X8_BLOCK_BYTES) };
+            // Prefetch the next row group (the bytes after `w`) at the rate this
+            // one is read; a prefetch never faults, `wrapping_add` keeps the
+            // address arithmetic defined.
+            let pf = p.wrapping_add(nb * Q8X8_BLOCK_BYTES);
+            for k in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast());
+            }
+            let u: [__m256i; 8] = core::array::from_fn(|c| {
+                // SAFETY: bytes 16 + 32c .. 48 + 32c (c < 8) of the
+                // super-block; unaligned load.
+                let chunk = unsafe { _mm256_loadu_si256(p.add(16 + 32 * c).cast()) };
+                _mm256_xor_si256(chunk, x80)
+            });
+            // SAFETY: bytes 0..16 of the super-block: the 8 rows' f16 scales.
+            let sw = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) };
+            for_each_row!(T, |t| {
+                let acc_t = &mut acc[t];
+                // SAFETY: t < T and b < nb (the function contract: `T`
+                // rows of `nb` blocks).
+                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
+                // SAFETY: dword k < 8 of the block; unaligned read.
+                let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                let mut isum = _mm256_set1_epi32(c);
+                for (k, &u_k) in u.iter().enumerate() {
+                    isum = _mm256_dpbusd_avx_epi32(isum, u_k, a(k));
+                }
+                *acc_t = add_block(*acc_t, isum, sw, da);
+            });
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 8 writable floats.
+            unsafe { _mm256_storeu_ps(r.as_mut_ptr(), a) };
+        }
+    }
 }
 
-vnni_set!(
-    avx512,
-    "avx2,fma,f16c,avx512vnni,avx512vl",
-    _mm256_dpbusd_epi32,
-    Vnni::Avx512
-);
-vnni_set!(
-    avx,
-    "avx2,fma,f16c,avxvnni",
-    _mm256_dpbusd_avx_epi32,
-    Vnni::Avx
-);
+/// The AVX512-VNNI tiles (EVEX `vpdpbusd` on 512-bit registers, 32 of
+/// them): 16 weight rows per register, two Q8_0x8 row groups or four
+/// Q4_0x4 ones side by side, so each broadcast activation dword (a
+/// `{1to16}` memory operand) multiplies twice the rows of the 256-bit tiles.
+/// On a CPU with two 512-bit multiply ports (Intel's Xeons) that is twice
+/// the multiplies per cycle; where a 512-bit operation takes two 256-bit
+/// passes it is the same multiplies in half the instructions.
+pub(super) mod avx512 {
+    use super::super::{Avx2, Vnni};
+    use super::{gemm_units, row_block, MAX_BLOCKS, TILE_M};
+    use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+    use core::arch::x86_64::*;
+
+    /// One block's contribution to a tile row's 16 sums, in the scalar
+    /// reference's order: `acc + isum as f32 * (dw * da)` per lane (`sw` the
+    /// 16 weight rows' scales, `da` the activation block's). `|isum| < 2^24`,
+    /// so its conversion is exact.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn add_block(acc: __m512, isum: __m512i, sw: __m512, da: f32) -> __m512 {
+        let scale = _mm512_mul_ps(sw, _mm512_set1_ps(da));
+        _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale))
+    }
+
+    /// Prefetches the `bytes` of block `b` of the row groups after a unit's
+    /// (`ahead` bytes on from `p`, the unit's last group at block `b`); a
+    /// prefetch never faults, `wrapping_add` keeps the address arithmetic
+    /// defined.
+    #[inline(always)]
+    fn prefetch(p: *const u8, ahead: usize, bytes: usize) {
+        let pf = p.wrapping_add(ahead);
+        for k in 0..bytes.div_ceil(64) {
+            // SAFETY: a prefetch of any address is defined (it never faults).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast()) };
+        }
+    }
+
+    /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the 512-bit
+    /// tile: the contract of [`super::gemm_q4_0x4_q8_0`] after its shape
+    /// checks, for `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+    ///
+    /// # Safety
+    /// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
+    /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+    /// scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn gemm_q4_0x4(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        groups: usize,
+        nb: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(cpu.vnni() == Vnni::Avx512 && (1..=MAX_BLOCKS).contains(&nb));
+        let group_bytes = nb * Q4X4_BLOCK_BYTES;
+        // Row groups in fours (16 rows per vector); past the last group the
+        // last one is repeated and only real rows are stored.
+        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        let tile = |unit: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+            let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
+            // SAFETY: each of `g` is a whole row group (`nb` super-blocks of
+            // 72 bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
+            // rows of `nb * 32` quants and of `nb` scales and sums; the token
+            // proves AVX512-VNNI with AVX512 F/BW/VL.
+            unsafe {
+                match tm {
+                    8 => q4x4_tile::<8>(g, qs, d, c, nb, res),
+                    7 => q4x4_tile::<7>(g, qs, d, c, nb, res),
+                    6 => q4x4_tile::<6>(g, qs, d, c, nb, res),
+                    5 => q4x4_tile::<5>(g, qs, d, c, nb, res),
+                    4 => q4x4_tile::<4>(g, qs, d, c, nb, res),
+                    3 => q4x4_tile::<3>(g, qs, d, c, nb, res),
+                    2 => q4x4_tile::<2>(g, qs, d, c, nb, res),
+                    _ => q4x4_tile::<1>(g, qs, d, c, nb, res),
+                }
+            }
+        };
+        // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
+        // SAFETY: the shapes as `gemm_units` needs them (the function
+        // contract: 16 rows per four groups); the token proves AVX2.
+        unsafe {
+            gemm_units(
+                (rows, groups.div_ceil(4), nb),
+                3,
+                act_qs,
+                act_d,
+                m,
+                out,
+                tile,
+            )
+        };
+    }
+
+    /// One Q4_0x4 weight tile (the four row groups `g`, 16 rows) against `T`
+    /// activation rows: `res[t]` = the 4 rows of `g[0]`, then of `g[1]`, ...
+    ///
+    /// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of the four
+    /// groups fills the four 128-bit quarters of one register, so lane `i`
+    /// is row `i` of the tile; the XOR 0x88 is undone and the low and high
+    /// nibbles `n` (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split
+    /// out. Per activation row, `vpdpbusd` adds `n * a` with the activation
+    /// dword `c` (low) or `4 + c` (high) broadcast, in two chains (low,
+    /// high) of four; the low chain starts at `-8 sum(a)` (`neg_corr`), so
+    /// the sum of the two is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 *
+    /// 128).
+    ///
+    /// # Safety
+    /// Every `g[j].len()` must be at least `nb * 72`, `qs.len()` at least
+    /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+    /// `1 <= T <= TILE_M`, and the CPU must implement AVX512-VNNI with
+    /// AVX512 F/BW/VL.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn q4x4_tile<const T: usize>(
+        g: [&[u8]; 4],
+        qs: &[i8],
+        d: &[f32],
+        neg_corr: &[i32],
+        nb: usize,
+        res: &mut [[f32; 16]; TILE_M],
+    ) {
+        debug_assert!(T <= TILE_M && g.iter().all(|g| g.len() >= nb * Q4X4_BLOCK_BYTES));
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
+        let m4 = _mm512_set1_epi8(0x0F);
+        let x88 = _mm512_set1_epi8(0x88u8 as i8);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            // SAFETY: block b < nb of every group is bytes 72b..72b+72 (the
+            // function contract).
+            let p: [*const u8; 4] =
+                core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * Q4X4_BLOCK_BYTES) });
+            // The next four groups follow the last one (when they exist).
+            prefetch(
+                p[3],
+                nb * Q4X4_BLOCK_BYTES + 3 * b * Q4X4_BLOCK_BYTES,
+                4 * 72,
+            );
+            // [low nibbles of chunk c, high nibbles of chunk c], 16 rows.
+            let nibbles = |c: usize| {
+                // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of each 72-byte
+                // super-block; unaligned loads.
+                let x = unsafe {
+                    let q = |j: usize| _mm_loadu_si128(p[j].add(8 + 16 * c).cast());
+                    let x = _mm512_castsi128_si512(q(0));
+                    let x = _mm512_inserti32x4::<1>(x, q(1));
+                    let x = _mm512_inserti32x4::<2>(x, q(2));
+                    _mm512_inserti32x4::<3>(x, q(3))
+                };
+                let x = _mm512_xor_si512(x, x88);
+                (
+                    _mm512_and_si512(x, m4),
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4),
+                )
+            };
+            let n: [(__m512i, __m512i); 4] = core::array::from_fn(nibbles);
+            // Scales of the 16 rows: 4 f16 of each group in turn.
+            // SAFETY: bytes 0..8 of every super-block; unaligned reads.
+            let sw = unsafe {
+                let s = |j: usize| p[j].cast::<i64>().read_unaligned();
+                _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
+            };
+            for_each_row!(T, |t| {
+                let acc_t = &mut acc[t];
+                // SAFETY: t < T and b < nb (the function contract: `T` rows of
+                // `nb` blocks).
+                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
+                // SAFETY: dword k < 8 of the block; unaligned read.
+                let a = |k: usize| _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                let mut isum = _mm512_set1_epi32(c);
+                for (k, &(nl, nh)) in n.iter().enumerate() {
+                    isum = _mm512_dpbusd_epi32(isum, nl, a(k));
+                    isum = _mm512_dpbusd_epi32(isum, nh, a(4 + k));
+                }
+                *acc_t = add_block(*acc_t, isum, sw, da);
+            });
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 16 writable floats.
+            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
+        }
+    }
+
+    /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows with the 512-bit
+    /// tile: the contract of [`super::gemm_q8_0x8_q8_0`] after its shape
+    /// checks, for `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any
+    /// activation quant (-128 too).
+    ///
+    /// # Safety
+    /// `w` holds `groups` row groups of `nb` 272-byte super-blocks with
+    /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
+    /// scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn gemm_q8_0x8(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        groups: usize,
+        nb: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(cpu.vnni() == Vnni::Avx512 && (1..=MAX_BLOCKS).contains(&nb));
+        let group_bytes = nb * Q8X8_BLOCK_BYTES;
+        // Row groups in pairs (16 rows per vector); an odd last group is
+        // paired with itself and only its own rows are stored.
+        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        let tile = |unit: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+            let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
+            // 272 bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
+            // rows of `nb * 32` quants and of `nb` scales and sums; the token
+            // proves AVX512-VNNI with AVX512 F/BW/VL.
+            unsafe {
+                match tm {
+                    8 => q8x8_tile::<8>(wa, wb, qs, d, c, nb, res),
+                    7 => q8x8_tile::<7>(wa, wb, qs, d, c, nb, res),
+                    6 => q8x8_tile::<6>(wa, wb, qs, d, c, nb, res),
+                    5 => q8x8_tile::<5>(wa, wb, qs, d, c, nb, res),
+                    4 => q8x8_tile::<4>(wa, wb, qs, d, c, nb, res),
+                    3 => q8x8_tile::<3>(wa, wb, qs, d, c, nb, res),
+                    2 => q8x8_tile::<2>(wa, wb, qs, d, c, nb, res),
+                    _ => q8x8_tile::<1>(wa, wb, qs, d, c, nb, res),
+                }
+            }
+        };
+        // `-128 sum(a)` per block: the weights are offset by 128.
+        // SAFETY: the shapes as `gemm_units` needs them (the function
+        // contract: 16 rows per pair of groups); the token proves AVX2.
+        unsafe {
+            gemm_units(
+                (rows, groups.div_ceil(2), nb),
+                7,
+                act_qs,
+                act_d,
+                m,
+                out,
+                tile,
+            )
+        };
+    }
+
+    /// Two Q8_0x8 row groups `wa`, `wb` (16 rows) against `T` activation rows:
+    /// `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
+    ///
+    /// Chunk `c` of a super-block (32 bytes) of `wa` and of `wb` fill the two
+    /// 256-bit halves of one register, whose 32-bit lanes are the 16 rows'
+    /// weights `4c..4c+3`; `xor 0x80` makes them `w + 128` (0..255,
+    /// unsigned). Per activation row, `vpdpbusd` adds `(w + 128) * a` with
+    /// the activation dword `c` broadcast, in two chains (even and odd
+    /// chunks) of four; the even chain starts at `-128 sum(a)` (`neg_corr`),
+    /// so the sum of the two is `sum w a`, exact in i32 (|.| <= 32 * 255 *
+    /// 128).
+    ///
+    /// # Safety
+    /// `wa.len()` and `wb.len()` must be at least `nb * 272`, `qs.len()` at
+    /// least `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
+    /// `1 <= T <= TILE_M`, and the CPU must implement AVX512-VNNI with
+    /// AVX512 F/BW/VL.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn q8x8_tile<const T: usize>(
+        wa: &[u8],
+        wb: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        neg_corr: &[i32],
+        nb: usize,
+        res: &mut [[f32; 16]; TILE_M],
+    ) {
+        debug_assert!(T <= TILE_M);
+        debug_assert!(wa.len() >= nb * Q8X8_BLOCK_BYTES && wb.len() >= nb * Q8X8_BLOCK_BYTES);
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
+        let x80 = _mm512_set1_epi8(-128);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            // SAFETY: block b < nb of `wa` and `wb` is bytes 272b..272b+272.
+            let (pa, pb) = unsafe {
+                (
+                    wa.as_ptr().add(b * Q8X8_BLOCK_BYTES),
+                    wb.as_ptr().add(b * Q8X8_BLOCK_BYTES),
+                )
+            };
+            // The next two groups follow `wb` (when they exist).
+            prefetch(pb, nb * Q8X8_BLOCK_BYTES + b * Q8X8_BLOCK_BYTES, 2 * 272);
+            let u: [__m512i; 8] = core::array::from_fn(|c| {
+                // SAFETY: bytes 16 + 32c .. 48 + 32c (c < 8) of both
+                // super-blocks; unaligned loads.
+                let x = unsafe {
+                    _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(_mm256_loadu_si256(pa.add(16 + 32 * c).cast())),
+                        _mm256_loadu_si256(pb.add(16 + 32 * c).cast()),
+                    )
+                };
+                _mm512_xor_si512(x, x80)
+            });
+            // SAFETY: bytes 0..16 of both super-blocks: the 16 rows' f16 scales.
+            let sw = unsafe {
+                _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(pa.cast())),
+                    _mm_loadu_si128(pb.cast()),
+                ))
+            };
+            for_each_row!(T, |t| {
+                let acc_t = &mut acc[t];
+                // SAFETY: t < T and b < nb (the function contract: `T` rows of
+                // `nb` blocks).
+                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
+                // SAFETY: dword k < 8 of the block; unaligned read.
+                let a = |k: usize| _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                let mut isum = _mm512_set1_epi32(c);
+                for (k, &u_k) in u.iter().enumerate() {
+                    isum = _mm512_dpbusd_epi32(isum, u_k, a(k));
+                }
+                *acc_t = add_block(*acc_t, isum, sw, da);
+            });
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 16 writable floats.
+            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! x86_64 kernels: AVX2 + FMA + F16C through `core::arch` intrinsics; the
-//! Q4_0x4 and Q8_0x8 GEMM tiles also in a VNNI form (`vpdpbusd` on 256-bit
-//! registers, AVX512-VNNI or AVX-VNNI; the same exact integer sums) when the
-//! CPU has one.
+//! Q4_0x4 and Q8_0x8 GEMM tiles also in a VNNI form (`vpdpbusd`: on 512-bit
+//! registers with AVX512-VNNI, on 256-bit ones with AVX-VNNI; the same exact
+//! integer sums) when the CPU has one.
 //!
 //! Bit-identical to the scalar references (docs/kernels.md): the per-block
 //! integer sums are exact, and each block's contribution
@@ -109,7 +109,7 @@ pub type Cpu = Avx2;
 pub enum Vnni {
     /// None: the AVX2 tiles (`vpmaddubsw` / `vpmaddwd`).
     No,
-    /// AVX512-VNNI with AVX512-VL: the EVEX form on 256-bit registers.
+    /// AVX512-VNNI with AVX512 F/BW/VL: the EVEX form on 512-bit registers.
     Avx512,
     /// AVX-VNNI: the VEX form (`{vex} vpdpbusd`).
     Avx,
@@ -117,7 +117,7 @@ pub enum Vnni {
 
 /// Proof that the CPU executing this program implements AVX2, FMA and F16C,
 /// and which VNNI encoding it also implements ([`Vnni`]): AVX512-VNNI with
-/// AVX512-VL, or else AVX-VNNI. Kernels that use those instructions take one
+/// AVX512 F/BW/VL, or else AVX-VNNI. Kernels that use those instructions take one
 /// by value.
 #[derive(Clone, Copy, Debug)]
 pub struct Avx2 {
@@ -128,7 +128,7 @@ impl Avx2 {
     /// `Some` when the build itself targets AVX2, FMA and F16C
     /// (`-C target-feature=+avx2,+fma,+f16c` or a target CPU that has them),
     /// so every CPU able to run this binary has them (and VNNI when the
-    /// build targets AVX512-VNNI and AVX512-VL, or AVX-VNNI, too).
+    /// build targets AVX512-VNNI with AVX512 F/BW/VL, or AVX-VNNI, too).
     pub fn new() -> Option<Self> {
         if cfg!(all(
             target_feature = "avx2",
@@ -137,6 +137,8 @@ impl Avx2 {
         )) {
             let vnni = if cfg!(all(
                 target_feature = "avx512vnni",
+                target_feature = "avx512f",
+                target_feature = "avx512bw",
                 target_feature = "avx512vl"
             )) {
                 Vnni::Avx512
@@ -152,18 +154,19 @@ impl Avx2 {
     }
 
     /// Detects AVX2, FMA and F16C at run time (CPUID and the OS's XSAVE
-    /// state), and AVX512-VNNI with AVX512-VL, or else AVX-VNNI.
+    /// state), and AVX512-VNNI with AVX512 F/BW/VL, or else AVX-VNNI.
     #[cfg(any(feature = "std", test))]
     pub fn detect() -> Option<Self> {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("fma") && has!("f16c") {
-            let vnni = if has!("avx512vnni") && has!("avx512vl") {
-                Vnni::Avx512
-            } else if has!("avxvnni") {
-                Vnni::Avx
-            } else {
-                Vnni::No
-            };
+            let vnni =
+                if has!("avx512vnni") && has!("avx512f") && has!("avx512bw") && has!("avx512vl") {
+                    Vnni::Avx512
+                } else if has!("avxvnni") {
+                    Vnni::Avx
+                } else {
+                    Vnni::No
+                };
             Some(Avx2 { vnni })
         } else {
             None

@@ -1,13 +1,16 @@
-//! Attention over an f16 key/value cache with NEON (f32 caches go to the
-//! generic code).
+//! Attention over the f16 key/value cache with NEON (one head, and the
+//! heads of a GQA group in passes of 4 and 2), and over an f32 cache
+//! (`--kv-f32`) one head at a time.
 
 use super::Dotprod;
 use crate::generic;
 use crate::shape::{attn_shape, attn_vector_ok, ShapeError};
 use core::arch::asm;
 
-/// Attention scores over an f32 key cache: [`generic::attn_scores_f32`]
-/// (no vector code).
+/// Attention scores over an f32 key cache with NEON: [`attn_scores_f16`]'s
+/// operations on keys that need no widening; bit-identical to
+/// [`generic::attn_scores_f32`]. Shapes without vector code take the
+/// generic code.
 pub fn attn_scores_f32(
     _cpu: Dotprod,
     q: &[f32],
@@ -16,11 +19,94 @@ pub fn attn_scores_f32(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_scores_f32(q, keys, stride, scale, scores)
+    attn_shape(q.len(), scores.len(), stride, keys.len())?;
+    if !cfg!(target_feature = "neon") || !attn_vector_ok(q.len(), scores.len(), stride) {
+        return generic::attn_scores_f32(q, keys, stride, scale, scores);
+    }
+    // SAFETY: rows `j < scores.len()` of `q.len()` floats at `j * stride`
+    // lie inside `keys`, `q.len()` is a non-zero multiple of 8, `scores` is
+    // non-empty (all checked above); the build targets NEON.
+    unsafe {
+        scores_f32(
+            q.as_ptr(),
+            q.len() / 8,
+            keys.as_ptr(),
+            stride * 4,
+            scale,
+            scores.as_mut_ptr(),
+            scores.len(),
+        )
+    };
+    Ok(())
 }
 
-/// Attention output over an f32 value cache: [`generic::attn_values_f32`]
-/// (no vector code).
+/// # Safety
+/// `q` must point to `chunks * 8` floats (`chunks >= 1`), `keys` to `n >= 1`
+/// rows of `chunks * 8` floats spaced `stride_bytes` apart, `out` to `n`
+/// writable floats.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn scores_f32(
+    q: *const f32,
+    chunks: usize,
+    keys: *const f32,
+    stride_bytes: usize,
+    scale: f32,
+    out: *mut f32,
+    n: usize,
+) {
+    // SAFETY: per the contract: each row reads `chunks * 32` bytes from its
+    // start (`keys + j * stride_bytes`) and `chunks * 32` bytes of `q`; one
+    // float is stored per row, `n` rows. Only the listed registers are
+    // written; no stack is used.
+    //
+    // Bit-exactness: [`scores_f16`]'s partial sums (one fused `fmla` per
+    // chunk and lane) and reduction, the keys loaded as they are.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {kp}, {row}",
+            "mov {qp}, {q}",
+            "mov {c}, {chunks}",
+            "movi v0.4s, #0",
+            "movi v1.4s, #0",
+            "3:",
+            "ld1 {{v2.4s, v3.4s}}, [{kp}], #32",
+            "ld1 {{v4.4s, v5.4s}}, [{qp}], #32",
+            "fmla v0.4s, v4.4s, v2.4s",
+            "fmla v1.4s, v5.4s, v3.4s",
+            "subs {c}, {c}, #1",
+            "b.ne 3b",
+            "fadd v0.4s, v0.4s, v1.4s",
+            "ext v1.16b, v0.16b, v0.16b, #8",
+            "fadd v0.2s, v0.2s, v1.2s",
+            "faddp s0, v0.2s",
+            "fmul s0, s0, {scale:s}",
+            "str s0, [{out}], #4",
+            "add {row}, {row}, {stride}",
+            "subs {n}, {n}, #1",
+            "b.ne 2b",
+            row = inout(reg) keys => _,
+            q = in(reg) q,
+            chunks = in(reg) chunks,
+            stride = in(reg) stride_bytes,
+            scale = in(vreg) scale,
+            out = inout(reg) out => _,
+            n = inout(reg) n => _,
+            kp = out(reg) _,
+            qp = out(reg) _,
+            c = out(reg) _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("v5") _,
+            options(nostack),
+        );
+    }
+}
+
+/// Attention output over an f32 value cache with NEON: [`attn_values_f16`]'s
+/// operations on values that need no widening; bit-identical to
+/// [`generic::attn_values_f32`]. Shapes without vector code take the
+/// generic code.
 pub fn attn_values_f32(
     _cpu: Dotprod,
     probs: &[f32],
@@ -28,7 +114,81 @@ pub fn attn_values_f32(
     stride: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_values_f32(probs, values, stride, out)
+    attn_shape(out.len(), probs.len(), stride, values.len())?;
+    if !cfg!(target_feature = "neon") || !attn_vector_ok(out.len(), probs.len(), stride) {
+        return generic::attn_values_f32(probs, values, stride, out);
+    }
+    // SAFETY: rows `j < probs.len()` of `out.len()` floats at `j * stride`
+    // lie inside `values`, `out.len()` is a non-zero multiple of 8, `probs`
+    // is non-empty (all checked above); the build targets NEON.
+    unsafe {
+        values_f32(
+            probs.as_ptr(),
+            probs.len(),
+            values.as_ptr(),
+            stride * 4,
+            out.as_mut_ptr(),
+            out.len() / 8,
+        )
+    };
+    Ok(())
+}
+
+/// # Safety
+/// `probs` must point to `n >= 1` floats, `values` to `n` rows of
+/// `chunks * 8` floats spaced `stride_bytes` apart (`chunks >= 1`), `out` to
+/// `chunks * 8` writable floats.
+#[inline(never)]
+#[target_feature(enable = "neon")]
+unsafe fn values_f32(
+    probs: *const f32,
+    n: usize,
+    values: *const f32,
+    stride_bytes: usize,
+    out: *mut f32,
+    chunks: usize,
+) {
+    // SAFETY: per the contract: for each of the `chunks` 8-element columns,
+    // the inner loop reads 32 bytes at `values + 32 * chunk + j *
+    // stride_bytes` and one float of `probs` for each row `j < n`, then
+    // stores 32 bytes of `out`. Only the listed registers are written; no
+    // stack is used.
+    //
+    // Bit-exactness: each output lane starts at +0.0 and adds `p_j * v_j`
+    // (one fused `fmla`) for `j` in order, as the reference does, one row
+    // at a time (`ld1r` of its probability).
+    unsafe {
+        asm!(
+            "2:",
+            "mov {vp}, {col}",
+            "mov {pp}, {p}",
+            "mov {j}, {n}",
+            "movi v16.4s, #0",
+            "movi v17.4s, #0",
+            "3:",
+            "ld1 {{v2.4s, v3.4s}}, [{vp}], {stride}",
+            "ld1r {{v4.4s}}, [{pp}], #4",
+            "fmla v16.4s, v4.4s, v2.4s",
+            "fmla v17.4s, v4.4s, v3.4s",
+            "subs {j}, {j}, #1",
+            "b.ne 3b",
+            "st1 {{v16.4s, v17.4s}}, [{o}], #32",
+            "add {col}, {col}, #32",
+            "subs {chunks}, {chunks}, #1",
+            "b.ne 2b",
+            col = inout(reg) values => _,
+            p = in(reg) probs,
+            n = in(reg) n,
+            stride = in(reg) stride_bytes,
+            o = inout(reg) out => _,
+            chunks = inout(reg) chunks => _,
+            vp = out(reg) _,
+            pp = out(reg) _,
+            j = out(reg) _,
+            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _,
+            options(nostack),
+        );
+    }
 }
 
 /// Attention scores over an f16 key cache with NEON: `scores[j] =
@@ -309,9 +469,11 @@ pub fn attn_scores_f16_heads(
     Ok(())
 }
 
-/// [`generic::attn_scores_f32_heads`] (no vector code).
+/// The scores of `heads` query heads over the same cached f32 keys
+/// ([`generic::attn_scores_f32_heads`]): head by head through
+/// [`attn_scores_f32`].
 pub fn attn_scores_f32_heads(
-    _cpu: Dotprod,
+    cpu: Dotprod,
     qs: &[f32],
     heads: usize,
     keys: &[f32],
@@ -319,7 +481,10 @@ pub fn attn_scores_f32_heads(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    generic::attn_scores_f32_heads(qs, heads, keys, stride, scale, scores)
+    let (hd, n) = generic::scores_heads_shape(qs.len(), heads, keys.len(), stride, scores.len())?;
+    generic::scores_each_head(qs, (heads, hd, n), scores, |q, row| {
+        attn_scores_f32(cpu, q, keys, stride, scale, row)
+    })
 }
 
 /// The outputs of `heads` query heads over the same cached f16 values (one
@@ -376,10 +541,12 @@ pub fn attn_values_f16_heads(
     Ok(())
 }
 
-/// [`generic::attn_values_f32_heads`] (no vector code).
+/// The outputs of `heads` query heads over the same cached f32 values
+/// ([`generic::attn_values_f32_heads`]): head by head through
+/// [`attn_values_f32`].
 #[allow(clippy::too_many_arguments)]
 pub fn attn_values_f32_heads(
-    _cpu: Dotprod,
+    cpu: Dotprod,
     probs: &[f32],
     heads: usize,
     values: &[f32],
@@ -388,7 +555,11 @@ pub fn attn_values_f32_heads(
     out: &mut [f32],
     out_stride: usize,
 ) -> Result<(), ShapeError> {
-    generic::attn_values_f32_heads(probs, heads, values, stride, hd, out, out_stride)
+    let o = (hd, out.len(), out_stride);
+    let n = generic::values_heads_shape(probs.len(), heads, values.len(), stride, o)?;
+    generic::values_each_head(probs, (heads, n, hd, out_stride), out, |p, row| {
+        attn_values_f32(cpu, p, values, stride, row)
+    })
 }
 
 /// The scores of 2 query heads (`2 x chunks * 8` floats at `q`, one head

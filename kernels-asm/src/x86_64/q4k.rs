@@ -26,7 +26,7 @@
 //! and a horizontal add. Then per activation row the reference's float
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
-use super::Avx2;
+use super::{prefetch_ahead, Avx2};
 use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT,
@@ -217,6 +217,7 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool>(
         let mut acc = [_mm_setzero_ps(); T];
         for b in 0..nb {
             let sb = w.as_ptr().add(b * bb);
+            prefetch_ahead(sb, bb);
             // Scales and mins: rows as dwords, sub-blocks as bytes.
             let r0 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT).cast());
             let r1 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 16).cast());

@@ -3,7 +3,7 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 
-use super::{act_patterns, pair_rows, sum_block_pairs, Avx2};
+use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
@@ -344,6 +344,7 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
             let acc = sum_block_pairs(nb, |b, b1| {
                 let pa = base.add(b * bytes);
                 let pb = base.add(b1 * bytes);
+                prefetch_ahead(pa, 2 * bytes);
                 // SAFETY (EXPAND): blocks b, b1 < nb were written above.
                 let (ia, ib) = if EXPAND {
                     (

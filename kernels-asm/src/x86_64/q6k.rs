@@ -2,7 +2,7 @@
 //! one row group (8 rows, one per 32-bit lane) x up to 4 activation rows.
 //! The GEMV is the GEMM with one activation row.
 
-use super::Avx2;
+use super::{prefetch_ahead, Avx2};
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
 use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
@@ -135,6 +135,7 @@ unsafe fn q6kx8_tile<const T: usize>(
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let sb = w.as_ptr().add(b * Q6KX8_BLOCK_BYTES);
+            prefetch_ahead(sb, Q6KX8_BLOCK_BYTES);
             let mut sumi = [_mm256_setzero_si256(); T];
             for p in 0..QK_K / QK {
                 let pb = sb.add(2 * Q6KX8_ROWS + p * Q6KX8_PAIR_BYTES);

@@ -30,6 +30,24 @@ const MAX_ROWS: usize = 64;
 /// AVX2 tiles.
 pub(in super::super) const MAX_BLOCKS: usize = 384;
 
+/// `$tile::<T>(args)` with the const `T` = `$tm` (1 to [`TILE_M`]): the
+/// tiles are generic over their row count so that their loops over rows
+/// are written out.
+macro_rules! with_rows {
+    ($tm:expr, $tile:ident($($arg:expr),*)) => {
+        match $tm {
+            8 => $tile::<8>($($arg),*),
+            7 => $tile::<7>($($arg),*),
+            6 => $tile::<6>($($arg),*),
+            5 => $tile::<5>($($arg),*),
+            4 => $tile::<4>($($arg),*),
+            3 => $tile::<3>($($arg),*),
+            2 => $tile::<2>($($arg),*),
+            _ => $tile::<1>($($arg),*),
+        }
+    };
+}
+
 /// Runs `$body` for `$t` = 0, 1, ..., `$T - 1` (`$T <= TILE_M`), written
 /// out: the compiler leaves a loop over 7 or 8 activation rows rolled, and
 /// their accumulators then live on the stack (a store and a load per row and
@@ -211,18 +229,7 @@ pub(super) mod avx {
             // of 72 bytes, sliced above), `gemm_units` passes `tm` (1 to
             // TILE_M) rows of `nb * 32` quants and of `nb` scales and
             // sums; the token proves AVX2, FMA, F16C and AVX-VNNI.
-            unsafe {
-                match tm {
-                    8 => q4x4_tile::<8>(wa, wb, qs, d, c, nb, res),
-                    7 => q4x4_tile::<7>(wa, wb, qs, d, c, nb, res),
-                    6 => q4x4_tile::<6>(wa, wb, qs, d, c, nb, res),
-                    5 => q4x4_tile::<5>(wa, wb, qs, d, c, nb, res),
-                    4 => q4x4_tile::<4>(wa, wb, qs, d, c, nb, res),
-                    3 => q4x4_tile::<3>(wa, wb, qs, d, c, nb, res),
-                    2 => q4x4_tile::<2>(wa, wb, qs, d, c, nb, res),
-                    _ => q4x4_tile::<1>(wa, wb, qs, d, c, nb, res),
-                }
-            }
+            unsafe { with_rows!(tm, q4x4_tile(wa, wb, qs, d, c, nb, res)) }
         };
         // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
         // SAFETY: the shapes as `gemm_units` needs them (the function
@@ -356,18 +363,7 @@ pub(super) mod avx {
             // bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
             // rows of `nb * 32` quants and of `nb` scales and sums; the
             // token proves AVX2, FMA, F16C and AVX-VNNI.
-            unsafe {
-                match tm {
-                    8 => q8x8_tile::<8>(wg, qs, d, c, nb, res),
-                    7 => q8x8_tile::<7>(wg, qs, d, c, nb, res),
-                    6 => q8x8_tile::<6>(wg, qs, d, c, nb, res),
-                    5 => q8x8_tile::<5>(wg, qs, d, c, nb, res),
-                    4 => q8x8_tile::<4>(wg, qs, d, c, nb, res),
-                    3 => q8x8_tile::<3>(wg, qs, d, c, nb, res),
-                    2 => q8x8_tile::<2>(wg, qs, d, c, nb, res),
-                    _ => q8x8_tile::<1>(wg, qs, d, c, nb, res),
-                }
-            }
+            unsafe { with_rows!(tm, q8x8_tile(wg, qs, d, c, nb, res)) }
         };
         // `-128 sum(a)` per block: the weights are offset by 128.
         // SAFETY: the shapes as `gemm_units` needs them (the function
@@ -508,18 +504,7 @@ pub(super) mod avx512 {
             // 72 bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
             // rows of `nb * 32` quants and of `nb` scales and sums; the token
             // proves AVX512-VNNI with AVX512 F/BW/VL.
-            unsafe {
-                match tm {
-                    8 => q4x4_tile::<8>(g, qs, d, c, nb, res),
-                    7 => q4x4_tile::<7>(g, qs, d, c, nb, res),
-                    6 => q4x4_tile::<6>(g, qs, d, c, nb, res),
-                    5 => q4x4_tile::<5>(g, qs, d, c, nb, res),
-                    4 => q4x4_tile::<4>(g, qs, d, c, nb, res),
-                    3 => q4x4_tile::<3>(g, qs, d, c, nb, res),
-                    2 => q4x4_tile::<2>(g, qs, d, c, nb, res),
-                    _ => q4x4_tile::<1>(g, qs, d, c, nb, res),
-                }
-            }
+            unsafe { with_rows!(tm, q4x4_tile(g, qs, d, c, nb, res)) }
         };
         // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
         // SAFETY: the shapes as `gemm_units` needs them (the function
@@ -657,18 +642,7 @@ pub(super) mod avx512 {
             // 272 bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
             // rows of `nb * 32` quants and of `nb` scales and sums; the token
             // proves AVX512-VNNI with AVX512 F/BW/VL.
-            unsafe {
-                match tm {
-                    8 => q8x8_tile::<8>(wa, wb, qs, d, c, nb, res),
-                    7 => q8x8_tile::<7>(wa, wb, qs, d, c, nb, res),
-                    6 => q8x8_tile::<6>(wa, wb, qs, d, c, nb, res),
-                    5 => q8x8_tile::<5>(wa, wb, qs, d, c, nb, res),
-                    4 => q8x8_tile::<4>(wa, wb, qs, d, c, nb, res),
-                    3 => q8x8_tile::<3>(wa, wb, qs, d, c, nb, res),
-                    2 => q8x8_tile::<2>(wa, wb, qs, d, c, nb, res),
-                    _ => q8x8_tile::<1>(wa, wb, qs, d, c, nb, res),
-                }
-            }
+            unsafe { with_rows!(tm, q8x8_tile(wa, wb, qs, d, c, nb, res)) }
         };
         // `-128 sum(a)` per block: the weights are offset by 128.
         // SAFETY: the shapes as `gemm_units` needs them (the function

@@ -7,6 +7,85 @@ use crate::generic;
 use crate::shape::{attn_shape, attn_vector_ok, ShapeError};
 use core::arch::asm;
 
+/// Defines a one-head scores kernel `$name` over cached elements `$elem`
+/// whose key chunk (8 elements) the `$load` lines bring into `v2` (lanes
+/// 0-3) and `v3` (lanes 4-7) as f32, advancing `{kp}` by one chunk.
+///
+/// The kernel's contract (`# Safety`): `q` must point to `chunks * 8`
+/// floats (`chunks >= 1`), `keys` to `n >= 1` rows of `chunks * 8`
+/// elements spaced `stride_bytes` apart, `out` to `n` writable floats.
+macro_rules! one_head_scores_kernel {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $($load:literal),+ $(,)?) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// See [`one_head_scores_kernel`].
+        #[inline(never)]
+        #[target_feature(enable = "neon")]
+        unsafe fn $name(
+            q: *const f32,
+            chunks: usize,
+            keys: *const $elem,
+            stride_bytes: usize,
+            scale: f32,
+            out: *mut f32,
+            n: usize,
+        ) {
+            // SAFETY: per the contract: each row reads one chunk of keys
+            // per step, `chunks` steps from its start (`keys + j *
+            // stride_bytes`), and `chunks * 32` bytes of `q`; one float is
+            // stored per row, `n` rows. Only the listed registers are
+            // written; no stack is used.
+            //
+            // Bit-exactness: v0 holds lanes 0-3 and v1 lanes 4-7 of the
+            // reference's 8 partial sums; each chunk adds `q * k` with one
+            // `fmla` (fused, as the reference's `fmaf`); f16 keys widen
+            // exactly. Then v0 + v1 = (s0+s4, s1+s5, s2+s6, s3+s7), adding
+            // the upper pair gives ((s0+s4)+(s2+s6), (s1+s5)+(s3+s7)), and
+            // `faddp` adds those two.
+            unsafe {
+                asm!(
+                    "2:",
+                    "mov {kp}, {row}",
+                    "mov {qp}, {q}",
+                    "mov {c}, {chunks}",
+                    "movi v0.4s, #0",
+                    "movi v1.4s, #0",
+                    "3:",
+                    $($load,)+
+                    "ld1 {{v4.4s, v5.4s}}, [{qp}], #32",
+                    "fmla v0.4s, v4.4s, v2.4s",
+                    "fmla v1.4s, v5.4s, v3.4s",
+                    "subs {c}, {c}, #1",
+                    "b.ne 3b",
+                    "fadd v0.4s, v0.4s, v1.4s",
+                    "ext v1.16b, v0.16b, v0.16b, #8",
+                    "fadd v0.2s, v0.2s, v1.2s",
+                    "faddp s0, v0.2s",
+                    "fmul s0, s0, {scale:s}",
+                    "str s0, [{out}], #4",
+                    "add {row}, {row}, {stride}",
+                    "subs {n}, {n}, #1",
+                    "b.ne 2b",
+                    row = inout(reg) keys => _,
+                    q = in(reg) q,
+                    chunks = in(reg) chunks,
+                    stride = in(reg) stride_bytes,
+                    scale = in(vreg) scale,
+                    out = inout(reg) out => _,
+                    n = inout(reg) n => _,
+                    kp = out(reg) _,
+                    qp = out(reg) _,
+                    c = out(reg) _,
+                    out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+                    out("v5") _,
+                    options(nostack),
+                );
+            }
+        }
+    };
+}
+
 /// Attention scores over an f32 key cache with NEON: [`attn_scores_f16`]'s
 /// operations on keys that need no widening; bit-identical to
 /// [`generic::attn_scores_f32`]. Shapes without vector code take the
@@ -19,89 +98,18 @@ pub fn attn_scores_f32(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
-    attn_shape(q.len(), scores.len(), stride, keys.len())?;
-    if !cfg!(target_feature = "neon") || !attn_vector_ok(q.len(), scores.len(), stride) {
-        return generic::attn_scores_f32(q, keys, stride, scale, scores);
-    }
-    // SAFETY: rows `j < scores.len()` of `q.len()` floats at `j * stride`
-    // lie inside `keys`, `q.len()` is a non-zero multiple of 8, `scores` is
-    // non-empty (all checked above); the build targets NEON.
-    unsafe {
-        scores_f32(
-            q.as_ptr(),
-            q.len() / 8,
-            keys.as_ptr(),
-            stride * 4,
-            scale,
-            scores.as_mut_ptr(),
-            scores.len(),
-        )
-    };
-    Ok(())
+    let generic = generic::attn_scores_f32;
+    // SAFETY: `scores_f32` reads rows of `chunks * 8` floats (its contract).
+    unsafe { one_head_scores(q, keys, stride, scale, scores, generic, scores_f32) }
 }
 
-/// # Safety
-/// `q` must point to `chunks * 8` floats (`chunks >= 1`), `keys` to `n >= 1`
-/// rows of `chunks * 8` floats spaced `stride_bytes` apart, `out` to `n`
-/// writable floats.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn scores_f32(
-    q: *const f32,
-    chunks: usize,
-    keys: *const f32,
-    stride_bytes: usize,
-    scale: f32,
-    out: *mut f32,
-    n: usize,
-) {
-    // SAFETY: per the contract: each row reads `chunks * 32` bytes from its
-    // start (`keys + j * stride_bytes`) and `chunks * 32` bytes of `q`; one
-    // float is stored per row, `n` rows. Only the listed registers are
-    // written; no stack is used.
-    //
-    // Bit-exactness: [`scores_f16`]'s partial sums (one fused `fmla` per
-    // chunk and lane) and reduction, the keys loaded as they are.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {kp}, {row}",
-            "mov {qp}, {q}",
-            "mov {c}, {chunks}",
-            "movi v0.4s, #0",
-            "movi v1.4s, #0",
-            "3:",
-            "ld1 {{v2.4s, v3.4s}}, [{kp}], #32",
-            "ld1 {{v4.4s, v5.4s}}, [{qp}], #32",
-            "fmla v0.4s, v4.4s, v2.4s",
-            "fmla v1.4s, v5.4s, v3.4s",
-            "subs {c}, {c}, #1",
-            "b.ne 3b",
-            "fadd v0.4s, v0.4s, v1.4s",
-            "ext v1.16b, v0.16b, v0.16b, #8",
-            "fadd v0.2s, v0.2s, v1.2s",
-            "faddp s0, v0.2s",
-            "fmul s0, s0, {scale:s}",
-            "str s0, [{out}], #4",
-            "add {row}, {row}, {stride}",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            row = inout(reg) keys => _,
-            q = in(reg) q,
-            chunks = in(reg) chunks,
-            stride = in(reg) stride_bytes,
-            scale = in(vreg) scale,
-            out = inout(reg) out => _,
-            n = inout(reg) n => _,
-            kp = out(reg) _,
-            qp = out(reg) _,
-            c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("v5") _,
-            options(nostack),
-        );
-    }
-}
+one_head_scores_kernel!(
+    /// The one-head scores kernel over f32 keys: each chunk's 8 keys loaded
+    /// as they are.
+    scores_f32,
+    f32,
+    "ld1 {{v2.4s, v3.4s}}, [{kp}], #32",
+);
 
 /// Attention output over an f32 value cache with NEON: [`attn_values_f16`]'s
 /// operations on values that need no widening; bit-identical to
@@ -114,24 +122,9 @@ pub fn attn_values_f32(
     stride: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    attn_shape(out.len(), probs.len(), stride, values.len())?;
-    if !cfg!(target_feature = "neon") || !attn_vector_ok(out.len(), probs.len(), stride) {
-        return generic::attn_values_f32(probs, values, stride, out);
-    }
-    // SAFETY: rows `j < probs.len()` of `out.len()` floats at `j * stride`
-    // lie inside `values`, `out.len()` is a non-zero multiple of 8, `probs`
-    // is non-empty (all checked above); the build targets NEON.
-    unsafe {
-        values_f32(
-            probs.as_ptr(),
-            probs.len(),
-            values.as_ptr(),
-            stride * 4,
-            out.as_mut_ptr(),
-            out.len() / 8,
-        )
-    };
-    Ok(())
+    let generic = generic::attn_values_f32;
+    // SAFETY: `values_f32` reads rows of `chunks * 8` floats (its contract).
+    unsafe { one_head_values(probs, values, stride, out, generic, values_f32) }
 }
 
 /// # Safety
@@ -208,19 +201,56 @@ pub fn attn_scores_f16(
     scale: f32,
     scores: &mut [f32],
 ) -> Result<(), ShapeError> {
+    let generic = generic::attn_scores_f16;
+    // SAFETY: `scores_f16` reads rows of `chunks * 8` halves (its contract).
+    unsafe { one_head_scores(q, keys, stride, scale, scores, generic, scores_f16) }
+}
+
+/// A one-head scores kernel over cached elements `E`: `kernel(q, chunks,
+/// keys, stride_bytes, scale, out, n)`.
+type ScoresKernel<E> = unsafe fn(*const f32, usize, *const E, usize, f32, *mut f32, usize);
+
+/// The generic one-head scores over cached elements `E`.
+type GenericScores<E> = fn(&[f32], &[E], usize, f32, &mut [f32]) -> Result<(), ShapeError>;
+
+/// The generic one-head values over cached elements `E`.
+type GenericValues<E> = fn(&[f32], &[E], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// A one-head values kernel over cached elements `E`: `kernel(probs, n,
+/// values, stride_bytes, out, chunks)`.
+type ValuesKernel<E> = unsafe fn(*const f32, usize, *const E, usize, *mut f32, usize);
+
+/// The shape check and dispatch every one-head scores call shares: the
+/// shape error of the generic code, the generic code itself for shapes
+/// without vector code (and builds without NEON), else `kernel`.
+///
+/// # Safety
+/// `kernel` must be safe to call for `n >= 1` rows of `chunks * 8`
+/// elements `E` spaced `stride_bytes` apart, `chunks * 8` queries and `n`
+/// outputs, and compute what `generic` does.
+unsafe fn one_head_scores<E>(
+    q: &[f32],
+    keys: &[E],
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+    generic: GenericScores<E>,
+    kernel: ScoresKernel<E>,
+) -> Result<(), ShapeError> {
     attn_shape(q.len(), scores.len(), stride, keys.len())?;
     if !cfg!(target_feature = "neon") || !attn_vector_ok(q.len(), scores.len(), stride) {
-        return generic::attn_scores_f16(q, keys, stride, scale, scores);
+        return generic(q, keys, stride, scale, scores);
     }
-    // SAFETY: rows `j < scores.len()` of `q.len()` halves at `j * stride`
+    // SAFETY: rows `j < scores.len()` of `q.len()` elements at `j * stride`
     // lie inside `keys`, `q.len()` is a non-zero multiple of 8, `scores` is
-    // non-empty (all checked above); the build targets NEON.
+    // non-empty (all checked above); `kernel` takes such shapes (the
+    // function contract).
     unsafe {
-        scores_f16(
+        kernel(
             q.as_ptr(),
             q.len() / 8,
             keys.as_ptr(),
-            stride * 2,
+            stride * core::mem::size_of::<E>(),
             scale,
             scores.as_mut_ptr(),
             scores.len(),
@@ -229,73 +259,52 @@ pub fn attn_scores_f16(
     Ok(())
 }
 
+/// The shape check and dispatch every one-head values call shares, as
+/// [`one_head_scores`].
+///
 /// # Safety
-/// `q` must point to `chunks * 8` floats (`chunks >= 1`), `keys` to `n >= 1`
-/// rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to `n`
-/// writable floats.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn scores_f16(
-    q: *const f32,
-    chunks: usize,
-    keys: *const u16,
-    stride_bytes: usize,
-    scale: f32,
-    out: *mut f32,
-    n: usize,
-) {
-    // SAFETY: per the contract: each row reads `chunks * 16` bytes from its
-    // start (`keys + j * stride_bytes`) and `chunks * 32` bytes of `q`; one
-    // float is stored per row, `n` rows. Only the listed registers are
-    // written; no stack is used.
-    //
-    // Bit-exactness: v0 holds lanes 0-3 and v1 lanes 4-7 of the reference's
-    // 8 partial sums; each chunk adds `q * k` with one `fmla` (fused, as the
-    // reference's `fmaf`), `fcvtl`/`fcvtl2` widen f16 exactly. Then
-    // v0 + v1 = (s0+s4, s1+s5, s2+s6, s3+s7), adding the upper pair gives
-    // ((s0+s4)+(s2+s6), (s1+s5)+(s3+s7)), and `faddp` adds those two.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {kp}, {row}",
-            "mov {qp}, {q}",
-            "mov {c}, {chunks}",
-            "movi v0.4s, #0",
-            "movi v1.4s, #0",
-            "3:",
-            "ld1 {{v2.8h}}, [{kp}], #16",
-            "ld1 {{v4.4s, v5.4s}}, [{qp}], #32",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v0.4s, v4.4s, v3.4s",
-            "fmla v1.4s, v5.4s, v2.4s",
-            "subs {c}, {c}, #1",
-            "b.ne 3b",
-            "fadd v0.4s, v0.4s, v1.4s",
-            "ext v1.16b, v0.16b, v0.16b, #8",
-            "fadd v0.2s, v0.2s, v1.2s",
-            "faddp s0, v0.2s",
-            "fmul s0, s0, {scale:s}",
-            "str s0, [{out}], #4",
-            "add {row}, {row}, {stride}",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            row = inout(reg) keys => _,
-            q = in(reg) q,
-            chunks = in(reg) chunks,
-            stride = in(reg) stride_bytes,
-            scale = in(vreg) scale,
-            out = inout(reg) out => _,
-            n = inout(reg) n => _,
-            kp = out(reg) _,
-            qp = out(reg) _,
-            c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("v5") _,
-            options(nostack),
-        );
+/// `kernel` must be safe to call for `n >= 1` rows of `chunks * 8`
+/// elements `E` spaced `stride_bytes` apart, `n` probabilities and
+/// `chunks * 8` outputs, and compute what `generic` does.
+unsafe fn one_head_values<E>(
+    probs: &[f32],
+    values: &[E],
+    stride: usize,
+    out: &mut [f32],
+    generic: GenericValues<E>,
+    kernel: ValuesKernel<E>,
+) -> Result<(), ShapeError> {
+    attn_shape(out.len(), probs.len(), stride, values.len())?;
+    if !cfg!(target_feature = "neon") || !attn_vector_ok(out.len(), probs.len(), stride) {
+        return generic(probs, values, stride, out);
     }
+    // SAFETY: rows `j < probs.len()` of `out.len()` elements at `j *
+    // stride` lie inside `values`, `out.len()` is a non-zero multiple of 8,
+    // `probs` is non-empty (all checked above); `kernel` takes such shapes
+    // (the function contract).
+    unsafe {
+        kernel(
+            probs.as_ptr(),
+            probs.len(),
+            values.as_ptr(),
+            stride * core::mem::size_of::<E>(),
+            out.as_mut_ptr(),
+            out.len() / 8,
+        )
+    };
+    Ok(())
 }
+
+one_head_scores_kernel!(
+    /// The one-head scores kernel over f16 keys: each chunk's 8 halves
+    /// loaded and widened (the high half first, so `v2` is read before it
+    /// is overwritten).
+    scores_f16,
+    u16,
+    "ld1 {{v2.8h}}, [{kp}], #16",
+    "fcvtl2 v3.4s, v2.8h",
+    "fcvtl v2.4s, v2.4h",
+);
 
 /// Attention output over an f16 value cache with NEON: `out[i] = sum_j
 /// probs[j] * V_j[i]`, `j` in order from `out[i] = 0`, where `V_j` is the
@@ -312,24 +321,9 @@ pub fn attn_values_f16(
     stride: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    attn_shape(out.len(), probs.len(), stride, values.len())?;
-    if !cfg!(target_feature = "neon") || !attn_vector_ok(out.len(), probs.len(), stride) {
-        return generic::attn_values_f16(probs, values, stride, out);
-    }
-    // SAFETY: rows `j < probs.len()` of `out.len()` halves at `j * stride`
-    // lie inside `values`, `out.len()` is a non-zero multiple of 8, `probs`
-    // is non-empty (all checked above); the build targets NEON.
-    unsafe {
-        values_f16(
-            probs.as_ptr(),
-            probs.len(),
-            values.as_ptr(),
-            stride * 2,
-            out.as_mut_ptr(),
-            out.len() / 8,
-        )
-    };
-    Ok(())
+    let generic = generic::attn_values_f16;
+    // SAFETY: `values_f16` reads rows of `chunks * 8` halves (its contract).
+    unsafe { one_head_values(probs, values, stride, out, generic, values_f16) }
 }
 
 /// # Safety

@@ -4,10 +4,11 @@
 //! The GEMV is the GEMM with one activation row (its own loop, one row
 //! group at a time, when the row has at most 12,288 columns).
 
-use super::{act_patterns, gemm_vnni, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Vnni};
+use super::{act_patterns, gemm_vnni, pair_rows16, prefetch_ahead, sum_block_pairs, Avx2, Vnni};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use core::arch::asm;
 use core::arch::x86_64::*;
 
 /// Activation rows computed together against one pass over a weight tile.
@@ -127,18 +128,18 @@ pub fn gemm_q4_0x4_q8_0(
         // Wider than the block-sum table: no vector code.
         return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
     }
-    // `8 * sum(a)` of every activation block, once per call (the tiles
-    // subtract it in i32 instead of forming it per row pair).
-    let mut corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_MAX_ROWS * GEMV_MAX_BLOCKS];
-    for (i, c) in corr.iter_mut().enumerate().take(m * nb) {
+    // `-8 * sum(a)` of every activation block, once per call (the tiles add
+    // it in i32 instead of forming it per row pair).
+    let mut neg_corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_MAX_ROWS * GEMV_MAX_BLOCKS];
+    for (i, c) in neg_corr.iter_mut().enumerate().take(m * nb) {
         // SAFETY: block i of `act_qs` is bytes 32i..32i+32, i < m * nb, and
         // `act_qs` holds m * nb * 32 quants (checked by `gemm_shape`); the
         // token proves AVX2.
-        c.write(8 * unsafe { block_sum(act_qs.as_ptr().add(i * QK)) });
+        c.write(-8 * unsafe { block_sum(act_qs.as_ptr().add(i * QK)) });
     }
     // SAFETY: entries 0..m * nb were written just above; MaybeUninit<i32>
     // has the layout of i32.
-    let corr: &[i32] = unsafe { core::slice::from_raw_parts(corr.as_ptr().cast(), m * nb) };
+    let neg_corr: &[i32] = unsafe { core::slice::from_raw_parts(neg_corr.as_ptr().cast(), m * nb) };
     // The activation patterns of every block (4 `vpermd` each), formed once
     // per call when they fit, instead of again in every tile (once per pair
     // of row groups).
@@ -169,7 +170,7 @@ pub fn gemm_q4_0x4_q8_0(
             let tm = (m - t0).min(TILE_M);
             let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
-            let c = &corr[t0 * nb..(t0 + tm) * nb];
+            let c = &neg_corr[t0 * nb..(t0 + tm) * nb];
             let pt = if expanded {
                 &patterns[t0 * nb..(t0 + tm) * nb]
             } else {
@@ -331,8 +332,8 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
         let m4 = _mm256_set1_epi8(0x0F);
         let x88 = _mm256_set1_epi8(0x88u8 as i8);
         let group_bytes = nb * Q4X4_BLOCK_BYTES;
-        // sum n a of one super-block at `p` against the expanded block `a`:
-        // lanes 0-3 even chunks, 4-7 odd chunks.
+        // sum n a of one super-block at `p` against the expanded block `a`,
+        // per i16 lane pair: dwords 0-3 even chunks, 4-7 odd chunks.
         let block_sum = |p: *const u8, a: &[__m256i; 4]| {
             // SAFETY: p + 8 .. p + 72 is one super-block of a group.
             let (x0, x1) = (
@@ -347,7 +348,7 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), a[2]),
                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4), a[3]),
             );
-            _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16)
+            _mm256_add_epi16(lo, hi)
         };
         for g in 0..groups {
             let base = w.as_ptr().add(g * group_bytes);
@@ -367,7 +368,7 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
                 // [block b rows, block b1 rows]: sum n a, exact i32, then
                 // - 8 sum a of each block.
                 let c = _mm256_setr_m128i(_mm_set1_epi32(corr[b]), _mm_set1_epi32(corr[b1]));
-                let isum = _mm256_sub_epi32(pair_rows(ia, ib), c);
+                let isum = _mm256_sub_epi32(pair_rows16(ia, ib), c);
                 let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(
                     _mm_loadl_epi64(pa.cast()),
                     _mm_loadl_epi64(pb.cast()),
@@ -393,10 +394,10 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
 /// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
 /// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
 /// the exact i32 products with the activation dwords each chunk needs
-/// (`vpermd`), summed per lane by [`dot4_avx2`];
-/// the two 128-bit halves (even and odd chunks) are added, and `sum (n - 8)
-/// a = sum n a - 8 sum a` subtracts `corr` (`8 sum a` per token and block,
-/// computed once per call) in i32: exact.
+/// (`vpermd`), summed per i16 lane by [`dot4_avx2`]; [`pair_rows16`] adds
+/// the two 128-bit halves (even and odd chunks) and widens to i32, and
+/// `sum (n - 8) a = sum n a - 8 sum a` adds `neg_corr` (`-8 sum a` per token
+/// and block, computed once per call) in i32: exact.
 ///
 /// With `EXPANDED`, the activation patterns come from `patterns` (row `t`,
 /// block `b` at `t * nb + b`, [`act_patterns`] of the same quants) instead of
@@ -404,7 +405,7 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
 ///
 /// # Safety
 /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` and `corr.len()` at least `T * nb`, with
+/// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`, with
 /// `EXPANDED` `patterns.len()` at least `T * nb`, `T <= 4`, and the CPU must
 /// implement AVX2, FMA and F16C.
 #[allow(clippy::too_many_arguments)]
@@ -415,7 +416,7 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
     qs: &[i8],
     patterns: &[[__m256i; 4]],
     d: &[f32],
-    corr: &[i32],
+    neg_corr: &[i32],
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
@@ -464,16 +465,10 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
                 } else {
                     act_patterns(qs.as_ptr().add(t * cols + b * QK))
                 };
-                let ia = dot4_avx2(&na, &av);
-                let ib = dot4_avx2(&nbb, &av);
-                // [a even chunks + a odd chunks, b even + b odd]: sum n a, exact
-                // i32; then - 8 sum a.
-                let isum = _mm256_sub_epi32(
-                    _mm256_add_epi32(
-                        _mm256_permute2x128_si256(ia, ib, 0x20),
-                        _mm256_permute2x128_si256(ia, ib, 0x31),
-                    ),
-                    _mm256_set1_epi32(*corr.get_unchecked(t * nb + b)),
+                // [rows of a, rows of b]: sum n a, exact i32; then - 8 sum a.
+                let isum = _mm256_add_epi32(
+                    pair_rows16(dot4_avx2(&na, &av), dot4_avx2(&nbb, &av)),
+                    _mm256_set1_epi32(*neg_corr.get_unchecked(t * nb + b)),
                 );
                 let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
                 let scale = _mm256_mul_ps(sw, da);
@@ -487,14 +482,14 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
     }
 }
 
-/// Per 32-bit lane, the sum of the 16 products `n[k] * a[k]` (4 bytes of
+/// Per 16-bit lane, the sum of the 8 products `n[k] * a[k]` (2 bytes of
 /// each register pair): unsigned nibbles (0..15) times signed quants, exact.
-/// `vpmaddubsw` pair sums, four added, fit i16 (|.| <= 4 * 2 * 15 * 127 =
-/// 15,240); `vpmaddwd` with ones makes them i32.
+/// `vpmaddubsw` pair sums, four added, fit i16 (|.| <= 4 * 2 * 15 * 128 =
+/// 15,360).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot4_avx2(n: &[__m256i; 4], a: &[__m256i; 4]) -> __m256i {
-    let s = _mm256_add_epi16(
+    _mm256_add_epi16(
         _mm256_add_epi16(
             _mm256_maddubs_epi16(n[0], a[0]),
             _mm256_maddubs_epi16(n[1], a[1]),
@@ -503,8 +498,184 @@ fn dot4_avx2(n: &[__m256i; 4], a: &[__m256i; 4]) -> __m256i {
             _mm256_maddubs_epi16(n[2], a[2]),
             _mm256_maddubs_epi16(n[3], a[3]),
         ),
+    )
+}
+
+/// `x88`, `0x0F` and the 16-bit ones, the constants of [`q4x4_tile4_asm`]
+/// (memory operands, so that no register holds them).
+#[repr(C, align(32))]
+struct Q4TileConsts([u8; 32], [u8; 32], [i16; 16]);
+static Q4_TILE_CONSTS: Q4TileConsts = Q4TileConsts([0x88; 32], [0x0F; 32], [1; 16]);
+
+/// One activation row's step of [`q4x4_tile4_asm`]: the 8 `vpmaddubsw` of
+/// both groups' nibbles (ymm0-3, ymm4-7) against the row's 4 patterns at
+/// `[$pat]`, [`pair_rows16`]'s blend, permute, add and `vpmaddwd`, the
+/// `-8 sum a` at `[$nc]`, then the reference's float steps with the row's
+/// scale at `[$d]`: `acc += cvt(isum) * (sw * da)` into `$acc`.
+macro_rules! q4_tile_row {
+    ($pat:literal, $nc:literal, $d:literal, $acc:literal) => {
+        concat!(
+            "vpmaddubsw ymm13, ymm0, ymmword ptr [",
+            $pat,
+            "]\n",
+            "vpmaddubsw ymm14, ymm1, ymmword ptr [",
+            $pat,
+            " + 32]\n",
+            "vpaddw ymm13, ymm13, ymm14\n",
+            "vpmaddubsw ymm14, ymm2, ymmword ptr [",
+            $pat,
+            " + 64]\n",
+            "vpaddw ymm13, ymm13, ymm14\n",
+            "vpmaddubsw ymm14, ymm3, ymmword ptr [",
+            $pat,
+            " + 96]\n",
+            "vpaddw ymm13, ymm13, ymm14\n",
+            "vpmaddubsw ymm14, ymm4, ymmword ptr [",
+            $pat,
+            "]\n",
+            "vpmaddubsw ymm15, ymm5, ymmword ptr [",
+            $pat,
+            " + 32]\n",
+            "vpaddw ymm14, ymm14, ymm15\n",
+            "vpmaddubsw ymm15, ymm6, ymmword ptr [",
+            $pat,
+            " + 64]\n",
+            "vpaddw ymm14, ymm14, ymm15\n",
+            "vpmaddubsw ymm15, ymm7, ymmword ptr [",
+            $pat,
+            " + 96]\n",
+            "vpaddw ymm14, ymm14, ymm15\n",
+            "vpblendd ymm15, ymm13, ymm14, 0xF0\n",
+            "vperm2i128 ymm13, ymm13, ymm14, 0x21\n",
+            "vpaddw ymm13, ymm13, ymm15\n",
+            "vpmaddwd ymm13, ymm13, ymmword ptr [{k} + 64]\n",
+            "vpbroadcastd ymm14, dword ptr [",
+            $nc,
+            "]\n",
+            "vpaddd ymm13, ymm13, ymm14\n",
+            "vcvtdq2ps ymm13, ymm13\n",
+            "vbroadcastss ymm14, dword ptr [",
+            $d,
+            "]\n",
+            "vmulps ymm14, ymm12, ymm14\n",
+            "vmulps ymm13, ymm13, ymm14\n",
+            "vaddps ",
+            $acc,
+            ", ",
+            $acc,
+            ", ymm13\n",
+        )
+    };
+}
+
+/// [`q4x4_tile_avx2`] with `T = 4` and expanded patterns (the prefill's
+/// tile), in `asm!`: the same operations on the same values in the same
+/// order, so the same bits, with every register assigned by hand. The
+/// compiled form kept three of the four accumulators and a constant on the
+/// stack (16 vector registers: 8 of nibbles, 4 accumulators, the scales and
+/// 3 temporaries leave none for the constants, which here are memory
+/// operands, as are the patterns).
+///
+/// # Safety
+/// As [`q4x4_tile_avx2`] with `T = 4` and `EXPANDED`: `wa.len()` and
+/// `wb.len()` at least `nb * 72`, `patterns.len()`, `d.len()` and
+/// `neg_corr.len()` at least `4 * nb`, `nb >= 1`, and the CPU implements
+/// AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4x4_tile4_asm(
+    wa: &[u8],
+    wb: &[u8],
+    patterns: &[[__m256i; 4]],
+    d: &[f32],
+    neg_corr: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    debug_assert!(
+        nb >= 1 && wa.len() >= nb * Q4X4_BLOCK_BYTES && wb.len() >= nb * Q4X4_BLOCK_BYTES
     );
-    _mm256_madd_epi16(s, _mm256_set1_epi16(1))
+    debug_assert!(patterns.len() >= 4 * nb && d.len() >= 4 * nb && neg_corr.len() >= 4 * nb);
+    let (acc0, acc1, acc2, acc3): (__m256, __m256, __m256, __m256);
+    // SAFETY: per iteration `b` (0..nb) the loop reads super-block `b` of
+    // `wa` and `wb` (72 bytes each at `b * 72`), the patterns of row `t`
+    // and block `b` (128 bytes at `(t * nb + b) * 128`), and `d`/`neg_corr`
+    // entry `t * nb + b`, for t < 4: all inside the slices per the function
+    // contract; `k` points to the 96 bytes of `Q4_TILE_CONSTS` (32-byte
+    // aligned). Prefetches (of the next pair's bytes, possibly past `wb`)
+    // never fault. The block only writes the registers it names (ymm0-15,
+    // the pointer and counter registers it is given as `inout`) and the
+    // flags; it does not touch the stack. The CPU implements AVX2, FMA and
+    // F16C (the function contract).
+    unsafe {
+        asm!(
+            "vxorps ymm8, ymm8, ymm8",
+            "vxorps ymm9, ymm9, ymm9",
+            "vxorps ymm10, ymm10, ymm10",
+            "vxorps ymm11, ymm11, ymm11",
+            "2:",
+            "prefetcht0 byte ptr [{pf}]",
+            "prefetcht0 byte ptr [{pf} + 64]",
+            "prefetcht0 byte ptr [{pf} + 128]",
+            // Nibbles of group a (ymm0-3) and group b (ymm4-7):
+            // [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+            "vmovdqu ymm13, ymmword ptr [{pa} + 8]",
+            "vmovdqu ymm14, ymmword ptr [{pa} + 40]",
+            "vpxor ymm13, ymm13, ymmword ptr [{k}]",
+            "vpxor ymm14, ymm14, ymmword ptr [{k}]",
+            "vpand ymm0, ymm13, ymmword ptr [{k} + 32]",
+            "vpand ymm1, ymm14, ymmword ptr [{k} + 32]",
+            "vpsrlw ymm13, ymm13, 4",
+            "vpsrlw ymm14, ymm14, 4",
+            "vpand ymm2, ymm13, ymmword ptr [{k} + 32]",
+            "vpand ymm3, ymm14, ymmword ptr [{k} + 32]",
+            "vmovdqu ymm13, ymmword ptr [{pb} + 8]",
+            "vmovdqu ymm14, ymmword ptr [{pb} + 40]",
+            "vpxor ymm13, ymm13, ymmword ptr [{k}]",
+            "vpxor ymm14, ymm14, ymmword ptr [{k}]",
+            "vpand ymm4, ymm13, ymmword ptr [{k} + 32]",
+            "vpand ymm5, ymm14, ymmword ptr [{k} + 32]",
+            "vpsrlw ymm13, ymm13, 4",
+            "vpsrlw ymm14, ymm14, 4",
+            "vpand ymm6, ymm13, ymmword ptr [{k} + 32]",
+            "vpand ymm7, ymm14, ymmword ptr [{k} + 32]",
+            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+            "vmovq xmm12, qword ptr [{pa}]",
+            "vmovhps xmm12, xmm12, qword ptr [{pb}]",
+            "vcvtph2ps ymm12, xmm12",
+            q4_tile_row!("{pt}", "{nc}", "{dp}", "ymm8"),
+            q4_tile_row!("{pt} + {ps}", "{nc} + {ss}", "{dp} + {ss}", "ymm9"),
+            q4_tile_row!("{pt} + {ps}*2", "{nc} + {ss}*2", "{dp} + {ss}*2", "ymm10"),
+            q4_tile_row!("{pt} + {ps3}", "{nc} + {ss3}", "{dp} + {ss3}", "ymm11"),
+            "add {pa}, 72",
+            "add {pb}, 72",
+            "add {pf}, 144",
+            "add {pt}, 128",
+            "add {nc}, 4",
+            "add {dp}, 4",
+            "dec {n}",
+            "jnz 2b",
+            pa = inout(reg) wa.as_ptr() => _,
+            pb = inout(reg) wb.as_ptr() => _,
+            pf = inout(reg) wb.as_ptr().wrapping_add(nb * Q4X4_BLOCK_BYTES) => _,
+            pt = inout(reg) patterns.as_ptr() => _,
+            nc = inout(reg) neg_corr.as_ptr() => _,
+            dp = inout(reg) d.as_ptr() => _,
+            n = inout(reg) nb => _,
+            ps = in(reg) nb * 128,
+            ps3 = in(reg) 3 * nb * 128,
+            ss = in(reg) nb * 4,
+            ss3 = in(reg) 3 * nb * 4,
+            k = in(reg) &Q4_TILE_CONSTS,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            out("ymm8") acc0, out("ymm9") acc1, out("ymm10") acc2, out("ymm11") acc3,
+            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
+            options(nostack, readonly),
+        );
+        for (r, a) in res.iter_mut().zip([acc0, acc1, acc2, acc3]) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
 }
 
 /// A Q4_0x4 tile function: [`q4x4_tile_avx2`] at one `T` and `EXPANDED`.
@@ -522,7 +693,11 @@ fn q4_tile(tm: usize, expanded: bool) -> Q4Tile {
         (1, true) => q4x4_tile_avx2::<1, true>,
         (2, true) => q4x4_tile_avx2::<2, true>,
         (3, true) => q4x4_tile_avx2::<3, true>,
-        (_, true) => q4x4_tile_avx2::<4, true>,
+        (_, true) => |wa, wb, _, patterns, d, neg_corr, nb, res| {
+            // SAFETY: the contract of `q4x4_tile_avx2::<4, true>`, which
+            // is the asm tile's (`nb >= 1`: the GEMM sends no empty rows).
+            unsafe { q4x4_tile4_asm(wa, wb, patterns, d, neg_corr, nb, res) }
+        },
     }
 }
 

@@ -100,6 +100,23 @@ fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
     )
 }
 
+/// [rows of `sa`, rows of `sb`] in i32 from two Q4_0x4 row groups' i16
+/// sums (dword `r` of each 128-bit half: row `r`'s two pair sums, even
+/// chunks in the low half, odd in the high): the halves are added in i16
+/// (each lane of a nibble sum is at most 15,360 in magnitude, two 30,720),
+/// then `vpmaddwd` with ones adds each dword's pair in i32. Exact, and one
+/// `vpmaddwd` instead of two.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pair_rows16(sa: __m256i, sb: __m256i) -> __m256i {
+    // [sa low, sb high] + [sa high, sb low].
+    let halves = _mm256_add_epi16(
+        _mm256_blend_epi32::<0xF0>(sa, sb),
+        _mm256_permute2x128_si256::<0x21>(sa, sb),
+    );
+    _mm256_madd_epi16(halves, _mm256_set1_epi16(1))
+}
+
 /// The four activation patterns a Q4_0x4 / Q5_0x4 / Q5_1x4 super-block's
 /// 32-byte weight loads need, from the 32-byte activation block at `p`:
 /// pattern `k` holds dword `2k` in its low 128-bit half and dword `2k + 1`

@@ -773,7 +773,7 @@ pub fn gemm_q8_0x8_q8_0(
                     1 => q8x8_tile_avx2::<1>(wg, qs, d, nb, &mut res),
                     2 => q8x8_tile_avx2::<2>(wg, qs, d, nb, &mut res),
                     3 => q8x8_tile_avx2::<3>(wg, qs, d, nb, &mut res),
-                    _ => q8x8_tile_avx2::<4>(wg, qs, d, nb, &mut res),
+                    _ => q8x8_tile4_asm(wg, qs, d, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -845,6 +845,153 @@ unsafe fn q8x8_tile_avx2<const T: usize>(
             }
         }
         for (r, a) in res.iter_mut().zip(acc) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }
+}
+
+/// The 16-bit ones of [`q8x8_tile4_asm`]'s `vpmaddwd` (a memory operand).
+#[repr(C, align(32))]
+struct Q8TileOnes([i16; 16]);
+static Q8_TILE_ONES: Q8TileOnes = Q8TileOnes([1; 16]);
+
+/// One 4-column chunk of [`q8x8_tile4_asm`]: the chunk's 8 rows' weights
+/// at byte `$w` of the super-block (ymm0) and their `|w|` (ymm1), then per
+/// activation row `t` the broadcast dword at byte `$a` of the row's block,
+/// its sign taken from `w`, `vpmaddubsw`, `vpmaddwd` with ones, added to
+/// the row's i32 sums (ymm4-7; `first` writes them instead: 0 + x = x).
+macro_rules! q8_tile_chunk {
+    (@row $a:literal, $q:literal, $sum:literal, first) => {
+        concat!(
+            "vpbroadcastd ymm2, dword ptr [", $q, " + ", $a, "]\n",
+            "vpsignb ymm2, ymm2, ymm0\n",
+            "vpmaddubsw ymm2, ymm1, ymm2\n",
+            "vpmaddwd ", $sum, ", ymm2, ymmword ptr [{k}]\n",
+        )
+    };
+    (@row $a:literal, $q:literal, $sum:literal, add) => {
+        concat!(
+            "vpbroadcastd ymm2, dword ptr [", $q, " + ", $a, "]\n",
+            "vpsignb ymm2, ymm2, ymm0\n",
+            "vpmaddubsw ymm2, ymm1, ymm2\n",
+            "vpmaddwd ymm2, ymm2, ymmword ptr [{k}]\n",
+            "vpaddd ", $sum, ", ", $sum, ", ymm2\n",
+        )
+    };
+    ($w:literal, $a:literal, $how:ident) => {
+        concat!(
+            "vmovdqu ymm0, ymmword ptr [{p} + ", $w, "]\n",
+            "vpsignb ymm1, ymm0, ymm0\n",
+            q8_tile_chunk!(@row $a, "{qp}", "ymm4", $how),
+            q8_tile_chunk!(@row $a, "{qp} + {qs}", "ymm5", $how),
+            q8_tile_chunk!(@row $a, "{qp} + {qs}*2", "ymm6", $how),
+            q8_tile_chunk!(@row $a, "{qp} + {qs3}", "ymm7", $how),
+        )
+    };
+}
+
+/// One activation row's float step of [`q8x8_tile4_asm`], the reference's:
+/// `acc += cvt(isum) * (sw * da)`, with the row's scale at `[$d]`.
+macro_rules! q8_tile_float {
+    ($sum:literal, $d:literal, $acc:literal) => {
+        concat!(
+            "vcvtdq2ps ",
+            $sum,
+            ", ",
+            $sum,
+            "\n",
+            "vbroadcastss ymm2, dword ptr [",
+            $d,
+            "]\n",
+            "vmulps ymm2, ymm12, ymm2\n",
+            "vmulps ",
+            $sum,
+            ", ",
+            $sum,
+            ", ymm2\n",
+            "vaddps ",
+            $acc,
+            ", ",
+            $acc,
+            ", ",
+            $sum,
+            "\n",
+        )
+    };
+}
+
+/// [`q8x8_tile_avx2`] with `T = 4` (the prefill's tile) in `asm!`: the same
+/// operations on the same values in the same order, so the same bits, with
+/// every register assigned by hand (the compiled form kept weights and
+/// accumulators on the stack).
+///
+/// # Safety
+/// As [`q8x8_tile_avx2`] with `T = 4`: `w.len()` at least `nb * 272`,
+/// `qs.len()` at least `4 * nb * 32` with no quant equal to -128, `d.len()`
+/// at least `4 * nb`, `nb >= 1`, and the CPU implements AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[f32; 8]; TILE_M]) {
+    debug_assert!(nb >= 1 && w.len() >= nb * Q8X8_BLOCK_BYTES);
+    debug_assert!(qs.len() >= 4 * nb * QK && d.len() >= 4 * nb);
+    let (acc0, acc1, acc2, acc3): (__m256, __m256, __m256, __m256);
+    // SAFETY: per iteration `b` (0..nb) the loop reads super-block `b` of
+    // `w` (272 bytes at `b * 272`), block `b` of activation row `t` (32
+    // bytes at `t * nb * 32 + b * 32`) and `d` entry `t * nb + b`, for
+    // t < 4: all inside the slices per the function contract; `k` points to
+    // the 32 bytes of `Q8_TILE_ONES`. Prefetches (of the next row group,
+    // possibly past `w`) never fault. The block only writes the registers
+    // it names (ymm0-15, the pointer and counter registers it is given as
+    // `inout`) and the flags; it does not touch the stack. The CPU
+    // implements AVX2, FMA and F16C (the function contract).
+    unsafe {
+        asm!(
+            "vxorps ymm8, ymm8, ymm8",
+            "vxorps ymm9, ymm9, ymm9",
+            "vxorps ymm10, ymm10, ymm10",
+            "vxorps ymm11, ymm11, ymm11",
+            "2:",
+            "prefetcht0 byte ptr [{pf}]",
+            "prefetcht0 byte ptr [{pf} + 64]",
+            "prefetcht0 byte ptr [{pf} + 128]",
+            "prefetcht0 byte ptr [{pf} + 192]",
+            "prefetcht0 byte ptr [{pf} + 256]",
+            // The 8 rows' scales.
+            "vcvtph2ps ymm12, xmmword ptr [{p}]",
+            q8_tile_chunk!("16", "0", first),
+            q8_tile_chunk!("48", "4", add),
+            q8_tile_chunk!("80", "8", add),
+            q8_tile_chunk!("112", "12", add),
+            q8_tile_chunk!("144", "16", add),
+            q8_tile_chunk!("176", "20", add),
+            q8_tile_chunk!("208", "24", add),
+            q8_tile_chunk!("240", "28", add),
+            q8_tile_float!("ymm4", "{dp}", "ymm8"),
+            q8_tile_float!("ymm5", "{dp} + {ss}", "ymm9"),
+            q8_tile_float!("ymm6", "{dp} + {ss}*2", "ymm10"),
+            q8_tile_float!("ymm7", "{dp} + {ss3}", "ymm11"),
+            "add {p}, 272",
+            "add {pf}, 272",
+            "add {qp}, 32",
+            "add {dp}, 4",
+            "dec {n}",
+            "jnz 2b",
+            p = inout(reg) w.as_ptr() => _,
+            pf = inout(reg) w.as_ptr().wrapping_add(nb * Q8X8_BLOCK_BYTES) => _,
+            qp = inout(reg) qs.as_ptr() => _,
+            dp = inout(reg) d.as_ptr() => _,
+            n = inout(reg) nb => _,
+            qs = in(reg) nb * QK,
+            qs3 = in(reg) 3 * nb * QK,
+            ss = in(reg) nb * 4,
+            ss3 = in(reg) 3 * nb * 4,
+            k = in(reg) &Q8_TILE_ONES,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            out("ymm8") acc0, out("ymm9") acc1, out("ymm10") acc2, out("ymm11") acc3,
+            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
+            options(nostack, readonly),
+        );
+        for (r, a) in res.iter_mut().zip([acc0, acc1, acc2, acc3]) {
             _mm256_storeu_ps(r.as_mut_ptr(), a);
         }
     }

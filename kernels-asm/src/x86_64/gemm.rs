@@ -850,7 +850,7 @@ unsafe fn q8x8_tile_avx2<const T: usize>(
     }
 }
 
-/// The 16-bit ones of [`q8x8_tile4_asm`]'s `vpmaddwd` (a memory operand).
+/// The 16-bit ones of [`q8x8_tile4_asm`]'s `vpmaddwd` (loaded into ymm3).
 #[repr(C, align(32))]
 struct Q8TileOnes([i16; 16]);
 static Q8_TILE_ONES: Q8TileOnes = Q8TileOnes([1; 16]);
@@ -860,13 +860,15 @@ static Q8_TILE_ONES: Q8TileOnes = Q8TileOnes([1; 16]);
 /// activation row `t` the broadcast dword at byte `$a` of the row's block,
 /// its sign taken from `w`, `vpmaddubsw`, `vpmaddwd` with ones, added to
 /// the row's i32 sums (ymm4-7; `first` writes them instead: 0 + x = x).
+/// ymm3 holds the 16-bit ones: the vector units take 2 loads per cycle on
+/// Zen 3, so the loop loads only weights, activations and scales.
 macro_rules! q8_tile_chunk {
     (@row $a:literal, $q:literal, $sum:literal, first) => {
         concat!(
             "vpbroadcastd ymm2, dword ptr [", $q, " + ", $a, "]\n",
             "vpsignb ymm2, ymm2, ymm0\n",
             "vpmaddubsw ymm2, ymm1, ymm2\n",
-            "vpmaddwd ", $sum, ", ymm2, ymmword ptr [{k}]\n",
+            "vpmaddwd ", $sum, ", ymm2, ymm3\n",
         )
     };
     (@row $a:literal, $q:literal, $sum:literal, add) => {
@@ -874,7 +876,7 @@ macro_rules! q8_tile_chunk {
             "vpbroadcastd ymm2, dword ptr [", $q, " + ", $a, "]\n",
             "vpsignb ymm2, ymm2, ymm0\n",
             "vpmaddubsw ymm2, ymm1, ymm2\n",
-            "vpmaddwd ymm2, ymm2, ymmword ptr [{k}]\n",
+            "vpmaddwd ymm2, ymm2, ymm3\n",
             "vpaddd ", $sum, ", ", $sum, ", ymm2\n",
         )
     };
@@ -949,6 +951,7 @@ unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[
             "vxorps ymm9, ymm9, ymm9",
             "vxorps ymm10, ymm10, ymm10",
             "vxorps ymm11, ymm11, ymm11",
+            "vmovdqa ymm3, ymmword ptr [{k}]",
             "2:",
             "prefetcht0 byte ptr [{pf}]",
             "prefetcht0 byte ptr [{pf} + 64]",

@@ -200,12 +200,13 @@ fn check_gemm(
             &std::format!("{name} rows {rows} cols {cols} m {m}"),
         );
     }
-    // Rows of 384 blocks (12,288 columns: the widest the x86 GEMV
-    // expands) and past it (the tiled path).
+    // Rows of 384 blocks (12,288 columns: the widest the x86 GEMV and
+    // tiled Q4 GEMM take, the latter 4 activation rows per call: 9 = 4 + 4
+    // + 1), of 280 (the 1.5B model's down projection) and past 384.
     for rows in [5, 9] {
-        for cols in [384 * 32, 385 * 32, 387 * 32] {
+        for cols in [280 * 32, 384 * 32, 385 * 32, 387 * 32] {
             let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
-            for m in [1, 3] {
+            for m in [1, 3, 9] {
                 let (qs, d) = acts(&mut rng, m, cols, m == 3);
                 let what = std::format!("{name} rows {rows} cols {cols} m {m}");
                 check(&w, (rows, cols, m), &qs, &d, &what);

@@ -106,6 +106,10 @@ pub fn gemm_q4_0x4_q8_0(
         };
         return Ok(());
     }
+    if nb > GEMV_MAX_BLOCKS {
+        // Wider than the tables: no vector code.
+        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
     let max_rows = q4_rows_per_call(nb);
     if m > max_rows {
         // Batches of `max_rows` tokens (the block-sum and pattern tables'
@@ -124,13 +128,10 @@ pub fn gemm_q4_0x4_q8_0(
             )
         });
     }
-    if nb > GEMV_MAX_BLOCKS {
-        // Wider than the block-sum table: no vector code.
-        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
-    }
+    debug_assert!(m * nb <= GEMM_EXPAND_BLOCKS);
     // `-8 * sum(a)` of every activation block, once per call (the tiles add
     // it in i32 instead of forming it per row pair).
-    let mut neg_corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_MAX_ROWS * GEMV_MAX_BLOCKS];
+    let mut neg_corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
     for (i, c) in neg_corr.iter_mut().enumerate().take(m * nb) {
         // SAFETY: block i of `act_qs` is bytes 32i..32i+32, i < m * nb, and
         // `act_qs` holds m * nb * 32 quants (checked by `gemm_shape`); the
@@ -141,22 +142,18 @@ pub fn gemm_q4_0x4_q8_0(
     // has the layout of i32.
     let neg_corr: &[i32] = unsafe { core::slice::from_raw_parts(neg_corr.as_ptr().cast(), m * nb) };
     // The activation patterns of every block (4 `vpermd` each), formed once
-    // per call when they fit, instead of again in every tile (once per pair
-    // of row groups).
-    let expanded = m * nb <= GEMM_EXPAND_BLOCKS;
+    // per call instead of again in every tile (once per pair of row
+    // groups).
     let mut patterns = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-    let patterns: &[[__m256i; 4]] = if expanded {
-        for (i, p) in patterns.iter_mut().enumerate().take(m * nb) {
-            // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32
-            // (checked by `gemm_shape`); the token proves AVX2.
-            p.write(unsafe { act_patterns(act_qs.as_ptr().add(i * QK)) });
-        }
-        // SAFETY: entries 0..m * nb were written just above;
-        // MaybeUninit<T> has the layout of T.
-        unsafe { core::slice::from_raw_parts(patterns.as_ptr().cast(), m * nb) }
-    } else {
-        &[]
-    };
+    for (i, p) in patterns.iter_mut().enumerate().take(m * nb) {
+        // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32 (checked
+        // by `gemm_shape`); the token proves AVX2.
+        p.write(unsafe { act_patterns(act_qs.as_ptr().add(i * QK)) });
+    }
+    // SAFETY: entries 0..m * nb were written just above; MaybeUninit<T> has
+    // the layout of T.
+    let patterns: &[[__m256i; 4]] =
+        unsafe { core::slice::from_raw_parts(patterns.as_ptr().cast(), m * nb) };
     let group_bytes = nb * Q4X4_BLOCK_BYTES;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
@@ -168,22 +165,15 @@ pub fn gemm_q4_0x4_q8_0(
         let mut t0 = 0;
         while t0 < m {
             let tm = (m - t0).min(TILE_M);
-            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
             let c = &neg_corr[t0 * nb..(t0 + tm) * nb];
-            let pt = if expanded {
-                &patterns[t0 * nb..(t0 + tm) * nb]
-            } else {
-                &[]
-            };
+            let pt = &patterns[t0 * nb..(t0 + tm) * nb];
             let mut res = [[0.0f32; 8]; TILE_M];
-            // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
-            // 72 bytes each, sliced above), `qs` holds `tm` rows of `cols =
-            // nb * 32` quants, `d` and `c` `tm` rows of `nb` values (sliced
-            // above), `pt` (when expanded) `tm` rows of `nb` patterns, `res`
-            // holds `tm <= 4` rows of 8 floats; the token proves
-            // AVX2/FMA/F16C.
-            unsafe { q4_tile(tm, expanded)(wa, wb, qs, pt, d, c, nb, &mut res) }
+            // SAFETY: `wa` and `wb` are whole row groups (`nb` >= 1
+            // super-blocks of 72 bytes each, sliced above), `pt`, `d` and `c`
+            // hold `tm` rows of `nb` values (sliced above), `res` holds `tm
+            // <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C.
+            unsafe { q4_tile(tm)(wa, wb, pt, d, c, nb, &mut res) }
             for (t, r) in res.iter().enumerate().take(tm) {
                 let row0 = 2 * pair * Q4X4_ROWS;
                 let n = rows.saturating_sub(row0).min(8);
@@ -196,30 +186,29 @@ pub fn gemm_q4_0x4_q8_0(
     Ok(())
 }
 
-/// The most activation blocks (rows x blocks per row) whose patterns the
-/// tiled Q4_0x4 GEMM forms once per call: 128 KB of stack (L2-resident),
-/// 4 rows of 8,192 columns.
-const GEMM_EXPAND_BLOCKS: usize = 1024;
+/// The activation blocks (rows x blocks per row) whose patterns and sums
+/// one call of the tiled Q4_0x4 GEMM forms, at most: one tile of the widest
+/// rows it takes (4 x 384 blocks, 12,288 columns); 192 KB of patterns on
+/// the stack.
+const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
+
+/// The activation blocks a call forms when its rows allow more than one
+/// tile: 128 KB of patterns, L2-resident (4 rows of 8,192 columns).
+const GEMM_CALL_BLOCKS: usize = 1024;
 
 /// Activation rows per call of the tiled Q4_0x4 GEMM for rows of `nb`
-/// blocks: as many whole tiles as the pattern table holds (at most
-/// GEMM_MAX_ROWS), so a prefill batch is split into calls that each form
-/// their patterns once; rows too wide for one tile of patterns keep
-/// GEMM_MAX_ROWS and form them in the tiles. Splitting rereads the weights
-/// once per call (from L2/L3: a thread's share of one matrix), which costs
-/// less than the permutes it saves (`kestrel bench --rows 896 --cols 4864`,
-/// M=32).
+/// (<= 384) blocks: as many whole tiles as GEMM_CALL_BLOCKS holds, at least
+/// one, at most GEMM_MAX_ROWS, so a prefill batch is split into calls that
+/// each form their patterns once (within GEMM_EXPAND_BLOCKS). Splitting
+/// rereads the weights once per call (from L2/L3: a thread's share of one
+/// matrix), which costs less than the permutes it saves (`kestrel bench
+/// --rows 896 --cols 4864`, M=32).
 fn q4_rows_per_call(nb: usize) -> usize {
-    let fit = GEMM_EXPAND_BLOCKS / nb.max(1) / TILE_M * TILE_M;
-    if fit >= TILE_M {
-        fit.min(GEMM_MAX_ROWS)
-    } else {
-        GEMM_MAX_ROWS
-    }
+    (GEMM_CALL_BLOCKS / nb.max(1) / TILE_M * TILE_M).clamp(TILE_M, GEMM_MAX_ROWS)
 }
 
 /// The most activation rows the tiled Q4_0x4 GEMM takes in one call (the
-/// engine's largest batch); its block-sum table lives on the stack.
+/// engine's largest batch).
 const GEMM_MAX_ROWS: usize = 64;
 
 /// At block `b` of a pair of Q4_0x4 row groups whose second is `wb` (`nb`
@@ -394,26 +383,21 @@ unsafe fn q4x4_gemv<const EXPAND: bool>(
 /// Per super-block and group: two 32-byte loads (chunks 0-1 and 2-3), the
 /// XOR 0x88 undone, nibbles `n` (0..15) split out with `and`/`srli`, and
 /// the exact i32 products with the activation dwords each chunk needs
-/// (`vpermd`), summed per i16 lane by [`dot4_avx2`]; [`pair_rows16`] adds
-/// the two 128-bit halves (even and odd chunks) and widens to i32, and
-/// `sum (n - 8) a = sum n a - 8 sum a` adds `neg_corr` (`-8 sum a` per token
-/// and block, computed once per call) in i32: exact.
-///
-/// With `EXPANDED`, the activation patterns come from `patterns` (row `t`,
-/// block `b` at `t * nb + b`, [`act_patterns`] of the same quants) instead of
-/// being formed here: the same values, so the same sums.
+/// (`vpermd`: `patterns`, row `t` and block `b` at `t * nb + b`, formed
+/// once per call by [`act_patterns`]), summed per i16 lane by
+/// [`dot4_avx2`]; [`pair_rows16`] adds the two 128-bit halves (even and odd
+/// chunks) and widens to i32, and `sum (n - 8) a = sum n a - 8 sum a` adds
+/// `neg_corr` (`-8 sum a` per token and block, computed once per call) in
+/// i32: exact.
 ///
 /// # Safety
-/// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
-/// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`, with
-/// `EXPANDED` `patterns.len()` at least `T * nb`, `T <= 4`, and the CPU must
-/// implement AVX2, FMA and F16C.
-#[allow(clippy::too_many_arguments)]
+/// `wa.len()` and `wb.len()` must be at least `nb * 72`, `patterns.len()`,
+/// `d.len()` and `neg_corr.len()` at least `T * nb`, `T <= 4`, and the CPU
+/// must implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
+unsafe fn q4x4_tile_avx2<const T: usize>(
     wa: &[u8],
     wb: &[u8],
-    qs: &[i8],
     patterns: &[[__m256i; 4]],
     d: &[f32],
     neg_corr: &[i32],
@@ -421,13 +405,12 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
     res: &mut [[f32; 8]; TILE_M],
 ) {
     // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
-    // rows of `nb` blocks of `qs`, `d` and `c`, all inside the slices per
-    // the function contract; the CPU implements AVX2, FMA and F16C.
+    // rows of `nb` entries of `patterns`, `d` and `neg_corr`, all inside the
+    // slices per the function contract; the CPU implements AVX2, FMA and
+    // F16C.
     unsafe {
         debug_assert!(T <= TILE_M && wa.len() >= nb * 72 && wb.len() >= nb * 72);
-        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
-        debug_assert!(!EXPANDED || patterns.len() >= T * nb);
-        let cols = nb * QK;
+        debug_assert!(patterns.len() >= T * nb && d.len() >= T * nb && neg_corr.len() >= T * nb);
         let m4 = _mm256_set1_epi8(0x0F);
         let x88 = _mm256_set1_epi8(0x88u8 as i8);
         let mut acc = [_mm256_setzero_ps(); T];
@@ -460,11 +443,7 @@ unsafe fn q4x4_tile_avx2<const T: usize, const EXPANDED: bool>(
                 _mm_loadl_epi64(pb.cast()),
             ));
             for (t, acc_t) in acc.iter_mut().enumerate() {
-                let av = if EXPANDED {
-                    *patterns.get_unchecked(t * nb + b)
-                } else {
-                    act_patterns(qs.as_ptr().add(t * cols + b * QK))
-                };
+                let av = *patterns.get_unchecked(t * nb + b);
                 // [rows of a, rows of b]: sum n a, exact i32; then - 8 sum a.
                 let isum = _mm256_add_epi32(
                     pair_rows16(dot4_avx2(&na, &av), dot4_avx2(&nbb, &av)),
@@ -568,8 +547,8 @@ macro_rules! q4_tile_row {
     };
 }
 
-/// [`q4x4_tile_avx2`] with `T = 4` and expanded patterns (the prefill's
-/// tile), in `asm!`: the same operations on the same values in the same
+/// [`q4x4_tile_avx2`] with `T = 4` (every full tile of a prefill), in
+/// `asm!`: the same operations on the same values in the same
 /// order, so the same bits, with every register assigned by hand. The
 /// compiled form kept three of the four accumulators and a constant on the
 /// stack (16 vector registers: 8 of nibbles, 4 accumulators, the scales and
@@ -577,7 +556,7 @@ macro_rules! q4_tile_row {
 /// operands, as are the patterns).
 ///
 /// # Safety
-/// As [`q4x4_tile_avx2`] with `T = 4` and `EXPANDED`: `wa.len()` and
+/// As [`q4x4_tile_avx2`] with `T = 4`: `wa.len()` and
 /// `wb.len()` at least `nb * 72`, `patterns.len()`, `d.len()` and
 /// `neg_corr.len()` at least `4 * nb`, `nb >= 1`, and the CPU implements
 /// AVX2, FMA and F16C.
@@ -678,26 +657,18 @@ unsafe fn q4x4_tile4_asm(
     }
 }
 
-/// A Q4_0x4 tile function: [`q4x4_tile_avx2`] at one `T` and `EXPANDED`.
+/// A Q4_0x4 tile function: [`q4x4_tile_avx2`] at one `T`, or
+/// [`q4x4_tile4_asm`].
 type Q4Tile =
-    unsafe fn(&[u8], &[u8], &[i8], &[[__m256i; 4]], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
+    unsafe fn(&[u8], &[u8], &[[__m256i; 4]], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
 
-/// The Q4_0x4 tile for `tm` activation rows (1..=4), expanded patterns or
-/// not.
-fn q4_tile(tm: usize, expanded: bool) -> Q4Tile {
-    match (tm, expanded) {
-        (1, false) => q4x4_tile_avx2::<1, false>,
-        (2, false) => q4x4_tile_avx2::<2, false>,
-        (3, false) => q4x4_tile_avx2::<3, false>,
-        (_, false) => q4x4_tile_avx2::<4, false>,
-        (1, true) => q4x4_tile_avx2::<1, true>,
-        (2, true) => q4x4_tile_avx2::<2, true>,
-        (3, true) => q4x4_tile_avx2::<3, true>,
-        (_, true) => |wa, wb, _, patterns, d, neg_corr, nb, res| {
-            // SAFETY: the contract of `q4x4_tile_avx2::<4, true>`, which
-            // is the asm tile's (`nb >= 1`: the GEMM sends no empty rows).
-            unsafe { q4x4_tile4_asm(wa, wb, patterns, d, neg_corr, nb, res) }
-        },
+/// The Q4_0x4 tile for `tm` activation rows (1..=4).
+fn q4_tile(tm: usize) -> Q4Tile {
+    match tm {
+        1 => q4x4_tile_avx2::<1>,
+        2 => q4x4_tile_avx2::<2>,
+        3 => q4x4_tile_avx2::<3>,
+        _ => q4x4_tile4_asm,
     }
 }
 

@@ -128,7 +128,9 @@ pub fn gemm_q4_0x4_q8_0(
             )
         });
     }
-    debug_assert!(m * nb <= GEMM_EXPAND_BLOCKS);
+    // m <= q4_rows_per_call(nb) and nb <= 384 (above): the tables below hold
+    // every block. Checked, since the slices made from them rely on it.
+    assert!(m * nb <= GEMM_EXPAND_BLOCKS);
     // `-8 * sum(a)` of every activation block, once per call (the tiles add
     // it in i32 instead of forming it per row pair).
     let mut neg_corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];

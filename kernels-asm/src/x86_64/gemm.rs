@@ -482,6 +482,33 @@ fn dot4_avx2(n: &[__m256i; 4], a: &[__m256i; 4]) -> __m256i {
     )
 }
 
+/// The frame both `asm!` tiles share: the 4 activation rows' float sums
+/// live in ymm8-11, zeroed before `$body` (the loop, prefetches included)
+/// and stored to `$res` after it; every vector register is clobbered;
+/// `$ops` are the loop's operands (a trailing comma after the last). The
+/// block reads memory only, and leaves the stack alone.
+macro_rules! tile4_asm {
+    ($res:expr, [$($body:expr),* $(,)?], $($ops:tt)*) => {{
+        let (acc0, acc1, acc2, acc3): (__m256, __m256, __m256, __m256);
+        asm!(
+            "vxorps ymm8, ymm8, ymm8",
+            "vxorps ymm9, ymm9, ymm9",
+            "vxorps ymm10, ymm10, ymm10",
+            "vxorps ymm11, ymm11, ymm11",
+            $($body,)*
+            $($ops)*
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            out("ymm8") acc0, out("ymm9") acc1, out("ymm10") acc2, out("ymm11") acc3,
+            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
+            options(nostack, readonly),
+        );
+        for (r, a) in $res.iter_mut().zip([acc0, acc1, acc2, acc3]) {
+            _mm256_storeu_ps(r.as_mut_ptr(), a);
+        }
+    }};
+}
+
 /// `x88`, `0x0F` and the 16-bit ones, the constants of [`q4x4_tile4_asm`]
 /// (memory operands, so that no register holds them).
 #[repr(C, align(32))]
@@ -576,65 +603,64 @@ unsafe fn q4x4_tile4_asm(
         nb >= 1 && wa.len() >= nb * Q4X4_BLOCK_BYTES && wb.len() >= nb * Q4X4_BLOCK_BYTES
     );
     debug_assert!(patterns.len() >= 4 * nb && d.len() >= 4 * nb && neg_corr.len() >= 4 * nb);
-    let (acc0, acc1, acc2, acc3): (__m256, __m256, __m256, __m256);
     // SAFETY: per iteration `b` (0..nb) the loop reads super-block `b` of
     // `wa` and `wb` (72 bytes each at `b * 72`), the patterns of row `t`
     // and block `b` (128 bytes at `(t * nb + b) * 128`), and `d`/`neg_corr`
     // entry `t * nb + b`, for t < 4: all inside the slices per the function
     // contract; `k` points to the 96 bytes of `Q4_TILE_CONSTS` (32-byte
     // aligned). Prefetches (of the next pair's bytes, possibly past `wb`)
-    // never fault. The block only writes the registers it names (ymm0-15,
-    // the pointer and counter registers it is given as `inout`) and the
-    // flags; it does not touch the stack. The CPU implements AVX2, FMA and
-    // F16C (the function contract).
+    // never fault. The block (`tile4_asm!`) only writes the registers it
+    // names (ymm0-15, the pointer and counter registers it is given as
+    // `inout`) and the flags, and does not touch the stack; the 4
+    // accumulators are then stored to `res` (4 rows of 8 floats). The CPU
+    // implements AVX2, FMA and F16C (the function contract).
     unsafe {
-        asm!(
-            "vxorps ymm8, ymm8, ymm8",
-            "vxorps ymm9, ymm9, ymm9",
-            "vxorps ymm10, ymm10, ymm10",
-            "vxorps ymm11, ymm11, ymm11",
-            "2:",
-            "prefetcht0 byte ptr [{pf}]",
-            "prefetcht0 byte ptr [{pf} + 64]",
-            "prefetcht0 byte ptr [{pf} + 128]",
-            // Nibbles of group a (ymm0-3) and group b (ymm4-7):
-            // [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
-            "vmovdqu ymm13, ymmword ptr [{pa} + 8]",
-            "vmovdqu ymm14, ymmword ptr [{pa} + 40]",
-            "vpxor ymm13, ymm13, ymmword ptr [{k}]",
-            "vpxor ymm14, ymm14, ymmword ptr [{k}]",
-            "vpand ymm0, ymm13, ymmword ptr [{k} + 32]",
-            "vpand ymm1, ymm14, ymmword ptr [{k} + 32]",
-            "vpsrlw ymm13, ymm13, 4",
-            "vpsrlw ymm14, ymm14, 4",
-            "vpand ymm2, ymm13, ymmword ptr [{k} + 32]",
-            "vpand ymm3, ymm14, ymmword ptr [{k} + 32]",
-            "vmovdqu ymm13, ymmword ptr [{pb} + 8]",
-            "vmovdqu ymm14, ymmword ptr [{pb} + 40]",
-            "vpxor ymm13, ymm13, ymmword ptr [{k}]",
-            "vpxor ymm14, ymm14, ymmword ptr [{k}]",
-            "vpand ymm4, ymm13, ymmword ptr [{k} + 32]",
-            "vpand ymm5, ymm14, ymmword ptr [{k} + 32]",
-            "vpsrlw ymm13, ymm13, 4",
-            "vpsrlw ymm14, ymm14, 4",
-            "vpand ymm6, ymm13, ymmword ptr [{k} + 32]",
-            "vpand ymm7, ymm14, ymmword ptr [{k} + 32]",
-            // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
-            "vmovq xmm12, qword ptr [{pa}]",
-            "vmovhps xmm12, xmm12, qword ptr [{pb}]",
-            "vcvtph2ps ymm12, xmm12",
-            q4_tile_row!("{pt}", "{nc}", "{dp}", "ymm8"),
-            q4_tile_row!("{pt} + {ps}", "{nc} + {ss}", "{dp} + {ss}", "ymm9"),
-            q4_tile_row!("{pt} + {ps}*2", "{nc} + {ss}*2", "{dp} + {ss}*2", "ymm10"),
-            q4_tile_row!("{pt} + {ps3}", "{nc} + {ss3}", "{dp} + {ss3}", "ymm11"),
-            "add {pa}, 72",
-            "add {pb}, 72",
-            "add {pf}, 144",
-            "add {pt}, 128",
-            "add {nc}, 4",
-            "add {dp}, 4",
-            "dec {n}",
-            "jnz 2b",
+        tile4_asm!(
+            res,
+            [
+                "2:",
+                "prefetcht0 byte ptr [{pf}]",
+                "prefetcht0 byte ptr [{pf} + 64]",
+                "prefetcht0 byte ptr [{pf} + 128]",
+                // Nibbles of group a (ymm0-3) and group b (ymm4-7):
+                // [lo chunks 0-1, lo chunks 2-3, hi 0-1, hi 2-3].
+                "vmovdqu ymm13, ymmword ptr [{pa} + 8]",
+                "vmovdqu ymm14, ymmword ptr [{pa} + 40]",
+                "vpxor ymm13, ymm13, ymmword ptr [{k}]",
+                "vpxor ymm14, ymm14, ymmword ptr [{k}]",
+                "vpand ymm0, ymm13, ymmword ptr [{k} + 32]",
+                "vpand ymm1, ymm14, ymmword ptr [{k} + 32]",
+                "vpsrlw ymm13, ymm13, 4",
+                "vpsrlw ymm14, ymm14, 4",
+                "vpand ymm2, ymm13, ymmword ptr [{k} + 32]",
+                "vpand ymm3, ymm14, ymmword ptr [{k} + 32]",
+                "vmovdqu ymm13, ymmword ptr [{pb} + 8]",
+                "vmovdqu ymm14, ymmword ptr [{pb} + 40]",
+                "vpxor ymm13, ymm13, ymmword ptr [{k}]",
+                "vpxor ymm14, ymm14, ymmword ptr [{k}]",
+                "vpand ymm4, ymm13, ymmword ptr [{k} + 32]",
+                "vpand ymm5, ymm14, ymmword ptr [{k} + 32]",
+                "vpsrlw ymm13, ymm13, 4",
+                "vpsrlw ymm14, ymm14, 4",
+                "vpand ymm6, ymm13, ymmword ptr [{k} + 32]",
+                "vpand ymm7, ymm14, ymmword ptr [{k} + 32]",
+                // Scales of the 8 rows: 4 f16 of group a, then 4 of group b.
+                "vmovq xmm12, qword ptr [{pa}]",
+                "vmovhps xmm12, xmm12, qword ptr [{pb}]",
+                "vcvtph2ps ymm12, xmm12",
+                q4_tile_row!("{pt}", "{nc}", "{dp}", "ymm8"),
+                q4_tile_row!("{pt} + {ps}", "{nc} + {ss}", "{dp} + {ss}", "ymm9"),
+                q4_tile_row!("{pt} + {ps}*2", "{nc} + {ss}*2", "{dp} + {ss}*2", "ymm10"),
+                q4_tile_row!("{pt} + {ps3}", "{nc} + {ss3}", "{dp} + {ss3}", "ymm11"),
+                "add {pa}, 72",
+                "add {pb}, 72",
+                "add {pf}, 144",
+                "add {pt}, 128",
+                "add {nc}, 4",
+                "add {dp}, 4",
+                "dec {n}",
+                "jnz 2b",
+            ],
             pa = inout(reg) wa.as_ptr() => _,
             pb = inout(reg) wb.as_ptr() => _,
             pf = inout(reg) wb.as_ptr().wrapping_add(nb * Q4X4_BLOCK_BYTES) => _,
@@ -647,15 +673,7 @@ unsafe fn q4x4_tile4_asm(
             ss = in(reg) nb * 4,
             ss3 = in(reg) 3 * nb * 4,
             k = in(reg) &Q4_TILE_CONSTS,
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
-            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
-            out("ymm8") acc0, out("ymm9") acc1, out("ymm10") acc2, out("ymm11") acc3,
-            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
-            options(nostack, readonly),
         );
-        for (r, a) in res.iter_mut().zip([acc0, acc1, acc2, acc3]) {
-            _mm256_storeu_ps(r.as_mut_ptr(), a);
-        }
     }
 }
 
@@ -908,49 +926,48 @@ macro_rules! q8_tile_float {
 unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[f32; 8]; TILE_M]) {
     debug_assert!(nb >= 1 && w.len() >= nb * Q8X8_BLOCK_BYTES);
     debug_assert!(qs.len() >= 4 * nb * QK && d.len() >= 4 * nb);
-    let (acc0, acc1, acc2, acc3): (__m256, __m256, __m256, __m256);
     // SAFETY: per iteration `b` (0..nb) the loop reads super-block `b` of
     // `w` (272 bytes at `b * 272`), block `b` of activation row `t` (32
     // bytes at `t * nb * 32 + b * 32`) and `d` entry `t * nb + b`, for
     // t < 4: all inside the slices per the function contract; `k` points to
     // the 32 bytes of `Q8_TILE_ONES`. Prefetches (of the next row group,
-    // possibly past `w`) never fault. The block only writes the registers
-    // it names (ymm0-15, the pointer and counter registers it is given as
-    // `inout`) and the flags; it does not touch the stack. The CPU
+    // possibly past `w`) never fault. The block (`tile4_asm!`) only writes
+    // the registers it names (ymm0-15, the pointer and counter registers it
+    // is given as `inout`) and the flags, and does not touch the stack; the
+    // 4 accumulators are then stored to `res` (4 rows of 8 floats). The CPU
     // implements AVX2, FMA and F16C (the function contract).
     unsafe {
-        asm!(
-            "vxorps ymm8, ymm8, ymm8",
-            "vxorps ymm9, ymm9, ymm9",
-            "vxorps ymm10, ymm10, ymm10",
-            "vxorps ymm11, ymm11, ymm11",
-            "vmovdqa ymm3, ymmword ptr [{k}]",
-            "2:",
-            "prefetcht0 byte ptr [{pf}]",
-            "prefetcht0 byte ptr [{pf} + 64]",
-            "prefetcht0 byte ptr [{pf} + 128]",
-            "prefetcht0 byte ptr [{pf} + 192]",
-            "prefetcht0 byte ptr [{pf} + 256]",
-            // The 8 rows' scales.
-            "vcvtph2ps ymm12, xmmword ptr [{p}]",
-            q8_tile_chunk!("16", "0", first),
-            q8_tile_chunk!("48", "4", add),
-            q8_tile_chunk!("80", "8", add),
-            q8_tile_chunk!("112", "12", add),
-            q8_tile_chunk!("144", "16", add),
-            q8_tile_chunk!("176", "20", add),
-            q8_tile_chunk!("208", "24", add),
-            q8_tile_chunk!("240", "28", add),
-            q8_tile_float!("ymm4", "{dp}", "ymm8"),
-            q8_tile_float!("ymm5", "{dp} + {ss}", "ymm9"),
-            q8_tile_float!("ymm6", "{dp} + {ss}*2", "ymm10"),
-            q8_tile_float!("ymm7", "{dp} + {ss3}", "ymm11"),
-            "add {p}, 272",
-            "add {pf}, 272",
-            "add {qp}, 32",
-            "add {dp}, 4",
-            "dec {n}",
-            "jnz 2b",
+        tile4_asm!(
+            res,
+            [
+                "vmovdqa ymm3, ymmword ptr [{k}]",
+                "2:",
+                "prefetcht0 byte ptr [{pf}]",
+                "prefetcht0 byte ptr [{pf} + 64]",
+                "prefetcht0 byte ptr [{pf} + 128]",
+                "prefetcht0 byte ptr [{pf} + 192]",
+                "prefetcht0 byte ptr [{pf} + 256]",
+                // The 8 rows' scales.
+                "vcvtph2ps ymm12, xmmword ptr [{p}]",
+                q8_tile_chunk!("16", "0", first),
+                q8_tile_chunk!("48", "4", add),
+                q8_tile_chunk!("80", "8", add),
+                q8_tile_chunk!("112", "12", add),
+                q8_tile_chunk!("144", "16", add),
+                q8_tile_chunk!("176", "20", add),
+                q8_tile_chunk!("208", "24", add),
+                q8_tile_chunk!("240", "28", add),
+                q8_tile_float!("ymm4", "{dp}", "ymm8"),
+                q8_tile_float!("ymm5", "{dp} + {ss}", "ymm9"),
+                q8_tile_float!("ymm6", "{dp} + {ss}*2", "ymm10"),
+                q8_tile_float!("ymm7", "{dp} + {ss3}", "ymm11"),
+                "add {p}, 272",
+                "add {pf}, 272",
+                "add {qp}, 32",
+                "add {dp}, 4",
+                "dec {n}",
+                "jnz 2b",
+            ],
             p = inout(reg) w.as_ptr() => _,
             pf = inout(reg) w.as_ptr().wrapping_add(nb * Q8X8_BLOCK_BYTES) => _,
             qp = inout(reg) qs.as_ptr() => _,
@@ -961,15 +978,7 @@ unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[
             ss = in(reg) nb * 4,
             ss3 = in(reg) 3 * nb * 4,
             k = in(reg) &Q8_TILE_ONES,
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
-            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
-            out("ymm8") acc0, out("ymm9") acc1, out("ymm10") acc2, out("ymm11") acc3,
-            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
-            options(nostack, readonly),
         );
-        for (r, a) in res.iter_mut().zip([acc0, acc1, acc2, acc3]) {
-            _mm256_storeu_ps(r.as_mut_ptr(), a);
-        }
     }
 }
 

@@ -412,15 +412,16 @@ fn attention_matches_generic() {
 
 /// The grouped kernels (several query heads over the same cached rows)
 /// against the generic ones, which are the one-head kernels head by head:
-/// 1 to 9 heads (past the 8 of one pass), odd and vector row lengths,
-/// padded strides and output strides, shape errors.
+/// 1 to 9 heads (past the 8 of one pass), odd and vector row lengths (40:
+/// a 32-column tile and an 8-column one), row counts across the values'
+/// 64-row blocks, padded strides and output strides, shape errors.
 #[test]
 fn grouped_attention_matches_generic() {
     let Some(cpu) = cpu() else { return };
     let mut rng = Rng(7);
     for heads in 1..=9 {
-        for hd in [7, 8, 24, 64] {
-            for n in [0usize, 1, 2, 5, 8, 9, 14, 17, 23] {
+        for hd in [7, 8, 24, 40, 64] {
+            for n in [0usize, 1, 2, 5, 8, 9, 14, 17, 23, 64, 65, 150] {
                 let stride = hd + (heads % 3);
                 let out_stride = hd + 4 * (heads % 2);
                 let len = n.saturating_sub(1) * stride + hd;

@@ -376,9 +376,12 @@ unsafe fn scores_group<const G: usize, T: KvElem>(
         let o = out.as_mut_ptr();
         let whole = n / 8 * 8;
         for j0 in (0..whole).step_by(8) {
-            let rows: [__m256; 8] = core::array::from_fn(|i| {
-                _mm256_mul_ps(scores_row::<G, T>(qs, hd, keys, (j0 + i) * stride), scale)
-            });
+            // A loop, not `array::from_fn`: its closure would be compiled
+            // apart (a call per row, results through memory).
+            let mut rows = [_mm256_setzero_ps(); 8];
+            for (i, row) in rows.iter_mut().enumerate() {
+                *row = _mm256_mul_ps(scores_row::<G, T>(qs, hd, keys, (j0 + i) * stride), scale);
+            }
             // Column `g`: head g's scores of rows j0..j0 + 8.
             for (g, column) in super::transpose8(rows).iter().enumerate().take(G) {
                 _mm256_storeu_ps(o.add(g * n + j0), *column);
@@ -563,9 +566,16 @@ fn values_heads<T: KvElem>(
     Ok(())
 }
 
-/// `G` heads' outputs, 8 columns at a time: each value row's chunk
-/// converted once, each head's accumulator `acc + p * v` over the rows in
-/// order from zero: [`values_rows`]'s operations per output element.
+/// Value rows per block of [`values_group`]: a block's rows (128 bytes each
+/// for a 64-element f16 head) stay in L1 while every head and column of
+/// the block passes over them.
+const VALUE_ROWS_BLOCK: usize = 64;
+
+/// `G` heads' outputs: blocks of [`VALUE_ROWS_BLOCK`] value rows, each
+/// swept by [`values_tile`]s of up to 2 heads x 32 columns, the
+/// accumulators kept in `out` between blocks. Each output element is still
+/// `acc + p * v` over the rows in order from zero: [`values_rows`]'s
+/// operations per output element.
 ///
 /// # Safety
 /// `probs.len() == G * n` for some `n`, rows `j < n` of `hd` elements at `j *
@@ -580,25 +590,89 @@ unsafe fn values_group<const G: usize, T: KvElem>(
     out: &mut [f32],
     out_stride: usize,
 ) {
-    // SAFETY: per the function contract the loads read inside `probs` and
-    // the checked value rows, and the stores stay inside `out`; the CPU
-    // implements AVX2, FMA and F16C.
+    // SAFETY: per the function contract the tiles read inside `probs` and
+    // the checked value rows, and write inside `out`; the CPU implements
+    // AVX2, FMA and F16C.
     unsafe {
         let n = probs.len() / G;
-        let p = probs.as_ptr();
-        for c in (0..hd).step_by(8) {
-            let mut acc = [_mm256_setzero_ps(); G];
-            let mut v = values.as_ptr().add(c);
-            for j in 0..n {
-                let x = load8(v);
-                for (g, a) in acc.iter_mut().enumerate() {
-                    let pv = _mm256_set1_ps(*p.add(g * n + j));
-                    *a = _mm256_fmadd_ps(pv, x, *a);
+        let (p, v, o) = (probs.as_ptr(), values.as_ptr(), out.as_mut_ptr());
+        for g in 0..G {
+            out[g * out_stride..g * out_stride + hd].fill(0.0);
+        }
+        for j0 in (0..n).step_by(VALUE_ROWS_BLOCK) {
+            let rows = (n - j0).min(VALUE_ROWS_BLOCK);
+            let mut c = 0;
+            while c < hd {
+                let wide = hd - c >= 32;
+                let mut g = 0;
+                while g < G {
+                    let pg = p.add(g * n + j0);
+                    let vc = v.add(j0 * stride + c);
+                    let og = o.add(g * out_stride + c);
+                    match (G - g >= 2, wide) {
+                        (true, true) => {
+                            values_tile::<2, 4, T>(pg, n, vc, stride, rows, og, out_stride)
+                        }
+                        (true, false) => {
+                            values_tile::<2, 1, T>(pg, n, vc, stride, rows, og, out_stride)
+                        }
+                        (false, true) => {
+                            values_tile::<1, 4, T>(pg, n, vc, stride, rows, og, out_stride)
+                        }
+                        (false, false) => {
+                            values_tile::<1, 1, T>(pg, n, vc, stride, rows, og, out_stride)
+                        }
+                    }
+                    g += if G - g >= 2 { 2 } else { 1 };
                 }
-                v = v.wrapping_add(stride);
+                c += if wide { 32 } else { 8 };
             }
-            for (g, a) in acc.iter().enumerate() {
-                _mm256_storeu_ps(out.as_mut_ptr().add(g * out_stride + c), *a);
+        }
+    }
+}
+
+/// `Q` heads x `C` 8-column chunks of outputs over `rows` value rows: the
+/// accumulators loaded from `out`, `acc + p * v` row by row, stored back.
+///
+/// # Safety
+/// `p + h * n + j` readable for `h < Q`, `j < rows`; `v + j * stride + 8 *
+/// C` readable for `j < rows`; `out + h * out_stride + 8 * C` writable for
+/// `h < Q`; the CPU must implement AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn values_tile<const Q: usize, const C: usize, T: KvElem>(
+    p: *const f32,
+    n: usize,
+    v: *const T,
+    stride: usize,
+    rows: usize,
+    out: *mut f32,
+    out_stride: usize,
+) {
+    // SAFETY: per the function contract.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); C]; Q];
+        for (h, a) in acc.iter_mut().enumerate() {
+            for (k, a) in a.iter_mut().enumerate() {
+                *a = _mm256_loadu_ps(out.add(h * out_stride + 8 * k));
+            }
+        }
+        for j in 0..rows {
+            let row = v.add(j * stride);
+            let mut x = [_mm256_setzero_ps(); C];
+            for (k, x) in x.iter_mut().enumerate() {
+                *x = load8(row.add(8 * k));
+            }
+            for (h, a) in acc.iter_mut().enumerate() {
+                let pv = _mm256_set1_ps(*p.add(h * n + j));
+                for (a, x) in a.iter_mut().zip(&x) {
+                    *a = _mm256_fmadd_ps(pv, *x, *a);
+                }
+            }
+        }
+        for (h, a) in acc.iter().enumerate() {
+            for (k, a) in a.iter().enumerate() {
+                _mm256_storeu_ps(out.add(h * out_stride + 8 * k), *a);
             }
         }
     }

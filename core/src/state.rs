@@ -268,6 +268,29 @@ impl<'a> KvCache<'a> {
         }
     }
 
+    /// The cache split at element `at`: elements `..at` and `at..` (parts
+    /// written by different threads).
+    pub fn split_at(self, at: usize) -> (KvCache<'a>, KvCache<'a>) {
+        match self {
+            KvCache::F16(c) => {
+                let (a, b) = c.split_at_mut(at);
+                (KvCache::F16(a), KvCache::F16(b))
+            }
+            KvCache::F32(c) => {
+                let (a, b) = c.split_at_mut(at);
+                (KvCache::F32(a), KvCache::F32(b))
+            }
+        }
+    }
+
+    /// The same cache borrowed anew (to split it and keep `self`).
+    pub fn reborrow(&mut self) -> KvCache<'_> {
+        match self {
+            KvCache::F16(c) => KvCache::F16(c),
+            KvCache::F32(c) => KvCache::F32(c),
+        }
+    }
+
     /// A read-only view of elements `range`.
     pub fn view(&self, range: core::ops::Range<usize>) -> KvView<'_> {
         match self {

@@ -331,28 +331,51 @@ pub fn layernorm(out: &mut [f32], x: &[f32], w: &[u8], b: &[u8]) {
     }
 }
 
-/// [`layernorm`] of every `width`-wide row of `x` into `out`.
-fn layernorm_rows(out: &mut [f32], x: &[f32], width: usize, (w, b): (&[u8], &[u8])) {
-    for (dst, src) in out.chunks_exact_mut(width).zip(x.chunks_exact(width)) {
-        layernorm(dst, src, w, b);
+/// Calls `f(first, part)` for parts of the (rows, width) values `x` split
+/// in whole rows over the pool, `first` the index of the part's first row.
+/// The one place the tower's row-wise steps are spread over the threads;
+/// each row's result must not depend on the split.
+fn rows_parallel<P: Parallel>(
+    pool: &P,
+    x: &mut [f32],
+    width: usize,
+    f: &(dyn Fn(usize, &mut [f32]) + Sync),
+) {
+    let rows = x.len() / width.max(1);
+    let parts = pool.threads().clamp(1, MAX_PARTS).min(rows.max(1));
+    let mut items: heapless::Vec<(usize, &mut [f32]), MAX_PARTS> = heapless::Vec::new();
+    let mut rest = x;
+    for p in 0..parts {
+        let first = rows * p / parts;
+        let take = (rows * (p + 1) / parts - first) * width;
+        let (part, r) = core::mem::take(&mut rest).split_at_mut(take);
+        rest = r;
+        let _ = items.push((first, part));
     }
+    pool.for_each_mut(&mut items, &|_, (first, part)| f(*first, part));
+}
+
+/// [`layernorm`] of every `width`-wide row of `x` into `out`, the rows
+/// split over the pool.
+fn layernorm_rows<P: Parallel>(
+    pool: &P,
+    out: &mut [f32],
+    x: &[f32],
+    width: usize,
+    (w, b): (&[u8], &[u8]),
+) {
+    rows_parallel(pool, out, width, &|first, part| {
+        let src = &x[first * width..first * width + part.len()];
+        for (dst, src) in part.chunks_exact_mut(width).zip(src.chunks_exact(width)) {
+            layernorm(dst, src, w, b);
+        }
+    });
 }
 
 /// `x = gelu_tanh(x)` over (rows, width) values, the rows split over the
-/// pool (each value's result does not depend on the split).
+/// pool.
 fn gelu_rows<P: Parallel>(cx: &Exec<'_, P>, x: &mut [f32], width: usize) {
-    let rows = x.len() / width.max(1);
-    let parts = cx.pool.threads().clamp(1, MAX_PARTS).min(rows.max(1));
-    let mut items: heapless::Vec<&mut [f32], MAX_PARTS> = heapless::Vec::new();
-    let mut rest = x;
-    for p in 0..parts {
-        let take = (rows * (p + 1) / parts - rows * p / parts) * width;
-        let (part, r) = core::mem::take(&mut rest).split_at_mut(take);
-        rest = r;
-        let _ = items.push(part);
-    }
-    cx.pool
-        .for_each_mut(&mut items, &|_, part| cx.kernels.gelu_tanh(part));
+    rows_parallel(cx.pool, x, width, &|_, part| cx.kernels.gelu_tanh(part));
 }
 
 /// GELU, exact (erf).
@@ -363,8 +386,8 @@ pub fn gelu_erf(x: f32) -> f32 {
 fn add_bias(rows: &mut [f32], bias: &[u8]) {
     let n = bias.len() / 4;
     for row in rows.chunks_exact_mut(n) {
-        for (i, v) in row.iter_mut().enumerate() {
-            *v += ops::f32_at(bias, i);
+        for (v, b) in row.iter_mut().zip(bias.chunks_exact(4)) {
+            *v += f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         }
     }
 }
@@ -387,7 +410,7 @@ fn project<P: Parallel>(
         let n = VISION_CHUNK.min(m - t0);
         let dst = &mut out[t0 * rows..(t0 + n) * rows];
         cx.linear(w, &x[t0 * cols..(t0 + n) * cols], n, scratch, epi, dst)?;
-        add_bias(dst, bias);
+        rows_parallel(cx.pool, dst, rows, &|_, part| add_bias(part, bias));
         t0 += n;
     }
     Ok(())
@@ -525,7 +548,13 @@ pub fn encode_image<P: Parallel>(
     for l in 0..v.depth as usize {
         let b = w.vision_block(l as u16)?;
         // Attention: xb = LN1(x); qkv = xb Wqkv^T + b; rotate q and k.
-        layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm1.0, b.norm1.1));
+        layernorm_rows(
+            pool,
+            &mut s.xb[..n * d],
+            &s.x[..n * d],
+            d,
+            (b.norm1.0, b.norm1.1),
+        );
         project(
             cx,
             &mut s.mats,
@@ -535,16 +564,7 @@ pub fn encode_image<P: Parallel>(
             false,
             &mut s.qkv[..n * 3 * d],
         )?;
-        for i in 0..n {
-            let cos = &s.rope_cos[i * hd / 2..(i + 1) * hd / 2];
-            let sin = &s.rope_sin[i * hd / 2..(i + 1) * hd / 2];
-            let row = &mut s.qkv[i * 3 * d..(i + 1) * 3 * d];
-            for head in row[..2 * d].chunks_exact_mut(hd) {
-                ops::rope(head, cos, sin);
-            }
-            s.keys.store(i * d, &row[d..2 * d]);
-            s.values.store(i * d, &row[2 * d..]);
-        }
+        rope_and_cache(&dm, s, pool, n);
         attention(&dm, s, k, pool, n);
         // x += att Wproj^T + b
         project(
@@ -557,7 +577,13 @@ pub fn encode_image<P: Parallel>(
             &mut s.x[..n * d],
         )?;
         // MLP: x += fc2(gelu_tanh(fc1(LN2(x))))
-        layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (b.norm2.0, b.norm2.1));
+        layernorm_rows(
+            pool,
+            &mut s.xb[..n * d],
+            &s.x[..n * d],
+            d,
+            (b.norm2.0, b.norm2.1),
+        );
         project(
             cx,
             &mut s.mats,
@@ -580,14 +606,20 @@ pub fn encode_image<P: Parallel>(
         if let Some(level) = v.deepstack().iter().position(|&b| b as usize == l) {
             // DeepStack: merge 2x2 blocks first, then LN over merge^2 d.
             let m = w.merger(Some(level as u16))?;
-            layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], dm.wide, m.norm);
+            layernorm_rows(pool, &mut s.xb[..n * d], &s.x[..n * d], dm.wide, m.norm);
             let out = &mut deepstack[level * tokens * dm.out..(level + 1) * tokens * dm.out];
             merge_mlp(&m, &dm, s, cx, tokens, out)?;
         }
     }
     // The final merger: LN over d per patch, then merge 2x2 blocks.
     let m = w.merger(None)?;
-    layernorm_rows(&mut s.xb[..n * d], &s.x[..n * d], d, (m.norm.0, m.norm.1));
+    layernorm_rows(
+        pool,
+        &mut s.xb[..n * d],
+        &s.x[..n * d],
+        d,
+        (m.norm.0, m.norm.1),
+    );
     merge_mlp(&m, &dm, s, cx, tokens, embeds)
 }
 
@@ -624,73 +656,100 @@ fn merge_mlp<P: Parallel>(
     )
 }
 
-/// Heads `h0..h1` of the tower's attention and their outputs.
 /// Queries of one head computed together against each key and value row
 /// (the grouped attention kernels: each cached row loaded once per block).
 const QUERY_BLOCK: usize = 8;
 
-struct Heads<'a> {
-    h0: usize,
-    h1: usize,
+/// The rows of `q` and `k` in `qkv` rotated, and the keys and values
+/// stored in the tower's caches: patches split over the pool.
+fn rope_and_cache<P: Parallel>(dm: &Dims, s: &mut VisionState, pool: &P, n: usize) {
+    let (d, hd) = (dm.d, dm.head_dim);
+    let parts = pool.threads().clamp(1, MAX_PARTS).min(n);
+    // (first patch, its qkv rows, its keys, its values).
+    type Part<'a> = (usize, &'a mut [f32], KvCache<'a>, KvCache<'a>);
+    let mut items: heapless::Vec<Part<'_>, MAX_PARTS> = heapless::Vec::new();
+    let mut qkv_rest: &mut [f32] = &mut s.qkv[..n * 3 * d];
+    let (mut keys_rest, mut values_rest) = (s.keys.reborrow(), s.values.reborrow());
+    for p in 0..parts {
+        let (first, end) = (n * p / parts, n * (p + 1) / parts);
+        let (qkv, rest) = core::mem::take(&mut qkv_rest).split_at_mut((end - first) * 3 * d);
+        qkv_rest = rest;
+        let (keys, rest) = keys_rest.split_at((end - first) * d);
+        keys_rest = rest;
+        let (values, rest) = values_rest.split_at((end - first) * d);
+        values_rest = rest;
+        let _ = items.push((first, qkv, keys, values));
+    }
+    let (cos_all, sin_all): (&[f32], &[f32]) = (s.rope_cos, s.rope_sin);
+    pool.for_each_mut(&mut items, &|_, (first, qkv, keys, values)| {
+        for (i, row) in qkv.chunks_exact_mut(3 * d).enumerate() {
+            let at = (*first + i) * hd / 2;
+            let (cos, sin) = (&cos_all[at..at + hd / 2], &sin_all[at..at + hd / 2]);
+            for head in row[..2 * d].chunks_exact_mut(hd) {
+                ops::rope(head, cos, sin);
+            }
+            keys.store(i * d, &row[d..2 * d]);
+            values.store(i * d, &row[2 * d..]);
+        }
+    });
+}
+
+/// The patches of one part of the tower's attention and their rows of
+/// the output.
+struct QueryRows<'a> {
+    /// The part's first patch (a multiple of [`QUERY_BLOCK`]).
+    first: usize,
     /// (QUERY_BLOCK, head_dim) queries of the block, then (QUERY_BLOCK,
     /// patches) their scores.
     scores: &'a mut [f32],
-    /// (h1 - h0, patches, head_dim) outputs.
+    /// (rows, d): the part's rows of `att`.
     out: &'a mut [f32],
 }
 
 /// Full (non-causal) attention of every patch over the image's `n`
-/// patches, heads split over the pool; `att` (n, d) gets the result.
+/// patches into `att` (n, d): the patches split over the pool in blocks
+/// of [`QUERY_BLOCK`], each part writing its own rows of `att`.
 fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P, n: usize) {
     let (d, hd, heads) = (dm.d, dm.head_dim, dm.heads);
     let scale = 1.0 / libm::sqrtf(hd as f32);
-    let parts = pool.threads().clamp(1, MAX_PARTS).min(heads);
-    // Outputs (heads, n, head_dim) in hb, then transposed into att.
-    let mut items: heapless::Vec<Heads<'_>, MAX_PARTS> = heapless::Vec::new();
+    let blocks = n.div_ceil(QUERY_BLOCK);
+    let parts = pool.threads().clamp(1, MAX_PARTS).min(blocks);
+    let mut items: heapless::Vec<QueryRows<'_>, MAX_PARTS> = heapless::Vec::new();
     let mut scores_rest: &mut [f32] = s.scores;
-    let mut out_rest: &mut [f32] = &mut s.hb[..n * d];
+    let mut out_rest: &mut [f32] = &mut s.att[..n * d];
     for p in 0..parts {
-        let (h0, h1) = (heads * p / parts, heads * (p + 1) / parts);
+        let first = blocks * p / parts * QUERY_BLOCK;
+        let end = (blocks * (p + 1) / parts * QUERY_BLOCK).min(n);
         let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(QUERY_BLOCK * (hd + n));
         scores_rest = rest;
-        let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * n * hd);
+        let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((end - first) * d);
         out_rest = rest;
-        let _ = items.push(Heads {
-            h0,
-            h1,
-            scores,
-            out,
-        });
+        let _ = items.push(QueryRows { first, scores, out });
     }
     let qkv: &[f32] = s.qkv;
     let (keys, values) = (s.keys.view(0..n * d), s.values.view(0..n * d));
     pool.for_each_mut(&mut items, &|_, part| {
         let (qs, scores) = part.scores.split_at_mut(QUERY_BLOCK * hd);
-        for h in part.h0..part.h1 {
-            // Patches t0..t0 + g of head h: their queries side by side, then
-            // (g, n) scores, probabilities, and g output rows.
-            for t0 in (0..n).step_by(QUERY_BLOCK) {
-                let g = (n - t0).min(QUERY_BLOCK);
+        let rows = part.out.len() / d;
+        // Head by head (its keys and values stay in cache), the part's
+        // patches b0..b0 + g together: their queries side by side, then
+        // (g, n) scores, probabilities, and g output rows.
+        for h in 0..heads {
+            for b0 in (0..rows).step_by(QUERY_BLOCK) {
+                let g = (rows - b0).min(QUERY_BLOCK);
                 for (i, q) in qs.chunks_exact_mut(hd).take(g).enumerate() {
-                    let at = (t0 + i) * 3 * d + h * hd;
+                    let at = (part.first + b0 + i) * 3 * d + h * hd;
                     q.copy_from_slice(&qkv[at..at + hd]);
                 }
                 let scores = &mut scores[..g * n];
                 k.attn_scores_heads(&qs[..g * hd], g, keys.from(h * hd), d, scale, scores);
                 k.softmax_rows(scores, n);
-                let at = ((h - part.h0) * n + t0) * hd;
-                let out = &mut part.out[at..at + g * hd];
-                k.attn_values_heads(scores, g, values.from(h * hd), d, hd, out, hd);
+                let at = b0 * d + h * hd;
+                let out = &mut part.out[at..at + (g - 1) * d + hd];
+                k.attn_values_heads(scores, g, values.from(h * hd), d, hd, out, d);
             }
         }
     });
-    drop(items);
-    for h in 0..heads {
-        for t in 0..n {
-            let src = &s.hb[(h * n + t) * hd..(h * n + t + 1) * hd];
-            s.att[t * d + h * hd..t * d + (h + 1) * hd].copy_from_slice(src);
-        }
-    }
 }
 
 /// The M-RoPE positions of a prompt with images, as the reference's

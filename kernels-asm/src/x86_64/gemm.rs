@@ -509,69 +509,47 @@ macro_rules! tile4_asm {
     }};
 }
 
-/// `x88`, `0x0F` and the 16-bit ones, the constants of [`q4x4_tile4_asm`]
-/// (memory operands, so that no register holds them).
+/// `x88`, `0x0F` and the 16-bit ones: the constants of [`q4x4_tile4_asm`]
+/// (memory operands, so that no register holds them), and the ones of
+/// [`q8x8_tile4_asm`] (field 2, 32-byte aligned).
 #[repr(C, align(32))]
-struct Q4TileConsts([u8; 32], [u8; 32], [i16; 16]);
-static Q4_TILE_CONSTS: Q4TileConsts = Q4TileConsts([0x88; 32], [0x0F; 32], [1; 16]);
+struct TileConsts([u8; 32], [u8; 32], [i16; 16]);
+static TILE_CONSTS: TileConsts = TileConsts([0x88; 32], [0x0F; 32], [1; 16]);
 
 /// One activation row's step of [`q4x4_tile4_asm`]: the 8 `vpmaddubsw` of
 /// both groups' nibbles (ymm0-3, ymm4-7) against the row's 4 patterns at
 /// `[$pat]`, [`pair_rows16`]'s blend, permute, add and `vpmaddwd`, the
 /// `-8 sum a` at `[$nc]`, then the reference's float steps with the row's
 /// scale at `[$d]`: `acc += cvt(isum) * (sw * da)` into `$acc`.
+#[rustfmt::skip]
 macro_rules! q4_tile_row {
     ($pat:literal, $nc:literal, $d:literal, $acc:literal) => {
         concat!(
-            "vpmaddubsw ymm13, ymm0, ymmword ptr [",
-            $pat,
-            "]\n",
-            "vpmaddubsw ymm14, ymm1, ymmword ptr [",
-            $pat,
-            " + 32]\n",
+            "vpmaddubsw ymm13, ymm0, ymmword ptr [", $pat, "]\n",
+            "vpmaddubsw ymm14, ymm1, ymmword ptr [", $pat, " + 32]\n",
             "vpaddw ymm13, ymm13, ymm14\n",
-            "vpmaddubsw ymm14, ymm2, ymmword ptr [",
-            $pat,
-            " + 64]\n",
+            "vpmaddubsw ymm14, ymm2, ymmword ptr [", $pat, " + 64]\n",
             "vpaddw ymm13, ymm13, ymm14\n",
-            "vpmaddubsw ymm14, ymm3, ymmword ptr [",
-            $pat,
-            " + 96]\n",
+            "vpmaddubsw ymm14, ymm3, ymmword ptr [", $pat, " + 96]\n",
             "vpaddw ymm13, ymm13, ymm14\n",
-            "vpmaddubsw ymm14, ymm4, ymmword ptr [",
-            $pat,
-            "]\n",
-            "vpmaddubsw ymm15, ymm5, ymmword ptr [",
-            $pat,
-            " + 32]\n",
+            "vpmaddubsw ymm14, ymm4, ymmword ptr [", $pat, "]\n",
+            "vpmaddubsw ymm15, ymm5, ymmword ptr [", $pat, " + 32]\n",
             "vpaddw ymm14, ymm14, ymm15\n",
-            "vpmaddubsw ymm15, ymm6, ymmword ptr [",
-            $pat,
-            " + 64]\n",
+            "vpmaddubsw ymm15, ymm6, ymmword ptr [", $pat, " + 64]\n",
             "vpaddw ymm14, ymm14, ymm15\n",
-            "vpmaddubsw ymm15, ymm7, ymmword ptr [",
-            $pat,
-            " + 96]\n",
+            "vpmaddubsw ymm15, ymm7, ymmword ptr [", $pat, " + 96]\n",
             "vpaddw ymm14, ymm14, ymm15\n",
             "vpblendd ymm15, ymm13, ymm14, 0xF0\n",
             "vperm2i128 ymm13, ymm13, ymm14, 0x21\n",
             "vpaddw ymm13, ymm13, ymm15\n",
             "vpmaddwd ymm13, ymm13, ymmword ptr [{k} + 64]\n",
-            "vpbroadcastd ymm14, dword ptr [",
-            $nc,
-            "]\n",
+            "vpbroadcastd ymm14, dword ptr [", $nc, "]\n",
             "vpaddd ymm13, ymm13, ymm14\n",
             "vcvtdq2ps ymm13, ymm13\n",
-            "vbroadcastss ymm14, dword ptr [",
-            $d,
-            "]\n",
+            "vbroadcastss ymm14, dword ptr [", $d, "]\n",
             "vmulps ymm14, ymm12, ymm14\n",
             "vmulps ymm13, ymm13, ymm14\n",
-            "vaddps ",
-            $acc,
-            ", ",
-            $acc,
-            ", ymm13\n",
+            "vaddps ", $acc, ", ", $acc, ", ymm13\n",
         )
     };
 }
@@ -607,7 +585,7 @@ unsafe fn q4x4_tile4_asm(
     // `wa` and `wb` (72 bytes each at `b * 72`), the patterns of row `t`
     // and block `b` (128 bytes at `(t * nb + b) * 128`), and `d`/`neg_corr`
     // entry `t * nb + b`, for t < 4: all inside the slices per the function
-    // contract; `k` points to the 96 bytes of `Q4_TILE_CONSTS` (32-byte
+    // contract; `k` points to the 96 bytes of `TILE_CONSTS` (32-byte
     // aligned). Prefetches (of the next pair's bytes, possibly past `wb`)
     // never fault. The block (`tile4_asm!`) only writes the registers it
     // names (ymm0-15, the pointer and counter registers it is given as
@@ -672,7 +650,7 @@ unsafe fn q4x4_tile4_asm(
             ps3 = in(reg) 3 * nb * 128,
             ss = in(reg) nb * 4,
             ss3 = in(reg) 3 * nb * 4,
-            k = in(reg) &Q4_TILE_CONSTS,
+            k = in(reg) &TILE_CONSTS,
         );
     }
 }
@@ -841,11 +819,6 @@ unsafe fn q8x8_tile_avx2<const T: usize>(
     }
 }
 
-/// The 16-bit ones of [`q8x8_tile4_asm`]'s `vpmaddwd` (loaded into ymm3).
-#[repr(C, align(32))]
-struct Q8TileOnes([i16; 16]);
-static Q8_TILE_ONES: Q8TileOnes = Q8TileOnes([1; 16]);
-
 /// One 4-column chunk of [`q8x8_tile4_asm`]: the chunk's 8 rows' weights
 /// at byte `$w` of the super-block (ymm0) and their `|w|` (ymm1), then per
 /// activation row `t` the broadcast dword at byte `$a` of the row's block,
@@ -885,30 +858,15 @@ macro_rules! q8_tile_chunk {
 
 /// One activation row's float step of [`q8x8_tile4_asm`], the reference's:
 /// `acc += cvt(isum) * (sw * da)`, with the row's scale at `[$d]`.
+#[rustfmt::skip]
 macro_rules! q8_tile_float {
     ($sum:literal, $d:literal, $acc:literal) => {
         concat!(
-            "vcvtdq2ps ",
-            $sum,
-            ", ",
-            $sum,
-            "\n",
-            "vbroadcastss ymm2, dword ptr [",
-            $d,
-            "]\n",
+            "vcvtdq2ps ", $sum, ", ", $sum, "\n",
+            "vbroadcastss ymm2, dword ptr [", $d, "]\n",
             "vmulps ymm2, ymm12, ymm2\n",
-            "vmulps ",
-            $sum,
-            ", ",
-            $sum,
-            ", ymm2\n",
-            "vaddps ",
-            $acc,
-            ", ",
-            $acc,
-            ", ",
-            $sum,
-            "\n",
+            "vmulps ", $sum, ", ", $sum, ", ymm2\n",
+            "vaddps ", $acc, ", ", $acc, ", ", $sum, "\n",
         )
     };
 }
@@ -930,12 +888,13 @@ unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[
     // `w` (272 bytes at `b * 272`), block `b` of activation row `t` (32
     // bytes at `t * nb * 32 + b * 32`) and `d` entry `t * nb + b`, for
     // t < 4: all inside the slices per the function contract; `k` points to
-    // the 32 bytes of `Q8_TILE_ONES`. Prefetches (of the next row group,
-    // possibly past `w`) never fault. The block (`tile4_asm!`) only writes
-    // the registers it names (ymm0-15, the pointer and counter registers it
-    // is given as `inout`) and the flags, and does not touch the stack; the
-    // 4 accumulators are then stored to `res` (4 rows of 8 floats). The CPU
-    // implements AVX2, FMA and F16C (the function contract).
+    // the 32 bytes of `TILE_CONSTS.2` (the 16-bit ones, 32-byte aligned).
+    // Prefetches (of the next row group, possibly past `w`) never fault.
+    // The block (`tile4_asm!`) only writes the registers it names (ymm0-15,
+    // the pointer and counter registers it is given as `inout`) and the
+    // flags, and does not touch the stack; the 4 accumulators are then
+    // stored to `res` (4 rows of 8 floats). The CPU implements AVX2, FMA
+    // and F16C (the function contract).
     unsafe {
         tile4_asm!(
             res,
@@ -977,7 +936,7 @@ unsafe fn q8x8_tile4_asm(w: &[u8], qs: &[i8], d: &[f32], nb: usize, res: &mut [[
             qs3 = in(reg) 3 * nb * QK,
             ss = in(reg) nb * 4,
             ss3 = in(reg) 3 * nb * 4,
-            k = in(reg) &Q8_TILE_ONES,
+            k = in(reg) &TILE_CONSTS.2,
         );
     }
 }

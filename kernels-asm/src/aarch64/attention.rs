@@ -629,7 +629,7 @@ unsafe fn scores_f16_x2(
             qp0 = out(reg) _,
             qp1 = out(reg) _,
             c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
             options(nostack),
         );
     }
@@ -845,7 +845,7 @@ unsafe fn scores_f16_x4(
             qp2 = out(reg) _,
             qp3 = out(reg) _,
             c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
             options(nostack),
         );
     }

@@ -595,10 +595,12 @@ unsafe fn values_group<const G: usize, T: KvElem>(
     // AVX2, FMA and F16C.
     unsafe {
         let n = probs.len() / G;
-        let (p, v, o) = (probs.as_ptr(), values.as_ptr(), out.as_mut_ptr());
+        // Zeroed through `out` before the raw pointer is taken from it (a
+        // later use of `out` would invalidate the pointer).
         for g in 0..G {
             out[g * out_stride..g * out_stride + hd].fill(0.0);
         }
+        let (p, v, o) = (probs.as_ptr(), values.as_ptr(), out.as_mut_ptr());
         for j0 in (0..n).step_by(VALUE_ROWS_BLOCK) {
             let rows = (n - j0).min(VALUE_ROWS_BLOCK);
             let mut c = 0;
@@ -609,7 +611,8 @@ unsafe fn values_group<const G: usize, T: KvElem>(
                     let pg = p.add(g * n + j0);
                     let vc = v.add(j0 * stride + c);
                     let og = o.add(g * out_stride + c);
-                    match (G - g >= 2, wide) {
+                    let pair = G - g >= 2;
+                    match (pair, wide) {
                         (true, true) => {
                             values_tile::<2, 4, T>(pg, n, vc, stride, rows, og, out_stride)
                         }
@@ -623,7 +626,7 @@ unsafe fn values_group<const G: usize, T: KvElem>(
                             values_tile::<1, 1, T>(pg, n, vc, stride, rows, og, out_stride)
                         }
                     }
-                    g += if G - g >= 2 { 2 } else { 1 };
+                    g += if pair { 2 } else { 1 };
                 }
                 c += if wide { 32 } else { 8 };
             }

@@ -16,6 +16,13 @@ goal=860000
 bin=$(bash scripts/build-shipped.sh "$target" release | tail -1)
 syms=$(bash scripts/build-shipped.sh "$target" size-report | tail -1)
 
+# libunwind stays out (feature no-unwinder, shell/src/no_unwinder.rs): a new
+# reference to an unwinder function would link its 50 KB back silently.
+if nm "$syms" | grep -q -E ' (__unw_step|unw_step|_Unwind_RaiseException)$'; then
+    echo "size-report: libunwind is linked into the shipped binary (see shell/src/no_unwinder.rs)" >&2
+    exit 1
+fi
+
 fw=$(bash scripts/firmware-host.sh build | tail -1)
 
 python3 size-report/report.py --bin "$bin" --symbols "$syms" \

@@ -12,6 +12,9 @@ use kestrel::{bench, convert, cpu, generate, imatrix, inspect, logits, perplexit
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[cfg(feature = "no-unwinder")]
+mod no_unwinder;
+
 /// Runs the command clap parsed.
 fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
     match name {

@@ -1,6 +1,8 @@
 //! The small parallel-for the core runs its loops on. The shell implements
 //! it with a pinned thread pool; a firmware host can use [`Serial`].
 
+use crate::error::Error;
+
 /// Runs independent tasks, possibly at the same time.
 pub trait Parallel: Sync {
     /// How many tasks run at once (1 for a serial host). Work is split into
@@ -26,4 +28,63 @@ impl Parallel for Serial {
             f(i, item);
         }
     }
+}
+
+/// The fewest rows a part of [`rows_parallel`] takes: fewer (a decode
+/// step's one to four rows) stay on the calling thread, where they cost
+/// less than waking a worker.
+pub const MIN_ROWS_PER_PART: usize = 4;
+
+/// A fallible step over a part of the rows: `(first row, the part's values)`.
+pub type RowsStep<'f> = dyn Fn(usize, &mut [f32]) -> Result<(), Error> + Sync + 'f;
+
+/// Calls `f(first, part)` for parts of the (rows, width) values `x` split
+/// in whole rows over the pool (at least [`MIN_ROWS_PER_PART`] rows a part),
+/// `first` the index of the part's first row, and returns the first part's
+/// error, if any. The one place the forward passes' row-wise steps (norms,
+/// rotary, GELU, bias) are spread over the threads; each row's result must
+/// not depend on the split.
+pub fn try_rows_parallel<P: Parallel>(
+    pool: &P,
+    x: &mut [f32],
+    width: usize,
+    f: &RowsStep<'_>,
+) -> Result<(), Error> {
+    use crate::kernels::MAX_PARTS;
+    let rows = x.len() / width.max(1);
+    let parts = pool
+        .threads()
+        .clamp(1, MAX_PARTS)
+        .min(rows / MIN_ROWS_PER_PART)
+        .max(1);
+    if parts == 1 {
+        return f(0, x);
+    }
+    type Part<'a> = (usize, &'a mut [f32], Result<(), Error>);
+    let mut items: heapless::Vec<Part<'_>, MAX_PARTS> = heapless::Vec::new();
+    let mut rest = x;
+    for p in 0..parts {
+        let first = rows * p / parts;
+        let take = (rows * (p + 1) / parts - first) * width;
+        let (part, r) = core::mem::take(&mut rest).split_at_mut(take);
+        rest = r;
+        let _ = items.push((first, part, Ok(())));
+    }
+    pool.for_each_mut(&mut items, &|_, (first, part, result)| {
+        *result = f(*first, part);
+    });
+    items.into_iter().try_for_each(|item| item.2)
+}
+
+/// [`try_rows_parallel`] for a step that cannot fail.
+pub fn rows_parallel<P: Parallel>(
+    pool: &P,
+    x: &mut [f32],
+    width: usize,
+    f: &(dyn Fn(usize, &mut [f32]) + Sync),
+) {
+    let _ = try_rows_parallel(pool, x, width, &|first, part| {
+        f(first, part);
+        Ok(())
+    });
 }

@@ -19,7 +19,7 @@ use super::ops;
 use super::weights::{LayerWeights, WeightCopy, Weights};
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
-use crate::parallel::Parallel;
+use crate::parallel::{rows_parallel, try_rows_parallel, Parallel};
 use crate::quant::repack::Layout;
 use crate::state::State;
 
@@ -251,19 +251,28 @@ pub fn mrope_axis(sec: [u32; 3], j: usize) -> usize {
     }
 }
 
+/// What [`row_rope`] reads of the state: the rotary tables, (max_seq,
+/// head_dim / 2) each, and every slot's position offset.
+struct Rotary<'a> {
+    rope_cos: &'a [f32],
+    rope_sin: &'a [f32],
+    rope_delta: &'a [i64],
+    max_seq: usize,
+}
+
 /// The cos/sin of row `t` (`row`): from the table at the rotary position
 /// (its position plus its slot's `rope_delta`, or the step's M-RoPE
 /// positions), each frequency at its section's axis.
 fn row_rope(
     w: &Weights,
-    s: &State,
+    s: &Rotary,
     mm: Option<&Multimodal>,
     t: usize,
     row: &Row,
     out: &mut [f32; 2 * MAX_HALF],
 ) -> Result<(), Error> {
     let half = w.cfg.head_dim as usize / 2;
-    let limit = s.opts.max_seq;
+    let limit = s.max_seq;
     let pos3 = match mm {
         Some(mm) => mm.positions[t].map(|x| x as usize),
         None => {
@@ -295,6 +304,17 @@ fn row_rope(
         out[MAX_HALF + j] = s.rope_sin[at];
     }
     Ok(())
+}
+
+/// `out = rmsnorm(x) * weight` for every `h`-wide row of `x` (rows, h),
+/// the rows split over the pool.
+fn norm_rows<P: Parallel>(pool: &P, out: &mut [f32], x: &[f32], h: usize, weight: &[u8], eps: f32) {
+    rows_parallel(pool, out, h, &|first, part| {
+        let src = &x[first * h..first * h + part.len()];
+        for (dst, src) in part.chunks_exact_mut(h).zip(src.chunks_exact(h)) {
+            ops::rmsnorm(dst, src, weight, eps);
+        }
+    });
 }
 
 /// Runs `step`, showing `observer` each matrix's input; returns the number
@@ -417,53 +437,70 @@ fn run_step<P: Parallel>(
         }
     }
 
-    let mut rope = [0f32; 2 * MAX_HALF];
     for l in 0..cfg.num_layers as usize {
         let lw: &LayerWeights = w.layer(l, copy)?;
 
         // --- attention ---
         // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
-        for t in 0..m {
-            ops::rmsnorm(
-                &mut s.xb[t * h..(t + 1) * h],
-                &s.x[t * h..(t + 1) * h],
-                lw.attn_norm,
-                eps,
-            );
-        }
+        norm_rows(
+            pool,
+            &mut s.xb[..m * h],
+            &s.x[..m * h],
+            h,
+            lw.attn_norm,
+            eps,
+        );
         observer.observe(l, Input::Qkv, &s.xb[..m * h]);
         // s.att is free until attention fills it: a split QKV's parts
         // land there first.
         cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
+        // Per row of qkv: the bias, the q/k norms and the rotary step (the
+        // rows split over the pool).
+        let rotary = Rotary {
+            rope_cos: s.rope_cos,
+            rope_sin: s.rope_sin,
+            rope_delta: &s.rope_delta,
+            max_seq: s.opts.max_seq,
+        };
+        try_rows_parallel(
+            pool,
+            &mut s.qkv[..m * qkv_rows],
+            qkv_rows,
+            &|first, part| {
+                let mut rope = [0f32; 2 * MAX_HALF];
+                for (i, row) in part.chunks_exact_mut(qkv_rows).enumerate() {
+                    let t = first + i;
+                    row_rope(w, &rotary, mm, t, &rows.get(t, all_logits), &mut rope)?;
+                    let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
+                    if let Some(b) = lw.qkv_bias {
+                        for (i, v) in row.iter_mut().enumerate() {
+                            *v += ops::f32_at(b, i);
+                        }
+                    }
+                    let (q, kv) = row.split_at_mut(q_dim);
+                    for head in q.chunks_exact_mut(hd) {
+                        if let Some(n) = lw.q_norm {
+                            ops::rmsnorm_in_place(head, n, eps);
+                        }
+                        ops::rope(head, cos, sin);
+                    }
+                    for head in kv[..kv_dim].chunks_exact_mut(hd) {
+                        if let Some(n) = lw.k_norm {
+                            ops::rmsnorm_in_place(head, n, eps);
+                        }
+                        ops::rope(head, cos, sin);
+                    }
+                }
+                Ok(())
+            },
+        )?;
         for t in 0..m {
-            let row_t = rows.get(t, all_logits);
-            row_rope(w, s, mm, t, &row_t, &mut rope)?;
-            let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
-            let row = &mut s.qkv[t * qkv_rows..(t + 1) * qkv_rows];
-            if let Some(b) = lw.qkv_bias {
-                for (i, v) in row.iter_mut().enumerate() {
-                    *v += ops::f32_at(b, i);
-                }
-            }
-            let Row { slot, pos: p, .. } = row_t;
-            let (q, kv) = row.split_at_mut(q_dim);
-            let (kk, vv) = kv.split_at_mut(kv_dim);
-            for head in q.chunks_exact_mut(hd) {
-                if let Some(n) = lw.q_norm {
-                    ops::rmsnorm_in_place(head, n, eps);
-                }
-                ops::rope(head, cos, sin);
-            }
-            for head in kk.chunks_exact_mut(hd) {
-                if let Some(n) = lw.k_norm {
-                    ops::rmsnorm_in_place(head, n, eps);
-                }
-                ops::rope(head, cos, sin);
-            }
+            let Row { slot, pos: p, .. } = rows.get(t, all_logits);
+            let kv = &s.qkv[t * qkv_rows + q_dim..(t + 1) * qkv_rows];
             // Cache: (slot, layer, seq, kv_dim).
             let at = ((slot * layers + l) * s.opts.max_seq + p) * kv_dim;
-            s.k_cache.store(at, kk);
-            s.v_cache.store(at, vv);
+            s.k_cache.store(at, &kv[..kv_dim]);
+            s.v_cache.store(at, &kv[kv_dim..]);
         }
         // att (m, q_dim): causal attention of each token over the cache.
         attention(w, s, k, pool, l, rows)?;
@@ -472,14 +509,7 @@ fn run_step<P: Parallel>(
         cx.linear(&lw.o, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
 
         // --- feed-forward ---
-        for t in 0..m {
-            ops::rmsnorm(
-                &mut s.xb[t * h..(t + 1) * h],
-                &s.x[t * h..(t + 1) * h],
-                lw.ffn_norm,
-                eps,
-            );
-        }
+        norm_rows(pool, &mut s.xb[..m * h], &s.x[..m * h], h, lw.ffn_norm, eps);
         if let Some(experts) = &lw.moe {
             super::moe::ffn(&cx, experts, s, l, m, observer)?;
         } else {

@@ -2,8 +2,8 @@
 //! (kernels and threads) and one call per product.
 
 use crate::error::Error;
-use crate::kernels::{Acts, Epilogue, Kernels};
-use crate::parallel::Parallel;
+use crate::kernels::{Acts, Epilogue, Kernels, MAX_PARTS};
+use crate::parallel::{Parallel, MIN_ROWS_PER_PART};
 use crate::quant::repack::{ActFormat, PackedMatrix};
 use crate::quant::{QK, QK_K};
 use crate::state::Scratch;
@@ -33,30 +33,22 @@ impl<P: Parallel> Exec<'_, P> {
     ) -> Result<(), Error> {
         let n = m * w.cols;
         let x = &x[..n];
-        let acts = match w.layout.acts() {
-            ActFormat::Q8_0 => {
-                let (qs, d) = (&mut scratch.act_qs[..n], &mut scratch.act_d[..n / QK]);
-                self.kernels.quantize_acts(x, qs, d)?;
-                Acts {
-                    x,
-                    qs,
-                    d,
-                    sums: &[],
-                }
-            }
-            ActFormat::Q8K => {
-                let (qs, d) = (&mut scratch.act_qs[..n], &mut scratch.act_d[..n / QK_K]);
-                let sums = &mut scratch.act_sums[..n / QK];
-                self.kernels.quantize_acts_k(x, qs, d, sums)?;
-                Acts { x, qs, d, sums }
-            }
-            ActFormat::Float => Acts {
-                x,
-                qs: &[],
-                d: &[],
-                sums: &[],
-            },
+        let format = w.layout.acts();
+        let (qs, d, sums) = match format {
+            ActFormat::Q8_0 => (
+                &mut scratch.act_qs[..n],
+                &mut scratch.act_d[..n / QK],
+                &mut [][..],
+            ),
+            ActFormat::Q8K => (
+                &mut scratch.act_qs[..n],
+                &mut scratch.act_d[..n / QK_K],
+                &mut scratch.act_sums[..n / QK],
+            ),
+            ActFormat::Float => (&mut [][..], &mut [][..], &mut [][..]),
         };
+        self.quantize_rows(format, x, m, (&mut *qs, &mut *d, &mut *sums))?;
+        let acts = Acts { x, qs, d, sums };
         let width = if epi == Epilogue::SwiGlu {
             w.rows / 2
         } else {
@@ -71,6 +63,63 @@ impl<P: Parallel> Exec<'_, P> {
             &mut out[..m * width],
             scratch.tmp,
         )
+    }
+
+    /// Quantizes the `m` rows of `x` into `format` (nothing for float
+    /// weights): quants, scales and (Q8_K) sums, the same bytes as one
+    /// call over all rows. Rows split over the pool when there are enough
+    /// of them (a prefill's or the vision tower's batch); the blocks never
+    /// straddle rows (every quantized matrix's rows are whole blocks).
+    fn quantize_rows(
+        &self,
+        format: ActFormat,
+        x: &[f32],
+        m: usize,
+        (qs, d, sums): (&mut [i8], &mut [f32], &mut [i16]),
+    ) -> Result<(), Error> {
+        let quantize = |x: &[f32], qs: &mut [i8], d: &mut [f32], sums: &mut [i16]| match format {
+            ActFormat::Q8_0 => self.kernels.quantize_acts(x, qs, d),
+            ActFormat::Q8K => self.kernels.quantize_acts_k(x, qs, d, sums),
+            ActFormat::Float => Ok(()),
+        };
+        let parts = self
+            .pool
+            .threads()
+            .clamp(1, MAX_PARTS)
+            .min(m / MIN_ROWS_PER_PART);
+        if parts <= 1 || format == ActFormat::Float {
+            return quantize(x, qs, d, sums);
+        }
+        // Per row: its values and quants, scales and sums.
+        let cols = x.len() / m;
+        let per = |len: usize| len / m;
+        let (d_per, sums_per) = (per(d.len()), per(sums.len()));
+        type Part<'a> = (
+            &'a [f32],
+            &'a mut [i8],
+            &'a mut [f32],
+            &'a mut [i16],
+            Result<(), Error>,
+        );
+        let mut items: heapless::Vec<Part<'_>, MAX_PARTS> = heapless::Vec::new();
+        let (mut x_rest, mut qs_rest, mut d_rest, mut sums_rest) = (x, qs, d, sums);
+        for p in 0..parts {
+            let rows = m * (p + 1) / parts - m * p / parts;
+            let (xp, rest) = x_rest.split_at(rows * cols);
+            x_rest = rest;
+            let (qp, rest) = core::mem::take(&mut qs_rest).split_at_mut(rows * cols);
+            qs_rest = rest;
+            let (dp, rest) = core::mem::take(&mut d_rest).split_at_mut(rows * d_per);
+            d_rest = rest;
+            let (sp, rest) = core::mem::take(&mut sums_rest).split_at_mut(rows * sums_per);
+            sums_rest = rest;
+            let _ = items.push((xp, qp, dp, sp, Ok(())));
+        }
+        self.pool
+            .for_each_mut(&mut items, &|_, (x, qs, d, sums, result)| {
+                *result = quantize(x, qs, d, sums);
+            });
+        items.into_iter().try_for_each(|item| item.4)
     }
 
     /// `out = Wqkv x` (`m x (q_dim + 2 kv_dim)`, Q then K then V rows per

@@ -15,7 +15,7 @@ use super::weights::Weights;
 use crate::config::VisionConfig;
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
-use crate::parallel::Parallel;
+use crate::parallel::{rows_parallel, Parallel};
 use crate::quant::repack::PackedMatrix;
 use crate::state::{arena_total, Carver, KvCache, KvType, Scratch};
 use crate::tensors::{Role, NO_LAYER};
@@ -329,30 +329,6 @@ pub fn layernorm(out: &mut [f32], x: &[f32], w: &[u8], b: &[u8]) {
     for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
         *o = (v - mean) * inv * ops::f32_at(w, i) + ops::f32_at(b, i);
     }
-}
-
-/// Calls `f(first, part)` for parts of the (rows, width) values `x` split
-/// in whole rows over the pool, `first` the index of the part's first row.
-/// The one place the tower's row-wise steps are spread over the threads;
-/// each row's result must not depend on the split.
-fn rows_parallel<P: Parallel>(
-    pool: &P,
-    x: &mut [f32],
-    width: usize,
-    f: &(dyn Fn(usize, &mut [f32]) + Sync),
-) {
-    let rows = x.len() / width.max(1);
-    let parts = pool.threads().clamp(1, MAX_PARTS).min(rows.max(1));
-    let mut items: heapless::Vec<(usize, &mut [f32]), MAX_PARTS> = heapless::Vec::new();
-    let mut rest = x;
-    for p in 0..parts {
-        let first = rows * p / parts;
-        let take = (rows * (p + 1) / parts - first) * width;
-        let (part, r) = core::mem::take(&mut rest).split_at_mut(take);
-        rest = r;
-        let _ = items.push((first, part));
-    }
-    pool.for_each_mut(&mut items, &|_, (first, part)| f(*first, part));
 }
 
 /// [`layernorm`] of every `width`-wide row of `x` into `out`, the rows

@@ -88,3 +88,72 @@ pub fn rows_parallel<P: Parallel>(
         Ok(())
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Claims `n` threads but runs the parts in reverse order on the
+    /// calling thread (any order is allowed).
+    struct Reversed(usize);
+
+    impl Parallel for Reversed {
+        fn threads(&self) -> usize {
+            self.0
+        }
+
+        fn for_each_mut<T: Send>(&self, items: &mut [T], f: &(dyn Fn(usize, &mut T) + Sync)) {
+            for (i, item) in items.iter_mut().enumerate().rev() {
+                f(i, item);
+            }
+        }
+    }
+
+    /// Every row is visited once with its own index, in whole rows, for
+    /// any thread count; fewer than 4 rows a part stay in one part.
+    #[test]
+    fn rows_are_split_whole_and_indexed() {
+        for threads in 1..=5 {
+            for rows in [0usize, 1, 3, 4, 7, 8, 11, 23] {
+                let width = 3;
+                let mut x = [0.0f32; 23 * 3];
+                let x = &mut x[..rows * width];
+                let parts = core::sync::atomic::AtomicUsize::new(0);
+                rows_parallel(&Reversed(threads), x, width, &|first, part| {
+                    assert_eq!(part.len() % width, 0);
+                    assert!(part.len() >= width * MIN_ROWS_PER_PART || first == 0);
+                    parts.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                    for (i, row) in part.chunks_exact_mut(width).enumerate() {
+                        row.fill((first + i) as f32 + row[0] + 1.0);
+                    }
+                });
+                for (r, row) in x.chunks_exact(width).enumerate() {
+                    assert!(row.iter().all(|&v| v == r as f32 + 1.0), "{threads} {rows}");
+                }
+                let want = threads.min(rows / MIN_ROWS_PER_PART).max(1);
+                assert_eq!(parts.into_inner(), want, "{threads} threads, {rows} rows");
+            }
+        }
+    }
+
+    /// An error of any part is returned, whichever part runs first.
+    #[test]
+    fn a_part_error_is_returned() {
+        let mut x = [0.0f32; 16];
+        let bad = Error::OutOfRange {
+            what: "rotary position",
+            value: 9,
+            max: 8,
+        };
+        for threads in 1..=4 {
+            let r = try_rows_parallel(&Reversed(threads), &mut x, 1, &|first, part| {
+                if (first..first + part.len()).contains(&9) {
+                    Err(bad)
+                } else {
+                    Ok(())
+                }
+            });
+            assert_eq!(r, Err(bad), "{threads} threads");
+        }
+    }
+}

@@ -943,3 +943,79 @@ fn gemm_batches_past_64_rows() {
         check_kernels(&kernels, &w, &a, m, &want);
     }
 }
+
+/// `Exec::linear` gives the same bits on 1 to 4 threads as on one, for a
+/// Q8_0-activation layout (Q8_0x8) and a Q8_K one (Q4_Kx4): batches of 8
+/// rows and more quantize their activations in parts over the pool (each
+/// part its own rows' quants, scales and sums), smaller ones in one piece.
+#[test]
+fn linear_gives_the_same_bits_on_any_thread_count() {
+    use kestrel_core::parallel::{Parallel, Serial};
+    use kestrel_core::quant::q4k;
+    let kernels = detected_kernels();
+    let pools: Vec<kestrel::pool::Pool> = (1..=4).map(kestrel::pool::Pool::new).collect();
+    let (rows, cols) = (64usize, 512usize);
+    // Q4_K super-blocks (144 bytes per 256 weights): finite scales (d and
+    // dmin 2^-6), every other byte from the noise.
+    let mut q4k_src: Vec<u8> = noise(rows * cols / 256 * 144, 5, 1.0)
+        .iter()
+        .map(|v| (v * 127.0) as i8 as u8)
+        .collect();
+    for block in q4k_src.chunks_exact_mut(144) {
+        block[..4].copy_from_slice(&[0x00, 0x24, 0x00, 0x24]);
+    }
+    let mut q4k_packed = vec![0u8; Layout::Q4Kx4.matrix_bytes(rows, cols).unwrap()];
+    q4k::repack_q4_k(&q4k_src, rows, cols, &mut q4k_packed).unwrap();
+    let q8 = Matrix::new(Layout::Q8_0x8, rows, cols, &weights(1, rows * cols, 9));
+    let matrices = [
+        q8.view(),
+        PackedMatrix::new(Layout::Q4Kx4, rows, cols, &q4k_packed).unwrap(),
+    ];
+    for w in &matrices {
+        for m in [1usize, 4, 8, 11, 33] {
+            let x = noise(m * cols, m as u64, 3.0);
+            let want = linear_on(&kernels, &Serial, w, &x, m);
+            for pool in &pools {
+                let got = linear_on(&kernels, pool, w, &x, m);
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{:?} m {m} {} threads",
+                    w.layout,
+                    pool.threads()
+                );
+            }
+        }
+    }
+}
+
+/// `W x` for the `m` rows of `x` through `Exec::linear` on `pool`.
+fn linear_on<P: kestrel_core::parallel::Parallel>(
+    kernels: &Kernels,
+    pool: &P,
+    w: &PackedMatrix,
+    x: &[f32],
+    m: usize,
+) -> Vec<f32> {
+    use kestrel_core::kernels::Epilogue;
+    use kestrel_core::model::linear::Exec;
+    use kestrel_core::state::Scratch;
+    let (mut tmp, mut qs, mut d, mut sums) = (
+        vec![0f32; m * w.rows],
+        vec![0i8; m * w.cols],
+        vec![0f32; m * w.cols / 32],
+        vec![0i16; m * w.cols / 32],
+    );
+    let mut scratch = Scratch {
+        tmp: &mut tmp,
+        act_qs: &mut qs,
+        act_d: &mut d,
+        act_sums: &mut sums,
+    };
+    let mut out = vec![0f32; m * w.rows];
+    Exec { kernels, pool }
+        .linear(w, x, m, &mut scratch, Epilogue::Store, &mut out)
+        .unwrap();
+    out
+}

@@ -473,8 +473,8 @@ fn run_step<P: Parallel>(
                     row_rope(w, &rotary, mm, t, &rows.get(t, all_logits), &mut rope)?;
                     let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
                     if let Some(b) = lw.qkv_bias {
-                        for (i, v) in row.iter_mut().enumerate() {
-                            *v += ops::f32_at(b, i);
+                        for (j, v) in row.iter_mut().enumerate() {
+                            *v += ops::f32_at(b, j);
                         }
                     }
                     let (q, kv) = row.split_at_mut(q_dim);

@@ -30,6 +30,10 @@ impl Parallel for Serial {
     }
 }
 
+/// Most parts a job (a matrix multiply, a row-wise step, the attention's
+/// heads or queries) is split into.
+pub const MAX_PARTS: usize = 64;
+
 /// The fewest rows a part of [`rows_parallel`] takes: fewer (a decode
 /// step's one to four rows) stay on the calling thread, where they cost
 /// less than waking a worker.
@@ -50,7 +54,6 @@ pub fn try_rows_parallel<P: Parallel>(
     width: usize,
     f: &RowsStep<'_>,
 ) -> Result<(), Error> {
-    use crate::kernels::MAX_PARTS;
     let rows = x.len() / width.max(1);
     let parts = pool
         .threads()

@@ -9,7 +9,7 @@
 //! becomes this crate's [`Error`] in one place (its `From` impl below).
 
 use crate::error::Error;
-use crate::parallel::Parallel;
+use crate::parallel::{Parallel, MAX_PARTS};
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::KvView;
 #[cfg(doc)]
@@ -51,9 +51,6 @@ fn sized_by_caller(r: Result<(), ShapeError>) {
         panic!("kernel called with a wrong shape: {e}");
     }
 }
-
-/// Most parts a matrix multiply is split into.
-pub const MAX_PARTS: usize = 64;
 
 /// The kernel set an inference uses.
 #[derive(Clone, Copy, Debug)]

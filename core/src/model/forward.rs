@@ -18,8 +18,8 @@ pub use super::observe::{Input, NoObserver, Observer};
 use super::ops;
 use super::weights::{LayerWeights, WeightCopy, Weights};
 use crate::error::Error;
-use crate::kernels::{Epilogue, Kernels, MAX_PARTS};
-use crate::parallel::{rows_parallel, try_rows_parallel, Parallel};
+use crate::kernels::{Epilogue, Kernels};
+use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
 use crate::quant::repack::Layout;
 use crate::state::State;
 

@@ -2,8 +2,8 @@
 //! (kernels and threads) and one call per product.
 
 use crate::error::Error;
-use crate::kernels::{Acts, Epilogue, Kernels, MAX_PARTS};
-use crate::parallel::{Parallel, MIN_ROWS_PER_PART};
+use crate::kernels::{Acts, Epilogue, Kernels};
+use crate::parallel::{Parallel, MAX_PARTS, MIN_ROWS_PER_PART};
 use crate::quant::repack::{ActFormat, PackedMatrix};
 use crate::quant::{QK, QK_K};
 use crate::state::Scratch;

@@ -156,7 +156,7 @@ for e, f in order:
     print(f"| {name} | {f} | " + " | ".join(cell((e, f, t)) for t in pps) + f" | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
 print("\n| ratio (medians) | " + " | ".join(pps) + " | tg128 |")
 print("|---|" + "---:|" * (len(pps) + 1))
-pairs = [(a, b) for (a, b) in [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("source", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
+pairs = [(a, b) for (a, b) in [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("source", "Q4_K_M"), ("exact", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
          if ("kestrel", a) in order and ("llama", b) in order]
 for (a, b) in pairs:
     r = lambda t: med(S.get(("kestrel", a, t), [])) / med(S.get(("llama", b, t), [])) if S.get(("llama", b, t)) else float("nan")

@@ -129,6 +129,13 @@ pub enum WeightMode {
     /// `mix` file's decode copy without its Q8 prefill copy). Flags
     /// COPY_TAGS and Q4_4X4; every linear weight is tagged for both copies.
     Small(Recipe),
+    /// For a quantized GGUF source: [`WeightMode::Source`]'s decode copy
+    /// alone, read by prompts and decode steps alike (no Q8 prefill copy):
+    /// every matrix in its own blocks where a layout holds its type
+    /// exactly, the rest in Q8_0x8. About the GGUF file's size plus the F16
+    /// embedding table. Flags COPY_TAGS and Q4_4X4 (one copy), every linear
+    /// weight tagged for both copies.
+    Exact,
 }
 
 /// Which linear weights a [`WeightMode::Mix`] file decodes (and a
@@ -291,7 +298,9 @@ impl WeightMode {
             WeightMode::Source | WeightMode::Mix(_) => {
                 flags::Q8_8X8 | flags::COPY_TAGS | flags::EMB_F16
             }
-            WeightMode::Small(_) => flags::Q4_4X4 | flags::COPY_TAGS | flags::EMB_F16,
+            WeightMode::Small(_) | WeightMode::Exact => {
+                flags::Q4_4X4 | flags::COPY_TAGS | flags::EMB_F16
+            }
         }
     }
 
@@ -307,6 +316,7 @@ impl WeightMode {
             WeightMode::Source => "source",
             WeightMode::Mix(_) => "mix",
             WeightMode::Small(_) => "small",
+            WeightMode::Exact => "exact",
         }
     }
 }

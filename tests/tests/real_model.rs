@@ -48,10 +48,11 @@ fn model_path() -> Option<PathBuf> {
 }
 
 /// Scratch space for each conversion: the file's measured size (2,524,700,608,
-/// 1,079,278,592 and 1,048,362,176 bytes) and 10% to spare.
+/// 1,079,278,592, 1,048,362,176 and 668,158,144 bytes) and 10% to spare.
 const F32_FILE_BYTES: u64 = 2_780_000_000;
 const DUAL_FILE_BYTES: u64 = 1_190_000_000;
 const SOURCE_FILE_BYTES: u64 = 1_160_000_000;
+const EXACT_FILE_BYTES: u64 = 735_000_000;
 
 #[test]
 #[cfg_attr(
@@ -163,7 +164,8 @@ fn factorial_answer(vqf: &std::path::Path, prefill_q8: bool) -> String {
 /// `--wmode source` on the real Q4_K_M file: the decode copy holds the
 /// file's own blocks wherever a layout holds their type (every such matrix
 /// unpacks to the GGUF rows byte for byte), and the model answers coherently
-/// through it.
+/// through it. `--wmode exact` (that decode copy alone, prompts included)
+/// gives the same answer.
 #[test]
 #[cfg_attr(
     not(target_arch = "x86_64"),
@@ -178,7 +180,7 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
     use kestrel_core::vqf::format::copies;
     use kestrel_core::vqf::Vqf;
     let _one = one_at_a_time();
-    let dir = scratch_dir("real-source", SOURCE_FILE_BYTES);
+    let dir = scratch_dir("real-source", SOURCE_FILE_BYTES + EXACT_FILE_BYTES);
     let vqf = dir.join("source.vqf");
     convert(&gguf, &vqf, WeightMode::Source, Some(1024), false).unwrap();
     let gbytes = std::fs::read(&gguf).unwrap();
@@ -220,7 +222,15 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
 
     // Every position through the decode copy: what generated tokens see.
     let text = factorial_answer(&vqf, false);
-    drop(dir);
     println!("source-mode answer (decode copy only): {text:?}");
     assert!(text.contains("def factorial(n)"), "{text}");
+
+    // The decode copy alone, which the prompt reads too: the same answer.
+    let source_len = bytes.len() as u64;
+    drop(bytes);
+    let exact = dir.join("exact.vqf");
+    convert(&gguf, &exact, WeightMode::Exact, Some(1024), false).unwrap();
+    assert!(std::fs::metadata(&exact).unwrap().len() < source_len * 2 / 3);
+    assert_eq!(factorial_answer(&exact, true), text);
+    drop(dir);
 }

@@ -232,6 +232,69 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
     assert!(split > 0, "no fixture exercised a split QKV");
 }
 
+/// `--wmode exact`: `source`'s decode copy alone, which prompts read too.
+/// The file is one copy (COPY_TAGS with Q4_4X4), every linear weight in
+/// both copies; its entries are the `source` file's decode-copy entries
+/// byte for byte; its logits, batched or stepped, are that decode copy's
+/// bit for bit (`source` with `--prefill-q8 false`); and it is smaller.
+#[test]
+fn an_exact_file_is_the_source_decode_copy_alone() {
+    let dir = temp_dir("exact-mode");
+    let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12, 3];
+    let mut lossless = 0usize;
+    for src in gguf_fixtures("exact") {
+        let file = |mode: WeightMode| {
+            let p = dir.join(format!("{}.vqf", mode.name()));
+            convert(&src, &p, mode, None, false)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            std::fs::read(&p).unwrap()
+        };
+        let (source, exact) = (file(WeightMode::Source), file(WeightMode::Exact));
+        let (s, e) = (Vqf::parse(&source).unwrap(), Vqf::parse(&exact).unwrap());
+        // Smaller by the prefill copy's entries that decode does not read
+        // (none when every source matrix is Q8_0).
+        let prefill_only = s.entries().any(|x| x.copies == copies::PREFILL);
+        assert_eq!(
+            exact.len() < source.len(),
+            prefill_only,
+            "{}",
+            src.display()
+        );
+        assert!(exact.len() <= source.len(), "{}", src.display());
+        assert_eq!(
+            e.header().flags & (flags::COPY_TAGS | flags::COPIES),
+            flags::COPY_TAGS | flags::Q4_4X4,
+            "{}",
+            src.display()
+        );
+        let decode: Vec<_> = s
+            .entries()
+            .filter(|x| x.copies & copies::DECODE != 0)
+            .collect();
+        let linear: Vec<_> = e.entries().filter(|x| x.copies != 0).collect();
+        assert_eq!(linear.len(), decode.len(), "{}", src.display());
+        for (a, b) in linear.iter().zip(&decode) {
+            let name = a.name_str();
+            assert_eq!(a.copies, copies::BOTH, "{}: {name}", src.display());
+            assert_eq!((a.role, a.layer, a.layout), (b.role, b.layer, b.layout));
+            assert_eq!(e.data(a), s.data(b), "{}: {name}", src.display());
+            lossless += usize::from(!matches!(a.layout, Layout::Q8_0x8 | Layout::Q4_0x4));
+        }
+        let want = decode_logits(&source, &tokens, 1, false);
+        for batch in [1, 5] {
+            let got = decode_logits(&exact, &tokens, batch, true);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{}: the exact file differs from source's decode copy (batch {batch})",
+                src.display()
+            );
+        }
+    }
+    assert!(lossless > 10, "only {lossless} k-quant or Q5 matrices seen");
+}
+
 /// `--wmode mix`: the recipe's matrices decode from the Q8 prefill copy,
 /// the rest from Q4_0 entries; an all-Q4 recipe decodes exactly as `dual`;
 /// batched and stepped runs agree; keeping matrices in Q8 moves the decode

@@ -9,9 +9,10 @@ use kestrel_core::vqf::format::flags;
 use kestrel_core::vqf::{self, Vqf};
 use kestrel_tests::{build_vqf, tiny_config, SyntheticSource};
 
-const MODES: [WeightMode; 8] = [
+const MODES: [WeightMode; 9] = [
     WeightMode::Dual,
     WeightMode::Source,
+    WeightMode::Exact,
     WeightMode::Mix(kestrel_core::convert::Recipe::ALL_Q4),
     WeightMode::Small(kestrel_core::convert::Recipe::ALL_Q4),
     WeightMode::Q4,
@@ -40,7 +41,7 @@ fn every_mode_round_trips() {
                     Layout::Q4_0x4
                 }
                 // A float source has no blocks to keep: one Q8_0x8 copy.
-                WeightMode::Q8 | WeightMode::Source => Layout::Q8_0x8,
+                WeightMode::Q8 | WeightMode::Source | WeightMode::Exact => Layout::Q8_0x8,
                 WeightMode::F16 => Layout::F16,
                 WeightMode::F32 => Layout::F32,
             };

@@ -212,7 +212,8 @@ impl<'a> Vqf<'a> {
         };
         let tagged = f & flags::COPY_TAGS != 0;
         // COPY_TAGS with Q8_8X8: a Q8_0x8 prefill copy and a decode copy;
-        // with Q4_4X4: one copy, every linear weight tagged for both.
+        // with Q4_4X4: one copy (`small`, `exact`), every linear weight
+        // tagged for both.
         let one_copy = tagged && f & flags::COPIES == flags::Q4_4X4;
         if tagged && !one_copy && f & flags::COPIES != flags::Q8_8X8 {
             return Err(Error::BadConfig {
@@ -265,8 +266,10 @@ impl<'a> Vqf<'a> {
                     Ok(())
                 }
                 Kind::Linear if one_copy => {
-                    // One entry tagged for both copies, in Q4_0x4 or
-                    // Q8_0x8; QKV fused or as its Q, K and V rows.
+                    // One entry tagged for both copies, in a block
+                    // layout (Q4_0x4 or Q8_0x8 in a `small` file, the
+                    // source's own in an `exact` one); QKV fused or as
+                    // its Q, K and V rows.
                     let one = |role: Role, shape: [u32; 4]| -> Result<(), Error> {
                         expected.set(expected.get() + 1);
                         let e = self.find_copy(spec.layer, role, copies::DECODE).ok_or(
@@ -275,11 +278,10 @@ impl<'a> Vqf<'a> {
                                 layer: spec.layer,
                             },
                         )?;
-                        if e.copies != copies::BOTH
-                            || !matches!(e.layout, Layout::Q4_0x4 | Layout::Q8_0x8)
+                        if e.copies != copies::BOTH || matches!(e.layout, Layout::F32 | Layout::F16)
                         {
                             return Err(Error::BadConfig {
-                                what: "a linear weight of a one-copy COPY_TAGS file is not a Q4_0x4 or Q8_0x8 entry in both copies",
+                                what: "a linear weight of a one-copy COPY_TAGS file is not a block-layout entry in both copies",
                             });
                         }
                         shape_ok(&e, shape)

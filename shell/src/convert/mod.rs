@@ -37,6 +37,7 @@ pub enum Mode {
     Source,
     Mix,
     Small,
+    Exact,
 }
 
 /// `--wmode`'s values, in the order of the help.
@@ -47,6 +48,7 @@ impl ValueEnum for Mode {
             Mode::Source,
             Mode::Mix,
             Mode::Small,
+            Mode::Exact,
             Mode::Q4,
             Mode::Q8,
             Mode::F16,
@@ -64,6 +66,7 @@ impl ValueEnum for Mode {
             Mode::Source => "source",
             Mode::Mix => "mix",
             Mode::Small => "small",
+            Mode::Exact => "exact",
         }))
     }
 }
@@ -113,7 +116,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), q4, q8, f16, f32.",
+                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), exact (source's decode copy alone, for prompts too: a quantized GGUF file's own blocks and no Q8 copy, about the GGUF's size), q4, q8, f16, f32.",
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
@@ -394,16 +397,23 @@ impl Progress {
     }
 }
 
-/// For `--wmode source`: fails on a source without quantized blocks, and
-/// names every matrix the decode copy cannot keep as it is (its type has
-/// no exact layout, or fused parts differ in type), which then decodes
-/// from the Q8_0 copy.
-fn say_source_plan(cfg: &Config, src: &dyn NamedSource, verbose: bool) -> Result<()> {
+/// For `--wmode source` and `exact`: fails on a source without quantized
+/// blocks, and names every matrix the decode copy cannot keep as it is (its
+/// type has no exact layout, or fused parts differ in type), which is then
+/// stored in Q8_0 (in `source`, its prefill copy's entry serves both).
+fn say_source_plan(
+    cfg: &Config,
+    src: &dyn NamedSource,
+    mode: WeightMode,
+    verbose: bool,
+) -> Result<()> {
     use kestrel_core::tensors::{self, Kind};
     if src.block_type(Part::Q, 0).is_none() {
-        return Err(
-            "--wmode source keeps a GGUF file's own blocks; this source has none (use dual)".into(),
-        );
+        return Err(format!(
+            "--wmode {} keeps a GGUF file's own blocks; this source has none (use dual)",
+            mode.name()
+        )
+        .into());
     }
     let mut notes = Vec::new();
     tensors::for_each(cfg, &mut |spec| {
@@ -423,7 +433,7 @@ fn say_source_plan(cfg: &Config, src: &dyn NamedSource, verbose: bool) -> Result
             };
             if !kept {
                 notes.push(format!(
-                    "{} ({ty:?}): decodes from the Q8_0 copy ({})",
+                    "{} ({ty:?}): stored in Q8_0 ({})",
                     src.tensor_name(part, spec.layer, 0),
                     if exact.is_none() {
                         "no layout holds this type exactly"
@@ -555,6 +565,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::Source => WeightMode::Source,
         Mode::Mix => WeightMode::Mix(recipe(a.keep_q8.as_deref())?),
         Mode::Small => WeightMode::Small(recipe(a.keep_q8.as_deref())?),
+        Mode::Exact => WeightMode::Exact,
     };
 
     convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
@@ -679,8 +690,8 @@ fn write(
         }
         m.check(cfg).context("--imatrix")?;
     }
-    if mode == WeightMode::Source {
-        say_source_plan(cfg, src, a.verbose)?;
+    if matches!(mode, WeightMode::Source | WeightMode::Exact) {
+        say_source_plan(cfg, src, mode, a.verbose)?;
     }
     let n = core_convert::entry_count(cfg, mode, Some(src as &dyn TensorSource))?;
     let mut entries = vec![Entry::EMPTY; n];

@@ -169,10 +169,23 @@ fn check(
         fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
         assert_same(&got, &want, name);
     }
-    // Rows wider than the x86 GEMV's expanded activation row (385 blocks).
+    // Batches past the x86 GEMM's per-call tables (12 rows of 66 blocks):
+    // whole and partial calls.
+    let (rows, cols) = (9, 66 * QK);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
+    for m in [13, 25] {
+        let (qs, d) = acts(&mut rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        assert_same(&got, &want, name);
+    }
+    // Rows wider than the x86 GEMV's expanded activation row and the
+    // GEMM's tables (385 blocks).
     let (rows, cols) = (5, 385 * QK);
     let w = weight(&mut rng, layout, rows, cols, (false, false));
-    for m in [1, 2] {
+    for m in [1, 2, 5] {
         let (qs, d) = acts(&mut rng, m, cols);
         let mut want = vec![f32::NAN; m * rows];
         reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();

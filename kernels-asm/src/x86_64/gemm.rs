@@ -192,7 +192,7 @@ pub fn gemm_q4_0x4_q8_0(
 /// one call of the tiled Q4_0x4 GEMM forms, at most: one tile of the widest
 /// rows it takes (4 x 384 blocks, 12,288 columns); 192 KB of patterns on
 /// the stack.
-const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
+pub(super) const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
 
 /// The activation blocks a call forms when its rows allow more than one
 /// tile: 128 KB of patterns, L2-resident (4 rows of 8,192 columns).
@@ -205,7 +205,7 @@ const GEMM_CALL_BLOCKS: usize = 1024;
 /// rereads the weights once per call (from L2/L3: a thread's share of one
 /// matrix), which costs less than the permutes it saves (`kestrel bench
 /// --rows 896 --cols 4864`, M=32).
-fn q4_rows_per_call(nb: usize) -> usize {
+pub(super) fn q4_rows_per_call(nb: usize) -> usize {
     (GEMM_CALL_BLOCKS / nb.max(1) / TILE_M * TILE_M).clamp(TILE_M, GEMM_MAX_ROWS)
 }
 
@@ -252,7 +252,7 @@ pub(super) unsafe fn block_sum(p: *const i8) -> i32 {
 
 /// The most 32-column blocks the GEMV's expanded activation row holds
 /// (12,288 columns; wider rows take the tiled path).
-const GEMV_MAX_BLOCKS: usize = 384;
+pub(super) const GEMV_MAX_BLOCKS: usize = 384;
 /// The most blocks whose expanded activations (128 bytes per block) the
 /// GEMV keeps: 8 KB, a quarter of a 32 KB L1. Past that the expansion
 /// misses L1 on every load (`--rows 16384 --cols 8960`: 10 GB/s against

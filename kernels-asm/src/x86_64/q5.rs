@@ -3,6 +3,7 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 
+use super::gemm::{block_sum, q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{
@@ -147,7 +148,10 @@ pub fn gemm_q5_1x4_q8_0(
 
 /// The tiled GEMM of either layout (`Q51`: Q5_1x4, else Q5_0x4) for shapes
 /// [`gemm_shape`] accepted with that layout's super-block size, `nb`,
-/// `rows` and `m` all non-zero.
+/// `rows` and `m` all non-zero. Rows of up to [`GEMV_MAX_BLOCKS`] blocks go
+/// in batches of [`q4_rows_per_call`] activation rows, each forming its
+/// rows' activation patterns and block sums once ([`tables_gemm`]); wider
+/// rows form them in the tile.
 #[allow(clippy::too_many_arguments)]
 fn gemm_tiles<const Q51: bool>(
     _cpu: Avx2,
@@ -158,7 +162,87 @@ fn gemm_tiles<const Q51: bool>(
     act_d: &[f32],
     m: usize,
     out: &mut [f32],
+    shape: GemmShape,
+) {
+    let nb = shape.nb;
+    if nb > GEMV_MAX_BLOCKS {
+        return tiles::<Q51, false>(w, rows, cols, act_qs, act_d, m, out, shape, (&[], &[]));
+    }
+    let max_rows = q4_rows_per_call(nb);
+    for t0 in (0..m).step_by(max_rows) {
+        let t1 = (t0 + max_rows).min(m);
+        let qs = &act_qs[t0 * cols..t1 * cols];
+        let d = &act_d[t0 * nb..t1 * nb];
+        tables_gemm::<Q51>(
+            w,
+            rows,
+            cols,
+            qs,
+            d,
+            t1 - t0,
+            &mut out[t0 * rows..t1 * rows],
+            shape,
+        );
+    }
+}
+
+/// [`tiles`] of `m <= q4_rows_per_call(nb)` activation rows of `nb <=
+/// GEMV_MAX_BLOCKS` blocks, with every block's `vpermd` patterns and quant
+/// sum formed once here (not again for each pair of row groups).
+#[allow(clippy::too_many_arguments)]
+fn tables_gemm<const Q51: bool>(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    shape: GemmShape,
+) {
+    let blocks = m * shape.nb;
+    // The slices made from the tables rely on it (the caller's batches).
+    assert!(blocks <= GEMM_EXPAND_BLOCKS);
+    let mut sums = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+    let mut patterns = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+    for (i, (s, p)) in sums.iter_mut().zip(&mut patterns).enumerate().take(blocks) {
+        // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32, inside
+        // `act_qs` (m * nb * 32 quants, checked by `gemm_shape`); the
+        // caller's token proves AVX2.
+        unsafe {
+            s.write(block_sum(act_qs.as_ptr().add(i * QK)));
+            p.write(act_patterns(act_qs.as_ptr().add(i * QK)));
+        }
+    }
+    // SAFETY: entries 0..blocks were written just above; MaybeUninit<T> has
+    // the layout of T.
+    let tables = unsafe {
+        (
+            core::slice::from_raw_parts(patterns.as_ptr().cast(), blocks),
+            core::slice::from_raw_parts(sums.as_ptr().cast(), blocks),
+        )
+    };
+    tiles::<Q51, true>(w, rows, cols, act_qs, act_d, m, out, shape, tables);
+}
+
+/// The activation patterns and quant sums of a batch's blocks (row `t`,
+/// block `b` at `t * nb + b`), or empty slices when the tile forms them.
+type Tables<'a> = (&'a [[__m256i; 4]], &'a [i32]);
+
+/// Every pair of row groups against the `m` activation rows, in tiles of
+/// up to [`TILE_M`] rows; `TABLES`: the tiles read `tables` (row `t0 + t`'s
+/// entries from `(t0 + t) * nb`).
+#[allow(clippy::too_many_arguments)]
+fn tiles<const Q51: bool, const TABLES: bool>(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
     GemmShape { nb, groups }: GemmShape,
+    (patterns, sums): Tables<'_>,
 ) {
     let block_bytes = if Q51 {
         Q5_1X4_BLOCK_BYTES
@@ -178,18 +262,27 @@ fn gemm_tiles<const Q51: bool>(
             let tm = (m - t0).min(TILE_M);
             let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let t = if TABLES {
+                (
+                    &patterns[t0 * nb..(t0 + tm) * nb],
+                    &sums[t0 * nb..(t0 + tm) * nb],
+                )
+            } else {
+                (patterns, sums)
+            };
             let mut res = [[0.0f32; 8]; TILE_M];
             // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
             // the layout's 88 or 96 bytes, sliced above), `qs` holds `tm` rows
-            // of `cols = nb * 32` quants and `d` `tm` rows of `nb` scales
-            // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
-            // token proves AVX2/FMA/F16C.
+            // of `cols = nb * 32` quants, `d` `tm` rows of `nb` scales and,
+            // with TABLES, `t` `tm` rows of `nb` patterns and sums (sliced
+            // above), `res` holds `tm <= 4` rows of 8 floats; the token
+            // proves AVX2/FMA/F16C.
             unsafe {
                 match tm {
-                    1 => q5x4_tile::<1, Q51>(wa, wb, qs, d, nb, &mut res),
-                    2 => q5x4_tile::<2, Q51>(wa, wb, qs, d, nb, &mut res),
-                    3 => q5x4_tile::<3, Q51>(wa, wb, qs, d, nb, &mut res),
-                    _ => q5x4_tile::<4, Q51>(wa, wb, qs, d, nb, &mut res),
+                    1 => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    2 => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    3 => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    _ => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -203,9 +296,6 @@ fn gemm_tiles<const Q51: bool>(
     }
 }
 
-/// The most 32-column blocks the GEMV's expanded activation row holds
-/// (12,288 columns; wider rows take the tiled path).
-const GEMV_MAX_BLOCKS: usize = 384;
 /// The most blocks whose expanded activations (128 bytes per block) the
 /// GEMV keeps: 8 KB, a quarter of a 32 KB L1 (past that the expansion
 /// misses L1; the patterns are then formed in the loop).
@@ -395,24 +485,31 @@ unsafe fn q5_gemv<const Q51: bool, const EXPAND: bool>(
 /// unsigned `q` (0..31) after an `or`. `vpmaddubsw(q, a)` pair sums fit i16
 /// (|.| <= 2 * 31 * 128 = 7,936; four of them <= 31,744).
 ///
-/// Q5_0: the activation's `16 * (a + a')` (`vpmaddubsw(16, a)`, four <=
-/// 16,384) is subtracted in i16: the difference is `sum (q - 16) a` over the
-/// lane's 8 products (|.| <= 16,384), exact because the true value fits and
-/// the adds wrap. Q5_1: `sum q a` as it is, and `sum a` of the block
-/// (`vpmaddubsw(1, a)`, `vpmaddwd`, a horizontal add), exact. `vpmaddwd`
+/// The activation block's `vpermd` patterns and its quant sum `sum a` come
+/// from `tables` when `TABLES` (formed once per batch), else they are
+/// formed here. Q5_0 without tables: the activation's `16 * (a + a')`
+/// (`vpmaddubsw(16, a)`, four <= 16,384) is subtracted in i16: the
+/// difference is `sum (q - 16) a` over the lane's 8 products (|.| <=
+/// 16,384), exact because the true value fits and the adds wrap; with
+/// tables, `16 * sum a` is subtracted from the row's i32 sum instead, the
+/// same integer. Q5_1: `sum q a` as it is, and `sum a` (without tables:
+/// `vpmaddubsw(1, a)`, `vpmaddwd`, a horizontal add), exact. `vpmaddwd`
 /// with ones makes the sums i32; the two halves (even and odd chunks) are
 /// added.
 ///
 /// # Safety
 /// `wa.len()` and `wb.len()` must be at least `nb` super-blocks (88 bytes,
 /// Q5_1x4: 96), `qs.len()` at least `T * nb * 32`, `d.len()` at least `T *
-/// nb`, `T <= 4`, and the CPU must implement AVX2, FMA and F16C.
+/// nb`, with `TABLES` both `tables` slices at least `T * nb` long (row `t`,
+/// block `b` at `t * nb + b`), `T <= 4`, and the CPU must implement AVX2,
+/// FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
+unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],
     d: &[f32],
+    (patterns, sums): Tables<'_>,
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
@@ -422,8 +519,9 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
         (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
     };
     // SAFETY: the loads below read the `nb` super-blocks of `wa`/`wb` and `T`
-    // rows of `nb` blocks of `qs` and `d`, all inside the slices per the
-    // function contract; the CPU implements AVX2, FMA and F16C.
+    // rows of `nb` blocks of `qs`, `d` and (with TABLES) `patterns` and
+    // `sums`, all inside the slices per the function contract; the CPU
+    // implements AVX2, FMA and F16C.
     unsafe {
         debug_assert!(T <= TILE_M && wa.len() >= nb * bytes && wb.len() >= nb * bytes);
         debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb);
@@ -462,8 +560,12 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
             let sw = f16x8(0);
             let mw = if Q51 { f16x8(Q5_1X4_MINS) } else { sw };
             for (t, acc_t) in acc.iter_mut().enumerate() {
-                let a = _mm256_loadu_si256(qs.as_ptr().add(t * cols + b * QK).cast());
-                let av = act_patterns(qs.as_ptr().add(t * cols + b * QK));
+                let at = qs.as_ptr().add(t * cols + b * QK);
+                let av = if TABLES {
+                    *patterns.get_unchecked(t * nb + b)
+                } else {
+                    act_patterns(at)
+                };
                 let dot16 = |n: &[__m256i; 4]| {
                     _mm256_add_epi16(
                         _mm256_add_epi16(
@@ -476,7 +578,7 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
                         ),
                     )
                 };
-                let (sa, sb) = if Q51 {
+                let (sa, sb) = if Q51 || TABLES {
                     (dot16(&qa), dot16(&qb))
                 } else {
                     // 16 * (a + a') per i16 lane, the lanes of dot16.
@@ -492,14 +594,25 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
                     _mm256_permute2x128_si256(ia, ib, 0x20),
                     _mm256_permute2x128_si256(ia, ib, 0x31),
                 );
+                let isum = if TABLES && !Q51 {
+                    let sum_a = *sums.get_unchecked(t * nb + b);
+                    _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * sum_a))
+                } else {
+                    isum
+                };
                 let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
                 let v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, da));
                 let v = if Q51 {
                     // sum a, in every lane.
-                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones);
-                    let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
-                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b01_00_11_10));
-                    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b10_11_00_01));
+                    let s = if TABLES {
+                        _mm256_set1_epi32(*sums.get_unchecked(t * nb + b))
+                    } else {
+                        let a = _mm256_loadu_si256(at.cast());
+                        let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones);
+                        let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+                        let s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b01_00_11_10));
+                        _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0b10_11_00_01))
+                    };
                     let m = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(mw, da));
                     _mm256_add_ps(v, m)
                 } else {

@@ -26,7 +26,8 @@
 //! and a horizontal add. Then per activation row the reference's float
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
-use super::{prefetch_ahead, Avx2};
+use super::gemm::{q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::{act_patterns, prefetch_ahead, Avx2};
 use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT,
@@ -108,6 +109,65 @@ pub(super) fn k_gemm<const Q5: bool>(
             generic::gemm_q4_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out)
         };
     }
+    let ns = cols / QK;
+    if m == 1 || ns > GEMV_MAX_BLOCKS {
+        // One activation row (a decode step: its tile forms each pattern
+        // once anyway), or rows wider than the tables.
+        let shape = (nb, groups, bb);
+        tiles::<Q5, false>(w, rows, cols, act_qs, act_d, act_sums, m, out, shape, &[]);
+        return Ok(());
+    }
+    let max_rows = q4_rows_per_call(ns);
+    for t0 in (0..m).step_by(max_rows) {
+        let t1 = (t0 + max_rows).min(m);
+        let blocks = (t1 - t0) * ns;
+        // The slice made from the table relies on it (q4_rows_per_call).
+        assert!(blocks <= GEMM_EXPAND_BLOCKS);
+        let qs = &act_qs[t0 * cols..t1 * cols];
+        // The `vpermd` patterns of every 32-quant block of the batch,
+        // formed once here instead of again for every row group.
+        let mut table = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+        for (i, p) in table.iter_mut().enumerate().take(blocks) {
+            // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32, inside
+            // `qs` (blocks * 32 quants); the token proves AVX2.
+            p.write(unsafe { act_patterns(qs.as_ptr().add(i * QK)) });
+        }
+        // SAFETY: entries 0..blocks were written just above;
+        // MaybeUninit<T> has the layout of T.
+        let patterns = unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), blocks) };
+        tiles::<Q5, true>(
+            w,
+            rows,
+            cols,
+            qs,
+            &act_d[t0 * nb..t1 * nb],
+            &act_sums[t0 * ns..t1 * ns],
+            t1 - t0,
+            &mut out[t0 * rows..t1 * rows],
+            (nb, groups, bb),
+            patterns,
+        );
+    }
+    Ok(())
+}
+
+/// Every row group against the `m` activation rows, in tiles of up to
+/// [`TILE_M`] rows (`nb` super-blocks of `bb` bytes per row group); with
+/// `TABLES` the tiles read the rows' `patterns` (row `t`'s 32-quant block
+/// `k` at `t * cols / 32 + k`).
+#[allow(clippy::too_many_arguments)]
+fn tiles<const Q5: bool, const TABLES: bool>(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+    (nb, groups, bb): (usize, usize, usize),
+    patterns: &[[__m256i; 4]],
+) {
     let group_bytes = nb * bb;
     let ns = cols / QK;
     for g in 0..groups {
@@ -120,18 +180,24 @@ pub(super) fn k_gemm<const Q5: bool>(
             let qs = &act_qs[t0 * cols..(t0 + tn) * cols];
             let d = &act_d[t0 * nb..(t0 + tn) * nb];
             let s = &act_sums[t0 * ns..(t0 + tn) * ns];
+            let pt = if TABLES {
+                &patterns[t0 * ns..(t0 + tn) * ns]
+            } else {
+                patterns
+            };
             let mut tile = [[0.0f32; Q4KX4_ROWS]; TILE_M];
             // SAFETY: `wg` is one row group of `nb` super-blocks (of the
             // layout `Q5` names), `qs`, `d` and `s` hold `tn` activation
             // rows of `cols` quants, `nb` scales and `cols / 32` sums
-            // (lengths checked by gemm_k_shape); `tile` holds TILE_M >= tn
-            // rows; the token proves AVX2, FMA and F16C.
+            // (lengths checked by gemm_k_shape), with TABLES `pt` their
+            // `cols / 32` patterns each (sliced above); `tile` holds TILE_M
+            // >= tn rows; the caller's token proves AVX2, FMA and F16C.
             unsafe {
                 match tn {
-                    1 => kx4_tile::<1, Q5>(wg, qs, d, s, nb, &mut tile),
-                    2 => kx4_tile::<2, Q5>(wg, qs, d, s, nb, &mut tile),
-                    3 => kx4_tile::<3, Q5>(wg, qs, d, s, nb, &mut tile),
-                    _ => kx4_tile::<4, Q5>(wg, qs, d, s, nb, &mut tile),
+                    1 => kx4_tile::<1, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    2 => kx4_tile::<2, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    3 => kx4_tile::<3, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    _ => kx4_tile::<4, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
                 }
             }
             for (t, acc) in tile.iter().take(tn).enumerate() {
@@ -140,7 +206,6 @@ pub(super) fn k_gemm<const Q5: bool>(
             t0 += tn;
         }
     }
-    Ok(())
 }
 
 /// One row group x `T` activation rows, all `nb` super-blocks, of Q4_Kx4
@@ -148,16 +213,22 @@ pub(super) fn k_gemm<const Q5: bool>(
 /// the `qh` chunks, bit `j` moved to bit 4 with a 16-bit shift and a mask;
 /// quants 0..31 keep the four `vpmaddubsw` sums within +-31744, exact).
 ///
+/// With `TABLES` the activations' `vpermd` patterns come from `pt` (row
+/// `t`'s 32-quant block `k` at `t * nb * 8 + k`, [`act_patterns`]'s four
+/// registers: the spreads of dwords `2i`, `2i + 1`), formed once per batch.
+///
 /// # Safety
 /// `w` must hold `nb` super-blocks (`nb * 576` or `nb * 704` bytes), `qs`
-/// `T * nb * 256` quants, `d` `T * nb` scales, `s` `T * nb * 8` sums,
-/// `T <= TILE_M`, and the CPU must implement AVX2, FMA and F16C.
+/// `T * nb * 256` quants, `d` `T * nb` scales, `s` `T * nb * 8` sums, with
+/// `TABLES` `pt` `T * nb * 8` patterns, `T <= TILE_M`, and the CPU must
+/// implement AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn kx4_tile<const T: usize, const Q5: bool>(
+unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
     w: &[u8],
     qs: &[i8],
     d: &[f32],
     s: &[i16],
+    pt: &[[__m256i; 4]],
     nb: usize,
     tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
 ) {
@@ -252,10 +323,19 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool>(
                         hi = _mm256_or_si256(hi, bit_to_4(qh, 2 * j + 1));
                     }
                     for t in 0..T {
-                        let a = qs.as_ptr().add(t * cols + QK_K * b + 64 * j);
-                        let alo = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(a.cast()), ix);
-                        let ahi =
-                            _mm256_permutevar8x32_epi32(_mm256_loadu_si256(a.add(QK).cast()), ix);
+                        let (alo, ahi) = if TABLES {
+                            // Blocks 2j and 2j + 1 of super-block b.
+                            let k = t * nb * 8 + 8 * b + 2 * j;
+                            (pt.get_unchecked(k)[i], pt.get_unchecked(k + 1)[i])
+                        } else {
+                            let a = qs.as_ptr().add(t * cols + QK_K * b + 64 * j);
+                            let lo = _mm256_loadu_si256(a.cast());
+                            let hi = _mm256_loadu_si256(a.add(QK).cast());
+                            (
+                                _mm256_permutevar8x32_epi32(lo, ix),
+                                _mm256_permutevar8x32_epi32(hi, ix),
+                            )
+                        };
                         slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, alo));
                         shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, ahi));
                     }

@@ -158,50 +158,41 @@ fn check(
             }
         }
     }
+    // One GEMM of `m` fresh activation rows against `w`, fast against
+    // the reference.
+    let gemm = |rng: &mut Rng, w: &[u8], rows: usize, cols: usize, m: usize| {
+        let (qs, d) = acts(rng, m, cols);
+        let mut want = vec![f32::NAN; m * rows];
+        reference(w, rows, cols, &qs, &d, m, &mut want).unwrap();
+        let mut got = vec![f32::NAN; m * rows];
+        fast(cpu, w, rows, cols, &qs, &d, m, &mut got).unwrap();
+        let what = std::format!("{name} rows {rows} cols {cols} m {m}");
+        assert_same(&got, &want, &what);
+    };
     // Every byte value in every quant position of a super-block: 256 groups.
     let (rows, cols) = (4 * 256, 32);
     let w = weight(&mut rng, layout, rows, cols, (false, true));
     for m in [1, 4, 5] {
-        let (qs, d) = acts(&mut rng, m, cols);
-        let mut want = vec![f32::NAN; m * rows];
-        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
-        let mut got = vec![f32::NAN; m * rows];
-        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
-        assert_same(&got, &want, name);
+        gemm(&mut rng, &w, rows, cols, m);
     }
     // Batches past the x86 GEMM's per-call tables (12 rows of 66 blocks):
     // whole and partial calls.
     let (rows, cols) = (9, 66 * QK);
     let w = weight(&mut rng, layout, rows, cols, (false, false));
     for m in [13, 25] {
-        let (qs, d) = acts(&mut rng, m, cols);
-        let mut want = vec![f32::NAN; m * rows];
-        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
-        let mut got = vec![f32::NAN; m * rows];
-        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
-        assert_same(&got, &want, name);
+        gemm(&mut rng, &w, rows, cols, m);
     }
     // Rows wider than the x86 GEMV's expanded activation row and the
     // GEMM's tables (385 blocks).
     let (rows, cols) = (5, 385 * QK);
     let w = weight(&mut rng, layout, rows, cols, (false, false));
     for m in [1, 2, 5] {
-        let (qs, d) = acts(&mut rng, m, cols);
-        let mut want = vec![f32::NAN; m * rows];
-        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
-        let mut got = vec![f32::NAN; m * rows];
-        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
-        assert_same(&got, &want, name);
+        gemm(&mut rng, &w, rows, cols, m);
     }
     // Empty shapes: no rows, no activation rows, no columns.
     for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
         let w = weight(&mut rng, layout, rows, cols, (false, false));
-        let (qs, d) = acts(&mut rng, m, cols);
-        let mut want = vec![f32::NAN; m * rows];
-        reference(&w, rows, cols, &qs, &d, m, &mut want).unwrap();
-        let mut got = vec![f32::NAN; m * rows];
-        fast(cpu, &w, rows, cols, &qs, &d, m, &mut got).unwrap();
-        assert_same(&got, &want, name);
+        gemm(&mut rng, &w, rows, cols, m);
     }
     // Shape errors: the same error as the generic code, nothing written.
     let (rows, cols, m) = (5, 64, 2);

@@ -10,6 +10,7 @@ use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::asm;
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
@@ -131,31 +132,15 @@ pub fn gemm_q4_0x4_q8_0(
     // m <= q4_rows_per_call(nb) and nb <= 384 (above): the tables below hold
     // every block. Checked, since the slices made from them rely on it.
     assert!(m * nb <= GEMM_EXPAND_BLOCKS);
-    // `-8 * sum(a)` of every activation block, once per call (the tiles add
-    // it in i32 instead of forming it per row pair).
-    let mut neg_corr = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
-    for (i, c) in neg_corr.iter_mut().enumerate().take(m * nb) {
-        // SAFETY: block i of `act_qs` is bytes 32i..32i+32, i < m * nb, and
-        // `act_qs` holds m * nb * 32 quants (checked by `gemm_shape`); the
-        // token proves AVX2.
-        c.write(-8 * unsafe { block_sum(act_qs.as_ptr().add(i * QK)) });
-    }
-    // SAFETY: entries 0..m * nb were written just above; MaybeUninit<i32>
-    // has the layout of i32.
-    let neg_corr: &[i32] = unsafe { core::slice::from_raw_parts(neg_corr.as_ptr().cast(), m * nb) };
-    // The activation patterns of every block (4 `vpermd` each), formed once
-    // per call instead of again in every tile (once per pair of row
-    // groups).
-    let mut patterns = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-    for (i, p) in patterns.iter_mut().enumerate().take(m * nb) {
-        // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32 (checked
-        // by `gemm_shape`); the token proves AVX2.
-        p.write(unsafe { act_patterns(act_qs.as_ptr().add(i * QK)) });
-    }
-    // SAFETY: entries 0..m * nb were written just above; MaybeUninit<T> has
-    // the layout of T.
-    let patterns: &[[__m256i; 4]] =
-        unsafe { core::slice::from_raw_parts(patterns.as_ptr().cast(), m * nb) };
+    // `-8 * sum(a)` of every activation block and its patterns (4 `vpermd`
+    // each), once per call (the tiles add the sum in i32 instead of forming
+    // it per row pair, and read the patterns instead of forming them again
+    // for every pair of row groups).
+    let blocks = m * nb;
+    let mut neg_corr = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+    let neg_corr = sum_table(cpu, act_qs, blocks, -8, &mut neg_corr);
+    let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+    let patterns = pattern_table(cpu, act_qs, blocks, &mut patterns);
     let group_bytes = nb * Q4X4_BLOCK_BYTES;
     // Row groups in pairs (8 rows per vector); an odd last group is paired
     // with itself and only its own rows are stored.
@@ -186,6 +171,47 @@ pub fn gemm_q4_0x4_q8_0(
         }
     }
     Ok(())
+}
+
+/// `factor * sum a` of each of the first `blocks` 32-quant blocks of `qs`,
+/// written to the front of `table` and returned (the GEMMs' per-call block
+/// sums). Panics unless `qs` and `table` hold `blocks` blocks.
+pub(super) fn sum_table<'t>(
+    _cpu: Avx2,
+    qs: &[i8],
+    blocks: usize,
+    factor: i32,
+    table: &'t mut [MaybeUninit<i32>],
+) -> &'t [i32] {
+    assert!(qs.len() >= blocks * QK && table.len() >= blocks);
+    for (i, c) in table.iter_mut().enumerate().take(blocks) {
+        // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32, inside `qs`
+        // (asserted); the token proves AVX2.
+        c.write(factor * unsafe { block_sum(qs.as_ptr().add(i * QK)) });
+    }
+    // SAFETY: entries 0..blocks were written just above; MaybeUninit<i32>
+    // has the layout of i32.
+    unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), blocks) }
+}
+
+/// The [`act_patterns`] of each of the first `blocks` 32-quant blocks of
+/// `qs`, written to the front of `table` and returned (the GEMMs' per-call
+/// pattern tables). Panics unless `qs` and `table` hold `blocks` blocks.
+pub(super) fn pattern_table<'t>(
+    _cpu: Avx2,
+    qs: &[i8],
+    blocks: usize,
+    table: &'t mut [MaybeUninit<[__m256i; 4]>],
+) -> &'t [[__m256i; 4]] {
+    assert!(qs.len() >= blocks * QK && table.len() >= blocks);
+    for (i, p) in table.iter_mut().enumerate().take(blocks) {
+        // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32, inside `qs`
+        // (asserted); the token proves AVX2.
+        p.write(unsafe { act_patterns(qs.as_ptr().add(i * QK)) });
+    }
+    // SAFETY: entries 0..blocks were written just above; MaybeUninit<T> has
+    // the layout of T.
+    unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), blocks) }
 }
 
 /// The activation blocks (rows x blocks per row) whose patterns and sums

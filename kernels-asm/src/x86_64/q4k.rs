@@ -26,8 +26,8 @@
 //! and a horizontal add. Then per activation row the reference's float
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
-use super::gemm::{q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
-use super::{act_patterns, prefetch_ahead, Avx2};
+use super::gemm::{pattern_table, q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::{prefetch_ahead, Avx2};
 use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT,
@@ -35,6 +35,7 @@ use crate::layout::{
 };
 use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a row group.
 const TILE_M: usize = 4;
@@ -84,7 +85,7 @@ pub fn gemm_q4_kx4_q8_k(
 /// here.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn k_gemm<const Q5: bool>(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -120,21 +121,11 @@ pub(super) fn k_gemm<const Q5: bool>(
     let max_rows = q4_rows_per_call(ns);
     for t0 in (0..m).step_by(max_rows) {
         let t1 = (t0 + max_rows).min(m);
-        let blocks = (t1 - t0) * ns;
-        // The slice made from the table relies on it (q4_rows_per_call).
-        assert!(blocks <= GEMM_EXPAND_BLOCKS);
         let qs = &act_qs[t0 * cols..t1 * cols];
         // The `vpermd` patterns of every 32-quant block of the batch,
         // formed once here instead of again for every row group.
-        let mut table = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-        for (i, p) in table.iter_mut().enumerate().take(blocks) {
-            // SAFETY: block i < blocks of `qs` is bytes 32i..32i+32, inside
-            // `qs` (blocks * 32 quants); the token proves AVX2.
-            p.write(unsafe { act_patterns(qs.as_ptr().add(i * QK)) });
-        }
-        // SAFETY: entries 0..blocks were written just above;
-        // MaybeUninit<T> has the layout of T.
-        let patterns = unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), blocks) };
+        let mut table = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+        let patterns = pattern_table(cpu, qs, (t1 - t0) * ns, &mut table);
         tiles::<Q5, true>(
             w,
             rows,

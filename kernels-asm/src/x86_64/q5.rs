@@ -3,7 +3,9 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 
-use super::gemm::{block_sum, q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::gemm::{
+    pattern_table, q4_rows_per_call, sum_table, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
+};
 use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2};
 use crate::generic;
 use crate::layout::{
@@ -12,6 +14,7 @@ use crate::layout::{
 };
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
@@ -154,7 +157,7 @@ pub fn gemm_q5_1x4_q8_0(
 /// rows form them in the tile.
 #[allow(clippy::too_many_arguments)]
 fn gemm_tiles<const Q51: bool>(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -174,6 +177,7 @@ fn gemm_tiles<const Q51: bool>(
         let qs = &act_qs[t0 * cols..t1 * cols];
         let d = &act_d[t0 * nb..t1 * nb];
         tables_gemm::<Q51>(
+            cpu,
             w,
             rows,
             cols,
@@ -191,6 +195,7 @@ fn gemm_tiles<const Q51: bool>(
 /// sum formed once here (not again for each pair of row groups).
 #[allow(clippy::too_many_arguments)]
 fn tables_gemm<const Q51: bool>(
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -201,27 +206,12 @@ fn tables_gemm<const Q51: bool>(
     shape: GemmShape,
 ) {
     let blocks = m * shape.nb;
-    // The slices made from the tables rely on it (the caller's batches).
-    assert!(blocks <= GEMM_EXPAND_BLOCKS);
-    let mut sums = [core::mem::MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
-    let mut patterns = [core::mem::MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-    for (i, (s, p)) in sums.iter_mut().zip(&mut patterns).enumerate().take(blocks) {
-        // SAFETY: block i < m * nb of `act_qs` is bytes 32i..32i+32, inside
-        // `act_qs` (m * nb * 32 quants, checked by `gemm_shape`); the
-        // caller's token proves AVX2.
-        unsafe {
-            s.write(block_sum(act_qs.as_ptr().add(i * QK)));
-            p.write(act_patterns(act_qs.as_ptr().add(i * QK)));
-        }
-    }
-    // SAFETY: entries 0..blocks were written just above; MaybeUninit<T> has
-    // the layout of T.
-    let tables = unsafe {
-        (
-            core::slice::from_raw_parts(patterns.as_ptr().cast(), blocks),
-            core::slice::from_raw_parts(sums.as_ptr().cast(), blocks),
-        )
-    };
+    let mut sums = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+    let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+    let tables = (
+        pattern_table(cpu, act_qs, blocks, &mut patterns),
+        sum_table(cpu, act_qs, blocks, 1, &mut sums),
+    );
     tiles::<Q51, true>(w, rows, cols, act_qs, act_d, m, out, shape, tables);
 }
 

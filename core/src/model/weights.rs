@@ -36,8 +36,8 @@ impl Routing {
     /// file has one, or the per-tensor decode copy of a COPY_TAGS file;
     /// prefill reads the Q8 copy when the file has another copy besides it
     /// and `prefill_q8` is on (the default), else the decode copy. Files
-    /// with one copy (q4, q8, f16, f32, and `small`: COPY_TAGS with Q4_4X4)
-    /// use it for both.
+    /// with one copy (q4, q8, f16, f32, and `small` and `exact`: COPY_TAGS
+    /// with Q4_4X4) use it for both.
     pub fn for_flags(f: u64, prefill_q8: bool) -> Result<Routing, Error> {
         let has = |bit: u64| f & bit != 0;
         let tagged = has(flags::COPY_TAGS);

@@ -115,7 +115,19 @@ pub(super) fn k_gemm<const Q5: bool>(
         // One activation row (a decode step: its tile forms each pattern
         // once anyway), or rows wider than the tables.
         let shape = (nb, groups, bb);
-        tiles::<Q5, false>(w, rows, cols, act_qs, act_d, act_sums, m, out, shape, &[]);
+        tiles::<Q5, false>(
+            cpu,
+            w,
+            rows,
+            cols,
+            act_qs,
+            act_d,
+            act_sums,
+            m,
+            out,
+            shape,
+            &[],
+        );
         return Ok(());
     }
     let max_rows = q4_rows_per_call(ns);
@@ -127,6 +139,7 @@ pub(super) fn k_gemm<const Q5: bool>(
         let mut table = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
         let patterns = pattern_table(cpu, qs, (t1 - t0) * ns, &mut table);
         tiles::<Q5, true>(
+            cpu,
             w,
             rows,
             cols,
@@ -148,6 +161,7 @@ pub(super) fn k_gemm<const Q5: bool>(
 /// `k` at `t * cols / 32 + k`).
 #[allow(clippy::too_many_arguments)]
 fn tiles<const Q5: bool, const TABLES: bool>(
+    _cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -182,7 +196,7 @@ fn tiles<const Q5: bool, const TABLES: bool>(
             // rows of `cols` quants, `nb` scales and `cols / 32` sums
             // (lengths checked by gemm_k_shape), with TABLES `pt` their
             // `cols / 32` patterns each (sliced above); `tile` holds TILE_M
-            // >= tn rows; the caller's token proves AVX2, FMA and F16C.
+            // >= tn rows; the token proves AVX2, FMA and F16C.
             unsafe {
                 match tn {
                     1 => kx4_tile::<1, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),

@@ -169,7 +169,7 @@ fn gemm_tiles<const Q51: bool>(
 ) {
     let nb = shape.nb;
     if nb > GEMV_MAX_BLOCKS {
-        return tiles::<Q51, false>(w, rows, cols, act_qs, act_d, m, out, shape, (&[], &[]));
+        return tiles::<Q51, false>(cpu, w, rows, cols, act_qs, act_d, m, out, shape, (&[], &[]));
     }
     let max_rows = q4_rows_per_call(nb);
     for t0 in (0..m).step_by(max_rows) {
@@ -212,7 +212,7 @@ fn tables_gemm<const Q51: bool>(
         pattern_table(cpu, act_qs, blocks, &mut patterns),
         sum_table(cpu, act_qs, blocks, 1, &mut sums),
     );
-    tiles::<Q51, true>(w, rows, cols, act_qs, act_d, m, out, shape, tables);
+    tiles::<Q51, true>(cpu, w, rows, cols, act_qs, act_d, m, out, shape, tables);
 }
 
 /// The activation patterns and quant sums of a batch's blocks (row `t`,
@@ -224,6 +224,7 @@ type Tables<'a> = (&'a [[__m256i; 4]], &'a [i32]);
 /// entries from `(t0 + t) * nb`).
 #[allow(clippy::too_many_arguments)]
 fn tiles<const Q51: bool, const TABLES: bool>(
+    _cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,

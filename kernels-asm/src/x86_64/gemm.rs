@@ -111,7 +111,7 @@ pub fn gemm_q4_0x4_q8_0(
         // Wider than the tables: no vector code.
         return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
     }
-    let max_rows = q4_rows_per_call(nb);
+    let max_rows = table_rows_per_call(nb);
     if m > max_rows {
         // Batches of `max_rows` tokens (the block-sum and pattern tables'
         // sizes).
@@ -129,7 +129,7 @@ pub fn gemm_q4_0x4_q8_0(
             )
         });
     }
-    // m <= q4_rows_per_call(nb) and nb <= 384 (above): the tables below hold
+    // m <= table_rows_per_call(nb) and nb <= 384 (above): the tables below hold
     // every block. Checked, since the slices made from them rely on it.
     assert!(m * nb <= GEMM_EXPAND_BLOCKS);
     // `-8 * sum(a)` of every activation block and its patterns (4 `vpermd`
@@ -214,24 +214,24 @@ pub(super) fn pattern_table<'t>(
     unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), blocks) }
 }
 
-/// The activation blocks (rows x blocks per row) whose patterns and sums
-/// one call of the tiled Q4_0x4 GEMM forms, at most: one tile of the widest
-/// rows it takes (4 x 384 blocks, 12,288 columns); 192 KB of patterns on
-/// the stack.
+/// The activation blocks (rows x blocks of 32 per row) whose patterns and
+/// sums one call of a tiled GEMM (Q4_0x4, Q5_0x4 / Q5_1x4, Q4_Kx4 /
+/// Q5_Kx4) forms, at most: one tile of the widest rows the tables take (4 x
+/// 384 blocks, 12,288 columns); 192 KB of patterns on the stack.
 pub(super) const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
 
 /// The activation blocks a call forms when its rows allow more than one
 /// tile: 128 KB of patterns, L2-resident (4 rows of 8,192 columns).
 const GEMM_CALL_BLOCKS: usize = 1024;
 
-/// Activation rows per call of the tiled Q4_0x4 GEMM for rows of `nb`
-/// (<= 384) blocks: as many whole tiles as GEMM_CALL_BLOCKS holds, at least
+/// Activation rows per call of a GEMM with per-call tables (Q4_0x4, Q5, K)
+/// for rows of `nb` (<= 384) blocks of 32: as many whole tiles as GEMM_CALL_BLOCKS holds, at least
 /// one, at most GEMM_MAX_ROWS, so a prefill batch is split into calls that
 /// each form their patterns once (within GEMM_EXPAND_BLOCKS). Splitting
 /// rereads the weights once per call (from L2/L3: a thread's share of one
 /// matrix), which costs less than the permutes it saves (`kestrel bench
 /// --rows 896 --cols 4864`, M=32).
-pub(super) fn q4_rows_per_call(nb: usize) -> usize {
+pub(super) fn table_rows_per_call(nb: usize) -> usize {
     (GEMM_CALL_BLOCKS / nb.max(1) / TILE_M * TILE_M).clamp(TILE_M, GEMM_MAX_ROWS)
 }
 

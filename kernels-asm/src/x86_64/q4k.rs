@@ -26,7 +26,7 @@
 //! and a horizontal add. Then per activation row the reference's float
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
-use super::gemm::{pattern_table, q4_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::gemm::{pattern_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::{prefetch_ahead, Avx2};
 use crate::generic;
 use crate::layout::{
@@ -130,7 +130,7 @@ pub(super) fn k_gemm<const Q5: bool>(
         );
         return Ok(());
     }
-    let max_rows = q4_rows_per_call(ns);
+    let max_rows = table_rows_per_call(ns);
     for t0 in (0..m).step_by(max_rows) {
         let t1 = (t0 + max_rows).min(m);
         let qs = &act_qs[t0 * cols..t1 * cols];

@@ -4,7 +4,7 @@
 //! its own loop over one row group at a time (one sequential stream).
 
 use super::gemm::{
-    pattern_table, q4_rows_per_call, sum_table, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
+    pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
 };
 use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2};
 use crate::generic;
@@ -152,9 +152,9 @@ pub fn gemm_q5_1x4_q8_0(
 /// The tiled GEMM of either layout (`Q51`: Q5_1x4, else Q5_0x4) for shapes
 /// [`gemm_shape`] accepted with that layout's super-block size, `nb`,
 /// `rows` and `m` all non-zero. Rows of up to [`GEMV_MAX_BLOCKS`] blocks go
-/// in batches of [`q4_rows_per_call`] activation rows, each forming its
-/// rows' activation patterns and block sums once ([`tables_gemm`]); wider
-/// rows form them in the tile.
+/// in batches of [`table_rows_per_call`] activation rows, each forming its
+/// rows' activation patterns and block sums once; wider rows form them in
+/// the tile.
 #[allow(clippy::too_many_arguments)]
 fn gemm_tiles<const Q51: bool>(
     cpu: Avx2,
@@ -171,48 +171,23 @@ fn gemm_tiles<const Q51: bool>(
     if nb > GEMV_MAX_BLOCKS {
         return tiles::<Q51, false>(cpu, w, rows, cols, act_qs, act_d, m, out, shape, (&[], &[]));
     }
-    let max_rows = q4_rows_per_call(nb);
+    let max_rows = table_rows_per_call(nb);
     for t0 in (0..m).step_by(max_rows) {
         let t1 = (t0 + max_rows).min(m);
         let qs = &act_qs[t0 * cols..t1 * cols];
-        let d = &act_d[t0 * nb..t1 * nb];
-        tables_gemm::<Q51>(
-            cpu,
-            w,
-            rows,
-            cols,
-            qs,
-            d,
-            t1 - t0,
-            &mut out[t0 * rows..t1 * rows],
-            shape,
+        // Every block's `vpermd` patterns and quant sum, formed once here
+        // (not again for each pair of row groups).
+        let blocks = (t1 - t0) * nb;
+        let mut sums = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+        let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+        let tables = (
+            pattern_table(cpu, qs, blocks, &mut patterns),
+            sum_table(cpu, qs, blocks, 1, &mut sums),
         );
+        let d = &act_d[t0 * nb..t1 * nb];
+        let out = &mut out[t0 * rows..t1 * rows];
+        tiles::<Q51, true>(cpu, w, rows, cols, qs, d, t1 - t0, out, shape, tables);
     }
-}
-
-/// [`tiles`] of `m <= q4_rows_per_call(nb)` activation rows of `nb <=
-/// GEMV_MAX_BLOCKS` blocks, with every block's `vpermd` patterns and quant
-/// sum formed once here (not again for each pair of row groups).
-#[allow(clippy::too_many_arguments)]
-fn tables_gemm<const Q51: bool>(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-    shape: GemmShape,
-) {
-    let blocks = m * shape.nb;
-    let mut sums = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
-    let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-    let tables = (
-        pattern_table(cpu, act_qs, blocks, &mut patterns),
-        sum_table(cpu, act_qs, blocks, 1, &mut sums),
-    );
-    tiles::<Q51, true>(cpu, w, rows, cols, act_qs, act_d, m, out, shape, tables);
 }
 
 /// The activation patterns and quant sums of a batch's blocks (row `t`,

@@ -37,7 +37,7 @@ fn cpu() -> Option<arch::Cpu> {
 /// Every kernel set the token can select: on x86_64 with a VNNI form the
 /// VNNI tiles and the AVX2 ones, and the AVX-VNNI tiles too where the CPU
 /// has both AVX512-VNNI and AVX-VNNI.
-fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
+pub(crate) fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
     #[cfg(target_arch = "x86_64")]
     if cpu.has_vnni() {
         let mut all = vec![cpu, cpu.without_vnni()];

@@ -220,7 +220,8 @@ fn check(
 
 #[test]
 fn gemm_q5_0x4_matches_generic() {
-    if let Some(cpu) = cpu() {
+    // The AVX2 tiles and, where the CPU has them, the VNNI ones.
+    for cpu in cpu().map(crate::arch_tests::variants).unwrap_or_default() {
         check(
             cpu,
             (Q5_0X4_BLOCK_BYTES, Q5X4_ROWS),
@@ -236,7 +237,8 @@ fn gemm_q5_0x4_matches_generic() {
 
 #[test]
 fn gemm_q5_1x4_matches_generic() {
-    if let Some(cpu) = cpu() {
+    // The AVX2 tiles and, where the CPU has them, the VNNI ones.
+    for cpu in cpu().map(crate::arch_tests::variants).unwrap_or_default() {
         check(
             cpu,
             (Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),

@@ -142,7 +142,8 @@ unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
 /// module exports.
 pub type Cpu = Avx2;
 
-/// Which `vpdpbusd` the Q4_0x4 and Q8_0x8 GEMM tiles use ([`gemm_vnni`]).
+/// Which `vpdpbusd` the Q4_0x4 and Q8_0x8 GEMM tiles use ([`gemm_vnni`]),
+/// and the Q5_0x4 / Q5_1x4 tiles (`q5`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vnni {
     /// None: the AVX2 tiles (`vpmaddubsw` / `vpmaddwd`).

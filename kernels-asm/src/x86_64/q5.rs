@@ -2,11 +2,13 @@
 //! tiles of 8 weight rows (two row groups, one row per lane) x up to 4
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
+//! With its per-call activation tables, the GEMM's tile multiplies with
+//! `vpdpbusd` when the token names a VNNI form (the same i32 sums).
 
 use super::gemm::{
     pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
 };
-use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2};
+use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Vnni};
 use crate::generic;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
@@ -199,7 +201,7 @@ type Tables<'a> = (&'a [[__m256i; 4]], &'a [i32]);
 /// entries from `(t0 + t) * nb`).
 #[allow(clippy::too_many_arguments)]
 fn tiles<const Q51: bool, const TABLES: bool>(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -242,13 +244,30 @@ fn tiles<const Q51: bool, const TABLES: bool>(
             // of `cols = nb * 32` quants, `d` `tm` rows of `nb` scales and,
             // with TABLES, `t` `tm` rows of `nb` patterns and sums (sliced
             // above), `res` holds `tm <= 4` rows of 8 floats; the token
-            // proves AVX2/FMA/F16C.
+            // proves AVX2/FMA/F16C and the VNNI form its `vnni()` names (the
+            // VNNI tiles are taken with tables only, as they require).
             unsafe {
-                match tm {
-                    1 => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    2 => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    3 => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    _ => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                match (if TABLES { cpu.vnni() } else { Vnni::No }, tm) {
+                    (Vnni::Avx512, 1) => {
+                        q5x4_tile_avx512_vnni::<1, Q51>(wa, wb, qs, d, t, nb, &mut res)
+                    }
+                    (Vnni::Avx512, 2) => {
+                        q5x4_tile_avx512_vnni::<2, Q51>(wa, wb, qs, d, t, nb, &mut res)
+                    }
+                    (Vnni::Avx512, 3) => {
+                        q5x4_tile_avx512_vnni::<3, Q51>(wa, wb, qs, d, t, nb, &mut res)
+                    }
+                    (Vnni::Avx512, _) => {
+                        q5x4_tile_avx512_vnni::<4, Q51>(wa, wb, qs, d, t, nb, &mut res)
+                    }
+                    (Vnni::Avx, 1) => q5x4_tile_avx_vnni::<1, Q51>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::Avx, 2) => q5x4_tile_avx_vnni::<2, Q51>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::Avx, 3) => q5x4_tile_avx_vnni::<3, Q51>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::Avx, _) => q5x4_tile_avx_vnni::<4, Q51>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::No, 1) => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::No, 2) => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::No, 3) => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (Vnni::No, _) => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -475,10 +494,85 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
     wb: &[u8],
     qs: &[i8],
     d: &[f32],
+    tables: Tables<'_>,
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's, with `DOT` =
+    // `vpmaddubsw`, which AVX2 implements.
+    unsafe { q5x4_tile_body::<T, Q51, TABLES, { Dot::MADDUBS }>(wa, wb, qs, d, tables, nb, res) }
+}
+
+/// Which instructions multiply a tile's bytes: `vpmaddubsw` / `vpmaddwd`
+/// (AVX2), or `vpdpbusd` in its VEX (AVX-VNNI) or EVEX (AVX512-VNNI with
+/// VL, on 256-bit registers) form.
+struct Dot;
+
+impl Dot {
+    const MADDUBS: u8 = 0;
+    const AVX_VNNI: u8 = 1;
+    const AVX512_VNNI: u8 = 2;
+}
+
+/// [`q5x4_tile`] with tables, its byte products summed by `vpdpbusd`
+/// (AVX-VNNI): the same i32 sums, so the same results.
+///
+/// # Safety
+/// As [`q5x4_tile`] with `TABLES`, and the CPU must implement AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn q5x4_tile_avx_vnni<const T: usize, const Q51: bool>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    tables: Tables<'_>,
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX-VNNI.
+    unsafe { q5x4_tile_body::<T, Q51, true, { Dot::AVX_VNNI }>(wa, wb, qs, d, tables, nb, res) }
+}
+
+/// [`q5x4_tile`] with tables, its byte products summed by the EVEX
+/// `vpdpbusd` on 256-bit registers: the same i32 sums, so the same results.
+///
+/// # Safety
+/// As [`q5x4_tile`] with `TABLES`, and the CPU must implement AVX512-VNNI
+/// with AVX512 F/BW/VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q5x4_tile_avx512_vnni<const T: usize, const Q51: bool>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    tables: Tables<'_>,
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX512-VNNI with F/BW/VL.
+    unsafe { q5x4_tile_body::<T, Q51, true, { Dot::AVX512_VNNI }>(wa, wb, qs, d, tables, nb, res) }
+}
+
+/// The body of the three tiles, inlined into each so that it is compiled
+/// with its caller's features (`DOT`: a [`Dot`] constant; with a VNNI form,
+/// `TABLES` must be true).
+///
+/// # Safety
+/// As [`q5x4_tile`], and the CPU must implement the `DOT` form.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn q5x4_tile_body<const T: usize, const Q51: bool, const TABLES: bool, const DOT: u8>(
+    wa: &[u8],
+    wb: &[u8],
+    qs: &[i8],
+    d: &[f32],
     (patterns, sums): Tables<'_>,
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
+    const { assert!(DOT == Dot::MADDUBS || TABLES) };
     let (bytes, nibbles, plane) = if Q51 {
         (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
     } else {
@@ -544,17 +638,35 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
                         ),
                     )
                 };
-                let (sa, sb) = if Q51 || TABLES {
-                    (dot16(&qa), dot16(&qb))
-                } else {
-                    // 16 * (a + a') per i16 lane, the lanes of dot16.
-                    let corr = dot16(&[b4; 4]);
-                    (
-                        _mm256_sub_epi16(dot16(&qa), corr),
-                        _mm256_sub_epi16(dot16(&qb), corr),
-                    )
+                // sum q a per dword (row and 4-weight chunk, the 4 registers
+                // summed) with `vpdpbusd`: the i32 that the i16 path below
+                // forms (its i16 sums are exact, see above).
+                let dot32 = |n: &[__m256i; 4]| {
+                    let mut s = _mm256_setzero_si256();
+                    for k in 0..4 {
+                        s = if DOT == Dot::AVX_VNNI {
+                            _mm256_dpbusd_avx_epi32(s, n[k], av[k])
+                        } else {
+                            _mm256_dpbusd_epi32(s, n[k], av[k])
+                        };
+                    }
+                    s
                 };
-                let (ia, ib) = (_mm256_madd_epi16(sa, ones), _mm256_madd_epi16(sb, ones));
+                let (ia, ib) = if DOT != Dot::MADDUBS {
+                    (dot32(&qa), dot32(&qb))
+                } else {
+                    let (sa, sb) = if Q51 || TABLES {
+                        (dot16(&qa), dot16(&qb))
+                    } else {
+                        // 16 * (a + a') per i16 lane, the lanes of dot16.
+                        let corr = dot16(&[b4; 4]);
+                        (
+                            _mm256_sub_epi16(dot16(&qa), corr),
+                            _mm256_sub_epi16(dot16(&qb), corr),
+                        )
+                    };
+                    (_mm256_madd_epi16(sa, ones), _mm256_madd_epi16(sb, ones))
+                };
                 // [a even chunks + a odd chunks, b even + b odd]: exact i32.
                 let isum = _mm256_add_epi32(
                     _mm256_permute2x128_si256(ia, ib, 0x20),

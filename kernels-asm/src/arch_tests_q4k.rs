@@ -29,6 +29,11 @@ fn cpu() -> Option<arch::Cpu> {
     cpu
 }
 
+/// The AVX2 tiles and, where the CPU has them, the VNNI ones (x86_64).
+fn cpus() -> Vec<arch::Cpu> {
+    cpu().map(crate::arch_tests::variants).unwrap_or_default()
+}
+
 /// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
 struct Rng(u64);
 
@@ -167,12 +172,13 @@ fn check_layout(cpu: arch::Cpu, rng: &mut Rng, rows: usize, cols: usize, m: usiz
 
 #[test]
 fn gemm_q4_kx4_matches_generic() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(21);
-    for rows in [1, 2, 3, 4, 5, 7, 8, 9, 13, 17] {
-        for cols in [256, 512, 1536] {
-            for m in 1..=7 {
-                check(cpu, &mut rng, rows, cols, m);
+    for cpu in cpus() {
+        let mut rng = Rng(21);
+        for rows in [1, 2, 3, 4, 5, 7, 8, 9, 13, 17] {
+            for cols in [256, 512, 1536] {
+                for m in 1..=7 {
+                    check(cpu, &mut rng, rows, cols, m);
+                }
             }
         }
     }
@@ -183,70 +189,77 @@ fn gemm_q4_kx4_matches_generic() {
 /// blocks of 32), which form the patterns in the tile.
 #[test]
 fn gemm_k_batches_past_the_tables_and_wide_rows() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(25);
-    for m in [21, 45] {
-        check(cpu, &mut rng, 9, 1536, m);
+    for cpu in cpus() {
+        let mut rng = Rng(25);
+        for m in [21, 45] {
+            check(cpu, &mut rng, 9, 1536, m);
+        }
+        check(cpu, &mut rng, 5, 49 * QK_K, 5);
     }
-    check(cpu, &mut rng, 5, 49 * QK_K, 5);
 }
 
 #[test]
 fn gemm_q4_kx4_every_byte_in_every_position() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(22);
-    // 16 groups x 16 super-blocks = 256 consecutive super-blocks.
-    check(cpu, &mut rng, 64, 16 * QK_K, 1);
-    check(cpu, &mut rng, 63, 16 * QK_K, 5);
+    for cpu in cpus() {
+        let mut rng = Rng(22);
+        // 16 groups x 16 super-blocks = 256 consecutive super-blocks.
+        check(cpu, &mut rng, 64, 16 * QK_K, 1);
+        check(cpu, &mut rng, 63, 16 * QK_K, 5);
+    }
 }
 
 /// Every f16 bit pattern as `d` / `dmin` (subnormals, zeros, 65504,
 /// infinities, NaNs): the same bits, or NaN on both sides.
 #[test]
 fn gemm_k_any_f16_scales() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(24);
-    for q5 in [false, true] {
-        let bb = if q5 {
-            Q5KX4_BLOCK_BYTES
-        } else {
-            Q4KX4_BLOCK_BYTES
-        };
-        let (rows, cols, m) = (8, 4 * QK_K, 5);
-        for pass in 0..16u32 {
-            let mut w = weight(&mut rng, rows, cols, bb);
-            for (k, sb) in w.chunks_exact_mut(bb).enumerate() {
-                for h in 0..2 * Q4KX4_ROWS {
-                    // Passes 0-7 sweep the non-negative patterns in
-                    // steps of 64 (random low bits), 8-15 random ones.
-                    let bits = if pass < 8 {
-                        ((pass as usize * 8 + k) * 8 + h) as u32 * 64 + (rng.next() & 63)
-                    } else {
-                        rng.next()
-                    };
-                    sb[2 * h..2 * h + 2].copy_from_slice(&(bits as u16).to_le_bytes());
-                }
-            }
-            let (qs, d, sums) = acts(&mut rng, m, cols);
-            let mut want = vec![0f32; m * rows];
-            let mut got = vec![0f32; m * rows];
-            let mut gv = vec![0f32; rows];
-            let (q1, d1, s1) = (&qs[..cols], &d[..cols / QK_K], &sums[..cols / QK]);
-            if q5 {
-                generic::gemm_q5_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
-                arch::gemm_q5_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
-                arch::gemv_q5_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+    for cpu in cpus() {
+        let mut rng = Rng(24);
+        for q5 in [false, true] {
+            let bb = if q5 {
+                Q5KX4_BLOCK_BYTES
             } else {
-                generic::gemm_q4_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
-                arch::gemm_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
-                arch::gemv_q4_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+                Q4KX4_BLOCK_BYTES
+            };
+            let (rows, cols, m) = (8, 4 * QK_K, 5);
+            for pass in 0..16u32 {
+                let mut w = weight(&mut rng, rows, cols, bb);
+                for (k, sb) in w.chunks_exact_mut(bb).enumerate() {
+                    for h in 0..2 * Q4KX4_ROWS {
+                        // Passes 0-7 sweep the non-negative patterns in
+                        // steps of 64 (random low bits), 8-15 random ones.
+                        let bits = if pass < 8 {
+                            ((pass as usize * 8 + k) * 8 + h) as u32 * 64 + (rng.next() & 63)
+                        } else {
+                            rng.next()
+                        };
+                        sb[2 * h..2 * h + 2].copy_from_slice(&(bits as u16).to_le_bytes());
+                    }
+                }
+                let (qs, d, sums) = acts(&mut rng, m, cols);
+                let mut want = vec![0f32; m * rows];
+                let mut got = vec![0f32; m * rows];
+                let mut gv = vec![0f32; rows];
+                let (q1, d1, s1) = (&qs[..cols], &d[..cols / QK_K], &sums[..cols / QK]);
+                if q5 {
+                    generic::gemm_q5_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want)
+                        .unwrap();
+                    arch::gemm_q5_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got)
+                        .unwrap();
+                    arch::gemv_q5_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+                } else {
+                    generic::gemm_q4_kx4_q8_k(&w, rows, cols, &qs, &d, &sums, m, &mut want)
+                        .unwrap();
+                    arch::gemm_q4_kx4_q8_k(cpu, &w, rows, cols, &qs, &d, &sums, m, &mut got)
+                        .unwrap();
+                    arch::gemv_q4_kx4_q8_k(cpu, &w, rows, cols, q1, d1, s1, &mut gv).unwrap();
+                }
+                assert_same(&got, &want, &std::format!("q5 {q5} pass {pass} gemm"));
+                assert_same(
+                    &gv,
+                    &want[..rows],
+                    &std::format!("q5 {q5} pass {pass} gemv"),
+                );
             }
-            assert_same(&got, &want, &std::format!("q5 {q5} pass {pass} gemm"));
-            assert_same(
-                &gv,
-                &want[..rows],
-                &std::format!("q5 {q5} pass {pass} gemv"),
-            );
         }
     }
 }

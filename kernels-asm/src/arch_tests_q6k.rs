@@ -148,21 +148,31 @@ fn check(cpu: arch::Cpu, rows: usize, cols: usize, m: usize, w: &[u8], rng: &mut
     }
 }
 
+/// The AVX2 tiles and, where the CPU has them, the VNNI ones (x86_64).
+fn cpus() -> Vec<arch::Cpu> {
+    cpu().map(crate::arch_tests::variants).unwrap_or_default()
+}
+
 #[test]
 fn gemm_q6_kx8_matches_generic() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(6);
-    let mut sweep = 256; // random bytes, finite d
-    for rows in [1, 3, 7, 8, 9, 15, 16, 17, 23] {
-        for cols in [256, 512, 1536] {
-            let w = weight(&mut rng, rows, cols, &mut sweep, true);
-            for m in 1..=7 {
-                check(cpu, rows, cols, m, &w, &mut rng);
+    for cpu in cpus() {
+        let mut rng = Rng(6);
+        let mut sweep = 256; // random bytes, finite d
+        for rows in [1, 3, 7, 8, 9, 15, 16, 17, 23] {
+            for cols in [256, 512, 1536] {
+                let w = weight(&mut rng, rows, cols, &mut sweep, true);
+                for m in 1..=7 {
+                    check(cpu, rows, cols, m, &w, &mut rng);
+                }
             }
         }
+        // 9 rows in one batch of the VNNI tiles' tables, 13 in two (12 + 1),
+        // and rows too wide for the tables (12,544 columns: the AVX2 tiles).
+        for (rows, cols, m) in [(5, 2304, 9), (11, 2304, 13), (9, 12_544, 5)] {
+            let w = weight(&mut rng, rows, cols, &mut sweep, true);
+            check(cpu, rows, cols, m, &w, &mut rng);
+        }
     }
-    let w = weight(&mut rng, 5, 2304, &mut sweep, true);
-    check(cpu, 5, 2304, 9, &w, &mut rng);
 }
 
 /// Every byte value in every position of the weight bytes, `d` included
@@ -170,15 +180,16 @@ fn gemm_q6_kx8_matches_generic() {
 /// same bytes with finite `d`.
 #[test]
 fn gemm_q6_kx8_every_byte() {
-    let Some(cpu) = cpu() else { return };
-    let mut rng = Rng(7);
-    for finite_d in [false, true] {
-        let mut sweep = 0;
-        let (rows, cols) = (64, 32 * QK_K);
-        let w = weight(&mut rng, rows, cols, &mut sweep, finite_d);
-        assert_eq!(sweep, 256);
-        for m in [1, 5] {
-            check(cpu, rows, cols, m, &w, &mut rng);
+    for cpu in cpus() {
+        let mut rng = Rng(7);
+        for finite_d in [false, true] {
+            let mut sweep = 0;
+            let (rows, cols) = (64, 32 * QK_K);
+            let w = weight(&mut rng, rows, cols, &mut sweep, finite_d);
+            assert_eq!(sweep, 256);
+            for m in [1, 5] {
+                check(cpu, rows, cols, m, &w, &mut rng);
+            }
         }
     }
 }
@@ -187,7 +198,12 @@ fn gemm_q6_kx8_every_byte() {
 /// with nothing written.
 #[test]
 fn gemm_q6_kx8_shapes() {
-    let Some(cpu) = cpu() else { return };
+    for cpu in cpus() {
+        shapes(cpu);
+    }
+}
+
+fn shapes(cpu: arch::Cpu) {
     let mut rng = Rng(8);
     let mut sweep = 256;
     for (rows, cols, m) in [(0, 256, 2), (5, 256, 0), (5, 0, 3), (0, 0, 1)] {

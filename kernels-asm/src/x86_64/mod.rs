@@ -1,7 +1,8 @@
 //! x86_64 kernels: AVX2 + FMA + F16C through `core::arch` intrinsics; the
 //! Q4_0x4 and Q8_0x8 GEMM tiles also in a VNNI form (`vpdpbusd`: on 512-bit
 //! registers with AVX512-VNNI, on 256-bit ones with AVX-VNNI; the same exact
-//! integer sums) when the CPU has one.
+//! integer sums) when the CPU has one, and so the Q5_0x4 / Q5_1x4, Q4_Kx4 /
+//! Q5_Kx4 and Q6_Kx8 tiles (on 256-bit registers, EVEX or VEX).
 //!
 //! Bit-identical to the scalar references (docs/kernels.md): the per-block
 //! integer sums are exact, and each block's contribution
@@ -143,7 +144,8 @@ unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
 pub type Cpu = Avx2;
 
 /// Which `vpdpbusd` the Q4_0x4 and Q8_0x8 GEMM tiles use ([`gemm_vnni`]),
-/// and the Q5_0x4 / Q5_1x4 tiles (`q5`).
+/// and the Q5_0x4 / Q5_1x4 (`q5`), Q4_Kx4 / Q5_Kx4 (`q4k`) and Q6_Kx8
+/// (`q6k`) tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vnni {
     /// None: the AVX2 tiles (`vpmaddubsw` / `vpmaddwd`).
@@ -152,6 +154,18 @@ pub enum Vnni {
     Avx512,
     /// AVX-VNNI: the VEX form (`{vex} vpdpbusd`).
     Avx,
+}
+
+/// Which instructions multiply a tile's bytes: `vpmaddubsw` / `vpmaddwd`
+/// (AVX2), or `vpdpbusd` in its VEX (AVX-VNNI) or EVEX (AVX512-VNNI with
+/// VL, on 256-bit registers) form (the Q5, K-quant and Q6_Kx8 tiles' const
+/// parameter: one body, compiled once per form).
+struct Dot;
+
+impl Dot {
+    const MADDUBS: u8 = 0;
+    const AVX_VNNI: u8 = 1;
+    const AVX512_VNNI: u8 = 2;
 }
 
 /// Proof that the CPU executing this program implements AVX2, FMA and F16C,

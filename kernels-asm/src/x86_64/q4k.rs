@@ -1,7 +1,9 @@
 //! GEMV and GEMM of Q4_Kx4 weights (GGUF Q4_K, 4 rows interleaved) with
 //! Q8_K activations: AVX2 tiles of one row group (4 rows) x up to 4
 //! activation rows; the GEMV is the GEMM with one activation row. The same
-//! code serves Q5_Kx4 (`x86_64/q5k.rs`).
+//! code serves Q5_Kx4 (`x86_64/q5k.rs`). With the GEMM's per-call tables,
+//! the tile adds its byte products with `vpdpbusd` when the token names a
+//! VNNI form (the same i32 sums; docs/kernels.md).
 //!
 //! One row group at a time, so the weights are read as one sequential
 //! stream. An earlier version read two adjacent row groups per pass (the
@@ -27,7 +29,7 @@
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
 use super::gemm::{pattern_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
-use super::{prefetch_ahead, Avx2};
+use super::{prefetch_ahead, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT,
@@ -161,7 +163,7 @@ pub(super) fn k_gemm<const Q5: bool>(
 /// `k` at `t * cols / 32 + k`).
 #[allow(clippy::too_many_arguments)]
 fn tiles<const Q5: bool, const TABLES: bool>(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -196,13 +198,31 @@ fn tiles<const Q5: bool, const TABLES: bool>(
             // rows of `cols` quants, `nb` scales and `cols / 32` sums
             // (lengths checked by gemm_k_shape), with TABLES `pt` their
             // `cols / 32` patterns each (sliced above); `tile` holds TILE_M
-            // >= tn rows; the token proves AVX2, FMA and F16C.
+            // >= tn rows; the token proves AVX2, FMA and F16C and the VNNI
+            // form its `vnni()` names (the VNNI tiles are taken with tables
+            // only, as they require).
             unsafe {
-                match tn {
-                    1 => kx4_tile::<1, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    2 => kx4_tile::<2, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    3 => kx4_tile::<3, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    _ => kx4_tile::<4, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                match (if TABLES { cpu.vnni() } else { Vnni::No }, tn) {
+                    (Vnni::Avx512, 1) => {
+                        kx4_tile_avx512_vnni::<1, Q5>(wg, qs, d, s, pt, nb, &mut tile)
+                    }
+                    (Vnni::Avx512, 2) => {
+                        kx4_tile_avx512_vnni::<2, Q5>(wg, qs, d, s, pt, nb, &mut tile)
+                    }
+                    (Vnni::Avx512, 3) => {
+                        kx4_tile_avx512_vnni::<3, Q5>(wg, qs, d, s, pt, nb, &mut tile)
+                    }
+                    (Vnni::Avx512, _) => {
+                        kx4_tile_avx512_vnni::<4, Q5>(wg, qs, d, s, pt, nb, &mut tile)
+                    }
+                    (Vnni::Avx, 1) => kx4_tile_avx_vnni::<1, Q5>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::Avx, 2) => kx4_tile_avx_vnni::<2, Q5>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::Avx, 3) => kx4_tile_avx_vnni::<3, Q5>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::Avx, _) => kx4_tile_avx_vnni::<4, Q5>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::No, 1) => kx4_tile::<1, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::No, 2) => kx4_tile::<2, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::No, 3) => kx4_tile::<3, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                    (Vnni::No, _) => kx4_tile::<4, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
                 }
             }
             for (t, acc) in tile.iter().take(tn).enumerate() {
@@ -237,6 +257,73 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
     nb: usize,
     tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
 ) {
+    // SAFETY: the contract of this function is the body's.
+    unsafe { kx4_tile_body::<T, Q5, TABLES, { Dot::MADDUBS }>(w, qs, d, s, pt, nb, tile) }
+}
+
+/// [`kx4_tile`] with tables, its byte products summed by `vpdpbusd`
+/// (AVX-VNNI): the same i32 sums, so the same results.
+///
+/// # Safety
+/// As [`kx4_tile`] with `TABLES`, and the CPU must implement AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    s: &[i16],
+    pt: &[[__m256i; 4]],
+    nb: usize,
+    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX-VNNI.
+    unsafe { kx4_tile_body::<T, Q5, true, { Dot::AVX_VNNI }>(w, qs, d, s, pt, nb, tile) }
+}
+
+/// [`kx4_tile`] with tables, its byte products summed by the EVEX
+/// `vpdpbusd` on 256-bit registers: the same i32 sums, so the same results.
+///
+/// # Safety
+/// As [`kx4_tile`] with `TABLES`, and the CPU must implement AVX512-VNNI
+/// with AVX512 F/BW/VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    s: &[i16],
+    pt: &[[__m256i; 4]],
+    nb: usize,
+    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX512-VNNI with F/BW/VL.
+    unsafe { kx4_tile_body::<T, Q5, true, { Dot::AVX512_VNNI }>(w, qs, d, s, pt, nb, tile) }
+}
+
+/// The body of the three tiles, inlined into each so that it is compiled
+/// with its caller's features (`DOT`: a [`Dot`] constant; with a VNNI form,
+/// `TABLES` must be true). The VNNI forms add each load's byte products
+/// per (row, 4-byte chunk) in i32 with `vpdpbusd` (the sub-block's even
+/// chunks in the low 128-bit lane, odd in the high, as the i16 sums of the
+/// AVX2 form) and apply the sub-block's scale with `vpmulld` (the scale
+/// byte as an i32 per row): the i32 the AVX2 form's `vpmaddwd` gives.
+///
+/// # Safety
+/// As [`kx4_tile`], and the CPU must implement the `DOT` form.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kx4_tile_body<const T: usize, const Q5: bool, const TABLES: bool, const DOT: u8>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    s: &[i16],
+    pt: &[[__m256i; 4]],
+    nb: usize,
+    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+) {
+    const { assert!(DOT == Dot::MADDUBS || TABLES) };
     debug_assert!(T <= TILE_M);
     let bb = if Q5 {
         Q5KX4_BLOCK_BYTES
@@ -289,6 +376,14 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
             _mm256_broadcastsi128_si256(v)
         };
         let pick = [mk(0), mk(1), mk(2), mk(3)];
+        // vpshufb patterns: byte k of each row's dword as an i32 (VNNI forms).
+        let mk32 = |k: i8| {
+            let z = -128i8;
+            let lane = [k, z, z, z, 4 + k, z, z, z, 8 + k, z, z, z, 12 + k, z, z, z];
+            let v = _mm_loadu_si128(lane.as_ptr().cast());
+            _mm256_broadcastsi128_si256(v)
+        };
+        let pick32 = [mk32(0), mk32(1), mk32(2), mk32(3)];
         let zero = _mm256_setzero_si256();
         let mut acc = [_mm_setzero_ps(); T];
         for b in 0..nb {
@@ -341,17 +436,37 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
                                 _mm256_permutevar8x32_epi32(hi, ix),
                             )
                         };
-                        slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, alo));
-                        shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, ahi));
+                        if DOT == Dot::MADDUBS {
+                            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, alo));
+                            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, ahi));
+                        } else if DOT == Dot::AVX_VNNI {
+                            slo[t] = _mm256_dpbusd_avx_epi32(slo[t], lo, alo);
+                            shi[t] = _mm256_dpbusd_avx_epi32(shi[t], hi, ahi);
+                        } else {
+                            slo[t] = _mm256_dpbusd_epi32(slo[t], lo, alo);
+                            shi[t] = _mm256_dpbusd_epi32(shi[t], hi, ahi);
+                        }
                     }
                 }
-                let sc0 = _mm256_shuffle_epi8(scb[j / 2], pick[(2 * j) % 4]);
-                let sc1 = _mm256_shuffle_epi8(scb[j / 2], pick[(2 * j + 1) % 4]);
+                let (sc0, sc1) = if DOT == Dot::MADDUBS {
+                    (pick[(2 * j) % 4], pick[(2 * j + 1) % 4])
+                } else {
+                    (pick32[(2 * j) % 4], pick32[(2 * j + 1) % 4])
+                };
+                let sc0 = _mm256_shuffle_epi8(scb[j / 2], sc0);
+                let sc1 = _mm256_shuffle_epi8(scb[j / 2], sc1);
                 for t in 0..T {
-                    let p = _mm256_add_epi32(
-                        _mm256_madd_epi16(slo[t], sc0),
-                        _mm256_madd_epi16(shi[t], sc1),
-                    );
+                    let p = if DOT == Dot::MADDUBS {
+                        _mm256_add_epi32(
+                            _mm256_madd_epi16(slo[t], sc0),
+                            _mm256_madd_epi16(shi[t], sc1),
+                        )
+                    } else {
+                        _mm256_add_epi32(
+                            _mm256_mullo_epi32(slo[t], sc0),
+                            _mm256_mullo_epi32(shi[t], sc1),
+                        )
+                    };
                     sumi[t] = _mm256_add_epi32(sumi[t], p);
                 }
             }

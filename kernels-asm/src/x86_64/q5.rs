@@ -8,7 +8,7 @@
 use super::gemm::{
     pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
 };
-use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Vnni};
+use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS,
@@ -501,17 +501,6 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
     // SAFETY: the contract of this function is the body's, with `DOT` =
     // `vpmaddubsw`, which AVX2 implements.
     unsafe { q5x4_tile_body::<T, Q51, TABLES, { Dot::MADDUBS }>(wa, wb, qs, d, tables, nb, res) }
-}
-
-/// Which instructions multiply a tile's bytes: `vpmaddubsw` / `vpmaddwd`
-/// (AVX2), or `vpdpbusd` in its VEX (AVX-VNNI) or EVEX (AVX512-VNNI with
-/// VL, on 256-bit registers) form.
-struct Dot;
-
-impl Dot {
-    const MADDUBS: u8 = 0;
-    const AVX_VNNI: u8 = 1;
-    const AVX512_VNNI: u8 = 2;
 }
 
 /// [`q5x4_tile`] with tables, its byte products summed by `vpdpbusd`

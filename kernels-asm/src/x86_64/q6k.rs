@@ -1,12 +1,16 @@
 //! GEMV and GEMM of Q6_Kx8 weights with Q8_K activations: AVX2 tiles of
 //! one row group (8 rows, one per 32-bit lane) x up to 4 activation rows.
-//! The GEMV is the GEMM with one activation row.
+//! The GEMV is the GEMM with one activation row. When the token names a
+//! VNNI form, the tile multiplies with `vpdpbusd` instead, with a per-call
+//! table of the activations' 16-quant sums (the same i32 sums).
 
-use super::{prefetch_ahead, Avx2};
+use super::gemm::{table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::{prefetch_ahead, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
 use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a row group.
 const TILE_M: usize = 4;
@@ -34,12 +38,13 @@ pub fn gemv_q6_kx8_q8_k(
 ///   `act_sums`: `m x cols / 32` sums (checked only);
 /// * `out`: `m x rows`, row-major.
 ///
-/// The same contract as [`generic::gemm_q6_kx8_q8_k`]. Activations with a
-/// -128 quant (the Q8_K quantizer never makes one; the sign trick below
-/// needs that) and empty shapes go to the generic code.
+/// The same contract as [`generic::gemm_q6_kx8_q8_k`]. Empty shapes go to
+/// the generic code, and so do activations with a -128 quant (the Q8_K
+/// quantizer never makes one; the AVX2 tile's sign trick needs that) when
+/// the CPU has no VNNI form (the `vpdpbusd` tile takes any quant).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_q6_kx8_q8_k(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -61,7 +66,14 @@ pub fn gemm_q6_kx8_q8_k(
         m,
         out,
     )?;
-    if nb == 0 || rows == 0 || m == 0 || act_qs.contains(&i8::MIN) {
+    if nb == 0 || rows == 0 || m == 0 {
+        return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+    }
+    if cpu.has_vnni() && cols / QK <= GEMV_MAX_BLOCKS {
+        vnni_tiles(cpu, w, rows, cols, act_qs, act_d, m, out, nb, groups);
+        return Ok(());
+    }
+    if act_qs.contains(&i8::MIN) {
         return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }
     let group_bytes = nb * Q6KX8_BLOCK_BYTES;
@@ -98,6 +110,90 @@ pub fn gemm_q6_kx8_q8_k(
     Ok(())
 }
 
+/// The GEMM with the `vpdpbusd` tiles, for shapes [`gemm_k_shape`] accepted
+/// with `nb`, `rows` and `m` non-zero and rows of at most
+/// [`GEMV_MAX_BLOCKS`] 32-quant blocks: batches of [`table_rows_per_call`]
+/// activation rows, each forming its rows' [`offset_table`] once, then
+/// every row group against the batch in tiles of up to [`TILE_M`] rows.
+#[allow(clippy::too_many_arguments)]
+fn vnni_tiles(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+    nb: usize,
+    groups: usize,
+) {
+    let runs = cols / RUN;
+    let max_rows = table_rows_per_call(cols / QK);
+    let group_bytes = nb * Q6KX8_BLOCK_BYTES;
+    for b0 in (0..m).step_by(max_rows) {
+        let b1 = (b0 + max_rows).min(m);
+        // At most GEMM_EXPAND_BLOCKS 32-quant blocks per batch (the
+        // contract of table_rows_per_call): two runs each.
+        let mut offsets = [MaybeUninit::<i32>::uninit(); 2 * GEMM_EXPAND_BLOCKS];
+        let offsets = offset_table(&act_qs[b0 * cols..b1 * cols], &mut offsets);
+        for g in 0..groups {
+            let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+            let mut t0 = b0;
+            while t0 < b1 {
+                let tm = (b1 - t0).min(TILE_M);
+                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                let o = &offsets[(t0 - b0) * runs..(t0 - b0 + tm) * runs];
+                let mut res = [[0.0f32; 8]; TILE_M];
+                // SAFETY: `wg` is a whole row group (`nb` super-blocks of
+                // 1680 bytes), `qs` holds `tm` rows of `nb * 256` quants, `d`
+                // and `o` `tm` rows of `nb` scales and `nb * 16` offsets
+                // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
+                // token proves AVX2/FMA/F16C and the VNNI form it names
+                // (`has_vnni()` was checked by the caller).
+                unsafe {
+                    match (cpu.vnni(), tm) {
+                        (Vnni::Avx, 1) => q6kx8_tile_avx_vnni::<1>(wg, qs, d, o, nb, &mut res),
+                        (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
+                        (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
+                        (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
+                        (_, 1) => q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res),
+                        (_, 2) => q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res),
+                        (_, 3) => q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res),
+                        (_, _) => q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res),
+                    }
+                }
+                for (t, r) in res.iter().enumerate().take(tm) {
+                    let row0 = g * Q6KX8_ROWS;
+                    let n = (rows - row0).min(8);
+                    let o = (t0 + t) * rows + row0;
+                    out[o..o + n].copy_from_slice(&r[..n]);
+                }
+                t0 += tm;
+            }
+        }
+    }
+}
+
+/// The quants one Q6_K scale covers (a run of the activation row).
+const RUN: usize = 16;
+
+/// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
+/// the front of `table` and returned: the `vpdpbusd` tile's unsigned
+/// weights are `4 * (q - 32) + 128`, so each run's sum starts from this.
+/// Panics unless `table` holds `qs.len() / 16` entries.
+fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
+    let runs = qs.len() / RUN;
+    assert!(table.len() >= runs);
+    for (entry, run) in table.iter_mut().zip(qs.chunks_exact(RUN)) {
+        entry.write(-128 * run.iter().map(|&q| i32::from(q)).sum::<i32>());
+    }
+    // SAFETY: entries 0..runs were written just above (`qs` has `runs`
+    // whole runs); MaybeUninit<i32> has the layout of i32.
+    unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), runs) }
+}
+
 /// One Q6_Kx8 row group (8 rows) against `T` activation rows.
 ///
 /// Per 16-weight group: three 32-byte loads `S0..S2` (8 rows x 4 bytes
@@ -121,15 +217,90 @@ unsafe fn q6kx8_tile<const T: usize>(
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
+    // SAFETY: the contract of this function is the body's (no offsets).
+    unsafe { q6kx8_tile_body::<T, { Dot::MADDUBS }>(w, qs, d, &[], nb, res) }
+}
+
+/// [`q6kx8_tile`] summing with `vpdpbusd` (AVX-VNNI): the same i32 sums.
+///
+/// # Safety
+/// As [`q6kx8_tile_body`] with a VNNI form, and the CPU must implement
+/// AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn q6kx8_tile_avx_vnni<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    offsets: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX-VNNI.
+    unsafe { q6kx8_tile_body::<T, { Dot::AVX_VNNI }>(w, qs, d, offsets, nb, res) }
+}
+
+/// [`q6kx8_tile`] summing with the EVEX `vpdpbusd` on 256-bit registers:
+/// the same i32 sums.
+///
+/// # Safety
+/// As [`q6kx8_tile_body`] with a VNNI form, and the CPU must implement
+/// AVX512-VNNI with AVX512 F/BW/VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q6kx8_tile_avx512_vnni<const T: usize>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    offsets: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
+    // SAFETY: the contract of this function is the body's; the CPU
+    // implements AVX512-VNNI with F/BW/VL.
+    unsafe { q6kx8_tile_body::<T, { Dot::AVX512_VNNI }>(w, qs, d, offsets, nb, res) }
+}
+
+/// The body of the three tiles, inlined into each so that it is compiled
+/// with its caller's features (`DOT`: a [`Dot`] constant).
+///
+/// The AVX2 form: [`q6kx8_tile`]. The VNNI forms take each chunk as the
+/// unsigned byte `4 * (q - 32) + 128 = 4q` (the chunk's `i8` with its sign
+/// bit flipped) and the activations as they are (any `i8`, -128 too):
+/// per group and activation row, four `vpdpbusd` add the 16 products `4q *
+/// a` per lane to the run's entry of `offsets` (`-128 * sum(a)`, see
+/// [`offset_table`]), which gives `4 * sum((q - 32) * a)` (at most 16 *
+/// 128 * 128 in magnitude), and `vpmulld` by the row's scale (an `i8`)
+/// applies it in i32: the i32 the AVX2 form adds, exact (a super-block's
+/// `4 * sumi` is at most 256 * 128 * 128 * 128 < 2^31).
+///
+/// # Safety
+/// `w.len()` must be at least `nb * 1680`, `qs.len()` at least `T * nb *
+/// 256`, `d.len()` at least `T * nb`, `T <= 4`; with the AVX2 form no quant
+/// may be -128; with a VNNI form `offsets` must hold `T * nb * 16` entries
+/// (row `t`'s run `k` at `t * nb * 16 + k`), and the CPU must implement AVX2,
+/// FMA, F16C and the `DOT` form.
+#[inline(always)]
+unsafe fn q6kx8_tile_body<const T: usize, const DOT: u8>(
+    w: &[u8],
+    qs: &[i8],
+    d: &[f32],
+    offsets: &[i32],
+    nb: usize,
+    res: &mut [[f32; 8]; TILE_M],
+) {
     // SAFETY: the loads below read the `nb` super-blocks of `w` and `T` rows
-    // of `nb` super-blocks of `qs` and `d`, all inside the slices per the
-    // function contract; the CPU implements AVX2, FMA and F16C.
+    // of `nb` super-blocks of `qs`, `d` and (VNNI) `offsets`, all inside the
+    // slices per the function contract; the CPU implements AVX2, FMA, F16C
+    // and the `DOT` form.
     unsafe {
         debug_assert!(T <= TILE_M && w.len() >= nb * Q6KX8_BLOCK_BYTES);
         debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb);
+        debug_assert!(DOT == Dot::MADDUBS || offsets.len() >= T * nb * QK_K / RUN);
         let cols = nb * QK_K;
+        let runs = cols / RUN;
         let mfc = _mm256_set1_epi8(0xFCu8 as i8);
         let m3 = _mm256_set1_epi8(3);
+        let flip = _mm256_set1_epi8(i8::MIN);
         // Each row's scale byte into both i16 halves of its 32-bit lane.
         let dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
         let mut acc = [_mm256_setzero_ps(); T];
@@ -140,10 +311,7 @@ unsafe fn q6kx8_tile<const T: usize>(
             for p in 0..QK_K / QK {
                 let pb = sb.add(2 * Q6KX8_ROWS + p * Q6KX8_PAIR_BYTES);
                 for h in 0..2 {
-                    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
-                        _mm_loadl_epi64(pb.add(8 * h).cast()),
-                        dup,
-                    ));
+                    let scale_bytes = _mm_loadl_epi64(pb.add(8 * h).cast());
                     let g = pb.add(16 + 96 * h);
                     let s0 = _mm256_loadu_si256(g.cast());
                     let s1 = _mm256_loadu_si256(g.add(32).cast());
@@ -161,26 +329,43 @@ unsafe fn q6kx8_tile<const T: usize>(
                         _mm256_and_si256(s2, mfc),
                         c3,
                     ];
-                    let cabs = [
-                        _mm256_abs_epi8(c[0]),
-                        _mm256_abs_epi8(c[1]),
-                        _mm256_abs_epi8(c[2]),
-                        _mm256_abs_epi8(c[3]),
-                    ];
-                    for (t, sumi_t) in sumi.iter_mut().enumerate() {
-                        let ap = qs.as_ptr().add(t * cols + b * QK_K + p * QK + 16 * h);
-                        let prod = |k: usize| {
-                            let a = _mm256_set1_epi32(ap.add(4 * k).cast::<i32>().read_unaligned());
-                            _mm256_madd_epi16(
-                                _mm256_maddubs_epi16(cabs[k], _mm256_sign_epi8(a, c[k])),
-                                sc,
-                            )
-                        };
-                        let s = _mm256_add_epi32(
-                            _mm256_add_epi32(prod(0), prod(1)),
-                            _mm256_add_epi32(prod(2), prod(3)),
-                        );
-                        *sumi_t = _mm256_add_epi32(*sumi_t, s);
+                    if DOT == Dot::MADDUBS {
+                        let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scale_bytes, dup));
+                        let cabs = c.map(|ck| _mm256_abs_epi8(ck));
+                        for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                            let ap = qs.as_ptr().add(t * cols + b * QK_K + p * QK + 16 * h);
+                            let prod = |k: usize| {
+                                let a =
+                                    _mm256_set1_epi32(ap.add(4 * k).cast::<i32>().read_unaligned());
+                                _mm256_madd_epi16(
+                                    _mm256_maddubs_epi16(cabs[k], _mm256_sign_epi8(a, c[k])),
+                                    sc,
+                                )
+                            };
+                            let s = _mm256_add_epi32(
+                                _mm256_add_epi32(prod(0), prod(1)),
+                                _mm256_add_epi32(prod(2), prod(3)),
+                            );
+                            *sumi_t = _mm256_add_epi32(*sumi_t, s);
+                        }
+                    } else {
+                        let sc = _mm256_cvtepi8_epi32(scale_bytes);
+                        let u = c.map(|ck| _mm256_xor_si256(ck, flip));
+                        for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                            let ap = qs.as_ptr().add(t * cols + b * QK_K + p * QK + 16 * h);
+                            let run = t * runs + b * (QK_K / RUN) + 2 * p + h;
+                            let mut s = _mm256_set1_epi32(*offsets.get_unchecked(run));
+                            for (k, uk) in u.iter().enumerate() {
+                                let a =
+                                    _mm256_set1_epi32(ap.add(4 * k).cast::<i32>().read_unaligned());
+                                s = if DOT == Dot::AVX_VNNI {
+                                    _mm256_dpbusd_avx_epi32(s, *uk, a)
+                                } else {
+                                    _mm256_dpbusd_epi32(s, *uk, a)
+                                };
+                            }
+                            *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(s, sc));
+                        }
                     }
                 }
             }

@@ -1,8 +1,8 @@
 //! The single-thread per-kernel lines (`--rows` x `--cols`): Q4_0x4 and
 //! Q8_0x8 GEMV and GEMM (4 activation rows: a batched decode step; 32: a
-//! prefill), the GEMVs of the layouts that keep GGUF blocks
-//! (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8: timed on pseudo-random block
-//! bytes, which cost what real ones do), the F16 matvec and the activation
+//! prefill), the GEMVs and 4- and 32-row GEMMs of the layouts that keep
+//! GGUF blocks (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8: timed on pseudo-random
+//! block bytes, which cost what real ones do), the F16 matvec and the activation
 //! quantizer.
 
 use super::median_ms;
@@ -62,20 +62,22 @@ pub(super) fn kernel_lines(
         let gbs = mat.bytes.len() as f64 / (ms * 1e-3) / 1e9;
         lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
     }
-    // The GGUF-block layouts, M=1 (cols a multiple of 256 for the k-quants).
-    let mut qs_k = vec![0i8; cols];
-    let mut d_k = vec![0f32; cols / 256];
-    let mut sums_k = vec![0i16; cols / 32];
+    // The GGUF-block layouts, M=1, M=4 (the server's step at --parallel 4)
+    // and M=32 (a prefill; cols a multiple of 256 for the k-quants).
+    const K_ROWS: usize = 32;
+    let mut qs_k = vec![0i8; K_ROWS * cols];
+    let mut d_k = vec![0f32; K_ROWS * cols / 256];
+    let mut sums_k = vec![0i16; K_ROWS * cols / 32];
     let k_ok = cols % 256 == 0;
     if k_ok {
-        kernels.quantize_acts_k(&x[..cols], &mut qs_k, &mut d_k, &mut sums_k)?;
+        kernels.quantize_acts_k(&x[..K_ROWS * cols], &mut qs_k, &mut d_k, &mut sums_k)?;
     }
     for (name, layout) in [
-        ("Q5_0x4 gemv (M=1)", repack::Layout::Q5_0x4),
-        ("Q5_1x4 gemv (M=1)", repack::Layout::Q5_1x4),
-        ("Q4_Kx4 gemv (M=1)", repack::Layout::Q4Kx4),
-        ("Q5_Kx4 gemv (M=1)", repack::Layout::Q5Kx4),
-        ("Q6_Kx8 gemv (M=1)", repack::Layout::Q6Kx8),
+        ("Q5_0x4", repack::Layout::Q5_0x4),
+        ("Q5_1x4", repack::Layout::Q5_1x4),
+        ("Q4_Kx4", repack::Layout::Q4Kx4),
+        ("Q5_Kx4", repack::Layout::Q5Kx4),
+        ("Q6_Kx8", repack::Layout::Q6Kx8),
     ] {
         let k_quant = layout.block_cols() == 256;
         if k_quant && !k_ok {
@@ -83,30 +85,38 @@ pub(super) fn kernel_lines(
         }
         let bytes = random_block_bytes(layout.matrix_bytes(rows, cols)?);
         let mat = repack::PackedMatrix::new(layout, rows, cols, &bytes)?;
-        let acts = if k_quant {
-            Acts {
-                x: &[],
-                qs: &qs_k,
-                d: &d_k,
-                sums: &sums_k,
-            }
-        } else {
-            Acts {
-                x: &[],
-                qs: &qs[..cols],
-                d: &d[..nb],
-                sums: &[],
-            }
-        };
-        let mut out = vec![0f32; rows];
-        let ms = median_ms(args.repeats, || {
-            kernels
-                .gemm_quantized(&mat, &acts, 1, &mut out)
-                .expect("shapes were checked above");
-        });
-        let flops = 2.0 * (rows * cols) as f64;
-        let gbs = bytes.len() as f64 / (ms * 1e-3) / 1e9;
-        lines.push((name.to_string(), ms, flops / (ms * 1e-3) / 1e9, gbs));
+        for m in [1, 4, K_ROWS] {
+            let acts = if k_quant {
+                Acts {
+                    x: &[],
+                    qs: &qs_k[..m * cols],
+                    d: &d_k[..m * cols / 256],
+                    sums: &sums_k[..m * cols / 32],
+                }
+            } else {
+                Acts {
+                    x: &[],
+                    qs: &qs[..m * cols],
+                    d: &d[..m * nb],
+                    sums: &[],
+                }
+            };
+            let mut out = vec![0f32; m * rows];
+            let ms = median_ms(args.repeats, || {
+                kernels
+                    .gemm_quantized(&mat, &acts, m, &mut out)
+                    .expect("shapes were checked above");
+            });
+            let flops = 2.0 * (m * rows * cols) as f64;
+            let gbs = bytes.len() as f64 / (ms * 1e-3) / 1e9;
+            let kind = if m == 1 { "gemv" } else { "gemm" };
+            lines.push((
+                format!("{name} {kind} (M={m})"),
+                ms,
+                flops / (ms * 1e-3) / 1e9,
+                gbs,
+            ));
+        }
     }
     // f16 weights (plain matvec, M=1).
     let f16w: Vec<u8> = w

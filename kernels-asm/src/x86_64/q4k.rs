@@ -177,10 +177,15 @@ fn tiles<const Q5: bool, const TABLES: bool>(
 ) {
     let group_bytes = nb * bb;
     let ns = cols / QK;
-    for g in 0..groups {
-        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-        let r0 = g * Q4KX4_ROWS;
-        let nr = (rows - r0).min(Q4KX4_ROWS);
+    // The VNNI tiles (taken with tables only, as they require) read two row
+    // groups per pass; an odd last group is paired with itself and only
+    // its own rows are stored.
+    let vnni = if TABLES { cpu.vnni() } else { Vnni::No };
+    let step = if vnni == Vnni::No { 1 } else { 2 };
+    for ga in (0..groups).step_by(step) {
+        let gb = (ga + step - 1).min(groups - 1);
+        let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+        let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
         let mut t0 = 0;
         while t0 < m {
             let tn = (m - t0).min(TILE_M);
@@ -192,41 +197,38 @@ fn tiles<const Q5: bool, const TABLES: bool>(
             } else {
                 patterns
             };
-            let mut tile = [[0.0f32; Q4KX4_ROWS]; TILE_M];
-            // SAFETY: `wg` is one row group of `nb` super-blocks (of the
-            // layout `Q5` names), `qs`, `d` and `s` hold `tn` activation
+            let mut res = [[[0.0f32; Q4KX4_ROWS]; TILE_M]; 2];
+            // SAFETY: `wa` and `wb` are row groups of `nb` super-blocks (of
+            // the layout `Q5` names), `qs`, `d` and `s` hold `tn` activation
             // rows of `cols` quants, `nb` scales and `cols / 32` sums
             // (lengths checked by gemm_k_shape), with TABLES `pt` their
-            // `cols / 32` patterns each (sliced above); `tile` holds TILE_M
-            // >= tn rows; the token proves AVX2, FMA and F16C and the VNNI
-            // form its `vnni()` names (the VNNI tiles are taken with tables
-            // only, as they require).
+            // `cols / 32` patterns each (sliced above); each tile holds
+            // TILE_M >= tn rows; the token proves AVX2, FMA and F16C and the
+            // VNNI form `vnni` names (taken with TABLES only, above).
             unsafe {
-                match (if TABLES { cpu.vnni() } else { Vnni::No }, tn) {
-                    (Vnni::Avx512, 1) => {
-                        kx4_tile_avx512_vnni::<1, Q5>(wg, qs, d, s, pt, nb, &mut tile)
-                    }
-                    (Vnni::Avx512, 2) => {
-                        kx4_tile_avx512_vnni::<2, Q5>(wg, qs, d, s, pt, nb, &mut tile)
-                    }
-                    (Vnni::Avx512, 3) => {
-                        kx4_tile_avx512_vnni::<3, Q5>(wg, qs, d, s, pt, nb, &mut tile)
-                    }
-                    (Vnni::Avx512, _) => {
-                        kx4_tile_avx512_vnni::<4, Q5>(wg, qs, d, s, pt, nb, &mut tile)
-                    }
-                    (Vnni::Avx, 1) => kx4_tile_avx_vnni::<1, Q5>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::Avx, 2) => kx4_tile_avx_vnni::<2, Q5>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::Avx, 3) => kx4_tile_avx_vnni::<3, Q5>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::Avx, _) => kx4_tile_avx_vnni::<4, Q5>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::No, 1) => kx4_tile::<1, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::No, 2) => kx4_tile::<2, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::No, 3) => kx4_tile::<3, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
-                    (Vnni::No, _) => kx4_tile::<4, Q5, TABLES>(wg, qs, d, s, pt, nb, &mut tile),
+                let w2 = [wa, wb];
+                let r = &mut res;
+                match (vnni, tn) {
+                    (Vnni::Avx512, 1) => kx4_tile_avx512_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx512, 2) => kx4_tile_avx512_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx512, 3) => kx4_tile_avx512_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx512, _) => kx4_tile_avx512_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::Avx, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
+                    (Vnni::No, 1) => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (Vnni::No, 2) => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (Vnni::No, 3) => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (Vnni::No, _) => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
                 }
             }
-            for (t, acc) in tile.iter().take(tn).enumerate() {
-                out[(t0 + t) * rows + r0..][..nr].copy_from_slice(&acc[..nr]);
+            for (g, tile) in [ga, gb].into_iter().zip(&res).take(gb + 1 - ga) {
+                let r0 = g * Q4KX4_ROWS;
+                let nr = (rows - r0).min(Q4KX4_ROWS);
+                for (t, acc) in tile.iter().take(tn).enumerate() {
+                    out[(t0 + t) * rows + r0..][..nr].copy_from_slice(&acc[..nr]);
+                }
             }
             t0 += tn;
         }
@@ -257,71 +259,87 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
     nb: usize,
     tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
 ) {
-    // SAFETY: the contract of this function is the body's.
-    unsafe { kx4_tile_body::<T, Q5, TABLES, { Dot::MADDUBS }>(w, qs, d, s, pt, nb, tile) }
+    let tiles = core::array::from_mut(tile);
+    // SAFETY: the contract of this function is the body's with one row
+    // group.
+    unsafe { kx4_tile_body::<T, 1, Q5, TABLES, { Dot::MADDUBS }>([w], qs, d, s, pt, nb, tiles) }
 }
 
-/// [`kx4_tile`] with tables, its byte products summed by `vpdpbusd`
-/// (AVX-VNNI): the same i32 sums, so the same results.
+/// Two row groups `w` x `T` activation rows (8 weight rows, so each
+/// activation pattern read from the table serves two `vpdpbusd`), with
+/// tables, the byte products summed by `vpdpbusd` (AVX-VNNI): the same i32
+/// sums as [`kx4_tile`]'s, so the same results; `tiles[g]` receives group
+/// `g`'s rows.
 ///
 /// # Safety
-/// As [`kx4_tile`] with `TABLES`, and the CPU must implement AVX-VNNI.
+/// As [`kx4_tile`] with `TABLES` for each of `w`, and the CPU must
+/// implement AVX-VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
-    w: &[u8],
+    w: [&[u8]; 2],
     qs: &[i8],
     d: &[f32],
     s: &[i16],
     pt: &[[__m256i; 4]],
     nb: usize,
-    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+    tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
 ) {
     // SAFETY: the contract of this function is the body's; the CPU
     // implements AVX-VNNI.
-    unsafe { kx4_tile_body::<T, Q5, true, { Dot::AVX_VNNI }>(w, qs, d, s, pt, nb, tile) }
+    unsafe { kx4_tile_body::<T, 2, Q5, true, { Dot::AVX_VNNI }>(w, qs, d, s, pt, nb, tiles) }
 }
 
-/// [`kx4_tile`] with tables, its byte products summed by the EVEX
-/// `vpdpbusd` on 256-bit registers: the same i32 sums, so the same results.
+/// [`kx4_tile_avx_vnni`] with the EVEX `vpdpbusd` on 256-bit registers
+/// (32 of them: the two groups' 16 accumulators stay in registers).
 ///
 /// # Safety
-/// As [`kx4_tile`] with `TABLES`, and the CPU must implement AVX512-VNNI
-/// with AVX512 F/BW/VL.
+/// As [`kx4_tile`] with `TABLES` for each of `w`, and the CPU must
+/// implement AVX512-VNNI with AVX512 F/BW/VL.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
-    w: &[u8],
+    w: [&[u8]; 2],
     qs: &[i8],
     d: &[f32],
     s: &[i16],
     pt: &[[__m256i; 4]],
     nb: usize,
-    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+    tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
 ) {
     // SAFETY: the contract of this function is the body's; the CPU
     // implements AVX512-VNNI with F/BW/VL.
-    unsafe { kx4_tile_body::<T, Q5, true, { Dot::AVX512_VNNI }>(w, qs, d, s, pt, nb, tile) }
+    unsafe { kx4_tile_body::<T, 2, Q5, true, { Dot::AVX512_VNNI }>(w, qs, d, s, pt, nb, tiles) }
 }
 
 /// The body of the three tiles, inlined into each so that it is compiled
-/// with its caller's features (`DOT`: a [`Dot`] constant; with a VNNI form,
-/// `TABLES` must be true). The VNNI forms add each load's byte products
-/// per (row, 4-byte chunk) in i32 with `vpdpbusd` (the sub-block's even
-/// chunks in the low 128-bit lane, odd in the high, as the i16 sums of the
-/// AVX2 form) and apply the sub-block's scale with `vpmulld` (the scale
-/// byte as an i32 per row): the i32 the AVX2 form's `vpmaddwd` gives.
+/// with its caller's features: `G` row groups (`w`, one stream each; the
+/// AVX2 form takes one, the VNNI forms two) against the same `T`
+/// activation rows, `DOT` a [`Dot`] constant (with a VNNI form, `TABLES`
+/// must be true). The VNNI forms add each load's byte products per (row,
+/// 4-byte chunk) in i32 with `vpdpbusd` (the sub-block's even chunks in the
+/// low 128-bit lane, odd in the high, as the i16 sums of the AVX2 form) and
+/// apply the sub-block's scale with `vpmulld` (the scale byte as an i32 per
+/// row): the i32 the AVX2 form's `vpmaddwd` gives. Each group's sums and
+/// float steps are those of a one-group tile, in the same order.
 ///
 /// # Safety
-/// As [`kx4_tile`], and the CPU must implement the `DOT` form.
+/// As [`kx4_tile`] for each of `w`, and the CPU must implement the `DOT`
+/// form.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kx4_tile_body<const T: usize, const Q5: bool, const TABLES: bool, const DOT: u8>(
-    w: &[u8],
+unsafe fn kx4_tile_body<
+    const T: usize,
+    const G: usize,
+    const Q5: bool,
+    const TABLES: bool,
+    const DOT: u8,
+>(
+    w: [&[u8]; G],
     qs: &[i8],
     d: &[f32],
     s: &[i16],
     pt: &[[__m256i; 4]],
     nb: usize,
-    tile: &mut [[f32; Q4KX4_ROWS]; TILE_M],
+    tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; G],
 ) {
     const { assert!(DOT == Dot::MADDUBS || TABLES) };
     debug_assert!(T <= TILE_M);
@@ -331,11 +349,11 @@ unsafe fn kx4_tile_body<const T: usize, const Q5: bool, const TABLES: bool, cons
         Q4KX4_BLOCK_BYTES
     };
     let qs_at = if Q5 { Q5KX4_QS_AT } else { Q4KX4_QS_AT };
-    debug_assert!(w.len() >= nb * bb);
+    debug_assert!(w.iter().all(|wg| wg.len() >= nb * bb));
     debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb && s.len() >= T * nb * 8);
     let cols = nb * QK_K;
     // SAFETY: every pointer below is inside its slice per the function
-    // contract: super-block `b` is w[bb * b..bb * (b + 1)], row `t`'s
+    // contract: super-block `b` of group `g` is w[g][bb * b..bb * (b + 1)], row `t`'s
     // sub-block `k` of super-block `b` is qs[t * cols + 256b + 32k..][..32],
     // its sums s[t * nb * 8 + 8b..][..8], its scale d[t * nb + b]; all loads
     // are unaligned; the CPU implements AVX2, FMA and F16C.
@@ -385,42 +403,50 @@ unsafe fn kx4_tile_body<const T: usize, const Q5: bool, const TABLES: bool, cons
         };
         let pick32 = [mk32(0), mk32(1), mk32(2), mk32(3)];
         let zero = _mm256_setzero_si256();
-        let mut acc = [_mm_setzero_ps(); T];
+        let mut acc = [[_mm_setzero_ps(); T]; G];
         for b in 0..nb {
-            let sb = w.as_ptr().add(b * bb);
-            prefetch_ahead(sb, bb);
-            // Scales and mins: rows as dwords, sub-blocks as bytes.
-            let r0 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT).cast());
-            let r1 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 16).cast());
-            let r2 = _mm_loadu_si128(sb.add(Q4KX4_SCALES_AT + 32).cast());
-            let sc_lo = _mm_and_si128(r0, m3f);
-            let mn_lo = _mm_and_si128(r1, m3f);
-            // (q >> 6) << 4 per byte is (word >> 2) & 0x30.
-            let sc_hi = _mm_or_si128(
-                _mm_and_si128(r2, m0f128),
-                _mm_and_si128(_mm_srli_epi16(r0, 2), m30),
-            );
-            let mn_hi = _mm_or_si128(
-                _mm_and_si128(_mm_srli_epi16(r2, 4), m0f128),
-                _mm_and_si128(_mm_srli_epi16(r1, 2), m30),
-            );
-            let scb = [
-                _mm256_broadcastsi128_si256(sc_lo),
-                _mm256_broadcastsi128_si256(sc_hi),
-            ];
-            let mins = [_mm256_cvtepu8_epi16(mn_lo), _mm256_cvtepu8_epi16(mn_hi)];
-            let mut sumi = [zero; T];
+            let sb = w.map(|wg| wg.as_ptr().add(b * bb));
+            let mut scb = [[zero; 2]; G];
+            let mut mins = [[zero; 2]; G];
+            for g in 0..G {
+                prefetch_ahead(sb[g], bb);
+                // Scales and mins: rows as dwords, sub-blocks as bytes.
+                let r0 = _mm_loadu_si128(sb[g].add(Q4KX4_SCALES_AT).cast());
+                let r1 = _mm_loadu_si128(sb[g].add(Q4KX4_SCALES_AT + 16).cast());
+                let r2 = _mm_loadu_si128(sb[g].add(Q4KX4_SCALES_AT + 32).cast());
+                let sc_lo = _mm_and_si128(r0, m3f);
+                let mn_lo = _mm_and_si128(r1, m3f);
+                // (q >> 6) << 4 per byte is (word >> 2) & 0x30.
+                let sc_hi = _mm_or_si128(
+                    _mm_and_si128(r2, m0f128),
+                    _mm_and_si128(_mm_srli_epi16(r0, 2), m30),
+                );
+                let mn_hi = _mm_or_si128(
+                    _mm_and_si128(_mm_srli_epi16(r2, 4), m0f128),
+                    _mm_and_si128(_mm_srli_epi16(r1, 2), m30),
+                );
+                scb[g] = [
+                    _mm256_broadcastsi128_si256(sc_lo),
+                    _mm256_broadcastsi128_si256(sc_hi),
+                ];
+                mins[g] = [_mm256_cvtepu8_epi16(mn_lo), _mm256_cvtepu8_epi16(mn_hi)];
+            }
+            let mut sumi = [[zero; T]; G];
             for j in 0..4 {
-                let mut slo = [zero; T];
-                let mut shi = [zero; T];
+                let mut slo = [[zero; T]; G];
+                let mut shi = [[zero; T]; G];
                 for (i, &ix) in idx.iter().enumerate() {
-                    let wv = _mm256_loadu_si256(sb.add(qs_at + 128 * j + 32 * i).cast());
-                    let mut lo = _mm256_and_si256(wv, m0f);
-                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m0f);
-                    if Q5 {
-                        let qh = _mm256_loadu_si256(sb.add(Q5KX4_QH_AT + 32 * i).cast());
-                        lo = _mm256_or_si256(lo, bit_to_4(qh, 2 * j));
-                        hi = _mm256_or_si256(hi, bit_to_4(qh, 2 * j + 1));
+                    let mut lo = [zero; G];
+                    let mut hi = [zero; G];
+                    for g in 0..G {
+                        let wv = _mm256_loadu_si256(sb[g].add(qs_at + 128 * j + 32 * i).cast());
+                        lo[g] = _mm256_and_si256(wv, m0f);
+                        hi[g] = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m0f);
+                        if Q5 {
+                            let qh = _mm256_loadu_si256(sb[g].add(Q5KX4_QH_AT + 32 * i).cast());
+                            lo[g] = _mm256_or_si256(lo[g], bit_to_4(qh, 2 * j));
+                            hi[g] = _mm256_or_si256(hi[g], bit_to_4(qh, 2 * j + 1));
+                        }
                     }
                     for t in 0..T {
                         let (alo, ahi) = if TABLES {
@@ -436,67 +462,79 @@ unsafe fn kx4_tile_body<const T: usize, const Q5: bool, const TABLES: bool, cons
                                 _mm256_permutevar8x32_epi32(hi, ix),
                             )
                         };
-                        if DOT == Dot::MADDUBS {
-                            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, alo));
-                            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, ahi));
-                        } else if DOT == Dot::AVX_VNNI {
-                            slo[t] = _mm256_dpbusd_avx_epi32(slo[t], lo, alo);
-                            shi[t] = _mm256_dpbusd_avx_epi32(shi[t], hi, ahi);
-                        } else {
-                            slo[t] = _mm256_dpbusd_epi32(slo[t], lo, alo);
-                            shi[t] = _mm256_dpbusd_epi32(shi[t], hi, ahi);
+                        for g in 0..G {
+                            let (sl, sh) = (&mut slo[g][t], &mut shi[g][t]);
+                            if DOT == Dot::MADDUBS {
+                                *sl = _mm256_add_epi16(*sl, _mm256_maddubs_epi16(lo[g], alo));
+                                *sh = _mm256_add_epi16(*sh, _mm256_maddubs_epi16(hi[g], ahi));
+                            } else if DOT == Dot::AVX_VNNI {
+                                *sl = _mm256_dpbusd_avx_epi32(*sl, lo[g], alo);
+                                *sh = _mm256_dpbusd_avx_epi32(*sh, hi[g], ahi);
+                            } else {
+                                *sl = _mm256_dpbusd_epi32(*sl, lo[g], alo);
+                                *sh = _mm256_dpbusd_epi32(*sh, hi[g], ahi);
+                            }
                         }
                     }
                 }
-                let (sc0, sc1) = if DOT == Dot::MADDUBS {
+                let (p0, p1) = if DOT == Dot::MADDUBS {
                     (pick[(2 * j) % 4], pick[(2 * j + 1) % 4])
                 } else {
                     (pick32[(2 * j) % 4], pick32[(2 * j + 1) % 4])
                 };
-                let sc0 = _mm256_shuffle_epi8(scb[j / 2], sc0);
-                let sc1 = _mm256_shuffle_epi8(scb[j / 2], sc1);
-                for t in 0..T {
-                    let p = if DOT == Dot::MADDUBS {
-                        _mm256_add_epi32(
-                            _mm256_madd_epi16(slo[t], sc0),
-                            _mm256_madd_epi16(shi[t], sc1),
-                        )
-                    } else {
-                        _mm256_add_epi32(
-                            _mm256_mullo_epi32(slo[t], sc0),
-                            _mm256_mullo_epi32(shi[t], sc1),
-                        )
-                    };
-                    sumi[t] = _mm256_add_epi32(sumi[t], p);
+                for g in 0..G {
+                    let sc0 = _mm256_shuffle_epi8(scb[g][j / 2], p0);
+                    let sc1 = _mm256_shuffle_epi8(scb[g][j / 2], p1);
+                    for t in 0..T {
+                        let p = if DOT == Dot::MADDUBS {
+                            _mm256_add_epi32(
+                                _mm256_madd_epi16(slo[g][t], sc0),
+                                _mm256_madd_epi16(shi[g][t], sc1),
+                            )
+                        } else {
+                            _mm256_add_epi32(
+                                _mm256_mullo_epi32(slo[g][t], sc0),
+                                _mm256_mullo_epi32(shi[g][t], sc1),
+                            )
+                        };
+                        sumi[g][t] = _mm256_add_epi32(sumi[g][t], p);
+                    }
                 }
             }
-            let dw = _mm_cvtph_ps(_mm_loadl_epi64(sb.cast()));
-            let dmw = _mm_cvtph_ps(_mm_loadl_epi64(sb.add(8).cast()));
-            for t in 0..T {
-                // summ: mins of rows 0-3 (i16, 4 per row) times the sums.
-                let sp = s.as_ptr().add(t * nb * 8 + 8 * b);
-                let s_lo = _mm256_set1_epi64x(sp.cast::<i64>().read_unaligned());
-                let s_hi = _mm256_set1_epi64x(sp.add(4).cast::<i64>().read_unaligned());
-                let p = _mm256_add_epi32(
-                    _mm256_madd_epi16(mins[0], s_lo),
-                    _mm256_madd_epi16(mins[1], s_hi),
-                );
-                let h = _mm256_hadd_epi32(p, p);
-                let summ =
-                    _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                let si = _mm_add_epi32(
-                    _mm256_castsi256_si128(sumi[t]),
-                    _mm256_extracti128_si256(sumi[t], 1),
-                );
-                let da = _mm_set1_ps(*d.get_unchecked(t * nb + b));
-                let dd = _mm_mul_ps(dw, da);
-                let dm = _mm_mul_ps(dmw, da);
-                acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(dd, _mm_cvtepi32_ps(si)));
-                acc[t] = _mm_sub_ps(acc[t], _mm_mul_ps(dm, _mm_cvtepi32_ps(summ)));
+            for g in 0..G {
+                let dw = _mm_cvtph_ps(_mm_loadl_epi64(sb[g].cast()));
+                let dmw = _mm_cvtph_ps(_mm_loadl_epi64(sb[g].add(8).cast()));
+                for t in 0..T {
+                    // summ: mins of rows 0-3 (i16, 4 per row) times the sums.
+                    let sp = s.as_ptr().add(t * nb * 8 + 8 * b);
+                    let s_lo = _mm256_set1_epi64x(sp.cast::<i64>().read_unaligned());
+                    let s_hi = _mm256_set1_epi64x(sp.add(4).cast::<i64>().read_unaligned());
+                    let p = _mm256_add_epi32(
+                        _mm256_madd_epi16(mins[g][0], s_lo),
+                        _mm256_madd_epi16(mins[g][1], s_hi),
+                    );
+                    let h = _mm256_hadd_epi32(p, p);
+                    let summ = _mm_unpacklo_epi64(
+                        _mm256_castsi256_si128(h),
+                        _mm256_extracti128_si256(h, 1),
+                    );
+                    let si = _mm_add_epi32(
+                        _mm256_castsi256_si128(sumi[g][t]),
+                        _mm256_extracti128_si256(sumi[g][t], 1),
+                    );
+                    let da = _mm_set1_ps(*d.get_unchecked(t * nb + b));
+                    let dd = _mm_mul_ps(dw, da);
+                    let dm = _mm_mul_ps(dmw, da);
+                    let a = &mut acc[g][t];
+                    *a = _mm_add_ps(*a, _mm_mul_ps(dd, _mm_cvtepi32_ps(si)));
+                    *a = _mm_sub_ps(*a, _mm_mul_ps(dm, _mm_cvtepi32_ps(summ)));
+                }
             }
         }
-        for t in 0..T {
-            _mm_storeu_ps(tile[t].as_mut_ptr(), acc[t]);
+        for g in 0..G {
+            for t in 0..T {
+                _mm_storeu_ps(tiles[g][t].as_mut_ptr(), acc[g][t]);
+            }
         }
     }
 }

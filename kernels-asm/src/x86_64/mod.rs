@@ -19,6 +19,48 @@
 
 use core::arch::x86_64::*;
 
+/// Defines the two VNNI forms of a GEMM tile whose body takes its multiply
+/// instructions as a const [`Dot`] argument: `$avx` with AVX-VNNI (the VEX
+/// `vpdpbusd`) and `$avx512` with AVX512-VNNI and F/BW/VL (the EVEX form on
+/// 256-bit registers), each the body inlined and compiled with its form's
+/// target features, the body's `DOT` argument naming the form (the same
+/// i32 sums as the AVX2 form, so the same results). Each form's contract is
+/// the body's with a VNNI form, and the CPU must implement that form.
+macro_rules! vnni_forms {
+    (
+        $avx:ident, $avx512:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)
+        => $body:ident::<$($ba:tt),*>
+    ) => {
+        /// The AVX-VNNI form of a tile (`vnni_forms!`).
+        ///
+        /// # Safety
+        /// The body's contract with a VNNI form, and the CPU must implement
+        /// AVX-VNNI.
+        #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $avx<$(const $g: $gt),*>($($a: $t),*) {
+            const DOT: u8 = $crate::x86_64::Dot::AVX_VNNI;
+            // SAFETY: the contract of this function is the body's with a
+            // VNNI form; the CPU implements AVX-VNNI.
+            unsafe { $body::<$($ba),*>($($a),*) }
+        }
+
+        /// The AVX512-VNNI form of a tile (`vnni_forms!`).
+        ///
+        /// # Safety
+        /// The body's contract with a VNNI form, and the CPU must implement
+        /// AVX512-VNNI with AVX512 F/BW/VL.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $avx512<$(const $g: $gt),*>($($a: $t),*) {
+            const DOT: u8 = $crate::x86_64::Dot::AVX512_VNNI;
+            // SAFETY: the contract of this function is the body's with a
+            // VNNI form; the CPU implements AVX512-VNNI with F/BW/VL.
+            unsafe { $body::<$($ba),*>($($a),*) }
+        }
+    };
+}
+
 mod activation;
 mod attention;
 mod gemm;

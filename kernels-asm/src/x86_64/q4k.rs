@@ -265,17 +265,12 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
     unsafe { kx4_tile_body::<T, 1, Q5, TABLES, { Dot::MADDUBS }>([w], qs, d, s, pt, nb, tiles) }
 }
 
-/// Two row groups `w` x `T` activation rows (8 weight rows, so each
-/// activation pattern read from the table serves two `vpdpbusd`), with
-/// tables, the byte products summed by `vpdpbusd` (AVX-VNNI): the same i32
-/// sums as [`kx4_tile`]'s, so the same results; `tiles[g]` receives group
-/// `g`'s rows.
-///
-/// # Safety
-/// As [`kx4_tile`] with `TABLES` for each of `w`, and the CPU must
-/// implement AVX-VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
+// Two row groups `w` x `T` activation rows (8 weight rows, so each
+// activation pattern read from the table serves two `vpdpbusd`; the EVEX
+// form's 32 registers hold the 16 accumulators), with tables, the byte
+// products summed by `vpdpbusd`: the same i32 sums as [`kx4_tile`]'s, so
+// the same results; `tiles[g]` receives group `g`'s rows.
+vnni_forms!(kx4_tile_avx_vnni, kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
     w: [&[u8]; 2],
     qs: &[i8],
     d: &[f32],
@@ -283,32 +278,7 @@ unsafe fn kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
     pt: &[[__m256i; 4]],
     nb: usize,
     tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX-VNNI.
-    unsafe { kx4_tile_body::<T, 2, Q5, true, { Dot::AVX_VNNI }>(w, qs, d, s, pt, nb, tiles) }
-}
-
-/// [`kx4_tile_avx_vnni`] with the EVEX `vpdpbusd` on 256-bit registers
-/// (32 of them: the two groups' 16 accumulators stay in registers).
-///
-/// # Safety
-/// As [`kx4_tile`] with `TABLES` for each of `w`, and the CPU must
-/// implement AVX512-VNNI with AVX512 F/BW/VL.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
-    w: [&[u8]; 2],
-    qs: &[i8],
-    d: &[f32],
-    s: &[i16],
-    pt: &[[__m256i; 4]],
-    nb: usize,
-    tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX512-VNNI with F/BW/VL.
-    unsafe { kx4_tile_body::<T, 2, Q5, true, { Dot::AVX512_VNNI }>(w, qs, d, s, pt, nb, tiles) }
-}
+) => kx4_tile_body::<T, 2, Q5, true, DOT>);
 
 /// The body of the three tiles, inlined into each so that it is compiled
 /// with its caller's features: `G` row groups (`w`, one stream each; the

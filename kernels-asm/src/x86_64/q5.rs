@@ -503,13 +503,9 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
     unsafe { q5x4_tile_body::<T, Q51, TABLES, { Dot::MADDUBS }>(wa, wb, qs, d, tables, nb, res) }
 }
 
-/// [`q5x4_tile`] with tables, its byte products summed by `vpdpbusd`
-/// (AVX-VNNI): the same i32 sums, so the same results.
-///
-/// # Safety
-/// As [`q5x4_tile`] with `TABLES`, and the CPU must implement AVX-VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn q5x4_tile_avx_vnni<const T: usize, const Q51: bool>(
+// [`q5x4_tile`] with tables, its byte products summed by `vpdpbusd`: the
+// same i32 sums, so the same results.
+vnni_forms!(q5x4_tile_avx_vnni, q5x4_tile_avx512_vnni<const T: usize, const Q51: bool>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],
@@ -517,32 +513,7 @@ unsafe fn q5x4_tile_avx_vnni<const T: usize, const Q51: bool>(
     tables: Tables<'_>,
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX-VNNI.
-    unsafe { q5x4_tile_body::<T, Q51, true, { Dot::AVX_VNNI }>(wa, wb, qs, d, tables, nb, res) }
-}
-
-/// [`q5x4_tile`] with tables, its byte products summed by the EVEX
-/// `vpdpbusd` on 256-bit registers: the same i32 sums, so the same results.
-///
-/// # Safety
-/// As [`q5x4_tile`] with `TABLES`, and the CPU must implement AVX512-VNNI
-/// with AVX512 F/BW/VL.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q5x4_tile_avx512_vnni<const T: usize, const Q51: bool>(
-    wa: &[u8],
-    wb: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    tables: Tables<'_>,
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX512-VNNI with F/BW/VL.
-    unsafe { q5x4_tile_body::<T, Q51, true, { Dot::AVX512_VNNI }>(wa, wb, qs, d, tables, nb, res) }
-}
+) => q5x4_tile_body::<T, Q51, true, DOT>);
 
 /// The body of the three tiles, inlined into each so that it is compiled
 /// with its caller's features (`DOT`: a [`Dot`] constant; with a VNNI form,

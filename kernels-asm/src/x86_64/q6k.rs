@@ -221,44 +221,15 @@ unsafe fn q6kx8_tile<const T: usize>(
     unsafe { q6kx8_tile_body::<T, { Dot::MADDUBS }>(w, qs, d, &[], nb, res) }
 }
 
-/// [`q6kx8_tile`] summing with `vpdpbusd` (AVX-VNNI): the same i32 sums.
-///
-/// # Safety
-/// As [`q6kx8_tile_body`] with a VNNI form, and the CPU must implement
-/// AVX-VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn q6kx8_tile_avx_vnni<const T: usize>(
+// [`q6kx8_tile`] summing with `vpdpbusd`: the same i32 sums.
+vnni_forms!(q6kx8_tile_avx_vnni, q6kx8_tile_avx512_vnni<const T: usize>(
     w: &[u8],
     qs: &[i8],
     d: &[f32],
     offsets: &[i32],
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX-VNNI.
-    unsafe { q6kx8_tile_body::<T, { Dot::AVX_VNNI }>(w, qs, d, offsets, nb, res) }
-}
-
-/// [`q6kx8_tile`] summing with the EVEX `vpdpbusd` on 256-bit registers:
-/// the same i32 sums.
-///
-/// # Safety
-/// As [`q6kx8_tile_body`] with a VNNI form, and the CPU must implement
-/// AVX512-VNNI with AVX512 F/BW/VL.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q6kx8_tile_avx512_vnni<const T: usize>(
-    w: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    offsets: &[i32],
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) {
-    // SAFETY: the contract of this function is the body's; the CPU
-    // implements AVX512-VNNI with F/BW/VL.
-    unsafe { q6kx8_tile_body::<T, { Dot::AVX512_VNNI }>(w, qs, d, offsets, nb, res) }
-}
+) => q6kx8_tile_body::<T, DOT>);
 
 /// The body of the three tiles, inlined into each so that it is compiled
 /// with its caller's features (`DOT`: a [`Dot`] constant).

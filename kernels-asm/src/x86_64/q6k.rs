@@ -69,74 +69,35 @@ pub fn gemm_q6_kx8_q8_k(
     if nb == 0 || rows == 0 || m == 0 {
         return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }
-    if cpu.has_vnni() && cols / QK <= GEMV_MAX_BLOCKS {
-        vnni_tiles(cpu, w, rows, cols, act_qs, act_d, m, out, nb, groups);
-        return Ok(());
-    }
-    if act_qs.contains(&i8::MIN) {
+    // The VNNI tiles need the offset table, which holds rows of up to
+    // GEMV_MAX_BLOCKS blocks; wider rows take the AVX2 tiles.
+    let vnni = if cols / QK <= GEMV_MAX_BLOCKS {
+        cpu.vnni()
+    } else {
+        Vnni::No
+    };
+    if vnni == Vnni::No && act_qs.contains(&i8::MIN) {
         return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }
-    let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-    for g in 0..groups {
-        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-        let mut t0 = 0;
-        while t0 < m {
-            let tm = (m - t0).min(TILE_M);
-            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-            let d = &act_d[t0 * nb..(t0 + tm) * nb];
-            let mut res = [[0.0f32; 8]; TILE_M];
-            // SAFETY: `wg` is a whole row group (`nb` super-blocks of 1680
-            // bytes, sliced above), `qs` holds `tm` rows of `nb * 256` quants
-            // with no -128 (checked above) and `d` `tm` rows of `nb` scales
-            // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
-            // token proves AVX2/FMA/F16C.
-            unsafe {
-                match tm {
-                    1 => q6kx8_tile::<1>(wg, qs, d, nb, &mut res),
-                    2 => q6kx8_tile::<2>(wg, qs, d, nb, &mut res),
-                    3 => q6kx8_tile::<3>(wg, qs, d, nb, &mut res),
-                    _ => q6kx8_tile::<4>(wg, qs, d, nb, &mut res),
-                }
-            }
-            for (t, r) in res.iter().enumerate().take(tm) {
-                let row0 = g * Q6KX8_ROWS;
-                let n = (rows - row0).min(8);
-                let o = (t0 + t) * rows + row0;
-                out[o..o + n].copy_from_slice(&r[..n]);
-            }
-            t0 += tm;
-        }
-    }
-    Ok(())
-}
-
-/// The GEMM with the `vpdpbusd` tiles, for shapes [`gemm_k_shape`] accepted
-/// with `nb`, `rows` and `m` non-zero and rows of at most
-/// [`GEMV_MAX_BLOCKS`] 32-quant blocks: batches of [`table_rows_per_call`]
-/// activation rows, each forming its rows' [`offset_table`] once, then
-/// every row group against the batch in tiles of up to [`TILE_M`] rows.
-#[allow(clippy::too_many_arguments)]
-fn vnni_tiles(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-    nb: usize,
-    groups: usize,
-) {
+    // Batches of activation rows: with a VNNI form, of table_rows_per_call
+    // rows, each forming its rows' offset_table once; else all rows.
+    let batch = if vnni == Vnni::No {
+        m
+    } else {
+        table_rows_per_call(cols / QK)
+    };
     let runs = cols / RUN;
-    let max_rows = table_rows_per_call(cols / QK);
     let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-    for b0 in (0..m).step_by(max_rows) {
-        let b1 = (b0 + max_rows).min(m);
-        // At most GEMM_EXPAND_BLOCKS 32-quant blocks per batch (the
+    for b0 in (0..m).step_by(batch) {
+        let b1 = (b0 + batch).min(m);
+        // At most GEMM_EXPAND_BLOCKS 32-quant blocks per VNNI batch (the
         // contract of table_rows_per_call): two runs each.
-        let mut offsets = [MaybeUninit::<i32>::uninit(); 2 * GEMM_EXPAND_BLOCKS];
-        let offsets = offset_table(&act_qs[b0 * cols..b1 * cols], &mut offsets);
+        let mut table = [MaybeUninit::<i32>::uninit(); 2 * GEMM_EXPAND_BLOCKS];
+        let offsets = if vnni == Vnni::No {
+            &[]
+        } else {
+            offset_table(&act_qs[b0 * cols..b1 * cols], &mut table)
+        };
         for g in 0..groups {
             let wg = &w[g * group_bytes..(g + 1) * group_bytes];
             let mut t0 = b0;
@@ -144,24 +105,41 @@ fn vnni_tiles(
                 let tm = (b1 - t0).min(TILE_M);
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let o = &offsets[(t0 - b0) * runs..(t0 - b0 + tm) * runs];
+                let o = if vnni == Vnni::No {
+                    offsets
+                } else {
+                    &offsets[(t0 - b0) * runs..(t0 - b0 + tm) * runs]
+                };
                 let mut res = [[0.0f32; 8]; TILE_M];
                 // SAFETY: `wg` is a whole row group (`nb` super-blocks of
-                // 1680 bytes), `qs` holds `tm` rows of `nb * 256` quants, `d`
-                // and `o` `tm` rows of `nb` scales and `nb * 16` offsets
-                // (sliced above), `res` holds `tm <= 4` rows of 8 floats; the
-                // token proves AVX2/FMA/F16C and the VNNI form it names
-                // (`has_vnni()` was checked by the caller).
+                // 1680 bytes), `qs` holds `tm` rows of `nb * 256` quants
+                // (with no -128 for the AVX2 tiles, checked above), `d` and,
+                // with a VNNI form, `o` `tm` rows of `nb` scales and `nb *
+                // 16` offsets (sliced above), `res` holds `tm <= 4` rows of 8
+                // floats; the token proves AVX2/FMA/F16C and the VNNI form
+                // `vnni` names.
                 unsafe {
-                    match (cpu.vnni(), tm) {
+                    match (vnni, tm) {
+                        (Vnni::No, 1) => q6kx8_tile::<1>(wg, qs, d, nb, &mut res),
+                        (Vnni::No, 2) => q6kx8_tile::<2>(wg, qs, d, nb, &mut res),
+                        (Vnni::No, 3) => q6kx8_tile::<3>(wg, qs, d, nb, &mut res),
+                        (Vnni::No, _) => q6kx8_tile::<4>(wg, qs, d, nb, &mut res),
                         (Vnni::Avx, 1) => q6kx8_tile_avx_vnni::<1>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
-                        (_, 1) => q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res),
-                        (_, 2) => q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res),
-                        (_, 3) => q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res),
-                        (_, _) => q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res),
+                        (Vnni::Avx512, 1) => {
+                            q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, 2) => {
+                            q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, 3) => {
+                            q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, _) => {
+                            q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res)
+                        }
                     }
                 }
                 for (t, r) in res.iter().enumerate().take(tm) {
@@ -174,6 +152,7 @@ fn vnni_tiles(
             }
         }
     }
+    Ok(())
 }
 
 /// The quants one Q6_K scale covers (a run of the activation row).

@@ -2,7 +2,8 @@
 //! activation rows per pass over a weight tile, with `vpdpbusd` in either
 //! encoding: AVX512-VNNI on 512-bit registers (EVEX, 32 registers, 16 weight
 //! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
-//! registers, 8 weight rows; module `avx`).
+//! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
+//! Q5_0x4 / Q5_1x4 tile (the AVX-VNNI CPUs take `q5.rs`'s table tile).
 //!
 //! Every tile keeps one weight row per 32-bit lane in every register it
 //! multiplies, so the activation operand is one dword of the activation block
@@ -30,20 +31,23 @@ const MAX_ROWS: usize = 64;
 /// AVX2 tiles.
 pub(in super::super) const MAX_BLOCKS: usize = 384;
 
-/// `$tile::<T>(args)` with the const `T` = `$tm` (1 to [`TILE_M`]): the
-/// tiles are generic over their row count so that their loops over rows
-/// are written out.
+/// `$tile::<T>(args)` (or `$tile[G](args)`: `$tile::<T, G>(args)`) with the
+/// const `T` = `$tm` (1 to [`TILE_M`]): the tiles are generic over their row
+/// count so that their loops over rows are written out.
 macro_rules! with_rows {
     ($tm:expr, $tile:ident($($arg:expr),*)) => {
+        with_rows!($tm, $tile[]($($arg),*))
+    };
+    ($tm:expr, $tile:ident[$($g:tt),*]($($arg:expr),*)) => {
         match $tm {
-            8 => $tile::<8>($($arg),*),
-            7 => $tile::<7>($($arg),*),
-            6 => $tile::<6>($($arg),*),
-            5 => $tile::<5>($($arg),*),
-            4 => $tile::<4>($($arg),*),
-            3 => $tile::<3>($($arg),*),
-            2 => $tile::<2>($($arg),*),
-            _ => $tile::<1>($($arg),*),
+            8 => $tile::<8 $(, $g)*>($($arg),*),
+            7 => $tile::<7 $(, $g)*>($($arg),*),
+            6 => $tile::<6 $(, $g)*>($($arg),*),
+            5 => $tile::<5 $(, $g)*>($($arg),*),
+            4 => $tile::<4 $(, $g)*>($($arg),*),
+            3 => $tile::<3 $(, $g)*>($($arg),*),
+            2 => $tile::<2 $(, $g)*>($($arg),*),
+            _ => $tile::<1 $(, $g)*>($($arg),*),
         }
     };
 }
@@ -446,7 +450,10 @@ pub(super) mod avx {
 pub(super) mod avx512 {
     use super::super::{Avx2, Vnni};
     use super::{gemm_units, row_block, MAX_BLOCKS, TILE_M};
-    use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+    use crate::layout::{
+        Q4X4_BLOCK_BYTES, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES,
+        Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q8X8_BLOCK_BYTES, QK,
+    };
     use core::arch::x86_64::*;
 
     /// One block's contribution to a tile row's 16 sums, in the scalar
@@ -602,6 +609,192 @@ pub(super) mod avx512 {
                     isum = _mm512_dpbusd_epi32(isum, nh, a(4 + k));
                 }
                 *acc_t = add_block(*acc_t, isum, sw, da);
+            });
+        }
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 16 writable floats.
+            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
+        }
+    }
+
+    /// GEMM, Q5_0x4 (`Q51` false) or Q5_1x4 weights x `m` Q8_0 activation
+    /// rows with the 512-bit tile: the contract of `q5::gemm_q5_0x4_q8_0` /
+    /// `gemm_q5_1x4_q8_0` after their shape checks, for `1 <= nb <=
+    /// MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+    ///
+    /// # Safety
+    /// `w` holds `groups` row groups of `nb` super-blocks (88 bytes, Q5_1x4:
+    /// 96) with `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d`
+    /// `m * nb` scales, `out` `m * rows` floats; the token says
+    /// `Vnni::Avx512`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn gemm_q5x4<const Q51: bool>(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        groups: usize,
+        nb: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        debug_assert!(cpu.vnni() == Vnni::Avx512 && (1..=MAX_BLOCKS).contains(&nb));
+        let block_bytes = if Q51 {
+            Q5_1X4_BLOCK_BYTES
+        } else {
+            Q5_0X4_BLOCK_BYTES
+        };
+        let group_bytes = nb * block_bytes;
+        // Row groups in fours (16 rows per vector), as the Q4_0x4 tile.
+        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        let tile = |unit: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
+            let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
+            // SAFETY: each of `g` is a whole row group (`nb` super-blocks of
+            // the layout's size, sliced above), `gemm_units` passes `tm` (1
+            // to TILE_M) rows of `nb * 32` quants and of `nb` scales and
+            // sums; the token proves AVX512-VNNI with AVX512 F/BW/VL.
+            unsafe { with_rows!(tm, q5x4_tile[Q51](g, qs, d, c, nb, res)) }
+        };
+        // Q5_0: `-16 sum(a)` per block (q = value + 16 is unsigned); Q5_1:
+        // `-sum(a)`, whose negation is the reference's `asum`.
+        let shift = if Q51 { 0 } else { 4 };
+        // SAFETY: the shapes as `gemm_units` needs them (the function
+        // contract: 16 rows per four groups); the token proves AVX2.
+        unsafe {
+            gemm_units(
+                (rows, groups.div_ceil(4), nb),
+                shift,
+                act_qs,
+                act_d,
+                m,
+                out,
+                tile,
+            )
+        };
+    }
+
+    /// One Q5_0x4 (`Q51` false) or Q5_1x4 weight tile (the four row groups
+    /// `g`, 16 rows) against `T` activation rows: `res[t]` = the 4 rows of
+    /// `g[0]`, then of `g[1]`, ...
+    ///
+    /// Per super-block, as the Q4_0x4 tile: chunk `c` of the four groups'
+    /// nibbles fills the four 128-bit quarters of one register (lane `i`
+    /// is row `i`), split into low and high nibbles `n` (0..15). The four
+    /// 16-byte fifth-bit planes fill one register the same way (lane `i`
+    /// the plane dword of row `i`: byte `k` holds the bits of the weights
+    /// at position `k` of each chunk); `vpslld` by `4 - c` (low nibbles)
+    /// or `vpsrld` by `c` (high) brings plane bit `c` or `4 + c` of every
+    /// byte to bit 4 (neighbouring bytes' bits land below bit 4 or above
+    /// it), and one `vpternlogd` forms `n | (!plane & 0x10)`, the unsigned
+    /// `q` = value + 16 (0..31). Per activation row, `vpdpbusd` adds `q *
+    /// a` with activation dword `c` (low) or `4 + c` (high) broadcast, one
+    /// chain of eight. Q5_0: the chain starts at `-16 sum(a)` (`neg_corr`),
+    /// so it ends at the reference's `sum (q - 16) a`, then `acc + isum *
+    /// (dw * da)`. Q5_1: it starts at 0 (the reference's `qsum`), and
+    /// `asum = -neg_corr`; `acc + (qsum * (dw * da) + asum * (mw * da))`,
+    /// the reference's order. Every sum is exact in i32 (|.| <= 32 * 31 *
+    /// 128 + 16 * 32 * 128).
+    ///
+    /// # Safety
+    /// Every `g[j].len()` must be at least `nb` super-blocks (88 bytes,
+    /// Q5_1x4: 96), `qs.len()` at least `T * nb * 32`, `d.len()` and
+    /// `neg_corr.len()` at least `T * nb`, `1 <= T <= TILE_M`, and the CPU
+    /// must implement AVX512-VNNI with AVX512 F/BW/VL.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
+        g: [&[u8]; 4],
+        qs: &[i8],
+        d: &[f32],
+        neg_corr: &[i32],
+        nb: usize,
+        res: &mut [[f32; 16]; TILE_M],
+    ) {
+        let (bytes, nibbles, plane) = if Q51 {
+            (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
+        } else {
+            (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
+        };
+        debug_assert!(T <= TILE_M && g.iter().all(|g| g.len() >= nb * bytes));
+        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
+        let m4 = _mm512_set1_epi8(0x0F);
+        let b4 = _mm512_set1_epi8(0x10);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            // SAFETY: block b < nb of every group is bytes `bytes * b ..
+            // bytes * (b + 1)` (the function contract).
+            let p: [*const u8; 4] =
+                core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * bytes) });
+            // The next four groups follow the last one (when they exist).
+            prefetch(p[3], nb * bytes + 3 * b * bytes, 4 * bytes);
+            // 16 bytes at `at` of the four super-blocks, one per quarter.
+            let quarters = |at: usize| {
+                // SAFETY: `at + 16 <= bytes` (the nibble chunks and the
+                // plane); unaligned loads.
+                unsafe {
+                    let q = |j: usize| _mm_loadu_si128(p[j].add(at).cast());
+                    let x = _mm512_castsi128_si512(q(0));
+                    let x = _mm512_inserti32x4::<1>(x, q(1));
+                    let x = _mm512_inserti32x4::<2>(x, q(2));
+                    _mm512_inserti32x4::<3>(x, q(3))
+                }
+            };
+            let h = quarters(plane);
+            // Plane bit c (low nibbles of chunk c) and 4 + c (high) at bit 4.
+            let h_low = [
+                _mm512_slli_epi32::<4>(h),
+                _mm512_slli_epi32::<3>(h),
+                _mm512_slli_epi32::<2>(h),
+                _mm512_slli_epi32::<1>(h),
+            ];
+            let h_high = [
+                h,
+                _mm512_srli_epi32::<1>(h),
+                _mm512_srli_epi32::<2>(h),
+                _mm512_srli_epi32::<3>(h),
+            ];
+            // [q of chunk c's low nibbles, of its high nibbles], 16 rows;
+            // 0xF2: a | (!b & c).
+            let q: [(__m512i, __m512i); 4] = core::array::from_fn(|c| {
+                let x = quarters(nibbles + 16 * c);
+                let lo = _mm512_and_si512(x, m4);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+                (
+                    _mm512_ternarylogic_epi32::<0xF2>(lo, h_low[c], b4),
+                    _mm512_ternarylogic_epi32::<0xF2>(hi, h_high[c], b4),
+                )
+            });
+            // The 16 rows' f16 fields at `at` (scales, Q5_1 minimums): 4 of
+            // each group in turn.
+            let f16x16 = |at: usize| {
+                // SAFETY: bytes at..at + 8 of every super-block (at is 0 or
+                // the minimums' offset 8 of a 96-byte super-block); unaligned.
+                let s = |j: usize| unsafe { p[j].add(at).cast::<i64>().read_unaligned() };
+                _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
+            };
+            let sw = f16x16(0);
+            let mw = if Q51 { f16x16(Q5_1X4_MINS) } else { sw };
+            for_each_row!(T, |t| {
+                let acc_t = &mut acc[t];
+                // SAFETY: t < T and b < nb (the function contract: `T` rows of
+                // `nb` blocks).
+                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
+                // SAFETY: dword k < 8 of the block; unaligned read.
+                let a = |k: usize| _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                let mut isum = _mm512_set1_epi32(if Q51 { 0 } else { c });
+                for (k, &(ql, qh)) in q.iter().enumerate() {
+                    isum = _mm512_dpbusd_epi32(isum, ql, a(k));
+                    isum = _mm512_dpbusd_epi32(isum, qh, a(4 + k));
+                }
+                *acc_t = if Q51 {
+                    let da = _mm512_set1_ps(da);
+                    let v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sw, da));
+                    let asum = _mm512_set1_ps((-c) as f32);
+                    let m = _mm512_mul_ps(asum, _mm512_mul_ps(mw, da));
+                    _mm512_add_ps(*acc_t, _mm512_add_ps(v, m))
+                } else {
+                    add_block(*acc_t, isum, sw, da)
+                };
             });
         }
         for (r, a) in res.iter_mut().zip(acc) {

@@ -19,16 +19,25 @@
 
 use core::arch::x86_64::*;
 
-/// Defines the two VNNI forms of a GEMM tile whose body takes its multiply
+/// Defines the VNNI forms of a GEMM tile whose body takes its multiply
 /// instructions as a const [`Dot`] argument: `$avx` with AVX-VNNI (the VEX
 /// `vpdpbusd`) and `$avx512` with AVX512-VNNI and F/BW/VL (the EVEX form on
 /// 256-bit registers), each the body inlined and compiled with its form's
 /// target features, the body's `DOT` argument naming the form (the same
 /// i32 sums as the AVX2 form, so the same results). Each form's contract is
-/// the body's with a VNNI form, and the CPU must implement that form.
+/// the body's with a VNNI form, and the CPU must implement that form. The
+/// `avx:` and `avx512:` arms define one form (a layout whose other form is
+/// a different tile).
 macro_rules! vnni_forms {
     (
         $avx:ident, $avx512:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)
+        => $body:ident::<$($ba:tt),*>
+    ) => {
+        vnni_forms!(avx: $avx<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
+        vnni_forms!(avx512: $avx512<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
+    };
+    (
+        avx: $avx:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)
         => $body:ident::<$($ba:tt),*>
     ) => {
         /// The AVX-VNNI form of a tile (`vnni_forms!`).
@@ -44,7 +53,11 @@ macro_rules! vnni_forms {
             // VNNI form; the CPU implements AVX-VNNI.
             unsafe { $body::<$($ba),*>($($a),*) }
         }
-
+    };
+    (
+        avx512: $avx512:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)
+        => $body:ident::<$($ba:tt),*>
+    ) => {
         /// The AVX512-VNNI form of a tile (`vnni_forms!`).
         ///
         /// # Safety

@@ -3,11 +3,14 @@
 //! activation rows. The GEMV (one activation row, up to 12,288 columns) has
 //! its own loop over one row group at a time (one sequential stream).
 //! With its per-call activation tables, the GEMM's tile multiplies with
-//! `vpdpbusd` when the token names a VNNI form (the same i32 sums).
+//! `vpdpbusd` when the token names AVX-VNNI (the same i32 sums); with
+//! AVX512-VNNI the GEMM takes the 512-bit tile of `gemm_vnni.rs` (16 weight
+//! rows, broadcast activations, no tables).
 
 use super::gemm::{
     pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
 };
+use super::gemm_vnni;
 use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{
@@ -170,6 +173,26 @@ fn gemm_tiles<const Q51: bool>(
     shape: GemmShape,
 ) {
     let nb = shape.nb;
+    if cpu.vnni() == Vnni::Avx512 && nb <= gemm_vnni::MAX_BLOCKS {
+        // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
+        // super-blocks of the layout's size, rows <= 4 * groups), `act_qs`,
+        // `act_d` and `out` for `m` rows; nb, rows, m >= 1 (the callers
+        // checked); the token says AVX512-VNNI.
+        unsafe {
+            gemm_vnni::avx512::gemm_q5x4::<Q51>(
+                cpu,
+                w,
+                rows,
+                shape.groups,
+                nb,
+                act_qs,
+                act_d,
+                m,
+                out,
+            )
+        };
+        return;
+    }
     if nb > GEMV_MAX_BLOCKS {
         return tiles::<Q51, false>(cpu, w, rows, cols, act_qs, act_d, m, out, shape, (&[], &[]));
     }
@@ -245,29 +268,19 @@ fn tiles<const Q51: bool, const TABLES: bool>(
             // with TABLES, `t` `tm` rows of `nb` patterns and sums (sliced
             // above), `res` holds `tm <= 4` rows of 8 floats; the token
             // proves AVX2/FMA/F16C and the VNNI form its `vnni()` names (the
-            // VNNI tiles are taken with tables only, as they require).
+            // VNNI tile is taken with tables only, as it requires; an
+            // AVX512-VNNI token takes the 512-bit tile before this, and the
+            // AVX2 one here).
             unsafe {
                 match (if TABLES { cpu.vnni() } else { Vnni::No }, tm) {
-                    (Vnni::Avx512, 1) => {
-                        q5x4_tile_avx512_vnni::<1, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                    }
-                    (Vnni::Avx512, 2) => {
-                        q5x4_tile_avx512_vnni::<2, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                    }
-                    (Vnni::Avx512, 3) => {
-                        q5x4_tile_avx512_vnni::<3, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                    }
-                    (Vnni::Avx512, _) => {
-                        q5x4_tile_avx512_vnni::<4, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                    }
                     (Vnni::Avx, 1) => q5x4_tile_avx_vnni::<1, Q51>(wa, wb, qs, d, t, nb, &mut res),
                     (Vnni::Avx, 2) => q5x4_tile_avx_vnni::<2, Q51>(wa, wb, qs, d, t, nb, &mut res),
                     (Vnni::Avx, 3) => q5x4_tile_avx_vnni::<3, Q51>(wa, wb, qs, d, t, nb, &mut res),
                     (Vnni::Avx, _) => q5x4_tile_avx_vnni::<4, Q51>(wa, wb, qs, d, t, nb, &mut res),
-                    (Vnni::No, 1) => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    (Vnni::No, 2) => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    (Vnni::No, 3) => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                    (Vnni::No, _) => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (_, 1) => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (_, 2) => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (_, 3) => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                    (_, _) => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
                 }
             }
             for (t, r) in res.iter().enumerate().take(tm) {
@@ -503,9 +516,9 @@ unsafe fn q5x4_tile<const T: usize, const Q51: bool, const TABLES: bool>(
     unsafe { q5x4_tile_body::<T, Q51, TABLES, { Dot::MADDUBS }>(wa, wb, qs, d, tables, nb, res) }
 }
 
-// [`q5x4_tile`] with tables, its byte products summed by `vpdpbusd`: the
-// same i32 sums, so the same results.
-vnni_forms!(q5x4_tile_avx_vnni, q5x4_tile_avx512_vnni<const T: usize, const Q51: bool>(
+// [`q5x4_tile`] with tables, its byte products summed by the AVX-VNNI
+// `vpdpbusd`: the same i32 sums, so the same results.
+vnni_forms!(avx: q5x4_tile_avx_vnni<const T: usize, const Q51: bool>(
     wa: &[u8],
     wb: &[u8],
     qs: &[i8],

@@ -185,13 +185,14 @@ fn gemm_q4_kx4_matches_generic() {
 }
 
 /// Batches past the x86 GEMM's per-call pattern tables (20 rows of 1,536
-/// columns): whole and partial calls; and rows wider than the tables (392
-/// blocks of 32), which form the patterns in the tile.
+/// columns) and the 512-bit tile's calls (64 rows): whole and partial
+/// calls; and rows wider than the tables (392 blocks of 32), which form the
+/// patterns in the tile.
 #[test]
 fn gemm_k_batches_past_the_tables_and_wide_rows() {
     for cpu in cpus() {
         let mut rng = Rng(25);
-        for m in [21, 45] {
+        for m in [21, 45, 70] {
             check(cpu, &mut rng, 9, 1536, m);
         }
         check(cpu, &mut rng, 5, 49 * QK_K, 5);

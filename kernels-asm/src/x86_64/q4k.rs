@@ -2,8 +2,10 @@
 //! Q8_K activations: AVX2 tiles of one row group (4 rows) x up to 4
 //! activation rows; the GEMV is the GEMM with one activation row. The same
 //! code serves Q5_Kx4 (`x86_64/q5k.rs`). With the GEMM's per-call tables,
-//! the tile adds its byte products with `vpdpbusd` when the token names a
-//! VNNI form (the same i32 sums; docs/kernels.md).
+//! the tile adds its byte products with `vpdpbusd` when the token names
+//! AVX-VNNI (the same i32 sums; docs/kernels.md); with AVX512-VNNI a GEMM
+//! of more than one activation row takes the 512-bit tile of
+//! `gemm_vnni.rs` (16 weight rows, broadcast activations, no tables).
 //!
 //! One row group at a time, so the weights are read as one sequential
 //! stream. An earlier version read two adjacent row groups per pass (the
@@ -29,6 +31,7 @@
 //! steps on 4 lanes: `acc + (d * d_a) * sumi`, `- (dmin * d_a) * summ`.
 
 use super::gemm::{pattern_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::gemm_vnni;
 use super::{prefetch_ahead, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{
@@ -113,6 +116,18 @@ pub(super) fn k_gemm<const Q5: bool>(
         };
     }
     let ns = cols / QK;
+    if m > 1 && cpu.vnni() == Vnni::Avx512 {
+        // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
+        // super-blocks of `bb` bytes, rows <= 4 * groups), `act_qs`,
+        // `act_d`, `act_sums` and `out` for `m` rows; nb, rows, m >= 1
+        // (checked above); the token says AVX512-VNNI.
+        unsafe {
+            gemm_vnni::avx512::gemm_kx4::<Q5>(
+                cpu, w, rows, groups, nb, act_qs, act_d, act_sums, m, out,
+            )
+        };
+        return Ok(());
+    }
     if m == 1 || ns > GEMV_MAX_BLOCKS {
         // One activation row (a decode step: its tile forms each pattern
         // once anyway), or rows wider than the tables.
@@ -177,11 +192,12 @@ fn tiles<const Q5: bool, const TABLES: bool>(
 ) {
     let group_bytes = nb * bb;
     let ns = cols / QK;
-    // The VNNI tiles (taken with tables only, as they require) read two row
-    // groups per pass; an odd last group is paired with itself and only
-    // its own rows are stored.
-    let vnni = if TABLES { cpu.vnni() } else { Vnni::No };
-    let step = if vnni == Vnni::No { 1 } else { 2 };
+    // The AVX-VNNI tile (taken with tables only, as it requires) reads two
+    // row groups per pass; an odd last group is paired with itself and only
+    // its own rows are stored. (An AVX512-VNNI token took the 512-bit tile
+    // for more than one activation row, and takes the AVX2 tile here.)
+    let vnni = TABLES && cpu.vnni() == Vnni::Avx;
+    let step = if vnni { 2 } else { 1 };
     for ga in (0..groups).step_by(step) {
         let gb = (ga + step - 1).min(groups - 1);
         let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
@@ -209,18 +225,14 @@ fn tiles<const Q5: bool, const TABLES: bool>(
                 let w2 = [wa, wb];
                 let r = &mut res;
                 match (vnni, tn) {
-                    (Vnni::Avx512, 1) => kx4_tile_avx512_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx512, 2) => kx4_tile_avx512_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx512, 3) => kx4_tile_avx512_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx512, _) => kx4_tile_avx512_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::Avx, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
-                    (Vnni::No, 1) => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (Vnni::No, 2) => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (Vnni::No, 3) => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (Vnni::No, _) => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (true, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
+                    (true, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
+                    (true, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
+                    (true, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
+                    (false, 1) => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (false, 2) => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (false, 3) => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    (false, _) => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
                 }
             }
             for (g, tile) in [ga, gb].into_iter().zip(&res).take(gb + 1 - ga) {
@@ -266,11 +278,11 @@ unsafe fn kx4_tile<const T: usize, const Q5: bool, const TABLES: bool>(
 }
 
 // Two row groups `w` x `T` activation rows (8 weight rows, so each
-// activation pattern read from the table serves two `vpdpbusd`; the EVEX
-// form's 32 registers hold the 16 accumulators), with tables, the byte
-// products summed by `vpdpbusd`: the same i32 sums as [`kx4_tile`]'s, so
-// the same results; `tiles[g]` receives group `g`'s rows.
-vnni_forms!(kx4_tile_avx_vnni, kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
+// activation pattern read from the table serves two `vpdpbusd`), with
+// tables, the byte products summed by the AVX-VNNI `vpdpbusd`: the same
+// i32 sums as [`kx4_tile`]'s, so the same results; `tiles[g]` receives
+// group `g`'s rows. (AVX512-VNNI takes the 512-bit tile of `gemm_vnni.rs`.)
+vnni_forms!(avx: kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
     w: [&[u8]; 2],
     qs: &[i8],
     d: &[f32],
@@ -280,11 +292,11 @@ vnni_forms!(kx4_tile_avx_vnni, kx4_tile_avx512_vnni<const T: usize, const Q5: bo
     tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
 ) => kx4_tile_body::<T, 2, Q5, true, DOT>);
 
-/// The body of the three tiles, inlined into each so that it is compiled
+/// The body of the two tiles, inlined into each so that it is compiled
 /// with its caller's features: `G` row groups (`w`, one stream each; the
-/// AVX2 form takes one, the VNNI forms two) against the same `T`
-/// activation rows, `DOT` a [`Dot`] constant (with a VNNI form, `TABLES`
-/// must be true). The VNNI forms add each load's byte products per (row,
+/// AVX2 form takes one, the AVX-VNNI form two) against the same `T`
+/// activation rows, `DOT` [`Dot::MADDUBS`] or [`Dot::AVX_VNNI`] (then
+/// `TABLES` must be true). The AVX-VNNI form adds each load's byte products per (row,
 /// 4-byte chunk) in i32 with `vpdpbusd` (the sub-block's even chunks in the
 /// low 128-bit lane, odd in the high, as the i16 sums of the AVX2 form) and
 /// apply the sub-block's scale with `vpmulld` (the scale byte as an i32 per
@@ -311,7 +323,7 @@ unsafe fn kx4_tile_body<
     nb: usize,
     tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; G],
 ) {
-    const { assert!(DOT == Dot::MADDUBS || TABLES) };
+    const { assert!(DOT == Dot::MADDUBS || (DOT == Dot::AVX_VNNI && TABLES)) };
     debug_assert!(T <= TILE_M);
     let bb = if Q5 {
         Q5KX4_BLOCK_BYTES
@@ -437,12 +449,9 @@ unsafe fn kx4_tile_body<
                             if DOT == Dot::MADDUBS {
                                 *sl = _mm256_add_epi16(*sl, _mm256_maddubs_epi16(lo[g], alo));
                                 *sh = _mm256_add_epi16(*sh, _mm256_maddubs_epi16(hi[g], ahi));
-                            } else if DOT == Dot::AVX_VNNI {
+                            } else {
                                 *sl = _mm256_dpbusd_avx_epi32(*sl, lo[g], alo);
                                 *sh = _mm256_dpbusd_avx_epi32(*sh, hi[g], ahi);
-                            } else {
-                                *sl = _mm256_dpbusd_epi32(*sl, lo[g], alo);
-                                *sh = _mm256_dpbusd_epi32(*sh, hi[g], ahi);
                             }
                         }
                     }

@@ -528,9 +528,9 @@ vnni_forms!(avx: q5x4_tile_avx_vnni<const T: usize, const Q51: bool>(
     res: &mut [[f32; 8]; TILE_M],
 ) => q5x4_tile_body::<T, Q51, true, DOT>);
 
-/// The body of the three tiles, inlined into each so that it is compiled
-/// with its caller's features (`DOT`: a [`Dot`] constant; with a VNNI form,
-/// `TABLES` must be true).
+/// The body of the two tiles, inlined into each so that it is compiled
+/// with its caller's features (`DOT`: [`Dot::MADDUBS`] or [`Dot::AVX_VNNI`],
+/// then `TABLES` must be true).
 ///
 /// # Safety
 /// As [`q5x4_tile`], and the CPU must implement the `DOT` form.
@@ -545,7 +545,7 @@ unsafe fn q5x4_tile_body<const T: usize, const Q51: bool, const TABLES: bool, co
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {
-    const { assert!(DOT == Dot::MADDUBS || TABLES) };
+    const { assert!(DOT == Dot::MADDUBS || (DOT == Dot::AVX_VNNI && TABLES)) };
     let (bytes, nibbles, plane) = if Q51 {
         (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
     } else {
@@ -617,11 +617,7 @@ unsafe fn q5x4_tile_body<const T: usize, const Q51: bool, const TABLES: bool, co
                 let dot32 = |n: &[__m256i; 4]| {
                     let mut s = _mm256_setzero_si256();
                     for k in 0..4 {
-                        s = if DOT == Dot::AVX_VNNI {
-                            _mm256_dpbusd_avx_epi32(s, n[k], av[k])
-                        } else {
-                            _mm256_dpbusd_epi32(s, n[k], av[k])
-                        };
+                        s = _mm256_dpbusd_avx_epi32(s, n[k], av[k]);
                     }
                     s
                 };

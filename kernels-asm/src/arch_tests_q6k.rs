@@ -167,8 +167,16 @@ fn gemm_q6_kx8_matches_generic() {
             }
         }
         // 9 rows in one batch of the VNNI tiles' tables, 13 in two (12 + 1),
-        // and rows too wide for the tables (12,544 columns: the AVX2 tiles).
-        for (rows, cols, m) in [(5, 2304, 9), (11, 2304, 13), (9, 12_544, 5)] {
+        // 40 and 33 past the 512-bit tile's calls of 32 (the widest rows
+        // its table takes: 12,288 columns), and rows too wide for the
+        // tables (12,544 columns: the AVX2 tiles).
+        for (rows, cols, m) in [
+            (5, 2304, 9),
+            (11, 2304, 13),
+            (17, 1536, 40),
+            (3, 12_288, 33),
+            (9, 12_544, 5),
+        ] {
             let w = weight(&mut rng, rows, cols, &mut sweep, true);
             check(cpu, rows, cols, m, &w, &mut rng);
         }

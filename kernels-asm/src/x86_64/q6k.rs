@@ -2,9 +2,12 @@
 //! one row group (8 rows, one per 32-bit lane) x up to 4 activation rows.
 //! The GEMV is the GEMM with one activation row. When the token names a
 //! VNNI form, the tile multiplies with `vpdpbusd` instead, with a per-call
-//! table of the activations' 16-quant sums (the same i32 sums).
+//! table of the activations' 16-quant sums (the same i32 sums); with
+//! AVX512-VNNI a GEMM of more than one activation row takes the 512-bit
+//! tile of `gemm_vnni.rs` (two row groups, up to 8 activation rows).
 
 use super::gemm::{table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::gemm_vnni;
 use super::{prefetch_ahead, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
@@ -14,6 +17,9 @@ use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a row group.
 const TILE_M: usize = 4;
+
+// The 512-bit tile takes every row the offset table does.
+const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
 
 /// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
 /// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
@@ -76,6 +82,15 @@ pub fn gemm_q6_kx8_q8_k(
     } else {
         Vnni::No
     };
+    if vnni == Vnni::Avx512 && m > 1 {
+        // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
+        // 1680-byte super-blocks, rows <= 8 * groups), `act_qs`, `act_d`
+        // and `out` for `m` rows; nb, rows, m >= 1 (checked above), nb * 8
+        // <= GEMV_MAX_BLOCKS = MAX_BLOCKS (`vnni` is not `No`); the token
+        // says AVX512-VNNI.
+        unsafe { gemm_vnni::avx512::gemm_q6kx8(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        return Ok(());
+    }
     if vnni == Vnni::No && act_qs.contains(&i8::MIN) {
         return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }

@@ -159,6 +159,9 @@ pub(super) unsafe fn gemm_units<const W: usize>(
     tile: impl Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; W]; TILE_M]),
 ) {
     let cols = nb * QK;
+    // One result buffer for every tile (each writes the rows it is given
+    // before they are read): no zeroing per tile.
+    let mut res = [[0.0f32; W]; TILE_M];
     for c0 in (0..m).step_by(MAX_ROWS) {
         let c1 = (c0 + MAX_ROWS).min(m);
         let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
@@ -182,15 +185,25 @@ pub(super) unsafe fn gemm_units<const W: usize>(
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
                 let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                let mut res = [[0.0f32; W]; TILE_M];
                 tile(unit, qs, d, c, tm, &mut res);
                 for (t, r) in res.iter().enumerate().take(tm) {
                     let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
+                    store_row(out, o, r, n);
                 }
                 t0 += tm;
             }
         }
+    }
+}
+
+/// `out[o..o + n] = r[..n]`: a whole row of a tile's result as a copy of
+/// fixed size (inlined, where a copy of `n` floats calls `memmove`).
+#[inline(always)]
+fn store_row<const W: usize>(out: &mut [f32], o: usize, r: &[f32; W], n: usize) {
+    if n == W {
+        out[o..o + W].copy_from_slice(r);
+    } else {
+        out[o..o + n].copy_from_slice(&r[..n]);
     }
 }
 
@@ -450,7 +463,7 @@ pub(super) mod avx {
 /// passes it is the same multiplies in half the instructions.
 pub(super) mod avx512 {
     use super::super::{Avx2, Vnni};
-    use super::{gemm_units, row_block, MAX_BLOCKS, MAX_ROWS, TILE_M};
+    use super::{gemm_units, row_block, store_row, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
         Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
         Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE,
@@ -843,6 +856,8 @@ pub(super) mod avx512 {
         // Row groups in fours (16 rows per vector); past the last group the
         // last one is repeated and only real rows are stored.
         let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        // One result buffer for every tile (each writes its `tm` rows).
+        let mut res = [[0.0f32; 16]; TILE_M];
         for c0 in (0..m).step_by(MAX_ROWS) {
             let c1 = (c0 + MAX_ROWS).min(m);
             for unit in 0..groups.div_ceil(4) {
@@ -855,7 +870,6 @@ pub(super) mod avx512 {
                     let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                     let d = &act_d[t0 * nb..(t0 + tm) * nb];
                     let s = &act_sums[t0 * ns..(t0 + tm) * ns];
-                    let mut res = [[0.0f32; 16]; TILE_M];
                     // SAFETY: each of `g` is a whole row group (`nb`
                     // super-blocks of `bb` bytes, sliced above); `qs`, `d`
                     // and `s` hold `tm` (1 to TILE_M) activation rows of
@@ -864,7 +878,7 @@ pub(super) mod avx512 {
                     unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, &mut res)) };
                     for (t, r) in res.iter().enumerate().take(tm) {
                         let o = (t0 + t) * rows + row0;
-                        out[o..o + n].copy_from_slice(&r[..n]);
+                        store_row(out, o, r, n);
                     }
                     t0 += tm;
                 }
@@ -1110,6 +1124,8 @@ pub(super) mod avx512 {
         // Row groups in pairs (16 rows per vector); an odd last group is
         // paired with itself and only its own rows are stored.
         let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        // One result buffer for every tile (each writes its `tm` rows).
+        let mut res = [[0.0f32; 16]; TILE_M];
         for c0 in (0..m).step_by(Q6_CALL_ROWS) {
             let c1 = (c0 + Q6_CALL_ROWS).min(m);
             let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
@@ -1124,7 +1140,6 @@ pub(super) mod avx512 {
                     let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                     let d = &act_d[t0 * nb..(t0 + tm) * nb];
                     let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
-                    let mut res = [[0.0f32; 16]; TILE_M];
                     // SAFETY: `wa` and `wb` are whole row groups (`nb`
                     // super-blocks of 1680 bytes, sliced above); `qs`, `d`
                     // and `o` hold `tm` (1 to TILE_M) activation rows of
@@ -1133,7 +1148,7 @@ pub(super) mod avx512 {
                     unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, &mut res)) };
                     for (t, r) in res.iter().enumerate().take(tm) {
                         let o = (t0 + t) * rows + row0;
-                        out[o..o + n].copy_from_slice(&r[..n]);
+                        store_row(out, o, r, n);
                     }
                     t0 += tm;
                 }

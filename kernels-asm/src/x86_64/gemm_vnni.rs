@@ -484,6 +484,41 @@ pub(super) mod avx512 {
         _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale))
     }
 
+    /// The 16 bytes at `at` of each of the four super-blocks `p`, one per
+    /// 128-bit quarter (quarter `j` from `p[j]`): in the 4-row layouts, whose
+    /// 16-byte chunks are 4 rows x 4 bytes, lane `4j + r` is row `r` of
+    /// group `j`.
+    ///
+    /// # Safety
+    /// `p[j] + at .. p[j] + at + 16` must be readable for every `j`; the CPU
+    /// must implement AVX512 F/BW/VL.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn load_quarters(p: &[*const u8; 4], at: usize) -> __m512i {
+        // SAFETY: the four 16-byte reads the contract names; unaligned.
+        unsafe {
+            let q = |j: usize| _mm_loadu_si128(p[j].add(at).cast());
+            let x = _mm512_castsi128_si512(q(0));
+            let x = _mm512_inserti32x4::<1>(x, q(1));
+            let x = _mm512_inserti32x4::<2>(x, q(2));
+            _mm512_inserti32x4::<3>(x, q(3))
+        }
+    }
+
+    /// The four f16 at `at` of each of the four super-blocks `p` (the 4
+    /// rows' scales, or minimums), in group order, as 16 f32.
+    ///
+    /// # Safety
+    /// `p[j] + at .. p[j] + at + 8` must be readable for every `j`; the CPU
+    /// must implement AVX512 F/BW/VL.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn f16_quarters(p: &[*const u8; 4], at: usize) -> __m512 {
+        // SAFETY: the four 8-byte reads the contract names; unaligned.
+        let s = |j: usize| unsafe { p[j].add(at).cast::<i64>().read_unaligned() };
+        _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
+    }
+
     /// Prefetches the `bytes` of block `b` of the row groups after a unit's
     /// (`ahead` bytes on from `p`, the unit's last group at block `b`); a
     /// prefetch never faults, `wrapping_add` keeps the address arithmetic
@@ -592,14 +627,8 @@ pub(super) mod avx512 {
             // [low nibbles of chunk c, high nibbles of chunk c], 16 rows.
             let nibbles = |c: usize| {
                 // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of each 72-byte
-                // super-block; unaligned loads.
-                let x = unsafe {
-                    let q = |j: usize| _mm_loadu_si128(p[j].add(8 + 16 * c).cast());
-                    let x = _mm512_castsi128_si512(q(0));
-                    let x = _mm512_inserti32x4::<1>(x, q(1));
-                    let x = _mm512_inserti32x4::<2>(x, q(2));
-                    _mm512_inserti32x4::<3>(x, q(3))
-                };
+                // super-block.
+                let x = unsafe { load_quarters(&p, 8 + 16 * c) };
                 let x = _mm512_xor_si512(x, x88);
                 (
                     _mm512_and_si512(x, m4),
@@ -608,11 +637,8 @@ pub(super) mod avx512 {
             };
             let n: [(__m512i, __m512i); 4] = core::array::from_fn(nibbles);
             // Scales of the 16 rows: 4 f16 of each group in turn.
-            // SAFETY: bytes 0..8 of every super-block; unaligned reads.
-            let sw = unsafe {
-                let s = |j: usize| p[j].cast::<i64>().read_unaligned();
-                _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
-            };
+            // SAFETY: bytes 0..8 of every super-block.
+            let sw = unsafe { f16_quarters(&p, 0) };
             for_each_row!(T, |t| {
                 let acc_t = &mut acc[t];
                 // SAFETY: t < T and b < nb (the function contract: `T` rows of
@@ -744,18 +770,9 @@ pub(super) mod avx512 {
                 core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * bytes) });
             // The next four groups follow the last one (when they exist).
             prefetch(p[3], nb * bytes + 3 * b * bytes, 4 * bytes);
-            // 16 bytes at `at` of the four super-blocks, one per quarter.
-            let quarters = |at: usize| {
-                // SAFETY: `at + 16 <= bytes` (the nibble chunks and the
-                // plane); unaligned loads.
-                unsafe {
-                    let q = |j: usize| _mm_loadu_si128(p[j].add(at).cast());
-                    let x = _mm512_castsi128_si512(q(0));
-                    let x = _mm512_inserti32x4::<1>(x, q(1));
-                    let x = _mm512_inserti32x4::<2>(x, q(2));
-                    _mm512_inserti32x4::<3>(x, q(3))
-                }
-            };
+            // SAFETY: every `quarters` below reads bytes `at .. at + 16 <=
+            // bytes` (the nibble chunks, the plane) of each super-block.
+            let quarters = |at: usize| unsafe { load_quarters(&p, at) };
             let h = quarters(plane);
             // Plane bit c (low nibbles of chunk c) and 4 + c (high) at bit 4.
             let h_low = [
@@ -781,16 +798,15 @@ pub(super) mod avx512 {
                     _mm512_ternarylogic_epi32::<0xF2>(hi, h_high[c], b4),
                 )
             });
-            // The 16 rows' f16 fields at `at` (scales, Q5_1 minimums): 4 of
-            // each group in turn.
-            let f16x16 = |at: usize| {
-                // SAFETY: bytes at..at + 8 of every super-block (at is 0 or
-                // the minimums' offset 8 of a 96-byte super-block); unaligned.
-                let s = |j: usize| unsafe { p[j].add(at).cast::<i64>().read_unaligned() };
-                _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
+            // The 16 rows' scales and Q5_1 minimums (4 of each group).
+            // SAFETY: bytes 0..8 of every super-block.
+            let sw = unsafe { f16_quarters(&p, 0) };
+            let mw = if Q51 {
+                // SAFETY: bytes 8..16 of every (96-byte) super-block.
+                unsafe { f16_quarters(&p, Q5_1X4_MINS) }
+            } else {
+                sw
             };
-            let sw = f16x16(0);
-            let mw = if Q51 { f16x16(Q5_1X4_MINS) } else { sw };
             for_each_row!(T, |t| {
                 let acc_t = &mut acc[t];
                 // SAFETY: t < T and b < nb (the function contract: `T` rows of
@@ -980,18 +996,9 @@ pub(super) mod avx512 {
             let p: [*const u8; 4] = core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * bb) });
             // The next four groups follow the last one (when they exist).
             prefetch(p[3], nb * bb + 3 * b * bb, 4 * bb);
-            // 16 bytes at `at` of the four super-blocks, one per quarter.
-            let quarters = |at: usize| {
-                // SAFETY: `at + 16 <= bb` (scale words, `qh` and nibble
-                // chunks); unaligned loads.
-                unsafe {
-                    let q = |j: usize| _mm_loadu_si128(p[j].add(at).cast());
-                    let x = _mm512_castsi128_si512(q(0));
-                    let x = _mm512_inserti32x4::<1>(x, q(1));
-                    let x = _mm512_inserti32x4::<2>(x, q(2));
-                    _mm512_inserti32x4::<3>(x, q(3))
-                }
-            };
+            // SAFETY: every `quarters` below reads bytes `at .. at + 16 <=
+            // bb` (scale words, `qh` and nibble chunks) of each super-block.
+            let quarters = |at: usize| unsafe { load_quarters(&p, at) };
             // Scales and mins, sub-blocks as bytes: [0..4], [4..8].
             let w0 = quarters(Q4KX4_SCALES_AT);
             let w1 = quarters(Q4KX4_SCALES_AT + 16);
@@ -1056,14 +1063,9 @@ pub(super) mod avx512 {
                 _mm512_shuffle_epi8(mn[1], pair[0]),
                 _mm512_shuffle_epi8(mn[1], pair[1]),
             ];
-            // The 16 rows' f16 fields at `at` (`d`, `dmin`): 4 of each group.
-            let f16x16 = |at: usize| {
-                // SAFETY: bytes at..at + 8 (at 0 or 8) of every super-block;
-                // unaligned reads.
-                let v = |j: usize| unsafe { p[j].add(at).cast::<i64>().read_unaligned() };
-                _mm512_cvtph_ps(_mm256_setr_epi64x(v(0), v(1), v(2), v(3)))
-            };
-            let (dw, dmw) = (f16x16(0), f16x16(8));
+            // The 16 rows' `d` and `dmin` (4 of each group).
+            // SAFETY: bytes 0..16 of every super-block.
+            let (dw, dmw) = unsafe { (f16_quarters(&p, 0), f16_quarters(&p, 8)) };
             for_each_row!(T, |t| {
                 // SAFETY: row t < T, super-block b < nb: sums `t * nb * 8 + 8b
                 // ..` + 8 of `s` and scale `t * nb + b` of `d` (the function

@@ -195,6 +195,10 @@ fn gemm_k_batches_past_the_tables_and_wide_rows() {
         for m in [21, 45, 70] {
             check(cpu, &mut rng, 9, 1536, m);
         }
+        // Several 16-row units (the last one partial) with whole 8-row
+        // tiles of the 512-bit tile, and a partial one.
+        check(cpu, &mut rng, 33, 512, 8);
+        check(cpu, &mut rng, 33, 256, 17);
         check(cpu, &mut rng, 5, 49 * QK_K, 5);
     }
 }

@@ -182,6 +182,14 @@ fn check(
     for m in [13, 25] {
         gemm(&mut rng, &w, rows, cols, m);
     }
+    // The widest rows the tables and the x86 512-bit tile take (384
+    // blocks), and a batch past that tile's calls of 64 rows.
+    let (rows, cols) = (17, 384 * QK);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
+    gemm(&mut rng, &w, rows, cols, 9);
+    let (rows, cols) = (9, 2 * QK);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
+    gemm(&mut rng, &w, rows, cols, 70);
     // Rows wider than the x86 GEMV's expanded activation row and the
     // GEMM's tables (385 blocks).
     let (rows, cols) = (5, 385 * QK);

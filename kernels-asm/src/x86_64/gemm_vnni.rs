@@ -3,8 +3,9 @@
 //! encoding: AVX512-VNNI on 512-bit registers (EVEX, 32 registers, 16 weight
 //! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
 //! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
-//! Q5_0x4 / Q5_1x4 and Q4_Kx4 / Q5_Kx4 tiles (the AVX-VNNI CPUs take the
-//! table tiles of `q5.rs` and `q4k.rs`).
+//! Q5_0x4 / Q5_1x4, Q4_Kx4 / Q5_Kx4 and Q6_Kx8 tiles for GEMMs of more
+//! than one activation row (the AVX-VNNI CPUs take the table tiles of
+//! `q5.rs`, `q4k.rs` and `q6k.rs`).
 //!
 //! Every tile keeps one weight row per 32-bit lane in every register it
 //! multiplies, so the activation operand is one dword of the activation block
@@ -13,8 +14,10 @@
 //! of a block need no cross-lane step. `vpdpbusd` multiplies unsigned by
 //! signed bytes, so the weights are made unsigned by an offset and each
 //! block's sums start at minus the offset times `sum(a)` (a table formed once
-//! per call): exact in i32, the same sums as the scalar reference, then the
-//! reference's float steps in its order.
+//! per call: per 32-quant block, or per 16-quant run for Q6_Kx8; the K
+//! layouts' nibbles are unsigned already and need none): exact in i32, the
+//! same sums as the scalar reference, then the reference's float steps in
+//! its order.
 
 use super::gemm::block_sum;
 use crate::layout::QK;

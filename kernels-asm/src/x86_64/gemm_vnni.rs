@@ -465,6 +465,7 @@ pub(super) mod avx {
 /// the multiplies per cycle; where a 512-bit operation takes two 256-bit
 /// passes it is the same multiplies in half the instructions.
 pub(super) mod avx512 {
+    use super::super::q6k::{offset_table, RUN};
     use super::super::{Avx2, Vnni};
     use super::{gemm_units, row_block, store_row, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
@@ -1124,7 +1125,7 @@ pub(super) mod avx512 {
         out: &mut [f32],
     ) {
         debug_assert!(cpu.vnni() == Vnni::Avx512 && nb >= 1 && nb * 8 <= MAX_BLOCKS);
-        let (cols, runs) = (nb * QK_K, nb * QK_K / Q6_RUN);
+        let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
         let group_bytes = nb * Q6KX8_BLOCK_BYTES;
         // Row groups in pairs (16 rows per vector); an odd last group is
         // paired with itself and only its own rows are stored.
@@ -1134,7 +1135,7 @@ pub(super) mod avx512 {
         for c0 in (0..m).step_by(Q6_CALL_ROWS) {
             let c1 = (c0 + Q6_CALL_ROWS).min(m);
             let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
-            let offsets = q6_offsets(&act_qs[c0 * cols..c1 * cols], &mut table);
+            let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
             for unit in 0..groups.div_ceil(2) {
                 let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
                 let row0 = 16 * unit;
@@ -1159,23 +1160,6 @@ pub(super) mod avx512 {
                 }
             }
         }
-    }
-
-    /// The quants one Q6_K scale covers (a run of the activation row).
-    const Q6_RUN: usize = 16;
-
-    /// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
-    /// the front of `table` and returned. Panics unless `table` holds
-    /// `qs.len() / 16` entries.
-    fn q6_offsets<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
-        let runs = qs.len() / Q6_RUN;
-        assert!(table.len() >= runs);
-        for (entry, run) in table.iter_mut().zip(qs.chunks_exact(Q6_RUN)) {
-            entry.write(-128 * run.iter().map(|&q| i32::from(q)).sum::<i32>());
-        }
-        // SAFETY: entries 0..runs were written just above (`qs` has `runs`
-        // whole runs); MaybeUninit<i32> has the layout of i32.
-        unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), runs) }
     }
 
     /// Two Q6_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
@@ -1213,8 +1197,8 @@ pub(super) mod avx512 {
         debug_assert!(T <= TILE_M);
         debug_assert!(wa.len() >= nb * Q6KX8_BLOCK_BYTES && wb.len() >= nb * Q6KX8_BLOCK_BYTES);
         debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb);
-        debug_assert!(offsets.len() >= T * nb * QK_K / Q6_RUN);
-        let (cols, runs) = (nb * QK_K, nb * QK_K / Q6_RUN);
+        debug_assert!(offsets.len() >= T * nb * QK_K / RUN);
+        let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
         let mfc = _mm512_set1_epi8(0xFCu8 as i8);
         let m3 = _mm512_set1_epi8(3);
         let flip = _mm512_set1_epi8(i8::MIN);
@@ -1280,7 +1264,7 @@ pub(super) mod avx512 {
                         // 16 of `qs` (the function contract); unaligned reads.
                         let (off, ap) = unsafe {
                             (
-                                *offsets.get_unchecked(t * runs + b * (QK_K / Q6_RUN) + 2 * p + h),
+                                *offsets.get_unchecked(t * runs + b * (QK_K / RUN) + 2 * p + h),
                                 qs.as_ptr()
                                     .add(t * cols + b * QK_K + p * QK + 16 * h)
                                     .cast::<i32>(),

@@ -171,13 +171,14 @@ pub fn gemm_q6_kx8_q8_k(
 }
 
 /// The quants one Q6_K scale covers (a run of the activation row).
-const RUN: usize = 16;
+pub(super) const RUN: usize = 16;
 
 /// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
 /// the front of `table` and returned: the `vpdpbusd` tile's unsigned
-/// weights are `4 * (q - 32) + 128`, so each run's sum starts from this.
+/// weights are `4 * (q - 32) + 128`, so each run's sum starts from this
+/// (this tile's and the 512-bit one's in `gemm_vnni.rs`).
 /// Panics unless `table` holds `qs.len() / 16` entries.
-fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
+pub(super) fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
     let runs = qs.len() / RUN;
     assert!(table.len() >= runs);
     for (entry, run) in table.iter_mut().zip(qs.chunks_exact(RUN)) {

@@ -6,7 +6,9 @@
 //!   multiplying the weight copy its length selects (a one-token chunk reads
 //!   the decode copy); [`prefill`] runs it for one sequence slot, with
 //!   images (Qwen3-VL: M-RoPE positions, image rows, DeepStack, and the
-//!   slot's `rope_delta` moved for the tokens that follow).
+//!   slot's `rope_delta` moved for the tokens that follow);
+//!   [`prefill_some`] a few chunks at a time, [`prefill_chunk_with`] one
+//!   chunk with other slots' decode rows riding along.
 //! * [`sample_next`]: sample one row and decide whether the answer ends
 //!   (an end token, the length limit, a full context).
 //! * [`Generator`]: the single-sequence driver (`kestrel run`, `kestrel
@@ -25,7 +27,7 @@ use crate::config::{Config, MAX_EOS};
 use crate::constrain::{Matcher, Schema, Vocab};
 use crate::error::Error;
 use crate::kernels::Kernels;
-use crate::model::forward::{forward_step, Multimodal, Rows, Step};
+use crate::model::forward::{forward_step, Multimodal, Row, Rows, Step};
 use crate::model::vision::mrope_positions;
 use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
@@ -249,6 +251,53 @@ pub fn prefill_some<P: Parallel>(
     max_chunks: usize,
     on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
 ) -> Result<Option<usize>, Error> {
+    run_plan(w, s, k, pool, p, max_chunks, &[], on_chunk).map(|r| r.prompt_logits)
+}
+
+/// What [`prefill_chunk_with`] computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkStep {
+    /// Where the prompt's last row's logits start in `s.logits` once its
+    /// last chunk ran ([`prefill`]'s answer); `None` while chunks remain.
+    pub prompt_logits: Option<usize>,
+    /// Where the riders' logits start (one `vocab` row per rider that keeps
+    /// them, in order); `None` when they did not ride (see
+    /// [`prefill_chunk_with`]) and still need a step of their own.
+    pub rider_logits: Option<usize>,
+}
+
+/// The next chunk of the plan ([`prefill_some`] with one chunk), with
+/// `riders` (other slots' decode rows, `w.routing.decode`'s rows) computed
+/// in the same forward step after the chunk's rows: the step reads the
+/// weights once for both. Every row is computed as in a step of its own
+/// (rows do not mix), so the chunk gives [`prefill`]'s bits and each rider
+/// a decode step's. The riders ride only when the chunk multiplies the
+/// decode copy (in the `dual` mode, only a one-token chunk does), has no
+/// images, and the step fits `max_batch`; else the chunk runs alone.
+pub fn prefill_chunk_with<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    p: &mut Prefill,
+    riders: &[Row],
+    on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
+) -> Result<ChunkStep, Error> {
+    run_plan(w, s, k, pool, p, 1, riders, on_chunk)
+}
+
+/// [`prefill_some`], the first chunk run with `riders` when they can ride.
+#[allow(clippy::too_many_arguments)]
+fn run_plan<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    p: &mut Prefill,
+    max_chunks: usize,
+    riders: &[Row],
+    on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
+) -> Result<ChunkStep, Error> {
     let n = p.prompt.len();
     if n == 0 || p.keep >= n {
         return Err(Error::OutOfRange {
@@ -301,37 +350,68 @@ pub fn prefill_some<P: Parallel>(
     let vocab = w.cfg.vocab_size as usize;
     let mut last_rows = 0;
     let mut finished = false;
-    for c in prefill_chunks(w.routing, n, p.chunk, p.keep).take(max_chunks.max(1)) {
+    let mut rider_logits = None;
+    for (i, c) in prefill_chunks(w.routing, n, p.chunk, p.keep)
+        .take(max_chunks.max(1))
+        .enumerate()
+    {
         let mm = p.images.as_ref().map(|img| Multimodal {
             positions: &img.positions[c.start..c.end],
             image_rows: &img.image_rows[c.start..c.end],
             embeds: img.embeds,
             deepstack: img.deepstack,
         });
+        let ride = i == 0
+            && !riders.is_empty()
+            && mm.is_none()
+            && c.copy == w.routing.decode
+            && c.end - c.start + riders.len() <= s.opts.max_batch
+            && riders.iter().all(|r| r.slot != p.slot);
+        let then = if ride { riders } else { &[] };
+        // Only the last chunk's logits are read unless the state keeps all.
+        let all_logits = s.opts.all_logits;
+        let chunk_logits = c.last || all_logits;
         let step = Step {
             rows: Rows::Run {
                 slot: p.slot,
                 pos: p.base + c.start,
                 tokens: &p.prompt[c.start..c.end],
+                last_logits: c.last,
+                then,
             },
             copy: c.copy,
             images: mm.as_ref(),
-            // Only the last chunk's logits are read unless the state keeps all.
-            logits: c.last || s.opts.all_logits,
+            logits: chunk_logits || then.iter().any(|r| r.logits),
         };
         let logits = forward_step(w, s, k, pool, &step)?;
-        last_rows = logits.len() / vocab.max(1);
-        on_chunk(&c, logits);
+        // The chunk's rows come first: its last row, or all of them.
+        let chunk_rows = match (chunk_logits, all_logits) {
+            (false, _) => 0,
+            (true, true) => c.end - c.start,
+            (true, false) => 1,
+        };
+        let chunk_part = &logits[..(chunk_rows * vocab).min(logits.len())];
+        last_rows = chunk_rows;
+        if ride {
+            rider_logits = Some(chunk_part.len());
+        }
+        on_chunk(&c, chunk_part);
         p.keep = c.end;
         finished = c.last;
     }
     if !finished {
-        return Ok(None);
+        return Ok(ChunkStep {
+            prompt_logits: None,
+            rider_logits,
+        });
     }
     if let Some(d) = s.rope_delta.get_mut(p.slot) {
         *d += delta;
     }
-    Ok(Some(last_rows.saturating_sub(1) * vocab))
+    Ok(ChunkStep {
+        prompt_logits: Some(last_rows.saturating_sub(1) * vocab),
+        rider_logits,
+    })
 }
 
 /// Why an answer ended.

@@ -194,7 +194,17 @@ fn sse_text(body: &str) -> (String, String) {
 /// path: `chat_prompt`, `Session::encode`, `Session::generate`), and the
 /// number of tokens generated.
 fn kestrel_run(msgs: &[(Role, &str)], sample: SamplerConfig, n: usize) -> (String, usize) {
-    with_session(&model(), sample, |s| {
+    kestrel_run_on(&model(), msgs, sample, n)
+}
+
+/// [`kestrel_run`] on another model file.
+fn kestrel_run_on(
+    model: &std::path::Path,
+    msgs: &[(Role, &str)],
+    sample: SamplerConfig,
+    n: usize,
+) -> (String, usize) {
+    with_session(model, sample, |s| {
         let msgs: Vec<Message> = msgs
             .iter()
             .map(|(role, content)| Message::text(*role, content))
@@ -329,20 +339,46 @@ fn answers_equal_kestrel_run_for_one_and_several_slots() {
     }
 }
 
+/// The tied fixture with one weight copy (q8): prompt chunks multiply the
+/// decode copy, so the streams' decode rows ride along them.
+fn one_copy_model() -> PathBuf {
+    static ONCE: OnceLock<PathBuf> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = temp_dir("serve-q8").join("m.vqf");
+        convert(
+            &fixtures().join("dev_qwen3_dense_tied/hf"),
+            &out,
+            WeightMode::Q8,
+            Some(512),
+            false,
+        )
+        .unwrap();
+        out
+    })
+    .clone()
+}
+
 /// A prompt longer than one prefill chunk admitted while another stream is
-/// generating: the engine runs it a chunk per turn between the stream's
-/// decode steps, and both answers are still `kestrel run`'s, bit for bit.
+/// generating: the engine runs it a chunk per turn, the stream's decode
+/// rows in a step of their own (dual: the chunks multiply the Q8 copy) or
+/// riding along the chunk in one step (q8: one copy), and both answers are
+/// still `kestrel run`'s, bit for bit.
 #[test]
 fn a_long_prompt_admitted_in_chunks_beside_a_stream_answers_as_kestrel_run() {
+    long_prompt_beside_a_stream(&model());
+    long_prompt_beside_a_stream(&one_copy_model());
+}
+
+fn long_prompt_beside_a_stream(model: &std::path::Path) {
     let long_text = "one two three four five six seven eight nine ten ".repeat(6);
     let cfg = |seed| SamplerConfig {
         temperature: 0.8,
         seed,
         ..SamplerConfig::default()
     };
-    let (want_a, _) = kestrel_run(&[(Role::User, PROMPTS[1])], cfg(3), 120);
-    let (want_b, _) = kestrel_run(&[(Role::User, &long_text)], cfg(5), 8);
-    let long_tokens = with_session(&model(), cfg(5), |s| {
+    let (want_a, _) = kestrel_run_on(model, &[(Role::User, PROMPTS[1])], cfg(3), 120);
+    let (want_b, _) = kestrel_run_on(model, &[(Role::User, &long_text)], cfg(5), 8);
+    let long_tokens = with_session(model, cfg(5), |s| {
         let m = [Message::text(Role::User, &long_text)];
         s.encode(&chat_prompt(s.weights(), &m, &[], None))
             .unwrap()
@@ -352,7 +388,7 @@ fn a_long_prompt_admitted_in_chunks_beside_a_stream_answers_as_kestrel_run() {
         long_tokens > kestrel_core::generate::PREFILL_CHUNK && long_tokens + 8 < 256,
         "{long_tokens} prompt tokens"
     );
-    let srv = Server::start(2, &[]);
+    let srv = Server::start_with(model, 2, &[]);
     // Stream A starts; once its first chunk is here, B's long prompt goes in.
     let body_a = chat_body(
         &[(Role::User, PROMPTS[1])],

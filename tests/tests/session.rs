@@ -160,3 +160,142 @@ fn prefill_a_chunk_at_a_time_equals_one_call() {
         );
     }
 }
+
+/// Decode rows riding along a prompt chunk (`prefill_chunk_with`, as the
+/// server steps its streams beside an admitted prompt) get the logits of a
+/// decode step of their own, and the prompt those of one `prefill` call,
+/// bit for bit: with one weight copy (q8) they ride every chunk, the
+/// chunk's logits first when it is the prompt's last; with two (dual) only
+/// a one-token chunk (the decode copy) takes them.
+#[test]
+fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
+    use kestrel_core::generate::{prefill, prefill_chunk_with, prefill_some, Prefill};
+    use kestrel_core::model::forward::{forward_rows, Row};
+    let dir = temp_dir("riders");
+    for mode in [WeightMode::Q8, WeightMode::Dual] {
+        let vqf = dir.join("m.vqf");
+        convert(
+            &fixtures().join("dev_qwen3_dense_tied/hf"),
+            &vqf,
+            mode,
+            Some(256),
+            false,
+        )
+        .unwrap();
+        let model = engine::Model::open(&vqf).unwrap();
+        let mut layers = Vec::new();
+        let w = model.weights(true, &mut layers).unwrap();
+        let (k, pool, mut opts) = engine::setup(&w, &EngineArgs::default(), false, 34);
+        opts.slots = 3;
+        let vocab = w.cfg.vocab_size as usize;
+        let one_copy = w.routing.for_batch(32) == w.routing.decode;
+        assert_eq!(one_copy, mode == WeightMode::Q8);
+        let streams: [Vec<u32>; 2] = [
+            (0..9u32).map(|i| (i * 53 + 7) % 400).collect(),
+            (0..14u32).map(|i| (i * 29 + 3) % 400).collect(),
+        ];
+        // Slots 1 and 2 hold a stream each; their next rows ride.
+        let riders = [
+            Row {
+                slot: 1,
+                pos: 9,
+                token: 17,
+                logits: true,
+            },
+            Row {
+                slot: 2,
+                pos: 14,
+                token: 230,
+                logits: true,
+            },
+        ];
+        // Prompts of one chunk (the last), of three (a one-token last), of two.
+        for n in [20usize, 65, 50] {
+            let prompt: Vec<u32> = (0..n as u32).map(|i| (i * 37 + 11) % 400).collect();
+            let plan = || Prefill {
+                slot: 0,
+                base: 0,
+                prompt: &prompt,
+                keep: 0,
+                chunk: 32,
+                images: None,
+            };
+            let mut arenas = [
+                engine::arena(&w, &opts).unwrap(),
+                engine::arena(&w, &opts).unwrap(),
+            ];
+            let [a0, a1] = &mut arenas;
+            let mut alone = engine::state(&w, opts, a0).unwrap();
+            let mut riding = engine::state(&w, opts, a1).unwrap();
+            for s in [&mut alone, &mut riding] {
+                for (i, stream) in streams.iter().enumerate() {
+                    let mut p = Prefill {
+                        slot: i + 1,
+                        prompt: stream,
+                        ..plan()
+                    };
+                    prefill(&w, s, &k, &pool, &mut p, &mut |_, _| {}).unwrap();
+                }
+            }
+            // Each on its own: the decode step, then the whole prompt.
+            let logits =
+                forward_rows(&w, &mut alone, &k, &pool, &riders, w.routing.decode, None).unwrap();
+            let want_riders = logits.to_vec();
+            let at = prefill(&w, &mut alone, &k, &pool, &mut plan(), &mut |_, _| {}).unwrap();
+            let want_prompt = alone.logits[at..at + vocab].to_vec();
+            // The riders offered to every chunk until one takes them.
+            let mut p = plan();
+            let (mut got_riders, mut got_prompt) = (None, None);
+            let mut chunks = 0;
+            while got_prompt.is_none() {
+                chunks += 1;
+                let step = if got_riders.is_none() {
+                    let step = prefill_chunk_with(
+                        &w,
+                        &mut riding,
+                        &k,
+                        &pool,
+                        &mut p,
+                        &riders,
+                        &mut |_, _| {},
+                    )
+                    .unwrap();
+                    if let Some(r) = step.rider_logits {
+                        got_riders = Some(riding.logits[r..r + 2 * vocab].to_vec());
+                    }
+                    step.prompt_logits
+                } else {
+                    prefill_some(&w, &mut riding, &k, &pool, &mut p, 1, &mut |_, _| {}).unwrap()
+                };
+                if let Some(at) = step {
+                    got_prompt = Some(riding.logits[at..at + vocab].to_vec());
+                }
+            }
+            assert_eq!(chunks, n.div_ceil(32), "{mode:?} n {n}");
+            // Dual: a chunk of 32 multiplies the Q8 copy, so the riders wait
+            // for the one-token chunk, and a prompt without one never takes them.
+            let rode_at = match (one_copy, n) {
+                (true, _) => Some(1),
+                (false, 65) => Some(3),
+                (false, _) => None,
+            };
+            let same =
+                |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            match got_riders {
+                Some(r) => {
+                    assert!(rode_at.is_some(), "{mode:?} n {n}: the riders rode");
+                    assert!(
+                        same(&r, &want_riders),
+                        "{mode:?} n {n}: the riders' logits differ"
+                    );
+                }
+                None => assert_eq!(rode_at, None, "{mode:?} n {n}: the riders did not ride"),
+            }
+            assert!(
+                same(got_prompt.as_ref().unwrap(), &want_prompt),
+                "{mode:?} n {n}: the prompt's logits differ"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,8 +42,10 @@ pub struct Row {
 #[derive(Clone, Copy, Debug)]
 pub enum Rows<'r> {
     /// `tokens` of sequence slot `slot` at positions `pos ..` (a prompt
-    /// chunk, or one decode token); logits for the last row, or every row
-    /// when the state keeps all logits.
+    /// chunk, or one decode token), then the rows `then` of other slots (the
+    /// server's decode rows riding along a prompt chunk). The chunk's last
+    /// row keeps logits when `last_logits` is set, every chunk row when the
+    /// state keeps all logits; each row of `then` says for itself.
     Run {
         /// The sequence slot (its KV region).
         slot: usize,
@@ -51,6 +53,10 @@ pub enum Rows<'r> {
         pos: usize,
         /// The tokens, in order.
         tokens: &'r [u32],
+        /// The chunk's last row keeps logits (the prompt's last chunk).
+        last_logits: bool,
+        /// Rows of other slots computed after the chunk's.
+        then: &'r [Row],
     },
     /// Explicit rows, any mix of slots (a multi-sequence decode step).
     Explicit(&'r [Row]),
@@ -59,7 +65,7 @@ pub enum Rows<'r> {
 impl Rows<'_> {
     fn len(&self) -> usize {
         match self {
-            Rows::Run { tokens, .. } => tokens.len(),
+            Rows::Run { tokens, then, .. } => tokens.len() + then.len(),
             Rows::Explicit(rows) => rows.len(),
         }
     }
@@ -67,11 +73,20 @@ impl Rows<'_> {
     /// Row `t` (`t < len`), with whether its logits are kept.
     fn get(&self, t: usize, all_logits: bool) -> Row {
         match *self {
-            Rows::Run { slot, pos, tokens } => Row {
+            Rows::Run {
                 slot,
-                pos: pos + t,
-                token: tokens[t],
-                logits: all_logits || t + 1 == tokens.len(),
+                pos,
+                tokens,
+                last_logits,
+                then,
+            } => match tokens.get(t) {
+                Some(&token) => Row {
+                    slot,
+                    pos: pos + t,
+                    token,
+                    logits: all_logits || (last_logits && t + 1 == tokens.len()),
+                },
+                None => then[t - tokens.len()],
             },
             Rows::Explicit(rows) => rows[t],
         }
@@ -187,6 +202,8 @@ fn run_prompt<'s, P: Parallel>(
             slot: 0,
             pos: s.pos,
             tokens,
+            last_logits: true,
+            then: &[],
         },
         copy: w.routing.for_batch(tokens.len()),
         images,

@@ -32,7 +32,7 @@ use kestrel_core::chat::Role;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::json;
 use kestrel_core::model::weights::Weights;
-use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_SLOTS};
+use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_BATCH, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
 use metrics::Metrics;
 use scheduler::{Event, Finish, Job};
@@ -199,7 +199,8 @@ pub fn serve(
     let ctx = args.engine.ctx.unwrap_or(4096).min(file_max).max(2);
     let opts = Options {
         max_seq: ctx,
-        max_batch: PREFILL_CHUNK.max(args.parallel),
+        // A whole prompt chunk and the other slots' decode rows riding along.
+        max_batch: (PREFILL_CHUNK + args.parallel.saturating_sub(1)).min(MAX_BATCH),
         kv: if args.engine.kv_f32 {
             KvType::F32
         } else {

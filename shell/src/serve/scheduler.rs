@@ -4,7 +4,10 @@
 //! decode step for every slot that is generating (one row per slot, one
 //! GEMM per weight matrix), and sends each job its tokens. So a long prompt
 //! is admitted in chunks between the running streams' steps: they wait at
-//! most one chunk, not the whole prompt.
+//! most one chunk, not the whole prompt. When the chunk multiplies the
+//! decode copy (a file with one copy), the decode rows ride along it in
+//! the same forward step (`prefill_chunk_with`): one pass over the weights
+//! for both.
 //!
 //! Equality with `kestrel run`: both run the core's generation path
 //! (`kestrel_core::generate`): a job's prompt goes through the same
@@ -19,7 +22,8 @@
 //! has one copy).
 
 use kestrel_core::generate::{
-    prefill_some, reusable_prefix, sample_next, Limits, Prefill, Sampled, StopSet, PREFILL_CHUNK,
+    prefill_chunk_with, prefill_some, reusable_prefix, sample_next, Chunk, ChunkStep, Limits,
+    Prefill, Sampled, StopSet, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -236,53 +240,53 @@ impl<P: Parallel> Engine<'_, P> {
                 self.admit(&mut slots[i], i, job);
             }
             self.publish(&slots);
-            // One prefill chunk of the prompt admitted first; all of it when
-            // no stream is waiting for a step.
-            let streaming = slots.iter().any(|s| s.active.is_some());
+            // One prefill chunk of the prompt admitted first, the running
+            // streams' decode rows riding along in the same step when the
+            // chunk can take them; all of the prompt when no stream is
+            // waiting for a step.
+            decode_rows(&slots, &mut rows);
             let first = (0..slots.len())
                 .filter(|&i| slots[i].admitting.is_some())
                 .min_by_key(|&i| slots[i].used);
+            let mut riders = Riders::Alone;
             if let Some(i) = first {
-                let chunks = if streaming { 1 } else { usize::MAX };
-                self.prefill_chunks(&mut slots[i], i, chunks, &mut candidates);
+                let chunks = if rows.is_empty() { usize::MAX } else { 1 };
+                riders = self.prefill_chunks(&mut slots, i, chunks, &rows, &mut candidates);
             }
-            // One decode step for every active slot.
-            rows.clear();
-            for (i, s) in slots.iter().enumerate() {
-                if let Some(a) = &s.active {
-                    rows.push(Row {
-                        slot: i,
-                        pos: s.tokens.len(),
-                        token: a.next,
-                        logits: true,
-                    });
+            let logits_at = match riders {
+                Riders::Rode(at) => at,
+                Riders::Alone => {
+                    // A step of their own, with the stream the prefill may
+                    // just have started.
+                    decode_rows(&slots, &mut rows);
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let r = forward_rows(
+                        self.w,
+                        &mut self.state,
+                        &self.kernels,
+                        self.pool,
+                        &rows,
+                        self.w.routing.decode,
+                        None,
+                    );
+                    if let Err(e) = r {
+                        let msg = format!("inference failed: {e}");
+                        for row in &rows {
+                            fail(&mut slots[row.slot], &msg);
+                        }
+                        continue;
+                    }
+                    0
                 }
-            }
-            if rows.is_empty() {
-                continue;
-            }
-            let decode = self.w.routing.decode;
-            let r = forward_rows(
-                self.w,
-                &mut self.state,
-                &self.kernels,
-                self.pool,
-                &rows,
-                decode,
-                None,
-            );
-            if let Err(e) = r {
-                let msg = format!("inference failed: {e}");
-                for row in &rows {
-                    fail(&mut slots[row.slot], &msg);
-                }
-                continue;
-            }
+            };
             for (j, row) in rows.iter().enumerate() {
                 let s = &mut slots[row.slot];
                 s.tokens.push(row.token);
-                s.copies.push(decode);
-                let logits = &mut self.state.logits[j * vocab..(j + 1) * vocab];
+                s.copies.push(self.w.routing.decode);
+                let at = logits_at + j * vocab;
+                let logits = &mut self.state.logits[at..at + vocab];
                 sampled(
                     &self.stops,
                     self.state.opts.max_seq,
@@ -355,16 +359,19 @@ impl<P: Parallel> Engine<'_, P> {
     /// Runs up to `max_chunks` chunks of the prompt admitted into slot `i`
     /// (the plan's chunks, so the bits are those of one whole prefill);
     /// after the last, samples its first token and the slot starts
-    /// generating.
+    /// generating. `riders` (the other slots' decode rows) go with the
+    /// first chunk when it can take them.
     fn prefill_chunks(
         &mut self,
-        s: &mut Slot,
+        slots: &mut [Slot],
         i: usize,
         max_chunks: usize,
+        riders: &[Row],
         candidates: &mut [u32],
-    ) {
+    ) -> Riders {
+        let s = &mut slots[i];
         let Some(mut adm) = s.admitting.take() else {
-            return;
+            return Riders::Alone;
         };
         let n = adm.job.prompt.len();
         let mut plan = Prefill {
@@ -376,26 +383,38 @@ impl<P: Parallel> Engine<'_, P> {
             images: adm.encoded.for_prompt(n, &mut adm.scratch),
         };
         let (tokens, copies) = (&mut s.tokens, &mut s.copies);
-        let r = prefill_some(
-            self.w,
-            &mut self.state,
-            &self.kernels,
-            self.pool,
-            &mut plan,
-            max_chunks,
-            &mut |c, _| {
-                tokens.extend_from_slice(&adm.job.prompt[c.start..c.end]);
-                copies.extend(std::iter::repeat_n(c.copy, c.end - c.start));
-            },
-        );
+        let mut on_chunk = |c: &Chunk, _: &[f32]| {
+            tokens.extend_from_slice(&adm.job.prompt[c.start..c.end]);
+            copies.extend(std::iter::repeat_n(c.copy, c.end - c.start));
+        };
+        let r = if riders.is_empty() {
+            prefill_some(
+                self.w,
+                &mut self.state,
+                &self.kernels,
+                self.pool,
+                &mut plan,
+                max_chunks,
+                &mut on_chunk,
+            )
+            .map(|at| ChunkStep {
+                prompt_logits: at,
+                rider_logits: None,
+            })
+        } else {
+            prefill_chunk_with(
+                self.w,
+                &mut self.state,
+                &self.kernels,
+                self.pool,
+                &mut plan,
+                riders,
+                &mut on_chunk,
+            )
+        };
         let done = plan.keep;
-        let logits_at = match r {
-            Ok(Some(at)) => at,
-            Ok(None) => {
-                adm.done = done;
-                s.admitting = Some(adm);
-                return;
-            }
+        let step = match r {
+            Ok(step) => step,
             Err(e) => {
                 s.tokens.clear();
                 s.copies.clear();
@@ -403,8 +422,19 @@ impl<P: Parallel> Engine<'_, P> {
                     .job
                     .events
                     .send(Event::Error(format!("inference failed: {e}")));
-                return;
+                // The riders take a step of their own: it stores their keys
+                // and values again before any row reads them.
+                return Riders::Alone;
             }
+        };
+        let rode = match step.rider_logits {
+            Some(at) => Riders::Rode(at),
+            None => Riders::Alone,
+        };
+        let Some(logits_at) = step.prompt_logits else {
+            adm.done = done;
+            s.admitting = Some(adm);
+            return rode;
         };
         if !adm.encoded.grids.is_empty() {
             // Image tokens are not reusable.
@@ -416,7 +446,7 @@ impl<P: Parallel> Engine<'_, P> {
             .send(Event::Prefilled { cached: adm.cached })
             .is_err()
         {
-            return;
+            return rode;
         }
         s.active = Some(Active {
             sampler: Sampler::new(adm.job.sampler),
@@ -442,6 +472,30 @@ impl<P: Parallel> Engine<'_, P> {
             candidates,
             self.vocab.as_ref(),
         );
+        rode
+    }
+}
+
+/// Whether the decode rows rode along a prompt chunk.
+enum Riders {
+    /// They need a step of their own.
+    Alone,
+    /// They were computed; their logits start here in the state's buffer.
+    Rode(usize),
+}
+
+/// The decode rows of a step: one per generating slot, in slot order.
+fn decode_rows(slots: &[Slot], rows: &mut Vec<Row>) {
+    rows.clear();
+    for (i, s) in slots.iter().enumerate() {
+        if let Some(a) = &s.active {
+            rows.push(Row {
+                slot: i,
+                pos: s.tokens.len(),
+                token: a.next,
+                logits: true,
+            });
+        }
     }
 }
 

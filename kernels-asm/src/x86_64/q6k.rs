@@ -143,17 +143,10 @@ pub fn gemm_q6_kx8_q8_k(
                         (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
-                        (Vnni::Avx512, 1) => {
-                            q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
-                        }
-                        (Vnni::Avx512, 2) => {
-                            q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res)
-                        }
-                        (Vnni::Avx512, 3) => {
-                            q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res)
-                        }
+                        // One activation row (`m == 1`): more took the
+                        // 512-bit tile above.
                         (Vnni::Avx512, _) => {
-                            q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res)
+                            q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
                         }
                     }
                 }

@@ -60,7 +60,8 @@ fn probe_rows(rows: usize, blocks: usize) -> usize {
 }
 
 /// Runs the probe over `rows` (at most what [`probe_rows`] allows) of
-/// `blocks` blocks; returns the rows used and the results.
+/// `blocks` blocks; returns the rows used and the results (none for no
+/// rows: `--probe-rows 0` turns the probe off).
 pub(super) fn dram_probe(
     pool: &Pool,
     rows: usize,
@@ -70,6 +71,9 @@ pub(super) fn dram_probe(
     let rows = probe_rows(rows, blocks);
     let n = rows * blocks;
     let mut out = Vec::new();
+    if n == 0 {
+        return (rows, out);
+    }
     for (name, stride, block) in [
         ("compact 18B/block", 18usize, 18usize),
         ("compact 34B/block", 34, 34),

@@ -104,7 +104,7 @@ impl CommandArgs for BenchArgs {
                 count("q-heads", "Query heads.", "32"),
                 count("kv-heads", "Key/value heads.", "8"),
                 count("head-dim", "Head dimension.", "128"),
-                count("probe-rows", "DRAM probe rows.", "131072"),
+                count("probe-rows", "DRAM probe rows (0: no probe).", "131072"),
                 count("probe-blocks", "DRAM probe blocks per row.", "128"),
                 switch("no-kernels", "Skip the single-thread per-kernel lines."),
                 switch("json", "Print one JSON object instead of tables."),
@@ -298,10 +298,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             println!("{:<26} {:>9.3} ms {:>8.1} GFLOPS", l.name, l.ms, l.gflops);
         }
     }
-    println!(
-        "--- Real-DRAM wall probe ({} rows x {} blocks/row, {threads} threads) ---",
-        probe_rows, args.probe_blocks
-    );
+    if !probes.is_empty() {
+        println!(
+            "--- Real-DRAM wall probe ({} rows x {} blocks/row, {threads} threads) ---",
+            probe_rows, args.probe_blocks
+        );
+    }
     for p in &probes {
         let raw = if (p.raw_gbs - p.payload_gbs).abs() > 1e-9 {
             format!(" (raw {:.1} GB/s)", p.raw_gbs)

@@ -132,16 +132,21 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         k.name(),
         batch
     );
-    println!(
-        "pp{:<5} {:>9.2} tok/s (median of {reps})",
-        args.n_prompt, pp_med
-    );
-    println!(
-        "tg{:<5} {:>9.2} tok/s (median of {reps}), {:.1} MB of weights per token, {gbs:.1} GB/s",
-        args.n_gen,
-        tg_med,
-        bytes as f64 / 1e6
-    );
+    // A phase with no tokens (`-p 0` or `-n 0`) was not run: no line.
+    if args.n_prompt > 0 {
+        println!(
+            "pp{:<5} {:>9.2} tok/s (median of {reps})",
+            args.n_prompt, pp_med
+        );
+    }
+    if args.n_gen > 0 {
+        println!(
+            "tg{:<5} {:>9.2} tok/s (median of {reps}), {:.1} MB of weights per token, {gbs:.1} GB/s",
+            args.n_gen,
+            tg_med,
+            bytes as f64 / 1e6
+        );
+    }
     if streams > 1 && args.n_gen > 0 {
         println!(
             "tg{:<5} {:>9.2} tok/s aggregate of {streams} sequences in lockstep (median of {reps}), {:.2}x one sequence",

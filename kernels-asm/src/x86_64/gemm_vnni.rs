@@ -138,9 +138,9 @@ fn add_block(acc: __m256, isum: __m256i, sw: __m256, da: f32) -> __m256 {
 
 /// The GEMM loop every tile shares: calls of at most [`MAX_ROWS`]
 /// activation rows, each forming its table of `-(sum(a) << shift)` once;
-/// then every unit of `W` weight rows (`units` of them) against tiles of up
-/// to [`TILE_M`] activation rows, each tile's results stored into `out` (`m x
-/// rows`; a last unit's rows past `rows` are dropped). The layout's tile is
+/// then [`for_each_tile`]: every unit of `W` weight rows (`units` of them)
+/// against tiles of up to [`TILE_M`] activation rows, each tile's results
+/// stored into `out` (`m x rows`). The layout's tile is
 /// `tile(unit, quants, scales, sums, tm, res)`: the unit's `W` weight rows
 /// (rows `W unit` on) against `tm` activation rows (their quants, scales
 /// and `-offset * sum(a)` per block) into `res[..tm]`; it checks nothing (a
@@ -179,22 +179,56 @@ pub(super) unsafe fn gemm_units<const W: usize>(
                 &mut table,
             )
         };
-        for unit in 0..units {
-            let row0 = W * unit;
-            let n = rows.saturating_sub(row0).min(W);
-            let mut t0 = c0;
-            while t0 < c1 {
-                let tm = (c1 - t0).min(TILE_M);
-                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
-                tile(unit, qs, d, c, tm, &mut res);
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let o = (t0 + t) * rows + row0;
-                    store_row(out, o, r, n);
-                }
-                t0 += tm;
+        let call = CallRows {
+            first: c0,
+            end: c1,
+            rows,
+        };
+        for_each_tile(call, units, out, &mut res, |unit, t0, tm, res| {
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
+            tile(unit, qs, d, c, tm, res);
+        });
+    }
+}
+
+/// One call's activation rows `first..end` of a GEMM whose output rows are
+/// `rows` long.
+#[derive(Clone, Copy)]
+pub(super) struct CallRows {
+    pub(super) first: usize,
+    pub(super) end: usize,
+    pub(super) rows: usize,
+}
+
+/// The loop every tile driver shares inside a call: every unit of `W`
+/// weight rows (`units` of them) against tiles of up to [`TILE_M`] of the
+/// call's activation rows; `tile(unit, t0, tm, res)` fills `res[..tm]` for
+/// activation rows `t0..t0 + tm` (absolute), then each row is stored into
+/// `out` (`m x rows`; a last unit's rows past `rows` are dropped). `res`
+/// is the driver's one result buffer (each tile writes the rows it is
+/// given before they are read: no zeroing per tile).
+#[inline(always)]
+pub(super) fn for_each_tile<const W: usize>(
+    call: CallRows,
+    units: usize,
+    out: &mut [f32],
+    res: &mut [[f32; W]; TILE_M],
+    mut tile: impl FnMut(usize, usize, usize, &mut [[f32; W]; TILE_M]),
+) {
+    let CallRows { first, end, rows } = call;
+    for unit in 0..units {
+        let row0 = W * unit;
+        let n = rows.saturating_sub(row0).min(W);
+        let mut t0 = first;
+        while t0 < end {
+            let tm = (end - t0).min(TILE_M);
+            tile(unit, t0, tm, res);
+            for (t, r) in res.iter().enumerate().take(tm) {
+                store_row(out, (t0 + t) * rows + row0, r, n);
             }
+            t0 += tm;
         }
     }
 }
@@ -467,7 +501,7 @@ pub(super) mod avx {
 pub(super) mod avx512 {
     use super::super::q6k::{offset_table, RUN};
     use super::super::{Avx2, Vnni};
-    use super::{gemm_units, row_block, store_row, MAX_BLOCKS, MAX_ROWS, TILE_M};
+    use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
         Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
         Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE,
@@ -876,33 +910,31 @@ pub(super) mod avx512 {
         // Row groups in fours (16 rows per vector); past the last group the
         // last one is repeated and only real rows are stored.
         let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-        // One result buffer for every tile (each writes its `tm` rows).
         let mut res = [[0.0f32; 16]; TILE_M];
         for c0 in (0..m).step_by(MAX_ROWS) {
-            let c1 = (c0 + MAX_ROWS).min(m);
-            for unit in 0..groups.div_ceil(4) {
-                let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
-                let row0 = 16 * unit;
-                let n = (rows - row0).min(16);
-                let mut t0 = c0;
-                while t0 < c1 {
-                    let tm = (c1 - t0).min(TILE_M);
+            let call = CallRows {
+                first: c0,
+                end: (c0 + MAX_ROWS).min(m),
+                rows,
+            };
+            for_each_tile(
+                call,
+                groups.div_ceil(4),
+                out,
+                &mut res,
+                |unit, t0, tm, res| {
+                    let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
                     let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                     let d = &act_d[t0 * nb..(t0 + tm) * nb];
                     let s = &act_sums[t0 * ns..(t0 + tm) * ns];
-                    // SAFETY: each of `g` is a whole row group (`nb`
-                    // super-blocks of `bb` bytes, sliced above); `qs`, `d`
-                    // and `s` hold `tm` (1 to TILE_M) activation rows of
-                    // `cols` quants, `nb` scales and `ns` sums (sliced
-                    // above); the token proves AVX512-VNNI with F/BW/VL.
-                    unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, &mut res)) };
-                    for (t, r) in res.iter().enumerate().take(tm) {
-                        let o = (t0 + t) * rows + row0;
-                        store_row(out, o, r, n);
-                    }
-                    t0 += tm;
-                }
-            }
+                    // SAFETY: each of `g` is a whole row group (`nb` super-blocks
+                    // of `bb` bytes, sliced above); `qs`, `d` and `s` hold `tm`
+                    // (1 to TILE_M) activation rows of `cols` quants, `nb` scales
+                    // and `ns` sums (sliced above); the token proves AVX512-VNNI
+                    // with F/BW/VL.
+                    unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, res)) };
+                },
+            );
         }
     }
 
@@ -1130,35 +1162,34 @@ pub(super) mod avx512 {
         // Row groups in pairs (16 rows per vector); an odd last group is
         // paired with itself and only its own rows are stored.
         let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-        // One result buffer for every tile (each writes its `tm` rows).
         let mut res = [[0.0f32; 16]; TILE_M];
         for c0 in (0..m).step_by(Q6_CALL_ROWS) {
             let c1 = (c0 + Q6_CALL_ROWS).min(m);
             let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
             let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
-            for unit in 0..groups.div_ceil(2) {
-                let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
-                let row0 = 16 * unit;
-                let n = (rows - row0).min(16);
-                let mut t0 = c0;
-                while t0 < c1 {
-                    let tm = (c1 - t0).min(TILE_M);
+            let call = CallRows {
+                first: c0,
+                end: c1,
+                rows,
+            };
+            for_each_tile(
+                call,
+                groups.div_ceil(2),
+                out,
+                &mut res,
+                |unit, t0, tm, res| {
+                    let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
                     let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                     let d = &act_d[t0 * nb..(t0 + tm) * nb];
                     let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
                     // SAFETY: `wa` and `wb` are whole row groups (`nb`
-                    // super-blocks of 1680 bytes, sliced above); `qs`, `d`
-                    // and `o` hold `tm` (1 to TILE_M) activation rows of
-                    // `cols` quants, `nb` scales and `runs` offsets (sliced
-                    // above); the token proves AVX512-VNNI with F/BW/VL.
-                    unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, &mut res)) };
-                    for (t, r) in res.iter().enumerate().take(tm) {
-                        let o = (t0 + t) * rows + row0;
-                        store_row(out, o, r, n);
-                    }
-                    t0 += tm;
-                }
-            }
+                    // super-blocks of 1680 bytes, sliced above); `qs`, `d` and
+                    // `o` hold `tm` (1 to TILE_M) activation rows of `cols`
+                    // quants, `nb` scales and `runs` offsets (sliced above); the
+                    // token proves AVX512-VNNI with F/BW/VL.
+                    unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) };
+                },
+            );
         }
     }
 

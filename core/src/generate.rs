@@ -273,7 +273,10 @@ pub struct ChunkStep {
 /// (rows do not mix), so the chunk gives [`prefill`]'s bits and each rider
 /// a decode step's. The riders ride only when the chunk multiplies the
 /// decode copy (in the `dual` mode, only a one-token chunk does), has no
-/// images, and the step fits `max_batch`; else the chunk runs alone.
+/// images, and the step fits `max_batch`; else the chunk runs alone. The
+/// riders must be a valid step of their own (distinct slots other than
+/// `p.slot`, positions inside the context, at most `slots` rows with
+/// logits with the prompt's last row): an invalid one fails the whole step.
 pub fn prefill_chunk_with<P: Parallel>(
     w: &Weights,
     s: &mut State,

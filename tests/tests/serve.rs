@@ -25,12 +25,25 @@ use std::time::{Duration, Instant};
 /// The tied Qwen3 fixture in dual mode (Q8 prefill copy, Q4 decode copy).
 fn model() -> PathBuf {
     static ONCE: OnceLock<PathBuf> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let out = temp_dir("serve").join("m.vqf");
+    converted_once(&ONCE, "serve", WeightMode::Dual)
+}
+
+/// The tied fixture with one weight copy (q8): prompt chunks multiply the
+/// decode copy, so the streams' decode rows ride along them.
+fn one_copy_model() -> PathBuf {
+    static ONCE: OnceLock<PathBuf> = OnceLock::new();
+    converted_once(&ONCE, "serve-q8", WeightMode::Q8)
+}
+
+/// The tied fixture converted with `mode` (512 positions) into a temporary
+/// directory named after `dir`, once per `once`.
+fn converted_once(once: &'static OnceLock<PathBuf>, dir: &str, mode: WeightMode) -> PathBuf {
+    once.get_or_init(|| {
+        let out = temp_dir(dir).join("m.vqf");
         convert(
             &fixtures().join("dev_qwen3_dense_tied/hf"),
             &out,
-            WeightMode::Dual,
+            mode,
             Some(512),
             false,
         )
@@ -337,25 +350,6 @@ fn answers_equal_kestrel_run_for_one_and_several_slots() {
             }
         }
     }
-}
-
-/// The tied fixture with one weight copy (q8): prompt chunks multiply the
-/// decode copy, so the streams' decode rows ride along them.
-fn one_copy_model() -> PathBuf {
-    static ONCE: OnceLock<PathBuf> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let out = temp_dir("serve-q8").join("m.vqf");
-        convert(
-            &fixtures().join("dev_qwen3_dense_tied/hf"),
-            &out,
-            WeightMode::Q8,
-            Some(512),
-            false,
-        )
-        .unwrap();
-        out
-    })
-    .clone()
 }
 
 /// A prompt longer than one prefill chunk admitted while another stream is

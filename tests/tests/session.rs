@@ -9,18 +9,25 @@ use kestrel_core::sampler::SamplerConfig;
 use kestrel_tests::{fixtures, json_ids, temp_dir};
 use std::sync::atomic::AtomicBool;
 
-#[test]
-fn stop_tokens_length_and_interrupts() {
-    let dir = temp_dir("session");
+/// The tied Qwen3 fixture converted with `mode` (256 positions) to
+/// `dir/m.vqf`.
+fn tied_fixture(dir: &std::path::Path, mode: WeightMode) -> std::path::PathBuf {
     let vqf = dir.join("m.vqf");
     convert(
         &fixtures().join("dev_qwen3_dense_tied/hf"),
         &vqf,
-        WeightMode::F32,
+        mode,
         Some(256),
         false,
     )
     .unwrap();
+    vqf
+}
+
+#[test]
+fn stop_tokens_length_and_interrupts() {
+    let dir = temp_dir("session");
+    let vqf = tied_fixture(&dir, WeightMode::F32);
     let refj = std::fs::read(fixtures().join("dev_qwen3_dense_tied/ref/ref.json")).unwrap();
     let prompt = json_ids(&refj, "prompt_ids");
     let greedy = json_ids(&refj, "greedy_ids");
@@ -96,15 +103,7 @@ fn stop_tokens_length_and_interrupts() {
 fn prefill_a_chunk_at_a_time_equals_one_call() {
     use kestrel_core::generate::{prefill, prefill_some, Prefill};
     let dir = temp_dir("prefill-some");
-    let vqf = dir.join("m.vqf");
-    convert(
-        &fixtures().join("dev_qwen3_dense_tied/hf"),
-        &vqf,
-        WeightMode::Dual,
-        Some(256),
-        false,
-    )
-    .unwrap();
+    let vqf = tied_fixture(&dir, WeightMode::Dual);
     let model = engine::Model::open(&vqf).unwrap();
     let mut layers = Vec::new();
     let w = model.weights(true, &mut layers).unwrap();
@@ -172,20 +171,17 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
     use kestrel_core::generate::{prefill, prefill_chunk_with, prefill_some, Prefill};
     use kestrel_core::model::forward::{forward_rows, Row};
     let dir = temp_dir("riders");
-    for mode in [WeightMode::Q8, WeightMode::Dual] {
-        let vqf = dir.join("m.vqf");
-        convert(
-            &fixtures().join("dev_qwen3_dense_tied/hf"),
-            &vqf,
-            mode,
-            Some(256),
-            false,
-        )
-        .unwrap();
+    // With every row's logits too (the chunk's rows, then the riders').
+    for (mode, all_logits) in [
+        (WeightMode::Q8, false),
+        (WeightMode::Q8, true),
+        (WeightMode::Dual, false),
+    ] {
+        let vqf = tied_fixture(&dir, mode);
         let model = engine::Model::open(&vqf).unwrap();
         let mut layers = Vec::new();
         let w = model.weights(true, &mut layers).unwrap();
-        let (k, pool, mut opts) = engine::setup(&w, &EngineArgs::default(), false, 34);
+        let (k, pool, mut opts) = engine::setup(&w, &EngineArgs::default(), all_logits, 34);
         opts.slots = 3;
         let vocab = w.cfg.vocab_size as usize;
         let one_copy = w.routing.for_batch(32) == w.routing.decode;
@@ -246,7 +242,7 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
             // The riders offered to every chunk until one takes them.
             let mut p = plan();
             let (mut got_riders, mut got_prompt) = (None, None);
-            let mut chunks = 0;
+            let (mut chunks, mut rode_on) = (0, None);
             while got_prompt.is_none() {
                 chunks += 1;
                 let step = if got_riders.is_none() {
@@ -262,6 +258,7 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
                     .unwrap();
                     if let Some(r) = step.rider_logits {
                         got_riders = Some(riding.logits[r..r + 2 * vocab].to_vec());
+                        rode_on = Some(chunks);
                     }
                     step.prompt_logits
                 } else {
@@ -271,29 +268,24 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
                     got_prompt = Some(riding.logits[at..at + vocab].to_vec());
                 }
             }
-            assert_eq!(chunks, n.div_ceil(32), "{mode:?} n {n}");
+            let case = format!("{mode:?}, all logits {all_logits}, n {n}");
+            assert_eq!(chunks, n.div_ceil(32), "{case}");
             // Dual: a chunk of 32 multiplies the Q8 copy, so the riders wait
             // for the one-token chunk, and a prompt without one never takes them.
-            let rode_at = match (one_copy, n) {
+            let want_rode_on = match (one_copy, n) {
                 (true, _) => Some(1),
                 (false, 65) => Some(3),
                 (false, _) => None,
             };
+            assert_eq!(rode_on, want_rode_on, "{case}: the chunk the riders rode");
             let same =
                 |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-            match got_riders {
-                Some(r) => {
-                    assert!(rode_at.is_some(), "{mode:?} n {n}: the riders rode");
-                    assert!(
-                        same(&r, &want_riders),
-                        "{mode:?} n {n}: the riders' logits differ"
-                    );
-                }
-                None => assert_eq!(rode_at, None, "{mode:?} n {n}: the riders did not ride"),
+            if let Some(r) = got_riders {
+                assert!(same(&r, &want_riders), "{case}: the riders' logits differ");
             }
             assert!(
                 same(got_prompt.as_ref().unwrap(), &want_prompt),
-                "{mode:?} n {n}: the prompt's logits differ"
+                "{case}: the prompt's logits differ"
             );
         }
     }

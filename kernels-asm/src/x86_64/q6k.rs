@@ -103,6 +103,9 @@ pub fn gemm_q6_kx8_q8_k(
     };
     let runs = cols / RUN;
     let group_bytes = nb * Q6KX8_BLOCK_BYTES;
+    // Activation rows per tile: with AVX512-VNNI only the one-row tile is
+    // built here (`m == 1`: more took the 512-bit tile above).
+    let tile_m = if vnni == Vnni::Avx512 { 1 } else { TILE_M };
     for b0 in (0..m).step_by(batch) {
         let b1 = (b0 + batch).min(m);
         // At most GEMM_EXPAND_BLOCKS 32-quant blocks per VNNI batch (the
@@ -117,7 +120,7 @@ pub fn gemm_q6_kx8_q8_k(
             let wg = &w[g * group_bytes..(g + 1) * group_bytes];
             let mut t0 = b0;
             while t0 < b1 {
-                let tm = (b1 - t0).min(TILE_M);
+                let tm = (b1 - t0).min(tile_m);
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
                 let o = if vnni == Vnni::No {
@@ -143,8 +146,7 @@ pub fn gemm_q6_kx8_q8_k(
                         (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
-                        // One activation row (`m == 1`): more took the
-                        // 512-bit tile above.
+                        // `tm` is 1 (`tile_m`).
                         (Vnni::Avx512, _) => {
                             q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
                         }

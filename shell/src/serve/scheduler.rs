@@ -5,9 +5,9 @@
 //! GEMM per weight matrix), and sends each job its tokens. So a long prompt
 //! is admitted in chunks between the running streams' steps: they wait at
 //! most one chunk, not the whole prompt. When the chunk multiplies the
-//! decode copy (a file with one copy), the decode rows ride along it in
-//! the same forward step (`prefill_chunk_with`): one pass over the weights
-//! for both.
+//! decode copy (a file with one copy, or a one-token chunk), the decode
+//! rows ride along it in the same forward step (`prefill_chunk_with`): one
+//! pass over the weights for both.
 //!
 //! Equality with `kestrel run`: both run the core's generation path
 //! (`kestrel_core::generate`): a job's prompt goes through the same
@@ -250,8 +250,7 @@ impl<P: Parallel> Engine<'_, P> {
                 .min_by_key(|&i| slots[i].used);
             let mut riders = Riders::Alone;
             if let Some(i) = first {
-                let chunks = if rows.is_empty() { usize::MAX } else { 1 };
-                riders = self.prefill_chunks(&mut slots, i, chunks, &rows, &mut candidates);
+                riders = self.prefill_chunks(&mut slots[i], i, &rows, &mut candidates);
             }
             let logits_at = match riders {
                 Riders::Rode(at) => at,
@@ -356,20 +355,20 @@ impl<P: Parallel> Engine<'_, P> {
         });
     }
 
-    /// Runs up to `max_chunks` chunks of the prompt admitted into slot `i`
-    /// (the plan's chunks, so the bits are those of one whole prefill);
-    /// after the last, samples its first token and the slot starts
-    /// generating. `riders` (the other slots' decode rows) go with the
-    /// first chunk when it can take them.
+    /// Runs chunks of the prompt admitted into slot `i` (the plan's chunks,
+    /// so the bits are those of one whole prefill): with `riders` (the
+    /// other slots' decode rows: streams are waiting) one chunk, the riders
+    /// in its step when it can take them; without, all of them. After the
+    /// last, samples its first token and the slot starts generating (its
+    /// first decode row joins the next step when the riders rode, else this
+    /// turn's own step).
     fn prefill_chunks(
         &mut self,
-        slots: &mut [Slot],
+        s: &mut Slot,
         i: usize,
-        max_chunks: usize,
         riders: &[Row],
         candidates: &mut [u32],
     ) -> Riders {
-        let s = &mut slots[i];
         let Some(mut adm) = s.admitting.take() else {
             return Riders::Alone;
         };
@@ -394,7 +393,7 @@ impl<P: Parallel> Engine<'_, P> {
                 &self.kernels,
                 self.pool,
                 &mut plan,
-                max_chunks,
+                usize::MAX,
                 &mut on_chunk,
             )
             .map(|at| ChunkStep {

@@ -7,8 +7,9 @@
 //!   the decode copy); [`prefill`] runs it for one sequence slot, with
 //!   images (Qwen3-VL: M-RoPE positions, image rows, DeepStack, and the
 //!   slot's `rope_delta` moved for the tokens that follow);
-//!   [`prefill_some`] a few chunks at a time, [`prefill_chunk_with`] one
-//!   chunk with other slots' decode rows riding along.
+//!   [`prefill_some`] a few chunks at a time; [`prefill_turn`] the share
+//!   of one server turn: the whole prompt when no stream waits, else one
+//!   chunk with the streams' decode rows riding along.
 //! * [`sample_next`]: sample one row and decide whether the answer ends
 //!   (an end token, the length limit, a full context).
 //! * [`Generator`]: the single-sequence driver (`kestrel run`, `kestrel
@@ -254,7 +255,7 @@ pub fn prefill_some<P: Parallel>(
     run_plan(w, s, k, pool, p, max_chunks, &[], on_chunk).map(|r| r.prompt_logits)
 }
 
-/// What [`prefill_chunk_with`] computed.
+/// What [`prefill_turn`] computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkStep {
     /// Where the prompt's last row's logits start in `s.logits` once its
@@ -262,14 +263,16 @@ pub struct ChunkStep {
     pub prompt_logits: Option<usize>,
     /// Where the riders' logits start (one `vocab` row per rider that keeps
     /// them, in order); `None` when they did not ride (see
-    /// [`prefill_chunk_with`]) and still need a step of their own.
+    /// [`prefill_turn`]) and still need a step of their own.
     pub rider_logits: Option<usize>,
 }
 
-/// The next chunk of the plan ([`prefill_some`] with one chunk), with
-/// `riders` (other slots' decode rows, `w.routing.decode`'s rows) computed
-/// in the same forward step after the chunk's rows: the step reads the
-/// weights once for both. Every row is computed as in a step of its own
+/// A prompt's share of one turn beside other sequences (the server's
+/// engine loop): without `riders` (no stream waits for a step) the rest of
+/// the plan ([`prefill_some`] of every chunk); with them (other slots'
+/// decode rows, `w.routing.decode`'s rows) the plan's next chunk, the
+/// riders computed in the same forward step after the chunk's rows: the
+/// step reads the weights once for both, and the streams wait one chunk. Every row is computed as in a step of its own
 /// (rows do not mix), so the chunk gives [`prefill`]'s bits and each rider
 /// a decode step's. The riders ride only when the chunk multiplies the
 /// decode copy (in the `dual` mode, only a one-token chunk does), has no
@@ -277,7 +280,7 @@ pub struct ChunkStep {
 /// riders must be a valid step of their own (distinct slots other than
 /// `p.slot`, positions inside the context, at most `slots` rows with
 /// logits with the prompt's last row): an invalid one fails the whole step.
-pub fn prefill_chunk_with<P: Parallel>(
+pub fn prefill_turn<P: Parallel>(
     w: &Weights,
     s: &mut State,
     k: &Kernels,
@@ -286,7 +289,8 @@ pub fn prefill_chunk_with<P: Parallel>(
     riders: &[Row],
     on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
 ) -> Result<ChunkStep, Error> {
-    run_plan(w, s, k, pool, p, 1, riders, on_chunk)
+    let max_chunks = if riders.is_empty() { usize::MAX } else { 1 };
+    run_plan(w, s, k, pool, p, max_chunks, riders, on_chunk)
 }
 
 /// [`prefill_some`], the first chunk run with `riders` when they can ride.

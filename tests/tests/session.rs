@@ -160,7 +160,7 @@ fn prefill_a_chunk_at_a_time_equals_one_call() {
     }
 }
 
-/// Decode rows riding along a prompt chunk (`prefill_chunk_with`, as the
+/// Decode rows riding along a prompt chunk (`prefill_turn`, as the
 /// server steps its streams beside an admitted prompt) get the logits of a
 /// decode step of their own, and the prompt those of one `prefill` call,
 /// bit for bit: with one weight copy (q8) they ride every chunk, the
@@ -168,7 +168,7 @@ fn prefill_a_chunk_at_a_time_equals_one_call() {
 /// a one-token chunk (the decode copy) takes them.
 #[test]
 fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
-    use kestrel_core::generate::{prefill, prefill_chunk_with, prefill_some, Prefill};
+    use kestrel_core::generate::{prefill, prefill_some, prefill_turn, Prefill};
     use kestrel_core::model::forward::{forward_rows, Row};
     let dir = temp_dir("riders");
     // With every row's logits too (the chunk's rows, then the riders').
@@ -246,16 +246,9 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
             while got_prompt.is_none() {
                 chunks += 1;
                 let step = if got_riders.is_none() {
-                    let step = prefill_chunk_with(
-                        &w,
-                        &mut riding,
-                        &k,
-                        &pool,
-                        &mut p,
-                        &riders,
-                        &mut |_, _| {},
-                    )
-                    .unwrap();
+                    let step =
+                        prefill_turn(&w, &mut riding, &k, &pool, &mut p, &riders, &mut |_, _| {})
+                            .unwrap();
                     if let Some(r) = step.rider_logits {
                         got_riders = Some(riding.logits[r..r + 2 * vocab].to_vec());
                         rode_on = Some(chunks);

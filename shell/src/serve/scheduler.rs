@@ -6,8 +6,9 @@
 //! is admitted in chunks between the running streams' steps: they wait at
 //! most one chunk, not the whole prompt. When the chunk multiplies the
 //! decode copy (a file with one copy, or a one-token chunk), the decode
-//! rows ride along it in the same forward step (`prefill_chunk_with`): one
-//! pass over the weights for both.
+//! rows ride along it in the same forward step (`prefill_turn`, which also
+//! decides how much of the prompt a turn runs): one pass over the weights
+//! for both.
 //!
 //! Equality with `kestrel run`: both run the core's generation path
 //! (`kestrel_core::generate`): a job's prompt goes through the same
@@ -22,8 +23,8 @@
 //! has one copy).
 
 use kestrel_core::generate::{
-    prefill_chunk_with, prefill_some, reusable_prefix, sample_next, Chunk, ChunkStep, Limits,
-    Prefill, Sampled, StopSet, PREFILL_CHUNK,
+    prefill_turn, reusable_prefix, sample_next, Chunk, Limits, Prefill, Sampled, StopSet,
+    PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -248,13 +249,11 @@ impl<P: Parallel> Engine<'_, P> {
             let first = (0..slots.len())
                 .filter(|&i| slots[i].admitting.is_some())
                 .min_by_key(|&i| slots[i].used);
-            let mut riders = Riders::Alone;
-            if let Some(i) = first {
-                riders = self.prefill_chunks(&mut slots[i], i, &rows, &mut candidates);
-            }
-            let logits_at = match riders {
-                Riders::Rode(at) => at,
-                Riders::Alone => {
+            let rode =
+                first.and_then(|i| self.prefill_turn(&mut slots[i], i, &rows, &mut candidates));
+            let logits_at = match rode {
+                Some(at) => at,
+                None => {
                     // A step of their own, with the stream the prefill may
                     // just have started.
                     decode_rows(&slots, &mut rows);
@@ -307,7 +306,7 @@ impl<P: Parallel> Engine<'_, P> {
     }
 
     /// Starts `job` in slot `i`: runs its images through the vision tower
-    /// and keeps the slot's reusable prefix; [`Engine::prefill_chunks`] runs
+    /// and keeps the slot's reusable prefix; [`Engine::prefill_turn`] runs
     /// the rest of the prompt.
     fn admit(&mut self, s: &mut Slot, i: usize, job: Job) {
         let n = job.prompt.len();
@@ -355,23 +354,22 @@ impl<P: Parallel> Engine<'_, P> {
         });
     }
 
-    /// Runs chunks of the prompt admitted into slot `i` (the plan's chunks,
-    /// so the bits are those of one whole prefill): with `riders` (the
-    /// other slots' decode rows: streams are waiting) one chunk, the riders
-    /// in its step when it can take them; without, all of them. After the
-    /// last, samples its first token and the slot starts generating (its
-    /// first decode row joins the next step when the riders rode, else this
-    /// turn's own step).
-    fn prefill_chunks(
+    /// Runs this turn's share of the prompt admitted into slot `i` (the
+    /// core's `prefill_turn`: all of it without `riders`, else one chunk
+    /// with the other slots' decode rows riding when it can take them; the
+    /// plan's chunks, so the bits are those of one whole prefill). After
+    /// the last chunk, samples its first token and the slot starts
+    /// generating (its first decode row joins the next step when the riders
+    /// rode, else this turn's own step). Returns where the riders' logits
+    /// start when they rode.
+    fn prefill_turn(
         &mut self,
         s: &mut Slot,
         i: usize,
         riders: &[Row],
         candidates: &mut [u32],
-    ) -> Riders {
-        let Some(mut adm) = s.admitting.take() else {
-            return Riders::Alone;
-        };
+    ) -> Option<usize> {
+        let mut adm = s.admitting.take()?;
         let n = adm.job.prompt.len();
         let mut plan = Prefill {
             slot: i,
@@ -386,31 +384,15 @@ impl<P: Parallel> Engine<'_, P> {
             tokens.extend_from_slice(&adm.job.prompt[c.start..c.end]);
             copies.extend(std::iter::repeat_n(c.copy, c.end - c.start));
         };
-        let r = if riders.is_empty() {
-            prefill_some(
-                self.w,
-                &mut self.state,
-                &self.kernels,
-                self.pool,
-                &mut plan,
-                usize::MAX,
-                &mut on_chunk,
-            )
-            .map(|at| ChunkStep {
-                prompt_logits: at,
-                rider_logits: None,
-            })
-        } else {
-            prefill_chunk_with(
-                self.w,
-                &mut self.state,
-                &self.kernels,
-                self.pool,
-                &mut plan,
-                riders,
-                &mut on_chunk,
-            )
-        };
+        let r = prefill_turn(
+            self.w,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            &mut plan,
+            riders,
+            &mut on_chunk,
+        );
         let done = plan.keep;
         let step = match r {
             Ok(step) => step,
@@ -423,13 +405,10 @@ impl<P: Parallel> Engine<'_, P> {
                     .send(Event::Error(format!("inference failed: {e}")));
                 // The riders take a step of their own: it stores their keys
                 // and values again before any row reads them.
-                return Riders::Alone;
+                return None;
             }
         };
-        let rode = match step.rider_logits {
-            Some(at) => Riders::Rode(at),
-            None => Riders::Alone,
-        };
+        let rode = step.rider_logits;
         let Some(logits_at) = step.prompt_logits else {
             adm.done = done;
             s.admitting = Some(adm);
@@ -473,14 +452,6 @@ impl<P: Parallel> Engine<'_, P> {
         );
         rode
     }
-}
-
-/// Whether the decode rows rode along a prompt chunk.
-enum Riders {
-    /// They need a step of their own.
-    Alone,
-    /// They were computed; their logits start here in the state's buffer.
-    Rode(usize),
 }
 
 /// The decode rows of a step: one per generating slot, in slot order.

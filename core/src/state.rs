@@ -67,7 +67,8 @@ pub struct ArenaSizes {
     pub tmp: usize,
     /// logits: (rows, vocab) f32.
     pub logits: usize,
-    /// scores: (heads, seq) f32.
+    /// scores: (heads, BLOCK_TOKENS, attention work per query row) f32:
+    /// the attention blocks' work space (`model::attend`).
     pub scores: usize,
     /// rope: (seq, head_dim / 2) f32 cosines, then as many sines.
     pub rope: usize,
@@ -98,6 +99,7 @@ struct Dims {
     ffn: usize,
     vocab: usize,
     heads: usize,
+    head_dim: usize,
     half_dim: usize,
     layers: usize,
     experts: usize,
@@ -115,6 +117,7 @@ impl Dims {
             ffn: (cfg.ffn_size as usize).max(moe_ffn),
             vocab: cfg.vocab_size as usize,
             heads: cfg.num_heads as usize,
+            head_dim: cfg.head_dim as usize,
             half_dim: cfg.head_dim as usize / 2,
             layers: cfg.num_layers as usize,
             experts: cfg.moe.map(|m| m.num_experts as usize).unwrap_or(0),
@@ -126,6 +129,29 @@ impl Dims {
 fn add(a: usize, b: usize) -> Result<usize, Error> {
     a.checked_add(b)
         .ok_or(Error::Overflow { what: "arena size" })
+}
+
+/// Cached rows per tile of the attention's online softmax
+/// (`model::attend`): 128 rows of a 64-element f16 head are 16 KB each of
+/// keys and values, a block's (rows, 128) scores 4 KB per 8 rows.
+pub const KEY_TILE: usize = 128;
+
+/// Tokens of one sequence whose query heads of one kv head attend as one
+/// block in the decoder (`model::forward`): each tile of keys and values
+/// is loaded once for all of them.
+pub const BLOCK_TOKENS: usize = 8;
+
+/// f32 values of attention work per query row of a block
+/// (`model::attend::Work::carve`): its query, its tile of scores, its tile
+/// output and its output (`head_dim` each but the scores), and four
+/// running values. `None` on overflow.
+pub fn attention_work_per_row(head_dim: usize) -> Option<usize> {
+    head_dim.checked_mul(3)?.checked_add(KEY_TILE + 4)
+}
+
+/// [`attention_work_per_row`] for the arena's sizes.
+pub(crate) fn attention_work(head_dim: usize) -> Result<usize, Error> {
+    attention_work_per_row(head_dim).ok_or(Error::Overflow { what: "arena size" })
 }
 
 fn mul(a: usize, b: usize) -> Result<usize, Error> {
@@ -188,7 +214,10 @@ impl ArenaSizes {
             // logits per slot (a one-row step writes `logits` directly).
             tmp: mul(mul(b, max_rows)?, f)?.max(mul(mul(logit_rows, d.vocab)?, f)?),
             logits: mul(mul(logit_rows, d.vocab)?, f)?,
-            scores: mul(mul(d.heads, opts.max_seq)?, f)?,
+            scores: mul(
+                mul(mul(d.heads, BLOCK_TOKENS)?, attention_work(d.head_dim)?)?,
+                f,
+            )?,
             rope: mul(mul(mul(opts.max_seq, d.half_dim)?, 2)?, f)?,
             act_qs: mul(b, max_in)?,
             act_d: mul(mul(b, max_in / 32 + 1)?, f)?,
@@ -343,7 +372,8 @@ pub struct State<'a> {
     pub scratch: Scratch<'a>,
     /// (rows, vocab) logits: max_batch rows with `all_logits`, else one per slot.
     pub logits: &'a mut [f32],
-    /// (heads, seq) attention scores.
+    /// (heads, BLOCK_TOKENS, work per query row): the attention blocks'
+    /// work space (`model::attend`).
     pub scores: &'a mut [f32],
     /// (seq, head_dim/2) RoPE cosines.
     pub rope_cos: &'a mut [f32],

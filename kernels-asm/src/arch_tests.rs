@@ -648,6 +648,42 @@ fn activations_match_generic() {
             }
         }
     }
+    // Online softmax tiles: the same rows, from running maxima below,
+    // equal to and above the rows' (and -inf, a zero of either sign).
+    let floors = [f32::NEG_INFINITY, -0.0, 0.0, 3.0, 60.0, -1e30];
+    for rows in 1..=10usize {
+        for n in [0usize, 1, 3, 4, 8, 9, 16, 23, 40, 67] {
+            for case in 0..4 {
+                let x: Vec<f32> = (0..rows * n)
+                    .map(|i| match case {
+                        0 => rng.float(50.0),
+                        1 if i % 6 == 1 => special[(i / 6) % special.len()],
+                        1 => rng.float(50.0),
+                        2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
+                        2 => -rng.float(50.0).abs() - 1.0,
+                        _ if i % 4 == 0 => f32::NEG_INFINITY,
+                        _ => rng.float(90.0),
+                    })
+                    .collect();
+                let maxes: Vec<f32> = (0..rows)
+                    .map(|g| floors[(g + case) % floors.len()])
+                    .collect();
+                let (mut want, mut got) = (x.clone(), x.clone());
+                let (mut want_max, mut got_max) = (maxes.clone(), maxes.clone());
+                let (mut want_sum, mut got_sum) = (vec![f32::NAN; rows], vec![f32::NAN; rows]);
+                generic::softmax_rows_online(&mut want, n, &mut want_max, &mut want_sum).unwrap();
+                arch::softmax_rows_online(cpu, &mut got, n, &mut got_max, &mut got_sum).unwrap();
+                let what = format!("softmax_rows_online rows {rows} n {n} case {case}");
+                assert_same(&got, &want, &what);
+                assert_same(&got_max, &want_max, &what);
+                assert_same(&got_sum, &want_sum, &what);
+            }
+        }
+    }
+    let e = generic::softmax_rows_online(&mut [0.0; 6], 4, &mut [0.0; 2], &mut [0.0; 2]);
+    let e = e.unwrap_err();
+    let got = arch::softmax_rows_online(cpu, &mut [0.0; 6], 4, &mut [0.0; 2], &mut [0.0; 2]);
+    assert_eq!(got, Err(e));
     for len in 0..20 {
         let x: Vec<f32> = (0..len).map(|_| rng.float(10.0)).collect();
         let (mut want, mut got) = (x.clone(), x.clone());

@@ -553,12 +553,12 @@ fn arena_out_of_memory_is_reported() {
             .output()
             .unwrap()
     };
-    // 1M positions: 344 MB of KV cache and activations, over the 200 MB limit.
+    // 1M positions: 320 MB of KV cache and activations, over the 200 MB limit.
     let out = run("1048576");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.starts_with("kestrel: cannot allocate 344 MB for the KV cache and activations (try a smaller --ctx)"),
+        err.starts_with("kestrel: cannot allocate 320 MB for the KV cache and activations (try a smaller --ctx)"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");

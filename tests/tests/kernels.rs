@@ -693,6 +693,121 @@ fn attention_kernels_match_the_reference() {
     );
 }
 
+/// The online-softmax attention of a block of query rows
+/// (`model::attend`): every kernel set gives the scalar kernels' bits; a
+/// row's output does not depend on the other rows of its block (each row
+/// alone gives the same bits); rows of 1 to 3 tiles and lengths on and
+/// next to the tile edges agree with the softmax attention computed in
+/// f64 from the same cache. The online tile itself, from a maximum of
+/// `-inf` and scaled by `1 / sum`, is the softmax's bits.
+#[test]
+fn online_attention_matches_f64_and_is_row_independent() {
+    use kestrel_core::model::attend::{attend, Cached, Work};
+    use kestrel_core::state::{attention_work_per_row, KvView, KEY_TILE};
+    let kernels = detected_kernels();
+    for n in [1usize, 7, 8, 33, 200] {
+        for rows in [1usize, 3, 8, 11] {
+            let mut want = noise(rows * n, (n * 10 + rows) as u64, 40.0);
+            let got = want.clone();
+            for row in want.chunks_mut(n) {
+                kestrel_core::model::ops::softmax(row);
+            }
+            for k in [&kernels, &Kernels::Scalar] {
+                let mut maxes = vec![f32::NEG_INFINITY; rows];
+                let mut sums = vec![0f32; rows];
+                let mut x = got.clone();
+                k.softmax_rows_online(&mut x, n, &mut maxes, &mut sums);
+                for (row, &s) in x.chunks_mut(n).zip(&sums) {
+                    let inv = 1.0 / s;
+                    row.iter_mut().for_each(|v| *v *= inv);
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&x), bits(&want), "{} online tile n {n}", k.name());
+            }
+        }
+    }
+    let (hd, stride, cached_rows) = (16usize, 40usize, 3 * KEY_TILE + 5);
+    let lens = [
+        1,
+        cached_rows,
+        KEY_TILE - 1,
+        KEY_TILE,
+        KEY_TILE + 1,
+        2 * KEY_TILE,
+        2 * KEY_TILE + 1,
+        5,
+        cached_rows,
+        3 * KEY_TILE,
+    ];
+    let rows = lens.len();
+    let scale = 0.25;
+    let raw = noise(cached_rows * stride + hd, 77, 2.0);
+    let halves: Vec<u16> = raw.iter().map(|&v| f16::f32_to_f16(v)).collect();
+    let raw_v = noise(cached_rows * stride + hd, 78, 2.0);
+    let halves_v: Vec<u16> = raw_v.iter().map(|&v| f16::f32_to_f16(v)).collect();
+    let qs = noise(rows * hd, 79, 1.5);
+    // Head at element 8 of each row (a view that does not start at 0).
+    let caches: [(KvView, KvView); 2] = [
+        (KvView::F16(&halves[8..]), KvView::F16(&halves_v[8..])),
+        (KvView::F32(&raw[8..]), KvView::F32(&raw_v[8..])),
+    ];
+    for (keys, values) in caches {
+        let cached = Cached {
+            keys,
+            values,
+            stride,
+        };
+        let run = |k: &Kernels, pick: &[usize]| -> Vec<f32> {
+            let mut buf = vec![f32::NAN; pick.len() * attention_work_per_row(hd).unwrap()];
+            let mut w = Work::carve(&mut buf, pick.len(), hd);
+            for (q, &i) in w.qs.chunks_exact_mut(hd).zip(pick) {
+                q.copy_from_slice(&qs[i * hd..(i + 1) * hd]);
+            }
+            attend(k, cached, hd, scale, pick.len(), &|r| lens[pick[r]], &mut w);
+            w.out[..pick.len() * hd].to_vec()
+        };
+        let all: Vec<usize> = (0..rows).collect();
+        let want = run(&Kernels::Scalar, &all);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&run(&kernels, &all)),
+            bits(&want),
+            "{}",
+            kernels.name()
+        );
+        for i in 0..rows {
+            let alone = run(&kernels, &[i]);
+            assert_eq!(
+                bits(&alone),
+                bits(&want[i * hd..(i + 1) * hd]),
+                "row {i} alone"
+            );
+            // The softmax attention in f64 over the same cached values.
+            let at = |view: KvView, j: usize, c: usize| view.get(j * stride + c) as f64;
+            let q = &qs[i * hd..(i + 1) * hd];
+            let s: Vec<f64> = (0..lens[i])
+                .map(|j| (0..hd).map(|c| q[c] as f64 * at(keys, j, c)).sum::<f64>() * scale as f64)
+                .collect();
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
+            let l: f64 = e.iter().sum();
+            for c in 0..hd {
+                let o: f64 = e
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| p * at(values, j, c))
+                    .sum::<f64>()
+                    / l;
+                let g = want[i * hd + c] as f64;
+                assert!(
+                    (g - o).abs() <= 2e-5 * (1.0 + o.abs()),
+                    "row {i} elem {c}: {g} vs {o}"
+                );
+            }
+        }
+    }
+}
+
 /// The matrix-multiply epilogues (store, residual add, SwiGLU on the fused
 /// gate/up runs) give the bits of a plain multiply followed by the separate
 /// operation, for one token and for a batch, serially and split over a pool

@@ -203,6 +203,20 @@ impl Kernels {
         dispatch!(self, softmax_rows(x, n))
     }
 
+    /// One tile of an online softmax over the rows of `n` values in `x`
+    /// (`maxes`, `sums` one per row): the bits of
+    /// [`generic::softmax_rows_online`], with the fastest code the kernel
+    /// set has.
+    pub fn softmax_rows_online(
+        &self,
+        x: &mut [f32],
+        n: usize,
+        maxes: &mut [f32],
+        sums: &mut [f32],
+    ) {
+        sized_by_caller(dispatch!(self, softmax_rows_online(x, n, maxes, sums)))
+    }
+
     /// Softmax in place: the bits of [`generic::softmax`] (the
     /// exponentials vectorized, their sum in order): one row of
     /// [`Kernels::softmax_rows`].

@@ -13,6 +13,7 @@
 //! so a row equals the single-sequence `forward` of the same token with the
 //! same weight copy, bit for bit.
 
+use super::attend;
 use super::linear::Exec;
 pub use super::observe::{Input, NoObserver, Observer};
 use super::ops;
@@ -21,7 +22,7 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
 use crate::quant::repack::Layout;
-use crate::state::State;
+use crate::state::{attention_work_per_row, State, BLOCK_TOKENS};
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
 /// slot `slot` (`slot < opts.slots`, `pos < opts.max_seq`; positions
@@ -588,26 +589,27 @@ fn run_step<P: Parallel>(
     Ok(logit_rows)
 }
 
-/// The query heads `h0..h1` of one attention part: a scores row and the
-/// part's output, (heads, m, head_dim) head-major.
+/// The query heads `h0..h1` of one attention part: its work space and
+/// its output, (heads, m, head_dim) head-major.
 struct HeadRange<'a> {
     h0: usize,
     h1: usize,
-    /// (h1 - h0, seq) scores of the heads (of one kv head) and the token
-    /// being computed.
-    scores: &'a mut [f32],
+    /// (h1 - h0) x BLOCK_TOKENS query rows' work space
+    /// ([`attention_work_per_row`] each).
+    work: &'a mut [f32],
     /// (h1 - h0, m, head_dim) outputs.
     out: &'a mut [f32],
 }
 
 /// Causal grouped-query attention for the step's rows: row `t` at position
 /// `pos_t` of slot `slot_t` attends over positions `0..=pos_t` of its slot's
-/// cache; query head `h` reads kv head `h / (heads / kv_heads)`, and the
-/// heads of one kv head are computed together (each cached row loaded once
-/// for all of them). The heads are split over the pool's threads, in whole
-/// kv groups when there are at least as many groups as threads; each
-/// output element is computed by one thread in a fixed order, so results do
-/// not depend on the split or the grouping.
+/// cache; query head `h` reads kv head `h / (heads / kv_heads)`. The heads
+/// of one kv head for a run of up to [`BLOCK_TOKENS`] consecutive rows of
+/// the same slot are one block of [`attend::attend`] (each row's result is
+/// the same whatever block it is in). The heads are split over the pool's
+/// threads, in whole kv groups when there are at least as many groups as
+/// threads; each output element is computed by one thread in a fixed
+/// order, so results do not depend on the split or the grouping.
 fn attention<P: Parallel>(
     w: &Weights,
     s: &mut State,
@@ -627,6 +629,9 @@ fn attention<P: Parallel>(
     let group = heads / cfg.num_kv_heads as usize;
     let scale = 1.0 / libm::sqrtf(hd as f32);
     let max_seq = s.opts.max_seq;
+    let per_row = attention_work_per_row(hd).ok_or(Error::Overflow {
+        what: "attention work",
+    })?;
     // A slot's keys and values of this layer: (seq, kv_dim).
     let region = |slot: usize| {
         let at = (slot * layers + l) * max_seq * kv_dim;
@@ -648,48 +653,65 @@ fn attention<P: Parallel>(
         (heads, 1)
     };
     let mut items: heapless::Vec<HeadRange<'_>, MAX_PARTS> = heapless::Vec::new();
-    let mut scores_rest: &mut [f32] = s.scores;
+    let mut work_rest: &mut [f32] = s.scores;
     let mut out_rest = out_all;
     for p in 0..parts {
         let (h0, h1) = (
             units * p / parts * per_unit,
             units * (p + 1) / parts * per_unit,
         );
-        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut((h1 - h0) * max_seq);
-        scores_rest = rest;
+        let (work, rest) =
+            core::mem::take(&mut work_rest).split_at_mut((h1 - h0) * BLOCK_TOKENS * per_row);
+        work_rest = rest;
         let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((h1 - h0) * m * hd);
         out_rest = rest;
-        let _ = items.push(HeadRange {
-            h0,
-            h1,
-            scores,
-            out,
-        });
+        let _ = items.push(HeadRange { h0, h1, work, out });
     }
     let qkv: &[f32] = s.qkv;
     pool.for_each_mut(&mut items, &|_, part| {
-        for t in 0..m {
-            let Row { slot, pos, .. } = rows.get(t, all_logits);
-            let keys = k_cache.view(region(slot));
-            let values = v_cache.view(region(slot));
-            let n = pos + 1;
-            // The part's heads of one kv head at a time: heads h..hb.
-            let mut h = part.h0;
-            while h < part.h1 {
-                let kv = h / group;
-                let hb = ((kv + 1) * group).min(part.h1);
-                let g = hb - h;
-                let qs = &qkv[t * qkv_rows + h * hd..t * qkv_rows + hb * hd];
-                // (g, n) scores, then probabilities.
-                let scores = &mut part.scores[..g * n];
-                k.attn_scores_heads(qs, g, keys.from(kv * hd), kv_dim, scale, scores);
-                k.softmax_rows(scores, n);
-                // Head h + i, token t at ((h + i - h0) * m + t) * hd.
-                let at = ((h - part.h0) * m + t) * hd;
-                let out = &mut part.out[at..at + (g - 1) * m * hd + hd];
-                k.attn_values_heads(scores, g, values.from(kv * hd), kv_dim, hd, out, m * hd);
-                h = hb;
+        // The part's heads of one kv head at a time: heads h..hb.
+        let mut h = part.h0;
+        while h < part.h1 {
+            let kv = h / group;
+            let hb = ((kv + 1) * group).min(part.h1);
+            let g = hb - h;
+            let mut t0 = 0;
+            while t0 < m {
+                // Rows t0..t1: consecutive rows of one slot.
+                let slot = rows.get(t0, all_logits).slot;
+                let mut positions = [0usize; BLOCK_TOKENS];
+                let mut t1 = t0;
+                while t1 < m && t1 - t0 < BLOCK_TOKENS {
+                    let row = rows.get(t1, all_logits);
+                    if row.slot != slot {
+                        break;
+                    }
+                    positions[t1 - t0] = row.pos;
+                    t1 += 1;
+                }
+                let block = (t1 - t0) * g;
+                let mut work = attend::Work::carve(part.work, block, hd);
+                // Block row b * g + i: token t0 + b, head h + i.
+                for (b, qs) in work.qs.chunks_exact_mut(g * hd).take(t1 - t0).enumerate() {
+                    let at = (t0 + b) * qkv_rows + h * hd;
+                    qs.copy_from_slice(&qkv[at..at + g * hd]);
+                }
+                let cached = attend::Cached {
+                    keys: k_cache.view(region(slot)).from(kv * hd),
+                    values: v_cache.view(region(slot)).from(kv * hd),
+                    stride: kv_dim,
+                };
+                let len = |r: usize| positions[r / g] + 1;
+                attend::attend(k, cached, hd, scale, block, &len, &mut work);
+                for (r, o) in work.out.chunks_exact(hd).take(block).enumerate() {
+                    let (b, i) = (r / g, r % g);
+                    // Head h + i, token t0 + b at ((h + i - h0) * m + t) * hd.
+                    let at = ((h + i - part.h0) * m + t0 + b) * hd;
+                    part.out[at..at + hd].copy_from_slice(o);
+                }
+                t0 = t1;
             }
+            h = hb;
         }
     });
     drop(items);

@@ -2,6 +2,7 @@
 //! products, the MoE feed-forward, the decoder forward pass and the vision
 //! tower.
 
+pub mod attend;
 pub mod forward;
 pub mod linear;
 pub mod moe;

@@ -9,6 +9,7 @@
 //! The memory comes from a caller-provided arena sized by
 //! [`VisionArenaSizes::new`]; nothing allocates.
 
+use super::attend;
 use super::linear::Exec;
 use super::ops;
 use super::weights::Weights;
@@ -17,7 +18,9 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, Parallel, MAX_PARTS};
 use crate::quant::repack::PackedMatrix;
-use crate::state::{arena_total, Carver, KvCache, KvType, Scratch};
+use crate::state::{
+    arena_total, attention_work, attention_work_per_row, Carver, KvCache, KvType, Scratch,
+};
 use crate::tensors::{Role, NO_LAYER};
 
 /// Rows one matrix multiply of the tower takes at a time.
@@ -90,8 +93,8 @@ pub struct VisionArenaSizes {
     keys: usize,
     /// values: (patches, d).
     values: usize,
-    /// scores: (parts, QUERY_BLOCK, head_dim + patches) f32: each part's
-    /// block of queries, then their scores.
+    /// scores: (parts, QUERY_BLOCK, attention work per query row) f32:
+    /// each part's block's work space (`model::attend`).
     scores: usize,
     /// rope: (patches, head_dim / 2) f32 cosines, then as many sines.
     rope: usize,
@@ -143,7 +146,10 @@ impl VisionArenaSizes {
             hb: mul(mul(n, dm.ffn.max(dm.d))?, f)?,
             keys: mul(mul(n, dm.d)?, kv_elem)?,
             values: mul(mul(n, dm.d)?, kv_elem)?,
-            scores: mul(mul(mul(parts, QUERY_BLOCK)?, n + dm.head_dim)?, f)?,
+            scores: mul(
+                mul(mul(parts, QUERY_BLOCK)?, attention_work(dm.head_dim)?)?,
+                f,
+            )?,
             rope: mul(mul(n, dm.head_dim)?, f)?,
             tmp: mul(mul(chunk, dm.max_rows())?, f)?,
             act_qs: mul(chunk, dm.max_in())?,
@@ -675,54 +681,59 @@ fn rope_and_cache<P: Parallel>(dm: &Dims, s: &mut VisionState, pool: &P, n: usiz
 struct QueryRows<'a> {
     /// The part's first patch (a multiple of [`QUERY_BLOCK`]).
     first: usize,
-    /// (QUERY_BLOCK, head_dim) queries of the block, then (QUERY_BLOCK,
-    /// patches) their scores.
-    scores: &'a mut [f32],
+    /// (QUERY_BLOCK, attention work per query row): the block's work space
+    /// ([`attention_work_per_row`] each).
+    work: &'a mut [f32],
     /// (rows, d): the part's rows of `att`.
     out: &'a mut [f32],
 }
 
 /// Full (non-causal) attention of every patch over the image's `n`
 /// patches into `att` (n, d): the patches split over the pool in blocks
-/// of [`QUERY_BLOCK`], each part writing its own rows of `att`.
+/// of [`QUERY_BLOCK`], each part writing its own rows of `att`; head by
+/// head (its keys and values stay in cache), a block of the part's patches
+/// is one block of [`attend::attend`].
 fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P, n: usize) {
     let (d, hd, heads) = (dm.d, dm.head_dim, dm.heads);
     let scale = 1.0 / libm::sqrtf(hd as f32);
     let blocks = n.div_ceil(QUERY_BLOCK);
     let parts = pool.threads().clamp(1, MAX_PARTS).min(blocks);
+    // The arena was sized with it (`attention_work`), so it fits.
+    let per_row = attention_work_per_row(hd).unwrap_or(0);
     let mut items: heapless::Vec<QueryRows<'_>, MAX_PARTS> = heapless::Vec::new();
-    let mut scores_rest: &mut [f32] = s.scores;
+    let mut work_rest: &mut [f32] = s.scores;
     let mut out_rest: &mut [f32] = &mut s.att[..n * d];
     for p in 0..parts {
         let first = blocks * p / parts * QUERY_BLOCK;
         let end = (blocks * (p + 1) / parts * QUERY_BLOCK).min(n);
-        let (scores, rest) = core::mem::take(&mut scores_rest).split_at_mut(QUERY_BLOCK * (hd + n));
-        scores_rest = rest;
+        let (work, rest) = core::mem::take(&mut work_rest).split_at_mut(QUERY_BLOCK * per_row);
+        work_rest = rest;
         let (out, rest) = core::mem::take(&mut out_rest).split_at_mut((end - first) * d);
         out_rest = rest;
-        let _ = items.push(QueryRows { first, scores, out });
+        let _ = items.push(QueryRows { first, work, out });
     }
     let qkv: &[f32] = s.qkv;
     let (keys, values) = (s.keys.view(0..n * d), s.values.view(0..n * d));
     pool.for_each_mut(&mut items, &|_, part| {
-        let (qs, scores) = part.scores.split_at_mut(QUERY_BLOCK * hd);
         let rows = part.out.len() / d;
-        // Head by head (its keys and values stay in cache), the part's
-        // patches b0..b0 + g together: their queries side by side, then
-        // (g, n) scores, probabilities, and g output rows.
         for h in 0..heads {
+            let cached = attend::Cached {
+                keys: keys.from(h * hd),
+                values: values.from(h * hd),
+                stride: d,
+            };
             for b0 in (0..rows).step_by(QUERY_BLOCK) {
                 let g = (rows - b0).min(QUERY_BLOCK);
-                for (i, q) in qs.chunks_exact_mut(hd).take(g).enumerate() {
+                let mut work = attend::Work::carve(part.work, g, hd);
+                for (i, q) in work.qs.chunks_exact_mut(hd).take(g).enumerate() {
                     let at = (part.first + b0 + i) * 3 * d + h * hd;
                     q.copy_from_slice(&qkv[at..at + hd]);
                 }
-                let scores = &mut scores[..g * n];
-                k.attn_scores_heads(&qs[..g * hd], g, keys.from(h * hd), d, scale, scores);
-                k.softmax_rows(scores, n);
-                let at = b0 * d + h * hd;
-                let out = &mut part.out[at..at + (g - 1) * d + hd];
-                k.attn_values_heads(scores, g, values.from(h * hd), d, hd, out, d);
+                attend::attend(k, cached, hd, scale, g, &|_| n, &mut work);
+                for (i, o) in work.out.chunks_exact(hd).take(g).enumerate() {
+                    let at = (b0 + i) * d + h * hd;
+                    part.out[at..at + hd].copy_from_slice(o);
+                }
             }
         }
     });

@@ -216,12 +216,54 @@ pub fn softmax_rows(cpu: Dotprod, x: &mut [f32], n: usize) {
     generic::softmax_blocks(x, n, |block, rows, n| softmax_block(cpu, block, rows, n));
 }
 
+/// One tile of an online softmax: the bits of
+/// [`generic::softmax_rows_online`] (blocks of up to 8 rows, each row's
+/// maximum from its running one, exponentials and sum in order) with
+/// [`softmax_rows`]'s NEON passes, without the scaling. A build without
+/// NEON takes the generic code.
+pub fn softmax_rows_online(
+    cpu: Dotprod,
+    x: &mut [f32],
+    n: usize,
+    maxes: &mut [f32],
+    sums: &mut [f32],
+) -> Result<(), ShapeError> {
+    if !cfg!(target_feature = "neon") {
+        return generic::softmax_rows_online(x, n, maxes, sums);
+    }
+    generic::softmax_online_blocks(x, n, maxes, sums, |block, n, max, sum| {
+        exp_block(cpu, block, n, max, sum)
+    })
+}
+
 /// One block of [`softmax_rows`]: `rows` (1..=8) rows of `n` values in
-/// `x` (`x.len() == rows * n`).
+/// `x` (`x.len() == rows * n`): [`exp_block`] from a maximum of `-inf`,
+/// then each row times `1 / sum`.
 fn softmax_block(cpu: Dotprod, x: &mut [f32], rows: usize, n: usize) {
     let mut max = [f32::NEG_INFINITY; 8];
-    for (row, m) in x.chunks_exact(n).zip(&mut max) {
-        *m = row_max(row);
+    let mut sums = [0.0f32; 8];
+    exp_block(cpu, x, n, &mut max[..rows], &mut sums[..rows]);
+    for (row, &s) in x.chunks_exact_mut(n).zip(&sums) {
+        generic::softmax_scale(row, s);
+    }
+}
+
+/// The exponentials and sums of `max.len()` (1..=8) rows of `n` values in
+/// `x` (`x.len() == max.len() * n`, `sum.len() == max.len()`), the bits of
+/// the generic `exp_block`: each row's maximum from `max[g]` on by lanes,
+/// then for 4 rows at a time their exponentials and sums in one pass, the
+/// 4 sums one register (row `g` in lane `g`) taking 4 positions per step
+/// through a transpose, each lane still adding its row's values one by one
+/// in order.
+fn exp_block(cpu: Dotprod, x: &mut [f32], n: usize, max: &mut [f32], sum_out: &mut [f32]) {
+    let rows = max.len();
+    for (row, m) in x.chunks_exact(n).zip(max.iter_mut()) {
+        // The running maximum, then the row's: `max(m, row)` by the
+        // scalar rule (equal to taking the row's values from `m` on).
+        let t = row_max(row);
+        if t > *m {
+            *m = t;
+        }
     }
     let quads = n / 4;
     let mut sums = [0.0f32; 8];
@@ -317,14 +359,19 @@ fn softmax_block(cpu: Dotprod, x: &mut [f32], rows: usize, n: usize) {
             *s = l;
         }
     }
-    for ((row, &m), &s) in x.chunks_exact_mut(n).zip(&max).zip(&sums) {
+    for (((row, &m), &s), out) in x
+        .chunks_exact_mut(n)
+        .zip(max.iter())
+        .zip(&sums)
+        .zip(sum_out.iter_mut())
+    {
         let tail = &mut row[quads * 4..];
         exp_minus(cpu, tail, m);
         let mut s = s;
         for &v in tail.iter() {
             s += v;
         }
-        generic::softmax_scale(row, s);
+        *out = s;
     }
 }
 

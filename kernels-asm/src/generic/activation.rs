@@ -1,6 +1,6 @@
 //! The exponential and what is built on it: SiLU/SwiGLU and softmax.
 
-use crate::shape::{swiglu_shape, ShapeError};
+use crate::shape::{check_len, swiglu_shape, ShapeError};
 
 /// `e^x` in plain f32 arithmetic, with no branches and no table, so that a
 /// loop over it vectorizes and every platform gets the same bits (only
@@ -149,29 +149,97 @@ pub fn softmax_blocks(x: &mut [f32], n: usize, mut f: impl FnMut(&mut [f32], usi
 }
 
 /// [`softmax`] of the `rows` (at most 8) rows of `n` values in `x`, the
-/// serial passes stepped in lockstep.
+/// serial passes stepped in lockstep: [`exp_block`] from a maximum of
+/// `-inf`, then each row times `1 / sum`.
 fn softmax_block(x: &mut [f32], rows: usize, n: usize, exp_minus: &dyn Fn(&mut [f32], f32)) {
     let mut max = [f32::NEG_INFINITY; 8];
+    let mut sum = [0.0f32; 8];
+    exp_block(x, n, exp_minus, &mut max[..rows], &mut sum[..rows]);
+    for (row, &s) in x.chunks_exact_mut(n).zip(&sum) {
+        softmax_scale(row, s);
+    }
+}
+
+/// The exponentials of `max.len()` (at most 8) rows of `n` values in `x`
+/// and their sums, the steps a softmax and an online softmax share: each
+/// row's maximum taken from `max[g]` on (`m = v` where `v > m`: NaNs do not
+/// take part, the first of equal values stays), the row's values made
+/// `e^(v - max[g])` by `exp_minus`, and `sum[g]` their sum in order from
+/// zero. The serial passes step the rows in lockstep.
+fn exp_block(
+    x: &mut [f32],
+    n: usize,
+    exp_minus: &dyn Fn(&mut [f32], f32),
+    max: &mut [f32],
+    sum: &mut [f32],
+) {
     for j in 0..n {
-        for (g, m) in max.iter_mut().enumerate().take(rows) {
+        for (g, m) in max.iter_mut().enumerate() {
             let v = x[g * n + j];
             if v > *m {
                 *m = v;
             }
         }
     }
-    for (row, &m) in x.chunks_exact_mut(n).zip(&max) {
+    for (row, &m) in x.chunks_exact_mut(n).zip(max.iter()) {
         exp_minus(row, m);
     }
-    let mut sum = [0.0f32; 8];
+    sum.fill(0.0);
     for j in 0..n {
-        for (g, s) in sum.iter_mut().enumerate().take(rows) {
+        for (g, s) in sum.iter_mut().enumerate() {
             *s += x[g * n + j];
         }
     }
-    for (row, &s) in x.chunks_exact_mut(n).zip(&sum) {
-        softmax_scale(row, s);
+}
+
+/// One tile of an online softmax over the rows of `n` values in `x`
+/// (`x.len() == rows * n`, `maxes` and `sums` one value per row): the
+/// running maximum `maxes[g]` takes in the row's values (NaNs do not take
+/// part; [`softmax`]'s rule, from `maxes[g]` on), the values become `e^(v -
+/// maxes[g])` by [`exp_minus`], and `sums[g]` is their sum in order from
+/// zero. Nothing is scaled: the caller rescales what it kept of earlier
+/// tiles by `e^(old max - new max)` and divides by the total at the end.
+/// Rows step through in blocks of 8 as in [`softmax_rows`].
+pub fn softmax_rows_online(
+    x: &mut [f32],
+    n: usize,
+    maxes: &mut [f32],
+    sums: &mut [f32],
+) -> Result<(), ShapeError> {
+    softmax_online_blocks(x, n, maxes, sums, |block, n, max, sum| {
+        exp_block(block, n, &exp_minus, max, sum)
+    })
+}
+
+/// Checks an online softmax tile's slices ([`softmax_rows_online`]) and
+/// calls `f(block, n, maxes, sums)` for each run of up to 8 rows: the one
+/// place that splits them, for every kernel set.
+pub(crate) fn softmax_online_blocks(
+    x: &mut [f32],
+    n: usize,
+    maxes: &mut [f32],
+    sums: &mut [f32],
+    mut f: impl FnMut(&mut [f32], usize, &mut [f32], &mut [f32]),
+) -> Result<(), ShapeError> {
+    let rows = maxes.len();
+    check_len("online softmax sums (one per row)", Some(rows), sums.len())?;
+    check_len(
+        "online softmax values (rows x n)",
+        rows.checked_mul(n),
+        x.len(),
+    )?;
+    if n == 0 {
+        sums.fill(0.0);
+        return Ok(());
     }
+    for ((block, max), sum) in x
+        .chunks_mut(8 * n)
+        .zip(maxes.chunks_mut(8))
+        .zip(sums.chunks_mut(8))
+    {
+        f(block, n, max, sum);
+    }
+    Ok(())
 }
 
 /// A softmax row's maximum as [`softmax`] takes it: NaNs do not take part,

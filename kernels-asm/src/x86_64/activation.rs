@@ -162,7 +162,27 @@ pub fn softmax_rows(_cpu: Avx2, x: &mut [f32], n: usize) {
     });
 }
 
-/// One block of [`softmax_rows`]: `rows` (1..=8) rows of `n` values.
+/// One tile of an online softmax: the bits of
+/// [`crate::generic::softmax_rows_online`] (blocks of up to 8 rows, each
+/// row's maximum from its running one, exponentials and sum in order) with
+/// [`softmax_rows`]'s vector passes, without the scaling.
+pub fn softmax_rows_online(
+    _cpu: Avx2,
+    x: &mut [f32],
+    n: usize,
+    maxes: &mut [f32],
+    sums: &mut [f32],
+) -> Result<(), ShapeError> {
+    crate::generic::softmax_online_blocks(x, n, maxes, sums, |block, n, max, sum| {
+        // SAFETY: the token proves AVX2/FMA/F16C; `block` holds `max.len()
+        // = sum.len()` (1..=8) rows of `n` values (softmax_online_blocks).
+        unsafe { exp_block_avx2(block, n, max, sum) }
+    })
+}
+
+/// One block of [`softmax_rows`]: `rows` (1..=8) rows of `n` values:
+/// [`exp_block_avx2`] from a maximum of `-inf`, then each row times `1 /
+/// sum`.
 ///
 /// # Safety
 /// `x.len() == rows * n`, `1 <= rows <= 8`; the CPU must implement AVX2,
@@ -170,15 +190,44 @@ pub fn softmax_rows(_cpu: Avx2, x: &mut [f32], n: usize) {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn softmax_block_avx2(x: &mut [f32], rows: usize, n: usize) {
     let mut max = [f32::NEG_INFINITY; 8];
-    for (row, m) in x.chunks_exact(n).zip(&mut max) {
-        *m = row_max(row);
+    let mut sums = [0.0f32; 8];
+    // SAFETY: the function contract.
+    unsafe { exp_block_avx2(x, n, &mut max[..rows], &mut sums[..rows]) };
+    for (row, &s) in x.chunks_exact_mut(n).zip(&sums) {
+        // Each value times `1 / sum`: one rounding per product, as in
+        // the generic code's last step.
+        let inv = _mm256_set1_ps(1.0 / s);
+        map8(row, |v| _mm256_mul_ps(v, inv));
+    }
+}
+
+/// The exponentials and sums of `max.len()` (1..=8) rows of `n` values in
+/// `x`, the bits of the generic `exp_block`: each row's maximum from
+/// `max[g]` on, its exponentials and (into `sum[g]`) their sum in order.
+/// The exponentials and sums are one pass, the rows' sums one vector (row
+/// `g` in lane `g`) taking 8 positions per step through a transpose, each
+/// lane still adding its row's values one by one in order.
+///
+/// # Safety
+/// `x.len() == max.len() * n`, `1 <= max.len() <= 8`, `sum.len() ==
+/// max.len()`; the CPU must implement AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn exp_block_avx2(x: &mut [f32], n: usize, max: &mut [f32], sum_out: &mut [f32]) {
+    let rows = max.len();
+    for (row, m) in x.chunks_exact(n).zip(max.iter_mut()) {
+        // The running maximum, then the row's: `max(m, row)` by the
+        // scalar rule (equal to taking the row's values from `m` on).
+        let t = row_max(row);
+        if t > *m {
+            *m = t;
+        }
     }
     let whole = n / 8 * 8;
     let mut sum = _mm256_setzero_ps();
     let base = x.as_mut_ptr();
     for c in (0..whole).step_by(8) {
         let mut e = [_mm256_setzero_ps(); 8];
-        for (g, (e, &m)) in e.iter_mut().zip(&max).enumerate().take(rows) {
+        for (g, (e, &m)) in e.iter_mut().zip(max.iter()).enumerate().take(rows) {
             // SAFETY: row `g < rows` holds `n >= c + 8` values at `g * n`
             // inside `x` (the function contract).
             unsafe {
@@ -195,16 +244,18 @@ unsafe fn softmax_block_avx2(x: &mut [f32], rows: usize, n: usize) {
     let mut sums = [0.0f32; 8];
     // SAFETY: `sums` is 8 floats; unaligned store.
     unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), sum) };
-    for ((row, &m), s) in x.chunks_exact_mut(n).zip(&max).zip(&mut sums) {
+    for (((row, &m), s), out) in x
+        .chunks_exact_mut(n)
+        .zip(max.iter())
+        .zip(&mut sums)
+        .zip(sum_out.iter_mut())
+    {
         let tail = &mut row[whole..];
         exp_minus_avx2(tail, m);
         for &v in tail.iter() {
             *s += v;
         }
-        // Each value times `1 / sum`: one rounding per product, as in
-        // the generic code's last step.
-        let inv = _mm256_set1_ps(1.0 / *s);
-        map8(row, |v| _mm256_mul_ps(v, inv));
+        *out = *s;
     }
 }
 

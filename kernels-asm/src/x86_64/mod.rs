@@ -85,7 +85,9 @@ mod q5k;
 mod q6k;
 mod quantize;
 
-pub use activation::{exp_minus, gelu_tanh_in_place, softmax_rows, swiglu_runs};
+pub use activation::{
+    exp_minus, gelu_tanh_in_place, softmax_rows, softmax_rows_online, swiglu_runs,
+};
 pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,

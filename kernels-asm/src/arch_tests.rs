@@ -649,11 +649,12 @@ fn activations_match_generic() {
         }
     }
     // Online softmax tiles: the same rows, from running maxima below,
-    // equal to and above the rows' (and -inf, a zero of either sign).
+    // equal to and above the rows' (and -inf, a zero of either sign), and
+    // rows of nothing but -inf (and NaN).
     let floors = [f32::NEG_INFINITY, -0.0, 0.0, 3.0, 60.0, -1e30];
     for rows in 1..=10usize {
         for n in [0usize, 1, 3, 4, 8, 9, 16, 23, 40, 67] {
-            for case in 0..4 {
+            for case in 0..6 {
                 let x: Vec<f32> = (0..rows * n)
                     .map(|i| match case {
                         0 => rng.float(50.0),
@@ -661,8 +662,10 @@ fn activations_match_generic() {
                         1 => rng.float(50.0),
                         2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
                         2 => -rng.float(50.0).abs() - 1.0,
-                        _ if i % 4 == 0 => f32::NEG_INFINITY,
-                        _ => rng.float(90.0),
+                        3 if i % 4 == 0 => f32::NEG_INFINITY,
+                        3 => rng.float(90.0),
+                        5 if i % 3 == 0 => f32::NAN,
+                        _ => f32::NEG_INFINITY,
                     })
                     .collect();
                 let maxes: Vec<f32> = (0..rows)

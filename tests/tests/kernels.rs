@@ -696,10 +696,11 @@ fn attention_kernels_match_the_reference() {
 /// The online-softmax attention of a block of query rows
 /// (`model::attend`): every kernel set gives the scalar kernels' bits; a
 /// row's output does not depend on the other rows of its block (each row
-/// alone gives the same bits); rows of 1 to 3 tiles and lengths on and
+/// alone gives the same bits); rows of 1 to 4 tiles and lengths on and
 /// next to the tile edges agree with the softmax attention computed in
 /// f64 from the same cache. The online tile itself, from a maximum of
-/// `-inf` and scaled by `1 / sum`, is the softmax's bits.
+/// `-inf` and scaled by `1 / sum`, is the softmax's bits, and so are two
+/// tiles whose first holds nothing but `-inf`.
 #[test]
 fn online_attention_matches_f64_and_is_row_independent() {
     use kestrel_core::model::attend::{attend, Cached, Work};
@@ -725,6 +726,24 @@ fn online_attention_matches_f64_and_is_row_independent() {
                 assert_eq!(bits(&x), bits(&want), "{} online tile n {n}", k.name());
             }
         }
+    }
+    // A first tile of nothing but -inf adds nothing: two tiles give the
+    // softmax of the whole row (the -inf positions 0).
+    let mut row = vec![f32::NEG_INFINITY; 5];
+    row.extend(noise(7, 3, 20.0));
+    let mut want = row.clone();
+    kestrel_core::model::ops::softmax(&mut want);
+    for k in [&kernels, &Kernels::Scalar] {
+        let (mut max, mut sum, mut first) = ([f32::NEG_INFINITY], [0f32], row[..5].to_vec());
+        k.softmax_rows_online(&mut first, 5, &mut max, &mut sum);
+        assert_eq!((max[0], sum[0]), (f32::NEG_INFINITY, 0.0), "{}", k.name());
+        let (mut max2, mut sum2, mut second) = (max, [0f32], row[5..].to_vec());
+        k.softmax_rows_online(&mut second, 7, &mut max2, &mut sum2);
+        let a = kestrel_core::model::ops::exp(max[0] - max2[0]);
+        let inv = 1.0 / (sum[0] * a + sum2[0]);
+        let got: Vec<f32> = first.iter().chain(&second).map(|&e| e * inv).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{} -inf tile", k.name());
     }
     let (hd, stride, cached_rows) = (16usize, 40usize, 3 * KEY_TILE + 5);
     let lens = [

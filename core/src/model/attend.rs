@@ -3,8 +3,9 @@
 //! GQA group for a run of tokens of one sequence) and the vision tower (a
 //! block of patches of one head) both use.
 //!
-//! The keys are taken in tiles of `state::KEY_TILE` rows, each loaded once for
-//! every query row of the block (the grouped kernels). Per tile and query
+//! The keys are taken in tiles of `state::KEY_TILE` rows, each read from
+//! memory once for every query row of the block (then from cache for each
+//! pass of the grouped kernels over the rows). Per tile and query
 //! row: the scores (`dot8(q, k_j) * scale`, [`Kernels::attn_scores_heads`]),
 //! the running maximum `m` taken over them and the exponentials `e^(s_j -
 //! m)` with their sum in order ([`Kernels::softmax_rows_online`]), the
@@ -22,8 +23,9 @@
 //! each tile's exponentials are from the maximum so far), so the bits of
 //! every attention output moved when this replaced it; docs/kernels.md
 //! ("Online softmax") gives the change in the models' quality. What it buys:
-//! a tile's scores stay in L1 however long the rows are, and the tile's
-//! keys and values are loaded once for a whole block of queries.
+//! a block's scores take (rows, KEY_TILE) however long the rows are, and a
+//! tile's keys and values are read from memory once for a whole block of
+//! queries.
 
 use super::ops::exp;
 use crate::kernels::Kernels;
@@ -106,6 +108,7 @@ pub fn attend(
     w.out[..rows * hd].fill(0.0);
     w.maxes[..rows].fill(f32::NEG_INFINITY);
     w.sums[..rows].fill(0.0);
+    debug_assert!((0..rows).all(|i| len(i) >= 1), "a query row without keys");
     let longest = (0..rows).map(len).max().unwrap_or(0);
     for j0 in (0..longest).step_by(KEY_TILE) {
         // The rows take this tile's keys in runs of rows with the same

@@ -277,7 +277,7 @@ fn exp_block(cpu: Dotprod, x: &mut [f32], n: usize, max: &mut [f32], sum_out: &m
         for (i, row) in x.chunks_exact_mut(n).skip(g0).take(4).enumerate() {
             at[i] = row.as_mut_ptr();
             step[i] = 16;
-            maxima[i] = max[g0 + i];
+            maxima[i] = generic::exp_offset(max[g0 + i]);
         }
         let mut lanes = [0.0f32; 4];
         let k: [u32; 16] = core::array::from_fn(|i| EXP_CONSTANTS.get(i).copied().unwrap_or(0));
@@ -366,7 +366,7 @@ fn exp_block(cpu: Dotprod, x: &mut [f32], n: usize, max: &mut [f32], sum_out: &m
         .zip(sum_out.iter_mut())
     {
         let tail = &mut row[quads * 4..];
-        exp_minus(cpu, tail, m);
+        exp_minus(cpu, tail, generic::exp_offset(m));
         let mut s = s;
         for &v in tail.iter() {
             s += v;

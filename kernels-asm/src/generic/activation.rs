@@ -164,8 +164,8 @@ fn softmax_block(x: &mut [f32], rows: usize, n: usize, exp_minus: &dyn Fn(&mut [
 /// and their sums, the steps a softmax and an online softmax share: each
 /// row's maximum taken from `max[g]` on (`m = v` where `v > m`: NaNs do not
 /// take part, the first of equal values stays), the row's values made
-/// `e^(v - max[g])` by `exp_minus`, and `sum[g]` their sum in order from
-/// zero. The serial passes step the rows in lockstep.
+/// `e^(v - exp_offset(max[g]))` by `exp_minus`, and `sum[g]` their sum in
+/// order from zero. The serial passes step the rows in lockstep.
 fn exp_block(
     x: &mut [f32],
     n: usize,
@@ -182,13 +182,27 @@ fn exp_block(
         }
     }
     for (row, &m) in x.chunks_exact_mut(n).zip(max.iter()) {
-        exp_minus(row, m);
+        exp_minus(row, exp_offset(m));
     }
     sum.fill(0.0);
     for j in 0..n {
         for (g, s) in sum.iter_mut().enumerate() {
             *s += x[g * n + j];
         }
+    }
+}
+
+/// What a row's values are taken from before their exponentials: its
+/// maximum, or 0 when it has none (`-inf`: every value `-inf` or NaN), so
+/// that `-inf` values give 0 and NaNs stay NaN (`-inf - -inf` would be a
+/// NaN for every value). A tile of an online softmax whose values are all
+/// `-inf` then adds nothing.
+#[inline]
+pub(crate) fn exp_offset(max: f32) -> f32 {
+    if max == f32::NEG_INFINITY {
+        0.0
+    } else {
+        max
     }
 }
 

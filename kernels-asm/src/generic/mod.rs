@@ -23,14 +23,14 @@ mod quantize;
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use activation::softmax_max;
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub(crate) use activation::softmax_online_blocks;
 #[cfg(target_arch = "aarch64")]
 pub(crate) use activation::softmax_scale;
 pub use activation::{
     exp, exp_minus, gelu_tanh, gelu_tanh_in_place, silu, softmax, softmax_blocks, softmax_rows,
     softmax_rows_online, softmax_rows_with, swiglu_runs,
 };
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use activation::{exp_offset, softmax_online_blocks};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use activation::{GELU_CUBE, GELU_MINUS_2C};
 pub use attention::{

@@ -203,7 +203,8 @@ unsafe fn softmax_block_avx2(x: &mut [f32], rows: usize, n: usize) {
 
 /// The exponentials and sums of `max.len()` (1..=8) rows of `n` values in
 /// `x`, the bits of the generic `exp_block`: each row's maximum from
-/// `max[g]` on, its exponentials and (into `sum[g]`) their sum in order.
+/// `max[g]` on, its exponentials (from `exp_offset` of the maximum) and
+/// (into `sum[g]`) their sum in order.
 /// The exponentials and sums are one pass, the rows' sums one vector (row
 /// `g` in lane `g`) taking 8 positions per step through a transpose, each
 /// lane still adding its row's values one by one in order.
@@ -222,12 +223,16 @@ unsafe fn exp_block_avx2(x: &mut [f32], n: usize, max: &mut [f32], sum_out: &mut
             *m = t;
         }
     }
+    let mut offsets = [0.0f32; 8];
+    for (o, &m) in offsets.iter_mut().zip(max.iter()) {
+        *o = crate::generic::exp_offset(m);
+    }
     let whole = n / 8 * 8;
     let mut sum = _mm256_setzero_ps();
     let base = x.as_mut_ptr();
     for c in (0..whole).step_by(8) {
         let mut e = [_mm256_setzero_ps(); 8];
-        for (g, (e, &m)) in e.iter_mut().zip(max.iter()).enumerate().take(rows) {
+        for (g, (e, &m)) in e.iter_mut().zip(&offsets).enumerate().take(rows) {
             // SAFETY: row `g < rows` holds `n >= c + 8` values at `g * n`
             // inside `x` (the function contract).
             unsafe {
@@ -246,7 +251,7 @@ unsafe fn exp_block_avx2(x: &mut [f32], n: usize, max: &mut [f32], sum_out: &mut
     unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), sum) };
     for (((row, &m), s), out) in x
         .chunks_exact_mut(n)
-        .zip(max.iter())
+        .zip(&offsets)
         .zip(&mut sums)
         .zip(sum_out.iter_mut())
     {

@@ -566,6 +566,24 @@ fn grouped_attention_matches_generic() {
     );
 }
 
+/// Value `i` of a softmax test's rows in case `case` (of a block of
+/// `rows` rows): 0 random, 1 random with special values, 2 a maximum of
+/// zero (-0.0 and 0.0 in some order, the rest below), 3 random with -inf,
+/// 4 nothing but -inf, 5 -inf and NaN.
+fn softmax_value(rng: &mut Rng, special: &[f32], (case, rows, i): (usize, usize, usize)) -> f32 {
+    match case {
+        0 => rng.float(50.0),
+        1 if i % 6 == 1 => special[(i / 6) % special.len()],
+        1 => rng.float(50.0),
+        2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
+        2 => -rng.float(50.0).abs() - 1.0,
+        3 if i % 4 == 0 => f32::NEG_INFINITY,
+        3 => rng.float(90.0),
+        5 if i % 3 == 0 => f32::NAN,
+        _ => f32::NEG_INFINITY,
+    }
+}
+
 #[test]
 fn activations_match_generic() {
     let Some(cpu) = cpu() else { return };
@@ -626,16 +644,7 @@ fn activations_match_generic() {
             for case in 0..4 {
                 let len = rows * n + if case == 3 { n / 2 } else { 0 };
                 let x: Vec<f32> = (0..len)
-                    .map(|i| match case {
-                        0 => rng.float(50.0),
-                        1 if i % 6 == 1 => special[(i / 6) % special.len()],
-                        1 => rng.float(50.0),
-                        // Maximum zero: -0.0 and 0.0 in some order, the rest below.
-                        2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
-                        2 => -rng.float(50.0).abs() - 1.0,
-                        _ if i % 4 == 0 => f32::NEG_INFINITY,
-                        _ => rng.float(90.0),
-                    })
+                    .map(|i| softmax_value(&mut rng, &special, (case, rows, i)))
                     .collect();
                 let (mut want, mut got) = (x.clone(), x.clone());
                 generic::softmax_rows(&mut want, n);
@@ -656,17 +665,7 @@ fn activations_match_generic() {
         for n in [0usize, 1, 3, 4, 8, 9, 16, 23, 40, 67] {
             for case in 0..6 {
                 let x: Vec<f32> = (0..rows * n)
-                    .map(|i| match case {
-                        0 => rng.float(50.0),
-                        1 if i % 6 == 1 => special[(i / 6) % special.len()],
-                        1 => rng.float(50.0),
-                        2 if i % 5 == 0 => [0.0, -0.0][(i / 5 + rows) % 2],
-                        2 => -rng.float(50.0).abs() - 1.0,
-                        3 if i % 4 == 0 => f32::NEG_INFINITY,
-                        3 => rng.float(90.0),
-                        5 if i % 3 == 0 => f32::NAN,
-                        _ => f32::NEG_INFINITY,
-                    })
+                    .map(|i| softmax_value(&mut rng, &special, (case, rows, i)))
                     .collect();
                 let maxes: Vec<f32> = (0..rows)
                     .map(|g| floors[(g + case) % floors.len()])

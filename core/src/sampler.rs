@@ -55,7 +55,7 @@ const ARGMAX_LANES: usize = 16;
 /// Index of the largest value (the lowest index on ties, `0.0` and `-0.0`
 /// equal; NaN never wins; the first `-inf` when nothing is larger; 0 when
 /// every value is NaN). One pass over `x` in blocks of
-/// [`ARGMAX_LANES`]: each lane keeps its largest value and the first
+/// `ARGMAX_LANES`: each lane keeps its largest value and the first
 /// block that held it (strictly larger values replace it, so the first
 /// occurrence stays), which the compiler keeps in registers as compares
 /// and selects; the lanes then give the lowest index among equal maxima.

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
 use crate::quant::repack::Layout;
-use crate::state::{attention_work_per_row, State, BLOCK_TOKENS};
+use crate::state::{attention_work, State, BLOCK_TOKENS};
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
 /// slot `slot` (`slot < opts.slots`, `pos < opts.max_seq`; positions
@@ -595,7 +595,7 @@ struct HeadRange<'a> {
     h0: usize,
     h1: usize,
     /// (h1 - h0) x BLOCK_TOKENS query rows' work space
-    /// ([`attention_work_per_row`] each).
+    /// ([`crate::state::attention_work_per_row`] each).
     work: &'a mut [f32],
     /// (h1 - h0, m, head_dim) outputs.
     out: &'a mut [f32],
@@ -629,9 +629,7 @@ fn attention<P: Parallel>(
     let group = heads / cfg.num_kv_heads as usize;
     let scale = 1.0 / libm::sqrtf(hd as f32);
     let max_seq = s.opts.max_seq;
-    let per_row = attention_work_per_row(hd).ok_or(Error::Overflow {
-        what: "attention work",
-    })?;
+    let per_row = attention_work(hd)?;
     // A slot's keys and values of this layer: (seq, kv_dim).
     let region = |slot: usize| {
         let at = (slot * layers + l) * max_seq * kv_dim;

@@ -18,9 +18,7 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, Parallel, MAX_PARTS};
 use crate::quant::repack::PackedMatrix;
-use crate::state::{
-    arena_total, attention_work, attention_work_per_row, Carver, KvCache, KvType, Scratch,
-};
+use crate::state::{arena_total, attention_work, Carver, KvCache, KvType, Scratch};
 use crate::tensors::{Role, NO_LAYER};
 
 /// Rows one matrix multiply of the tower takes at a time.
@@ -682,7 +680,7 @@ struct QueryRows<'a> {
     /// The part's first patch (a multiple of [`QUERY_BLOCK`]).
     first: usize,
     /// (QUERY_BLOCK, attention work per query row): the block's work space
-    /// ([`attention_work_per_row`] each).
+    /// ([`crate::state::attention_work_per_row`] each).
     work: &'a mut [f32],
     /// (rows, d): the part's rows of `att`.
     out: &'a mut [f32],
@@ -699,7 +697,7 @@ fn attention<P: Parallel>(dm: &Dims, s: &mut VisionState, k: &Kernels, pool: &P,
     let blocks = n.div_ceil(QUERY_BLOCK);
     let parts = pool.threads().clamp(1, MAX_PARTS).min(blocks);
     // The arena was sized with it (`attention_work`), so it fits.
-    let per_row = attention_work_per_row(hd).unwrap_or(0);
+    let per_row = attention_work(hd).unwrap_or(0);
     let mut items: heapless::Vec<QueryRows<'_>, MAX_PARTS> = heapless::Vec::new();
     let mut work_rest: &mut [f32] = s.scores;
     let mut out_rest: &mut [f32] = &mut s.att[..n * d];

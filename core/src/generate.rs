@@ -32,7 +32,8 @@ use crate::model::forward::{forward_step, Multimodal, Row, Rows, Step};
 use crate::model::vision::mrope_positions;
 use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::{argmax, Sampler, SamplerConfig};
+use crate::speculate::{Adaptive, Drafter, NoDraft, SpecStats, Speculation, MAX_DRAFT};
 use crate::state::State;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -647,6 +648,22 @@ pub struct Answer {
     pub stopped: bool,
 }
 
+/// Drafted tokens whose rows the last verify step computed and the sampler
+/// has not taken yet: `tokens[next..n]`, the logits of `tokens[i]`'s
+/// successor at row `i + 1` of `state.logits` (row 0 holds the logits
+/// after the token fed with them).
+struct Pending {
+    tokens: [u32; MAX_DRAFT],
+    next: usize,
+    n: usize,
+}
+
+impl Pending {
+    fn peek(&self) -> Option<u32> {
+        (self.next < self.n).then(|| self.tokens[self.next])
+    }
+}
+
 /// One sequence (slot 0 of its state) generating text: `kestrel run`,
 /// `kestrel chat` and the firmware host. `H` holds the token history
 /// (every token in the KV cache, in order; at least `max_seq` long) and
@@ -670,11 +687,11 @@ pub struct Generator<'w, 's, 'p, P: Parallel, H, C> {
     /// Prompt tokens per forward step: the state's max_batch
     /// ([`PREFILL_CHUNK`] as the shell and the firmware host size it).
     pub chunk: usize,
-    history: H,
-    len: usize,
-    candidates: C,
+    pub(crate) history: H,
+    pub(crate) len: usize,
+    pub(crate) candidates: C,
     /// Offset of the logits of the last row fed in `state.logits`.
-    logits_at: usize,
+    pub(crate) logits_at: usize,
 }
 
 impl<'w, 's, 'p, P, H, C> Generator<'w, 's, 'p, P, H, C>
@@ -779,17 +796,49 @@ where
     /// Samples up to `max_tokens` tokens after what was fed, streaming
     /// their text to `emit`; each token but the last is fed back. Ends at
     /// an end token (which is fed too: a chat turn ends with it), at
-    /// `max_tokens`, at a full context, or when `interrupt` is set.
+    /// `max_tokens`, at a full context, or when `interrupt` is set. Plain
+    /// decoding: [`Generator::decode_speculative`] without drafts.
     pub fn decode(
         &mut self,
         max_tokens: usize,
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
+        constraint: Option<&mut Constraint>,
+    ) -> Result<Answer, Error> {
+        let mut spec = Speculation {
+            drafter: &mut NoDraft,
+            length: Adaptive::new(1),
+        };
+        let mut stats = SpecStats::default();
+        self.decode_speculative(
+            max_tokens, interrupt, emit, constraint, &mut spec, &mut stats,
+        )
+    }
+
+    /// Samples up to `max_tokens` tokens as [`Generator::decode`] does,
+    /// with speculation: each sampled token is fed
+    /// with up to `spec.length.n` drafted tokens in one step of the decode
+    /// copy, and drafted tokens the sampler picks again need no step of
+    /// their own. The answer, the cache and the history are plain
+    /// decoding's (see the module docs); the counts go to `stats`.
+    pub fn decode_speculative(
+        &mut self,
+        max_tokens: usize,
+        interrupt: &AtomicBool,
+        emit: &mut dyn FnMut(&str),
         mut constraint: Option<&mut Constraint>,
+        spec: &mut Speculation,
+        stats: &mut SpecStats,
     ) -> Result<Answer, Error> {
         let mut answer = Answer::default();
         let mut text = StreamDecoder::new(true);
         let vocab = self.weights.cfg.vocab_size as usize;
+        let mut pending = Pending {
+            tokens: [0; MAX_DRAFT],
+            next: 0,
+            n: 0,
+        };
+        let max_draft = self.state.opts.draft.min(MAX_DRAFT);
         while answer.generated < max_tokens {
             if interrupt.load(Ordering::Relaxed) {
                 break;
@@ -810,24 +859,75 @@ where
                 limits,
                 constraint.as_deref_mut(),
             );
+            let id = match sampled {
+                Sampled::End(id) | Sampled::Token { id, .. } => id,
+            };
+            // Whether the token is already in the cache: a drafted token
+            // the sampler picked again.
+            let fed = pending.peek() == Some(id);
+            if fed {
+                // The draft was right: its row is computed, its logits are
+                // the next row's.
+                self.history.as_mut()[self.len] = id;
+                self.len += 1;
+                self.state.pos += 1;
+                self.logits_at += vocab;
+                pending.next += 1;
+                stats.accepted += 1;
+                if pending.next == pending.n {
+                    spec.length.update(pending.n, pending.n);
+                }
+            } else {
+                if pending.next < pending.n {
+                    spec.length.update(pending.n, pending.next);
+                }
+                pending.n = 0;
+                pending.next = 0;
+            }
             match sampled {
                 Sampled::End(id) => {
-                    // The end token belongs to the conversation.
-                    self.feed(&[id], None)?;
+                    if !fed {
+                        // The end token belongs to the conversation.
+                        self.feed(&[id], None)?;
+                    }
                     answer.stopped = true;
                     break;
                 }
-                Sampled::Token { id, .. } => {
+                Sampled::Token { id, last } => {
                     text.step_with(&self.tokenizer, id, emit)?;
                     answer.generated += 1;
+                    if fed {
+                        continue;
+                    }
                     if self.state.pos >= self.state.opts.max_seq {
-                        // The cache is full: the token is the answer's
-                        // last and cannot be fed.
                         break;
                     }
-                    // Fed also after the last one: a conversation goes on
-                    // from every token of the answer.
-                    self.feed(&[id], None)?;
+                    // Drafts may fill the answer's and the cache's room.
+                    let room = if last {
+                        0
+                    } else {
+                        (max_tokens - answer.generated)
+                            .min(self.state.opts.max_seq - self.state.pos - 1)
+                    };
+                    let n = spec.length.n.min(max_draft).min(room);
+                    self.history.as_mut()[self.len] = id;
+                    let drafted = if n > 0 {
+                        let history = &self.history.as_ref()[..self.len + 1];
+                        spec.drafter
+                            .draft(history, &mut pending.tokens[..n])?
+                            .min(n)
+                    } else {
+                        0
+                    };
+                    if drafted == 0 {
+                        self.feed(&[id], None)?;
+                        continue;
+                    }
+                    self.verify(id, &pending.tokens[..drafted])?;
+                    pending.n = drafted;
+                    pending.next = 0;
+                    stats.steps += 1;
+                    stats.drafted += drafted;
                 }
             }
         }
@@ -835,11 +935,154 @@ where
         Ok(answer)
     }
 
+    /// Feeds `id` and the `drafts` after it in one step of the decode copy,
+    /// every row with logits: `id` joins the history; the drafts' rows
+    /// wait for the sampler.
+    fn verify(&mut self, id: u32, drafts: &[u32]) -> Result<(), Error> {
+        let pos = self.state.pos;
+        let mut rows = [Row {
+            slot: 0,
+            pos: 0,
+            token: 0,
+            logits: true,
+        }; MAX_DRAFT + 1];
+        let n = drafts.len() + 1;
+        for (i, r) in rows[..n].iter_mut().enumerate() {
+            r.pos = pos + i;
+            r.token = if i == 0 { id } else { drafts[i - 1] };
+        }
+        let step = Step {
+            rows: Rows::Explicit(&rows[..n]),
+            copy: self.weights.routing.decode,
+            images: None,
+            logits: true,
+        };
+        forward_step(
+            self.weights,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            &step,
+        )?;
+        self.history.as_mut()[self.len] = id;
+        self.len += 1;
+        self.state.pos = pos + 1;
+        self.logits_at = 0;
+        Ok(())
+    }
     /// Forgets the conversation.
     pub fn reset(&mut self) {
         self.state.pos = 0;
         self.state.rope_delta[0] = 0;
         self.len = 0;
+    }
+}
+
+/// A smaller model of the same vocabulary drafting greedily, slot 0 of its
+/// own state. Its KV cache follows the target's sequence: before each
+/// draft it keeps the longest prefix it shares with the sequence and feeds
+/// the rest (the tokens accepted and sampled since), then decodes up to `n`
+/// tokens one step each, stopping after an end token. `H` holds its cached
+/// tokens (at least its `max_seq`).
+pub struct DraftModel<'w, 's, 'p, P: Parallel, H> {
+    /// The draft's weights.
+    pub weights: &'w Weights<'w>,
+    /// Its KV cache and activations.
+    pub state: State<'s>,
+    /// Its kernels.
+    pub kernels: Kernels,
+    /// Its threads (the target's pool: the two never run at once).
+    pub pool: &'p P,
+    /// The target's end tokens: a draft stops after one.
+    pub stops: StopSet,
+    cached: H,
+    len: usize,
+}
+
+impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's, 'p, P, H> {
+    /// A draft model over a fresh state; `cached` must hold the state's
+    /// `max_seq` tokens.
+    pub fn new(
+        weights: &'w Weights<'w>,
+        kernels: Kernels,
+        pool: &'p P,
+        state: State<'s>,
+        stops: StopSet,
+        cached: H,
+    ) -> Result<Self, Error> {
+        if cached.as_ref().len() < state.opts.max_seq {
+            return Err(Error::BufferTooSmall {
+                what: "draft model's token history",
+                need: state.opts.max_seq,
+                have: cached.as_ref().len(),
+            });
+        }
+        Ok(DraftModel {
+            weights,
+            state,
+            kernels,
+            pool,
+            stops,
+            cached,
+            len: 0,
+        })
+    }
+
+    /// Runs `tokens` at the draft's positions `len ..`; returns where the
+    /// last row's logits start.
+    fn feed(&mut self, tokens: &[u32]) -> Result<usize, Error> {
+        let base = self.len;
+        let mut p = Prefill {
+            slot: 0,
+            base,
+            prompt: tokens,
+            keep: 0,
+            chunk: self.state.opts.max_batch,
+            images: None,
+        };
+        let at = prefill(
+            self.weights,
+            &mut self.state,
+            &self.kernels,
+            self.pool,
+            &mut p,
+            &mut |_, _| {},
+        )?;
+        self.cached.as_mut()[base..base + tokens.len()].copy_from_slice(tokens);
+        self.len = base + tokens.len();
+        self.state.pos = self.len;
+        Ok(at)
+    }
+}
+
+impl<P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> Drafter for DraftModel<'_, '_, '_, P, H> {
+    fn draft(&mut self, history: &[u32], out: &mut [u32]) -> Result<usize, Error> {
+        let max_seq = self.state.opts.max_seq;
+        let vocab = self.weights.cfg.vocab_size as usize;
+        // Room for the history and the drafts but the last (never fed).
+        let n = out.len().min((max_seq + 1).saturating_sub(history.len()));
+        if n == 0 || history.is_empty() {
+            return Ok(0);
+        }
+        // Keep what the cache shares with the sequence; at least one token
+        // is fed again (its logits are the first draft's).
+        let keep = self.cached.as_ref()[..self.len]
+            .iter()
+            .zip(history)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(history.len() - 1);
+        self.len = keep;
+        let mut at = self.feed(&history[keep..])?;
+        for (i, slot) in out[..n].iter_mut().enumerate() {
+            let id = argmax(&self.state.logits[at..at + vocab]) as u32;
+            *slot = id;
+            if i + 1 == n || self.stops.contains(id) {
+                return Ok(i + 1);
+            }
+            at = self.feed(&[id])?;
+        }
+        Ok(n)
     }
 }
 

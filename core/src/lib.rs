@@ -41,6 +41,7 @@ pub mod quant;
 pub mod safetensors;
 pub mod sampler;
 pub mod sort;
+pub mod speculate;
 pub mod state;
 pub mod tensors;
 pub mod tokenizer;

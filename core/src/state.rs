@@ -39,6 +39,24 @@ pub struct Options {
     /// of `max_seq` positions; [`crate::model::forward::forward_rows`]
     /// steps several at once. `forward` uses slot 0.
     pub slots: usize,
+    /// Most drafted tokens one slot verifies in a step (speculative
+    /// decoding, [`crate::generate::Speculation`]; 0: none): each slot
+    /// keeps the logits of `1 + draft` rows.
+    pub draft: usize,
+}
+
+impl Options {
+    /// Rows of logits a step keeps: `max_batch` with `all_logits`, else
+    /// `1 + draft` per slot (at most `max_batch`).
+    pub fn logit_rows(&self) -> usize {
+        if self.all_logits {
+            self.max_batch
+        } else {
+            self.slots
+                .saturating_mul(self.draft.saturating_add(1))
+                .min(self.max_batch.max(self.slots))
+        }
+    }
 }
 
 /// The byte size of every buffer in the arena, in carving order (each
@@ -187,7 +205,7 @@ impl ArenaSizes {
         let d = Dims::of(cfg);
         let b = opts.max_batch;
         let max_in = d.hidden.max(d.q_dim).max(d.ffn);
-        let logit_rows = if opts.all_logits { b } else { opts.slots };
+        let logit_rows = opts.logit_rows();
         let max_rows = d
             .qkv
             .max(2 * d.ffn)
@@ -370,7 +388,7 @@ pub struct State<'a> {
     /// Matrix-product scratch: (batch, widest output) parts, (batch, widest
     /// input) activation quants and their scales.
     pub scratch: Scratch<'a>,
-    /// (rows, vocab) logits: max_batch rows with `all_logits`, else one per slot.
+    /// (rows, vocab) logits: [`Options::logit_rows`] rows.
     pub logits: &'a mut [f32],
     /// (heads, BLOCK_TOKENS, work per query row): the attention blocks'
     /// work space (`model::attend`).

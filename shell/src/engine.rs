@@ -9,6 +9,7 @@ use clap::{value_parser, Arg, ArgMatches};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
+use kestrel_core::tokenizer::Tokenizer;
 use kestrel_core::vqf::Vqf;
 use std::path::Path;
 use std::time::Instant;
@@ -121,6 +122,170 @@ impl Model {
     }
 }
 
+/// What a command needs of the state beside [`EngineArgs`].
+#[derive(Clone, Copy, Debug)]
+pub struct Need {
+    /// Keep every row's logits.
+    pub all_logits: bool,
+    /// Most rows of one forward step.
+    pub max_batch: usize,
+    /// Sequence slots.
+    pub slots: usize,
+    /// Most drafted tokens a slot verifies in one step (0: none).
+    pub draft: usize,
+    /// Context length when `--ctx` is not given.
+    pub default_ctx: usize,
+}
+
+impl Need {
+    /// One sequence in prompt chunks of `max_batch`, last rows' logits.
+    pub fn one(max_batch: usize) -> Need {
+        Need {
+            all_logits: false,
+            max_batch,
+            slots: 1,
+            draft: 0,
+            default_ctx: 4096,
+        }
+    }
+}
+
+/// A model opened for a command by [`open`]: the weights resolved once,
+/// kernels, threads, the state's options and an arena sized for them.
+pub struct Engine<'a> {
+    /// The model.
+    pub weights: &'a Weights<'a>,
+    /// The kernels for this CPU.
+    pub kernels: Kernels,
+    /// The threads.
+    pub pool: &'a Pool,
+    /// What the arena is sized for.
+    pub opts: Options,
+    /// The arena (KV cache, activations): `State::new` carves it.
+    pub arena: &'a mut [u8],
+    /// Milliseconds to map and resolve the file.
+    pub load_ms: f64,
+    /// The draft model (`--draft`), if any.
+    pub draft: Option<DraftEngine<'a>>,
+}
+
+/// A draft model opened beside its target: its weights, options and arena
+/// (the target's kernels and threads).
+pub struct DraftEngine<'a> {
+    /// The draft's weights.
+    pub weights: &'a Weights<'a>,
+    /// Its state's options (one slot, no drafts of its own).
+    pub opts: Options,
+    /// Its arena.
+    pub arena: &'a mut [u8],
+}
+
+impl<'a> Engine<'a> {
+    /// The state over the arena.
+    pub fn state(&mut self) -> Result<State<'_>> {
+        Ok(State::new(&self.weights.cfg, self.opts, self.arena)?)
+    }
+}
+
+/// The one loader: maps `path`, parses and resolves it once, sizes the
+/// arena for `need` and `args`, starts the threads, opens `draft` (a
+/// smaller model of the same vocabulary) beside it, and runs `f` on it.
+pub fn open<R>(
+    path: &Path,
+    args: &EngineArgs,
+    need: Need,
+    draft: Option<&Path>,
+    f: impl FnOnce(Engine<'_>) -> Result<R>,
+) -> Result<R> {
+    let t = Instant::now();
+    let map = Mapped::open(path)?;
+    let vqf = Vqf::parse(map.bytes()).with_context(|| path.display())?;
+    let mut layers = vec![LayerWeights::EMPTY; Weights::layer_slots(vqf.config())];
+    let weights =
+        Weights::new(vqf, args.prefill_q8, &mut layers).with_context(|| path.display())?;
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let kernels = crate::cpu::detect_kernels();
+    let pool = make_pool(args.threads, args.no_pin);
+    let file_max = weights.vqf.header().max_seq as usize;
+    let opts = Options {
+        max_seq: args.ctx.unwrap_or(need.default_ctx).min(file_max).max(1),
+        max_batch: need.max_batch,
+        kv: if args.kv_f32 {
+            KvType::F32
+        } else {
+            KvType::F16
+        },
+        all_logits: need.all_logits,
+        slots: need.slots,
+        draft: need.draft,
+    };
+    let mut target_arena = arena(&weights, &opts)?;
+    let draft_map = draft.map(Mapped::open).transpose()?;
+    let mut draft_layers = Vec::new();
+    let mut draft_arena = Vec::new();
+    let draft = match (draft, &draft_map) {
+        (Some(dpath), Some(dmap)) => {
+            let vqf = Vqf::parse(dmap.bytes()).with_context(|| dpath.display())?;
+            draft_layers.resize(Weights::layer_slots(vqf.config()), LayerWeights::EMPTY);
+            let dw = Weights::new(vqf, args.prefill_q8, &mut draft_layers)
+                .with_context(|| dpath.display())?;
+            check_draft(&weights, &dw, dpath)?;
+            let dopts = Options {
+                max_seq: opts.max_seq.min(dw.vqf.header().max_seq as usize),
+                max_batch: kestrel_core::generate::PREFILL_CHUNK,
+                all_logits: false,
+                slots: 1,
+                draft: 0,
+                ..opts
+            };
+            draft_arena = arena(&dw, &dopts)?;
+            Some((dw, dopts))
+        }
+        _ => None,
+    };
+    let draft = draft.as_ref().map(|(dw, dopts)| DraftEngine {
+        weights: dw,
+        opts: *dopts,
+        arena: &mut draft_arena,
+    });
+    f(Engine {
+        weights: &weights,
+        kernels,
+        pool: &pool,
+        opts,
+        arena: &mut target_arena,
+        load_ms,
+        draft,
+    })
+}
+
+/// Refuses a draft model whose vocabulary is not the target's, naming the
+/// first token that differs.
+fn check_draft(target: &Weights, draft: &Weights, path: &Path) -> Result<()> {
+    let (Some(a), Some(b)) = (target.vqf.tokenizer(), draft.vqf.tokenizer()) else {
+        return Err(format!(
+            "{}: a draft model and its target need their tokenizers (convert them from directories with tokenizer.json)",
+            path.display()
+        )
+        .into());
+    };
+    let (ta, tb) = (Tokenizer::new(*a), Tokenizer::new(*b));
+    if let Err(id) = kestrel_core::speculate::same_vocabulary(&ta, &tb) {
+        let show = |t: &Tokenizer| match t.tables().token_bytes(id) {
+            Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
+            None => "none".to_string(),
+        };
+        return Err(format!(
+            "{}: the draft model's vocabulary differs from the target's at token {id} ({} against {})",
+            path.display(),
+            show(&tb),
+            show(&ta)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// The default thread count: the biggest cores on big.LITTLE (4 on an
 /// RK3588), else all online CPUs (see [`crate::pool::big_cores`]).
 pub fn default_threads() -> usize {
@@ -171,6 +336,7 @@ pub fn setup(
         },
         all_logits,
         slots: 1,
+        draft: 0,
     };
     (kernels, pool, opts)
 }

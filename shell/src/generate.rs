@@ -2,15 +2,16 @@
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
 use crate::cli::{all, get, model_arg, opt, switch, value, CommandArgs};
-use crate::engine::{self, EngineArgs, Model};
+use crate::engine::{self, Engine, EngineArgs, Model, Need};
 use crate::error::Result;
 use crate::pool::Pool;
 use clap::{value_parser, Arg, ArgMatches, Command};
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
-use kestrel_core::generate::{Generator, PREFILL_CHUNK};
+use kestrel_core::generate::{DraftModel, Generator, StopSet, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::sampler::SamplerConfig;
+use kestrel_core::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation};
 use kestrel_core::state::State;
 use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
 use std::io::Write;
@@ -93,6 +94,59 @@ impl SampleArgs {
     }
 }
 
+/// Speculative decoding flags (run, chat, serve).
+#[derive(Clone, Debug, Default)]
+pub struct SpecArgs {
+    /// Draft with prompt lookup.
+    pub lookup: bool,
+    /// Draft with this model.
+    pub draft: Option<PathBuf>,
+    /// Most tokens drafted per verify step.
+    pub draft_max: usize,
+}
+
+impl SpecArgs {
+    pub fn args() -> [Arg; 3] {
+        [
+            switch(
+                "lookup",
+                "Speculative decoding by prompt lookup: draft the tokens that followed the text's last n-gram earlier in the prompt or the answer (no second model; output unchanged).",
+            ),
+            value(
+                "draft",
+                "FILE",
+                "Speculative decoding with a draft model: a smaller VQF of the same vocabulary, read greedily (output unchanged).",
+            )
+            .value_parser(value_parser!(PathBuf))
+            .conflicts_with("lookup"),
+            value(
+                "draft-max",
+                "N",
+                "Most tokens drafted per verify step (adapted: longer after a block accepted whole, shorter after a rejection).",
+            )
+            .value_parser(crate::cli::in_range(1, kestrel_core::speculate::MAX_DRAFT))
+            .default_value("8"),
+        ]
+    }
+
+    pub fn from_matches(m: &ArgMatches) -> Self {
+        SpecArgs {
+            lookup: m.get_flag("lookup"),
+            draft: opt(m, "draft"),
+            draft_max: get(m, "draft-max"),
+        }
+    }
+
+    /// Rows a verify step adds to the state's logits (0 without drafts).
+    pub fn draft_rows(&self) -> usize {
+        if self.lookup || self.draft.is_some() {
+            self.draft_max
+        } else {
+            0
+        }
+    }
+}
+
 pub struct RunArgs {
     pub model: PathBuf,
     pub prompt: String,
@@ -114,6 +168,7 @@ pub struct RunArgs {
     /// Answer with JSON valid under this schema.
     pub json_schema: Option<PathBuf>,
     pub sample: SampleArgs,
+    pub spec: SpecArgs,
     pub engine: EngineArgs,
 }
 
@@ -149,6 +204,7 @@ impl CommandArgs for RunArgs {
             ])
             .args(crate::vision::image_args())
             .args(SampleArgs::args())
+            .args(SpecArgs::args())
             .args(EngineArgs::args())
     }
 
@@ -166,6 +222,7 @@ impl CommandArgs for RunArgs {
             image_max_pixels: opt(m, "image-max-pixels"),
             json_schema: opt(m, "json-schema"),
             sample: SampleArgs::from_matches(m),
+            spec: SpecArgs::from_matches(m),
             engine: EngineArgs::from_matches(m),
         }
     }
@@ -180,6 +237,8 @@ pub struct Stats {
     pub decode_s: f64,
     /// Stopped on an end token (else on the length limit or an interrupt).
     pub stopped: bool,
+    /// Speculative decoding's counts (zero without drafts).
+    pub spec: SpecStats,
 }
 
 /// A model ready to generate, over the core's [`Generator`] (the one
@@ -193,6 +252,20 @@ pub struct Session<'a> {
         crate::json_output::JsonOutput,
         crate::json_output::SortedVocab,
     )>,
+    /// Where drafted tokens come from (speculative decoding).
+    pub drafts: Drafts<'a>,
+    /// Most tokens drafted per verify step (at most the state's `draft`).
+    pub draft_max: usize,
+}
+
+/// A session's draft source.
+pub enum Drafts<'a> {
+    /// Plain decoding.
+    None,
+    /// Prompt lookup (`--lookup`).
+    Lookup,
+    /// A draft model (`--draft`).
+    Model(Box<DraftModel<'a, 'a, 'a, Pool, Vec<u32>>>),
 }
 
 impl<'a> Session<'a> {
@@ -212,7 +285,32 @@ impl<'a> Session<'a> {
         let history = vec![0; state.opts.max_seq];
         let candidates = vec![0; w.cfg.vocab_size as usize];
         let gen = Generator::new(w, kernels, pool, state, sample, history, candidates)?;
-        Ok(Session { gen, json: None })
+        Ok(Session {
+            gen,
+            json: None,
+            drafts: Drafts::None,
+            draft_max: 0,
+        })
+    }
+
+    /// The session of an opened engine, drafting as `spec` asks (the draft
+    /// model is the one [`engine::open`] opened beside the target).
+    pub fn of_engine(e: Engine<'a>, sample: SamplerConfig, spec: &SpecArgs) -> Result<Self> {
+        let state = State::new(&e.weights.cfg, e.opts, e.arena)?;
+        let mut s = Session::new(e.weights, e.kernels, e.pool, state, sample)?;
+        s.draft_max = spec.draft_max.min(e.opts.draft);
+        s.drafts = match e.draft {
+            Some(d) => {
+                let state = State::new(&d.weights.cfg, d.opts, d.arena)?;
+                let stops = StopSet::new(&e.weights.cfg, Some(&s.gen.tokenizer));
+                let cached = vec![0; d.opts.max_seq];
+                let m = DraftModel::new(d.weights, e.kernels, e.pool, state, stops, cached)?;
+                Drafts::Model(Box::new(m))
+            }
+            None if spec.lookup => Drafts::Lookup,
+            None => Drafts::None,
+        };
+        Ok(s)
     }
 
     /// The model.
@@ -270,13 +368,35 @@ impl<'a> Session<'a> {
         self.gen.feed(prompt, prompt_images)?;
         let prefill_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
+        let mut lookup = Lookup::new();
+        let mut none = NoDraft;
+        let drafter: &mut dyn Drafter = match &mut self.drafts {
+            Drafts::None => &mut none,
+            Drafts::Lookup => &mut lookup,
+            Drafts::Model(m) => m.as_mut(),
+        };
+        let mut spec = Speculation {
+            drafter,
+            length: Adaptive::new(self.draft_max),
+        };
+        let mut counts = SpecStats::default();
         let answer = match self.json.as_mut() {
             Some((out, vocab)) => {
                 let view = vocab.view();
                 let mut c = out.constraint(&view);
-                self.gen.decode(max, interrupt, emit, Some(&mut c))?
+                self.gen.decode_speculative(
+                    max,
+                    interrupt,
+                    emit,
+                    Some(&mut c),
+                    &mut spec,
+                    &mut counts,
+                )?
             }
-            None => self.gen.decode(max, interrupt, emit, None)?,
+            None => {
+                self.gen
+                    .decode_speculative(max, interrupt, emit, None, &mut spec, &mut counts)?
+            }
         };
         Ok(Stats {
             prompt_tokens: prompt.len(),
@@ -284,6 +404,7 @@ impl<'a> Session<'a> {
             generated: answer.generated,
             decode_s: t.elapsed().as_secs_f64(),
             stopped: answer.stopped,
+            spec: counts,
         })
     }
 
@@ -303,6 +424,16 @@ impl<'a> Session<'a> {
             self.gen.kernels.name(),
             kestrel_core::parallel::Parallel::threads(self.gen.pool),
         );
+        let c = stats.spec;
+        if !matches!(self.drafts, Drafts::None) {
+            eprintln!(
+                "[kestrel] speculative: drafted {} tok, accepted {} ({:.1}%) in {} verify steps",
+                c.drafted,
+                c.accepted,
+                100.0 * c.rate(),
+                c.steps
+            );
+        }
     }
 }
 
@@ -353,13 +484,18 @@ pub fn catch_ctrl_c() {
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
-    let model = Model::open(&a.model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
-    let mut arena = engine::arena(&w, &opts)?;
-    let state = engine::state(&w, opts, &mut arena)?;
-    let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
+    let need = Need {
+        draft: a.spec.draft_rows(),
+        ..Need::one(PREFILL_CHUNK)
+    };
+    engine::open(&a.model, &a.engine, need, a.spec.draft.as_deref(), |e| {
+        run_on(a, e)
+    })
+}
+
+fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
+    let (w, pool, opts, load_ms) = (e.weights, e.pool, e.opts, e.load_ms);
+    let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
     if let Some(path) = &a.json_schema {
         let schema = crate::json_output::schema_from_file(path)?;
         let vocab = w.cfg.vocab_size as usize;
@@ -386,11 +522,11 @@ pub fn run(a: &RunArgs) -> Result<()> {
         } else {
             None
         };
-        chat_prompt(&w, &msgs, &[], think)
+        chat_prompt(w, &msgs, &[], think)
     };
     let kv = opts.kv;
     let images =
-        crate::vision::encode_files(&w, &s.gen.kernels, &pool, &a.images, a.image_max_pixels, kv)?;
+        crate::vision::encode_files(w, &s.gen.kernels, pool, &a.images, a.image_max_pixels, kv)?;
     let mut ids = s.encode(&text)?;
     if let Some(v) = w.cfg.vision.filter(|_| !a.images.is_empty()) {
         ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &images.grids)?;
@@ -411,7 +547,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
         let gen = &s.history()[ids.len()..];
         let _ = writeln!(out, "{:?}", &gen[..stats.generated.min(gen.len())]);
     }
-    s.report(&stats, model.load_ms);
+    s.report(&stats, load_ms);
     Ok(())
 }
 
@@ -427,6 +563,7 @@ pub struct ChatArgs {
     /// Resize images to at most this many pixels (default: the model's).
     pub image_max_pixels: Option<u32>,
     pub sample: SampleArgs,
+    pub spec: SpecArgs,
     pub engine: EngineArgs,
 }
 
@@ -445,6 +582,7 @@ impl CommandArgs for ChatArgs {
             ])
             .args(crate::vision::image_args())
             .args(SampleArgs::args())
+            .args(SpecArgs::args())
             .args(EngineArgs::args())
     }
 
@@ -457,20 +595,26 @@ impl CommandArgs for ChatArgs {
             images: all(m, "image"),
             image_max_pixels: opt(m, "image-max-pixels"),
             sample: SampleArgs::from_matches(m),
+            spec: SpecArgs::from_matches(m),
             engine: EngineArgs::from_matches(m),
         }
     }
 }
 
 pub fn chat(a: &ChatArgs) -> Result<()> {
-    let model = Model::open(&a.model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
-    let (k, pool, opts) = engine::setup(&w, &a.engine, false, PREFILL_CHUNK);
-    let mut arena = engine::arena(&w, &opts)?;
-    let state = engine::state(&w, opts, &mut arena)?;
-    let mut s = Session::new(&w, k, &pool, state, a.sample.config())?;
-    let style = chat_style(&w);
+    let need = Need {
+        draft: a.spec.draft_rows(),
+        ..Need::one(PREFILL_CHUNK)
+    };
+    engine::open(&a.model, &a.engine, need, a.spec.draft.as_deref(), |e| {
+        chat_on(a, e)
+    })
+}
+
+fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
+    let (w, pool, opts, load_ms) = (e.weights, e.pool, e.opts, e.load_ms);
+    let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
+    let style = chat_style(w);
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
     if w.cfg.vision.is_some() {
@@ -519,9 +663,9 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
         // Each image goes before the message's text, as Qwen3-VL's chat
         // template puts it (and `kestrel run --image`).
         let encoded = match crate::vision::encode_files(
-            &w,
+            w,
             &s.gen.kernels,
-            &pool,
+            pool,
             &images,
             a.image_max_pixels,
             opts.kv,
@@ -587,7 +731,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
             let end = s.encode("<|im_end|>")?;
             s.feed(&end)?;
         }
-        s.report(&stats, model.load_ms);
+        s.report(&stats, load_ms);
     }
     Ok(())
 }

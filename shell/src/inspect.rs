@@ -406,6 +406,7 @@ pub fn memory(path: &Path) -> Result<()> {
             kv: KvType::F16,
             all_logits: false,
             slots: 1,
+            draft: 0,
         };
         let layout = ArenaSizes::new(&cfg, &opts)?;
         println!(

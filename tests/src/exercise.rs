@@ -230,6 +230,7 @@ pub fn config(data: &[u8]) {
                     kv,
                     all_logits: max_batch == 1,
                     slots: 1,
+                    draft: 0,
                 },
             );
         }

@@ -36,6 +36,7 @@ fn run_on<P: Parallel>(
         kv,
         all_logits: true,
         slots: 1,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -153,6 +154,7 @@ fn context_full_and_bad_tokens_are_errors() {
         kv: KvType::F16,
         all_logits: false,
         slots: 1,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let need = arena.len();
@@ -198,6 +200,7 @@ fn a_step_of_every_slot_fits_a_large_vocabulary() {
                 kv: KvType::F16,
                 all_logits: false,
                 slots: 1,
+                draft: 0,
             };
             let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
             let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -210,6 +213,7 @@ fn a_step_of_every_slot_fits_a_large_vocabulary() {
         kv: KvType::F16,
         all_logits: false,
         slots,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -258,6 +262,7 @@ fn forward_rows_equal_single_sequence_forward() {
                 kv: KvType::F16,
                 all_logits: false,
                 slots: 1,
+                draft: 0,
             };
             let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
             let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -273,6 +278,7 @@ fn forward_rows_equal_single_sequence_forward() {
             kv: KvType::F16,
             all_logits: false,
             slots: 3,
+            draft: 0,
         };
         let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
         let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();

@@ -155,6 +155,7 @@ fn run_routes(bytes: &[u8], tokens: &[u32], batch: usize) -> (Routing, Vec<f32>)
         kv: KvType::F32,
         all_logits: true,
         slots: 1,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -348,6 +349,7 @@ fn decode_reads_only_the_selected_experts() {
             kv: KvType::F16,
             all_logits: false,
             slots: 1,
+            draft: 0,
         };
         let kern = detected_kernels();
         let prefill = &c.prompt[..32];
@@ -484,6 +486,7 @@ fn dense_layers_and_sparse_steps_work() {
                     kv: KvType::F32,
                     all_logits: true,
                     slots: 1,
+                    draft: 0,
                 };
                 let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
                 let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();
@@ -599,6 +602,7 @@ fn try_run(bytes: &[u8]) -> bool {
         kv: KvType::F16,
         all_logits: false,
         slots: 1,
+        draft: 0,
     };
     let Ok(layout) = ArenaSizes::new(&w.cfg, &opts) else {
         return true;

@@ -174,6 +174,7 @@ fn decode_logits(bytes: &[u8], tokens: &[u32], batch: usize, prefill_q8: bool) -
         kv: KvType::F32,
         all_logits: true,
         slots: 1,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();

@@ -254,6 +254,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         kv,
         all_logits: true,
         slots: 1,
+        draft: 0,
     };
     let mut arena = vec![0u8; ArenaSizes::new(&w.cfg, &opts).unwrap().total];
     let mut s = State::new(&w.cfg, opts, &mut arena).unwrap();

@@ -402,11 +402,7 @@ fn run_step<P: Parallel>(
             max: s.opts.max_seq,
         });
     }
-    let logit_cap = if all_logits {
-        s.opts.max_batch
-    } else {
-        s.opts.slots
-    };
+    let logit_cap = s.opts.logit_rows();
     if logits && logit_rows > logit_cap {
         return Err(Error::OutOfRange {
             what: "rows with logits in one step",

@@ -85,6 +85,7 @@ pub(super) fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<()> 
             kv: KvType::F16,
             all_logits: false,
             slots: 1,
+            draft: 0,
         };
         let mut arena = vec![0u8; ArenaSizes::new(&cfg, &opts)?.total];
         let mut s = State::new(&cfg, opts, &mut arena)?;

@@ -208,6 +208,7 @@ pub fn serve(
         },
         all_logits: false,
         slots: args.parallel,
+        draft: 0,
     };
     let layout = ArenaSizes::new(&w.cfg, &opts)?;
     let mut arena = engine::arena(&w, &opts)?;

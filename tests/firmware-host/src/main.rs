@@ -228,6 +228,7 @@ fn run() -> Result<(), Failure> {
         kv: KvType::F16,
         all_logits: false,
         slots: 1,
+        draft: 0,
     };
     let arena_need = ArenaSizes::new(&w.cfg, &opts)?.total;
     let state = State::new(&w.cfg, opts, arena)?;

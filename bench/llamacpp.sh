@@ -2,8 +2,9 @@
 # llama.cpp, the anchor, built as its users build it: prints the directory of
 # its binaries on stdout. Downloads the llama-cpp-python==0.3.36 source
 # distribution with pip (cached in .cache/llamacpp), unpacks its
-# vendor/llama.cpp and builds llama-bench, llama-quantize, llama-perplexity
-# and llama-imatrix with cmake (Release; the defaults, spelled out: native
+# vendor/llama.cpp and builds llama-bench, llama-quantize, llama-perplexity,
+# llama-imatrix, and the speculative-decoding examples llama-lookup and
+# llama-speculative with cmake (Release; the defaults, spelled out: native
 # ISA, repacked CPU kernels, OpenMP; no CURL; cached in .cache/llamacpp/build,
 # reruns skip it). Installs what is missing (root or sudo, Debian/Ubuntu).
 # Nothing of llama.cpp is copied into the repository.
@@ -53,13 +54,13 @@ if [ "${LLAMACPP_ISA:-native}" = avx2 ]; then
     build="$lc/build-avx2"
 fi
 bin="$build/bin"
-targets=(llama-bench llama-quantize llama-perplexity llama-imatrix)
+targets=(llama-bench llama-quantize llama-perplexity llama-imatrix llama-lookup llama-speculative)
 for t in "${targets[@]}"; do
     if [ ! -x "$bin/$t" ]; then
         log "building ${targets[*]} (once; cached in $build)"
         cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
             -DGGML_CPU_REPACK=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+            -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF >&2
         cmake --build "$build" --config Release -j "$(nproc)" --target "${targets[@]}" >&2
         break
     fi

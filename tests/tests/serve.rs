@@ -1279,3 +1279,112 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// Speculative decoding in the server: a request's `prediction` (OpenAI's
+/// predicted outputs) and `--lookup` draft tokens that one verify step per
+/// slot checks; the answers are still `kestrel run`'s (greedy and sampled,
+/// one and several slots), the usage reports the accepted and rejected
+/// prediction tokens, `/metrics` counts them, and a malformed prediction is
+/// a 400 naming the field.
+#[test]
+fn predictions_and_lookup_answer_as_kestrel_run() {
+    let settings = [
+        (0.0f32, 1u64, 40usize),
+        (0.8, 7, 40),
+        (0.0, 3, 30),
+        (1.1, 5, 30),
+    ];
+    let want: Vec<(String, usize)> = PROMPTS
+        .iter()
+        .zip(settings)
+        .map(|(p, (temp, seed, n))| {
+            let cfg = SamplerConfig {
+                temperature: temp,
+                seed,
+                ..SamplerConfig::default()
+            };
+            kestrel_run(&[(Role::User, p)], cfg, n)
+        })
+        .collect();
+    for (parallel, extra) in [
+        (1usize, &[][..]),
+        (2, &["--lookup"][..]),
+        (4, &["--draft-max", "3"][..]),
+    ] {
+        let srv = Server::start(parallel, extra);
+        let answers: Vec<(String, String, String)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = PROMPTS
+                .iter()
+                .zip(settings)
+                .zip(&want)
+                .map(|((p, (temp, seed, n)), (want_text, _))| {
+                    let addr = srv.addr;
+                    sc.spawn(move || {
+                        // The expected answer's first half as the prediction.
+                        let half: String = want_text.chars().take(want_text.chars().count() / 2).collect();
+                        let mut pred = String::new();
+                        json::write_json_str(&mut pred, &half).unwrap();
+                        let extra = format!(
+                            ",\"temperature\":{temp},\"seed\":{seed},\"max_tokens\":{n},\"prediction\":{{\"type\":\"content\",\"content\":[{{\"type\":\"text\",\"text\":{pred}}}]}}"
+                        );
+                        let (st, body) =
+                            post(addr, "/v1/chat/completions", &chat_body(&[(Role::User, p)], &extra), None);
+                        assert_eq!(st, 200, "{body}");
+                        let details = ["usage", "completion_tokens_details"];
+                        (
+                            string_at(&body, &["choices", "0", "message", "content"]),
+                            string_at(&body, &[details[0], details[1], "accepted_prediction_tokens"]),
+                            string_at(&body, &[details[0], details[1], "rejected_prediction_tokens"]),
+                        )
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut accepted = 0;
+        for (i, ((text, acc, rej), (want_text, _))) in answers.iter().zip(&want).enumerate() {
+            assert_eq!(text, want_text, "K={parallel} {extra:?}, prompt {i}");
+            accepted += acc.parse::<usize>().unwrap();
+            rej.parse::<usize>().unwrap();
+        }
+        assert!(accepted > 10, "K={parallel}: {answers:?}");
+        let m = scrape(srv.addr);
+        assert!(
+            m["kestrel_accepted_tokens_total"] >= accepted as f64,
+            "{m:?}"
+        );
+        assert!(m["kestrel_drafted_tokens_total"] >= m["kestrel_accepted_tokens_total"]);
+        // Malformed predictions are refused by name.
+        for bad in [
+            r#","prediction":"text""#,
+            r#","prediction":{"type":"text","content":"x"}"#,
+            r#","prediction":{"type":"content","content":3}"#,
+            r#","prediction":{"type":"content","content":"x","extra":1}"#,
+            r#","prediction":{"type":"content","content":[{"type":"image","text":"x"}]}"#,
+        ] {
+            let (st, body) = post(
+                srv.addr,
+                "/v1/chat/completions",
+                &chat_body(&[(Role::User, "hi")], bad),
+                None,
+            );
+            assert_eq!(st, 400, "{bad}: {body}");
+            assert!(body.contains("prediction"), "{bad}: {body}");
+        }
+        // An empty prediction is plain decoding.
+        let (st, body) = post(
+            srv.addr,
+            "/v1/chat/completions",
+            &chat_body(
+                &[(Role::User, PROMPTS[0])],
+                r#","temperature":0,"max_tokens":40,"prediction":{"type":"content","content":""}"#,
+            ),
+            None,
+        );
+        assert_eq!(st, 200, "{body}");
+        assert_eq!(
+            string_at(&body, &["choices", "0", "message", "content"]),
+            want[0].0
+        );
+    }
+}

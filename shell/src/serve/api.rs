@@ -36,6 +36,9 @@ pub struct Params {
     /// `response_format`: JSON output, any object (`json_object`) or valid
     /// under a schema (`json_schema`, its text; compiled when parsed).
     pub json: Option<JsonFormat>,
+    /// `prediction` (OpenAI's predicted outputs): text the answer is
+    /// expected to resemble, drafted from (empty: plain decoding).
+    pub prediction: String,
 }
 
 /// The JSON `response_format`s.
@@ -263,6 +266,7 @@ const COMMON_FIELDS: &[(&str, Field)] = &[
     ("stream_options", Used),
     ("n", Used),
     ("logprobs", Used),
+    ("prediction", Used),
     ("presence_penalty", OnlyNeutral(is_zero)),
     ("frequency_penalty", OnlyNeutral(is_zero)),
     ("logit_bias", OnlyNeutral(is_empty_object)),
@@ -444,7 +448,48 @@ fn params(v: &Value) -> Result<Params> {
         include_usage,
         logprobs: None,
         json: None,
+        prediction: prediction(v)?,
     })
+}
+
+/// `prediction`: `{"type": "content", "content": TEXT}`, the content a
+/// string or an array of `{"type": "text", "text": ...}` parts (joined);
+/// anything else is a 400 naming the field.
+fn prediction(v: &Value) -> Result<String> {
+    let p = match v.get("prediction") {
+        None | Some(Value::Null) => return Ok(String::new()),
+        Some(p) => p,
+    };
+    let obj = p
+        .iter_object()
+        .ok_or("'prediction' must be an object with 'type' and 'content'")?;
+    for (key, _) in obj {
+        if !key.eq_str("type") && !key.eq_str("content") {
+            let name: String = key.chars().collect();
+            return Err(format!("unsupported parameter 'prediction.{name}'").into());
+        }
+    }
+    if !p.get("type").is_some_and(|t| t.str_eq("content")) {
+        return Err("'prediction.type' must be \"content\"".into());
+    }
+    match p.get("content") {
+        Some(x @ Value::String(_)) => string_of(&x, "prediction.content"),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts.iter() {
+                let ok = part.iter_object().is_some_and(|o| {
+                    o.into_iter()
+                        .all(|(k, _)| k.eq_str("type") || k.eq_str("text"))
+                }) && part.get("type").is_some_and(|t| t.str_eq("text"));
+                let t = part.get("text").filter(|_| ok).ok_or(
+                    "'prediction.content' parts must be {\"type\": \"text\", \"text\": ...}",
+                )?;
+                text.push_str(&string_of(&t, "prediction.content")?);
+            }
+            Ok(text)
+        }
+        _ => Err("'prediction.content' must be a string or an array of text parts".into()),
+    }
 }
 
 /// Chat's `logprobs` (a boolean) and `top_logprobs` (0 ..= 20, only with it).

@@ -72,6 +72,10 @@ pub struct Metrics {
     requests: Mutex<Vec<(usize, u16, u64)>>,
     pub prompt_tokens: AtomicU64,
     pub generated_tokens: AtomicU64,
+    /// Tokens drafted for speculative decoding (lookup, `prediction`).
+    pub drafted_tokens: AtomicU64,
+    /// Drafted tokens accepted.
+    pub accepted_tokens: AtomicU64,
     /// Jobs queued and not yet taken by the engine.
     pub queued: AtomicUsize,
     /// Slots admitting a prompt or generating (set by the engine).
@@ -90,6 +94,8 @@ impl Metrics {
             requests: Mutex::new(Vec::new()),
             prompt_tokens: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
+            drafted_tokens: AtomicU64::new(0),
+            accepted_tokens: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             slots_busy: AtomicUsize::new(0),
             slots,
@@ -134,7 +140,7 @@ impl Metrics {
             );
         }
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed) as u64;
-        let series: [(&str, &str, &str, u64); 7] = [
+        let series: [(&str, &str, &str, u64); 9] = [
             (
                 "kestrel_prompt_tokens_total",
                 "counter",
@@ -146,6 +152,18 @@ impl Metrics {
                 "counter",
                 "Tokens generated.",
                 self.generated_tokens.load(Ordering::Relaxed),
+            ),
+            (
+                "kestrel_drafted_tokens_total",
+                "counter",
+                "Tokens drafted for speculative decoding (lookup, prediction).",
+                self.drafted_tokens.load(Ordering::Relaxed),
+            ),
+            (
+                "kestrel_accepted_tokens_total",
+                "counter",
+                "Drafted tokens accepted (each saved a decode step).",
+                self.accepted_tokens.load(Ordering::Relaxed),
             ),
             (
                 "kestrel_queue_depth",

@@ -20,7 +20,7 @@ pub mod http;
 pub mod metrics;
 pub mod scheduler;
 
-use crate::cli::{get, in_range, model_arg, opt, value, CommandArgs};
+use crate::cli::{get, in_range, model_arg, opt, switch, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Model};
 use crate::error::Result;
 use crate::generate;
@@ -68,6 +68,10 @@ pub struct ServeArgs {
     pub timeout: Duration,
     /// Largest request body.
     pub max_body: usize,
+    /// Every request drafts by prompt lookup (speculative decoding).
+    pub lookup: bool,
+    /// Most tokens drafted per slot and step (lookup, `prediction`).
+    pub draft_max: usize,
     /// Threads, pinning, context length per slot, KV type, prefill copy.
     pub engine: EngineArgs,
 }
@@ -122,6 +126,17 @@ impl CommandArgs for ServeArgs {
                 value("max-body", "BYTES", "Largest request body (413 beyond).")
                     .value_parser(value_parser!(usize))
                     .default_value("8388608"),
+                switch(
+                    "lookup",
+                    "Speculative decoding by prompt lookup for every request (a request's `prediction` drafts in any case; output unchanged).",
+                ),
+                value(
+                    "draft-max",
+                    "N",
+                    "Most tokens drafted per slot and verify step (lookup, `prediction`).",
+                )
+                .value_parser(in_range(1, kestrel_core::speculate::MAX_DRAFT))
+                .default_value("8"),
             ])
             .args(EngineArgs::args())
     }
@@ -141,6 +156,8 @@ impl CommandArgs for ServeArgs {
             }),
             timeout: get(m, "timeout"),
             max_body: get(m, "max-body"),
+            lookup: m.get_flag("lookup"),
+            draft_max: get(m, "draft-max"),
             engine: EngineArgs::from_matches(m),
         }
     }
@@ -197,10 +214,12 @@ pub fn serve(
     let tok = Tokenizer::new(tables);
     let file_max = w.vqf.header().max_seq as usize;
     let ctx = args.engine.ctx.unwrap_or(4096).min(file_max).max(2);
+    // Each slot's decode row and its drafted rows.
+    let slot_rows = args.parallel * (1 + args.draft_max);
     let opts = Options {
         max_seq: ctx,
-        // A whole prompt chunk and the other slots' decode rows riding along.
-        max_batch: (PREFILL_CHUNK + args.parallel.saturating_sub(1)).min(MAX_BATCH),
+        // A whole prompt chunk and the other slots' rows riding along.
+        max_batch: (PREFILL_CHUNK + slot_rows - 1).min(MAX_BATCH),
         kv: if args.engine.kv_f32 {
             KvType::F32
         } else {
@@ -208,7 +227,7 @@ pub fn serve(
         },
         all_logits: false,
         slots: args.parallel,
-        draft: 0,
+        draft: args.draft_max,
     };
     let layout = ArenaSizes::new(&w.cfg, &opts)?;
     let mut arena = engine::arena(&w, &opts)?;
@@ -248,6 +267,7 @@ pub fn serve(
     let open_connections = AtomicUsize::new(0);
     let stops = StopSet::new(&w.cfg, Some(&tok));
     let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
+    let lookup = args.lookup;
     let setup: Result<()> = std::thread::scope(|sc| {
         let state_w = &w;
         let arena = &mut arena;
@@ -271,6 +291,7 @@ pub fn serve(
                 stops,
                 metrics,
                 vocab: None,
+                lookup,
             }
             .run(job_rx);
         });
@@ -590,6 +611,9 @@ struct Usage {
     prompt: usize,
     cached: usize,
     completion: usize,
+    /// Drafted tokens (a `prediction`'s or lookup's) accepted and rejected.
+    accepted: usize,
+    rejected: usize,
 }
 
 impl Usage {
@@ -597,11 +621,13 @@ impl Usage {
     /// `prompt_tokens_details.cached_tokens`.
     fn json(&self) -> String {
         format!(
-            "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{}}}}}",
+            "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{}}},\"completion_tokens_details\":{{\"accepted_prediction_tokens\":{},\"rejected_prediction_tokens\":{}}}}}",
             self.prompt,
             self.completion,
             self.prompt + self.completion,
-            self.cached
+            self.cached,
+            self.accepted,
+            self.rejected
         )
     }
 }
@@ -807,6 +833,11 @@ fn generate_answer(
             )),
             None => None,
         },
+        prediction: match p.prediction.is_empty() {
+            true => Vec::new(),
+            false => crate::generate::encode(&sh.tok, &p.prediction)
+                .map_err(|e| HttpError::new(400, format!("'prediction': {e}")))?,
+        },
         cancel: cancel.clone(),
         events: tx,
     };
@@ -863,6 +894,8 @@ fn generate_answer(
     let mut whole = String::new();
     let mut generated = 0usize;
     let mut cached = 0usize;
+    // Speculative decoding: (drafted, accepted) tokens.
+    let mut drafts = (0usize, 0usize);
     // Log-probabilities not yet sent (streams send them with the next
     // chunk), and the text offset of the first.
     let mut logprobs = Logprobs::new(kind);
@@ -884,6 +917,7 @@ fn generate_answer(
         let mut new_call = None;
         match ev {
             Event::Prefilled { cached: c } => cached = c,
+            Event::Drafted { drafted, accepted } => drafts = (drafted, accepted),
             Event::Token(t, lp) => {
                 generated += 1;
                 let now = Instant::now();
@@ -990,6 +1024,8 @@ fn generate_answer(
         prompt: n,
         cached,
         completion: generated,
+        accepted: drafts.1,
+        rejected: drafts.0 - drafts.1.min(drafts.0),
     };
     if p.stream {
         let lp = logprobs.take(p.logprobs.is_some());

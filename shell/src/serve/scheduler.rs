@@ -32,6 +32,7 @@ use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
+use kestrel_core::speculate::{lookup_draft, Adaptive, MAX_DRAFT};
 use kestrel_core::state::State;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -49,6 +50,12 @@ pub enum Event {
     },
     /// A sampled token, with its log-probabilities when the job asked.
     Token(u32, Option<TokenLogprobs>),
+    /// Speculative decoding's counts for the answer, sent before `Done`
+    /// when the answer had drafts.
+    Drafted {
+        drafted: usize,
+        accepted: usize,
+    },
     Done(Finish),
     Error(String),
 }
@@ -95,6 +102,9 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// Constrain the answer to JSON (`response_format`).
     pub json: Option<crate::json_output::JsonOutput>,
+    /// `prediction`'s tokens: drafts are looked up in them first (empty:
+    /// none).
+    pub prediction: Vec<u32>,
     /// Set by the handler when its client went away or a stop string matched.
     pub cancel: Arc<AtomicBool>,
     pub events: Sender<Event>,
@@ -114,6 +124,14 @@ struct Active {
     /// on stderr when a JSON answer ends (every answer's with
     /// `KESTREL_LOG_SAMPLING=1`, for the comparison).
     sample_ns: Vec<u64>,
+    /// Draft by lookup (the server's `--lookup`, or a `prediction`).
+    speculate: bool,
+    /// Tokens drafted after `next` for this step (their rows follow its).
+    drafts: Vec<u32>,
+    length: Adaptive,
+    /// Tokens drafted and accepted so far.
+    drafted: usize,
+    accepted: usize,
 }
 
 /// A prompt being prefilled, a chunk per turn.
@@ -156,6 +174,8 @@ pub struct Engine<'a, P: Parallel> {
     pub metrics: &'a super::metrics::Metrics,
     /// The vocabulary sorted by bytes, made for the first JSON answer.
     pub vocab: Option<crate::json_output::SortedVocab>,
+    /// Every request drafts by prompt lookup (`--lookup`).
+    pub lookup: bool,
 }
 
 /// How many leading positions of `slot` a new `prompt` can keep.
@@ -245,7 +265,8 @@ impl<P: Parallel> Engine<'_, P> {
             // streams' decode rows riding along in the same step when the
             // chunk can take them; all of the prompt when no stream is
             // waiting for a step.
-            decode_rows(&slots, &mut rows);
+            let max_seq = self.state.opts.max_seq;
+            decode_rows(&mut slots, &mut rows, max_seq);
             let first = (0..slots.len())
                 .filter(|&i| slots[i].admitting.is_some())
                 .min_by_key(|&i| slots[i].used);
@@ -256,7 +277,7 @@ impl<P: Parallel> Engine<'_, P> {
                 None => {
                     // A step of their own, with the stream the prefill may
                     // just have started.
-                    decode_rows(&slots, &mut rows);
+                    decode_rows(&mut slots, &mut rows, max_seq);
                     if rows.is_empty() {
                         continue;
                     }
@@ -279,20 +300,50 @@ impl<P: Parallel> Engine<'_, P> {
                     0
                 }
             };
-            for (j, row) in rows.iter().enumerate() {
-                let s = &mut slots[row.slot];
-                s.tokens.push(row.token);
-                s.copies.push(self.w.routing.decode);
-                let at = logits_at + j * vocab;
-                let logits = &mut self.state.logits[at..at + vocab];
-                sampled(
-                    &self.stops,
-                    self.state.opts.max_seq,
-                    s,
-                    logits,
-                    &mut candidates,
-                    self.vocab.as_ref(),
-                );
+            // Each slot's rows: its fed token, then its drafts. A drafted
+            // token the sampler picks again is accepted (its row is
+            // computed); the first it does not pick drops the rest.
+            let mut j = 0;
+            while j < rows.len() {
+                let slot = rows[j].slot;
+                let group = rows[j..].iter().take_while(|r| r.slot == slot).count();
+                let s = &mut slots[slot];
+                if let Some(a) = s.active.as_mut() {
+                    a.drafted += group - 1;
+                }
+                let mut taken = 0;
+                while taken < group {
+                    let row = rows[j + taken];
+                    if taken > 0 {
+                        match s.active.as_mut() {
+                            Some(a) if a.next == row.token => a.accepted += 1,
+                            _ => break,
+                        }
+                    }
+                    s.tokens.push(row.token);
+                    s.copies.push(self.w.routing.decode);
+                    let at = logits_at + (j + taken) * vocab;
+                    let logits = &mut self.state.logits[at..at + vocab];
+                    sampled(
+                        &self.stops,
+                        self.state.opts.max_seq,
+                        s,
+                        logits,
+                        &mut candidates,
+                        self.vocab.as_ref(),
+                    );
+                    taken += 1;
+                }
+                if let Some(a) = s.active.as_mut() {
+                    a.length.update(group - 1, taken - 1);
+                }
+                self.metrics
+                    .drafted_tokens
+                    .fetch_add((group - 1) as u64, Ordering::Relaxed);
+                self.metrics
+                    .accepted_tokens
+                    .fetch_add((taken - 1) as u64, Ordering::Relaxed);
+                j += group;
             }
         }
     }
@@ -428,11 +479,16 @@ impl<P: Parallel> Engine<'_, P> {
         }
         s.active = Some(Active {
             sampler: Sampler::new(adm.job.sampler),
+            speculate: self.lookup || !adm.job.prediction.is_empty(),
             job: adm.job,
             generated: 0,
             next: 0,
             logits: Vec::new(),
             sample_ns: Vec::new(),
+            drafts: Vec::new(),
+            length: Adaptive::new(self.state.opts.draft),
+            drafted: 0,
+            accepted: 0,
         });
         let vocab = self.w.cfg.vocab_size as usize;
         let logits = &mut self.state.logits[logits_at..logits_at + vocab];
@@ -454,15 +510,34 @@ impl<P: Parallel> Engine<'_, P> {
     }
 }
 
-/// The decode rows of a step: one per generating slot, in slot order.
-fn decode_rows(slots: &[Slot], rows: &mut Vec<Row>) {
+/// The decode rows of a step: per generating slot, in slot order, its
+/// token to feed and the tokens drafted after it (prompt lookup over its
+/// `prediction`, then its own tokens; as many as the answer's and the
+/// context's room and the slot's adaptive length allow).
+fn decode_rows(slots: &mut [Slot], rows: &mut Vec<Row>, max_seq: usize) {
     rows.clear();
-    for (i, s) in slots.iter().enumerate() {
-        if let Some(a) = &s.active {
+    for (i, s) in slots.iter_mut().enumerate() {
+        let Some(a) = s.active.as_mut() else {
+            continue;
+        };
+        let pos = s.tokens.len();
+        a.drafts.clear();
+        // Room: answer tokens left after `next`, positions after it.
+        let room = (a.job.max_tokens.saturating_sub(a.generated))
+            .min(max_seq.saturating_sub(pos + 1))
+            .min(a.length.n);
+        if a.speculate && room > 0 {
+            let mut buf = [0u32; MAX_DRAFT];
+            s.tokens.push(a.next);
+            let n = lookup_draft(&a.job.prediction, &s.tokens, 1, 3, &mut buf[..room]);
+            s.tokens.pop();
+            a.drafts.extend_from_slice(&buf[..n]);
+        }
+        for (k, &token) in core::iter::once(&a.next).chain(&a.drafts).enumerate() {
             rows.push(Row {
                 slot: i,
-                pos: s.tokens.len(),
-                token: a.next,
+                pos: pos + k,
+                token,
                 logits: true,
             });
         }
@@ -536,6 +611,12 @@ fn sampled(
         let progress = a.job.json.as_ref().map(|out| &out.progress);
         if progress.is_some() || std::env::var_os("KESTREL_LOG_SAMPLING").is_some() {
             report_sampling(&a.sample_ns, progress);
+        }
+        if a.drafted > 0 {
+            let _ = a.job.events.send(Event::Drafted {
+                drafted: a.drafted,
+                accepted: a.accepted,
+            });
         }
         let _ = a.job.events.send(Event::Done(f));
         s.active = None;

@@ -11,6 +11,7 @@ use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::tokenizer::Tokenizer;
 use kestrel_core::vqf::Vqf;
+use std::cell::OnceCell;
 use std::path::Path;
 use std::time::Instant;
 
@@ -91,35 +92,13 @@ impl Default for EngineArgs {
     }
 }
 
-/// A mapped, validated model.
-pub struct Model {
-    pub map: Mapped,
-    pub load_ms: f64,
-}
-
-impl Model {
-    pub fn open(path: &Path) -> Result<Model> {
-        let t = Instant::now();
-        let map = Mapped::open(path)?;
-        Vqf::parse(map.bytes()).with_context(|| path.display())?;
-        Ok(Model {
-            map,
-            load_ms: t.elapsed().as_secs_f64() * 1e3,
-        })
-    }
-
-    /// The weights, every tensor resolved once into `layers` (sized here
-    /// from the config).
-    pub fn weights<'a>(
-        &'a self,
-        prefill_q8: bool,
-        layers: &'a mut Vec<LayerWeights<'a>>,
-    ) -> Result<Weights<'a>> {
-        let v = Vqf::parse(self.map.bytes())?;
-        layers.clear();
-        layers.resize(Weights::layer_slots(v.config()), LayerWeights::EMPTY);
-        Ok(Weights::new(v, prefill_q8, layers)?)
-    }
+/// Runs `f` on the tokenizer of the model at `path` (mapped and parsed;
+/// no weights resolved, no arena): `kestrel tokenize` and `detokenize`.
+pub fn with_tokenizer<R>(path: &Path, f: impl FnOnce(&Tokenizer) -> Result<R>) -> Result<R> {
+    let map = Mapped::open(path)?;
+    let vqf = Vqf::parse(map.bytes()).with_context(|| path.display())?;
+    let tables = *vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+    f(&Tokenizer::new(tables))
 }
 
 /// What a command needs of the state beside [`EngineArgs`].
@@ -135,6 +114,8 @@ pub struct Need {
     pub draft: usize,
     /// Context length when `--ctx` is not given.
     pub default_ctx: usize,
+    /// Shortest context (the server needs a prompt token and an answer's).
+    pub min_ctx: usize,
 }
 
 impl Need {
@@ -146,6 +127,7 @@ impl Need {
             slots: 1,
             draft: 0,
             default_ctx: 4096,
+            min_ctx: 1,
         }
     }
 }
@@ -157,8 +139,11 @@ pub struct Engine<'a> {
     pub weights: &'a Weights<'a>,
     /// The kernels for this CPU.
     pub kernels: Kernels,
-    /// The threads.
-    pub pool: &'a Pool,
+    /// The threads, started by the first [`Engine::pool`] call on the
+    /// thread that will use them (the pool pins its caller).
+    pool: &'a OnceCell<Pool>,
+    threads: Option<usize>,
+    no_pin: bool,
     /// What the arena is sized for.
     pub opts: Options,
     /// The arena (KV cache, activations): `State::new` carves it.
@@ -181,6 +166,13 @@ pub struct DraftEngine<'a> {
 }
 
 impl<'a> Engine<'a> {
+    /// The threads (started on the first call, pinned to the biggest
+    /// cores unless `--no-pin`; the calling thread is one of them).
+    pub fn pool(&self) -> &'a Pool {
+        self.pool
+            .get_or_init(|| make_pool(self.threads, self.no_pin))
+    }
+
     /// The state over the arena.
     pub fn state(&mut self) -> Result<State<'_>> {
         Ok(State::new(&self.weights.cfg, self.opts, self.arena)?)
@@ -205,10 +197,14 @@ pub fn open<R>(
         Weights::new(vqf, args.prefill_q8, &mut layers).with_context(|| path.display())?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let kernels = crate::cpu::detect_kernels();
-    let pool = make_pool(args.threads, args.no_pin);
+    let pool = OnceCell::new();
     let file_max = weights.vqf.header().max_seq as usize;
     let opts = Options {
-        max_seq: args.ctx.unwrap_or(need.default_ctx).min(file_max).max(1),
+        max_seq: args
+            .ctx
+            .unwrap_or(need.default_ctx)
+            .min(file_max)
+            .max(need.min_ctx),
         max_batch: need.max_batch,
         kv: if args.kv_f32 {
             KvType::F32
@@ -252,6 +248,8 @@ pub fn open<R>(
         weights: &weights,
         kernels,
         pool: &pool,
+        threads: args.threads,
+        no_pin: args.no_pin,
         opts,
         arena: &mut target_arena,
         load_ms,
@@ -315,32 +313,6 @@ pub fn make_pool(threads: Option<usize>, no_pin: bool) -> Pool {
     }
 }
 
-/// Kernels, pool and state options for `args`.
-pub fn setup(
-    w: &Weights,
-    args: &EngineArgs,
-    all_logits: bool,
-    max_batch: usize,
-) -> (Kernels, Pool, Options) {
-    let kernels = crate::cpu::detect_kernels();
-    let pool = make_pool(args.threads, args.no_pin);
-    let file_max = w.vqf.header().max_seq as usize;
-    let max_seq = args.ctx.unwrap_or(4096).min(file_max).max(1);
-    let opts = Options {
-        max_seq,
-        max_batch,
-        kv: if args.kv_f32 {
-            KvType::F32
-        } else {
-            KvType::F16
-        },
-        all_logits,
-        slots: 1,
-        draft: 0,
-    };
-    (kernels, pool, opts)
-}
-
 /// An arena sized for `opts`.
 pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>> {
     let need = ArenaSizes::new(&w.cfg, opts)?.total;
@@ -353,9 +325,4 @@ pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>> {
     })?;
     v.resize(need, 0);
     Ok(v)
-}
-
-/// A state over `arena`.
-pub fn state<'a>(w: &Weights, opts: Options, arena: &'a mut [u8]) -> Result<State<'a>> {
-    Ok(State::new(&w.cfg, opts, arena)?)
 }

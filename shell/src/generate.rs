@@ -2,7 +2,7 @@
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
 use crate::cli::{all, get, model_arg, opt, switch, value, CommandArgs};
-use crate::engine::{self, Engine, EngineArgs, Model, Need};
+use crate::engine::{self, Engine, EngineArgs, Need};
 use crate::error::Result;
 use crate::pool::Pool;
 use clap::{value_parser, Arg, ArgMatches, Command};
@@ -296,15 +296,16 @@ impl<'a> Session<'a> {
     /// The session of an opened engine, drafting as `spec` asks (the draft
     /// model is the one [`engine::open`] opened beside the target).
     pub fn of_engine(e: Engine<'a>, sample: SamplerConfig, spec: &SpecArgs) -> Result<Self> {
+        let pool = e.pool();
         let state = State::new(&e.weights.cfg, e.opts, e.arena)?;
-        let mut s = Session::new(e.weights, e.kernels, e.pool, state, sample)?;
+        let mut s = Session::new(e.weights, e.kernels, pool, state, sample)?;
         s.draft_max = spec.draft_max.min(e.opts.draft);
         s.drafts = match e.draft {
             Some(d) => {
                 let state = State::new(&d.weights.cfg, d.opts, d.arena)?;
                 let stops = StopSet::new(&e.weights.cfg, Some(&s.gen.tokenizer));
                 let cached = vec![0; d.opts.max_seq];
-                let m = DraftModel::new(d.weights, e.kernels, e.pool, state, stops, cached)?;
+                let m = DraftModel::new(d.weights, e.kernels, pool, state, stops, cached)?;
                 Drafts::Model(Box::new(m))
             }
             None if spec.lookup => Drafts::Lookup,
@@ -494,7 +495,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
 }
 
 fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
-    let (w, pool, opts, load_ms) = (e.weights, e.pool, e.opts, e.load_ms);
+    let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
     let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
     if let Some(path) = &a.json_schema {
         let schema = crate::json_output::schema_from_file(path)?;
@@ -612,7 +613,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
 }
 
 fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
-    let (w, pool, opts, load_ms) = (e.weights, e.pool, e.opts, e.load_ms);
+    let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
     let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
     let style = chat_style(w);
     catch_ctrl_c();
@@ -737,11 +738,10 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
 }
 
 pub fn tokenize(model: &Path, text: &str) -> Result<()> {
-    let m = Model::open(model)?;
-    let mut layers = Vec::new();
-    let w = m.weights(true, &mut layers)?;
-    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
-    let tok = Tokenizer::new(tables);
+    engine::with_tokenizer(model, |tok| tokenize_with(tok, text))
+}
+
+fn tokenize_with(tok: &Tokenizer, text: &str) -> Result<()> {
     let mut norm = vec![0u8; 3 * text.len() + 16];
     let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
     let mut scratch = EncodeScratch::new(&mut norm, &mut work);
@@ -754,15 +754,14 @@ pub fn tokenize(model: &Path, text: &str) -> Result<()> {
 }
 
 pub fn detokenize(model: &Path, ids: &[u32]) -> Result<()> {
-    let m = Model::open(model)?;
-    let mut layers = Vec::new();
-    let w = m.weights(true, &mut layers)?;
-    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
-    let tok = Tokenizer::new(tables);
+    engine::with_tokenizer(model, |tok| detokenize_with(tok, ids))
+}
+
+fn detokenize_with(tok: &Tokenizer, ids: &[u32]) -> Result<()> {
     let mut dec = StreamDecoder::new(false);
     let mut text = String::new();
     for &id in ids {
-        dec.step_with(&tok, id, &mut |t| text.push_str(t))?;
+        dec.step_with(tok, id, &mut |t| text.push_str(t))?;
     }
     dec.finish_with(&mut |t| text.push_str(t));
     println!("{text}");

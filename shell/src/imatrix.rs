@@ -22,7 +22,7 @@
 
 use crate::cli::{get, model_arg, opt, value, CommandArgs};
 use crate::convert::gguf::gguf_name;
-use crate::engine::{self, EngineArgs, Model};
+use crate::engine::{self, EngineArgs, Need};
 use crate::error::{Context, Error, Result};
 use clap::{value_parser, ArgMatches, Command};
 use kestrel_core::config::Config;
@@ -277,61 +277,61 @@ fn tensors(c: &Collector, cfg: &Config) -> Vec<Tensor> {
 /// Runs the calibration; returns the file's bytes and the tokens read.
 pub fn compute(a: &ImatrixArgs) -> Result<(Vec<u8>, usize)> {
     let text = std::fs::read_to_string(&a.file).with_context(|| a.file.display())?;
-    let model = Model::open(&a.model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
     let ctx = a.engine.ctx.unwrap_or(512);
-    let file_max = w.vqf.header().max_seq as usize;
-    if ctx < 1 || ctx > file_max {
-        return Err(Error::msg(format!(
-            "--ctx {ctx}: a chunk needs 1 to {file_max} tokens (the file's max_seq)"
-        )));
-    }
-    let tokens = crate::perplexity::tokenize(&w, &text)?;
-    let mut chunks = tokens.len() / ctx;
-    if let Some(n) = a.chunks {
-        chunks = chunks.min(n);
-    }
-    if chunks == 0 {
-        return Err(Error::msg(format!(
-            "{}: {} tokens, fewer than one chunk of {ctx}",
-            a.file.display(),
-            tokens.len()
-        )));
-    }
     let engine_args = EngineArgs {
         ctx: Some(ctx),
         ..a.engine.clone()
     };
-    let (k, pool, opts) = engine::setup(&w, &engine_args, false, BATCH.min(ctx));
-    let mut arena = engine::arena(&w, &opts)?;
-    let mut s = engine::state(&w, opts, &mut arena)?;
-    let mut collector = Collector::new(&w.cfg);
-    let t = Instant::now();
-    for c in 0..chunks {
-        s.pos = 0;
-        s.rope_delta[0] = 0;
-        for batch in tokens[c * ctx..(c + 1) * ctx].chunks(opts.max_batch) {
-            forward_observed(&w, &mut s, &k, &pool, batch, &mut collector)?;
+    let need = Need::one(BATCH.clamp(1, ctx));
+    engine::open(&a.model, &engine_args, need, None, |mut e| {
+        let w = e.weights;
+        let file_max = w.vqf.header().max_seq as usize;
+        if ctx < 1 || ctx > file_max {
+            return Err(Error::msg(format!(
+                "--ctx {ctx}: a chunk needs 1 to {file_max} tokens (the file's max_seq)"
+            )));
         }
-        eprintln!(
-            "[kestrel] imatrix: chunk {}/{chunks} ({:.1} s, {:.0} tok/s)",
-            c + 1,
-            t.elapsed().as_secs_f64(),
-            ((c + 1) * ctx) as f64 / t.elapsed().as_secs_f64().max(1e-9)
+        let tokens = crate::perplexity::tokenize(w, &text)?;
+        let mut chunks = tokens.len() / ctx;
+        if let Some(n) = a.chunks {
+            chunks = chunks.min(n);
+        }
+        if chunks == 0 {
+            return Err(Error::msg(format!(
+                "{}: {} tokens, fewer than one chunk of {ctx}",
+                a.file.display(),
+                tokens.len()
+            )));
+        }
+        let (k, pool, opts) = (e.kernels, e.pool(), e.opts);
+        let mut s = e.state()?;
+        let mut collector = Collector::new(&w.cfg);
+        let t = Instant::now();
+        for c in 0..chunks {
+            s.pos = 0;
+            s.rope_delta[0] = 0;
+            for batch in tokens[c * ctx..(c + 1) * ctx].chunks(opts.max_batch) {
+                forward_observed(w, &mut s, &k, pool, batch, &mut collector)?;
+            }
+            eprintln!(
+                "[kestrel] imatrix: chunk {}/{chunks} ({:.1} s, {:.0} tok/s)",
+                c + 1,
+                t.elapsed().as_secs_f64(),
+                ((c + 1) * ctx) as f64 / t.elapsed().as_secs_f64().max(1e-9)
+            );
+        }
+        let dataset = a
+            .file
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let bytes = encode(
+            &dataset,
+            chunks as u32,
+            ctx as u32,
+            &tensors(&collector, &w.cfg),
         );
-    }
-    let dataset = a
-        .file
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let bytes = encode(
-        &dataset,
-        chunks as u32,
-        ctx as u32,
-        &tensors(&collector, &w.cfg),
-    );
-    Ok((bytes, chunks * ctx))
+        Ok((bytes, chunks * ctx))
+    })
 }
 
 pub fn run(a: &ImatrixArgs) -> Result<()> {

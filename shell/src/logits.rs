@@ -3,12 +3,16 @@
 //! as little-endian f32 rows (the hook for comparing with references).
 
 use crate::cli::{all, get, model_arg, opt, token_id, token_ids, value, CommandArgs};
-use crate::engine::{self, EngineArgs, Model};
+use crate::engine::{self, EngineArgs, Need};
 use crate::error::{Context, Result};
+use crate::pool::Pool;
 use clap::{value_parser, ArgAction, ArgMatches, Command};
 use kestrel_core::generate::{self, Prefill};
+use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::forward;
+use kestrel_core::model::weights::Weights;
 use kestrel_core::sampler::argmax;
+use kestrel_core::state::{Options, State};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -91,19 +95,42 @@ pub fn logits_with_images(
     batch: usize,
     engine_args: &EngineArgs,
 ) -> Result<LogitsRun> {
-    let model = Model::open(model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(engine_args.prefill_q8, &mut layers)?;
-    let (k, pool, opts) = engine::setup(
-        &w,
-        engine_args,
-        true,
-        batch.clamp(1, kestrel_core::state::MAX_BATCH),
-    );
-    let mut arena = engine::arena(&w, &opts)?;
-    let mut s = engine::state(&w, opts, &mut arena)?;
+    let need = Need {
+        all_logits: true,
+        ..Need::one(batch.clamp(1, kestrel_core::state::MAX_BATCH))
+    };
+    engine::open(model, engine_args, need, None, |mut e| {
+        let (w, k, pool, opts) = (e.weights, e.kernels, e.pool(), e.opts);
+        let s = e.state()?;
+        logits_on(
+            w,
+            s,
+            &k,
+            pool,
+            opts,
+            tokens,
+            images,
+            image_max_pixels,
+            greedy,
+        )
+    })
+}
+
+/// [`logits_with_images`] on an opened model.
+#[allow(clippy::too_many_arguments)]
+fn logits_on(
+    w: &Weights,
+    mut s: State,
+    k: &Kernels,
+    pool: &Pool,
+    opts: Options,
+    tokens: &[u32],
+    images: &[PathBuf],
+    image_max_pixels: Option<u32>,
+    greedy: usize,
+) -> Result<LogitsRun> {
     let vocab = w.cfg.vocab_size as usize;
-    let encoded = crate::vision::encode_files(&w, &k, &pool, images, image_max_pixels, opts.kv)?;
+    let encoded = crate::vision::encode_files(w, k, pool, images, image_max_pixels, opts.kv)?;
     let tokens = match w.cfg.vision.filter(|_| !images.is_empty()) {
         Some(v) => crate::vision::expand_placeholders(tokens, v.image_token_id, &encoded.grids)?,
         None => tokens.to_vec(),
@@ -119,7 +146,7 @@ pub fn logits_with_images(
             chunk: opts.max_batch,
             images: encoded.for_prompt(tokens.len(), &mut scratch),
         };
-        generate::prefill(&w, &mut s, &k, &pool, &mut prefill, &mut |_, l| {
+        generate::prefill(w, &mut s, k, pool, &mut prefill, &mut |_, l| {
             rows.extend_from_slice(l)
         })?;
         s.pos = tokens.len();
@@ -128,7 +155,7 @@ pub fn logits_with_images(
     for _ in 0..greedy {
         let next = argmax(&rows[rows.len() - vocab..]) as u32;
         generated.push(next);
-        let l = forward(&w, &mut s, &k, &pool, &[next])?;
+        let l = forward(w, &mut s, k, pool, &[next])?;
         rows.extend_from_slice(l);
     }
     Ok((rows, generated, tokens))

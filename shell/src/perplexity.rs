@@ -20,7 +20,7 @@
 //! shipped binary.)
 
 use crate::cli::{get, model_arg, opt, value, CommandArgs};
-use crate::engine::{self, EngineArgs, Model};
+use crate::engine::{self, EngineArgs, Need};
 use crate::error::{Context, Error, Result};
 use clap::{value_parser, ArgMatches, Command};
 use kestrel_core::generate::{self, Prefill};
@@ -163,209 +163,213 @@ pub(crate) fn tokenize(w: &kestrel_core::model::weights::Weights, text: &str) ->
 /// Runs the protocol; prints progress on stderr.
 pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
     let text = std::fs::read_to_string(&a.file).with_context(|| a.file.display())?;
-    let model = Model::open(&a.model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(a.engine.prefill_q8, &mut layers)?;
     let ctx = a.engine.ctx.unwrap_or(512);
-    let file_max = w.vqf.header().max_seq as usize;
-    if ctx < 4 || ctx > file_max {
-        return Err(Error::msg(format!(
-            "--ctx {ctx}: a chunk needs 4 to {file_max} tokens (the file's max_seq)"
-        )));
-    }
-    let tokens = tokenize(&w, &text)?;
-    let mut chunks = tokens.len() / ctx;
-    if let Some(n) = a.chunks {
-        chunks = chunks.min(n);
-    }
-    if chunks == 0 {
-        return Err(Error::msg(format!(
-            "{}: {} tokens, fewer than one chunk of {ctx}",
-            a.file.display(),
-            tokens.len()
-        )));
-    }
-    let vocab = w.cfg.vocab_size as usize;
-    let first = ctx / 2;
-    let per_chunk = ctx - 1 - first;
     let engine_args = EngineArgs {
         ctx: Some(ctx),
         ..a.engine.clone()
     };
-    let (k, pool, opts) = engine::setup(&w, &engine_args, true, BATCH.min(ctx));
-    let mut arena = engine::arena(&w, &opts)?;
-    let mut s = engine::state(&w, opts, &mut arena)?;
-
-    let mut out = match &a.kl_base {
-        Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| p.display())?;
-            let mut o = BufWriter::new(f);
-            let head = [vocab as u32, ctx as u32, chunks as u32];
-            o.write_all(MAGIC)
-                .and_then(|_| head.iter().try_for_each(|x| o.write_all(&x.to_le_bytes())))
-                .and_then(|_| {
-                    tokens[..chunks * ctx]
-                        .iter()
-                        .try_for_each(|t| o.write_all(&t.to_le_bytes()))
-                })
-                .with_context(|| p.display())?;
-            Some((o, p))
-        }
-        None => None,
+    let need = Need {
+        all_logits: true,
+        ..Need::one(BATCH.clamp(1, ctx))
     };
-    let mut base = match &a.kl {
-        Some(p) => {
-            let f = std::fs::File::open(p).with_context(|| p.display())?;
-            let mut r = BufReader::new(f);
-            let mut magic = [0u8; 8];
-            r.read_exact(&mut magic).with_context(|| p.display())?;
-            let head = [
-                read_u32(&mut r).with_context(|| p.display())?,
-                read_u32(&mut r).with_context(|| p.display())?,
-                read_u32(&mut r).with_context(|| p.display())?,
-            ];
-            if &magic != MAGIC || head[0] as usize != vocab || head[1] as usize != ctx {
-                return Err(
-                    Error::msg("not a --kl-base file of this vocabulary and --ctx")
-                        .context(p.display()),
-                );
+    engine::open(&a.model, &engine_args, need, None, |mut e| {
+        let w = e.weights;
+        let file_max = w.vqf.header().max_seq as usize;
+        if ctx < 4 || ctx > file_max {
+            return Err(Error::msg(format!(
+                "--ctx {ctx}: a chunk needs 4 to {file_max} tokens (the file's max_seq)"
+            )));
+        }
+        let tokens = tokenize(w, &text)?;
+        let mut chunks = tokens.len() / ctx;
+        if let Some(n) = a.chunks {
+            chunks = chunks.min(n);
+        }
+        if chunks == 0 {
+            return Err(Error::msg(format!(
+                "{}: {} tokens, fewer than one chunk of {ctx}",
+                a.file.display(),
+                tokens.len()
+            )));
+        }
+        let vocab = w.cfg.vocab_size as usize;
+        let first = ctx / 2;
+        let per_chunk = ctx - 1 - first;
+        let (k, pool, opts) = (e.kernels, e.pool(), e.opts);
+        let mut s = e.state()?;
+
+        let mut out = match &a.kl_base {
+            Some(p) => {
+                let f = std::fs::File::create(p).with_context(|| p.display())?;
+                let mut o = BufWriter::new(f);
+                let head = [vocab as u32, ctx as u32, chunks as u32];
+                o.write_all(MAGIC)
+                    .and_then(|_| head.iter().try_for_each(|x| o.write_all(&x.to_le_bytes())))
+                    .and_then(|_| {
+                        tokens[..chunks * ctx]
+                            .iter()
+                            .try_for_each(|t| o.write_all(&t.to_le_bytes()))
+                    })
+                    .with_context(|| p.display())?;
+                Some((o, p))
             }
-            if (head[2] as usize) < chunks {
-                return Err(
-                    Error::msg(format!("holds {} chunks, {chunks} to compare", head[2]))
-                        .context(p.display()),
-                );
-            }
-            // Its token ids: the ones this run scores must be equal.
-            let base_tokens = (head[2] as usize)
-                .checked_mul(ctx)
-                .ok_or_else(|| Error::msg("chunk count overflows").context(p.display()))?;
-            for i in 0..base_tokens {
-                let b = read_u32(&mut r).with_context(|| p.display())?;
-                let t = tokens.get(i).copied().filter(|_| i < chunks * ctx);
-                if t.is_some_and(|t| t != b) {
-                    let t = t.unwrap_or_default();
+            None => None,
+        };
+        let mut base = match &a.kl {
+            Some(p) => {
+                let f = std::fs::File::open(p).with_context(|| p.display())?;
+                let mut r = BufReader::new(f);
+                let mut magic = [0u8; 8];
+                r.read_exact(&mut magic).with_context(|| p.display())?;
+                let head = [
+                    read_u32(&mut r).with_context(|| p.display())?,
+                    read_u32(&mut r).with_context(|| p.display())?,
+                    read_u32(&mut r).with_context(|| p.display())?,
+                ];
+                if &magic != MAGIC || head[0] as usize != vocab || head[1] as usize != ctx {
+                    return Err(
+                        Error::msg("not a --kl-base file of this vocabulary and --ctx")
+                            .context(p.display()),
+                    );
+                }
+                if (head[2] as usize) < chunks {
                     return Err(Error::msg(format!(
-                        "token {i} differs from this run's ({b} vs {t}): not the same text or tokenizer"
+                        "holds {} chunks, {chunks} to compare",
+                        head[2]
                     ))
                     .context(p.display()));
                 }
-            }
-            Some((
-                Base {
-                    r,
-                    row: vec![0f32; vocab],
-                },
-                p,
-            ))
-        }
-        None => None,
-    };
-
-    let (mut nll, mut nll2, mut scored) = (0f64, 0f64, 0usize);
-    let (mut base_nll, mut kl_sum, mut kl_sum2) = (0f64, 0f64, 0f64);
-    let (mut agree, mut dp2) = (0usize, 0f64);
-    let mut kls: Vec<f64> = Vec::new();
-    let mut logp = vec![0f64; vocab];
-    let mut row_bytes: Vec<u8> = Vec::with_capacity(vocab * 4);
-    let mut failure: Option<Error> = None;
-    let t = Instant::now();
-    for c in 0..chunks {
-        let chunk = &tokens[c * ctx..(c + 1) * ctx];
-        s.pos = 0;
-        s.rope_delta[0] = 0;
-        let mut plan = Prefill {
-            slot: 0,
-            base: 0,
-            prompt: chunk,
-            keep: 0,
-            chunk: opts.max_batch,
-            images: None,
-        };
-        generate::prefill(&w, &mut s, &k, &pool, &mut plan, &mut |step, logits| {
-            for (r, j) in (step.start..step.end).enumerate() {
-                if j < first || j + 1 >= ctx || failure.is_some() {
-                    continue;
-                }
-                log_softmax(&logits[r * vocab..(r + 1) * vocab], &mut logp);
-                let v = -logp[chunk[j + 1] as usize];
-                nll += v;
-                nll2 += v * v;
-                scored += 1;
-                if let Some((o, p)) = out.as_mut() {
-                    row_bytes.clear();
-                    row_bytes.extend(logp.iter().flat_map(|&x| (x as f32).to_le_bytes()));
-                    if let Err(e) = o.write_all(&row_bytes) {
-                        failure = Some(Error::from(e).context(p.display()));
+                // Its token ids: the ones this run scores must be equal.
+                let base_tokens = (head[2] as usize)
+                    .checked_mul(ctx)
+                    .ok_or_else(|| Error::msg("chunk count overflows").context(p.display()))?;
+                for i in 0..base_tokens {
+                    let b = read_u32(&mut r).with_context(|| p.display())?;
+                    let t = tokens.get(i).copied().filter(|_| i < chunks * ctx);
+                    if t.is_some_and(|t| t != b) {
+                        let t = t.unwrap_or_default();
+                        return Err(Error::msg(format!(
+                        "token {i} differs from this run's ({b} vs {t}): not the same text or tokenizer"
+                    ))
+                    .context(p.display()));
                     }
                 }
-                if let Some((b, p)) = base.as_mut() {
-                    row_bytes.resize(vocab * 4, 0);
-                    if let Err(e) = b.r.read_exact(&mut row_bytes) {
-                        failure = Some(Error::from(e).context(p.display()));
+                Some((
+                    Base {
+                        r,
+                        row: vec![0f32; vocab],
+                    },
+                    p,
+                ))
+            }
+            None => None,
+        };
+
+        let (mut nll, mut nll2, mut scored) = (0f64, 0f64, 0usize);
+        let (mut base_nll, mut kl_sum, mut kl_sum2) = (0f64, 0f64, 0f64);
+        let (mut agree, mut dp2) = (0usize, 0f64);
+        let mut kls: Vec<f64> = Vec::new();
+        let mut logp = vec![0f64; vocab];
+        let mut row_bytes: Vec<u8> = Vec::with_capacity(vocab * 4);
+        let mut failure: Option<Error> = None;
+        let t = Instant::now();
+        for c in 0..chunks {
+            let chunk = &tokens[c * ctx..(c + 1) * ctx];
+            s.pos = 0;
+            s.rope_delta[0] = 0;
+            let mut plan = Prefill {
+                slot: 0,
+                base: 0,
+                prompt: chunk,
+                keep: 0,
+                chunk: opts.max_batch,
+                images: None,
+            };
+            generate::prefill(w, &mut s, &k, pool, &mut plan, &mut |step, logits| {
+                for (r, j) in (step.start..step.end).enumerate() {
+                    if j < first || j + 1 >= ctx || failure.is_some() {
                         continue;
                     }
-                    for (x, q) in b.row.iter_mut().zip(row_bytes.chunks_exact(4)) {
-                        *x = f32::from_le_bytes([q[0], q[1], q[2], q[3]]);
-                    }
-                    let mut kl = 0f64;
-                    let mut top = 0;
-                    for (i, (&lb, &lt)) in b.row.iter().zip(&logp).enumerate() {
-                        let lb = lb as f64;
-                        kl += libm::exp(lb) * (lb - lt);
-                        if lb > b.row[top] as f64 {
-                            top = i;
+                    log_softmax(&logits[r * vocab..(r + 1) * vocab], &mut logp);
+                    let v = -logp[chunk[j + 1] as usize];
+                    nll += v;
+                    nll2 += v * v;
+                    scored += 1;
+                    if let Some((o, p)) = out.as_mut() {
+                        row_bytes.clear();
+                        row_bytes.extend(logp.iter().flat_map(|&x| (x as f32).to_le_bytes()));
+                        if let Err(e) = o.write_all(&row_bytes) {
+                            failure = Some(Error::from(e).context(p.display()));
                         }
                     }
-                    let kl = kl.max(0.0);
-                    kl_sum += kl;
-                    kl_sum2 += kl * kl;
-                    kls.push(kl);
-                    base_nll += -(b.row[chunk[j + 1] as usize] as f64);
-                    agree += usize::from(argmax(&logp) == top);
-                    let d = libm::exp(logp[top]) - libm::exp(b.row[top] as f64);
-                    dp2 += d * d;
+                    if let Some((b, p)) = base.as_mut() {
+                        row_bytes.resize(vocab * 4, 0);
+                        if let Err(e) = b.r.read_exact(&mut row_bytes) {
+                            failure = Some(Error::from(e).context(p.display()));
+                            continue;
+                        }
+                        for (x, q) in b.row.iter_mut().zip(row_bytes.chunks_exact(4)) {
+                            *x = f32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+                        }
+                        let mut kl = 0f64;
+                        let mut top = 0;
+                        for (i, (&lb, &lt)) in b.row.iter().zip(&logp).enumerate() {
+                            let lb = lb as f64;
+                            kl += libm::exp(lb) * (lb - lt);
+                            if lb > b.row[top] as f64 {
+                                top = i;
+                            }
+                        }
+                        let kl = kl.max(0.0);
+                        kl_sum += kl;
+                        kl_sum2 += kl * kl;
+                        kls.push(kl);
+                        base_nll += -(b.row[chunk[j + 1] as usize] as f64);
+                        agree += usize::from(argmax(&logp) == top);
+                        let d = libm::exp(logp[top]) - libm::exp(b.row[top] as f64);
+                        dp2 += d * d;
+                    }
                 }
+            })?;
+            if let Some(e) = failure.take() {
+                return Err(e);
             }
-        })?;
-        if let Some(e) = failure.take() {
-            return Err(e);
+            let (mean, _) = mean_err(nll, nll2, scored);
+            eprintln!(
+                "[kestrel] perplexity: chunk {}/{chunks}: PPL {:.4} ({:.1} s, {:.0} tok/s)",
+                c + 1,
+                libm::exp(mean),
+                t.elapsed().as_secs_f64(),
+                ((c + 1) * ctx) as f64 / t.elapsed().as_secs_f64().max(1e-9)
+            );
         }
-        let (mean, _) = mean_err(nll, nll2, scored);
-        eprintln!(
-            "[kestrel] perplexity: chunk {}/{chunks}: PPL {:.4} ({:.1} s, {:.0} tok/s)",
-            c + 1,
-            libm::exp(mean),
-            t.elapsed().as_secs_f64(),
-            ((c + 1) * ctx) as f64 / t.elapsed().as_secs_f64().max(1e-9)
-        );
-    }
-    if let Some((mut o, p)) = out.take() {
-        o.flush().with_context(|| p.display())?;
-    }
-    debug_assert_eq!(scored, chunks * per_chunk);
-    let (mean, err) = mean_err(nll, nll2, scored);
-    let ppl = libm::exp(mean);
-    let kl = base.map(|_| {
-        let (kl_mean, kl_err) = mean_err(kl_sum, kl_sum2, scored);
-        kestrel_core::sort::sort_by(&mut kls, f64::total_cmp);
-        let p99 = kls[((kls.len() - 1) as f64 * 0.99).round() as usize];
-        let base_ppl = libm::exp(base_nll / scored as f64);
-        KlReport {
-            mean: kl_mean,
-            mean_err: kl_err,
-            p99,
-            top1: agree as f64 / scored as f64,
-            rms_top_p: (dp2 / scored as f64).sqrt(),
-            base_ppl,
-            ppl_ratio: ppl / base_ppl,
+        if let Some((mut o, p)) = out.take() {
+            o.flush().with_context(|| p.display())?;
         }
-    });
-    Ok(Report {
-        scored,
-        ppl,
-        ppl_err: ppl * err,
-        kl,
+        debug_assert_eq!(scored, chunks * per_chunk);
+        let (mean, err) = mean_err(nll, nll2, scored);
+        let ppl = libm::exp(mean);
+        let kl = base.map(|_| {
+            let (kl_mean, kl_err) = mean_err(kl_sum, kl_sum2, scored);
+            kestrel_core::sort::sort_by(&mut kls, f64::total_cmp);
+            let p99 = kls[((kls.len() - 1) as f64 * 0.99).round() as usize];
+            let base_ppl = libm::exp(base_nll / scored as f64);
+            KlReport {
+                mean: kl_mean,
+                mean_err: kl_err,
+                p99,
+                top1: agree as f64 / scored as f64,
+                rms_top_p: (dp2 / scored as f64).sqrt(),
+                base_ppl,
+                ppl_ratio: ppl / base_ppl,
+            }
+        });
+        Ok(Report {
+            scored,
+            ppl,
+            ppl_err: ppl * err,
+            kl,
+        })
     })
 }
 

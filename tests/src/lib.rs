@@ -5,6 +5,7 @@
 use kestrel_core::kernels::Kernels;
 
 pub mod exercise;
+pub mod loader;
 
 /// The kernel set for this CPU, as the shell would choose it
 /// (`KESTREL_KERNELS=scalar` forces the references).

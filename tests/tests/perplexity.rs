@@ -6,9 +6,10 @@
 //! those rows, in plain f64 (two-pass softmax, sums over the positions).
 
 use kestrel::convert::convert;
-use kestrel::engine::{EngineArgs, Model};
+use kestrel::engine::EngineArgs;
 use kestrel::perplexity::{perplexity, PerplexityArgs};
 use kestrel_core::convert::WeightMode;
+use kestrel_tests::loader;
 use kestrel_tests::{fixtures, temp_dir};
 use std::path::Path;
 
@@ -61,7 +62,7 @@ fn perplexity_and_kl_match_an_independent_computation() {
     // A real text: the project's README.
     let text_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
     let text = std::fs::read_to_string(&text_path).unwrap();
-    let model = Model::open(&f32_file).unwrap();
+    let model = loader::Model::open(&f32_file).unwrap();
     let mut layers = Vec::new();
     let w = model.weights(true, &mut layers).unwrap();
     let tok = kestrel_core::tokenizer::Tokenizer::new(*w.vqf.tokenizer().unwrap());

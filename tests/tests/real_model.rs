@@ -13,6 +13,7 @@ use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
+use kestrel_tests::loader;
 use kestrel_tests::{fixtures, json_f64s, json_ids, scratch_dir};
 use std::path::PathBuf;
 
@@ -117,16 +118,15 @@ fn dual_mode_answers_coherently() {
 /// A file's greedy answer (48 tokens) to a coding question, the prompt
 /// through the Q8 copy when `prefill_q8` (else through the decode copy).
 fn factorial_answer(vqf: &std::path::Path, prefill_q8: bool) -> String {
-    use kestrel::engine;
     use kestrel::generate::{chat_prompt, Session};
     use kestrel_core::chat::{Message, Role};
     use kestrel_core::sampler::SamplerConfig;
-    let model = engine::Model::open(vqf).unwrap();
+    let model = loader::Model::open(vqf).unwrap();
     let mut layers = Vec::new();
     let w = model.weights(prefill_q8, &mut layers).unwrap();
-    let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
-    let mut arena = engine::arena(&w, &opts).unwrap();
-    let state = engine::state(&w, opts, &mut arena).unwrap();
+    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 32);
+    let mut arena = loader::arena(&w, &opts).unwrap();
+    let state = loader::state(&w, opts, &mut arena).unwrap();
     let mut s = Session::new(
         &w,
         k,

@@ -7,13 +7,14 @@
 
 use kestrel::cli::CommandArgs;
 use kestrel::convert::convert;
-use kestrel::engine::{self, EngineArgs, Model};
+use kestrel::engine::EngineArgs;
 use kestrel::generate::{chat_prompt, Session};
 use kestrel::serve::{serve, ServeArgs};
 use kestrel_core::chat::{Message, Role};
 use kestrel_core::convert::WeightMode;
 use kestrel_core::json;
 use kestrel_core::sampler::SamplerConfig;
+use kestrel_tests::loader;
 use kestrel_tests::{fixtures, temp_dir};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -240,7 +241,7 @@ fn with_session<R>(
     sample: SamplerConfig,
     f: impl FnOnce(&mut Session) -> R,
 ) -> R {
-    let m = Model::open(model).unwrap();
+    let m = loader::Model::open(model).unwrap();
     let mut layers = Vec::new();
     let w = m.weights(true, &mut layers).unwrap();
     let args = EngineArgs {
@@ -248,9 +249,9 @@ fn with_session<R>(
         no_pin: true,
         ..EngineArgs::default()
     };
-    let (k, pool, opts) = engine::setup(&w, &args, false, kestrel_core::generate::PREFILL_CHUNK);
-    let mut arena = engine::arena(&w, &opts).unwrap();
-    let state = engine::state(&w, opts, &mut arena).unwrap();
+    let (k, pool, opts) = loader::setup(&w, &args, false, kestrel_core::generate::PREFILL_CHUNK);
+    let mut arena = loader::arena(&w, &opts).unwrap();
+    let state = loader::state(&w, opts, &mut arena).unwrap();
     let mut s = Session::new(&w, k, &pool, state, sample).unwrap();
     f(&mut s)
 }

@@ -2,10 +2,11 @@
 //! conversation), the length limit and interrupts stop it too.
 
 use kestrel::convert::convert;
-use kestrel::engine::{self, EngineArgs};
+use kestrel::engine::EngineArgs;
 use kestrel::generate::Session;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::sampler::SamplerConfig;
+use kestrel_tests::loader;
 use kestrel_tests::{fixtures, json_ids, temp_dir};
 use std::sync::atomic::AtomicBool;
 
@@ -31,14 +32,14 @@ fn stop_tokens_length_and_interrupts() {
     let refj = std::fs::read(fixtures().join("dev_qwen3_dense_tied/ref/ref.json")).unwrap();
     let prompt = json_ids(&refj, "prompt_ids");
     let greedy = json_ids(&refj, "greedy_ids");
-    let model = engine::Model::open(&vqf).unwrap();
+    let model = loader::Model::open(&vqf).unwrap();
     let mut layers = Vec::new();
     let w = model.weights(true, &mut layers).unwrap();
     let args = EngineArgs {
         kv_f32: true,
         ..EngineArgs::default()
     };
-    let (k, pool, opts) = engine::setup(&w, &args, false, 32);
+    let (k, pool, opts) = loader::setup(&w, &args, false, 32);
     let greedy_cfg = SamplerConfig {
         temperature: 0.0,
         ..Default::default()
@@ -46,12 +47,12 @@ fn stop_tokens_length_and_interrupts() {
     let no = AtomicBool::new(false);
 
     // The file's EOS ids and <|im_end|>/<|endoftext|> are stop tokens.
-    let mut arena = engine::arena(&w, &opts).unwrap();
+    let mut arena = loader::arena(&w, &opts).unwrap();
     let mut s = Session::new(
         &w,
         k,
         &pool,
-        engine::state(&w, opts, &mut arena).unwrap(),
+        loader::state(&w, opts, &mut arena).unwrap(),
         greedy_cfg,
     )
     .unwrap();
@@ -68,12 +69,12 @@ fn stop_tokens_length_and_interrupts() {
 
     // Make the reference's 3rd greedy token a stop token: the answer ends
     // after 2 tokens and the stop token joins the KV cache.
-    let mut arena = engine::arena(&w, &opts).unwrap();
+    let mut arena = loader::arena(&w, &opts).unwrap();
     let mut s = Session::new(
         &w,
         k,
         &pool,
-        engine::state(&w, opts, &mut arena).unwrap(),
+        loader::state(&w, opts, &mut arena).unwrap(),
         greedy_cfg,
     )
     .unwrap();
@@ -104,20 +105,20 @@ fn prefill_a_chunk_at_a_time_equals_one_call() {
     use kestrel_core::generate::{prefill, prefill_some, Prefill};
     let dir = temp_dir("prefill-some");
     let vqf = tied_fixture(&dir, WeightMode::Dual);
-    let model = engine::Model::open(&vqf).unwrap();
+    let model = loader::Model::open(&vqf).unwrap();
     let mut layers = Vec::new();
     let w = model.weights(true, &mut layers).unwrap();
-    let (k, pool, opts) = engine::setup(&w, &EngineArgs::default(), false, 32);
+    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 32);
     let vocab = w.cfg.vocab_size as usize;
     let prompt: Vec<u32> = (0..100u32).map(|i| (i * 37 + 11) % 400).collect();
     for keep in [0usize, 50] {
         let mut arenas = [
-            engine::arena(&w, &opts).unwrap(),
-            engine::arena(&w, &opts).unwrap(),
+            loader::arena(&w, &opts).unwrap(),
+            loader::arena(&w, &opts).unwrap(),
         ];
         let [a0, a1] = &mut arenas;
-        let mut whole = engine::state(&w, opts, a0).unwrap();
-        let mut stepped = engine::state(&w, opts, a1).unwrap();
+        let mut whole = loader::state(&w, opts, a0).unwrap();
+        let mut stepped = loader::state(&w, opts, a1).unwrap();
         let plan = |keep| Prefill {
             slot: 0,
             base: 0,
@@ -178,10 +179,10 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
         (WeightMode::Dual, false),
     ] {
         let vqf = tied_fixture(&dir, mode);
-        let model = engine::Model::open(&vqf).unwrap();
+        let model = loader::Model::open(&vqf).unwrap();
         let mut layers = Vec::new();
         let w = model.weights(true, &mut layers).unwrap();
-        let (k, pool, mut opts) = engine::setup(&w, &EngineArgs::default(), all_logits, 34);
+        let (k, pool, mut opts) = loader::setup(&w, &EngineArgs::default(), all_logits, 34);
         opts.slots = 3;
         let vocab = w.cfg.vocab_size as usize;
         let one_copy = w.routing.for_batch(32) == w.routing.decode;
@@ -217,12 +218,12 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
                 images: None,
             };
             let mut arenas = [
-                engine::arena(&w, &opts).unwrap(),
-                engine::arena(&w, &opts).unwrap(),
+                loader::arena(&w, &opts).unwrap(),
+                loader::arena(&w, &opts).unwrap(),
             ];
             let [a0, a1] = &mut arenas;
-            let mut alone = engine::state(&w, opts, a0).unwrap();
-            let mut riding = engine::state(&w, opts, a1).unwrap();
+            let mut alone = loader::state(&w, opts, a0).unwrap();
+            let mut riding = loader::state(&w, opts, a1).unwrap();
             for s in [&mut alone, &mut riding] {
                 for (i, stream) in streams.iter().enumerate() {
                     let mut p = Prefill {

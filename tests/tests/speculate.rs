@@ -223,7 +223,7 @@ fn verify_rows_equal_single_decode_steps_bit_for_bit() {
             };
             engine::open(file, &args, need, None, |mut e| {
                 let w = e.weights;
-                let (k, pool) = (e.kernels, e.pool);
+                let (k, pool) = (e.kernels, e.pool());
                 let vocab = w.cfg.vocab_size as usize;
                 let tokens: Vec<u32> = (0..start + rows)
                     .map(|i| ((i * 31 + 3) % vocab) as u32)
@@ -314,7 +314,7 @@ fn a_verify_step_larger_than_the_state_is_an_error() {
     };
     engine::open(&file, &EngineArgs::default(), need, None, |mut e| {
         let w = e.weights;
-        let (k, pool) = (e.kernels, e.pool);
+        let (k, pool) = (e.kernels, e.pool());
         let mut s = e.state().unwrap();
         let rows: Vec<Row> = (0..5)
             .map(|p| Row {

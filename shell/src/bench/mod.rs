@@ -43,6 +43,9 @@ pub struct BenchArgs {
     n_prompt: usize,
     n_gen: usize,
     parallel: usize,
+    /// Model bench: also time verify steps of this many rows of one
+    /// sequence (speculative decoding's step).
+    verify_rows: usize,
     batch: usize,
     rows: usize,
     cols: usize,
@@ -82,6 +85,11 @@ impl CommandArgs for BenchArgs {
                 count(
                     "parallel",
                     "Model bench: also decode N sequences in lockstep, one row each per step (the server's step at --parallel N).",
+                    "1",
+                ),
+                count(
+                    "verify-rows",
+                    "Model bench: also time verify steps of N rows of one sequence through the decode copy (speculative decoding's step: a token and N - 1 drafts).",
                     "1",
                 ),
                 count("batch", "Model bench: prefill batch (at most 256).", "128").short('b'),
@@ -130,6 +138,7 @@ impl CommandArgs for BenchArgs {
             n_prompt: get(m, "n-prompt"),
             n_gen: get(m, "n-gen"),
             parallel: get(m, "parallel"),
+            verify_rows: get(m, "verify-rows"),
             batch: get(m, "batch"),
             rows: get(m, "rows"),
             cols: get(m, "cols"),

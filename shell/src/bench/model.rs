@@ -16,11 +16,8 @@ use std::time::Instant;
 /// each step one row per sequence through the decode copy (the server's
 /// step): aggregate tokens per second.
 pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
-    use crate::engine::{self, Model};
+    use crate::engine::{self, Need};
     use kestrel_core::model::forward::{forward, forward_rows, Row};
-    let model = Model::open(path)?;
-    let mut layers = Vec::new();
-    let w = model.weights(true, &mut layers)?;
     let eargs = EngineArgs {
         threads: args.threads,
         no_pin: args.no_pin,
@@ -29,92 +26,131 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
     };
     let streams = args.parallel.max(1);
     let max_batch = kestrel_core::state::MAX_BATCH;
-    if streams > max_batch {
-        return Err(format!("bench: --parallel takes at most {max_batch} sequences").into());
+    if streams > max_batch || args.verify_rows > max_batch {
+        return Err(
+            format!("bench: --parallel and --verify-rows take at most {max_batch} rows").into(),
+        );
     }
-    // A lockstep step is `streams` rows; prompts go in chunks of `batch`.
+    // A lockstep step is `streams` rows, a verify step `verify_rows`;
+    // prompts go in chunks of `batch`.
     let batch = args.batch.clamp(1, max_batch);
-    let (k, pool, mut opts) = engine::setup(&w, &eargs, false, batch.max(streams));
-    if opts.max_seq < args.n_prompt + args.n_gen {
-        return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
-    }
-    opts.slots = streams;
-    let mut arena = engine::arena(&w, &opts)?;
-    let mut s = engine::state(&w, opts, &mut arena)?;
-    let vocab = w.cfg.vocab_size as usize;
-    let toks: Vec<u32> = synthetic(args.n_prompt.max(args.n_gen), 7)
-        .iter()
-        .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
-        .collect();
-    let mut pass = |n: usize, batch: usize| -> Result<f64> {
-        s.pos = 0;
-        let t = Instant::now();
-        for c in toks[..n].chunks(batch) {
-            forward(&w, &mut s, &k, &pool, c)?;
-        }
-        Ok(n as f64 / t.elapsed().as_secs_f64())
+    let need = Need {
+        max_batch: batch.max(streams).max(args.verify_rows),
+        slots: streams,
+        draft: args.verify_rows.saturating_sub(1),
+        ..Need::one(batch)
     };
-    let reps = args.repeats.max(1);
-    let (mut pp, mut tg) = (Vec::new(), Vec::new());
-    if args.n_prompt > 0 {
-        pass(args.n_prompt, batch)?;
-        for _ in 0..reps {
-            pp.push(pass(args.n_prompt, batch)?);
+    engine::open(path, &eargs, need, None, |mut e| {
+        let (w, k, pool, opts) = (e.weights, e.kernels, e.pool(), e.opts);
+        if opts.max_seq < args.n_prompt + args.n_gen {
+            return Err(format!("bench: the file holds at most {} tokens", opts.max_seq).into());
         }
-    }
-    if args.n_gen > 0 {
-        pass(1, 1)?;
-        for _ in 0..reps {
-            tg.push(pass(args.n_gen, 1)?);
-        }
-    }
-    // K sequences from empty caches, one row each per step.
-    let mut tgk = Vec::new();
-    if streams > 1 && args.n_gen > 0 {
-        let decode = w.routing.decode;
-        let mut lockstep = |n: usize| -> Result<f64> {
-            let t = Instant::now();
-            for pos in 0..n {
-                let rows: Vec<Row> = (0..streams)
-                    .map(|slot| Row {
-                        slot,
-                        pos,
-                        token: toks[(pos + slot) % toks.len()],
-                        logits: true,
-                    })
-                    .collect();
-                forward_rows(&w, &mut s, &k, &pool, &rows, decode, None)?;
-            }
-            Ok((n * streams) as f64 / t.elapsed().as_secs_f64())
-        };
-        lockstep(1)?;
-        for _ in 0..reps {
-            tgk.push(lockstep(args.n_gen)?);
-        }
-    }
-    let tgk_med = median(&mut tgk);
-    let list = |v: &[f64]| v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(",");
-    let (pps, tgs) = (list(&pp), list(&tg));
-    let (pp_med, tg_med) = (median(&mut pp), median(&mut tg));
-    let bytes = w.decode_bytes();
-    let gbs = bytes as f64 * tg_med / 1e9;
-    let (_, probes) = dram_probe(&pool, args.probe_rows, args.probe_blocks, reps.min(5));
-    let threads = pool.threads();
-    if args.json {
-        let pr = probes
+        let mut s = e.state()?;
+        let vocab = w.cfg.vocab_size as usize;
+        let toks: Vec<u32> = synthetic(args.n_prompt.max(args.n_gen), 7)
             .iter()
-            .map(|p| {
-                format!(
-                    "{{\"name\":\"{}\",\"payload_gbs\":{},\"raw_gbs\":{}}}",
-                    p.name,
-                    num(p.payload_gbs),
-                    num(p.raw_gbs)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(",");
-        println!(
-            "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"parallel\":{{\"streams\":{streams},\"median_ts\":{}}},\"dram\":[{pr}]}}",
+            .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
+            .collect();
+        let mut pass = |n: usize, batch: usize| -> Result<f64> {
+            s.pos = 0;
+            let t = Instant::now();
+            for c in toks[..n].chunks(batch) {
+                forward(w, &mut s, &k, pool, c)?;
+            }
+            Ok(n as f64 / t.elapsed().as_secs_f64())
+        };
+        let reps = args.repeats.max(1);
+        let (mut pp, mut tg) = (Vec::new(), Vec::new());
+        if args.n_prompt > 0 {
+            pass(args.n_prompt, batch)?;
+            for _ in 0..reps {
+                pp.push(pass(args.n_prompt, batch)?);
+            }
+        }
+        if args.n_gen > 0 {
+            pass(1, 1)?;
+            for _ in 0..reps {
+                tg.push(pass(args.n_gen, 1)?);
+            }
+        }
+        // K sequences from empty caches, one row each per step.
+        let mut tgk = Vec::new();
+        if streams > 1 && args.n_gen > 0 {
+            let decode = w.routing.decode;
+            let mut lockstep = |n: usize| -> Result<f64> {
+                let t = Instant::now();
+                for pos in 0..n {
+                    let rows: Vec<Row> = (0..streams)
+                        .map(|slot| Row {
+                            slot,
+                            pos,
+                            token: toks[(pos + slot) % toks.len()],
+                            logits: true,
+                        })
+                        .collect();
+                    forward_rows(w, &mut s, &k, pool, &rows, decode, None)?;
+                }
+                Ok((n * streams) as f64 / t.elapsed().as_secs_f64())
+            };
+            lockstep(1)?;
+            for _ in 0..reps {
+                tgk.push(lockstep(args.n_gen)?);
+            }
+        }
+        // Verify steps: `verify_rows` rows of one sequence (a sampled token and
+        // its drafts) through the decode copy, every row with logits.
+        let rows_n = args.verify_rows;
+        let mut verify_ms = Vec::new();
+        if rows_n > 1 && args.n_gen >= rows_n {
+            let decode = w.routing.decode;
+            let mut verify = |n: usize| -> Result<f64> {
+                let t = Instant::now();
+                let steps = n / rows_n;
+                for step in 0..steps {
+                    let rows: Vec<Row> = (0..rows_n)
+                        .map(|i| {
+                            let pos = step * rows_n + i;
+                            Row {
+                                slot: 0,
+                                pos,
+                                token: toks[pos % toks.len()],
+                                logits: true,
+                            }
+                        })
+                        .collect();
+                    forward_rows(w, &mut s, &k, pool, &rows, decode, None)?;
+                }
+                Ok(t.elapsed().as_secs_f64() * 1e3 / steps as f64)
+            };
+            verify(rows_n)?;
+            for _ in 0..reps {
+                verify_ms.push(verify(args.n_gen)?);
+            }
+        }
+        let verify_med = median(&mut verify_ms);
+        let tgk_med = median(&mut tgk);
+        let list = |v: &[f64]| v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(",");
+        let (pps, tgs) = (list(&pp), list(&tg));
+        let (pp_med, tg_med) = (median(&mut pp), median(&mut tg));
+        let bytes = w.decode_bytes();
+        let gbs = bytes as f64 * tg_med / 1e9;
+        let (_, probes) = dram_probe(pool, args.probe_rows, args.probe_blocks, reps.min(5));
+        let threads = pool.threads();
+        if args.json {
+            let pr = probes
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{{\"name\":\"{}\",\"payload_gbs\":{},\"raw_gbs\":{}}}",
+                        p.name,
+                        num(p.payload_gbs),
+                        num(p.raw_gbs)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            println!(
+            "{{\"kernels\":\"{}\",\"threads\":{threads},\"batch\":{},\"decode_bytes\":{bytes},\"pp\":{{\"n\":{},\"samples_ts\":[{pps}],\"median_ts\":{}}},\"tg\":{{\"n\":{},\"samples_ts\":[{tgs}],\"median_ts\":{}}},\"decode_gbs\":{},\"parallel\":{{\"streams\":{streams},\"median_ts\":{}}},\"verify\":{{\"rows\":{rows_n},\"median_ms\":{}}},\"dram\":[{pr}]}}",
             k.name(),
             batch,
             args.n_prompt,
@@ -122,44 +158,53 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
             args.n_gen,
             num(tg_med),
             num(gbs),
-            num(tgk_med)
+            num(tgk_med),
+            num(verify_med)
         );
-        return Ok(());
-    }
-    println!(
-        "{} | {} kernels, {threads} threads, batch {}",
-        path.display(),
-        k.name(),
-        batch
-    );
-    // A phase with no tokens (`-p 0` or `-n 0`) was not run: no line.
-    if args.n_prompt > 0 {
+            return Ok(());
+        }
         println!(
-            "pp{:<5} {:>9.2} tok/s (median of {reps})",
-            args.n_prompt, pp_med
+            "{} | {} kernels, {threads} threads, batch {}",
+            path.display(),
+            k.name(),
+            batch
         );
-    }
-    if args.n_gen > 0 {
-        println!(
+        // A phase with no tokens (`-p 0` or `-n 0`) was not run: no line.
+        if args.n_prompt > 0 {
+            println!(
+                "pp{:<5} {:>9.2} tok/s (median of {reps})",
+                args.n_prompt, pp_med
+            );
+        }
+        if args.n_gen > 0 {
+            println!(
             "tg{:<5} {:>9.2} tok/s (median of {reps}), {:.1} MB of weights per token, {gbs:.1} GB/s",
             args.n_gen,
             tg_med,
             bytes as f64 / 1e6
         );
-    }
-    if streams > 1 && args.n_gen > 0 {
-        println!(
+        }
+        if streams > 1 && args.n_gen > 0 {
+            println!(
             "tg{:<5} {:>9.2} tok/s aggregate of {streams} sequences in lockstep (median of {reps}), {:.2}x one sequence",
             args.n_gen,
             tgk_med,
             tgk_med / tg_med
         );
-    }
-    for p in &probes {
-        println!(
-            "DRAM {:<18} {:>6.1} GB/s payload, {:.1} raw",
-            p.name, p.payload_gbs, p.raw_gbs
+        }
+        if !verify_ms.is_empty() {
+            println!(
+            "verify {rows_n:<3} {:>9.2} ms per step of {rows_n} rows of one sequence (median of {reps}), {:.2}x a one-row step",
+            verify_med,
+            verify_med * tg_med / 1e3
         );
-    }
-    Ok(())
+        }
+        for p in &probes {
+            println!(
+                "DRAM {:<18} {:>6.1} GB/s payload, {:.1} raw",
+                p.name, p.payload_gbs, p.raw_gbs
+            );
+        }
+        Ok(())
+    })
 }

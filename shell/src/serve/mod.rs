@@ -21,7 +21,7 @@ pub mod metrics;
 pub mod scheduler;
 
 use crate::cli::{get, in_range, model_arg, opt, switch, value, CommandArgs};
-use crate::engine::{self, EngineArgs, Model};
+use crate::engine::{self, EngineArgs, Need};
 use crate::error::Result;
 use crate::generate;
 use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
@@ -32,7 +32,7 @@ use kestrel_core::chat::Role;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::json;
 use kestrel_core::model::weights::Weights;
-use kestrel_core::state::{ArenaSizes, KvType, Options, MAX_BATCH, MAX_SLOTS};
+use kestrel_core::state::{ArenaSizes, State, MAX_BATCH, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
 use metrics::Metrics;
 use scheduler::{Event, Finish, Job};
@@ -207,34 +207,26 @@ pub fn serve(
     stop: &AtomicBool,
 ) -> Result<()> {
     ignore_sigpipe();
-    let model = Model::open(&args.model)?;
-    let mut layers = Vec::new();
-    let w = model.weights(args.engine.prefill_q8, &mut layers)?;
-    let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
-    let tok = Tokenizer::new(tables);
-    let file_max = w.vqf.header().max_seq as usize;
-    let ctx = args.engine.ctx.unwrap_or(4096).min(file_max).max(2);
     // Each slot's decode row and its drafted rows.
     let slot_rows = args.parallel * (1 + args.draft_max);
-    let opts = Options {
-        max_seq: ctx,
+    let need = Need {
         // A whole prompt chunk and the other slots' rows riding along.
         max_batch: (PREFILL_CHUNK + slot_rows - 1).min(MAX_BATCH),
-        kv: if args.engine.kv_f32 {
-            KvType::F32
-        } else {
-            KvType::F16
-        },
-        all_logits: false,
         slots: args.parallel,
         draft: args.draft_max,
+        min_ctx: 2,
+        ..Need::one(PREFILL_CHUNK)
     };
-    let layout = ArenaSizes::new(&w.cfg, &opts)?;
-    let mut arena = engine::arena(&w, &opts)?;
-    let listener = TcpListener::bind((args.host.as_str(), args.port))
-        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
-    let addr = listener.local_addr()?;
-    eprintln!(
+    engine::open(&args.model, &args.engine, need, None, |e| {
+        let (w, opts) = (e.weights, e.opts);
+        let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+        let tok = Tokenizer::new(tables);
+        let ctx = opts.max_seq;
+        let layout = ArenaSizes::new(&w.cfg, &opts)?;
+        let listener = TcpListener::bind((args.host.as_str(), args.port))
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
+        let addr = listener.local_addr()?;
+        eprintln!(
         "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB",
         args.model.display(),
         args.parallel,
@@ -243,90 +235,91 @@ pub fn serve(
         layout.kv_bytes() as f64 / 1048576.0 / args.parallel as f64,
         layout.total as f64 / 1048576.0,
         args.queue,
-        model.map.bytes().len() as f64 / 1048576.0,
+        w.vqf.bytes().len() as f64 / 1048576.0,
     );
-    let metrics = Metrics::new(args.parallel, ctx);
-    let shared = Shared {
-        w: &w,
-        tok,
-        model_name: args
-            .model
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "kestrel".into()),
-        api_key: args.api_key.clone(),
-        ctx,
-        queue: args.queue,
-        timeout: args.timeout,
-        max_body: args.max_body,
-        next_id: AtomicU64::new(1),
-        metrics: &metrics,
-    };
-    // A zero-capacity sync_channel would be a rendezvous: keep at least one.
-    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
-    let open_connections = AtomicUsize::new(0);
-    let stops = StopSet::new(&w.cfg, Some(&tok));
-    let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
-    let lookup = args.lookup;
-    let setup: Result<()> = std::thread::scope(|sc| {
-        let state_w = &w;
-        let arena = &mut arena;
-        let metrics = &metrics;
-        let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
-        sc.spawn(move || {
-            let pool = engine::make_pool(threads, no_pin);
-            let state = match engine::state(state_w, opts, arena) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = init_tx.send(Err(e));
-                    return;
+        let metrics = Metrics::new(args.parallel, ctx);
+        let shared = Shared {
+            w,
+            tok,
+            model_name: args
+                .model
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "kestrel".into()),
+            api_key: args.api_key.clone(),
+            ctx,
+            queue: args.queue,
+            timeout: args.timeout,
+            max_body: args.max_body,
+            next_id: AtomicU64::new(1),
+            metrics: &metrics,
+        };
+        // A zero-capacity sync_channel would be a rendezvous: keep at least one.
+        let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
+        let open_connections = AtomicUsize::new(0);
+        let stops = StopSet::new(&w.cfg, Some(&tok));
+        let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
+        let lookup = args.lookup;
+        let setup: Result<()> = std::thread::scope(|sc| {
+            let state_w = w;
+            let arena = e.arena;
+            let metrics = &metrics;
+            let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
+            sc.spawn(move || {
+                let pool = engine::make_pool(threads, no_pin);
+                let state = match State::new(&state_w.cfg, opts, arena) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = init_tx.send(Err(e.into()));
+                        return;
+                    }
+                };
+                let _ = init_tx.send(Ok(()));
+                scheduler::Engine {
+                    w: state_w,
+                    state,
+                    kernels: crate::cpu::detect_kernels(),
+                    pool: &pool,
+                    stops,
+                    metrics,
+                    vocab: None,
+                    lookup,
                 }
-            };
-            let _ = init_tx.send(Ok(()));
-            scheduler::Engine {
-                w: state_w,
-                state,
-                kernels: crate::cpu::detect_kernels(),
-                pool: &pool,
-                stops,
-                metrics,
-                vocab: None,
-                lookup,
+                .run(job_rx);
+            });
+            if let Ok(Err(e)) = init_rx.recv() {
+                return Err(e);
             }
-            .run(job_rx);
+            ready(addr);
+            for conn in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let Some(slot) = ConnectionSlot::take(&open_connections) else {
+                    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+                    respond_error(
+                        &mut conn,
+                        &HttpError::new(503, "server busy: too many connections"),
+                    );
+                    continue;
+                };
+                let (jobs, shared) = (job_tx.clone(), &shared);
+                // The connection and its slot move into the thread; if the thread
+                // cannot start, both are dropped: the slot is given back and the
+                // client sees the connection closed.
+                let _ = std::thread::Builder::new()
+                    .name("kestrel-conn".into())
+                    .spawn_scoped(sc, move || {
+                        let _slot = slot;
+                        handle(conn, shared, &jobs);
+                    });
+            }
+            drop(job_tx);
+            Ok(())
         });
-        if let Ok(Err(e)) = init_rx.recv() {
-            return Err(e);
-        }
-        ready(addr);
-        for conn in listener.incoming() {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let Ok(mut conn) = conn else { continue };
-            let Some(slot) = ConnectionSlot::take(&open_connections) else {
-                let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-                respond_error(
-                    &mut conn,
-                    &HttpError::new(503, "server busy: too many connections"),
-                );
-                continue;
-            };
-            let (jobs, shared) = (job_tx.clone(), &shared);
-            // The connection and its slot move into the thread; if the thread
-            // cannot start, both are dropped: the slot is given back and the
-            // client sees the connection closed.
-            let _ = std::thread::Builder::new()
-                .name("kestrel-conn".into())
-                .spawn_scoped(sc, move || {
-                    let _slot = slot;
-                    handle(conn, shared, &jobs);
-                });
-        }
-        drop(job_tx);
-        Ok(())
-    });
-    setup
+        setup
+    })
 }
 
 /// One of the `MAX_CONNECTIONS` places for an open connection, given back

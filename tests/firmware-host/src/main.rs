@@ -9,7 +9,9 @@
 //! (`+dotprod`, set in `.cargo/config.toml`), else the scalar ones. It does
 //! what `kestrel run FILE -p PROMPT -n N --temp 0 --ids` does: the prompt in
 //! the chat format the shell applies by default, prefill in batches of 128,
-//! greedy decoding of up to [`N_PREDICT`] tokens (stopping at an end token),
+//! greedy decoding of up to [`N_PREDICT`] tokens (stopping at an end token)
+//! with speculative decoding by prompt lookup (`--lookup`: up to
+//! [`DRAFT_MAX`] drafted tokens verified per step; the same tokens),
 //! and prints the text, a newline, then the generated ids as `[a, b, c]`
 //! on stdout, and a summary line (tokens, kernels, arena use) on stderr.
 //! Output goes through the raw Linux `write` syscall, so the program runs
@@ -53,6 +55,7 @@ use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::parallel::Serial;
 use kestrel_core::sampler::SamplerConfig;
+use kestrel_core::speculate::{Adaptive, Lookup, SpecStats, Speculation};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
 use kestrel_core::tokenizer::EncodeScratch;
 use kestrel_core::vqf::Vqf;
@@ -67,6 +70,8 @@ pub const N_PREDICT: usize = 24;
 /// chunks of the core's `PREFILL_CHUNK` (as the shell), f16 KV cache.
 const CTX: usize = 4096;
 const MAX_BATCH: usize = PREFILL_CHUNK;
+/// Most tokens drafted per verify step (prompt lookup).
+pub const DRAFT_MAX: usize = 8;
 /// Static memory: the arena for the KV cache and activations, and limits of
 /// the fixed buffers below.
 const ARENA_BYTES: usize = 4 << 20;
@@ -228,7 +233,7 @@ fn run() -> Result<(), Failure> {
         kv: KvType::F16,
         all_logits: false,
         slots: 1,
-        draft: 0,
+        draft: DRAFT_MAX,
     };
     let arena_need = ArenaSizes::new(&w.cfg, &opts)?.total;
     let state = State::new(&w.cfg, opts, arena)?;
@@ -291,13 +296,21 @@ fn run() -> Result<(), Failure> {
 
     gen.feed(prompt, None)?;
     let mut out = Fd(1);
-    let answer = gen.decode(
+    let mut lookup = Lookup::new();
+    let mut spec = Speculation {
+        drafter: &mut lookup,
+        length: Adaptive::new(DRAFT_MAX),
+    };
+    let mut drafts = SpecStats::default();
+    let answer = gen.decode_speculative(
         N_PREDICT,
         &AtomicBool::new(false),
         &mut |s: &str| {
             let _ = out.write_str(s);
         },
         None,
+        &mut spec,
+        &mut drafts,
     )?;
     let prompt_len = prompt.len();
     let generated = answer.generated;
@@ -312,7 +325,9 @@ fn run() -> Result<(), Failure> {
     let _ = out.write_str("]\n");
     let _ = writeln!(
         Fd(2),
-        "kestrel-firmware-host: {prompt_len} prompt tokens, {generated} generated, {} kernels, serial, arena {} of {ARENA_BYTES} bytes",
+        "kestrel-firmware-host: {prompt_len} prompt tokens, {generated} generated ({} drafted by lookup, {} accepted), {} kernels, serial, arena {} of {ARENA_BYTES} bytes",
+        drafts.drafted,
+        drafts.accepted,
         kernels.name(),
         arena_need,
     );

@@ -16,8 +16,10 @@ the same tokens (speculation does not change the output).
       [--rounds 3] [-n 512] [-t 2] [--draft-max 8]
 
 Modes: plain (always), lookup (--lookup), draft:FILE (--draft FILE),
-prediction (kestrel serve with the original function as OpenAI's
-`prediction`; needs --serve). With --gguf and --llama-bin: llama.cpp's
+prediction (a running `kestrel serve` on --port, with the original
+function as OpenAI's `prediction`), serve-plain (the same server without
+it). --generate: the code-generation prompts of
+bench/spec-prompts/generate.txt instead of the edits. With --gguf and --llama-bin: llama.cpp's
 llama-lookup (and llama-speculative with --llama-draft GGUF) on the same
 text, threads and token limit. Prints one JSON line per run on stderr.
 """
@@ -36,8 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 
-def prompts():
+def prompts(generate=False):
+    """(name, task, code): the editing tasks, or with `generate` the
+    code-generation prompts (no code)."""
     out = []
+    if generate:
+        with open(os.path.join(HERE, "spec-prompts", "generate.txt")) as f:
+            return [(f"gen{i}", line.strip(), "") for i, line in enumerate(f) if line.strip()]
     with open(os.path.join(HERE, "spec-prompts", "tasks.txt")) as f:
         for line in f:
             line = line.rstrip("\n")
@@ -51,7 +58,7 @@ def prompts():
 
 
 def chat_text(task, code):
-    user = f"```python\n{code}```\n\n{task}"
+    user = f"```python\n{code}```\n\n{task}" if code else task
     return (
         f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
         f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
@@ -80,8 +87,8 @@ LLAMA_DRAFT = re.compile(r"n_drafted\s*=\s*(\d+)")
 
 def run_llama(a, text, tool, draft=None):
     cmd = [os.path.join(a.llama_bin, tool), "-m", a.gguf, "-p", text, "-n", str(a.n),
-           "--temp", "0", "-t", str(a.threads), "--draft-max", str(a.draft_max),
-           "-c", "4096", "--no-warmup"]
+           "--temp", "0", "-t", str(a.threads), "--spec-draft-n-max", str(a.draft_max),
+           "-c", "4096"]
     if draft:
         cmd += ["-md", draft, "-td", str(a.threads)]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -96,28 +103,48 @@ def run_llama(a, text, tool, draft=None):
 
 
 def run_serve(a, text, code):
-    """One request to a running `kestrel serve` with `prediction`."""
+    """One streamed request to a running `kestrel serve`, with `prediction`
+    unless `code` is None. Decode time: first streamed token to the last
+    (the prompt's prefill, which the server may reuse from the previous
+    request of the same prompt, is left out as `kestrel run`'s decode
+    figure leaves it out)."""
     body = {
         "model": "m",
         "prompt": text,
         "max_tokens": a.n,
         "temperature": 0,
-        "prediction": {"type": "content", "content": code},
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
+    if code is not None:
+        body["prediction"] = {"type": "content", "content": code}
     req = urllib.request.Request(
         f"http://127.0.0.1:{a.port}/v1/completions",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
-    t = time.time()
+    first = last = None
+    parts, usage = [], None
     with urllib.request.urlopen(req, timeout=3600) as r:
-        resp = json.load(r)
-    dt = time.time() - t
-    u = resp["usage"]
-    det = u.get("completion_tokens_details", {})
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for c in chunk.get("choices", []):
+                if c.get("text"):
+                    now = time.time()
+                    first = first or now
+                    last = now
+                    parts.append(c["text"])
+    det = usage.get("completion_tokens_details", {})
     acc = det.get("accepted_prediction_tokens", 0)
     rej = det.get("rejected_prediction_tokens", 0)
-    return u["completion_tokens"], dt, None, acc + rej, acc
+    n = usage["completion_tokens"]
+    # The first token's time is the prefill's; the rest are decode steps.
+    return n - 1, (last - first), "".join(parts), acc + rej, acc
 
 
 def main():
@@ -134,8 +161,10 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--limit", type=int, default=0, help="first N prompts only")
+    ap.add_argument("--generate", action="store_true",
+                    help="the code-generation prompts instead of the edits")
     a = ap.parse_args()
-    ps = prompts()
+    ps = prompts(a.generate)
     if a.limit:
         ps = ps[: a.limit]
     modes = ["plain"] + a.mode
@@ -149,7 +178,7 @@ def main():
         tot = {m: [0, 0.0, 0, 0] for m in modes}
         for name, task, code in ps:
             text = chat_text(task, code)
-            ref = None
+            refs = {}
             for m in modes:
                 if m == "plain":
                     res = run_kestrel(a, text, [])
@@ -159,6 +188,8 @@ def main():
                     res = run_kestrel(a, text, ["--draft", m[6:], "--draft-max", str(a.draft_max)])
                 elif m == "prediction":
                     res = run_serve(a, text, code)
+                elif m == "serve-plain":
+                    res = run_serve(a, text, None)
                 elif m == "llama-lookup":
                     res = run_llama(a, text, "llama-lookup")
                 elif m == "llama-speculative":
@@ -166,10 +197,13 @@ def main():
                 else:
                     sys.exit(f"unknown mode {m}")
                 n, s, ids, drafted, accepted = res
+                # kestrel's runs must give the same tokens, the server's the
+                # same text (serve-plain's is the reference for prediction).
+                key = "serve" if m in ("prediction", "serve-plain") else "run"
                 if ids is not None:
-                    if ref is None:
-                        ref = ids
-                    elif ids != ref:
+                    if key not in refs:
+                        refs[key] = ids
+                    elif ids != refs[key]:
                         sys.exit(f"{m} on {name}: the answer differs from plain decoding's")
                 t = tot[m]
                 t[0] += n

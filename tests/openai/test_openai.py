@@ -223,7 +223,17 @@ def main():
             assert "".join(parts) == want, (prompt, parts, want)
             assert finish == r.choices[0].finish_reason
             assert usage.completion_tokens == r.usage.completion_tokens
-            checks += 2
+            # OpenAI's predicted outputs: the answer itself as the
+            # prediction; the same text, the drafts counted in the usage.
+            r = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": prompt}],
+                temperature=temp, seed=seed, max_tokens=n,
+                prediction={"type": "content", "content": want})
+            assert r.choices[0].message.content == want, (prompt, r.choices[0].message.content)
+            details = r.usage.completion_tokens_details
+            assert details.accepted_prediction_tokens > 0 or len(want) < 4, r.usage
+            assert details.rejected_prediction_tokens >= 0, r.usage
+            checks += 3
 
         want = kestrel_run(binary, model, "Once upon a time", 20, 0.9, 5, raw=True)
         r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=20,

@@ -13,7 +13,6 @@ use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
-use kestrel_tests::loader;
 use kestrel_tests::{fixtures, json_f64s, json_ids, scratch_dir};
 use std::path::PathBuf;
 
@@ -109,7 +108,7 @@ fn dual_mode_answers_coherently() {
     let dir = scratch_dir("real-dual", DUAL_FILE_BYTES);
     let vqf = dir.join("dual.vqf");
     convert(&gguf, &vqf, WeightMode::Dual, Some(1024), false).unwrap();
-    let text = factorial_answer(&vqf, true);
+    let text = factorial_answer(&vqf, true, None);
     drop(dir);
     println!("dual-mode answer: {text:?}");
     assert!(text.contains("def factorial(n)"), "{text}");
@@ -117,48 +116,88 @@ fn dual_mode_answers_coherently() {
 
 /// A file's greedy answer (48 tokens) to a coding question, the prompt
 /// through the Q8 copy when `prefill_q8` (else through the decode copy).
-fn factorial_answer(vqf: &std::path::Path, prefill_q8: bool) -> String {
-    use kestrel::generate::{chat_prompt, Session};
+/// Speculative decoding gives the same tokens: by prompt lookup, with the
+/// answer's first half as a prediction, and with `draft` (a draft model)
+/// when given; drafts must be taken.
+fn factorial_answer(
+    vqf: &std::path::Path,
+    prefill_q8: bool,
+    draft: Option<&std::path::Path>,
+) -> String {
+    use kestrel::engine::{self, Need};
+    use kestrel::generate::{chat_prompt, Drafts, Session, SpecArgs};
     use kestrel_core::chat::{Message, Role};
     use kestrel_core::sampler::SamplerConfig;
-    let model = loader::Model::open(vqf).unwrap();
-    let mut layers = Vec::new();
-    let w = model.weights(prefill_q8, &mut layers).unwrap();
-    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 32);
-    let mut arena = loader::arena(&w, &opts).unwrap();
-    let state = loader::state(&w, opts, &mut arena).unwrap();
-    let mut s = Session::new(
-        &w,
-        k,
-        &pool,
-        state,
-        SamplerConfig {
-            temperature: 0.0,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let prompt = chat_prompt(
-        &w,
-        &[Message::text(
-            Role::User,
-            "Write a Python function that returns the factorial of n.",
-        )],
-        &[],
-        None,
-    );
-    let ids = s.encode(&prompt).unwrap();
-    let mut text = String::new();
-    let stats = s
-        .generate(
-            &ids,
-            48,
-            &std::sync::atomic::AtomicBool::new(false),
-            &mut |t| text.push_str(t),
-        )
-        .unwrap();
-    assert_eq!(stats.generated, 48);
-    text
+    use kestrel_core::speculate::{Adaptive, Lookup, SpecStats, Speculation};
+    let args = EngineArgs {
+        prefill_q8,
+        ..EngineArgs::default()
+    };
+    let need = Need {
+        draft: 8,
+        ..Need::one(32)
+    };
+    let spec = SpecArgs {
+        lookup: false,
+        draft: draft.map(|p| p.to_path_buf()),
+        draft_max: 8,
+    };
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let no = std::sync::atomic::AtomicBool::new(false);
+    engine::open(vqf, &args, need, draft, |e| {
+        let mut s = Session::of_engine(e, greedy, &spec).unwrap();
+        let with_model = std::mem::replace(&mut s.drafts, Drafts::None);
+        let prompt = chat_prompt(
+            s.weights(),
+            &[Message::text(
+                Role::User,
+                "Write a Python function that returns the factorial of n.",
+            )],
+            &[],
+            None,
+        );
+        let ids = s.encode(&prompt).unwrap();
+        let mut text = String::new();
+        let stats = s
+            .generate(&ids, 48, &no, &mut |t| text.push_str(t))
+            .unwrap();
+        assert_eq!(stats.generated, 48);
+        let plain = s.history()[ids.len()..].to_vec();
+        // Prompt lookup.
+        s.reset();
+        s.drafts = Drafts::Lookup;
+        let st = s.generate(&ids, 48, &no, &mut |_| {}).unwrap();
+        assert_eq!(&s.history()[ids.len()..], &plain[..], "lookup");
+        assert!(st.spec.drafted > 0, "{:?}", st.spec);
+        // A prediction: the plain answer's first half.
+        s.reset();
+        s.feed(&ids).unwrap();
+        let mut lookup = Lookup::with_prediction(&plain[..24]);
+        let mut sp = Speculation {
+            drafter: &mut lookup,
+            length: Adaptive::new(8),
+        };
+        let mut counts = SpecStats::default();
+        s.gen
+            .decode_speculative(48, &no, &mut |_| {}, None, &mut sp, &mut counts)
+            .unwrap();
+        assert_eq!(&s.history()[ids.len()..], &plain[..], "prediction");
+        assert!(counts.accepted >= 20, "{counts:?}");
+        // A draft model.
+        if !matches!(with_model, Drafts::None) {
+            s.reset();
+            s.drafts = with_model;
+            let st = s.generate(&ids, 48, &no, &mut |_| {}).unwrap();
+            assert_eq!(&s.history()[ids.len()..], &plain[..], "draft model");
+            assert!(st.spec.accepted > 0, "{:?}", st.spec);
+            println!("draft model: {:?}", st.spec);
+        }
+        Ok(text)
+    })
+    .unwrap()
 }
 
 /// `--wmode source` on the real Q4_K_M file: the decode copy holds the
@@ -221,7 +260,7 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
     }
 
     // Every position through the decode copy: what generated tokens see.
-    let text = factorial_answer(&vqf, false);
+    let text = factorial_answer(&vqf, false, None);
     println!("source-mode answer (decode copy only): {text:?}");
     assert!(text.contains("def factorial(n)"), "{text}");
 
@@ -231,6 +270,8 @@ fn source_mode_keeps_the_files_blocks_and_answers_coherently() {
     let exact = dir.join("exact.vqf");
     convert(&gguf, &exact, WeightMode::Exact, Some(1024), false).unwrap();
     assert!(std::fs::metadata(&exact).unwrap().len() < source_len * 2 / 3);
-    assert_eq!(factorial_answer(&exact, true), text);
+    assert_eq!(factorial_answer(&exact, true, None), text);
+    // The source file with the exact file as its draft model.
+    assert_eq!(factorial_answer(&vqf, false, Some(&exact)), text);
     drop(dir);
 }

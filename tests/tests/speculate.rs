@@ -370,3 +370,128 @@ fn a_draft_model_of_another_vocabulary_is_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The sampled output keeps the target's distribution with a draft model
+/// (whose greedy drafts are a point-mass `q`): over a fixed list of seeds at
+/// temperature 1, the second answer token (the first sampled from a verify
+/// step's rows, after the most frequent first token) follows the target's
+/// softmax by a chi-square test at p = 0.001. Accepting a draft because it
+/// is the target's most likely token (greedy acceptance) skews it, and
+/// fails this test.
+#[test]
+fn sampled_answers_keep_the_targets_distribution() {
+    use kestrel_core::sampler::Sampler;
+    let dir = temp_dir("speculate-chi2");
+    let hf = fixtures().join("dev_qwen3_dense_tied/hf");
+    let target = converted(&hf, &dir, WeightMode::Q8, "target");
+    let draft = converted(&hf, &dir, WeightMode::Q4, "draft");
+    let prompt = prompt();
+    let cfg = SamplerConfig {
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repeat_penalty: 1.0,
+        ..SamplerConfig::default()
+    };
+    let src = spec(false, Some(&draft), 4);
+    let need = Need {
+        draft: 4,
+        ..Need::one(32)
+    };
+    let args = EngineArgs {
+        threads: Some(1),
+        no_pin: true,
+        ..EngineArgs::default()
+    };
+    let seeds = 3000u64;
+    let (pairs, stats) = engine::open(&target, &args, need, Some(&draft), |e| {
+        let mut s = Session::of_engine(e, cfg, &src).unwrap();
+        let no = AtomicBool::new(false);
+        let mut pairs = Vec::new();
+        let mut total = SpecStats::default();
+        for seed in 0..seeds {
+            s.reset();
+            s.gen.sampler = Sampler::new(SamplerConfig { seed, ..cfg });
+            let st = s.generate(&prompt, 2, &no, &mut |_| {}).unwrap();
+            total.drafted += st.spec.drafted;
+            total.accepted += st.spec.accepted;
+            let h = &s.history()[prompt.len()..];
+            if h.len() >= 2 {
+                pairs.push((h[0], h[1]));
+            }
+        }
+        Ok((pairs, total))
+    })
+    .unwrap();
+    assert!(stats.accepted > 0, "{stats:?}");
+    // The most frequent first token, and the second tokens after it.
+    let mut first = std::collections::BTreeMap::<u32, usize>::new();
+    for &(a, _) in &pairs {
+        *first.entry(a).or_default() += 1;
+    }
+    let (&t1, &n1) = first.iter().max_by_key(|(_, &n)| n).unwrap();
+    assert!(n1 >= 300, "the most frequent first token came {n1} times");
+    let seconds: Vec<u32> = pairs.iter().filter(|p| p.0 == t1).map(|p| p.1).collect();
+    // The target's distribution after prompt + t1 (plain forward, f64 softmax).
+    let logits = engine::open(&target, &args, Need::one(128), None, |mut e| {
+        let w = e.weights;
+        let (k, pool) = (e.kernels, e.pool());
+        let mut st = e.state().unwrap();
+        let all: Vec<u32> = prompt.iter().copied().chain([t1]).collect();
+        let rows: Vec<Row> = all
+            .iter()
+            .enumerate()
+            .map(|(p, &token)| Row {
+                slot: 0,
+                pos: p,
+                token,
+                logits: p + 1 == all.len(),
+            })
+            .collect();
+        let step = Step {
+            rows: Rows::Explicit(&rows),
+            copy: w.routing.decode,
+            images: None,
+            logits: true,
+        };
+        Ok(forward_step(w, &mut st, &k, pool, &step).unwrap().to_vec())
+    })
+    .unwrap();
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
+    let z: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
+    let p: Vec<f64> = logits.iter().map(|&x| (x as f64 - max).exp() / z).collect();
+    let n = seconds.len() as f64;
+    let mut count = vec![0usize; p.len()];
+    for &t in &seconds {
+        count[t as usize] += 1;
+    }
+    // Bins of expected count >= 5; the rest pooled.
+    let (mut chi2, mut bins) = (0.0f64, 0usize);
+    let (mut rest_obs, mut rest_exp) = (0.0f64, 0.0f64);
+    for (i, &pi) in p.iter().enumerate() {
+        let e = pi * n;
+        if e >= 5.0 {
+            chi2 += (count[i] as f64 - e).powi(2) / e;
+            bins += 1;
+        } else {
+            rest_obs += count[i] as f64;
+            rest_exp += e;
+        }
+    }
+    if rest_exp > 0.0 {
+        chi2 += (rest_obs - rest_exp).powi(2) / rest_exp;
+        bins += 1;
+    }
+    assert!(bins >= 3, "too few bins: {bins}");
+    let df = (bins - 1) as f64;
+    // Wilson-Hilferty: the chi-square quantile at p = 0.001 (z = 3.09).
+    let a = 2.0 / (9.0 * df);
+    let critical = df * (1.0 - a + 3.09 * a.sqrt()).powi(3);
+    eprintln!("chi2 {chi2:.1} critical {critical:.1} df {df} n {n}");
+    assert!(
+        chi2 < critical,
+        "chi2 {chi2:.1} >= {critical:.1} (df {df}, {n} samples after token {t1})"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,7 +8,8 @@
 # turn, so a host whose speed drifts weighs on every K alike, and a last
 # line gives each K's median aggregate and K = 2 and K = 4 against K = 1
 # (ratios of the medians, and the median of each round's ratio).
-#   [ROUNDS=R] bash bench/serve-load.sh [REQUESTS=8] [MAX_TOKENS=64] [THREADS]
+# SERVE_ARGS adds flags to every server (e.g. "--lookup").
+#   [ROUNDS=R] [SERVE_ARGS=...] bash bench/serve-load.sh [REQUESTS=8] [MAX_TOKENS=64] [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-8}"; max_tokens="${2:-64}"; threads="${3:-}"; rounds="${ROUNDS:-1}"
@@ -21,7 +22,7 @@ rows=$(mktemp)
 for r in $(seq "$rounds"); do
     for k in 1 2 4; do
         log=$(mktemp)
-        start_serve "$log" --parallel "$k" --ctx 1024 ${threads:+-t "$threads"}
+        start_serve "$log" --parallel "$k" --ctx 1024 ${threads:+-t "$threads"} ${SERVE_ARGS:-}
         pid=$serve_pid; addr=$serve_addr
         row=$(timeout 600 python3 bench/serve_load.py "$addr" "$n" "$k" "$max_tokens") || row="| $k | FAILED or timed out |"
         echo "$row"

@@ -189,6 +189,26 @@ pub fn open<R>(
     draft: Option<&Path>,
     f: impl FnOnce(Engine<'_>) -> Result<R>,
 ) -> Result<R> {
+    // One copy of the loader in the binary, whatever the command: `f` runs
+    // through a `dyn` call.
+    let mut f = Some(f);
+    let mut out = None;
+    open_with(path, args, need, draft, &mut |e| {
+        if let Some(f) = f.take() {
+            out = Some(f(e)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or_else(|| "the model was opened but not run".into())
+}
+
+fn open_with(
+    path: &Path,
+    args: &EngineArgs,
+    need: Need,
+    draft: Option<&Path>,
+    f: &mut dyn FnMut(Engine<'_>) -> Result<()>,
+) -> Result<()> {
     let t = Instant::now();
     let map = Mapped::open(path)?;
     let vqf = Vqf::parse(map.bytes()).with_context(|| path.display())?;

@@ -409,12 +409,20 @@ pub fn memory(path: &Path) -> Result<()> {
             draft: 0,
         };
         let layout = ArenaSizes::new(&cfg, &opts)?;
+        // Speculative decoding (--lookup, --draft, a server's prediction):
+        // the verify step keeps 1 + draft rows of logits.
+        let spec = ArenaSizes::new(&cfg, &Options { draft: 8, ..opts })?;
         println!(
-            "{:>34}: {} (KV cache {})",
+            "{:>34}: {} (KV cache {}; with --draft-max 8: {})",
             format!("--ctx {ctx}"),
             mb(layout.total as u64),
-            mb(layout.kv_bytes() as u64)
+            mb(layout.kv_bytes() as u64),
+            mb(spec.total as u64)
         );
     }
+    println!(
+        "{:>34}  a --draft model adds its own arena (its inspect --memory), at the target's --ctx",
+        ""
+    );
     Ok(())
 }

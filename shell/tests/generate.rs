@@ -213,6 +213,30 @@ fn run_with_a_json_schema_answers_valid_json() {
             .is_some_and(|k| k.str_eq("cat") || k.str_eq("dog")),
         "{text}"
     );
+    // Speculative decoding under the constraint: drafts the schema
+    // refuses are rejected, the answer is the same text.
+    for extra in [vec!["--lookup"], vec!["--draft", m.to_str().unwrap()]] {
+        let out = kestrel()
+            .args([
+                "run",
+                m.to_str().unwrap(),
+                "-p",
+                "A pet as JSON",
+                "-n",
+                "300",
+                "--temp",
+                "0.8",
+            ])
+            .args(&extra)
+            .arg("--json-schema")
+            .arg(&schema)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), text, "{extra:?}");
+        assert!(err.contains("speculative: drafted"), "{extra:?}: {err}");
+    }
     std::fs::write(&schema, r#"{"type":"string","format":"date"}"#).unwrap();
     for (path, says) in [
         (schema.clone(), "'format'"),

@@ -59,6 +59,43 @@ fn run_with_one_image_gives_the_reference_greedy_ids() {
     assert!(stderr.contains("vision encode"), "{stderr}");
 }
 
+/// Speculative decoding after an image: the verify rows keep the
+/// sequence's M-RoPE positions (the slot's `rope_delta`), so prompt lookup
+/// and a draft model (the file itself, which reads the image placeholders
+/// as text) give plain decoding's tokens.
+#[test]
+fn speculation_after_an_image_gives_plain_decodings_tokens() {
+    let run_with = |extra: &[&str]| {
+        let mut c = kestrel();
+        c.arg("run").arg(model());
+        c.arg("--image").arg(fixture("ref/image_a.png"));
+        c.args([
+            "-p",
+            "Describe the colours you see, colour by colour.",
+            "-n",
+            "32",
+            "--temp",
+            "0",
+            "--ids",
+            "--kv-f32",
+            "-t",
+            "1",
+        ])
+        .args(extra);
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{extra:?}: {err}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
+    let (plain, _) = run_with(&[]);
+    let m = model();
+    for extra in [&["--lookup"][..], &["--draft", m.to_str().unwrap()][..]] {
+        let (spec, err) = run_with(extra);
+        assert_eq!(spec, plain, "{extra:?}");
+        assert!(err.contains("speculative: drafted"), "{extra:?}: {err}");
+    }
+}
+
 #[test]
 fn run_with_two_images_in_raw_mode_gives_the_reference_greedy_ids() {
     // The two-image prompt places its images mid-text: --raw with the

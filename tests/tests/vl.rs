@@ -243,7 +243,7 @@ fn mrope_positions_match_the_reference() {
 /// Teacher-forced logits of a case: the prompt in one multimodal step
 /// (every row), then the greedy ids one at a time.
 fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
-    use kestrel_core::model::forward::{forward, forward_multimodal, Multimodal};
+    use kestrel_core::model::forward::{forward, forward_step, Multimodal, Rows, Step};
     use kestrel_core::model::vision::mrope_positions;
     use kestrel_core::state::{ArenaSizes, Options, State};
     let (embeds, deep) = encode_case(bytes, c.name, kv);
@@ -268,9 +268,23 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         embeds: &embeds,
         deepstack: &deep,
     };
-    let mut out = forward_multimodal(&w, &mut s, &k, &Serial, &c.prompt, Some(&mm), true)
+    // The prompt as one step of its copy with the images, every row's logits.
+    let step = Step {
+        rows: Rows::Run {
+            slot: 0,
+            pos: 0,
+            tokens: &c.prompt,
+            last_logits: true,
+            then: &[],
+        },
+        copy: w.routing.for_batch(n),
+        images: Some(&mm),
+        logits: true,
+    };
+    let mut out = forward_step(&w, &mut s, &k, &Serial, &step)
         .unwrap()
         .to_vec();
+    s.pos = n;
     s.rope_delta[0] = delta;
     for &id in &c.greedy {
         out.extend_from_slice(forward(&w, &mut s, &k, &Serial, &[id]).unwrap());

@@ -124,9 +124,10 @@ pub fn forward_step<'s, P: Parallel>(
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
 
-/// [`forward_no_logits`] that shows `observer` the input of every decoder
-/// matrix (the lm_head's too when it asks): fills the KV cache for `tokens` and
-/// advances `state.pos`. The computation is `forward`'s, bit for bit.
+/// [`forward`] without the lm_head's logits, showing `observer` the input
+/// of every decoder matrix (the lm_head's too when it asks): fills the KV
+/// cache for `tokens` and advances `state.pos`. The computation is
+/// `forward`'s, bit for bit (`kestrel imatrix`).
 pub fn forward_observed<P: Parallel>(
     w: &Weights,
     s: &mut State,
@@ -135,7 +136,7 @@ pub fn forward_observed<P: Parallel>(
     tokens: &[u32],
     observer: &mut dyn Observer,
 ) -> Result<(), Error> {
-    run_prompt(w, s, k, pool, tokens, None, false, observer).map(|_| ())
+    run_prompt(w, s, k, pool, tokens, false, observer).map(|_| ())
 }
 
 /// Runs `tokens` (at most `max_batch`) through the model at positions
@@ -149,7 +150,7 @@ pub fn forward<'s, P: Parallel>(
     pool: &P,
     tokens: &[u32],
 ) -> Result<&'s [f32], Error> {
-    forward_multimodal(w, s, k, pool, tokens, None, true)
+    run_prompt(w, s, k, pool, tokens, true, &mut NoObserver)
 }
 
 /// The image side of a Qwen3-VL forward step: every row's M-RoPE position,
@@ -171,30 +172,14 @@ pub struct Multimodal<'a> {
 /// A row of [`Multimodal::image_rows`] that is a text token.
 pub const TEXT_ROW: u32 = u32::MAX;
 
-/// [`forward`] with optional images (or explicit M-RoPE positions), and
-/// the lm_head only with `logits` (else nothing is returned).
-pub fn forward_multimodal<'s, P: Parallel>(
-    w: &Weights,
-    s: &'s mut State,
-    k: &Kernels,
-    pool: &P,
-    tokens: &[u32],
-    images: Option<&Multimodal>,
-    logits: bool,
-) -> Result<&'s [f32], Error> {
-    run_prompt(w, s, k, pool, tokens, images, logits, &mut NoObserver)
-}
-
 /// `tokens` of slot 0 at `state.pos ..` with the weight copy their count
 /// selects, `observer` shown each matrix's input; advances `state.pos`.
-#[allow(clippy::too_many_arguments)]
 fn run_prompt<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
     k: &Kernels,
     pool: &P,
     tokens: &[u32],
-    images: Option<&Multimodal>,
     logits: bool,
     observer: &mut dyn Observer,
 ) -> Result<&'s [f32], Error> {
@@ -207,7 +192,7 @@ fn run_prompt<'s, P: Parallel>(
             then: &[],
         },
         copy: w.routing.for_batch(tokens.len()),
-        images,
+        images: None,
         logits,
     };
     let n = run_step(w, s, k, pool, &step, observer)?;
@@ -238,19 +223,6 @@ pub fn forward_rows<'s, P: Parallel>(
         logits: rows.iter().any(|r| r.logits),
     };
     forward_step(w, s, k, pool, &step)
-}
-
-/// [`forward`] without the lm_head: fills the KV cache for `tokens` and
-/// advances `state.pos`, for the prompt batches whose logits nobody reads
-/// (all but the last). The logits buffer is left as it was.
-pub fn forward_no_logits<P: Parallel>(
-    w: &Weights,
-    s: &mut State,
-    k: &Kernels,
-    pool: &P,
-    tokens: &[u32],
-) -> Result<(), Error> {
-    forward_multimodal(w, s, k, pool, tokens, None, false).map(|_| ())
 }
 
 /// Largest head_dim / 2 (the config allows head_dim up to 1024).

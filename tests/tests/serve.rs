@@ -758,8 +758,19 @@ fn serve_args() {
     assert_eq!(p("m.vqf").unwrap().host, "127.0.0.1");
     assert!(p("m.vqf").unwrap().engine.prefill_q8);
     assert!(!p("m.vqf --prefill-q8 false").unwrap().engine.prefill_q8);
+    for host in ["localhost", "::1", "[::]", "10.1.2.3"] {
+        assert_eq!(p(&format!("m.vqf --host {host}")).unwrap().host, host);
+    }
+    let a = p("m.vqf --lookup --draft-max 3").unwrap();
+    assert!(a.lookup && a.draft_max == 3);
+    assert_eq!(p("m.vqf").unwrap().draft_max, 8);
     for bad in [
         "",
+        // No name lookups: the binary has no DNS resolver.
+        "m.vqf --host example.org",
+        "m.vqf --host 300.1.1.1",
+        "m.vqf --draft-max 0",
+        "m.vqf --draft-max 33",
         "m.vqf --port",
         "m.vqf --port x",
         "m.vqf --parallel 0",

@@ -76,6 +76,21 @@ pub struct ServeArgs {
     pub engine: EngineArgs,
 }
 
+/// The address `--host` names: an IPv4 or IPv6 address (brackets
+/// allowed), or `localhost` for 127.0.0.1. No name is looked up: the static
+/// binary carries no DNS resolver (docs/size.md).
+fn listen_ip(host: &str) -> std::result::Result<std::net::IpAddr, String> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse()
+        .map_err(|_| "an IP address (127.0.0.1, 0.0.0.0, ::1) or localhost".to_string())
+}
+
 /// Most requests `--queue` may hold.
 const MAX_QUEUE: usize = 4096;
 
@@ -90,8 +105,11 @@ impl CommandArgs for ServeArgs {
                 value(
                     "host",
                     "ADDR",
-                    "Address to listen on (loopback by default).",
+                    "IP address to listen on (loopback by default; 0.0.0.0 or :: for every interface; `localhost` is 127.0.0.1).",
                 )
+                .value_parser(ValueParser::new(|s: &str| {
+                    listen_ip(s).map(|_| s.to_string())
+                }))
                 .default_value("127.0.0.1"),
                 value("port", "N", "TCP port.")
                     .value_parser(in_range(0, u16::MAX as usize))
@@ -223,7 +241,8 @@ pub fn serve(
         let tok = Tokenizer::new(tables);
         let ctx = opts.max_seq;
         let layout = ArenaSizes::new(&w.cfg, &opts)?;
-        let listener = TcpListener::bind((args.host.as_str(), args.port))
+        let ip = listen_ip(&args.host).map_err(|e| format!("--host {}: {e}", args.host))?;
+        let listener = TcpListener::bind(std::net::SocketAddr::new(ip, args.port))
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
         let addr = listener.local_addr()?;
         eprintln!(

@@ -34,7 +34,7 @@ use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
 use crate::sampler::{argmax, Sampler, SamplerConfig};
 use crate::speculate::{Adaptive, Drafter, NoDraft, SpecStats, Speculation, MAX_DRAFT};
-use crate::state::State;
+use crate::state::{State, MAX_SLOTS};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -978,12 +978,14 @@ where
     }
 }
 
-/// A smaller model of the same vocabulary drafting greedily, slot 0 of its
-/// own state. Its KV cache follows the target's sequence: before each
-/// draft it keeps the longest prefix it shares with the sequence and feeds
-/// the rest (the tokens accepted and sampled since), then decodes up to `n`
-/// tokens one step each, stopping after an end token. `H` holds its cached
-/// tokens (at least its `max_seq`).
+/// A smaller model of the same vocabulary drafting greedily, for the
+/// sequence in slot [`DraftModel::slot`] of its own state (one slot per
+/// target sequence: the server's slots each draft in theirs). Its KV cache
+/// follows the sequence: before each draft it keeps the longest prefix it
+/// shares with the sequence and feeds the rest (the tokens accepted and
+/// sampled since), then decodes up to `n` tokens one step each, stopping
+/// after an end token. `H` holds its cached tokens (at least `slots x
+/// max_seq` of its state).
 pub struct DraftModel<'w, 's, 'p, P: Parallel, H> {
     /// The draft's weights.
     pub weights: &'w Weights<'w>,
@@ -995,13 +997,17 @@ pub struct DraftModel<'w, 's, 'p, P: Parallel, H> {
     pub pool: &'p P,
     /// The target's end tokens: a draft stops after one.
     pub stops: StopSet,
+    /// The slot the next [`Drafter::draft`] works in.
+    pub slot: usize,
+    /// (slots, max_seq): the tokens of each slot's cache.
     cached: H,
-    len: usize,
+    /// Positions cached per slot.
+    lens: [usize; MAX_SLOTS],
 }
 
 impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's, 'p, P, H> {
     /// A draft model over a fresh state; `cached` must hold the state's
-    /// `max_seq` tokens.
+    /// `slots x max_seq` tokens.
     pub fn new(
         weights: &'w Weights<'w>,
         kernels: Kernels,
@@ -1010,10 +1016,11 @@ impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's,
         stops: StopSet,
         cached: H,
     ) -> Result<Self, Error> {
-        if cached.as_ref().len() < state.opts.max_seq {
+        let need = state.opts.max_seq.saturating_mul(state.opts.slots);
+        if cached.as_ref().len() < need {
             return Err(Error::BufferTooSmall {
                 what: "draft model's token history",
-                need: state.opts.max_seq,
+                need,
                 have: cached.as_ref().len(),
             });
         }
@@ -1023,17 +1030,19 @@ impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's,
             kernels,
             pool,
             stops,
+            slot: 0,
             cached,
-            len: 0,
+            lens: [0; MAX_SLOTS],
         })
     }
 
-    /// Runs `tokens` at the draft's positions `len ..`; returns where the
-    /// last row's logits start.
+    /// Runs `tokens` at the slot's positions after its cached ones;
+    /// returns where the last row's logits start.
     fn feed(&mut self, tokens: &[u32]) -> Result<usize, Error> {
-        let base = self.len;
+        let (slot, max_seq) = (self.slot, self.state.opts.max_seq);
+        let base = self.lens[slot];
         let mut p = Prefill {
-            slot: 0,
+            slot,
             base,
             prompt: tokens,
             keep: 0,
@@ -1048,9 +1057,9 @@ impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's,
             &mut p,
             &mut |_, _| {},
         )?;
-        self.cached.as_mut()[base..base + tokens.len()].copy_from_slice(tokens);
-        self.len = base + tokens.len();
-        self.state.pos = self.len;
+        let row = &mut self.cached.as_mut()[slot * max_seq..(slot + 1) * max_seq];
+        row[base..base + tokens.len()].copy_from_slice(tokens);
+        self.lens[slot] = base + tokens.len();
         Ok(at)
     }
 }
@@ -1064,15 +1073,23 @@ impl<P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> Drafter for DraftModel<'_, '_,
         if n == 0 || history.is_empty() {
             return Ok(0);
         }
+        if self.slot >= self.state.opts.slots {
+            return Err(Error::OutOfRange {
+                what: "draft model slot",
+                value: self.slot,
+                max: self.state.opts.slots - 1,
+            });
+        }
         // Keep what the cache shares with the sequence; at least one token
         // is fed again (its logits are the first draft's).
-        let keep = self.cached.as_ref()[..self.len]
+        let slot = self.slot;
+        let keep = self.cached.as_ref()[slot * max_seq..slot * max_seq + self.lens[slot]]
             .iter()
             .zip(history)
             .take_while(|(a, b)| a == b)
             .count()
             .min(history.len() - 1);
-        self.len = keep;
+        self.lens[slot] = keep;
         let mut at = self.feed(&history[keep..])?;
         for (i, slot) in out[..n].iter_mut().enumerate() {
             let id = argmax(&self.state.logits[at..at + vocab]) as u32;

@@ -159,7 +159,7 @@ pub struct Engine<'a> {
 pub struct DraftEngine<'a> {
     /// The draft's weights.
     pub weights: &'a Weights<'a>,
-    /// Its state's options (one slot, no drafts of its own).
+    /// Its state's options (the target's slots, no drafts of its own).
     pub opts: Options,
     /// Its arena.
     pub arena: &'a mut [u8],
@@ -250,7 +250,8 @@ fn open_with(
                 max_seq: opts.max_seq.min(dw.vqf.header().max_seq as usize),
                 max_batch: kestrel_core::generate::PREFILL_CHUNK,
                 all_logits: false,
-                slots: 1,
+                // A draft slot per target slot (the server's each draft).
+                slots: need.slots,
                 draft: 0,
                 ..opts
             };

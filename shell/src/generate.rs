@@ -304,7 +304,7 @@ impl<'a> Session<'a> {
             Some(d) => {
                 let state = State::new(&d.weights.cfg, d.opts, d.arena)?;
                 let stops = StopSet::new(&e.weights.cfg, Some(&s.gen.tokenizer));
-                let cached = vec![0; d.opts.max_seq];
+                let cached = vec![0; d.opts.max_seq * d.opts.slots];
                 let m = DraftModel::new(d.weights, e.kernels, pool, state, stops, cached)?;
                 Drafts::Model(Box::new(m))
             }

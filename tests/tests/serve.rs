@@ -1318,11 +1318,26 @@ fn predictions_and_lookup_answer_as_kestrel_run() {
             kestrel_run(&[(Role::User, p)], cfg, n)
         })
         .collect();
+    // A draft model for the server: the same fixture in q4.
+    let draft = temp_dir("serve-draft").join("draft.vqf");
+    convert(
+        &fixtures().join("dev_qwen3_dense_tied/hf"),
+        &draft,
+        WeightMode::Q4,
+        Some(512),
+        false,
+    )
+    .unwrap();
+    let draft_arg = draft.to_str().unwrap();
     for (parallel, extra) in [
         (1usize, &[][..]),
         (2, &["--lookup"][..]),
         (4, &["--draft-max", "3"][..]),
+        (2, &["--draft", draft_arg][..]),
     ] {
+        // With a draft model the requests carry no prediction (which
+        // would take its place).
+        let with_model = extra.contains(&"--draft");
         let srv = Server::start(parallel, extra);
         let answers: Vec<(String, String, String)> = std::thread::scope(|sc| {
             let hs: Vec<_> = PROMPTS
@@ -1336,8 +1351,13 @@ fn predictions_and_lookup_answer_as_kestrel_run() {
                         let half: String = want_text.chars().take(want_text.chars().count() / 2).collect();
                         let mut pred = String::new();
                         json::write_json_str(&mut pred, &half).unwrap();
+                        let prediction = if with_model {
+                            String::new()
+                        } else {
+                            format!(",\"prediction\":{{\"type\":\"content\",\"content\":[{{\"type\":\"text\",\"text\":{pred}}}]}}")
+                        };
                         let extra = format!(
-                            ",\"temperature\":{temp},\"seed\":{seed},\"max_tokens\":{n},\"prediction\":{{\"type\":\"content\",\"content\":[{{\"type\":\"text\",\"text\":{pred}}}]}}"
+                            ",\"temperature\":{temp},\"seed\":{seed},\"max_tokens\":{n}{prediction}"
                         );
                         let (st, body) =
                             post(addr, "/v1/chat/completions", &chat_body(&[(Role::User, p)], &extra), None);

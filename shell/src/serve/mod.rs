@@ -29,6 +29,7 @@ use clap::builder::{NonEmptyStringValueParser, ValueParser};
 use clap::{value_parser, ArgMatches, Command};
 use http::HttpError;
 use kestrel_core::chat::Role;
+use kestrel_core::generate::DraftModel;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
 use kestrel_core::json;
 use kestrel_core::model::weights::Weights;
@@ -70,6 +71,9 @@ pub struct ServeArgs {
     pub max_body: usize,
     /// Every request drafts by prompt lookup (speculative decoding).
     pub lookup: bool,
+    /// Every request drafts with this model (its own arena, a slot per
+    /// request slot).
+    pub draft: Option<PathBuf>,
     /// Most tokens drafted per slot and step (lookup, `prediction`).
     pub draft_max: usize,
     /// Threads, pinning, context length per slot, KV type, prefill copy.
@@ -149,9 +153,16 @@ impl CommandArgs for ServeArgs {
                     "Speculative decoding by prompt lookup for every request (a request's `prediction` drafts in any case; output unchanged).",
                 ),
                 value(
+                    "draft",
+                    "FILE",
+                    "Speculative decoding with a draft model for every request: a smaller VQF of the same vocabulary (output unchanged).",
+                )
+                .value_parser(value_parser!(PathBuf))
+                .conflicts_with("lookup"),
+                value(
                     "draft-max",
                     "N",
-                    "Most tokens drafted per slot and verify step (lookup, `prediction`).",
+                    "Most tokens drafted per slot and verify step (lookup, a draft model, `prediction`).",
                 )
                 .value_parser(in_range(1, kestrel_core::speculate::MAX_DRAFT))
                 .default_value("8"),
@@ -175,6 +186,7 @@ impl CommandArgs for ServeArgs {
             timeout: get(m, "timeout"),
             max_body: get(m, "max-body"),
             lookup: m.get_flag("lookup"),
+            draft: opt(m, "draft"),
             draft_max: get(m, "draft-max"),
             engine: EngineArgs::from_matches(m),
         }
@@ -235,17 +247,22 @@ pub fn serve(
         min_ctx: 2,
         ..Need::one(PREFILL_CHUNK)
     };
-    engine::open(&args.model, &args.engine, need, None, |e| {
-        let (w, opts) = (e.weights, e.opts);
-        let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
-        let tok = Tokenizer::new(tables);
-        let ctx = opts.max_seq;
-        let layout = ArenaSizes::new(&w.cfg, &opts)?;
-        let ip = listen_ip(&args.host).map_err(|e| format!("--host {}: {e}", args.host))?;
-        let listener = TcpListener::bind(std::net::SocketAddr::new(ip, args.port))
-            .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
-        let addr = listener.local_addr()?;
-        eprintln!(
+    engine::open(
+        &args.model,
+        &args.engine,
+        need,
+        args.draft.as_deref(),
+        |e| {
+            let (w, opts) = (e.weights, e.opts);
+            let tables = *w.vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
+            let tok = Tokenizer::new(tables);
+            let ctx = opts.max_seq;
+            let layout = ArenaSizes::new(&w.cfg, &opts)?;
+            let ip = listen_ip(&args.host).map_err(|e| format!("--host {}: {e}", args.host))?;
+            let listener = TcpListener::bind(std::net::SocketAddr::new(ip, args.port))
+                .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
+            let addr = listener.local_addr()?;
+            eprintln!(
         "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB",
         args.model.display(),
         args.parallel,
@@ -256,89 +273,107 @@ pub fn serve(
         args.queue,
         w.vqf.bytes().len() as f64 / 1048576.0,
     );
-        let metrics = Metrics::new(args.parallel, ctx);
-        let shared = Shared {
-            w,
-            tok,
-            model_name: args
-                .model
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "kestrel".into()),
-            api_key: args.api_key.clone(),
-            ctx,
-            queue: args.queue,
-            timeout: args.timeout,
-            max_body: args.max_body,
-            next_id: AtomicU64::new(1),
-            metrics: &metrics,
-        };
-        // A zero-capacity sync_channel would be a rendezvous: keep at least one.
-        let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
-        let open_connections = AtomicUsize::new(0);
-        let stops = StopSet::new(&w.cfg, Some(&tok));
-        let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
-        let lookup = args.lookup;
-        let setup: Result<()> = std::thread::scope(|sc| {
-            let state_w = w;
-            let arena = e.arena;
-            let metrics = &metrics;
-            let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
-            sc.spawn(move || {
-                let pool = engine::make_pool(threads, no_pin);
-                let state = match State::new(&state_w.cfg, opts, arena) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = init_tx.send(Err(e.into()));
-                        return;
+            let metrics = Metrics::new(args.parallel, ctx);
+            let shared = Shared {
+                w,
+                tok,
+                model_name: args
+                    .model
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "kestrel".into()),
+                api_key: args.api_key.clone(),
+                ctx,
+                queue: args.queue,
+                timeout: args.timeout,
+                max_body: args.max_body,
+                next_id: AtomicU64::new(1),
+                metrics: &metrics,
+            };
+            // A zero-capacity sync_channel would be a rendezvous: keep at least one.
+            let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
+            let open_connections = AtomicUsize::new(0);
+            let stops = StopSet::new(&w.cfg, Some(&tok));
+            let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
+            let lookup = args.lookup;
+            let setup: Result<()> = std::thread::scope(|sc| {
+                let state_w = w;
+                let arena = e.arena;
+                let draft = e.draft;
+                let metrics = &metrics;
+                let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
+                sc.spawn(move || {
+                    let pool = engine::make_pool(threads, no_pin);
+                    let kernels = crate::cpu::detect_kernels();
+                    let state = match State::new(&state_w.cfg, opts, arena) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = init_tx.send(Err(e.into()));
+                            return;
+                        }
+                    };
+                    // The draft model (--draft): a slot per request slot, the
+                    // engine's threads.
+                    let draft = match draft.map(|d| {
+                        let state = State::new(&d.weights.cfg, d.opts, d.arena)?;
+                        let cached = vec![0; d.opts.max_seq * d.opts.slots];
+                        DraftModel::new(d.weights, kernels, &pool, state, stops, cached)
+                    }) {
+                        None => None,
+                        Some(Ok(m)) => Some(m),
+                        Some(Err(e)) => {
+                            let _ = init_tx.send(Err(e.into()));
+                            return;
+                        }
+                    };
+                    let _ = init_tx.send(Ok(()));
+                    scheduler::Engine {
+                        w: state_w,
+                        state,
+                        kernels,
+                        pool: &pool,
+                        stops,
+                        metrics,
+                        vocab: None,
+                        lookup,
+                        draft,
                     }
-                };
-                let _ = init_tx.send(Ok(()));
-                scheduler::Engine {
-                    w: state_w,
-                    state,
-                    kernels: crate::cpu::detect_kernels(),
-                    pool: &pool,
-                    stops,
-                    metrics,
-                    vocab: None,
-                    lookup,
+                    .run(job_rx);
+                });
+                if let Ok(Err(e)) = init_rx.recv() {
+                    return Err(e);
                 }
-                .run(job_rx);
+                ready(addr);
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(mut conn) = conn else { continue };
+                    let Some(slot) = ConnectionSlot::take(&open_connections) else {
+                        let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+                        respond_error(
+                            &mut conn,
+                            &HttpError::new(503, "server busy: too many connections"),
+                        );
+                        continue;
+                    };
+                    let (jobs, shared) = (job_tx.clone(), &shared);
+                    // The connection and its slot move into the thread; if the thread
+                    // cannot start, both are dropped: the slot is given back and the
+                    // client sees the connection closed.
+                    let _ = std::thread::Builder::new()
+                        .name("kestrel-conn".into())
+                        .spawn_scoped(sc, move || {
+                            let _slot = slot;
+                            handle(conn, shared, &jobs);
+                        });
+                }
+                drop(job_tx);
+                Ok(())
             });
-            if let Ok(Err(e)) = init_rx.recv() {
-                return Err(e);
-            }
-            ready(addr);
-            for conn in listener.incoming() {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(mut conn) = conn else { continue };
-                let Some(slot) = ConnectionSlot::take(&open_connections) else {
-                    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-                    respond_error(
-                        &mut conn,
-                        &HttpError::new(503, "server busy: too many connections"),
-                    );
-                    continue;
-                };
-                let (jobs, shared) = (job_tx.clone(), &shared);
-                // The connection and its slot move into the thread; if the thread
-                // cannot start, both are dropped: the slot is given back and the
-                // client sees the connection closed.
-                let _ = std::thread::Builder::new()
-                    .name("kestrel-conn".into())
-                    .spawn_scoped(sc, move || {
-                        let _slot = slot;
-                        handle(conn, shared, &jobs);
-                    });
-            }
-            drop(job_tx);
-            Ok(())
-        });
-        setup
-    })
+            setup
+        },
+    )
 }
 
 /// One of the `MAX_CONNECTIONS` places for an open connection, given back

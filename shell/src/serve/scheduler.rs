@@ -23,8 +23,8 @@
 //! has one copy).
 
 use kestrel_core::generate::{
-    prefill_turn, reusable_prefix, sample_next, Chunk, Limits, Prefill, Sampled, StopSet,
-    PREFILL_CHUNK,
+    prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Limits, Prefill, Sampled,
+    StopSet, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -32,7 +32,7 @@ use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
-use kestrel_core::speculate::{lookup_draft, Adaptive, MAX_DRAFT};
+use kestrel_core::speculate::{lookup_draft, Adaptive, Drafter, MAX_DRAFT};
 use kestrel_core::state::State;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -176,6 +176,8 @@ pub struct Engine<'a, P: Parallel> {
     pub vocab: Option<crate::json_output::SortedVocab>,
     /// Every request drafts by prompt lookup (`--lookup`).
     pub lookup: bool,
+    /// Every request drafts with this model (`--draft`), in its slot.
+    pub draft: Option<DraftModel<'a, 'a, 'a, P, Vec<u32>>>,
 }
 
 /// How many leading positions of `slot` a new `prompt` can keep.
@@ -265,8 +267,8 @@ impl<P: Parallel> Engine<'_, P> {
             // streams' decode rows riding along in the same step when the
             // chunk can take them; all of the prompt when no stream is
             // waiting for a step.
-            let max_seq = self.state.opts.max_seq;
-            decode_rows(&mut slots, &mut rows, max_seq);
+            self.plan_drafts(&mut slots);
+            decode_rows(&slots, &mut rows);
             let first = (0..slots.len())
                 .filter(|&i| slots[i].admitting.is_some())
                 .min_by_key(|&i| slots[i].used);
@@ -277,7 +279,7 @@ impl<P: Parallel> Engine<'_, P> {
                 None => {
                     // A step of their own, with the stream the prefill may
                     // just have started.
-                    decode_rows(&mut slots, &mut rows, max_seq);
+                    decode_rows(&slots, &mut rows);
                     if rows.is_empty() {
                         continue;
                     }
@@ -345,6 +347,40 @@ impl<P: Parallel> Engine<'_, P> {
                     .fetch_add((taken - 1) as u64, Ordering::Relaxed);
                 j += group;
             }
+        }
+    }
+
+    /// Drafts this turn's tokens for every generating slot that
+    /// speculates: the draft model's (in the slot's own draft slot), else
+    /// prompt lookup over its `prediction` then its own tokens; as many as
+    /// the answer's and the context's room and the slot's adaptive length
+    /// allow. A draft model that fails drafts nothing (plain decoding).
+    fn plan_drafts(&mut self, slots: &mut [Slot]) {
+        let max_seq = self.state.opts.max_seq;
+        for (i, s) in slots.iter_mut().enumerate() {
+            let Some(a) = s.active.as_mut() else {
+                continue;
+            };
+            a.drafts.clear();
+            let pos = s.tokens.len();
+            // Room: answer tokens left after `next`, positions after it.
+            let room = (a.job.max_tokens.saturating_sub(a.generated))
+                .min(max_seq.saturating_sub(pos + 1))
+                .min(a.length.n);
+            if !a.speculate || room == 0 {
+                continue;
+            }
+            let mut buf = [0u32; MAX_DRAFT];
+            s.tokens.push(a.next);
+            let n = match self.draft.as_mut() {
+                Some(m) if a.job.prediction.is_empty() => {
+                    m.slot = i;
+                    m.draft(&s.tokens, &mut buf[..room]).unwrap_or(0)
+                }
+                _ => lookup_draft(&a.job.prediction, &s.tokens, 1, 3, &mut buf[..room]),
+            };
+            s.tokens.pop();
+            a.drafts.extend_from_slice(&buf[..n.min(room)]);
         }
     }
 
@@ -479,7 +515,7 @@ impl<P: Parallel> Engine<'_, P> {
         }
         s.active = Some(Active {
             sampler: Sampler::new(adm.job.sampler),
-            speculate: self.lookup || !adm.job.prediction.is_empty(),
+            speculate: self.lookup || self.draft.is_some() || !adm.job.prediction.is_empty(),
             job: adm.job,
             generated: 0,
             next: 0,
@@ -511,28 +547,14 @@ impl<P: Parallel> Engine<'_, P> {
 }
 
 /// The decode rows of a step: per generating slot, in slot order, its
-/// token to feed and the tokens drafted after it (prompt lookup over its
-/// `prediction`, then its own tokens; as many as the answer's and the
-/// context's room and the slot's adaptive length allow).
-fn decode_rows(slots: &mut [Slot], rows: &mut Vec<Row>, max_seq: usize) {
+/// token to feed and the tokens drafted after it ([`Engine::plan_drafts`]).
+fn decode_rows(slots: &[Slot], rows: &mut Vec<Row>) {
     rows.clear();
-    for (i, s) in slots.iter_mut().enumerate() {
-        let Some(a) = s.active.as_mut() else {
+    for (i, s) in slots.iter().enumerate() {
+        let Some(a) = s.active.as_ref() else {
             continue;
         };
         let pos = s.tokens.len();
-        a.drafts.clear();
-        // Room: answer tokens left after `next`, positions after it.
-        let room = (a.job.max_tokens.saturating_sub(a.generated))
-            .min(max_seq.saturating_sub(pos + 1))
-            .min(a.length.n);
-        if a.speculate && room > 0 {
-            let mut buf = [0u32; MAX_DRAFT];
-            s.tokens.push(a.next);
-            let n = lookup_draft(&a.job.prediction, &s.tokens, 1, 3, &mut buf[..room]);
-            s.tokens.pop();
-            a.drafts.extend_from_slice(&buf[..n]);
-        }
         for (k, &token) in core::iter::once(&a.next).chain(&a.drafts).enumerate() {
             rows.push(Row {
                 slot: i,

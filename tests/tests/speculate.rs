@@ -404,7 +404,7 @@ fn sampled_answers_keep_the_targets_distribution() {
         no_pin: true,
         ..EngineArgs::default()
     };
-    let seeds = 3000u64;
+    let seeds = 2000u64;
     let (pairs, stats) = engine::open(&target, &args, need, Some(&draft), |e| {
         let mut s = Session::of_engine(e, cfg, &src).unwrap();
         let no = AtomicBool::new(false);

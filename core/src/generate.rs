@@ -838,7 +838,13 @@ where
             next: 0,
             n: 0,
         };
-        let max_draft = self.state.opts.draft.min(MAX_DRAFT);
+        // A verify step is the token and its drafts: at most max_batch rows.
+        let max_draft = self
+            .state
+            .opts
+            .draft
+            .min(MAX_DRAFT)
+            .min(self.state.opts.max_batch.saturating_sub(1));
         while answer.generated < max_tokens {
             if interrupt.load(Ordering::Relaxed) {
                 break;
@@ -913,9 +919,18 @@ where
                     self.history.as_mut()[self.len] = id;
                     let drafted = if n > 0 {
                         let history = &self.history.as_ref()[..self.len + 1];
-                        spec.drafter
-                            .draft(history, &mut pending.tokens[..n])?
-                            .min(n)
+                        // A drafter that fails (a draft model that cannot
+                        // read a token of the target's) drafts nothing;
+                        // drafts stop at an id the target does not have.
+                        let k = spec
+                            .drafter
+                            .draft(history, &mut pending.tokens[..n])
+                            .unwrap_or(0)
+                            .min(n);
+                        pending.tokens[..k]
+                            .iter()
+                            .take_while(|&&t| (t as usize) < vocab)
+                            .count()
                     } else {
                         0
                     };

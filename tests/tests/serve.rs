@@ -1420,3 +1420,43 @@ fn predictions_and_lookup_answer_as_kestrel_run() {
         );
     }
 }
+
+/// Eight slots that may each draft 32 tokens (a step of up to 264 rows, over
+/// the state's 256: the scheduler shares out what a step can hold) answer as
+/// `kestrel run` does. (The adaptive lengths and the streams' staggered
+/// starts rarely fill a step here, so this checks the answers, not the cap.)
+#[test]
+fn drafts_never_overfill_a_step() {
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let want: Vec<String> = PROMPTS
+        .iter()
+        .map(|p| kestrel_run(&[(Role::User, p)], greedy, 200).0)
+        .collect();
+    let srv = Server::start(8, &["--lookup", "--draft-max", "32"]);
+    let answers: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let (addr, p, w) = (srv.addr, PROMPTS[i % 4], want[i % 4].clone());
+                sc.spawn(move || {
+                    let mut pred = String::new();
+                    json::write_json_str(&mut pred, &w.repeat(3)).unwrap();
+                    let extra = format!(
+                        ",\"temperature\":0,\"max_tokens\":200,\"prediction\":{{\"type\":\"content\",\"content\":{pred}}}"
+                    );
+                    let (st, body) =
+                        post(addr, "/v1/chat/completions", &chat_body(&[(Role::User, p)], &extra), None);
+                    assert_eq!(st, 200, "{body}");
+                    string_at(&body, &["choices", "0", "message", "content"])
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(want.iter().all(|w| w.len() > 100), "{want:?}");
+    for (i, a) in answers.iter().enumerate() {
+        assert_eq!(a, &want[i % 4], "request {i}");
+    }
+}

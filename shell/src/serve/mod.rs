@@ -237,13 +237,18 @@ pub fn serve(
     stop: &AtomicBool,
 ) -> Result<()> {
     ignore_sigpipe();
-    // Each slot's decode row and its drafted rows.
-    let slot_rows = args.parallel * (1 + args.draft_max);
+    // Each slot's decode row and its drafted rows, every slot's in one step
+    // of at most MAX_BATCH rows: --draft-max shrinks to fit --parallel
+    // (the scheduler also shares out a step's rows).
+    let draft_max = args
+        .draft_max
+        .min((MAX_BATCH / args.parallel).saturating_sub(1));
+    let slot_rows = args.parallel * (1 + draft_max);
     let need = Need {
         // A whole prompt chunk and the other slots' rows riding along.
         max_batch: (PREFILL_CHUNK + slot_rows - 1).min(MAX_BATCH),
         slots: args.parallel,
-        draft: args.draft_max,
+        draft: draft_max,
         min_ctx: 2,
         ..Need::one(PREFILL_CHUNK)
     };
@@ -263,7 +268,7 @@ pub fn serve(
                 .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
             let addr = listener.local_addr()?;
             eprintln!(
-        "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB",
+        "[kestrel] serve {}: {} slots x {} tokens: KV cache {:.1} MiB ({:.1} MiB per slot), arena {:.1} MiB; queue {}, model {:.1} MiB; drafts up to {} per slot and step",
         args.model.display(),
         args.parallel,
         ctx,
@@ -272,6 +277,7 @@ pub fn serve(
         layout.total as f64 / 1048576.0,
         args.queue,
         w.vqf.bytes().len() as f64 / 1048576.0,
+        opts.draft,
     );
             let metrics = Metrics::new(args.parallel, ctx);
             let shared = Shared {
@@ -882,8 +888,14 @@ fn generate_answer(
         },
         prediction: match p.prediction.is_empty() {
             true => Vec::new(),
-            false => crate::generate::encode(&sh.tok, &p.prediction)
-                .map_err(|e| HttpError::new(400, format!("'prediction': {e}")))?,
+            false => {
+                let mut ids = crate::generate::encode(&sh.tok, &p.prediction)
+                    .map_err(|e| HttpError::new(400, format!("'prediction': {e}")))?;
+                // Drafts are looked up in it each step: no longer than the
+                // context it could fill.
+                ids.truncate(sh.ctx);
+                ids
+            }
         },
         cancel: cancel.clone(),
         events: tx,

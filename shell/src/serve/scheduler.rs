@@ -50,8 +50,8 @@ pub enum Event {
     },
     /// A sampled token, with its log-probabilities when the job asked.
     Token(u32, Option<TokenLogprobs>),
-    /// Speculative decoding's counts for the answer, sent before `Done`
-    /// when the answer had drafts.
+    /// Speculative decoding's counts for the answer so far (cumulative):
+    /// after each step that drafted for it, and before `Done`.
     Drafted {
         drafted: usize,
         accepted: usize,
@@ -338,6 +338,14 @@ impl<P: Parallel> Engine<'_, P> {
                 }
                 if let Some(a) = s.active.as_mut() {
                     a.length.update(group - 1, taken - 1);
+                    // The counts so far: an answer a stop string or the
+                    // client ends before `Done` still reports them.
+                    if group > 1 {
+                        let _ = a.job.events.send(Event::Drafted {
+                            drafted: a.drafted,
+                            accepted: a.accepted,
+                        });
+                    }
                 }
                 self.metrics
                     .drafted_tokens
@@ -357,16 +365,24 @@ impl<P: Parallel> Engine<'_, P> {
     /// allow. A draft model that fails drafts nothing (plain decoding).
     fn plan_drafts(&mut self, slots: &mut [Slot]) {
         let max_seq = self.state.opts.max_seq;
+        let vocab = self.w.cfg.vocab_size as usize;
+        // Rows a step may hold beyond each generating slot's own: shared
+        // out in slot order, so a step never exceeds max_batch.
+        let active = slots.iter().filter(|s| s.active.is_some()).count();
+        let mut budget = self.state.opts.max_batch.saturating_sub(active);
         for (i, s) in slots.iter_mut().enumerate() {
             let Some(a) = s.active.as_mut() else {
                 continue;
             };
             a.drafts.clear();
             let pos = s.tokens.len();
-            // Room: answer tokens left after `next`, positions after it.
-            let room = (a.job.max_tokens.saturating_sub(a.generated))
+            // Room: answer tokens left after the one row 0 samples (the
+            // server never feeds an answer's last token), positions after
+            // `next`.
+            let room = (a.job.max_tokens.saturating_sub(a.generated + 1))
                 .min(max_seq.saturating_sub(pos + 1))
-                .min(a.length.n);
+                .min(a.length.n)
+                .min(budget);
             if !a.speculate || room == 0 {
                 continue;
             }
@@ -380,7 +396,13 @@ impl<P: Parallel> Engine<'_, P> {
                 _ => lookup_draft(&a.job.prediction, &s.tokens, 1, 3, &mut buf[..room]),
             };
             s.tokens.pop();
-            a.drafts.extend_from_slice(&buf[..n.min(room)]);
+            // Drafts stop at an id the target does not have.
+            let n = buf[..n.min(room)]
+                .iter()
+                .take_while(|&&t| (t as usize) < vocab)
+                .count();
+            a.drafts.extend_from_slice(&buf[..n]);
+            budget -= n;
         }
     }
 

@@ -279,6 +279,23 @@ const PROMPTS: [&str; 4] = [
     "Why is the sky blue? Answer in one long sentence please.",
 ];
 
+/// `kestrel run`'s answer to each of [`PROMPTS`] with its (temperature,
+/// seed, most tokens), and the tokens generated.
+fn run_answers(settings: &[(f32, u64, usize); 4]) -> Vec<(String, usize)> {
+    PROMPTS
+        .iter()
+        .zip(settings)
+        .map(|(p, &(temp, seed, n))| {
+            let cfg = SamplerConfig {
+                temperature: temp,
+                seed,
+                ..SamplerConfig::default()
+            };
+            kestrel_run(&[(Role::User, p)], cfg, n)
+        })
+        .collect()
+}
+
 #[test]
 fn answers_equal_kestrel_run_for_one_and_several_slots() {
     let settings = [
@@ -287,18 +304,7 @@ fn answers_equal_kestrel_run_for_one_and_several_slots() {
         (1.2, 0x5eed, 16),
         (0.8, 99, 30),
     ];
-    let want: Vec<(String, usize)> = PROMPTS
-        .iter()
-        .zip(settings)
-        .map(|(p, (temp, seed, n))| {
-            let cfg = SamplerConfig {
-                temperature: temp,
-                seed,
-                ..SamplerConfig::default()
-            };
-            kestrel_run(&[(Role::User, p)], cfg, n)
-        })
-        .collect();
+    let want = run_answers(&settings);
     assert!(
         want.iter()
             .filter(|(t, n)| *n >= 10 && t.len() >= 10)
@@ -1306,18 +1312,7 @@ fn predictions_and_lookup_answer_as_kestrel_run() {
         (0.0, 3, 30),
         (1.1, 5, 30),
     ];
-    let want: Vec<(String, usize)> = PROMPTS
-        .iter()
-        .zip(settings)
-        .map(|(p, (temp, seed, n))| {
-            let cfg = SamplerConfig {
-                temperature: temp,
-                seed,
-                ..SamplerConfig::default()
-            };
-            kestrel_run(&[(Role::User, p)], cfg, n)
-        })
-        .collect();
+    let want = run_answers(&settings);
     // A draft model for the server: the same fixture in q4.
     let draft = temp_dir("serve-draft").join("draft.vqf");
     convert(

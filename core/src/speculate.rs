@@ -63,8 +63,9 @@ pub struct Lookup<'a> {
 }
 
 impl<'a> Lookup<'a> {
-    /// Lookup over the sequence only, n-grams of 1 to 3 tokens (the
-    /// defaults measured in docs/benchmarks.md).
+    /// Lookup over the sequence only, n-grams of 1 to 3 tokens (as
+    /// prompt-lookup decoding usually takes them; not tuned here: the draft
+    /// length is what docs/benchmarks.md measures).
     pub fn new() -> Lookup<'static> {
         Lookup {
             prediction: &[],

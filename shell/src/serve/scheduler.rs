@@ -32,7 +32,7 @@ use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
-use kestrel_core::speculate::{lookup_draft, Adaptive, Drafter, MAX_DRAFT};
+use kestrel_core::speculate::{Adaptive, Drafter, Lookup, MAX_DRAFT};
 use kestrel_core::state::State;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -393,7 +393,9 @@ impl<P: Parallel> Engine<'_, P> {
                     m.slot = i;
                     m.draft(&s.tokens, &mut buf[..room]).unwrap_or(0)
                 }
-                _ => lookup_draft(&a.job.prediction, &s.tokens, 1, 3, &mut buf[..room]),
+                _ => Lookup::with_prediction(&a.job.prediction)
+                    .draft(&s.tokens, &mut buf[..room])
+                    .unwrap_or(0),
             };
             s.tokens.pop();
             // Drafts stop at an id the target does not have.

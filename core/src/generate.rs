@@ -12,14 +12,19 @@
 //!   chunk with the streams' decode rows riding along.
 //! * [`sample_next`]: sample one row and decide whether the answer ends
 //!   (an end token, the length limit, a full context).
-//! * [`Generator`]: the single-sequence driver (`kestrel run`, `kestrel
+//! * [`Driver`]: the sequence driver of K answers decoding together, each
+//!   in its slot of one state: drafts ([`Streams::draft`]), the step's rows,
+//!   one forward step of the decode copy, and the acceptance of each
+//!   slot's rows (a drafted token kept iff the sampler picks it again).
+//!   The server's scheduler drives its streams with it and keeps only
+//!   admission, queues and streaming.
+//! * [`Generator`]: the driver's K = 1 case (`kestrel run`, `kestrel
 //!   chat`, the firmware host): feed a prompt, then sample, stream text and
 //!   feed each token until the answer ends.
 //!
-//! The server's scheduler (K sequences decoding together through
-//! [`forward_rows`](crate::model::forward::forward_rows)) calls the same
-//! [`prefill`], [`sample_next`] and [`reusable_prefix`], so its answers
-//! equal `kestrel run`'s bit for bit by construction.
+//! The server calls the same [`prefill_turn`] (chunks of the same plan),
+//! [`Driver`] and [`reusable_prefix`], so its answers equal `kestrel
+//! run`'s bit for bit by construction.
 //!
 //! Nothing here allocates: the caller brings the state, the token history
 //! and the sampler's scratch.
@@ -648,19 +653,366 @@ pub struct Answer {
     pub stopped: bool,
 }
 
-/// Drafted tokens whose rows the last verify step computed and the sampler
-/// has not taken yet: `tokens[next..n]`, the logits of `tokens[i]`'s
-/// successor at row `i + 1` of `state.logits` (row 0 holds the logits
-/// after the token fed with them).
-struct Pending {
-    tokens: [u32; MAX_DRAFT],
-    next: usize,
-    n: usize,
+/// One answer decoding in a slot of the state ([`Driver`]): the token
+/// sampled last, which the next step feeds, the tokens drafted after it,
+/// its limits and its speculation counts.
+#[derive(Clone, Copy, Debug)]
+pub struct Sequence {
+    /// The token sampled last: the next step feeds it (its row first).
+    pub next: u32,
+    /// Tokens of the answer so far (`next` among them).
+    pub generated: usize,
+    /// Most tokens of the answer.
+    pub max_tokens: usize,
+    /// The sequence drafts ([`Streams::draft`]) before each step.
+    pub speculate: bool,
+    /// The draft length, adapted step by step.
+    pub length: Adaptive,
+    /// Speculation's counts for this answer.
+    pub stats: SpecStats,
+    /// The tokens drafted after `next` for the coming step.
+    drafts: [u32; MAX_DRAFT],
+    n_drafts: usize,
 }
 
-impl Pending {
-    fn peek(&self) -> Option<u32> {
-        (self.next < self.n).then(|| self.tokens[self.next])
+impl Sequence {
+    /// The tokens drafted after `next` for the coming step.
+    pub fn drafts(&self) -> &[u32] {
+        &self.drafts[..self.n_drafts]
+    }
+}
+
+/// How an answer ended ([`Streams::ended`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ending {
+    /// Why.
+    pub finish: Finish,
+    /// The end token sampled ([`Finish::Stop`]); not part of the answer.
+    pub end_token: Option<u32>,
+    /// The end token was the next drafted token, so its row was computed
+    /// and it joined the history ([`Streams::push`]).
+    pub end_fed: bool,
+}
+
+/// The sequences a [`Driver`] steps, as their owner keeps them: the token
+/// history of each slot, its sampler and constraint, its draft source,
+/// and where its tokens go (a terminal, a server's client).
+pub trait Streams {
+    /// Every token in `slot`'s KV cache, in order (not its `next`).
+    fn history(&self, slot: usize) -> &[u32];
+    /// Writes up to `out.len()` tokens likely to follow `slot`'s history
+    /// and then `next`; returns how many.
+    fn draft(&mut self, slot: usize, next: u32, out: &mut [u32]) -> Result<usize, Error>;
+    /// `token`'s row was computed at the end of `slot`'s history: it
+    /// joins it.
+    fn push(&mut self, slot: usize, token: u32);
+    /// Samples `slot`'s next token from `logits` with [`sample_next`] (the
+    /// stream's sampler, constraint, stop set and history) under `limits`
+    /// and hands a token of the answer to the stream; `None` when the
+    /// stream is gone (the driver drops the sequence without
+    /// [`Streams::ended`]).
+    fn sample(&mut self, slot: usize, logits: &mut [f32], limits: Limits) -> Option<Sampled>;
+    /// `slot`'s answer ended; `seq` is its last state.
+    fn ended(&mut self, slot: usize, seq: &Sequence, ending: Ending);
+    /// A verify step drafted `drafted` tokens for `slot` and `accepted` of
+    /// them were kept; `going` is the answer when it goes on (else
+    /// [`Streams::ended`] came first).
+    fn verified(
+        &mut self,
+        _slot: usize,
+        _drafted: usize,
+        _accepted: usize,
+        _going: Option<&Sequence>,
+    ) {
+    }
+}
+
+/// The sequence driver: up to `K` answers decoding together, each in its
+/// own slot of one state (the server's K streams; [`Generator`] is its
+/// `K = 1` case). A step is [`Driver::plan`] (each speculating sequence's
+/// drafts, within its answer's and its context's room and a row budget
+/// that keeps the step within `max_batch`), [`Driver::rows`] (slot by slot,
+/// the token sampled last, then its drafts), one forward step of the
+/// decode copy with every row's logits ([`Driver::step`]; the server may
+/// let the rows ride a prompt chunk instead), and [`Driver::accept`]: each
+/// slot's rows sampled in order, a drafted token kept iff the sampler picks
+/// it again, the first it does not pick dropping the rest (the history,
+/// and so the cache's positions, never hold it), the stop and the limits
+/// decided by [`sample_next`]. Every row gives a single-row step's bits,
+/// so each answer is plain decoding's at every temperature, whatever runs
+/// beside it.
+#[derive(Clone, Debug)]
+pub struct Driver<const K: usize> {
+    seqs: [Option<Sequence>; K],
+    /// The state's positions per slot.
+    pub max_seq: usize,
+    /// Most rows of one step.
+    pub max_batch: usize,
+    /// Most drafted tokens per sequence and step (the state's
+    /// `opts.draft`, at most [`MAX_DRAFT`]).
+    pub max_draft: usize,
+    /// The target's vocabulary size: a draft stops at an id it lacks.
+    pub vocab: usize,
+}
+
+impl<const K: usize> Driver<K> {
+    /// No sequences, for `state`'s limits and `w`'s vocabulary.
+    pub fn new(w: &Weights, state: &State) -> Self {
+        Driver {
+            seqs: [None; K],
+            max_seq: state.opts.max_seq,
+            max_batch: state.opts.max_batch,
+            max_draft: state.opts.draft.min(MAX_DRAFT),
+            vocab: w.cfg.vocab_size as usize,
+        }
+    }
+
+    /// The answer decoding in `slot`, if any.
+    pub fn sequence(&self, slot: usize) -> Option<&Sequence> {
+        self.seqs.get(slot).and_then(Option::as_ref)
+    }
+
+    /// How many answers are decoding.
+    pub fn active(&self) -> usize {
+        self.seqs.iter().flatten().count()
+    }
+
+    /// Drops `slot`'s answer (cancelled, failed, or interrupted: its
+    /// `next` was never fed) and returns it.
+    pub fn stop(&mut self, slot: usize) -> Option<Sequence> {
+        self.seqs.get_mut(slot).and_then(Option::take)
+    }
+
+    /// Starts an answer of at most `max_tokens` tokens in `slot`, whose
+    /// prompt is in its history: samples its first token from `logits`
+    /// (the prompt's last row). It drafts when `speculate`, its length
+    /// starting from `length`.
+    pub fn start<S: Streams>(
+        &mut self,
+        streams: &mut S,
+        slot: usize,
+        logits: &mut [f32],
+        max_tokens: usize,
+        speculate: bool,
+        length: Adaptive,
+    ) {
+        if slot >= K || max_tokens == 0 {
+            return;
+        }
+        let seq = Sequence {
+            next: 0,
+            generated: 0,
+            max_tokens,
+            speculate,
+            length,
+            stats: SpecStats::default(),
+            drafts: [0; MAX_DRAFT],
+            n_drafts: 0,
+        };
+        self.seqs[slot] = Some(seq);
+        self.sample(streams, slot, logits, None);
+    }
+
+    /// Samples `slot`'s next token from `logits`: the answer goes on with
+    /// it, ends, or its stream is gone. `drafted`: the token the step fed
+    /// after the sampled row (a drafted one), whose row is computed: an end
+    /// token equal to it joins the history. Returns whether the answer
+    /// goes on.
+    fn sample<S: Streams>(
+        &mut self,
+        streams: &mut S,
+        slot: usize,
+        logits: &mut [f32],
+        drafted: Option<u32>,
+    ) -> bool {
+        let Some(seq) = self.seqs[slot].as_mut() else {
+            return false;
+        };
+        let limits = Limits {
+            generated: seq.generated,
+            max_tokens: seq.max_tokens,
+            cached: streams.history(slot).len(),
+            max_seq: self.max_seq,
+        };
+        let ending = match streams.sample(slot, logits, limits) {
+            None => {
+                self.seqs[slot] = None;
+                return false;
+            }
+            Some(Sampled::Token { id, last }) => {
+                seq.generated += 1;
+                seq.next = id;
+                if !last {
+                    return true;
+                }
+                Ending {
+                    finish: Finish::Length,
+                    end_token: None,
+                    end_fed: false,
+                }
+            }
+            Some(Sampled::End(id)) => {
+                let end_fed = drafted == Some(id);
+                if end_fed {
+                    seq.stats.accepted += 1;
+                    streams.push(slot, id);
+                }
+                Ending {
+                    finish: Finish::Stop,
+                    end_token: Some(id),
+                    end_fed,
+                }
+            }
+        };
+        if let Some(seq) = self.seqs[slot].take() {
+            streams.ended(slot, &seq, ending);
+        }
+        false
+    }
+
+    /// Drafts the coming step's tokens for every speculating sequence, in
+    /// slot order: as many as its adaptive length, the answer's room (the
+    /// row of the answer's last token is never computed), the context's
+    /// room and the step's row budget allow. A draft source that fails
+    /// drafts nothing; drafts stop at an id the target lacks.
+    pub fn plan<S: Streams>(&mut self, streams: &mut S) {
+        let mut budget = self.max_batch.saturating_sub(self.active());
+        for (slot, seq) in self.seqs.iter_mut().enumerate() {
+            let Some(seq) = seq.as_mut() else {
+                continue;
+            };
+            seq.n_drafts = 0;
+            let pos = streams.history(slot).len();
+            let room = seq
+                .max_tokens
+                .saturating_sub(seq.generated + 1)
+                .min(self.max_seq.saturating_sub(pos + 1))
+                .min(seq.length.n)
+                .min(self.max_draft)
+                .min(budget);
+            if !seq.speculate || room == 0 {
+                continue;
+            }
+            let n = streams
+                .draft(slot, seq.next, &mut seq.drafts[..room])
+                .unwrap_or(0)
+                .min(room);
+            let vocab = self.vocab;
+            seq.n_drafts = seq.drafts[..n]
+                .iter()
+                .take_while(|&&t| (t as usize) < vocab)
+                .count();
+            budget -= seq.n_drafts;
+        }
+    }
+
+    /// The coming step's rows into `out` (slot by slot: the token sampled
+    /// last, then its drafts, at the positions after the history; every
+    /// row with logits); returns how many (at most `out.len()`).
+    pub fn rows<S: Streams>(&self, streams: &S, out: &mut [Row]) -> usize {
+        let mut n = 0;
+        for (slot, seq) in self.seqs.iter().enumerate() {
+            let Some(seq) = seq else {
+                continue;
+            };
+            let pos = streams.history(slot).len();
+            for (k, &token) in core::iter::once(&seq.next).chain(seq.drafts()).enumerate() {
+                let Some(row) = out.get_mut(n) else {
+                    return n;
+                };
+                *row = Row {
+                    slot,
+                    pos: pos + k,
+                    token,
+                    logits: true,
+                };
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Takes a step's results: `rows` as [`Driver::rows`] gave them, their
+    /// logits one `vocab` row each in order in `logits`. Each slot's fed
+    /// token joins its history and its row is sampled; a drafted token the
+    /// sampler picked is kept and its row sampled in turn; the first it
+    /// did not pick drops the rest.
+    pub fn accept<S: Streams>(&mut self, streams: &mut S, rows: &[Row], logits: &mut [f32]) {
+        let vocab = self.vocab;
+        let mut j = 0;
+        while j < rows.len() {
+            let slot = rows[j].slot;
+            let group = rows[j..].iter().take_while(|r| r.slot == slot).count();
+            let drafted = group - 1;
+            if let Some(seq) = self.seqs.get_mut(slot).and_then(Option::as_mut) {
+                if drafted > 0 {
+                    seq.stats.steps += 1;
+                    seq.stats.drafted += drafted;
+                }
+            }
+            let mut kept = 0;
+            let mut going = false;
+            for k in 0..group {
+                let row = rows[j + k];
+                if k > 0 {
+                    match self.seqs[slot].as_mut() {
+                        Some(seq) if seq.next == row.token => {
+                            seq.stats.accepted += 1;
+                            kept += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                streams.push(slot, row.token);
+                let at = (j + k) * vocab;
+                let Some(row_logits) = logits.get_mut(at..at + vocab) else {
+                    break;
+                };
+                let drafted_next = rows.get(j + k + 1).filter(|r| r.slot == slot);
+                going = self.sample(streams, slot, row_logits, drafted_next.map(|r| r.token));
+                if !going {
+                    break;
+                }
+            }
+            if let Some(seq) = self.seqs.get_mut(slot).and_then(Option::as_mut) {
+                seq.length.update(drafted, kept);
+                seq.n_drafts = 0;
+            }
+            if drafted > 0 {
+                let seq = self.seqs[slot].as_ref().filter(|_| going);
+                streams.verified(slot, drafted, kept, seq);
+            }
+            j += group;
+        }
+    }
+
+    /// One step of every answer: [`Driver::plan`], [`Driver::rows`] into
+    /// `rows` (scratch: a step holds at most `rows.len()` rows), one
+    /// forward step of the decode copy with every row's logits, and
+    /// [`Driver::accept`].
+    pub fn step<P: Parallel, S: Streams>(
+        &mut self,
+        w: &Weights,
+        state: &mut State,
+        kernels: &Kernels,
+        pool: &P,
+        streams: &mut S,
+        rows: &mut [Row],
+    ) -> Result<(), Error> {
+        self.plan(streams);
+        let n = self.rows(streams, rows);
+        if n == 0 {
+            return Ok(());
+        }
+        let step = Step {
+            rows: Rows::Explicit(&rows[..n]),
+            copy: w.routing.decode,
+            images: None,
+            logits: true,
+        };
+        forward_step(w, state, kernels, pool, &step)?;
+        self.accept(streams, &rows[..n], state.logits);
+        Ok(())
     }
 }
 
@@ -816,180 +1168,177 @@ where
     }
 
     /// Samples up to `max_tokens` tokens as [`Generator::decode`] does,
-    /// with speculation: each sampled token is fed
-    /// with up to `spec.length.n` drafted tokens in one step of the decode
-    /// copy, and drafted tokens the sampler picks again need no step of
-    /// their own. The answer, the cache and the history are plain
-    /// decoding's (see the module docs); the counts go to `stats`.
+    /// with speculation: the [`Driver`] of one sequence, each sampled token
+    /// fed with up to `spec.length.n` drafted tokens in one step of the
+    /// decode copy, drafted tokens the sampler picks again needing no step
+    /// of their own. The answer, the cache and the history are plain
+    /// decoding's (see the driver); the counts go to `stats`. The answer's
+    /// last token (or its end token) is fed after it, so the cache holds
+    /// the whole turn while there is room.
     pub fn decode_speculative(
         &mut self,
         max_tokens: usize,
         interrupt: &AtomicBool,
         emit: &mut dyn FnMut(&str),
-        mut constraint: Option<&mut Constraint>,
+        constraint: Option<&mut Constraint>,
         spec: &mut Speculation,
         stats: &mut SpecStats,
     ) -> Result<Answer, Error> {
-        let mut answer = Answer::default();
-        let mut text = StreamDecoder::new(true);
-        let vocab = self.weights.cfg.vocab_size as usize;
-        let mut pending = Pending {
-            tokens: [0; MAX_DRAFT],
-            next: 0,
-            n: 0,
-        };
-        // A verify step is the token and its drafts: at most max_batch rows.
-        let max_draft = self
-            .state
-            .opts
-            .draft
-            .min(MAX_DRAFT)
-            .min(self.state.opts.max_batch.saturating_sub(1));
-        while answer.generated < max_tokens {
-            if interrupt.load(Ordering::Relaxed) {
-                break;
-            }
-            let limits = Limits {
-                generated: answer.generated,
-                max_tokens,
-                cached: self.state.pos,
-                max_seq: self.state.opts.max_seq,
-            };
-            let at = self.logits_at;
-            let sampled = sample_next(
-                &mut self.sampler,
-                &mut self.state.logits[at..at + vocab],
-                &self.history.as_ref()[..self.len],
-                self.candidates.as_mut(),
-                &self.stops,
-                limits,
-                constraint.as_deref_mut(),
-            );
-            let id = match sampled {
-                Sampled::End(id) | Sampled::Token { id, .. } => id,
-            };
-            // Whether the token is already in the cache: a drafted token
-            // the sampler picked again.
-            let fed = pending.peek() == Some(id);
-            if fed {
-                // The draft was right: its row is computed, its logits are
-                // the next row's.
-                self.history.as_mut()[self.len] = id;
-                self.len += 1;
-                self.state.pos += 1;
-                self.logits_at += vocab;
-                pending.next += 1;
-                stats.accepted += 1;
-                if pending.next == pending.n {
-                    spec.length.update(pending.n, pending.n);
-                }
-            } else {
-                if pending.next < pending.n {
-                    spec.length.update(pending.n, pending.next);
-                }
-                pending.n = 0;
-                pending.next = 0;
-            }
-            match sampled {
-                Sampled::End(id) => {
-                    if !fed {
-                        // The end token belongs to the conversation.
-                        self.feed(&[id], None)?;
-                    }
-                    answer.stopped = true;
-                    break;
-                }
-                Sampled::Token { id, last } => {
-                    text.step_with(&self.tokenizer, id, emit)?;
-                    answer.generated += 1;
-                    if fed {
-                        continue;
-                    }
-                    if self.state.pos >= self.state.opts.max_seq {
-                        break;
-                    }
-                    // Drafts may fill the answer's and the cache's room.
-                    let room = if last {
-                        0
-                    } else {
-                        (max_tokens - answer.generated)
-                            .min(self.state.opts.max_seq - self.state.pos - 1)
-                    };
-                    let n = spec.length.n.min(max_draft).min(room);
-                    self.history.as_mut()[self.len] = id;
-                    let drafted = if n > 0 {
-                        let history = &self.history.as_ref()[..self.len + 1];
-                        // A drafter that fails (a draft model that cannot
-                        // read a token of the target's) drafts nothing;
-                        // drafts stop at an id the target does not have.
-                        let k = spec
-                            .drafter
-                            .draft(history, &mut pending.tokens[..n])
-                            .unwrap_or(0)
-                            .min(n);
-                        pending.tokens[..k]
-                            .iter()
-                            .take_while(|&&t| (t as usize) < vocab)
-                            .count()
-                    } else {
-                        0
-                    };
-                    if drafted == 0 {
-                        self.feed(&[id], None)?;
-                        continue;
-                    }
-                    self.verify(id, &pending.tokens[..drafted])?;
-                    pending.n = drafted;
-                    pending.next = 0;
-                    stats.steps += 1;
-                    stats.drafted += drafted;
-                }
-            }
+        if interrupt.load(Ordering::Relaxed) {
+            return Ok(Answer::default());
         }
-        text.finish_with(emit);
-        Ok(answer)
-    }
-
-    /// Feeds `id` and the `drafts` after it in one step of the decode copy,
-    /// every row with logits: `id` joins the history; the drafts' rows
-    /// wait for the sampler.
-    fn verify(&mut self, id: u32, drafts: &[u32]) -> Result<(), Error> {
-        let pos = self.state.pos;
+        let mut driver = Driver::<1>::new(self.weights, &self.state);
+        let vocab = self.weights.cfg.vocab_size as usize;
         let mut rows = [Row {
             slot: 0,
             pos: 0,
             token: 0,
             logits: true,
         }; MAX_DRAFT + 1];
-        let n = drafts.len() + 1;
-        for (i, r) in rows[..n].iter_mut().enumerate() {
-            r.pos = pos + i;
-            r.token = if i == 0 { id } else { drafts[i - 1] };
-        }
-        let step = Step {
-            rows: Rows::Explicit(&rows[..n]),
-            copy: self.weights.routing.decode,
-            images: None,
-            logits: true,
+        let mut one = One {
+            history: self.history.as_mut(),
+            len: self.len,
+            sampler: &mut self.sampler,
+            candidates: self.candidates.as_mut(),
+            stops: &self.stops,
+            constraint,
+            drafter: &mut *spec.drafter,
+            tokenizer: &self.tokenizer,
+            text: StreamDecoder::new(true),
+            emit,
+            error: None,
+            last: None,
         };
-        forward_step(
-            self.weights,
-            &mut self.state,
-            &self.kernels,
-            self.pool,
-            &step,
-        )?;
-        self.history.as_mut()[self.len] = id;
-        self.len += 1;
-        self.state.pos = pos + 1;
-        self.logits_at = 0;
-        Ok(())
+        let at = self.logits_at;
+        driver.start(
+            &mut one,
+            0,
+            &mut self.state.logits[at..at + vocab],
+            max_tokens,
+            true,
+            spec.length,
+        );
+        while driver.active() > 0 && one.error.is_none() {
+            if interrupt.load(Ordering::Relaxed) {
+                one.last = driver.stop(0).map(|seq| (seq, None));
+                break;
+            }
+            let r = driver.step(
+                self.weights,
+                &mut self.state,
+                &self.kernels,
+                self.pool,
+                &mut one,
+                &mut rows,
+            );
+            self.state.pos = one.len;
+            if let Err(e) = r {
+                self.len = one.len;
+                return Err(e);
+            }
+        }
+        one.text.finish_with(one.emit);
+        let (len, error, last) = (one.len, one.error, one.last);
+        self.len = len;
+        self.state.pos = len;
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let Some((seq, ending)) = last else {
+            return Ok(Answer::default());
+        };
+        spec.length = seq.length;
+        stats.steps += seq.stats.steps;
+        stats.drafted += seq.stats.drafted;
+        stats.accepted += seq.stats.accepted;
+        // The turn's last token, or its end token, joins the cache.
+        let tail = match ending {
+            Some(Ending {
+                end_token: Some(id),
+                end_fed,
+                ..
+            }) => (!end_fed).then_some(id),
+            _ => Some(seq.next),
+        };
+        if let Some(id) = tail.filter(|_| self.state.pos < self.state.opts.max_seq) {
+            self.feed(&[id], None)?;
+        }
+        Ok(Answer {
+            generated: seq.generated,
+            stopped: ending.is_some_and(|e| e.finish == Finish::Stop),
+        })
     }
+
     /// Forgets the conversation.
     pub fn reset(&mut self) {
         self.state.pos = 0;
         self.state.rope_delta[0] = 0;
         self.len = 0;
+    }
+}
+
+/// [`Generator`]'s one sequence as the driver's [`Streams`]: its history,
+/// sampler and constraint, its draft source, and the text it streams.
+struct One<'a, 'c, 'x> {
+    history: &'a mut [u32],
+    len: usize,
+    sampler: &'a mut Sampler,
+    candidates: &'a mut [u32],
+    stops: &'a StopSet,
+    constraint: Option<&'a mut Constraint<'c>>,
+    drafter: &'a mut (dyn Drafter + 'x),
+    tokenizer: &'a Tokenizer<'a>,
+    text: StreamDecoder,
+    emit: &'a mut dyn FnMut(&str),
+    /// Streaming the text failed.
+    error: Option<Error>,
+    /// The answer's last state, and how it ended (`None`: interrupted).
+    last: Option<(Sequence, Option<Ending>)>,
+}
+
+impl Streams for One<'_, '_, '_> {
+    fn history(&self, _: usize) -> &[u32] {
+        &self.history[..self.len]
+    }
+
+    fn draft(&mut self, _: usize, next: u32, out: &mut [u32]) -> Result<usize, Error> {
+        let max = self.history.len();
+        let slot = self.history.get_mut(self.len).ok_or(Error::ContextFull {
+            need: self.len + 1,
+            max,
+        })?;
+        *slot = next;
+        self.drafter.draft(&self.history[..self.len + 1], out)
+    }
+
+    fn push(&mut self, _: usize, token: u32) {
+        if let Some(slot) = self.history.get_mut(self.len) {
+            *slot = token;
+            self.len += 1;
+        }
+    }
+
+    fn sample(&mut self, _: usize, logits: &mut [f32], limits: Limits) -> Option<Sampled> {
+        let sampled = sample_next(
+            self.sampler,
+            logits,
+            &self.history[..self.len],
+            self.candidates,
+            self.stops,
+            limits,
+            self.constraint.as_deref_mut(),
+        );
+        if let Sampled::Token { id, .. } = sampled {
+            if let Err(e) = self.text.step_with(self.tokenizer, id, self.emit) {
+                self.error = Some(e);
+                return None;
+            }
+        }
+        Some(sampled)
+    }
+
+    fn ended(&mut self, _: usize, seq: &Sequence, ending: Ending) {
+        self.last = Some((*seq, Some(ending)));
     }
 }
 

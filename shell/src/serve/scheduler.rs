@@ -1,14 +1,17 @@
 //! The engine thread: owns the state (one KV region per slot), the thread
 //! pool and the kernels; admits queued jobs into free slots, then, per
 //! turn of its loop, runs one prefill chunk of one admitted prompt and one
-//! decode step for every slot that is generating (one row per slot, one
-//! GEMM per weight matrix), and sends each job its tokens. So a long prompt
-//! is admitted in chunks between the running streams' steps: they wait at
-//! most one chunk, not the whole prompt. When the chunk multiplies the
-//! decode copy (a file with one copy, or a one-token chunk), the decode
-//! rows ride along it in the same forward step (`prefill_turn`, which also
-//! decides how much of the prompt a turn runs): one pass over the weights
-//! for both.
+//! step of the core's sequence driver (`kestrel_core::generate::Driver`:
+//! each generating slot's token and drafts, one GEMM per weight matrix,
+//! each slot's rows accepted as `kestrel run` accepts them), and sends
+//! each job its tokens. The scheduler keeps admission, queues and
+//! streaming; the driver keeps the decode rows, the speculation and the
+//! limits. So a long prompt is admitted in chunks between the running
+//! streams' steps: they wait at most one chunk, not the whole prompt. When
+//! the chunk multiplies the decode copy (a file with one copy, or a
+//! one-token chunk), the decode rows ride along it in the same forward step
+//! (`prefill_turn`, which also decides how much of the prompt a turn runs):
+//! one pass over the weights for both.
 //!
 //! Equality with `kestrel run`: both run the core's generation path
 //! (`kestrel_core::generate`): a job's prompt goes through the same
@@ -22,9 +25,10 @@
 //! generated tokens, decoded with the Q4 copy, are reused only when the file
 //! has one copy).
 
+use kestrel_core::error::Error;
 use kestrel_core::generate::{
-    prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Limits, Prefill, Sampled,
-    StopSet, PREFILL_CHUNK,
+    prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Driver, Ending, Limits, Prefill,
+    Sampled, Sequence, StopSet, Streams, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -32,8 +36,8 @@ use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
-use kestrel_core::speculate::{Adaptive, Drafter, Lookup, MAX_DRAFT};
-use kestrel_core::state::State;
+use kestrel_core::speculate::{Adaptive, Drafter, Lookup};
+use kestrel_core::state::{State, MAX_SLOTS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
@@ -110,13 +114,12 @@ pub struct Job {
     pub events: Sender<Event>,
 }
 
-/// A generation in progress.
+/// A generation in progress: what the stream needs beside the core's
+/// [`Sequence`] (the token to feed, drafts, limits and counts live there,
+/// in the engine's [`Driver`]).
 struct Active {
     job: Job,
     sampler: Sampler,
-    generated: usize,
-    /// The sampled token to feed next.
-    next: u32,
     /// The logits as the model gave them (sampling changes its row), kept
     /// when the job asked for log-probabilities.
     logits: Vec<f32>,
@@ -124,14 +127,6 @@ struct Active {
     /// on stderr when a JSON answer ends (every answer's with
     /// `KESTREL_LOG_SAMPLING=1`, for the comparison).
     sample_ns: Vec<u64>,
-    /// Draft by lookup (the server's `--lookup`, or a `prediction`).
-    speculate: bool,
-    /// Tokens drafted after `next` for this step (their rows follow its).
-    drafts: Vec<u32>,
-    length: Adaptive,
-    /// Tokens drafted and accepted so far.
-    drafted: usize,
-    accepted: usize,
 }
 
 /// A prompt being prefilled, a chunk per turn.
@@ -192,7 +187,7 @@ fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
     )
 }
 
-impl<P: Parallel> Engine<'_, P> {
+impl<'a, P: Parallel> Engine<'a, P> {
     /// Runs until every job sender is gone.
     pub fn run(mut self, jobs: Receiver<Job>) {
         let slots_n = self.state.opts.slots;
@@ -209,15 +204,23 @@ impl<P: Parallel> Engine<'_, P> {
             .collect();
         let mut candidates = vec![0u32; vocab];
         let mut clock = 0u64;
-        let mut rows: Vec<Row> = Vec::with_capacity(slots_n);
+        let mut driver = Box::new(Driver::<MAX_SLOTS>::new(self.w, &self.state));
+        let blank = Row {
+            slot: 0,
+            pos: 0,
+            token: 0,
+            logits: true,
+        };
+        let mut rows: Vec<Row> = vec![blank; self.state.opts.max_batch];
         loop {
             // Cancelled jobs free their slots (their cached tokens stay).
-            for s in &mut slots {
+            for (i, s) in slots.iter_mut().enumerate() {
                 if s.active
                     .as_ref()
                     .is_some_and(|a| a.job.cancel.load(Ordering::Relaxed))
                 {
                     s.active = None;
+                    driver.stop(i);
                 }
                 if s.admitting
                     .as_ref()
@@ -263,24 +266,46 @@ impl<P: Parallel> Engine<'_, P> {
                 self.admit(&mut slots[i], i, job);
             }
             self.publish(&slots);
-            // One prefill chunk of the prompt admitted first, the running
-            // streams' decode rows riding along in the same step when the
-            // chunk can take them; all of the prompt when no stream is
-            // waiting for a step.
-            self.plan_drafts(&mut slots);
-            decode_rows(&slots, &mut rows);
+            // The streams' drafts and decode rows (the driver's), then one
+            // prefill chunk of the prompt admitted first, the decode rows
+            // riding along in the same step when the chunk can take them;
+            // all of the prompt when no stream is waiting for a step.
+            let mut n = {
+                let mut lanes = self.lanes(&mut slots, &mut candidates);
+                driver.plan(&mut lanes);
+                driver.rows(&lanes, &mut rows)
+            };
             let first = (0..slots.len())
                 .filter(|&i| slots[i].admitting.is_some())
                 .min_by_key(|&i| slots[i].used);
-            let rode =
-                first.and_then(|i| self.prefill_turn(&mut slots[i], i, &rows, &mut candidates));
+            let turn = first.map(|i| self.prefill_turn(&mut slots[i], i, &rows[..n]));
+            let (rode, started) = turn.unwrap_or((None, None));
+            if let (Some(i), Some(at)) = (first, started) {
+                // The prompt is in: its answer starts with the token its
+                // last row samples.
+                let a = slots[i].active.as_ref().expect("a started slot is active");
+                let max_tokens = a.job.max_tokens;
+                let speculate = self.lookup || self.draft.is_some() || !a.job.prediction.is_empty();
+                let length = Adaptive::new(self.state.opts.draft);
+                let logits = &mut self.state.logits[at..at + vocab];
+                let mut lanes = Lanes {
+                    slots: &mut slots,
+                    stops: &self.stops,
+                    candidates: &mut candidates,
+                    vocab: self.vocab.as_ref(),
+                    draft: self.draft.as_mut(),
+                    decode: self.w.routing.decode,
+                    metrics: self.metrics,
+                };
+                driver.start(&mut lanes, i, logits, max_tokens, speculate, length);
+            }
             let logits_at = match rode {
                 Some(at) => at,
                 None => {
                     // A step of their own, with the stream the prefill may
                     // just have started.
-                    decode_rows(&slots, &mut rows);
-                    if rows.is_empty() {
+                    n = driver.rows(&self.lanes(&mut slots, &mut candidates), &mut rows);
+                    if n == 0 {
                         continue;
                     }
                     let r = forward_rows(
@@ -288,13 +313,14 @@ impl<P: Parallel> Engine<'_, P> {
                         &mut self.state,
                         &self.kernels,
                         self.pool,
-                        &rows,
+                        &rows[..n],
                         self.w.routing.decode,
                         None,
                     );
                     if let Err(e) = r {
                         let msg = format!("inference failed: {e}");
-                        for row in &rows {
+                        for row in &rows[..n] {
+                            driver.stop(row.slot);
                             fail(&mut slots[row.slot], &msg);
                         }
                         continue;
@@ -302,109 +328,35 @@ impl<P: Parallel> Engine<'_, P> {
                     0
                 }
             };
-            // Each slot's rows: its fed token, then its drafts. A drafted
-            // token the sampler picks again is accepted (its row is
-            // computed); the first it does not pick drops the rest.
-            let mut j = 0;
-            while j < rows.len() {
-                let slot = rows[j].slot;
-                let group = rows[j..].iter().take_while(|r| r.slot == slot).count();
-                let s = &mut slots[slot];
-                if let Some(a) = s.active.as_mut() {
-                    a.drafted += group - 1;
-                }
-                let mut taken = 0;
-                while taken < group {
-                    let row = rows[j + taken];
-                    if taken > 0 {
-                        match s.active.as_mut() {
-                            Some(a) if a.next == row.token => a.accepted += 1,
-                            _ => break,
-                        }
-                    }
-                    s.tokens.push(row.token);
-                    s.copies.push(self.w.routing.decode);
-                    let at = logits_at + (j + taken) * vocab;
-                    let logits = &mut self.state.logits[at..at + vocab];
-                    sampled(
-                        &self.stops,
-                        self.state.opts.max_seq,
-                        s,
-                        logits,
-                        &mut candidates,
-                        self.vocab.as_ref(),
-                    );
-                    taken += 1;
-                }
-                if let Some(a) = s.active.as_mut() {
-                    a.length.update(group - 1, taken - 1);
-                    // The counts so far: an answer a stop string or the
-                    // client ends before `Done` still reports them.
-                    if group > 1 {
-                        let _ = a.job.events.send(Event::Drafted {
-                            drafted: a.drafted,
-                            accepted: a.accepted,
-                        });
-                    }
-                }
-                self.metrics
-                    .drafted_tokens
-                    .fetch_add((group - 1) as u64, Ordering::Relaxed);
-                self.metrics
-                    .accepted_tokens
-                    .fetch_add((taken - 1) as u64, Ordering::Relaxed);
-                j += group;
-            }
+            // Each slot's rows sampled in order, its drafts kept while the
+            // sampler picks them again (the driver's acceptance).
+            let mut lanes = Lanes {
+                slots: &mut slots,
+                stops: &self.stops,
+                candidates: &mut candidates,
+                vocab: self.vocab.as_ref(),
+                draft: self.draft.as_mut(),
+                decode: self.w.routing.decode,
+                metrics: self.metrics,
+            };
+            driver.accept(&mut lanes, &rows[..n], &mut self.state.logits[logits_at..]);
         }
     }
 
-    /// Drafts this turn's tokens for every generating slot that
-    /// speculates: the draft model's (in the slot's own draft slot), else
-    /// prompt lookup over its `prediction` then its own tokens; as many as
-    /// the answer's and the context's room and the slot's adaptive length
-    /// allow. A draft model that fails drafts nothing (plain decoding).
-    fn plan_drafts(&mut self, slots: &mut [Slot]) {
-        let max_seq = self.state.opts.max_seq;
-        let vocab = self.w.cfg.vocab_size as usize;
-        // Rows a step may hold beyond each generating slot's own: shared
-        // out in slot order, so a step never exceeds max_batch.
-        let active = slots.iter().filter(|s| s.active.is_some()).count();
-        let mut budget = self.state.opts.max_batch.saturating_sub(active);
-        for (i, s) in slots.iter_mut().enumerate() {
-            let Some(a) = s.active.as_mut() else {
-                continue;
-            };
-            a.drafts.clear();
-            let pos = s.tokens.len();
-            // Room: answer tokens left after the one row 0 samples (the
-            // server never feeds an answer's last token), positions after
-            // `next`.
-            let room = (a.job.max_tokens.saturating_sub(a.generated + 1))
-                .min(max_seq.saturating_sub(pos + 1))
-                .min(a.length.n)
-                .min(budget);
-            if !a.speculate || room == 0 {
-                continue;
-            }
-            let mut buf = [0u32; MAX_DRAFT];
-            s.tokens.push(a.next);
-            let n = match self.draft.as_mut() {
-                Some(m) if a.job.prediction.is_empty() => {
-                    m.slot = i;
-                    m.draft(&s.tokens, &mut buf[..room]).unwrap_or(0)
-                }
-                _ => Lookup::with_prediction(&a.job.prediction)
-                    .draft(&s.tokens, &mut buf[..room])
-                    .unwrap_or(0),
-            };
-            s.tokens.pop();
-            // Drafts stop at an id the target does not have.
-            let n = buf[..n.min(room)]
-                .iter()
-                .take_while(|&&t| (t as usize) < vocab)
-                .count();
-            a.drafts.extend_from_slice(&buf[..n]);
-            budget -= n;
+    /// The slots as the driver's streams.
+    fn lanes<'x>(
+        &'x mut self,
+        slots: &'x mut [Slot],
+        candidates: &'x mut [u32],
+    ) -> Lanes<'x, 'a, P> {
+        Lanes {
+            slots,
+            stops: &self.stops,
+            candidates,
+            vocab: self.vocab.as_ref(),
+            draft: self.draft.as_mut(),
+            decode: self.w.routing.decode,
+            metrics: self.metrics,
         }
     }
 
@@ -469,18 +421,20 @@ impl<P: Parallel> Engine<'_, P> {
     /// core's `prefill_turn`: all of it without `riders`, else one chunk
     /// with the other slots' decode rows riding when it can take them; the
     /// plan's chunks, so the bits are those of one whole prefill). After
-    /// the last chunk, samples its first token and the slot starts
-    /// generating (its first decode row joins the next step when the riders
-    /// rode, else this turn's own step). Returns where the riders' logits
-    /// start when they rode.
+    /// the last chunk the slot is active: the caller starts its answer in
+    /// the driver from the prompt's last row (its first decode row joins
+    /// the next step when the riders rode, else this turn's own step).
+    /// Returns where the riders' logits start when they rode, and where the
+    /// prompt's last row's are when the slot started.
     fn prefill_turn(
         &mut self,
         s: &mut Slot,
         i: usize,
         riders: &[Row],
-        candidates: &mut [u32],
-    ) -> Option<usize> {
-        let mut adm = s.admitting.take()?;
+    ) -> (Option<usize>, Option<usize>) {
+        let Some(mut adm) = s.admitting.take() else {
+            return (None, None);
+        };
         let n = adm.job.prompt.len();
         let mut plan = Prefill {
             slot: i,
@@ -516,14 +470,14 @@ impl<P: Parallel> Engine<'_, P> {
                     .send(Event::Error(format!("inference failed: {e}")));
                 // The riders take a step of their own: it stores their keys
                 // and values again before any row reads them.
-                return None;
+                return (None, None);
             }
         };
         let rode = step.rider_logits;
         let Some(logits_at) = step.prompt_logits else {
             adm.done = done;
             s.admitting = Some(adm);
-            return rode;
+            return (rode, None);
         };
         if !adm.encoded.grids.is_empty() {
             // Image tokens are not reusable.
@@ -535,58 +489,22 @@ impl<P: Parallel> Engine<'_, P> {
             .send(Event::Prefilled { cached: adm.cached })
             .is_err()
         {
-            return rode;
+            return (rode, None);
         }
-        s.active = Some(Active {
-            sampler: Sampler::new(adm.job.sampler),
-            speculate: self.lookup || self.draft.is_some() || !adm.job.prediction.is_empty(),
-            job: adm.job,
-            generated: 0,
-            next: 0,
-            logits: Vec::new(),
-            sample_ns: Vec::new(),
-            drafts: Vec::new(),
-            length: Adaptive::new(self.state.opts.draft),
-            drafted: 0,
-            accepted: 0,
-        });
         let vocab = self.w.cfg.vocab_size as usize;
-        let logits = &mut self.state.logits[logits_at..logits_at + vocab];
-        if s.active.as_ref().is_some_and(|a| a.job.json.is_some()) && self.vocab.is_none() {
+        if adm.job.json.is_some() && self.vocab.is_none() {
             if let Some(t) = self.w.vqf.tokenizer() {
                 let tok = kestrel_core::tokenizer::Tokenizer::new(*t);
                 self.vocab = Some(crate::json_output::SortedVocab::new(&tok, vocab));
             }
         }
-        sampled(
-            &self.stops,
-            self.state.opts.max_seq,
-            s,
-            logits,
-            candidates,
-            self.vocab.as_ref(),
-        );
-        rode
-    }
-}
-
-/// The decode rows of a step: per generating slot, in slot order, its
-/// token to feed and the tokens drafted after it ([`Engine::plan_drafts`]).
-fn decode_rows(slots: &[Slot], rows: &mut Vec<Row>) {
-    rows.clear();
-    for (i, s) in slots.iter().enumerate() {
-        let Some(a) = s.active.as_ref() else {
-            continue;
-        };
-        let pos = s.tokens.len();
-        for (k, &token) in core::iter::once(&a.next).chain(&a.drafts).enumerate() {
-            rows.push(Row {
-                slot: i,
-                pos: pos + k,
-                token,
-                logits: true,
-            });
-        }
+        s.active = Some(Active {
+            sampler: Sampler::new(adm.job.sampler),
+            job: adm.job,
+            logits: Vec::new(),
+            sample_ns: Vec::new(),
+        });
+        (rode, Some(logits_at))
     }
 }
 
@@ -597,75 +515,124 @@ impl Slot {
     }
 }
 
-/// Samples the slot's next token from `logits` with the core's
-/// `sample_next` (as `kestrel run` does) and sends it: an end token
-/// finishes with `stop`; the length limit or a full context with `length`.
-fn sampled(
-    stops: &StopSet,
-    max_seq: usize,
-    s: &mut Slot,
-    logits: &mut [f32],
-    candidates: &mut [u32],
-    vocab: Option<&crate::json_output::SortedVocab>,
-) {
-    let Some(a) = s.active.as_mut() else {
-        return;
-    };
-    let limits = Limits {
-        generated: a.generated,
-        max_tokens: a.job.max_tokens,
-        cached: s.tokens.len(),
-        max_seq,
-    };
-    if a.job.logprobs.is_some() {
-        a.logits.clear();
-        a.logits.extend_from_slice(logits);
+/// The slots as the core driver's streams: each slot's tokens, sampler,
+/// constraint and draft source, and its job's events.
+struct Lanes<'x, 'a, P: Parallel> {
+    slots: &'x mut [Slot],
+    stops: &'x StopSet,
+    candidates: &'x mut [u32],
+    /// The vocabulary sorted by bytes (JSON answers).
+    vocab: Option<&'x crate::json_output::SortedVocab>,
+    draft: Option<&'x mut DraftModel<'a, 'a, 'a, P, Vec<u32>>>,
+    /// The copy decode rows multiply (the positions they fill were
+    /// computed with it).
+    decode: WeightCopy,
+    metrics: &'x super::metrics::Metrics,
+}
+
+impl<P: Parallel> Streams for Lanes<'_, '_, P> {
+    fn history(&self, slot: usize) -> &[u32] {
+        &self.slots[slot].tokens
     }
-    let t = std::time::Instant::now();
-    let view = vocab.map(|v| v.view());
-    let mut constraint = match (a.job.json.as_mut(), view.as_ref()) {
-        (Some(out), Some(view)) => Some(out.constraint(view)),
-        _ => None,
-    };
-    let sample = sample_next(
-        &mut a.sampler,
-        logits,
-        &s.tokens,
-        candidates,
-        stops,
-        limits,
-        constraint.as_mut(),
-    );
-    a.sample_ns.push(t.elapsed().as_nanos() as u64);
-    let done = match sample {
-        Sampled::End(_) => Some(Finish::Stop),
-        Sampled::Token { id, last } => {
+
+    /// The draft model's tokens (in the slot's own draft slot), else
+    /// prompt lookup over the job's `prediction` then the slot's tokens.
+    fn draft(&mut self, slot: usize, next: u32, out: &mut [u32]) -> Result<usize, Error> {
+        let s = &mut self.slots[slot];
+        let Some(a) = s.active.as_ref() else {
+            return Ok(0);
+        };
+        s.tokens.push(next);
+        let r = match self.draft.as_deref_mut() {
+            Some(m) if a.job.prediction.is_empty() => {
+                m.slot = slot;
+                m.draft(&s.tokens, out)
+            }
+            _ => Lookup::with_prediction(&a.job.prediction).draft(&s.tokens, out),
+        };
+        s.tokens.pop();
+        r
+    }
+
+    fn push(&mut self, slot: usize, token: u32) {
+        let s = &mut self.slots[slot];
+        s.tokens.push(token);
+        s.copies.push(self.decode);
+    }
+
+    /// The core's `sample_next` (as `kestrel run`'s), the token sent with
+    /// its log-probabilities when the job asked.
+    fn sample(&mut self, slot: usize, logits: &mut [f32], limits: Limits) -> Option<Sampled> {
+        let s = &mut self.slots[slot];
+        let a = s.active.as_mut()?;
+        if a.job.logprobs.is_some() {
+            a.logits.clear();
+            a.logits.extend_from_slice(logits);
+        }
+        let t = std::time::Instant::now();
+        let view = self.vocab.map(|v| v.view());
+        let mut constraint = match (a.job.json.as_mut(), view.as_ref()) {
+            (Some(out), Some(view)) => Some(out.constraint(view)),
+            _ => None,
+        };
+        let sample = sample_next(
+            &mut a.sampler,
+            logits,
+            &s.tokens,
+            self.candidates,
+            self.stops,
+            limits,
+            constraint.as_mut(),
+        );
+        a.sample_ns.push(t.elapsed().as_nanos() as u64);
+        if let Sampled::Token { id, .. } = sample {
             let lp = a
                 .job
                 .logprobs
                 .map(|top| TokenLogprobs::of(&a.logits, id, top));
             if a.job.events.send(Event::Token(id, lp)).is_err() {
                 s.active = None;
-                return;
+                return None;
             }
-            a.generated += 1;
-            a.next = id;
-            last.then_some(Finish::Length)
         }
-    };
-    if let Some(f) = done {
+        Some(sample)
+    }
+
+    /// An end token finishes with `stop`; the length limit or a full
+    /// context with `length`.
+    fn ended(&mut self, slot: usize, seq: &Sequence, ending: Ending) {
+        let Some(a) = self.slots[slot].active.take() else {
+            return;
+        };
         let progress = a.job.json.as_ref().map(|out| &out.progress);
         if progress.is_some() || std::env::var_os("KESTREL_LOG_SAMPLING").is_some() {
             report_sampling(&a.sample_ns, progress);
         }
-        if a.drafted > 0 {
+        if seq.stats.drafted > 0 {
             let _ = a.job.events.send(Event::Drafted {
-                drafted: a.drafted,
-                accepted: a.accepted,
+                drafted: seq.stats.drafted,
+                accepted: seq.stats.accepted,
             });
         }
-        let _ = a.job.events.send(Event::Done(f));
-        s.active = None;
+        let _ = a.job.events.send(Event::Done(ending.finish));
+    }
+
+    /// The counts so far go to the job after each drafting step (an answer
+    /// a stop string or the client ends before `Done` still reports them)
+    /// and to the metrics.
+    fn verified(&mut self, slot: usize, drafted: usize, accepted: usize, going: Option<&Sequence>) {
+        self.metrics
+            .drafted_tokens
+            .fetch_add(drafted as u64, Ordering::Relaxed);
+        self.metrics
+            .accepted_tokens
+            .fetch_add(accepted as u64, Ordering::Relaxed);
+        if let (Some(seq), Some(a)) = (going, self.slots[slot].active.as_ref()) {
+            let _ = a.job.events.send(Event::Drafted {
+                drafted: seq.stats.drafted,
+                accepted: seq.stats.accepted,
+            });
+        }
     }
 }
 

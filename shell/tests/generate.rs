@@ -261,3 +261,46 @@ fn run_with_a_json_schema_answers_valid_json() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kestrel bench MODEL --lookup` and `--draft FILE`: one greedy answer
+/// decoded plain and with speculation, both timed, the drafting counts
+/// reported (the reference prompt twice, so lookup finds n-grams; a draft
+/// model equal to the target drafts what the target then samples).
+#[test]
+fn bench_times_speculation_against_plain_decoding() {
+    let (prompt, _, _) = reference();
+    let m = model();
+    let dir = std::env::temp_dir().join(format!("kestrel-bench-spec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompt_file = dir.join("prompt.txt");
+    std::fs::write(&prompt_file, format!("{prompt}{prompt}")).unwrap();
+    for extra in [vec!["--lookup"], vec!["--draft", m.to_str().unwrap()]] {
+        let mut args = vec![
+            "bench",
+            m.to_str().unwrap(),
+            "-n",
+            "24",
+            "-r",
+            "1",
+            "-t",
+            "1",
+            "--json",
+            "--prompt-file",
+            prompt_file.to_str().unwrap(),
+        ];
+        args.extend(&extra);
+        let text = stdout_of(&args);
+        let v = kestrel_core::json::parse(text.trim().as_bytes())
+            .unwrap_or_else(|e| panic!("{extra:?}: {e}: {text}"));
+        let spec = v.get("speculation").unwrap_or_else(|| panic!("{text}"));
+        let num = |k: &str| spec.get(k).and_then(|x| x.as_f64()).unwrap_or(-1.0);
+        assert!(num("plain_ts") > 0.0 && num("spec_ts") > 0.0, "{text}");
+        assert!(num("drafted") > 0.0 && num("steps") > 0.0, "{text}");
+        assert!(num("accepted") <= num("drafted"), "{text}");
+        if extra[0] == "--draft" {
+            // The draft is the target: every drafted token is accepted.
+            assert_eq!(num("accepted"), num("drafted"), "{text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,6 +46,12 @@ pub struct BenchArgs {
     /// Model bench: also time verify steps of this many rows of one
     /// sequence (speculative decoding's step).
     verify_rows: usize,
+    /// Model bench: also decode one answer plain and with speculation
+    /// (`--lookup`, `--draft`), alternated.
+    spec: crate::generate::SpecArgs,
+    /// Model bench: the speculation line's prompt (raw text; else the
+    /// synthetic tokens).
+    prompt_file: Option<PathBuf>,
     batch: usize,
     rows: usize,
     cols: usize,
@@ -92,6 +98,12 @@ impl CommandArgs for BenchArgs {
                     "Model bench: also time verify steps of N rows of one sequence through the decode copy (speculative decoding's step: a token and N - 1 drafts).",
                     "1",
                 ),
+                value(
+                    "prompt-file",
+                    "FILE",
+                    "Model bench with --lookup or --draft (which time one greedy answer decoded plain and with speculation, alternated, instead of pp and tg): the answer's prompt, raw text (default: the synthetic prompt).",
+                )
+                .value_parser(value_parser!(PathBuf)),
                 count("batch", "Model bench: prefill batch (at most 256).", "128").short('b'),
                 count(
                     "rows",
@@ -130,6 +142,7 @@ impl CommandArgs for BenchArgs {
                     "448",
                 ),
             ])
+            .args(crate::generate::SpecArgs::args())
     }
 
     fn from_matches(m: &ArgMatches) -> Self {
@@ -139,6 +152,8 @@ impl CommandArgs for BenchArgs {
             n_gen: get(m, "n-gen"),
             parallel: get(m, "parallel"),
             verify_rows: get(m, "verify-rows"),
+            spec: crate::generate::SpecArgs::from_matches(m),
+            prompt_file: opt(m, "prompt-file"),
             batch: get(m, "batch"),
             rows: get(m, "rows"),
             cols: get(m, "cols"),

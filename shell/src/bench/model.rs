@@ -17,6 +17,9 @@ use std::time::Instant;
 /// step): aggregate tokens per second.
 pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
     use crate::engine::{self, Need};
+    if args.spec.draft_rows() > 0 {
+        return speculation_bench(path, args);
+    }
     use kestrel_core::model::forward::{forward, forward_rows, Row};
     let eargs = EngineArgs {
         threads: args.threads,
@@ -203,6 +206,112 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
             println!(
                 "DRAM {:<18} {:>6.1} GB/s payload, {:.1} raw",
                 p.name, p.payload_gbs, p.raw_gbs
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `--lookup` or `--draft` (instead of pp and tg): one greedy answer of `n_gen` tokens to the
+/// prompt (`--prompt-file`'s raw text, else the synthetic tokens), decoded
+/// plain and with speculation alternately from an empty cache, `repeats`
+/// times each after a warm-up of each: decode tokens per second, their
+/// ratio, and the drafting counts of the speculative runs.
+fn speculation_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
+    use crate::engine::{self, Need};
+    use crate::generate::{Drafts, Session};
+    use kestrel_core::sampler::SamplerConfig;
+    let eargs = EngineArgs {
+        threads: args.threads,
+        no_pin: args.no_pin,
+        ..EngineArgs::default()
+    };
+    let need = Need {
+        draft: args.spec.draft_rows(),
+        ..Need::one(args.batch.clamp(1, kestrel_core::state::MAX_BATCH))
+    };
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    engine::open(path, &eargs, need, args.spec.draft.as_deref(), |e| {
+        let mut s = Session::of_engine(e, greedy, &args.spec)?;
+        let vocab = s.weights().cfg.vocab_size as usize;
+        let prompt: Vec<u32> =
+            match &args.prompt_file {
+                Some(f) => s.encode(&std::fs::read_to_string(f).map_err(|e| {
+                    format!("bench: cannot read --prompt-file {}: {e}", f.display())
+                })?)?,
+                None => synthetic(args.n_prompt.max(1), 7)
+                    .iter()
+                    .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
+                    .collect(),
+            };
+        let max_seq = s.gen.state.opts.max_seq;
+        if prompt.is_empty() || prompt.len() + args.n_gen > max_seq {
+            return Err(format!(
+                "bench: the prompt ({} tokens) and {} generated tokens do not fit the context ({max_seq})",
+                prompt.len(),
+                args.n_gen
+            )
+            .into());
+        }
+        let mut drafts = std::mem::replace(&mut s.drafts, Drafts::None);
+        let no = std::sync::atomic::AtomicBool::new(false);
+        let reps = args.repeats.max(1);
+        let (mut plain, mut spec) = (Vec::new(), Vec::new());
+        let mut counts = kestrel_core::speculate::SpecStats::default();
+        for rep in 0..=reps {
+            for speculate in [false, true] {
+                if speculate {
+                    std::mem::swap(&mut s.drafts, &mut drafts);
+                }
+                s.reset();
+                let st = s.generate(&prompt, args.n_gen, &no, &mut |_| {})?;
+                if speculate {
+                    std::mem::swap(&mut s.drafts, &mut drafts);
+                }
+                let tps = st.generated as f64 / st.decode_s.max(1e-9);
+                if rep == 0 {
+                    continue; // warm-up
+                }
+                if speculate {
+                    spec.push(tps);
+                    counts = st.spec;
+                } else {
+                    plain.push(tps);
+                }
+            }
+        }
+        let (p, q) = (median(&mut plain), median(&mut spec));
+        let source = if args.spec.lookup {
+            "lookup"
+        } else {
+            "draft model"
+        };
+        if args.json {
+            println!(
+                "{{\"speculation\":{{\"source\":\"{source}\",\"draft_max\":{},\"n\":{},\"plain_ts\":{},\"spec_ts\":{},\"drafted\":{},\"accepted\":{},\"steps\":{}}}}}",
+                s.draft_max,
+                args.n_gen,
+                num(p),
+                num(q),
+                counts.drafted,
+                counts.accepted,
+                counts.steps
+            );
+        } else {
+            println!(
+                "spec{:<3} {:>9.2} tok/s with {source} (--draft-max {}) against {:.2} plain: {:.2}x (medians of {reps}, alternated); drafted {} tok, accepted {} ({:.0}%) in {} verify steps",
+                args.n_gen,
+                q,
+                s.draft_max,
+                p,
+                q / p.max(1e-9),
+                counts.drafted,
+                counts.accepted,
+                100.0 * counts.rate(),
+                counts.steps
             );
         }
         Ok(())

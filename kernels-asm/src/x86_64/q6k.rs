@@ -3,8 +3,14 @@
 //! The GEMV is the GEMM with one activation row. When the token names a
 //! VNNI form, the tile multiplies with `vpdpbusd` instead, with a per-call
 //! table of the activations' 16-quant sums (the same i32 sums); with
-//! AVX512-VNNI a GEMM of more than one activation row takes the 512-bit
-//! tile of `gemm_vnni.rs` (two row groups, up to 8 activation rows).
+//! AVX512-VNNI a GEMM of more than [`TILE_M`] activation rows takes the
+//! 512-bit tile of `gemm_vnni.rs` (two row groups, up to 8 activation
+//! rows). Up to [`TILE_M`] rows (a decode step, a verify step of up to 3
+//! drafts, the server's step of up to 4 streams) keep this tile's one
+//! weight stream: from DRAM the 512-bit tile's two streams took 1.99x the
+//! GEMV's time at 4 rows, this tile 1.37x (`kestrel bench --rows 65536
+//! --cols 1536 -t 1`, AMD EPYC Zen 5, 2026-12-04; in cache it is 1.4x
+//! slower than the 512-bit tile, which the 32-row prefill keeps).
 
 use super::gemm::{table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::gemm_vnni;
@@ -82,7 +88,7 @@ pub fn gemm_q6_kx8_q8_k(
     } else {
         Vnni::No
     };
-    if vnni == Vnni::Avx512 && m > 1 {
+    if vnni == Vnni::Avx512 && m > TILE_M {
         // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
         // 1680-byte super-blocks, rows <= 8 * groups), `act_qs`, `act_d`
         // and `out` for `m` rows; nb, rows, m >= 1 (checked above), nb * 8
@@ -103,9 +109,7 @@ pub fn gemm_q6_kx8_q8_k(
     };
     let runs = cols / RUN;
     let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-    // Activation rows per tile: with AVX512-VNNI only the one-row tile is
-    // built here (`m == 1`: more took the 512-bit tile above).
-    let tile_m = if vnni == Vnni::Avx512 { 1 } else { TILE_M };
+    let tile_m = TILE_M;
     for b0 in (0..m).step_by(batch) {
         let b1 = (b0 + batch).min(m);
         // At most GEMM_EXPAND_BLOCKS 32-quant blocks per VNNI batch (the
@@ -146,9 +150,17 @@ pub fn gemm_q6_kx8_q8_k(
                         (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
                         (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
-                        // `tm` is 1 (`tile_m`).
-                        (Vnni::Avx512, _) => {
+                        (Vnni::Avx512, 1) => {
                             q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, 2) => {
+                            q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, 3) => {
+                            q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res)
+                        }
+                        (Vnni::Avx512, _) => {
+                            q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res)
                         }
                     }
                 }

@@ -209,6 +209,8 @@ fn gemm_q4_kx4_every_byte_in_every_position() {
         let mut rng = Rng(22);
         // 16 groups x 16 super-blocks = 256 consecutive super-blocks.
         check(cpu, &mut rng, 64, 16 * QK_K, 1);
+        // 4 rows: with AVX512-VNNI the Q5_K one-stream tile.
+        check(cpu, &mut rng, 63, 16 * QK_K, 4);
         check(cpu, &mut rng, 63, 16 * QK_K, 5);
     }
 }

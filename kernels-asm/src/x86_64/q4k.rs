@@ -5,7 +5,9 @@
 //! the tile adds its byte products with `vpdpbusd` when the token names
 //! AVX-VNNI (the same i32 sums; docs/kernels.md); with AVX512-VNNI a GEMM
 //! of more than one activation row takes the 512-bit tile of
-//! `gemm_vnni.rs` (16 weight rows, broadcast activations, no tables).
+//! `gemm_vnni.rs` (16 weight rows, broadcast activations, no tables), but
+//! a Q5_Kx4 GEMM of up to 4 rows the one-stream tile with the AVX512-VL
+//! `vpdpbusd` (measured faster from DRAM; see `k_gemm`).
 //!
 //! One row group at a time, so the weights are read as one sequential
 //! stream. An earlier version read two adjacent row groups per pass (the
@@ -116,7 +118,14 @@ pub(super) fn k_gemm<const Q5: bool>(
         };
     }
     let ns = cols / QK;
-    if m > 1 && cpu.vnni() == Vnni::Avx512 {
+    // With AVX512-VNNI the 512-bit tile (four row groups, four weight
+    // streams) takes every GEMM of Q4_Kx4; of Q5_Kx4 only those of more
+    // than TILE_M rows: from DRAM (`kestrel bench --rows 65536 --cols 1536
+    // -t 1`, AMD EPYC Zen 5, 2026-12-04) at 4 rows its Q5_K tile took 5.1
+    // ms against 4.0 for the one-stream 256-bit VNNI tile below, while its
+    // Q4_K tile took 2.0 against 3.3.
+    let wide = if Q5 { m > TILE_M } else { m > 1 };
+    if wide && cpu.vnni() == Vnni::Avx512 {
         // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
         // super-blocks of `bb` bytes, rows <= 4 * groups), `act_qs`,
         // `act_d`, `act_sums` and `out` for `m` rows; nb, rows, m >= 1
@@ -197,6 +206,7 @@ fn tiles<const Q5: bool, const TABLES: bool>(
     // its own rows are stored. (An AVX512-VNNI token took the 512-bit tile
     // for more than one activation row, and takes the AVX2 tile here.)
     let vnni = TABLES && cpu.vnni() == Vnni::Avx;
+    let vnni512 = TABLES && cpu.vnni() == Vnni::Avx512;
     let step = if vnni { 2 } else { 1 };
     for ga in (0..groups).step_by(step) {
         let gb = (ga + step - 1).min(groups - 1);
@@ -224,15 +234,25 @@ fn tiles<const Q5: bool, const TABLES: bool>(
             unsafe {
                 let w2 = [wa, wb];
                 let r = &mut res;
-                match (vnni, tn) {
-                    (true, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
-                    (true, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
-                    (true, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
-                    (true, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
-                    (false, 1) => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (false, 2) => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (false, 3) => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
-                    (false, _) => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                if vnni512 {
+                    let (w1, r1) = ([wa], core::array::from_mut(&mut r[0]));
+                    match tn {
+                        1 => kx4_tile_avx512_vnni::<1, Q5>(w1, qs, d, s, pt, nb, r1),
+                        2 => kx4_tile_avx512_vnni::<2, Q5>(w1, qs, d, s, pt, nb, r1),
+                        3 => kx4_tile_avx512_vnni::<3, Q5>(w1, qs, d, s, pt, nb, r1),
+                        _ => kx4_tile_avx512_vnni::<4, Q5>(w1, qs, d, s, pt, nb, r1),
+                    }
+                } else {
+                    match (vnni, tn) {
+                        (true, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
+                        (true, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
+                        (true, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
+                        (true, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
+                        (false, 1) => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                        (false, 2) => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                        (false, 3) => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                        (false, _) => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0]),
+                    }
                 }
             }
             for (g, tile) in [ga, gb].into_iter().zip(&res).take(gb + 1 - ga) {
@@ -292,6 +312,21 @@ vnni_forms!(avx: kx4_tile_avx_vnni<const T: usize, const Q5: bool>(
     tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 2],
 ) => kx4_tile_body::<T, 2, Q5, true, DOT>);
 
+// One row group `w` x `T` activation rows with tables, the byte products
+// summed by the AVX512-VL `vpdpbusd` on 256-bit registers: one weight
+// stream, for Q5_Kx4 GEMMs of up to [`TILE_M`] activation rows with
+// AVX512-VNNI (see `k_gemm`); the same i32 sums as [`kx4_tile`]'s, so the
+// same results.
+vnni_forms!(avx512: kx4_tile_avx512_vnni<const T: usize, const Q5: bool>(
+    w: [&[u8]; 1],
+    qs: &[i8],
+    d: &[f32],
+    s: &[i16],
+    pt: &[[__m256i; 4]],
+    nb: usize,
+    tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; 1],
+) => kx4_tile_body::<T, 1, Q5, true, DOT>);
+
 /// The body of the two tiles, inlined into each so that it is compiled
 /// with its caller's features: `G` row groups (`w`, one stream each; the
 /// AVX2 form takes one, the AVX-VNNI form two) against the same `T`
@@ -323,7 +358,7 @@ unsafe fn kx4_tile_body<
     nb: usize,
     tiles: &mut [[[f32; Q4KX4_ROWS]; TILE_M]; G],
 ) {
-    const { assert!(DOT == Dot::MADDUBS || (DOT == Dot::AVX_VNNI && TABLES)) };
+    const { assert!(DOT == Dot::MADDUBS || TABLES) };
     debug_assert!(T <= TILE_M);
     let bb = if Q5 {
         Q5KX4_BLOCK_BYTES
@@ -449,9 +484,12 @@ unsafe fn kx4_tile_body<
                             if DOT == Dot::MADDUBS {
                                 *sl = _mm256_add_epi16(*sl, _mm256_maddubs_epi16(lo[g], alo));
                                 *sh = _mm256_add_epi16(*sh, _mm256_maddubs_epi16(hi[g], ahi));
-                            } else {
+                            } else if DOT == Dot::AVX_VNNI {
                                 *sl = _mm256_dpbusd_avx_epi32(*sl, lo[g], alo);
                                 *sh = _mm256_dpbusd_avx_epi32(*sh, hi[g], ahi);
+                            } else {
+                                *sl = _mm256_dpbusd_epi32(*sl, lo[g], alo);
+                                *sh = _mm256_dpbusd_epi32(*sh, hi[g], ahi);
                             }
                         }
                     }

@@ -16,4 +16,4 @@ trap 'rm -rf "$tmp"' EXIT
 # The real Qwen2.5-Coder model for tool calls (the fixture's template has none).
 gguf=$(bash scripts/fetch-model.sh)
 "$bin" convert "$gguf" -o "$tmp/real.vqf" --wmode q4 2>/dev/null
-timeout 300 "$python" tests/openai/test_openai.py "$bin" "$tmp/m.vqf" "$tmp/real.vqf"
+"$python" tests/openai/test_openai.py "$bin" "$tmp/m.vqf" "$tmp/real.vqf"

@@ -10,9 +10,61 @@
 //! tools (`<tool_call>`), then writes what the Qwen2.5 and Qwen3 templates
 //! produce (tests/vectors/chat_tools.json: both templates rendered by
 //! Jinja as Hugging Face's `apply_chat_template` does).
+//!
+//! Message text is data: [`format`] writes the template's own text with
+//! `write_str` and everything that came from the messages and the tools
+//! (content, tool results, tool names and arguments, the tools' JSON) with
+//! [`ChatWrite::data`], so a tokenizer given the data ranges
+//! ([`crate::tokenizer::Tokenizer::encode_each_data`]) never reads
+//! `<|im_start|>` typed in a message as a control token: a message cannot
+//! forge a turn. Only the template's markers, and the image placeholders a
+//! message's `images` places, are control tokens.
 
 use crate::json::{write_python_json, Value};
 use core::fmt::{self, Write};
+use core::ops::Range;
+
+/// Where an image stands in a prompt (Qwen3-VL's chat template): the tokens
+/// the server and `kestrel run` expand to the image's tokens.
+pub const IMAGE_PLACEHOLDER: &str = "<|vision_start|><|image_pad|><|vision_end|>";
+
+/// Where [`format`] writes: the template's text through `fmt::Write`, the
+/// messages' text through [`ChatWrite::data`].
+pub trait ChatWrite: Write {
+    /// Text from a message or a tool: data, never control tokens.
+    fn data(&mut self, s: &str) -> fmt::Result;
+}
+
+/// `fmt::Write` into a [`ChatWrite`]'s data (for `write!` and JSON).
+struct Data<'w>(&'w mut dyn ChatWrite);
+
+impl Write for Data<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.data(s)
+    }
+}
+
+/// Adds the byte range `at..at + len` to `ranges[..*n]`, merged into the
+/// last range when it continues it; false when there is no room.
+pub fn push_range(ranges: &mut [Range<usize>], n: &mut usize, at: usize, len: usize) -> bool {
+    if len == 0 {
+        return true;
+    }
+    if let Some(last) = n.checked_sub(1).and_then(|i| ranges.get_mut(i)) {
+        if last.end == at {
+            last.end = at + len;
+            return true;
+        }
+    }
+    match ranges.get_mut(*n) {
+        Some(r) => {
+            *r = at..at + len;
+            *n += 1;
+            true
+        }
+        None => false,
+    }
+}
 
 /// Who speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,10 +106,14 @@ pub struct ToolCall<'a> {
 pub struct Message<'a> {
     /// Speaker.
     pub role: Role,
-    /// Text.
+    /// Text (data: never control tokens).
     pub content: &'a str,
     /// The calls of an assistant turn (empty otherwise).
     pub tool_calls: &'a [ToolCall<'a>],
+    /// Where the turn's images stand: byte offsets into `content`, in
+    /// order (an offset past the end or inside a character: at the end),
+    /// each written as [`IMAGE_PLACEHOLDER`].
+    pub images: &'a [usize],
 }
 
 impl<'a> Message<'a> {
@@ -67,8 +123,24 @@ impl<'a> Message<'a> {
             role,
             content,
             tool_calls: &[],
+            images: &[],
         }
     }
+}
+
+/// Writes a message's content as data, with its image placeholders.
+fn content(out: &mut dyn ChatWrite, m: &Message) -> fmt::Result {
+    let mut done = 0;
+    for &at in m.images {
+        let at = at.clamp(done, m.content.len());
+        let at = (at..=m.content.len())
+            .find(|&i| m.content.is_char_boundary(i))
+            .unwrap_or(m.content.len());
+        out.data(&m.content[done..at])?;
+        out.write_str(IMAGE_PLACEHOLDER)?;
+        done = at;
+    }
+    out.data(&m.content[done..])
 }
 
 /// What the chat template implies.
@@ -112,21 +184,26 @@ pub fn format(
     tools: &[Value],
     generation_prompt: bool,
     think: Option<bool>,
-    out: &mut dyn Write,
+    out: &mut dyn ChatWrite,
 ) -> fmt::Result {
-    let first_system = messages
-        .first()
-        .filter(|m| m.role == Role::System)
-        .map(|m| m.content);
+    let first_system = messages.first().filter(|m| m.role == Role::System);
     if !tools.is_empty() {
         out.write_str("<|im_start|>system\n")?;
-        if let Some(sys) = first_system.or(style.default_system) {
-            write!(out, "{sys}\n\n")?;
+        match first_system {
+            Some(m) => {
+                content(out, m)?;
+                out.write_str("\n\n")?;
+            }
+            None => {
+                if let Some(sys) = style.default_system {
+                    write!(out, "{sys}\n\n")?;
+                }
+            }
         }
         out.write_str(TOOLS_HEAD)?;
         for t in tools {
             out.write_char('\n')?;
-            write_python_json(out, t)?;
+            write_python_json(&mut Data(out), t)?;
         }
         out.write_str(TOOLS_TAIL)?;
     } else if first_system.is_none() {
@@ -146,7 +223,9 @@ pub fn format(
                 if !is_tool(i.checked_sub(1)) {
                     out.write_str("<|im_start|>user")?;
                 }
-                write!(out, "\n<tool_response>\n{}\n</tool_response>", m.content)?;
+                out.write_str("\n<tool_response>\n")?;
+                content(out, m)?;
+                out.write_str("\n</tool_response>")?;
                 if !is_tool(Some(i + 1)) {
                     out.write_str("<|im_end|>\n")?;
                 }
@@ -154,28 +233,26 @@ pub fn format(
             Role::Assistant if !m.tool_calls.is_empty() => {
                 out.write_str("<|im_start|>assistant\n")?;
                 if !m.content.is_empty() {
-                    writeln!(out, "{}", m.content)?;
+                    content(out, m)?;
+                    out.write_char('\n')?;
                 }
                 for (j, call) in m.tool_calls.iter().enumerate() {
                     if j > 0 {
                         out.write_char('\n')?;
                     }
-                    write!(
-                        out,
-                        "<tool_call>\n{{\"name\": \"{}\", \"arguments\": ",
-                        call.name
-                    )?;
-                    write_python_json(out, &call.arguments)?;
+                    out.write_str("<tool_call>\n{\"name\": \"")?;
+                    out.data(call.name)?;
+                    out.write_str("\", \"arguments\": ")?;
+                    write_python_json(&mut Data(out), &call.arguments)?;
                     out.write_str("}\n</tool_call>")?;
                 }
                 out.write_str("<|im_end|>\n")?;
             }
-            _ => write!(
-                out,
-                "<|im_start|>{}\n{}<|im_end|>\n",
-                m.role.name(),
-                m.content
-            )?,
+            _ => {
+                writeln!(out, "<|im_start|>{}", m.role.name())?;
+                content(out, m)?;
+                out.write_str("<|im_end|>\n")?;
+            }
         }
     }
     if generation_prompt {
@@ -187,21 +264,35 @@ pub fn format(
     Ok(())
 }
 
-/// A `fmt::Write` into a byte buffer; fails when full.
+/// A [`ChatWrite`] into a byte buffer, the data's byte ranges into a
+/// range buffer; fails when either is full.
 pub struct BufWriter<'b> {
     buf: &'b mut [u8],
     len: usize,
+    data: &'b mut [Range<usize>],
+    n_data: usize,
 }
 
 impl<'b> BufWriter<'b> {
-    /// Writes into `buf`.
-    pub fn new(buf: &'b mut [u8]) -> Self {
-        BufWriter { buf, len: 0 }
+    /// Writes into `buf`, the data ranges into `data` (adjacent data is
+    /// one range: a turn takes one per text between images).
+    pub fn new(buf: &'b mut [u8], data: &'b mut [Range<usize>]) -> Self {
+        BufWriter {
+            buf,
+            len: 0,
+            data,
+            n_data: 0,
+        }
     }
 
     /// The text written.
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+
+    /// The byte ranges of the text that are data.
+    pub fn data_ranges(&self) -> &[Range<usize>] {
+        &self.data[..self.n_data]
     }
 }
 
@@ -218,6 +309,16 @@ impl Write for BufWriter<'_> {
     }
 }
 
+impl ChatWrite for BufWriter<'_> {
+    fn data(&mut self, s: &str) -> fmt::Result {
+        let at = self.len;
+        if !push_range(self.data, &mut self.n_data, at, s.len()) {
+            return Err(fmt::Error);
+        }
+        self.write_str(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,8 +326,9 @@ mod tests {
     #[test]
     fn qwen25_default_system_and_qwen3_thinking() {
         let mut buf = [0u8; 512];
+        let mut ranges: [Range<usize>; 8] = core::array::from_fn(|_| 0..0);
         let style = ChatStyle::from_template(b"{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}");
-        let mut w = BufWriter::new(&mut buf);
+        let mut w = BufWriter::new(&mut buf, &mut ranges);
         format(
             &style,
             &[Message::text(Role::User, "hi")],
@@ -244,7 +346,8 @@ mod tests {
             b"{%- if enable_thinking is defined and enable_thinking is false %}",
         );
         let mut buf = [0u8; 512];
-        let mut w = BufWriter::new(&mut buf);
+        let mut ranges: [Range<usize>; 8] = core::array::from_fn(|_| 0..0);
+        let mut w = BufWriter::new(&mut buf, &mut ranges);
         let msgs = [
             Message::text(Role::System, "be brief"),
             Message::text(Role::User, "2+2?"),
@@ -254,14 +357,30 @@ mod tests {
             w.as_str(),
             "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
         );
+        // The two contents are data.
+        let text = w.as_str();
+        let data: [&str; 2] = core::array::from_fn(|i| &text[w.data_ranges()[i].clone()]);
+        assert_eq!(data, ["be brief", "2+2?"]);
         let mut tiny = [0u8; 8];
+        let mut ranges: [Range<usize>; 8] = core::array::from_fn(|_| 0..0);
         assert!(format(
             &style,
             &msgs,
             &[],
             true,
             None,
-            &mut BufWriter::new(&mut tiny)
+            &mut BufWriter::new(&mut tiny, &mut ranges)
+        )
+        .is_err());
+        // No room for the data ranges: an error, never unmarked data.
+        let mut buf = [0u8; 512];
+        assert!(format(
+            &style,
+            &msgs,
+            &[],
+            true,
+            None,
+            &mut BufWriter::new(&mut buf, &mut [])
         )
         .is_err());
     }

@@ -329,6 +329,11 @@ impl<'a> Session<'a> {
         encode(&self.gen.tokenizer, text)
     }
 
+    /// Token ids of a chat-formatted prompt (its data as text).
+    pub fn encode_chat(&self, c: &ChatText) -> Result<Vec<u32>> {
+        c.encode(&self.gen.tokenizer)
+    }
+
     /// Runs `ids` through the model; keeps the last logits.
     pub fn feed(&mut self, ids: &[u32]) -> Result<()> {
         Ok(self.gen.feed(ids, None)?)
@@ -438,16 +443,59 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Token ids of `text` (special tokens recognised).
+/// Token ids of `text` (special tokens recognised: a raw prompt whose
+/// caller wrote the template).
 pub fn encode(tok: &Tokenizer, text: &str) -> Result<Vec<u32>> {
+    encode_data(tok, text, &[])
+}
+
+/// Token ids of `text` whose byte ranges `data` are data: no added token
+/// is read from them (`Tokenizer::encode_each_data`).
+fn encode_data(tok: &Tokenizer, text: &str, data: &[std::ops::Range<usize>]) -> Result<Vec<u32>> {
     let mut norm = vec![0u8; 3 * text.len() + 16];
     let mut work = vec![0u32; EncodeScratch::work_len_for(text.len() + 16)];
     let mut scratch = EncodeScratch::new(&mut norm, &mut work);
     let mut ids = Vec::new();
-    tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
+    tok.encode_each_data(text, data, Default::default(), &mut scratch, &mut |id| {
         ids.push(id)
     })?;
     Ok(ids)
+}
+
+/// A chat-formatted prompt: its text, and the byte ranges of it that came
+/// from the messages and tools (data: never control tokens).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatText {
+    pub text: String,
+    pub data: Vec<std::ops::Range<usize>>,
+}
+
+impl std::fmt::Write for ChatText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+impl chat::ChatWrite for ChatText {
+    fn data(&mut self, s: &str) -> std::fmt::Result {
+        let at = self.text.len();
+        match self.data.last_mut() {
+            Some(r) if r.end == at => r.end += s.len(),
+            _ if !s.is_empty() => self.data.push(at..at + s.len()),
+            _ => {}
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+impl ChatText {
+    /// Its token ids: the template's markers as control tokens, the data
+    /// as text.
+    pub fn encode(&self, tok: &Tokenizer) -> Result<Vec<u32>> {
+        encode_data(tok, &self.text, &self.data)
+    }
 }
 
 /// The style the model's chat template implies.
@@ -462,8 +510,8 @@ pub fn chat_prompt(
     messages: &[Message],
     tools: &[kestrel_core::json::Value],
     think: Option<bool>,
-) -> String {
-    let mut s = String::new();
+) -> ChatText {
+    let mut s = ChatText::default();
     let _ = chat::format(&chat_style(w), messages, tools, true, think, &mut s);
     s
 }
@@ -505,17 +553,24 @@ fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
             crate::json_output::SortedVocab::new(&s.gen.tokenizer, vocab),
         ));
     }
+    // `--raw`: the caller wrote the template (special tokens recognised);
+    // else the prompt is a message's text (data).
     let text = if a.raw {
-        a.prompt.clone()
+        ChatText {
+            text: a.prompt.clone(),
+            data: Vec::new(),
+        }
     } else {
         let mut msgs = Vec::new();
         if let Some(sys) = &a.system {
             msgs.push(Message::text(Role::System, sys));
         }
         // Qwen3-VL's chat template puts each image before the text.
-        let placeholders = "<|vision_start|><|image_pad|><|vision_end|>".repeat(a.images.len());
-        let user = format!("{placeholders}{}", a.prompt);
-        msgs.push(Message::text(Role::User, &user));
+        let at_start = vec![0; a.images.len()];
+        msgs.push(Message {
+            images: &at_start,
+            ..Message::text(Role::User, &a.prompt)
+        });
         let think = if a.think {
             Some(true)
         } else if a.no_think {
@@ -528,7 +583,7 @@ fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
     let kv = opts.kv;
     let images =
         crate::vision::encode_files(w, &s.gen.kernels, pool, &a.images, a.image_max_pixels, kv)?;
-    let mut ids = s.encode(&text)?;
+    let mut ids = text.encode(&s.gen.tokenizer)?;
     if let Some(v) = w.cfg.vision.filter(|_| !a.images.is_empty()) {
         ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &images.grids)?;
     }
@@ -678,11 +733,8 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
                 continue;
             }
         };
-        let user = format!(
-            "{}{line}",
-            "<|vision_start|><|image_pad|><|vision_end|>".repeat(images.len())
-        );
-        let line = user.as_str();
+        // The images before the text.
+        let at_start = vec![0; images.len()];
         // The first turn carries the system prompt; later turns append to
         // the conversation already in the KV cache.
         let mut msgs = Vec::new();
@@ -691,7 +743,10 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
                 msgs.push(Message::text(Role::System, sys));
             }
         }
-        msgs.push(Message::text(Role::User, line));
+        msgs.push(Message {
+            images: &at_start,
+            ..Message::text(Role::User, line)
+        });
         // Turn one may get the template's default system prompt; later turns
         // follow the previous answer's <|im_end|>, after ChatML's newline.
         let style = if first {
@@ -702,7 +757,10 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
                 ..style
             }
         };
-        let mut text = String::from(if first { "" } else { "\n" });
+        let mut text = ChatText {
+            text: String::from(if first { "" } else { "\n" }),
+            data: Vec::new(),
+        };
         let _ = chat::format(
             &style,
             &msgs,
@@ -711,7 +769,7 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
             if a.no_think { Some(false) } else { None },
             &mut text,
         );
-        let mut ids = s.encode(&text)?;
+        let mut ids = text.encode(&s.gen.tokenizer)?;
         if let Some(v) = w.cfg.vision.filter(|_| !images.is_empty()) {
             ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &encoded.grids)?;
         }

@@ -31,8 +31,8 @@ global
 defaults
     mode http
     timeout connect 1s
-    timeout client 120s
-    timeout server 120s
+    timeout client 600s
+    timeout server 600s
     # A request sent to a replica that is down is sent to another.
     retries 2
     option redispatch
@@ -64,7 +64,7 @@ def free_port():
     return port
 
 
-def wait_listening(port, proc, what, timeout=60):
+def wait_listening(port, proc, what, timeout=600):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
@@ -86,7 +86,7 @@ def chat(port, messages, session=None, user=None, max_tokens=8, stream=False):
         headers["X-Session-Id"] = session
     if user:
         body["user"] = user
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("POST", "/v1/chat/completions", json.dumps(body), headers)
     r = c.getresponse()
     data = r.read().decode()
@@ -164,7 +164,7 @@ def main():
             body = {"model": "m", "max_tokens": 96, "temperature": 0, "stream": True,
                     "messages": [{"role": "user", "content": "Count from 1 to 200, one per line."}]}
             try:
-                c = http.client.HTTPConnection("127.0.0.1", front, timeout=120)
+                c = http.client.HTTPConnection("127.0.0.1", front, timeout=600)
                 c.request("POST", "/v1/chat/completions", json.dumps(body),
                           {"Content-Type": "application/json", "X-Session-Id": key})
                 r = c.getresponse()

@@ -27,7 +27,7 @@ def kestrel_run(binary, model, prompt, n, temp, seed, raw=False):
             "--seed", str(seed), "-t", "1", "--no-pin"]
     if raw:
         args.append("--raw")
-    out = subprocess.run(args, capture_output=True, timeout=60, check=True)
+    out = subprocess.run(args, capture_output=True, timeout=600, check=True)
     text = out.stdout.decode("utf-8")
     assert text.endswith("\n"), repr(text)
     return text[:-1]
@@ -85,7 +85,7 @@ def tool_checks(binary, model):
     server, addr = start(binary, model)
     checks = 0
     try:
-        client = openai.OpenAI(base_url=f"http://{addr}/v1", api_key="x", max_retries=0, timeout=120)
+        client = openai.OpenAI(base_url=f"http://{addr}/v1", api_key="x", max_retries=0, timeout=600)
         question = [{"role": "user", "content": "What is the weather like in Paris today?"}]
         for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
             r = client.chat.completions.create(model="m", messages=question, tools=[WEATHER],
@@ -189,7 +189,7 @@ def main():
                 addr = m.group(1)
                 break
         assert addr, "the server did not start"
-        client = openai.OpenAI(base_url=f"http://{addr}/v1", api_key=KEY, max_retries=0, timeout=60)
+        client = openai.OpenAI(base_url=f"http://{addr}/v1", api_key=KEY, max_retries=0, timeout=600)
         checks = 0
 
         models = client.models.list()
@@ -245,7 +245,7 @@ def main():
         assert text == want, (text, want)
         checks += 2
 
-        bad = openai.OpenAI(base_url=f"http://{addr}/v1", api_key="wrong", max_retries=0, timeout=60)
+        bad = openai.OpenAI(base_url=f"http://{addr}/v1", api_key="wrong", max_retries=0, timeout=600)
         try:
             bad.models.list()
             raise AssertionError("a wrong API key was accepted")
@@ -300,7 +300,7 @@ def main():
         checks += 3
         # /metrics: Prometheus text, every sample line `name{labels} value`.
         import urllib.request
-        text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=600).read().decode()
         samples = {}
         for line in text.splitlines():
             if line.startswith("#"):

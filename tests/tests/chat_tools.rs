@@ -76,16 +76,17 @@ fn tools_and_calls_render_as_the_templates_do() {
                 role: *role,
                 content,
                 tool_calls: c,
+                images: &[],
             })
             .collect();
         for family in ["qwen2.5", "qwen3"] {
             let template = text(templates.get(family));
             let style = ChatStyle::from_template(template.as_bytes());
             assert!(style.tools, "{family}");
-            let mut got = String::new();
+            let mut got = kestrel::generate::ChatText::default();
             chat::format(&style, &msgs, &tools, true, None, &mut got).unwrap();
             let want = text(case.get("rendered").unwrap().get(family));
-            assert_eq!(got, want, "{family}: {name}");
+            assert_eq!(got.text, want, "{family}: {name}");
             checked += 1;
         }
     }

@@ -159,7 +159,7 @@ fn factorial_answer(
             &[],
             None,
         );
-        let ids = s.encode(&prompt).unwrap();
+        let ids = s.encode_chat(&prompt).unwrap();
         let mut text = String::new();
         let stats = s
             .generate(&ids, 48, &no, &mut |t| text.push_str(t))

@@ -23,6 +23,7 @@ use crate::vqf::tokenizer_section::{
     TokenizerTables, ADDED_LSTRIP, ADDED_NORMALIZED, ADDED_RSTRIP, ADDED_SINGLE_WORD,
     ADDED_SPECIAL, NORMALIZER_NFC,
 };
+use core::ops::Range;
 use decode::Utf8Lossy;
 use unicode::{class, is_word};
 
@@ -61,10 +62,16 @@ pub struct EncodeOptions {
     pub split_special: bool,
 }
 
-/// A segment of text: plain text, or an added token's id.
+/// A segment of text: plain text (`true` when it holds data, see
+/// [`Tokenizer::encode_each_data`]), or an added token's id.
 enum Seg<'s> {
-    Text(&'s str),
+    Text(&'s str, bool),
     Added(u32),
+}
+
+/// Whether the byte range `a..b` of a text meets one of the `data` ranges.
+fn meets(data: &[Range<usize>], a: usize, b: usize) -> bool {
+    data.iter().any(|r| r.start < b && a < r.end)
 }
 
 /// The tokenizer: a view of the tables plus a few bytes of summary.
@@ -221,33 +228,60 @@ impl<'a> Tokenizer<'a> {
         scratch: &mut EncodeScratch<'_>,
         sink: &mut dyn FnMut(u32),
     ) -> Result<(), Error> {
-        let EncodeScratch { text: tbuf, work } = scratch;
-        self.split_added(text, false, options.split_special, &mut |seg| match seg {
-            Seg::Added(id) => {
-                sink(id);
-                Ok(())
-            }
-            Seg::Text(s) => self.encode_segment(s, options, tbuf, work, sink),
-        })
+        self.encode_each_data(text, &[], options, scratch, sink)
     }
 
-    /// A segment between added tokens: normalize, then the rest.
+    /// [`Tokenizer::encode_each`] of a text whose byte ranges `data` are
+    /// data (a chat message's content, a tool result: text from a request
+    /// or a user): no added token, special or not, is matched on a byte of
+    /// them, so data never becomes control tokens (`<|im_start|>` in a
+    /// message is text). Outside them added tokens match as usual, and
+    /// the text between added tokens is pre-tokenized as one piece across
+    /// the ranges' edges, so a text without added-token strings encodes
+    /// exactly as [`Tokenizer::encode_each`] encodes it.
+    pub fn encode_each_data(
+        &self,
+        text: &str,
+        data: &[Range<usize>],
+        options: EncodeOptions,
+        scratch: &mut EncodeScratch<'_>,
+        sink: &mut dyn FnMut(u32),
+    ) -> Result<(), Error> {
+        let EncodeScratch { text: tbuf, work } = scratch;
+        self.split_added(
+            text,
+            false,
+            options.split_special,
+            data,
+            &mut |seg| match seg {
+                Seg::Added(id) => {
+                    sink(id);
+                    Ok(())
+                }
+                Seg::Text(s, plain) => self.encode_segment(s, plain, options, tbuf, work, sink),
+            },
+        )
+    }
+
+    /// A segment between added tokens: normalize, then the rest (`plain`:
+    /// it holds data, so no normalized added token is matched in it).
     fn encode_segment(
         &self,
         s: &str,
+        plain: bool,
         options: EncodeOptions,
         tbuf: &mut [u8],
         work: &mut [u32],
         sink: &mut dyn FnMut(u32),
     ) -> Result<(), Error> {
         if self.t.normalizer != NORMALIZER_NFC || nfc::is_nfc_quick(s) {
-            return self.encode_normalized(s, options, work, sink);
+            return self.encode_normalized(s, plain, options, work, sink);
         }
         if self.any_normalized_added {
             // Normalized added tokens may span any boundary: one chunk.
             let n = nfc::nfc_into(s, tbuf, work)?;
             let norm = core::str::from_utf8(tbuf.get(..n).unwrap_or(&[])).unwrap_or("");
-            return self.encode_normalized(norm, options, work, sink);
+            return self.encode_normalized(norm, plain, options, work, sink);
         }
         // Chunks that NFC and the pre-tokenizer both handle independently.
         let bytes = s.as_bytes();
@@ -270,11 +304,11 @@ impl<'a> Tokenizer<'a> {
             };
             start = p;
             if nfc::is_nfc_quick(chunk) {
-                self.encode_normalized(chunk, options, work, sink)?;
+                self.encode_normalized(chunk, plain, options, work, sink)?;
             } else {
                 let n = nfc::nfc_into(chunk, tbuf, work)?;
                 let norm = core::str::from_utf8(tbuf.get(..n).unwrap_or(&[])).unwrap_or("");
-                self.encode_normalized(norm, options, work, sink)?;
+                self.encode_normalized(norm, plain, options, work, sink)?;
             }
         }
         Ok(())
@@ -284,19 +318,20 @@ impl<'a> Tokenizer<'a> {
     fn encode_normalized(
         &self,
         s: &str,
+        plain: bool,
         options: EncodeOptions,
         work: &mut [u32],
         sink: &mut dyn FnMut(u32),
     ) -> Result<(), Error> {
-        if !self.any_normalized_added {
+        if !self.any_normalized_added || plain {
             return self.encode_plain(s, work, sink);
         }
-        self.split_added(s, true, options.split_special, &mut |seg| match seg {
+        self.split_added(s, true, options.split_special, &[], &mut |seg| match seg {
             Seg::Added(id) => {
                 sink(id);
                 Ok(())
             }
-            Seg::Text(p) => self.encode_plain(p, work, sink),
+            Seg::Text(p, _) => self.encode_plain(p, work, sink),
         })
     }
 
@@ -343,12 +378,15 @@ impl<'a> Tokenizer<'a> {
     /// Splits `s` on added tokens as Hugging Face's `AddedVocabulary` does:
     /// leftmost-longest, non-overlapping matches; matches that are skipped
     /// (special ones when splitting specials, or failing single_word) still
-    /// consume their text.
+    /// consume their text. A match meeting a `data` range is no match (the
+    /// search goes on at the next byte); text segments say whether they
+    /// meet one.
     fn split_added(
         &self,
         s: &str,
         normalized: bool,
         split_special: bool,
+        data: &[Range<usize>],
         f: &mut dyn FnMut(Seg<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let bytes = s.as_bytes();
@@ -357,6 +395,7 @@ impl<'a> Tokenizer<'a> {
         while pos < bytes.len() {
             let Some((start, end, id, flags)) = (pos..bytes.len()).find_map(|p| {
                 self.added_at(bytes, p, normalized)
+                    .filter(|&(e, _, _)| !meets(data, p, e))
                     .map(|(e, id, fl)| (p, e, id, fl))
             }) else {
                 break;
@@ -388,7 +427,7 @@ impl<'a> Tokenizer<'a> {
             let start = start.max(done);
             if done < start {
                 if let Some(t) = s.get(done..start) {
-                    f(Seg::Text(t))?;
+                    f(Seg::Text(t, meets(data, done, start)))?;
                 }
             }
             f(Seg::Added(id))?;
@@ -396,7 +435,7 @@ impl<'a> Tokenizer<'a> {
         }
         if done < bytes.len() {
             if let Some(t) = s.get(done..) {
-                f(Seg::Text(t))?;
+                f(Seg::Text(t, meets(data, done, bytes.len())))?;
             }
         }
         Ok(())

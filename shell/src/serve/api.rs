@@ -6,6 +6,7 @@
 
 use super::scheduler::MAX_TOP_LOGPROBS;
 use crate::error::{Context, Result};
+use crate::generate::ChatText;
 use kestrel_core::chat::Role;
 use kestrel_core::json::{self, Value};
 use kestrel_core::sampler::SamplerConfig;
@@ -95,10 +96,14 @@ pub const MAX_TOOL_CALLS: usize = 16;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatMessage {
     pub role: Role,
-    /// The text; multi-part text contents joined.
+    /// The text; multi-part text contents joined (data: never control
+    /// tokens).
     pub content: String,
     /// An assistant turn's calls: (function name, arguments as JSON text).
     pub tool_calls: Vec<(String, String)>,
+    /// Where each of its images stood among the parts: byte offsets into
+    /// `content`.
+    pub images: Vec<usize>,
 }
 
 /// `tool_choice`.
@@ -123,8 +128,9 @@ pub struct ChatRequest {
     pub tools: Vec<(String, String)>,
     pub tool_choice: ToolChoice,
     /// The decoded bytes of every `image_url` data URI, in order; each
-    /// left a `<|vision_start|><|image_pad|><|vision_end|>` in its message's
-    /// text. A model without a vision tower answers 400.
+    /// stands at an offset of its message's `images` (the prompt writes
+    /// `<|vision_start|><|image_pad|><|vision_end|>` there). A model
+    /// without a vision tower answers 400.
     pub images: Vec<Vec<u8>>,
     pub params: Params,
 }
@@ -133,7 +139,7 @@ impl ChatRequest {
     /// The chat-formatted prompt in `style`: the messages with their calls
     /// and, unless `tool_choice` is `none`, the tools (a forced call's
     /// start is the caller's).
-    pub fn prompt(&self, style: &kestrel_core::chat::ChatStyle) -> Result<String> {
+    pub fn prompt(&self, style: &kestrel_core::chat::ChatStyle) -> Result<ChatText> {
         use kestrel_core::chat::{self, Message, ToolCall};
         // The JSON texts were checked when parsed; parsed again to borrow.
         let bad = |what: &str| format!("invalid JSON in {what}");
@@ -166,9 +172,10 @@ impl ChatRequest {
                 role: m.role,
                 content: &m.content,
                 tool_calls: c,
+                images: &m.images,
             })
             .collect();
-        let mut text = String::new();
+        let mut text = ChatText::default();
         chat::format(style, &msgs, &tools, true, None, &mut text)
             .map_err(|_| "the prompt could not be written")?;
         Ok(text)
@@ -561,13 +568,15 @@ pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A message's content: a string, null, or an array of text and image parts.
-fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String> {
+/// A message's content: a string, null, or an array of text and image
+/// parts: its text, and where each image stood in it (byte offsets).
+fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<(String, Vec<usize>)> {
     match v {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(s @ Value::String(_)) => string_of(&s, "content"),
+        None | Some(Value::Null) => Ok((String::new(), Vec::new())),
+        Some(s @ Value::String(_)) => Ok((string_of(&s, "content")?, Vec::new())),
         Some(Value::Array(parts)) => {
             let mut text = String::new();
+            let mut at = Vec::new();
             for p in parts.iter() {
                 let kind = p.get("type").ok_or("a content part without 'type'")?;
                 if kind.str_eq("text") {
@@ -585,13 +594,13 @@ fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<String> {
                         return Err(format!("at most {MAX_IMAGES} images per request").into());
                     }
                     images.push(data_uri_bytes(&url)?);
-                    // Where Qwen3-VL's chat template puts an image.
-                    text.push_str("<|vision_start|><|image_pad|><|vision_end|>");
+                    // Where Qwen3-VL's chat template puts the image.
+                    at.push(text.len());
                 } else {
                     return Err("content parts must be of type 'text' or 'image_url'".into());
                 }
             }
-            Ok(text)
+            Ok((text, at))
         }
         Some(_) => Err("'content' must be a string or an array of parts".into()),
     }
@@ -719,10 +728,12 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
                 )
             }
         };
+        let (content, at) = content(m.get("content"), &mut images)?;
         messages.push(ChatMessage {
             role,
-            content: content(m.get("content"), &mut images)?,
+            content,
             tool_calls,
+            images: at,
         });
     }
     let tools = match v.get("tools") {
@@ -1044,14 +1055,9 @@ mod tests {
             turn(&c.messages[0]),
             (Role::System, "be \"brief\"".to_string())
         );
-        // The image leaves its placeholder where it stood in the content.
-        assert_eq!(
-            turn(&c.messages[1]),
-            (
-                Role::User,
-                "a<|vision_start|><|image_pad|><|vision_end|>b".to_string()
-            )
-        );
+        // The image stands where it was among the parts.
+        assert_eq!(turn(&c.messages[1]), (Role::User, "ab".to_string()));
+        assert_eq!(c.messages[1].images, vec![1]);
         assert_eq!(c.images, vec![vec![0, 1, 2, 255]]);
         assert_eq!(c.params.max_tokens, Some(5));
         assert_eq!(c.params.sampler.seed, u64::MAX);

@@ -559,8 +559,8 @@ fn chat(
         None => String::new(),
     };
     if !forced.is_empty() {
-        text.push_str("<tool_call>");
-        text.push_str(&forced);
+        text.text.push_str("<tool_call>");
+        text.text.push_str(&forced);
     }
     let offered = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
     let tool_calls = match (
@@ -576,7 +576,7 @@ fn chat(
         }),
         _ => None,
     };
-    let mut ids = generate::encode(&sh.tok, &text).map_err(|e| HttpError::new(400, e))?;
+    let mut ids = text.encode(&sh.tok).map_err(|e| HttpError::new(400, e))?;
     let mut images = Vec::with_capacity(req.images.len());
     if let Some(v) = sh.w.cfg.vision.filter(|_| !req.images.is_empty()) {
         for (i, bytes) in req.images.iter().enumerate() {

@@ -269,11 +269,13 @@ fn run() -> Result<(), Failure> {
     // The prompt in the chat format, as the shell writes it.
     let style = ChatStyle::from_template(tables.chat_template());
     let mut text_buf = [0u8; MAX_PROMPT_BYTES];
-    let mut text = BufWriter::new(&mut text_buf);
+    // The message's byte ranges: data, never control tokens.
+    let mut data: [core::ops::Range<usize>; 4] = core::array::from_fn(|_| 0..0);
+    let mut text = BufWriter::new(&mut text_buf, &mut data);
     let turn = [Message::text(Role::User, PROMPT)];
     chat::format(&style, &turn, &[], true, None, &mut text)
         .map_err(|_| Failure::Host("the prompt is too long"))?;
-    let text = text.as_str();
+    let (data, text) = (text.data_ranges(), text.as_str());
 
     // The prompt's token ids.
     let mut prompt = [0u32; MAX_TOKENS];
@@ -282,7 +284,7 @@ fn run() -> Result<(), Failure> {
     let mut work = [0u32; EncodeScratch::work_len_for(MAX_PROMPT_BYTES + 16)];
     let mut scratch = EncodeScratch::new(&mut norm, &mut work);
     let mut overflow = false;
-    tok.encode_each(text, Default::default(), &mut scratch, &mut |id| {
+    tok.encode_each_data(text, data, Default::default(), &mut scratch, &mut |id| {
         match prompt.get_mut(n) {
             Some(slot) => *slot = id,
             None => overflow = true,

@@ -361,27 +361,13 @@ mod tests {
         let text = w.as_str();
         let data: [&str; 2] = core::array::from_fn(|i| &text[w.data_ranges()[i].clone()]);
         assert_eq!(data, ["be brief", "2+2?"]);
-        let mut tiny = [0u8; 8];
+        // No room for the text, or for the data ranges (never unmarked
+        // data): an error.
         let mut ranges: [Range<usize>; 8] = core::array::from_fn(|_| 0..0);
-        assert!(format(
-            &style,
-            &msgs,
-            &[],
-            true,
-            None,
-            &mut BufWriter::new(&mut tiny, &mut ranges)
-        )
-        .is_err());
-        // No room for the data ranges: an error, never unmarked data.
-        let mut buf = [0u8; 512];
-        assert!(format(
-            &style,
-            &msgs,
-            &[],
-            true,
-            None,
-            &mut BufWriter::new(&mut buf, &mut [])
-        )
-        .is_err());
+        for (text_room, range_room) in [(8, 8), (512, 0)] {
+            let mut buf = [0u8; 512];
+            let mut w = BufWriter::new(&mut buf[..text_room], &mut ranges[..range_room]);
+            assert!(format(&style, &msgs, &[], true, None, &mut w).is_err());
+        }
     }
 }

@@ -271,7 +271,7 @@ impl<'a, P: Parallel> Engine<'a, P> {
             // riding along in the same step when the chunk can take them;
             // all of the prompt when no stream is waiting for a step.
             let mut n = {
-                let mut lanes = self.lanes(&mut slots, &mut candidates);
+                let (mut lanes, _) = self.lanes(&mut slots, &mut candidates);
                 driver.plan(&mut lanes);
                 driver.rows(&lanes, &mut rows)
             };
@@ -287,16 +287,8 @@ impl<'a, P: Parallel> Engine<'a, P> {
                 let max_tokens = a.job.max_tokens;
                 let speculate = self.lookup || self.draft.is_some() || !a.job.prediction.is_empty();
                 let length = Adaptive::new(self.state.opts.draft);
-                let logits = &mut self.state.logits[at..at + vocab];
-                let mut lanes = Lanes {
-                    slots: &mut slots,
-                    stops: &self.stops,
-                    candidates: &mut candidates,
-                    vocab: self.vocab.as_ref(),
-                    draft: self.draft.as_mut(),
-                    decode: self.w.routing.decode,
-                    metrics: self.metrics,
-                };
+                let (mut lanes, logits) = self.lanes(&mut slots, &mut candidates);
+                let logits = &mut logits[at..at + vocab];
                 driver.start(&mut lanes, i, logits, max_tokens, speculate, length);
             }
             let logits_at = match rode {
@@ -304,7 +296,7 @@ impl<'a, P: Parallel> Engine<'a, P> {
                 None => {
                     // A step of their own, with the stream the prefill may
                     // just have started.
-                    n = driver.rows(&self.lanes(&mut slots, &mut candidates), &mut rows);
+                    n = driver.rows(&self.lanes(&mut slots, &mut candidates).0, &mut rows);
                     if n == 0 {
                         continue;
                     }
@@ -330,26 +322,18 @@ impl<'a, P: Parallel> Engine<'a, P> {
             };
             // Each slot's rows sampled in order, its drafts kept while the
             // sampler picks them again (the driver's acceptance).
-            let mut lanes = Lanes {
-                slots: &mut slots,
-                stops: &self.stops,
-                candidates: &mut candidates,
-                vocab: self.vocab.as_ref(),
-                draft: self.draft.as_mut(),
-                decode: self.w.routing.decode,
-                metrics: self.metrics,
-            };
-            driver.accept(&mut lanes, &rows[..n], &mut self.state.logits[logits_at..]);
+            let (mut lanes, logits) = self.lanes(&mut slots, &mut candidates);
+            driver.accept(&mut lanes, &rows[..n], &mut logits[logits_at..]);
         }
     }
 
-    /// The slots as the driver's streams.
+    /// The slots as the driver's streams, and the state's logits.
     fn lanes<'x>(
         &'x mut self,
         slots: &'x mut [Slot],
         candidates: &'x mut [u32],
-    ) -> Lanes<'x, 'a, P> {
-        Lanes {
+    ) -> (Lanes<'x, 'a, P>, &'x mut [f32]) {
+        let lanes = Lanes {
             slots,
             stops: &self.stops,
             candidates,
@@ -357,7 +341,8 @@ impl<'a, P: Parallel> Engine<'a, P> {
             draft: self.draft.as_mut(),
             decode: self.w.routing.decode,
             metrics: self.metrics,
-        }
+        };
+        (lanes, &mut self.state.logits[..])
     }
 
     /// Sets the slot and KV gauges.

@@ -92,7 +92,7 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         let st = stop.clone();
         let thread = std::thread::spawn(move || serve(&args, &mut |a| tx.send(a).unwrap(), &st));
-        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let addr = rx.recv_timeout(Duration::from_secs(300)).unwrap();
         Server {
             addr,
             stop,
@@ -116,7 +116,7 @@ impl Drop for Server {
 /// Status and body of one raw request (the server closes the connection).
 fn raw(addr: SocketAddr, bytes: &[u8]) -> (u16, String) {
     let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
     let _ = c.write_all(bytes);
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
@@ -396,7 +396,7 @@ fn long_prompt_beside_a_stream(model: &std::path::Path) {
         ",\"temperature\":0.8,\"seed\":3,\"max_tokens\":120,\"stream\":true",
     );
     let mut a = TcpStream::connect(srv.addr).unwrap();
-    a.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
     a.write_all(
         format!(
             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body_a}",
@@ -663,6 +663,28 @@ fn api_keys_disconnects_and_a_hundred_connections() {
     assert_eq!(raw(a, b"GET /v1/models HTTP/1.1\r\n\r\n").0, 401);
     assert_eq!(get(a, "/health").0, 200);
     assert_eq!(post(a, "/v1/completions", body, Some("sekrit")).0, 200);
+    // The scheme is case-insensitive; two credentials are refused.
+    for (auth, status) in [
+        ("authorization: bearer sekrit", 200),
+        ("Authorization: BEARER sekrit", 200),
+        ("Authorization: Basic sekrit", 401),
+        (
+            "Authorization: Bearer sekrit\r\nAuthorization: Bearer wrong",
+            400,
+        ),
+        (
+            "Authorization: Bearer wrong\r\nAuthorization: Bearer sekrit",
+            400,
+        ),
+    ] {
+        let req = format!("GET /v1/models HTTP/1.1\r\n{auth}\r\n\r\n");
+        assert_eq!(raw(a, req.as_bytes()).0, status, "{auth}");
+    }
+    // Bare-LF line endings: 400 at once, not the 408 of a head that never
+    // ends.
+    let (st, b) = raw(a, b"GET /health HTTP/1.1\nHost: x\n\n");
+    assert_eq!(st, 400, "{b}");
+    assert!(b.contains("bare LF"), "{b}");
 
     // Disconnect mid-stream: the long generation is cancelled, so the only
     // slot is free again at once (a new request finishes quickly).

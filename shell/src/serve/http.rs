@@ -113,6 +113,10 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
                 "chunked request bodies are not supported: send Content-Length",
             ));
         } else if name.eq_ignore_ascii_case("authorization") {
+            // Two credentials: which one a proxy checked is unknowable.
+            if head.authorization.is_some() {
+                return Err(bad("more than one Authorization header"));
+            }
             head.authorization = Some(value.to_string());
         } else if name.eq_ignore_ascii_case("expect") {
             if !value.eq_ignore_ascii_case("100-continue") {
@@ -190,8 +194,21 @@ pub fn read_request(
         }
         let from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = find_blank_line(&buf[from..]) {
-            break from + i;
+        let blank = find_blank_line(&buf[from..]).map(|i| from + i);
+        // A line feed without its carriage return in the head (bare-LF
+        // line endings): refused at once, not after the timeout.
+        let head_end = blank.unwrap_or(buf.len());
+        let start = from.max(1);
+        if buf.first() == Some(&b'\n')
+            || (start..head_end).any(|i| buf[i] == b'\n' && buf[i - 1] != b'\r')
+        {
+            return Err(HttpError::new(
+                400,
+                "malformed HTTP request: a line ends in a bare LF (CRLF required)",
+            ));
+        }
+        if let Some(end) = blank {
+            break end;
         }
         if buf.len() > MAX_HEAD + 3 {
             return Err(HttpError::new(431, "request head larger than 16 KiB"));
@@ -255,6 +272,21 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The head of a whole response. Busy answers (429: the queue is full;
+/// 503: too many connections, or /health while the queue is full) say
+/// when to retry.
+fn response_head(status: u16, content_type: &str, len: usize) -> String {
+    let retry = if matches!(status, 429 | 503) {
+        "Retry-After: 1\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n{retry}Connection: close\r\n\r\n",
+        reason(status),
+    )
+}
+
 /// Writes a whole response with a body.
 pub fn write_response(
     stream: &mut TcpStream,
@@ -262,11 +294,7 @@ pub fn write_response(
     content_type: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        reason(status),
-        body.len()
-    );
+    let head = response_head(status, content_type, body.len());
     let mut all = Vec::with_capacity(head.len() + body.len());
     all.extend_from_slice(head.as_bytes());
     all.extend_from_slice(body);
@@ -354,6 +382,7 @@ mod tests {
             b"GET / HTTP/1.1\r\nContent-Length: -1",
             b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2",
             b"GET / \xff HTTP/1.1",
+            b"GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nauthorization: Bearer b",
         ] {
             assert_eq!(parse_head(bad).unwrap_err().status, 400, "{bad:?}");
         }
@@ -364,6 +393,9 @@ mod tests {
             411
         );
         assert_eq!(parse_head(b"GET / HTTP/2.0").unwrap_err().status, 505);
+        assert!(response_head(429, "a", 0).contains("\r\nRetry-After: 1\r\n"));
+        assert!(response_head(503, "a", 0).contains("\r\nRetry-After: 1\r\n"));
+        assert!(!response_head(200, "a", 0).contains("Retry-After"));
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));

@@ -471,11 +471,13 @@ fn answer(
         _ => {}
     }
     if let Some(key) = &sh.api_key {
+        // `Bearer KEY`; auth schemes are case-insensitive (RFC 9110).
         let given = head
             .authorization
             .as_deref()
-            .and_then(|a| a.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|a| a.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, key)| key);
         if !http::constant_time_eq(given.trim().as_bytes(), key.as_bytes()) {
             return Err(HttpError::new(401, "invalid or missing API key"));
         }

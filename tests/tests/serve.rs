@@ -399,7 +399,7 @@ fn long_prompt_beside_a_stream(model: &std::path::Path) {
     a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
     a.write_all(
         format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body_a}",
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body_a}",
             body_a.len()
         )
         .as_bytes(),
@@ -569,6 +569,17 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     // Routes and methods.
     assert_eq!(get(a, "/nope").0, 404);
     assert_eq!(get(a, "/v1/chat/completions").0, 405);
+    // Without an API key a request must say it is JSON: a browser page
+    // cannot send that cross-origin without a preflight, but it can POST
+    // text/plain (or no type) to a local server.
+    let body = r#"{"prompt":"Hi","max_tokens":1}"#;
+    for ctype in ["Content-Type: text/plain\r\n", ""] {
+        let req = format!(
+            "POST /v1/completions HTTP/1.1\r\n{ctype}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        assert_eq!(raw(a, req.as_bytes()).0, 415, "{ctype:?}");
+    }
     // Oversized body (declared), chunked body, oversized head.
     let (st, b) = raw(
         a,

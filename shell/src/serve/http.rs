@@ -37,6 +37,8 @@ pub struct Head {
     pub content_length: Option<usize>,
     /// The `Authorization` header's value.
     pub authorization: Option<String>,
+    /// The `Content-Type` header's media type (parameters dropped).
+    pub content_type: Option<String>,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
 }
@@ -118,6 +120,16 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
                 return Err(bad("more than one Authorization header"));
             }
             head.authorization = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("content-type") {
+            if head.content_type.is_some() {
+                return Err(bad("more than one Content-Type header"));
+            }
+            let media = value
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim_matches([' ', '\t']);
+            head.content_type = Some(media.to_ascii_lowercase());
         } else if name.eq_ignore_ascii_case("expect") {
             if !value.eq_ignore_ascii_case("100-continue") {
                 return Err(HttpError::new(417, "unsupported Expect header"));
@@ -262,6 +274,7 @@ pub fn reason(status: u16) -> &'static str {
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
         417 => "Expectation Failed",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
@@ -373,6 +386,9 @@ mod tests {
         assert_eq!(h.path, "/v1/chat/completions");
         assert_eq!(h.content_length, Some(12));
         assert_eq!(h.authorization.as_deref(), Some("Bearer k"));
+        let h = parse_head(b"POST / HTTP/1.1\r\nContent-Type: Application/JSON; charset=utf-8")
+            .unwrap();
+        assert_eq!(h.content_type.as_deref(), Some("application/json"));
         for bad in [
             &b""[..],
             b"GET",
@@ -383,6 +399,7 @@ mod tests {
             b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2",
             b"GET / \xff HTTP/1.1",
             b"GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nauthorization: Bearer b",
+            b"POST / HTTP/1.1\r\nContent-Type: application/json\r\nContent-Type: text/plain",
         ] {
             assert_eq!(parse_head(bad).unwrap_err().status, 400, "{bad:?}");
         }

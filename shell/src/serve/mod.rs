@@ -470,6 +470,16 @@ fn answer(
         }
         _ => {}
     }
+    // Without a key, a page in a browser could POST `text/plain` (a
+    // "simple" request, no preflight) to a local server: a request that
+    // runs the model must say it is JSON, which a cross-origin page cannot
+    // without the server's consent.
+    if head.method == "POST"
+        && sh.api_key.is_none()
+        && head.content_type.as_deref() != Some("application/json")
+    {
+        return Err(HttpError::new(415, "Content-Type must be application/json"));
+    }
     if let Some(key) = &sh.api_key {
         // `Bearer KEY`; auth schemes are case-insensitive (RFC 9110).
         let given = head

@@ -583,6 +583,7 @@ fn chat(
             open,
             close,
             names: req.tools.iter().map(|(_, n)| n.clone()).collect(),
+            from_prompt: forced.len(),
             capture: (!forced.is_empty()).then_some(forced),
             calls: Vec::new(),
         }),
@@ -1010,7 +1011,8 @@ fn generate_answer(
                 }
                 match tools.as_mut() {
                     Some(tc) if t == tc.open && tc.capture.is_none() => {
-                        tc.capture = Some(String::new())
+                        tc.capture = Some(String::new());
+                        tc.from_prompt = 0;
                     }
                     Some(tc) if t == tc.close && tc.capture.is_some() => match tc.end_call(true) {
                         Ok(i) => new_call = Some(i),
@@ -1033,13 +1035,11 @@ fn generate_answer(
                         if let Some(c) = tc.capture.as_mut() {
                             dec.finish_with(&mut |s| c.push_str(s));
                         }
-                        // Cut by the length limit: not a call, its text.
+                        // Cut by the length limit: not a call, the text
+                        // the model wrote.
                         let call = match f {
                             Finish::Stop => tc.end_call(false),
-                            Finish::Length => Err(format!(
-                                "<tool_call>{}",
-                                tc.capture.take().unwrap_or_default()
-                            )),
+                            Finish::Length => Err(tc.raw_text(false)),
                         };
                         match call {
                             Ok(i) => new_call = Some(i),
@@ -1126,6 +1126,10 @@ struct ToolCalls {
     names: Vec<String>,
     /// Inside a call: its text so far.
     capture: Option<String>,
+    /// Bytes at the start of `capture` that the prompt wrote (a forced
+    /// call's `\n` after the prompt's `<tool_call>`); 0 when the model
+    /// opened the call.
+    from_prompt: usize,
     /// (name, arguments as JSON text) of each call made.
     calls: Vec<(String, String)>,
 }
@@ -1136,7 +1140,7 @@ impl ToolCalls {
     /// index in `calls`, or, when it is not a call of a known function, its
     /// text to answer as content.
     fn end_call(&mut self, closed: bool) -> Result<usize, String> {
-        let text = self.capture.take().unwrap_or_default();
+        let text = self.capture.clone().unwrap_or_default();
         let call = json::parse(text.trim().as_bytes()).ok().and_then(|v| {
             let name = v.get("name")?.as_str()?.as_plain()?;
             let args = match v.get("arguments")? {
@@ -1150,13 +1154,22 @@ impl ToolCalls {
         });
         match call {
             Some(c) => {
+                self.capture = None;
                 self.calls.push(c);
                 Ok(self.calls.len() - 1)
             }
-            None => Err(format!(
-                "<tool_call>{text}{}",
-                if closed { "</tool_call>" } else { "" }
-            )),
+            None => Err(self.raw_text(closed)),
+        }
+    }
+
+    /// Ends the call being captured as text: what the model wrote of it
+    /// (`<tool_call>` too when the model opened it; never the prompt's part).
+    fn raw_text(&mut self, closed: bool) -> String {
+        let text = self.capture.take().unwrap_or_default();
+        let close = if closed { "</tool_call>" } else { "" };
+        match text.get(self.from_prompt..) {
+            Some(own) if self.from_prompt > 0 => format!("{own}{close}"),
+            _ => format!("<tool_call>{text}{close}"),
         }
     }
 }
@@ -1304,6 +1317,7 @@ mod tests {
             close: 2,
             names: vec!["get_weather".into(), "now".into()],
             capture: None,
+            from_prompt: 0,
             calls: Vec::new(),
         };
         let mut end = |text: &str, closed: bool| {
@@ -1342,5 +1356,11 @@ mod tests {
                 ("now".to_string(), "{}".to_string())
             ]
         );
+        // A forced call (the prompt wrote `<tool_call>\n`) cut short: only
+        // the text the model wrote.
+        tc.capture = Some("\n{\"name\": \"now\", \"argu".into());
+        tc.from_prompt = 1;
+        assert_eq!(tc.raw_text(false), "{\"name\": \"now\", \"argu");
+        assert_eq!(tc.capture, None);
     }
 }

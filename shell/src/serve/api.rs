@@ -66,15 +66,44 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
     let Some(f) = v.get("response_format").filter(|f| !f.is_null()) else {
         return Ok(None);
     };
+    if f.as_object().is_none() {
+        return Err("'response_format' must be an object".into());
+    }
     let kind = f.get("type").ok_or("'response_format' needs a 'type'")?;
+    let at = "response_format.";
     let format = if kind.str_eq("text") {
+        check_fields_at(&f, at, &[("type", Used)], &[])?;
         return Ok(None);
     } else if kind.str_eq("json_object") {
-        JsonFormat::Object
+        // A schema beside it (llama-server's extension) is enforced too.
+        check_fields_at(&f, at, &[("type", Used), ("schema", Used)], &[])?;
+        match f.get("schema").filter(|s| !s.is_null()) {
+            None => JsonFormat::Object,
+            Some(s) => {
+                let schema = s
+                    .as_object()
+                    .ok_or("'response_format.schema' must be an object")?;
+                JsonFormat::Schema(schema.raw().to_string())
+            }
+        }
     } else if kind.str_eq("json_schema") {
-        let schema = f
+        check_fields_at(&f, at, &[("type", Used), ("json_schema", Used)], &[])?;
+        let j = f
             .get("json_schema")
-            .and_then(|j| j.get("schema"))
+            .filter(|j| j.as_object().is_some())
+            .ok_or("'response_format.json_schema' must be an object")?;
+        // `strict` asks for what the constraint always does: the output
+        // is valid under the schema, or a keyword it cannot enforce is a
+        // 400 (below).
+        let fields = [
+            ("name", Unused),
+            ("description", Unused),
+            ("strict", Used),
+            ("schema", Used),
+        ];
+        check_fields_at(&j, "response_format.json_schema.", &fields, &[])?;
+        let schema = j
+            .get("schema")
             .and_then(|s| s.as_object())
             .ok_or("'response_format.json_schema.schema' must be an object")?;
         JsonFormat::Schema(schema.raw().to_string())
@@ -322,13 +351,19 @@ fn is_text_modality(v: &Value) -> bool {
 /// Refuses a field the server does not know, and an unimplemented field
 /// that would change the answer, naming it: never silently ignored.
 fn check_fields(v: &Value, endpoint: &[(&str, Field)]) -> Result<()> {
+    check_fields_at(v, "", COMMON_FIELDS, endpoint)
+}
+
+/// [`check_fields`] of an object at `path` (`"response_format."`, ...)
+/// against the fields of `a` and `b`; errors name the field's path.
+fn check_fields_at(v: &Value, path: &str, a: &[(&str, Field)], b: &[(&str, Field)]) -> Result<()> {
     for (key, value) in v.iter_object().into_iter().flatten() {
-        let field = COMMON_FIELDS
+        let field = a
             .iter()
-            .chain(endpoint)
+            .chain(b)
             .find(|(name, _)| key.eq_str(name))
             .map(|&(_, f)| f);
-        let name: String = key.chars().collect();
+        let name: String = path.chars().chain(key.chars()).collect();
         match field {
             None => return Err(format!("unsupported parameter '{name}'").into()),
             Some(OnlyNeutral(neutral)) if !value.is_null() && !neutral(&value) => {
@@ -442,11 +477,19 @@ fn params(v: &Value) -> Result<Params> {
         None | Some(Value::Null) => false,
         Some(x) => x.as_bool().ok_or("'stream' must be a boolean")?,
     };
-    let include_usage = v
-        .get("stream_options")
-        .and_then(|o| o.get("include_usage"))
-        .and_then(|b| b.as_bool())
-        .unwrap_or(false);
+    let options = v.get("stream_options").filter(|o| !o.is_null());
+    if let Some(o) = &options {
+        if o.as_object().is_none() {
+            return Err("'stream_options' must be an object".into());
+        }
+        check_fields_at(o, "stream_options.", &[("include_usage", Used)], &[])?;
+    }
+    let include_usage = match options.and_then(|o| o.get("include_usage")) {
+        None | Some(Value::Null) => false,
+        Some(b) => b
+            .as_bool()
+            .ok_or("'stream_options.include_usage' must be a boolean")?,
+    };
     Ok(Params {
         max_tokens,
         sampler: s,
@@ -852,9 +895,17 @@ mod tests {
             r#","presence_penalty":0,"frequency_penalty":0.0,"logit_bias":{}"#,
             r#","response_format":{"type":"text"},"modalities":["text"]"#,
             r#","logit_bias":null,"tools":null,"response_format":null"#,
+            r#","stream_options":{"include_usage":false},"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{}}}"#,
         ] {
             assert!(chat(ok).is_ok(), "{ok}");
         }
+        // json_object's schema is enforced, not ignored.
+        let c = chat(r#","response_format":{"type":"json_object","schema":{"type":"object"}}"#)
+            .unwrap();
+        assert_eq!(
+            c.params.json,
+            Some(JsonFormat::Schema(r#"{"type":"object"}"#.into()))
+        );
         for (bad, named) in [
             (r#","foo":1"#, "'foo'"),
             (r#","tools":[{"type":"function"}]"#, "tools[0]"),
@@ -868,6 +919,26 @@ mod tests {
             (
                 r#","response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"x"}}}"#,
                 "'$ref'",
+            ),
+            (
+                r#","response_format":{"type":"json_object","foo":1}"#,
+                "'response_format.foo'",
+            ),
+            (
+                r#","response_format":{"type":"json_schema","json_schema":{"schema":{},"bar":1}}"#,
+                "'response_format.json_schema.bar'",
+            ),
+            (
+                r#","response_format":{"type":"json_object","schema":{"pattern":"x"}}"#,
+                "'pattern'",
+            ),
+            (
+                r#","stream_options":{"include_usage":true,"x":1}"#,
+                "'stream_options.x'",
+            ),
+            (
+                r#","stream_options":{"include_usage":1}"#,
+                "'stream_options.include_usage'",
             ),
             (r#","logit_bias":{"42":5}"#, "'logit_bias'"),
             (r#","presence_penalty":0.5"#, "'presence_penalty'"),

@@ -328,6 +328,42 @@ const COMPLETION_FIELDS: &[(&str, Field)] = &[
     ("best_of", OnlyNeutral(is_one)),
 ];
 
+/// A message's fields. What clients echo back from an earlier answer is
+/// accepted where it changes nothing; `name` (a participant's name, which
+/// Qwen's templates do not render) and anything else are refused.
+const MESSAGE_FIELDS: &[(&str, Field)] = &[
+    ("role", Used),
+    ("content", Used),
+    ("tool_calls", Used),
+    // The call a tool result answers: Qwen's templates do not render it.
+    ("tool_call_id", Unused),
+    ("name", OnlyNeutral(is_null)),
+    ("refusal", OnlyNeutral(is_null)),
+    ("annotations", OnlyNeutral(is_empty_array)),
+    ("audio", OnlyNeutral(is_null)),
+    ("function_call", OnlyNeutral(is_null)),
+];
+
+/// A tool's and its function's fields (the tool is rendered into the
+/// prompt as the request gave it).
+const TOOL_FIELDS: &[(&str, Field)] = &[("type", Used), ("function", Used)];
+const FUNCTION_FIELDS: &[(&str, Field)] = &[
+    ("name", Used),
+    ("description", Used),
+    ("parameters", Used),
+    ("strict", Used),
+];
+
+/// An assistant message's call and its function.
+const CALL_FIELDS: &[(&str, Field)] = &[("id", Unused), ("type", Used), ("function", Used)];
+const CALL_FUNCTION_FIELDS: &[(&str, Field)] = &[("name", Used), ("arguments", Used)];
+
+fn is_null(v: &Value) -> bool {
+    v.is_null()
+}
+fn is_empty_array(v: &Value) -> bool {
+    v.as_array().is_some_and(|a| a.is_empty())
+}
 fn is_zero(v: &Value) -> bool {
     v.as_f64() == Some(0.0)
 }
@@ -683,6 +719,8 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
             .ok_or_else(|| {
                 format!("tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}")
             })?;
+        check_fields_at(&t, &format!("tools[{i}]."), TOOL_FIELDS, &[])?;
+        check_fields_at(&f, &format!("tools[{i}].function."), FUNCTION_FIELDS, &[])?;
         let name = function_name(f.get("name"), &format!("tools[{i}].function.name"))?;
         if let Some(d) = f.get("description").filter(|d| !d.is_null()) {
             d.as_str()
@@ -713,6 +751,8 @@ fn message_tool_calls(v: &Value) -> Result<Vec<(String, String)>> {
         let f = c
             .get("function")
             .ok_or_else(|| format!("[{i}] has no 'function'"))?;
+        check_fields_at(&c, &format!("[{i}]."), CALL_FIELDS, &[])?;
+        check_fields_at(&f, &format!("[{i}].function."), CALL_FUNCTION_FIELDS, &[])?;
         let name = function_name(f.get("name"), &format!("[{i}].function.name"))?;
         let arguments = match f.get("arguments") {
             Some(a @ Value::String(_)) => {
@@ -748,6 +788,10 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
     let mut images = Vec::new();
     let mut messages = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
+        if m.as_object().is_none() {
+            return Err(format!("messages[{i}] must be an object").into());
+        }
+        check_fields_at(&m, &format!("messages[{i}]."), MESSAGE_FIELDS, &[])?;
         let role = m.get("role").ok_or("a message without 'role'")?;
         let role = if role.str_eq("system") || role.str_eq("developer") {
             Role::System
@@ -789,6 +833,10 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         Some(c) if c.str_eq("auto") => ToolChoice::Auto,
         Some(c) if c.str_eq("required") => ToolChoice::Required,
         Some(c) => {
+            if let Some(f) = c.get("function").filter(|_| c.as_object().is_some()) {
+                check_fields_at(&c, "tool_choice.", TOOL_FIELDS, &[])?;
+                check_fields_at(&f, "tool_choice.function.", &[("name", Used)], &[])?;
+            }
             let name = c
                 .get("function")
                 .and_then(|f| f.get("name"))
@@ -899,6 +947,28 @@ mod tests {
         ] {
             assert!(chat(ok).is_ok(), "{ok}");
         }
+        // Fields of messages: what clients echo back is accepted where it
+        // changes nothing; anything else is named with its path.
+        let echo = r#"{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","refusal":null,"annotations":[],"audio":null,"function_call":null},{"role":"user","content":"z","name":null}]}"#;
+        assert!(parse_chat(echo.as_bytes()).is_ok());
+        for (msgs, named) in [
+            (
+                r#"[{"role":"user","content":"x","prefix":true}]"#,
+                "'messages[0].prefix'",
+            ),
+            (
+                r#"[{"role":"system","content":"s"},{"role":"user","content":"x","name":"bob"}]"#,
+                "'messages[1].name'",
+            ),
+            (
+                r#"[{"role":"assistant","content":"x","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}","z":1}}]}]"#,
+                "'[0].function.z'",
+            ),
+        ] {
+            let body = format!(r#"{{"messages":{msgs}}}"#);
+            let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(named), "{msgs}: {err}");
+        }
         // json_object's schema is enforced, not ignored.
         let c = chat(r#","response_format":{"type":"json_object","schema":{"type":"object"}}"#)
             .unwrap();
@@ -935,6 +1005,18 @@ mod tests {
             (
                 r#","stream_options":{"include_usage":true,"x":1}"#,
                 "'stream_options.x'",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f","foo":1}}]"#,
+                "'tools[0].function.foo'",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f"},"x":2}]"#,
+                "'tools[0].x'",
+            ),
+            (
+                r#","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f","y":1}}"#,
+                "'tool_choice.function.y'",
             ),
             (
                 r#","stream_options":{"include_usage":1}"#,

@@ -426,7 +426,43 @@ fn object_of<'a>(body: &'a [u8]) -> Result<Value<'a>> {
     if v.as_object().is_none() {
         return Err("the body must be a JSON object".into());
     }
+    unique_keys(&v, &mut String::new())?;
     Ok(v)
+}
+
+/// Refuses an object with a key twice, anywhere in `v` (`path` is where
+/// `v` stands): a proxy and this server could read different values of it.
+/// Each object's keys are sorted once: O(n log n) in its size.
+fn unique_keys(v: &Value, path: &mut String) -> Result<()> {
+    let len = path.len();
+    let dot = if path.is_empty() { "" } else { "." };
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<(String, Value)> =
+                o.iter().map(|(k, x)| (k.chars().collect(), x)).collect();
+            keys.sort_by(|a, b| a.0.cmp(&b.0));
+            if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(
+                    format!("duplicate key '{path}{dot}{}' in the request body", w[0].0).into(),
+                );
+            }
+            for (k, x) in &keys {
+                path.push_str(dot);
+                path.push_str(k);
+                unique_keys(x, path)?;
+                path.truncate(len);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let _ = write!(path, "[{i}]");
+                unique_keys(&x, path)?;
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// A field that must be a number in `[lo, hi]` when present (null: absent).
@@ -969,6 +1005,20 @@ mod tests {
             let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(named), "{msgs}: {err}");
         }
+        // A key twice, at any depth, is a 400 naming it.
+        for (body, named) in [
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"temperature":0,"temperature":1}"#,
+                "'temperature'",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x","role":"system"}]}"#,
+                "'messages[0].role'",
+            ),
+        ] {
+            let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(named) && err.contains("duplicate"), "{err}");
+        }
         // json_object's schema is enforced, not ignored.
         let c = chat(r#","response_format":{"type":"json_object","schema":{"type":"object"}}"#)
             .unwrap();
@@ -1247,5 +1297,37 @@ mod tests {
             error_body(401, "no"),
             r#"{"error":{"message":"no","type":"authentication_error","param":null,"code":"invalid_api_key"}}"#
         );
+    }
+
+    /// What the duplicate-key check costs beside the parse (a timing, not
+    /// a check): `cargo test --release -p kestrel unique_key_check_time
+    /// -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a timing, not a check"]
+    fn unique_key_check_time() {
+        let many_keys = {
+            let mut b = String::from(r#"{"messages":[{"role":"user","content":"x"}],"metadata":{"#);
+            for i in 0..200_000 {
+                let _ = write!(b, "{}\"k{i}\":{i}", if i > 0 { "," } else { "" });
+            }
+            b.push_str("}}");
+            b
+        };
+        let long_text = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "word ".repeat(1_600_000)
+        );
+        for (what, body) in [("200,000 keys", many_keys), ("8 MB of text", long_text)] {
+            let t = std::time::Instant::now();
+            let v = json::parse(body.as_bytes()).unwrap();
+            let parse = t.elapsed();
+            let t = std::time::Instant::now();
+            unique_keys(&v, &mut String::new()).unwrap();
+            let check = t.elapsed();
+            println!(
+                "{what} ({} bytes): parse {parse:?}, unique keys {check:?}",
+                body.len()
+            );
+        }
     }
 }

@@ -438,18 +438,17 @@ fn unique_keys(v: &Value, path: &mut String) -> Result<()> {
     let dot = if path.is_empty() { "" } else { "." };
     match v {
         Value::Object(o) => {
-            let mut keys: Vec<(String, Value)> =
-                o.iter().map(|(k, x)| (k.chars().collect(), x)).collect();
-            keys.sort_by(|a, b| a.0.cmp(&b.0));
-            if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
-                return Err(
-                    format!("duplicate key '{path}{dot}{}' in the request body", w[0].0).into(),
-                );
+            let mut keys: Vec<String> = o.iter().map(|(k, _)| k.chars().collect()).collect();
+            // The project's sort (std's would add its own code to the binary).
+            kestrel_core::sort::sort_by(&mut keys, |a, b| a.cmp(b));
+            if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                let key = &w[0];
+                return Err(format!("duplicate key '{path}{dot}{key}' in the request body").into());
             }
-            for (k, x) in &keys {
+            for (k, x) in o.iter() {
                 path.push_str(dot);
-                path.push_str(k);
-                unique_keys(x, path)?;
+                path.extend(k.chars());
+                unique_keys(&x, path)?;
                 path.truncate(len);
             }
         }

@@ -1223,12 +1223,10 @@ fn metrics_count_requests_tokens_and_latencies() {
 fn tools_on_a_template_without_them_are_refused() {
     let srv = Server::start(1, &[]);
     let tool = r#"{"type":"function","function":{"name":"now"}}"#;
-    for extra in [
-        format!(r#","tools":[{tool}]"#),
-        r#","tools":[],"messages":[{"role":"tool","content":"12:00"}]"#.to_string(),
+    for body in [
+        chat_body(&[(Role::User, "hi")], &format!(r#","tools":[{tool}]"#)),
+        chat_body(&[(Role::Tool, "12:00")], r#","tools":[]"#),
     ] {
-        let body = chat_body(&[(Role::User, "hi")], &extra);
-        // A later "messages" key wins (the last of a repeated key).
         let (st, err) = post(srv.addr, "/v1/chat/completions", &body, None);
         assert_eq!(st, 400, "{err}");
         assert!(err.contains("has no tool calls"), "{err}");

@@ -50,10 +50,7 @@ pub(super) fn model_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()
         }
         let mut s = e.state()?;
         let vocab = w.cfg.vocab_size as usize;
-        let toks: Vec<u32> = synthetic(args.n_prompt.max(args.n_gen), 7)
-            .iter()
-            .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
-            .collect();
+        let toks = synthetic_tokens(args.n_prompt.max(args.n_gen), vocab);
         let mut pass = |n: usize, batch: usize| -> Result<f64> {
             s.pos = 0;
             let t = Instant::now();
@@ -242,10 +239,7 @@ fn speculation_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
                 Some(f) => s.encode(&std::fs::read_to_string(f).map_err(|e| {
                     format!("bench: cannot read --prompt-file {}: {e}", f.display())
                 })?)?,
-                None => synthetic(args.n_prompt.max(1), 7)
-                    .iter()
-                    .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
-                    .collect(),
+                None => synthetic_tokens(args.n_prompt.max(1), vocab),
             };
         let max_seq = s.gen.state.opts.max_seq;
         if prompt.is_empty() || prompt.len() + args.n_gen > max_seq {
@@ -316,4 +310,12 @@ fn speculation_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// `n` synthetic token ids below `vocab` (the model bench's prompt).
+fn synthetic_tokens(n: usize, vocab: usize) -> Vec<u32> {
+    synthetic(n, 7)
+        .iter()
+        .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32)
+        .collect()
 }

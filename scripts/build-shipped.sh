@@ -17,10 +17,10 @@ target="${1:-aarch64-unknown-linux-musl}"
 profile="${2:-release}"
 # No unwind tables: the release profile aborts on panic and std is built
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
-# Feature `no-unwinder`: with no tables to read, libunwind is not linked
+# Feature `shipped`: with no tables to read, libunwind is not linked
 # either (shell/src/no_unwinder.rs; about 40 KB).
 RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
-    --features no-unwinder \
+    --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \
     --target-dir target/shipped
 echo "target/shipped/$target/$profile/kestrel"

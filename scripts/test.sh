@@ -23,7 +23,7 @@ step "clippy (x86_64 and aarch64)"
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --all-targets --target aarch64-unknown-linux-gnu -- -D warnings
 # The shipped build's feature (shell/src/no_unwinder.rs), linted on its target.
-cargo clippy --locked -p kestrel --features no-unwinder --bins --target aarch64-unknown-linux-musl -- -D warnings
+cargo clippy --locked -p kestrel --features shipped --bins --target aarch64-unknown-linux-musl -- -D warnings
 
 step "shell completions: generated from the same definitions (kestrel::cli::command), not in the shipped binary"
 cargo clippy --locked -p kestrel --features completions --all-targets -- -D warnings

@@ -16,10 +16,17 @@ goal=860000
 bin=$(bash scripts/build-shipped.sh "$target" release | tail -1)
 syms=$(bash scripts/build-shipped.sh "$target" size-report | tail -1)
 
-# libunwind stays out (feature no-unwinder, shell/src/no_unwinder.rs): a new
+# libunwind stays out (feature shipped, shell/src/no_unwinder.rs): a new
 # reference to an unwinder function would link its 50 KB back silently.
 if nm "$syms" | grep -q -E ' (__unw_step|unw_step|_Unwind_RaiseException)$'; then
     echo "size-report: libunwind is linked into the shipped binary (see shell/src/no_unwinder.rs)" >&2
+    exit 1
+fi
+
+# printf stays out (shell/src/no_printf.rs): musl's pthread_setname_np was its
+# one caller; a new caller would link its 14 KB back silently.
+if nm "$syms" | grep -q -E ' (vfprintf|printf_core|fmt_fp)$'; then
+    echo "size-report: musl's printf is linked into the shipped binary (see shell/src/no_printf.rs)" >&2
     exit 1
 fi
 

@@ -12,7 +12,9 @@ use kestrel::{bench, convert, cpu, generate, imatrix, inspect, logits, perplexit
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[cfg(feature = "no-unwinder")]
+#[cfg(feature = "shipped")]
+mod no_printf;
+#[cfg(feature = "shipped")]
 mod no_unwinder;
 
 /// Runs the command clap parsed.

@@ -1,4 +1,4 @@
-//! The shipped binary's stand-ins for the unwinder (feature `no-unwinder`).
+//! The shipped binary's stand-ins for the unwinder (feature `shipped`).
 //!
 //! The shipped build (scripts/build-shipped.sh) aborts on panic and carries no
 //! unwind tables, so no frame can be unwound: nothing unwinds for a panic, and

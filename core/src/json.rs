@@ -508,16 +508,16 @@ impl<'a> Number<'a> {
         !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
     }
 
-    /// The nearest `f64` (core's parser rounds correctly); `None` when the
+    /// The nearest `f64` (crate::decimal rounds correctly); `None` when the
     /// value overflows to infinity.
     pub fn as_f64(&self) -> Option<f64> {
-        self.raw.parse::<f64>().ok().filter(|x| x.is_finite())
+        crate::decimal::parse_f64(self.raw).filter(|x| x.is_finite())
     }
 
     /// The nearest `f32`, rounded once from the decimal text; `None` when it
     /// overflows to infinity.
     pub fn as_f32(&self) -> Option<f32> {
-        self.raw.parse::<f32>().ok().filter(|x| x.is_finite())
+        crate::decimal::parse_f32(self.raw).filter(|x| x.is_finite())
     }
 
     /// The exact integer value if it fits in `i64`.

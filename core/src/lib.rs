@@ -28,6 +28,7 @@ pub mod chat;
 pub mod config;
 pub mod constrain;
 pub mod convert;
+pub mod decimal;
 pub mod error;
 pub mod generate;
 pub mod gguf;

@@ -156,6 +156,16 @@ pub fn in_range(lo: usize, hi: usize) -> ValueParser {
     })
 }
 
+/// A finite decimal number (`0.7`, `.5`, `1e-3`), rounded once to the
+/// nearest f32 by the core's parser (std's would link a 10 KB table).
+pub fn float32() -> ValueParser {
+    ValueParser::new(|s: &str| {
+        kestrel_core::decimal::parse_f32(s.trim())
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| "not a finite decimal number".to_string())
+    })
+}
+
 /// A count that must be at least 1.
 pub fn at_least_one() -> ValueParser {
     in_range(1, usize::MAX)

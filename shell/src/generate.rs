@@ -1,7 +1,7 @@
 //! Text generation: `kestrel run`, `kestrel chat`, `kestrel tokenize`,
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
-use crate::cli::{all, get, model_arg, opt, switch, value, CommandArgs};
+use crate::cli::{all, float32, get, model_arg, opt, switch, value, CommandArgs};
 use crate::engine::{self, Engine, EngineArgs, Need};
 use crate::error::Result;
 use crate::pool::Pool;
@@ -45,20 +45,20 @@ impl SampleArgs {
                 "Temperature (0: greedy).",
                 d.temperature.to_string(),
             )
-            .value_parser(value_parser!(f32)),
+            .value_parser(float32()),
             with_default("top-k", "N", "Top-k (0: off).", d.top_k.to_string())
                 .value_parser(value_parser!(usize)),
             with_default("top-p", "F", "Top-p (1: off).", d.top_p.to_string())
-                .value_parser(value_parser!(f32)),
+                .value_parser(float32()),
             with_default("min-p", "F", "Min-p (0: off).", d.min_p.to_string())
-                .value_parser(value_parser!(f32)),
+                .value_parser(float32()),
             with_default(
                 "repeat-penalty",
                 "F",
                 "Repetition penalty (1: off).",
                 d.repeat_penalty.to_string(),
             )
-            .value_parser(value_parser!(f32)),
+            .value_parser(float32()),
             with_default(
                 "seed",
                 "N",

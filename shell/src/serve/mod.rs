@@ -139,10 +139,12 @@ impl CommandArgs for ServeArgs {
                     "SECS",
                     "Deadline for reading a request's head, and again for its body.",
                 )
-                .value_parser(ValueParser::new(|s: &str| match s.parse::<f64>() {
-                    Ok(t) if (0.001..=3600.0).contains(&t) => Ok(Duration::from_secs_f64(t)),
-                    Ok(_) => Err("must be between 0.001 and 3600 seconds".to_string()),
-                    Err(e) => Err(e.to_string()),
+                .value_parser(ValueParser::new(|s: &str| {
+                    match kestrel_core::decimal::parse_f64(s.trim()) {
+                        Some(t) if (0.001..=3600.0).contains(&t) => Ok(Duration::from_secs_f64(t)),
+                        Some(_) => Err("must be between 0.001 and 3600 seconds".to_string()),
+                        None => Err("not a decimal number".to_string()),
+                    }
                 }))
                 .default_value("10"),
                 value("max-body", "BYTES", "Largest request body (413 beyond).")

@@ -628,7 +628,7 @@ pub fn directory(
             actual: entries.len(),
         });
     }
-    entries.sort_unstable_by_key(|e| e.key());
+    crate::sort::sort_by(entries, |a, b| a.key().cmp(&b.key()));
     Ok(())
 }
 

@@ -41,7 +41,7 @@ impl SortedVocab {
                 pieces.push((b, id));
             }
         }
-        pieces.sort_unstable();
+        kestrel_core::sort::sort_by(&mut pieces, |a, b| a.cmp(b));
         let mut v = SortedVocab {
             order: Vec::with_capacity(pieces.len()),
             offsets: Vec::with_capacity(pieces.len() + 1),

@@ -27,10 +27,27 @@ pub fn byte_to_char() -> [char; 256] {
     table
 }
 
+/// Code points of the byte-level alphabet: all below 256 + 68 (the 68
+/// non-printable bytes are numbered from U+0100 up).
+const ALPHABET_END: usize = 256 + 68;
+
+/// The byte each character of the alphabet stands for, by code point.
+pub fn char_to_byte() -> [Option<u8>; ALPHABET_END] {
+    let mut inverse = [None; ALPHABET_END];
+    for (b, c) in byte_to_char().into_iter().enumerate() {
+        if let Some(slot) = inverse.get_mut(c as usize) {
+            *slot = Some(b as u8);
+        }
+    }
+    inverse
+}
+
 /// Decodes a byte-level token string into raw bytes, or `None` if it holds a
-/// character outside the alphabet.
-pub fn decode_byte_level(s: &str, inverse: &BTreeMap<char, u8>) -> Option<Vec<u8>> {
-    s.chars().map(|c| inverse.get(&c).copied()).collect()
+/// character outside the alphabet (`inverse` from [`char_to_byte`]).
+pub fn decode_byte_level(s: &str, inverse: &[Option<u8>; ALPHABET_END]) -> Option<Vec<u8>> {
+    s.chars()
+        .map(|c| inverse.get(c as usize).copied().flatten())
+        .collect()
 }
 
 /// A token as the source describes it.
@@ -69,11 +86,7 @@ impl Tables {
         template: &str,
     ) -> Result<Tables, String> {
         let chars = byte_to_char();
-        let inverse: BTreeMap<char, u8> = chars
-            .iter()
-            .enumerate()
-            .map(|(b, &c)| (c, b as u8))
-            .collect();
+        let inverse = char_to_byte();
         let mut bytes = Vec::with_capacity(tokens.len());
         let mut by_text: BTreeMap<&str, u32> = BTreeMap::new();
         let mut added = Vec::new();

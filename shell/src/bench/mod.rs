@@ -344,6 +344,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 
 /// Median of `v` (sorted in place); NaN when empty.
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
+    kestrel_core::sort::sort_by(v, f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }

@@ -131,7 +131,7 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        requests.sort_unstable();
+        kestrel_core::sort::sort_by(&mut requests, |a, b| a.cmp(b));
         for (e, status, n) in requests {
             let _ = writeln!(
                 out,

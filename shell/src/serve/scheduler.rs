@@ -626,7 +626,7 @@ impl<P: Parallel> Streams for Lanes<'_, '_, P> {
 /// how many steps needed the whole vocabulary's mask).
 fn report_sampling(ns: &[u64], json: Option<&kestrel_core::generate::Progress>) {
     let mut sorted = ns.to_vec();
-    sorted.sort_unstable();
+    kestrel_core::sort::sort_by(&mut sorted, |a, b| a.cmp(b));
     let ms = |x: u64| x as f64 / 1e6;
     let kind = match json {
         Some(p) => format!(

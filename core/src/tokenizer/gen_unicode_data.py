@@ -124,7 +124,11 @@ def main():
     def full(cp):
         return [x for y in dec[cp] for x in (full(y) if y in dec else [y])] if cp in dec else [cp]
     assert max(len(full(cp)) for cp in dec) <= 4  # unicode.rs decomposes into a [char; 4]
-    comp = [(a << 42) | (b << 21) | c for a, b, c in compose]
+    # COMPOSE: for each primary composite, its entry's index in DECOMP, in
+    # (first, second) order (unicode.rs binary-searches it through DECOMP).
+    decomp_index = {e >> 42: i for i, e in enumerate(decomp)}
+    comp = [decomp_index[c] for _, _, c in compose]
+    assert max(comp) < 1 << 16
 
     def arr(name, ty, vals, doc, per=8, fmt="0x{:x}"):
         lines = [f"/// {doc}", f"pub(crate) static {name}: [{ty}; {len(vals)}] = ["]
@@ -149,13 +153,13 @@ def main():
             "Canonical decompositions (one level, Hangul excluded): `(cp << 42) | (first << 21) | second`, second 0 for singletons; sorted.",
             per=4),
         "",
-        arr("COMPOSE", "u64", comp,
-            "Primary composites (Hangul excluded): `(first << 42) | (second << 21) | composite`, sorted.",
-            per=4),
+        arr("COMPOSE", "u16", comp,
+            "Primary composites (Hangul excluded): indexes into `DECOMP` of the two-code-point decompositions NFC recomposes, sorted by `(first, second)`.",
+            per=12, fmt="{}"),
         "",
     ]
     OUT.write_text("\n".join(src))
-    size = 4 * len(class_runs) + 4 * len(norm_runs) + 8 * len(decomp) + 8 * len(comp)
+    size = 4 * len(class_runs) + 4 * len(norm_runs) + 8 * len(decomp) + 2 * len(comp)
     print(f"{OUT}: CLASS_RUNS {len(class_runs)}, NORM_RUNS {len(norm_runs)}, DECOMP {len(decomp)}, "
           f"COMPOSE {len(comp)}; {size} bytes")
 

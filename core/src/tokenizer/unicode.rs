@@ -218,12 +218,50 @@ pub fn compose(a: char, b: char) -> Option<char> {
     {
         return char::from_u32(ca + (cb - T_BASE));
     }
+    // COMPOSE lists DECOMP's recomposed entries by (first, second): the
+    // entry's low 42 bits are that pair, its high bits the composite.
+    let pair = |i: &u16| DECOMP.get(usize::from(*i)).map_or(0, |&e| e & PAIR_MASK);
     let key = ((ca as u64) << 21) | cb as u64;
-    let i = COMPOSE.partition_point(|&e| (e >> 21) < key);
-    let e = *COMPOSE.get(i)?;
-    if e >> 21 == key {
-        ch(e)
+    let i = COMPOSE.partition_point(|e| pair(e) < key);
+    let e = *DECOMP.get(usize::from(*COMPOSE.get(i)?))?;
+    if e & PAIR_MASK == key {
+        char::from_u32((e >> 42) as u32)
     } else {
         None
+    }
+}
+
+/// The `(first << 21) | second` bits of a DECOMP entry.
+const PAIR_MASK: u64 = (1 << 42) - 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every two-part decomposition recomposes exactly when COMPOSE lists
+    /// it (the exclusions, e.g. U+0958, do not), and to its own code point.
+    #[test]
+    fn compose_finds_each_listed_pair_and_no_other() {
+        let (mut listed, mut excluded) = (0, 0);
+        for (i, &e) in DECOMP.iter().enumerate() {
+            let (Some(c), Some(a), Some(b)) = (ch(e >> 42), ch(e >> 21), ch(e)) else {
+                continue;
+            };
+            if e & MASK21 == 0 {
+                continue;
+            }
+            if COMPOSE.iter().any(|&k| usize::from(k) == i) {
+                assert_eq!(compose(a, b), Some(c), "{c:?}");
+                listed += 1;
+            } else {
+                assert_eq!(compose(a, b), None, "{c:?} is excluded");
+                excluded += 1;
+            }
+        }
+        assert_eq!(listed, COMPOSE.len());
+        assert!(excluded > 0);
+        assert_eq!(compose('\u{0915}', '\u{093C}'), None); // U+0958, excluded
+        assert_eq!(compose('e', '\u{0301}'), Some('é'));
+        assert_eq!(compose('e', 'e'), None);
     }
 }

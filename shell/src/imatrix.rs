@@ -21,9 +21,9 @@
 //! multiplies.
 
 use crate::cli::{get, model_arg, opt, value, CommandArgs};
-use crate::convert::gguf::gguf_name;
 use crate::engine::{self, EngineArgs, Need};
 use crate::error::{Context, Error, Result};
+use crate::gguf_names::gguf_name;
 use clap::{value_parser, ArgMatches, Command};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{Importance, Part};

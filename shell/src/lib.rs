@@ -1,15 +1,17 @@
 //! The `kestrel` shell as a library: everything the binary does, callable
 //! from tests. The binary (`main.rs`) only dispatches the command line
-//! ([`cli::command`]).
+//! ([`commands::command`]).
 
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod convert;
 pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod files;
 pub mod generate;
+pub mod gguf_names;
 pub mod image;
 pub mod imatrix;
 pub mod inspect;

@@ -1,7 +1,8 @@
 //! `kestrel`: the thin std shell around `kestrel-core`.
 
 use kestrel::bench::BenchArgs;
-use kestrel::cli::{self, get, token_ids, CommandArgs};
+use kestrel::cli::{get, token_ids, CommandArgs};
+use kestrel::commands;
 use kestrel::convert::ConvertArgs;
 use kestrel::generate::{ChatArgs, RunArgs};
 use kestrel::imatrix::ImatrixArgs;
@@ -49,16 +50,16 @@ fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
         "perplexity" => perplexity::run(&PerplexityArgs::from_matches(m)),
         "imatrix" => imatrix::run(&ImatrixArgs::from_matches(m)),
         "serve" => kestrel::serve::run(&ServeArgs::from_matches(m)),
-        other => unreachable!("'{other}' is in cli::command() without an arm here"),
+        other => unreachable!("'{other}' is in commands::command() without an arm here"),
     }
 }
 
 fn main() -> ExitCode {
     kestrel::restore_sigpipe();
     // Help and version go to stdout (exit 0); usage errors to stderr (exit 2).
-    let matches = cli::command().get_matches();
+    let matches = commands::command().get_matches();
     let Some((name, m)) = matches.subcommand() else {
-        unreachable!("cli::command() requires a subcommand")
+        unreachable!("commands::command() requires a subcommand")
     };
     match dispatch(name, m) {
         Ok(()) => ExitCode::SUCCESS,

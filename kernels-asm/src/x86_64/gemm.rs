@@ -4,7 +4,10 @@
 //! The GEMV is the GEMM with one activation row (its own loop, one row
 //! group at a time, when the row has at most 12,288 columns).
 
-use super::{act_patterns, gemm_vnni, pair_rows16, prefetch_ahead, sum_block_pairs, Avx2, Vnni};
+use super::{
+    act_patterns, block_sum, gemm_vnni, pair_rows16, prefetch_ahead, prefetch_next_pair,
+    sum_block_pairs, Avx2, Vnni,
+};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -238,43 +241,6 @@ pub(super) fn table_rows_per_call(nb: usize) -> usize {
 /// The most activation rows the tiled Q4_0x4 GEMM takes in one call (the
 /// engine's largest batch).
 const GEMM_MAX_ROWS: usize = 64;
-
-/// At block `b` of a pair of Q4_0x4 row groups whose second is `wb` (`nb`
-/// blocks each), prefetches the next pair's bytes (they follow `wb`) at the
-/// rate this pair is read: short rows otherwise pay the memory latency at
-/// the start of every pair. A prefetch never faults, and `wrapping_add`
-/// keeps the address arithmetic defined.
-#[inline(always)]
-pub(super) fn prefetch_next_pair(wb: &[u8], nb: usize, b: usize) {
-    let pf = wb
-        .as_ptr()
-        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
-    for k in 0..3 {
-        // SAFETY: a prefetch of any address is defined (it never faults).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast()) };
-    }
-}
-
-/// `sum(a)` of one 32-byte activation block, exact in i32.
-///
-/// # Safety
-/// `p` must point to 32 readable bytes; the CPU must implement AVX2.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn block_sum(p: *const i8) -> i32 {
-    // SAFETY: `p` points to 32 readable bytes and the CPU implements AVX2 (the
-    // function contract).
-    unsafe {
-        let a = _mm256_loadu_si256(p.cast());
-        let s = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
-            _mm256_set1_epi16(1),
-        );
-        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        _mm_cvtsi128_si32(s)
-    }
-}
 
 /// The most 32-column blocks the GEMV's expanded activation row holds
 /// (12,288 columns; wider rows take the tiled path).

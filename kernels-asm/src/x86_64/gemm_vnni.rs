@@ -19,7 +19,7 @@
 //! same sums as the scalar reference, then the reference's float steps in
 //! its order.
 
-use super::gemm::block_sum;
+use super::block_sum;
 use crate::layout::QK;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -247,10 +247,10 @@ fn store_row<const W: usize>(out: &mut [f32], o: usize, r: &[f32; W], n: usize) 
 /// The AVX-VNNI tiles (VEX `vpdpbusd` on 256-bit registers, 16 of them):
 /// 8 weight rows per register.
 pub(super) mod avx {
-    use super::super::gemm::prefetch_next_pair;
-    use super::super::{Avx2, Vnni};
     use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
     use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
+    use crate::x86_64::prefetch_next_pair;
+    use crate::x86_64::{Avx2, Vnni};
     use core::arch::x86_64::*;
 
     /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the VNNI tile: the
@@ -499,8 +499,6 @@ pub(super) mod avx {
 /// the multiplies per cycle; where a 512-bit operation takes two 256-bit
 /// passes it is the same multiplies in half the instructions.
 pub(super) mod avx512 {
-    use super::super::q6k::{offset_table, RUN};
-    use super::super::{Avx2, Vnni};
     use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
         Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
@@ -508,6 +506,8 @@ pub(super) mod avx512 {
         Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES,
         Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
     };
+    use crate::x86_64::{offset_table, RUN};
+    use crate::x86_64::{Avx2, Vnni};
     use core::arch::x86_64::*;
     use core::mem::MaybeUninit;
 

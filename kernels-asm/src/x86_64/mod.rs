@@ -17,7 +17,9 @@
 //! A [`ShapeError`](crate::ShapeError) means the slices do not fit the
 //! dimensions; nothing was written then.
 
+use crate::layout::Q4X4_BLOCK_BYTES;
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 
 /// Defines the VNNI forms of a GEMM tile whose body takes its multiply
 /// instructions as a const [`Dot`] argument: `$avx` with AVX-VNNI (the VEX
@@ -119,6 +121,62 @@ fn prefetch_ahead(p: *const u8, bytes: usize) {
         // SSE is part of the x86_64 baseline.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast()) };
     }
+}
+
+/// At block `b` of a pair of Q4_0x4 row groups whose second is `wb` (`nb`
+/// blocks each), prefetches the next pair's bytes (they follow `wb`) at the
+/// rate this pair is read: short rows otherwise pay the memory latency at
+/// the start of every pair. A prefetch never faults, and `wrapping_add`
+/// keeps the address arithmetic defined.
+#[inline(always)]
+fn prefetch_next_pair(wb: &[u8], nb: usize, b: usize) {
+    let pf = wb
+        .as_ptr()
+        .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
+    for k in 0..3 {
+        // SAFETY: a prefetch of any address is defined (it never faults).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(64 * k).cast()) };
+    }
+}
+
+/// `sum(a)` of one 32-byte activation block, exact in i32.
+///
+/// # Safety
+/// `p` must point to 32 readable bytes; the CPU must implement AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_sum(p: *const i8) -> i32 {
+    // SAFETY: `p` points to 32 readable bytes and the CPU implements AVX2 (the
+    // function contract).
+    unsafe {
+        let a = _mm256_loadu_si256(p.cast());
+        let s = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
+            _mm256_set1_epi16(1),
+        );
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+}
+
+/// The quants one Q6_K scale covers (a run of the activation row).
+const RUN: usize = 16;
+
+/// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
+/// the front of `table` and returned: the `vpdpbusd` tile's unsigned
+/// weights are `4 * (q - 32) + 128`, so each run's sum starts from this
+/// (this tile's and the 512-bit one's in `gemm_vnni.rs`).
+/// Panics unless `table` holds `qs.len() / 16` entries.
+fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
+    let runs = qs.len() / RUN;
+    assert!(table.len() >= runs);
+    for (entry, run) in table.iter_mut().zip(qs.chunks_exact(RUN)) {
+        entry.write(-128 * run.iter().map(|&q| i32::from(q)).sum::<i32>());
+    }
+    // SAFETY: entries 0..runs were written just above (`qs` has `runs`
+    // whole runs); MaybeUninit<i32> has the layout of i32.
+    unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), runs) }
 }
 
 /// The 4 row sums of one Q4_0x4 / Q5_0x4 / Q5_1x4 row group over `nb`

@@ -14,7 +14,7 @@
 
 use super::gemm::{table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::gemm_vnni;
-use super::{prefetch_ahead, Avx2, Dot, Vnni};
+use super::{offset_table, prefetch_ahead, Avx2, Dot, Vnni, RUN};
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
 use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
@@ -175,25 +175,6 @@ pub fn gemm_q6_kx8_q8_k(
         }
     }
     Ok(())
-}
-
-/// The quants one Q6_K scale covers (a run of the activation row).
-pub(super) const RUN: usize = 16;
-
-/// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
-/// the front of `table` and returned: the `vpdpbusd` tile's unsigned
-/// weights are `4 * (q - 32) + 128`, so each run's sum starts from this
-/// (this tile's and the 512-bit one's in `gemm_vnni.rs`).
-/// Panics unless `table` holds `qs.len() / 16` entries.
-pub(super) fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
-    let runs = qs.len() / RUN;
-    assert!(table.len() >= runs);
-    for (entry, run) in table.iter_mut().zip(qs.chunks_exact(RUN)) {
-        entry.write(-128 * run.iter().map(|&q| i32::from(q)).sum::<i32>());
-    }
-    // SAFETY: entries 0..runs were written just above (`qs` has `runs`
-    // whole runs); MaybeUninit<i32> has the layout of i32.
-    unsafe { core::slice::from_raw_parts(table.as_ptr().cast(), runs) }
 }
 
 /// One Q6_Kx8 row group (8 rows) against `T` activation rows.

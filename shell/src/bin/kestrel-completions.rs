@@ -1,5 +1,5 @@
 //! Writes `kestrel`'s shell completion scripts, generated from the same
-//! definitions the binary parses with ([`kestrel::cli::command`]):
+//! definitions the binary parses with ([`kestrel::commands::command`]):
 //!
 //! ```text
 //! cargo run -p kestrel --features completions --bin kestrel-completions -- DIR
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         eprintln!("usage: kestrel-completions DIR");
         return ExitCode::from(2);
     };
-    let mut cmd = kestrel::cli::command();
+    let mut cmd = kestrel::commands::command();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         match generate_to(shell, &mut cmd, "kestrel", &dir) {
             Ok(path) => println!("{}", path.display()),

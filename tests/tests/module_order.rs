@@ -372,3 +372,49 @@ fn the_scanner_sees_imports() {
     );
     assert_eq!(module_of(Path::new("vqf/mod.rs")), ["vqf"]);
 }
+
+/// docs/architecture.md's "Source files" block lists every Rust source file
+/// of the repository, and only files that exist.
+#[test]
+fn the_architecture_doc_lists_every_source_file() {
+    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let start = doc
+        .find("<!-- source-files -->")
+        .expect("docs/architecture.md has no <!-- source-files --> block");
+    let end = doc[start..]
+        .find("<!-- /source-files -->")
+        .expect("the source-files block is not closed")
+        + start;
+    let listed: Vec<&str> = doc[start..end]
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.ends_with(".rs"))
+        .collect();
+    assert!(listed.len() > 100, "too few files listed: {}", listed.len());
+    let mut wrong: Vec<String> = listed
+        .iter()
+        .filter(|p| !repo().join(p).is_file())
+        .map(|p| format!("{p}: listed in docs/architecture.md but not in the repository"))
+        .collect();
+    for dir in [
+        "core/src",
+        "kernels-asm/src",
+        "shell/src",
+        "tests/src",
+        "tests/tests",
+        "tests/firmware-host/src",
+        "fuzz/fuzz_targets",
+    ] {
+        let mut files = Vec::new();
+        sources(&repo().join(dir), &mut files);
+        for f in files {
+            let rel = f.strip_prefix(repo()).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = rel.trim_start_matches("./").to_string();
+            if !listed.contains(&rel.as_str()) {
+                wrong.push(format!("{rel}: not listed in docs/architecture.md's Source files"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+

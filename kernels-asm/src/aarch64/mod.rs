@@ -11,6 +11,7 @@ mod activation;
 mod attention;
 mod gemm;
 mod gemv;
+mod ktile;
 mod matvec;
 mod q4k;
 mod q5;

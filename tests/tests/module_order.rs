@@ -408,13 +408,18 @@ fn the_architecture_doc_lists_every_source_file() {
         let mut files = Vec::new();
         sources(&repo().join(dir), &mut files);
         for f in files {
-            let rel = f.strip_prefix(repo()).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = f
+                .strip_prefix(repo())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             let rel = rel.trim_start_matches("./").to_string();
             if !listed.contains(&rel.as_str()) {
-                wrong.push(format!("{rel}: not listed in docs/architecture.md's Source files"));
+                wrong.push(format!(
+                    "{rel}: not listed in docs/architecture.md's Source files"
+                ));
             }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
-

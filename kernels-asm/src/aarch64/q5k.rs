@@ -6,27 +6,29 @@
 //! "Q5_Kx4").
 
 use super::ktile::{
-    k_gemm_tile, nibble_chunk, q5k_chunk, q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot,
-    row_end, rows_dot, rows_end,
+    gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter, gemv_scale_sums, k_gemm, k_gemm_tile, k_gemv,
+    nibble_chunk, q5k_chunk, q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end,
+    rows_dot, rows_end, GemvFn, GenericGemm, GenericGemv, KLayout, TileFn,
 };
 use super::Dotprod;
 use crate::generic;
-use crate::layout::{Q5KX4_BLOCK_BYTES, Q5KX4_ROWS, QK, QK_K};
-use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
+use crate::layout::{Q5KX4_BLOCK_BYTES, QK_K};
+use crate::shape::ShapeError;
 use core::arch::asm;
 
-/// Activation rows per GEMM tile: one weight load serves this many rows.
-const TILE_M: usize = 4;
+/// Q5_Kx4 for the K-quant driver (`ktile.rs`).
+struct Q5K;
 
-/// GEMV, Q5_Kx4 weights x one Q8_K activation row.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 704-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
-///   `cols / 32` sums;
-/// * `out`: `rows` results.
-///
-/// The same contract as [`generic::gemv_q5_kx4_q8_k`] (a shape error when a
-/// length does not fit); zero columns go to the generic code.
+impl KLayout for Q5K {
+    const BLOCK_BYTES: usize = Q5KX4_BLOCK_BYTES;
+    const GEMV_GROUPS: GemvFn = gemv_q5kx4_groups;
+    const TILES: [TileFn; 3] = [gemm_q5kx4_tile2, gemm_q5kx4_tile3, gemm_q5kx4_tile4];
+    const GENERIC_GEMV: GenericGemv = generic::gemv_q5_kx4_q8_k;
+    const GENERIC_GEMM: GenericGemm = generic::gemm_q5_kx4_q8_k;
+}
+
+/// GEMV, Q5_Kx4 weights x one Q8_K activation row: [`k_gemv`] (the
+/// contract of [`generic::gemv_q5_kx4_q8_k`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_q5_kx4_q8_k(
     _cpu: Dotprod,
@@ -38,95 +40,11 @@ pub fn gemv_q5_kx4_q8_k(
     act_sums: &[i16],
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmKShape { nb, groups } = gemm_k_shape(
-        Q5KX4_ROWS,
-        Q5KX4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
-        1,
-        out,
-    )?;
-    if nb == 0 || rows == 0 {
-        return generic::gemv_q5_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, out);
-    }
-    // SAFETY: the shape check gives w.len() = groups * nb * 704, act_qs nb *
-    // 256 quants, act_d nb scales, act_sums nb * 8 sums and out `rows`
-    // floats, with groups = ceil(rows / 4) >= 1 and nb >= 1; the token
-    // proves dotprod.
-    unsafe { gemv_rows(w, act_qs, act_d, act_sums, nb, groups, rows, out) };
-    Ok(())
+    k_gemv::<Q5K>(w, rows, cols, act_qs, act_d, act_sums, out)
 }
 
-/// The GEMV over `groups` row groups: whole groups straight into `out`, a
-/// partial last one through a 4-float tile.
-///
-/// # Safety
-/// `w` must hold `groups * nb * 704` bytes, `qs` `nb * 256` quants, `d` `nb`
-/// scales, `s` `nb * 8` sums, `out` `rows` floats with `groups = ceil(rows /
-/// 4)`, `nb >= 1`, `groups >= 1`; the CPU must implement dotprod.
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemv_rows(
-    w: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    s: &[i16],
-    nb: usize,
-    groups: usize,
-    rows: usize,
-    out: &mut [f32],
-) {
-    let full = rows / Q5KX4_ROWS;
-    let group_bytes = nb * Q5KX4_BLOCK_BYTES;
-    if full > 0 {
-        // SAFETY: `w` holds full <= groups groups, `out` full * 4 <= rows
-        // floats; the rest per the function contract.
-        unsafe {
-            gemv_q5kx4_groups(
-                w.as_ptr(),
-                qs.as_ptr(),
-                d.as_ptr(),
-                s.as_ptr(),
-                nb,
-                out.as_mut_ptr(),
-                full,
-            )
-        };
-    }
-    if full < groups {
-        let mut tail = [0.0f32; Q5KX4_ROWS];
-        // SAFETY: the last group is w[full * group_bytes..][..group_bytes]
-        // (groups = full + 1); `tail` holds 4 floats.
-        unsafe {
-            gemv_q5kx4_groups(
-                w[full * group_bytes..].as_ptr(),
-                qs.as_ptr(),
-                d.as_ptr(),
-                s.as_ptr(),
-                nb,
-                tail.as_mut_ptr(),
-                1,
-            )
-        };
-        out[full * Q5KX4_ROWS..].copy_from_slice(&tail[..rows - full * Q5KX4_ROWS]);
-    }
-}
-
-/// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 704-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-///   `act_sums`: `m x cols / 32` sums;
-/// * `out`: `m x rows` results.
-///
-/// Tiles of one row group x 4 activation rows (the weight block loaded and
-/// its nibbles extracted once for the 4 rows), then one tile of the 2 or 3
-/// rows left over; a single row left over goes through the GEMV loop. The same contract as
-/// [`generic::gemm_q5_kx4_q8_k`]; empty shapes go to the generic code.
+/// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: [`k_gemm`] (the
+/// contract of [`generic::gemm_q5_kx4_q8_k`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_q5_kx4_q8_k(
     _cpu: Dotprod,
@@ -139,75 +57,7 @@ pub fn gemm_q5_kx4_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let GemmKShape { nb, groups } = gemm_k_shape(
-        Q5KX4_ROWS,
-        Q5KX4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
-        m,
-        out,
-    )?;
-    if nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q5_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
-    }
-    let group_bytes = nb * Q5KX4_BLOCK_BYTES;
-    let ns = cols / QK;
-    // Tiles of 4 activation rows, then one of the 2 or 3 left over; a
-    // single row left over takes the GEMV loop.
-    let full = m / TILE_M * TILE_M;
-    let tile_end = if m - full >= 2 { m } else { full };
-    for g in 0..groups {
-        let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-        let r0 = g * Q5KX4_ROWS;
-        let real = (rows - r0).min(Q5KX4_ROWS);
-        let mut t = 0;
-        while t < tile_end {
-            let n = (tile_end - t).min(TILE_M);
-            let mut tile = [0.0f32; Q5KX4_ROWS * TILE_M];
-            let kernel = [gemm_q5kx4_tile2, gemm_q5kx4_tile3, gemm_q5kx4_tile4][n - 2];
-            // SAFETY: `wg` is one group (nb super-blocks); activation rows
-            // t..t + n <= m (2 <= n <= 4) start at t * cols quants, t * nb
-            // scales and t * ns sums, and the kernel reads n rows at strides
-            // cols, nb * 4 bytes and ns * 2 bytes, all inside the checked
-            // slices; `tile` holds 16 >= 4n floats; the token proves dotprod.
-            unsafe {
-                kernel(
-                    wg.as_ptr(),
-                    act_qs[t * cols..].as_ptr(),
-                    act_d[t * nb..].as_ptr(),
-                    act_sums[t * ns..].as_ptr(),
-                    nb,
-                    tile.as_mut_ptr(),
-                )
-            };
-            for i in 0..n {
-                out[(t + i) * rows + r0..][..real].copy_from_slice(&tile[i * Q5KX4_ROWS..][..real]);
-            }
-            t += n;
-        }
-    }
-    for t in tile_end..m {
-        // SAFETY: row t < m of the activations (cols quants, nb scales, ns
-        // sums) and of the output (rows floats), the whole weight; nb >= 1,
-        // groups >= 1; the token proves dotprod.
-        unsafe {
-            gemv_rows(
-                w,
-                &act_qs[t * cols..(t + 1) * cols],
-                &act_d[t * nb..(t + 1) * nb],
-                &act_sums[t * ns..(t + 1) * ns],
-                nb,
-                groups,
-                rows,
-                &mut out[t * rows..(t + 1) * rows],
-            )
-        };
-    }
-    Ok(())
+    k_gemm::<Q5K>(w, rows, cols, act_qs, act_d, act_sums, m, out)
 }
 
 /// The GEMV asm loop: `groups` row groups, each `nb` super-blocks.
@@ -287,306 +137,10 @@ unsafe fn gemv_q5kx4_groups(
             "addp v5.4s, v5.4s, v6.4s",
             "addp v3.4s, v3.4s, v5.4s",
             "movi v4.16b, #0",
-            "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [x9], #64",
-            "movi v5.16b, #0",
-            "movi v6.16b, #0",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "shl v18.16b, v12.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v12.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[0]",
-            "sdot v6.4s, v17.16b, v26.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "shl v18.16b, v13.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v13.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[1]",
-            "sdot v6.4s, v17.16b, v26.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "shl v18.16b, v14.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v14.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[2]",
-            "sdot v6.4s, v17.16b, v26.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "shl v18.16b, v15.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v15.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[3]",
-            "sdot v6.4s, v17.16b, v26.4b[3]",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "shl v18.16b, v12.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v12.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[0]",
-            "sdot v6.4s, v17.16b, v27.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "shl v18.16b, v13.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v13.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[1]",
-            "sdot v6.4s, v17.16b, v27.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "shl v18.16b, v14.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v14.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[2]",
-            "sdot v6.4s, v17.16b, v27.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "shl v18.16b, v15.16b, #4",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v15.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[3]",
-            "sdot v6.4s, v17.16b, v27.4b[3]",
-            "sub x13, x13, #128",
-            "and v22.16b, v1.16b, v29.16b",
-            "ushr v23.4s, v1.4s, #8",
-            "and v23.16b, v23.16b, v29.16b",
-            "mla v4.4s, v5.4s, v22.4s",
-            "mla v4.4s, v6.4s, v23.4s",
-            "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [x9], #64",
-            "movi v5.16b, #0",
-            "movi v6.16b, #0",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "shl v18.16b, v12.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v12.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[0]",
-            "sdot v6.4s, v17.16b, v26.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "shl v18.16b, v13.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v13.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[1]",
-            "sdot v6.4s, v17.16b, v26.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "shl v18.16b, v14.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v14.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[2]",
-            "sdot v6.4s, v17.16b, v26.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "shl v18.16b, v15.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v15.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[3]",
-            "sdot v6.4s, v17.16b, v26.4b[3]",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "shl v18.16b, v12.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v12.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[0]",
-            "sdot v6.4s, v17.16b, v27.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "shl v18.16b, v13.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v13.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[1]",
-            "sdot v6.4s, v17.16b, v27.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "shl v18.16b, v14.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v14.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[2]",
-            "sdot v6.4s, v17.16b, v27.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "shl v18.16b, v15.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "shl v19.16b, v15.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[3]",
-            "sdot v6.4s, v17.16b, v27.4b[3]",
-            "sub x13, x13, #128",
-            "ushr v22.4s, v1.4s, #16",
-            "and v22.16b, v22.16b, v29.16b",
-            "ushr v23.4s, v1.4s, #24",
-            "mla v4.4s, v5.4s, v22.4s",
-            "mla v4.4s, v6.4s, v23.4s",
-            "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [x9], #64",
-            "movi v5.16b, #0",
-            "movi v6.16b, #0",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "bit v16.16b, v12.16b, v30.16b",
-            "ushr v19.16b, v12.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[0]",
-            "sdot v6.4s, v17.16b, v26.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "bit v16.16b, v13.16b, v30.16b",
-            "ushr v19.16b, v13.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[1]",
-            "sdot v6.4s, v17.16b, v26.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "bit v16.16b, v14.16b, v30.16b",
-            "ushr v19.16b, v14.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[2]",
-            "sdot v6.4s, v17.16b, v26.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "bit v16.16b, v15.16b, v30.16b",
-            "ushr v19.16b, v15.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[3]",
-            "sdot v6.4s, v17.16b, v26.4b[3]",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "bit v16.16b, v12.16b, v30.16b",
-            "ushr v19.16b, v12.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[0]",
-            "sdot v6.4s, v17.16b, v27.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "bit v16.16b, v13.16b, v30.16b",
-            "ushr v19.16b, v13.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[1]",
-            "sdot v6.4s, v17.16b, v27.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "bit v16.16b, v14.16b, v30.16b",
-            "ushr v19.16b, v14.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[2]",
-            "sdot v6.4s, v17.16b, v27.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "bit v16.16b, v15.16b, v30.16b",
-            "ushr v19.16b, v15.16b, #1",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[3]",
-            "sdot v6.4s, v17.16b, v27.4b[3]",
-            "sub x13, x13, #128",
-            "and v22.16b, v2.16b, v29.16b",
-            "ushr v23.4s, v2.4s, #8",
-            "and v23.16b, v23.16b, v29.16b",
-            "mla v4.4s, v5.4s, v22.4s",
-            "mla v4.4s, v6.4s, v23.4s",
-            "ld1 {{v24.16b, v25.16b, v26.16b, v27.16b}}, [x9], #64",
-            "movi v5.16b, #0",
-            "movi v6.16b, #0",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "ushr v18.16b, v12.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v12.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[0]",
-            "sdot v6.4s, v17.16b, v26.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "ushr v18.16b, v13.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v13.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[1]",
-            "sdot v6.4s, v17.16b, v26.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "ushr v18.16b, v14.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v14.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[2]",
-            "sdot v6.4s, v17.16b, v26.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "ushr v18.16b, v15.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v15.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v24.4b[3]",
-            "sdot v6.4s, v17.16b, v26.4b[3]",
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [x13], #64",
-            "and v16.16b, v8.16b, v31.16b",
-            "ushr v17.16b, v8.16b, #4",
-            "ushr v18.16b, v12.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v12.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[0]",
-            "sdot v6.4s, v17.16b, v27.4b[0]",
-            "and v16.16b, v9.16b, v31.16b",
-            "ushr v17.16b, v9.16b, #4",
-            "ushr v18.16b, v13.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v13.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[1]",
-            "sdot v6.4s, v17.16b, v27.4b[1]",
-            "and v16.16b, v10.16b, v31.16b",
-            "ushr v17.16b, v10.16b, #4",
-            "ushr v18.16b, v14.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v14.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[2]",
-            "sdot v6.4s, v17.16b, v27.4b[2]",
-            "and v16.16b, v11.16b, v31.16b",
-            "ushr v17.16b, v11.16b, #4",
-            "ushr v18.16b, v15.16b, #2",
-            "bit v16.16b, v18.16b, v30.16b",
-            "ushr v19.16b, v15.16b, #3",
-            "bit v17.16b, v19.16b, v30.16b",
-            "sdot v5.4s, v16.16b, v25.4b[3]",
-            "sdot v6.4s, v17.16b, v27.4b[3]",
-            "sub x13, x13, #128",
-            "ushr v22.4s, v2.4s, #16",
-            "and v22.16b, v22.16b, v29.16b",
-            "ushr v23.4s, v2.4s, #24",
-            "mla v4.4s, v5.4s, v22.4s",
-            "mla v4.4s, v6.4s, v23.4s",
+            gemv_q5k_quarter!(0, low, "v1"),
+            gemv_q5k_quarter!(1, high, "v1"),
+            gemv_q5k_quarter!(2, low, "v2"),
+            gemv_q5k_quarter!(3, high, "v2"),
             "fcvtl v16.4s, v0.4h",
             "fcvtl2 v17.4s, v0.8h",
             "fmul v16.4s, v16.4s, v7.4s",

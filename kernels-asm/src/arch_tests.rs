@@ -18,7 +18,7 @@ use crate::x86_64 as arch;
 
 /// The token, when the CPU has its features; checks the expectation the
 /// test scripts state (`aarch64-dotprod`, `x86_64-avx2` or `scalar`).
-fn cpu() -> Option<arch::Cpu> {
+pub(crate) fn cpu() -> Option<arch::Cpu> {
     let cpu = arch::Cpu::detect();
     if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
         if expect == "scalar" {
@@ -49,11 +49,17 @@ pub(crate) fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
     vec![cpu]
 }
 
-/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
-struct Rng(u64);
+/// Every kernel set of this CPU ([`variants`] of its token; none without one).
+pub(crate) fn cpus() -> Vec<arch::Cpu> {
+    cpu().map(variants).unwrap_or_default()
+}
+
+/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits),
+/// for every architecture test file.
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u32 {
+    pub(crate) fn next(&mut self) -> u32 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -62,12 +68,12 @@ impl Rng {
     }
 
     /// A float in [-scale, scale).
-    fn float(&mut self, scale: f32) -> f32 {
+    pub(crate) fn float(&mut self, scale: f32) -> f32 {
         (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
     }
 
     /// Bytes where every value 0..=255 occurs (a shuffled sweep first).
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
         let mut v: Vec<u8> = (0..n).map(|_| self.next() as u8).collect();
         let off = self.next() as usize;
         for (i, b) in v.iter_mut().take(256).enumerate() {
@@ -77,19 +83,43 @@ impl Rng {
     }
 
     /// A normal f16 scale (finite, no subnormal products downstream).
-    fn scale_f16(&mut self) -> [u8; 2] {
+    pub(crate) fn scale_f16(&mut self) -> [u8; 2] {
         let s =
             generic::f32_to_f16(self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 });
         s.to_le_bytes()
     }
+
+    /// A finite normal f16, either sign, magnitude in [2^-12, 2^-4).
+    pub(crate) fn normal_f16(&mut self) -> [u8; 2] {
+        let exp = 3 + self.next() % 8; // biased exponent 3..=10
+        let bits = ((self.next() & 1) << 15) | (exp << 10) | (self.next() & 0x3ff);
+        (bits as u16).to_le_bytes()
+    }
+
+    /// An f16 scale: normal and about 0.06 in size, or (`raw`) any bits.
+    pub(crate) fn f16_or_raw(&mut self, raw: bool) -> [u8; 2] {
+        if raw {
+            return (self.next() as u16).to_le_bytes();
+        }
+        let s = self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 };
+        generic::f32_to_f16(s).to_le_bytes()
+    }
+
+    /// A finite f16 (any sign, normal or subnormal, moderate exponent so
+    /// that sums of 9 super-blocks stay finite).
+    pub(crate) fn d_f16(&mut self) -> [u8; 2] {
+        let bits = (self.next() as u16) & 0xbfff; // exponent field <= 0x0f
+        bits.to_le_bytes()
+    }
 }
 
 /// Same bits, or both NaN (NaN payloads are not specified).
-fn same(a: f32, b: f32) -> bool {
+pub(crate) fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-fn assert_same(got: &[f32], want: &[f32], what: &str) {
+/// Every element [`same`], or a panic naming `what`, the index and both bit patterns.
+pub(crate) fn assert_same(got: &[f32], want: &[f32], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(
@@ -245,7 +275,7 @@ fn check_gemm(
 
 #[test]
 fn gemm_q4_0x4_matches_generic() {
-    for cpu in cpu().map(variants).unwrap_or_default() {
+    for cpu in cpus() {
         std::println!("q4_0x4: {cpu:?}");
         check_gemm(
             cpu,
@@ -260,7 +290,7 @@ fn gemm_q4_0x4_matches_generic() {
 
 #[test]
 fn gemm_q8_0x8_matches_generic() {
-    for cpu in cpu().map(variants).unwrap_or_default() {
+    for cpu in cpus() {
         std::println!("q8_0x8: {cpu:?}");
         check_gemm(
             cpu,

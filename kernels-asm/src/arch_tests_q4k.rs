@@ -4,6 +4,7 @@
 //! (the f16 `d`/`dmin` kept finite), shape errors. Without the token's
 //! features only the generic code runs (see `arch_tests.rs`).
 
+use crate::arch_tests::{assert_same, cpu, cpus, Rng};
 use crate::generic;
 use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, QK, QK_K};
 use crate::ShapeError;
@@ -14,67 +15,6 @@ use std::vec::Vec;
 use crate::aarch64 as arch;
 #[cfg(target_arch = "x86_64")]
 use crate::x86_64 as arch;
-
-fn cpu() -> Option<arch::Cpu> {
-    let cpu = arch::Cpu::detect();
-    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
-        if expect == "scalar" {
-            if std::env::var("KESTREL_KERNELS").is_err() {
-                assert!(cpu.is_none(), "a token was detected, expected none");
-            }
-        } else {
-            assert!(cpu.is_some(), "expected the kernels {expect}");
-        }
-    }
-    cpu
-}
-
-/// The AVX2 tiles and, where the CPU has them, the VNNI ones (x86_64).
-fn cpus() -> Vec<arch::Cpu> {
-    cpu().map(crate::arch_tests::variants).unwrap_or_default()
-}
-
-/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) as u32
-    }
-
-    /// A float in [-scale, scale).
-    fn float(&mut self, scale: f32) -> f32 {
-        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
-    }
-
-    /// A finite normal f16, either sign, magnitude in [2^-12, 2^-4).
-    fn f16(&mut self) -> [u8; 2] {
-        let exp = 3 + self.next() % 8; // biased exponent 3..=10
-        let bits = ((self.next() & 1) << 15) | (exp << 10) | (self.next() & 0x3ff);
-        (bits as u16).to_le_bytes()
-    }
-}
-
-/// Same bits, or both NaN.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn assert_same(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            same(*g, *w),
-            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
-            g.to_bits(),
-            w.to_bits()
-        );
-    }
-}
 
 /// A Q4_Kx4 weight: super-block `s` holds byte `(s + 37 p + off) mod 256`
 /// at position `p` (so 256 consecutive super-blocks show every value at
@@ -88,7 +28,7 @@ fn weight(rng: &mut Rng, rows: usize, cols: usize, bb: usize) -> Vec<u8> {
             *b = (s + 37 * p + off) as u8;
         }
         for k in 0..2 * Q4KX4_ROWS {
-            let h = rng.f16();
+            let h = rng.normal_f16();
             sb[2 * k..2 * k + 2].copy_from_slice(&h);
         }
     }

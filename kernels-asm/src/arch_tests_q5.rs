@@ -3,6 +3,7 @@
 //! widths, 1..=9 activation rows, quant bytes where every byte value occurs
 //! in every position, and raw scale bits (infinities and NaN included).
 
+use crate::arch_tests::{assert_same, cpus, Rng};
 use crate::generic;
 use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, QK};
 use crate::ShapeError;
@@ -13,63 +14,6 @@ use std::vec::Vec;
 use crate::aarch64 as arch;
 #[cfg(target_arch = "x86_64")]
 use crate::x86_64 as arch;
-
-/// The token, when the CPU has its features; checks the expectation the
-/// test scripts state (`aarch64-dotprod`, `x86_64-avx2` or `scalar`), as
-/// `arch_tests` does.
-fn cpu() -> Option<arch::Cpu> {
-    let cpu = arch::Cpu::detect();
-    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
-        if expect == "scalar" {
-            if std::env::var("KESTREL_KERNELS").is_err() {
-                assert!(cpu.is_none(), "a token was detected, expected none");
-            }
-        } else {
-            assert!(cpu.is_some(), "expected the kernels {expect}");
-        }
-    }
-    cpu
-}
-
-/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) as u32
-    }
-
-    /// A float in [-scale, scale).
-    fn float(&mut self, scale: f32) -> f32 {
-        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
-    }
-
-    /// An f16 scale: normal and about 0.06 in size, or (`raw`) any bits.
-    fn f16(&mut self, raw: bool) -> [u8; 2] {
-        if raw {
-            return (self.next() as u16).to_le_bytes();
-        }
-        let s = self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 };
-        generic::f32_to_f16(s).to_le_bytes()
-    }
-}
-
-/// Same bits, or both NaN (NaN payloads are not specified).
-fn assert_same(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
-            g.to_bits(),
-            w.to_bits()
-        );
-    }
-}
 
 /// A repacked weight of `block_bytes` super-blocks whose first `f16s` f16
 /// fields are scales (or minimums: normal, or with `raw` any bits) and
@@ -95,7 +39,7 @@ fn weight(
             };
         }
         for f in 0..f16s {
-            let v = rng.f16(raw);
+            let v = rng.f16_or_raw(raw);
             sb[2 * f..2 * f + 2].copy_from_slice(&v);
         }
     }
@@ -229,7 +173,7 @@ fn check(
 #[test]
 fn gemm_q5_0x4_matches_generic() {
     // The AVX2 tiles and, where the CPU has them, the VNNI ones.
-    for cpu in cpu().map(crate::arch_tests::variants).unwrap_or_default() {
+    for cpu in cpus() {
         check(
             cpu,
             (Q5_0X4_BLOCK_BYTES, Q5X4_ROWS),
@@ -246,7 +190,7 @@ fn gemm_q5_0x4_matches_generic() {
 #[test]
 fn gemm_q5_1x4_matches_generic() {
     // The AVX2 tiles and, where the CPU has them, the VNNI ones.
-    for cpu in cpu().map(crate::arch_tests::variants).unwrap_or_default() {
+    for cpu in cpus() {
         check(
             cpu,
             (Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),

@@ -5,6 +5,7 @@
 //! permutation of the GGUF bits, so this covers every GGUF byte too),
 //! activation quants with and without -128, shape errors.
 
+use crate::arch_tests::{assert_same, cpus, Rng};
 use crate::generic;
 use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K};
 use crate::ShapeError;
@@ -15,64 +16,6 @@ use std::vec::Vec;
 use crate::aarch64 as arch;
 #[cfg(target_arch = "x86_64")]
 use crate::x86_64 as arch;
-
-/// The token, when the CPU has its features (checked against
-/// `KESTREL_EXPECT_KERNELS` as in `arch_tests`).
-fn cpu() -> Option<arch::Cpu> {
-    let cpu = arch::Cpu::detect();
-    if let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") {
-        if expect == "scalar" {
-            if std::env::var("KESTREL_KERNELS").is_err() {
-                assert!(cpu.is_none(), "a token was detected, expected none");
-            }
-        } else {
-            assert!(cpu.is_some(), "expected the kernels {expect}");
-        }
-    }
-    cpu
-}
-
-/// A deterministic stream of pseudo-random numbers (64-bit LCG, high bits).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) as u32
-    }
-
-    /// A float in [-scale, scale).
-    fn float(&mut self, scale: f32) -> f32 {
-        (self.next() as f32 / (1u64 << 31) as f32 - 1.0) * scale
-    }
-
-    /// A finite f16 (any sign, normal or subnormal, moderate exponent so
-    /// that sums of 9 super-blocks stay finite).
-    fn d_f16(&mut self) -> [u8; 2] {
-        let bits = (self.next() as u16) & 0xbfff; // exponent field <= 0x0f
-        bits.to_le_bytes()
-    }
-}
-
-/// Same bits, or both NaN.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn assert_same(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            same(*g, *w),
-            "{what}: [{i}] {g:e} ({:#x}) != {w:e} ({:#x})",
-            g.to_bits(),
-            w.to_bits()
-        );
-    }
-}
 
 /// A Q6_Kx8 weight of `rows x cols`: byte `p` of super-block `n` is `n +
 /// 167 p + off` for the first 256 super-blocks of the stream `sweep` counts
@@ -146,11 +89,6 @@ fn check(cpu: arch::Cpu, rows: usize, cols: usize, m: usize, w: &[u8], rng: &mut
             assert_same(&got, &want, &what);
         }
     }
-}
-
-/// The AVX2 tiles and, where the CPU has them, the VNNI ones (x86_64).
-fn cpus() -> Vec<arch::Cpu> {
-    cpu().map(crate::arch_tests::variants).unwrap_or_default()
 }
 
 #[test]

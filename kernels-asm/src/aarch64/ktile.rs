@@ -250,6 +250,44 @@ pub(super) fn k_gemm<L: KLayout>(
     Ok(())
 }
 
+/// A K-quant layout's public GEMV and GEMM, `$gemv` and `$gemm` (the names
+/// and contracts of their twins in `generic`), through the driver with
+/// `$layout`'s kernels.
+macro_rules! k_entry_points {
+    ($layout:ident, $gemv:ident, $gemm:ident) => {
+        #[doc = concat!("GEMV, one Q8_K activation row: [`k_gemv`] with `", stringify!($layout), "` (the contract of [`generic::", stringify!($gemv), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemv(
+            _cpu: Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            k_gemv::<$layout>(w, rows, cols, act_qs, act_d, act_sums, out)
+        }
+
+        #[doc = concat!("GEMM, `m` Q8_K activation rows: [`k_gemm`] with `", stringify!($layout), "` (the contract of [`generic::", stringify!($gemm), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemm(
+            _cpu: Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            m: usize,
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            k_gemm::<$layout>(w, rows, cols, act_qs, act_d, act_sums, m, out)
+        }
+    };
+}
+
 /// One nibble chunk: the low nibbles of `$src` into `$lo`, the high ones
 /// left in `$src`.
 #[rustfmt::skip]
@@ -692,6 +730,6 @@ macro_rules! k_gemm_tile {
 
 pub(super) use {
     gemv_q4k_pair, gemv_q4k_quarter, gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter,
-    gemv_scale_sums, k_gemm_tile, nibble_chunk, q4k_nibbles, q5k_chunk, q5k_fifth_bits,
-    q5k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
+    gemv_scale_sums, k_entry_points, k_gemm_tile, nibble_chunk, q4k_nibbles, q5k_chunk,
+    q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
 };

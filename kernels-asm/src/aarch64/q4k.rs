@@ -6,9 +6,9 @@
 //! "Q4_Kx4").
 
 use super::ktile::{
-    gemv_q4k_pair, gemv_q4k_quarter, gemv_scale_sums, k_gemm, k_gemm_tile, k_gemv, nibble_chunk,
-    q4k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end, GemvFn, GenericGemm,
-    GenericGemv, KLayout, TileFn,
+    gemv_q4k_pair, gemv_q4k_quarter, gemv_scale_sums, k_entry_points, k_gemm, k_gemm_tile, k_gemv,
+    nibble_chunk, q4k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end, GemvFn,
+    GenericGemm, GenericGemv, KLayout, TileFn,
 };
 use super::Dotprod;
 use crate::generic;
@@ -27,38 +27,7 @@ impl KLayout for Q4K {
     const GENERIC_GEMM: GenericGemm = generic::gemm_q4_kx4_q8_k;
 }
 
-/// GEMV, Q4_Kx4 weights x one Q8_K activation row: [`k_gemv`] (the
-/// contract of [`generic::gemv_q4_kx4_q8_k`]).
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_q4_kx4_q8_k(
-    _cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    k_gemv::<Q4K>(w, rows, cols, act_qs, act_d, act_sums, out)
-}
-
-/// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: [`k_gemm`] (the
-/// contract of [`generic::gemm_q4_kx4_q8_k`]).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q4_kx4_q8_k(
-    _cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    k_gemm::<Q4K>(w, rows, cols, act_qs, act_d, act_sums, m, out)
-}
+k_entry_points!(Q4K, gemv_q4_kx4_q8_k, gemm_q4_kx4_q8_k);
 
 /// The GEMV asm loop: `groups` row groups, each `nb` super-blocks.
 ///

@@ -556,442 +556,210 @@ pub fn attn_values_f32_heads(
     })
 }
 
-/// The scores of 2 query heads (`2 x chunks * 8` floats at `q`, one head
-/// after the other) over the same `n` key rows: [`scores_f16`]'s operations
-/// for each, each key chunk loaded and widened once for the 2.
-///
-/// # Safety
-/// `q` must point to `2 * chunks * 8` floats (`chunks >= 1`), `keys` to `n
-/// >= 1` rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to
-/// `2 * n` writable floats.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn scores_f16_x2(
-    q: *const f32,
-    chunks: usize,
-    keys: *const u16,
-    stride_bytes: usize,
-    scale: f32,
-    out: *mut f32,
-    n: usize,
-) {
-    // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 2 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
-    //
-    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with one fused `fmla`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {kp}, {row}",
-            "mov {qp0}, {q0}",
-            "mov {qp1}, {q1}",
-            "mov {c}, {chunks}",
-            "movi v16.4s, #0",
-            "movi v17.4s, #0",
-            "movi v18.4s, #0",
-            "movi v19.4s, #0",
-            "3:",
-            "ld1 {{v0.8h}}, [{kp}], #16",
-            "fcvtl v1.4s, v0.4h",
-            "fcvtl2 v0.4s, v0.8h",
-            "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
-            "fmla v16.4s, v2.4s, v1.4s",
-            "fmla v17.4s, v3.4s, v0.4s",
-            "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
-            "fmla v18.4s, v2.4s, v1.4s",
-            "fmla v19.4s, v3.4s, v0.4s",
-            "subs {c}, {c}, #1",
-            "b.ne 3b",
-            "fadd v16.4s, v16.4s, v17.4s",
-            "ext v17.16b, v16.16b, v16.16b, #8",
-            "fadd v16.2s, v16.2s, v17.2s",
-            "faddp s16, v16.2s",
-            "fmul s16, s16, {scale:s}",
-            "str s16, [{o0}], #4",
-            "fadd v18.4s, v18.4s, v19.4s",
-            "ext v19.16b, v18.16b, v18.16b, #8",
-            "fadd v18.2s, v18.2s, v19.2s",
-            "faddp s18, v18.2s",
-            "fmul s18, s18, {scale:s}",
-            "str s18, [{o1}], #4",
-            "add {row}, {row}, {stride}",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            row = inout(reg) keys => _,
-            q0 = in(reg) q,
-            q1 = in(reg) q.add(chunks * 8),
-            chunks = in(reg) chunks,
-            stride = in(reg) stride_bytes,
-            scale = in(vreg) scale,
-            o0 = inout(reg) out => _,
-            o1 = inout(reg) out.add(n) => _,
-            n = inout(reg) n => _,
-            kp = out(reg) _,
-            qp0 = out(reg) _,
-            qp1 = out(reg) _,
-            c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
-            options(nostack),
-        );
-    }
+/// `$name`: the scores of `$heads` query heads (`$heads x chunks * 8`
+/// floats at `q`, one head after the other) over the same `n` key rows:
+/// [`scores_f16`]'s operations for each, each key chunk loaded and widened
+/// once for all. Per head `h`: its query and output operand names and its
+/// two accumulators `v$a`, `v$b` (lanes 0-3 and 4-7 of the reference's 8
+/// partial sums).
+#[rustfmt::skip]
+macro_rules! scores_heads {
+    ($name:ident, $heads:literal, $(($h:literal, $q:ident, $qp:ident, $o:ident, $a:literal, $b:literal)),+) => {
+        #[doc = concat!("The scores of ", $heads, " query heads over the same key rows (`scores_heads!`).")]
+        ///
+        /// # Safety
+        #[doc = concat!("`q` must point to `", $heads, " * chunks * 8` floats (`chunks >= 1`), `keys` to `n >= 1` rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to `", $heads, " * n` writable floats.")]
+        #[inline(never)]
+        #[target_feature(enable = "neon")]
+        unsafe fn $name(
+            q: *const f32,
+            chunks: usize,
+            keys: *const u16,
+            stride_bytes: usize,
+            scale: f32,
+            out: *mut f32,
+            n: usize,
+        ) {
+            // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each query `chunks * 32` bytes; one float per row is stored for each query, at `out + h * n + j`. Only the listed registers are written; no stack is used.
+            //
+            // Bit-exactness: per query, its two accumulators hold lanes 0-3 and 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with one fused `fmla`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
+            unsafe {
+                asm!(
+                    concat!(
+                        "2:\n",
+                        "mov {kp}, {row}\n",
+                        $("mov {", stringify!($qp), "}, {", stringify!($q), "}\n",)+
+                        "mov {c}, {chunks}\n",
+                        $("movi v", $a, ".4s, #0\n", "movi v", $b, ".4s, #0\n",)+
+                        "3:\n",
+                        "ld1 {{v0.8h}}, [{kp}], #16\n",
+                        "fcvtl v1.4s, v0.4h\n",
+                        "fcvtl2 v0.4s, v0.8h\n",
+                        $(
+                            "ld1 {{v2.4s, v3.4s}}, [{", stringify!($qp), "}], #32\n",
+                            "fmla v", $a, ".4s, v2.4s, v1.4s\n",
+                            "fmla v", $b, ".4s, v3.4s, v0.4s\n",
+                        )+
+                        "subs {c}, {c}, #1\n",
+                        "b.ne 3b\n",
+                        $(
+                            "fadd v", $a, ".4s, v", $a, ".4s, v", $b, ".4s\n",
+                            "ext v", $b, ".16b, v", $a, ".16b, v", $a, ".16b, #8\n",
+                            "fadd v", $a, ".2s, v", $a, ".2s, v", $b, ".2s\n",
+                            "faddp s", $a, ", v", $a, ".2s\n",
+                            "fmul s", $a, ", s", $a, ", {scale:s}\n",
+                            "str s", $a, ", [{", stringify!($o), "}], #4\n",
+                        )+
+                        "add {row}, {row}, {stride}\n",
+                        "subs {n}, {n}, #1\n",
+                        "b.ne 2b\n",
+                    ),
+                    row = inout(reg) keys => _,
+                    $($q = in(reg) q.add($h * chunks * 8),)+
+                    chunks = in(reg) chunks,
+                    stride = in(reg) stride_bytes,
+                    scale = in(vreg) scale,
+                    $($o = inout(reg) out.add($h * n) => _,)+
+                    n = inout(reg) n => _,
+                    kp = out(reg) _,
+                    $($qp = out(reg) _,)+
+                    c = out(reg) _,
+                    // The accumulators of up to 4 heads (caller-saved: naming
+                    // unused ones costs nothing).
+                    out("v0") _, out("v1") _, out("v2") _, out("v3") _,
+                    out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+                    out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+                    options(nostack),
+                );
+            }
+        }
+    };
 }
 
-/// The outputs of 2 query heads (`2 x n` probabilities at `probs`, one
-/// head after the other) over the same `n` value rows: [`values_f16`]'s
-/// operations for each, each value chunk loaded and widened once for the
-/// 2; head `g`'s `chunks * 8` outputs at `out + g * out_stride`.
-///
-/// # Safety
-/// `probs` must point to `2 * n` floats (`n >= 1`), `values` to `n` rows
-/// of `chunks * 8` halves spaced `stride_bytes` apart (`chunks >= 1`), `out`
-/// to 2 rows of `chunks * 8` writable floats `out_stride` floats apart.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn values_f16_x2(
-    probs: *const f32,
-    n: usize,
-    values: *const u16,
-    stride_bytes: usize,
-    out: *mut f32,
-    out_stride: usize,
-    chunks: usize,
-) {
-    // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 2 probability rows for each `j < n`, then stores 32 bytes of each of the 2 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
-    //
-    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (one fused `fmla`) for `j` in order, as [`values_f16`] does (rows in blocks of 4, the probabilities by element); only the widened value chunk is shared.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {vp}, {col}",
-            "mov {pp0}, {p0}",
-            "mov {pp1}, {p1}",
-            "movi v16.4s, #0",
-            "movi v17.4s, #0",
-            "movi v18.4s, #0",
-            "movi v19.4s, #0",
-            "lsr {j}, {n}, #2",       // blocks of 4 rows
-            "cbz {j}, 4f",
-            "3:",
-            "ld1 {{v24.4s}}, [{pp0}], #16",  // 4 probabilities of head 0
-            "ld1 {{v25.4s}}, [{pp1}], #16",  // 4 probabilities of head 1
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[0]",
-            "fmla v17.4s, v2.4s, v24.s[0]",
-            "fmla v18.4s, v3.4s, v25.s[0]",
-            "fmla v19.4s, v2.4s, v25.s[0]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[1]",
-            "fmla v17.4s, v2.4s, v24.s[1]",
-            "fmla v18.4s, v3.4s, v25.s[1]",
-            "fmla v19.4s, v2.4s, v25.s[1]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[2]",
-            "fmla v17.4s, v2.4s, v24.s[2]",
-            "fmla v18.4s, v3.4s, v25.s[2]",
-            "fmla v19.4s, v2.4s, v25.s[2]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[3]",
-            "fmla v17.4s, v2.4s, v24.s[3]",
-            "fmla v18.4s, v3.4s, v25.s[3]",
-            "fmla v19.4s, v2.4s, v25.s[3]",
-            "subs {j}, {j}, #1",
-            "b.ne 3b",
-            "4:",
-            "ands {j}, {n}, #3",      // the last n % 4 rows one at a time
-            "b.eq 6f",
-            "5:",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "ld1r {{v4.4s}}, [{pp0}], #4",
-            "fmla v16.4s, v4.4s, v3.4s",
-            "fmla v17.4s, v4.4s, v2.4s",
-            "ld1r {{v4.4s}}, [{pp1}], #4",
-            "fmla v18.4s, v4.4s, v3.4s",
-            "fmla v19.4s, v4.4s, v2.4s",
-            "subs {j}, {j}, #1",
-            "b.ne 5b",
-            "6:",
-            "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
-            "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
-            "add {col}, {col}, #16",
-            "subs {chunks}, {chunks}, #1",
-            "b.ne 2b",
-            col = inout(reg) values => _,
-            p0 = in(reg) probs,
-            p1 = in(reg) probs.add(n),
-            n = in(reg) n,
-            stride = in(reg) stride_bytes,
-            o0 = inout(reg) out => _,
-            o1 = inout(reg) out.add(out_stride) => _,
-            chunks = inout(reg) chunks => _,
-            vp = out(reg) _,
-            pp0 = out(reg) _,
-            pp1 = out(reg) _,
-            j = out(reg) _,
-            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v24") _, out("v25") _,
-            options(nostack),
-        );
-    }
+/// `$name`: the outputs of `$heads` query heads (`$heads x n`
+/// probabilities at `probs`, one head after the other) over the same `n`
+/// value rows: [`values_f16`]'s operations for each, each value chunk
+/// loaded and widened once for all; head `h`'s `chunks * 8` outputs at
+/// `out + h * out_stride`. Per head: its probability and output operand
+/// names, the register `v$p` of its 4 probabilities, its accumulators.
+#[rustfmt::skip]
+macro_rules! values_heads {
+    ($name:ident, $heads:literal, $(($h:literal, $pr:ident, $pp:ident, $o:ident, $p:literal, $a:literal, $b:literal)),+) => {
+        #[doc = concat!("The outputs of ", $heads, " query heads over the same value rows (`values_heads!`).")]
+        ///
+        /// # Safety
+        #[doc = concat!("`probs` must point to `", $heads, " * n` floats (`n >= 1`), `values` to `n` rows of `chunks * 8` halves spaced `stride_bytes` apart (`chunks >= 1`), `out` to ", $heads, " rows of `chunks * 8` writable floats `out_stride` floats apart.")]
+        #[inline(never)]
+        #[target_feature(enable = "neon")]
+        unsafe fn $name(
+            probs: *const f32,
+            n: usize,
+            values: *const u16,
+            stride_bytes: usize,
+            out: *mut f32,
+            out_stride: usize,
+            chunks: usize,
+        ) {
+            // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each probability row for each `j < n`, then stores 32 bytes of each output row (`out + h * out_stride`). Only the listed registers are written; no stack is used.
+            //
+            // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (one fused `fmla`) for `j` in order, as [`values_f16`] does (rows in blocks of 4, the probabilities by element); only the widened value chunk is shared.
+            unsafe {
+                asm!(
+                    concat!(
+                        "2:\n",
+                        "mov {vp}, {col}\n",
+                        $("mov {", stringify!($pp), "}, {", stringify!($pr), "}\n",)+
+                        $("movi v", $a, ".4s, #0\n", "movi v", $b, ".4s, #0\n",)+
+                        "lsr {j}, {n}, #2\n", // blocks of 4 rows
+                        "cbz {j}, 4f\n",
+                        "3:\n",
+                        $("ld1 {{v", $p, ".4s}}, [{", stringify!($pp), "}], #16\n",)+ // 4 probabilities of each head
+                        values_heads!(@row "0" $(, $p, $a, $b)+),
+                        values_heads!(@row "1" $(, $p, $a, $b)+),
+                        values_heads!(@row "2" $(, $p, $a, $b)+),
+                        values_heads!(@row "3" $(, $p, $a, $b)+),
+                        "subs {j}, {j}, #1\n",
+                        "b.ne 3b\n",
+                        "4:\n",
+                        "ands {j}, {n}, #3\n", // the last n % 4 rows one at a time
+                        "b.eq 6f\n",
+                        "5:\n",
+                        "ld1 {{v2.8h}}, [{vp}], {stride}\n",
+                        "fcvtl v3.4s, v2.4h\n",
+                        "fcvtl2 v2.4s, v2.8h\n",
+                        $(
+                            "ld1r {{v4.4s}}, [{", stringify!($pp), "}], #4\n",
+                            "fmla v", $a, ".4s, v4.4s, v3.4s\n",
+                            "fmla v", $b, ".4s, v4.4s, v2.4s\n",
+                        )+
+                        "subs {j}, {j}, #1\n",
+                        "b.ne 5b\n",
+                        "6:\n",
+                        $("st1 {{v", $a, ".4s, v", $b, ".4s}}, [{", stringify!($o), "}], #32\n",)+
+                        "add {col}, {col}, #16\n",
+                        "subs {chunks}, {chunks}, #1\n",
+                        "b.ne 2b\n",
+                    ),
+                    col = inout(reg) values => _,
+                    $($pr = in(reg) probs.add($h * n),)+
+                    n = in(reg) n,
+                    stride = in(reg) stride_bytes,
+                    $($o = inout(reg) out.add($h * out_stride) => _,)+
+                    chunks = inout(reg) chunks => _,
+                    vp = out(reg) _,
+                    $($pp = out(reg) _,)+
+                    j = out(reg) _,
+                    // The accumulators and probabilities of up to 4 heads
+                    // (caller-saved: naming unused ones costs nothing).
+                    out("v2") _, out("v3") _, out("v4") _,
+                    out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+                    out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+                    out("v24") _, out("v25") _, out("v26") _, out("v27") _,
+                    options(nostack),
+                );
+            }
+        }
+    };
+    // One value row of a block of 4: widened once, `fmla` by probability
+    // lane `$lane` into every head's accumulators.
+    (@row $lane:literal $(, $p:literal, $a:literal, $b:literal)+) => {
+        concat!(
+            "ld1 {{v2.8h}}, [{vp}], {stride}\n",
+            "fcvtl v3.4s, v2.4h\n",
+            "fcvtl2 v2.4s, v2.8h\n",
+            $(
+                "fmla v", $a, ".4s, v3.4s, v", $p, ".s[", $lane, "]\n",
+                "fmla v", $b, ".4s, v2.4s, v", $p, ".s[", $lane, "]\n",
+            )+
+        )
+    };
 }
 
-/// The scores of 4 query heads (`4 x chunks * 8` floats at `q`, one head
-/// after the other) over the same `n` key rows: [`scores_f16`]'s operations
-/// for each, each key chunk loaded and widened once for the 4.
-///
-/// # Safety
-/// `q` must point to `4 * chunks * 8` floats (`chunks >= 1`), `keys` to `n
-/// >= 1` rows of `chunks * 8` halves spaced `stride_bytes` apart, `out` to
-/// `4 * n` writable floats.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn scores_f16_x4(
-    q: *const f32,
-    chunks: usize,
-    keys: *const u16,
-    stride_bytes: usize,
-    scale: f32,
-    out: *mut f32,
-    n: usize,
-) {
-    // SAFETY: per the contract: each key row reads `chunks * 16` bytes from its start (`keys + j * stride_bytes`) and each of the 4 queries `chunks * 32` bytes; one float per row is stored for each query, at `out + g * n + j`. Only the listed registers are written; no stack is used.
-    //
-    // Bit-exactness: per query, v(16+2g) holds lanes 0-3 and v(17+2g) lanes 4-7 of the reference's 8 partial sums, each chunk adding `q * k` with one fused `fmla`, then the reduction of [`scores_f16`]: the same operations per score; only the widened key chunk is shared.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {kp}, {row}",
-            "mov {qp0}, {q0}",
-            "mov {qp1}, {q1}",
-            "mov {qp2}, {q2}",
-            "mov {qp3}, {q3}",
-            "mov {c}, {chunks}",
-            "movi v16.4s, #0",
-            "movi v17.4s, #0",
-            "movi v18.4s, #0",
-            "movi v19.4s, #0",
-            "movi v20.4s, #0",
-            "movi v21.4s, #0",
-            "movi v22.4s, #0",
-            "movi v23.4s, #0",
-            "3:",
-            "ld1 {{v0.8h}}, [{kp}], #16",
-            "fcvtl v1.4s, v0.4h",
-            "fcvtl2 v0.4s, v0.8h",
-            "ld1 {{v2.4s, v3.4s}}, [{qp0}], #32",
-            "fmla v16.4s, v2.4s, v1.4s",
-            "fmla v17.4s, v3.4s, v0.4s",
-            "ld1 {{v2.4s, v3.4s}}, [{qp1}], #32",
-            "fmla v18.4s, v2.4s, v1.4s",
-            "fmla v19.4s, v3.4s, v0.4s",
-            "ld1 {{v2.4s, v3.4s}}, [{qp2}], #32",
-            "fmla v20.4s, v2.4s, v1.4s",
-            "fmla v21.4s, v3.4s, v0.4s",
-            "ld1 {{v2.4s, v3.4s}}, [{qp3}], #32",
-            "fmla v22.4s, v2.4s, v1.4s",
-            "fmla v23.4s, v3.4s, v0.4s",
-            "subs {c}, {c}, #1",
-            "b.ne 3b",
-            "fadd v16.4s, v16.4s, v17.4s",
-            "ext v17.16b, v16.16b, v16.16b, #8",
-            "fadd v16.2s, v16.2s, v17.2s",
-            "faddp s16, v16.2s",
-            "fmul s16, s16, {scale:s}",
-            "str s16, [{o0}], #4",
-            "fadd v18.4s, v18.4s, v19.4s",
-            "ext v19.16b, v18.16b, v18.16b, #8",
-            "fadd v18.2s, v18.2s, v19.2s",
-            "faddp s18, v18.2s",
-            "fmul s18, s18, {scale:s}",
-            "str s18, [{o1}], #4",
-            "fadd v20.4s, v20.4s, v21.4s",
-            "ext v21.16b, v20.16b, v20.16b, #8",
-            "fadd v20.2s, v20.2s, v21.2s",
-            "faddp s20, v20.2s",
-            "fmul s20, s20, {scale:s}",
-            "str s20, [{o2}], #4",
-            "fadd v22.4s, v22.4s, v23.4s",
-            "ext v23.16b, v22.16b, v22.16b, #8",
-            "fadd v22.2s, v22.2s, v23.2s",
-            "faddp s22, v22.2s",
-            "fmul s22, s22, {scale:s}",
-            "str s22, [{o3}], #4",
-            "add {row}, {row}, {stride}",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            row = inout(reg) keys => _,
-            q0 = in(reg) q,
-            q1 = in(reg) q.add(chunks * 8),
-            q2 = in(reg) q.add(2 * chunks * 8),
-            q3 = in(reg) q.add(3 * chunks * 8),
-            chunks = in(reg) chunks,
-            stride = in(reg) stride_bytes,
-            scale = in(vreg) scale,
-            o0 = inout(reg) out => _,
-            o1 = inout(reg) out.add(n) => _,
-            o2 = inout(reg) out.add(2 * n) => _,
-            o3 = inout(reg) out.add(3 * n) => _,
-            n = inout(reg) n => _,
-            kp = out(reg) _,
-            qp0 = out(reg) _,
-            qp1 = out(reg) _,
-            qp2 = out(reg) _,
-            qp3 = out(reg) _,
-            c = out(reg) _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _,
-            options(nostack),
-        );
-    }
-}
-
-/// The outputs of 4 query heads (`4 x n` probabilities at `probs`, one
-/// head after the other) over the same `n` value rows: [`values_f16`]'s
-/// operations for each, each value chunk loaded and widened once for the
-/// 4; head `g`'s `chunks * 8` outputs at `out + g * out_stride`.
-///
-/// # Safety
-/// `probs` must point to `4 * n` floats (`n >= 1`), `values` to `n` rows
-/// of `chunks * 8` halves spaced `stride_bytes` apart (`chunks >= 1`), `out`
-/// to 4 rows of `chunks * 8` writable floats `out_stride` floats apart.
-#[inline(never)]
-#[target_feature(enable = "neon")]
-unsafe fn values_f16_x4(
-    probs: *const f32,
-    n: usize,
-    values: *const u16,
-    stride_bytes: usize,
-    out: *mut f32,
-    out_stride: usize,
-    chunks: usize,
-) {
-    // SAFETY: per the contract: for each of the `chunks` 8-element columns, the inner loop reads 16 bytes at `values + 16 * chunk + j * stride_bytes` and one float of each of the 4 probability rows for each `j < n`, then stores 32 bytes of each of the 4 output rows (`out + g * out_stride`). Only the listed registers are written; no stack is used.
-    //
-    // Bit-exactness: each output lane of each head starts at +0.0 and adds `p_j * v_j` (one fused `fmla`) for `j` in order, as [`values_f16`] does (rows in blocks of 4, the probabilities by element); only the widened value chunk is shared.
-    unsafe {
-        asm!(
-            "2:",
-            "mov {vp}, {col}",
-            "mov {pp0}, {p0}",
-            "mov {pp1}, {p1}",
-            "mov {pp2}, {p2}",
-            "mov {pp3}, {p3}",
-            "movi v16.4s, #0",
-            "movi v17.4s, #0",
-            "movi v18.4s, #0",
-            "movi v19.4s, #0",
-            "movi v20.4s, #0",
-            "movi v21.4s, #0",
-            "movi v22.4s, #0",
-            "movi v23.4s, #0",
-            "lsr {j}, {n}, #2",       // blocks of 4 rows
-            "cbz {j}, 4f",
-            "3:",
-            "ld1 {{v24.4s}}, [{pp0}], #16",  // 4 probabilities of head 0
-            "ld1 {{v25.4s}}, [{pp1}], #16",  // 4 probabilities of head 1
-            "ld1 {{v26.4s}}, [{pp2}], #16",  // 4 probabilities of head 2
-            "ld1 {{v27.4s}}, [{pp3}], #16",  // 4 probabilities of head 3
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[0]",
-            "fmla v17.4s, v2.4s, v24.s[0]",
-            "fmla v18.4s, v3.4s, v25.s[0]",
-            "fmla v19.4s, v2.4s, v25.s[0]",
-            "fmla v20.4s, v3.4s, v26.s[0]",
-            "fmla v21.4s, v2.4s, v26.s[0]",
-            "fmla v22.4s, v3.4s, v27.s[0]",
-            "fmla v23.4s, v2.4s, v27.s[0]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[1]",
-            "fmla v17.4s, v2.4s, v24.s[1]",
-            "fmla v18.4s, v3.4s, v25.s[1]",
-            "fmla v19.4s, v2.4s, v25.s[1]",
-            "fmla v20.4s, v3.4s, v26.s[1]",
-            "fmla v21.4s, v2.4s, v26.s[1]",
-            "fmla v22.4s, v3.4s, v27.s[1]",
-            "fmla v23.4s, v2.4s, v27.s[1]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[2]",
-            "fmla v17.4s, v2.4s, v24.s[2]",
-            "fmla v18.4s, v3.4s, v25.s[2]",
-            "fmla v19.4s, v2.4s, v25.s[2]",
-            "fmla v20.4s, v3.4s, v26.s[2]",
-            "fmla v21.4s, v2.4s, v26.s[2]",
-            "fmla v22.4s, v3.4s, v27.s[2]",
-            "fmla v23.4s, v2.4s, v27.s[2]",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "fmla v16.4s, v3.4s, v24.s[3]",
-            "fmla v17.4s, v2.4s, v24.s[3]",
-            "fmla v18.4s, v3.4s, v25.s[3]",
-            "fmla v19.4s, v2.4s, v25.s[3]",
-            "fmla v20.4s, v3.4s, v26.s[3]",
-            "fmla v21.4s, v2.4s, v26.s[3]",
-            "fmla v22.4s, v3.4s, v27.s[3]",
-            "fmla v23.4s, v2.4s, v27.s[3]",
-            "subs {j}, {j}, #1",
-            "b.ne 3b",
-            "4:",
-            "ands {j}, {n}, #3",      // the last n % 4 rows one at a time
-            "b.eq 6f",
-            "5:",
-            "ld1 {{v2.8h}}, [{vp}], {stride}",
-            "fcvtl v3.4s, v2.4h",
-            "fcvtl2 v2.4s, v2.8h",
-            "ld1r {{v4.4s}}, [{pp0}], #4",
-            "fmla v16.4s, v4.4s, v3.4s",
-            "fmla v17.4s, v4.4s, v2.4s",
-            "ld1r {{v4.4s}}, [{pp1}], #4",
-            "fmla v18.4s, v4.4s, v3.4s",
-            "fmla v19.4s, v4.4s, v2.4s",
-            "ld1r {{v4.4s}}, [{pp2}], #4",
-            "fmla v20.4s, v4.4s, v3.4s",
-            "fmla v21.4s, v4.4s, v2.4s",
-            "ld1r {{v4.4s}}, [{pp3}], #4",
-            "fmla v22.4s, v4.4s, v3.4s",
-            "fmla v23.4s, v4.4s, v2.4s",
-            "subs {j}, {j}, #1",
-            "b.ne 5b",
-            "6:",
-            "st1 {{v16.4s, v17.4s}}, [{o0}], #32",
-            "st1 {{v18.4s, v19.4s}}, [{o1}], #32",
-            "st1 {{v20.4s, v21.4s}}, [{o2}], #32",
-            "st1 {{v22.4s, v23.4s}}, [{o3}], #32",
-            "add {col}, {col}, #16",
-            "subs {chunks}, {chunks}, #1",
-            "b.ne 2b",
-            col = inout(reg) values => _,
-            p0 = in(reg) probs,
-            p1 = in(reg) probs.add(n),
-            p2 = in(reg) probs.add(2 * n),
-            p3 = in(reg) probs.add(3 * n),
-            n = in(reg) n,
-            stride = in(reg) stride_bytes,
-            o0 = inout(reg) out => _,
-            o1 = inout(reg) out.add(out_stride) => _,
-            o2 = inout(reg) out.add(2 * out_stride) => _,
-            o3 = inout(reg) out.add(3 * out_stride) => _,
-            chunks = inout(reg) chunks => _,
-            vp = out(reg) _,
-            pp0 = out(reg) _,
-            pp1 = out(reg) _,
-            pp2 = out(reg) _,
-            pp3 = out(reg) _,
-            j = out(reg) _,
-            out("v2") _, out("v3") _, out("v4") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _,
-            options(nostack),
-        );
-    }
-}
+scores_heads!(
+    scores_f16_x2,
+    "2",
+    (0, q0, qp0, o0, "16", "17"),
+    (1, q1, qp1, o1, "18", "19")
+);
+scores_heads!(
+    scores_f16_x4,
+    "4",
+    (0, q0, qp0, o0, "16", "17"),
+    (1, q1, qp1, o1, "18", "19"),
+    (2, q2, qp2, o2, "20", "21"),
+    (3, q3, qp3, o3, "22", "23")
+);
+values_heads!(
+    values_f16_x2,
+    "2",
+    (0, p0, pp0, o0, "24", "16", "17"),
+    (1, p1, pp1, o1, "25", "18", "19")
+);
+values_heads!(
+    values_f16_x4,
+    "4",
+    (0, p0, pp0, o0, "24", "16", "17"),
+    (1, p1, pp1, o1, "25", "18", "19"),
+    (2, p2, pp2, o2, "26", "20", "21"),
+    (3, p3, pp3, o3, "27", "22", "23")
+);

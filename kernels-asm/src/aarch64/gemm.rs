@@ -90,97 +90,63 @@ pub(super) unsafe fn gemm_run(
     }
 }
 
-/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
-/// * `out`: `m x rows` results.
-///
-/// The same contract as the generic twin; one activation row takes the
-/// GEMV, empty shapes the generic code.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q4_0x4_q8_0(
-    cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q4X4_ROWS,
-        Q4X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
-    if m == 1 {
-        return gemv_q4_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, out);
-    }
-    if shape.nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
-    }
-    let k = GemmKernels {
-        group_rows: Q4X4_ROWS,
-        block_bytes: Q4X4_BLOCK_BYTES,
-        tile: gemm_q4x4_tile4,
-        row: gemv_q4x4_groups,
+/// `$name`: the GEMM of a layout of `$rows`-row groups of `$block`-byte
+/// super-blocks x `m` Q8_0 activation rows (`out[t * rows + r]`), through
+/// [`gemm_run`] with its tile `$tile` and GEMV loop `$loop`; one activation
+/// row takes its GEMV `$gemv`, empty shapes `generic::$name` (whose
+/// contract it has).
+macro_rules! gemm_entry {
+    ($name:ident, $gemv:ident, $rows:expr, $block:expr, $tile:ident, $loop:ident) => {
+        #[doc = concat!("GEMM, `m` Q8_0 activation rows (`gemm_entry!`; the contract of [`generic::", stringify!($name), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            cpu: Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            m: usize,
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            let shape = gemm_shape($rows, $block, w, rows, cols, act_qs, act_d, m, out)?;
+            if m == 1 {
+                return $gemv(cpu, w, rows, cols, act_qs, act_d, out);
+            }
+            if shape.nb == 0 || rows == 0 || m == 0 {
+                return generic::$name(w, rows, cols, act_qs, act_d, m, out);
+            }
+            let k = GemmKernels {
+                group_rows: $rows,
+                block_bytes: $block,
+                tile: $tile,
+                row: $loop,
+            };
+            // SAFETY: `gemm_shape` accepted the shapes for this layout; the
+            // token proves dotprod.
+            unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
+            Ok(())
+        }
     };
-    // SAFETY: `gemm_shape` accepted the shapes for this layout; the token
-    // proves dotprod.
-    unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
-    Ok(())
 }
+pub(super) use gemm_entry;
 
-/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows: `out[t * rows + r]`.
-///
-/// Shapes as [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte
-/// super-blocks.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q8_0x8_q8_0(
-    cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q8X8_ROWS,
-        Q8X8_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
-    if m == 1 {
-        return gemv_q8_0x8_q8_0(cpu, w, rows, cols, act_qs, act_d, out);
-    }
-    if shape.nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
-    }
-    let k = GemmKernels {
-        group_rows: Q8X8_ROWS,
-        block_bytes: Q8X8_BLOCK_BYTES,
-        tile: gemm_q8x8_tile4,
-        row: gemv_q8x8_groups,
-    };
-    // SAFETY: `gemm_shape` accepted the shapes for this layout; the token
-    // proves dotprod.
-    unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
-    Ok(())
-}
+gemm_entry!(
+    gemm_q4_0x4_q8_0,
+    gemv_q4_0x4_q8_0,
+    Q4X4_ROWS,
+    Q4X4_BLOCK_BYTES,
+    gemm_q4x4_tile4,
+    gemv_q4x4_groups
+);
+gemm_entry!(
+    gemm_q8_0x8_q8_0,
+    gemv_q8_0x8_q8_0,
+    Q8X8_ROWS,
+    Q8X8_BLOCK_BYTES,
+    gemm_q8x8_tile4,
+    gemv_q8x8_groups
+);
 
 /// One Q4_0x4 row group x 4 activation rows.
 ///

@@ -7,75 +7,83 @@ use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::asm;
 
-/// GEMV, Q4_0x4 weights x one Q8_0 activation row.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-/// * `act_qs`: `cols` activation quants; `act_d`: `cols / 32` scales;
-/// * `out`: `rows` results.
-///
-/// The same contract as the generic twin (a shape error when a length does
-/// not fit); zero columns go to the generic code.
-pub fn gemv_q4_0x4_q8_0(
-    _cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let GemmShape { nb, .. } = gemm_shape(
-        Q4X4_ROWS,
-        Q4X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        1,
-        out,
-    )?;
-    if nb == 0 {
-        return generic::gemv_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, out);
-    }
-    let group_bytes = nb * Q4X4_BLOCK_BYTES;
-    let full = rows / Q4X4_ROWS;
-    if full > 0 {
-        // SAFETY: `w` holds `full` groups of `nb` super-blocks (checked above:
-        // w.len() = groups * nb * 72 >= full * nb * 72), `act_qs` holds nb * 32
-        // bytes and `act_d` nb floats, `out` holds at least full * 4 floats; the
-        // token proves dotprod.
-        unsafe {
-            gemv_q4x4_groups(
-                w.as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                out.as_mut_ptr(),
-                full,
-            )
-        };
-    }
-    let rest = rows - full * Q4X4_ROWS;
-    if rest > 0 {
-        let mut tail = [0.0f32; Q4X4_ROWS];
-        // SAFETY: the last group starts at full * group_bytes and is
-        // group_bytes long (w.len() = groups * group_bytes, groups = full + 1);
-        // `tail` holds 4 floats.
-        unsafe {
-            gemv_q4x4_groups(
-                w[full * group_bytes..].as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                tail.as_mut_ptr(),
-                1,
-            )
-        };
-        out[full * Q4X4_ROWS..].copy_from_slice(&tail[..rest]);
-    }
-    Ok(())
+/// `$name`: the GEMV of a layout of `$rows`-row groups of `$block`-byte
+/// super-blocks x one Q8_0 activation row, through its asm loop `$loop`
+/// (whole groups straight into `out`, a partial last one through a tile),
+/// with the contract of its twin `generic::$name` (a shape error when a
+/// length does not fit; zero columns go to the generic code).
+macro_rules! gemv_entry {
+    ($name:ident, $rows:expr, $block:expr, $loop:ident) => {
+        #[doc = concat!("GEMV, one Q8_0 activation row (`gemv_entry!`; the contract of [`generic::", stringify!($name), "`]).")]
+        pub fn $name(
+            _cpu: Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            let GemmShape { nb, .. } =
+                gemm_shape($rows, $block, w, rows, cols, act_qs, act_d, 1, out)?;
+            if nb == 0 {
+                return generic::$name(w, rows, cols, act_qs, act_d, out);
+            }
+            let group_bytes = nb * $block;
+            let full = rows / $rows;
+            if full > 0 {
+                // SAFETY: `w` holds `full` groups of `nb` super-blocks
+                // (`gemm_shape`: w.len() = groups * group_bytes >= full *
+                // group_bytes), `act_qs` holds nb * 32 bytes and `act_d` nb
+                // floats, `out` at least full * $rows floats; the token proves
+                // dotprod.
+                unsafe {
+                    $loop(
+                        w.as_ptr(),
+                        act_qs.as_ptr(),
+                        act_d.as_ptr(),
+                        nb,
+                        out.as_mut_ptr(),
+                        full,
+                    )
+                };
+            }
+            let rest = rows - full * $rows;
+            if rest > 0 {
+                let mut tail = [0.0f32; $rows];
+                // SAFETY: the last group starts at full * group_bytes and is
+                // group_bytes long (groups = full + 1); `tail` holds one
+                // group's outputs.
+                unsafe {
+                    $loop(
+                        w[full * group_bytes..].as_ptr(),
+                        act_qs.as_ptr(),
+                        act_d.as_ptr(),
+                        nb,
+                        tail.as_mut_ptr(),
+                        1,
+                    )
+                };
+                out[full * $rows..].copy_from_slice(&tail[..rest]);
+            }
+            Ok(())
+        }
+    };
 }
+pub(super) use gemv_entry;
+
+gemv_entry!(
+    gemv_q4_0x4_q8_0,
+    Q4X4_ROWS,
+    Q4X4_BLOCK_BYTES,
+    gemv_q4x4_groups
+);
+gemv_entry!(
+    gemv_q8_0x8_q8_0,
+    Q8X8_ROWS,
+    Q8X8_BLOCK_BYTES,
+    gemv_q8x8_groups
+);
 
 /// The asm loop: `groups` row groups, each `nb` super-blocks.
 ///
@@ -153,75 +161,6 @@ pub(super) unsafe fn gemv_q4x4_groups(
             options(nostack),
         );
     }
-}
-
-/// GEMV, Q8_0x8 weights x one Q8_0 activation row.
-///
-/// * `w`: `ceil(rows / 8)` row groups of `cols / 32` 272-byte super-blocks;
-/// * `act_qs`: `cols` activation quants; `act_d`: `cols / 32` scales;
-/// * `out`: `rows` results.
-///
-/// The same contract as the generic twin (a shape error when a length does
-/// not fit); zero columns go to the generic code.
-pub fn gemv_q8_0x8_q8_0(
-    _cpu: Dotprod,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let GemmShape { nb, .. } = gemm_shape(
-        Q8X8_ROWS,
-        Q8X8_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        1,
-        out,
-    )?;
-    if nb == 0 {
-        return generic::gemv_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, out);
-    }
-    let group_bytes = nb * Q8X8_BLOCK_BYTES;
-    let full = rows / Q8X8_ROWS;
-    if full > 0 {
-        // SAFETY: `w` holds `full` groups of `nb` super-blocks (w.len() =
-        // groups * nb * 272 >= full * nb * 272), `act_qs` holds nb * 32 bytes
-        // and `act_d` nb floats, `out` at least full * 8 floats; the token
-        // proves dotprod.
-        unsafe {
-            gemv_q8x8_groups(
-                w.as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                out.as_mut_ptr(),
-                full,
-            )
-        };
-    }
-    let rest = rows - full * Q8X8_ROWS;
-    if rest > 0 {
-        let mut tail = [0.0f32; Q8X8_ROWS];
-        // SAFETY: the last group starts at full * group_bytes and is
-        // group_bytes long (groups = full + 1); `tail` holds 8 floats.
-        unsafe {
-            gemv_q8x8_groups(
-                w[full * group_bytes..].as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                tail.as_mut_ptr(),
-                1,
-            )
-        };
-        out[full * Q8X8_ROWS..].copy_from_slice(&tail[..rest]);
-    }
-    Ok(())
 }
 
 /// The Q8_0x8 GEMV asm loop: `groups` row groups, each `nb` super-blocks.

@@ -10,7 +10,8 @@
 //! `i8` (`0xf0 | n = n - 16`, or `n`). The integer sums are then exact
 //! `sum (q - 16) a` (|.| <= 32 * 16 * 128), converted with `scvtf`.
 
-use super::gemm::{gemm_run, GemmKernels};
+use super::gemm::{gemm_entry, gemm_run, GemmKernels};
+use super::gemv::gemv_entry;
 use super::Dotprod;
 use crate::generic;
 use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES};
@@ -368,136 +369,34 @@ macro_rules! q5_tile4 {
     };
 }
 
-/// The public GEMV and GEMM of Q5 variant `$v` (the names and contracts
-/// of their twins in `generic`; one activation row takes the GEMV, empty
-/// shapes the generic code).
-macro_rules! q5_entry_points {
-    ($v:ident, $gemv:ident, $gemm:ident, $block:expr, $loop:ident, $tile:ident) => {
-        #[doc = concat!("GEMV, ", stringify!($v), "x4 weights x one Q8_0 activation row (the contract of [`generic::", stringify!($gemv), "`]).")]
-        pub fn $gemv(
-            cpu: Dotprod,
-            w: &[u8],
-            rows: usize,
-            cols: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let GemmShape { nb, .. } =
-                gemm_shape(Q5X4_ROWS, $block, w, rows, cols, act_qs, act_d, 1, out)?;
-            if nb == 0 {
-                return generic::$gemv(w, rows, cols, act_qs, act_d, out);
-            }
-            gemv_run(cpu, $loop, $block, w, rows, act_qs, act_d, out, nb);
-            Ok(())
-        }
-
-        #[doc = concat!("GEMM, ", stringify!($v), "x4 weights x `m` Q8_0 activation rows (the contract of [`generic::", stringify!($gemm), "`]).")]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $gemm(
-            cpu: Dotprod,
-            w: &[u8],
-            rows: usize,
-            cols: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            m: usize,
-            out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let shape = gemm_shape(Q5X4_ROWS, $block, w, rows, cols, act_qs, act_d, m, out)?;
-            if m == 1 {
-                return $gemv(cpu, w, rows, cols, act_qs, act_d, out);
-            }
-            if shape.nb == 0 || rows == 0 || m == 0 {
-                return generic::$gemm(w, rows, cols, act_qs, act_d, m, out);
-            }
-            let k = GemmKernels {
-                group_rows: Q5X4_ROWS,
-                block_bytes: $block,
-                tile: $tile,
-                row: $loop,
-            };
-            // SAFETY: `gemm_shape` accepted the shapes for this layout; the
-            // token proves dotprod.
-            unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
-            Ok(())
-        }
-    };
-}
-
-q5_entry_points!(
-    q5_0,
+gemv_entry!(
     gemv_q5_0x4_q8_0,
-    gemm_q5_0x4_q8_0,
+    Q5X4_ROWS,
     Q5_0X4_BLOCK_BYTES,
-    gemv_q5x4_groups,
-    gemm_q5x4_tile4
+    gemv_q5x4_groups
 );
-q5_entry_points!(
-    q5_1,
+gemv_entry!(
     gemv_q5_1x4_q8_0,
-    gemm_q5_1x4_q8_0,
+    Q5X4_ROWS,
     Q5_1X4_BLOCK_BYTES,
-    gemv_q5_1x4_groups,
-    gemm_q5_1x4_tile4
+    gemv_q5_1x4_groups
 );
-
-/// A GEMV asm loop: (w, qs, d, nb, out, groups), as the loops `q5_gemv!` makes.
-type GemvGroupsFn = unsafe fn(*const u8, *const i8, *const f32, usize, *mut f32, usize);
-
-/// Runs `kernel` over the whole row groups, then over the last, partial
-/// one into a scratch tile, for shapes [`gemm_shape`] accepted with `m = 1`
-/// and super-blocks of `block_bytes`, `nb >= 1`; `kernel` must be one of
-/// this file's GEMV loops for that super-block size.
-#[allow(clippy::too_many_arguments)]
-fn gemv_run(
-    _cpu: Dotprod,
-    kernel: GemvGroupsFn,
-    block_bytes: usize,
-    w: &[u8],
-    rows: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-    nb: usize,
-) {
-    let group_bytes = nb * block_bytes;
-    let full = rows / Q5X4_ROWS;
-    if full > 0 {
-        // SAFETY: `w` holds `full` groups of `nb` super-blocks (checked by
-        // `gemm_shape`: w.len() = groups * nb * block_bytes >= full *
-        // group_bytes), `act_qs` holds nb * 32 bytes and `act_d` nb floats,
-        // `out` holds at least full * 4 floats; the token proves dotprod.
-        unsafe {
-            kernel(
-                w.as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                out.as_mut_ptr(),
-                full,
-            )
-        };
-    }
-    let rest = rows - full * Q5X4_ROWS;
-    if rest > 0 {
-        let mut tail = [0.0f32; Q5X4_ROWS];
-        // SAFETY: the last group starts at full * group_bytes and is
-        // group_bytes long (w.len() = groups * group_bytes, groups = full + 1);
-        // `tail` holds 4 floats.
-        unsafe {
-            kernel(
-                w[full * group_bytes..].as_ptr(),
-                act_qs.as_ptr(),
-                act_d.as_ptr(),
-                nb,
-                tail.as_mut_ptr(),
-                1,
-            )
-        };
-        out[full * Q5X4_ROWS..].copy_from_slice(&tail[..rest]);
-    }
-}
+gemm_entry!(
+    gemm_q5_0x4_q8_0,
+    gemv_q5_0x4_q8_0,
+    Q5X4_ROWS,
+    Q5_0X4_BLOCK_BYTES,
+    gemm_q5x4_tile4,
+    gemv_q5x4_groups
+);
+gemm_entry!(
+    gemm_q5_1x4_q8_0,
+    gemv_q5_1x4_q8_0,
+    Q5X4_ROWS,
+    Q5_1X4_BLOCK_BYTES,
+    gemm_q5_1x4_tile4,
+    gemv_q5_1x4_groups
+);
 
 q5_gemv!(q5_0, gemv_q5x4_groups, "88", []);
 q5_gemv!(q5_1, gemv_q5_1x4_groups, "96", [out("v13") _, out("v14") _, out("v15") _,]);

@@ -35,58 +35,7 @@ pub fn gemv_q5_0x4_q8_0(
     act_d: &[f32],
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    gemm_q5_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
-
-/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
-/// * `out`: `m x rows`, row-major.
-///
-/// Exact for every input bit pattern; the same contract as
-/// [`generic::gemm_q5_0x4_q8_0`]. Empty shapes go to the generic code.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_0x4_q8_0(
-    _cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q5X4_ROWS,
-        Q5_0X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
-    if shape.nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
-    }
-    if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
-        // SAFETY: `w` holds `groups` row groups of `nb` 88-byte super-blocks,
-        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
-        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
-        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
-        unsafe {
-            if shape.nb <= GEMV_EXPAND_BLOCKS {
-                q5_gemv::<false, true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
-            } else {
-                q5_gemv::<false, false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
-            }
-        };
-        return Ok(());
-    }
-    gemm_tiles::<false>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
-    Ok(())
+    gemm_q5x4::<false>(cpu, w, rows, cols, act_qs, act_d, 1, out)
 }
 
 /// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
@@ -100,19 +49,52 @@ pub fn gemv_q5_1x4_q8_0(
     act_d: &[f32],
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    gemm_q5_1x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
+    gemm_q5x4::<true>(cpu, w, rows, cols, act_qs, act_d, 1, out)
 }
 
-/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
+/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
+/// contract of [`generic::gemm_q5_0x4_q8_0`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_0x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5x4::<false>(cpu, w, rows, cols, act_qs, act_d, m, out)
+}
+
+/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
+/// contract of [`generic::gemm_q5_1x4_q8_0`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q5_1x4_q8_0(
+    cpu: Avx2,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_q5x4::<true>(cpu, w, rows, cols, act_qs, act_d, m, out)
+}
+
+/// GEMM of either layout (`Q51`: Q5_1x4 with 96-byte super-blocks, else
+/// Q5_0x4 with 88) x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
 ///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 96-byte super-blocks;
+/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` super-blocks;
 /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
 /// * `out`: `m x rows`, row-major.
 ///
-/// Exact for every input bit pattern; the same contract as
-/// [`generic::gemm_q5_1x4_q8_0`]. Empty shapes go to the generic code.
+/// Exact for every input bit pattern; the contract of the generic twins.
+/// Empty shapes go to the generic code.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_1x4_q8_0(
+fn gemm_q5x4<const Q51: bool>(
     _cpu: Avx2,
     w: &[u8],
     rows: usize,
@@ -122,35 +104,35 @@ pub fn gemm_q5_1x4_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q5X4_ROWS,
-        Q5_1X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
+    let block = if Q51 {
+        Q5_1X4_BLOCK_BYTES
+    } else {
+        Q5_0X4_BLOCK_BYTES
+    };
+    let shape = gemm_shape(Q5X4_ROWS, block, w, rows, cols, act_qs, act_d, m, out)?;
     if shape.nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q5_1x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+        let generic = if Q51 {
+            generic::gemm_q5_1x4_q8_0
+        } else {
+            generic::gemm_q5_0x4_q8_0
+        };
+        return generic(w, rows, cols, act_qs, act_d, m, out);
     }
     if m == 1 && shape.nb <= GEMV_MAX_BLOCKS {
-        // SAFETY: `w` holds `groups` row groups of `nb` 96-byte super-blocks,
-        // `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out` `rows`
-        // floats (all checked by `gemm_shape` with m = 1); `nb` is at most
-        // GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
+        // SAFETY: `w` holds `groups` row groups of `nb` super-blocks of the
+        // layout, `act_qs` `nb * 32` quants, `act_d` `nb` scales, `out`
+        // `rows` floats (all checked by `gemm_shape` with m = 1); `nb` is
+        // at most GEMV_MAX_BLOCKS; the token proves AVX2/FMA/F16C.
         unsafe {
             if shape.nb <= GEMV_EXPAND_BLOCKS {
-                q5_gemv::<true, true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+                q5_gemv::<Q51, true>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
             } else {
-                q5_gemv::<true, false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
+                q5_gemv::<Q51, false>(w, rows, shape.groups, shape.nb, act_qs, act_d, out)
             }
         };
         return Ok(());
     }
-    gemm_tiles::<true>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+    gemm_tiles::<Q51>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
     Ok(())
 }
 

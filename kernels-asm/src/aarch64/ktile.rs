@@ -288,6 +288,135 @@ macro_rules! k_entry_points {
     };
 }
 
+/// `$name`: the GEMV asm loop of a K-quant layout over `groups` row groups,
+/// each `nb` super-blocks of `$block` bytes.
+///
+/// Per super-block: the four `d`/`dmin` (one `ld1 .8h`), the 48 scale bytes
+/// (rows as 32-bit lanes, sub-blocks as bytes) unpacked to scales and mins
+/// with `and`/`ushr`/`sli`; the mins dotted with the 8 activation sums
+/// (`smull`/`smlal` on halfwords, `addp`); per quarter (`$quarter`) the
+/// nibble chunks and 16 `sdot` by lane into two sums (the quarter's two
+/// sub-blocks, 4 rows each), `mla` by the sub-block's scale; then `acc +
+/// (d * d_a) * sumi` and `- (dmin * d_a) * summ`, separate `fmul`, `fadd`,
+/// `fsub`. `$v30` is the constant Q4_K's loop keeps in `v30` (Q5_K's
+/// fifth-bit mask; Q4_K's 6-bit mask, which Q5_K makes in `v28` at
+/// `$mask_setup`), `$setup` runs after the block's header is read.
+#[rustfmt::skip]
+macro_rules! k_gemv_groups {
+    (
+        fn $name:ident, block $block:literal, v30 $v30:literal,
+        setup $setup:literal, mask_setup $mask_setup:literal, mask $mask:literal,
+        quarter $quarter:ident, clobber [$($clobber:tt)*]
+    ) => {
+        #[doc = concat!("The GEMV asm loop (`k_gemv_groups!`): `groups` row groups, each `nb` super-blocks of ", $block, " bytes.")]
+        ///
+        /// # Safety
+        #[doc = concat!("`w` must point to `groups * nb * ", $block, "` readable bytes, `qs` to `nb * 256`, `d` to `nb` floats, `s` to `nb * 8` i16, `out` to `groups * 4` writable floats, `nb >= 1`, `groups >= 1`, and the CPU must implement dotprod.")]
+        #[inline(never)]
+        #[target_feature(enable = "neon,dotprod")]
+        unsafe fn $name(
+            w: *const u8,
+            qs: *const i8,
+            d: *const f32,
+            sums: *const i16,
+            nb: usize,
+            out: *mut f32,
+            groups: usize,
+        ) {
+            // SAFETY: per the function contract, every load stays inside
+            // `w`, `qs`, `d`, `sums` and every store inside `out`: the inner
+            // loop reads one super-block of `w`, 256 bytes of `qs`, 16 bytes
+            // of `sums` and 4 bytes of `d` per super-block, for nb
+            // super-blocks; the outer loop stores 16 bytes of `out` per group
+            // and restarts the activation pointers. Only the listed registers
+            // are written; no stack is used.
+            unsafe {
+                asm!(
+                    concat!(
+                        "movi v31.16b, #0x0f\n",
+                        "movi v30.16b, #", $v30, "\n",
+                        "movi v29.4s, #0xff\n",
+                        "2:\n",
+                        "movi v20.16b, #0\n",
+                        "mov x9, {qs}\n",
+                        "mov x10, {d}\n",
+                        "mov x11, {nb}\n",
+                        "mov x12, {sums}\n",
+                        "3:\n",
+                        "ld1 {{v0.8h}}, [{w}], #16\n",
+                        "ld1 {{v1.16b, v2.16b, v3.16b}}, [{w}], #48\n",
+                        $setup,
+                        "ld1 {{v21.8h}}, [x12], #16\n",
+                        "ld1r {{v7.4s}}, [x10], #4\n",
+                        $mask_setup,
+                        "and v16.16b, v2.16b, ", $mask, ".16b\n",
+                        "ushr v17.16b, v3.16b, #4\n",
+                        "ushr v18.16b, v2.16b, #6\n",
+                        "sli v17.16b, v18.16b, #4\n",
+                        "and v2.16b, v3.16b, v31.16b\n",
+                        "ushr v18.16b, v1.16b, #6\n",
+                        "sli v2.16b, v18.16b, #4\n",
+                        "and v1.16b, v1.16b, ", $mask, ".16b\n",
+                        "dup v22.2d, v21.d[0]\n",
+                        "dup v23.2d, v21.d[1]\n",
+                        "uxtl v18.8h, v16.8b\n",
+                        "uxtl2 v19.8h, v16.16b\n",
+                        "uxtl v16.8h, v17.8b\n",
+                        "uxtl2 v17.8h, v17.16b\n",
+                        "smull v3.4s, v18.4h, v22.4h\n",
+                        "smlal v3.4s, v16.4h, v23.4h\n",
+                        "smull2 v4.4s, v18.8h, v22.8h\n",
+                        "smlal2 v4.4s, v16.8h, v23.8h\n",
+                        "smull v5.4s, v19.4h, v22.4h\n",
+                        "smlal v5.4s, v17.4h, v23.4h\n",
+                        "smull2 v6.4s, v19.8h, v22.8h\n",
+                        "smlal2 v6.4s, v17.8h, v23.8h\n",
+                        "addp v3.4s, v3.4s, v4.4s\n",
+                        "addp v5.4s, v5.4s, v6.4s\n",
+                        "addp v3.4s, v3.4s, v5.4s\n",
+                        "movi v4.16b, #0\n",
+                        $quarter!(0, low, "v1"),
+                        $quarter!(1, high, "v1"),
+                        $quarter!(2, low, "v2"),
+                        $quarter!(3, high, "v2"),
+                        "fcvtl v16.4s, v0.4h\n",
+                        "fcvtl2 v17.4s, v0.8h\n",
+                        "fmul v16.4s, v16.4s, v7.4s\n",
+                        "fmul v17.4s, v17.4s, v7.4s\n",
+                        "scvtf v18.4s, v4.4s\n",
+                        "scvtf v19.4s, v3.4s\n",
+                        "fmul v18.4s, v16.4s, v18.4s\n",
+                        "fmul v19.4s, v17.4s, v19.4s\n",
+                        "fadd v20.4s, v20.4s, v18.4s\n",
+                        "fsub v20.4s, v20.4s, v19.4s\n",
+                        "subs x11, x11, #1\n",
+                        "b.ne 3b\n",
+                        "st1 {{v20.4s}}, [{out}], #16\n",
+                        "subs {groups}, {groups}, #1\n",
+                        "b.ne 2b\n",
+                    ),
+                    w = inout(reg) w => _,
+                    out = inout(reg) out => _,
+                    groups = inout(reg) groups => _,
+                    qs = in(reg) qs,
+                    d = in(reg) d,
+                    sums = in(reg) sums,
+                    nb = in(reg) nb,
+                    out("x9") _, out("x10") _, out("x11") _, out("x12") _,
+                    out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+                    out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
+                    out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
+                    out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+                    out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+                    out("v25") _, out("v26") _, out("v27") _,
+                    out("v29") _, out("v30") _, out("v31") _, $($clobber)*
+                    options(nostack),
+                );
+            }
+        }
+    };
+}
+
 /// One nibble chunk: the low nibbles of `$src` into `$lo`, the high ones
 /// left in `$src`.
 #[rustfmt::skip]
@@ -445,7 +574,7 @@ macro_rules! gemv_q4k_pair {
 /// the scales `$scales` of `$packed`.
 #[rustfmt::skip]
 macro_rules! gemv_q4k_quarter {
-    ($scales:tt, $packed:literal) => {
+    ($q:tt, $scales:tt, $packed:literal) => {
         concat!(
             "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64\n",
             "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [{w}], #64\n",
@@ -730,6 +859,6 @@ macro_rules! k_gemm_tile {
 
 pub(super) use {
     gemv_q4k_pair, gemv_q4k_quarter, gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter,
-    gemv_scale_sums, k_entry_points, k_gemm_tile, nibble_chunk, q4k_nibbles, q5k_chunk,
-    q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
+    gemv_scale_sums, k_entry_points, k_gemm_tile, k_gemv_groups, nibble_chunk, q4k_nibbles,
+    q5k_chunk, q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
 };

@@ -22,7 +22,8 @@
 
 use super::read_f16;
 use crate::layout::{
-    K_SCALE_BYTES, Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, QK, QK_K,
+    K_SCALE_BYTES, Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES,
+    Q5KX4_QH_AT, Q5KX4_QS_AT, QK, QK_K,
 };
 use crate::shape::{gemm_k_shape, ShapeError};
 
@@ -49,9 +50,26 @@ pub fn q4kx4_group_dot(
     act_d: &[f32],
     act_sums: &[i16],
 ) -> [f32; Q4KX4_ROWS] {
+    kx4_group_dot::<false>(group, act_qs, act_d, act_sums)
+}
+
+/// The dot of one row group of Q4_Kx4 (`Q5`: Q5_Kx4, whose quants add 16 x
+/// the `qh` bit) with one Q8_K activation row, in the order the module
+/// describes.
+pub(super) fn kx4_group_dot<const Q5: bool>(
+    group: &[u8],
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+) -> [f32; Q4KX4_ROWS] {
+    let (block_bytes, qs_at) = if Q5 {
+        (Q5KX4_BLOCK_BYTES, Q5KX4_QS_AT)
+    } else {
+        (Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT)
+    };
     let mut acc = [0.0f32; Q4KX4_ROWS];
     let blocks = group
-        .chunks_exact(Q4KX4_BLOCK_BYTES)
+        .chunks_exact(block_bytes)
         .zip(act_qs.chunks_exact(QK_K))
         .zip(act_d)
         .zip(act_sums.chunks_exact(QK_K / QK));
@@ -70,8 +88,12 @@ pub fn q4kx4_group_dot(
                 let mut isum = 0i32;
                 for i in 0..QK {
                     // Chunk i / 4 of half `half`: row r's bytes 4c..4c+3.
-                    let byte = sb[Q4KX4_QS_AT + 128 * half + 16 * (i / 4) + 4 * r + i % 4];
-                    let q = ((byte >> shift) & 0x0f) as i32;
+                    let at = 16 * (i / 4) + 4 * r + i % 4;
+                    let byte = sb[qs_at + 128 * half + at];
+                    let mut q = ((byte >> shift) & 0x0f) as i32;
+                    if Q5 {
+                        q |= (((sb[Q5KX4_QH_AT + at] >> j) & 1) << 4) as i32;
+                    }
                     isum += q * a[QK * j + i] as i32;
                 }
                 sumi += sc as i32 * isum;
@@ -122,9 +144,30 @@ pub fn gemm_q4_kx4_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
+    gemm_kx4::<false>(w, rows, cols, act_qs, act_d, act_sums, m, out)
+}
+
+/// The GEMM of Q4_Kx4 (`Q5`: Q5_Kx4) weights: each activation row against
+/// each row group through [`kx4_group_dot`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_kx4<const Q5: bool>(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let block_bytes = if Q5 {
+        Q5KX4_BLOCK_BYTES
+    } else {
+        Q4KX4_BLOCK_BYTES
+    };
     let shape = gemm_k_shape(
         Q4KX4_ROWS,
-        Q4KX4_BLOCK_BYTES,
+        block_bytes,
         w,
         rows,
         cols,
@@ -135,7 +178,7 @@ pub fn gemm_q4_kx4_q8_k(
         out,
     )?;
     let nb = shape.nb;
-    let group_bytes = nb * Q4KX4_BLOCK_BYTES;
+    let group_bytes = nb * block_bytes;
     let ns = cols / QK;
     for t in 0..m {
         let qs = &act_qs[t * cols..(t + 1) * cols];
@@ -143,7 +186,7 @@ pub fn gemm_q4_kx4_q8_k(
         let s = &act_sums[t * ns..(t + 1) * ns];
         let o = &mut out[t * rows..(t + 1) * rows];
         for (g, chunk) in o.chunks_mut(Q4KX4_ROWS).enumerate() {
-            let acc = q4kx4_group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d, s);
+            let acc = kx4_group_dot::<Q5>(&w[g * group_bytes..(g + 1) * group_bytes], qs, d, s);
             chunk.copy_from_slice(&acc[..chunk.len()]);
         }
     }

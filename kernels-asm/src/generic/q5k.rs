@@ -2,20 +2,16 @@
 //! interleaved) with Q8_K activations: the specification of the
 //! architecture kernels (docs/kernels.md, "Q5_Kx4").
 //!
-//! The order is Q4_Kx4's (see `q4k.rs`): per row and super-block the exact
-//! `sumi = sum_j sc_j * isum_j` (the quants now 0..31: nibble plus 16 x the
-//! `qh` bit) and `summ = sum_j m_j * asum_j`, then
-//! `acc = acc + (d_w * d_a) * (sumi as f32)`,
+//! The order is Q4_Kx4's, the same code (`q4k.rs`, with `Q5`): per row and
+//! super-block the exact `sumi = sum_j sc_j * isum_j` (the quants now
+//! 0..31: nibble plus 16 x the `qh` bit) and `summ = sum_j m_j * asum_j`,
+//! then `acc = acc + (d_w * d_a) * (sumi as f32)`,
 //! `acc = acc - (dmin_w * d_a) * (summ as f32)`, no fused multiply-add.
 //! Shapes as the Q4_Kx4 functions, with 704-byte super-blocks.
 
-use super::q4k::k4_scale_min;
-use super::read_f16;
-use crate::layout::{
-    K_SCALE_BYTES, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT, Q5KX4_QS_AT, Q5KX4_ROWS, QK,
-    QK_K,
-};
-use crate::shape::{gemm_k_shape, ShapeError};
+use super::q4k::{gemm_kx4, kx4_group_dot};
+use crate::layout::Q5KX4_ROWS;
+use crate::shape::ShapeError;
 
 /// The four rows of one Q5_Kx4 row group dotted with one Q8_K activation
 /// row (`group`: `nb` super-blocks; `act_qs`: `nb * 256` quants; `act_d`:
@@ -26,42 +22,7 @@ pub fn q5kx4_group_dot(
     act_d: &[f32],
     act_sums: &[i16],
 ) -> [f32; Q5KX4_ROWS] {
-    let mut acc = [0.0f32; Q5KX4_ROWS];
-    let blocks = group
-        .chunks_exact(Q5KX4_BLOCK_BYTES)
-        .zip(act_qs.chunks_exact(QK_K))
-        .zip(act_d)
-        .zip(act_sums.chunks_exact(QK_K / QK));
-    for (((sb, a), &da), asum) in blocks {
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let mut scales = [0u8; K_SCALE_BYTES];
-            for (i, s) in scales.iter_mut().enumerate() {
-                *s = sb[Q4KX4_SCALES_AT + 16 * (i / 4) + 4 * r + i % 4];
-            }
-            let mut sumi = 0i32;
-            let mut summ = 0i32;
-            for (j, &asum_j) in asum.iter().enumerate() {
-                let (sc, m) = k4_scale_min(j, &scales);
-                let half = j / 2;
-                let shift = 4 * (j % 2);
-                let mut isum = 0i32;
-                for i in 0..QK {
-                    let at = 16 * (i / 4) + 4 * r + i % 4;
-                    let byte = sb[Q5KX4_QS_AT + 128 * half + at];
-                    let hbit = (sb[Q5KX4_QH_AT + at] >> j) & 1;
-                    let q = (((byte >> shift) & 0x0f) | (hbit << 4)) as i32;
-                    isum += q * a[QK * j + i] as i32;
-                }
-                sumi += sc as i32 * isum;
-                summ += m as i32 * asum_j as i32;
-            }
-            let dd = read_f16(sb, 2 * r) * da;
-            let dm = read_f16(sb, 8 + 2 * r) * da;
-            *acc_r += dd * sumi as f32;
-            *acc_r -= dm * summ as f32;
-        }
-    }
-    acc
+    kx4_group_dot::<true>(group, act_qs, act_d, act_sums)
 }
 
 /// GEMV, Q5_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
@@ -95,30 +56,5 @@ pub fn gemm_q5_kx4_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let shape = gemm_k_shape(
-        Q5KX4_ROWS,
-        Q5KX4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
-        m,
-        out,
-    )?;
-    let nb = shape.nb;
-    let group_bytes = nb * Q5KX4_BLOCK_BYTES;
-    let ns = cols / QK;
-    for t in 0..m {
-        let qs = &act_qs[t * cols..(t + 1) * cols];
-        let d = &act_d[t * nb..(t + 1) * nb];
-        let s = &act_sums[t * ns..(t + 1) * ns];
-        let o = &mut out[t * rows..(t + 1) * rows];
-        for (g, chunk) in o.chunks_mut(Q5KX4_ROWS).enumerate() {
-            let acc = q5kx4_group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d, s);
-            chunk.copy_from_slice(&acc[..chunk.len()]);
-        }
-    }
-    Ok(())
+    gemm_kx4::<true>(w, rows, cols, act_qs, act_d, act_sums, m, out)
 }

@@ -47,46 +47,47 @@ use core::mem::MaybeUninit;
 /// Activation rows computed together against one pass over a row group.
 const TILE_M: usize = 4;
 
-/// GEMV, Q4_Kx4 weights x one Q8_K activation row: [`gemm_q4_kx4_q8_k`]
-/// with `m = 1`; the same contract as [`generic::gemv_q4_kx4_q8_k`].
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_q4_kx4_q8_k(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q4_kx4_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
-}
+/// The public GEMV and GEMM of Q4_Kx4 (`$q5`: Q5_Kx4) weights x Q8_K
+/// activation rows, `$gemv` and `$gemm`, through [`k_gemm`]: the names and
+/// contracts of their twins in `generic` (exact for every input bit
+/// pattern; empty shapes go to the generic code).
+macro_rules! k_entry_points {
+    ($gemv:ident, $gemm:ident, $q5:literal) => {
+        #[doc = concat!("GEMV, one Q8_K activation row: [`", stringify!($gemm), "`] with `m = 1` (the contract of [`crate::generic::", stringify!($gemv), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemv(
+            cpu: Avx2,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            $gemm(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
+        }
 
-/// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-///   `act_sums`: `m x cols / 32` sums;
-/// * `out`: `m x rows`, row-major.
-///
-/// Exact for every input bit pattern; the same contract as
-/// [`generic::gemm_q4_kx4_q8_k`]. Empty shapes go to the generic code.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q4_kx4_q8_k(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    k_gemm::<false>(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out)
+        #[doc = concat!("GEMM, `m` Q8_K activation rows: `out[t * rows + r] = W[r] . act[t]` (the contract of [`crate::generic::", stringify!($gemm), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemm(
+            cpu: Avx2,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            m: usize,
+            out: &mut [f32],
+        ) -> Result<(), ShapeError> {
+            k_gemm::<$q5>(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out)
+        }
+    };
 }
+pub(super) use k_entry_points;
+
+k_entry_points!(gemv_q4_kx4_q8_k, gemm_q4_kx4_q8_k, false);
 
 /// The GEMM of either layout (`Q5`: Q5_Kx4, else Q4_Kx4), shapes checked
 /// here.

@@ -81,28 +81,28 @@ pub fn gemm_q5_0x4_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q5X4_ROWS,
-        Q5_0X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
-    gemm_groups(
-        shape.nb * Q5_0X4_BLOCK_BYTES,
-        q5_0x4_group_dot,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    );
+    gemm_q5x4::<false>(w, rows, cols, act_qs, act_d, m, out)
+}
+
+/// The GEMM of Q5_0x4 (`Q51`: Q5_1x4) weights: shapes checked, then every
+/// activation row against every row group through the layout's group dot.
+#[allow(clippy::too_many_arguments)]
+fn gemm_q5x4<const Q51: bool>(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let (block, dot): (usize, GroupDotFn) = if Q51 {
+        (Q5_1X4_BLOCK_BYTES, q5_1x4_group_dot)
+    } else {
+        (Q5_0X4_BLOCK_BYTES, q5_0x4_group_dot)
+    };
+    let shape = gemm_shape(Q5X4_ROWS, block, w, rows, cols, act_qs, act_d, m, out)?;
+    gemm_groups(shape.nb * block, dot, w, rows, cols, act_qs, act_d, m, out);
     Ok(())
 }
 
@@ -187,27 +187,5 @@ pub fn gemm_q5_1x4_q8_0(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let shape = gemm_shape(
-        Q5X4_ROWS,
-        Q5_1X4_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )?;
-    gemm_groups(
-        shape.nb * Q5_1X4_BLOCK_BYTES,
-        q5_1x4_group_dot,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    );
-    Ok(())
+    gemm_q5x4::<true>(w, rows, cols, act_qs, act_d, m, out)
 }

@@ -64,29 +64,7 @@ unsafe fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
         let dv = amax / 127.0;
         let id = if dv != 0.0 { 1.0 / dv } else { 0.0 };
         let idv = _mm256_set1_ps(id);
-        let half = _mm256_set1_ps(0.5);
-        let one = _mm256_set1_ps(1.0);
-        let lo = _mm256_set1_ps(-128.0);
-        let hi = _mm256_set1_ps(127.0);
-        let mut iv = [_mm256_setzero_si256(); 4];
-        for (o, vi) in iv.iter_mut().zip(v) {
-            let p = _mm256_mul_ps(vi, idv);
-            // roundf: truncate, then step away from zero when the (exact)
-            // fraction is at least one half.
-            let t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            let frac = _mm256_andnot_ps(sign, _mm256_sub_ps(p, t));
-            let step = _mm256_or_ps(one, _mm256_and_ps(p, sign));
-            let up = _mm256_cmp_ps(frac, half, _CMP_GE_OQ);
-            let r = _mm256_add_ps(t, _mm256_and_ps(up, step));
-            // `as i8`: saturate (NaN -> -128 here) and then NaN -> 0.
-            let r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
-            let r = _mm256_and_ps(r, _mm256_cmp_ps(p, p, _CMP_ORD_Q));
-            *o = _mm256_cvttps_epi32(r);
-        }
-        let s01 = _mm256_packs_epi32(iv[0], iv[1]);
-        let s23 = _mm256_packs_epi32(iv[2], iv[3]);
-        let bytes = _mm256_packs_epi16(s01, s23);
-        let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        let bytes = quants32(v, idv);
         _mm256_storeu_si256(q.as_mut_ptr().cast(), bytes);
         let h = _mm_cvtps_ph(_mm_set_ss(dv), _MM_FROUND_TO_NEAREST_INT);
         _mm_cvtss_f32(_mm_cvtph_ps(h))

@@ -90,6 +90,34 @@ pub(super) unsafe fn gemm_run(
     }
 }
 
+/// The `asm!` of a tile of one row group x 4 activation rows (the `tile`
+/// of [`GemmKernels`]): the template pieces, with the tile's operands bound
+/// by name (`{w}`, `{q0}`..`{q3}`, `{d0}`..`{d3}`, `{nb}`, `{out}`,
+/// `{stride}`) to the function's arguments, and the vector registers it
+/// writes.
+macro_rules! tile4_asm {
+    ([$($t:expr),+ $(,)?], ($w:ident, $qs:ident, $d:ident, $nb:ident, $out:ident, $stride:ident), [$($clobber:tt)*]) => {
+        asm!(
+            $($t,)+
+            w = inout(reg) $w => _,
+            q0 = inout(reg) $qs[0] => _,
+            q1 = inout(reg) $qs[1] => _,
+            q2 = inout(reg) $qs[2] => _,
+            q3 = inout(reg) $qs[3] => _,
+            d0 = inout(reg) $d[0] => _,
+            d1 = inout(reg) $d[1] => _,
+            d2 = inout(reg) $d[2] => _,
+            d3 = inout(reg) $d[3] => _,
+            nb = inout(reg) $nb => _,
+            out = inout(reg) $out => _,
+            stride = in(reg) $stride,
+            $($clobber)*
+            options(nostack),
+        )
+    };
+}
+pub(super) use tile4_asm;
+
 /// `$name`: the GEMM of a layout of `$rows`-row groups of `$block`-byte
 /// super-blocks x `m` Q8_0 activation rows (`out[t * rows + r]`), through
 /// [`gemm_run`] with its tile `$tile` and GEMV loop `$loop`; one activation
@@ -169,111 +197,95 @@ unsafe fn gemm_q4x4_tile4(
     // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
     // Only the listed registers are written; no stack is used.
     unsafe {
-        asm!(
-            "movi v31.16b, #0xf0",
-            "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
-            "movi v26.16b, #0",
-            "movi v27.16b, #0",
-            "movi v28.16b, #0",
-            "3:",
-            "ld1 {{v0.4h}}, [{w}], #8",                          // 4 row scales
-            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
-            "ld1 {{v29.s}}[0], [{d0}], #4",                      // act scales
-            "ld1 {{v29.s}}[1], [{d1}], #4",
-            "ld1 {{v29.s}}[2], [{d2}], #4",
-            "ld1 {{v29.s}}[3], [{d3}], #4",
-            "ld1 {{v5.16b, v6.16b}}, [{q0}], #32",
-            "ld1 {{v7.16b, v8.16b}}, [{q1}], #32",
-            "ld1 {{v9.16b, v10.16b}}, [{q2}], #32",
-            "ld1 {{v11.16b, v12.16b}}, [{q3}], #32",
-            "shl v17.16b, v1.16b, #4",
-            "and v18.16b, v1.16b, v31.16b",
-            "shl v19.16b, v2.16b, #4",
-            "and v20.16b, v2.16b, v31.16b",
-            "shl v21.16b, v3.16b, #4",
-            "and v22.16b, v3.16b, v31.16b",
-            "shl v23.16b, v4.16b, #4",
-            "and v24.16b, v4.16b, v31.16b",
-            "movi v13.16b, #0",
-            "movi v14.16b, #0",
-            "movi v15.16b, #0",
-            "movi v16.16b, #0",
-            // 4 independent sdot chains, interleaved for in-order cores
-            "sdot v13.4s, v17.16b, v5.4b[0]",
-            "sdot v14.4s, v17.16b, v7.4b[0]",
-            "sdot v15.4s, v17.16b, v9.4b[0]",
-            "sdot v16.4s, v17.16b, v11.4b[0]",
-            "sdot v13.4s, v18.16b, v6.4b[0]",
-            "sdot v14.4s, v18.16b, v8.4b[0]",
-            "sdot v15.4s, v18.16b, v10.4b[0]",
-            "sdot v16.4s, v18.16b, v12.4b[0]",
-            "sdot v13.4s, v19.16b, v5.4b[1]",
-            "sdot v14.4s, v19.16b, v7.4b[1]",
-            "sdot v15.4s, v19.16b, v9.4b[1]",
-            "sdot v16.4s, v19.16b, v11.4b[1]",
-            "sdot v13.4s, v20.16b, v6.4b[1]",
-            "sdot v14.4s, v20.16b, v8.4b[1]",
-            "sdot v15.4s, v20.16b, v10.4b[1]",
-            "sdot v16.4s, v20.16b, v12.4b[1]",
-            "sdot v13.4s, v21.16b, v5.4b[2]",
-            "sdot v14.4s, v21.16b, v7.4b[2]",
-            "sdot v15.4s, v21.16b, v9.4b[2]",
-            "sdot v16.4s, v21.16b, v11.4b[2]",
-            "sdot v13.4s, v22.16b, v6.4b[2]",
-            "sdot v14.4s, v22.16b, v8.4b[2]",
-            "sdot v15.4s, v22.16b, v10.4b[2]",
-            "sdot v16.4s, v22.16b, v12.4b[2]",
-            "sdot v13.4s, v23.16b, v5.4b[3]",
-            "sdot v14.4s, v23.16b, v7.4b[3]",
-            "sdot v15.4s, v23.16b, v9.4b[3]",
-            "sdot v16.4s, v23.16b, v11.4b[3]",
-            "sdot v13.4s, v24.16b, v6.4b[3]",
-            "sdot v14.4s, v24.16b, v8.4b[3]",
-            "sdot v15.4s, v24.16b, v10.4b[3]",
-            "sdot v16.4s, v24.16b, v12.4b[3]",
-            "fcvtl v0.4s, v0.4h",
-            "scvtf v13.4s, v13.4s, #4",
-            "scvtf v14.4s, v14.4s, #4",
-            "scvtf v15.4s, v15.4s, #4",
-            "scvtf v16.4s, v16.4s, #4",
-            "fmul v5.4s, v0.4s, v29.s[0]",   // d_w * d_a, act row 0
-            "fmul v6.4s, v0.4s, v29.s[1]",
-            "fmul v7.4s, v0.4s, v29.s[2]",
-            "fmul v8.4s, v0.4s, v29.s[3]",
-            "fmul v13.4s, v13.4s, v5.4s",
-            "fmul v14.4s, v14.4s, v6.4s",
-            "fmul v15.4s, v15.4s, v7.4s",
-            "fmul v16.4s, v16.4s, v8.4s",
-            "fadd v25.4s, v25.4s, v13.4s",
-            "fadd v26.4s, v26.4s, v14.4s",
-            "fadd v27.4s, v27.4s, v15.4s",
-            "fadd v28.4s, v28.4s, v16.4s",
-            "subs {nb}, {nb}, #1",
-            "b.ne 3b",
-            "st1 {{v25.4s}}, [{out}], {stride}",
-            "st1 {{v26.4s}}, [{out}], {stride}",
-            "st1 {{v27.4s}}, [{out}], {stride}",
-            "st1 {{v28.4s}}, [{out}]",
-            w = inout(reg) w => _,
-            q0 = inout(reg) qs[0] => _,
-            q1 = inout(reg) qs[1] => _,
-            q2 = inout(reg) qs[2] => _,
-            q3 = inout(reg) qs[3] => _,
-            d0 = inout(reg) d[0] => _,
-            d1 = inout(reg) d[1] => _,
-            d2 = inout(reg) d[2] => _,
-            d3 = inout(reg) d[3] => _,
-            nb = inout(reg) nb => _,
-            out = inout(reg) out => _,
-            stride = in(reg) stride,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
-            out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
-            out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
-            out("v31") _,
-            options(nostack),
+        tile4_asm!(
+            [
+                "movi v31.16b, #0xf0",
+                "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
+                "movi v26.16b, #0",
+                "movi v27.16b, #0",
+                "movi v28.16b, #0",
+                "3:",
+                "ld1 {{v0.4h}}, [{w}], #8",                          // 4 row scales
+                "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
+                "ld1 {{v29.s}}[0], [{d0}], #4",                      // act scales
+                "ld1 {{v29.s}}[1], [{d1}], #4",
+                "ld1 {{v29.s}}[2], [{d2}], #4",
+                "ld1 {{v29.s}}[3], [{d3}], #4",
+                "ld1 {{v5.16b, v6.16b}}, [{q0}], #32",
+                "ld1 {{v7.16b, v8.16b}}, [{q1}], #32",
+                "ld1 {{v9.16b, v10.16b}}, [{q2}], #32",
+                "ld1 {{v11.16b, v12.16b}}, [{q3}], #32",
+                "shl v17.16b, v1.16b, #4",
+                "and v18.16b, v1.16b, v31.16b",
+                "shl v19.16b, v2.16b, #4",
+                "and v20.16b, v2.16b, v31.16b",
+                "shl v21.16b, v3.16b, #4",
+                "and v22.16b, v3.16b, v31.16b",
+                "shl v23.16b, v4.16b, #4",
+                "and v24.16b, v4.16b, v31.16b",
+                "movi v13.16b, #0",
+                "movi v14.16b, #0",
+                "movi v15.16b, #0",
+                "movi v16.16b, #0",
+                // 4 independent sdot chains, interleaved for in-order cores
+                "sdot v13.4s, v17.16b, v5.4b[0]",
+                "sdot v14.4s, v17.16b, v7.4b[0]",
+                "sdot v15.4s, v17.16b, v9.4b[0]",
+                "sdot v16.4s, v17.16b, v11.4b[0]",
+                "sdot v13.4s, v18.16b, v6.4b[0]",
+                "sdot v14.4s, v18.16b, v8.4b[0]",
+                "sdot v15.4s, v18.16b, v10.4b[0]",
+                "sdot v16.4s, v18.16b, v12.4b[0]",
+                "sdot v13.4s, v19.16b, v5.4b[1]",
+                "sdot v14.4s, v19.16b, v7.4b[1]",
+                "sdot v15.4s, v19.16b, v9.4b[1]",
+                "sdot v16.4s, v19.16b, v11.4b[1]",
+                "sdot v13.4s, v20.16b, v6.4b[1]",
+                "sdot v14.4s, v20.16b, v8.4b[1]",
+                "sdot v15.4s, v20.16b, v10.4b[1]",
+                "sdot v16.4s, v20.16b, v12.4b[1]",
+                "sdot v13.4s, v21.16b, v5.4b[2]",
+                "sdot v14.4s, v21.16b, v7.4b[2]",
+                "sdot v15.4s, v21.16b, v9.4b[2]",
+                "sdot v16.4s, v21.16b, v11.4b[2]",
+                "sdot v13.4s, v22.16b, v6.4b[2]",
+                "sdot v14.4s, v22.16b, v8.4b[2]",
+                "sdot v15.4s, v22.16b, v10.4b[2]",
+                "sdot v16.4s, v22.16b, v12.4b[2]",
+                "sdot v13.4s, v23.16b, v5.4b[3]",
+                "sdot v14.4s, v23.16b, v7.4b[3]",
+                "sdot v15.4s, v23.16b, v9.4b[3]",
+                "sdot v16.4s, v23.16b, v11.4b[3]",
+                "sdot v13.4s, v24.16b, v6.4b[3]",
+                "sdot v14.4s, v24.16b, v8.4b[3]",
+                "sdot v15.4s, v24.16b, v10.4b[3]",
+                "sdot v16.4s, v24.16b, v12.4b[3]",
+                "fcvtl v0.4s, v0.4h",
+                "scvtf v13.4s, v13.4s, #4",
+                "scvtf v14.4s, v14.4s, #4",
+                "scvtf v15.4s, v15.4s, #4",
+                "scvtf v16.4s, v16.4s, #4",
+                "fmul v5.4s, v0.4s, v29.s[0]",   // d_w * d_a, act row 0
+                "fmul v6.4s, v0.4s, v29.s[1]",
+                "fmul v7.4s, v0.4s, v29.s[2]",
+                "fmul v8.4s, v0.4s, v29.s[3]",
+                "fmul v13.4s, v13.4s, v5.4s",
+                "fmul v14.4s, v14.4s, v6.4s",
+                "fmul v15.4s, v15.4s, v7.4s",
+                "fmul v16.4s, v16.4s, v8.4s",
+                "fadd v25.4s, v25.4s, v13.4s",
+                "fadd v26.4s, v26.4s, v14.4s",
+                "fadd v27.4s, v27.4s, v15.4s",
+                "fadd v28.4s, v28.4s, v16.4s",
+                "subs {nb}, {nb}, #1",
+                "b.ne 3b",
+                "st1 {{v25.4s}}, [{out}], {stride}",
+                "st1 {{v26.4s}}, [{out}], {stride}",
+                "st1 {{v27.4s}}, [{out}], {stride}",
+                "st1 {{v28.4s}}, [{out}]",
+            ],
+            (w, qs, d, nb, out, stride),
+            [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v31") _,]
         );
     }
 }
@@ -336,57 +348,41 @@ unsafe fn gemm_q8x8_tile4(
     // blocks; then it stores 32 bytes at out + i * stride for i in 0..4.
     // Only the listed registers are written; no stack is used.
     unsafe {
-        asm!(
-            "movi v24.16b, #0",          // sums: act row i -> v(24+2i), v(25+2i)
-            "movi v25.16b, #0",
-            "movi v26.16b, #0",
-            "movi v27.16b, #0",
-            "movi v28.16b, #0",
-            "movi v29.16b, #0",
-            "movi v30.16b, #0",
-            "movi v31.16b, #0",
-            "3:",
-            "ld1 {{v16.8h}}, [{w}], #16",                             // 8 row scales
-            "ld1 {{v0.16b, v1.16b, v2.16b, v3.16b}}, [{w}], #64",     // chunks 0, 1
-            "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64",     // chunks 2, 3
-            "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",   // chunks 4, 5
-            "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [{w}], #64", // chunks 6, 7
-            "ld1 {{v19.s}}[0], [{d0}], #4",                           // act scales
-            "ld1 {{v19.s}}[1], [{d1}], #4",
-            "ld1 {{v19.s}}[2], [{d2}], #4",
-            "ld1 {{v19.s}}[3], [{d3}], #4",
-            "fcvtl v17.4s, v16.4h",
-            "fcvtl2 v18.4s, v16.8h",
-            q8x8_row!("q0", "0", "v24", "v25"),
-            q8x8_row!("q1", "1", "v26", "v27"),
-            q8x8_row!("q2", "2", "v28", "v29"),
-            q8x8_row!("q3", "3", "v30", "v31"),
-            "subs {nb}, {nb}, #1",
-            "b.ne 3b",
-            "st1 {{v24.4s, v25.4s}}, [{out}], {stride}",
-            "st1 {{v26.4s, v27.4s}}, [{out}], {stride}",
-            "st1 {{v28.4s, v29.4s}}, [{out}], {stride}",
-            "st1 {{v30.4s, v31.4s}}, [{out}]",
-            w = inout(reg) w => _,
-            q0 = inout(reg) qs[0] => _,
-            q1 = inout(reg) qs[1] => _,
-            q2 = inout(reg) qs[2] => _,
-            q3 = inout(reg) qs[3] => _,
-            d0 = inout(reg) d[0] => _,
-            d1 = inout(reg) d[1] => _,
-            d2 = inout(reg) d[2] => _,
-            d3 = inout(reg) d[3] => _,
-            nb = inout(reg) nb => _,
-            out = inout(reg) out => _,
-            stride = in(reg) stride,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-            out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
-            out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
-            out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
-            out("v30") _, out("v31") _,
-            options(nostack),
+        tile4_asm!(
+            [
+                "movi v24.16b, #0",          // sums: act row i -> v(24+2i), v(25+2i)
+                "movi v25.16b, #0",
+                "movi v26.16b, #0",
+                "movi v27.16b, #0",
+                "movi v28.16b, #0",
+                "movi v29.16b, #0",
+                "movi v30.16b, #0",
+                "movi v31.16b, #0",
+                "3:",
+                "ld1 {{v16.8h}}, [{w}], #16",                             // 8 row scales
+                "ld1 {{v0.16b, v1.16b, v2.16b, v3.16b}}, [{w}], #64",     // chunks 0, 1
+                "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64",     // chunks 2, 3
+                "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",   // chunks 4, 5
+                "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [{w}], #64", // chunks 6, 7
+                "ld1 {{v19.s}}[0], [{d0}], #4",                           // act scales
+                "ld1 {{v19.s}}[1], [{d1}], #4",
+                "ld1 {{v19.s}}[2], [{d2}], #4",
+                "ld1 {{v19.s}}[3], [{d3}], #4",
+                "fcvtl v17.4s, v16.4h",
+                "fcvtl2 v18.4s, v16.8h",
+                q8x8_row!("q0", "0", "v24", "v25"),
+                q8x8_row!("q1", "1", "v26", "v27"),
+                q8x8_row!("q2", "2", "v28", "v29"),
+                q8x8_row!("q3", "3", "v30", "v31"),
+                "subs {nb}, {nb}, #1",
+                "b.ne 3b",
+                "st1 {{v24.4s, v25.4s}}, [{out}], {stride}",
+                "st1 {{v26.4s, v27.4s}}, [{out}], {stride}",
+                "st1 {{v28.4s, v29.4s}}, [{out}], {stride}",
+                "st1 {{v30.4s, v31.4s}}, [{out}]",
+            ],
+            (w, qs, d, nb, out, stride),
+            [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _, out("v31") _,]
         );
     }
 }

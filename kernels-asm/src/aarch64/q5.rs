@@ -10,7 +10,7 @@
 //! `i8` (`0xf0 | n = n - 16`, or `n`). The integer sums are then exact
 //! `sum (q - 16) a` (|.| <= 32 * 16 * 128), converted with `scvtf`.
 
-use super::gemm::{gemm_entry, gemm_run, GemmKernels};
+use super::gemm::{gemm_entry, gemm_run, tile4_asm, GemmKernels};
 use super::gemv::gemv_entry;
 use super::Dotprod;
 use crate::generic;
@@ -275,8 +275,8 @@ macro_rules! q5_tile4 {
             // stride for i in 0..4. Only the listed registers are written;
             // no stack is used.
             unsafe {
-                asm!(
-                    concat!(
+                tile4_asm!(
+                    [concat!(
                         q5_masks!(),
                         "movi v18.16b, #0\n", // sums, act rows 0..3 (4 weight rows)
                         "movi v19.16b, #0\n",
@@ -342,27 +342,9 @@ macro_rules! q5_tile4 {
                         "st1 {{v19.4s}}, [{out}], {stride}\n",
                         "st1 {{v20.4s}}, [{out}], {stride}\n",
                         "st1 {{v21.4s}}, [{out}]\n",
-                    ),
-                    w = inout(reg) w => _,
-                    q0 = inout(reg) qs[0] => _,
-                    q1 = inout(reg) qs[1] => _,
-                    q2 = inout(reg) qs[2] => _,
-                    q3 = inout(reg) qs[3] => _,
-                    d0 = inout(reg) d[0] => _,
-                    d1 = inout(reg) d[1] => _,
-                    d2 = inout(reg) d[2] => _,
-                    d3 = inout(reg) d[3] => _,
-                    nb = inout(reg) nb => _,
-                    out = inout(reg) out => _,
-                    stride = in(reg) stride,
-                    out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-                    out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-                    out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
-                    out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
-                    out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-                    out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
-                    out("v30") _, out("v31") _,
-                    options(nostack),
+                    )],
+                    (w, qs, d, nb, out, stride),
+                    [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _, out("v31") _,]
                 );
             }
         }

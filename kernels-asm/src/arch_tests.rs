@@ -166,13 +166,13 @@ fn acts(rng: &mut Rng, m: usize, cols: usize, with_min: bool) -> (Vec<i8>, Vec<f
     (qs, d)
 }
 
-type GemmFn =
+pub(crate) type GemmFn =
     fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
-type GenericGemmFn =
+pub(crate) type GenericGemmFn =
     fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
 /// One GEMM call's arguments: weight, rows, cols, quants, scales, m.
-type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usize);
-type GemvFn =
+pub(crate) type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usize);
+pub(crate) type GemvFn =
     fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &mut [f32]) -> Result<(), ShapeError>;
 
 fn check_gemm(
@@ -253,12 +253,25 @@ fn check_gemm(
     let (rows, cols, m) = (5, 64, 2);
     let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
     let (qs, d) = acts(&mut rng, m, cols, false);
+    check_shape_errors(cpu, (fast, reference), (&w, rows, cols, &qs, &d, m), name);
+}
+
+/// Five wrong shapes around `(w, rows, cols, qs, d, m)` (a weight byte
+/// short, 32 quants short, a scale short, a column too many, an activation
+/// row too many): `fast` returns the generic code's error and writes
+/// nothing. Shared by every GEMM of Q8_0 activations.
+pub(crate) fn check_shape_errors(
+    cpu: arch::Cpu,
+    (fast, reference): (GemmFn, GenericGemmFn),
+    (w, rows, cols, qs, d, m): GemmArgs,
+    name: &str,
+) {
     let cases: [GemmArgs; 5] = [
-        (&w[1..], rows, cols, &qs, &d, m),
-        (&w, rows, cols, &qs[32..], &d, m),
-        (&w, rows, cols, &qs, &d[1..], m),
-        (&w, rows, cols + 1, &qs, &d, m),
-        (&w, rows, cols, &qs, &d, m + 1),
+        (&w[1..], rows, cols, qs, d, m),
+        (w, rows, cols, &qs[32..], d, m),
+        (w, rows, cols, qs, &d[1..], m),
+        (w, rows, cols + 1, qs, d, m),
+        (w, rows, cols, qs, d, m + 1),
     ];
     for (w, rows, cols, qs, d, m) in cases {
         let mut want = vec![f32::NAN; 2 * rows];
@@ -334,24 +347,29 @@ fn matvec_matches_generic() {
     }
 }
 
+/// Inputs every quantizer test mixes in: signed zeros, NaN, infinities,
+/// tiny, huge and subnormal values, halves.
+pub(crate) const SPECIAL: [f32; 13] = [
+    0.0,
+    -0.0,
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    1e-30,
+    -1e38,
+    3.0e38,
+    0.5,
+    -1.5,
+    127.0,
+    -63.5,
+    1e-45,
+];
+
 #[test]
 fn quantize_acts_matches_generic() {
     let Some(cpu) = cpu() else { return };
     let mut rng = Rng(4);
-    let special = [
-        0.0,
-        -0.0,
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        1e-30,
-        -1e38,
-        3.0e38,
-        0.5,
-        -1.5,
-        127.0,
-        -63.5,
-    ];
+    let special = SPECIAL;
     for blocks in [0, 1, 2, 5] {
         for kind in 0..4 {
             let x: Vec<f32> = (0..blocks * QK)

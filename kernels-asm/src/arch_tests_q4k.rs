@@ -4,7 +4,7 @@
 //! (the f16 `d`/`dmin` kept finite), shape errors. Without the token's
 //! features only the generic code runs (see `arch_tests.rs`).
 
-use crate::arch_tests::{assert_same, cpu, cpus, Rng};
+use crate::arch_tests::{assert_same, cpu, cpus, Rng, SPECIAL};
 use crate::generic;
 use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, QK, QK_K};
 use crate::ShapeError;
@@ -318,21 +318,7 @@ fn gemm_q4_kx4_shape_errors() {
 fn quantize_acts_q8_k_matches_generic() {
     let Some(cpu) = cpu() else { return };
     let mut rng = Rng(23);
-    let special = [
-        0.0,
-        -0.0,
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        1e-30,
-        -1e38,
-        3.0e38,
-        0.5,
-        -1.5,
-        127.0,
-        -63.5,
-        1e-45,
-    ];
+    let special = SPECIAL;
     for blocks in [0, 1, 3, 5] {
         for kind in 0..8 {
             let x: Vec<f32> = (0..blocks * QK_K)

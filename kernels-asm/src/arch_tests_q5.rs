@@ -3,10 +3,11 @@
 //! widths, 1..=9 activation rows, quant bytes where every byte value occurs
 //! in every position, and raw scale bits (infinities and NaN included).
 
-use crate::arch_tests::{assert_same, cpus, Rng};
+use crate::arch_tests::{
+    assert_same, check_shape_errors, cpus, GemmFn, GemvFn, GenericGemmFn, Rng,
+};
 use crate::generic;
 use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, QK};
-use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
 
@@ -63,16 +64,6 @@ fn acts(rng: &mut Rng, m: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
     let d = (0..m * cols / QK).map(|_| rng.float(0.05) + 0.06).collect();
     (qs, d)
 }
-
-type GemmFn =
-    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
-type GenericGemmFn =
-    fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
-type GemvFn =
-    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &mut [f32]) -> Result<(), ShapeError>;
-/// One GEMM call's arguments: weight, rows, cols, quants, scales, m.
-type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usize);
-
 fn check(
     cpu: arch::Cpu,
     layout: (usize, usize),
@@ -150,24 +141,7 @@ fn check(
     let (rows, cols, m) = (5, 64, 2);
     let w = weight(&mut rng, layout, rows, cols, (false, false));
     let (qs, d) = acts(&mut rng, m, cols);
-    let cases: [GemmArgs; 5] = [
-        (&w[1..], rows, cols, &qs, &d, m),
-        (&w, rows, cols, &qs[32..], &d, m),
-        (&w, rows, cols, &qs, &d[1..], m),
-        (&w, rows, cols + 1, &qs, &d, m),
-        (&w, rows, cols, &qs, &d, m + 1),
-    ];
-    for (w, rows, cols, qs, d, m) in cases {
-        let mut want = vec![f32::NAN; 2 * rows];
-        let mut got = vec![f32::NAN; 2 * rows];
-        let e = reference(w, rows, cols, qs, d, m, &mut want).unwrap_err();
-        assert_eq!(
-            fast(cpu, w, rows, cols, qs, d, m, &mut got),
-            Err(e),
-            "{name}"
-        );
-        assert!(got.iter().all(|v| v.is_nan()), "{name}: written on error");
-    }
+    check_shape_errors(cpu, (fast, reference), (&w, rows, cols, &qs, &d, m), name);
 }
 
 #[test]

@@ -224,78 +224,33 @@ fn gemm_q4_kx4_shape_errors() {
         (4, 256, 256, 1, 7, 4),
         (4, 256, 256, 1, 8, 3),
     ];
-    for (rows, cols, nq, nd, ns, no) in cases {
-        let e = generic::gemm_q4_kx4_q8_k(
-            &w,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            1,
-            &mut out[..no],
-        );
-        assert!(e.is_err());
-        let got = arch::gemm_q4_kx4_q8_k(
-            cpu,
-            &w,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            1,
-            &mut out[..no],
-        );
-        assert_eq!(got, e);
-        let got = arch::gemv_q4_kx4_q8_k(
-            cpu,
-            &w,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            &mut out[..no],
-        );
-        assert_eq!(got, e);
-    }
+    type Gemm = fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> R;
+    type Arch = fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> R;
+    type ArchGemv = fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], &mut [f32]) -> R;
+    type R = Result<(), ShapeError>;
     let w5 = vec![0u8; Q5KX4_BLOCK_BYTES];
-    for (rows, cols, nq, nd, ns, no) in cases {
-        let e = generic::gemm_q5_kx4_q8_k(
+    let layouts: [(&[u8], Gemm, Arch, ArchGemv); 2] = [
+        (
+            &w,
+            generic::gemm_q4_kx4_q8_k,
+            arch::gemm_q4_kx4_q8_k,
+            arch::gemv_q4_kx4_q8_k,
+        ),
+        (
             &w5,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            1,
-            &mut out[..no],
-        );
-        assert!(e.is_err());
-        let got = arch::gemm_q5_kx4_q8_k(
-            cpu,
-            &w5,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            1,
-            &mut out[..no],
-        );
-        assert_eq!(got, e);
-        let got = arch::gemv_q5_kx4_q8_k(
-            cpu,
-            &w5,
-            rows,
-            cols,
-            &qs[..nq],
-            &d[..nd],
-            &s[..ns],
-            &mut out[..no],
-        );
-        assert_eq!(got, e);
+            generic::gemm_q5_kx4_q8_k,
+            arch::gemm_q5_kx4_q8_k,
+            arch::gemv_q5_kx4_q8_k,
+        ),
+    ];
+    for (w, reference, gemm, gemv) in layouts {
+        for (rows, cols, nq, nd, ns, no) in cases {
+            let (qs, d, s) = (&qs[..nq], &d[..nd], &s[..ns]);
+            let e = reference(w, rows, cols, qs, d, s, 1, &mut out[..no]);
+            assert!(e.is_err());
+            assert_eq!(gemm(cpu, w, rows, cols, qs, d, s, 1, &mut out[..no]), e);
+            assert_eq!(gemv(cpu, w, rows, cols, qs, d, s, &mut out[..no]), e);
+        }
     }
     assert!(arch::gemm_q5_kx4_q8_k(
         cpu,

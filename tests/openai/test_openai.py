@@ -317,6 +317,24 @@ def main():
             ttft + samples["kestrel_time_between_tokens_seconds_count"]
         assert samples["kestrel_slots"] == 2 and samples["kestrel_kv_positions"] == 1024
         checks += 1
+        # Persistent connections: a fresh client's session of 20 requests
+        # (whole answers, and /v1/models) rides one connection: the
+        # accepted-connections counter moves by 1 (and 2 for the two
+        # scrapes' own connections).
+        def connections():
+            text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=600).read().decode()
+            return float(re.search(r"^kestrel_connections_accepted_total (\S+)$", text, re.M).group(1))
+        before = connections()
+        session = openai.OpenAI(base_url=f"http://{addr}/v1", api_key=KEY, max_retries=0, timeout=600)
+        for i in range(20):
+            if i % 5 == 4:
+                session.models.list()
+            else:
+                session.completions.create(model="m", prompt="Hi", max_tokens=2, temperature=0)
+        session.close()
+        after = connections()
+        assert after - before == 2, (before, after)
+        checks += 1
         if real_model:
             checks += tool_checks(binary, real_model)
         print(f"openai client ({openai.__version__}): {checks} checks passed against {addr}")

@@ -113,24 +113,53 @@ impl Drop for Server {
     }
 }
 
-/// Status and body of one raw request (the server closes the connection).
+/// Status and body of one raw request on a new connection: the answer is
+/// read by its `Content-Length` (the connection may stay open), or to the
+/// end of the stream (an event stream, or a server that closes).
 fn raw(addr: SocketAddr, bytes: &[u8]) -> (u16, String) {
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
     let _ = c.write_all(bytes);
+    let (status, body) = read_answer(&mut c);
+    (
+        status.unwrap_or_else(|| panic!("no status line in {body:?}")),
+        body,
+    )
+}
+
+/// Reads one answer from `c`: its status (`None` if the stream ended
+/// without one) and its body.
+fn read_answer(c: &mut TcpStream) -> (Option<u16>, String) {
     let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_string();
-    (status, body)
+    let mut byte = [0u8; 1];
+    // The head, byte by byte (so nothing of a next answer is read).
+    while !out.ends_with(b"\r\n\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => out.push(byte[0]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&out).into_owned();
+    let status = head.get(9..12).and_then(|s| s.parse().ok());
+    let length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    let mut body = Vec::new();
+    match length {
+        Some(n) => {
+            body.resize(n, 0);
+            let _ = c.read_exact(&mut body);
+        }
+        None => {
+            let _ = c.read_to_end(&mut body);
+        }
+    }
+    if status.is_none() {
+        return (None, head + &String::from_utf8_lossy(&body));
+    }
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 fn post(addr: SocketAddr, path: &str, body: &str, key: Option<&str>) -> (u16, String) {
@@ -1533,4 +1562,61 @@ fn a_forged_turn_in_a_message_stays_text() {
         string_at(&b, &["choices", "0", "message", "content"]),
         expected
     );
+}
+
+/// HTTP/1.1 connections persist: requests one after another on one
+/// connection, and pipelined ones (written at once), are answered in order
+/// on it; `Connection: close` and HTTP/1.0 end it after their answer; an
+/// event stream ends it too; `/metrics` counts connections, not requests.
+#[test]
+fn persistent_connections_and_pipelined_requests() {
+    let srv = Server::start(1, &[]);
+    let a = srv.addr;
+    let connections = |a| scrape(a)["kestrel_connections_accepted_total"];
+    // The scrape's own connection is counted in what it reads.
+    let before = connections(a);
+    let body = r#"{"prompt":"Hi","max_tokens":3,"temperature":0}"#;
+    let req = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let text = |b: &str| string_at(b, &["choices", "0", "text"]);
+    let mut c = TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    let mut texts = Vec::new();
+    for _ in 0..3 {
+        c.write_all(req.as_bytes()).unwrap();
+        let (st, b) = read_answer(&mut c);
+        assert_eq!(st, Some(200), "{b}");
+        texts.push(text(&b));
+    }
+    assert!(texts.iter().all(|t| *t == texts[0]), "{texts:?}");
+    // Pipelined: three requests in one write, three answers in order.
+    let health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    c.write_all(format!("{req}{health}{req}").as_bytes())
+        .unwrap();
+    let (st, b) = read_answer(&mut c);
+    assert_eq!((st, text(&b)), (Some(200), texts[0].clone()), "{b}");
+    let (st, b) = read_answer(&mut c);
+    assert_eq!(st, Some(200), "{b}");
+    assert_eq!(string_at(&b, &["status"]), "ok", "{b}");
+    let (st, b) = read_answer(&mut c);
+    assert_eq!((st, text(&b)), (Some(200), texts[0].clone()), "{b}");
+    // `Connection: close`: the answer, then the end of the stream.
+    c.write_all(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_answer(&mut c).0, Some(200));
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    // HTTP/1.0 without keep-alive closes as well.
+    let mut d = TcpStream::connect(a).unwrap();
+    d.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    d.write_all(b"GET /health HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(read_answer(&mut d).0, Some(200));
+    let mut rest = Vec::new();
+    d.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    // Two connections for nine requests, and the second scrape's own.
+    assert_eq!(connections(a) - before, 3.0);
 }

@@ -1,7 +1,10 @@
-//! The HTTP/1.1 subset `kestrel serve` speaks: one request per connection
-//! (`Connection: close`), bodies by `Content-Length` only, a bounded head
-//! and body read before deadlines, and plain or server-sent-event
-//! responses. [`parse_head`] is a pure function over bytes (fuzzed).
+//! The HTTP/1.1 subset `kestrel serve` speaks: persistent connections
+//! (HTTP/1.1's default; `Connection: close` and HTTP/1.0 without
+//! `keep-alive` end after one answer) with pipelined requests answered in
+//! order, bodies by `Content-Length` only, a bounded head and body read
+//! before deadlines, and plain or server-sent-event responses (an event
+//! stream ends its connection). [`parse_head`] is a pure function over
+//! bytes (fuzzed).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -41,6 +44,31 @@ pub struct Head {
     pub content_type: Option<String>,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
+    /// The connection ends after this request's answer: `Connection:
+    /// close`, or HTTP/1.0 without `Connection: keep-alive`.
+    pub close: bool,
+}
+
+/// A client connection: the socket, the bytes read past the last request
+/// (the start of a pipelined next one), and whether the answer being
+/// written leaves it open.
+pub struct Conn {
+    pub stream: TcpStream,
+    /// Read but not yet used: the start of the next request.
+    pending: Vec<u8>,
+    /// The answer being written says `Connection: keep-alive` (else
+    /// `close`, and the connection ends after it).
+    pub keep_alive: bool,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            pending: Vec::new(),
+            keep_alive: false,
+        }
+    }
 }
 
 fn is_token_char(c: u8) -> bool {
@@ -84,6 +112,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
     let mut head = Head {
         method: method.to_string(),
         path: path.to_string(),
+        close: version == "HTTP/1.0",
         ..Head::default()
     };
     for (count, line) in lines.enumerate() {
@@ -130,6 +159,15 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
                 .unwrap_or("")
                 .trim_matches([' ', '\t']);
             head.content_type = Some(media.to_ascii_lowercase());
+        } else if name.eq_ignore_ascii_case("connection") {
+            // A list of tokens (RFC 9110, 7.6.1): `close` wins.
+            for token in value.split(',').map(|t| t.trim_matches([' ', '\t'])) {
+                if token.eq_ignore_ascii_case("close") {
+                    head.close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && version == "HTTP/1.0" {
+                    head.close = false;
+                }
+            }
         } else if name.eq_ignore_ascii_case("expect") {
             if !value.eq_ignore_ascii_case("100-continue") {
                 return Err(HttpError::new(417, "unsupported Expect header"));
@@ -184,35 +222,33 @@ fn read_before(
     }
 }
 
-/// Reads one request: the head within `timeout`, then a body of at most
-/// `max_body` bytes within another `timeout`.
+/// Reads the next request of `conn`: the head within `timeout`, then a
+/// body of at most `max_body` bytes within another `timeout`. `Ok(None)`
+/// when the connection ends cleanly before a request starts: the client
+/// closed it, or (after a first request) sent nothing within `idle`.
 pub fn read_request(
-    stream: &mut TcpStream,
+    conn: &mut Conn,
     timeout: Duration,
+    idle: Option<Duration>,
     max_body: usize,
-) -> Result<(Head, Vec<u8>), HttpError> {
-    let deadline = Instant::now() + timeout;
+) -> Result<Option<(Head, Vec<u8>)>, HttpError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
     // (MAX_HEAD + 4 + part of the body) bytes at most.
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut buf: Vec<u8> = std::mem::take(&mut conn.pending);
     let mut chunk = [0u8; 4096];
+    let mut scanned: usize = 0;
     let end = loop {
         // Only the new bytes (and 3 before them) can complete "\r\n\r\n".
-        let n = read_before(stream, &mut chunk, deadline)?;
-        if n == 0 {
-            return Err(HttpError::new(
-                400,
-                "connection closed before the request head ended",
-            ));
-        }
-        let from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
+        let from = scanned.saturating_sub(3);
+        scanned = buf.len();
         let blank = find_blank_line(&buf[from..]).map(|i| from + i);
         // A line feed without its carriage return in the head (bare-LF
         // line endings): refused at once, not after the timeout.
         let head_end = blank.unwrap_or(buf.len());
-        let start = from.max(1);
+        let first = from.max(1);
         if buf.first() == Some(&b'\n')
-            || (start..head_end).any(|i| buf[i] == b'\n' && buf[i - 1] != b'\r')
+            || (first..head_end).any(|i| buf[i] == b'\n' && buf[i - 1] != b'\r')
         {
             return Err(HttpError::new(
                 400,
@@ -225,6 +261,25 @@ pub fn read_request(
         if buf.len() > MAX_HEAD + 3 {
             return Err(HttpError::new(431, "request head larger than 16 KiB"));
         }
+        // Between requests the wait is the idle time, not the timeout.
+        let wait = match idle {
+            Some(idle) if buf.is_empty() => (start + idle).min(deadline),
+            _ => deadline,
+        };
+        let n = match read_before(&mut conn.stream, &mut chunk, wait) {
+            Err(e) if e.status == 408 && buf.is_empty() && idle.is_some() => return Ok(None),
+            r => r?,
+        };
+        if n == 0 {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Err(HttpError::new(
+                400,
+                "connection closed before the request head ended",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
     };
     let head = parse_head(&buf[..end])?;
     let len = match (head.method.as_str(), head.content_length) {
@@ -242,16 +297,17 @@ pub fn read_request(
     }
     let mut body = buf.split_off(end + 4);
     if body.len() > len {
-        body.truncate(len);
+        // The start of a pipelined next request.
+        conn.pending = body.split_off(len);
     }
     if head.expect_continue && body.len() < len {
-        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+        let _ = conn.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
     let deadline = Instant::now() + timeout;
     body.reserve_exact(len - body.len());
     while body.len() < len {
         let want = (len - body.len()).min(chunk.len());
-        let n = read_before(stream, &mut chunk[..want], deadline)?;
+        let n = read_before(&mut conn.stream, &mut chunk[..want], deadline)?;
         if n == 0 {
             return Err(HttpError::new(
                 400,
@@ -260,7 +316,7 @@ pub fn read_request(
         }
         body.extend_from_slice(&chunk[..n]);
     }
-    Ok((head, body))
+    Ok(Some((head, body)))
 }
 
 /// The reason phrase of the statuses the server sends.
@@ -288,52 +344,58 @@ pub fn reason(status: u16) -> &'static str {
 /// The head of a whole response. Busy answers (429: the queue is full;
 /// 503: too many connections, or /health while the queue is full) say
 /// when to retry.
-fn response_head(status: u16, content_type: &str, len: usize) -> String {
+fn response_head(status: u16, content_type: &str, len: usize, keep_alive: bool) -> String {
     let retry = if matches!(status, 429 | 503) {
         "Retry-After: 1\r\n"
     } else {
         ""
     };
+    let connection = if keep_alive { "keep-alive" } else { "close" };
     format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n{retry}Connection: close\r\n\r\n",
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n{retry}Connection: {connection}\r\n\r\n",
         reason(status),
     )
 }
 
-/// Writes a whole response with a body.
+/// Writes a whole response with a body (`Connection: keep-alive` while
+/// `conn.keep_alive`).
 pub fn write_response(
-    stream: &mut TcpStream,
+    conn: &mut Conn,
     status: u16,
     content_type: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
-    let head = response_head(status, content_type, body.len());
+    let head = response_head(status, content_type, body.len(), conn.keep_alive);
     let mut all = Vec::with_capacity(head.len() + body.len());
     all.extend_from_slice(head.as_bytes());
     all.extend_from_slice(body);
-    stream.write_all(&all)?;
-    stream.flush()
+    conn.stream.write_all(&all)?;
+    conn.stream.flush()
 }
 
-/// Starts a server-sent-event stream (the body runs until the connection closes).
-pub fn write_sse_head(stream: &mut TcpStream) -> std::io::Result<()> {
-    stream.write_all(
+/// Starts a server-sent-event stream: the body runs until the connection
+/// closes, so the connection ends with it.
+pub fn write_sse_head(conn: &mut Conn) -> std::io::Result<()> {
+    conn.keep_alive = false;
+    conn.stream.write_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n",
     )
 }
 
 /// One event: `data: {json}\n\n`.
-pub fn write_sse_data(stream: &mut TcpStream, data: &str) -> std::io::Result<()> {
+pub fn write_sse_data(conn: &mut Conn, data: &str) -> std::io::Result<()> {
     let mut ev = String::with_capacity(data.len() + 8);
     ev.push_str("data: ");
     ev.push_str(data);
     ev.push_str("\n\n");
-    stream.write_all(ev.as_bytes())?;
-    stream.flush()
+    conn.stream.write_all(ev.as_bytes())?;
+    conn.stream.flush()
 }
 
-/// Whether the peer has closed the connection (a zero-byte peek), without blocking.
-pub fn peer_closed(stream: &TcpStream) -> bool {
+/// Whether the peer has closed the connection (a zero-byte peek), without
+/// blocking. Bytes of a pipelined next request count as open.
+pub fn peer_closed(conn: &Conn) -> bool {
+    let stream = &conn.stream;
     if stream.set_nonblocking(true).is_err() {
         return true;
     }
@@ -351,7 +413,9 @@ pub fn peer_closed(stream: &TcpStream) -> bool {
 /// shuts our side for writing, then drains what the client still sends
 /// (at most 256 KiB, for at most 200 ms) so it reads the answer instead of
 /// a connection reset.
-pub fn linger_close(stream: &mut TcpStream) {
+pub fn linger_close(conn: &mut Conn) {
+    conn.keep_alive = false;
+    let stream = &mut conn.stream;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     let deadline = Instant::now() + Duration::from_millis(200);
     let mut buf = [0u8; 4096];
@@ -410,9 +474,18 @@ mod tests {
             411
         );
         assert_eq!(parse_head(b"GET / HTTP/2.0").unwrap_err().status, 505);
-        assert!(response_head(429, "a", 0).contains("\r\nRetry-After: 1\r\n"));
-        assert!(response_head(503, "a", 0).contains("\r\nRetry-After: 1\r\n"));
-        assert!(!response_head(200, "a", 0).contains("Retry-After"));
+        assert!(response_head(429, "a", 0, false).contains("\r\nRetry-After: 1\r\n"));
+        assert!(response_head(503, "a", 0, true).contains("\r\nRetry-After: 1\r\n"));
+        assert!(!response_head(200, "a", 0, true).contains("Retry-After"));
+        assert!(response_head(200, "a", 0, true).contains("\r\nConnection: keep-alive\r\n"));
+        assert!(response_head(200, "a", 0, false).contains("\r\nConnection: close\r\n"));
+        // HTTP/1.1 stays open unless `close` is among the Connection tokens;
+        // HTTP/1.0 closes unless it asks for keep-alive.
+        let close = |h: &[u8]| parse_head(h).unwrap().close;
+        assert!(!close(b"GET / HTTP/1.1\r\nHost: a"));
+        assert!(close(b"GET / HTTP/1.1\r\nConnection: Upgrade, Close"));
+        assert!(close(b"GET / HTTP/1.0"));
+        assert!(!close(b"GET / HTTP/1.0\r\nConnection: keep-alive"));
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));

@@ -84,6 +84,8 @@ pub struct Metrics {
     /// KV positions holding a token, over all slots (set by the engine).
     pub kv_used: AtomicUsize,
     pub kv_total: usize,
+    /// Connections accepted (each may carry several requests).
+    pub connections: AtomicU64,
     pub time_to_first_token: Histogram,
     pub time_between_tokens: Histogram,
 }
@@ -97,6 +99,7 @@ impl Metrics {
             drafted_tokens: AtomicU64::new(0),
             accepted_tokens: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
+            connections: AtomicU64::new(0),
             slots_busy: AtomicUsize::new(0),
             slots,
             kv_used: AtomicUsize::new(0),
@@ -140,7 +143,13 @@ impl Metrics {
             );
         }
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed) as u64;
-        let series: [(&str, &str, &str, u64); 9] = [
+        let series: [(&str, &str, &str, u64); 10] = [
+            (
+                "kestrel_connections_accepted_total",
+                "counter",
+                "Connections accepted (persistent: each may carry several requests).",
+                self.connections.load(Ordering::Relaxed),
+            ),
             (
                 "kestrel_prompt_tokens_total",
                 "counter",

@@ -4,8 +4,12 @@
 //! * the caller accepts connections and starts one thread for each, up to
 //!   `MAX_CONNECTIONS` open at once (beyond, the connection gets 503 at
 //!   once), so idle or slow clients never delay another client's request;
-//! * a connection thread reads one request (head and body before deadlines,
-//!   size limits), answers it, and closes the connection;
+//! * a connection thread reads requests (head and body before deadlines,
+//!   size limits) and answers them in order: HTTP/1.1 connections persist
+//!   (at most `MAX_REQUESTS_PER_CONNECTION` requests, `IDLE` between them,
+//!   and none once `KEEP_ALIVE_BELOW` connections are open, so idle ones
+//!   give way first); an error answer, an event stream, `Connection:
+//!   close` or HTTP/1.0 ends the connection;
 //!   generation requests become [`scheduler::Job`]s in a bounded queue
 //!   (`--queue`; 429 when full) and their tokens come back on a channel;
 //! * one engine thread ([`scheduler::Engine`]) owns the state, the pool and
@@ -27,7 +31,7 @@ use crate::generate;
 use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
 use clap::builder::{NonEmptyStringValueParser, ValueParser};
 use clap::{value_parser, ArgMatches, Command};
-use http::HttpError;
+use http::{Conn, HttpError};
 use kestrel_core::chat::Role;
 use kestrel_core::generate::DraftModel;
 use kestrel_core::generate::{StopSet, PREFILL_CHUNK};
@@ -51,6 +55,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const MAX_CONNECTIONS: usize = 512;
 /// How long a blocked write may take before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a persistent connection waits for its next request.
+const IDLE: Duration = Duration::from_secs(5);
+/// Most requests one connection carries (then it is closed; the client opens another).
+const MAX_REQUESTS_PER_CONNECTION: usize = 1000;
+/// With this many connections open, answers close their connection: as
+/// the cap (`MAX_CONNECTIONS`) nears, connections are not kept idle.
+const KEEP_ALIVE_BELOW: usize = MAX_CONNECTIONS * 3 / 4;
 /// How often a handler waiting for tokens checks that its client is still there.
 const PEER_CHECK: Duration = Duration::from_millis(100);
 
@@ -356,16 +367,17 @@ pub fn serve(
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let Ok(mut conn) = conn else { continue };
+                    let Ok(conn) = conn else { continue };
                     let Some(slot) = ConnectionSlot::take(&open_connections) else {
                         let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
                         respond_error(
-                            &mut conn,
+                            &mut Conn::new(conn),
                             &HttpError::new(503, "server busy: too many connections"),
                         );
                         continue;
                     };
-                    let (jobs, shared) = (job_tx.clone(), &shared);
+                    metrics.connections.fetch_add(1, Ordering::Relaxed);
+                    let (jobs, shared, open) = (job_tx.clone(), &shared, &open_connections);
                     // The connection and its slot move into the thread; if the thread
                     // cannot start, both are dropped: the slot is given back and the
                     // client sees the connection closed.
@@ -373,7 +385,7 @@ pub fn serve(
                         .name("kestrel-conn".into())
                         .spawn_scoped(sc, move || {
                             let _slot = slot;
-                            handle(conn, shared, &jobs);
+                            handle(conn, shared, &jobs, open);
                         });
                 }
                 drop(job_tx);
@@ -415,37 +427,52 @@ fn ignore_sigpipe() {
     }
 }
 
-fn json_response(conn: &mut TcpStream, status: u16, body: &str) {
+fn json_response(conn: &mut Conn, status: u16, body: &str) {
     let _ = http::write_response(conn, status, "application/json", body.as_bytes());
 }
 
 /// Answers an error and closes gracefully: our side is shut for writing,
 /// then unread request bytes are drained briefly (bounded) so the client
 /// sees the answer instead of a reset.
-fn respond_error(conn: &mut TcpStream, e: &HttpError) {
+fn respond_error(conn: &mut Conn, e: &HttpError) {
+    conn.keep_alive = false;
     json_response(conn, e.status, &error_body(e.status, &e.message));
     http::linger_close(conn);
 }
 
-/// Answers one request and counts it in the metrics (an error before its
-/// answer is written, so a client that has read it finds it counted).
-fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
-    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
-    let _ = conn.set_nodelay(true);
-    let (head, body) = match http::read_request(&mut conn, sh.timeout, sh.max_body) {
-        Ok(r) => r,
-        Err(e) => {
-            sh.metrics.request("other", e.status);
-            return respond_error(&mut conn, &e);
+/// Answers the connection's requests in order and counts each in the
+/// metrics (an error before its answer is written, so a client that has
+/// read it finds it counted). The first request has `timeout` to arrive,
+/// the next ones `IDLE` (then the connection ends quietly).
+fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicUsize) {
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(stream);
+    for n in 0..MAX_REQUESTS_PER_CONNECTION {
+        let idle = (n > 0).then_some(IDLE);
+        let (head, body) = match http::read_request(&mut conn, sh.timeout, idle, sh.max_body) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                sh.metrics.request("other", e.status);
+                return respond_error(&mut conn, &e);
+            }
+        };
+        conn.keep_alive = !head.close
+            && n + 1 < MAX_REQUESTS_PER_CONNECTION
+            && open.load(Ordering::Relaxed) < KEEP_ALIVE_BELOW;
+        match answer(&mut conn, sh, jobs, &head, &body) {
+            Ok(status) => sh.metrics.request(&head.path, status),
+            // The client is gone: nothing to answer (counted as nginx does).
+            Err(e) if e.status == 499 => return sh.metrics.request(&head.path, 499),
+            Err(e) => {
+                sh.metrics.request(&head.path, e.status);
+                return respond_error(&mut conn, &e);
+            }
         }
-    };
-    match answer(&mut conn, sh, jobs, &head, &body) {
-        Ok(status) => sh.metrics.request(&head.path, status),
-        // The client is gone: nothing to answer (counted as nginx does).
-        Err(e) if e.status == 499 => sh.metrics.request(&head.path, 499),
-        Err(e) => {
-            sh.metrics.request(&head.path, e.status);
-            respond_error(&mut conn, &e);
+        // An event stream, or an answer that said `Connection: close`.
+        if !conn.keep_alive {
+            return;
         }
     }
 }
@@ -453,7 +480,7 @@ fn handle(mut conn: TcpStream, sh: &Shared, jobs: &SyncSender<Job>) {
 /// Writes the answer to a request; the status written, or the error to
 /// answer.
 fn answer(
-    conn: &mut TcpStream,
+    conn: &mut Conn,
     sh: &Shared,
     jobs: &SyncSender<Job>,
     head: &http::Head,
@@ -520,7 +547,7 @@ fn answer(
 /// `GET /health`: 200 while a new request would be taken (the port opens
 /// only once the model is loaded), 503 when the queue is full (a request
 /// would get 429); with the slots' state either way.
-fn health(conn: &mut TcpStream, sh: &Shared) -> u16 {
+fn health(conn: &mut Conn, sh: &Shared) -> u16 {
     let m = sh.metrics;
     let busy = m.slots_busy.load(Ordering::Relaxed).min(m.slots);
     let queued = m.queued.load(Ordering::Relaxed);
@@ -543,7 +570,7 @@ fn now() -> u64 {
 }
 
 fn chat(
-    conn: &mut TcpStream,
+    conn: &mut Conn,
     sh: &Shared,
     jobs: &SyncSender<Job>,
     body: &[u8],
@@ -620,7 +647,7 @@ fn chat(
 }
 
 fn completion(
-    conn: &mut TcpStream,
+    conn: &mut Conn,
     sh: &Shared,
     jobs: &SyncSender<Job>,
     body: &[u8],
@@ -857,7 +884,7 @@ struct Prompted {
 
 /// Queues the job and writes its answer, streamed or whole.
 fn generate_answer(
-    conn: &mut TcpStream,
+    conn: &mut Conn,
     sh: &Shared,
     jobs: &SyncSender<Job>,
     prompt: Prompted,

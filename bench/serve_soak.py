@@ -108,8 +108,10 @@ def exchange(addr, data):
 
 
 def post_bytes(path, body, extra=""):
+    # One request per connection, read to its end: `Connection: close` (the
+    # server keeps HTTP/1.1 connections open otherwise).
     return (f"POST {path} HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
-            f"{extra}Content-Length: {len(body)}\r\n\r\n").encode() + body
+            f"Connection: close\r\n{extra}Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
 def chat_body(prompt, stream, max_tokens, **kw):
@@ -272,7 +274,7 @@ def health(addr, timeout):
                                  timeout=timeout)
     s.settimeout(timeout)
     try:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: soak\r\n\r\n")
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n")
         return status_of(read_all(s))
     finally:
         s.close()

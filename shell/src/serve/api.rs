@@ -731,7 +731,7 @@ fn function_name(v: Option<Value>, what: &str) -> Result<String> {
                 && n.bytes()
                     .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
         })
-        .ok_or_else(|| format!("{what} must be 1 to 64 letters, digits, '_' or '-'"))?;
+        .ok_or_else(|| format!("'{what}' must be 1 to 64 letters, digits, '_' or '-'"))?;
     Ok(name.to_string())
 }
 
@@ -776,30 +776,38 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
 /// An assistant message's `tool_calls`: each `{"type": "function",
 /// "function": {"name", "arguments"}}`, `arguments` a JSON text (as OpenAI
 /// sends it) or an object.
-fn message_tool_calls(v: &Value) -> Result<Vec<(String, String)>> {
-    let list = v.as_array().ok_or("must be an array")?;
+fn message_tool_calls(v: &Value, at: &str) -> Result<Vec<(String, String)>> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| format!("'{at}' must be an array"))?;
     if list.len() > MAX_TOOL_CALLS {
-        return Err(format!("at most {MAX_TOOL_CALLS} calls").into());
+        return Err(format!("'{at}' has more than {MAX_TOOL_CALLS} calls").into());
     }
     let mut out = Vec::new();
     for (i, c) in list.iter().enumerate() {
         let f = c
             .get("function")
-            .ok_or_else(|| format!("[{i}] has no 'function'"))?;
-        check_fields_at(&c, &format!("[{i}]."), CALL_FIELDS, &[])?;
-        check_fields_at(&f, &format!("[{i}].function."), CALL_FUNCTION_FIELDS, &[])?;
-        let name = function_name(f.get("name"), &format!("[{i}].function.name"))?;
+            .ok_or_else(|| format!("'{at}[{i}]' has no 'function'"))?;
+        check_fields_at(&c, &format!("{at}[{i}]."), CALL_FIELDS, &[])?;
+        check_fields_at(
+            &f,
+            &format!("{at}[{i}].function."),
+            CALL_FUNCTION_FIELDS,
+            &[],
+        )?;
+        let name = function_name(f.get("name"), &format!("{at}[{i}].function.name"))?;
+        let not_object = || format!("'{at}[{i}].function.arguments' must be a JSON object");
         let arguments = match f.get("arguments") {
             Some(a @ Value::String(_)) => {
                 let text = string_of(&a, "arguments")?;
                 json::parse(text.as_bytes())
                     .ok()
                     .filter(|v| v.as_object().is_some())
-                    .ok_or_else(|| format!("[{i}].function.arguments must be a JSON object"))?;
+                    .ok_or_else(not_object)?;
                 text
             }
             Some(Value::Object(o)) => o.raw().to_string(),
-            _ => return Err(format!("[{i}].function.arguments must be a JSON object").into()),
+            _ => return Err(not_object().into()),
         };
         out.push((name, arguments));
     }
@@ -842,7 +850,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         let tool_calls = match (role, m.get("tool_calls")) {
             (_, None | Some(Value::Null)) => Vec::new(),
             (Role::Assistant, Some(calls)) => {
-                message_tool_calls(&calls).map_err(|e| format!("messages[{i}].tool_calls: {e}"))?
+                message_tool_calls(&calls, &format!("messages[{i}].tool_calls"))?
             }
             _ => {
                 return Err(
@@ -948,15 +956,38 @@ pub fn error_body(status: u16, message: &str) -> String {
     };
     let mut s = String::from("{\"error\":{\"message\":");
     push_json_str(&mut s, message);
+    let _ = write!(s, ",\"type\":\"{kind}\",\"param\":");
+    match param_of(status, message) {
+        Some(param) => push_json_str(&mut s, param),
+        None => s.push_str("null"),
+    }
     let _ = write!(
         s,
-        ",\"type\":\"{kind}\",\"param\":null,\"code\":{}}}}}",
+        ",\"code\":{}}}}}",
         match status {
             401 => "\"invalid_api_key\"",
             _ => "null",
         }
     );
     s
+}
+
+/// The request field a 400 is about (OpenAI's `error.param`): the first
+/// quoted name in its message when that is a field path (`top_p`,
+/// `messages[1].prefix`, `tools[0].function.foo`); every message about a
+/// field quotes its path first.
+fn param_of(status: u16, message: &str) -> Option<&str> {
+    if status != 400 {
+        return None;
+    }
+    let (_, rest) = message.split_once('\'')?;
+    let (name, _) = rest.split_once('\'')?;
+    let is_path = !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
+    is_path.then_some(name)
 }
 
 #[cfg(test)]
@@ -997,7 +1028,7 @@ mod tests {
             ),
             (
                 r#"[{"role":"assistant","content":"x","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}","z":1}}]}]"#,
-                "'[0].function.z'",
+                "'messages[0].tool_calls[0].function.z'",
             ),
         ] {
             let body = format!(r#"{{"messages":{msgs}}}"#);
@@ -1328,5 +1359,35 @@ mod tests {
                 body.len()
             );
         }
+    }
+
+    /// `error.param` is the path a 400 names first, else null.
+    #[test]
+    fn error_param_is_the_field_path() {
+        let param = |status, m: &str| {
+            let body = error_body(status, m);
+            let v = json::parse(body.as_bytes()).unwrap();
+            let p = v.get("error").unwrap().get("param").unwrap();
+            p.as_str().map(|s| s.chars().collect::<String>())
+        };
+        for (message, want) in [
+            ("unsupported parameter 'messages[1].prefix'", Some("messages[1].prefix")),
+            ("unsupported parameter 'tools[0].function.foo'", Some("tools[0].function.foo")),
+            ("'top_p' must be a number", Some("top_p")),
+            (
+                "'messages[0].tool_calls[0].function.name' must be 1 to 64 letters, digits, '_' or '-'",
+                Some("messages[0].tool_calls[0].function.name"),
+            ),
+            ("invalid JSON body", None),
+            ("a message without 'role'", Some("role")),
+        ] {
+            assert_eq!(param(400, message).as_deref(), want, "{message}");
+        }
+        assert_eq!(param(401, "'x' y"), None);
+        // Through the parser: a nested unknown field names its path.
+        let err = parse_chat(br#"{"messages":[{"role":"user","content":"x","prefix":true}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(param(400, &err).as_deref(), Some("messages[0].prefix"));
     }
 }

@@ -29,6 +29,8 @@ pub const MAX_PROPS: usize = 128;
 pub const MAX_OBJECT_PROPS: usize = 64;
 /// Most `enum` values, over all enums of a schema (at most 64 per enum).
 pub const MAX_ENUM: usize = 128;
+/// Most functions of a tool-call schema ([`Schema::compile_call`]).
+pub const MAX_CALLS: usize = 16;
 /// Bytes of property names and enum values, together.
 pub const MAX_TEXT: usize = 4096;
 /// Most nesting of objects, arrays and strings in the output.
@@ -52,6 +54,10 @@ enum Kind {
     Boolean,
     Null,
     Enum,
+    /// One of several schemas, `choices[first..first + count]`, chosen by
+    /// the enum value its object's discriminant property took (a tool
+    /// call's arguments, by the function's name).
+    Select,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +71,9 @@ struct Node {
     count: u16,
     /// Object: bit i set when property i is required.
     required: u64,
-    /// Array: the items' node, and the bounds on their count.
+    /// Array: the items' node, and the bounds on their count. Object: the
+    /// discriminant property whose enum value picks a `Select` property's
+    /// schema (`ANY`: none).
     items: u16,
     min_items: u16,
     max_items: u16,
@@ -136,6 +144,9 @@ pub struct Schema {
     /// Each enum value's JSON text.
     enums: [Span; MAX_ENUM],
     n_enums: usize,
+    /// The schemas `Select` nodes choose among.
+    choices: [u16; MAX_CALLS],
+    n_choices: usize,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -165,6 +176,8 @@ impl Schema {
             n_props: 0,
             enums: [Span::default(); MAX_ENUM],
             n_enums: 0,
+            choices: [0; MAX_CALLS],
+            n_choices: 0,
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -188,6 +201,78 @@ impl Schema {
         let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
         s.root = s.alloc()?;
         let _ = work.push((*schema, s.root));
+        while let Some((v, idx)) = work.pop() {
+            s.fill(idx, &v, &mut work)?;
+        }
+        Ok(s)
+    }
+
+    /// The schema of one tool call, `{"name": N, "arguments": A}` (in that
+    /// order: `arguments` cannot start before `name` is written), where N
+    /// is one of the functions' names and A follows the parameters schema
+    /// of the function N names: a union keyed on the name. `functions`:
+    /// each function's name (letters, digits, `_`, `-`) and parameters.
+    pub fn compile_call(functions: &[(&str, Value)]) -> Result<Schema, SchemaError> {
+        if functions.is_empty() {
+            return Err(SchemaError::Invalid("a tool call without functions"));
+        }
+        if functions.len() > MAX_CALLS {
+            return Err(SchemaError::TooLarge("more than 16 functions"));
+        }
+        let mut s = Schema::empty();
+        let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
+        s.root = s.alloc()?;
+        let (name, arguments) = (s.alloc()?, s.alloc()?);
+        let mut root = Node {
+            kind: Kind::Object,
+            first: s.n_props as u16,
+            required: 0b11,
+            // Property 0, the name, picks the arguments' schema.
+            items: 0,
+            ..EMPTY_NODE
+        };
+        for (prop, child) in [("name", name), ("arguments", arguments)] {
+            let span = s.span_of(|w| w.write_str(prop))?;
+            s.props[s.n_props] = (span, child);
+            s.n_props += 1;
+            root.count += 1;
+        }
+        s.nodes[s.root as usize] = root;
+        let mut names = Node {
+            kind: Kind::Enum,
+            first: s.n_enums as u16,
+            ..EMPTY_NODE
+        };
+        let mut select = Node {
+            kind: Kind::Select,
+            first: s.n_choices as u16,
+            ..EMPTY_NODE
+        };
+        for (f, params) in functions {
+            if f.is_empty()
+                || !f
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(SchemaError::Invalid("a function name"));
+            }
+            let span = s.span_of(|w| {
+                w.write_char('"')?;
+                w.write_str(f)?;
+                w.write_char('"')
+            })?;
+            s.enums[s.n_enums] = span;
+            s.n_enums += 1;
+            names.count += 1;
+            let child = s.alloc()?;
+            s.choices[s.n_choices] = child;
+            s.n_choices += 1;
+            select.count += 1;
+            work.push((*params, child))
+                .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+        }
+        s.nodes[name as usize] = names;
+        s.nodes[arguments as usize] = select;
         while let Some((v, idx)) = work.pop() {
             s.fill(idx, &v, &mut work)?;
         }
@@ -468,6 +553,8 @@ enum Frame {
         node: u16,
         seen: u64,
         st: ObjSt,
+        /// The enum value (index) its discriminant property took, if any.
+        choice: u8,
     },
     Array {
         node: u16,
@@ -644,7 +731,12 @@ impl Matcher {
                     Step::Reject
                 }
             }
-            Frame::Object { node, seen, st } => self.object(s, node, seen, st, b),
+            Frame::Object {
+                node,
+                seen,
+                st,
+                choice,
+            } => self.object(s, node, seen, st, choice, b),
             Frame::Array { node, count, st } => {
                 if let Some(st) = self.ws(b) {
                     return st;
@@ -729,13 +821,15 @@ impl Matcher {
                     b'"' => {
                         self.len -= 1;
                         if key {
-                            if let Some(Frame::Object { node, seen, .. }) =
-                                self.stack[..self.len].last().copied()
+                            if let Some(Frame::Object {
+                                node, seen, choice, ..
+                            }) = self.stack[..self.len].last().copied()
                             {
                                 self.set_top(Frame::Object {
                                     node,
                                     seen,
                                     st: ObjSt::Colon { prop: ANY },
+                                    choice,
                                 });
                             }
                         }
@@ -757,8 +851,9 @@ impl Matcher {
                 }
             }
             Frame::Key { cand, off } => {
-                let Some(Frame::Object { node, seen, .. }) =
-                    self.stack[..self.len - 1].last().copied()
+                let Some(Frame::Object {
+                    node, seen, choice, ..
+                }) = self.stack[..self.len - 1].last().copied()
                 else {
                     return Step::Reject;
                 };
@@ -776,6 +871,7 @@ impl Matcher {
                                 node,
                                 seen,
                                 st: ObjSt::Colon { prop: i as u16 },
+                                choice,
                             });
                             return Step::Accept;
                         }
@@ -849,6 +945,7 @@ impl Matcher {
                     });
                     if ended {
                         self.len -= 1;
+                        self.chosen(s, node, keep.trailing_zeros());
                     } else {
                         self.set_top(Frame::Enum {
                             node,
@@ -858,11 +955,46 @@ impl Matcher {
                     }
                     Step::Accept
                 } else if complete {
+                    let done = (0..n.count as u32)
+                        .find(|&i| cand >> i & 1 == 1 && value(i).len() == off as usize);
+                    self.len -= 1;
+                    if let Some(i) = done {
+                        self.chosen(s, node, i);
+                    }
+                    // The byte goes to the frame below (as `PopRetry`).
+                    self.len += 1;
                     Step::PopRetry
                 } else {
                     Step::Reject
                 }
             }
+        }
+    }
+
+    /// Enum node `node` took its value `i`: when that is the discriminant
+    /// property of the object below (the frame now on top), the object
+    /// records it, which picks its `Select` property's schema.
+    fn chosen(&mut self, s: &Schema, node: u16, i: u32) {
+        let Some(Frame::Object {
+            node: obj,
+            seen,
+            st,
+            ..
+        }) = self.stack[..self.len].last().copied()
+        else {
+            return;
+        };
+        let o = s.node(obj);
+        if o.items == ANY || o.items >= o.count {
+            return;
+        }
+        if s.props[o.first as usize + o.items as usize].1 == node {
+            self.set_top(Frame::Object {
+                node: obj,
+                seen,
+                st,
+                choice: i as u8,
+            });
         }
     }
 
@@ -896,6 +1028,7 @@ impl Matcher {
                 node: idx,
                 seen: 0,
                 st: ObjSt::Open,
+                choice: u8::MAX,
             }),
             b'[' if any || n.kind == Kind::Array => self.push(Frame::Array {
                 node: idx,
@@ -961,7 +1094,7 @@ impl Matcher {
         }
     }
 
-    fn object(&mut self, s: &Schema, node: u16, seen: u64, st: ObjSt, b: u8) -> Step {
+    fn object(&mut self, s: &Schema, node: u16, seen: u64, st: ObjSt, choice: u8, b: u8) -> Step {
         if let Some(st) = self.ws(b) {
             return st;
         }
@@ -986,6 +1119,7 @@ impl Matcher {
                     node,
                     seen,
                     st: ObjSt::NextKey,
+                    choice,
                 });
                 Step::Accept
             }
@@ -999,7 +1133,16 @@ impl Matcher {
                         key: true,
                     })
                 } else {
-                    let cand = all & !seen;
+                    // A property whose schema its discriminant picks waits
+                    // for the discriminant's value.
+                    let mut cand = all & !seen;
+                    if choice == u8::MAX {
+                        for i in 0..n.count as usize {
+                            if s.node(s.props[n.first as usize + i].1).kind == Kind::Select {
+                                cand &= !(1 << i);
+                            }
+                        }
+                    }
                     cand != 0 && self.push(Frame::Key { cand, off: 0 })
                 };
                 if ok {
@@ -1009,7 +1152,7 @@ impl Matcher {
                 }
             }
             (ObjSt::Colon { prop }, b':') => {
-                let (child, seen) = if prop == ANY {
+                let (mut child, seen) = if prop == ANY {
                     (ANY, seen)
                 } else {
                     (
@@ -1017,10 +1160,18 @@ impl Matcher {
                         seen | 1 << prop,
                     )
                 };
+                let c = s.node(child);
+                if c.kind == Kind::Select {
+                    if choice as u16 >= c.count {
+                        return Step::Reject;
+                    }
+                    child = s.choices[c.first as usize + choice as usize];
+                }
                 self.set_top(Frame::Object {
                     node,
                     seen,
                     st: ObjSt::AfterValue,
+                    choice,
                 });
                 if self.push(Frame::Value(child)) {
                     Step::Accept
@@ -1172,6 +1323,55 @@ mod tests {
     fn prefix(s: &Schema, out: &str) -> bool {
         let mut m = Matcher::new(s);
         out.bytes().all(|b| m.advance(s, b))
+    }
+
+    /// A tool call over several functions: the arguments follow the named
+    /// function's parameters (a union keyed on the name), and cannot come
+    /// before the name.
+    #[test]
+    fn a_call_of_several_functions_follows_the_named_ones_parameters() {
+        let weather = parse(
+            br#"{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city"]}"#,
+        )
+        .unwrap();
+        let count =
+            parse(br#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#)
+                .unwrap();
+        let get = parse(br#"{"type":"object","properties":{"key":{"type":"string"}}}"#).unwrap();
+        // `get` is a prefix of `get_weather`: the closing quote decides.
+        let s = Schema::compile_call(&[("get_weather", weather), ("count", count), ("get", get)])
+            .unwrap();
+        for good in [
+            r#"{"name":"get_weather","arguments":{"city":"Paris","unit":"celsius"}}"#,
+            r#"{"name": "get_weather", "arguments": {"city": "Oslo"}}"#,
+            r#"{"name":"count","arguments":{"n":3}}"#,
+            r#"{"name":"get","arguments":{"key":"k"}}"#,
+            r#"{"name":"get","arguments":{}}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"name":"get_weather","arguments":{"city":"Paris","unit":"kelvin"}}"#,
+            r#"{"name":"get_weather","arguments":{"n":3}}"#,
+            r#"{"name":"count","arguments":{"city":"Paris"}}"#,
+            r#"{"name":"count","arguments":{"n":"3"}}"#,
+            r#"{"name":"get","arguments":{"city":"Paris"}}"#,
+            r#"{"arguments":{"n":3},"name":"count"}"#,
+            r#"{"name":"other","arguments":{}}"#,
+            r#"{"name":"count"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        assert!(!prefix(&s, r#"{"arg"#));
+        assert!(prefix(
+            &s,
+            r#"{"name":"get_weather","arguments":{"unit":"c"#
+        ));
+        assert!(!prefix(&s, r#"{"name":"count","arguments":{"u"#));
+        assert!(matches!(
+            Schema::compile_call(&[]),
+            Err(SchemaError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -106,6 +106,24 @@ def tool_checks(binary, model):
         assert call2.function.name in ("get_weather", "now"), call2
         assert isinstance(json.loads(call2.function.arguments), dict), call2
         checks += 1
+        # Several tools: the arguments follow the called function's own
+        # parameters (a union keyed on the name), sampled answers too.
+        unit = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {
+                "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"]}}}
+        count = {"type": "function", "function": {"name": "count", "parameters": {
+            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}
+        for seed in range(4):
+            r = client.chat.completions.create(
+                model="m", messages=question, tools=[unit, count], tool_choice="required",
+                temperature=1.0, seed=seed, max_tokens=64)
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls", r
+            call3 = c.message.tool_calls[0]
+            params = {"get_weather": unit, "count": count}[call3.function.name]
+            validate(json.loads(call3.function.arguments), params["function"]["parameters"])
+        checks += 1
         calls, finish = {}, None
         for chunk in client.chat.completions.create(
                 model="m", messages=question, tools=[WEATHER], tool_choice="required",

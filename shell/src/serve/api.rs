@@ -48,6 +48,9 @@ pub enum JsonFormat {
     Object,
     /// The schema's JSON text.
     Schema(String),
+    /// A tool call: each function it may call, with its parameters' JSON
+    /// text (`{"type":"object"}` where the constraint cannot follow them).
+    Call(Vec<(String, String)>),
 }
 
 impl JsonFormat {
@@ -56,6 +59,24 @@ impl JsonFormat {
         match self {
             JsonFormat::Object => Ok(kestrel_core::constrain::Schema::any_object()),
             JsonFormat::Schema(text) => crate::json_output::schema_from_json(text.as_bytes()),
+            JsonFormat::Call(functions) => {
+                let parsed = functions
+                    .iter()
+                    .map(|(name, params)| Ok((name.as_str(), json::parse(params.as_bytes())?)))
+                    .collect::<std::result::Result<Vec<_>, kestrel_core::Error>>()
+                    .map_err(|e| format!("tool parameters: {e}"))?;
+                match kestrel_core::constrain::Schema::compile_call(&parsed) {
+                    Ok(schema) => Ok(schema),
+                    // Too much for the tables together: each function's
+                    // arguments any object (best effort, as documented).
+                    Err(_) => {
+                        let any = json::parse(br#"{"type":"object"}"#)?;
+                        let names: Vec<_> = parsed.iter().map(|&(n, _)| (n, any)).collect();
+                        Ok(kestrel_core::constrain::Schema::compile_call(&names)
+                            .map_err(|e| e.to_string())?)
+                    }
+                }
+            }
         }
     }
 }
@@ -212,44 +233,35 @@ impl ChatRequest {
 }
 
 impl ChatRequest {
-    /// For `tool_choice` `required` or a named function: the schema the
-    /// call's JSON follows (the answer is constrained to it), `{"name": one
-    /// of the functions, "arguments": the function's parameters}`. With
-    /// several functions, or parameters the constraint does not support
-    /// (`pattern`, `minimum`, ...), the arguments are any JSON object.
-    pub fn call_schema(&self) -> Option<String> {
+    /// For `tool_choice` `required` or a named function: the constraint
+    /// the call's JSON follows, `{"name": one of the functions,
+    /// "arguments": that function's parameters}` (a union keyed on the
+    /// name). Parameters the constraint does not support (`pattern`,
+    /// `minimum`, ...) are any JSON object.
+    pub fn call_schema(&self) -> Option<JsonFormat> {
         let names: Vec<&str> = match &self.tool_choice {
             ToolChoice::Required => self.tools.iter().map(|(_, n)| n.as_str()).collect(),
             ToolChoice::Function(f) => vec![f.as_str()],
             _ => return None,
         };
-        let any = "{\"type\":\"object\"}";
-        let params = match names.as_slice() {
-            [one] => self
-                .tools
-                .iter()
-                .find(|(_, n)| n == one)
-                .and_then(|(text, _)| {
-                    let v = json::parse(text.as_bytes()).ok()?;
-                    let p = v.get("function")?.get("parameters")?;
-                    kestrel_core::constrain::Schema::compile(&p).ok()?;
-                    p.as_object().map(|o| o.raw().to_string())
-                })
-                .unwrap_or_else(|| any.to_string()),
-            _ => any.to_string(),
-        };
-        let mut s = String::from("{\"type\":\"object\",\"properties\":{\"name\":{\"enum\":[");
-        for (i, n) in names.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            push_json_str(&mut s, n);
-        }
-        let _ = write!(
-            s,
-            "]}},\"arguments\":{params}}},\"required\":[\"name\",\"arguments\"]}}"
-        );
-        Some(s)
+        let functions = names
+            .iter()
+            .map(|&name| {
+                let params = self
+                    .tools
+                    .iter()
+                    .find(|(_, n)| n == name)
+                    .and_then(|(text, _)| {
+                        let v = json::parse(text.as_bytes()).ok()?;
+                        let p = v.get("function")?.get("parameters")?;
+                        kestrel_core::constrain::Schema::compile(&p).ok()?;
+                        p.as_object().map(|o| o.raw().to_string())
+                    })
+                    .unwrap_or_else(|| "{\"type\":\"object\"}".to_string());
+                (name.to_string(), params)
+            })
+            .collect();
+        Some(JsonFormat::Call(functions))
     }
 }
 
@@ -1258,25 +1270,44 @@ mod tests {
             .unwrap()
         };
         let named = |n: &str| format!(r#"{{"type":"function","function":{{"name":"{n}"}}}}"#);
+        let call = |r: ChatRequest| match r.call_schema() {
+            Some(JsonFormat::Call(f)) => f,
+            other => panic!("{other:?}"),
+        };
+        let w_params =
+            r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#;
         assert_eq!(
-            req(weather, &named("w")).call_schema().unwrap(),
-            r#"{"type":"object","properties":{"name":{"enum":["w"]},"arguments":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},"required":["name","arguments"]}"#
+            call(req(weather, &named("w"))),
+            vec![("w".to_string(), w_params.to_string())]
         );
-        // Parameters the constraint cannot follow, or several functions:
-        // any object.
-        let any = r#"{"type":"object","properties":{"name":{"enum":["s"]},"arguments":{"type":"object"}},"required":["name","arguments"]}"#;
-        assert_eq!(req(odd, &named("s")).call_schema().unwrap(), any);
-        let both = req(&format!("{weather},{odd}"), "\"required\"")
-            .call_schema()
-            .unwrap();
-        assert!(
-            both.contains(r#""enum":["w","s"]},"arguments":{"type":"object"}"#),
-            "{both}"
+        // Parameters the constraint cannot follow: any object.
+        let any = r#"{"type":"object"}"#.to_string();
+        assert_eq!(
+            call(req(odd, &named("s"))),
+            vec![("s".to_string(), any.clone())]
         );
+        // Several functions: each keeps its own parameters.
+        let both = req(&format!("{weather},{odd}"), "\"required\"");
+        assert_eq!(
+            call(both.clone()),
+            vec![
+                ("w".to_string(), w_params.to_string()),
+                ("s".to_string(), any)
+            ]
+        );
+        // The union: `w`'s arguments need its `city`; `s` takes any object.
+        let schema = both.call_schema().unwrap().schema().unwrap();
+        let ok = |out: &str| {
+            let mut m = kestrel_core::constrain::Matcher::new(&schema);
+            out.bytes().all(|b| m.advance(&schema, b)) && m.can_end(&schema)
+        };
+        assert!(ok(r#"{"name":"w","arguments":{"city":"Paris"}}"#));
+        assert!(!ok(r#"{"name":"w","arguments":{"town":"Paris"}}"#));
+        assert!(ok(r#"{"name":"s","arguments":{"town":"Paris"}}"#));
         assert_eq!(req(weather, "\"auto\"").call_schema(), None);
         // Every call schema compiles.
         for r in [req(weather, &named("w")), req(odd, "\"required\"")] {
-            crate::json_output::schema_from_json(r.call_schema().unwrap().as_bytes()).unwrap();
+            r.call_schema().unwrap().schema().unwrap();
         }
     }
 

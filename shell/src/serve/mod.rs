@@ -640,8 +640,8 @@ fn chat(
         tools: tool_calls,
     };
     let mut params = req.params.clone();
-    if let Some(schema) = call_schema {
-        params.json = Some(api::JsonFormat::Schema(schema));
+    if let Some(call) = call_schema {
+        params.json = Some(call);
     }
     generate_answer(conn, sh, jobs, prompt, &params, Kind::Chat)
 }

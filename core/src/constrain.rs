@@ -13,6 +13,12 @@
 //! object without `properties` takes any keys; a schema without `type`
 //! any value (`{"type": "json_object"}` mode is a free object).
 //!
+//! A tool call over several functions ([`Schema::compile_call`]) is a
+//! union keyed on the name: `{"name": N, "arguments": A}` where `A`
+//! follows the parameters of the function `N` names (a `Select` node,
+//! picked when the name's enum value is complete; `arguments` cannot come
+//! first).
+//!
 //! Output rules: whitespace runs are at most [`MAX_WS`] bytes, numbers
 //! [`MAX_NUMBER`] bytes, nesting [`MAX_DEPTH`] levels; strings are valid
 //! UTF-8 and valid JSON string text; `}` only once every required property

@@ -776,6 +776,20 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
         if let Some(p) = f.get("parameters").filter(|p| !p.is_null()) {
             p.as_object()
                 .ok_or_else(|| format!("tools[{i}].function.parameters must be an object"))?;
+            // OpenAI's rule: with `strict: true` the parameters must be
+            // enforceable, else a 400 naming what is not; without it the
+            // constraint follows what it can (any object otherwise).
+            let strict = match f.get("strict") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => b,
+                Some(_) => {
+                    return Err(format!("'tools[{i}].function.strict' must be a boolean").into())
+                }
+            };
+            if strict {
+                kestrel_core::constrain::Schema::compile(&p)
+                    .map_err(|e| format!("'tools[{i}].function.parameters' (strict): {e}"))?;
+            }
         }
         if out.iter().any(|(_, n)| *n == name) {
             return Err(format!("tools[{i}]: a second function named '{name}'").into());
@@ -1309,6 +1323,17 @@ mod tests {
         for r in [req(weather, &named("w")), req(odd, "\"required\"")] {
             r.call_schema().unwrap().schema().unwrap();
         }
+        // `strict: true` on parameters the constraint cannot enforce: a 400
+        // naming the function's parameters and the keyword.
+        let strict_odd = odd.replace(r#""name":"s","#, r#""name":"s","strict":true,"#);
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{weather},{strict_odd}]}}"#
+        );
+        let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
+        assert!(
+            err.contains("'tools[1].function.parameters'") && err.contains("'minLength'"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! `boolean`, `null`, or `[T, "null"]`), `properties`, `required`,
 //! `additionalProperties` (`false`, or `true`: only declared properties are
 //! generated), `items`, `minItems`, `maxItems`, `enum` and `const` of
-//! scalars; `title`, `description`, `default`, `examples`, `$schema` are
-//! ignored. Any other keyword is refused by name ([`SchemaError`]). An
+//! scalars, `$ref` into the root's `$defs` (or `definitions`), `anyOf` of
+//! a schema and `{"type": "null"}`; `title`, `description`, `default`,
+//! `examples`, `$schema` are ignored. Any other keyword is refused by name ([`SchemaError`]). An
 //! object without `properties` takes any keys; a schema without `type`
 //! any value (`{"type": "json_object"}` mode is a free object).
 //!
@@ -208,9 +209,81 @@ impl Schema {
         s.root = s.alloc()?;
         let _ = work.push((*schema, s.root));
         while let Some((v, idx)) = work.pop() {
-            s.fill(idx, &v, &mut work)?;
+            s.fill_ref(idx, &v, schema, &mut work)?;
         }
         Ok(s)
+    }
+
+    /// Fills node `idx` from `v`, first resolving what pydantic writes
+    /// around a schema: a `$ref` to `#/$defs/NAME` (or `#/definitions/NAME`)
+    /// of `root` (non-recursive: a cycle runs out of nodes), and `anyOf` of
+    /// a schema and `{"type": "null"}` (an `Optional`): that schema, also
+    /// accepting `null`.
+    fn fill_ref<'v>(
+        &mut self,
+        idx: u16,
+        v: &Value<'v>,
+        root: &Value<'v>,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<(), SchemaError> {
+        let mut v = *v;
+        let mut nullable = false;
+        // A chain of references and optionals, bounded like the nodes.
+        for _ in 0..MAX_NODES {
+            if let Some(r) = v.get("$ref") {
+                let r = r
+                    .as_str()
+                    .ok_or(SchemaError::Invalid("'$ref' must be a string"))?;
+                let mut target = None;
+                for defs in ["$defs", "definitions"] {
+                    let Some(table) = root.get(defs) else {
+                        continue;
+                    };
+                    for (name, sub) in table.iter_object().into_iter().flatten() {
+                        let mut path: heapless::String<96> = heapless::String::new();
+                        let full = path.push_str("#/").is_ok()
+                            && path.push_str(defs).is_ok()
+                            && path.push('/').is_ok()
+                            && name.chars().all(|c| path.push(c).is_ok());
+                        if full && r.eq_str(&path) {
+                            target = Some(sub);
+                        }
+                    }
+                }
+                v = target.ok_or(unsupported("$ref"))?;
+                continue;
+            }
+            if let Some(any) = v.get("anyOf") {
+                let list = any
+                    .as_array()
+                    .ok_or(SchemaError::Invalid("'anyOf' must be a list"))?;
+                let is_null = |x: &Value| {
+                    x.get("type").is_some_and(|t| t.str_eq("null"))
+                        && x.iter_object().into_iter().flatten().count() == 1
+                };
+                let mut other = None;
+                let mut nulls = 0;
+                for x in list.iter() {
+                    if is_null(&x) {
+                        nulls += 1;
+                    } else if other.replace(x).is_some() {
+                        return Err(unsupported("anyOf"));
+                    }
+                }
+                if nulls != 1 {
+                    return Err(unsupported("anyOf"));
+                }
+                v = other.ok_or(SchemaError::Invalid("'anyOf' without a schema"))?;
+                nullable = true;
+                continue;
+            }
+            break;
+        }
+        self.fill(idx, &v, work)?;
+        if nullable {
+            self.nodes[idx as usize].nullable = true;
+        }
+        Ok(())
     }
 
     /// The schema of one tool call, `{"name": N, "arguments": A}` (in that
@@ -254,7 +327,8 @@ impl Schema {
             first: s.n_choices as u16,
             ..EMPTY_NODE
         };
-        for (f, params) in functions {
+        // The names first: an enum's values are contiguous.
+        for (f, _) in functions {
             if f.is_empty()
                 || !f
                     .bytes()
@@ -270,18 +344,21 @@ impl Schema {
             s.enums[s.n_enums] = span;
             s.n_enums += 1;
             names.count += 1;
+        }
+        for (_, params) in functions {
             let child = s.alloc()?;
             s.choices[s.n_choices] = child;
             s.n_choices += 1;
             select.count += 1;
+            // Each function's schema whole, its `$ref`s into its own `$defs`.
             work.push((*params, child))
                 .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+            while let Some((v, idx)) = work.pop() {
+                s.fill_ref(idx, &v, params, &mut work)?;
+            }
         }
         s.nodes[name as usize] = names;
         s.nodes[arguments as usize] = select;
-        while let Some((v, idx)) = work.pop() {
-            s.fill(idx, &v, &mut work)?;
-        }
         Ok(s)
     }
 
@@ -337,6 +414,8 @@ impl Schema {
                 "default",
                 "examples",
                 "$schema",
+                "$defs",
+                "definitions",
             ];
             if !known.iter().any(|k| key.eq_str(k)) {
                 let mut name: heapless::String<32> = heapless::String::new();
@@ -1329,6 +1408,53 @@ mod tests {
     fn prefix(s: &Schema, out: &str) -> bool {
         let mut m = Matcher::new(s);
         out.bytes().all(|b| m.advance(s, b))
+    }
+
+    /// What pydantic writes: `$defs` with `$ref`s, and `Optional` fields as
+    /// `anyOf` of a schema and null (with `default` and `title` beside).
+    #[test]
+    fn refs_into_defs_and_optionals() {
+        let s = schema(
+            r##"{"$defs":{"Unit":{"enum":["c","f"],"title":"Unit"},
+                 "Place":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
+               "type":"object","properties":{
+                 "unit":{"$ref":"#/$defs/Unit"},
+                 "place":{"$ref":"#/$defs/Place"},
+                 "note":{"anyOf":[{"type":"string"},{"type":"null"}],"default":null,"title":"Note"},
+                 "pick":{"anyOf":[{"$ref":"#/$defs/Unit"},{"type":"null"}]}},
+               "required":["unit","place"]}"##,
+        );
+        for good in [
+            r#"{"unit":"c","place":{"city":"Oslo"}}"#,
+            r#"{"unit":"f","place":{"city":"Oslo"},"note":null,"pick":null}"#,
+            r#"{"unit":"f","place":{"city":"Oslo"},"note":"hi","pick":"c"}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"unit":"k","place":{"city":"Oslo"}}"#,
+            r#"{"unit":null,"place":{"city":"Oslo"}}"#,
+            r#"{"unit":"c","place":{}}"#,
+            r#"{"unit":"c","place":{"city":"Oslo"},"note":3}"#,
+            r#"{"unit":"c","place":{"city":"Oslo"},"pick":"x"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        for refused in [
+            r##"{"$ref":"#/$defs/Missing"}"##,
+            r##"{"$ref":"http://x/y.json"}"##,
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"anyOf":[{"type":"string"}]}"#,
+        ] {
+            let v = parse(refused.as_bytes()).unwrap();
+            assert!(Schema::compile(&v).is_err(), "{refused}");
+        }
+        // A reference cycle runs out of nodes instead of looping.
+        let v = parse(
+            br##"{"$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}}}},"$ref":"#/$defs/N"}"##,
+        )
+        .unwrap();
+        assert!(matches!(Schema::compile(&v), Err(SchemaError::TooLarge(_))));
     }
 
     /// A tool call over several functions: the arguments follow the named

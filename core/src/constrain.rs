@@ -7,7 +7,8 @@
 //! Supported: `type` (`object`, `array`, `string`, `number`, `integer`,
 //! `boolean`, `null`, or `[T, "null"]`), `properties`, `required`,
 //! `additionalProperties` (`false`, or `true`: only declared properties are
-//! generated), `items`, `minItems`, `maxItems`, `enum` and `const` of
+//! generated), `items`, `minItems`, `maxItems`, `minLength`, `maxLength`
+//! (characters; an escape is one), `enum` and `const` of
 //! scalars, `$ref` into the root's `$defs` (or `definitions`), `anyOf` of
 //! a schema and `{"type": "null"}`; `title`, `description`, `default`,
 //! `examples`, `$schema` are ignored. Any other keyword is refused by name ([`SchemaError`]). An
@@ -407,6 +408,8 @@ impl Schema {
                 "items",
                 "minItems",
                 "maxItems",
+                "minLength",
+                "maxLength",
                 "enum",
                 "const",
                 "title",
@@ -542,6 +545,25 @@ impl Schema {
                 }
             }
         }
+        if node.kind == Kind::String {
+            // Characters (an escape counts one), in the array bounds' fields.
+            let bound = |k: &str| -> Result<Option<u16>, SchemaError> {
+                match v.get(k) {
+                    None => Ok(None),
+                    Some(n) => n
+                        .as_u64()
+                        .map(|n| Some(n.min(u16::MAX as u64 - 1) as u16))
+                        .ok_or(SchemaError::Invalid(
+                            "minLength and maxLength must be counts",
+                        )),
+                }
+            };
+            node.min_items = bound("minLength")?.unwrap_or(0);
+            node.max_items = bound("maxLength")?.unwrap_or(u16::MAX);
+            if node.min_items > node.max_items {
+                return Err(SchemaError::Invalid("minLength above maxLength"));
+            }
+        }
         if node.kind == Kind::Array {
             if let Some(items) = v.get("items") {
                 let child = self.alloc()?;
@@ -648,13 +670,17 @@ enum Frame {
     },
     /// Inside a string: `esc` 1 after `\`, 2..=5 hex digits to come;
     /// `utf8` continuation bytes to come, the next in `lo..=hi`; `key`: an
-    /// object's free key.
+    /// object's free key; `chars` so far, and at least `min`, at most
+    /// `max` of them (`minLength`, `maxLength`; an escape is one).
     Str {
         esc: u8,
         utf8: u8,
         lo: u8,
         hi: u8,
         key: bool,
+        chars: u16,
+        min: u16,
+        max: u16,
     },
     /// A declared property name after its `"`: candidates, bytes matched.
     Key {
@@ -748,6 +774,8 @@ impl Matcher {
             Some(Frame::Str {
                 esc: 0,
                 utf8: 0,
+                min: 0,
+                max: u16::MAX,
                 ..
             })
         )
@@ -866,6 +894,9 @@ impl Matcher {
                 lo,
                 hi,
                 key,
+                chars,
+                min,
+                max,
             } => {
                 let next = |esc, utf8, lo, hi| Frame::Str {
                     esc,
@@ -873,7 +904,22 @@ impl Matcher {
                     lo,
                     hi,
                     key,
+                    chars,
+                    min,
+                    max,
                 };
+                // A new character (its first byte) counts against `max`.
+                let counted = |esc, utf8, lo, hi| Frame::Str {
+                    esc,
+                    utf8,
+                    lo,
+                    hi,
+                    key,
+                    chars: chars + 1,
+                    min,
+                    max,
+                };
+                let room = chars < max;
                 if utf8 > 0 {
                     if b < lo || b > hi {
                         return Step::Reject;
@@ -903,6 +949,7 @@ impl Matcher {
                     _ => {}
                 }
                 match b {
+                    b'"' if chars < min => Step::Reject,
                     b'"' => {
                         self.len -= 1;
                         if key {
@@ -920,15 +967,19 @@ impl Matcher {
                         }
                         Step::Accept
                     }
+                    _ if !room => Step::Reject,
                     b'\\' => {
-                        self.set_top(next(1, 0, 0, 0));
+                        self.set_top(counted(1, 0, 0, 0));
                         Step::Accept
                     }
                     0..=0x1F => Step::Reject,
-                    0x20..=0x7F => Step::Accept,
+                    0x20..=0x7F => {
+                        self.set_top(counted(0, 0, 0, 0));
+                        Step::Accept
+                    }
                     _ => match crate::json::utf8_lead(b) {
                         Some((need, lo, hi)) => {
-                            self.set_top(next(0, need, lo, hi));
+                            self.set_top(counted(0, need, lo, hi));
                             Step::Accept
                         }
                         None => Step::Reject,
@@ -1126,6 +1177,9 @@ impl Matcher {
                 lo: 0,
                 hi: 0,
                 key: false,
+                chars: 0,
+                min: if any { 0 } else { n.min_items },
+                max: if any { u16::MAX } else { n.max_items },
             }),
             b'-' | b'0'..=b'9' if any || matches!(n.kind, Kind::Number | Kind::Integer) => {
                 let st = match b {
@@ -1216,6 +1270,9 @@ impl Matcher {
                         lo: 0,
                         hi: 0,
                         key: true,
+                        chars: 0,
+                        min: 0,
+                        max: u16::MAX,
                     })
                 } else {
                     // A property whose schema its discriminant picks waits
@@ -1408,6 +1465,42 @@ mod tests {
     fn prefix(s: &Schema, out: &str) -> bool {
         let mut m = Matcher::new(s);
         out.bytes().all(|b| m.advance(s, b))
+    }
+
+    /// `minLength` and `maxLength` count characters: a multi-byte UTF-8
+    /// character and an escape are one each.
+    #[test]
+    fn string_lengths() {
+        let s = schema(
+            r#"{"type":"object","properties":{"code":{"type":"string","minLength":2,"maxLength":3}},"required":["code"]}"#,
+        );
+        for good in [
+            r#"{"code":"ab"}"#,
+            r#"{"code":"abc"}"#,
+            r#"{"code":"éé"}"#,
+            r#"{"code":"a\n\u00e9"}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"code":""}"#,
+            r#"{"code":"a"}"#,
+            r#"{"code":"abcd"}"#,
+            r#"{"code":"ééé\n"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // A bounded string is not a plain string: each token is counted.
+        let mut m = Matcher::new(&s);
+        for b in br#"{"code":"a"#.iter() {
+            assert!(m.advance(&s, *b));
+        }
+        assert!(!m.in_plain_string());
+        let free = schema(r#"{"type":"string"}"#);
+        let mut m = Matcher::new(&free);
+        assert!(m.advance(&free, b'"') && m.in_plain_string());
+        let v = parse(br#"{"type":"string","minLength":3,"maxLength":2}"#).unwrap();
+        assert!(Schema::compile(&v).is_err());
     }
 
     /// What pydantic writes: `$defs` with `$ref`s, and `Optional` fields as

@@ -1275,7 +1275,7 @@ mod tests {
     #[test]
     fn a_required_call_follows_its_function_s_parameters() {
         let weather = r#"{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
-        let odd = r#"{"type":"function","function":{"name":"s","parameters":{"type":"object","properties":{"q":{"type":"string","minLength":1}}}}}"#;
+        let odd = r#"{"type":"function","function":{"name":"s","parameters":{"type":"object","properties":{"q":{"type":"string","pattern":"^a"}}}}}"#;
         let req = |tools: &str, choice: &str| {
             parse_chat(
                 format!(r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{tools}],"tool_choice":{choice}}}"#)
@@ -1331,7 +1331,7 @@ mod tests {
         );
         let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
         assert!(
-            err.contains("'tools[1].function.parameters'") && err.contains("'minLength'"),
+            err.contains("'tools[1].function.parameters'") && err.contains("'pattern'"),
             "{err}"
         );
     }

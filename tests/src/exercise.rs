@@ -256,6 +256,17 @@ pub fn serve_api(data: &[u8]) {
             ..Default::default()
         };
         req.prompt(&style).unwrap();
+        // A forced call's constraint (the union over the functions):
+        // compiled or refused; a compiled one walks the input's bytes.
+        if let Some(Ok(schema)) = req.call_schema().map(|c| c.schema()) {
+            let mut m = kestrel_core::constrain::Matcher::new(&schema);
+            for &b in data {
+                if !m.advance(&schema, b) {
+                    break;
+                }
+            }
+            let _ = m.can_end(&schema);
+        }
     }
     let _ = api::parse_completion(data);
     let _ = api::base64_decode(data);

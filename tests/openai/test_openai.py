@@ -124,6 +124,13 @@ def tool_checks(binary, model):
             params = {"get_weather": unit, "count": count}[call3.function.name]
             validate(json.loads(call3.function.arguments), params["function"]["parameters"])
         checks += 1
+        # parallel_tool_calls: false: the answer ends with its first call.
+        r = client.chat.completions.create(
+            model="m", messages=question, tools=[unit, count], tool_choice="required",
+            parallel_tool_calls=False, temperature=0, max_tokens=64)
+        assert r.choices[0].finish_reason == "tool_calls", r
+        assert len(r.choices[0].message.tool_calls) == 1, r
+        checks += 1
         calls, finish = {}, None
         for chunk in client.chat.completions.create(
                 model="m", messages=question, tools=[WEATHER], tool_choice="required",

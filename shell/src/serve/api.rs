@@ -177,6 +177,9 @@ pub struct ChatRequest {
     /// with a name), and the functions' names.
     pub tools: Vec<(String, String)>,
     pub tool_choice: ToolChoice,
+    /// `parallel_tool_calls` (default true): several calls in one answer;
+    /// `false` ends the answer after its first call.
+    pub parallel_tool_calls: bool,
     /// The decoded bytes of every `image_url` data URI, in order; each
     /// stands at an offset of its message's `images` (the prompt writes
     /// `<|vision_start|><|image_pad|><|vision_end|>` there). A model
@@ -325,7 +328,7 @@ const CHAT_FIELDS: &[(&str, Field)] = &[
     ("messages", Used),
     ("max_completion_tokens", Used),
     ("top_logprobs", Used),
-    ("parallel_tool_calls", Unused),
+    ("parallel_tool_calls", Used),
     ("tools", Used),
     ("tool_choice", Used),
     ("response_format", Used),
@@ -923,10 +926,16 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         }
         _ => {}
     }
+    let parallel_tool_calls = match v.get("parallel_tool_calls") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err("'parallel_tool_calls' must be a boolean".into()),
+    };
     Ok(ChatRequest {
         messages,
         tools,
         tool_choice,
+        parallel_tool_calls,
         images,
         params: Params {
             logprobs: chat_logprobs(&v)?,
@@ -1415,6 +1424,29 @@ mod tests {
                 body.len()
             );
         }
+    }
+
+    /// `parallel_tool_calls` is read (true unless false), and a boolean.
+    #[test]
+    fn parallel_tool_calls_is_a_boolean() {
+        let with = |extra: &str| {
+            parse_chat(
+                format!(r#"{{"messages":[{{"role":"user","content":"x"}}]{extra}}}"#).as_bytes(),
+            )
+        };
+        assert!(with("").unwrap().parallel_tool_calls);
+        assert!(
+            with(r#","parallel_tool_calls":true"#)
+                .unwrap()
+                .parallel_tool_calls
+        );
+        assert!(
+            !with(r#","parallel_tool_calls":false"#)
+                .unwrap()
+                .parallel_tool_calls
+        );
+        let err = with(r#","parallel_tool_calls":1"#).unwrap_err().to_string();
+        assert!(err.contains("'parallel_tool_calls'"), "{err}");
     }
 
     /// `error.param` is the path a 400 names first, else null.

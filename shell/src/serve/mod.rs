@@ -611,6 +611,7 @@ fn chat(
         (Some(open), Some(close)) if offered => Some(ToolCalls {
             open,
             close,
+            parallel: req.parallel_tool_calls,
             names: req.tools.iter().map(|(_, n)| n.clone()).collect(),
             from_prompt: forced.len(),
             capture: (!forced.is_empty()).then_some(forced),
@@ -1087,6 +1088,10 @@ fn generate_answer(
                 return Err(HttpError::new(500, m));
             }
         }
+        // `parallel_tool_calls: false`: the first call ends the answer.
+        if new_call.is_some() && tools.as_ref().is_some_and(|tc| !tc.parallel) {
+            finish = finish.or(Some(Finish::Stop));
+        }
         let (send, stopped) = stop_scan(&pending, &p.stop);
         let (send, finish) = if stopped {
             (send, Some(Finish::Stop))
@@ -1151,6 +1156,9 @@ fn generate_answer(
 struct ToolCalls {
     open: u32,
     close: u32,
+    /// Several calls may follow one another (`parallel_tool_calls`); else
+    /// the answer ends with its first call.
+    parallel: bool,
     /// The request's functions.
     names: Vec<String>,
     /// Inside a call: its text so far.
@@ -1344,6 +1352,7 @@ mod tests {
         let mut tc = ToolCalls {
             open: 1,
             close: 2,
+            parallel: true,
             names: vec!["get_weather".into(), "now".into()],
             capture: None,
             from_prompt: 0,

@@ -2,7 +2,8 @@
 # Builds the shipped `kestrel` binary: static, for TARGET (default
 # aarch64-unknown-linux-musl), with the standard library rebuilt from source
 # under the project's release profile (opt-level z, fat LTO, panic=abort) and
-# without std's backtrace symbolizer. Panic messages are kept.
+# without std's backtrace symbolizer. Panic messages are kept, with the
+# source file of the panic (not its line).
 #
 #   bash scripts/build-shipped.sh [TARGET] [PROFILE]     (PROFILE: release | size-report)
 #
@@ -15,11 +16,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-aarch64-unknown-linux-musl}"
 profile="${2:-release}"
+# Panic locations name the source file but not the line and column
+# (`-Z location-detail=file`): a panic is a bug, its message keeps its text
+# and file, and the same input in a debug build shows the line; the
+# per-site line and column records cost 23.6 KB (docs/size.md).
 # No unwind tables: the release profile aborts on panic and std is built
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
 # Feature `shipped`: with no tables to read, libunwind is not linked
 # either (shell/src/no_unwinder.rs; about 40 KB).
-RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=file" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \
     --target-dir target/shipped

@@ -235,22 +235,13 @@ impl Schema {
                 let r = r
                     .as_str()
                     .ok_or(SchemaError::Invalid("'$ref' must be a string"))?;
-                let mut target = None;
-                for defs in ["$defs", "definitions"] {
-                    let Some(table) = root.get(defs) else {
-                        continue;
-                    };
-                    for (name, sub) in table.iter_object().into_iter().flatten() {
-                        let mut path: heapless::String<96> = heapless::String::new();
-                        let full = path.push_str("#/").is_ok()
-                            && path.push_str(defs).is_ok()
-                            && path.push('/').is_ok()
-                            && name.chars().all(|c| path.push(c).is_ok());
-                        if full && r.eq_str(&path) {
-                            target = Some(sub);
-                        }
-                    }
-                }
+                // `#/$defs/NAME` or `#/definitions/NAME` (a plain name).
+                let target = r.as_plain().and_then(|r| {
+                    ["$defs", "definitions"].iter().find_map(|defs| {
+                        let name = r.strip_prefix("#/")?.strip_prefix(defs)?.strip_prefix('/')?;
+                        root.get(defs)?.get(name)
+                    })
+                });
                 v = target.ok_or(unsupported("$ref"))?;
                 continue;
             }

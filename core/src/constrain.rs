@@ -238,7 +238,10 @@ impl Schema {
                 // `#/$defs/NAME` or `#/definitions/NAME` (a plain name).
                 let target = r.as_plain().and_then(|r| {
                     ["$defs", "definitions"].iter().find_map(|defs| {
-                        let name = r.strip_prefix("#/")?.strip_prefix(defs)?.strip_prefix('/')?;
+                        let name = r
+                            .strip_prefix("#/")?
+                            .strip_prefix(defs)?
+                            .strip_prefix('/')?;
                         root.get(defs)?.get(name)
                     })
                 });

@@ -52,21 +52,34 @@ pub struct Head {
 /// A client connection: the socket, the bytes read past the last request
 /// (the start of a pipelined next one), and whether the answer being
 /// written leaves it open.
-pub struct Conn {
+pub struct Conn<'a> {
     pub stream: TcpStream,
     /// Read but not yet used: the start of the next request.
     pending: Vec<u8>,
     /// The answer being written says `Connection: keep-alive` (else
     /// `close`, and the connection ends after it).
     pub keep_alive: bool,
+    /// Counts the request being answered, with its status: called by
+    /// [`write_response`] before the answer's bytes go out, so a client
+    /// that has read an answer finds it counted (the connection may stay
+    /// open); else by the caller once the answer is done.
+    pub count: Option<Box<dyn FnOnce(u16) + 'a>>,
 }
 
-impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
+impl<'a> Conn<'a> {
+    pub fn new(stream: TcpStream) -> Conn<'a> {
         Conn {
             stream,
             pending: Vec::new(),
             keep_alive: false,
+            count: None,
+        }
+    }
+
+    /// Counts the request with `status`, if it was not counted yet.
+    pub fn counted(&mut self, status: u16) {
+        if let Some(count) = self.count.take() {
+            count(status);
         }
     }
 }
@@ -365,6 +378,7 @@ pub fn write_response(
     content_type: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
+    conn.counted(status);
     let head = response_head(status, content_type, body.len(), conn.keep_alive);
     let mut all = Vec::with_capacity(head.len() + body.len());
     all.extend_from_slice(head.as_bytes());

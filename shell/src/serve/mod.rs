@@ -461,12 +461,15 @@ fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicU
         conn.keep_alive = !head.close
             && n + 1 < MAX_REQUESTS_PER_CONNECTION
             && open.load(Ordering::Relaxed) < KEEP_ALIVE_BELOW;
+        let path = head.path.clone();
+        conn.count = Some(Box::new(move |status| sh.metrics.request(&path, status)));
         match answer(&mut conn, sh, jobs, &head, &body) {
-            Ok(status) => sh.metrics.request(&head.path, status),
+            // Counted when its answer was written, or (an event stream) now.
+            Ok(status) => conn.counted(status),
             // The client is gone: nothing to answer (counted as nginx does).
-            Err(e) if e.status == 499 => return sh.metrics.request(&head.path, 499),
+            Err(e) if e.status == 499 => return conn.counted(499),
             Err(e) => {
-                sh.metrics.request(&head.path, e.status);
+                conn.counted(e.status);
                 return respond_error(&mut conn, &e);
             }
         }

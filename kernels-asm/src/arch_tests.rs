@@ -302,6 +302,20 @@ fn gemm_q4_0x4_matches_generic() {
 }
 
 #[test]
+fn gemm_iq4_nlx4_matches_generic() {
+    for cpu in cpus() {
+        check_gemm(
+            cpu,
+            (Q4X4_ROWS, Q4X4_BLOCK_BYTES),
+            arch::gemm_iq4_nlx4_q8_0,
+            arch::gemv_iq4_nlx4_q8_0,
+            generic::gemm_iq4_nlx4_q8_0,
+            "iq4_nlx4",
+        );
+    }
+}
+
+#[test]
 fn gemm_q8_0x8_matches_generic() {
     for cpu in cpus() {
         std::println!("q8_0x8: {cpu:?}");

@@ -167,3 +167,17 @@ pub const Q5KX4_QS_AT: usize = Q5KX4_QH_AT + Q5KX4_ROWS * QK_K / 8;
 
 const _: () = assert!(Q5_K_BLOCK_BYTES == 176 && Q5KX4_BLOCK_BYTES == 704);
 const _: () = assert!(Q5KX4_QH_AT == 64 && Q5KX4_QS_AT == 192);
+
+// IQ4_NL (GGUF) and IQ4_NLx4.
+//
+// * IQ4_NL (GGUF): the bytes of a Q4_0 block (`d: f16 LE`, 16 nibble bytes,
+//   weight `j` in the low nibble of byte `j`, weight `j + 16` in its high
+//   nibble), each nibble an index into [`IQ4_NL_VALUES`]: `x = d *
+//   IQ4_NL_VALUES[n]`.
+// * IQ4_NLx4: the Q4_0x4 super-block (72 bytes, [`Q4X4_BLOCK_BYTES`], rows
+//   in groups of [`Q4X4_ROWS`]) with the nibbles as GGUF has them (no XOR).
+
+/// The 16 values an IQ4_NL nibble selects (ggml's `kvalues_iq4nl`).
+pub const IQ4_NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];

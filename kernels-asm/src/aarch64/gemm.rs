@@ -1,8 +1,11 @@
-//! GEMM of Q4_0x4 / Q8_0x8 weights with `m` Q8_0 activation rows: `sdot`
+//! GEMM of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with `m` Q8_0 activation rows: `sdot`
 //! tiles of one row group x 4 activation rows, the GEMV for the rest.
 
-use super::gemv::{gemv_q4x4_groups, gemv_q8x8_groups};
-use super::{gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, Dotprod};
+use super::gemv::{
+    gemv_iq4x4_groups, gemv_q4x4_groups, gemv_q8x8_groups, iq4_nl_nibbles, q4_0_nibbles,
+    IQ4_NL_TABLE,
+};
+use super::{gemv_iq4_nlx4_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, Dotprod};
 use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -168,6 +171,14 @@ gemm_entry!(
     gemv_q4x4_groups
 );
 gemm_entry!(
+    gemm_iq4_nlx4_q8_0,
+    gemv_iq4_nlx4_q8_0,
+    Q4X4_ROWS,
+    Q4X4_BLOCK_BYTES,
+    gemm_iq4x4_tile4,
+    gemv_iq4x4_groups
+);
+gemm_entry!(
     gemm_q8_0x8_q8_0,
     gemv_q8_0x8_q8_0,
     Q8X8_ROWS,
@@ -176,119 +187,130 @@ gemm_entry!(
     gemv_q8x8_groups
 );
 
-/// One Q4_0x4 row group x 4 activation rows.
-///
-/// # Safety
-/// `w` must point to `nb * 72` readable bytes, each `qs[i]` to `nb * 32`
-/// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 4 writable floats
-/// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
-#[inline(never)]
-#[target_feature(enable = "neon,dotprod")]
-unsafe fn gemm_q4x4_tile4(
-    w: *const u8,
-    qs: [*const i8; 4],
-    d: [*const f32; 4],
-    nb: usize,
-    out: *mut f32,
-    stride: usize,
-) {
-    // SAFETY: per the function contract: per block the loop reads 72 bytes
-    // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
-    // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
-    // Only the listed registers are written; no stack is used.
-    unsafe {
-        tile4_asm!(
-            [
-                "movi v31.16b, #0xf0",
-                "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
-                "movi v26.16b, #0",
-                "movi v27.16b, #0",
-                "movi v28.16b, #0",
-                "3:",
-                "ld1 {{v0.4h}}, [{w}], #8",                          // 4 row scales
-                "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
-                "ld1 {{v29.s}}[0], [{d0}], #4",                      // act scales
-                "ld1 {{v29.s}}[1], [{d1}], #4",
-                "ld1 {{v29.s}}[2], [{d2}], #4",
-                "ld1 {{v29.s}}[3], [{d3}], #4",
-                "ld1 {{v5.16b, v6.16b}}, [{q0}], #32",
-                "ld1 {{v7.16b, v8.16b}}, [{q1}], #32",
-                "ld1 {{v9.16b, v10.16b}}, [{q2}], #32",
-                "ld1 {{v11.16b, v12.16b}}, [{q3}], #32",
-                "shl v17.16b, v1.16b, #4",
-                "and v18.16b, v1.16b, v31.16b",
-                "shl v19.16b, v2.16b, #4",
-                "and v20.16b, v2.16b, v31.16b",
-                "shl v21.16b, v3.16b, #4",
-                "and v22.16b, v3.16b, v31.16b",
-                "shl v23.16b, v4.16b, #4",
-                "and v24.16b, v4.16b, v31.16b",
-                "movi v13.16b, #0",
-                "movi v14.16b, #0",
-                "movi v15.16b, #0",
-                "movi v16.16b, #0",
-                // 4 independent sdot chains, interleaved for in-order cores
-                "sdot v13.4s, v17.16b, v5.4b[0]",
-                "sdot v14.4s, v17.16b, v7.4b[0]",
-                "sdot v15.4s, v17.16b, v9.4b[0]",
-                "sdot v16.4s, v17.16b, v11.4b[0]",
-                "sdot v13.4s, v18.16b, v6.4b[0]",
-                "sdot v14.4s, v18.16b, v8.4b[0]",
-                "sdot v15.4s, v18.16b, v10.4b[0]",
-                "sdot v16.4s, v18.16b, v12.4b[0]",
-                "sdot v13.4s, v19.16b, v5.4b[1]",
-                "sdot v14.4s, v19.16b, v7.4b[1]",
-                "sdot v15.4s, v19.16b, v9.4b[1]",
-                "sdot v16.4s, v19.16b, v11.4b[1]",
-                "sdot v13.4s, v20.16b, v6.4b[1]",
-                "sdot v14.4s, v20.16b, v8.4b[1]",
-                "sdot v15.4s, v20.16b, v10.4b[1]",
-                "sdot v16.4s, v20.16b, v12.4b[1]",
-                "sdot v13.4s, v21.16b, v5.4b[2]",
-                "sdot v14.4s, v21.16b, v7.4b[2]",
-                "sdot v15.4s, v21.16b, v9.4b[2]",
-                "sdot v16.4s, v21.16b, v11.4b[2]",
-                "sdot v13.4s, v22.16b, v6.4b[2]",
-                "sdot v14.4s, v22.16b, v8.4b[2]",
-                "sdot v15.4s, v22.16b, v10.4b[2]",
-                "sdot v16.4s, v22.16b, v12.4b[2]",
-                "sdot v13.4s, v23.16b, v5.4b[3]",
-                "sdot v14.4s, v23.16b, v7.4b[3]",
-                "sdot v15.4s, v23.16b, v9.4b[3]",
-                "sdot v16.4s, v23.16b, v11.4b[3]",
-                "sdot v13.4s, v24.16b, v6.4b[3]",
-                "sdot v14.4s, v24.16b, v8.4b[3]",
-                "sdot v15.4s, v24.16b, v10.4b[3]",
-                "sdot v16.4s, v24.16b, v12.4b[3]",
-                "fcvtl v0.4s, v0.4h",
-                "scvtf v13.4s, v13.4s, #4",
-                "scvtf v14.4s, v14.4s, #4",
-                "scvtf v15.4s, v15.4s, #4",
-                "scvtf v16.4s, v16.4s, #4",
-                "fmul v5.4s, v0.4s, v29.s[0]",   // d_w * d_a, act row 0
-                "fmul v6.4s, v0.4s, v29.s[1]",
-                "fmul v7.4s, v0.4s, v29.s[2]",
-                "fmul v8.4s, v0.4s, v29.s[3]",
-                "fmul v13.4s, v13.4s, v5.4s",
-                "fmul v14.4s, v14.4s, v6.4s",
-                "fmul v15.4s, v15.4s, v7.4s",
-                "fmul v16.4s, v16.4s, v8.4s",
-                "fadd v25.4s, v25.4s, v13.4s",
-                "fadd v26.4s, v26.4s, v14.4s",
-                "fadd v27.4s, v27.4s, v15.4s",
-                "fadd v28.4s, v28.4s, v16.4s",
-                "subs {nb}, {nb}, #1",
-                "b.ne 3b",
-                "st1 {{v25.4s}}, [{out}], {stride}",
-                "st1 {{v26.4s}}, [{out}], {stride}",
-                "st1 {{v27.4s}}, [{out}], {stride}",
-                "st1 {{v28.4s}}, [{out}]",
-            ],
-            (w, qs, d, nb, out, stride),
-            [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v31") _,]
-        );
-    }
+/// `$name`: the GEMM tile (one row group x 4 activation rows) of a 4-row
+/// nibble layout whose nibbles `$nib!` decodes (see `gemv.rs`), with the
+/// extra operands `$extra`.
+macro_rules! nibble_tile4 {
+    ($name:ident, $nib:ident, [$($extra:tt)*]) => {
+        /// One row group x 4 activation rows (`nibble_tile4!`).
+        ///
+        /// # Safety
+        /// `w` must point to `nb * 72` readable bytes, each `qs[i]` to `nb * 32`
+        /// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 4 writable floats
+        /// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
+        #[inline(never)]
+        #[target_feature(enable = "neon,dotprod")]
+        unsafe fn $name(
+            w: *const u8,
+            qs: [*const i8; 4],
+            d: [*const f32; 4],
+            nb: usize,
+            out: *mut f32,
+            stride: usize,
+        ) {
+            // SAFETY: per the function contract (and the 16-byte table `$extra`
+            // names): per block the loop reads 72 bytes
+            // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
+            // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
+            // Only the listed registers are written; no stack is used.
+            unsafe {
+                tile4_asm!(
+                    [
+                        $nib!(setup),
+                        "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
+                        "movi v26.16b, #0",
+                        "movi v27.16b, #0",
+                        "movi v28.16b, #0",
+                        "3:",
+                        "ld1 {{v0.4h}}, [{w}], #8",                          // 4 row scales
+                        "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
+                        "ld1 {{v29.s}}[0], [{d0}], #4",                      // act scales
+                        "ld1 {{v29.s}}[1], [{d1}], #4",
+                        "ld1 {{v29.s}}[2], [{d2}], #4",
+                        "ld1 {{v29.s}}[3], [{d3}], #4",
+                        "ld1 {{v5.16b, v6.16b}}, [{q0}], #32",
+                        "ld1 {{v7.16b, v8.16b}}, [{q1}], #32",
+                        "ld1 {{v9.16b, v10.16b}}, [{q2}], #32",
+                        "ld1 {{v11.16b, v12.16b}}, [{q3}], #32",
+                        $nib!("v17", "v18", "v1"),
+                        $nib!("v19", "v20", "v2"),
+                        $nib!("v21", "v22", "v3"),
+                        $nib!("v23", "v24", "v4"),
+                        "movi v13.16b, #0",
+                        "movi v14.16b, #0",
+                        "movi v15.16b, #0",
+                        "movi v16.16b, #0",
+                        // 4 independent sdot chains, interleaved for in-order cores
+                        "sdot v13.4s, v17.16b, v5.4b[0]",
+                        "sdot v14.4s, v17.16b, v7.4b[0]",
+                        "sdot v15.4s, v17.16b, v9.4b[0]",
+                        "sdot v16.4s, v17.16b, v11.4b[0]",
+                        "sdot v13.4s, v18.16b, v6.4b[0]",
+                        "sdot v14.4s, v18.16b, v8.4b[0]",
+                        "sdot v15.4s, v18.16b, v10.4b[0]",
+                        "sdot v16.4s, v18.16b, v12.4b[0]",
+                        "sdot v13.4s, v19.16b, v5.4b[1]",
+                        "sdot v14.4s, v19.16b, v7.4b[1]",
+                        "sdot v15.4s, v19.16b, v9.4b[1]",
+                        "sdot v16.4s, v19.16b, v11.4b[1]",
+                        "sdot v13.4s, v20.16b, v6.4b[1]",
+                        "sdot v14.4s, v20.16b, v8.4b[1]",
+                        "sdot v15.4s, v20.16b, v10.4b[1]",
+                        "sdot v16.4s, v20.16b, v12.4b[1]",
+                        "sdot v13.4s, v21.16b, v5.4b[2]",
+                        "sdot v14.4s, v21.16b, v7.4b[2]",
+                        "sdot v15.4s, v21.16b, v9.4b[2]",
+                        "sdot v16.4s, v21.16b, v11.4b[2]",
+                        "sdot v13.4s, v22.16b, v6.4b[2]",
+                        "sdot v14.4s, v22.16b, v8.4b[2]",
+                        "sdot v15.4s, v22.16b, v10.4b[2]",
+                        "sdot v16.4s, v22.16b, v12.4b[2]",
+                        "sdot v13.4s, v23.16b, v5.4b[3]",
+                        "sdot v14.4s, v23.16b, v7.4b[3]",
+                        "sdot v15.4s, v23.16b, v9.4b[3]",
+                        "sdot v16.4s, v23.16b, v11.4b[3]",
+                        "sdot v13.4s, v24.16b, v6.4b[3]",
+                        "sdot v14.4s, v24.16b, v8.4b[3]",
+                        "sdot v15.4s, v24.16b, v10.4b[3]",
+                        "sdot v16.4s, v24.16b, v12.4b[3]",
+                        "fcvtl v0.4s, v0.4h",
+                        concat!("scvtf v13.4s, v13.4s", $nib!(fbits)),
+                        concat!("scvtf v14.4s, v14.4s", $nib!(fbits)),
+                        concat!("scvtf v15.4s, v15.4s", $nib!(fbits)),
+                        concat!("scvtf v16.4s, v16.4s", $nib!(fbits)),
+                        "fmul v5.4s, v0.4s, v29.s[0]",   // d_w * d_a, act row 0
+                        "fmul v6.4s, v0.4s, v29.s[1]",
+                        "fmul v7.4s, v0.4s, v29.s[2]",
+                        "fmul v8.4s, v0.4s, v29.s[3]",
+                        "fmul v13.4s, v13.4s, v5.4s",
+                        "fmul v14.4s, v14.4s, v6.4s",
+                        "fmul v15.4s, v15.4s, v7.4s",
+                        "fmul v16.4s, v16.4s, v8.4s",
+                        "fadd v25.4s, v25.4s, v13.4s",
+                        "fadd v26.4s, v26.4s, v14.4s",
+                        "fadd v27.4s, v27.4s, v15.4s",
+                        "fadd v28.4s, v28.4s, v16.4s",
+                        "subs {nb}, {nb}, #1",
+                        "b.ne 3b",
+                        "st1 {{v25.4s}}, [{out}], {stride}",
+                        "st1 {{v26.4s}}, [{out}], {stride}",
+                        "st1 {{v27.4s}}, [{out}], {stride}",
+                        "st1 {{v28.4s}}, [{out}]",
+                    ],
+                    (w, qs, d, nb, out, stride),
+                    [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v31") _, $($extra)*]
+                );
+            }
+        }
+    };
 }
+
+nibble_tile4!(gemm_q4x4_tile4, q4_0_nibbles, []);
+nibble_tile4!(
+    gemm_iq4x4_tile4,
+    iq4_nl_nibbles,
+    [kv = in(reg) IQ4_NL_TABLE.as_ptr(), out("v30") _,]
+);
 
 /// One activation row of the Q8_0x8 tile: its 32 quants at `{$q}`, 16
 /// `sdot` by lane against the 8 rows' chunks (`v0..v15`) into `v22`/`v23`

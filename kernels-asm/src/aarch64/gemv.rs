@@ -1,9 +1,9 @@
-//! GEMV of Q4_0x4 / Q8_0x8 weights with one Q8_0 activation row: `sdot`
+//! GEMV of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with one Q8_0 activation row: `sdot`
 //! loops over whole row groups (also the one-row step of the GEMM).
 
 use super::Dotprod;
 use crate::generic;
-use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
+use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::asm;
 
@@ -79,89 +79,142 @@ gemv_entry!(
     gemv_q4x4_groups
 );
 gemv_entry!(
+    gemv_iq4_nlx4_q8_0,
+    Q4X4_ROWS,
+    Q4X4_BLOCK_BYTES,
+    gemv_iq4x4_groups
+);
+gemv_entry!(
     gemv_q8_0x8_q8_0,
     Q8X8_ROWS,
     Q8X8_BLOCK_BYTES,
     gemv_q8x8_groups
 );
 
-/// The asm loop: `groups` row groups, each `nb` super-blocks.
-///
-/// # Safety
-/// `w` must point to `groups * nb * 72` readable bytes, `qs` to `nb * 32`,
-/// `d` to `nb` floats, `out` to `groups * 4` writable floats, `nb >= 1`, and
-/// the CPU must implement dotprod.
-#[inline(never)]
-#[target_feature(enable = "neon,dotprod")]
-pub(super) unsafe fn gemv_q4x4_groups(
-    w: *const u8,
-    qs: *const i8,
-    d: *const f32,
-    nb: usize,
-    out: *mut f32,
-    groups: usize,
-) {
-    // SAFETY: per the function contract, every load stays inside `w`, `qs`,
-    // `d` and every store inside `out`: the inner loop reads 72 bytes of `w`,
-    // 32 bytes of `qs` and 4 bytes of `d` per block, for nb blocks; the outer
-    // loop stores 16 bytes of `out` per group. Only the listed registers are
-    // written; no stack is used.
-    unsafe {
-        asm!(
-            "movi v31.16b, #0xf0",
-            "2:",
-            "movi v16.16b, #0",          // acc16 (4 rows) = 0
-            "mov x9, {qs}",
-            "mov x10, {d}",
-            "mov x11, {nb}",
-            "3:",
-            "ld1 {{v0.4h}}, [{w}], #8",                         // 4 row scales (f16)
-            "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
-            "ld1 {{v5.16b, v6.16b}}, [x9], #32",                // act quants 0..15, 16..31
-            "ld1r {{v7.4s}}, [x10], #4",                        // act scale
-            "movi v8.16b, #0",
-            "shl v17.16b, v1.16b, #4",
-            "and v18.16b, v1.16b, v31.16b",
-            "shl v19.16b, v2.16b, #4",
-            "and v20.16b, v2.16b, v31.16b",
-            "shl v21.16b, v3.16b, #4",
-            "and v22.16b, v3.16b, v31.16b",
-            "shl v23.16b, v4.16b, #4",
-            "and v24.16b, v4.16b, v31.16b",
-            "sdot v8.4s, v17.16b, v5.4b[0]",
-            "sdot v8.4s, v18.16b, v6.4b[0]",
-            "sdot v8.4s, v19.16b, v5.4b[1]",
-            "sdot v8.4s, v20.16b, v6.4b[1]",
-            "sdot v8.4s, v21.16b, v5.4b[2]",
-            "sdot v8.4s, v22.16b, v6.4b[2]",
-            "sdot v8.4s, v23.16b, v5.4b[3]",
-            "sdot v8.4s, v24.16b, v6.4b[3]",
-            "fcvtl v0.4s, v0.4h",
-            "scvtf v8.4s, v8.4s, #4",    // (16 * isum) / 16 as f32: exact
-            "fmul v0.4s, v0.4s, v7.4s",  // d_w * d_a
-            "fmul v8.4s, v8.4s, v0.4s",
-            "fadd v16.4s, v16.4s, v8.4s",
-            "subs x11, x11, #1",
-            "b.ne 3b",
-            "st1 {{v16.4s}}, [{out}], #16",
-            "subs {groups}, {groups}, #1",
-            "b.ne 2b",
-            w = inout(reg) w => _,
-            out = inout(reg) out => _,
-            groups = inout(reg) groups => _,
-            qs = in(reg) qs,
-            d = in(reg) d,
-            nb = in(reg) nb,
-            out("x9") _, out("x10") _, out("x11") _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("v5") _, out("v6") _, out("v7") _, out("v8") _,
-            out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
-            out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-            out("v31") _,
-            options(nostack),
-        );
-    }
+/// The nibble decoding of the 4-row nibble layouts (Q4_0x4, IQ4_NLx4), one
+/// 16-byte chunk `$src` into the `i8` weights of its low nibbles (`$lo`)
+/// and high nibbles (`$hi`). Q4_0x4 (XOR 0x88, `v31` = 0xf0): `shl #4` and
+/// `and 0xf0` give `16 (q - 8)`, which `scvtf #4` divides back exactly.
+#[rustfmt::skip]
+macro_rules! q4_0_nibbles {
+    (setup) => { "movi v31.16b, #0xf0" };
+    (fbits) => { ", #4" };
+    ($lo:literal, $hi:literal, $src:literal) => { concat!(
+        "shl ", $lo, ".16b, ", $src, ".16b, #4\n",
+        "and ", $hi, ".16b, ", $src, ".16b, v31.16b",
+    ) };
 }
+pub(super) use q4_0_nibbles;
+
+/// IQ4_NLx4 (raw nibbles, `v30` = 0x0f, `v31` = [`IQ4_NL_VALUES`] loaded
+/// from `{kv}`): `and`/`ushr` split the nibbles, `tbl` looks their values
+/// up.
+#[rustfmt::skip]
+macro_rules! iq4_nl_nibbles {
+    (setup) => { "movi v30.16b, #0x0f\nld1 {{v31.16b}}, [{kv}]" };
+    (fbits) => { "" };
+    ($lo:literal, $hi:literal, $src:literal) => { concat!(
+        "and ", $lo, ".16b, ", $src, ".16b, v30.16b\n",
+        "ushr ", $hi, ".16b, ", $src, ".16b, #4\n",
+        "tbl ", $lo, ".16b, {{v31.16b}}, ", $lo, ".16b\n",
+        "tbl ", $hi, ".16b, {{v31.16b}}, ", $hi, ".16b",
+    ) };
+}
+pub(super) use iq4_nl_nibbles;
+
+/// The IQ4_NL values where the kernels load them from.
+pub(super) static IQ4_NL_TABLE: [i8; 16] = IQ4_NL_VALUES;
+
+/// `$name`: the GEMV asm loop of a 4-row nibble layout whose nibbles
+/// `$nib!` decodes (its extra operands `$extra`): `groups` row groups, each
+/// `nb` super-blocks.
+macro_rules! nibble_gemv_loop {
+    ($name:ident, $nib:ident, [$($extra:tt)*]) => {
+        /// The asm loop: `groups` row groups, each `nb` super-blocks
+        /// (`nibble_gemv_loop!`).
+        ///
+        /// # Safety
+        /// `w` must point to `groups * nb * 72` readable bytes, `qs` to `nb *
+        /// 32`, `d` to `nb` floats, `out` to `groups * 4` writable floats,
+        /// `nb >= 1`, and the CPU must implement dotprod.
+        #[inline(never)]
+        #[target_feature(enable = "neon,dotprod")]
+        pub(super) unsafe fn $name(
+            w: *const u8,
+            qs: *const i8,
+            d: *const f32,
+            nb: usize,
+            out: *mut f32,
+            groups: usize,
+        ) {
+            // SAFETY: per the function contract, every load stays inside `w`,
+            // `qs`, `d` (and the 16-byte table `$extra` names) and every store
+            // inside `out`: the inner loop reads 72 bytes of `w`, 32 bytes of
+            // `qs` and 4 bytes of `d` per block, for nb blocks; the outer loop
+            // stores 16 bytes of `out` per group. Only the listed registers
+            // are written; no stack is used.
+            unsafe {
+                asm!(
+                    $nib!(setup),
+                    "2:",
+                    "movi v16.16b, #0",          // acc16 (4 rows) = 0
+                    "mov x9, {qs}",
+                    "mov x10, {d}",
+                    "mov x11, {nb}",
+                    "3:",
+                    "ld1 {{v0.4h}}, [{w}], #8",                         // 4 row scales (f16)
+                    "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64", // 4 chunks
+                    "ld1 {{v5.16b, v6.16b}}, [x9], #32",                // act quants 0..15, 16..31
+                    "ld1r {{v7.4s}}, [x10], #4",                        // act scale
+                    "movi v8.16b, #0",
+                    $nib!("v17", "v18", "v1"),
+                    $nib!("v19", "v20", "v2"),
+                    $nib!("v21", "v22", "v3"),
+                    $nib!("v23", "v24", "v4"),
+                    "sdot v8.4s, v17.16b, v5.4b[0]",
+                    "sdot v8.4s, v18.16b, v6.4b[0]",
+                    "sdot v8.4s, v19.16b, v5.4b[1]",
+                    "sdot v8.4s, v20.16b, v6.4b[1]",
+                    "sdot v8.4s, v21.16b, v5.4b[2]",
+                    "sdot v8.4s, v22.16b, v6.4b[2]",
+                    "sdot v8.4s, v23.16b, v5.4b[3]",
+                    "sdot v8.4s, v24.16b, v6.4b[3]",
+                    "fcvtl v0.4s, v0.4h",
+                    concat!("scvtf v8.4s, v8.4s", $nib!(fbits)), // isum as f32: exact
+                    "fmul v0.4s, v0.4s, v7.4s",  // d_w * d_a
+                    "fmul v8.4s, v8.4s, v0.4s",
+                    "fadd v16.4s, v16.4s, v8.4s",
+                    "subs x11, x11, #1",
+                    "b.ne 3b",
+                    "st1 {{v16.4s}}, [{out}], #16",
+                    "subs {groups}, {groups}, #1",
+                    "b.ne 2b",
+                    w = inout(reg) w => _,
+                    out = inout(reg) out => _,
+                    groups = inout(reg) groups => _,
+                    qs = in(reg) qs,
+                    d = in(reg) d,
+                    nb = in(reg) nb,
+                    $($extra)*
+                    out("x9") _, out("x10") _, out("x11") _,
+                    out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+                    out("v5") _, out("v6") _, out("v7") _, out("v8") _,
+                    out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _,
+                    out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+                    out("v31") _,
+                    options(nostack),
+                );
+            }
+        }
+    };
+}
+
+nibble_gemv_loop!(gemv_q4x4_groups, q4_0_nibbles, []);
+nibble_gemv_loop!(
+    gemv_iq4x4_groups,
+    iq4_nl_nibbles,
+    [kv = in(reg) IQ4_NL_TABLE.as_ptr(), out("v30") _,]
+);
 
 /// The Q8_0x8 GEMV asm loop: `groups` row groups, each `nb` super-blocks.
 ///

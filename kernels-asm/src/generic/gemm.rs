@@ -7,11 +7,36 @@
 //! row-major.
 
 use super::read_f16;
-use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_shape, ShapeError};
 
 /// The four rows of one Q4_0x4 row group dotted with one activation row.
 pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
+    nibble_x4_group_dot::<false>(group, act_qs, act_d)
+}
+
+/// The four rows of one IQ4_NLx4 row group dotted with one activation row.
+pub fn iq4_nlx4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
+    nibble_x4_group_dot::<true>(group, act_qs, act_d)
+}
+
+/// A row group of 72-byte 4-row nibble super-blocks (Q4_0x4, or IQ4_NLx4
+/// when `NL`) dotted with one activation row: per block and row, the exact
+/// `isum` of its 32 weight values times quants, then `acc += isum * (d_w *
+/// d_a)`. A Q4_0x4 nibble (XOR 0x88) is the two's-complement `q - 8`; an
+/// IQ4_NLx4 nibble `n` stands for `IQ4_NL_VALUES[n]`.
+fn nibble_x4_group_dot<const NL: bool>(
+    group: &[u8],
+    act_qs: &[i8],
+    act_d: &[f32],
+) -> [f32; Q4X4_ROWS] {
+    let value = |n: u8| {
+        if NL {
+            IQ4_NL_VALUES[n as usize] as i32
+        } else {
+            ((n << 4) as i8 >> 4) as i32
+        }
+    };
     let mut acc = [0.0f32; Q4X4_ROWS];
     let blocks = group
         .chunks_exact(Q4X4_BLOCK_BYTES)
@@ -24,10 +49,8 @@ pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_
                 for k in 0..4 {
                     let byte = sb[8 + 16 * c + 4 * r + k];
                     // Low nibble: weight 4c+k; high nibble: weight 16+4c+k.
-                    let lo = ((byte << 4) as i8) >> 4;
-                    let hi = (byte as i8) >> 4;
-                    isum += lo as i32 * a[4 * c + k] as i32;
-                    isum += hi as i32 * a[16 + 4 * c + k] as i32;
+                    isum += value(byte & 15) * a[4 * c + k] as i32;
+                    isum += value(byte >> 4) * a[16 + 4 * c + k] as i32;
                 }
             }
             *acc_r += isum as f32 * (read_f16(sb, 2 * r) * da);
@@ -169,4 +192,33 @@ pub fn gemm_q8_0x8_q8_0(
         m,
         out,
     )
+}
+
+/// GEMV, IQ4_NLx4 weights x one Q8_0 activation row (shapes as
+/// [`gemv_q4_0x4_q8_0`]).
+pub fn gemv_iq4_nlx4_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    gemm_iq4_nlx4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
+}
+
+/// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows (shapes as
+/// [`gemm_q4_0x4_q8_0`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_iq4_nlx4_q8_0(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let dot = iq4_nlx4_group_dot;
+    gemm_groups(Q4X4_BLOCK_BYTES, dot, w, rows, cols, act_qs, act_d, m, out)
 }

@@ -43,8 +43,8 @@ pub(crate) use attention::{
     scores_each_head, scores_heads_shape, values_each_head, values_heads_shape,
 };
 pub use gemm::{
-    gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
-    q8x8_group_dot,
+    gemm_iq4_nlx4_q8_0, gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_iq4_nlx4_q8_0, gemv_q4_0x4_q8_0,
+    gemv_q8_0x8_q8_0, iq4_nlx4_group_dot, q4x4_group_dot, q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k, k4_scale_min, q4kx4_group_dot};

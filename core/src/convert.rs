@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q4k, q5, q5k, q6k, q8_0, Quantizer, QK, QK_K};
+use crate::quant::{f16, q4_0, q6k, q8_0, Quantizer, QK, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -327,32 +327,14 @@ const COPY_ORDER: [Layout; 4] = [Layout::F32, Layout::F16, Layout::Q4_0x4, Layou
 /// `cols` weights, if the kernels have one: what a `source` file's decode
 /// copy stores a matrix of that type in.
 pub fn exact_layout(ty: GgmlType, cols: usize) -> Option<Layout> {
-    let layout = match ty {
-        GgmlType::Q8_0 => Layout::Q8_0x8,
-        GgmlType::Q4_0 => Layout::Q4_0x4,
-        GgmlType::Q5_0 => Layout::Q5_0x4,
-        GgmlType::Q5_1 => Layout::Q5_1x4,
-        GgmlType::Q4_K => Layout::Q4Kx4,
-        GgmlType::Q5_K => Layout::Q5Kx4,
-        GgmlType::Q6_K => Layout::Q6Kx8,
-        _ => return None,
-    };
+    let layout = Layout::keeping(ty)?;
     cols.is_multiple_of(layout.block_cols()).then_some(layout)
 }
 
 /// The GGUF block type a layout that keeps source blocks holds (the
 /// inverse of [`exact_layout`]).
 fn kept_type(layout: Layout) -> Option<GgmlType> {
-    match layout {
-        Layout::Q8_0x8 => Some(GgmlType::Q8_0),
-        Layout::Q4_0x4 => Some(GgmlType::Q4_0),
-        Layout::Q5_0x4 => Some(GgmlType::Q5_0),
-        Layout::Q5_1x4 => Some(GgmlType::Q5_1),
-        Layout::Q4Kx4 => Some(GgmlType::Q4_K),
-        Layout::Q5Kx4 => Some(GgmlType::Q5_K),
-        Layout::Q6Kx8 => Some(GgmlType::Q6_K),
-        Layout::F32 | Layout::F16 => None,
-    }
+    layout.spec().kept.map(|k| k.ty)
 }
 
 /// The source parts a stored linear role is assembled from, in row order
@@ -548,17 +530,7 @@ fn entry_name(spec: &Spec, layout: Layout) -> Result<[u8; 48], Error> {
         len: 0,
     };
     use core::fmt::Write;
-    let suffix = match layout {
-        Layout::F32 => "f32",
-        Layout::F16 => "f16",
-        Layout::Q4_0x4 => "q4",
-        Layout::Q8_0x8 => "q8",
-        Layout::Q5_0x4 => "q5_0",
-        Layout::Q5_1x4 => "q5_1",
-        Layout::Q4Kx4 => "q4_k",
-        Layout::Q5Kx4 => "q5_k",
-        Layout::Q6Kx8 => "q6_k",
-    };
+    let suffix = layout.spec().suffix;
     let r = if spec.layer == NO_LAYER {
         write!(w, "{}.{}", spec.role.stem(), suffix)
     } else {
@@ -811,7 +783,7 @@ fn write_tensor(
                     };
                     write_quantized_group(&rows, v, cols, w, &mut error)?;
                 }
-                Layout::Q5_0x4 | Layout::Q5_1x4 | Layout::Q4Kx4 | Layout::Q5Kx4 | Layout::Q6Kx8 => {
+                _ => {
                     let rows = GroupRows {
                         cfg,
                         src,
@@ -958,14 +930,9 @@ fn write_kept_group(
         what: "layout that keeps no source blocks",
         value: crate::vqf::format::layout_code(e.layout) as u64,
     })?;
-    let (block, group) = match e.layout {
-        Layout::Q5_0x4 => (q5::Q5_0_BLOCK_BYTES, q5::Q5_0X4_BLOCK_BYTES),
-        Layout::Q5_1x4 => (q5::Q5_1_BLOCK_BYTES, q5::Q5_1X4_BLOCK_BYTES),
-        Layout::Q4Kx4 => (q4k::Q4_K_BLOCK_BYTES, q4k::Q4KX4_BLOCK_BYTES),
-        Layout::Q5Kx4 => (q5k::Q5_K_BLOCK_BYTES, q5k::Q5KX4_BLOCK_BYTES),
-        Layout::Q6Kx8 => (q6k::Q6_K_BLOCK_BYTES, q6k::Q6KX8_BLOCK_BYTES),
-        _ => unreachable_layout(e.layout)?,
-    };
+    let (block, group) = (ty.type_size(), e.layout.group_bytes(e.layout.block_cols())?);
+    let repack = e.layout.spec().kept.map(|k| k.repack);
+    let repack = repack.ok_or_else(|| unreachable_layout::<()>(e.layout).unwrap_err())?;
     let per = e.layout.block_cols();
     let mut gguf = [0u8; 8 * MAX_KEPT_BLOCK];
     let mut packed = [0u8; MAX_KEPT_GROUP];
@@ -986,14 +953,7 @@ fn write_kept_group(
             }
         }
         let out = &mut packed[..group];
-        match e.layout {
-            Layout::Q5_0x4 => q5::repack_q5_0(&gguf[..n * block], n, per, out)?,
-            Layout::Q5_1x4 => q5::repack_q5_1(&gguf[..n * block], n, per, out)?,
-            Layout::Q4Kx4 => q4k::repack_q4_k(&gguf[..n * block], n, per, out)?,
-            Layout::Q5Kx4 => q5k::repack_q5_k(&gguf[..n * block], n, per, out)?,
-            Layout::Q6Kx8 => q6k::repack_q6_k(&gguf[..n * block], n, per, out)?,
-            _ => unreachable_layout(e.layout)?,
-        }
+        repack(&gguf[..n * block], n, per, out)?;
         w.write(out)?;
     }
     Ok(())

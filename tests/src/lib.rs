@@ -303,37 +303,9 @@ pub fn weights(
 /// that a file holds a source's blocks byte for byte. `None` for the plain
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
-    use kestrel_core::quant::repack::{self, Layout};
-    use kestrel_core::quant::{q4k, q5, q5k, q6k, QK, QK_K};
-    let (rows, cols) = (m.rows, m.cols);
-    let per_row = |block: usize, per: usize| cols / per * block;
-    type UnpackGroup = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
-    let grouped = |block: usize, unpack: UnpackGroup| {
-        let g = m.layout.group_rows();
-        let row_bytes = per_row(block, QK);
-        let mut out = vec![0u8; rows * row_bytes];
-        let mut buf = vec![0u8; g * row_bytes];
-        for gi in 0..m.groups() {
-            unpack(m.group(gi), cols, &mut buf).unwrap();
-            let n = (rows - gi * g).min(g) * row_bytes;
-            out[gi * g * row_bytes..][..n].copy_from_slice(&buf[..n]);
-        }
-        out
-    };
-    type Unpack = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
-    let whole = |block: usize, per: usize, unpack: Unpack| {
-        let mut out = vec![0u8; rows * per_row(block, per)];
-        unpack(m.bytes, rows, cols, &mut out).unwrap();
-        out
-    };
-    Some(match m.layout {
-        Layout::F32 | Layout::F16 => return None,
-        Layout::Q4_0x4 => grouped(18, repack::unpack_q4_0x4_group),
-        Layout::Q8_0x8 => grouped(34, repack::unpack_q8_0x8_group),
-        Layout::Q5_0x4 => whole(q5::Q5_0_BLOCK_BYTES, QK, q5::unpack_q5_0),
-        Layout::Q5_1x4 => whole(q5::Q5_1_BLOCK_BYTES, QK, q5::unpack_q5_1),
-        Layout::Q4Kx4 => whole(q4k::Q4_K_BLOCK_BYTES, QK_K, q4k::unpack_q4_k),
-        Layout::Q5Kx4 => whole(q5k::Q5_K_BLOCK_BYTES, QK_K, q5k::unpack_q5_k),
-        Layout::Q6Kx8 => whole(q6k::Q6_K_BLOCK_BYTES, QK_K, q6k::unpack_q6_k),
-    })
+    let kept = m.layout.spec().kept?;
+    let row_bytes = kept.ty.row_bytes(m.cols as u64).unwrap();
+    let mut out = vec![0u8; m.rows * row_bytes];
+    (kept.unpack)(m.bytes, m.rows, m.cols, &mut out).unwrap();
+    Some(out)
 }

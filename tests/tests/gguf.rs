@@ -65,7 +65,7 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
         F32 => "f32", F16 => "f16", BF16 => "bf16",
         Q4_0 => "q4_0", Q4_1 => "q4_1", Q5_0 => "q5_0", Q5_1 => "q5_1", Q8_0 => "q8_0",
         Q2_K => "q2_k", Q3_K => "q3_k", Q4_K => "q4_k", Q5_K => "q5_k", Q6_K => "q6_k",
-        Q8_K => "q8_k",
+        Q8_K => "q8_k", IQ4_NL => "iq4_nl",
     ];
     let covered: Vec<GgmlType> = all.iter().map(|v| v.0).collect();
     for ty in GgmlType::ALL {
@@ -124,6 +124,7 @@ fn type_sizes_are_ggml_s() {
         (GgmlType::Q5_K, 13, 256, 176),
         (GgmlType::Q6_K, 14, 256, 210),
         (GgmlType::Q8_K, 15, 256, 292),
+        (GgmlType::IQ4_NL, 20, 32, 18),
         (GgmlType::BF16, 30, 1, 2),
     ];
     for (ty, id, bs, ts) in sizes {

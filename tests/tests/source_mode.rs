@@ -86,6 +86,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-q4_0.gguf",
             "model-f32.gguf",
             "model-kquant-mix.gguf",
+            "model-iq4_nl.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
@@ -93,7 +94,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             }
         }
     }
-    assert!(v.len() >= 9, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 10, "GGUF fixtures missing: {v:?}");
     v
 }
 

@@ -15,6 +15,7 @@
      NaN, but no signalling NaN: numpy widens an f16 sNaN keeping it
      signalling, while ggml's GGML_FP16_TO_FP32 (F16C, ARM fcvt, or its
      software path) quiets it, as kestrel does.
+   * IQ4_NL: random blocks from a generator of its own (added later).
    Expected outputs are gguf.quants.dequantize(), except Q8_K, which gguf-py
    does not implement: it is computed here as ggml's dequantize_row_q8_K does,
    y = d * q in f32 (d an f32, q an i8).
@@ -137,6 +138,18 @@ for qtype in deq_types:
     name = qtype.name.lower()
     write(f"{name}.bin", blocks.tobytes())
     write(f"{name}.f32", y.astype("<f4").tobytes())
+
+# IQ4_NL (added 2026-12-04): random blocks from a generator of its own, so
+# every vector above keeps its bytes.
+saved = rng.bit_generator.state
+rng = np.random.default_rng(20261204)
+F16_FIELDS[T.IQ4_NL] = [0]
+blocks = random_blocks(T.IQ4_NL, N_VALUES // 32)
+write("iq4_nl.bin", blocks.tobytes())
+write("iq4_nl.f32", dequant(T.IQ4_NL, blocks).astype("<f4").tobytes())
+deq_types = deq_types + [T.IQ4_NL]
+rng = np.random.default_rng()
+rng.bit_generator.state = saved
 
 
 # ---- GGUF files ----------------------------------------------------------

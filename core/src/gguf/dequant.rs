@@ -64,6 +64,7 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::Q5_K => blocks(bytes, out, q5_k),
         GgmlType::Q6_K => blocks(bytes, out, q6_k),
         GgmlType::Q8_K => blocks(bytes, out, q8_k),
+        GgmlType::IQ4_NL => blocks(bytes, out, iq4_nl),
         GgmlType::Q8_1 => {}
     }
     Ok(())
@@ -100,6 +101,17 @@ fn q4_1(b: &[u8; 20], o: &mut [f32; 32]) {
         let q = b[4 + j];
         o[j] = (q & 0x0f) as f32 * d + m;
         o[j + 16] = (q >> 4) as f32 * d + m;
+    }
+}
+
+/// IQ4_NL: `d: f16, qs[16]`; `x = d * IQ4_NL_VALUES[n]`, weight `j` the
+/// low nibble of byte `j`, weight `j + 16` its high nibble.
+fn iq4_nl(b: &[u8; 18], o: &mut [f32; 32]) {
+    use kestrel_kernels::layout::IQ4_NL_VALUES;
+    let d = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+    for j in 0..16 {
+        o[j] = d * IQ4_NL_VALUES[(b[2 + j] & 15) as usize] as f32;
+        o[j + 16] = d * IQ4_NL_VALUES[(b[2 + j] >> 4) as usize] as f32;
     }
 }
 

@@ -48,13 +48,16 @@ pub enum GgmlType {
     Q6_K = 14,
     /// 256 weights in 292 bytes: `d: f32`, 256 x `i8`, 16 x `i16` sums.
     Q8_K = 15,
+    /// 32 weights in 18 bytes: `d: f16`, 16 nibble bytes indexing the
+    /// 16 IQ4_NL values.
+    IQ4_NL = 20,
     /// bfloat16, 1 weight in 2 bytes.
     BF16 = 30,
 }
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 15] = [
+    pub const ALL: [GgmlType; 16] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -69,6 +72,7 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ4_NL,
         GgmlType::BF16,
     ];
 
@@ -89,6 +93,7 @@ impl GgmlType {
             13 => GgmlType::Q5_K,
             14 => GgmlType::Q6_K,
             15 => GgmlType::Q8_K,
+            20 => GgmlType::IQ4_NL,
             30 => GgmlType::BF16,
             _ => return None,
         })
@@ -116,6 +121,7 @@ impl GgmlType {
             GgmlType::Q5_K => "q5_K",
             GgmlType::Q6_K => "q6_K",
             GgmlType::Q8_K => "q8_K",
+            GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::BF16 => "bf16",
         }
     }
@@ -129,7 +135,8 @@ impl GgmlType {
             | GgmlType::Q5_0
             | GgmlType::Q5_1
             | GgmlType::Q8_0
-            | GgmlType::Q8_1 => 32,
+            | GgmlType::Q8_1
+            | GgmlType::IQ4_NL => 32,
             GgmlType::Q2_K
             | GgmlType::Q3_K
             | GgmlType::Q4_K
@@ -144,7 +151,7 @@ impl GgmlType {
         match self {
             GgmlType::F32 => 4,
             GgmlType::F16 | GgmlType::BF16 => 2,
-            GgmlType::Q4_0 => 2 + 16,
+            GgmlType::Q4_0 | GgmlType::IQ4_NL => 2 + 16,
             GgmlType::Q4_1 => 2 + 2 + 16,
             GgmlType::Q5_0 => 2 + 4 + 16,
             GgmlType::Q5_1 => 2 + 2 + 4 + 16,

@@ -10,7 +10,7 @@
 
 use crate::error::Error;
 use crate::parallel::{Parallel, MAX_PARTS};
-use crate::quant::repack::{Layout, PackedMatrix};
+use crate::quant::repack::{ActFormat, Layout, PackedMatrix};
 use crate::state::KvView;
 #[cfg(doc)]
 use kestrel_kernels::generic;
@@ -30,6 +30,7 @@ macro_rules! dispatch {
         }
     };
 }
+pub(crate) use dispatch;
 
 /// A kernel's shape error is a size mismatch: the one place it is mapped.
 impl From<ShapeError> for Error {
@@ -338,38 +339,24 @@ impl Kernels {
                 actual: acts.sums.len(),
             })
         };
-        match w.layout {
-            Layout::Q4_0x4 => Ok(dispatch!(self, gemm_q4_0x4_q8_0(b, r, c, qs, d, m, out))?),
-            Layout::Q8_0x8 => Ok(dispatch!(self, gemm_q8_0x8_q8_0(b, r, c, qs, d, m, out))?),
-            Layout::Q5_0x4 => Ok(dispatch!(self, gemm_q5_0x4_q8_0(b, r, c, qs, d, m, out))?),
-            Layout::Q5_1x4 => Ok(dispatch!(self, gemm_q5_1x4_q8_0(b, r, c, qs, d, m, out))?),
-            Layout::Q4Kx4 => {
-                let s = sums()?;
-                Ok(dispatch!(
-                    self,
-                    gemm_q4_kx4_q8_k(b, r, c, qs, d, s, m, out)
-                )?)
-            }
-            Layout::Q5Kx4 => {
-                let s = sums()?;
-                Ok(dispatch!(
-                    self,
-                    gemm_q5_kx4_q8_k(b, r, c, qs, d, s, m, out)
-                )?)
-            }
-            Layout::Q6Kx8 => {
-                let s = sums()?;
-                Ok(dispatch!(
-                    self,
-                    gemm_q6_kx8_q8_k(b, r, c, qs, d, s, m, out)
-                )?)
-            }
-            Layout::F32 | Layout::F16 => Err(Error::SizeMismatch {
+        let Some(gemm) = w.layout.spec().gemm else {
+            return Err(Error::SizeMismatch {
                 what: "gemm_quantized needs a quantized layout (group rows 4 or 8)",
                 expected: 4,
                 actual: w.layout.group_rows(),
-            }),
-        }
+            });
+        };
+        let sums = match w.layout.acts() {
+            ActFormat::Q8K => sums()?,
+            _ => &[],
+        };
+        let acts = Acts {
+            qs,
+            d,
+            sums,
+            ..*acts
+        };
+        gemm(self, b, r, c, &acts, m, out)
     }
 
     /// [`Kernels::gemm_quantized`] for a layout multiplied with Q8_0

@@ -23,136 +23,12 @@
 //! of 32.
 
 use super::f16::read_f16;
-use super::{blocks_in, q4_0, q8_0, super_blocks_in, QK, QK_K};
+use super::{blocks_in, q4_0, q8_0};
 use crate::error::{check_len, mul, Error};
 
-pub use kestrel_kernels::layout::{
-    Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q5KX4_BLOCK_BYTES, Q5KX4_ROWS,
-    Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS,
-    Q8X8_BLOCK_BYTES, Q8X8_ROWS,
-};
+pub use kestrel_kernels::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 
-/// How a weight matrix is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Row-major little-endian f32.
-    F32,
-    /// Row-major little-endian f16.
-    F16,
-    /// Q4_0 blocks interleaved 4 rows x 4-byte chunks.
-    Q4_0x4,
-    /// Q8_0 blocks interleaved 8 rows x 4-byte chunks.
-    Q8_0x8,
-    /// GGUF Q5_0 blocks interleaved 4 rows, every value exact
-    /// (docs/kernels.md "Q5_0x4"; `super::q5`).
-    Q5_0x4,
-    /// GGUF Q5_1 blocks interleaved 4 rows, every value exact (`super::q5`).
-    Q5_1x4,
-    /// GGUF Q4_K super-blocks (256 weights) interleaved 4 rows, every
-    /// value exact (docs/kernels.md "Q4_Kx4"; `super::q4k`).
-    Q4Kx4,
-    /// GGUF Q5_K super-blocks interleaved 4 rows, every value exact
-    /// (`super::q5k`).
-    Q5Kx4,
-    /// GGUF Q6_K super-blocks (256 weights) interleaved 8 rows, every
-    /// value exact (docs/kernels.md "Q6_Kx8"; `super::q6k`).
-    Q6Kx8,
-}
-
-/// The activation format a layout multiplies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ActFormat {
-    /// f32 values (the plain layouts).
-    Float,
-    /// Q8_0 content: a scale per 32 values (Q4_0x4, Q8_0x8).
-    Q8_0,
-    /// Q8_K: an f32 scale per 256 values and each 32 quants' sum (the
-    /// k-quant layouts).
-    Q8K,
-}
-
-impl Layout {
-    /// Rows per stored row group (1 for the plain layouts).
-    pub const fn group_rows(self) -> usize {
-        match self {
-            Layout::F32 | Layout::F16 => 1,
-            Layout::Q4_0x4 => Q4X4_ROWS,
-            Layout::Q8_0x8 => Q8X8_ROWS,
-            Layout::Q5_0x4 | Layout::Q5_1x4 => Q5X4_ROWS,
-            Layout::Q4Kx4 => Q4KX4_ROWS,
-            Layout::Q5Kx4 => Q5KX4_ROWS,
-            Layout::Q6Kx8 => Q6KX8_ROWS,
-        }
-    }
-
-    /// The activations the kernels multiply this layout with.
-    pub const fn acts(self) -> ActFormat {
-        match self {
-            Layout::F32 | Layout::F16 => ActFormat::Float,
-            Layout::Q4_0x4 | Layout::Q8_0x8 | Layout::Q5_0x4 | Layout::Q5_1x4 => ActFormat::Q8_0,
-            Layout::Q4Kx4 | Layout::Q5Kx4 | Layout::Q6Kx8 => ActFormat::Q8K,
-        }
-    }
-
-    /// Columns of one stored block column: 32, or 256 for the k-quant
-    /// layouts (1 for the plain ones).
-    pub const fn block_cols(self) -> usize {
-        match self.acts() {
-            ActFormat::Float => 1,
-            ActFormat::Q8_0 => QK,
-            ActFormat::Q8K => QK_K,
-        }
-    }
-
-    /// Bytes of one row group: `cols` weights of `group_rows()` rows.
-    pub fn group_bytes(self, cols: usize) -> Result<usize, Error> {
-        match self {
-            Layout::F32 => mul("f32 row bytes", cols, 4),
-            Layout::F16 => mul("f16 row bytes", cols, 2),
-            Layout::Q4_0x4 => mul(
-                "q4_0x4 group bytes",
-                blocks_in("q4_0x4 columns", cols)?,
-                Q4X4_BLOCK_BYTES,
-            ),
-            Layout::Q8_0x8 => mul(
-                "q8_0x8 group bytes",
-                blocks_in("q8_0x8 columns", cols)?,
-                Q8X8_BLOCK_BYTES,
-            ),
-            Layout::Q5_0x4 => mul(
-                "q5_0x4 group bytes",
-                blocks_in("q5_0x4 columns", cols)?,
-                Q5_0X4_BLOCK_BYTES,
-            ),
-            Layout::Q5_1x4 => mul(
-                "q5_1x4 group bytes",
-                blocks_in("q5_1x4 columns", cols)?,
-                Q5_1X4_BLOCK_BYTES,
-            ),
-            Layout::Q4Kx4 => mul(
-                "q4_kx4 group bytes",
-                super_blocks_in("q4_kx4 columns", cols)?,
-                Q4KX4_BLOCK_BYTES,
-            ),
-            Layout::Q5Kx4 => mul(
-                "q5_kx4 group bytes",
-                super_blocks_in("q5_kx4 columns", cols)?,
-                Q5KX4_BLOCK_BYTES,
-            ),
-            Layout::Q6Kx8 => mul(
-                "q6_kx8 group bytes",
-                super_blocks_in("q6_kx8 columns", cols)?,
-                Q6KX8_BLOCK_BYTES,
-            ),
-        }
-    }
-
-    /// Bytes of a whole `rows x cols` matrix, padding rows included.
-    pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize, Error> {
-        let groups = rows.div_ceil(self.group_rows());
-        mul("matrix bytes", groups, self.group_bytes(cols)?)
-    }
-}
+pub use super::layout::{ActFormat, Layout};
 
 /// A weight matrix in one of the stored layouts, its size checked.
 #[derive(Clone, Copy, Debug)]
@@ -222,6 +98,28 @@ impl<'a> PackedMatrix<'a> {
 /// whole number of rows of `cols` weights) into one Q4_0x4 row group.
 /// Missing rows are padding (scale 0, quants 0).
 pub fn repack_q4_0x4_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
+    repack_nibble_x4_group(rows_bytes, cols, out, 0x88)
+}
+
+/// Repacks up to four rows of GGUF IQ4_NL bytes (the bytes of Q4_0 blocks)
+/// into one IQ4_NLx4 row group: [`repack_q4_0x4_group`] without the XOR.
+pub fn repack_iq4_nlx4_group(rows: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
+    repack_nibble_x4_group(rows, cols, out, 0)
+}
+
+/// Inverse of [`repack_iq4_nlx4_group`].
+pub fn unpack_iq4_nlx4_group(group: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
+    unpack_nibble_x4_group(group, cols, out, 0)
+}
+
+/// The 4-row nibble repacking of Q4_0x4 and IQ4_NLx4, each nibble byte
+/// XOR `xor`.
+fn repack_nibble_x4_group(
+    rows_bytes: &[u8],
+    cols: usize,
+    out: &mut [u8],
+    xor: u8,
+) -> Result<(), Error> {
     let nb = blocks_in("q4_0x4 columns", cols)?;
     let row_len = nb * q4_0::BLOCK_BYTES;
     let nrows = rows_bytes.len().checked_div(row_len).unwrap_or(0);
@@ -241,7 +139,7 @@ pub fn repack_q4_0x4_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Re
             sb[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
             for c in 0..4 {
                 for k in 0..4 {
-                    sb[8 + 16 * c + 4 * r + k] = src[2 + 4 * c + k] ^ 0x88;
+                    sb[8 + 16 * c + 4 * r + k] = src[2 + 4 * c + k] ^ xor;
                 }
             }
         }
@@ -252,6 +150,15 @@ pub fn repack_q4_0x4_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Re
 /// Inverse of [`repack_q4_0x4_group`]: writes the group's `nrows` real rows
 /// back as GGUF Q4_0 bytes.
 pub fn unpack_q4_0x4_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Result<(), Error> {
+    unpack_nibble_x4_group(group, cols, out_rows, 0x88)
+}
+
+fn unpack_nibble_x4_group(
+    group: &[u8],
+    cols: usize,
+    out_rows: &mut [u8],
+    xor: u8,
+) -> Result<(), Error> {
     let nb = blocks_in("q4_0x4 columns", cols)?;
     check_len("q4_0x4 group bytes", nb * Q4X4_BLOCK_BYTES, group.len())?;
     let row_len = nb * q4_0::BLOCK_BYTES;
@@ -270,7 +177,7 @@ pub fn unpack_q4_0x4_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Re
             dst[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
             for c in 0..4 {
                 for k in 0..4 {
-                    dst[2 + 4 * c + k] = sb[8 + 16 * c + 4 * r + k] ^ 0x88;
+                    dst[2 + 4 * c + k] = sb[8 + 16 * c + 4 * r + k] ^ xor;
                 }
             }
         }

@@ -67,14 +67,7 @@ pub mod flags {
 
 /// The flag bit declaring a linear-weight copy stored in `layout`.
 pub fn copy_flag(layout: Layout) -> u64 {
-    match layout {
-        Layout::Q8_0x8 => flags::Q8_8X8,
-        Layout::Q4_0x4 => flags::Q4_4X4,
-        Layout::F32 => flags::LINEAR_F32,
-        Layout::F16 => flags::LINEAR_F16,
-        // Only in a COPY_TAGS file's decode copy, which no flag declares.
-        _ => 0,
-    }
+    layout.spec().copy_flag
 }
 
 /// The one layout a vision matrix of row width `cols` has in a file with
@@ -96,79 +89,29 @@ pub fn vision_layout(file_flags: u64, cols: usize) -> Layout {
 
 /// The GGUF block type a layout stores (`F32`, `F16`, `Q4_0`, `Q8_0`, ...).
 pub fn dtype_name(layout: Layout) -> &'static str {
-    match layout {
-        Layout::F32 => "F32",
-        Layout::F16 => "F16",
-        Layout::Q4_0x4 => "Q4_0",
-        Layout::Q8_0x8 => "Q8_0",
-        Layout::Q5_0x4 => "Q5_0",
-        Layout::Q5_1x4 => "Q5_1",
-        Layout::Q4Kx4 => "Q4_K",
-        Layout::Q5Kx4 => "Q5_K",
-        Layout::Q6Kx8 => "Q6_K",
-    }
+    layout.spec().dtype
 }
 
 /// The stored dtype code of a layout (0 F32, 1 F16, 2 Q4_0, 3 Q8_0; the
 /// block types kept from GGUF files by their ggml type id: 6 Q5_0, 7 Q5_1,
-/// 12 Q4_K, 13 Q5_K, 14 Q6_K).
+/// 12 Q4_K, 13 Q5_K, 14 Q6_K, 20 IQ4_NL).
 pub fn dtype_code(layout: Layout) -> u8 {
-    match layout {
-        Layout::F32 => 0,
-        Layout::F16 => 1,
-        Layout::Q4_0x4 => 2,
-        Layout::Q8_0x8 => 3,
-        Layout::Q5_0x4 => 6,
-        Layout::Q5_1x4 => 7,
-        Layout::Q4Kx4 => 12,
-        Layout::Q5Kx4 => 13,
-        Layout::Q6Kx8 => 14,
-    }
+    layout.spec().dtype_code
 }
 
 /// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 3
-/// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8).
+/// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8, 8 IQ4_NLx4).
 pub fn layout_code(layout: Layout) -> u8 {
-    match layout {
-        Layout::F32 | Layout::F16 => 0,
-        Layout::Q4_0x4 => 1,
-        Layout::Q8_0x8 => 2,
-        Layout::Q5_0x4 => 3,
-        Layout::Q5_1x4 => 4,
-        Layout::Q4Kx4 => 5,
-        Layout::Q5Kx4 => 6,
-        Layout::Q6Kx8 => 7,
-    }
+    layout.spec().layout_code
 }
 
 /// A short name for a layout (`F32`, `F16`, `Q4_0x4`, `Q8_0x8`, `Q6_Kx8`).
 pub fn layout_name(layout: Layout) -> &'static str {
-    match layout {
-        Layout::F32 => "F32",
-        Layout::F16 => "F16",
-        Layout::Q4_0x4 => "Q4_0x4",
-        Layout::Q8_0x8 => "Q8_0x8",
-        Layout::Q5_0x4 => "Q5_0x4",
-        Layout::Q5_1x4 => "Q5_1x4",
-        Layout::Q4Kx4 => "Q4_Kx4",
-        Layout::Q5Kx4 => "Q5_Kx4",
-        Layout::Q6Kx8 => "Q6_Kx8",
-    }
+    layout.spec().name
 }
 
 fn layout_from_codes(dtype: u8, layout: u8) -> Option<Layout> {
-    match (dtype, layout) {
-        (0, 0) => Some(Layout::F32),
-        (1, 0) => Some(Layout::F16),
-        (2, 1) => Some(Layout::Q4_0x4),
-        (3, 2) => Some(Layout::Q8_0x8),
-        (6, 3) => Some(Layout::Q5_0x4),
-        (7, 4) => Some(Layout::Q5_1x4),
-        (12, 5) => Some(Layout::Q4Kx4),
-        (13, 6) => Some(Layout::Q5Kx4),
-        (14, 7) => Some(Layout::Q6Kx8),
-        _ => None,
-    }
+    Layout::from_codes(dtype, layout)
 }
 
 /// Reads a little-endian u16/u32/u64 at `at` (the caller checked the bounds).

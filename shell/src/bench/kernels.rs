@@ -1,7 +1,7 @@
 //! The single-thread per-kernel lines (`--rows` x `--cols`): Q4_0x4 and
 //! Q8_0x8 GEMV and GEMM (4 activation rows: a batched decode step; 32: a
 //! prefill), the GEMVs and 4- and 32-row GEMMs of the layouts that keep
-//! GGUF blocks (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8: timed on pseudo-random
+//! GGUF blocks (Q5_0x4, Q5_1x4, Q4_Kx4, Q5_Kx4, Q6_Kx8, IQ4_NLx4: timed on pseudo-random
 //! block bytes, which cost what real ones do), the F16 matvec and the activation
 //! quantizer.
 
@@ -72,13 +72,12 @@ pub(super) fn kernel_lines(
     if k_ok {
         kernels.quantize_acts_k(&x[..K_ROWS * cols], &mut qs_k, &mut d_k, &mut sums_k)?;
     }
-    for (name, layout) in [
-        ("Q5_0x4", repack::Layout::Q5_0x4),
-        ("Q5_1x4", repack::Layout::Q5_1x4),
-        ("Q4_Kx4", repack::Layout::Q4Kx4),
-        ("Q5_Kx4", repack::Layout::Q5Kx4),
-        ("Q6_Kx8", repack::Layout::Q6Kx8),
-    ] {
+    // Every layout made from GGUF blocks but the two above.
+    let gguf_layouts = repack::Layout::ALL.into_iter().filter(|l| {
+        l.spec().kept.is_some() && !matches!(l, repack::Layout::Q4_0x4 | repack::Layout::Q8_0x8)
+    });
+    for layout in gguf_layouts {
+        let name = layout.spec().name;
         let k_quant = layout.block_cols() == 256;
         if k_quant && !k_ok {
             continue;

@@ -1,0 +1,403 @@
+//! The stored weight layouts, each declared once: [`LAYOUTS`] binds a
+//! layout's geometry, its names and codes in a VQF file, the GGUF block type
+//! it keeps, its repacker, the activation format it multiplies and its GEMM
+//! (the architecture kernels through `kernels::dispatch!`). Every other
+//! module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
+//! lists what a new one needs.
+
+use super::{q4k, q5, q5k, q6k, repack, QK, QK_K};
+use crate::error::{mul, Error};
+use crate::gguf::GgmlType;
+use crate::kernels::{dispatch, Acts, Kernels};
+use crate::vqf::format::flags;
+use kestrel_kernels::layout as kl;
+
+/// How a weight matrix is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Row-major little-endian f32.
+    F32,
+    /// Row-major little-endian f16.
+    F16,
+    /// Q4_0 blocks interleaved 4 rows x 4-byte chunks.
+    Q4_0x4,
+    /// Q8_0 blocks interleaved 8 rows x 4-byte chunks.
+    Q8_0x8,
+    /// GGUF Q5_0 blocks interleaved 4 rows, every value exact
+    /// (docs/kernels.md "Q5_0x4"; `super::q5`).
+    Q5_0x4,
+    /// GGUF Q5_1 blocks interleaved 4 rows, every value exact (`super::q5`).
+    Q5_1x4,
+    /// GGUF Q4_K super-blocks (256 weights) interleaved 4 rows, every
+    /// value exact (docs/kernels.md "Q4_Kx4"; `super::q4k`).
+    Q4Kx4,
+    /// GGUF Q5_K super-blocks interleaved 4 rows, every value exact
+    /// (`super::q5k`).
+    Q5Kx4,
+    /// GGUF Q6_K super-blocks (256 weights) interleaved 8 rows, every
+    /// value exact (docs/kernels.md "Q6_Kx8"; `super::q6k`).
+    Q6Kx8,
+    /// GGUF IQ4_NL blocks interleaved as Q4_0x4, nibbles unchanged, every
+    /// value exact (docs/kernels.md "IQ4_NLx4").
+    Iq4Nlx4,
+}
+
+/// The activation format a layout multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActFormat {
+    /// f32 values (the plain layouts).
+    Float,
+    /// Q8_0 content: a scale per 32 values (Q4_0x4, Q8_0x8, Q5_0x4, ...).
+    Q8_0,
+    /// Q8_K: an f32 scale per 256 values and each 32 quants' sum (the
+    /// k-quant layouts).
+    Q8K,
+}
+
+/// `(src, rows, cols, out)`: GGUF rows to the layout's bytes, or back.
+pub type RepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), Error>;
+/// `(kernels, weight bytes, rows, cols, activations, m, out)`.
+pub type GemmFn =
+    fn(&Kernels, &[u8], usize, usize, &Acts<'_>, usize, &mut [f32]) -> Result<(), Error>;
+
+/// A layout that keeps the blocks of one GGUF type exactly.
+#[derive(Clone, Copy, Debug)]
+pub struct Kept {
+    /// The GGUF block type it holds.
+    pub ty: GgmlType,
+    /// GGUF rows (at most one row group) to one row group, and back.
+    pub repack: RepackFn,
+    /// The inverse of `repack`, for whole matrices.
+    pub unpack: RepackFn,
+}
+
+/// Everything about one layout.
+#[derive(Debug)]
+pub struct LayoutSpec {
+    /// The layout.
+    pub layout: Layout,
+    /// Its name (`Q4_0x4`).
+    pub name: &'static str,
+    /// The block type it stores (`Q4_0`), as `inspect` shows it.
+    pub dtype: &'static str,
+    /// The suffix of its tensors' names in a VQF file (`q4`).
+    pub suffix: &'static str,
+    /// The stored dtype code (ggml's type id for the kept GGUF types).
+    pub dtype_code: u8,
+    /// The stored layout code.
+    pub layout_code: u8,
+    /// The header flag declaring a linear-weight copy in it (0: only a
+    /// COPY_TAGS file's decode copy, which no flag declares).
+    pub copy_flag: u64,
+    /// Rows per stored row group.
+    pub group_rows: usize,
+    /// Bytes of one row group's super-block (a block column of
+    /// `group_rows` rows); for the plain layouts, of one value.
+    pub block_bytes: usize,
+    /// The activations the kernels multiply it with.
+    pub acts: ActFormat,
+    /// The GGUF blocks it keeps, if it is made from them.
+    pub kept: Option<Kept>,
+    /// Its quantized GEMM (`None` for the plain layouts: `matvec_float`).
+    pub gemm: Option<GemmFn>,
+}
+
+/// A quantized GEMM with Q8_0 activations: kernel `$op` of every kernel set.
+macro_rules! q8_0_gemm {
+    ($op:ident) => {
+        Some(|k, w, rows, cols, a, m, out| Ok(dispatch!(k, $op(w, rows, cols, a.qs, a.d, m, out))?))
+    };
+}
+
+/// A quantized GEMM with Q8_K activations (scales and sums).
+macro_rules! q8_k_gemm {
+    ($op:ident) => {
+        Some(|k, w, rows, cols, a, m, out| {
+            Ok(dispatch!(k, $op(w, rows, cols, a.qs, a.d, a.sums, m, out))?)
+        })
+    };
+}
+
+/// A kept layout whose repacker and its inverse take whole matrices.
+const fn kept(ty: GgmlType, repack: RepackFn, unpack: RepackFn) -> Option<Kept> {
+    Some(Kept { ty, repack, unpack })
+}
+
+/// Every layout, in [`Layout`] order.
+pub static LAYOUTS: [LayoutSpec; 10] = [
+    LayoutSpec {
+        layout: Layout::F32,
+        name: "F32",
+        dtype: "F32",
+        suffix: "f32",
+        dtype_code: 0,
+        layout_code: 0,
+        copy_flag: flags::LINEAR_F32,
+        group_rows: 1,
+        block_bytes: 4,
+        acts: ActFormat::Float,
+        kept: None,
+        gemm: None,
+    },
+    LayoutSpec {
+        layout: Layout::F16,
+        name: "F16",
+        dtype: "F16",
+        suffix: "f16",
+        dtype_code: 1,
+        layout_code: 0,
+        copy_flag: flags::LINEAR_F16,
+        group_rows: 1,
+        block_bytes: 2,
+        acts: ActFormat::Float,
+        kept: None,
+        gemm: None,
+    },
+    LayoutSpec {
+        layout: Layout::Q4_0x4,
+        name: "Q4_0x4",
+        dtype: "Q4_0",
+        suffix: "q4",
+        dtype_code: 2,
+        layout_code: 1,
+        copy_flag: flags::Q4_4X4,
+        group_rows: kl::Q4X4_ROWS,
+        block_bytes: kl::Q4X4_BLOCK_BYTES,
+        acts: ActFormat::Q8_0,
+        kept: kept(
+            GgmlType::Q4_0,
+            |s, _, c, o| repack::repack_q4_0x4_group(s, c, o),
+            |s, r, c, o| groups(s, r, c, o, Layout::Q4_0x4, repack::unpack_q4_0x4_group),
+        ),
+        gemm: q8_0_gemm!(gemm_q4_0x4_q8_0),
+    },
+    LayoutSpec {
+        layout: Layout::Q8_0x8,
+        name: "Q8_0x8",
+        dtype: "Q8_0",
+        suffix: "q8",
+        dtype_code: 3,
+        layout_code: 2,
+        copy_flag: flags::Q8_8X8,
+        group_rows: kl::Q8X8_ROWS,
+        block_bytes: kl::Q8X8_BLOCK_BYTES,
+        acts: ActFormat::Q8_0,
+        kept: kept(
+            GgmlType::Q8_0,
+            |s, _, c, o| repack::repack_q8_0x8_group(s, c, o),
+            |s, r, c, o| groups(s, r, c, o, Layout::Q8_0x8, repack::unpack_q8_0x8_group),
+        ),
+        gemm: q8_0_gemm!(gemm_q8_0x8_q8_0),
+    },
+    LayoutSpec {
+        layout: Layout::Q5_0x4,
+        name: "Q5_0x4",
+        dtype: "Q5_0",
+        suffix: "q5_0",
+        dtype_code: 6,
+        layout_code: 3,
+        copy_flag: 0,
+        group_rows: kl::Q5X4_ROWS,
+        block_bytes: kl::Q5_0X4_BLOCK_BYTES,
+        acts: ActFormat::Q8_0,
+        kept: kept(GgmlType::Q5_0, q5::repack_q5_0, q5::unpack_q5_0),
+        gemm: q8_0_gemm!(gemm_q5_0x4_q8_0),
+    },
+    LayoutSpec {
+        layout: Layout::Q5_1x4,
+        name: "Q5_1x4",
+        dtype: "Q5_1",
+        suffix: "q5_1",
+        dtype_code: 7,
+        layout_code: 4,
+        copy_flag: 0,
+        group_rows: kl::Q5X4_ROWS,
+        block_bytes: kl::Q5_1X4_BLOCK_BYTES,
+        acts: ActFormat::Q8_0,
+        kept: kept(GgmlType::Q5_1, q5::repack_q5_1, q5::unpack_q5_1),
+        gemm: q8_0_gemm!(gemm_q5_1x4_q8_0),
+    },
+    LayoutSpec {
+        layout: Layout::Q4Kx4,
+        name: "Q4_Kx4",
+        dtype: "Q4_K",
+        suffix: "q4_k",
+        dtype_code: 12,
+        layout_code: 5,
+        copy_flag: 0,
+        group_rows: kl::Q4KX4_ROWS,
+        block_bytes: kl::Q4KX4_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(GgmlType::Q4_K, q4k::repack_q4_k, q4k::unpack_q4_k),
+        gemm: q8_k_gemm!(gemm_q4_kx4_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Q5Kx4,
+        name: "Q5_Kx4",
+        dtype: "Q5_K",
+        suffix: "q5_k",
+        dtype_code: 13,
+        layout_code: 6,
+        copy_flag: 0,
+        group_rows: kl::Q5KX4_ROWS,
+        block_bytes: kl::Q5KX4_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(GgmlType::Q5_K, q5k::repack_q5_k, q5k::unpack_q5_k),
+        gemm: q8_k_gemm!(gemm_q5_kx4_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Q6Kx8,
+        name: "Q6_Kx8",
+        dtype: "Q6_K",
+        suffix: "q6_k",
+        dtype_code: 14,
+        layout_code: 7,
+        copy_flag: 0,
+        group_rows: kl::Q6KX8_ROWS,
+        block_bytes: kl::Q6KX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(GgmlType::Q6_K, q6k::repack_q6_k, q6k::unpack_q6_k),
+        gemm: q8_k_gemm!(gemm_q6_kx8_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Iq4Nlx4,
+        name: "IQ4_NLx4",
+        dtype: "IQ4_NL",
+        suffix: "iq4_nl",
+        dtype_code: 20,
+        layout_code: 8,
+        copy_flag: 0,
+        group_rows: kl::Q4X4_ROWS,
+        block_bytes: kl::Q4X4_BLOCK_BYTES,
+        acts: ActFormat::Q8_0,
+        kept: kept(
+            GgmlType::IQ4_NL,
+            |s, _, c, o| repack::repack_iq4_nlx4_group(s, c, o),
+            |s, r, c, o| groups(s, r, c, o, Layout::Iq4Nlx4, repack::unpack_iq4_nlx4_group),
+        ),
+        gemm: q8_0_gemm!(gemm_iq4_nlx4_q8_0),
+    },
+];
+
+const _: () = {
+    let mut i = 0;
+    while i < LAYOUTS.len() {
+        assert!(LAYOUTS[i].layout as usize == i);
+        i += 1;
+    }
+};
+
+/// `(group, cols, rows_out)`: one row group back to GGUF rows.
+type UnpackGroupFn = fn(&[u8], usize, &mut [u8]) -> Result<(), Error>;
+
+/// A group-at-a-time inverse (`unpack(group, cols, rows_out)`) applied to
+/// every row group of a whole `rows x cols` matrix.
+fn groups(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+    layout: Layout,
+    unpack: UnpackGroupFn,
+) -> Result<(), Error> {
+    let spec = layout.spec();
+    let ty = spec.kept.map(|k| k.ty).ok_or(Error::Unsupported {
+        what: "unpacking a layout that keeps no GGUF blocks",
+        value: spec.layout_code.into(),
+    })?;
+    let row_bytes = ty.row_bytes(cols as u64).ok_or(Error::NotBlockAligned {
+        what: "unpacked row",
+        len: cols,
+    })?;
+    let group_bytes = layout.group_bytes(cols)?;
+    crate::error::check_len(
+        "unpacked matrix bytes",
+        mul("rows", rows, row_bytes)?,
+        out.len(),
+    )?;
+    crate::error::check_len(
+        "packed matrix bytes",
+        layout.matrix_bytes(rows, cols)?,
+        packed.len(),
+    )?;
+    for (g, rows_out) in out
+        .chunks_mut(spec.group_rows * row_bytes.max(1))
+        .enumerate()
+    {
+        unpack(
+            &packed[g * group_bytes..(g + 1) * group_bytes],
+            cols,
+            rows_out,
+        )?;
+    }
+    Ok(())
+}
+
+impl Layout {
+    /// Every layout.
+    pub const ALL: [Layout; LAYOUTS.len()] = {
+        let mut all = [Layout::F32; LAYOUTS.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = LAYOUTS[i].layout;
+            i += 1;
+        }
+        all
+    };
+
+    /// The layout's descriptor.
+    pub fn spec(self) -> &'static LayoutSpec {
+        &LAYOUTS[self as usize]
+    }
+
+    /// Rows per stored row group (1 for the plain layouts).
+    pub fn group_rows(self) -> usize {
+        self.spec().group_rows
+    }
+
+    /// The activations the kernels multiply this layout with.
+    pub fn acts(self) -> ActFormat {
+        self.spec().acts
+    }
+
+    /// Columns of one stored block column: 32, or 256 for the k-quant
+    /// layouts (1 for the plain ones).
+    pub fn block_cols(self) -> usize {
+        match self.acts() {
+            ActFormat::Float => 1,
+            ActFormat::Q8_0 => QK,
+            ActFormat::Q8K => QK_K,
+        }
+    }
+
+    /// Bytes of one row group: `cols` weights of `group_rows()` rows.
+    pub fn group_bytes(self, cols: usize) -> Result<usize, Error> {
+        let what = self.spec().name;
+        if !cols.is_multiple_of(self.block_cols()) {
+            return Err(Error::NotBlockAligned { what, len: cols });
+        }
+        mul(what, cols / self.block_cols(), self.spec().block_bytes)
+    }
+
+    /// Bytes of a whole `rows x cols` matrix, padding rows included.
+    pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize, Error> {
+        let groups = rows.div_ceil(self.group_rows());
+        mul("matrix bytes", groups, self.group_bytes(cols)?)
+    }
+
+    /// The layout with stored codes `(dtype, layout)`, if any.
+    pub fn from_codes(dtype: u8, layout: u8) -> Option<Layout> {
+        let s = LAYOUTS
+            .iter()
+            .find(|s| s.dtype_code == dtype && s.layout_code == layout)?;
+        Some(s.layout)
+    }
+
+    /// The layout that keeps GGUF blocks of type `ty`, if any.
+    pub fn keeping(ty: GgmlType) -> Option<Layout> {
+        let s = LAYOUTS
+            .iter()
+            .find(|s| s.kept.is_some_and(|k| k.ty == ty))?;
+        Some(s.layout)
+    }
+}

@@ -327,14 +327,14 @@ const COPY_ORDER: [Layout; 4] = [Layout::F32, Layout::F16, Layout::Q4_0x4, Layou
 /// `cols` weights, if the kernels have one: what a `source` file's decode
 /// copy stores a matrix of that type in.
 pub fn exact_layout(ty: GgmlType, cols: usize) -> Option<Layout> {
-    let layout = Layout::keeping(ty)?;
+    let layout = Layout::keeping(ty.id())?;
     cols.is_multiple_of(layout.block_cols()).then_some(layout)
 }
 
 /// The GGUF block type a layout that keeps source blocks holds (the
 /// inverse of [`exact_layout`]).
 fn kept_type(layout: Layout) -> Option<GgmlType> {
-    layout.spec().kept.map(|k| k.ty)
+    GgmlType::from_id(layout.spec().kept?.ggml_id)
 }
 
 /// The source parts a stored linear role is assembled from, in row order

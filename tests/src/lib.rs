@@ -304,7 +304,8 @@ pub fn weights(
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
     let kept = m.layout.spec().kept?;
-    let row_bytes = kept.ty.row_bytes(m.cols as u64).unwrap();
+    let ty = kestrel_core::gguf::GgmlType::from_id(kept.ggml_id).unwrap();
+    let row_bytes = ty.row_bytes(m.cols as u64).unwrap();
     let mut out = vec![0u8; m.rows * row_bytes];
     (kept.unpack)(m.bytes, m.rows, m.cols, &mut out).unwrap();
     Some(out)

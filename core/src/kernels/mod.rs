@@ -10,7 +10,8 @@
 
 use crate::error::Error;
 use crate::parallel::{Parallel, MAX_PARTS};
-use crate::quant::repack::{ActFormat, Layout, PackedMatrix};
+use crate::quant::layout::Gemm;
+use crate::quant::repack::{Layout, PackedMatrix};
 use crate::state::KvView;
 #[cfg(doc)]
 use kestrel_kernels::generic;
@@ -30,7 +31,6 @@ macro_rules! dispatch {
         }
     };
 }
-pub(crate) use dispatch;
 
 /// A kernel's shape error is a size mismatch: the one place it is mapped.
 impl From<ShapeError> for Error {
@@ -339,24 +339,30 @@ impl Kernels {
                 actual: acts.sums.len(),
             })
         };
-        let Some(gemm) = w.layout.spec().gemm else {
-            return Err(Error::SizeMismatch {
+        match w.layout.spec().gemm {
+            Gemm::Q8_0(f) => Ok(match self {
+                Kernels::Scalar => (f.generic)(b, r, c, qs, d, m, out),
+                #[cfg(target_arch = "aarch64")]
+                Kernels::Dotprod(cpu) => (f.arch)(*cpu, b, r, c, qs, d, m, out),
+                #[cfg(target_arch = "x86_64")]
+                Kernels::Avx2(cpu) => (f.arch)(*cpu, b, r, c, qs, d, m, out),
+            }?),
+            Gemm::Q8K(f) => {
+                let s = sums()?;
+                Ok(match self {
+                    Kernels::Scalar => (f.generic)(b, r, c, qs, d, s, m, out),
+                    #[cfg(target_arch = "aarch64")]
+                    Kernels::Dotprod(cpu) => (f.arch)(*cpu, b, r, c, qs, d, s, m, out),
+                    #[cfg(target_arch = "x86_64")]
+                    Kernels::Avx2(cpu) => (f.arch)(*cpu, b, r, c, qs, d, s, m, out),
+                }?)
+            }
+            Gemm::None => Err(Error::SizeMismatch {
                 what: "gemm_quantized needs a quantized layout (group rows 4 or 8)",
                 expected: 4,
                 actual: w.layout.group_rows(),
-            });
-        };
-        let sums = match w.layout.acts() {
-            ActFormat::Q8K => sums()?,
-            _ => &[],
-        };
-        let acts = Acts {
-            qs,
-            d,
-            sums,
-            ..*acts
-        };
-        gemm(self, b, r, c, &acts, m, out)
+            }),
+        }
     }
 
     /// [`Kernels::gemm_quantized`] for a layout multiplied with Q8_0

@@ -1,16 +1,19 @@
 //! The stored weight layouts, each declared once: [`LAYOUTS`] binds a
 //! layout's geometry, its names and codes in a VQF file, the GGUF block type
 //! it keeps, its repacker, the activation format it multiplies and its GEMM
-//! (the architecture kernels through `kernels::dispatch!`). Every other
-//! module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
+//! (the generic kernel and this architecture's, which `kernels` picks
+//! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
 use super::{q4k, q5, q5k, q6k, repack, QK, QK_K};
 use crate::error::{mul, Error};
-use crate::gguf::GgmlType;
-use crate::kernels::{dispatch, Acts, Kernels};
-use crate::vqf::format::flags;
+#[cfg(target_arch = "aarch64")]
+use kestrel_kernels::aarch64 as arch;
+use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
+#[cfg(target_arch = "x86_64")]
+use kestrel_kernels::x86_64 as arch;
+use kestrel_kernels::ShapeError;
 
 /// How a weight matrix is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,15 +59,53 @@ pub enum ActFormat {
 
 /// `(src, rows, cols, out)`: GGUF rows to the layout's bytes, or back.
 pub type RepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), Error>;
-/// `(kernels, weight bytes, rows, cols, activations, m, out)`.
-pub type GemmFn =
-    fn(&Kernels, &[u8], usize, usize, &Acts<'_>, usize, &mut [f32]) -> Result<(), Error>;
+/// A generic GEMM with Q8_0 activations: `(w, rows, cols, qs, d, m, out)`.
+pub type GenericQ8_0 = fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Kernel;
+/// A generic GEMM with Q8_K activations: `(w, rows, cols, qs, d, sums, m,
+/// out)`.
+pub type GenericQ8K = fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Kernel;
+/// This architecture's GEMM with Q8_0 activations (its token first).
+#[cfg(any(target_arch = "aarch64", target_arch = "x86_64"))]
+pub type ArchQ8_0 = fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Kernel;
+/// This architecture's GEMM with Q8_K activations (its token first).
+#[cfg(any(target_arch = "aarch64", target_arch = "x86_64"))]
+pub type ArchQ8K =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Kernel;
+/// What a kernel returns.
+pub type Kernel = Result<(), ShapeError>;
+
+/// A layout's GEMM: the generic kernel and this architecture's twin.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmFns<G, A> {
+    /// The scalar specification.
+    pub generic: G,
+    /// This architecture's kernel (`()` where there is none).
+    pub arch: A,
+}
+
+/// No architecture kernels in this build.
+#[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+pub type ArchQ8_0 = ();
+/// No architecture kernels in this build.
+#[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+pub type ArchQ8K = ();
+
+/// A layout's GEMM by the activations it multiplies.
+#[derive(Clone, Copy, Debug)]
+pub enum Gemm {
+    /// The plain layouts: `matvec_float`.
+    None,
+    /// Q8_0 activations.
+    Q8_0(GemmFns<GenericQ8_0, ArchQ8_0>),
+    /// Q8_K activations (scales per 256, sums per 32).
+    Q8K(GemmFns<GenericQ8K, ArchQ8K>),
+}
 
 /// A layout that keeps the blocks of one GGUF type exactly.
 #[derive(Clone, Copy, Debug)]
 pub struct Kept {
-    /// The GGUF block type it holds.
-    pub ty: GgmlType,
+    /// ggml's id of the GGUF block type it holds (`GgmlType::from_id`).
+    pub ggml_id: u32,
     /// GGUF rows (at most one row group) to one row group, and back.
     pub repack: RepackFn,
     /// The inverse of `repack`, for whole matrices.
@@ -86,9 +127,6 @@ pub struct LayoutSpec {
     pub dtype_code: u8,
     /// The stored layout code.
     pub layout_code: u8,
-    /// The header flag declaring a linear-weight copy in it (0: only a
-    /// COPY_TAGS file's decode copy, which no flag declares).
-    pub copy_flag: u64,
     /// Rows per stored row group.
     pub group_rows: usize,
     /// Bytes of one row group's super-block (a block column of
@@ -98,29 +136,31 @@ pub struct LayoutSpec {
     pub acts: ActFormat,
     /// The GGUF blocks it keeps, if it is made from them.
     pub kept: Option<Kept>,
-    /// Its quantized GEMM (`None` for the plain layouts: `matvec_float`).
-    pub gemm: Option<GemmFn>,
+    /// Its quantized GEMM.
+    pub gemm: Gemm,
 }
 
-/// A quantized GEMM with Q8_0 activations: kernel `$op` of every kernel set.
-macro_rules! q8_0_gemm {
-    ($op:ident) => {
-        Some(|k, w, rows, cols, a, m, out| Ok(dispatch!(k, $op(w, rows, cols, a.qs, a.d, m, out))?))
-    };
-}
-
-/// A quantized GEMM with Q8_K activations (scales and sums).
-macro_rules! q8_k_gemm {
-    ($op:ident) => {
-        Some(|k, w, rows, cols, a, m, out| {
-            Ok(dispatch!(k, $op(w, rows, cols, a.qs, a.d, a.sums, m, out))?)
+/// The GEMM `$op` of the generic kernels and this architecture's, of
+/// activation format `$acts` (`Q8_0` or `Q8K`).
+macro_rules! gemm {
+    ($acts:ident, $op:ident) => {
+        Gemm::$acts(GemmFns {
+            generic: generic::$op,
+            #[cfg(any(target_arch = "aarch64", target_arch = "x86_64"))]
+            arch: arch::$op,
+            #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+            arch: (),
         })
     };
 }
 
 /// A kept layout whose repacker and its inverse take whole matrices.
-const fn kept(ty: GgmlType, repack: RepackFn, unpack: RepackFn) -> Option<Kept> {
-    Some(Kept { ty, repack, unpack })
+const fn kept(ggml_id: u32, repack: RepackFn, unpack: RepackFn) -> Option<Kept> {
+    Some(Kept {
+        ggml_id,
+        repack,
+        unpack,
+    })
 }
 
 /// Every layout, in [`Layout`] order.
@@ -132,12 +172,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "f32",
         dtype_code: 0,
         layout_code: 0,
-        copy_flag: flags::LINEAR_F32,
         group_rows: 1,
         block_bytes: 4,
         acts: ActFormat::Float,
         kept: None,
-        gemm: None,
+        gemm: Gemm::None,
     },
     LayoutSpec {
         layout: Layout::F16,
@@ -146,12 +185,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "f16",
         dtype_code: 1,
         layout_code: 0,
-        copy_flag: flags::LINEAR_F16,
         group_rows: 1,
         block_bytes: 2,
         acts: ActFormat::Float,
         kept: None,
-        gemm: None,
+        gemm: Gemm::None,
     },
     LayoutSpec {
         layout: Layout::Q4_0x4,
@@ -160,16 +198,15 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q4",
         dtype_code: 2,
         layout_code: 1,
-        copy_flag: flags::Q4_4X4,
         group_rows: kl::Q4X4_ROWS,
         block_bytes: kl::Q4X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
         kept: kept(
-            GgmlType::Q4_0,
+            2, // Q4_0
             |s, _, c, o| repack::repack_q4_0x4_group(s, c, o),
             |s, r, c, o| groups(s, r, c, o, Layout::Q4_0x4, repack::unpack_q4_0x4_group),
         ),
-        gemm: q8_0_gemm!(gemm_q4_0x4_q8_0),
+        gemm: gemm!(Q8_0, gemm_q4_0x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q8_0x8,
@@ -178,16 +215,15 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q8",
         dtype_code: 3,
         layout_code: 2,
-        copy_flag: flags::Q8_8X8,
         group_rows: kl::Q8X8_ROWS,
         block_bytes: kl::Q8X8_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
         kept: kept(
-            GgmlType::Q8_0,
+            8, // Q8_0
             |s, _, c, o| repack::repack_q8_0x8_group(s, c, o),
             |s, r, c, o| groups(s, r, c, o, Layout::Q8_0x8, repack::unpack_q8_0x8_group),
         ),
-        gemm: q8_0_gemm!(gemm_q8_0x8_q8_0),
+        gemm: gemm!(Q8_0, gemm_q8_0x8_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q5_0x4,
@@ -196,12 +232,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q5_0",
         dtype_code: 6,
         layout_code: 3,
-        copy_flag: 0,
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_0X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(GgmlType::Q5_0, q5::repack_q5_0, q5::unpack_q5_0),
-        gemm: q8_0_gemm!(gemm_q5_0x4_q8_0),
+        kept: kept(6, q5::repack_q5_0, q5::unpack_q5_0), // Q5_0
+        gemm: gemm!(Q8_0, gemm_q5_0x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q5_1x4,
@@ -210,12 +245,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q5_1",
         dtype_code: 7,
         layout_code: 4,
-        copy_flag: 0,
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_1X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(GgmlType::Q5_1, q5::repack_q5_1, q5::unpack_q5_1),
-        gemm: q8_0_gemm!(gemm_q5_1x4_q8_0),
+        kept: kept(7, q5::repack_q5_1, q5::unpack_q5_1), // Q5_1
+        gemm: gemm!(Q8_0, gemm_q5_1x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q4Kx4,
@@ -224,12 +258,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q4_k",
         dtype_code: 12,
         layout_code: 5,
-        copy_flag: 0,
         group_rows: kl::Q4KX4_ROWS,
         block_bytes: kl::Q4KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(GgmlType::Q4_K, q4k::repack_q4_k, q4k::unpack_q4_k),
-        gemm: q8_k_gemm!(gemm_q4_kx4_q8_k),
+        kept: kept(12, q4k::repack_q4_k, q4k::unpack_q4_k), // Q4_K
+        gemm: gemm!(Q8K, gemm_q4_kx4_q8_k),
     },
     LayoutSpec {
         layout: Layout::Q5Kx4,
@@ -238,12 +271,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q5_k",
         dtype_code: 13,
         layout_code: 6,
-        copy_flag: 0,
         group_rows: kl::Q5KX4_ROWS,
         block_bytes: kl::Q5KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(GgmlType::Q5_K, q5k::repack_q5_k, q5k::unpack_q5_k),
-        gemm: q8_k_gemm!(gemm_q5_kx4_q8_k),
+        kept: kept(13, q5k::repack_q5_k, q5k::unpack_q5_k), // Q5_K
+        gemm: gemm!(Q8K, gemm_q5_kx4_q8_k),
     },
     LayoutSpec {
         layout: Layout::Q6Kx8,
@@ -252,12 +284,11 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "q6_k",
         dtype_code: 14,
         layout_code: 7,
-        copy_flag: 0,
         group_rows: kl::Q6KX8_ROWS,
         block_bytes: kl::Q6KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(GgmlType::Q6_K, q6k::repack_q6_k, q6k::unpack_q6_k),
-        gemm: q8_k_gemm!(gemm_q6_kx8_q8_k),
+        kept: kept(14, q6k::repack_q6_k, q6k::unpack_q6_k), // Q6_K
+        gemm: gemm!(Q8K, gemm_q6_kx8_q8_k),
     },
     LayoutSpec {
         layout: Layout::Iq4Nlx4,
@@ -266,16 +297,15 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
         suffix: "iq4_nl",
         dtype_code: 20,
         layout_code: 8,
-        copy_flag: 0,
         group_rows: kl::Q4X4_ROWS,
         block_bytes: kl::Q4X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
         kept: kept(
-            GgmlType::IQ4_NL,
+            20, // IQ4_NL
             |s, _, c, o| repack::repack_iq4_nlx4_group(s, c, o),
             |s, r, c, o| groups(s, r, c, o, Layout::Iq4Nlx4, repack::unpack_iq4_nlx4_group),
         ),
-        gemm: q8_0_gemm!(gemm_iq4_nlx4_q8_0),
+        gemm: gemm!(Q8_0, gemm_iq4_nlx4_q8_0),
     },
 ];
 
@@ -301,25 +331,11 @@ fn groups(
     unpack: UnpackGroupFn,
 ) -> Result<(), Error> {
     let spec = layout.spec();
-    let ty = spec.kept.map(|k| k.ty).ok_or(Error::Unsupported {
-        what: "unpacking a layout that keeps no GGUF blocks",
-        value: spec.layout_code.into(),
-    })?;
-    let row_bytes = ty.row_bytes(cols as u64).ok_or(Error::NotBlockAligned {
-        what: "unpacked row",
-        len: cols,
-    })?;
+    // Each unpacker checks its rows' length against `cols`.
+    let row_bytes = out.len().checked_div(rows).unwrap_or(0);
     let group_bytes = layout.group_bytes(cols)?;
-    crate::error::check_len(
-        "unpacked matrix bytes",
-        mul("rows", rows, row_bytes)?,
-        out.len(),
-    )?;
-    crate::error::check_len(
-        "packed matrix bytes",
-        layout.matrix_bytes(rows, cols)?,
-        packed.len(),
-    )?;
+    let want = layout.matrix_bytes(rows, cols)?;
+    crate::error::check_len("packed matrix bytes", want, packed.len())?;
     for (g, rows_out) in out
         .chunks_mut(spec.group_rows * row_bytes.max(1))
         .enumerate()
@@ -393,11 +409,11 @@ impl Layout {
         Some(s.layout)
     }
 
-    /// The layout that keeps GGUF blocks of type `ty`, if any.
-    pub fn keeping(ty: GgmlType) -> Option<Layout> {
+    /// The layout that keeps GGUF blocks of ggml type id `id`, if any.
+    pub fn keeping(id: u32) -> Option<Layout> {
         let s = LAYOUTS
             .iter()
-            .find(|s| s.kept.is_some_and(|k| k.ty == ty))?;
+            .find(|s| s.kept.is_some_and(|k| k.ggml_id == id))?;
         Some(s.layout)
     }
 }

@@ -67,7 +67,14 @@ pub mod flags {
 
 /// The flag bit declaring a linear-weight copy stored in `layout`.
 pub fn copy_flag(layout: Layout) -> u64 {
-    layout.spec().copy_flag
+    match layout {
+        Layout::Q8_0x8 => flags::Q8_8X8,
+        Layout::Q4_0x4 => flags::Q4_4X4,
+        Layout::F32 => flags::LINEAR_F32,
+        Layout::F16 => flags::LINEAR_F16,
+        // Only in a COPY_TAGS file's decode copy, which no flag declares.
+        _ => 0,
+    }
 }
 
 /// The one layout a vision matrix of row width `cols` has in a file with

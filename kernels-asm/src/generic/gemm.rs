@@ -111,114 +111,45 @@ fn gemm_groups<const R: usize>(
     Ok(())
 }
 
-/// GEMV, Q4_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
-/// * `out`: `rows` results.
-pub fn gemv_q4_0x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q4_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+    /// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
+    /// * `out`: `rows` results.
+    q8_0 gemv gemv_q4_0x4_q8_0 => gemm_q4_0x4_q8_0
+);
 
-/// GEMV, Q8_0x8 weights x one Q8_0 activation row (shapes as
-/// [`gemv_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
-pub fn gemv_q8_0x8_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q8_0x8 weights x one Q8_0 activation row (shapes as
+    /// [`gemv_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
+    q8_0 gemv gemv_q8_0x8_q8_0 => gemm_q8_0x8_q8_0
+);
 
-/// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
-/// * `out`: `m x rows` results.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q4_0x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_groups(
-        Q4X4_BLOCK_BYTES,
-        q4x4_group_dot,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )
-}
+gemv_as_gemm!(
+    /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
+    /// W[r] . act[t]`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
+    /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+    /// * `out`: `m x rows` results.
+    q8_0 gemm gemm_q4_0x4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, q4x4_group_dot]
+);
 
-/// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows (shapes as
-/// [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q8_0x8_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_groups(
-        Q8X8_BLOCK_BYTES,
-        q8x8_group_dot,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        m,
-        out,
-    )
-}
+gemv_as_gemm!(
+    /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows (shapes as
+    /// [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
+    q8_0 gemm gemm_q8_0x8_q8_0 => gemm_groups [Q8X8_BLOCK_BYTES, q8x8_group_dot]
+);
 
-/// GEMV, IQ4_NLx4 weights x one Q8_0 activation row (shapes as
-/// [`gemv_q4_0x4_q8_0`]).
-pub fn gemv_iq4_nlx4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_iq4_nlx4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, IQ4_NLx4 weights x one Q8_0 activation row (shapes as
+    /// [`gemv_q4_0x4_q8_0`]).
+    q8_0 gemv gemv_iq4_nlx4_q8_0 => gemm_iq4_nlx4_q8_0
+);
 
-/// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows (shapes as
-/// [`gemm_q4_0x4_q8_0`]).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_iq4_nlx4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let dot = iq4_nlx4_group_dot;
-    gemm_groups(Q4X4_BLOCK_BYTES, dot, w, rows, cols, act_qs, act_d, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows (shapes as
+    /// [`gemm_q4_0x4_q8_0`]).
+    q8_0 gemm gemm_iq4_nlx4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, iq4_nlx4_group_dot]
+);

@@ -108,44 +108,26 @@ pub(super) fn kx4_group_dot<const Q5: bool>(
     acc
 }
 
-/// GEMV, Q4_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
-///   `cols / 32` sums;
-/// * `out`: `rows` results.
-pub fn gemv_q4_kx4_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q4_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q4_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
+    /// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
+    ///   `cols / 32` sums;
+    /// * `out`: `rows` results.
+    q8_k gemv gemv_q4_kx4_q8_k => gemm_q4_kx4_q8_k
+);
 
-/// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-///   `act_sums`: `m x cols / 32` sums;
-/// * `out`: `m x rows` results.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q4_kx4_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_kx4::<false>(w, rows, cols, act_qs, act_d, act_sums, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
+    /// W[r] . act[t]`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
+    /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
+    ///   `act_sums`: `m x cols / 32` sums;
+    /// * `out`: `m x rows` results.
+    q8_k gemm gemm_q4_kx4_q8_k => gemm_kx4::<false>
+);
 
 /// The GEMM of Q4_Kx4 (`Q5`: Q5_Kx4) weights: each activation row against
 /// each row group through [`kx4_group_dot`].

@@ -49,40 +49,24 @@ pub fn q5_0x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q5X
     acc
 }
 
-/// GEMV, Q5_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
-/// * `out`: `rows` results.
-pub fn gemv_q5_0x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5_0x4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q5_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
+    /// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
+    /// * `out`: `rows` results.
+    q8_0 gemv gemv_q5_0x4_q8_0 => gemm_q5_0x4_q8_0
+);
 
-/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
-/// * `out`: `m x rows` results.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_0x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<false>(w, rows, cols, act_qs, act_d, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
+    /// W[r] . act[t]`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
+    /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
+    /// * `out`: `m x rows` results.
+    q8_0 gemm gemm_q5_0x4_q8_0 => gemm_q5x4::<false>
+);
 
 /// The GEMM of Q5_0x4 (`Q51`: Q5_1x4) weights: shapes checked, then every
 /// activation row against every row group through the layout's group dot.
@@ -162,30 +146,14 @@ pub fn q5_1x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q5X
     acc
 }
 
-/// GEMV, Q5_1x4 weights x one Q8_0 activation row (shapes as
-/// [`gemv_q5_0x4_q8_0`], with 96-byte super-blocks).
-pub fn gemv_q5_1x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5_1x4_q8_0(w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q5_1x4 weights x one Q8_0 activation row (shapes as
+    /// [`gemv_q5_0x4_q8_0`], with 96-byte super-blocks).
+    q8_0 gemv gemv_q5_1x4_q8_0 => gemm_q5_1x4_q8_0
+);
 
-/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows (shapes as
-/// [`gemm_q5_0x4_q8_0`], with 96-byte super-blocks).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_1x4_q8_0(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<true>(w, rows, cols, act_qs, act_d, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows (shapes as
+    /// [`gemm_q5_0x4_q8_0`], with 96-byte super-blocks).
+    q8_0 gemm gemm_q5_1x4_q8_0 => gemm_q5x4::<true>
+);

@@ -11,7 +11,6 @@
 
 use super::q4k::{gemm_kx4, kx4_group_dot};
 use crate::layout::Q5KX4_ROWS;
-use crate::shape::ShapeError;
 
 /// The four rows of one Q5_Kx4 row group dotted with one Q8_K activation
 /// row (`group`: `nb` super-blocks; `act_qs`: `nb * 256` quants; `act_d`:
@@ -25,36 +24,18 @@ pub fn q5kx4_group_dot(
     kx4_group_dot::<true>(group, act_qs, act_d, act_sums)
 }
 
-/// GEMV, Q5_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
-///
-/// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 704-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
-///   `cols / 32` sums;
-/// * `out`: `rows` results.
-pub fn gemv_q5_kx4_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5_kx4_q8_k(w, rows, cols, act_qs, act_d, act_sums, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q5_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
+    ///
+    /// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 704-byte super-blocks;
+    /// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
+    ///   `cols / 32` sums;
+    /// * `out`: `rows` results.
+    q8_k gemv gemv_q5_kx4_q8_k => gemm_q5_kx4_q8_k
+);
 
-/// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
-/// W[r] . act[t]` (shapes as [`gemv_q5_kx4_q8_k`], `m` activation rows).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_kx4_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_kx4::<true>(w, rows, cols, act_qs, act_d, act_sums, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
+    /// W[r] . act[t]` (shapes as [`gemv_q5_kx4_q8_k`], `m` activation rows).
+    q8_k gemm gemm_q5_kx4_q8_k => gemm_kx4::<true>
+);

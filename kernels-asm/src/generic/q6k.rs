@@ -66,23 +66,15 @@ pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX
     acc
 }
 
-/// GEMV, Q6_Kx8 weights x one Q8_K activation row: `out[r] = W[r] . act`.
-///
-/// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
-/// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
-///   `cols / 32` sums (checked only);
-/// * `out`: `rows` results.
-pub fn gemv_q6_kx8_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q6_Kx8 weights x one Q8_K activation row: `out[r] = W[r] . act`.
+    ///
+    /// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
+    /// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
+    ///   `cols / 32` sums (checked only);
+    /// * `out`: `rows` results.
+    q8_k gemv gemv_q6_kx8_q8_k => gemm_q6_kx8_q8_k
+);
 
 /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t * rows + r] =
 /// W[r] . act[t]`.

@@ -18,33 +18,17 @@ use core::mem::MaybeUninit;
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
 
-/// GEMV, Q4_0x4 weights x one Q8_0 activation row: [`gemm_q4_0x4_q8_0`]
-/// with `m = 1`; the same contract as [`generic::gemv_q4_0x4_q8_0`].
-pub fn gemv_q4_0x4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q4_0x4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q4_0x4 weights x one Q8_0 activation row: [`gemm_q4_0x4_q8_0`]
+    /// with `m = 1`; the same contract as [`generic::gemv_q4_0x4_q8_0`].
+    q8_0 gemv gemv_q4_0x4_q8_0 (cpu: Avx2) => gemm_q4_0x4_q8_0
+);
 
-/// GEMV, Q8_0x8 weights x one Q8_0 activation row: [`gemm_q8_0x8_q8_0`]
-/// with `m = 1`; the same contract as [`generic::gemv_q8_0x8_q8_0`].
-pub fn gemv_q8_0x8_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q8_0x8_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q8_0x8 weights x one Q8_0 activation row: [`gemm_q8_0x8_q8_0`]
+    /// with `m = 1`; the same contract as [`generic::gemv_q8_0x8_q8_0`].
+    q8_0 gemv gemv_q8_0x8_q8_0 (cpu: Avx2) => gemm_q8_0x8_q8_0
+);
 
 /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.
 ///

@@ -28,19 +28,11 @@ const LOW: [i8; 16] = {
 /// 1 where the IQ4_NL value is negative (the first 8), else 0.
 const NEGATIVE: [i8; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0];
 
-/// GEMV, IQ4_NLx4 weights x one Q8_0 activation row: [`gemm_iq4_nlx4_q8_0`]
-/// with `m = 1`; the contract of [`generic::gemv_iq4_nlx4_q8_0`].
-pub fn gemv_iq4_nlx4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_iq4_nlx4_q8_0(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, IQ4_NLx4 weights x one Q8_0 activation row: [`gemm_iq4_nlx4_q8_0`]
+    /// with `m = 1`; the contract of [`generic::gemv_iq4_nlx4_q8_0`].
+    q8_0 gemv gemv_iq4_nlx4_q8_0 (cpu: Avx2) => gemm_iq4_nlx4_q8_0
+);
 
 /// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows: the contract of
 /// [`generic::gemm_iq4_nlx4_q8_0`], exact for every input bit pattern; empty

@@ -24,65 +24,29 @@ use core::mem::MaybeUninit;
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
 
-/// GEMV, Q5_0x4 weights x one Q8_0 activation row: [`gemm_q5_0x4_q8_0`]
-/// with `m = 1`; the same contract as [`generic::gemv_q5_0x4_q8_0`].
-pub fn gemv_q5_0x4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<false>(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q5_0x4 weights x one Q8_0 activation row: [`gemm_q5_0x4_q8_0`]
+    /// with `m = 1`; the same contract as [`generic::gemv_q5_0x4_q8_0`].
+    q8_0 gemv gemv_q5_0x4_q8_0 (cpu: Avx2) => gemm_q5x4::<false>
+);
 
-/// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
-/// with `m = 1`; the same contract as [`generic::gemv_q5_1x4_q8_0`].
-pub fn gemv_q5_1x4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<true>(cpu, w, rows, cols, act_qs, act_d, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
+    /// with `m = 1`; the same contract as [`generic::gemv_q5_1x4_q8_0`].
+    q8_0 gemv gemv_q5_1x4_q8_0 (cpu: Avx2) => gemm_q5x4::<true>
+);
 
-/// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
-/// contract of [`generic::gemm_q5_0x4_q8_0`]).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_0x4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<false>(cpu, w, rows, cols, act_qs, act_d, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
+    /// contract of [`generic::gemm_q5_0x4_q8_0`]).
+    q8_0 gemm gemm_q5_0x4_q8_0 (cpu: Avx2) => gemm_q5x4::<false>
+);
 
-/// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
-/// contract of [`generic::gemm_q5_1x4_q8_0`]).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q5_1x4_q8_0(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q5x4::<true>(cpu, w, rows, cols, act_qs, act_d, m, out)
-}
+gemv_as_gemm!(
+    /// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
+    /// contract of [`generic::gemm_q5_1x4_q8_0`]).
+    q8_0 gemm gemm_q5_1x4_q8_0 (cpu: Avx2) => gemm_q5x4::<true>
+);
 
 /// GEMM of either layout (`Q51`: Q5_1x4 with 96-byte super-blocks, else
 /// Q5_0x4 with 88) x `m` Q8_0 activation rows: `out[t][r] = W[r] . act[t]`.

@@ -27,21 +27,11 @@ const TILE_M: usize = 4;
 // The 512-bit tile takes every row the offset table does.
 const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
 
-/// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
-/// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_q6_kx8_q8_k(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    gemm_q6_kx8_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
-}
+gemv_as_gemm!(
+    /// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
+    /// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
+    q8_k gemv gemv_q6_kx8_q8_k (cpu: Avx2) => gemm_q6_kx8_q8_k
+);
 
 /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t][r] = W[r] . act[t]`.
 ///

@@ -1,4 +1,4 @@
-//! The architecture's Q6_Kx8 kernels against [`crate::generic`], bit for
+//! The architecture's Q6_Kx8 and Q3_Kx8 kernels against [`crate::generic`], bit for
 //! bit (f32 bits; NaN only where both are NaN): rows that do not fill a
 //! group, 1..9 super-blocks per row, 1..7 activation rows, every byte
 //! value in every position of the weight bytes (the packed bytes are a
@@ -7,7 +7,7 @@
 
 use crate::arch_tests::{assert_same, cpus, Rng};
 use crate::generic;
-use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K};
+use crate::layout::{Q3KX8_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -17,15 +17,65 @@ use crate::aarch64 as arch;
 #[cfg(target_arch = "x86_64")]
 use crate::x86_64 as arch;
 
-/// A Q6_Kx8 weight of `rows x cols`: byte `p` of super-block `n` is `n +
+type Gemm = fn(
+    arch::Cpu,
+    &[u8],
+    usize,
+    usize,
+    &[i8],
+    &[f32],
+    &[i16],
+    usize,
+    &mut [f32],
+) -> Result<(), ShapeError>;
+type Gemv =
+    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], &mut [f32]) -> Result<(), ShapeError>;
+type Generic =
+    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// One 8-row K layout's super-block bytes, kernels and name.
+#[derive(Clone, Copy)]
+struct K8 {
+    bytes: usize,
+    gemm: Gemm,
+    gemv: Gemv,
+    generic: Generic,
+    name: &'static str,
+}
+
+/// The layouts under test.
+const LAYOUTS: [K8; 2] = [
+    K8 {
+        bytes: Q6KX8_BLOCK_BYTES,
+        gemm: arch::gemm_q6_kx8_q8_k,
+        gemv: arch::gemv_q6_kx8_q8_k,
+        generic: generic::gemm_q6_kx8_q8_k,
+        name: "q6_kx8",
+    },
+    K8 {
+        bytes: Q3KX8_BLOCK_BYTES,
+        gemm: arch::gemm_q3_kx8_q8_k,
+        gemv: arch::gemv_q3_kx8_q8_k,
+        generic: generic::gemm_q3_kx8_q8_k,
+        name: "q3_kx8",
+    },
+];
+
+/// A weight of `rows x cols` in `k`'s layout: byte `p` of super-block `n` is `n +
 /// 167 p + off` for the first 256 super-blocks of the stream `sweep` counts
 /// (every value in every position over 256 of them), random after; with
 /// `finite_d` the rows' `d` are then made finite.
-fn weight(rng: &mut Rng, rows: usize, cols: usize, sweep: &mut usize, finite_d: bool) -> Vec<u8> {
+fn weight(
+    k: K8,
+    rng: &mut Rng,
+    (rows, cols): (usize, usize),
+    sweep: &mut usize,
+    finite_d: bool,
+) -> Vec<u8> {
     let blocks = rows.div_ceil(Q6KX8_ROWS) * cols / QK_K;
-    let mut w = vec![0u8; blocks * Q6KX8_BLOCK_BYTES];
+    let mut w = vec![0u8; blocks * k.bytes];
     let off = rng.next() as usize;
-    for sb in w.chunks_exact_mut(Q6KX8_BLOCK_BYTES) {
+    for sb in w.chunks_exact_mut(k.bytes) {
         let n = *sweep;
         *sweep += 1;
         for (p, b) in sb.iter_mut().enumerate() {
@@ -74,33 +124,33 @@ fn acts(rng: &mut Rng, m: usize, cols: usize, with_min: bool) -> (Vec<i8>, Vec<f
     (qs, d, sums)
 }
 
-fn check(cpu: arch::Cpu, rows: usize, cols: usize, m: usize, w: &[u8], rng: &mut Rng) {
+fn check(k: K8, cpu: arch::Cpu, (rows, cols, m): (usize, usize, usize), w: &[u8], rng: &mut Rng) {
     for with_min in [false, true] {
         let (qs, d, sums) = acts(rng, m, cols, with_min);
         let mut want = vec![f32::NAN; m * rows];
-        generic::gemm_q6_kx8_q8_k(w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
+        (k.generic)(w, rows, cols, &qs, &d, &sums, m, &mut want).unwrap();
         let mut got = vec![f32::NAN; m * rows];
-        arch::gemm_q6_kx8_q8_k(cpu, w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
-        let what = std::format!("q6_kx8 rows {rows} cols {cols} m {m} -128 {with_min}");
+        (k.gemm)(cpu, w, rows, cols, &qs, &d, &sums, m, &mut got).unwrap();
+        let what = std::format!("{} rows {rows} cols {cols} m {m} -128 {with_min}", k.name);
         assert_same(&got, &want, &what);
         if m == 1 {
             let mut got = vec![f32::NAN; rows];
-            arch::gemv_q6_kx8_q8_k(cpu, w, rows, cols, &qs, &d, &sums, &mut got).unwrap();
+            (k.gemv)(cpu, w, rows, cols, &qs, &d, &sums, &mut got).unwrap();
             assert_same(&got, &want, &what);
         }
     }
 }
 
 #[test]
-fn gemm_q6_kx8_matches_generic() {
-    for cpu in cpus() {
+fn gemm_k8_matches_generic() {
+    for (cpu, k) in cpus().into_iter().flat_map(|c| LAYOUTS.map(|k| (c, k))) {
         let mut rng = Rng(6);
         let mut sweep = 256; // random bytes, finite d
         for rows in [1, 3, 7, 8, 9, 15, 16, 17, 23] {
             for cols in [256, 512, 1536] {
-                let w = weight(&mut rng, rows, cols, &mut sweep, true);
+                let w = weight(k, &mut rng, (rows, cols), &mut sweep, true);
                 for m in 1..=7 {
-                    check(cpu, rows, cols, m, &w, &mut rng);
+                    check(k, cpu, (rows, cols, m), &w, &mut rng);
                 }
             }
         }
@@ -115,8 +165,8 @@ fn gemm_q6_kx8_matches_generic() {
             (3, 12_288, 33),
             (9, 12_544, 5),
         ] {
-            let w = weight(&mut rng, rows, cols, &mut sweep, true);
-            check(cpu, rows, cols, m, &w, &mut rng);
+            let w = weight(k, &mut rng, (rows, cols), &mut sweep, true);
+            check(k, cpu, (rows, cols, m), &w, &mut rng);
         }
     }
 }
@@ -125,18 +175,18 @@ fn gemm_q6_kx8_matches_generic() {
 /// (infinities and NaNs: compared as NaN where both are NaN), then the
 /// same bytes with finite `d`.
 #[test]
-fn gemm_q6_kx8_every_byte() {
-    for cpu in cpus() {
+fn gemm_k8_every_byte() {
+    for (cpu, k) in cpus().into_iter().flat_map(|c| LAYOUTS.map(|k| (c, k))) {
         let mut rng = Rng(7);
         for finite_d in [false, true] {
             let mut sweep = 0;
             let (rows, cols) = (64, 32 * QK_K);
-            let w = weight(&mut rng, rows, cols, &mut sweep, finite_d);
+            let w = weight(k, &mut rng, (rows, cols), &mut sweep, finite_d);
             assert_eq!(sweep, 256);
             // 1 and 4 rows: the one-group tiles; 5: with AVX512-VNNI the
             // 512-bit tile.
             for m in [1, 4, 5] {
-                check(cpu, rows, cols, m, &w, &mut rng);
+                check(k, cpu, (rows, cols, m), &w, &mut rng);
             }
         }
     }
@@ -145,26 +195,26 @@ fn gemm_q6_kx8_every_byte() {
 /// Empty shapes and shape errors: the generic result, or the same error
 /// with nothing written.
 #[test]
-fn gemm_q6_kx8_shapes() {
-    for cpu in cpus() {
-        shapes(cpu);
+fn gemm_k8_shapes() {
+    for (cpu, k) in cpus().into_iter().flat_map(|c| LAYOUTS.map(|k| (c, k))) {
+        shapes(k, cpu);
     }
 }
 
-fn shapes(cpu: arch::Cpu) {
+fn shapes(k: K8, cpu: arch::Cpu) {
     let mut rng = Rng(8);
     let mut sweep = 256;
     for (rows, cols, m) in [(0, 256, 2), (5, 256, 0), (5, 0, 3), (0, 0, 1)] {
-        let w = weight(&mut rng, rows, cols, &mut sweep, true);
+        let w = weight(k, &mut rng, (rows, cols), &mut sweep, true);
         let (qs, d, s) = acts(&mut rng, m, cols, false);
         let mut want = vec![f32::NAN; m * rows];
-        generic::gemm_q6_kx8_q8_k(&w, rows, cols, &qs, &d, &s, m, &mut want).unwrap();
+        (k.generic)(&w, rows, cols, &qs, &d, &s, m, &mut want).unwrap();
         let mut got = vec![f32::NAN; m * rows];
-        arch::gemm_q6_kx8_q8_k(cpu, &w, rows, cols, &qs, &d, &s, m, &mut got).unwrap();
+        (k.gemm)(cpu, &w, rows, cols, &qs, &d, &s, m, &mut got).unwrap();
         assert_same(&got, &want, "empty");
     }
     let (rows, cols, m) = (5, 512, 2);
-    let w = weight(&mut rng, rows, cols, &mut sweep, true);
+    let w = weight(k, &mut rng, (rows, cols), &mut sweep, true);
     let (qs, d, s) = acts(&mut rng, m, cols, false);
     type Args<'a> = (
         &'a [u8],
@@ -187,18 +237,11 @@ fn shapes(cpu: arch::Cpu) {
     for (w, rows, cols, qs, d, s, m) in cases {
         let mut want = vec![f32::NAN; 2 * rows];
         let mut got = vec![f32::NAN; 2 * rows];
-        let e: ShapeError =
-            generic::gemm_q6_kx8_q8_k(w, rows, cols, qs, d, s, m, &mut want).unwrap_err();
-        assert_eq!(
-            arch::gemm_q6_kx8_q8_k(cpu, w, rows, cols, qs, d, s, m, &mut got),
-            Err(e)
-        );
+        let e: ShapeError = (k.generic)(w, rows, cols, qs, d, s, m, &mut want).unwrap_err();
+        assert_eq!((k.gemm)(cpu, w, rows, cols, qs, d, s, m, &mut got), Err(e));
         assert!(got.iter().all(|v| v.is_nan()), "written on error");
         if m == 1 {
-            assert_eq!(
-                arch::gemv_q6_kx8_q8_k(cpu, w, rows, cols, qs, d, s, &mut got),
-                Err(e)
-            );
+            assert_eq!((k.gemv)(cpu, w, rows, cols, qs, d, s, &mut got), Err(e));
         }
     }
 }

@@ -181,3 +181,30 @@ const _: () = assert!(Q5KX4_QH_AT == 64 && Q5KX4_QS_AT == 192);
 pub const IQ4_NL_VALUES: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
+
+// Q3_K (GGUF) and Q3_Kx8.
+//
+// * Q3_K (GGUF): 256 weights in 110 bytes: `hmask[32]`, `qs[64]` (2-bit
+//   fields), 12 bytes of sixteen 6-bit scales, `d: f16 LE`; weight `i` is
+//   `d * (sc[i / 16] - 32) * q`, `q = low - 4 * (hmask bit clear)` in -4..=3.
+// * Q3_Kx8: the Q6_Kx8 arrangement with 3-bit quants: 8 rows' `d` (16
+//   bytes), then per 32 weights the 16 `i8` scales `sc - 32` (byte `8h + r`:
+//   16-weight group `h`, row `r`) and two 48-byte groups: 32 bytes `R`
+//   (byte `4r + k`: bits 7-5 the 3-bit `q` of weight `4 * 0 + k`, bits 4-2
+//   that of weight `4 + k`, bits 1-0 the low bits of weight `8 + k`'s), then
+//   16 bytes `N` (byte `4r + k`, `r` < 4: low nibble row `r`, high nibble
+//   row `r + 4`: bit 3 the top bit of weight `8 + k`'s `q`, bits 2-0 weight
+//   `12 + k`'s). docs/kernels.md "Q3_Kx8".
+
+/// Bytes of one GGUF Q3_K super-block (256 weights).
+pub const Q3_K_BLOCK_BYTES: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
+/// Rows in one Q3_Kx8 row group.
+pub const Q3KX8_ROWS: usize = 8;
+/// Bytes of one Q3_Kx8 32-weight block: 16 scales, two 48-byte groups.
+pub const Q3KX8_PAIR_BYTES: usize = 2 * Q3KX8_ROWS + 2 * 48;
+/// Bytes of one Q3_Kx8 super-block (8 rows x 256 weights): 3.5625 bits per
+/// weight (GGUF's Q3_K: 3.4375; the scales are whole bytes here).
+pub const Q3KX8_BLOCK_BYTES: usize = 2 * Q3KX8_ROWS + (QK_K / QK) * Q3KX8_PAIR_BYTES;
+
+const _: () = assert!(Q3_K_BLOCK_BYTES == 110 && Q3KX8_PAIR_BYTES == 112);
+const _: () = assert!(Q3KX8_BLOCK_BYTES == 912);

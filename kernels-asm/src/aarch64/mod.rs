@@ -32,7 +32,7 @@ pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
+pub use q6k::{gemm_q3_kx8_q8_k, gemm_q6_kx8_q8_k, gemv_q3_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

@@ -82,7 +82,7 @@ pub fn q8x8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q8X8_
 }
 
 /// Dots one row group with one activation row: (group, quants, scales).
-type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
+pub(super) type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
 
 #[allow(clippy::too_many_arguments)]
 fn gemm_groups<const R: usize>(

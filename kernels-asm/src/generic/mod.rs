@@ -53,7 +53,10 @@ pub use q5::{
     q5_1x4_group_dot, q5x4_value,
 };
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k, q5kx4_group_dot};
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k, q6kx8_group_dot, q6kx8_scale, q6kx8_weight};
+pub use q6k::{
+    gemm_q3_kx8_q8_k, gemm_q6_kx8_q8_k, gemv_q3_kx8_q8_k, gemv_q6_kx8_q8_k, q3kx8_group_dot,
+    q3kx8_scale, q3kx8_weight, q6kx8_group_dot, q6kx8_scale, q6kx8_weight,
+};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

@@ -1,5 +1,5 @@
-//! GEMV and GEMM of Q6_Kx8 weights (GGUF Q6_K super-blocks, 8 rows
-//! interleaved) with Q8_K activations.
+//! GEMV and GEMM of Q6_Kx8 and Q3_Kx8 weights (GGUF Q6_K / Q3_K
+//! super-blocks, 8 rows interleaved) with Q8_K activations.
 //!
 //! Shapes: the weight is `rows x cols` (out x in, `cols` a multiple of 256)
 //! in row groups of 8 rows padded to whole groups, each `cols / 256`
@@ -8,14 +8,16 @@
 //! 32 quants (checked, not read: the layout's weights are signed); the
 //! output is `m x rows`, row-major.
 //!
-//! Per row and super-block: `isum_j = sum (q - 32) * a` over the 16 weights
+//! Per row and super-block: `isum_j = sum q * a` (Q6_K: `q - 32`) over the 16 weights
 //! of scale group `j`, `sumi = sum_j scale_j * isum_j` exactly in i32
 //! (|isum_j| <= 16 * 32 * 128 = 2^16, |scale_j * isum_j| <= 2^23, |sumi| <=
 //! 2^27), then `acc += (d_w * d_a) * (sumi as f32)`: two roundings, no fused
 //! multiply-add, super-blocks in order.
 
 use super::read_f16;
-use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
+use crate::layout::{
+    Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K,
+};
 use crate::shape::{gemm_k_shape, ShapeError};
 
 /// The signed quant `q - 32` of weight `i` (0..256) of row `r` (0..8) in a
@@ -42,12 +44,70 @@ pub fn q6kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
     sb[2 * Q6KX8_ROWS + Q6KX8_PAIR_BYTES * (j / 2) + Q6KX8_ROWS * (j % 2) + r] as i8 as i32
 }
 
+/// The signed quant (-4..=3) of weight `i` (0..256) of row `r` (0..8) in a
+/// Q3_Kx8 super-block.
+#[inline]
+pub fn q3kx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
+    let g = &sb[2 * Q6KX8_ROWS + Q3KX8_PAIR_BYTES * (i / QK) + 2 * Q6KX8_ROWS..];
+    let g = &g[48 * ((i / 16) % 2)..][..48];
+    let (s, k) = ((i % 16) / 4, i % 4);
+    let (rb, nb) = (g[4 * r + k], g[32 + 4 * (r % 4) + k] >> (4 * (r / 4)));
+    let f = match s {
+        0 => rb >> 5,
+        1 => rb >> 2,
+        2 => (rb & 3) | ((nb >> 1) & 4),
+        _ => nb,
+    };
+    ((f << 5) as i8 >> 5) as i32
+}
+
+/// The `i8` scale of 16-weight group `j` (0..16) of row `r` in a Q3_Kx8
+/// super-block.
+#[inline]
+pub fn q3kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
+    sb[2 * Q6KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q6KX8_ROWS * (j % 2) + r] as i8 as i32
+}
+
 /// The eight rows of one Q6_Kx8 row group dotted with one Q8_K activation
 /// row (`act_qs`: the row's quants, `act_d`: its per-256 scales).
 pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX8_ROWS] {
+    k8_group_dot(
+        Q6KX8_BLOCK_BYTES,
+        (q6kx8_weight, q6kx8_scale),
+        group,
+        act_qs,
+        act_d,
+    )
+}
+
+/// The eight rows of one Q3_Kx8 row group dotted with one Q8_K activation
+/// row.
+pub fn q3kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX8_ROWS] {
+    k8_group_dot(
+        Q3KX8_BLOCK_BYTES,
+        (q3kx8_weight, q3kx8_scale),
+        group,
+        act_qs,
+        act_d,
+    )
+}
+
+/// `(super-block, row, index)`: a weight's signed quant, or a group's scale.
+type Field = fn(&[u8], usize, usize) -> i32;
+
+/// The dot of an 8-row layout of 16-weight scale groups (Q6_Kx8, Q3_Kx8)
+/// whose super-blocks are `bytes` long, its quants and scales read by
+/// `weight` and `scale`.
+fn k8_group_dot(
+    bytes: usize,
+    (weight, scale): (Field, Field),
+    group: &[u8],
+    act_qs: &[i8],
+    act_d: &[f32],
+) -> [f32; Q6KX8_ROWS] {
     let mut acc = [0.0f32; Q6KX8_ROWS];
     let blocks = group
-        .chunks_exact(Q6KX8_BLOCK_BYTES)
+        .chunks_exact(bytes)
         .zip(act_qs.chunks_exact(QK_K))
         .zip(act_d);
     for ((sb, a), &da) in blocks {
@@ -56,9 +116,9 @@ pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX
             for j in 0..QK_K / 16 {
                 let mut isum = 0i32;
                 for (t, &at) in a.iter().enumerate().skip(16 * j).take(16) {
-                    isum += q6kx8_weight(sb, r, t) * at as i32;
+                    isum += weight(sb, r, t) * at as i32;
                 }
-                sumi += q6kx8_scale(sb, r, j) * isum;
+                sumi += scale(sb, r, j) * isum;
             }
             *acc_r += (read_f16(sb, 2 * r) * da) * sumi as f32;
         }
@@ -94,26 +154,68 @@ pub fn gemm_q6_kx8_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
-    let shape = gemm_k_shape(
-        Q6KX8_ROWS,
+    let acts = (act_qs, act_d, act_sums);
+    gemm_k8(
         Q6KX8_BLOCK_BYTES,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
+        q6kx8_group_dot,
+        (w, rows, cols),
+        acts,
         m,
         out,
+    )
+}
+
+gemv_as_gemm!(
+    /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
+    /// [`gemv_q6_kx8_q8_k`], with 912-byte super-blocks).
+    q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
+);
+
+/// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
+/// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_q3_kx8_q8_k(
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let acts = (act_qs, act_d, act_sums);
+    gemm_k8(
+        Q3KX8_BLOCK_BYTES,
+        q3kx8_group_dot,
+        (w, rows, cols),
+        acts,
+        m,
+        out,
+    )
+}
+
+/// The GEMM of an 8-row K layout of `bytes`-byte super-blocks through its
+/// group dot.
+fn gemm_k8(
+    bytes: usize,
+    dot: super::gemm::GroupDotFn<Q6KX8_ROWS>,
+    (w, rows, cols): (&[u8], usize, usize),
+    (act_qs, act_d, act_sums): (&[i8], &[f32], &[i16]),
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = gemm_k_shape(
+        Q6KX8_ROWS, bytes, w, rows, cols, act_qs, act_d, act_sums, m, out,
     )?;
     let nb = shape.nb;
-    let group_bytes = nb * Q6KX8_BLOCK_BYTES;
+    let group_bytes = nb * bytes;
     for t in 0..m {
         let qs = &act_qs[t * cols..(t + 1) * cols];
         let d = &act_d[t * nb..(t + 1) * nb];
         let o = &mut out[t * rows..(t + 1) * rows];
         for (g, chunk) in o.chunks_mut(Q6KX8_ROWS).enumerate() {
-            let acc = q6kx8_group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d);
+            let acc = dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d);
             chunk.copy_from_slice(&acc[..chunk.len()]);
         }
     }

@@ -82,6 +82,7 @@ mod gemm;
 mod gemm_vnni;
 mod iq4nl;
 mod matvec;
+mod q3k;
 mod q4k;
 mod q5;
 mod q5k;
@@ -98,6 +99,7 @@ pub use attention::{
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use iq4nl::{gemm_iq4_nlx4_q8_0, gemv_iq4_nlx4_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
+pub use q3k::{gemm_q3_kx8_q8_k, gemv_q3_kx8_q8_k};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};

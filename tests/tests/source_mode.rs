@@ -87,6 +87,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-f32.gguf",
             "model-kquant-mix.gguf",
             "model-iq4_nl.gguf",
+            "model-q3_k_m.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
@@ -94,7 +95,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             }
         }
     }
-    assert!(v.len() >= 10, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 11, "GGUF fixtures missing: {v:?}");
     v
 }
 

@@ -5,7 +5,7 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{q4k, q5, q5k, q6k, repack, QK, QK_K};
+use super::{q3k, q4k, q5, q5k, q6k, repack, QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
@@ -43,6 +43,9 @@ pub enum Layout {
     /// GGUF IQ4_NL blocks interleaved as Q4_0x4, nibbles unchanged, every
     /// value exact (docs/kernels.md "IQ4_NLx4").
     Iq4Nlx4,
+    /// GGUF Q3_K super-blocks interleaved 8 rows, every value exact
+    /// (docs/kernels.md "Q3_Kx8"; `super::q3k`).
+    Q3Kx8,
 }
 
 /// The activation format a layout multiplies.
@@ -164,7 +167,7 @@ const fn kept(ggml_id: u32, repack: RepackFn, unpack: RepackFn) -> Option<Kept> 
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 10] = [
+pub static LAYOUTS: [LayoutSpec; 11] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -306,6 +309,19 @@ pub static LAYOUTS: [LayoutSpec; 10] = [
             |s, r, c, o| groups(s, r, c, o, Layout::Iq4Nlx4, repack::unpack_iq4_nlx4_group),
         ),
         gemm: gemm!(Q8_0, gemm_iq4_nlx4_q8_0),
+    },
+    LayoutSpec {
+        layout: Layout::Q3Kx8,
+        name: "Q3_Kx8",
+        dtype: "Q3_K",
+        suffix: "q3_k",
+        dtype_code: 11,
+        layout_code: 9,
+        group_rows: kl::Q3KX8_ROWS,
+        block_bytes: kl::Q3KX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(11, q3k::repack_q3_k, q3k::unpack_q3_k), // Q3_K
+        gemm: gemm!(Q8K, gemm_q3_kx8_q8_k),
     },
 ];
 

@@ -5,7 +5,10 @@
 //! checked, against `KESTREL_EXPECT_KERNELS` when the test runner sets it.
 
 use crate::generic;
-use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::layout::{
+    Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES,
+    Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK,
+};
 use crate::ShapeError;
 use std::format;
 use std::vec;
@@ -82,20 +85,6 @@ impl Rng {
         v
     }
 
-    /// A normal f16 scale (finite, no subnormal products downstream).
-    pub(crate) fn scale_f16(&mut self) -> [u8; 2] {
-        let s =
-            generic::f32_to_f16(self.float(0.05) + if self.next() & 1 == 0 { 0.06 } else { -0.06 });
-        s.to_le_bytes()
-    }
-
-    /// A finite normal f16, either sign, magnitude in [2^-12, 2^-4).
-    pub(crate) fn normal_f16(&mut self) -> [u8; 2] {
-        let exp = 3 + self.next() % 8; // biased exponent 3..=10
-        let bits = ((self.next() & 1) << 15) | (exp << 10) | (self.next() & 0x3ff);
-        (bits as u16).to_le_bytes()
-    }
-
     /// An f16 scale: normal and about 0.06 in size, or (`raw`) any bits.
     pub(crate) fn f16_or_raw(&mut self, raw: bool) -> [u8; 2] {
         if raw {
@@ -131,20 +120,30 @@ pub(crate) fn assert_same(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
-/// A repacked weight with random quant bytes and normal f16 scales.
+/// A repacked weight whose first `f16s` f16 fields per super-block are
+/// scales (or minimums): normal, or with `raw` any bits; its other bytes
+/// random, or with `sweep` `(s * 167 + i * 71 + off) mod 256` at byte `i`
+/// of super-block `s` (over 256 super-blocks every byte value occurs in
+/// every position: 167 is odd).
 fn weight(
     rng: &mut Rng,
-    group_rows: usize,
-    block_bytes: usize,
+    (group_rows, block_bytes, f16s): (usize, usize, usize),
     rows: usize,
     cols: usize,
+    (raw, sweep): (bool, bool),
 ) -> Vec<u8> {
     let blocks = rows.div_ceil(group_rows) * cols / QK;
     let mut w = rng.bytes(blocks * block_bytes);
-    for sb in w.chunks_exact_mut(block_bytes) {
-        for r in 0..group_rows {
-            let s = rng.scale_f16();
-            sb[2 * r..2 * r + 2].copy_from_slice(&s);
+    let off = rng.next() as usize;
+    for (s, sb) in w.chunks_exact_mut(block_bytes).enumerate() {
+        if sweep {
+            for (i, b) in sb.iter_mut().enumerate() {
+                *b = (s.wrapping_mul(167) + i * 71 + off) as u8;
+            }
+        }
+        for f in 0..f16s {
+            let v = rng.f16_or_raw(raw);
+            sb[2 * f..2 * f + 2].copy_from_slice(&v);
         }
     }
     w
@@ -175,15 +174,19 @@ pub(crate) type GemmArgs<'a> = (&'a [u8], usize, usize, &'a [i8], &'a [f32], usi
 pub(crate) type GemvFn =
     fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &mut [f32]) -> Result<(), ShapeError>;
 
+/// A GEMM of Q8_0 activations (`fast`, and `gemv` for one row) against
+/// its generic twin, bit for bit, for a layout of `group_rows`-row groups
+/// of `block_bytes`-byte super-blocks that begin with `f16s` f16 fields.
 fn check_gemm(
     cpu: arch::Cpu,
-    (group_rows, block_bytes): (usize, usize),
+    (group_rows, block_bytes, f16s): (usize, usize, usize),
     fast: GemmFn,
     gemv: GemvFn,
     reference: GenericGemmFn,
     name: &str,
 ) {
-    let mut rng = Rng(group_rows as u64);
+    let layout = (group_rows, block_bytes, f16s);
+    let mut rng = Rng(block_bytes as u64);
     // `fast` (and `gemv` for one row) against `reference`, bit for bit.
     let check =
         |w: &[u8], (rows, cols, m): (usize, usize, usize), qs: &[i8], d: &[f32], what: &str| {
@@ -203,7 +206,7 @@ fn check_gemm(
     for rows in [1, 3, 4, 5, 8, 9, 13, 17, 24, 33] {
         // 65 and 66 blocks: past the x86 GEMV's expanded activations (64).
         for cols in [32, 96, 160, 65 * 32, 66 * 32] {
-            let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+            let w = weight(&mut rng, layout, rows, cols, (false, false));
             for m in [1, 2, 3, 4, 5, 7, 9] {
                 for with_min in [false, true] {
                     let (qs, d) = acts(&mut rng, m, cols, with_min);
@@ -218,9 +221,15 @@ fn check_gemm(
     // (calls of 4, 4, 1), 65 x 13 (12 + 1), and 257 blocks (too wide for a
     // tile of patterns: formed in the tiles); 70 rows: the x86 VNNI GEMMs
     // take 64 per call (their block-sum table), in tiles of 8 (64 + 6).
-    for (cols, m) in [(200 * 32, 9), (65 * 32, 13), (257 * 32, 6), (96, 70)] {
+    for (cols, m) in [
+        (200 * 32, 9),
+        (65 * 32, 13),
+        (66 * 32, 25),
+        (257 * 32, 6),
+        (96, 70),
+    ] {
         let rows = 9;
-        let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+        let w = weight(&mut rng, layout, rows, cols, (false, false));
         let (qs, d) = acts(&mut rng, m, cols, false);
         check(
             &w,
@@ -235,7 +244,7 @@ fn check_gemm(
     // + 1), of 280 (the 1.5B model's down projection) and past 384.
     for rows in [5, 9] {
         for cols in [280 * 32, 384 * 32, 385 * 32, 387 * 32] {
-            let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+            let w = weight(&mut rng, layout, rows, cols, (false, false));
             for m in [1, 3, 9] {
                 let (qs, d) = acts(&mut rng, m, cols, m == 3);
                 let what = std::format!("{name} rows {rows} cols {cols} m {m}");
@@ -243,15 +252,42 @@ fn check_gemm(
             }
         }
     }
+    // Raw scale bits (infinities, NaN, subnormals): NaN where both are.
+    for (rows, cols) in [(1, 32), (5, 96), (9, 896)] {
+        let w = weight(&mut rng, layout, rows, cols, (true, false));
+        for m in [1, 4, 5] {
+            let (qs, d) = acts(&mut rng, m, cols, true);
+            check(
+                &w,
+                (rows, cols, m),
+                &qs,
+                &d,
+                &std::format!("{name} raw scales"),
+            );
+        }
+    }
+    // Every byte value in every position of a super-block: 256 of them.
+    let (rows, cols) = (group_rows * 256, 32);
+    let w = weight(&mut rng, layout, rows, cols, (false, true));
+    for m in [1, 4, 5] {
+        let (qs, d) = acts(&mut rng, m, cols, true);
+        check(
+            &w,
+            (rows, cols, m),
+            &qs,
+            &d,
+            &std::format!("{name} every byte"),
+        );
+    }
     // Empty shapes: no rows, no activation rows, no columns.
     for (rows, cols, m) in [(0, 32, 2), (5, 32, 0), (5, 0, 3), (0, 0, 1)] {
-        let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+        let w = weight(&mut rng, layout, rows, cols, (false, false));
         let (qs, d) = acts(&mut rng, m, cols, false);
         check(&w, (rows, cols, m), &qs, &d, name);
     }
     // Shape errors: the same error as the generic code, nothing written.
     let (rows, cols, m) = (5, 64, 2);
-    let w = weight(&mut rng, group_rows, block_bytes, rows, cols);
+    let w = weight(&mut rng, layout, rows, cols, (false, false));
     let (qs, d) = acts(&mut rng, m, cols, false);
     check_shape_errors(cpu, (fast, reference), (&w, rows, cols, &qs, &d, m), name);
 }
@@ -292,7 +328,7 @@ fn gemm_q4_0x4_matches_generic() {
         std::println!("q4_0x4: {cpu:?}");
         check_gemm(
             cpu,
-            (Q4X4_ROWS, Q4X4_BLOCK_BYTES),
+            (Q4X4_ROWS, Q4X4_BLOCK_BYTES, Q4X4_ROWS),
             arch::gemm_q4_0x4_q8_0,
             arch::gemv_q4_0x4_q8_0,
             generic::gemm_q4_0x4_q8_0,
@@ -306,7 +342,7 @@ fn gemm_iq4_nlx4_matches_generic() {
     for cpu in cpus() {
         check_gemm(
             cpu,
-            (Q4X4_ROWS, Q4X4_BLOCK_BYTES),
+            (Q4X4_ROWS, Q4X4_BLOCK_BYTES, Q4X4_ROWS),
             arch::gemm_iq4_nlx4_q8_0,
             arch::gemv_iq4_nlx4_q8_0,
             generic::gemm_iq4_nlx4_q8_0,
@@ -316,12 +352,53 @@ fn gemm_iq4_nlx4_matches_generic() {
 }
 
 #[test]
+fn gemm_q5_0x4_and_q5_1x4_match_generic() {
+    for cpu in cpus() {
+        check_gemm(
+            cpu,
+            (Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5X4_ROWS),
+            arch::gemm_q5_0x4_q8_0,
+            arch::gemv_q5_0x4_q8_0,
+            generic::gemm_q5_0x4_q8_0,
+            "q5_0x4",
+        );
+        check_gemm(
+            cpu,
+            (Q5X4_ROWS, Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),
+            arch::gemm_q5_1x4_q8_0,
+            arch::gemv_q5_1x4_q8_0,
+            generic::gemm_q5_1x4_q8_0,
+            "q5_1x4",
+        );
+    }
+}
+
+/// The generic decoding of one super-block: plane bit set means fifth bit
+/// clear, nibbles raw (the layout's definition, independent of the kernel).
+#[test]
+fn q5x4_value_follows_the_layout() {
+    let mut quants = [0u8; 80];
+    // Row 2, weight 4p + k = 4 * 5 + 3 = 23: the high nibble of chunk 1.
+    quants[16 + 4 * 2 + 3] = 0xa0;
+    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10);
+    quants[64 + 4 * 2 + 3] = 1 << 5;
+    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10 - 16);
+    // Row 0, weight 1: low nibble of chunk 0, plane bit 0 of byte 1.
+    quants[1] = 0x0f;
+    assert_eq!(generic::q5x4_value(&quants, 0, 1), 15);
+    quants[64 + 1] = 1;
+    assert_eq!(generic::q5x4_value(&quants, 0, 1), -1);
+    // All-zero bytes (padding) are q = 16: value 0.
+    assert_eq!(generic::q5x4_value(&[0; 80], 3, 31), 0);
+}
+
+#[test]
 fn gemm_q8_0x8_matches_generic() {
     for cpu in cpus() {
         std::println!("q8_0x8: {cpu:?}");
         check_gemm(
             cpu,
-            (Q8X8_ROWS, Q8X8_BLOCK_BYTES),
+            (Q8X8_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS),
             arch::gemm_q8_0x8_q8_0,
             arch::gemv_q8_0x8_q8_0,
             generic::gemm_q8_0x8_q8_0,

@@ -74,11 +74,7 @@ pub use shape::ShapeError;
 #[cfg(all(test, any(target_arch = "aarch64", target_arch = "x86_64")))]
 mod arch_tests;
 #[cfg(all(test, any(target_arch = "aarch64", target_arch = "x86_64")))]
-mod arch_tests_q4k;
-#[cfg(all(test, any(target_arch = "aarch64", target_arch = "x86_64")))]
-mod arch_tests_q5;
-#[cfg(all(test, any(target_arch = "aarch64", target_arch = "x86_64")))]
-mod arch_tests_q6k;
+mod arch_tests_k;
 
 /// The DRAM probe's read loop: a wrapping sum of `buf` read as
 /// little-endian u64 lanes, visiting for each `stride`-byte step its first

@@ -88,7 +88,8 @@ pub fn gemm_q4_0x4_q8_0(
                     gemm_vnni::avx::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
                 }
                 _ => {
-                    gemm_vnni::avx512::gemm_q4_0x4(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                    use gemm_vnni::avx512::{gemm_nib4, Nib4};
+                    gemm_nib4::<{ Nib4::Q4_0 }>(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
                 }
             }
         };

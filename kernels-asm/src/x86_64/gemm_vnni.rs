@@ -501,10 +501,10 @@ pub(super) mod avx {
 pub(super) mod avx512 {
     use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
-        Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
-        Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE,
-        Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES,
-        Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
+        IQ4_NL_VALUES, Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES,
+        Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES,
+        Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE,
+        Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
     };
     use crate::x86_64::{offset_table, RUN};
     use crate::x86_64::{Avx2, Vnni};
@@ -570,146 +570,46 @@ pub(super) mod avx512 {
         }
     }
 
-    /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows with the 512-bit
-    /// tile: the contract of [`super::gemm_q4_0x4_q8_0`] after its shape
-    /// checks, for `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
-    ///
-    /// # Safety
-    /// `w` holds `groups` row groups of `nb` 72-byte super-blocks with
-    /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
-    /// scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-    #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q4_0x4(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        groups: usize,
-        nb: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        m: usize,
-        out: &mut [f32],
-    ) {
-        debug_assert!(cpu.vnni() == Vnni::Avx512 && (1..=MAX_BLOCKS).contains(&nb));
-        let group_bytes = nb * Q4X4_BLOCK_BYTES;
-        // Row groups in fours (16 rows per vector); past the last group the
-        // last one is repeated and only real rows are stored.
-        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-        let tile = |unit: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
-            let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
-            // SAFETY: each of `g` is a whole row group (`nb` super-blocks of
-            // 72 bytes, sliced above), `gemm_units` passes `tm` (1 to TILE_M)
-            // rows of `nb * 32` quants and of `nb` scales and sums; the token
-            // proves AVX512-VNNI with AVX512 F/BW/VL.
-            unsafe { with_rows!(tm, q4x4_tile(g, qs, d, c, nb, res)) }
-        };
-        // `-8 sum(a)` per block: the nibbles are unsigned (n = q + 8).
-        // SAFETY: the shapes as `gemm_units` needs them (the function
-        // contract: 16 rows per four groups); the token proves AVX2.
-        unsafe {
-            gemm_units(
-                (rows, groups.div_ceil(4), nb),
-                3,
-                act_qs,
-                act_d,
-                m,
-                out,
-                tile,
-            )
-        };
-    }
+    /// The 4-row nibble layouts of [`gemm_nib4`]: their super-block bytes,
+    /// the offsets of their nibbles and fifth-bit plane, and the shift of
+    /// the per-block `sum(a)` that starts each chain (`-2^shift sum(a)`, the
+    /// offset that makes the weights unsigned; Q5_1x4: `-sum(a)`, the
+    /// reference's `asum` negated).
+    pub(in super::super) struct Nib4;
 
-    /// One Q4_0x4 weight tile (the four row groups `g`, 16 rows) against `T`
-    /// activation rows: `res[t]` = the 4 rows of `g[0]`, then of `g[1]`, ...
-    ///
-    /// Per super-block: chunk `c` (16 bytes: 4 rows x 4 bytes) of the four
-    /// groups fills the four 128-bit quarters of one register, so lane `i`
-    /// is row `i` of the tile; the XOR 0x88 is undone and the low and high
-    /// nibbles `n` (0..15: weights `4c..4c+3` and `16+4c..16+4c+3`) split
-    /// out. Per activation row, `vpdpbusd` adds `n * a` with the activation
-    /// dword `c` (low) or `4 + c` (high) broadcast, in two chains (low,
-    /// high) of four; the low chain starts at `-8 sum(a)` (`neg_corr`), so
-    /// the sum of the two is `sum (n - 8) a`, exact in i32 (|.| <= 32 * 15 *
-    /// 128).
-    ///
-    /// # Safety
-    /// Every `g[j].len()` must be at least `nb * 72`, `qs.len()` at least
-    /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
-    /// `1 <= T <= TILE_M`, and the CPU must implement AVX512-VNNI with
-    /// AVX512 F/BW/VL.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn q4x4_tile<const T: usize>(
-        g: [&[u8]; 4],
-        qs: &[i8],
-        d: &[f32],
-        neg_corr: &[i32],
-        nb: usize,
-        res: &mut [[f32; 16]; TILE_M],
-    ) {
-        debug_assert!(T <= TILE_M && g.iter().all(|g| g.len() >= nb * Q4X4_BLOCK_BYTES));
-        debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
-        let m4 = _mm512_set1_epi8(0x0F);
-        let x88 = _mm512_set1_epi8(0x88u8 as i8);
-        let mut acc = [_mm512_setzero_ps(); T];
-        for b in 0..nb {
-            // SAFETY: block b < nb of every group is bytes 72b..72b+72 (the
-            // function contract).
-            let p: [*const u8; 4] =
-                core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * Q4X4_BLOCK_BYTES) });
-            // The next four groups follow the last one (when they exist).
-            prefetch(
-                p[3],
-                nb * Q4X4_BLOCK_BYTES + 3 * b * Q4X4_BLOCK_BYTES,
-                4 * 72,
-            );
-            // [low nibbles of chunk c, high nibbles of chunk c], 16 rows.
-            let nibbles = |c: usize| {
-                // SAFETY: bytes 8 + 16c .. 24 + 16c (c < 4) of each 72-byte
-                // super-block.
-                let x = unsafe { load_quarters(&p, 8 + 16 * c) };
-                let x = _mm512_xor_si512(x, x88);
-                (
-                    _mm512_and_si512(x, m4),
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4),
-                )
-            };
-            let n: [(__m512i, __m512i); 4] = core::array::from_fn(nibbles);
-            // Scales of the 16 rows: 4 f16 of each group in turn.
-            // SAFETY: bytes 0..8 of every super-block.
-            let sw = unsafe { f16_quarters(&p, 0) };
-            for_each_row!(T, |t| {
-                let acc_t = &mut acc[t];
-                // SAFETY: t < T and b < nb (the function contract: `T` rows of
-                // `nb` blocks).
-                let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
-                // SAFETY: dword k < 8 of the block; unaligned read.
-                let a = |k: usize| _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                let mut isum = _mm512_set1_epi32(c);
-                for (k, &(nl, nh)) in n.iter().enumerate() {
-                    isum = _mm512_dpbusd_epi32(isum, nl, a(k));
-                    isum = _mm512_dpbusd_epi32(isum, nh, a(4 + k));
-                }
-                *acc_t = add_block(*acc_t, isum, sw, da);
-            });
-        }
-        for (r, a) in res.iter_mut().zip(acc) {
-            // SAFETY: `r` is 16 writable floats.
-            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
+    impl Nib4 {
+        /// Q4_0x4: nibbles XOR 0x88, `n = q + 8`.
+        pub(in super::super) const Q4_0: u8 = 0;
+        /// Q5_0x4: nibbles and plane, `q = value + 16`.
+        pub(in super::super) const Q5_0: u8 = 1;
+        /// Q5_1x4: nibbles and plane, `q` as it is, and the minimums.
+        pub(in super::super) const Q5_1: u8 = 2;
+        /// IQ4_NLx4: nibbles indexing `IQ4_NL_VALUES + 128`.
+        pub(in super::super) const IQ4_NL: u8 = 3;
+
+        /// `(super-block bytes, nibbles at, plane at, shift)` of `kind`.
+        const fn layout(kind: u8) -> (usize, usize, usize, u32) {
+            match kind {
+                Nib4::Q4_0 => (Q4X4_BLOCK_BYTES, 8, 0, 3),
+                Nib4::Q5_0 => (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, 4),
+                Nib4::Q5_1 => (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE, 0),
+                _ => (Q4X4_BLOCK_BYTES, 8, 0, 7),
+            }
         }
     }
 
-    /// GEMM, Q5_0x4 (`Q51` false) or Q5_1x4 weights x `m` Q8_0 activation
-    /// rows with the 512-bit tile: the contract of `q5::gemm_q5_0x4_q8_0` /
-    /// `gemm_q5_1x4_q8_0` after their shape checks, for `1 <= nb <=
-    /// MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+    /// GEMM of a 4-row nibble layout ([`Nib4`] `KIND`) x `m` Q8_0
+    /// activation rows with the 512-bit tile: the contract of its entry
+    /// point (`gemm_q4_0x4_q8_0`, `q5::gemm_q5_0x4_q8_0`, ...) after its
+    /// shape checks, for `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
     ///
     /// # Safety
-    /// `w` holds `groups` row groups of `nb` super-blocks (88 bytes, Q5_1x4:
-    /// 96) with `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d`
-    /// `m * nb` scales, `out` `m * rows` floats; the token says
+    /// `w` holds `groups` row groups of `nb` super-blocks of the layout's
+    /// size with `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants,
+    /// `act_d` `m * nb` scales, `out` `m * rows` floats; the token says
     /// `Vnni::Avx512`.
     #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q5x4<const Q51: bool>(
+    pub(in super::super) unsafe fn gemm_nib4<const KIND: u8>(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
@@ -721,13 +621,10 @@ pub(super) mod avx512 {
         out: &mut [f32],
     ) {
         debug_assert!(cpu.vnni() == Vnni::Avx512 && (1..=MAX_BLOCKS).contains(&nb));
-        let block_bytes = if Q51 {
-            Q5_1X4_BLOCK_BYTES
-        } else {
-            Q5_0X4_BLOCK_BYTES
-        };
+        let (block_bytes, _, _, shift) = Nib4::layout(KIND);
         let group_bytes = nb * block_bytes;
-        // Row groups in fours (16 rows per vector), as the Q4_0x4 tile.
+        // Row groups in fours (16 rows per vector); past the last group the
+        // last one is repeated and only real rows are stored.
         let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
         let tile = |unit: usize, qs: &[i8], d: &[f32], c: &[i32], tm: usize, res: &mut _| {
             let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
@@ -735,11 +632,8 @@ pub(super) mod avx512 {
             // the layout's size, sliced above), `gemm_units` passes `tm` (1
             // to TILE_M) rows of `nb * 32` quants and of `nb` scales and
             // sums; the token proves AVX512-VNNI with AVX512 F/BW/VL.
-            unsafe { with_rows!(tm, q5x4_tile[Q51](g, qs, d, c, nb, res)) }
+            unsafe { with_rows!(tm, nib4_tile[KIND](g, qs, d, c, nb, res)) }
         };
-        // Q5_0: `-16 sum(a)` per block (q = value + 16 is unsigned); Q5_1:
-        // `-sum(a)`, whose negation is the reference's `asum`.
-        let shift = if Q51 { 0 } else { 4 };
         // SAFETY: the shapes as `gemm_units` needs them (the function
         // contract: 16 rows per four groups); the token proves AVX2.
         unsafe {
@@ -755,13 +649,15 @@ pub(super) mod avx512 {
         };
     }
 
-    /// One Q5_0x4 (`Q51` false) or Q5_1x4 weight tile (the four row groups
-    /// `g`, 16 rows) against `T` activation rows: `res[t]` = the 4 rows of
-    /// `g[0]`, then of `g[1]`, ...
+    /// One weight tile of a 4-row nibble layout ([`Nib4`] `KIND`: the four
+    /// row groups `g`, 16 rows) against `T` activation rows: `res[t]` = the
+    /// 4 rows of `g[0]`, then of `g[1]`, ...
     ///
-    /// Per super-block, as the Q4_0x4 tile: chunk `c` of the four groups'
-    /// nibbles fills the four 128-bit quarters of one register (lane `i`
-    /// is row `i`), split into low and high nibbles `n` (0..15). The four
+    /// Per super-block: chunk `c` of the four groups' nibbles fills the
+    /// four 128-bit quarters of one register (lane `i` is row `i`), split
+    /// into low and high nibbles `n` (0..15): weights `4c..4c+3` and
+    /// `16+4c..16+4c+3`. Q4_0x4 undoes the XOR 0x88 first (`n = q + 8`);
+    /// IQ4_NLx4 looks `n` up (`vpshufb`) in `IQ4_NL_VALUES + 128`. Q5: the four
     /// 16-byte fifth-bit planes fill one register the same way (lane `i`
     /// the plane dword of row `i`: byte `k` holds the bits of the weights
     /// at position `k` of each chunk); `vpslld` by `4 - c` (low nibbles)
@@ -774,16 +670,17 @@ pub(super) mod avx512 {
     /// so it ends at the reference's `sum (q - 16) a`, then `acc + isum *
     /// (dw * da)`. Q5_1: it starts at 0 (the reference's `qsum`), and
     /// `asum = -neg_corr`; `acc + (qsum * (dw * da) + asum * (mw * da))`,
-    /// the reference's order. Every sum is exact in i32 (|.| <= 32 * 31 *
-    /// 128 + 16 * 32 * 128).
+    /// the reference's order. Q4_0x4 and IQ4_NLx4 are Q5_0x4's with their
+    /// offsets, 8 and 128. Every sum is exact in i32 (|.| <= 32 * 255 * 128
+    /// + 128 * 32 * 128).
     ///
     /// # Safety
-    /// Every `g[j].len()` must be at least `nb` super-blocks (88 bytes,
-    /// Q5_1x4: 96), `qs.len()` at least `T * nb * 32`, `d.len()` and
+    /// Every `g[j].len()` must be at least `nb` super-blocks of the
+    /// layout's size, `qs.len()` at least `T * nb * 32`, `d.len()` and
     /// `neg_corr.len()` at least `T * nb`, `1 <= T <= TILE_M`, and the CPU
     /// must implement AVX512-VNNI with AVX512 F/BW/VL.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn q5x4_tile<const T: usize, const Q51: bool>(
+    unsafe fn nib4_tile<const T: usize, const KIND: u8>(
         g: [&[u8]; 4],
         qs: &[i8],
         d: &[f32],
@@ -791,11 +688,15 @@ pub(super) mod avx512 {
         nb: usize,
         res: &mut [[f32; 16]; TILE_M],
     ) {
-        let (bytes, nibbles, plane) = if Q51 {
-            (Q5_1X4_BLOCK_BYTES, Q5_1X4_NIBBLES, Q5_1X4_PLANE)
-        } else {
-            (Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE)
-        };
+        let (bytes, nibbles, plane, _) = Nib4::layout(KIND);
+        let q51 = KIND == Nib4::Q5_1;
+        let plain = KIND == Nib4::Q4_0 || KIND == Nib4::IQ4_NL;
+        let mut table = [0u8; 16];
+        for (t, v) in table.iter_mut().zip(IQ4_NL_VALUES) {
+            *t = (v as u8).wrapping_add(128);
+        }
+        // SAFETY: 16 readable bytes; the CPU implements AVX512F.
+        let table = unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(table.as_ptr().cast())) };
         debug_assert!(T <= TILE_M && g.iter().all(|g| g.len() >= nb * bytes));
         debug_assert!(qs.len() >= T * nb * QK && d.len() >= T * nb && neg_corr.len() >= T * nb);
         let m4 = _mm512_set1_epi8(0x0F);
@@ -811,7 +712,12 @@ pub(super) mod avx512 {
             // SAFETY: every `quarters` below reads bytes `at .. at + 16 <=
             // bytes` (the nibble chunks, the plane) of each super-block.
             let quarters = |at: usize| unsafe { load_quarters(&p, at) };
-            let h = quarters(plane);
+            // The plane (Q5), read where the layout has one.
+            let h = if plain {
+                _mm512_setzero_si512()
+            } else {
+                quarters(plane)
+            };
             // Plane bit c (low nibbles of chunk c) and 4 + c (high) at bit 4.
             let h_low = [
                 _mm512_slli_epi32::<4>(h),
@@ -825,21 +731,33 @@ pub(super) mod avx512 {
                 _mm512_srli_epi32::<2>(h),
                 _mm512_srli_epi32::<3>(h),
             ];
-            // [q of chunk c's low nibbles, of its high nibbles], 16 rows;
-            // 0xF2: a | (!b & c).
+            // [unsigned weights of chunk c's low nibbles, of its high
+            // nibbles], 16 rows; 0xF2: a | (!b & c).
             let q: [(__m512i, __m512i); 4] = core::array::from_fn(|c| {
                 let x = quarters(nibbles + 16 * c);
+                let x = if KIND == Nib4::Q4_0 {
+                    _mm512_xor_si512(x, _mm512_set1_epi8(0x88u8 as i8))
+                } else {
+                    x
+                };
                 let lo = _mm512_and_si512(x, m4);
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
-                (
-                    _mm512_ternarylogic_epi32::<0xF2>(lo, h_low[c], b4),
-                    _mm512_ternarylogic_epi32::<0xF2>(hi, h_high[c], b4),
-                )
+                match KIND {
+                    Nib4::Q4_0 => (lo, hi),
+                    Nib4::IQ4_NL => (
+                        _mm512_shuffle_epi8(table, lo),
+                        _mm512_shuffle_epi8(table, hi),
+                    ),
+                    _ => (
+                        _mm512_ternarylogic_epi32::<0xF2>(lo, h_low[c], b4),
+                        _mm512_ternarylogic_epi32::<0xF2>(hi, h_high[c], b4),
+                    ),
+                }
             });
             // The 16 rows' scales and Q5_1 minimums (4 of each group).
             // SAFETY: bytes 0..8 of every super-block.
             let sw = unsafe { f16_quarters(&p, 0) };
-            let mw = if Q51 {
+            let mw = if q51 {
                 // SAFETY: bytes 8..16 of every (96-byte) super-block.
                 unsafe { f16_quarters(&p, Q5_1X4_MINS) }
             } else {
@@ -852,12 +770,12 @@ pub(super) mod avx512 {
                 let (ap, da, c) = unsafe { row_block(qs, d, neg_corr, nb, t, b) };
                 // SAFETY: dword k < 8 of the block; unaligned read.
                 let a = |k: usize| _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                let mut isum = _mm512_set1_epi32(if Q51 { 0 } else { c });
+                let mut isum = _mm512_set1_epi32(if q51 { 0 } else { c });
                 for (k, &(ql, qh)) in q.iter().enumerate() {
                     isum = _mm512_dpbusd_epi32(isum, ql, a(k));
                     isum = _mm512_dpbusd_epi32(isum, qh, a(4 + k));
                 }
-                *acc_t = if Q51 {
+                *acc_t = if q51 {
                     let da = _mm512_set1_ps(da);
                     let v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sw, da));
                     let asum = _mm512_set1_ps((-c) as f32);

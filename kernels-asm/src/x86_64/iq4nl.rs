@@ -1,8 +1,13 @@
 //! GEMV and GEMM of IQ4_NLx4 weights with Q8_0 activations: AVX2 tiles of
 //! one row group (4 rows) x up to 4 activation rows, the nibbles looked up
-//! with `vpshufb`.
+//! with `vpshufb`; with AVX512-VNNI the 512-bit tile of `gemm_vnni.rs`
+//! (`gemm_nib4`, the values offset by 128).
 
-use super::{act_patterns, Avx2};
+use super::gemm_vnni::{
+    self,
+    avx512::{gemm_nib4, Nib4},
+};
+use super::{act_patterns, Avx2, Vnni};
 use crate::generic;
 use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, QK};
 use crate::shape::{gemm_shape, GemmShape, ShapeError};
@@ -39,7 +44,7 @@ gemv_as_gemm!(
 /// shapes go to the generic code.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_iq4_nlx4_q8_0(
-    _cpu: Avx2,
+    cpu: Avx2,
     w: &[u8],
     rows: usize,
     cols: usize,
@@ -53,6 +58,14 @@ pub fn gemm_iq4_nlx4_q8_0(
         gemm_shape(Q4X4_ROWS, block, w, rows, cols, act_qs, act_d, m, out)?;
     if nb == 0 || rows == 0 || m == 0 {
         return generic::gemm_iq4_nlx4_q8_0(w, rows, cols, act_qs, act_d, m, out);
+    }
+    if cpu.vnni() == Vnni::Avx512 && nb <= gemm_vnni::MAX_BLOCKS {
+        let (a, o) = ((act_qs, act_d), out);
+        // SAFETY: `gemm_shape` checked `w` (`groups` row groups of `nb`
+        // 72-byte super-blocks, rows <= 4 * groups), `act_qs`, `act_d` and
+        // `out` for `m` rows; nb, rows, m >= 1; the token says AVX512-VNNI.
+        unsafe { gemm_nib4::<{ Nib4::IQ4_NL }>(cpu, w, rows, groups, nb, a.0, a.1, m, o) };
+        return Ok(());
     }
     let tiles = [iq4_tile::<1>, iq4_tile::<2>, iq4_tile::<3>, iq4_tile::<4>];
     for g in 0..groups {

@@ -10,7 +10,10 @@
 use super::gemm::{
     pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
 };
-use super::gemm_vnni;
+use super::gemm_vnni::{
+    self,
+    avx512::{gemm_nib4, Nib4},
+};
 use super::{act_patterns, pair_rows, prefetch_ahead, sum_block_pairs, Avx2, Dot, Vnni};
 use crate::generic;
 use crate::layout::{
@@ -125,17 +128,12 @@ fn gemm_tiles<const Q51: bool>(
         // `act_d` and `out` for `m` rows; nb, rows, m >= 1 (the callers
         // checked); the token says AVX512-VNNI.
         unsafe {
-            gemm_vnni::avx512::gemm_q5x4::<Q51>(
-                cpu,
-                w,
-                rows,
-                shape.groups,
-                nb,
-                act_qs,
-                act_d,
-                m,
-                out,
-            )
+            let tile = if Q51 {
+                gemm_nib4::<{ Nib4::Q5_1 }>
+            } else {
+                gemm_nib4::<{ Nib4::Q5_0 }>
+            };
+            tile(cpu, w, rows, shape.groups, nb, act_qs, act_d, m, out)
         };
         return;
     }

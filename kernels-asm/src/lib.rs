@@ -47,9 +47,9 @@ macro_rules! gemv_as_gemm {
         gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], out: &mut [f32],)
             => $f($($cpu,)? w, rows, cols, act_qs, act_d, act_sums, 1, out));
     };
-    ($(#[$a:meta])* q8_k gemm $name:ident $(($cpu:ident: $tok:ty))? => $f:path) => {
+    ($(#[$a:meta])* q8_k gemm $name:ident $(($cpu:ident: $tok:ty))? => $f:path $([$($pre:expr),*])?) => {
         gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], m: usize, out: &mut [f32],)
-            => $f($($cpu,)? w, rows, cols, act_qs, act_d, act_sums, m, out));
+            => $f($($($pre,)*)? $($cpu,)? w, rows, cols, act_qs, act_d, act_sums, m, out));
     };
     (@ $(#[$a:meta])* $name:ident [$($cpu:ident: $tok:ty)?] ($($arg:ident: $t:ty,)*) => $call:expr) => {
         $(#[$a])*

@@ -8,7 +8,7 @@
 
 use super::read_f16;
 use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
-use crate::shape::{gemm_shape, ShapeError};
+use crate::shape::{gemm_k_shape, gemm_shape, ShapeError};
 
 /// The four rows of one Q4_0x4 row group dotted with one activation row.
 pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
@@ -85,7 +85,7 @@ pub fn q8x8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q8X8_
 pub(super) type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
 
 #[allow(clippy::too_many_arguments)]
-fn gemm_groups<const R: usize>(
+pub(super) fn gemm_groups<const R: usize>(
     block_bytes: usize,
     group_dot: GroupDotFn<R>,
     w: &[u8],
@@ -153,3 +153,51 @@ gemv_as_gemm!(
     /// [`gemm_q4_0x4_q8_0`]).
     q8_0 gemm gemm_iq4_nlx4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, iq4_nlx4_group_dot]
 );
+
+/// Dots one row group with one Q8_K activation row: (group, quants,
+/// scales, sums).
+pub(super) type KGroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32], &[i16]) -> [f32; R];
+
+/// The GEMM of a K layout of `R`-row groups of `block_bytes`-byte
+/// super-blocks: shapes checked, then every activation row against every
+/// row group through `group_dot`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_k_groups<const R: usize>(
+    block_bytes: usize,
+    group_dot: KGroupDotFn<R>,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let args = (act_qs, act_d, act_sums);
+    let shape = gemm_k_shape(
+        R,
+        block_bytes,
+        w,
+        rows,
+        cols,
+        args.0,
+        args.1,
+        args.2,
+        m,
+        out,
+    )?;
+    let (nb, ns) = (shape.nb, cols / QK);
+    let group_bytes = nb * block_bytes;
+    for t in 0..m {
+        let qs = &act_qs[t * cols..(t + 1) * cols];
+        let d = &act_d[t * nb..(t + 1) * nb];
+        let s = &act_sums[t * ns..(t + 1) * ns];
+        let o = &mut out[t * rows..(t + 1) * rows];
+        for (g, chunk) in o.chunks_mut(R).enumerate() {
+            let acc = group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d, s);
+            chunk.copy_from_slice(&acc[..chunk.len()]);
+        }
+    }
+    Ok(())
+}

@@ -20,12 +20,12 @@
 //! `act_qs` `m x cols` quants, `act_d` `m x cols/256` scales, `act_sums`
 //! `m x cols/32` sums, all row-major; the output is `m x rows`, row-major.
 
+use super::gemm::gemm_k_groups;
 use super::read_f16;
 use crate::layout::{
     K_SCALE_BYTES, Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_ROWS, Q4KX4_SCALES_AT, Q5KX4_BLOCK_BYTES,
     Q5KX4_QH_AT, Q5KX4_QS_AT, QK, QK_K,
 };
-use crate::shape::{gemm_k_shape, ShapeError};
 
 /// ggml's `get_scale_min_k4`: the 6-bit scale and min of sub-block `j`
 /// (0..8) from the 12 packed bytes of a Q4_K / Q5_K super-block.
@@ -126,51 +126,5 @@ gemv_as_gemm!(
     /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
     ///   `act_sums`: `m x cols / 32` sums;
     /// * `out`: `m x rows` results.
-    q8_k gemm gemm_q4_kx4_q8_k => gemm_kx4::<false>
+    q8_k gemm gemm_q4_kx4_q8_k => gemm_k_groups [Q4KX4_BLOCK_BYTES, kx4_group_dot::<false>]
 );
-
-/// The GEMM of Q4_Kx4 (`Q5`: Q5_Kx4) weights: each activation row against
-/// each row group through [`kx4_group_dot`].
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_kx4<const Q5: bool>(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let block_bytes = if Q5 {
-        Q5KX4_BLOCK_BYTES
-    } else {
-        Q4KX4_BLOCK_BYTES
-    };
-    let shape = gemm_k_shape(
-        Q4KX4_ROWS,
-        block_bytes,
-        w,
-        rows,
-        cols,
-        act_qs,
-        act_d,
-        act_sums,
-        m,
-        out,
-    )?;
-    let nb = shape.nb;
-    let group_bytes = nb * block_bytes;
-    let ns = cols / QK;
-    for t in 0..m {
-        let qs = &act_qs[t * cols..(t + 1) * cols];
-        let d = &act_d[t * nb..(t + 1) * nb];
-        let s = &act_sums[t * ns..(t + 1) * ns];
-        let o = &mut out[t * rows..(t + 1) * rows];
-        for (g, chunk) in o.chunks_mut(Q4KX4_ROWS).enumerate() {
-            let acc = kx4_group_dot::<Q5>(&w[g * group_bytes..(g + 1) * group_bytes], qs, d, s);
-            chunk.copy_from_slice(&acc[..chunk.len()]);
-        }
-    }
-    Ok(())
-}

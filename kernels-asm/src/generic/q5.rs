@@ -7,12 +7,12 @@
 //! of 4 padded to whole groups; activations are `m` rows (`act_qs` `m x
 //! cols` quants, `act_d` `m x cols/32` scales); the output is `m x rows`.
 
+use super::gemm::gemm_groups;
 use super::read_f16;
 use crate::layout::{
     Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES,
     QK,
 };
-use crate::shape::{gemm_shape, ShapeError};
 
 /// The value `q - 16` (-16..=15) of weight `j` (0..32) of row `r` (0..4) in
 /// one Q5_0x4 / Q5_1x4 super-block's quant bytes (`quants`: the 64 nibble
@@ -65,59 +65,8 @@ gemv_as_gemm!(
     /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
     /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
     /// * `out`: `m x rows` results.
-    q8_0 gemm gemm_q5_0x4_q8_0 => gemm_q5x4::<false>
+    q8_0 gemm gemm_q5_0x4_q8_0 => gemm_groups [Q5_0X4_BLOCK_BYTES, q5_0x4_group_dot]
 );
-
-/// The GEMM of Q5_0x4 (`Q51`: Q5_1x4) weights: shapes checked, then every
-/// activation row against every row group through the layout's group dot.
-#[allow(clippy::too_many_arguments)]
-fn gemm_q5x4<const Q51: bool>(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let (block, dot): (usize, GroupDotFn) = if Q51 {
-        (Q5_1X4_BLOCK_BYTES, q5_1x4_group_dot)
-    } else {
-        (Q5_0X4_BLOCK_BYTES, q5_0x4_group_dot)
-    };
-    let shape = gemm_shape(Q5X4_ROWS, block, w, rows, cols, act_qs, act_d, m, out)?;
-    gemm_groups(shape.nb * block, dot, w, rows, cols, act_qs, act_d, m, out);
-    Ok(())
-}
-
-/// Dots one row group with one activation row: (group, quants, scales).
-type GroupDotFn = fn(&[u8], &[i8], &[f32]) -> [f32; Q5X4_ROWS];
-
-/// `out[t * rows + r]` = group `r / 4`'s row `r % 4` dotted with activation
-/// row `t`, for shapes [`gemm_shape`] accepted.
-#[allow(clippy::too_many_arguments)]
-fn gemm_groups(
-    group_bytes: usize,
-    group_dot: GroupDotFn,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) {
-    let nb = cols / QK;
-    for t in 0..m {
-        let qs = &act_qs[t * cols..(t + 1) * cols];
-        let d = &act_d[t * nb..(t + 1) * nb];
-        let o = &mut out[t * rows..(t + 1) * rows];
-        for (g, chunk) in o.chunks_mut(Q5X4_ROWS).enumerate() {
-            let acc = group_dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d);
-            chunk.copy_from_slice(&acc[..chunk.len()]);
-        }
-    }
-}
 
 /// The four rows of one Q5_1x4 row group dotted with one activation row.
 /// Per block: the exact integers `qsum = sum q a` (q 0..31) and `asum = sum
@@ -155,5 +104,5 @@ gemv_as_gemm!(
 gemv_as_gemm!(
     /// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows (shapes as
     /// [`gemm_q5_0x4_q8_0`], with 96-byte super-blocks).
-    q8_0 gemm gemm_q5_1x4_q8_0 => gemm_q5x4::<true>
+    q8_0 gemm gemm_q5_1x4_q8_0 => gemm_groups [Q5_1X4_BLOCK_BYTES, q5_1x4_group_dot]
 );

@@ -9,8 +9,9 @@
 //! `acc = acc - (dmin_w * d_a) * (summ as f32)`, no fused multiply-add.
 //! Shapes as the Q4_Kx4 functions, with 704-byte super-blocks.
 
-use super::q4k::{gemm_kx4, kx4_group_dot};
-use crate::layout::Q5KX4_ROWS;
+use super::gemm::gemm_k_groups;
+use super::q4k::kx4_group_dot;
+use crate::layout::{Q5KX4_BLOCK_BYTES, Q5KX4_ROWS};
 
 /// The four rows of one Q5_Kx4 row group dotted with one Q8_K activation
 /// row (`group`: `nb` super-blocks; `act_qs`: `nb * 256` quants; `act_d`:
@@ -37,5 +38,5 @@ gemv_as_gemm!(
 gemv_as_gemm!(
     /// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
     /// W[r] . act[t]` (shapes as [`gemv_q5_kx4_q8_k`], `m` activation rows).
-    q8_k gemm gemm_q5_kx4_q8_k => gemm_kx4::<true>
+    q8_k gemm gemm_q5_kx4_q8_k => gemm_k_groups [Q5KX4_BLOCK_BYTES, kx4_group_dot::<true>]
 );

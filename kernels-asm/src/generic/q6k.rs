@@ -14,11 +14,11 @@
 //! 2^27), then `acc += (d_w * d_a) * (sumi as f32)`: two roundings, no fused
 //! multiply-add, super-blocks in order.
 
+use super::gemm::gemm_k_groups;
 use super::read_f16;
 use crate::layout::{
     Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::shape::{gemm_k_shape, ShapeError};
 
 /// The signed quant `q - 32` of weight `i` (0..256) of row `r` (0..8) in a
 /// Q6_Kx8 super-block.
@@ -136,34 +136,16 @@ gemv_as_gemm!(
     q8_k gemv gemv_q6_kx8_q8_k => gemm_q6_kx8_q8_k
 );
 
-/// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t * rows + r] =
-/// W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-///   `act_sums`: `m x cols / 32` sums (checked only);
-/// * `out`: `m x rows` results.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q6_kx8_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let acts = (act_qs, act_d, act_sums);
-    gemm_k8(
-        Q6KX8_BLOCK_BYTES,
-        q6kx8_group_dot,
-        (w, rows, cols),
-        acts,
-        m,
-        out,
-    )
-}
+gemv_as_gemm!(
+    /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t * rows + r] =
+    /// W[r] . act[t]`.
+    ///
+    /// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
+    /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
+    ///   `act_sums`: `m x cols / 32` sums (checked only);
+    /// * `out`: `m x rows` results.
+    q8_k gemm gemm_q6_kx8_q8_k => gemm_k_groups [Q6KX8_BLOCK_BYTES, |g, q, d, _| q6kx8_group_dot(g, q, d)]
+);
 
 gemv_as_gemm!(
     /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
@@ -171,53 +153,8 @@ gemv_as_gemm!(
     q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
 );
 
-/// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
-/// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q3_kx8_q8_k(
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let acts = (act_qs, act_d, act_sums);
-    gemm_k8(
-        Q3KX8_BLOCK_BYTES,
-        q3kx8_group_dot,
-        (w, rows, cols),
-        acts,
-        m,
-        out,
-    )
-}
-
-/// The GEMM of an 8-row K layout of `bytes`-byte super-blocks through its
-/// group dot.
-fn gemm_k8(
-    bytes: usize,
-    dot: super::gemm::GroupDotFn<Q6KX8_ROWS>,
-    (w, rows, cols): (&[u8], usize, usize),
-    (act_qs, act_d, act_sums): (&[i8], &[f32], &[i16]),
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    let shape = gemm_k_shape(
-        Q6KX8_ROWS, bytes, w, rows, cols, act_qs, act_d, act_sums, m, out,
-    )?;
-    let nb = shape.nb;
-    let group_bytes = nb * bytes;
-    for t in 0..m {
-        let qs = &act_qs[t * cols..(t + 1) * cols];
-        let d = &act_d[t * nb..(t + 1) * nb];
-        let o = &mut out[t * rows..(t + 1) * rows];
-        for (g, chunk) in o.chunks_mut(Q6KX8_ROWS).enumerate() {
-            let acc = dot(&w[g * group_bytes..(g + 1) * group_bytes], qs, d);
-            chunk.copy_from_slice(&acc[..chunk.len()]);
-        }
-    }
-    Ok(())
-}
+gemv_as_gemm!(
+    /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
+    /// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
+    q8_k gemm gemm_q3_kx8_q8_k => gemm_k_groups [Q3KX8_BLOCK_BYTES, |g, q, d, _| q3kx8_group_dot(g, q, d)]
+);

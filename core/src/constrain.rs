@@ -8,7 +8,10 @@
 //! `boolean`, `null`, or `[T, "null"]`), `properties`, `required`,
 //! `additionalProperties` (`false`, or `true`: only declared properties are
 //! generated), `items`, `minItems`, `maxItems`, `minLength`, `maxLength`
-//! (characters; an escape is one), `enum` and `const` of
+//! (characters; an escape is one), `minimum`, `maximum`,
+//! `exclusiveMinimum`, `exclusiveMaximum` on integers (a digit is accepted
+//! only when some value in range still starts with the digits so far; see
+//! `Schema::in_bounds`), `enum` and `const` of
 //! scalars, `$ref` into the root's `$defs` (or `definitions`), `anyOf` of
 //! a schema and `{"type": "null"}`; `title`, `description`, `default`,
 //! `examples`, `$schema` are ignored. Any other keyword is refused by name ([`SchemaError`]). An
@@ -85,6 +88,10 @@ struct Node {
     items: u16,
     min_items: u16,
     max_items: u16,
+    /// Integer: the bounds (`minimum`, `maximum`, and the exclusive forms
+    /// made inclusive), `i64::MIN`/`i64::MAX` when absent.
+    lo: i64,
+    hi: i64,
 }
 
 const EMPTY_NODE: Node = Node {
@@ -96,6 +103,8 @@ const EMPTY_NODE: Node = Node {
     items: ANY,
     min_items: 0,
     max_items: u16::MAX,
+    lo: i64::MIN,
+    hi: i64::MAX,
 };
 
 /// A byte range of `Schema::text`.
@@ -378,6 +387,43 @@ impl Schema {
         })
     }
 
+    /// Whether integer node `idx`'s bounds allow the value with sign `neg`
+    /// and magnitude `mag` (`done`), or else some value whose digits start
+    /// with `mag`'s (a magnitude of 0 is complete: no digit follows a
+    /// leading zero). Always true for a node without bounds.
+    fn in_bounds(&self, idx: u16, neg: bool, mag: u64, done: bool) -> bool {
+        let n = self.node(idx);
+        if idx == ANY || (n.lo == i64::MIN && n.hi == i64::MAX) {
+            return true;
+        }
+        // The magnitudes allowed with this sign, as [a, b].
+        let (lo, hi) = (n.lo as i128, n.hi as i128);
+        let (a, b) = if neg {
+            (0.max(-hi), -lo)
+        } else {
+            (0.max(lo), hi)
+        };
+        let mag = mag as i128;
+        if a > b {
+            return false;
+        }
+        if mag >= a && mag <= b {
+            return true;
+        }
+        if done || mag == 0 {
+            return false;
+        }
+        // More digits: [mag * 10^j, (mag + 1) * 10^j - 1] for j >= 1.
+        let (mut first, mut last) = (mag, mag);
+        while first <= b {
+            (first, last) = (first * 10, last * 10 + 9);
+            if first <= b && last >= a {
+                return true;
+            }
+        }
+        false
+    }
+
     fn bytes(&self, s: Span) -> &[u8] {
         &self.text[s.start as usize..(s.start + s.len) as usize]
     }
@@ -404,6 +450,10 @@ impl Schema {
                 "maxItems",
                 "minLength",
                 "maxLength",
+                "minimum",
+                "maximum",
+                "exclusiveMinimum",
+                "exclusiveMaximum",
                 "enum",
                 "const",
                 "title",
@@ -461,6 +511,10 @@ impl Schema {
             self.enum_values(&mut node, values)?;
         }
         if node.kind == Kind::Enum {
+            let bounded = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+            if bounded.iter().any(|k| v.get(k).is_some()) {
+                return Err(unsupported("minimum or maximum (beside enum or const)"));
+            }
             node.nullable = false;
             self.nodes[idx as usize] = node;
             return Ok(());
@@ -558,6 +612,7 @@ impl Schema {
                 return Err(SchemaError::Invalid("minLength above maxLength"));
             }
         }
+        self.bounds(&mut node, v)?;
         if node.kind == Kind::Array {
             if let Some(items) = v.get("items") {
                 let child = self.alloc()?;
@@ -581,6 +636,42 @@ impl Schema {
             }
         }
         self.nodes[idx as usize] = node;
+        Ok(())
+    }
+
+    /// An integer node's bounds from `minimum`, `maximum`,
+    /// `exclusiveMinimum` and `exclusiveMaximum` (numbers; a fractional
+    /// bound is rounded inward). On any other type they are refused: a
+    /// `number` would need its fractions and exponents bounded too.
+    fn bounds(&self, node: &mut Node, v: &Value) -> Result<(), SchemaError> {
+        let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
+        for (i, key) in keys.into_iter().enumerate() {
+            let Some(b) = v.get(key) else { continue };
+            if node.kind != Kind::Integer {
+                return Err(unsupported(if i < 2 {
+                    "minimum (on a type other than integer)"
+                } else {
+                    "maximum (on a type other than integer)"
+                }));
+            }
+            let b = b
+                .as_f64()
+                .filter(|b| b.is_finite())
+                .ok_or(SchemaError::Invalid("a bound must be a number"))?;
+            // The inclusive integer bound, clamped to i64.
+            let round = |x: f64| x.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+            match i {
+                0 => node.lo = node.lo.max(round(libm::ceil(b))),
+                1 => node.lo = node.lo.max(round(libm::floor(b)).saturating_add(1)),
+                2 => node.hi = node.hi.min(round(libm::floor(b))),
+                _ => node.hi = node.hi.min(round(libm::ceil(b)).saturating_sub(1)),
+            }
+        }
+        if node.lo > node.hi {
+            return Err(SchemaError::Invalid(
+                "no integer between minimum and maximum",
+            ));
+        }
         Ok(())
     }
 
@@ -681,11 +772,15 @@ enum Frame {
         cand: u64,
         off: u16,
     },
-    /// A number: its state (see `Matcher::number`), bytes so far.
+    /// A number: its state (see `Matcher::number`), bytes so far; an
+    /// integer's node (its bounds), sign and magnitude so far (saturated).
     Num {
         integer: bool,
         st: u8,
         len: u8,
+        node: u16,
+        neg: bool,
+        mag: u64,
     },
     /// `true`, `false` or `null`, `off` bytes matched.
     Lit {
@@ -748,7 +843,9 @@ impl Matcher {
         match self.len {
             0 => true,
             1 => match self.stack[0] {
-                Frame::Num { st, .. } => matches!(st, 1 | 2 | 4 | 7),
+                Frame::Num {
+                    st, node, neg, mag, ..
+                } => matches!(st, 1 | 2 | 4 | 7) && s.in_bounds(node, neg, mag, true),
                 Frame::Enum { node, cand, off } => {
                     let n = s.node(node);
                     (0..n.count as usize)
@@ -1026,17 +1123,38 @@ impl Matcher {
                 });
                 Step::Accept
             }
-            Frame::Num { integer, st, len } => match Self::number(st, integer, b) {
+            Frame::Num {
+                integer,
+                st,
+                len,
+                node,
+                neg,
+                mag,
+            } => match Self::number(st, integer, b) {
                 Some(next) if len < MAX_NUMBER => {
+                    let mag = if integer {
+                        mag.saturating_mul(10)
+                            .saturating_add(b.wrapping_sub(b'0') as u64)
+                    } else {
+                        mag
+                    };
+                    if integer && !s.in_bounds(node, neg, mag, false) {
+                        return Step::Reject;
+                    }
                     self.set_top(Frame::Num {
                         integer,
                         st: next,
                         len: len + 1,
+                        node,
+                        neg,
+                        mag,
                     });
                     Step::Accept
                 }
                 Some(_) => Step::Reject,
-                None if matches!(st, 1 | 2 | 4 | 7) => Step::PopRetry,
+                None if matches!(st, 1 | 2 | 4 | 7) && s.in_bounds(node, neg, mag, true) => {
+                    Step::PopRetry
+                }
                 None => Step::Reject,
             },
             Frame::Lit { word, off } => {
@@ -1181,10 +1299,20 @@ impl Matcher {
                     b'0' => 1,
                     _ => 2,
                 };
-                self.push(Frame::Num {
+                let (neg, mag) = (b == b'-', b.saturating_sub(b'0') as u64);
+                // After `-` no digit yet: some value must be at most 0.
+                let ok = if neg {
+                    s.node(idx).lo <= 0
+                } else {
+                    s.in_bounds(idx, false, mag, st == 1)
+                };
+                ok && self.push(Frame::Num {
                     integer: n.kind == Kind::Integer,
                     st,
                     len: 1,
+                    node: idx,
+                    neg,
+                    mag,
                 })
             }
             b't' | b'f' if any || n.kind == Kind::Boolean => self.push(Frame::Lit {
@@ -1459,6 +1587,72 @@ mod tests {
     fn prefix(s: &Schema, out: &str) -> bool {
         let mut m = Matcher::new(s);
         out.bytes().all(|b| m.advance(s, b))
+    }
+
+    /// Integer bounds: every integer from -300 to 300 is a complete output
+    /// exactly when it is in range, every prefix of one in range is a valid
+    /// prefix, and nothing else (a digit that can no longer lead into the
+    /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// exclusive and fractional forms are made inclusive; a bound on a
+    /// number, or beside an enum, is refused.
+    #[test]
+    fn integer_bounds() {
+        let cases = [
+            (r#""minimum":10,"maximum":250"#, 10, 250),
+            (r#""minimum":-17,"maximum":-3"#, -17, -3),
+            (r#""exclusiveMinimum":-5.5,"exclusiveMaximum":7"#, -5, 6),
+            (r#""minimum":0"#, 0, i64::MAX),
+            (r#""maximum":-1"#, i64::MIN, -1),
+            (r#""minimum":99,"maximum":101"#, 99, 101),
+        ];
+        for (bounds, lo, hi) in cases {
+            let s = schema(&std::format!(r#"{{"type":"integer",{bounds}}}"#));
+            for v in -300i64..=300 {
+                let text = std::format!("{v}");
+                let ok = (lo..=hi).contains(&v);
+                assert_eq!(complete(&s, &text), ok, "{bounds}: {text}");
+                // Each prefix of a value in range is accepted.
+                if ok {
+                    for end in 1..text.len() {
+                        assert!(prefix(&s, &text[..end]), "{bounds}: {}", &text[..end]);
+                    }
+                }
+                // Inside an object, the value ends at the `}`.
+                let o = schema(&std::format!(
+                    r#"{{"type":"object","properties":{{"n":{{"type":"integer",{bounds}}}}},"required":["n"]}}"#
+                ));
+                assert_eq!(complete(&o, &std::format!(r#"{{"n":{v}}}"#)), ok, "{text}");
+            }
+            // No prefix that leads nowhere: a digit past the range.
+            assert_eq!(prefix(&s, "-"), lo <= 0, "{bounds}");
+            assert_eq!(complete(&s, "-0"), (lo..=hi).contains(&0), "{bounds}");
+        }
+        let s = schema(r#"{"type":"integer","minimum":10,"maximum":250}"#);
+        for bad in ["2509", "3", "1000", "9", "0", "251", "-1"] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        assert!(prefix(&s, "3") && prefix(&s, "25") && prefix(&s, "250"));
+        for dead in ["251", "2500", "00", "-", "1000"] {
+            assert!(!prefix(&s, dead), "{dead}");
+        }
+        for refused in [
+            r#"{"type":"number","minimum":1}"#,
+            r#"{"type":"string","maximum":1}"#,
+            r#"{"minimum":1}"#,
+            r#"{"type":"integer","enum":[1,2],"maximum":1}"#,
+        ] {
+            let e = Schema::compile(&parse(refused.as_bytes()).unwrap());
+            assert!(matches!(e, Err(SchemaError::Unsupported(..))), "{refused}");
+        }
+        for invalid in [
+            r#"{"type":"integer","minimum":3,"maximum":2}"#,
+            r#"{"type":"integer","exclusiveMinimum":2,"exclusiveMaximum":3}"#,
+            r#"{"type":"integer","minimum":"1"}"#,
+            r#"{"type":"integer","exclusiveMinimum":true}"#,
+        ] {
+            let e = Schema::compile(&parse(invalid.as_bytes()).unwrap());
+            assert!(matches!(e, Err(SchemaError::Invalid(_))), "{invalid}");
+        }
     }
 
     /// `minLength` and `maxLength` count characters: a multi-byte UTF-8

@@ -240,7 +240,7 @@ impl ChatRequest {
     /// the call's JSON follows, `{"name": one of the functions,
     /// "arguments": that function's parameters}` (a union keyed on the
     /// name). Parameters the constraint does not support (`pattern`,
-    /// `minimum`, ...) are any JSON object.
+    /// `minimum` on a number, ...) are any JSON object.
     pub fn call_schema(&self) -> Option<JsonFormat> {
         let names: Vec<&str> = match &self.tool_choice {
             ToolChoice::Required => self.tools.iter().map(|(_, n)| n.as_str()).collect(),

@@ -1284,7 +1284,7 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     // Small enough that the fixture (a random model, fond of whitespace)
     // finishes within the test server's context: whitespace runs are
     // capped, so the answer is at most ~200 bytes.
-    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]}},"required":["ok","kind"]}"#;
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13}},"required":["ok","kind","age"]}"#;
     let msgs = [(Role::User, "Describe a pet as JSON.")];
     for (temp, seed) in [(0.0, 1u64), (0.9, 7)] {
         let extra = format!(
@@ -1307,6 +1307,8 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
         assert!(v.get("ok").unwrap().as_bool().is_some(), "{text}");
         let kind = v.get("kind").unwrap();
         assert!(kind.str_eq("cat") || kind.str_eq("dog"), "{text}");
+        let age = v.get("age").and_then(|a| a.as_i64()).unwrap();
+        assert!((3..13).contains(&age), "{text}");
         // `kestrel run --json-schema`: the same text.
         let cfg = SamplerConfig {
             temperature: temp,

@@ -303,10 +303,34 @@ pub fn weights(
 /// that a file holds a source's blocks byte for byte. `None` for the plain
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
-    let kept = m.layout.spec().kept?;
-    let ty = kestrel_core::gguf::GgmlType::from_id(kept.ggml_id).unwrap();
+    use kestrel_core::quant::repack::{self, Layout};
+    use kestrel_core::quant::{q3k, q4k, q5, q5k, q6k};
+    type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
+    type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
+    let ty = kestrel_core::gguf::GgmlType::from_id(m.layout.spec().kept?.ggml_id)?;
     let row_bytes = ty.row_bytes(m.cols as u64).unwrap();
     let mut out = vec![0u8; m.rows * row_bytes];
-    (kept.unpack)(m.bytes, m.rows, m.cols, &mut out).unwrap();
+    // The group-at-a-time inverses, and the whole-matrix ones.
+    let (group, whole): (Option<Group>, Option<Whole>) = match m.layout {
+        Layout::Q4_0x4 => (Some(repack::unpack_q4_0x4_group), None),
+        Layout::Q8_0x8 => (Some(repack::unpack_q8_0x8_group), None),
+        Layout::Iq4Nlx4 => (Some(repack::unpack_iq4_nlx4_group), None),
+        Layout::Q5_0x4 => (None, Some(q5::unpack_q5_0)),
+        Layout::Q5_1x4 => (None, Some(q5::unpack_q5_1)),
+        Layout::Q4Kx4 => (None, Some(q4k::unpack_q4_k)),
+        Layout::Q5Kx4 => (None, Some(q5k::unpack_q5_k)),
+        Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
+        Layout::Q3Kx8 => (None, Some(q3k::unpack_q3_k)),
+        Layout::F32 | Layout::F16 => return None,
+    };
+    if let Some(unpack) = group {
+        let g = m.layout.group_rows();
+        for (gi, rows_out) in out.chunks_mut(g * row_bytes.max(1)).enumerate() {
+            unpack(m.group(gi), m.cols, rows_out).unwrap();
+        }
+    }
+    if let Some(unpack) = whole {
+        unpack(m.bytes, m.rows, m.cols, &mut out).unwrap();
+    }
     Some(out)
 }

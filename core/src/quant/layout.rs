@@ -109,10 +109,8 @@ pub enum Gemm {
 pub struct Kept {
     /// ggml's id of the GGUF block type it holds (`GgmlType::from_id`).
     pub ggml_id: u32,
-    /// GGUF rows (at most one row group) to one row group, and back.
+    /// GGUF rows (at most one row group) to one row group.
     pub repack: RepackFn,
-    /// The inverse of `repack`, for whole matrices.
-    pub unpack: RepackFn,
 }
 
 /// Everything about one layout.
@@ -157,13 +155,10 @@ macro_rules! gemm {
     };
 }
 
-/// A kept layout whose repacker and its inverse take whole matrices.
-const fn kept(ggml_id: u32, repack: RepackFn, unpack: RepackFn) -> Option<Kept> {
-    Some(Kept {
-        ggml_id,
-        repack,
-        unpack,
-    })
+/// A kept layout of GGUF type `ggml_id` and its repacker. (The inverses,
+/// `unpack_*`, serve the tests only, so the shipped binary leaves them out.)
+const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
+    Some(Kept { ggml_id, repack })
 }
 
 /// Every layout, in [`Layout`] order.
@@ -207,7 +202,6 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         kept: kept(
             2, // Q4_0
             |s, _, c, o| repack::repack_q4_0x4_group(s, c, o),
-            |s, r, c, o| groups(s, r, c, o, Layout::Q4_0x4, repack::unpack_q4_0x4_group),
         ),
         gemm: gemm!(Q8_0, gemm_q4_0x4_q8_0),
     },
@@ -224,7 +218,6 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         kept: kept(
             8, // Q8_0
             |s, _, c, o| repack::repack_q8_0x8_group(s, c, o),
-            |s, r, c, o| groups(s, r, c, o, Layout::Q8_0x8, repack::unpack_q8_0x8_group),
         ),
         gemm: gemm!(Q8_0, gemm_q8_0x8_q8_0),
     },
@@ -238,7 +231,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_0X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(6, q5::repack_q5_0, q5::unpack_q5_0), // Q5_0
+        kept: kept(6, q5::repack_q5_0), // Q5_0
         gemm: gemm!(Q8_0, gemm_q5_0x4_q8_0),
     },
     LayoutSpec {
@@ -251,7 +244,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_1X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(7, q5::repack_q5_1, q5::unpack_q5_1), // Q5_1
+        kept: kept(7, q5::repack_q5_1), // Q5_1
         gemm: gemm!(Q8_0, gemm_q5_1x4_q8_0),
     },
     LayoutSpec {
@@ -264,7 +257,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q4KX4_ROWS,
         block_bytes: kl::Q4KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(12, q4k::repack_q4_k, q4k::unpack_q4_k), // Q4_K
+        kept: kept(12, q4k::repack_q4_k), // Q4_K
         gemm: gemm!(Q8K, gemm_q4_kx4_q8_k),
     },
     LayoutSpec {
@@ -277,7 +270,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q5KX4_ROWS,
         block_bytes: kl::Q5KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(13, q5k::repack_q5_k, q5k::unpack_q5_k), // Q5_K
+        kept: kept(13, q5k::repack_q5_k), // Q5_K
         gemm: gemm!(Q8K, gemm_q5_kx4_q8_k),
     },
     LayoutSpec {
@@ -290,7 +283,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q6KX8_ROWS,
         block_bytes: kl::Q6KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(14, q6k::repack_q6_k, q6k::unpack_q6_k), // Q6_K
+        kept: kept(14, q6k::repack_q6_k), // Q6_K
         gemm: gemm!(Q8K, gemm_q6_kx8_q8_k),
     },
     LayoutSpec {
@@ -306,7 +299,6 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         kept: kept(
             20, // IQ4_NL
             |s, _, c, o| repack::repack_iq4_nlx4_group(s, c, o),
-            |s, r, c, o| groups(s, r, c, o, Layout::Iq4Nlx4, repack::unpack_iq4_nlx4_group),
         ),
         gemm: gemm!(Q8_0, gemm_iq4_nlx4_q8_0),
     },
@@ -320,7 +312,7 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         group_rows: kl::Q3KX8_ROWS,
         block_bytes: kl::Q3KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(11, q3k::repack_q3_k, q3k::unpack_q3_k), // Q3_K
+        kept: kept(11, q3k::repack_q3_k), // Q3_K
         gemm: gemm!(Q8K, gemm_q3_kx8_q8_k),
     },
 ];
@@ -332,38 +324,6 @@ const _: () = {
         i += 1;
     }
 };
-
-/// `(group, cols, rows_out)`: one row group back to GGUF rows.
-type UnpackGroupFn = fn(&[u8], usize, &mut [u8]) -> Result<(), Error>;
-
-/// A group-at-a-time inverse (`unpack(group, cols, rows_out)`) applied to
-/// every row group of a whole `rows x cols` matrix.
-fn groups(
-    packed: &[u8],
-    rows: usize,
-    cols: usize,
-    out: &mut [u8],
-    layout: Layout,
-    unpack: UnpackGroupFn,
-) -> Result<(), Error> {
-    let spec = layout.spec();
-    // Each unpacker checks its rows' length against `cols`.
-    let row_bytes = out.len().checked_div(rows).unwrap_or(0);
-    let group_bytes = layout.group_bytes(cols)?;
-    let want = layout.matrix_bytes(rows, cols)?;
-    crate::error::check_len("packed matrix bytes", want, packed.len())?;
-    for (g, rows_out) in out
-        .chunks_mut(spec.group_rows * row_bytes.max(1))
-        .enumerate()
-    {
-        unpack(
-            &packed[g * group_bytes..(g + 1) * group_bytes],
-            cols,
-            rows_out,
-        )?;
-    }
-    Ok(())
-}
 
 impl Layout {
     /// Every layout.

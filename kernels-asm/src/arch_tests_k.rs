@@ -21,26 +21,15 @@ use crate::aarch64 as arch;
 #[cfg(target_arch = "x86_64")]
 use crate::x86_64 as arch;
 
-type Gemm = fn(
-    arch::Cpu,
-    &[u8],
-    usize,
-    usize,
-    &[i8],
-    &[f32],
-    &[i16],
-    usize,
-    &mut [f32],
-) -> Result<(), ShapeError>;
-type Gemv =
-    fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], &mut [f32]) -> Result<(), ShapeError>;
-type Generic =
-    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+type R = Result<(), ShapeError>;
+type Gemm = fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> R;
+type Gemv = fn(arch::Cpu, &[u8], usize, usize, &[i8], &[f32], &[i16], &mut [f32]) -> R;
+type Generic = fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> R;
 
 /// One K layout's group rows, super-block bytes, kernels and name (every
 /// one begins with eight f16: `d` and `dmin` of 4 rows, or `d` of 8).
 #[derive(Clone, Copy)]
-struct K8 {
+struct KKernels {
     rows: usize,
     bytes: usize,
     gemm: Gemm,
@@ -50,8 +39,8 @@ struct K8 {
 }
 
 /// The layouts under test.
-const LAYOUTS: [K8; 4] = [
-    K8 {
+const LAYOUTS: [KKernels; 4] = [
+    KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
         gemm: arch::gemm_q4_kx4_q8_k,
@@ -59,7 +48,7 @@ const LAYOUTS: [K8; 4] = [
         generic: generic::gemm_q4_kx4_q8_k,
         name: "q4_kx4",
     },
-    K8 {
+    KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q5KX4_BLOCK_BYTES,
         gemm: arch::gemm_q5_kx4_q8_k,
@@ -67,7 +56,7 @@ const LAYOUTS: [K8; 4] = [
         generic: generic::gemm_q5_kx4_q8_k,
         name: "q5_kx4",
     },
-    K8 {
+    KKernels {
         rows: Q6KX8_ROWS,
         bytes: Q6KX8_BLOCK_BYTES,
         gemm: arch::gemm_q6_kx8_q8_k,
@@ -75,7 +64,7 @@ const LAYOUTS: [K8; 4] = [
         generic: generic::gemm_q6_kx8_q8_k,
         name: "q6_kx8",
     },
-    K8 {
+    KKernels {
         rows: Q3KX8_ROWS,
         bytes: Q3KX8_BLOCK_BYTES,
         gemm: arch::gemm_q3_kx8_q8_k,
@@ -90,7 +79,7 @@ const LAYOUTS: [K8; 4] = [
 /// (every value in every position over 256 of them), random after; with
 /// `finite_d` the rows' `d` are then made finite.
 fn weight(
-    k: K8,
+    k: KKernels,
     rng: &mut Rng,
     (rows, cols): (usize, usize),
     sweep: &mut usize,
@@ -148,7 +137,13 @@ fn acts(rng: &mut Rng, m: usize, cols: usize, with_min: bool) -> (Vec<i8>, Vec<f
     (qs, d, sums)
 }
 
-fn check(k: K8, cpu: arch::Cpu, (rows, cols, m): (usize, usize, usize), w: &[u8], rng: &mut Rng) {
+fn check(
+    k: KKernels,
+    cpu: arch::Cpu,
+    (rows, cols, m): (usize, usize, usize),
+    w: &[u8],
+    rng: &mut Rng,
+) {
     for with_min in [false, true] {
         let (qs, d, sums) = acts(rng, m, cols, with_min);
         let mut want = vec![f32::NAN; m * rows];
@@ -260,7 +255,7 @@ fn gemm_k_shapes() {
     }
 }
 
-fn shapes(k: K8, cpu: arch::Cpu) {
+fn shapes(k: KKernels, cpu: arch::Cpu) {
     let mut rng = Rng(8);
     let mut sweep = 256;
     for (rows, cols, m) in [(0, 256, 2), (5, 256, 0), (5, 0, 3), (0, 0, 1)] {

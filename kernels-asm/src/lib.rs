@@ -34,21 +34,21 @@ extern crate std;
 /// arguments `$pre`): `q8_0`/`q8_k` name the activation arguments (quants
 /// and scales; with the sums), `gemv` forwards one activation row (`m =
 /// 1`), `gemm` its `m`; `$cpu: $tok` is an architecture's capability token.
-macro_rules! gemv_as_gemm {
+macro_rules! forwarding_entry {
     ($(#[$a:meta])* q8_0 gemv $name:ident $(($cpu:ident: $tok:ty))? => $f:path $([$($pre:expr),*])?) => {
-        gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], out: &mut [f32],)
+        forwarding_entry!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], out: &mut [f32],)
             => $f($($($pre,)*)? $($cpu,)? w, rows, cols, act_qs, act_d, 1, out));
     };
     ($(#[$a:meta])* q8_0 gemm $name:ident $(($cpu:ident: $tok:ty))? => $f:path $([$($pre:expr),*])?) => {
-        gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], m: usize, out: &mut [f32],)
+        forwarding_entry!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], m: usize, out: &mut [f32],)
             => $f($($($pre,)*)? $($cpu,)? w, rows, cols, act_qs, act_d, m, out));
     };
     ($(#[$a:meta])* q8_k gemv $name:ident $(($cpu:ident: $tok:ty))? => $f:path) => {
-        gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], out: &mut [f32],)
+        forwarding_entry!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], out: &mut [f32],)
             => $f($($cpu,)? w, rows, cols, act_qs, act_d, act_sums, 1, out));
     };
     ($(#[$a:meta])* q8_k gemm $name:ident $(($cpu:ident: $tok:ty))? => $f:path $([$($pre:expr),*])?) => {
-        gemv_as_gemm!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], m: usize, out: &mut [f32],)
+        forwarding_entry!(@ $(#[$a])* $name [$($cpu: $tok)?] (w: &[u8], rows: usize, cols: usize, act_qs: &[i8], act_d: &[f32], act_sums: &[i16], m: usize, out: &mut [f32],)
             => $f($($($pre,)*)? $($cpu,)? w, rows, cols, act_qs, act_d, act_sums, m, out));
     };
     (@ $(#[$a:meta])* $name:ident [$($cpu:ident: $tok:ty)?] ($($arg:ident: $t:ty,)*) => $call:expr) => {

@@ -111,7 +111,7 @@ pub(super) fn gemm_groups<const R: usize>(
     Ok(())
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q4_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
     ///
     /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
@@ -120,13 +120,13 @@ gemv_as_gemm!(
     q8_0 gemv gemv_q4_0x4_q8_0 => gemm_q4_0x4_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q8_0x8 weights x one Q8_0 activation row (shapes as
     /// [`gemv_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
     q8_0 gemv gemv_q8_0x8_q8_0 => gemm_q8_0x8_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
     /// W[r] . act[t]`.
     ///
@@ -136,19 +136,19 @@ gemv_as_gemm!(
     q8_0 gemm gemm_q4_0x4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, q4x4_group_dot]
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows (shapes as
     /// [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
     q8_0 gemm gemm_q8_0x8_q8_0 => gemm_groups [Q8X8_BLOCK_BYTES, q8x8_group_dot]
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, IQ4_NLx4 weights x one Q8_0 activation row (shapes as
     /// [`gemv_q4_0x4_q8_0`]).
     q8_0 gemv gemv_iq4_nlx4_q8_0 => gemm_iq4_nlx4_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows (shapes as
     /// [`gemm_q4_0x4_q8_0`]).
     q8_0 gemm gemm_iq4_nlx4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, iq4_nlx4_group_dot]

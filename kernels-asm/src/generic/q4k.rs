@@ -108,7 +108,7 @@ pub(super) fn kx4_group_dot<const Q5: bool>(
     acc
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q4_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
     ///
     /// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 576-byte super-blocks;
@@ -118,7 +118,7 @@ gemv_as_gemm!(
     q8_k gemv gemv_q4_kx4_q8_k => gemm_q4_kx4_q8_k
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q4_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
     /// W[r] . act[t]`.
     ///

@@ -49,7 +49,7 @@ pub fn q5_0x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q5X
     acc
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q5_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
     ///
     /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 88-byte super-blocks;
@@ -58,7 +58,7 @@ gemv_as_gemm!(
     q8_0 gemv gemv_q5_0x4_q8_0 => gemm_q5_0x4_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
     /// W[r] . act[t]`.
     ///
@@ -95,13 +95,13 @@ pub fn q5_1x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q5X
     acc
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q5_1x4 weights x one Q8_0 activation row (shapes as
     /// [`gemv_q5_0x4_q8_0`], with 96-byte super-blocks).
     q8_0 gemv gemv_q5_1x4_q8_0 => gemm_q5_1x4_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows (shapes as
     /// [`gemm_q5_0x4_q8_0`], with 96-byte super-blocks).
     q8_0 gemm gemm_q5_1x4_q8_0 => gemm_groups [Q5_1X4_BLOCK_BYTES, q5_1x4_group_dot]

@@ -25,7 +25,7 @@ pub fn q5kx4_group_dot(
     kx4_group_dot::<true>(group, act_qs, act_d, act_sums)
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q5_Kx4 weights x one Q8_K activation row: `out[r] = W[r] . act`.
     ///
     /// * `w`: `ceil(rows / 4)` row groups of `cols / 256` 704-byte super-blocks;
@@ -35,7 +35,7 @@ gemv_as_gemm!(
     q8_k gemv gemv_q5_kx4_q8_k => gemm_q5_kx4_q8_k
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q5_Kx4 weights x `m` Q8_K activation rows: `out[t * rows + r] =
     /// W[r] . act[t]` (shapes as [`gemv_q5_kx4_q8_k`], `m` activation rows).
     q8_k gemm gemm_q5_kx4_q8_k => gemm_k_groups [Q5KX4_BLOCK_BYTES, kx4_group_dot::<true>]

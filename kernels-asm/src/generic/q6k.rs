@@ -126,7 +126,7 @@ fn k8_group_dot(
     acc
 }
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q6_Kx8 weights x one Q8_K activation row: `out[r] = W[r] . act`.
     ///
     /// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
@@ -136,7 +136,7 @@ gemv_as_gemm!(
     q8_k gemv gemv_q6_kx8_q8_k => gemm_q6_kx8_q8_k
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t * rows + r] =
     /// W[r] . act[t]`.
     ///
@@ -147,13 +147,13 @@ gemv_as_gemm!(
     q8_k gemm gemm_q6_kx8_q8_k => gemm_k_groups [Q6KX8_BLOCK_BYTES, |g, q, d, _| q6kx8_group_dot(g, q, d)]
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
     /// [`gemv_q6_kx8_q8_k`], with 912-byte super-blocks).
     q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
     /// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
     q8_k gemm gemm_q3_kx8_q8_k => gemm_k_groups [Q3KX8_BLOCK_BYTES, |g, q, d, _| q3kx8_group_dot(g, q, d)]

@@ -18,13 +18,13 @@ use core::mem::MaybeUninit;
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q4_0x4 weights x one Q8_0 activation row: [`gemm_q4_0x4_q8_0`]
     /// with `m = 1`; the same contract as [`generic::gemv_q4_0x4_q8_0`].
     q8_0 gemv gemv_q4_0x4_q8_0 (cpu: Avx2) => gemm_q4_0x4_q8_0
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q8_0x8 weights x one Q8_0 activation row: [`gemm_q8_0x8_q8_0`]
     /// with `m = 1`; the same contract as [`generic::gemv_q8_0x8_q8_0`].
     q8_0 gemv gemv_q8_0x8_q8_0 (cpu: Avx2) => gemm_q8_0x8_q8_0

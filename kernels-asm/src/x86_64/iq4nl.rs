@@ -33,7 +33,7 @@ const LOW: [i8; 16] = {
 /// 1 where the IQ4_NL value is negative (the first 8), else 0.
 const NEGATIVE: [i8; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0];
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, IQ4_NLx4 weights x one Q8_0 activation row: [`gemm_iq4_nlx4_q8_0`]
     /// with `m = 1`; the contract of [`generic::gemv_iq4_nlx4_q8_0`].
     q8_0 gemv gemv_iq4_nlx4_q8_0 (cpu: Avx2) => gemm_iq4_nlx4_q8_0

@@ -10,7 +10,7 @@ use core::arch::x86_64::*;
 /// Activation rows computed together against one pass over a row group.
 const TILE_M: usize = 4;
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q3_Kx8 weights x one Q8_K activation row: [`gemm_q3_kx8_q8_k`]
     /// with `m = 1`; the contract of [`generic::gemv_q3_kx8_q8_k`].
     q8_k gemv gemv_q3_kx8_q8_k (cpu: Avx2) => gemm_q3_kx8_q8_k

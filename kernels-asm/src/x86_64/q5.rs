@@ -27,25 +27,25 @@ use core::mem::MaybeUninit;
 /// Activation rows computed together against one pass over a weight tile.
 const TILE_M: usize = 4;
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q5_0x4 weights x one Q8_0 activation row: [`gemm_q5_0x4_q8_0`]
     /// with `m = 1`; the same contract as [`generic::gemv_q5_0x4_q8_0`].
     q8_0 gemv gemv_q5_0x4_q8_0 (cpu: Avx2) => gemm_q5x4::<false>
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q5_1x4 weights x one Q8_0 activation row: [`gemm_q5_1x4_q8_0`]
     /// with `m = 1`; the same contract as [`generic::gemv_q5_1x4_q8_0`].
     q8_0 gemv gemv_q5_1x4_q8_0 (cpu: Avx2) => gemm_q5x4::<true>
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q5_0x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
     /// contract of [`generic::gemm_q5_0x4_q8_0`]).
     q8_0 gemm gemm_q5_0x4_q8_0 (cpu: Avx2) => gemm_q5x4::<false>
 );
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMM, Q5_1x4 weights x `m` Q8_0 activation rows: [`gemm_q5x4`] (the
     /// contract of [`generic::gemm_q5_1x4_q8_0`]).
     q8_0 gemm gemm_q5_1x4_q8_0 (cpu: Avx2) => gemm_q5x4::<true>

@@ -27,7 +27,7 @@ const TILE_M: usize = 4;
 // The 512-bit tile takes every row the offset table does.
 const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
 
-gemv_as_gemm!(
+forwarding_entry!(
     /// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
     /// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
     q8_k gemv gemv_q6_kx8_q8_k (cpu: Avx2) => gemm_q6_kx8_q8_k

@@ -926,14 +926,14 @@ fn write_kept_group(
     error: &mut QuantError,
 ) -> Result<(), Error> {
     let (e, n) = (rows.e, rows.n);
-    let ty = kept_type(e.layout).ok_or(Error::Unsupported {
+    let no_blocks = Error::Unsupported {
         what: "layout that keeps no source blocks",
         value: crate::vqf::format::layout_code(e.layout) as u64,
-    })?;
-    let (block, group) = (ty.type_size(), e.layout.group_bytes(e.layout.block_cols())?);
-    let repack = e.layout.spec().kept.map(|k| k.repack);
-    let repack = repack.ok_or_else(|| unreachable_layout::<()>(e.layout).unwrap_err())?;
+    };
+    let kept = e.layout.spec().kept.ok_or(no_blocks)?;
+    let ty = GgmlType::from_id(kept.ggml_id).ok_or(no_blocks)?;
     let per = e.layout.block_cols();
+    let (block, group) = (ty.type_size(), e.layout.group_bytes(per)?);
     let mut gguf = [0u8; 8 * MAX_KEPT_BLOCK];
     let mut packed = [0u8; MAX_KEPT_GROUP];
     let mut stored = [0f32; QK_K];
@@ -953,7 +953,7 @@ fn write_kept_group(
             }
         }
         let out = &mut packed[..group];
-        repack(&gguf[..n * block], n, per, out)?;
+        (kept.repack)(&gguf[..n * block], n, per, out)?;
         w.write(out)?;
     }
     Ok(())
@@ -963,12 +963,19 @@ fn write_kept_group(
 const MAX_KEPT_BLOCK: usize = q6k::Q6_K_BLOCK_BYTES;
 const MAX_KEPT_GROUP: usize = q6k::Q6KX8_BLOCK_BYTES;
 
-fn unreachable_layout<T>(layout: Layout) -> Result<T, Error> {
-    Err(Error::Unsupported {
-        what: "layout that keeps no source blocks",
-        value: crate::vqf::format::layout_code(layout) as u64,
-    })
-}
+// Every kept layout's row group (at most 8 rows of one super-block column)
+// fits the buffers above; a new layout that does not fails to compile.
+const _: () = {
+    let mut i = 0;
+    while i < crate::quant::layout::LAYOUTS.len() {
+        let s = &crate::quant::layout::LAYOUTS[i];
+        if s.kept.is_some() {
+            assert!(s.group_rows <= 8 && s.block_bytes <= MAX_KEPT_GROUP);
+            assert!(s.block_bytes / s.group_rows <= MAX_KEPT_BLOCK);
+        }
+        i += 1;
+    }
+};
 
 /// The result of a conversion.
 #[derive(Clone, Copy, Debug)]

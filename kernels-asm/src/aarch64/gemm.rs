@@ -1,91 +1,179 @@
-//! GEMM of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with `m` Q8_0 activation rows: `sdot`
-//! tiles of one row group x 4 activation rows, the GEMV for the rest.
+//! The one driver of every aarch64 GEMV and GEMM: a layout's kernels
+//! ([`GemmKernels`]: its GEMV loop over row groups and its GEMM tiles) run
+//! over the row groups and activation rows by [`gemv_run`] and
+//! [`gemm_run`], whose public entry points `entry_points!` writes; here
+//! too the Q4_0x4 / IQ4_NLx4 / Q8_0x8 tiles.
 
 use super::gemv::{
     gemv_iq4x4_groups, gemv_q4x4_groups, gemv_q8x8_groups, iq4_nl_nibbles, q4_0_nibbles,
     IQ4_NL_TABLE,
 };
-use super::{gemv_iq4_nlx4_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, Dotprod};
-use crate::generic;
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
-use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::asm;
 
 /// Activation rows per GEMM tile: one weight load serves this many rows.
 const TILE_M: usize = 4;
 
-/// The kernels one GEMM layout needs: a 4-activation-row tile over one row
-/// group, and a one-row GEMV over one row group.
+/// The most rows a layout's row group has (Q8_0x8, Q6_Kx8, Q3_Kx8).
+const MAX_GROUP_ROWS: usize = 8;
+
+/// A GEMM tile, `(w, qs, d, sums, nb, out, stride)`: one row group (`nb`
+/// super-blocks at `w`) x the tile's activation rows, consecutive from
+/// `qs`, `d` and `sums` (Q8_K only) at the strides of one row (`nb`
+/// super-blocks' worth), into rows of `out` `stride` bytes apart (a
+/// [`GemmKernels::strided`] tile) or accumulated into `group_rows`-float
+/// rows back to back (the others; the driver zeroes them first).
+pub(super) type TileFn =
+    unsafe fn(*const u8, *const i8, *const f32, *const i16, usize, *mut f32, usize);
+
+/// A GEMV loop, `(w, qs, d, sums, nb, out, groups)`: `groups` row groups
+/// (`nb` super-blocks each, from `w`) x one activation row (`sums`: Q8_K
+/// only) into `groups * group_rows` floats of `out`.
+pub(super) type LoopFn =
+    unsafe fn(*const u8, *const i8, *const f32, *const i16, usize, *mut f32, usize);
+
+/// One layout's kernels, for the driver.
 pub(super) struct GemmKernels {
+    /// Weight rows per row group.
     pub(super) group_rows: usize,
+    /// Bytes of one super-block of a row group.
     pub(super) block_bytes: usize,
-    /// (w, [qs; 4], [d; 4], nb, out, out row stride in bytes)
-    pub(super) tile: unsafe fn(*const u8, [*const i8; 4], [*const f32; 4], usize, *mut f32, usize),
-    /// (w, qs, d, nb, out, groups)
-    pub(super) row: unsafe fn(*const u8, *const i8, *const f32, usize, *mut f32, usize),
+    /// The GEMV loop, also the one-row step of the GEMM.
+    pub(super) row: LoopFn,
+    /// The tile of 4 activation rows.
+    pub(super) tile4: TileFn,
+    /// The tiles of 2 and 3 activation rows, if the layout has them (else
+    /// 2 or 3 rows left over take the GEMV loop).
+    pub(super) small_tiles: Option<[TileFn; 2]>,
+    /// Whether the tiles store at the caller's row stride.
+    pub(super) strided: bool,
 }
 
-/// `out[t * rows + r]` for every activation row `t < m` and weight row `r`,
-/// after [`gemm_shape`] has accepted the arguments (with `nb >= 1`).
+/// `m` activation rows as the kernels read them: `cols` quants, `nb`
+/// scales and `ns` sums (Q8_K; `sums` is empty for Q8_0) per row.
+#[derive(Clone, Copy)]
+pub(super) struct Acts<'a> {
+    pub(super) qs: &'a [i8],
+    pub(super) d: &'a [f32],
+    pub(super) sums: &'a [i16],
+    pub(super) cols: usize,
+    pub(super) nb: usize,
+    pub(super) ns: usize,
+}
+
+impl Acts<'_> {
+    /// Row `t`'s quants, scales and sums (`t < m`).
+    fn row(&self, t: usize) -> (*const i8, *const f32, *const i16) {
+        (
+            self.qs[t * self.cols..].as_ptr(),
+            self.d[t * self.nb..].as_ptr(),
+            self.sums[t * self.ns..].as_ptr(),
+        )
+    }
+}
+
+/// `out[r] = W[r] . act` for one activation row: the whole row groups in
+/// one call of the GEMV loop, straight into `out`; a partial last group
+/// through a tile.
 ///
 /// # Safety
-/// The shapes must have passed [`gemm_shape`] with `k`'s layout, and the CPU must implement what `k`'s kernels need.
-#[allow(clippy::too_many_arguments)]
+/// The layout's shape check (`gemm_shape` / `gemm_k_shape` with `k`'s
+/// geometry and `m = 1`) must have accepted `w`, `rows`, `a` and `out`,
+/// with `a.nb >= 1` and `groups = ceil(rows / k.group_rows)`; the CPU must
+/// implement what `k`'s kernels need.
+pub(super) unsafe fn gemv_run(
+    k: &GemmKernels,
+    w: &[u8],
+    rows: usize,
+    a: Acts,
+    out: &mut [f32],
+    groups: usize,
+) {
+    let gr = k.group_rows;
+    let full = rows / gr;
+    let (qs, d, s) = a.row(0);
+    if full > 0 {
+        // SAFETY: `w` holds `groups >= full` groups of `nb` super-blocks,
+        // the row `cols` quants, `nb` scales and `ns` sums, `out` `rows >=
+        // full * gr` floats (the shape check).
+        unsafe { (k.row)(w.as_ptr(), qs, d, s, a.nb, out.as_mut_ptr(), full) };
+    }
+    if full < groups {
+        let mut tail = [0.0f32; MAX_GROUP_ROWS];
+        // SAFETY: the last group starts at full * nb * block_bytes and is one
+        // group long (groups = full + 1); `tail` holds gr <= 8 floats.
+        unsafe {
+            (k.row)(
+                w[full * a.nb * k.block_bytes..].as_ptr(),
+                qs,
+                d,
+                s,
+                a.nb,
+                tail.as_mut_ptr(),
+                1,
+            )
+        };
+        out[full * gr..].copy_from_slice(&tail[..rows - full * gr]);
+    }
+}
+
+/// `out[t * rows + r] = W[r] . act[t]` for every activation row `t < m`:
+/// per row group, tiles of 4 activation rows, then the 2 or 3 left over in
+/// one tile where the layout has one, the rest one row at a time.
+///
+/// # Safety
+/// The layout's shape check must have accepted the arguments for `m` rows,
+/// with `a.nb >= 1` and `groups = ceil(rows / k.group_rows)`; the CPU must
+/// implement what `k`'s kernels need.
 pub(super) unsafe fn gemm_run(
     k: &GemmKernels,
     w: &[u8],
     rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
+    a: Acts,
     m: usize,
     out: &mut [f32],
-    GemmShape { nb, groups }: GemmShape,
+    groups: usize,
 ) {
-    let group_bytes = nb * k.block_bytes;
     let gr = k.group_rows;
-    let mut tile = [0.0f32; 8 * TILE_M];
+    let group_bytes = a.nb * k.block_bytes;
+    let mut tile = [0.0f32; MAX_GROUP_ROWS * TILE_M];
     for g in 0..groups {
         let wg = w[g * group_bytes..(g + 1) * group_bytes].as_ptr();
         let r0 = g * gr;
         let real = (rows - r0).min(gr);
+        // A strided tile of a full group writes straight into `out` (row
+        // stride `rows`); anything else into `tile` (row stride `gr`), then
+        // the real rows are copied.
+        let direct = k.strided && real == gr;
         let mut t = 0;
         while t < m {
-            let n = if m - t >= TILE_M { TILE_M } else { 1 };
-            // A full group writes straight into `out` (row stride `rows`);
-            // a partial one into `tile` (row stride `gr`), then copies.
-            let (dst, stride) = if real == gr {
+            let left = m - t;
+            let (n, step) = match k.small_tiles {
+                _ if left >= TILE_M => (TILE_M, Some(k.tile4)),
+                Some(small) if left >= 2 => (left, Some(small[left - 2])),
+                _ => (1, None),
+            };
+            let (dst, stride) = if direct {
                 (out[t * rows + r0..].as_mut_ptr(), rows)
             } else {
+                tile = [0.0; MAX_GROUP_ROWS * TILE_M];
                 (tile.as_mut_ptr(), gr)
             };
-            if n == TILE_M {
-                let qs = core::array::from_fn(|i| act_qs[(t + i) * cols..].as_ptr());
-                let d = core::array::from_fn(|i| act_d[(t + i) * nb..].as_ptr());
-                // SAFETY: `wg` is one group (group_bytes = nb * block_bytes
-                // readable bytes); each `qs[i]` / `d[i]` starts row t + i < m
-                // and has cols bytes / nb floats after it; `dst` has 4 rows
-                // of `gr` floats at stride `stride`: for a full group the last
-                // one written is (t + 3) * rows + r0 + gr - 1 < m * rows,
-                // otherwise `tile` holds 4 * gr floats.
-                unsafe { (k.tile)(wg, qs, d, nb, dst, stride * 4) };
-            } else {
+            let (qs, d, s) = a.row(t);
+            match step {
+                // SAFETY: `wg` is one group (group_bytes readable bytes);
+                // activation rows t..t + n <= m follow row t at the strides
+                // of `a` inside the checked slices; `dst` has n rows of `gr`
+                // floats at stride `stride`: for a full group the last one
+                // written is (t + n - 1) * rows + r0 + gr - 1 < m * rows,
+                // otherwise `tile` holds 8 * 4 >= gr * n floats.
+                Some(f) => unsafe { f(wg, qs, d, s, a.nb, dst, stride * 4) },
                 // SAFETY: as above for one row t < m and one group.
-                unsafe {
-                    (k.row)(
-                        wg,
-                        act_qs[t * cols..].as_ptr(),
-                        act_d[t * nb..].as_ptr(),
-                        nb,
-                        dst,
-                        1,
-                    )
-                };
+                None => unsafe { (k.row)(wg, qs, d, s, a.nb, dst, 1) },
             }
-            if real < gr {
+            if !direct {
                 for i in 0..n {
-                    out[(t + i) * rows + r0..(t + i) * rows + r0 + real]
-                        .copy_from_slice(&tile[i * gr..i * gr + real]);
+                    out[(t + i) * rows + r0..][..real].copy_from_slice(&tile[i * gr..][..real]);
                 }
             }
             t += n;
@@ -93,24 +181,25 @@ pub(super) unsafe fn gemm_run(
     }
 }
 
-/// The `asm!` of a tile of one row group x 4 activation rows (the `tile`
-/// of [`GemmKernels`]): the template pieces, with the tile's operands bound
-/// by name (`{w}`, `{q0}`..`{q3}`, `{d0}`..`{d3}`, `{nb}`, `{out}`,
-/// `{stride}`) to the function's arguments, and the vector registers it
-/// writes.
+/// The `asm!` of a Q8_0 tile of one row group x 4 activation rows (a
+/// strided [`TileFn`]): the template pieces, with the tile's operands bound
+/// by name (`{w}`, `{q0}`..`{q3}`, `{d0}`..`{d3}` for the 4 activation
+/// rows, each `nb` blocks of 32 quants and one scale after the last,
+/// `{nb}`, `{out}`, `{stride}`) to the function's arguments, and the vector
+/// registers it writes.
 macro_rules! tile4_asm {
     ([$($t:expr),+ $(,)?], ($w:ident, $qs:ident, $d:ident, $nb:ident, $out:ident, $stride:ident), [$($clobber:tt)*]) => {
         asm!(
             $($t,)+
             w = inout(reg) $w => _,
-            q0 = inout(reg) $qs[0] => _,
-            q1 = inout(reg) $qs[1] => _,
-            q2 = inout(reg) $qs[2] => _,
-            q3 = inout(reg) $qs[3] => _,
-            d0 = inout(reg) $d[0] => _,
-            d1 = inout(reg) $d[1] => _,
-            d2 = inout(reg) $d[2] => _,
-            d3 = inout(reg) $d[3] => _,
+            q0 = inout(reg) $qs => _,
+            q1 = inout(reg) $qs.wrapping_add($nb * 32) => _,
+            q2 = inout(reg) $qs.wrapping_add($nb * 64) => _,
+            q3 = inout(reg) $qs.wrapping_add($nb * 96) => _,
+            d0 = inout(reg) $d => _,
+            d1 = inout(reg) $d.wrapping_add($nb) => _,
+            d2 = inout(reg) $d.wrapping_add($nb * 2) => _,
+            d3 = inout(reg) $d.wrapping_add($nb * 3) => _,
             nb = inout(reg) $nb => _,
             out = inout(reg) $out => _,
             stride = in(reg) $stride,
@@ -121,17 +210,39 @@ macro_rules! tile4_asm {
 }
 pub(super) use tile4_asm;
 
-/// `$name`: the GEMM of a layout of `$rows`-row groups of `$block`-byte
-/// super-blocks x `m` Q8_0 activation rows (`out[t * rows + r]`), through
-/// [`gemm_run`] with its tile `$tile` and GEMV loop `$loop`; one activation
-/// row takes its GEMV `$gemv`, empty shapes `generic::$name` (whose
-/// contract it has).
-macro_rules! gemm_entry {
-    ($name:ident, $gemv:ident, $rows:expr, $block:expr, $tile:ident, $loop:ident) => {
-        #[doc = concat!("GEMM, `m` Q8_0 activation rows (`gemm_entry!`; the contract of [`generic::", stringify!($name), "`]).")]
+/// `$gemv` and `$gemm`: a layout's public GEMV and GEMM (the names and
+/// contracts of their twins in `generic`: a shape error when a length does
+/// not fit, empty shapes to the generic code), through [`gemv_run`] and
+/// [`gemm_run`] with its kernels `$k`, for Q8_0 activations (`q8_0`) or
+/// Q8_K ones with their sums (`q8_k`); the GEMM of one row is the GEMV.
+macro_rules! entry_points {
+    (q8_0, $gemv:ident, $gemm:ident, $k:expr) => {
+        #[doc = concat!("GEMV, one Q8_0 activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
+        pub fn $gemv(
+            _cpu: super::Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            out: &mut [f32],
+        ) -> Result<(), crate::shape::ShapeError> {
+            let k: &super::gemm::GemmKernels = &$k;
+            let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, 1, out)?;
+            if shape.nb == 0 || rows == 0 {
+                return crate::generic::$gemv(w, rows, cols, act_qs, act_d, out);
+            }
+            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
+            // SAFETY: the shape check accepted the arguments for this
+            // layout, nb >= 1; the token proves dotprod.
+            unsafe { super::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
+            Ok(())
+        }
+
+        #[doc = concat!("GEMM, `m` Q8_0 activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
         #[allow(clippy::too_many_arguments)]
-        pub fn $name(
-            cpu: Dotprod,
+        pub fn $gemm(
+            cpu: super::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -139,52 +250,114 @@ macro_rules! gemm_entry {
             act_d: &[f32],
             m: usize,
             out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let shape = gemm_shape($rows, $block, w, rows, cols, act_qs, act_d, m, out)?;
+        ) -> Result<(), crate::shape::ShapeError> {
+            let k: &super::gemm::GemmKernels = &$k;
+            let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, m, out)?;
             if m == 1 {
                 return $gemv(cpu, w, rows, cols, act_qs, act_d, out);
             }
             if shape.nb == 0 || rows == 0 || m == 0 {
-                return generic::$name(w, rows, cols, act_qs, act_d, m, out);
+                return crate::generic::$gemm(w, rows, cols, act_qs, act_d, m, out);
             }
-            let k = GemmKernels {
-                group_rows: $rows,
-                block_bytes: $block,
-                tile: $tile,
-                row: $loop,
-            };
-            // SAFETY: `gemm_shape` accepted the shapes for this layout; the
-            // token proves dotprod.
-            unsafe { gemm_run(&k, w, rows, cols, act_qs, act_d, m, out, shape) };
+            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
+            // SAFETY: as in the GEMV, for `m` rows.
+            unsafe { super::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
+            Ok(())
+        }
+    };
+    (q8_k, $gemv:ident, $gemm:ident, $k:expr) => {
+        #[doc = concat!("GEMV, one Q8_K activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemv(
+            _cpu: super::Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            out: &mut [f32],
+        ) -> Result<(), crate::shape::ShapeError> {
+            let k: &super::gemm::GemmKernels = &$k;
+            let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, 1, out)?;
+            if shape.nb == 0 || rows == 0 {
+                return crate::generic::$gemv(w, rows, cols, act_qs, act_d, act_sums, out);
+            }
+            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
+            // SAFETY: the shape check accepted the arguments for this
+            // layout, nb >= 1; the token proves dotprod.
+            unsafe { super::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
+            Ok(())
+        }
+
+        #[doc = concat!("GEMM, `m` Q8_K activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemm(
+            cpu: super::Dotprod,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            m: usize,
+            out: &mut [f32],
+        ) -> Result<(), crate::shape::ShapeError> {
+            let k: &super::gemm::GemmKernels = &$k;
+            let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, m, out)?;
+            if m == 1 {
+                return $gemv(cpu, w, rows, cols, act_qs, act_d, act_sums, out);
+            }
+            if shape.nb == 0 || rows == 0 || m == 0 {
+                return crate::generic::$gemm(w, rows, cols, act_qs, act_d, act_sums, m, out);
+            }
+            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
+            // SAFETY: as in the GEMV, for `m` rows.
+            unsafe { super::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
             Ok(())
         }
     };
 }
-pub(super) use gemm_entry;
+pub(super) use entry_points;
 
-gemm_entry!(
-    gemm_q4_0x4_q8_0,
+entry_points!(
+    q8_0,
     gemv_q4_0x4_q8_0,
-    Q4X4_ROWS,
-    Q4X4_BLOCK_BYTES,
-    gemm_q4x4_tile4,
-    gemv_q4x4_groups
+    gemm_q4_0x4_q8_0,
+    GemmKernels {
+        group_rows: Q4X4_ROWS,
+        block_bytes: Q4X4_BLOCK_BYTES,
+        row: gemv_q4x4_groups,
+        tile4: gemm_q4x4_tile4,
+        small_tiles: None,
+        strided: true,
+    }
 );
-gemm_entry!(
-    gemm_iq4_nlx4_q8_0,
+entry_points!(
+    q8_0,
     gemv_iq4_nlx4_q8_0,
-    Q4X4_ROWS,
-    Q4X4_BLOCK_BYTES,
-    gemm_iq4x4_tile4,
-    gemv_iq4x4_groups
+    gemm_iq4_nlx4_q8_0,
+    GemmKernels {
+        group_rows: Q4X4_ROWS,
+        block_bytes: Q4X4_BLOCK_BYTES,
+        row: gemv_iq4x4_groups,
+        tile4: gemm_iq4x4_tile4,
+        small_tiles: None,
+        strided: true,
+    }
 );
-gemm_entry!(
-    gemm_q8_0x8_q8_0,
+entry_points!(
+    q8_0,
     gemv_q8_0x8_q8_0,
-    Q8X8_ROWS,
-    Q8X8_BLOCK_BYTES,
-    gemm_q8x8_tile4,
-    gemv_q8x8_groups
+    gemm_q8_0x8_q8_0,
+    GemmKernels {
+        group_rows: Q8X8_ROWS,
+        block_bytes: Q8X8_BLOCK_BYTES,
+        row: gemv_q8x8_groups,
+        tile4: gemm_q8x8_tile4,
+        small_tiles: None,
+        strided: true,
+    }
 );
 
 /// `$name`: the GEMM tile (one row group x 4 activation rows) of a 4-row
@@ -195,22 +368,23 @@ macro_rules! nibble_tile4 {
         /// One row group x 4 activation rows (`nibble_tile4!`).
         ///
         /// # Safety
-        /// `w` must point to `nb * 72` readable bytes, each `qs[i]` to `nb * 32`
-        /// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 4 writable floats
+        /// `w` must point to `nb * 72` readable bytes, `qs` and `d` to 4
+        /// consecutive activation rows of `nb * 32` quants and `nb` floats, `out` to 4 rows of 4 writable floats
         /// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
         #[inline(never)]
         #[target_feature(enable = "neon,dotprod")]
         unsafe fn $name(
             w: *const u8,
-            qs: [*const i8; 4],
-            d: [*const f32; 4],
+            qs: *const i8,
+            d: *const f32,
+            _sums: *const i16,
             nb: usize,
             out: *mut f32,
             stride: usize,
         ) {
             // SAFETY: per the function contract (and the 16-byte table `$extra`
             // names): per block the loop reads 72 bytes
-            // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
+            // of `w`, 32 bytes of each activation row's quants and 4 bytes of its scales, for nb
             // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
             // Only the listed registers are written; no stack is used.
             unsafe {
@@ -352,21 +526,22 @@ macro_rules! q8x8_row {
 /// One Q8_0x8 row group x 4 activation rows.
 ///
 /// # Safety
-/// `w` must point to `nb * 272` readable bytes, each `qs[i]` to `nb * 32`
-/// bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 8 writable floats
+/// `w` must point to `nb * 272` readable bytes, `qs` and `d` to 4 consecutive
+/// activation rows of `nb * 32` quants and `nb` floats, `out` to 4 rows of 8 writable floats
 /// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
 #[inline(never)]
 #[target_feature(enable = "neon,dotprod")]
 unsafe fn gemm_q8x8_tile4(
     w: *const u8,
-    qs: [*const i8; 4],
-    d: [*const f32; 4],
+    qs: *const i8,
+    d: *const f32,
+    _sums: *const i16,
     nb: usize,
     out: *mut f32,
     stride: usize,
 ) {
     // SAFETY: per the function contract: per block the loop reads 272 bytes
-    // of `w`, 32 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for nb
+    // of `w`, 32 bytes of each activation row's quants and 4 bytes of its scales, for nb
     // blocks; then it stores 32 bytes at out + i * stride for i in 0..4.
     // Only the listed registers are written; no stack is used.
     unsafe {

@@ -1,95 +1,9 @@
-//! GEMV of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with one Q8_0 activation row: `sdot`
-//! loops over whole row groups (also the one-row step of the GEMM).
+//! The GEMV loops of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with one Q8_0
+//! activation row: `sdot` over whole row groups (the driver in `gemm.rs`
+//! runs them, also as the one-row step of the GEMM).
 
-use super::Dotprod;
-use crate::generic;
-use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
-use crate::shape::{gemm_shape, GemmShape, ShapeError};
+use crate::layout::IQ4_NL_VALUES;
 use core::arch::asm;
-
-/// `$name`: the GEMV of a layout of `$rows`-row groups of `$block`-byte
-/// super-blocks x one Q8_0 activation row, through its asm loop `$loop`
-/// (whole groups straight into `out`, a partial last one through a tile),
-/// with the contract of its twin `generic::$name` (a shape error when a
-/// length does not fit; zero columns go to the generic code).
-macro_rules! gemv_entry {
-    ($name:ident, $rows:expr, $block:expr, $loop:ident) => {
-        #[doc = concat!("GEMV, one Q8_0 activation row (`gemv_entry!`; the contract of [`generic::", stringify!($name), "`]).")]
-        pub fn $name(
-            _cpu: Dotprod,
-            w: &[u8],
-            rows: usize,
-            cols: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let GemmShape { nb, .. } =
-                gemm_shape($rows, $block, w, rows, cols, act_qs, act_d, 1, out)?;
-            if nb == 0 {
-                return generic::$name(w, rows, cols, act_qs, act_d, out);
-            }
-            let group_bytes = nb * $block;
-            let full = rows / $rows;
-            if full > 0 {
-                // SAFETY: `w` holds `full` groups of `nb` super-blocks
-                // (`gemm_shape`: w.len() = groups * group_bytes >= full *
-                // group_bytes), `act_qs` holds nb * 32 bytes and `act_d` nb
-                // floats, `out` at least full * $rows floats; the token proves
-                // dotprod.
-                unsafe {
-                    $loop(
-                        w.as_ptr(),
-                        act_qs.as_ptr(),
-                        act_d.as_ptr(),
-                        nb,
-                        out.as_mut_ptr(),
-                        full,
-                    )
-                };
-            }
-            let rest = rows - full * $rows;
-            if rest > 0 {
-                let mut tail = [0.0f32; $rows];
-                // SAFETY: the last group starts at full * group_bytes and is
-                // group_bytes long (groups = full + 1); `tail` holds one
-                // group's outputs.
-                unsafe {
-                    $loop(
-                        w[full * group_bytes..].as_ptr(),
-                        act_qs.as_ptr(),
-                        act_d.as_ptr(),
-                        nb,
-                        tail.as_mut_ptr(),
-                        1,
-                    )
-                };
-                out[full * $rows..].copy_from_slice(&tail[..rest]);
-            }
-            Ok(())
-        }
-    };
-}
-pub(super) use gemv_entry;
-
-gemv_entry!(
-    gemv_q4_0x4_q8_0,
-    Q4X4_ROWS,
-    Q4X4_BLOCK_BYTES,
-    gemv_q4x4_groups
-);
-gemv_entry!(
-    gemv_iq4_nlx4_q8_0,
-    Q4X4_ROWS,
-    Q4X4_BLOCK_BYTES,
-    gemv_iq4x4_groups
-);
-gemv_entry!(
-    gemv_q8_0x8_q8_0,
-    Q8X8_ROWS,
-    Q8X8_BLOCK_BYTES,
-    gemv_q8x8_groups
-);
 
 /// The nibble decoding of the 4-row nibble layouts (Q4_0x4, IQ4_NLx4), one
 /// 16-byte chunk `$src` into the `i8` weights of its low nibbles (`$lo`)
@@ -143,6 +57,7 @@ macro_rules! nibble_gemv_loop {
             w: *const u8,
             qs: *const i8,
             d: *const f32,
+            _sums: *const i16,
             nb: usize,
             out: *mut f32,
             groups: usize,
@@ -228,6 +143,7 @@ pub(super) unsafe fn gemv_q8x8_groups(
     w: *const u8,
     qs: *const i8,
     d: *const f32,
+    _sums: *const i16,
     nb: usize,
     out: *mut f32,
     groups: usize,

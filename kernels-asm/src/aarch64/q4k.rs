@@ -5,29 +5,27 @@
 //! then per super-block the reference's float steps (docs/kernels.md,
 //! "Q4_Kx4").
 
+use super::gemm::{entry_points, GemmKernels};
 use super::ktile::{
-    gemv_q4k_pair, gemv_q4k_quarter, gemv_scale_sums, k_entry_points, k_gemm, k_gemm_tile, k_gemv,
-    k_gemv_groups, nibble_chunk, q4k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
-    GemvFn, GenericGemm, GenericGemv, KLayout, TileFn,
+    gemv_q4k_pair, gemv_q4k_quarter, gemv_scale_sums, k_gemm_tile, k_gemv_groups, nibble_chunk,
+    q4k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,
 };
-use super::Dotprod;
-use crate::generic;
-use crate::layout::{Q4KX4_BLOCK_BYTES, QK_K};
-use crate::shape::ShapeError;
+use crate::layout::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, QK_K};
 use core::arch::asm;
 
-/// Q4_Kx4 for the K-quant driver (`ktile.rs`).
-struct Q4K;
-
-impl KLayout for Q4K {
-    const BLOCK_BYTES: usize = Q4KX4_BLOCK_BYTES;
-    const GEMV_GROUPS: GemvFn = gemv_q4kx4_groups;
-    const TILES: [TileFn; 3] = [gemm_q4kx4_tile2, gemm_q4kx4_tile3, gemm_q4kx4_tile4];
-    const GENERIC_GEMV: GenericGemv = generic::gemv_q4_kx4_q8_k;
-    const GENERIC_GEMM: GenericGemm = generic::gemm_q4_kx4_q8_k;
-}
-
-k_entry_points!(Q4K, gemv_q4_kx4_q8_k, gemm_q4_kx4_q8_k);
+entry_points!(
+    q8_k,
+    gemv_q4_kx4_q8_k,
+    gemm_q4_kx4_q8_k,
+    GemmKernels {
+        group_rows: Q4KX4_ROWS,
+        block_bytes: Q4KX4_BLOCK_BYTES,
+        row: gemv_q4kx4_groups,
+        tile4: gemm_q4kx4_tile4,
+        small_tiles: Some([gemm_q4kx4_tile2, gemm_q4kx4_tile3]),
+        strided: false,
+    }
+);
 
 k_gemv_groups! {
     fn gemv_q4kx4_groups, block "576", v30 "0x3f",

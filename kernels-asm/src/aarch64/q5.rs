@@ -10,12 +10,8 @@
 //! `i8` (`0xf0 | n = n - 16`, or `n`). The integer sums are then exact
 //! `sum (q - 16) a` (|.| <= 32 * 16 * 128), converted with `scvtf`.
 
-use super::gemm::{gemm_entry, gemm_run, tile4_asm, GemmKernels};
-use super::gemv::gemv_entry;
-use super::Dotprod;
-use crate::generic;
+use super::gemm::{entry_points, tile4_asm, GemmKernels};
 use crate::layout::{Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES};
-use crate::shape::{gemm_shape, GemmShape, ShapeError};
 use core::arch::asm;
 
 /// The parts in which Q5_1x4's kernels differ from Q5_0x4's: Q5_1 keeps
@@ -139,6 +135,7 @@ macro_rules! q5_gemv {
             w: *const u8,
             qs: *const i8,
             d: *const f32,
+            _sums: *const i16,
             nb: usize,
             out: *mut f32,
             groups: usize,
@@ -258,20 +255,21 @@ macro_rules! q5_tile4 {
         #[doc = concat!("One ", stringify!($v), " row group x 4 activation rows (`q5_tile4!`).")]
         ///
         /// # Safety
-        #[doc = concat!("`w` must point to `nb * ", $block, "` readable bytes, each `qs[i]` to `nb * 32` bytes, each `d[i]` to `nb` floats, `out` to 4 rows of 4 writable floats `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.")]
+        #[doc = concat!("`w` must point to `nb * ", $block, "` readable bytes, `qs` and `d` to 4 consecutive activation rows of `nb * 32` quants and `nb` floats, `out` to 4 rows of 4 writable floats `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.")]
         #[inline(never)]
         #[target_feature(enable = "neon,dotprod")]
         unsafe fn $name(
             w: *const u8,
-            qs: [*const i8; 4],
-            d: [*const f32; 4],
+            qs: *const i8,
+            d: *const f32,
+            _sums: *const i16,
             nb: usize,
             out: *mut f32,
             stride: usize,
         ) {
             // SAFETY: per the function contract: per block the loop reads
-            // one block of `w`, 32 bytes of each `qs[i]` and 4 bytes of each
-            // `d[i]`, for nb blocks; then it stores 16 bytes at out + i *
+            // one block of `w`, 32 bytes of each activation row's quants and 4 bytes of its
+            // scales, for nb blocks; then it stores 16 bytes at out + i *
             // stride for i in 0..4. Only the listed registers are written;
             // no stack is used.
             unsafe {
@@ -351,33 +349,31 @@ macro_rules! q5_tile4 {
     };
 }
 
-gemv_entry!(
+entry_points!(
+    q8_0,
     gemv_q5_0x4_q8_0,
-    Q5X4_ROWS,
-    Q5_0X4_BLOCK_BYTES,
-    gemv_q5x4_groups
-);
-gemv_entry!(
-    gemv_q5_1x4_q8_0,
-    Q5X4_ROWS,
-    Q5_1X4_BLOCK_BYTES,
-    gemv_q5_1x4_groups
-);
-gemm_entry!(
     gemm_q5_0x4_q8_0,
-    gemv_q5_0x4_q8_0,
-    Q5X4_ROWS,
-    Q5_0X4_BLOCK_BYTES,
-    gemm_q5x4_tile4,
-    gemv_q5x4_groups
+    GemmKernels {
+        group_rows: Q5X4_ROWS,
+        block_bytes: Q5_0X4_BLOCK_BYTES,
+        row: gemv_q5x4_groups,
+        tile4: gemm_q5x4_tile4,
+        small_tiles: None,
+        strided: true,
+    }
 );
-gemm_entry!(
-    gemm_q5_1x4_q8_0,
+entry_points!(
+    q8_0,
     gemv_q5_1x4_q8_0,
-    Q5X4_ROWS,
-    Q5_1X4_BLOCK_BYTES,
-    gemm_q5_1x4_tile4,
-    gemv_q5_1x4_groups
+    gemm_q5_1x4_q8_0,
+    GemmKernels {
+        group_rows: Q5X4_ROWS,
+        block_bytes: Q5_1X4_BLOCK_BYTES,
+        row: gemv_q5_1x4_groups,
+        tile4: gemm_q5_1x4_tile4,
+        small_tiles: None,
+        strided: true,
+    }
 );
 
 q5_gemv!(q5_0, gemv_q5x4_groups, "88", []);

@@ -5,30 +5,28 @@
 //! the mask 0x10); quants 0..31 are valid `sdot` operands (docs/kernels.md,
 //! "Q5_Kx4").
 
+use super::gemm::{entry_points, GemmKernels};
 use super::ktile::{
-    gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter, gemv_scale_sums, k_entry_points, k_gemm,
-    k_gemm_tile, k_gemv, k_gemv_groups, nibble_chunk, q5k_chunk, q5k_fifth_bits, q5k_nibbles,
-    quarter_scales, row_dot, row_end, rows_dot, rows_end, GemvFn, GenericGemm, GenericGemv,
-    KLayout, TileFn,
+    gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter, gemv_scale_sums, k_gemm_tile, k_gemv_groups,
+    nibble_chunk, q5k_chunk, q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end,
+    rows_dot, rows_end,
 };
-use super::Dotprod;
-use crate::generic;
-use crate::layout::{Q5KX4_BLOCK_BYTES, QK_K};
-use crate::shape::ShapeError;
+use crate::layout::{Q5KX4_BLOCK_BYTES, Q5KX4_ROWS, QK_K};
 use core::arch::asm;
 
-/// Q5_Kx4 for the K-quant driver (`ktile.rs`).
-struct Q5K;
-
-impl KLayout for Q5K {
-    const BLOCK_BYTES: usize = Q5KX4_BLOCK_BYTES;
-    const GEMV_GROUPS: GemvFn = gemv_q5kx4_groups;
-    const TILES: [TileFn; 3] = [gemm_q5kx4_tile2, gemm_q5kx4_tile3, gemm_q5kx4_tile4];
-    const GENERIC_GEMV: GenericGemv = generic::gemv_q5_kx4_q8_k;
-    const GENERIC_GEMM: GenericGemm = generic::gemm_q5_kx4_q8_k;
-}
-
-k_entry_points!(Q5K, gemv_q5_kx4_q8_k, gemm_q5_kx4_q8_k);
+entry_points!(
+    q8_k,
+    gemv_q5_kx4_q8_k,
+    gemm_q5_kx4_q8_k,
+    GemmKernels {
+        group_rows: Q5KX4_ROWS,
+        block_bytes: Q5KX4_BLOCK_BYTES,
+        row: gemv_q5kx4_groups,
+        tile4: gemm_q5kx4_tile4,
+        small_tiles: Some([gemm_q5kx4_tile2, gemm_q5kx4_tile3]),
+        strided: false,
+    }
+);
 
 k_gemv_groups! {
     fn gemv_q5kx4_groups, block "704", v30 "0x10",

@@ -5,10 +5,8 @@
 //! `shl`/`sli`/`sli` for the fourth), the 16 `i8` scales applied exactly
 //! with `mla` on `i32` lanes, and `scvtf #2` undoing the factor 4.
 
-use super::Dotprod;
-use crate::generic;
+use super::gemm::{entry_points, GemmKernels};
 use crate::layout::{Q3KX8_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS};
-use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
 use core::arch::asm;
 
 /// One 16-weight group of the Q6_Kx8 / Q3_Kx8 tile: its quant loads made
@@ -188,171 +186,26 @@ macro_rules! q3k_quants {
     ) };
 }
 
-/// Activation rows per GEMM tile: one weight decode serves this many rows.
-const TILE_M: usize = 4;
-
-/// The GEMV `$gemv`, the GEMM `$gemm`, the GEMV asm loop `$loop` and the
-/// 4-row tile `$tile` of an 8-row K layout of `$bytes`-byte super-blocks
-/// (Q6_Kx8, Q3_Kx8) whose quants `$nib!` decodes (`q6k_quants!`,
-/// `q3k_quants!`); the figures in the comments are Q6_Kx8's.
+/// The GEMV `$gemv` and the GEMM `$gemm` (through the driver in `gemm.rs`),
+/// the GEMV asm loop `$loop` and the 4-row tile `$tile` of an 8-row K
+/// layout of `$bytes`-byte super-blocks (Q6_Kx8, Q3_Kx8) whose quants
+/// `$nib!` decodes (`q6k_quants!`, `q3k_quants!`); the figures in the
+/// comments are Q6_Kx8's.
 macro_rules! k8_kernels {
     ($gemv:ident, $gemm:ident, $loop:ident, $tile:ident, $nib:ident, $bytes:expr) => {
-        /// GEMV, one Q8_K activation row (`k8_kernels!`).
-        ///
-        /// * `w`: `ceil(rows / 8)` row groups of `cols / 256` `$bytes`-byte super-blocks;
-        /// * `act_qs`: `cols` quants; `act_d`: `cols / 256` scales; `act_sums`:
-        ///   `cols / 32` sums (checked only);
-        /// * `out`: `rows` results.
-        ///
-        /// The same contract as the generic twin (a shape error when a length does
-        /// not fit); empty shapes go to the generic code.
-        #[allow(clippy::too_many_arguments)]
-        pub fn $gemv(
-            _cpu: Dotprod,
-            w: &[u8],
-            rows: usize,
-            cols: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            act_sums: &[i16],
-            out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let GemmKShape { nb, .. } = gemm_k_shape(
-                Q6KX8_ROWS,
-                $bytes,
-                w,
-                rows,
-                cols,
-                act_qs,
-                act_d,
-                act_sums,
-                1,
-                out,
-            )?;
-            if nb == 0 || rows == 0 {
-                return generic::$gemv(w, rows, cols, act_qs, act_d, act_sums, out);
+        entry_points!(
+            q8_k,
+            $gemv,
+            $gemm,
+            GemmKernels {
+                group_rows: Q6KX8_ROWS,
+                block_bytes: $bytes,
+                row: $loop,
+                tile4: $tile,
+                small_tiles: None,
+                strided: false,
             }
-            let group_bytes = nb * $bytes;
-            let full = rows / Q6KX8_ROWS;
-            if full > 0 {
-                // SAFETY: `w` holds at least `full` groups of `nb` super-blocks
-                // (w.len() = groups * nb * $bytes, groups >= full), `act_qs` nb * 256
-                // quants and `act_d` nb scales, `out` at least full * 8 floats
-                // (all checked by `gemm_k_shape`); nb >= 1, full >= 1; the token
-                // proves dotprod.
-                unsafe {
-                    $loop(
-                        w.as_ptr(),
-                        act_qs.as_ptr(),
-                        act_d.as_ptr(),
-                        nb,
-                        out.as_mut_ptr(),
-                        full,
-                    )
-                };
-            }
-            let rest = rows - full * Q6KX8_ROWS;
-            if rest > 0 {
-                let mut tail = [0.0f32; Q6KX8_ROWS];
-                // SAFETY: the last group starts at full * group_bytes and is
-                // group_bytes long (groups = full + 1); `tail` holds 8 floats.
-                unsafe {
-                    $loop(
-                        w[full * group_bytes..].as_ptr(),
-                        act_qs.as_ptr(),
-                        act_d.as_ptr(),
-                        nb,
-                        tail.as_mut_ptr(),
-                        1,
-                    )
-                };
-                out[full * Q6KX8_ROWS..].copy_from_slice(&tail[..rest]);
-            }
-            Ok(())
-        }
-
-        /// GEMM, `m` Q8_K activation rows (`k8_kernels!`): `out[t * rows + r]`.
-        ///
-        /// * `w`: `ceil(rows / 8)` row groups of `cols / 256` `$bytes`-byte super-blocks;
-        /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-        ///   `act_sums`: `m x cols / 32` sums (checked only);
-        /// * `out`: `m x rows` results.
-        ///
-        /// Tiles of one row group x 4 activation rows (the weights decoded once
-        /// for the 4), the rest of the rows through the GEMV loop; the same
-        /// contract as the generic twin; one activation row takes the GEMV, empty
-        /// shapes the generic code.
-        #[allow(clippy::too_many_arguments)]
-        pub fn $gemm(
-            cpu: Dotprod,
-            w: &[u8],
-            rows: usize,
-            cols: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            act_sums: &[i16],
-            m: usize,
-            out: &mut [f32],
-        ) -> Result<(), ShapeError> {
-            let GemmKShape { nb, groups } = gemm_k_shape(
-                Q6KX8_ROWS,
-                $bytes,
-                w,
-                rows,
-                cols,
-                act_qs,
-                act_d,
-                act_sums,
-                m,
-                out,
-            )?;
-            if m == 1 {
-                return $gemv(cpu, w, rows, cols, act_qs, act_d, act_sums, out);
-            }
-            if nb == 0 || rows == 0 || m == 0 {
-                return generic::$gemm(w, rows, cols, act_qs, act_d, act_sums, m, out);
-            }
-            let group_bytes = nb * $bytes;
-            for g in 0..groups {
-                let wg = w[g * group_bytes..(g + 1) * group_bytes].as_ptr();
-                let r0 = g * Q6KX8_ROWS;
-                let real = (rows - r0).min(Q6KX8_ROWS);
-                let mut t = 0;
-                while t < m {
-                    let n = if m - t >= TILE_M { TILE_M } else { 1 };
-                    let mut acc = [0.0f32; Q6KX8_ROWS * TILE_M];
-                    if n == TILE_M {
-                        let qs = core::array::from_fn(|i| act_qs[(t + i) * cols..].as_ptr());
-                        let d = core::array::from_fn(|i| act_d[(t + i) * nb..].as_ptr());
-                        // SAFETY: `wg` is one group (group_bytes = nb * $bytes readable
-                        // bytes, sliced above); each `qs[i]` / `d[i]` starts row
-                        // t + i < m and has cols = nb * 256 quants / nb scales after
-                        // it (`gemm_k_shape`); `acc` holds 4 x 8 floats; nb >= 1;
-                        // the token proves dotprod.
-                        unsafe { $tile(wg, qs, d, nb, acc.as_mut_ptr()) };
-                    } else {
-                        // SAFETY: as above for one activation row t < m, one group
-                        // and 8 floats of `acc`.
-                        unsafe {
-                            $loop(
-                                wg,
-                                act_qs[t * cols..].as_ptr(),
-                                act_d[t * nb..].as_ptr(),
-                                nb,
-                                acc.as_mut_ptr(),
-                                1,
-                            )
-                        };
-                    }
-                    for i in 0..n {
-                        out[(t + i) * rows + r0..(t + i) * rows + r0 + real]
-                            .copy_from_slice(&acc[i * Q6KX8_ROWS..i * Q6KX8_ROWS + real]);
-                    }
-                    t += n;
-                }
-            }
-            Ok(())
-        }
+        );
 
         /// The GEMV asm loop: `groups` row groups, each `nb` super-blocks.
         ///
@@ -371,6 +224,7 @@ macro_rules! k8_kernels {
             w: *const u8,
             qs: *const i8,
             d: *const f32,
+            _sums: *const i16,
             nb: usize,
             out: *mut f32,
             groups: usize,
@@ -475,20 +329,23 @@ macro_rules! k8_kernels {
         /// the counter and the branch).
         ///
         /// # Safety
-        /// `w` must point to `nb * $bytes` readable bytes, each `qs[i]` to `nb * 256`
-        /// bytes, each `d[i]` to `nb` floats, `acc` to 32 readable and writable
+        /// `w` must point to `nb * $bytes` readable bytes, `qs` and `d` to 4
+        /// consecutive activation rows of `nb * 256` quants and `nb` floats,
+        /// `acc` to 32 readable and writable
         /// floats, `nb >= 1`, and the CPU must implement dotprod.
         #[inline(never)]
         #[target_feature(enable = "neon,dotprod")]
         unsafe fn $tile(
             w: *const u8,
-            qs: [*const i8; 4],
-            d: [*const f32; 4],
+            qs: *const i8,
+            d: *const f32,
+            _sums: *const i16,
             nb: usize,
             acc: *mut f32,
+            _stride: usize,
         ) {
             // SAFETY: per the function contract: per super-block the loop reads $bytes
-            // bytes of `w`, 256 bytes of each `qs[i]` and 4 bytes of each `d[i]`, for
+            // bytes of `w`, 256 bytes of each activation row's quants and 4 bytes of its scales, for
             // nb super-blocks, and reads and writes the 128 bytes at `acc`. Only the
             // listed registers are written; no stack is used.
             unsafe {
@@ -565,14 +422,14 @@ macro_rules! k8_kernels {
                     "subs {nb}, {nb}, #1",
                     "b.ne 3b",
                     w = inout(reg) w => _,
-                    q0 = inout(reg) qs[0] => _,
-                    q1 = inout(reg) qs[1] => _,
-                    q2 = inout(reg) qs[2] => _,
-                    q3 = inout(reg) qs[3] => _,
-                    d0 = inout(reg) d[0] => _,
-                    d1 = inout(reg) d[1] => _,
-                    d2 = inout(reg) d[2] => _,
-                    d3 = inout(reg) d[3] => _,
+                    q0 = inout(reg) qs => _,
+                    q1 = inout(reg) qs.wrapping_add(nb * 256) => _,
+                    q2 = inout(reg) qs.wrapping_add(nb * 512) => _,
+                    q3 = inout(reg) qs.wrapping_add(nb * 768) => _,
+                    d0 = inout(reg) d => _,
+                    d1 = inout(reg) d.wrapping_add(nb) => _,
+                    d2 = inout(reg) d.wrapping_add(nb * 2) => _,
+                    d3 = inout(reg) d.wrapping_add(nb * 3) => _,
                     nb = inout(reg) nb => _,
                     acc = in(reg) acc,
                     out("x12") _, out("x15") _, out("x16") _,

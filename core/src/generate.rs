@@ -79,6 +79,17 @@ impl StopSet {
         set
     }
 
+    /// The set of `id` alone (what ends a constrained span, not the
+    /// answer: a tool call's `</tool_call>`).
+    pub fn only(id: u32) -> StopSet {
+        let mut set = StopSet {
+            ids: [0; MAX_STOPS],
+            len: 0,
+        };
+        set.insert(id);
+        set
+    }
+
     /// Adds `id`; false when the set is full (it is left as it was).
     pub fn insert(&mut self, id: u32) -> bool {
         if self.contains(id) {

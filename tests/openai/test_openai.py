@@ -159,6 +159,33 @@ def tool_checks(binary, model):
                                            temperature=0, max_tokens=48)
         assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), r
         checks += 2
+        # auto, a call the model opens (logit_bias on `<tool_call>`, id
+        # 151657, makes it open one at once): from there the arguments follow
+        # the called function's parameters, sampled answers too; with
+        # parallel_tool_calls false the answer ends with that call.
+        opener = {"151657": 100}
+        for seed in range(4):
+            r = client.chat.completions.create(
+                model="m", messages=question, tools=[unit, count], temperature=1.0, seed=seed,
+                max_tokens=64, parallel_tool_calls=False, logit_bias=opener)
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1, r
+            call4 = c.message.tool_calls[0]
+            params = {"get_weather": unit, "count": count}[call4.function.name]
+            validate(json.loads(call4.function.arguments), params["function"]["parameters"])
+        checks += 1
+        # parallel_tool_calls (true by default): several calls in one answer
+        # (the bias opens another after each), every one following its
+        # function's parameters; the last, cut by max_tokens, is text.
+        r = client.chat.completions.create(
+            model="m", messages=question, tools=[unit, count], tool_choice="required",
+            temperature=1.0, seed=5, max_tokens=120, logit_bias=opener)
+        c = r.choices[0]
+        assert c.finish_reason == "length" and len(c.message.tool_calls) >= 2, r
+        for call5 in c.message.tool_calls:
+            params = {"get_weather": unit, "count": count}[call5.function.name]
+            validate(json.loads(call5.function.arguments), params["function"]["parameters"])
+        checks += 1
         # Structured output: the answer parses and validates, whole and streamed.
         person = {"type": "object", "properties": {
             "name": {"type": "string"}, "age": {"type": "integer"},
@@ -281,7 +308,15 @@ def main():
             raise AssertionError("n=2 was accepted")
         except openai.BadRequestError:
             checks += 1
-        for kwargs, name in [({"logit_bias": {"5": 3}}, "logit_bias"),
+        # logit_bias: +100 on id 11 (",") makes it the greedy answer; a bias
+        # out of -100 ..= 100 or an id past the vocabulary is a 400.
+        r = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=1,
+            temperature=0, logit_bias={"11": 100})
+        assert r.choices[0].message.content == ",", r
+        checks += 1
+        for kwargs, name in [({"logit_bias": {"5": 101}}, "logit_bias"),
+                             ({"logit_bias": {"999999": 1}}, "logit_bias"),
                              ({"presence_penalty": 0.5}, "presence_penalty"),
                              ({"extra_body": {"mirostat": 2}}, "mirostat")]:
             try:

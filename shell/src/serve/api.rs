@@ -40,6 +40,10 @@ pub struct Params {
     /// `prediction` (OpenAI's predicted outputs): text the answer is
     /// expected to resemble, drafted from (empty: plain decoding).
     pub prediction: String,
+    /// `logit_bias`: (token id, bias in -100 ..= 100) added to the token's
+    /// logit before each sampling (ids checked against the vocabulary when
+    /// the request is admitted).
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 /// The JSON `response_format`s.
@@ -247,6 +251,22 @@ impl ChatRequest {
             ToolChoice::Function(f) => vec![f.as_str()],
             _ => return None,
         };
+        Some(self.call_format(&names))
+    }
+
+    /// For `tool_choice` `auto` with tools: the constraint a call follows
+    /// once the model opens one (`<tool_call>`), the union of every
+    /// offered function, as [`ChatRequest::call_schema`]'s.
+    pub fn auto_call_schema(&self) -> Option<JsonFormat> {
+        if self.tool_choice != ToolChoice::Auto || self.tools.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = self.tools.iter().map(|(_, n)| n.as_str()).collect();
+        Some(self.call_format(&names))
+    }
+
+    /// `{"name": one of `names`, "arguments": that function's parameters}`.
+    fn call_format(&self, names: &[&str]) -> JsonFormat {
         let functions = names
             .iter()
             .map(|&name| {
@@ -264,7 +284,7 @@ impl ChatRequest {
                 (name.to_string(), params)
             })
             .collect();
-        Some(JsonFormat::Call(functions))
+        JsonFormat::Call(functions)
     }
 }
 
@@ -320,7 +340,7 @@ const COMMON_FIELDS: &[(&str, Field)] = &[
     ("prediction", Used),
     ("presence_penalty", OnlyNeutral(is_zero)),
     ("frequency_penalty", OnlyNeutral(is_zero)),
-    ("logit_bias", OnlyNeutral(is_empty_object)),
+    ("logit_bias", Used),
 ];
 
 /// Fields only `/v1/chat/completions` takes.
@@ -390,9 +410,6 @@ fn is_false(v: &Value) -> bool {
 }
 fn is_empty_string(v: &Value) -> bool {
     v.str_eq("")
-}
-fn is_empty_object(v: &Value) -> bool {
-    v.as_object().is_some_and(|o| o.is_empty())
 }
 fn is_text_modality(v: &Value) -> bool {
     v.as_array()
@@ -585,7 +602,40 @@ fn params(v: &Value) -> Result<Params> {
         logprobs: None,
         json: None,
         prediction: prediction(v)?,
+        logit_bias: logit_bias(v)?,
     })
+}
+
+/// The most entries `logit_bias` may have (OpenAI's limit).
+const MAX_LOGIT_BIAS: usize = 300;
+
+/// `logit_bias`: an object from token ids (decimal strings) to numbers in
+/// -100 ..= 100, at most [`MAX_LOGIT_BIAS`] of them.
+fn logit_bias(v: &Value) -> Result<Vec<(u32, f32)>> {
+    let obj = match v.get("logit_bias") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(o) => o
+            .iter_object()
+            .ok_or("'logit_bias' must be an object from token ids to numbers")?,
+    };
+    let mut bias = Vec::new();
+    for (key, value) in obj {
+        let key: String = key.chars().collect();
+        let id = key
+            .parse::<u32>()
+            .ok()
+            .filter(|_| key.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| format!("'logit_bias' keys must be token ids, not '{key}'"))?;
+        let b = value
+            .as_f64()
+            .filter(|b| (-100.0..=100.0).contains(b))
+            .ok_or_else(|| format!("'logit_bias.{key}' must be a number in -100 ..= 100"))?;
+        if bias.len() == MAX_LOGIT_BIAS {
+            return Err(format!("at most {MAX_LOGIT_BIAS} 'logit_bias' entries").into());
+        }
+        bias.push((id, b as f32));
+    }
+    Ok(bias)
 }
 
 /// `prediction`: `{"type": "content", "content": TEXT}`, the content a
@@ -1137,7 +1187,12 @@ mod tests {
                 r#","stream_options":{"include_usage":1}"#,
                 "'stream_options.include_usage'",
             ),
-            (r#","logit_bias":{"42":5}"#, "'logit_bias'"),
+            (r#","logit_bias":{"42":101}"#, "'logit_bias.42'"),
+            (r#","logit_bias":{"x":1}"#, "'logit_bias'"),
+            (r#","logit_bias":{"-1":1}"#, "'logit_bias'"),
+            (r#","logit_bias":{"+7":1}"#, "'logit_bias'"),
+            (r#","logit_bias":{"7":"1"}"#, "'logit_bias.7'"),
+            (r#","logit_bias":[1]"#, "'logit_bias'"),
             (r#","presence_penalty":0.5"#, "'presence_penalty'"),
             (r#","frequency_penalty":-1"#, "'frequency_penalty'"),
             (r#","modalities":["text","audio"]"#, "'modalities'"),
@@ -1150,6 +1205,13 @@ mod tests {
             let e = chat(bad).unwrap_err().to_string();
             assert!(e.contains(named), "{bad}: {e}");
         }
+        assert_eq!(
+            chat(r#","logit_bias":{"42":5,"7":-100}"#)
+                .unwrap()
+                .params
+                .logit_bias,
+            vec![(42, 5.0), (7, -100.0)]
+        );
         assert_eq!(
             chat(r#","response_format":{"type":"json_object"}"#)
                 .unwrap()

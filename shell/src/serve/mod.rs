@@ -40,7 +40,7 @@ use kestrel_core::model::weights::Weights;
 use kestrel_core::state::{ArenaSizes, State, MAX_BATCH, MAX_SLOTS};
 use kestrel_core::tokenizer::{StreamDecoder, Tokenizer};
 use metrics::Metrics;
-use scheduler::{Event, Finish, Job};
+use scheduler::{CallConstraint, Event, Finish, Job};
 use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -598,6 +598,7 @@ fn chat(
     // `required` and a named function: the answer is a call. Its start is
     // written into the prompt and its JSON constrained to the call's schema.
     let call_schema = req.call_schema();
+    let mut params_json = None;
     let forced = match call_schema {
         Some(_) => String::from("\n"),
         None => String::new(),
@@ -638,14 +639,28 @@ fn chat(
         ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &grids)
             .map_err(|e| HttpError::new(400, e))?;
     }
+    // Every call follows the functions' schema: under `required` or a
+    // named function from the prompt's `<tool_call>` on (and each further
+    // call), under `auto` from each `<tool_call>` the model writes.
+    let (call, call_open) = match (&tool_calls, call_schema) {
+        (Some(_), Some(f)) => (Some(f), true),
+        (Some(_), None) => (req.auto_call_schema(), false),
+        (None, f) => {
+            // No call tokens: the forced call's JSON is the whole answer.
+            params_json = f;
+            (None, false)
+        }
+    };
     let prompt = Prompted {
         ids,
         images,
         tools: tool_calls,
+        call,
+        call_open,
     };
     let mut params = req.params.clone();
-    if let Some(call) = call_schema {
-        params.json = Some(call);
+    if let Some(f) = params_json {
+        params.json = Some(f);
     }
     generate_answer(conn, sh, jobs, prompt, &params, Kind::Chat)
 }
@@ -674,6 +689,8 @@ fn completion(
         ids,
         images: Vec::new(),
         tools: None,
+        call: None,
+        call_open: false,
     };
     generate_answer(conn, sh, jobs, prompt, &req.params, Kind::Completion)
 }
@@ -884,6 +901,11 @@ struct Prompted {
     images: Vec<crate::vision::Pixels>,
     /// The tool calls to recognise (chat with tools).
     tools: Option<ToolCalls>,
+    /// The schema every tool call follows (see [`CallConstraint`]), and
+    /// whether the prompt opened the first call (`required`, a named
+    /// function).
+    call: Option<api::JsonFormat>,
+    call_open: bool,
 }
 
 /// Queues the job and writes its answer, streamed or whole.
@@ -899,6 +921,8 @@ fn generate_answer(
         ids,
         images,
         mut tools,
+        call,
+        call_open,
     } = prompt;
     let n = ids.len();
     if n == 0 {
@@ -917,6 +941,13 @@ fn generate_answer(
     if max_tokens == 0 {
         return Err(HttpError::new(400, "'max_tokens' must be at least 1"));
     }
+    let vocab = sh.w.cfg.vocab_size;
+    if let Some((id, _)) = p.logit_bias.iter().find(|(id, _)| *id >= vocab) {
+        return Err(HttpError::new(
+            400,
+            format!("'logit_bias.{id}': no such token (the vocabulary has {vocab})"),
+        ));
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let job = Job {
@@ -924,6 +955,7 @@ fn generate_answer(
         images,
         max_tokens,
         sampler: p.sampler,
+        logit_bias: p.logit_bias.clone(),
         logprobs: p.logprobs,
         json: match &p.json {
             Some(f) => Some(crate::json_output::JsonOutput::new(
@@ -931,6 +963,21 @@ fn generate_answer(
                 sh.w.cfg.vocab_size as usize,
             )),
             None => None,
+        },
+        call: match (call, &tools) {
+            (Some(f), Some(t)) => {
+                let close = kestrel_core::generate::StopSet::only(t.close);
+                Some(CallConstraint {
+                    out: crate::json_output::JsonOutput::new(
+                        f.schema().map_err(|e| HttpError::new(400, e))?,
+                        sh.w.cfg.vocab_size as usize,
+                    ),
+                    open: t.open,
+                    close,
+                    inside: call_open,
+                })
+            }
+            _ => None,
         },
         prediction: match p.prediction.is_empty() {
             true => Vec::new(),

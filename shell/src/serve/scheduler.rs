@@ -102,16 +102,38 @@ pub struct Job {
     /// Most tokens to generate (at least 1).
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
+    /// `logit_bias`: (id < vocabulary, bias) added to the logits before
+    /// each sampling (after the log-probabilities are taken: those are the
+    /// model's own).
+    pub logit_bias: Vec<(u32, f32)>,
     /// Send each token's log-probabilities, with this many alternatives.
     pub logprobs: Option<usize>,
-    /// Constrain the answer to JSON (`response_format`).
+    /// Constrain the answer to JSON (`response_format`, or a call that
+    /// `tool_choice` forces).
     pub json: Option<crate::json_output::JsonOutput>,
+    /// Tool calls: each call is constrained to the offered functions'
+    /// union (or the named function).
+    pub call: Option<CallConstraint>,
     /// `prediction`'s tokens: drafts are looked up in them first (empty:
     /// none).
     pub prediction: Vec<u32>,
     /// Set by the handler when its client went away or a stop string matched.
     pub cancel: Arc<AtomicBool>,
     pub events: Sender<Event>,
+}
+
+/// The constraint of an answer's tool calls: from each `<tool_call>` (the
+/// prompt's, under `required` or a named function, or one the model
+/// writes) the call's JSON follows `out`'s schema, and once the JSON is
+/// complete the only token allowed is `</tool_call>` (the set `close`);
+/// then the answer goes on free (another call, text, or its end).
+pub struct CallConstraint {
+    pub out: crate::json_output::JsonOutput,
+    pub open: u32,
+    /// `</tool_call>` alone: what may end a call.
+    pub close: StopSet,
+    /// Inside a call.
+    pub inside: bool,
 }
 
 /// A generation in progress: what the stream needs beside the core's
@@ -477,7 +499,7 @@ impl<'a, P: Parallel> Engine<'a, P> {
             return (rode, None);
         }
         let vocab = self.w.cfg.vocab_size as usize;
-        if adm.job.json.is_some() && self.vocab.is_none() {
+        if (adm.job.json.is_some() || adm.job.call.is_some()) && self.vocab.is_none() {
             if let Some(t) = self.w.vqf.tokenizer() {
                 let tok = kestrel_core::tokenizer::Tokenizer::new(*t);
                 self.vocab = Some(crate::json_output::SortedVocab::new(&tok, vocab));
@@ -554,21 +576,47 @@ impl<P: Parallel> Streams for Lanes<'_, '_, P> {
             a.logits.clear();
             a.logits.extend_from_slice(logits);
         }
+        for &(id, bias) in &a.job.logit_bias {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += bias;
+            }
+        }
         let t = std::time::Instant::now();
         let view = self.vocab.map(|v| v.view());
-        let mut constraint = match (a.job.json.as_mut(), view.as_ref()) {
+        // Inside a call the model opened: the call's constraint, and only
+        // `</tool_call>` ends it (the answer goes on after it).
+        let in_call = a.job.call.as_ref().is_some_and(|c| c.inside);
+        let (out, stops) = match a.job.call.as_mut() {
+            Some(c) if c.inside => (Some(&mut c.out), &c.close),
+            _ => (a.job.json.as_mut(), self.stops),
+        };
+        let mut constraint = match (out, view.as_ref()) {
             (Some(out), Some(view)) => Some(out.constraint(view)),
             _ => None,
         };
-        let sample = sample_next(
+        let mut sample = sample_next(
             &mut a.sampler,
             logits,
             &s.tokens,
             self.candidates,
-            self.stops,
+            stops,
             limits,
             constraint.as_mut(),
         );
+        if let Some(c) = a.job.call.as_mut() {
+            match sample {
+                Sampled::End(id) if in_call => {
+                    // The call's end: a token of the answer, not its end.
+                    let last = limits.generated + 1 >= limits.max_tokens
+                        || limits.cached >= limits.max_seq;
+                    sample = Sampled::Token { id, last };
+                    c.inside = false;
+                    c.out.progress = kestrel_core::generate::Progress::new(&c.out.schema);
+                }
+                Sampled::Token { id, .. } if id == c.open => c.inside = true,
+                _ => {}
+            }
+        }
         a.sample_ns.push(t.elapsed().as_nanos() as u64);
         if let Sampled::Token { id, .. } = sample {
             let lp = a

@@ -22,7 +22,7 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a row group.
-const TILE_M: usize = 4;
+pub(super) const TILE_M: usize = 4;
 
 // The 512-bit tile takes every row the offset table does.
 const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
@@ -32,6 +32,64 @@ forwarding_entry!(
     /// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
     q8_k gemv gemv_q6_kx8_q8_k (cpu: Avx2) => gemm_q6_kx8_q8_k
 );
+
+/// A tile of an 8-row K layout, `(w, qs, d, offsets, nb, res)`: one row
+/// group (`nb` super-blocks) x `T` activation rows (`qs`, `d`: `T` rows of
+/// `nb * 256` quants and `nb` scales; `offsets`: with a VNNI form their
+/// [`offset_table`] runs, else unused) into `res[t]`.
+pub(super) type K8Tile = unsafe fn(&[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
+
+/// The 512-bit GEMM of an 8-row K layout (`gemm_vnni::avx512::gemm_q6kx8`'s
+/// contract).
+type WideGemm = unsafe fn(Avx2, &[u8], usize, usize, usize, &[i8], &[f32], usize, &mut [f32]);
+
+/// A generic K GEMM (`generic::gemm_q6_kx8_q8_k` and its twin).
+type GenericK8 =
+    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// An 8-row K layout's x86 kernels (Q6_Kx8, Q3_Kx8) for [`k8_gemm`].
+pub(super) struct K8Kernels {
+    /// Bytes per super-block of a row group.
+    pub(super) block_bytes: usize,
+    /// `tiles[form][T - 1]`: the AVX2, AVX-VNNI and AVX512-VNNI tiles of
+    /// `T` = 1..=4 activation rows.
+    pub(super) tiles: [[K8Tile; TILE_M]; 3],
+    /// With AVX512-VNNI, a GEMM of more than [`TILE_M`] rows (Q6_K's
+    /// two-group tile).
+    pub(super) wide: Option<WideGemm>,
+    /// The AVX2 tile cannot take a -128 quant (Q6_K's sign trick).
+    pub(super) avx2_no_min: bool,
+    /// The generic twin, for empty shapes and what the tiles cannot take.
+    pub(super) generic: GenericK8,
+}
+
+/// Q6_Kx8's kernels.
+const Q6K: K8Kernels = K8Kernels {
+    block_bytes: Q6KX8_BLOCK_BYTES,
+    tiles: [
+        [
+            q6kx8_tile::<1>,
+            q6kx8_tile::<2>,
+            q6kx8_tile::<3>,
+            q6kx8_tile::<4>,
+        ],
+        [
+            q6kx8_tile_avx_vnni::<1>,
+            q6kx8_tile_avx_vnni::<2>,
+            q6kx8_tile_avx_vnni::<3>,
+            q6kx8_tile_avx_vnni::<4>,
+        ],
+        [
+            q6kx8_tile_avx512_vnni::<1>,
+            q6kx8_tile_avx512_vnni::<2>,
+            q6kx8_tile_avx512_vnni::<3>,
+            q6kx8_tile_avx512_vnni::<4>,
+        ],
+    ],
+    wide: Some(gemm_vnni::avx512::gemm_q6kx8),
+    avx2_no_min: true,
+    generic: generic::gemm_q6_kx8_q8_k,
+};
 
 /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t][r] = W[r] . act[t]`.
 ///
@@ -56,9 +114,30 @@ pub fn gemm_q6_kx8_q8_k(
     m: usize,
     out: &mut [f32],
 ) -> Result<(), ShapeError> {
+    k8_gemm(cpu, &Q6K, w, rows, cols, act_qs, act_d, act_sums, m, out)
+}
+
+/// The GEMM of an 8-row K layout with the kernels `k` (the contract of
+/// `k.generic`): tiles of one row group x up to [`TILE_M`] activation rows,
+/// with a VNNI form in batches of rows that share an offset table; with
+/// AVX512-VNNI and more than [`TILE_M`] rows the layout's 512-bit GEMM where
+/// it has one.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn k8_gemm(
+    cpu: Avx2,
+    k: &K8Kernels,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    act_sums: &[i16],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
     let GemmKShape { nb, groups } = gemm_k_shape(
         Q6KX8_ROWS,
-        Q6KX8_BLOCK_BYTES,
+        k.block_bytes,
         w,
         rows,
         cols,
@@ -69,7 +148,7 @@ pub fn gemm_q6_kx8_q8_k(
         out,
     )?;
     if nb == 0 || rows == 0 || m == 0 {
-        return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+        return (k.generic)(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }
     // The VNNI tiles need the offset table, which holds rows of up to
     // GEMV_MAX_BLOCKS blocks; wider rows take the AVX2 tiles.
@@ -78,18 +157,23 @@ pub fn gemm_q6_kx8_q8_k(
     } else {
         Vnni::No
     };
-    if vnni == Vnni::Avx512 && m > TILE_M {
+    if let (Vnni::Avx512, Some(wide), true) = (vnni, k.wide, m > TILE_M) {
         // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
-        // 1680-byte super-blocks, rows <= 8 * groups), `act_qs`, `act_d`
-        // and `out` for `m` rows; nb, rows, m >= 1 (checked above), nb * 8
-        // <= GEMV_MAX_BLOCKS = MAX_BLOCKS (`vnni` is not `No`); the token
-        // says AVX512-VNNI.
-        unsafe { gemm_vnni::avx512::gemm_q6kx8(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        // super-blocks, rows <= 8 * groups), `act_qs`, `act_d` and `out`
+        // for `m` rows; nb, rows, m >= 1 (checked above), nb * 8 <=
+        // GEMV_MAX_BLOCKS = MAX_BLOCKS (`vnni` is not `No`); the token says
+        // AVX512-VNNI.
+        unsafe { wide(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
         return Ok(());
     }
-    if vnni == Vnni::No && act_qs.contains(&i8::MIN) {
-        return generic::gemm_q6_kx8_q8_k(w, rows, cols, act_qs, act_d, act_sums, m, out);
+    if vnni == Vnni::No && k.avx2_no_min && act_qs.contains(&i8::MIN) {
+        return (k.generic)(w, rows, cols, act_qs, act_d, act_sums, m, out);
     }
+    let form = match vnni {
+        Vnni::No => 0,
+        Vnni::Avx => 1,
+        Vnni::Avx512 => 2,
+    };
     // Batches of activation rows: with a VNNI form, of table_rows_per_call
     // rows, each forming its rows' offset_table once; else all rows.
     let batch = if vnni == Vnni::No {
@@ -98,8 +182,7 @@ pub fn gemm_q6_kx8_q8_k(
         table_rows_per_call(cols / QK)
     };
     let runs = cols / RUN;
-    let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-    let tile_m = TILE_M;
+    let group_bytes = nb * k.block_bytes;
     for b0 in (0..m).step_by(batch) {
         let b1 = (b0 + batch).min(m);
         // At most GEMM_EXPAND_BLOCKS 32-quant blocks per VNNI batch (the
@@ -114,7 +197,7 @@ pub fn gemm_q6_kx8_q8_k(
             let wg = &w[g * group_bytes..(g + 1) * group_bytes];
             let mut t0 = b0;
             while t0 < b1 {
-                let tm = (b1 - t0).min(tile_m);
+                let tm = (b1 - t0).min(TILE_M);
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
                 let o = if vnni == Vnni::No {
@@ -124,36 +207,13 @@ pub fn gemm_q6_kx8_q8_k(
                 };
                 let mut res = [[0.0f32; 8]; TILE_M];
                 // SAFETY: `wg` is a whole row group (`nb` super-blocks of
-                // 1680 bytes), `qs` holds `tm` rows of `nb * 256` quants
-                // (with no -128 for the AVX2 tiles, checked above), `d` and,
-                // with a VNNI form, `o` `tm` rows of `nb` scales and `nb *
-                // 16` offsets (sliced above), `res` holds `tm <= 4` rows of 8
-                // floats; the token proves AVX2/FMA/F16C and the VNNI form
-                // `vnni` names.
-                unsafe {
-                    match (vnni, tm) {
-                        (Vnni::No, 1) => q6kx8_tile::<1>(wg, qs, d, nb, &mut res),
-                        (Vnni::No, 2) => q6kx8_tile::<2>(wg, qs, d, nb, &mut res),
-                        (Vnni::No, 3) => q6kx8_tile::<3>(wg, qs, d, nb, &mut res),
-                        (Vnni::No, _) => q6kx8_tile::<4>(wg, qs, d, nb, &mut res),
-                        (Vnni::Avx, 1) => q6kx8_tile_avx_vnni::<1>(wg, qs, d, o, nb, &mut res),
-                        (Vnni::Avx, 2) => q6kx8_tile_avx_vnni::<2>(wg, qs, d, o, nb, &mut res),
-                        (Vnni::Avx, 3) => q6kx8_tile_avx_vnni::<3>(wg, qs, d, o, nb, &mut res),
-                        (Vnni::Avx, _) => q6kx8_tile_avx_vnni::<4>(wg, qs, d, o, nb, &mut res),
-                        (Vnni::Avx512, 1) => {
-                            q6kx8_tile_avx512_vnni::<1>(wg, qs, d, o, nb, &mut res)
-                        }
-                        (Vnni::Avx512, 2) => {
-                            q6kx8_tile_avx512_vnni::<2>(wg, qs, d, o, nb, &mut res)
-                        }
-                        (Vnni::Avx512, 3) => {
-                            q6kx8_tile_avx512_vnni::<3>(wg, qs, d, o, nb, &mut res)
-                        }
-                        (Vnni::Avx512, _) => {
-                            q6kx8_tile_avx512_vnni::<4>(wg, qs, d, o, nb, &mut res)
-                        }
-                    }
-                }
+                // `k.block_bytes`), `qs` holds `tm` rows of `nb * 256`
+                // quants (with no -128 where the AVX2 tile needs that,
+                // checked above), `d` and, with a VNNI form, `o` `tm` rows
+                // of `nb` scales and `nb * 16` offsets (sliced above), `res`
+                // holds `tm <= 4` rows of 8 floats; the token proves
+                // AVX2/FMA/F16C and the VNNI form `vnni` names.
+                unsafe { (k.tiles[form][tm - 1])(wg, qs, d, o, nb, &mut res) };
                 for (t, r) in res.iter().enumerate().take(tm) {
                     let row0 = g * Q6KX8_ROWS;
                     let n = (rows - row0).min(8);
@@ -187,6 +247,7 @@ unsafe fn q6kx8_tile<const T: usize>(
     w: &[u8],
     qs: &[i8],
     d: &[f32],
+    _offsets: &[i32],
     nb: usize,
     res: &mut [[f32; 8]; TILE_M],
 ) {

@@ -13,7 +13,9 @@
 //! only when some value in range still starts with the digits so far; see
 //! `Schema::in_bounds`), `enum` and `const` of
 //! scalars, `$ref` into the root's `$defs` (or `definitions`), `anyOf` of
-//! a schema and `{"type": "null"}`; `title`, `description`, `default`,
+//! a schema and `{"type": "null"}`, and `anyOf` of schemas whose values
+//! begin with different bytes (a `Union` node: the first byte picks the
+//! schema; schemas that can begin alike are refused); `title`, `description`, `default`,
 //! `examples`, `$schema` are ignored. Any other keyword is refused by name ([`SchemaError`]). An
 //! object without `properties` takes any keys; a schema without `type`
 //! any value (`{"type": "json_object"}` mode is a free object).
@@ -42,6 +44,8 @@ pub const MAX_OBJECT_PROPS: usize = 64;
 pub const MAX_ENUM: usize = 128;
 /// Most functions of a tool-call schema ([`Schema::compile_call`]).
 pub const MAX_CALLS: usize = 16;
+/// Most schemas `Select` and `Union` nodes choose among, together.
+pub const MAX_CHOICES: usize = 64;
 /// Bytes of property names and enum values, together.
 pub const MAX_TEXT: usize = 4096;
 /// Most nesting of objects, arrays and strings in the output.
@@ -69,6 +73,10 @@ enum Kind {
     /// the enum value its object's discriminant property took (a tool
     /// call's arguments, by the function's name).
     Select,
+    /// `anyOf` of schemas whose values begin differently (a string or an
+    /// integer, an object or an array, ...): `choices[first..first +
+    /// count]`, the one its value's first byte can begin chosen there.
+    Union,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +146,36 @@ impl fmt::Display for SchemaError {
     }
 }
 
+/// The kinds of value, by the byte each begins with (`Schema::starts`).
+const START_OBJECT: u8 = 1;
+const START_ARRAY: u8 = 2;
+const START_STRING: u8 = 4;
+const START_NUMBER: u8 = 8;
+const START_TRUE: u8 = 16;
+const START_FALSE: u8 = 32;
+const START_NULL: u8 = 64;
+const START_ANY: u8 = 127;
+
+/// The kind of value byte `b` begins (0: none).
+fn start_of(b: u8) -> u8 {
+    match b {
+        b'{' => START_OBJECT,
+        b'[' => START_ARRAY,
+        b'"' => START_STRING,
+        b'-' | b'0'..=b'9' => START_NUMBER,
+        b't' => START_TRUE,
+        b'f' => START_FALSE,
+        b'n' => START_NULL,
+        _ => 0,
+    }
+}
+
+/// `{"type": "null"}` alone (an `Optional`'s other half).
+fn is_null_schema(x: &Value) -> bool {
+    x.get("type").is_some_and(|t| t.str_eq("null"))
+        && x.iter_object().into_iter().flatten().count() == 1
+}
+
 fn unsupported(name: &str) -> SchemaError {
     let mut b = [0u8; 32];
     let mut n = 0;
@@ -162,7 +200,7 @@ pub struct Schema {
     enums: [Span; MAX_ENUM],
     n_enums: usize,
     /// The schemas `Select` nodes choose among.
-    choices: [u16; MAX_CALLS],
+    choices: [u16; MAX_CHOICES],
     n_choices: usize,
     text: [u8; MAX_TEXT],
     n_text: usize,
@@ -193,7 +231,7 @@ impl Schema {
             n_props: 0,
             enums: [Span::default(); MAX_ENUM],
             n_enums: 0,
-            choices: [0; MAX_CALLS],
+            choices: [0; MAX_CHOICES],
             n_choices: 0,
             text: [0; MAX_TEXT],
             n_text: 0,
@@ -221,6 +259,7 @@ impl Schema {
         while let Some((v, idx)) = work.pop() {
             s.fill_ref(idx, &v, schema, &mut work)?;
         }
+        s.check_unions()?;
         Ok(s)
     }
 
@@ -261,14 +300,13 @@ impl Schema {
                 let list = any
                     .as_array()
                     .ok_or(SchemaError::Invalid("'anyOf' must be a list"))?;
-                let is_null = |x: &Value| {
-                    x.get("type").is_some_and(|t| t.str_eq("null"))
-                        && x.iter_object().into_iter().flatten().count() == 1
-                };
+                if list.len() > 2 || (list.len() == 2 && !list.iter().any(|x| is_null_schema(&x))) {
+                    return self.fill_union(idx, &v, nullable, work);
+                }
                 let mut other = None;
                 let mut nulls = 0;
                 for x in list.iter() {
-                    if is_null(&x) {
+                    if is_null_schema(&x) {
                         nulls += 1;
                     } else if other.replace(x).is_some() {
                         return Err(unsupported("anyOf"));
@@ -287,6 +325,58 @@ impl Schema {
         if nullable {
             self.nodes[idx as usize].nullable = true;
         }
+        Ok(())
+    }
+
+    /// Node `idx` as a union of the schemas of `v`'s `anyOf` (beside it only
+    /// annotations), each its own node, queued; `nullable`: `null` too.
+    fn fill_union<'v>(
+        &mut self,
+        idx: u16,
+        v: &Value<'v>,
+        nullable: bool,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<(), SchemaError> {
+        for (key, _) in v.iter_object().into_iter().flatten() {
+            let beside = [
+                "anyOf",
+                "title",
+                "description",
+                "default",
+                "examples",
+                "$defs",
+                "definitions",
+                "$schema",
+            ];
+            if !beside.iter().any(|k| key.eq_str(k)) {
+                return Err(unsupported("anyOf (beside other keywords)"));
+            }
+        }
+        let mut node = Node {
+            kind: Kind::Union,
+            nullable,
+            first: self.n_choices as u16,
+            ..EMPTY_NODE
+        };
+        for x in v
+            .get("anyOf")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flat_map(|a| a.iter())
+        {
+            let child = self.alloc()?;
+            *self
+                .choices
+                .get_mut(self.n_choices)
+                .ok_or(SchemaError::TooLarge(
+                    "more than 64 anyOf schemas and functions",
+                ))? = child;
+            self.n_choices += 1;
+            node.count += 1;
+            work.push((x, child))
+                .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+        }
+        self.nodes[idx as usize] = node;
         Ok(())
     }
 
@@ -363,7 +453,51 @@ impl Schema {
         }
         s.nodes[name as usize] = names;
         s.nodes[arguments as usize] = select;
+        s.check_unions()?;
         Ok(s)
+    }
+
+    /// The kinds of value node `idx` can begin (`START_*` bits; `depth`
+    /// bounds the walk through unions).
+    fn starts(&self, idx: u16, depth: usize) -> u8 {
+        let n = self.node(idx);
+        let null = if n.nullable { START_NULL } else { 0 };
+        null | match n.kind {
+            Kind::Any => START_ANY,
+            Kind::Object => START_OBJECT,
+            Kind::Array => START_ARRAY,
+            Kind::String => START_STRING,
+            Kind::Number | Kind::Integer => START_NUMBER,
+            Kind::Boolean => START_TRUE | START_FALSE,
+            Kind::Null => START_NULL,
+            Kind::Enum => (0..n.count as usize)
+                .filter_map(|i| self.bytes(self.enums[n.first as usize + i]).first())
+                .fold(0, |m, &b| m | start_of(b)),
+            Kind::Select | Kind::Union if depth < MAX_NODES => (0..n.count as usize)
+                .fold(0, |m, i| {
+                    m | self.starts(self.choices[n.first as usize + i], depth + 1)
+                }),
+            Kind::Select | Kind::Union => START_ANY,
+        }
+    }
+
+    /// Every union's schemas begin differently: the first byte of a value
+    /// picks one.
+    fn check_unions(&self) -> Result<(), SchemaError> {
+        for n in &self.nodes[..self.n_nodes] {
+            if n.kind != Kind::Union {
+                continue;
+            }
+            let mut seen = if n.nullable { START_NULL } else { 0 };
+            for i in 0..n.count as usize {
+                let starts = self.starts(self.choices[n.first as usize + i], 0);
+                if seen & starts != 0 {
+                    return Err(unsupported("anyOf (schemas that can begin alike)"));
+                }
+                seen |= starts;
+            }
+        }
+        Ok(())
     }
 
     fn alloc(&mut self) -> Result<u16, SchemaError> {
@@ -1270,6 +1404,13 @@ impl Matcher {
         if n.nullable && b == b'n' {
             return self.push(Frame::Lit { word: 2, off: 1 });
         }
+        if n.kind == Kind::Union {
+            // The one schema a value beginning with `b` can be.
+            let alt = (0..n.count as usize)
+                .map(|i| s.choices[n.first as usize + i])
+                .find(|&alt| s.starts(alt, 0) & start_of(b) != 0);
+            return alt.is_some_and(|alt| self.start_value(s, alt, b));
+        }
         let any = n.kind == Kind::Any;
         match b {
             b'{' if any || n.kind == Kind::Object => self.push(Frame::Object {
@@ -1724,7 +1865,6 @@ mod tests {
         for refused in [
             r##"{"$ref":"#/$defs/Missing"}"##,
             r##"{"$ref":"http://x/y.json"}"##,
-            r#"{"anyOf":[{"type":"string"},{"type":"integer"}]}"#,
             r#"{"anyOf":[{"type":"string"}]}"#,
         ] {
             let v = parse(refused.as_bytes()).unwrap();
@@ -1736,6 +1876,52 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(Schema::compile(&v), Err(SchemaError::TooLarge(_))));
+    }
+
+    /// `anyOf` of schemas that begin differently (pydantic's `Union[int,
+    /// str]`, `Union[List[str], Model, None]`): the value's first byte picks
+    /// the schema, which then holds to the end; schemas that can begin alike
+    /// are refused by name.
+    #[test]
+    fn unions_of_schemas_that_begin_differently() {
+        let schema = r#"{"type":"object","properties":{
+            "id":{"anyOf":[{"type":"integer","minimum":1},{"type":"string","maxLength":3}],"title":"Id"},
+            "tags":{"anyOf":[{"type":"array","items":{"type":"string"},"maxItems":2},
+                             {"type":"object","properties":{"k":{"type":"boolean"}},"required":["k"]},
+                             {"type":"null"}]},
+            "mode":{"anyOf":[{"enum":["a","b"]},{"type":"boolean"},{"anyOf":[{"type":"integer"},{"type":"null"}]}]}},
+            "required":["id","tags","mode"]}"#;
+        let s = Schema::compile(&parse(schema.as_bytes()).unwrap()).unwrap();
+        for good in [
+            r#"{"id":7,"tags":["x","y"],"mode":"a"}"#,
+            r#"{"id":"abc","tags":{"k":true},"mode":false}"#,
+            r#"{"id":"","tags":null,"mode":null}"#,
+            r#"{"id":12,"tags":[],"mode":-3}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"id":0,"tags":[],"mode":"a"}"#,
+            r#"{"id":"abcd","tags":[],"mode":"a"}"#,
+            r#"{"id":true,"tags":[],"mode":"a"}"#,
+            r#"{"id":1,"tags":["x","y","z"],"mode":"a"}"#,
+            r#"{"id":1,"tags":{},"mode":"a"}"#,
+            r#"{"id":1,"tags":[],"mode":"c"}"#,
+            r#"{"id":1,"tags":[],"mode":1.5}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        for refused in [
+            r#"{"anyOf":[{"type":"integer"},{"type":"number"}]}"#,
+            r#"{"anyOf":[{"type":"object"},{"properties":{"a":{}}}]}"#,
+            r#"{"anyOf":[{"type":"string"},{"enum":["a",1]}]}"#,
+            r#"{"anyOf":[{"type":"string"},{}]}"#,
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"}],"minLength":2}"#,
+            r#"{"anyOf":[{"type":"string"},{"type":"null"},{"type":"null"}]}"#,
+        ] {
+            let e = Schema::compile(&parse(refused.as_bytes()).unwrap()).unwrap_err();
+            assert!(std::format!("{e}").contains("anyOf"), "{refused}: {e}");
+        }
     }
 
     /// A tool call over several functions: the arguments follow the named

@@ -1284,7 +1284,7 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     // Small enough that the fixture (a random model, fond of whitespace)
     // finishes within the test server's context: whitespace runs are
     // capped, so the answer is at most ~200 bytes.
-    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13}},"required":["ok","kind","age"]}"#;
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13},"tag":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":4},{"type":"null"}]}},"required":["ok","kind","age","tag"]}"#;
     let msgs = [(Role::User, "Describe a pet as JSON.")];
     for (temp, seed) in [(0.0, 1u64), (0.9, 7)] {
         let extra = format!(
@@ -1309,6 +1309,13 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
         assert!(kind.str_eq("cat") || kind.str_eq("dog"), "{text}");
         let age = v.get("age").and_then(|a| a.as_i64()).unwrap();
         assert!((3..13).contains(&age), "{text}");
+        // The union: whichever schema the first byte chose, kept.
+        let tag = v.get("tag").unwrap();
+        let short = tag
+            .as_str()
+            .and_then(|t| t.as_plain())
+            .is_some_and(|t| t.chars().count() <= 4);
+        assert!(tag.is_null() || tag.as_i64().is_some() || short, "{text}");
         // `kestrel run --json-schema`: the same text.
         let cfg = SamplerConfig {
             temperature: temp,

@@ -439,11 +439,16 @@ impl Schema {
             s.n_enums += 1;
             names.count += 1;
         }
-        for (_, params) in functions {
-            let child = s.alloc()?;
-            s.choices[s.n_choices] = child;
+        // The choices first, contiguous (a union inside a function's
+        // parameters adds its own choices after them).
+        let mut children = [0u16; MAX_CALLS];
+        for child in children.iter_mut().take(functions.len()) {
+            *child = s.alloc()?;
+            s.choices[s.n_choices] = *child;
             s.n_choices += 1;
             select.count += 1;
+        }
+        for ((_, params), &child) in functions.iter().zip(&children) {
             // Each function's schema whole, its `$ref`s into its own `$defs`.
             work.push((*params, child))
                 .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
@@ -1971,6 +1976,37 @@ mod tests {
             Schema::compile_call(&[]),
             Err(SchemaError::Invalid(_))
         ));
+    }
+
+    /// A union in one function's parameters adds choices of its own: every
+    /// function still gets its own parameters (its union's children come
+    /// after the functions' entries).
+    #[test]
+    fn a_union_in_one_function_leaves_the_others_their_parameters() {
+        let a = parse(br#"{"type":"object","properties":{"x":{"anyOf":[{"type":"integer"},{"type":"string"}]}},"required":["x"]}"#).unwrap();
+        let b =
+            parse(br#"{"type":"object","properties":{"y":{"type":"boolean"}},"required":["y"]}"#)
+                .unwrap();
+        let c = parse(br#"{"type":"object","properties":{"z":{"anyOf":[{"type":"array"},{"type":"null"},{"type":"boolean"}]}}}"#).unwrap();
+        let s = Schema::compile_call(&[("a", a), ("b", b), ("c", c)]).unwrap();
+        for good in [
+            r#"{"name":"a","arguments":{"x":1}}"#,
+            r#"{"name":"a","arguments":{"x":"s"}}"#,
+            r#"{"name":"b","arguments":{"y":true}}"#,
+            r#"{"name":"c","arguments":{"z":[1]}}"#,
+            r#"{"name":"c","arguments":{"z":null}}"#,
+            r#"{"name":"c","arguments":{}}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"name":"b","arguments":1}"#,
+            r#"{"name":"b","arguments":{"y":1}}"#,
+            r#"{"name":"c","arguments":{"z":"s"}}"#,
+            r#"{"name":"a","arguments":{"x":true}}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
     }
 
     #[test]

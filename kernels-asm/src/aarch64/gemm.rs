@@ -74,7 +74,7 @@ impl Acts<'_> {
 
 /// `out[r] = W[r] . act` for one activation row: the whole row groups in
 /// one call of the GEMV loop, straight into `out`; a partial last group
-/// through a tile.
+/// through the loop into a tail buffer, whose real rows are copied.
 ///
 /// # Safety
 /// The layout's shape check (`gemm_shape` / `gemm_k_shape` with `k`'s

@@ -624,7 +624,10 @@ fn logit_bias(v: &Value) -> Result<Vec<(u32, f32)>> {
         let id = key
             .parse::<u32>()
             .ok()
+            // Plain decimal, no leading zero: one key per id (keys are
+            // unique, so every id is biased once).
             .filter(|_| key.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|_| key == "0" || !key.starts_with('0'))
             .ok_or_else(|| format!("'logit_bias' keys must be token ids, not '{key}'"))?;
         let b = value
             .as_f64()
@@ -1191,6 +1194,7 @@ mod tests {
             (r#","logit_bias":{"x":1}"#, "'logit_bias'"),
             (r#","logit_bias":{"-1":1}"#, "'logit_bias'"),
             (r#","logit_bias":{"+7":1}"#, "'logit_bias'"),
+            (r#","logit_bias":{"7":1,"07":1}"#, "'logit_bias'"),
             (r#","logit_bias":{"7":"1"}"#, "'logit_bias.7'"),
             (r#","logit_bias":[1]"#, "'logit_bias'"),
             (r#","presence_penalty":0.5"#, "'presence_penalty'"),

@@ -659,8 +659,9 @@ fn chat(
         call_open,
     };
     let mut params = req.params.clone();
-    if let Some(f) = params_json {
-        params.json = Some(f);
+    if call_open || params_json.is_some() {
+        // A forced call is the answer: `response_format` does not apply.
+        params.json = params_json;
     }
     generate_answer(conn, sh, jobs, prompt, &params, Kind::Chat)
 }
@@ -965,18 +966,20 @@ fn generate_answer(
             None => None,
         },
         call: match (call, &tools) {
-            (Some(f), Some(t)) => {
-                let close = kestrel_core::generate::StopSet::only(t.close);
-                Some(CallConstraint {
-                    out: crate::json_output::JsonOutput::new(
-                        f.schema().map_err(|e| HttpError::new(400, e))?,
-                        sh.w.cfg.vocab_size as usize,
-                    ),
+            (Some(f), Some(t)) => match f.schema() {
+                Ok(schema) => Some(CallConstraint {
+                    out: crate::json_output::JsonOutput::new(schema, sh.w.cfg.vocab_size as usize),
                     open: t.open,
-                    close,
+                    close: kestrel_core::generate::StopSet::only(t.close),
                     inside: call_open,
-                })
-            }
+                }),
+                // A call the request forces must follow its schema.
+                Err(e) if call_open => return Err(HttpError::new(400, e)),
+                // `auto` over more functions than the union holds (it
+                // takes 16; `tools` up to 64): the calls the model opens
+                // are not constrained (best effort).
+                Err(_) => None,
+            },
             _ => None,
         },
         prediction: match p.prediction.is_empty() {

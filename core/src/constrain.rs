@@ -9,22 +9,27 @@
 //! `additionalProperties` (`false`, or `true`: only declared properties are
 //! generated), `items`, `minItems`, `maxItems`, `minLength`, `maxLength`
 //! (characters; an escape is one), `minimum`, `maximum`,
-//! `exclusiveMinimum`, `exclusiveMaximum` on integers (a digit is accepted
-//! only when some value in range still starts with the digits so far; see
-//! `Schema::in_bounds`), `enum` and `const` of
-//! scalars, `$ref` into the root's `$defs` (or `definitions`), `anyOf` of
-//! a schema and `{"type": "null"}`, and `anyOf` of schemas whose values
-//! begin with different bytes (a `Union` node: the first byte picks the
-//! schema; schemas that can begin alike are refused); `title`, `description`, `default`,
-//! `examples`, `$schema` are ignored. Any other keyword is refused by name ([`SchemaError`]). An
-//! object without `properties` takes any keys; a schema without `type`
-//! any value (`{"type": "json_object"}` mode is a free object).
+//! `exclusiveMinimum`, `exclusiveMaximum` on integers and numbers (a digit
+//! is accepted only when some value in range still starts with the digits
+//! so far; see `Schema::in_bounds` and `NumBounds::allow`: a bounded
+//! number is compared exactly as a decimal and written without an
+//! exponent), `enum` and `const` of scalars, `$ref` into the root's
+//! `$defs` (or `definitions`), `anyOf` of a schema and `{"type": "null"}`,
+//! and `anyOf` of schemas whose values begin with different bytes (a
+//! `Union` node: the first byte picks the schema); `title`,
+//! `description`, `default`, `examples`, `$schema` are ignored. Any other
+//! keyword, and a union of schemas that can begin alike, is refused by
+//! name ([`SchemaError`], with the place of its schema) by
+//! [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's rule without
+//! `strict`) leaves it out and enforces the rest. An object without
+//! `properties` takes any keys; a schema without `type` any value
+//! (`{"type": "json_object"}` mode is a free object).
 //!
-//! A tool call over several functions ([`Schema::compile_call`]) is a
-//! union keyed on the name: `{"name": N, "arguments": A}` where `A`
-//! follows the parameters of the function `N` names (a `Select` node,
-//! picked when the name's enum value is complete; `arguments` cannot come
-//! first).
+//! A tool call over several functions ([`Schema::compile_call`], best
+//! effort as `compile_lenient`) is a union keyed on the name: `{"name":
+//! N, "arguments": A}` where `A` follows the parameters of the function
+//! `N` names (a `Select` node, picked when the name's enum value is
+//! complete; `arguments` cannot come first).
 //!
 //! Output rules: whitespace runs are at most [`MAX_WS`] bytes, numbers
 //! [`MAX_NUMBER`] bytes, nesting [`MAX_DEPTH`] levels; strings are valid
@@ -115,6 +120,152 @@ const EMPTY_NODE: Node = Node {
     hi: i64::MAX,
 };
 
+/// A bounded `number`'s values are compared in units of 10^-24, exactly.
+const NUM_FRAC_DIGITS: u32 = 24;
+/// 1.0 in those units.
+const NUM_ONE: i128 = 10i128.pow(NUM_FRAC_DIGITS);
+/// Most significant digits a bounded `number` is written with (past
+/// them a bound's own 15 digits leave nothing to decide).
+const NUM_MAX_MANT: u64 = 10u64.pow(17);
+/// Most `number` schemas with bounds in one schema.
+pub const MAX_NUMBER_BOUNDS: usize = 16;
+
+/// A `number` schema's bounds in units of 10^-24 (`None`: no such bound),
+/// each with whether it is exclusive.
+#[derive(Clone, Copy, Debug, Default)]
+struct NumBounds {
+    lo: Option<(i128, bool)>,
+    hi: Option<(i128, bool)>,
+}
+
+impl NumBounds {
+    /// The magnitudes a value of sign `neg` may have: the lower bound (0,
+    /// inclusive, at least) and the upper one, each with its exclusivity.
+    fn magnitudes(&self, neg: bool) -> ((i128, bool), Option<(i128, bool)>) {
+        let flip = |b: Option<(i128, bool)>| b.map(|(v, open)| (-v, open));
+        let (lo, hi) = match neg {
+            true => (flip(self.hi), flip(self.lo)),
+            false => (self.lo, self.hi),
+        };
+        let lo = match lo {
+            Some((v, open)) if v >= 0 => (v, open),
+            _ => (0, false),
+        };
+        (lo, hi)
+    }
+
+    /// Whether an allowed value of sign `neg` has a magnitude in `[a, b)`
+    /// (`b` `None`: no end; `point`: `a` alone; `a` `None`: beyond every
+    /// bound, as past 10^14).
+    fn meets(&self, neg: bool, a: Option<i128>, b: Option<i128>, point: bool) -> bool {
+        let ((lo, lo_open), hi) = self.magnitudes(neg);
+        let Some(a) = a else {
+            return hi.is_none();
+        };
+        if point {
+            let above = a > lo || (a == lo && !lo_open);
+            return above && hi.is_none_or(|(h, open)| a < h || (a == h && !open));
+        }
+        // [a, b) met with the bounds: from max(a, lo) to min(b, hi).
+        let (l, l_open) = match lo.cmp(&a) {
+            core::cmp::Ordering::Greater => (lo, lo_open),
+            core::cmp::Ordering::Equal => (a, lo_open),
+            core::cmp::Ordering::Less => (a, false),
+        };
+        let (u, u_open) = match (b, hi) {
+            (None, None) => return true,
+            (Some(b), None) => (b, true),
+            (None, Some(h)) => h,
+            (Some(b), Some((h, open))) if h < b => (h, open),
+            (Some(b), Some(_)) => (b, true),
+        };
+        l < u || (l == u && !l_open && !u_open)
+    }
+
+    /// Whether some allowed value begins as a number written so far: sign
+    /// `neg`, its digits `mant` (those after the point, `fd`, included),
+    /// grammar state `st` (`Matcher::number`), `done`: ending here.
+    fn allow(&self, neg: bool, mant: u64, fd: u8, st: u8, done: bool) -> bool {
+        let unit = |fd: u8| 10i128.pow(NUM_FRAC_DIGITS - fd as u32);
+        let at = (mant as i128).checked_mul(unit(fd));
+        match st {
+            // `-` alone: any magnitude.
+            0 => self.meets(neg, Some(0), None, false),
+            // Complete, or the fraction's last place reached.
+            _ if done || (st == 4 && fd as u32 == NUM_FRAC_DIGITS) => {
+                self.meets(neg, at, None, true)
+            }
+            // A leading 0: [0, 1).
+            1 => self.meets(neg, Some(0), Some(NUM_ONE), false),
+            // Integer digits m: [m, m + 1) * 10^j for some j >= 0.
+            2 => {
+                let mut j = 0u32;
+                loop {
+                    let scale = 10i128.checked_pow(j).and_then(|p| p.checked_mul(NUM_ONE));
+                    let a = scale.and_then(|p| p.checked_mul(mant as i128));
+                    let b = scale.and_then(|p| p.checked_mul(mant as i128 + 1));
+                    if a.is_none() || self.meets(neg, a, b, false) {
+                        return self.meets(neg, a, b, false);
+                    }
+                    j += 1;
+                }
+            }
+            // After the point: [x, x + one unit of the last place).
+            _ => {
+                let b = at.and_then(|a| a.checked_add(unit(fd)));
+                self.meets(neg, at, b, false)
+            }
+        }
+    }
+}
+
+/// A bound's JSON number text in units of 10^-24, when it is exact there
+/// with room for a digit finer (a multiple of 100 units), of at most 15
+/// significant digits and below 10^14 in magnitude.
+fn number_units(text: &str) -> Option<i128> {
+    let (neg, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (digits, exp) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], rest[i + 1..].parse::<i32>().ok()?),
+        None => (rest, 0),
+    };
+    // mant * 10^(pending + place + exp): trailing zeros held back.
+    let (mut mant, mut sig, mut pending, mut place, mut frac) = (0i128, 0u32, 0i32, 0i32, false);
+    for c in digits.bytes() {
+        match c {
+            b'.' => frac = true,
+            b'0'..=b'9' => {
+                place -= frac as i32;
+                if c == b'0' {
+                    pending += (mant != 0) as i32;
+                } else {
+                    sig += pending as u32 + 1;
+                    if sig > 15 {
+                        return None;
+                    }
+                    mant = mant * 10i128.pow(pending as u32 + 1) + (c - b'0') as i128;
+                    pending = 0;
+                }
+            }
+            _ => return None,
+        }
+    }
+    if mant == 0 {
+        return Some(0);
+    }
+    let shift = pending
+        .checked_add(place)?
+        .checked_add(exp)?
+        .checked_add(NUM_FRAC_DIGITS as i32)?;
+    if !(2..=38).contains(&shift) {
+        return None;
+    }
+    let units = mant.checked_mul(10i128.pow(shift as u32))?;
+    (units < NUM_ONE * 10i128.pow(14)).then_some(if neg { -units } else { units })
+}
+
 /// A byte range of `Schema::text`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Span {
@@ -125,8 +276,10 @@ struct Span {
 /// Why a schema cannot be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchemaError {
-    /// A keyword this engine does not implement (its name, cut to 32 bytes).
-    Unsupported([u8; 32], usize),
+    /// A keyword this engine does not implement (its name, cut to 32
+    /// bytes; its length), and where the schema holding it begins: a byte
+    /// offset into the compiled schema's text (0 when not known).
+    Unsupported([u8; 32], usize, usize),
     /// More than a fixed capacity holds.
     TooLarge(&'static str),
     /// Not a valid schema.
@@ -136,7 +289,7 @@ pub enum SchemaError {
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
-            SchemaError::Unsupported(name, len) => {
+            SchemaError::Unsupported(name, len, _) => {
                 let name = core::str::from_utf8(&name[..*len]).unwrap_or("?");
                 write!(f, "unsupported JSON schema keyword '{name}'")
             }
@@ -185,7 +338,33 @@ fn unsupported(name: &str) -> SchemaError {
         }
         n += c.encode_utf8(&mut b[n..]).len();
     }
-    SchemaError::Unsupported(b, n)
+    SchemaError::Unsupported(b, n, 0)
+}
+
+impl SchemaError {
+    /// An unsupported keyword's schema: its byte offset into the text of
+    /// the schema compiled ([`Schema::compile`]'s argument).
+    pub fn offset(&self) -> Option<usize> {
+        match self {
+            SchemaError::Unsupported(_, _, at) => Some(*at),
+            _ => None,
+        }
+    }
+}
+
+/// The offset of `sub`'s text in `root`'s (0 when it is not inside).
+fn offset_in(root: &Value, sub: &Value) -> usize {
+    match (root, sub) {
+        (Value::Object(r), Value::Object(s)) => {
+            let at = (s.raw().as_ptr() as usize).wrapping_sub(r.raw().as_ptr() as usize);
+            if at < r.raw().len() {
+                at
+            } else {
+                0
+            }
+        }
+        _ => 0,
+    }
 }
 
 /// A compiled schema.
@@ -202,6 +381,12 @@ pub struct Schema {
     /// The schemas `Select` nodes choose among.
     choices: [u16; MAX_CHOICES],
     n_choices: usize,
+    /// The bounds of `number` nodes that have some (`Node::first`).
+    num_bounds: [NumBounds; MAX_NUMBER_BOUNDS],
+    n_num_bounds: usize,
+    /// Compiling best effort: a keyword it cannot enforce is left out
+    /// (the node follows the rest, or takes any value) instead of refused.
+    lenient: bool,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -233,6 +418,9 @@ impl Schema {
             n_enums: 0,
             choices: [0; MAX_CHOICES],
             n_choices: 0,
+            num_bounds: [NumBounds { lo: None, hi: None }; MAX_NUMBER_BOUNDS],
+            n_num_bounds: 0,
+            lenient: false,
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -250,17 +438,52 @@ impl Schema {
         s
     }
 
-    /// Compiles a JSON schema.
+    /// Compiles a JSON schema; a keyword the constraint cannot enforce is
+    /// an error naming it (OpenAI's `strict`).
     pub fn compile(schema: &Value) -> Result<Schema, SchemaError> {
+        Self::compile_as(schema, false)
+    }
+
+    /// Compiles a JSON schema best effort: what the constraint can enforce
+    /// is enforced, a keyword it cannot is left out (a subschema it cannot
+    /// follow at all takes any value). Too large or invalid schemas are
+    /// still errors.
+    pub fn compile_lenient(schema: &Value) -> Result<Schema, SchemaError> {
+        Self::compile_as(schema, true)
+    }
+
+    fn compile_as(schema: &Value, lenient: bool) -> Result<Schema, SchemaError> {
         let mut s = Schema::empty();
+        s.lenient = lenient;
         let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
         s.root = s.alloc()?;
         let _ = work.push((*schema, s.root));
         while let Some((v, idx)) = work.pop() {
-            s.fill_ref(idx, &v, schema, &mut work)?;
+            s.fill_node(idx, &v, schema, &mut work)?;
         }
         s.check_unions()?;
         Ok(s)
+    }
+
+    /// [`Schema::fill_ref`], with an unsupported keyword's place recorded,
+    /// or (lenient) the node made to take any value.
+    fn fill_node<'v>(
+        &mut self,
+        idx: u16,
+        v: &Value<'v>,
+        root: &Value<'v>,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<(), SchemaError> {
+        match self.fill_ref(idx, v, root, work) {
+            Err(SchemaError::Unsupported(..)) if self.lenient => {
+                self.nodes[idx as usize] = EMPTY_NODE;
+                Ok(())
+            }
+            Err(SchemaError::Unsupported(name, len, _)) => {
+                Err(SchemaError::Unsupported(name, len, offset_in(root, v)))
+            }
+            r => r,
+        }
     }
 
     /// Fills node `idx` from `v`, first resolving what pydantic writes
@@ -393,6 +616,7 @@ impl Schema {
             return Err(SchemaError::TooLarge("more than 16 functions"));
         }
         let mut s = Schema::empty();
+        s.lenient = true;
         let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
         s.root = s.alloc()?;
         let (name, arguments) = (s.alloc()?, s.alloc()?);
@@ -453,12 +677,22 @@ impl Schema {
             work.push((*params, child))
                 .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
             while let Some((v, idx)) = work.pop() {
-                s.fill_ref(idx, &v, params, &mut work)?;
+                s.fill_node(idx, &v, params, &mut work)?;
             }
         }
         s.nodes[name as usize] = names;
         s.nodes[arguments as usize] = select;
         s.check_unions()?;
+        // Arguments are an object, even where the parameters give no type
+        // or could not be followed.
+        for &child in children.iter().take(functions.len()) {
+            if s.nodes[child as usize].kind == Kind::Any {
+                s.nodes[child as usize] = Node {
+                    kind: Kind::Object,
+                    ..EMPTY_NODE
+                };
+            }
+        }
         Ok(s)
     }
 
@@ -487,20 +721,30 @@ impl Schema {
     }
 
     /// Every union's schemas begin differently: the first byte of a value
-    /// picks one.
-    fn check_unions(&self) -> Result<(), SchemaError> {
-        for n in &self.nodes[..self.n_nodes] {
-            if n.kind != Kind::Union {
-                continue;
-            }
-            let mut seen = if n.nullable { START_NULL } else { 0 };
-            for i in 0..n.count as usize {
-                let starts = self.starts(self.choices[n.first as usize + i], 0);
-                if seen & starts != 0 {
-                    return Err(unsupported("anyOf (schemas that can begin alike)"));
+    /// picks one. (Lenient: a union whose schemas can begin alike takes any
+    /// value.)
+    fn check_unions(&mut self) -> Result<(), SchemaError> {
+        // A union made any value changes what its parents begin: again.
+        'scan: for _ in 0..=MAX_NODES {
+            for i in 0..self.n_nodes {
+                let n = self.nodes[i];
+                if n.kind != Kind::Union {
+                    continue;
                 }
-                seen |= starts;
+                let mut seen = if n.nullable { START_NULL } else { 0 };
+                for c in 0..n.count as usize {
+                    let starts = self.starts(self.choices[n.first as usize + c], 0);
+                    if seen & starts != 0 {
+                        if self.lenient {
+                            self.nodes[i] = EMPTY_NODE;
+                            continue 'scan;
+                        }
+                        return Err(unsupported("anyOf (schemas that can begin alike)"));
+                    }
+                    seen |= starts;
+                }
             }
+            break;
         }
         Ok(())
     }
@@ -563,6 +807,29 @@ impl Schema {
         false
     }
 
+    /// Whether node `idx` allows a number written so far (sign `neg`,
+    /// digits `mag`, `fd` of them after the point, grammar state `st`;
+    /// `done`: ending here): an integer's bounds, a bounded number's, or
+    /// anything.
+    fn num_allows(&self, idx: u16, neg: bool, mag: u64, fd: u8, st: u8, done: bool) -> bool {
+        let n = self.node(idx);
+        match n.kind {
+            Kind::Integer if st == 0 => n.lo <= 0,
+            Kind::Integer => self.in_bounds(idx, neg, mag, done),
+            Kind::Number if n.count == 1 => {
+                self.num_bounds[n.first as usize].allow(neg, mag, fd, st, done)
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether node `idx` is a number with bounds (written without an
+    /// exponent, with at most 17 significant digits and 24 after the point).
+    fn bounded_number(&self, idx: u16) -> bool {
+        let n = self.node(idx);
+        n.kind == Kind::Number && n.count == 1
+    }
+
     fn bytes(&self, s: Span) -> &[u8] {
         &self.text[s.start as usize..(s.start + s.len) as usize]
     }
@@ -604,6 +871,9 @@ impl Schema {
                 "definitions",
             ];
             if !known.iter().any(|k| key.eq_str(k)) {
+                if self.lenient {
+                    continue;
+                }
                 let mut name: heapless::String<32> = heapless::String::new();
                 for c in key.chars() {
                     if name.push(c).is_err() {
@@ -778,38 +1048,82 @@ impl Schema {
         Ok(())
     }
 
-    /// An integer node's bounds from `minimum`, `maximum`,
-    /// `exclusiveMinimum` and `exclusiveMaximum` (numbers; a fractional
-    /// bound is rounded inward). On any other type they are refused: a
-    /// `number` would need its fractions and exponents bounded too.
-    fn bounds(&self, node: &mut Node, v: &Value) -> Result<(), SchemaError> {
+    /// A node's bounds from `minimum`, `maximum`, `exclusiveMinimum` and
+    /// `exclusiveMaximum` (numbers). An integer's are made inclusive (a
+    /// fractional bound rounded inward); a number's are kept exactly in
+    /// units of 10^-24 (see [`number_units`]), and its values are then
+    /// written without an exponent. Refused on other types.
+    fn bounds(&mut self, node: &mut Node, v: &Value) -> Result<(), SchemaError> {
         let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
+        let mut num = NumBounds::default();
         for (i, key) in keys.into_iter().enumerate() {
             let Some(b) = v.get(key) else { continue };
-            if node.kind != Kind::Integer {
+            if !matches!(node.kind, Kind::Integer | Kind::Number) {
+                if self.lenient {
+                    continue;
+                }
                 return Err(unsupported(if i < 2 {
-                    "minimum (on a type other than integer)"
+                    "minimum (on a type other than integer or number)"
                 } else {
-                    "maximum (on a type other than integer)"
+                    "maximum (on a type other than integer or number)"
                 }));
             }
-            let b = b
+            let Value::Number(text) = b else {
+                return Err(SchemaError::Invalid("a bound must be a number"));
+            };
+            let x = text
                 .as_f64()
-                .filter(|b| b.is_finite())
                 .ok_or(SchemaError::Invalid("a bound must be a number"))?;
+            if node.kind == Kind::Number {
+                let Some(at) = number_units(text.raw()) else {
+                    if self.lenient {
+                        continue;
+                    }
+                    return Err(unsupported(if i < 2 {
+                        "minimum (of a number: 15 digits, below 1e14)"
+                    } else {
+                        "maximum (of a number: 15 digits, below 1e14)"
+                    }));
+                };
+                let bound = Some((at, i % 2 == 1));
+                // The tighter of two bounds on one side.
+                if i < 2 {
+                    if num.lo.is_none_or(|(l, open)| at > l || (at == l && !open)) {
+                        num.lo = bound;
+                    }
+                } else if num.hi.is_none_or(|(h, open)| at < h || (at == h && !open)) {
+                    num.hi = bound;
+                }
+                continue;
+            }
             // The inclusive integer bound, clamped to i64.
             let round = |x: f64| x.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
             match i {
-                0 => node.lo = node.lo.max(round(libm::ceil(b))),
-                1 => node.lo = node.lo.max(round(libm::floor(b)).saturating_add(1)),
-                2 => node.hi = node.hi.min(round(libm::floor(b))),
-                _ => node.hi = node.hi.min(round(libm::ceil(b)).saturating_sub(1)),
+                0 => node.lo = node.lo.max(round(libm::ceil(x))),
+                1 => node.lo = node.lo.max(round(libm::floor(x)).saturating_add(1)),
+                2 => node.hi = node.hi.min(round(libm::floor(x))),
+                _ => node.hi = node.hi.min(round(libm::ceil(x)).saturating_sub(1)),
             }
         }
         if node.lo > node.hi {
             return Err(SchemaError::Invalid(
                 "no integer between minimum and maximum",
             ));
+        }
+        if num.lo.is_some() || num.hi.is_some() {
+            if !num.meets(false, Some(0), None, false) && !num.meets(true, Some(0), None, false) {
+                return Err(SchemaError::Invalid(
+                    "no number between minimum and maximum",
+                ));
+            }
+            let slot = self
+                .num_bounds
+                .get_mut(self.n_num_bounds)
+                .ok_or(SchemaError::TooLarge("more than 16 bounded numbers"))?;
+            *slot = num;
+            node.first = self.n_num_bounds as u16;
+            node.count = 1;
+            self.n_num_bounds += 1;
         }
         Ok(())
     }
@@ -911,8 +1225,9 @@ enum Frame {
         cand: u64,
         off: u16,
     },
-    /// A number: its state (see `Matcher::number`), bytes so far; an
-    /// integer's node (its bounds), sign and magnitude so far (saturated).
+    /// A number: its state (see `Matcher::number`), bytes so far; its
+    /// node (an integer's or a number's bounds), sign and digits so far
+    /// (an integer's saturated), `fd` of them after the point.
     Num {
         integer: bool,
         st: u8,
@@ -920,6 +1235,7 @@ enum Frame {
         node: u16,
         neg: bool,
         mag: u64,
+        fd: u8,
     },
     /// `true`, `false` or `null`, `off` bytes matched.
     Lit {
@@ -983,8 +1299,13 @@ impl Matcher {
             0 => true,
             1 => match self.stack[0] {
                 Frame::Num {
-                    st, node, neg, mag, ..
-                } => matches!(st, 1 | 2 | 4 | 7) && s.in_bounds(node, neg, mag, true),
+                    st,
+                    node,
+                    neg,
+                    mag,
+                    fd,
+                    ..
+                } => matches!(st, 1 | 2 | 4 | 7) && s.num_allows(node, neg, mag, fd, st, true),
                 Frame::Enum { node, cand, off } => {
                     let n = s.node(node);
                     (0..n.count as usize)
@@ -1269,15 +1590,27 @@ impl Matcher {
                 node,
                 neg,
                 mag,
+                fd,
             } => match Self::number(st, integer, b) {
                 Some(next) if len < MAX_NUMBER => {
-                    let mag = if integer {
-                        mag.saturating_mul(10)
-                            .saturating_add(b.wrapping_sub(b'0') as u64)
-                    } else {
-                        mag
-                    };
-                    if integer && !s.in_bounds(node, neg, mag, false) {
+                    let (mut mag, mut fd) = (mag, fd);
+                    if b.is_ascii_digit() && next != 7 {
+                        let digit = (b - b'0') as u64;
+                        mag = mag.saturating_mul(10).saturating_add(digit);
+                        fd += (next == 4) as u8;
+                    }
+                    // A bounded number: no exponent, a point only with room
+                    // for a digit after it.
+                    let full = |m: u64| m >= NUM_MAX_MANT;
+                    if s.bounded_number(node)
+                        && (next >= 5
+                            || full(mag)
+                            || (next == 3 && full(mag.saturating_mul(10)))
+                            || fd as u32 > NUM_FRAC_DIGITS)
+                    {
+                        return Step::Reject;
+                    }
+                    if !s.num_allows(node, neg, mag, fd, next, false) {
                         return Step::Reject;
                     }
                     self.set_top(Frame::Num {
@@ -1287,11 +1620,14 @@ impl Matcher {
                         node,
                         neg,
                         mag,
+                        fd,
                     });
                     Step::Accept
                 }
                 Some(_) => Step::Reject,
-                None if matches!(st, 1 | 2 | 4 | 7) && s.in_bounds(node, neg, mag, true) => {
+                None if matches!(st, 1 | 2 | 4 | 7)
+                    && s.num_allows(node, neg, mag, fd, st, true) =>
+                {
                     Step::PopRetry
                 }
                 None => Step::Reject,
@@ -1446,20 +1782,16 @@ impl Matcher {
                     _ => 2,
                 };
                 let (neg, mag) = (b == b'-', b.saturating_sub(b'0') as u64);
-                // After `-` no digit yet: some value must be at most 0.
-                let ok = if neg {
-                    s.node(idx).lo <= 0
-                } else {
-                    s.in_bounds(idx, false, mag, st == 1)
-                };
-                ok && self.push(Frame::Num {
-                    integer: n.kind == Kind::Integer,
-                    st,
-                    len: 1,
-                    node: idx,
-                    neg,
-                    mag,
-                })
+                s.num_allows(idx, neg, mag, 0, st, false)
+                    && self.push(Frame::Num {
+                        integer: n.kind == Kind::Integer,
+                        st,
+                        len: 1,
+                        node: idx,
+                        neg,
+                        mag,
+                        fd: 0,
+                    })
             }
             b't' | b'f' if any || n.kind == Kind::Boolean => self.push(Frame::Lit {
                 word: if b == b't' { 0 } else { 1 },
@@ -1782,7 +2114,6 @@ mod tests {
             assert!(!prefix(&s, dead), "{dead}");
         }
         for refused in [
-            r#"{"type":"number","minimum":1}"#,
             r#"{"type":"string","maximum":1}"#,
             r#"{"minimum":1}"#,
             r#"{"type":"integer","enum":[1,2],"maximum":1}"#,
@@ -1799,6 +2130,199 @@ mod tests {
             let e = Schema::compile(&parse(invalid.as_bytes()).unwrap());
             assert!(matches!(e, Err(SchemaError::Invalid(_))), "{invalid}");
         }
+    }
+
+    /// A plain decimal's exact value in units of 10^-24, saturated past
+    /// +-10^14 (the test's own reading, for its oracle).
+    fn units_of(text: &str) -> Option<i128> {
+        let (neg, t) = match text.strip_prefix('-') {
+            Some(t) => (true, t),
+            None => (false, text),
+        };
+        let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+        let mut v: i128 = 0;
+        for c in int.bytes() {
+            v = v * 10 + (c - b'0') as i128;
+            if v > 100_000_000_000_000 {
+                return Some(if neg { -i128::MAX / 2 } else { i128::MAX / 2 });
+            }
+        }
+        v *= 10i128.pow(24);
+        for (i, c) in frac.bytes().enumerate() {
+            v += (c - b'0') as i128 * 10i128.pow(23 - i as u32);
+        }
+        Some(if neg { -v } else { v })
+    }
+
+    /// Number bounds: a decimal is a complete output exactly when its exact
+    /// value is in range (every decimal of up to 3 places in [-20, 20], and
+    /// chosen edges), a number with bounds is written without an exponent,
+    /// and no accepted prefix leads nowhere (random walks over digits, `-`
+    /// and `.` always find a way to end, and each end is in range).
+    #[test]
+    fn number_bounds() {
+        let unit = |x: &str| number_units(x).unwrap();
+        let cases = [
+            (
+                r#""minimum":0.5,"maximum":2.5"#,
+                Some((unit("0.5"), false)),
+                Some((unit("2.5"), false)),
+            ),
+            (
+                r#""exclusiveMinimum":0,"exclusiveMaximum":1"#,
+                Some((0, true)),
+                Some((unit("1"), true)),
+            ),
+            (
+                r#""minimum":-1.25,"exclusiveMaximum":-0.75"#,
+                Some((unit("-1.25"), false)),
+                Some((unit("-0.75"), true)),
+            ),
+            (r#""exclusiveMinimum":-3"#, Some((unit("-3"), true)), None),
+            (
+                r#""maximum":100,"exclusiveMinimum":99.99"#,
+                Some((unit("99.99"), true)),
+                Some((unit("100"), false)),
+            ),
+            (
+                r#""minimum":1e-3,"maximum":2E-3"#,
+                Some((unit("0.001"), false)),
+                Some((unit("0.002"), false)),
+            ),
+            (
+                r#""minimum":0.1,"maximum":0.1"#,
+                Some((unit("0.1"), false)),
+                Some((unit("0.1"), false)),
+            ),
+            (
+                r#""exclusiveMinimum":5,"maximum":5.000001,"minimum":4"#,
+                Some((unit("5"), true)),
+                Some((unit("5.000001"), false)),
+            ),
+            (r#""maximum":-0.0"#, None, Some((0, false))),
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for (bounds, lo, hi) in cases {
+            let s = schema(&std::format!(r#"{{"type":"number",{bounds}}}"#));
+            let in_range = |text: &str| {
+                let Some(v) = units_of(text) else {
+                    return false;
+                };
+                lo.is_none_or(|(l, open): (i128, bool)| v > l || (v == l && !open))
+                    && hi.is_none_or(|(h, open): (i128, bool)| v < h || (v == h && !open))
+            };
+            for k in -20_000i64..=20_000 {
+                let text = std::format!(
+                    "{}{}.{:03}",
+                    if k < 0 { "-" } else { "" },
+                    k.abs() / 1000,
+                    k.abs() % 1000
+                );
+                assert_eq!(complete(&s, &text), in_range(&text), "{bounds}: {text}");
+                let short = text.trim_end_matches('0').trim_end_matches('.');
+                assert_eq!(complete(&s, short), in_range(short), "{bounds}: {short}");
+            }
+            for edge in [
+                "0.49999999999999999",
+                "2.50000000000000001",
+                "-0",
+                "5.0000009999",
+                "99.990000000000000001",
+                "0.0010",
+                "100.000",
+            ] {
+                let ok = edge
+                    .trim_start_matches('-')
+                    .replace('.', "")
+                    .trim_start_matches('0')
+                    .len()
+                    <= 17;
+                assert_eq!(complete(&s, edge), ok && in_range(edge), "{bounds}: {edge}");
+            }
+            assert!(
+                !prefix(&s, "1e") && !prefix(&s, "0E"),
+                "{bounds}: an exponent"
+            );
+            // Random walks: never stuck, every end in range.
+            for _ in 0..3000 {
+                let mut m = Matcher::new(&s);
+                let mut text = std::string::String::new();
+                loop {
+                    let next: Vec<u8> = b"-0123456789."
+                        .iter()
+                        .copied()
+                        .filter(|&b| {
+                            let mut t = m.clone();
+                            t.advance(&s, b)
+                        })
+                        .collect();
+                    let end = m.can_end(&s);
+                    assert!(end || !next.is_empty(), "{bounds}: stuck after {text:?}");
+                    if next.is_empty() || (end && rand(4) == 0) {
+                        break;
+                    }
+                    let b = next[rand(next.len())];
+                    assert!(m.advance(&s, b));
+                    text.push(b as char);
+                }
+                assert!(in_range(&text), "{bounds}: {text} out of range");
+            }
+        }
+        // Schemas: a bound of more than 15 digits or past 1e14 is refused
+        // strictly and left out leniently; no number between is invalid.
+        for refused in [
+            r#"{"type":"number","minimum":0.1234567890123456}"#,
+            r#"{"type":"number","maximum":1e15}"#,
+            r#"{"type":"number","maximum":1e-23}"#,
+        ] {
+            let v = parse(refused.as_bytes()).unwrap();
+            assert!(
+                matches!(Schema::compile(&v), Err(SchemaError::Unsupported(..))),
+                "{refused}"
+            );
+            let s = Schema::compile_lenient(&v).unwrap();
+            assert!(complete(&s, "12345678.5e3"), "{refused}");
+        }
+        for invalid in [
+            r#"{"type":"number","minimum":3,"maximum":2}"#,
+            r#"{"type":"number","exclusiveMinimum":2,"maximum":2}"#,
+        ] {
+            let e = Schema::compile(&parse(invalid.as_bytes()).unwrap());
+            assert!(matches!(e, Err(SchemaError::Invalid(_))), "{invalid}");
+        }
+    }
+
+    /// Best effort (no `strict`): a keyword the constraint cannot enforce
+    /// is left out and the rest still holds; strictly it is refused with
+    /// the place of its schema.
+    #[test]
+    fn lenient_schemas_enforce_the_rest() {
+        let text = r#"{"type":"object","properties":{"unit":{"type":"string","enum":["c","f"]},"at":{"type":"string","format":"date-time"},"n":{"anyOf":[{"type":"integer"},{"type":"number"}]},"k":{"type":"integer","minimum":10}},"required":["unit","at","n","k"],"additionalProperties":false}"#;
+        let v = parse(text.as_bytes()).unwrap();
+        let e = Schema::compile(&v).unwrap_err();
+        let at = e.offset().unwrap();
+        assert!(
+            text[at..].starts_with(r#"{"type":"string","format""#),
+            "{e}"
+        );
+        let s = Schema::compile_lenient(&v).unwrap();
+        assert!(complete(&s, r#"{"unit":"c","at":"x","n":1.5,"k":10}"#));
+        assert!(complete(&s, r#"{"unit":"f","at":"","n":"any","k":99}"#));
+        assert!(!complete(&s, r#"{"unit":"kelvin","at":"x","n":1,"k":10}"#));
+        assert!(!complete(&s, r#"{"unit":"c","at":"x","n":1,"k":3}"#));
+        assert!(!complete(&s, r#"{"unit":"c","at":1,"n":1,"k":10}"#));
+        // A call's arguments stay an object where the parameters give
+        // nothing to follow.
+        let f = parse(br#"{"anyOf":[{"type":"object"},{"type":"object"}]}"#).unwrap();
+        let call = Schema::compile_call(&[("f", f)]).unwrap();
+        assert!(complete(&call, r#"{"name":"f","arguments":{"a":1}}"#));
+        assert!(!complete(&call, r#"{"name":"f","arguments":3}"#));
     }
 
     /// `minLength` and `maxLength` count characters: a multi-byte UTF-8

@@ -64,6 +64,10 @@ def validate(value, schema):
         assert isinstance(value, (int, float)) and not isinstance(value, bool), value
     elif kind:
         assert isinstance(value, types[kind]), (value, kind)
+    if kind in ("integer", "number"):
+        assert schema.get("minimum", value) <= value <= schema.get("maximum", value), (value, schema)
+        assert value > schema.get("exclusiveMinimum", value - 1), (value, schema)
+        assert value < schema.get("exclusiveMaximum", value + 1), (value, schema)
     if kind == "object":
         props = schema.get("properties", {})
         assert set(schema.get("required", [])) <= set(value), (value, schema)
@@ -104,7 +108,24 @@ def tool_checks(binary, model):
         call2 = r.choices[0].message.tool_calls[0]
         assert r.choices[0].finish_reason == "tool_calls", r
         assert call2.function.name in ("get_weather", "now"), call2
-        assert isinstance(json.loads(call2.function.arguments), dict), call2
+        # `pattern` is left out (no `strict`), the rest enforced.
+        validate(json.loads(call2.function.arguments),
+                 {"get_weather": WEATHER, "now": now}[call2.function.name]["function"]["parameters"])
+        checks += 1
+        # Number bounds: the value lands in range, sampled answers too.
+        thermostat = {"type": "function", "function": {"name": "set_thermostat", "parameters": {
+            "type": "object", "properties": {
+                "celsius": {"type": "number", "exclusiveMinimum": 5, "maximum": 30.5},
+                "steps": {"type": "integer", "minimum": 10, "maximum": 250}},
+            "required": ["celsius", "steps"]}}}
+        heat = [{"role": "user", "content": "Make it very hot in here: set the thermostat to 90 degrees."}]
+        for seed in range(3):
+            r = client.chat.completions.create(
+                model="m", messages=heat, tools=[thermostat], tool_choice="required",
+                temperature=1.0, seed=seed, max_tokens=64)
+            assert r.choices[0].finish_reason == "tool_calls", r
+            validate(json.loads(r.choices[0].message.tool_calls[0].function.arguments),
+                     thermostat["function"]["parameters"])
         checks += 1
         # Several tools: the arguments follow the called function's own
         # parameters (a union keyed on the name), sampled answers too.
@@ -206,12 +227,21 @@ def tool_checks(binary, model):
             checks += 1
         try:
             client.chat.completions.create(model="m", messages=ask, response_format={
-                "type": "json_schema", "json_schema": {"name": "p", "schema": {
+                "type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
                     "type": "string", "format": "email"}}})
-            raise AssertionError("an unsupported keyword was accepted")
+            raise AssertionError("an unsupported keyword was accepted under strict")
         except openai.BadRequestError as e:
             assert "'format'" in str(e), e
             checks += 1
+        # Without strict the keyword is left out and the rest enforced.
+        r = client.chat.completions.create(model="m", messages=ask, response_format={
+            "type": "json_schema", "json_schema": {"name": "p", "schema": {
+                "type": "string", "format": "email", "maxLength": 40}}},
+            temperature=0, max_tokens=60)
+        if r.choices[0].finish_reason == "stop":
+            value = json.loads(r.choices[0].message.content)
+            assert isinstance(value, str) and len(value) <= 40, r
+        checks += 1
         for bad in [[{"type": "function", "function": {"name": "bad name"}}],
                     [{"type": "code_interpreter"}]]:
             try:

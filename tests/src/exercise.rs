@@ -256,9 +256,11 @@ pub fn serve_api(data: &[u8]) {
             ..Default::default()
         };
         req.prompt(&style).unwrap();
-        // A forced call's constraint (the union over the functions):
-        // compiled or refused; a compiled one walks the input's bytes.
-        if let Some(Ok(schema)) = req.call_schema().map(|c| c.schema()) {
+        // A forced call's constraint (the union over the functions) and
+        // the response format's schema (strict or best effort): compiled
+        // or refused; a compiled one walks the input's bytes.
+        let formats = [req.call_schema(), req.params.json.clone()];
+        for schema in formats.iter().flatten().filter_map(|f| f.schema().ok()) {
             let mut m = kestrel_core::constrain::Matcher::new(&schema);
             for &b in data {
                 if !m.advance(&schema, b) {

@@ -1276,7 +1276,8 @@ fn tools_on_a_template_without_them_are_refused() {
 /// `response_format` with a schema: the answer parses and holds the
 /// required properties with their types, and equals `kestrel run
 /// --json-schema` (the same constrained path) greedy and sampled;
-/// `json_object` gives an object; an unsupported keyword is a 400 naming it.
+/// `json_object` gives an object; a keyword the constraint cannot enforce
+/// is a 400 naming it and its place under `strict`, and left out without.
 #[test]
 fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     use kestrel::json_output::{schema_from_json, JsonOutput, SortedVocab};
@@ -1284,7 +1285,7 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     // Small enough that the fixture (a random model, fond of whitespace)
     // finishes within the test server's context: whitespace runs are
     // capped, so the answer is at most ~200 bytes.
-    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13},"tag":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":4},{"type":"null"}]}},"required":["ok","kind","age","tag"]}"#;
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13},"tag":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":4},{"type":"null"}]},"w":{"type":"number","exclusiveMinimum":0,"maximum":9.5}},"required":["ok","kind","age","tag","w"]}"#;
     let msgs = [(Role::User, "Describe a pet as JSON.")];
     for (temp, seed) in [(0.0, 1u64), (0.9, 7)] {
         let extra = format!(
@@ -1316,6 +1317,10 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
             .and_then(|t| t.as_plain())
             .is_some_and(|t| t.chars().count() <= 4);
         assert!(tag.is_null() || tag.as_i64().is_some() || short, "{text}");
+        // A number's bounds, exactly (and written without an exponent).
+        let w = v.get("w").unwrap().as_number().unwrap().raw();
+        let wf: f64 = w.parse().unwrap();
+        assert!(wf > 0.0 && wf <= 9.5 && !w.contains(['e', 'E']), "{text}");
         // `kestrel run --json-schema`: the same text.
         let cfg = SamplerConfig {
             temperature: temp,
@@ -1356,8 +1361,8 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     }
     for (rf, says) in [
         (
-            r#"{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}"#,
-            "'pattern'",
+            r#"{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"s":{"type":"string","pattern":"a+"}}}}}"#,
+            "'response_format.json_schema.schema.properties.s' (strict): unsupported JSON schema keyword 'pattern'",
         ),
         (
             r#"{"type":"json_schema","json_schema":{"name":"x"}}"#,
@@ -1373,6 +1378,23 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
         );
         assert_eq!(st, 400, "{err}");
         assert!(err.contains(says), "{err}");
+    }
+    // Without `strict` the rest is enforced: `s` is still a string.
+    let (st, body) = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &chat_body(
+            &msgs,
+            r#","max_tokens":40,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"s":{"type":"string","pattern":"a+"}},"required":["s"],"additionalProperties":false}}}"#,
+        ),
+        None,
+    );
+    assert_eq!(st, 200, "{body}");
+    let text = string_at(&body, &["choices", "0", "message", "content"]);
+    assert!(text.trim_start().starts_with(r#"{"#), "{text}");
+    if string_at(&body, &["choices", "0", "finish_reason"]) == "stop" {
+        let v = json::parse(text.as_bytes()).unwrap();
+        assert!(v.get("s").unwrap().as_str().is_some(), "{text}");
     }
 }
 
@@ -1628,4 +1650,62 @@ fn persistent_connections_and_pipelined_requests() {
     assert!(rest.is_empty());
     // Two connections for nine requests, and the second scrape's own.
     assert_eq!(connections(a) - before, 3.0);
+}
+
+/// Raises this process's open-file limit to at least `n` (the soft limit
+/// up to the hard one), for tests that hold hundreds of sockets on both
+/// ends; a hard limit below `n` fails the test, naming it.
+fn at_least_open_files(n: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the one `rlimit` given.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if lim.rlim_cur < n as libc::rlim_t {
+            assert!(
+                lim.rlim_max >= n as libc::rlim_t,
+                "this test needs {n} open files; the hard limit (ulimit -Hn) is {}",
+                lim.rlim_max
+            );
+            lim.rlim_cur = n as libc::rlim_t;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+}
+
+/// Near the 512-connection cap idle persistent connections give way: with
+/// 383 kept-alive connections idle and silent ones filling every other
+/// place, a new connection is answered (it was a 503), and the connections
+/// closed for it are the oldest idle ones, which end cleanly.
+#[test]
+fn idle_connections_give_way_near_the_cap() {
+    at_least_open_files(4096);
+    // Silent connections stay for the whole test (60 s to send a head).
+    let srv = Server::start(1, &["--timeout", "60"]);
+    let health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut idle = Vec::new();
+    for _ in 0..383 {
+        let mut c = TcpStream::connect(srv.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+        c.write_all(health).unwrap();
+        assert_eq!(read_answer(&mut c).0, Some(200));
+        idle.push(c);
+    }
+    // Every other place, taken by connections that send nothing.
+    let silent: Vec<TcpStream> = (0..129)
+        .map(|_| TcpStream::connect(srv.addr).unwrap())
+        .collect();
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    c.write_all(health).unwrap();
+    let (st, body) = read_answer(&mut c);
+    assert_eq!(st, Some(200), "{body}");
+    // The oldest idle connection was closed for a newer one: the end of
+    // its stream, no bytes (the same as after its idle time).
+    let mut rest = Vec::new();
+    idle[0].read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    drop(silent);
 }

@@ -50,8 +50,9 @@ pub struct Params {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JsonFormat {
     Object,
-    /// The schema's JSON text.
-    Schema(String),
+    /// The schema's JSON text, and whether it is `strict` (a keyword the
+    /// constraint cannot enforce was refused; else it is left out).
+    Schema(String, bool),
     /// A tool call: each function it may call, with its parameters' JSON
     /// text (`{"type":"object"}` where the constraint cannot follow them).
     Call(Vec<(String, String)>),
@@ -62,7 +63,14 @@ impl JsonFormat {
     pub fn schema(&self) -> Result<kestrel_core::constrain::Schema> {
         match self {
             JsonFormat::Object => Ok(kestrel_core::constrain::Schema::any_object()),
-            JsonFormat::Schema(text) => crate::json_output::schema_from_json(text.as_bytes()),
+            JsonFormat::Schema(text, strict) => {
+                let v = json::parse(text.as_bytes()).map_err(|e| format!("invalid JSON: {e}"))?;
+                let compiled = match strict {
+                    true => kestrel_core::constrain::Schema::compile(&v),
+                    false => kestrel_core::constrain::Schema::compile_lenient(&v),
+                };
+                compiled.map_err(|e| schema_error(&v, &e).into())
+            }
             JsonFormat::Call(functions) => {
                 let parsed = functions
                     .iter()
@@ -108,7 +116,7 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
                 let schema = s
                     .as_object()
                     .ok_or("'response_format.schema' must be an object")?;
-                JsonFormat::Schema(schema.raw().to_string())
+                JsonFormat::Schema(schema.raw().to_string(), false)
             }
         }
     } else if kind.str_eq("json_schema") {
@@ -117,9 +125,9 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
             .get("json_schema")
             .filter(|j| j.as_object().is_some())
             .ok_or("'response_format.json_schema' must be an object")?;
-        // `strict` asks for what the constraint always does: the output
-        // is valid under the schema, or a keyword it cannot enforce is a
-        // 400 (below).
+        // OpenAI's rule: `strict: true` makes a keyword the constraint
+        // cannot enforce a 400 (below); without it that keyword is left
+        // out and the rest enforced.
         let fields = [
             ("name", Unused),
             ("description", Unused),
@@ -131,13 +139,29 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
             .get("schema")
             .and_then(|s| s.as_object())
             .ok_or("'response_format.json_schema.schema' must be an object")?;
-        JsonFormat::Schema(schema.raw().to_string())
+        let strict = match j.get("strict") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(_) => return Err("'response_format.json_schema.strict' must be a boolean".into()),
+        };
+        JsonFormat::Schema(schema.raw().to_string(), strict)
     } else {
         return Err("'response_format.type' must be text, json_object or json_schema".into());
     };
-    format
-        .schema()
-        .map_err(|e| format!("'response_format': {e}"))?;
+    let at = match format {
+        JsonFormat::Schema(_, _) if kind.str_eq("json_schema") => {
+            "response_format.json_schema.schema"
+        }
+        _ => "response_format.schema",
+    };
+    format.schema().map_err(|e| {
+        let e = e.to_string();
+        // The place of a keyword it cannot enforce, under the schema's.
+        match e.starts_with('.') {
+            true => format!("'{at}{e}"),
+            false => format!("'{at}': {e}"),
+        }
+    })?;
     Ok(Some(format))
 }
 
@@ -243,8 +267,9 @@ impl ChatRequest {
     /// For `tool_choice` `required` or a named function: the constraint
     /// the call's JSON follows, `{"name": one of the functions,
     /// "arguments": that function's parameters}` (a union keyed on the
-    /// name). Parameters the constraint does not support (`pattern`,
-    /// `minimum` on a number, ...) are any JSON object.
+    /// name). A keyword the constraint cannot enforce (`pattern`,
+    /// `format`, ...) is left out, the rest of the parameters enforced
+    /// (`strict: true` refused it when the request was read).
     pub fn call_schema(&self) -> Option<JsonFormat> {
         let names: Vec<&str> = match &self.tool_choice {
             ToolChoice::Required => self.tools.iter().map(|(_, n)| n.as_str()).collect(),
@@ -277,7 +302,7 @@ impl ChatRequest {
                     .and_then(|(text, _)| {
                         let v = json::parse(text.as_bytes()).ok()?;
                         let p = v.get("function")?.get("parameters")?;
-                        kestrel_core::constrain::Schema::compile(&p).ok()?;
+                        kestrel_core::constrain::Schema::compile_lenient(&p).ok()?;
                         p.as_object().map(|o| o.raw().to_string())
                     })
                     .unwrap_or_else(|| "{\"type\":\"object\"}".to_string());
@@ -286,6 +311,67 @@ impl ChatRequest {
             .collect();
         JsonFormat::Call(functions)
     }
+}
+
+/// A schema error's message; for a keyword the constraint cannot enforce
+/// in a subschema, led by that subschema's path below `schema` and a
+/// closing quote (`.properties.unit' (strict): unsupported ...`: the caller
+/// puts the quote and the schema's own path before it).
+fn schema_error(schema: &Value, e: &kestrel_core::constrain::SchemaError) -> String {
+    let mut path = String::new();
+    match (e.offset(), text_start(schema)) {
+        (Some(at), Some(base)) if at > 0 && path_to(schema, base + at, &mut path) => {
+            format!("{path}' (strict): {e}")
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// Where an object's or array's text begins in memory.
+fn text_start(v: &Value) -> Option<usize> {
+    match v {
+        Value::Object(o) => Some(o.raw().as_ptr() as usize),
+        Value::Array(a) => Some(a.raw().as_ptr() as usize),
+        _ => None,
+    }
+}
+
+/// Appends the path (`.key`, `[i]`) from `v` to the object or array inside
+/// it whose text begins at address `target`; whether there is one.
+fn path_to(v: &Value, target: usize, path: &mut String) -> bool {
+    let inside = |x: &Value| {
+        let raw = match x {
+            Value::Object(o) => o.raw(),
+            Value::Array(a) => a.raw(),
+            _ => return false,
+        };
+        let base = raw.as_ptr() as usize;
+        base <= target && target < base + raw.len()
+    };
+    let len = path.len();
+    let step = |x: Value, path: &mut String| {
+        let found = text_start(&x) == Some(target) || (inside(&x) && path_to(&x, target, path));
+        if !found {
+            path.truncate(len);
+        }
+        found
+    };
+    if let Some(items) = v.iter_object() {
+        for (key, x) in items {
+            let _ = write!(path, ".{}", key.raw());
+            if step(x, path) {
+                return true;
+            }
+        }
+    } else if let Some(items) = v.as_array() {
+        for (i, x) in items.iter().enumerate() {
+            let _ = write!(path, "[{i}]");
+            if step(x, path) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// A `/v1/completions` prompt.
@@ -843,8 +929,14 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
                 }
             };
             if strict {
-                kestrel_core::constrain::Schema::compile(&p)
-                    .map_err(|e| format!("'tools[{i}].function.parameters' (strict): {e}"))?;
+                kestrel_core::constrain::Schema::compile(&p).map_err(|e| {
+                    let at = format!("tools[{i}].function.parameters");
+                    let e = schema_error(&p, &e);
+                    match e.starts_with('.') {
+                        true => format!("'{at}{e}"),
+                        false => format!("'{at}' (strict): {e}"),
+                    }
+                })?;
             }
         }
         if out.iter().any(|(_, n)| *n == name) {
@@ -1137,12 +1229,16 @@ mod tests {
             let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(named) && err.contains("duplicate"), "{err}");
         }
-        // json_object's schema is enforced, not ignored.
+        // json_object's schema is enforced, not ignored (best effort: a
+        // keyword it cannot enforce is left out).
+        assert!(
+            chat(r#","response_format":{"type":"json_object","schema":{"pattern":"x"}}"#).is_ok()
+        );
         let c = chat(r#","response_format":{"type":"json_object","schema":{"type":"object"}}"#)
             .unwrap();
         assert_eq!(
             c.params.json,
-            Some(JsonFormat::Schema(r#"{"type":"object"}"#.into()))
+            Some(JsonFormat::Schema(r#"{"type":"object"}"#.into(), false))
         );
         for (bad, named) in [
             (r#","foo":1"#, "'foo'"),
@@ -1155,8 +1251,16 @@ mod tests {
                 "'response_format.type'",
             ),
             (
-                r#","response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"x"}}}"#,
+                r#","response_format":{"type":"json_schema","json_schema":{"strict":true,"schema":{"$ref":"x"}}}"#,
                 "'$ref'",
+            ),
+            (
+                r#","response_format":{"type":"json_schema","json_schema":{"strict":true,"schema":{"properties":{"a":{"type":"object","properties":{"b":{"type":"string","format":"uri"}}}}}}}"#,
+                "'response_format.json_schema.schema.properties.a.properties.b' (strict): unsupported JSON schema keyword 'format'",
+            ),
+            (
+                r#","response_format":{"type":"json_schema","json_schema":{"strict":1,"schema":{}}}"#,
+                "'response_format.json_schema.strict'",
             ),
             (
                 r#","response_format":{"type":"json_object","foo":1}"#,
@@ -1165,10 +1269,6 @@ mod tests {
             (
                 r#","response_format":{"type":"json_schema","json_schema":{"schema":{},"bar":1}}"#,
                 "'response_format.json_schema.bar'",
-            ),
-            (
-                r#","response_format":{"type":"json_object","schema":{"pattern":"x"}}"#,
-                "'pattern'",
             ),
             (
                 r#","stream_options":{"include_usage":true,"x":1}"#,
@@ -1228,7 +1328,7 @@ mod tests {
                 .unwrap()
                 .params
                 .json,
-            Some(JsonFormat::Schema(_))
+            Some(JsonFormat::Schema(_, false))
         ));
         let lp = |extra: &str| chat(extra).unwrap().params.logprobs;
         assert_eq!(lp(r#","logprobs":true,"top_logprobs":3"#), Some(3));
@@ -1369,8 +1469,10 @@ mod tests {
             call(req(weather, &named("w"))),
             vec![("w".to_string(), w_params.to_string())]
         );
-        // Parameters the constraint cannot follow: any object.
-        let any = r#"{"type":"object"}"#.to_string();
+        // Parameters with a keyword the constraint cannot follow (without
+        // `strict`): kept, the rest enforced.
+        let odd_params = r#"{"type":"object","properties":{"q":{"type":"string","pattern":"^a"}}}"#;
+        let any = odd_params.to_string();
         assert_eq!(
             call(req(odd, &named("s"))),
             vec![("s".to_string(), any.clone())]
@@ -1384,7 +1486,8 @@ mod tests {
                 ("s".to_string(), any)
             ]
         );
-        // The union: `w`'s arguments need its `city`; `s` takes any object.
+        // The union: `w`'s arguments need its `city`; `s`'s `q` is a string
+        // (its `pattern` left out).
         let schema = both.call_schema().unwrap().schema().unwrap();
         let ok = |out: &str| {
             let mut m = kestrel_core::constrain::Matcher::new(&schema);
@@ -1392,7 +1495,8 @@ mod tests {
         };
         assert!(ok(r#"{"name":"w","arguments":{"city":"Paris"}}"#));
         assert!(!ok(r#"{"name":"w","arguments":{"town":"Paris"}}"#));
-        assert!(ok(r#"{"name":"s","arguments":{"town":"Paris"}}"#));
+        assert!(ok(r#"{"name":"s","arguments":{"q":"zebra"}}"#));
+        assert!(!ok(r#"{"name":"s","arguments":{"q":3}}"#));
         assert_eq!(req(weather, "\"auto\"").call_schema(), None);
         // Every call schema compiles.
         for r in [req(weather, &named("w")), req(odd, "\"required\"")] {
@@ -1406,7 +1510,8 @@ mod tests {
         );
         let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
         assert!(
-            err.contains("'tools[1].function.parameters'") && err.contains("'pattern'"),
+            err.contains("'tools[1].function.parameters.properties.q' (strict)")
+                && err.contains("'pattern'"),
             "{err}"
         );
     }

@@ -67,6 +67,11 @@ pub struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
+    /// Whether bytes of a next request were read already (pipelined).
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     pub fn new(stream: TcpStream) -> Conn<'a> {
         Conn {
             stream,

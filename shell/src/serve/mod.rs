@@ -7,8 +7,9 @@
 //! * a connection thread reads requests (head and body before deadlines,
 //!   size limits) and answers them in order: HTTP/1.1 connections persist
 //!   (at most `MAX_REQUESTS_PER_CONNECTION` requests, `IDLE` between them,
-//!   and none once `KEEP_ALIVE_BELOW` connections are open, so idle ones
-//!   give way first); an error answer, an event stream, `Connection:
+//!   and none kept once `KEEP_ALIVE_BELOW` connections are open; beyond
+//!   that each new connection closes the oldest idle one, so idle ones give
+//!   way first); an error answer, an event stream, `Connection:
 //!   close` or HTTP/1.0 ends the connection;
 //!   generation requests become [`scheduler::Job`]s in a bounded queue
 //!   (`--queue`; 429 when full) and their tokens come back on a channel;
@@ -218,6 +219,68 @@ struct Shared<'a> {
     max_body: usize,
     next_id: AtomicU64,
     metrics: &'a Metrics,
+    idle: IdleConnections,
+}
+
+/// The persistent connections waiting for their next request, oldest
+/// first: as the connection cap nears, new connections close these.
+#[derive(Default)]
+struct IdleConnections {
+    next: AtomicU64,
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
+}
+
+impl IdleConnections {
+    /// Lists `stream` (a handle to it) as waiting; the ticket to leave with.
+    fn enter(&self, stream: &TcpStream) -> Option<u64> {
+        let handle = stream.try_clone().ok()?;
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.list.lock().ok()?.push_back((id, handle));
+        Some(id)
+    }
+
+    /// Takes the connection with ticket `id` off the list.
+    fn leave(&self, id: u64) {
+        if let Ok(mut list) = self.list.lock() {
+            list.retain(|(i, _)| *i != id);
+        }
+    }
+
+    /// Closes the oldest connection that is still waiting with nothing
+    /// sent (its thread then ends quietly, as after its idle time); whether
+    /// there was one.
+    fn close_oldest(&self) -> bool {
+        let Ok(mut list) = self.list.lock() else {
+            return false;
+        };
+        while let Some((_, stream)) = list.pop_front() {
+            if !has_bytes_waiting(&stream) {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Whether the peer has sent bytes not read yet (a request on its way: the
+/// connection is not idle), without blocking or changing the socket.
+fn has_bytes_waiting(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: `recv` writes at most 1 byte into `byte`, which outlives the
+    // call; MSG_PEEK leaves the byte in the socket and MSG_DONTWAIT makes
+    // this one call non-blocking without touching the descriptor's flags
+    // (which the connection's thread shares).
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
 }
 
 /// Most pixels an image of a request is resized to (at most the model's
@@ -308,6 +371,7 @@ pub fn serve(
                 max_body: args.max_body,
                 next_id: AtomicU64::new(1),
                 metrics: &metrics,
+                idle: IdleConnections::default(),
             };
             // A zero-capacity sync_channel would be a rendezvous: keep at least one.
             let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
@@ -368,7 +432,23 @@ pub fn serve(
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let Some(slot) = ConnectionSlot::take(&open_connections) else {
+                    // Near the cap, an idle connection gives way to each new
+                    // one; at the cap, the new one waits (briefly) for the
+                    // place an idle one frees.
+                    if open_connections.load(Ordering::Relaxed) >= KEEP_ALIVE_BELOW {
+                        shared.idle.close_oldest();
+                    }
+                    let mut slot = ConnectionSlot::take(&open_connections);
+                    if slot.is_none() && shared.idle.close_oldest() {
+                        for _ in 0..200 {
+                            std::thread::sleep(Duration::from_millis(1));
+                            slot = ConnectionSlot::take(&open_connections);
+                            if slot.is_some() {
+                                break;
+                            }
+                        }
+                    }
+                    let Some(slot) = slot else {
                         let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
                         respond_error(
                             &mut Conn::new(conn),
@@ -450,7 +530,16 @@ fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicU
     let mut conn = Conn::new(stream);
     for n in 0..MAX_REQUESTS_PER_CONNECTION {
         let idle = (n > 0).then_some(IDLE);
-        let (head, body) = match http::read_request(&mut conn, sh.timeout, idle, sh.max_body) {
+        // Waiting for a next request: listed, so it can give way.
+        let ticket = match n > 0 && !conn.has_pending() {
+            true => sh.idle.enter(&conn.stream),
+            false => None,
+        };
+        let read = http::read_request(&mut conn, sh.timeout, idle, sh.max_body);
+        if let Some(t) = ticket {
+            sh.idle.leave(t);
+        }
+        let (head, body) = match read {
             Ok(Some(r)) => r,
             Ok(None) => return,
             Err(e) => {

@@ -243,6 +243,52 @@ pub fn http(data: &[u8]) {
         assert!(h.path.starts_with('/'));
     }
     let _ = kestrel::serve::http::constant_time_eq(data, b"sekrit");
+    http_connection(data);
+}
+
+/// The input as everything a client sent on one persistent connection
+/// (then it closed its side): requests are read one after another as the
+/// server's connection thread reads them (pipelined bytes carried over),
+/// until the end of the stream or the first error, which is a 4xx.
+fn http_connection(data: &[u8]) {
+    use kestrel::serve::http::{read_request, Conn};
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+    static LISTENER: OnceLock<TcpListener> = OnceLock::new();
+    let listener =
+        LISTENER.get_or_init(|| TcpListener::bind("127.0.0.1:0").expect("a loopback port"));
+    let mut client =
+        TcpStream::connect(listener.local_addr().unwrap()).expect("connect to loopback");
+    let (server, _) = listener.accept().expect("accept on loopback");
+    let mut conn = Conn::new(server);
+    std::thread::scope(|sc| {
+        // Written beside the reader: the input may be more than a socket buffer.
+        sc.spawn(move || {
+            let _ = client.write_all(data);
+            let _ = client.shutdown(std::net::Shutdown::Write);
+            // Read what the server writes (`100 Continue`) until it closes.
+            let _ = std::io::copy(&mut client, &mut std::io::sink());
+        });
+        let wait = Duration::from_secs(30);
+        for n in 0..1000 {
+            match read_request(&mut conn, wait, (n > 0).then_some(wait), 1 << 16) {
+                Ok(Some((head, body))) => {
+                    assert!(head.path.starts_with('/'));
+                    assert_eq!(
+                        Some(body.len()).filter(|&l| l > 0),
+                        head.content_length.filter(|&l| l > 0)
+                    );
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    assert!((400..500).contains(&e.status), "{}", e.status);
+                    break;
+                }
+            }
+        }
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+    });
 }
 
 /// `kestrel serve`'s request-body parsers (chat and completions, data

@@ -61,3 +61,65 @@ fn every_fuzz_target_is_listed() {
     listed.sort();
     assert_eq!(built_sorted, listed);
 }
+
+/// The VQF target on files of every kept-GGUF layout, made here from the
+/// fixtures (a whole model is larger than the kept corpus takes): IQ4_NLx4
+/// (layout 8), Q3_Kx8 (9), the K-quant mix (5, 6, 7), each whole, cut at
+/// 48 points, and with 300 deterministic byte changes (most in the header
+/// and entry table, some anywhere): the exerciser returns on each, and the
+/// whole file parses with the layouts it should hold.
+#[test]
+fn vqf_files_of_the_kept_layouts_and_their_damage_never_panic() {
+    use kestrel::convert::convert;
+    use kestrel_core::convert::WeightMode;
+    use kestrel_core::quant::layout::Layout;
+    use kestrel_core::vqf::Vqf;
+    use kestrel_tests::{exercise, fixtures, temp_dir};
+    let dir = temp_dir("regressions-vqf-layouts");
+    let cases = [
+        ("dev_qwen2_dense", "model-iq4_nl.gguf", Layout::Iq4Nlx4),
+        ("dev_qwen2_kquant", "model-q3_k_m.gguf", Layout::Q3Kx8),
+        ("dev_qwen2_kquant", "model-kquant-mix.gguf", Layout::Q6Kx8),
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for (model, file, layout) in cases {
+        let src = fixtures().join(model).join("gguf").join(file);
+        let out = dir.join(format!("{file}.vqf"));
+        convert(&src, &out, WeightMode::Source, None, false).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        let v = Vqf::parse(&bytes).unwrap();
+        assert!(
+            v.entries().any(|e| e.layout == layout),
+            "{file}: no {layout:?}"
+        );
+        let run = |data: &[u8], what: &str| {
+            let r = std::panic::catch_unwind(|| exercise::vqf(data));
+            assert!(r.is_ok(), "{file}: {what} panicked");
+        };
+        run(&bytes, "the whole file");
+        for i in 0..48 {
+            let at = bytes.len() * i / 48 + rand(64);
+            run(&bytes[..at.min(bytes.len())], &format!("cut at {at}"));
+        }
+        let head = bytes.len().min(64 << 10);
+        for i in 0..300 {
+            let mut m = bytes.clone();
+            let at = if i % 3 == 0 {
+                rand(m.len())
+            } else {
+                rand(head)
+            };
+            let width = 1 + rand(4);
+            for b in m.iter_mut().skip(at).take(width) {
+                *b = rand(256) as u8;
+            }
+            run(&m, &format!("change {i} at {at}"));
+        }
+    }
+}

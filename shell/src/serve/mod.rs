@@ -433,14 +433,16 @@ pub fn serve(
                     }
                     let Ok(conn) = conn else { continue };
                     // Near the cap, an idle connection gives way to each new
-                    // one; at the cap, the new one waits (briefly) for the
-                    // place an idle one frees.
+                    // one; at the cap, the new one waits for the place an
+                    // idle one frees.
                     if open_connections.load(Ordering::Relaxed) >= KEEP_ALIVE_BELOW {
                         shared.idle.close_oldest();
                     }
                     let mut slot = ConnectionSlot::take(&open_connections);
                     if slot.is_none() && shared.idle.close_oldest() {
-                        for _ in 0..200 {
+                        // Its thread ends at once (its socket is shut); up
+                        // to 2 s on a machine too busy to run it.
+                        for _ in 0..2000 {
                             std::thread::sleep(Duration::from_millis(1));
                             slot = ConnectionSlot::take(&open_connections);
                             if slot.is_some() {

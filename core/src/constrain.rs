@@ -21,7 +21,9 @@
 //! keyword, and a union of schemas that can begin alike, is refused by
 //! name ([`SchemaError`], with the place of its schema) by
 //! [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's rule without
-//! `strict`) leaves it out and enforces the rest. An object without
+//! `strict`) leaves such a keyword out and enforces the rest, and follows
+//! the first schema of such a union that can begin with a value's first
+//! byte (valid output; a later schema is not chosen for that byte). An object without
 //! `properties` takes any keys; a schema without `type` any value
 //! (`{"type": "json_object"}` mode is a free object).
 //!
@@ -721,30 +723,26 @@ impl Schema {
     }
 
     /// Every union's schemas begin differently: the first byte of a value
-    /// picks one. (Lenient: a union whose schemas can begin alike takes any
-    /// value.)
-    fn check_unions(&mut self) -> Result<(), SchemaError> {
-        // A union made any value changes what its parents begin: again.
-        'scan: for _ in 0..=MAX_NODES {
-            for i in 0..self.n_nodes {
-                let n = self.nodes[i];
-                if n.kind != Kind::Union {
-                    continue;
-                }
-                let mut seen = if n.nullable { START_NULL } else { 0 };
-                for c in 0..n.count as usize {
-                    let starts = self.starts(self.choices[n.first as usize + c], 0);
-                    if seen & starts != 0 {
-                        if self.lenient {
-                            self.nodes[i] = EMPTY_NODE;
-                            continue 'scan;
-                        }
-                        return Err(unsupported("anyOf (schemas that can begin alike)"));
-                    }
-                    seen |= starts;
-                }
+    /// picks one. (Lenient: a union whose schemas can begin alike is kept,
+    /// and the first schema that can begin with a value's first byte is
+    /// followed: the output is valid, though a later schema is never
+    /// chosen for that byte.)
+    fn check_unions(&self) -> Result<(), SchemaError> {
+        if self.lenient {
+            return Ok(());
+        }
+        for n in &self.nodes[..self.n_nodes] {
+            if n.kind != Kind::Union {
+                continue;
             }
-            break;
+            let mut seen = if n.nullable { START_NULL } else { 0 };
+            for i in 0..n.count as usize {
+                let starts = self.starts(self.choices[n.first as usize + i], 0);
+                if seen & starts != 0 {
+                    return Err(unsupported("anyOf (schemas that can begin alike)"));
+                }
+                seen |= starts;
+            }
         }
         Ok(())
     }
@@ -2312,8 +2310,11 @@ mod tests {
             "{e}"
         );
         let s = Schema::compile_lenient(&v).unwrap();
-        assert!(complete(&s, r#"{"unit":"c","at":"x","n":1.5,"k":10}"#));
-        assert!(complete(&s, r#"{"unit":"f","at":"","n":"any","k":99}"#));
+        // `n`'s union begins alike: its first schema, `integer`, is followed.
+        assert!(complete(&s, r#"{"unit":"c","at":"x","n":15,"k":10}"#));
+        assert!(complete(&s, r#"{"unit":"f","at":"","n":-2,"k":99}"#));
+        assert!(!complete(&s, r#"{"unit":"f","at":"","n":"any","k":99}"#));
+        assert!(!complete(&s, r#"{"unit":"f","at":"","n":1.5,"k":99}"#));
         assert!(!complete(&s, r#"{"unit":"kelvin","at":"x","n":1,"k":10}"#));
         assert!(!complete(&s, r#"{"unit":"c","at":"x","n":1,"k":3}"#));
         assert!(!complete(&s, r#"{"unit":"c","at":1,"n":1,"k":10}"#));
@@ -2448,9 +2449,25 @@ mod tests {
             r#"{"anyOf":[{"type":"string"},{"type":"integer"}],"minLength":2}"#,
             r#"{"anyOf":[{"type":"string"},{"type":"null"},{"type":"null"}]}"#,
         ] {
-            let e = Schema::compile(&parse(refused.as_bytes()).unwrap()).unwrap_err();
+            let v = parse(refused.as_bytes()).unwrap();
+            let e = Schema::compile(&v).unwrap_err();
             assert!(std::format!("{e}").contains("anyOf"), "{refused}: {e}");
+            // Best effort compiles each.
+            Schema::compile_lenient(&v).unwrap();
         }
+        // Best effort, schemas that begin alike: the first that can begin
+        // with the value's first byte is followed to the end.
+        let lenient =
+            |text: &str| Schema::compile_lenient(&parse(text.as_bytes()).unwrap()).unwrap();
+        let s = lenient(
+            r#"{"anyOf":[{"type":"integer","maximum":9},{"type":"number"},{"type":"string"}]}"#,
+        );
+        assert!(complete(&s, "7") && complete(&s, r#""x""#));
+        assert!(!complete(&s, "12") && !complete(&s, "1.5"));
+        let s = lenient(
+            r#"{"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false},{"type":"object"}]}"#,
+        );
+        assert!(complete(&s, r#"{"a":1}"#) && !complete(&s, r#"{"b":1}"#));
     }
 
     /// A tool call over several functions: the arguments follow the named

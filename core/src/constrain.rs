@@ -122,29 +122,38 @@ const EMPTY_NODE: Node = Node {
     hi: i64::MAX,
 };
 
-/// A bounded `number`'s values are compared in units of 10^-24, exactly.
-const NUM_FRAC_DIGITS: u32 = 24;
+/// A bounded `number`'s values are compared in units of 10^-12, exactly.
+const NUM_FRAC_DIGITS: u32 = 12;
 /// 1.0 in those units.
-const NUM_ONE: i128 = 10i128.pow(NUM_FRAC_DIGITS);
+const NUM_ONE: i64 = 10i64.pow(NUM_FRAC_DIGITS);
 /// Most significant digits a bounded `number` is written with (past
 /// them a bound's own 15 digits leave nothing to decide).
 const NUM_MAX_MANT: u64 = 10u64.pow(17);
+/// `x * 10^k`, `None` on overflow (one place for the scaling).
+#[inline(never)]
+fn scale10(x: i64, k: u32) -> Option<i64> {
+    let mut x = Some(x);
+    for _ in 0..k {
+        x = x?.checked_mul(10);
+    }
+    x
+}
 /// Most `number` schemas with bounds in one schema.
 pub const MAX_NUMBER_BOUNDS: usize = 16;
 
-/// A `number` schema's bounds in units of 10^-24 (`None`: no such bound),
+/// A `number` schema's bounds in units of 10^-12 (`None`: no such bound),
 /// each with whether it is exclusive.
 #[derive(Clone, Copy, Debug, Default)]
 struct NumBounds {
-    lo: Option<(i128, bool)>,
-    hi: Option<(i128, bool)>,
+    lo: Option<(i64, bool)>,
+    hi: Option<(i64, bool)>,
 }
 
 impl NumBounds {
     /// The magnitudes a value of sign `neg` may have: the lower bound (0,
     /// inclusive, at least) and the upper one, each with its exclusivity.
-    fn magnitudes(&self, neg: bool) -> ((i128, bool), Option<(i128, bool)>) {
-        let flip = |b: Option<(i128, bool)>| b.map(|(v, open)| (-v, open));
+    fn magnitudes(&self, neg: bool) -> ((i64, bool), Option<(i64, bool)>) {
+        let flip = |b: Option<(i64, bool)>| b.map(|(v, open)| (-v, open));
         let (lo, hi) = match neg {
             true => (flip(self.hi), flip(self.lo)),
             false => (self.lo, self.hi),
@@ -158,8 +167,8 @@ impl NumBounds {
 
     /// Whether an allowed value of sign `neg` has a magnitude in `[a, b)`
     /// (`b` `None`: no end; `point`: `a` alone; `a` `None`: beyond every
-    /// bound, as past 10^14).
-    fn meets(&self, neg: bool, a: Option<i128>, b: Option<i128>, point: bool) -> bool {
+    /// bound, as past 9.2 * 10^6).
+    fn meets(&self, neg: bool, a: Option<i64>, b: Option<i64>, point: bool) -> bool {
         let ((lo, lo_open), hi) = self.magnitudes(neg);
         let Some(a) = a else {
             return hi.is_none();
@@ -188,8 +197,9 @@ impl NumBounds {
     /// `neg`, its digits `mant` (those after the point, `fd`, included),
     /// grammar state `st` (`Matcher::number`), `done`: ending here.
     fn allow(&self, neg: bool, mant: u64, fd: u8, st: u8, done: bool) -> bool {
-        let unit = |fd: u8| 10i128.pow(NUM_FRAC_DIGITS - fd as u32);
-        let at = (mant as i128).checked_mul(unit(fd));
+        // The value so far and one unit of its last place, in units.
+        let at = scale10(mant as i64, NUM_FRAC_DIGITS - fd as u32);
+        let next = scale10(mant as i64 + 1, NUM_FRAC_DIGITS - fd as u32);
         match st {
             // `-` alone: any magnitude.
             0 => self.meets(neg, Some(0), None, false),
@@ -199,73 +209,62 @@ impl NumBounds {
             }
             // A leading 0: [0, 1).
             1 => self.meets(neg, Some(0), Some(NUM_ONE), false),
-            // Integer digits m: [m, m + 1) * 10^j for some j >= 0.
+            // Integer digits m: [m, m + 1) * 10^j for some j >= 0 (a past
+            // every bound once it overflows).
             2 => {
-                let mut j = 0u32;
-                loop {
-                    let scale = 10i128.checked_pow(j).and_then(|p| p.checked_mul(NUM_ONE));
-                    let a = scale.and_then(|p| p.checked_mul(mant as i128));
-                    let b = scale.and_then(|p| p.checked_mul(mant as i128 + 1));
-                    if a.is_none() || self.meets(neg, a, b, false) {
-                        return self.meets(neg, a, b, false);
-                    }
-                    j += 1;
+                let (mut a, mut b) = (at, next);
+                while a.is_some() && !self.meets(neg, a, b, false) {
+                    a = a.and_then(|x| scale10(x, 1));
+                    b = b.and_then(|x| scale10(x, 1));
                 }
+                self.meets(neg, a, b, false)
             }
             // After the point: [x, x + one unit of the last place).
-            _ => {
-                let b = at.and_then(|a| a.checked_add(unit(fd)));
-                self.meets(neg, at, b, false)
-            }
+            _ => self.meets(neg, at, next, false),
         }
     }
 }
 
-/// A bound's JSON number text in units of 10^-24, when it is exact there
-/// with room for a digit finer (a multiple of 100 units), of at most 15
-/// significant digits and below 10^14 in magnitude.
-fn number_units(text: &str) -> Option<i128> {
-    let (neg, rest) = match text.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, text),
-    };
-    let (digits, exp) = match rest.find(['e', 'E']) {
-        Some(i) => (&rest[..i], rest[i + 1..].parse::<i32>().ok()?),
-        None => (rest, 0),
-    };
-    // mant * 10^(pending + place + exp): trailing zeros held back.
-    let (mut mant, mut sig, mut pending, mut place, mut frac) = (0i128, 0u32, 0i32, 0i32, false);
-    for c in digits.bytes() {
+/// A bound's JSON number text in units of 10^-12, when it is exact there
+/// with room for a digit finer (a multiple of 100 units: 10^-10), of at
+/// most 15 significant digits and at most 10^6 in magnitude.
+fn number_units(text: &str) -> Option<i64> {
+    // Read as mant * 10^(pending + place + exp), trailing zeros held back
+    // in `pending` (JSON's grammar: the parser checked the text).
+    let (mut mant, mut sig, mut pending, mut place) = (0i64, 0u32, 0i32, 0i32);
+    let (mut neg, mut frac, mut exp, mut exp_neg, mut in_exp) = (false, false, 0i32, false, false);
+    for c in text.bytes() {
         match c {
+            b'-' if in_exp => exp_neg = true,
+            b'-' => neg = true,
             b'.' => frac = true,
-            b'0'..=b'9' => {
+            b'e' | b'E' => in_exp = true,
+            b'0'..=b'9' if in_exp => exp = (exp * 10 + (c - b'0') as i32).min(999),
+            b'0' => {
                 place -= frac as i32;
-                if c == b'0' {
-                    pending += (mant != 0) as i32;
-                } else {
-                    sig += pending as u32 + 1;
-                    if sig > 15 {
-                        return None;
-                    }
-                    mant = mant * 10i128.pow(pending as u32 + 1) + (c - b'0') as i128;
-                    pending = 0;
-                }
+                pending += (mant != 0) as i32;
             }
-            _ => return None,
+            b'1'..=b'9' => {
+                place -= frac as i32;
+                sig += pending as u32 + 1;
+                if sig > 15 {
+                    return None;
+                }
+                mant = scale10(mant, pending as u32 + 1)? + (c - b'0') as i64;
+                pending = 0;
+            }
+            _ => {}
         }
     }
     if mant == 0 {
         return Some(0);
     }
-    let shift = pending
-        .checked_add(place)?
-        .checked_add(exp)?
-        .checked_add(NUM_FRAC_DIGITS as i32)?;
-    if !(2..=38).contains(&shift) {
+    let shift = pending + place + if exp_neg { -exp } else { exp } + NUM_FRAC_DIGITS as i32;
+    if !(2..=18).contains(&shift) {
         return None;
     }
-    let units = mant.checked_mul(10i128.pow(shift as u32))?;
-    (units < NUM_ONE * 10i128.pow(14)).then_some(if neg { -units } else { units })
+    let units = scale10(mant, shift as u32)?;
+    (units <= NUM_ONE * 10i64.pow(6)).then_some(if neg { -units } else { units })
 }
 
 /// A byte range of `Schema::text`.
@@ -822,7 +821,7 @@ impl Schema {
     }
 
     /// Whether node `idx` is a number with bounds (written without an
-    /// exponent, with at most 17 significant digits and 24 after the point).
+    /// exponent, with at most 17 significant digits and 12 after the point).
     fn bounded_number(&self, idx: u16) -> bool {
         let n = self.node(idx);
         n.kind == Kind::Number && n.count == 1
@@ -1049,7 +1048,7 @@ impl Schema {
     /// A node's bounds from `minimum`, `maximum`, `exclusiveMinimum` and
     /// `exclusiveMaximum` (numbers). An integer's are made inclusive (a
     /// fractional bound rounded inward); a number's are kept exactly in
-    /// units of 10^-24 (see [`number_units`]), and its values are then
+    /// units of 10^-12 (see [`number_units`]), and its values are then
     /// written without an exponent. Refused on other types.
     fn bounds(&mut self, node: &mut Node, v: &Value) -> Result<(), SchemaError> {
         let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
@@ -1078,9 +1077,9 @@ impl Schema {
                         continue;
                     }
                     return Err(unsupported(if i < 2 {
-                        "minimum (of a number: 15 digits, below 1e14)"
+                        "minimum (of a number: 15 digits, multiple of 1e-10, at most 1e6)"
                     } else {
-                        "maximum (of a number: 15 digits, below 1e14)"
+                        "maximum (of a number: 15 digits, multiple of 1e-10, at most 1e6)"
                     }));
                 };
                 let bound = Some((at, i % 2 == 1));
@@ -2131,7 +2130,8 @@ mod tests {
     }
 
     /// A plain decimal's exact value in units of 10^-24, saturated past
-    /// +-10^14 (the test's own reading, for its oracle).
+    /// +-10^14 (the test's own reading, for its oracle: another scale and
+    /// width than the constraint's).
     fn units_of(text: &str) -> Option<i128> {
         let (neg, t) = match text.strip_prefix('-') {
             Some(t) => (true, t),
@@ -2159,7 +2159,8 @@ mod tests {
     /// and `.` always find a way to end, and each end is in range).
     #[test]
     fn number_bounds() {
-        let unit = |x: &str| number_units(x).unwrap();
+        // The oracle's own exact reading of the bounds.
+        let unit = |x: &str| units_of(x).unwrap();
         let cases = [
             (
                 r#""minimum":0.5,"maximum":2.5"#,
@@ -2197,6 +2198,11 @@ mod tests {
                 Some((unit("5"), true)),
                 Some((unit("5.000001"), false)),
             ),
+            (
+                r#""minimum":-1e6,"exclusiveMaximum":0.0000000001"#,
+                Some((unit("-1000000"), false)),
+                Some((unit("0.0000000001"), true)),
+            ),
             (r#""maximum":-0.0"#, None, Some((0, false))),
         ];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -2227,20 +2233,26 @@ mod tests {
                 assert_eq!(complete(&s, short), in_range(short), "{bounds}: {short}");
             }
             for edge in [
-                "0.49999999999999999",
-                "2.50000000000000001",
+                "0.499999999999",
+                "0.4999999999999",
+                "2.500000000001",
                 "-0",
                 "5.0000009999",
-                "99.990000000000000001",
+                "5.000000000001",
+                "99.990000000001",
+                "99.9900000000001",
                 "0.0010",
                 "100.000",
+                "0.00000000001",
+                "-999999.999999999999",
+                "-1000000.00000000001",
+                "12345678901234567",
+                "123456789012345678",
             ] {
-                let ok = edge
-                    .trim_start_matches('-')
-                    .replace('.', "")
-                    .trim_start_matches('0')
-                    .len()
-                    <= 17;
+                // At most 17 significant digits, 12 after the point.
+                let digits = edge.trim_start_matches('-').replace('.', "");
+                let places = edge.split_once('.').map_or(0, |(_, f)| f.len());
+                let ok = digits.trim_start_matches('0').len() <= 17 && places <= 12;
                 assert_eq!(complete(&s, edge), ok && in_range(edge), "{bounds}: {edge}");
             }
             assert!(
@@ -2272,12 +2284,15 @@ mod tests {
                 assert!(in_range(&text), "{bounds}: {text} out of range");
             }
         }
-        // Schemas: a bound of more than 15 digits or past 1e14 is refused
-        // strictly and left out leniently; no number between is invalid.
+        // Schemas: a bound of more than 15 digits, past 1e6 or finer than
+        // 1e-10 is refused strictly and left out leniently; no number
+        // between is invalid.
         for refused in [
             r#"{"type":"number","minimum":0.1234567890123456}"#,
             r#"{"type":"number","maximum":1e15}"#,
-            r#"{"type":"number","maximum":1e-23}"#,
+            r#"{"type":"number","maximum":1000000.5}"#,
+            r#"{"type":"number","minimum":-1e7}"#,
+            r#"{"type":"number","maximum":1e-11}"#,
         ] {
             let v = parse(refused.as_bytes()).unwrap();
             assert!(

@@ -65,11 +65,18 @@ impl JsonFormat {
             JsonFormat::Object => Ok(kestrel_core::constrain::Schema::any_object()),
             JsonFormat::Schema(text, strict) => {
                 let v = json::parse(text.as_bytes()).map_err(|e| format!("invalid JSON: {e}"))?;
-                let compiled = match strict {
-                    true => kestrel_core::constrain::Schema::compile(&v),
-                    false => kestrel_core::constrain::Schema::compile_lenient(&v),
+                // Only `json_schema`'s can be strict (and a keyword refused).
+                let (compiled, at) = match strict {
+                    true => (
+                        kestrel_core::constrain::Schema::compile(&v),
+                        "response_format.json_schema.schema",
+                    ),
+                    false => (
+                        kestrel_core::constrain::Schema::compile_lenient(&v),
+                        "response_format",
+                    ),
                 };
-                compiled.map_err(|e| schema_error(&v, &e).into())
+                compiled.map_err(|e| schema_error(at, &v, &e).into())
             }
             JsonFormat::Call(functions) => {
                 let parsed = functions
@@ -148,20 +155,7 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
     } else {
         return Err("'response_format.type' must be text, json_object or json_schema".into());
     };
-    let at = match format {
-        JsonFormat::Schema(_, _) if kind.str_eq("json_schema") => {
-            "response_format.json_schema.schema"
-        }
-        _ => "response_format.schema",
-    };
-    format.schema().map_err(|e| {
-        let e = e.to_string();
-        // The place of a keyword it cannot enforce, under the schema's.
-        match e.starts_with('.') {
-            true => format!("'{at}{e}"),
-            false => format!("'{at}': {e}"),
-        }
-    })?;
+    format.schema()?;
     Ok(Some(format))
 }
 
@@ -313,18 +307,19 @@ impl ChatRequest {
     }
 }
 
-/// A schema error's message; for a keyword the constraint cannot enforce
-/// in a subschema, led by that subschema's path below `schema` and a
-/// closing quote (`.properties.unit' (strict): unsupported ...`: the caller
-/// puts the quote and the schema's own path before it).
-fn schema_error(schema: &Value, e: &kestrel_core::constrain::SchemaError) -> String {
+/// A schema error's message, led by the place of the schema at fault: the
+/// schema's own path `at`, and for a keyword the constraint cannot enforce
+/// in a subschema, that subschema's path below it
+/// (`'tools[1].function.parameters.properties.q': unsupported JSON schema
+/// keyword 'pattern'`).
+fn schema_error(at: &str, schema: &Value, e: &kestrel_core::constrain::SchemaError) -> String {
     let mut path = String::new();
-    match (e.offset(), text_start(schema)) {
-        (Some(at), Some(base)) if at > 0 && path_to(schema, base + at, &mut path) => {
-            format!("{path}' (strict): {e}")
+    if let (Some(o), Some(base)) = (e.offset(), text_start(schema)) {
+        if o == 0 || !path_to(schema, base + o, &mut path) {
+            path.clear();
         }
-        _ => e.to_string(),
     }
+    format!("'{at}{path}': {e}")
 }
 
 /// Where an object's or array's text begins in memory.
@@ -930,12 +925,7 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
             };
             if strict {
                 kestrel_core::constrain::Schema::compile(&p).map_err(|e| {
-                    let at = format!("tools[{i}].function.parameters");
-                    let e = schema_error(&p, &e);
-                    match e.starts_with('.') {
-                        true => format!("'{at}{e}"),
-                        false => format!("'{at}' (strict): {e}"),
-                    }
+                    schema_error(&format!("tools[{i}].function.parameters"), &p, &e)
                 })?;
             }
         }
@@ -1256,7 +1246,7 @@ mod tests {
             ),
             (
                 r#","response_format":{"type":"json_schema","json_schema":{"strict":true,"schema":{"properties":{"a":{"type":"object","properties":{"b":{"type":"string","format":"uri"}}}}}}}"#,
-                "'response_format.json_schema.schema.properties.a.properties.b' (strict): unsupported JSON schema keyword 'format'",
+                "'response_format.json_schema.schema.properties.a.properties.b': unsupported JSON schema keyword 'format'",
             ),
             (
                 r#","response_format":{"type":"json_schema","json_schema":{"strict":1,"schema":{}}}"#,
@@ -1510,7 +1500,7 @@ mod tests {
         );
         let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
         assert!(
-            err.contains("'tools[1].function.parameters.properties.q' (strict)")
+            err.contains("'tools[1].function.parameters.properties.q': unsupported")
                 && err.contains("'pattern'"),
             "{err}"
         );

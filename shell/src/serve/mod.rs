@@ -227,7 +227,7 @@ struct Shared<'a> {
 #[derive(Default)]
 struct IdleConnections {
     next: AtomicU64,
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
+    list: std::sync::Mutex<Vec<(u64, TcpStream)>>,
 }
 
 impl IdleConnections {
@@ -235,7 +235,7 @@ impl IdleConnections {
     fn enter(&self, stream: &TcpStream) -> Option<u64> {
         let handle = stream.try_clone().ok()?;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.list.lock().ok()?.push_back((id, handle));
+        self.list.lock().ok()?.push((id, handle));
         Some(id)
     }
 
@@ -253,7 +253,8 @@ impl IdleConnections {
         let Ok(mut list) = self.list.lock() else {
             return false;
         };
-        while let Some((_, stream)) = list.pop_front() {
+        while !list.is_empty() {
+            let (_, stream) = list.remove(0);
             if !has_bytes_waiting(&stream) {
                 let _ = stream.shutdown(std::net::Shutdown::Both);
                 return true;
@@ -433,23 +434,18 @@ pub fn serve(
                     }
                     let Ok(conn) = conn else { continue };
                     // Near the cap, an idle connection gives way to each new
-                    // one; at the cap, the new one waits for the place an
-                    // idle one frees.
+                    // one; at the cap, the new one takes the place of the
+                    // idle one it closes (whose thread ends at once: its
+                    // socket is shut), one over the cap for that moment.
                     if open_connections.load(Ordering::Relaxed) >= KEEP_ALIVE_BELOW {
                         shared.idle.close_oldest();
                     }
-                    let mut slot = ConnectionSlot::take(&open_connections);
-                    if slot.is_none() && shared.idle.close_oldest() {
-                        // Its thread ends at once (its socket is shut); up
-                        // to 2 s on a machine too busy to run it.
-                        for _ in 0..2000 {
-                            std::thread::sleep(Duration::from_millis(1));
-                            slot = ConnectionSlot::take(&open_connections);
-                            if slot.is_some() {
-                                break;
-                            }
-                        }
-                    }
+                    let slot = ConnectionSlot::take(&open_connections).or_else(|| {
+                        shared
+                            .idle
+                            .close_oldest()
+                            .then(|| ConnectionSlot::take_over(&open_connections))
+                    });
                     let Some(slot) = slot else {
                         let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
                         respond_error(
@@ -490,6 +486,13 @@ impl<'a> ConnectionSlot<'a> {
         })
         .ok()
         .map(|_| ConnectionSlot(open))
+    }
+
+    /// A place beyond the cap: the new connection that closed an idle one
+    /// (whose thread is ending) takes its place at once.
+    fn take_over(open: &'a AtomicUsize) -> Self {
+        open.fetch_add(1, Ordering::AcqRel);
+        ConnectionSlot(open)
     }
 }
 

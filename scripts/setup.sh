@@ -25,9 +25,13 @@ fi
 
 # rustup reads rust-toolchain.toml: the pinned version, components, targets.
 rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
-rustup target list --installed | grep -q thumbv7em-none-eabihf || rustup target add \
-    x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu aarch64-unknown-linux-musl \
-    aarch64-unknown-none thumbv7em-none-eabihf
+# Each target checked on its own (a toolchain found installed, e.g. as a
+# link to another, may lack some of them).
+installed=$(rustup target list --installed)
+for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu aarch64-unknown-linux-musl \
+    aarch64-unknown-none thumbv7em-none-eabihf; do
+    grep -qx "$t" <<<"$installed" || rustup target add "$t"
+done
 # The shipped build rebuilds std from source (scripts/build-shipped.sh).
 rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
 # cargo-fuzz (scripts/fuzz.sh) needs a nightly toolchain beside the pinned one.

@@ -9,9 +9,9 @@
 use crate::arch_tests::{assert_same, cpu, cpus, Rng, SPECIAL};
 use crate::generic;
 use crate::layout::{
-    Q3KX8_BLOCK_BYTES, Q3KX8_ROWS, Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES,
-    Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
+    Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
+use crate::layouts::q3k;
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -65,11 +65,11 @@ const LAYOUTS: [KKernels; 4] = [
         name: "q6_kx8",
     },
     KKernels {
-        rows: Q3KX8_ROWS,
-        bytes: Q3KX8_BLOCK_BYTES,
-        gemm: arch::gemm_q3_kx8_q8_k,
-        gemv: arch::gemv_q3_kx8_q8_k,
-        generic: generic::gemm_q3_kx8_q8_k,
+        rows: q3k::Q3KX8_ROWS,
+        bytes: q3k::Q3KX8_BLOCK_BYTES,
+        gemm: q3k::arch::gemm_q3_kx8_q8_k,
+        gemv: q3k::arch::gemv_q3_kx8_q8_k,
+        generic: q3k::generic::gemm_q3_kx8_q8_k,
         name: "q3_kx8",
     },
 ];

@@ -65,6 +65,7 @@ pub mod aarch64;
 pub mod cast;
 pub mod generic;
 pub mod layout;
+pub mod layouts;
 mod shape;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;

@@ -304,7 +304,7 @@ pub fn weights(
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
     use kestrel_core::quant::repack::{self, Layout};
-    use kestrel_core::quant::{q3k, q4k, q5, q5k, q6k};
+    use kestrel_core::quant::{q4k, q5, q5k, q6k};
     type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     let ty = kestrel_core::gguf::GgmlType::from_id(m.layout.spec().kept?.ggml_id)?;
@@ -314,13 +314,19 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
     let (group, whole): (Option<Group>, Option<Whole>) = match m.layout {
         Layout::Q4_0x4 => (Some(repack::unpack_q4_0x4_group), None),
         Layout::Q8_0x8 => (Some(repack::unpack_q8_0x8_group), None),
-        Layout::Iq4Nlx4 => (Some(repack::unpack_iq4_nlx4_group), None),
+        Layout::Iq4Nlx4 => {
+            let unpack: Group = |g, c, o| {
+                let xor = kestrel_kernels::layouts::iq4nl::IQ4_NLX4_XOR;
+                repack::unpack_nibble_x4_group(g, c, o, xor)
+            };
+            (Some(unpack), None)
+        }
         Layout::Q5_0x4 => (None, Some(q5::unpack_q5_0)),
         Layout::Q5_1x4 => (None, Some(q5::unpack_q5_1)),
         Layout::Q4Kx4 => (None, Some(q4k::unpack_q4_k)),
         Layout::Q5Kx4 => (None, Some(q5k::unpack_q5_k)),
         Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
-        Layout::Q3Kx8 => (None, Some(q3k::unpack_q3_k)),
+        Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::F32 | Layout::F16 => return None,
     };
     if let Some(unpack) = group {
@@ -333,4 +339,93 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         unpack(m.bytes, m.rows, m.cols, &mut out).unwrap();
     }
     Some(out)
+}
+
+// The inverse of Q3_Kx8's repacker (`kestrel_kernels::layouts::q3k`), for
+// the tests alone.
+
+use kestrel_kernels::layout::QK_K;
+use kestrel_kernels::layouts::q3k::{
+    places, q3_k_bytes, q3_kx8_bytes, Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS,
+    Q3_K_BLOCK_BYTES,
+};
+
+/// Sets weight `i` of a GGUF Q3_K block to the 3-bit `f` (its `qs` and
+/// `hmask` bits, leaving the others).
+#[inline]
+fn set_gguf_f(block: &mut [u8], i: usize, f: u8) {
+    let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
+    let at = 32 + 32 * n + l;
+    block[at] = (block[at] & !(3 << (2 * j))) | ((f & 3) << (2 * j));
+    let bit = 1 << (4 * n + j);
+    block[l] = if f & 4 == 0 {
+        block[l] | bit
+    } else {
+        block[l] & !bit
+    };
+}
+
+/// Sets scale `s` of a GGUF Q3_K block to `v` (0..64).
+#[inline]
+fn set_gguf_scale(block: &mut [u8], s: usize, v: u8) {
+    if s < 8 {
+        block[96 + s] = (block[96 + s] & 0xf0) | (v & 0x0f);
+    } else {
+        block[88 + s] = (block[88 + s] & 0x0f) | (v << 4);
+    }
+    let (at, shift) = (104 + s % 4, 2 * (s / 4));
+    block[at] = (block[at] & !(3 << shift)) | (((v >> 4) & 3) << shift);
+}
+
+/// Writes back the GGUF Q3_K block of row `r` of a Q3_Kx8 super-block.
+fn unpack_super_block(sb: &[u8], r: usize, block: &mut [u8]) {
+    block[108..110].copy_from_slice(&sb[2 * r..2 * r + 2]);
+    for j in 0..QK_K / 16 {
+        let at = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r;
+        set_gguf_scale(block, j, sb[at].wrapping_add(32));
+        for k in 0..4 {
+            let w = 16 * j + k;
+            let (ra, na, shift) = places(r, w);
+            let (rb, nb) = (sb[ra], sb[na] >> shift);
+            set_gguf_f(block, w, rb >> 5);
+            set_gguf_f(block, w + 4, (rb >> 2) & 7);
+            set_gguf_f(block, w + 8, (rb & 3) | ((nb >> 3) & 1) << 2);
+            set_gguf_f(block, w + 12, nb & 7);
+        }
+    }
+}
+
+/// Inverse of [`q3k::repack_q3_k`]: the `rows` real rows as row-major GGUF Q3_K
+/// bytes, identical to the bytes that were repacked.
+pub fn unpack_q3_k(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    let nb = cols / QK_K;
+    let fits = |what, expected: Option<usize>, actual| match expected {
+        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
+        _ => Err(kestrel_core::Error::SizeMismatch {
+            what,
+            expected: expected.unwrap_or(usize::MAX),
+            actual,
+        }),
+    };
+    fits(
+        "q3_kx8 matrix bytes",
+        q3_kx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("q3_k output bytes", q3_k_bytes(rows, cols), out.len())?;
+    let row_len = nb * Q3_K_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / Q3KX8_ROWS, row % Q3KX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * Q3KX8_BLOCK_BYTES..][..Q3KX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * Q3_K_BLOCK_BYTES..][..Q3_K_BLOCK_BYTES];
+            unpack_super_block(sb, r, block);
+        }
+    }
+    Ok(())
 }

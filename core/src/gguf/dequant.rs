@@ -107,7 +107,7 @@ fn q4_1(b: &[u8; 20], o: &mut [f32; 32]) {
 /// IQ4_NL: `d: f16, qs[16]`; `x = d * IQ4_NL_VALUES[n]`, weight `j` the
 /// low nibble of byte `j`, weight `j + 16` its high nibble.
 fn iq4_nl(b: &[u8; 18], o: &mut [f32; 32]) {
-    use kestrel_kernels::layout::IQ4_NL_VALUES;
+    use kestrel_kernels::layouts::iq4nl::IQ4_NL_VALUES;
     let d = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
     for j in 0..16 {
         o[j] = d * IQ4_NL_VALUES[(b[2 + j] & 15) as usize] as f32;

@@ -5,12 +5,13 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{q3k, q4k, q5, q5k, q6k, repack, QK, QK_K};
+use super::{q4k, q5, q5k, q6k, repack, QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
+use kestrel_kernels::layouts::{iq4nl, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -41,10 +42,10 @@ pub enum Layout {
     /// value exact (docs/kernels.md "Q6_Kx8"; `super::q6k`).
     Q6Kx8,
     /// GGUF IQ4_NL blocks interleaved as Q4_0x4, nibbles unchanged, every
-    /// value exact (docs/kernels.md "IQ4_NLx4").
+    /// value exact (docs/kernels.md "IQ4_NLx4"; `kestrel_kernels::layouts::iq4nl`).
     Iq4Nlx4,
     /// GGUF Q3_K super-blocks interleaved 8 rows, every value exact
-    /// (docs/kernels.md "Q3_Kx8"; `super::q3k`).
+    /// (docs/kernels.md "Q3_Kx8"; `kestrel_kernels::layouts::q3k`).
     Q3Kx8,
 }
 
@@ -144,6 +145,15 @@ pub struct LayoutSpec {
 /// The GEMM `$op` of the generic kernels and this architecture's, of
 /// activation format `$acts` (`Q8_0` or `Q8K`).
 macro_rules! gemm {
+    ($acts:ident, $layout:ident :: $op:ident) => {
+        Gemm::$acts(GemmFns {
+            generic: $layout::generic::$op,
+            #[cfg(any(target_arch = "aarch64", target_arch = "x86_64"))]
+            arch: $layout::arch::$op,
+            #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+            arch: (),
+        })
+    };
     ($acts:ident, $op:ident) => {
         Gemm::$acts(GemmFns {
             generic: generic::$op,
@@ -298,9 +308,9 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         acts: ActFormat::Q8_0,
         kept: kept(
             20, // IQ4_NL
-            |s, _, c, o| repack::repack_iq4_nlx4_group(s, c, o),
+            |s, _, c, o| repack::repack_nibble_x4_group(s, c, o, iq4nl::IQ4_NLX4_XOR),
         ),
-        gemm: gemm!(Q8_0, gemm_iq4_nlx4_q8_0),
+        gemm: gemm!(Q8_0, iq4nl::gemm_iq4_nlx4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q3Kx8,
@@ -309,11 +319,11 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         suffix: "q3_k",
         dtype_code: 11,
         layout_code: 9,
-        group_rows: kl::Q3KX8_ROWS,
-        block_bytes: kl::Q3KX8_BLOCK_BYTES,
+        group_rows: q3k::Q3KX8_ROWS,
+        block_bytes: q3k::Q3KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(11, q3k::repack_q3_k), // Q3_K
-        gemm: gemm!(Q8K, gemm_q3_kx8_q8_k),
+        kept: kept(11, |s, r, c, o| Ok(q3k::repack_q3_k(s, r, c, o)?)), // Q3_K
+        gemm: gemm!(Q8K, q3k::gemm_q3_kx8_q8_k),
     },
 ];
 

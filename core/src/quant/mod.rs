@@ -14,7 +14,6 @@
 
 pub mod f16;
 pub mod layout;
-pub mod q3k;
 pub mod q4_0;
 pub mod q4k;
 pub mod q5;

@@ -101,20 +101,9 @@ pub fn repack_q4_0x4_group(rows_bytes: &[u8], cols: usize, out: &mut [u8]) -> Re
     repack_nibble_x4_group(rows_bytes, cols, out, 0x88)
 }
 
-/// Repacks up to four rows of GGUF IQ4_NL bytes (the bytes of Q4_0 blocks)
-/// into one IQ4_NLx4 row group: [`repack_q4_0x4_group`] without the XOR.
-pub fn repack_iq4_nlx4_group(rows: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
-    repack_nibble_x4_group(rows, cols, out, 0)
-}
-
-/// Inverse of [`repack_iq4_nlx4_group`].
-pub fn unpack_iq4_nlx4_group(group: &[u8], cols: usize, out: &mut [u8]) -> Result<(), Error> {
-    unpack_nibble_x4_group(group, cols, out, 0)
-}
-
-/// The 4-row nibble repacking of Q4_0x4 and IQ4_NLx4, each nibble byte
-/// XOR `xor`.
-fn repack_nibble_x4_group(
+/// The 4-row nibble repacking of Q4_0x4 and the layouts of its arrangement
+/// (IQ4_NLx4), each nibble byte XOR `xor`.
+pub fn repack_nibble_x4_group(
     rows_bytes: &[u8],
     cols: usize,
     out: &mut [u8],
@@ -153,7 +142,8 @@ pub fn unpack_q4_0x4_group(group: &[u8], cols: usize, out_rows: &mut [u8]) -> Re
     unpack_nibble_x4_group(group, cols, out_rows, 0x88)
 }
 
-fn unpack_nibble_x4_group(
+/// Inverse of [`repack_nibble_x4_group`] with the same `xor`.
+pub fn unpack_nibble_x4_group(
     group: &[u8],
     cols: usize,
     out_rows: &mut [u8],

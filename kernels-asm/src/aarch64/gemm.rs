@@ -2,14 +2,11 @@
 //! ([`GemmKernels`]: its GEMV loop over row groups and its GEMM tiles) run
 //! over the row groups and activation rows by [`gemv_run`] and
 //! [`gemm_run`], whose public entry points `entry_points!` writes; here
-//! too the Q4_0x4 / IQ4_NLx4 / Q8_0x8 tiles.
+//! too the Q4_0x4 and Q8_0x8 tiles (and the 4-row nibble tile's text,
+//! `nibble_tile4!`, which IQ4_NLx4 shares).
 
-use super::gemv::{
-    gemv_iq4x4_groups, gemv_q4x4_groups, gemv_q8x8_groups, iq4_nl_nibbles, q4_0_nibbles,
-    IQ4_NL_TABLE,
-};
+use super::gemv::{gemv_q4x4_groups, gemv_q8x8_groups, q4_0_nibbles};
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
-use core::arch::asm;
 
 /// Activation rows per GEMM tile: one weight load serves this many rows.
 const TILE_M: usize = 4;
@@ -23,42 +20,42 @@ const MAX_GROUP_ROWS: usize = 8;
 /// super-blocks' worth), into rows of `out` `stride` bytes apart (a
 /// [`GemmKernels::strided`] tile) or accumulated into `group_rows`-float
 /// rows back to back (the others; the driver zeroes them first).
-pub(super) type TileFn =
+pub(crate) type TileFn =
     unsafe fn(*const u8, *const i8, *const f32, *const i16, usize, *mut f32, usize);
 
 /// A GEMV loop, `(w, qs, d, sums, nb, out, groups)`: `groups` row groups
 /// (`nb` super-blocks each, from `w`) x one activation row (`sums`: Q8_K
 /// only) into `groups * group_rows` floats of `out`.
-pub(super) type LoopFn =
+pub(crate) type LoopFn =
     unsafe fn(*const u8, *const i8, *const f32, *const i16, usize, *mut f32, usize);
 
 /// One layout's kernels, for the driver.
-pub(super) struct GemmKernels {
+pub(crate) struct GemmKernels {
     /// Weight rows per row group.
-    pub(super) group_rows: usize,
+    pub(crate) group_rows: usize,
     /// Bytes of one super-block of a row group.
-    pub(super) block_bytes: usize,
+    pub(crate) block_bytes: usize,
     /// The GEMV loop, also the one-row step of the GEMM.
-    pub(super) row: LoopFn,
+    pub(crate) row: LoopFn,
     /// The tile of 4 activation rows.
-    pub(super) tile4: TileFn,
+    pub(crate) tile4: TileFn,
     /// The tiles of 2 and 3 activation rows, if the layout has them (else
     /// 2 or 3 rows left over take the GEMV loop).
-    pub(super) small_tiles: Option<[TileFn; 2]>,
+    pub(crate) small_tiles: Option<[TileFn; 2]>,
     /// Whether the tiles store at the caller's row stride.
-    pub(super) strided: bool,
+    pub(crate) strided: bool,
 }
 
 /// `m` activation rows as the kernels read them: `cols` quants, `nb`
 /// scales and `ns` sums (Q8_K; `sums` is empty for Q8_0) per row.
 #[derive(Clone, Copy)]
-pub(super) struct Acts<'a> {
-    pub(super) qs: &'a [i8],
-    pub(super) d: &'a [f32],
-    pub(super) sums: &'a [i16],
-    pub(super) cols: usize,
-    pub(super) nb: usize,
-    pub(super) ns: usize,
+pub(crate) struct Acts<'a> {
+    pub(crate) qs: &'a [i8],
+    pub(crate) d: &'a [f32],
+    pub(crate) sums: &'a [i16],
+    pub(crate) cols: usize,
+    pub(crate) nb: usize,
+    pub(crate) ns: usize,
 }
 
 impl Acts<'_> {
@@ -81,7 +78,7 @@ impl Acts<'_> {
 /// geometry and `m = 1`) must have accepted `w`, `rows`, `a` and `out`,
 /// with `a.nb >= 1` and `groups = ceil(rows / k.group_rows)`; the CPU must
 /// implement what `k`'s kernels need.
-pub(super) unsafe fn gemv_run(
+pub(crate) unsafe fn gemv_run(
     k: &GemmKernels,
     w: &[u8],
     rows: usize,
@@ -125,7 +122,7 @@ pub(super) unsafe fn gemv_run(
 /// The layout's shape check must have accepted the arguments for `m` rows,
 /// with `a.nb >= 1` and `groups = ceil(rows / k.group_rows)`; the CPU must
 /// implement what `k`'s kernels need.
-pub(super) unsafe fn gemm_run(
+pub(crate) unsafe fn gemm_run(
     k: &GemmKernels,
     w: &[u8],
     rows: usize,
@@ -189,7 +186,7 @@ pub(super) unsafe fn gemm_run(
 /// registers it writes.
 macro_rules! tile4_asm {
     ([$($t:expr),+ $(,)?], ($w:ident, $qs:ident, $d:ident, $nb:ident, $out:ident, $stride:ident), [$($clobber:tt)*]) => {
-        asm!(
+        core::arch::asm!(
             $($t,)+
             w = inout(reg) $w => _,
             q0 = inout(reg) $qs => _,
@@ -208,18 +205,23 @@ macro_rules! tile4_asm {
         )
     };
 }
-pub(super) use tile4_asm;
+pub(crate) use tile4_asm;
 
 /// `$gemv` and `$gemm`: a layout's public GEMV and GEMM (the names and
 /// contracts of their twins in `generic`: a shape error when a length does
 /// not fit, empty shapes to the generic code), through [`gemv_run`] and
 /// [`gemm_run`] with its kernels `$k`, for Q8_0 activations (`q8_0`) or
 /// Q8_K ones with their sums (`q8_k`); the GEMM of one row is the GEMV.
+/// The generic twins are `crate::generic`'s, or those of the module in
+/// brackets (`q8_k [super::generic]`).
 macro_rules! entry_points {
     (q8_0, $gemv:ident, $gemm:ident, $k:expr) => {
+        $crate::aarch64::gemm::entry_points!(q8_0 [crate::generic], $gemv, $gemm, $k);
+    };
+    (q8_0 [$($g:ident)::+], $gemv:ident, $gemm:ident, $k:expr) => {
         #[doc = concat!("GEMV, one Q8_0 activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
         pub fn $gemv(
-            _cpu: super::Dotprod,
+            _cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -227,22 +229,22 @@ macro_rules! entry_points {
             act_d: &[f32],
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &super::gemm::GemmKernels = &$k;
+            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, 1, out)?;
             if shape.nb == 0 || rows == 0 {
-                return crate::generic::$gemv(w, rows, cols, act_qs, act_d, out);
+                return $($g)::+::$gemv(w, rows, cols, act_qs, act_d, out);
             }
-            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
+            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
             // SAFETY: the shape check accepted the arguments for this
             // layout, nb >= 1; the token proves dotprod.
-            unsafe { super::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
+            unsafe { $crate::aarch64::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
             Ok(())
         }
 
         #[doc = concat!("GEMM, `m` Q8_0 activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
         #[allow(clippy::too_many_arguments)]
         pub fn $gemm(
-            cpu: super::Dotprod,
+            cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -251,25 +253,28 @@ macro_rules! entry_points {
             m: usize,
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &super::gemm::GemmKernels = &$k;
+            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, m, out)?;
             if m == 1 {
                 return $gemv(cpu, w, rows, cols, act_qs, act_d, out);
             }
             if shape.nb == 0 || rows == 0 || m == 0 {
-                return crate::generic::$gemm(w, rows, cols, act_qs, act_d, m, out);
+                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, m, out);
             }
-            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
+            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
             // SAFETY: as in the GEMV, for `m` rows.
-            unsafe { super::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
+            unsafe { $crate::aarch64::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
             Ok(())
         }
     };
     (q8_k, $gemv:ident, $gemm:ident, $k:expr) => {
+        $crate::aarch64::gemm::entry_points!(q8_k [crate::generic], $gemv, $gemm, $k);
+    };
+    (q8_k [$($g:ident)::+], $gemv:ident, $gemm:ident, $k:expr) => {
         #[doc = concat!("GEMV, one Q8_K activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
         #[allow(clippy::too_many_arguments)]
         pub fn $gemv(
-            _cpu: super::Dotprod,
+            _cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -278,22 +283,22 @@ macro_rules! entry_points {
             act_sums: &[i16],
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &super::gemm::GemmKernels = &$k;
+            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, 1, out)?;
             if shape.nb == 0 || rows == 0 {
-                return crate::generic::$gemv(w, rows, cols, act_qs, act_d, act_sums, out);
+                return $($g)::+::$gemv(w, rows, cols, act_qs, act_d, act_sums, out);
             }
-            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
+            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
             // SAFETY: the shape check accepted the arguments for this
             // layout, nb >= 1; the token proves dotprod.
-            unsafe { super::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
+            unsafe { $crate::aarch64::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
             Ok(())
         }
 
         #[doc = concat!("GEMM, `m` Q8_K activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
         #[allow(clippy::too_many_arguments)]
         pub fn $gemm(
-            cpu: super::Dotprod,
+            cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -303,22 +308,22 @@ macro_rules! entry_points {
             m: usize,
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &super::gemm::GemmKernels = &$k;
+            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, m, out)?;
             if m == 1 {
                 return $gemv(cpu, w, rows, cols, act_qs, act_d, act_sums, out);
             }
             if shape.nb == 0 || rows == 0 || m == 0 {
-                return crate::generic::$gemm(w, rows, cols, act_qs, act_d, act_sums, m, out);
+                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, act_sums, m, out);
             }
-            let a = super::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
+            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
             // SAFETY: as in the GEMV, for `m` rows.
-            unsafe { super::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
+            unsafe { $crate::aarch64::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
             Ok(())
         }
     };
 }
-pub(super) use entry_points;
+pub(crate) use entry_points;
 
 entry_points!(
     q8_0,
@@ -329,19 +334,6 @@ entry_points!(
         block_bytes: Q4X4_BLOCK_BYTES,
         row: gemv_q4x4_groups,
         tile4: gemm_q4x4_tile4,
-        small_tiles: None,
-        strided: true,
-    }
-);
-entry_points!(
-    q8_0,
-    gemv_iq4_nlx4_q8_0,
-    gemm_iq4_nlx4_q8_0,
-    GemmKernels {
-        group_rows: Q4X4_ROWS,
-        block_bytes: Q4X4_BLOCK_BYTES,
-        row: gemv_iq4x4_groups,
-        tile4: gemm_iq4x4_tile4,
         small_tiles: None,
         strided: true,
     }
@@ -388,7 +380,7 @@ macro_rules! nibble_tile4 {
             // blocks; then it stores 16 bytes at out + i * stride for i in 0..4.
             // Only the listed registers are written; no stack is used.
             unsafe {
-                tile4_asm!(
+                $crate::aarch64::gemm::tile4_asm!(
                     [
                         $nib!(setup),
                         "movi v25.16b, #0",          // sums, act row 0 (4 weight rows)
@@ -478,13 +470,9 @@ macro_rules! nibble_tile4 {
         }
     };
 }
+pub(crate) use nibble_tile4;
 
 nibble_tile4!(gemm_q4x4_tile4, q4_0_nibbles, []);
-nibble_tile4!(
-    gemm_iq4x4_tile4,
-    iq4_nl_nibbles,
-    [kv = in(reg) IQ4_NL_TABLE.as_ptr(), out("v30") _,]
-);
 
 /// One activation row of the Q8_0x8 tile: its 32 quants at `{$q}`, 16
 /// `sdot` by lane against the 8 rows' chunks (`v0..v15`) into `v22`/`v23`

@@ -1,11 +1,11 @@
-//! The GEMV loops of Q4_0x4 / IQ4_NLx4 / Q8_0x8 weights with one Q8_0
+//! The GEMV loops of Q4_0x4 (and, by its nibble decoding, IQ4_NLx4 in
+//! `crate::layouts::iq4nl`) and Q8_0x8 weights with one Q8_0
 //! activation row: `sdot` over whole row groups (the driver in `gemm.rs`
 //! runs them, also as the one-row step of the GEMM).
 
-use crate::layout::IQ4_NL_VALUES;
 use core::arch::asm;
 
-/// The nibble decoding of the 4-row nibble layouts (Q4_0x4, IQ4_NLx4), one
+/// The nibble decoding of a 4-row nibble layout (Q4_0x4 here), one
 /// 16-byte chunk `$src` into the `i8` weights of its low nibbles (`$lo`)
 /// and high nibbles (`$hi`). Q4_0x4 (XOR 0x88, `v31` = 0xf0): `shl #4` and
 /// `and 0xf0` give `16 (q - 8)`, which `scvtf #4` divides back exactly.
@@ -18,26 +18,7 @@ macro_rules! q4_0_nibbles {
         "and ", $hi, ".16b, ", $src, ".16b, v31.16b",
     ) };
 }
-pub(super) use q4_0_nibbles;
-
-/// IQ4_NLx4 (raw nibbles, `v30` = 0x0f, `v31` = [`IQ4_NL_VALUES`] loaded
-/// from `{kv}`): `and`/`ushr` split the nibbles, `tbl` looks their values
-/// up.
-#[rustfmt::skip]
-macro_rules! iq4_nl_nibbles {
-    (setup) => { "movi v30.16b, #0x0f\nld1 {{v31.16b}}, [{kv}]" };
-    (fbits) => { "" };
-    ($lo:literal, $hi:literal, $src:literal) => { concat!(
-        "and ", $lo, ".16b, ", $src, ".16b, v30.16b\n",
-        "ushr ", $hi, ".16b, ", $src, ".16b, #4\n",
-        "tbl ", $lo, ".16b, {{v31.16b}}, ", $lo, ".16b\n",
-        "tbl ", $hi, ".16b, {{v31.16b}}, ", $hi, ".16b",
-    ) };
-}
-pub(super) use iq4_nl_nibbles;
-
-/// The IQ4_NL values where the kernels load them from.
-pub(super) static IQ4_NL_TABLE: [i8; 16] = IQ4_NL_VALUES;
+pub(crate) use q4_0_nibbles;
 
 /// `$name`: the GEMV asm loop of a 4-row nibble layout whose nibbles
 /// `$nib!` decodes (its extra operands `$extra`): `groups` row groups, each
@@ -53,7 +34,7 @@ macro_rules! nibble_gemv_loop {
         /// `nb >= 1`, and the CPU must implement dotprod.
         #[inline(never)]
         #[target_feature(enable = "neon,dotprod")]
-        pub(super) unsafe fn $name(
+        pub(crate) unsafe fn $name(
             w: *const u8,
             qs: *const i8,
             d: *const f32,
@@ -69,7 +50,7 @@ macro_rules! nibble_gemv_loop {
             // stores 16 bytes of `out` per group. Only the listed registers
             // are written; no stack is used.
             unsafe {
-                asm!(
+                core::arch::asm!(
                     $nib!(setup),
                     "2:",
                     "movi v16.16b, #0",          // acc16 (4 rows) = 0
@@ -123,13 +104,9 @@ macro_rules! nibble_gemv_loop {
         }
     };
 }
+pub(crate) use nibble_gemv_loop;
 
 nibble_gemv_loop!(gemv_q4x4_groups, q4_0_nibbles, []);
-nibble_gemv_loop!(
-    gemv_iq4x4_groups,
-    iq4_nl_nibbles,
-    [kv = in(reg) IQ4_NL_TABLE.as_ptr(), out("v30") _,]
-);
 
 /// The Q8_0x8 GEMV asm loop: `groups` row groups, each `nb` super-blocks.
 ///

@@ -9,14 +9,14 @@
 
 mod activation;
 mod attention;
-mod gemm;
-mod gemv;
+pub(crate) mod gemm;
+pub(crate) mod gemv;
 mod ktile;
 mod matvec;
 mod q4k;
 mod q5;
 mod q5k;
-mod q6k;
+pub(crate) mod q6k;
 mod quantize;
 
 pub use activation::{
@@ -26,15 +26,12 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
-pub use gemm::{
-    gemm_iq4_nlx4_q8_0, gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_iq4_nlx4_q8_0, gemv_q4_0x4_q8_0,
-    gemv_q8_0x8_q8_0,
-};
+pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
-pub use q6k::{gemm_q3_kx8_q8_k, gemm_q6_kx8_q8_k, gemv_q3_kx8_q8_k, gemv_q6_kx8_q8_k};
+pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

@@ -1,13 +1,12 @@
-//! GEMV and GEMM of Q6_Kx8 and Q3_Kx8 weights with Q8_K activations (one
-//! text, `k8_kernels!`, the quant decoding a parameter); for Q6_Kx8: `sdot` by lane on
+//! GEMV and GEMM of the 8-row K layouts with Q8_K activations: one text,
+//! `k8_kernels!`, the quant decoding a parameter (Q6_Kx8 here, Q3_Kx8 in
+//! `crate::layouts::q3k`); for Q6_Kx8: `sdot` by lane on
 //! the layout's 6-bit quants, unpacked to `i8` values `4 * (q - 32)` in 1.5
 //! instructions per register (`and` for three chunks of a 16-weight group,
 //! `shl`/`sli`/`sli` for the fourth), the 16 `i8` scales applied exactly
 //! with `mla` on `i32` lanes, and `scvtf #2` undoing the factor 4.
 
-use super::gemm::{entry_points, GemmKernels};
-use crate::layout::{Q3KX8_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS};
-use core::arch::asm;
+use crate::layout::Q6KX8_BLOCK_BYTES;
 
 /// One 16-weight group of the Q6_Kx8 / Q3_Kx8 tile: its quant loads made
 /// into 8 `sdot` operands `v4`..`v11` by `$nib!` (`q6k_quants!`,
@@ -73,6 +72,7 @@ macro_rules! q6k_group {
         "mla v27.4s, v17.4s, ", $hi, ".4s\n",
     ) };
 }
+pub(crate) use q6k_group;
 
 /// The quant decoding of Q6_Kx8 (`v31` = 0xfc): `S & 0xFC` is `4 (q - 32)`
 /// for three chunks, `shl`/`sli`/`sli` of the low bits the fourth; `scvtf
@@ -137,68 +137,23 @@ macro_rules! q6k_quants {
     ) };
 }
 
-/// One group's 3-bit quants of Q3_Kx8 (`R` rows 0-3 `$r0`, rows 4-7 `$r1`,
-/// `N` `$n`) into the `i8` values `32 q` of chunks 0..4 (`$c0a`, `$c0b`: rows
-/// 0-3, 4-7; ...), `v31` = 0xe0, `$t`, `$u` scratch: chunk 0 is `R & 0xE0`,
-/// chunk 1 `(R << 3) & 0xE0`, chunk 2 the top bit from `N` (`shl #4`, or
-/// as it is for rows 4-7) with `R`'s low bits inserted below it (`sri`),
-/// chunk 3 `N << 5` (rows 0-3) or `(N << 1) & 0xE0`.
-#[rustfmt::skip]
-macro_rules! q3k_group_decode {
-    ($r0:literal, $r1:literal, $n:literal, $t:literal, $u:literal,
-     [$c0a:literal, $c0b:literal, $c1a:literal, $c1b:literal,
-      $c2a:literal, $c2b:literal, $c3a:literal, $c3b:literal]) => { concat!(
-        "and ", $c0a, ".16b, ", $r0, ".16b, v31.16b\n",
-        "and ", $c0b, ".16b, ", $r1, ".16b, v31.16b\n",
-        "shl ", $c1a, ".16b, ", $r0, ".16b, #3\n",
-        "shl ", $c1b, ".16b, ", $r1, ".16b, #3\n",
-        "and ", $c1a, ".16b, ", $c1a, ".16b, v31.16b\n",
-        "and ", $c1b, ".16b, ", $c1b, ".16b, v31.16b\n",
-        "shl ", $t, ".16b, ", $r0, ".16b, #6\n",
-        "shl ", $c2a, ".16b, ", $n, ".16b, #4\n",
-        "sri ", $c2a, ".16b, ", $t, ".16b, #1\n",
-        "shl ", $u, ".16b, ", $r1, ".16b, #6\n",
-        "mov ", $c2b, ".16b, ", $n, ".16b\n",
-        "sri ", $c2b, ".16b, ", $u, ".16b, #1\n",
-        "shl ", $c3a, ".16b, ", $n, ".16b, #5\n",
-        "shl ", $c3b, ".16b, ", $n, ".16b, #1\n",
-        "and ", $c3b, ".16b, ", $c3b, ".16b, v31.16b",
-    ) };
-}
-
-/// The quant decoding of Q3_Kx8 (`v31` = 0xe0): [`q3k_group_decode!`] into
-/// the registers [`q6k_quants!`] fills; `scvtf #5` undoes the factor 32.
-/// The GEMV loads its second group after the first one's `sdot`s.
-#[rustfmt::skip]
-macro_rules! q3k_quants {
-    (setup) => { "movi v31.16b, #0xe0" };
-    (fbits) => { ", #5" };
-    (tile_load) => { "ld1 {{v16.16b, v17.16b, v18.16b}}, [{w}], #48\n" };
-    (tile_decode) => { concat!(q3k_group_decode!("v16", "v17", "v18", "v19", "v28",
-        ["v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"]), "\n") };
-    (gemv_load) => { "ld1 {{v10.16b, v11.16b, v12.16b}}, [{w}], #48" };
-    (gemv_dec0) => { q3k_group_decode!("v10", "v11", "v12", "v23", "v24",
-        ["v1", "v2", "v3", "v4", "v5", "v6", "v21", "v22"]) };
-    (gemv_dec1) => { concat!(
-        "ld1 {{v1.16b, v2.16b, v3.16b}}, [{w}], #48\n",
-        q3k_group_decode!("v1", "v2", "v3", "v16", "v25",
-            ["v7", "v8", "v9", "v10", "v11", "v12", "v0", "v15"]),
-    ) };
-}
-
 /// The GEMV `$gemv` and the GEMM `$gemm` (through the driver in `gemm.rs`),
 /// the GEMV asm loop `$loop` and the 4-row tile `$tile` of an 8-row K
 /// layout of `$bytes`-byte super-blocks (Q6_Kx8, Q3_Kx8) whose quants
-/// `$nib!` decodes (`q6k_quants!`, `q3k_quants!`); the figures in the
-/// comments are Q6_Kx8's.
+/// `$nib!` decodes (`q6k_quants!`, `q3k_quants!`), their generic twins
+/// `crate::generic`'s or those of the module in brackets; the figures in
+/// the comments are Q6_Kx8's.
 macro_rules! k8_kernels {
     ($gemv:ident, $gemm:ident, $loop:ident, $tile:ident, $nib:ident, $bytes:expr) => {
-        entry_points!(
-            q8_k,
+        $crate::aarch64::q6k::k8_kernels!([crate::generic] $gemv, $gemm, $loop, $tile, $nib, $bytes);
+    };
+    ([$($g:ident)::+] $gemv:ident, $gemm:ident, $loop:ident, $tile:ident, $nib:ident, $bytes:expr) => {
+        $crate::aarch64::gemm::entry_points!(
+            q8_k [$($g)::+],
             $gemv,
             $gemm,
-            GemmKernels {
-                group_rows: Q6KX8_ROWS,
+            $crate::aarch64::gemm::GemmKernels {
+                group_rows: $crate::layout::Q6KX8_ROWS,
                 block_bytes: $bytes,
                 row: $loop,
                 tile4: $tile,
@@ -234,7 +189,7 @@ macro_rules! k8_kernels {
             // nb super-blocks per group; each group stores 32 bytes of `out`. Only
             // the listed registers are written; no stack is used.
             unsafe {
-                asm!(
+                core::arch::asm!(
                     $nib!(setup),
                     "2:",
                     "movi v28.16b, #0", // float sums, rows 0-3
@@ -349,7 +304,7 @@ macro_rules! k8_kernels {
             // nb super-blocks, and reads and writes the 128 bytes at `acc`. Only the
             // listed registers are written; no stack is used.
             unsafe {
-                asm!(
+                core::arch::asm!(
                     $nib!(setup),
                     "add x16, {acc}, #64",
                     "3:",
@@ -372,8 +327,8 @@ macro_rules! k8_kernels {
                     "sxtl2 v3.4s, v0.8h",
                     "sxtl v0.4s, v1.4h", // group 2p + 1, rows 0-3
                     "sxtl2 v1.4s, v1.8h",
-                    q6k_group!($nib, "v2", "v3"), // group 2p + 0
-                    q6k_group!($nib, "v0", "v1"), // group 2p + 1
+                    $crate::aarch64::q6k::q6k_group!($nib, "v2", "v3"), // group 2p + 0
+                    $crate::aarch64::q6k::q6k_group!($nib, "v0", "v1"), // group 2p + 1
                     "subs x12, x12, #1",
                     "b.ne 4b",
                     "ld1 {{v4.8h}}, [x15]", // d_w
@@ -446,6 +401,7 @@ macro_rules! k8_kernels {
         }
     };
 }
+pub(crate) use k8_kernels;
 
 k8_kernels!(
     gemv_q6_kx8_q8_k,
@@ -454,12 +410,4 @@ k8_kernels!(
     gemm_q6kx8_tile4,
     q6k_quants,
     Q6KX8_BLOCK_BYTES
-);
-k8_kernels!(
-    gemv_q3_kx8_q8_k,
-    gemm_q3_kx8_q8_k,
-    gemv_q3kx8_groups,
-    gemm_q3kx8_tile4,
-    q3k_quants,
-    Q3KX8_BLOCK_BYTES
 );

@@ -7,36 +7,25 @@
 //! row-major.
 
 use super::read_f16;
-use crate::layout::{IQ4_NL_VALUES, Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
 use crate::shape::{gemm_k_shape, gemm_shape, ShapeError};
 
 /// The four rows of one Q4_0x4 row group dotted with one activation row.
 pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
-    nibble_x4_group_dot::<false>(group, act_qs, act_d)
+    nibble_x4_group_dot(group, act_qs, act_d, |n| ((n << 4) as i8 >> 4) as i32)
 }
 
-/// The four rows of one IQ4_NLx4 row group dotted with one activation row.
-pub fn iq4_nlx4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
-    nibble_x4_group_dot::<true>(group, act_qs, act_d)
-}
-
-/// A row group of 72-byte 4-row nibble super-blocks (Q4_0x4, or IQ4_NLx4
-/// when `NL`) dotted with one activation row: per block and row, the exact
-/// `isum` of its 32 weight values times quants, then `acc += isum * (d_w *
-/// d_a)`. A Q4_0x4 nibble (XOR 0x88) is the two's-complement `q - 8`; an
-/// IQ4_NLx4 nibble `n` stands for `IQ4_NL_VALUES[n]`.
-fn nibble_x4_group_dot<const NL: bool>(
+/// A row group of 72-byte 4-row nibble super-blocks (Q4_0x4, or a layout
+/// of its arrangement such as IQ4_NLx4) dotted with one activation row: per
+/// block and row, the exact `isum` of its 32 weight values (`value` of each
+/// nibble) times quants, then `acc += isum * (d_w * d_a)`. A Q4_0x4 nibble
+/// (XOR 0x88) is the two's-complement `q - 8`.
+pub(crate) fn nibble_x4_group_dot(
     group: &[u8],
     act_qs: &[i8],
     act_d: &[f32],
+    value: impl Fn(u8) -> i32,
 ) -> [f32; Q4X4_ROWS] {
-    let value = |n: u8| {
-        if NL {
-            IQ4_NL_VALUES[n as usize] as i32
-        } else {
-            ((n << 4) as i8 >> 4) as i32
-        }
-    };
     let mut acc = [0.0f32; Q4X4_ROWS];
     let blocks = group
         .chunks_exact(Q4X4_BLOCK_BYTES)
@@ -82,10 +71,10 @@ pub fn q8x8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q8X8_
 }
 
 /// Dots one row group with one activation row: (group, quants, scales).
-pub(super) type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
+pub(crate) type GroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32]) -> [f32; R];
 
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_groups<const R: usize>(
+pub(crate) fn gemm_groups<const R: usize>(
     block_bytes: usize,
     group_dot: GroupDotFn<R>,
     w: &[u8],
@@ -142,18 +131,6 @@ forwarding_entry!(
     q8_0 gemm gemm_q8_0x8_q8_0 => gemm_groups [Q8X8_BLOCK_BYTES, q8x8_group_dot]
 );
 
-forwarding_entry!(
-    /// GEMV, IQ4_NLx4 weights x one Q8_0 activation row (shapes as
-    /// [`gemv_q4_0x4_q8_0`]).
-    q8_0 gemv gemv_iq4_nlx4_q8_0 => gemm_iq4_nlx4_q8_0
-);
-
-forwarding_entry!(
-    /// GEMM, IQ4_NLx4 weights x `m` Q8_0 activation rows (shapes as
-    /// [`gemm_q4_0x4_q8_0`]).
-    q8_0 gemm gemm_iq4_nlx4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, iq4_nlx4_group_dot]
-);
-
 /// Dots one row group with one Q8_K activation row: (group, quants,
 /// scales, sums).
 pub(super) type KGroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32], &[i16]) -> [f32; R];
@@ -162,7 +139,7 @@ pub(super) type KGroupDotFn<const R: usize> = fn(&[u8], &[i8], &[f32], &[i16]) -
 /// super-blocks: shapes checked, then every activation row against every
 /// row group through `group_dot`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_k_groups<const R: usize>(
+pub(crate) fn gemm_k_groups<const R: usize>(
     block_bytes: usize,
     group_dot: KGroupDotFn<R>,
     w: &[u8],

@@ -42,9 +42,10 @@ pub use attention::{
 pub(crate) use attention::{
     scores_each_head, scores_heads_shape, values_each_head, values_heads_shape,
 };
+pub(crate) use gemm::{gemm_groups, gemm_k_groups, nibble_x4_group_dot};
 pub use gemm::{
-    gemm_iq4_nlx4_q8_0, gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_iq4_nlx4_q8_0, gemv_q4_0x4_q8_0,
-    gemv_q8_0x8_q8_0, iq4_nlx4_group_dot, q4x4_group_dot, q8x8_group_dot,
+    gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
+    q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k, k4_scale_min, q4kx4_group_dot};
@@ -53,10 +54,8 @@ pub use q5::{
     q5_1x4_group_dot, q5x4_value,
 };
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k, q5kx4_group_dot};
-pub use q6k::{
-    gemm_q3_kx8_q8_k, gemm_q6_kx8_q8_k, gemv_q3_kx8_q8_k, gemv_q6_kx8_q8_k, q3kx8_group_dot,
-    q3kx8_scale, q3kx8_weight, q6kx8_group_dot, q6kx8_scale, q6kx8_weight,
-};
+pub(crate) use q6k::k8_group_dot;
+pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k, q6kx8_group_dot, q6kx8_scale, q6kx8_weight};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

@@ -1,5 +1,6 @@
-//! GEMV and GEMM of Q6_Kx8 and Q3_Kx8 weights (GGUF Q6_K / Q3_K
-//! super-blocks, 8 rows interleaved) with Q8_K activations.
+//! GEMV and GEMM of Q6_Kx8 weights (GGUF Q6_K super-blocks, 8 rows
+//! interleaved) with Q8_K activations, and the dot of every 8-row K layout
+//! (`k8_group_dot`, which `crate::layouts::q3k` shares).
 //!
 //! Shapes: the weight is `rows x cols` (out x in, `cols` a multiple of 256)
 //! in row groups of 8 rows padded to whole groups, each `cols / 256`
@@ -16,9 +17,7 @@
 
 use super::gemm::gemm_k_groups;
 use super::read_f16;
-use crate::layout::{
-    Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K,
-};
+use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, QK, QK_K};
 
 /// The signed quant `q - 32` of weight `i` (0..256) of row `r` (0..8) in a
 /// Q6_Kx8 super-block.
@@ -44,30 +43,6 @@ pub fn q6kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
     sb[2 * Q6KX8_ROWS + Q6KX8_PAIR_BYTES * (j / 2) + Q6KX8_ROWS * (j % 2) + r] as i8 as i32
 }
 
-/// The signed quant (-4..=3) of weight `i` (0..256) of row `r` (0..8) in a
-/// Q3_Kx8 super-block.
-#[inline]
-pub fn q3kx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
-    let g = &sb[2 * Q6KX8_ROWS + Q3KX8_PAIR_BYTES * (i / QK) + 2 * Q6KX8_ROWS..];
-    let g = &g[48 * ((i / 16) % 2)..][..48];
-    let (s, k) = ((i % 16) / 4, i % 4);
-    let (rb, nb) = (g[4 * r + k], g[32 + 4 * (r % 4) + k] >> (4 * (r / 4)));
-    let f = match s {
-        0 => rb >> 5,
-        1 => rb >> 2,
-        2 => (rb & 3) | ((nb >> 1) & 4),
-        _ => nb,
-    };
-    ((f << 5) as i8 >> 5) as i32
-}
-
-/// The `i8` scale of 16-weight group `j` (0..16) of row `r` in a Q3_Kx8
-/// super-block.
-#[inline]
-pub fn q3kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
-    sb[2 * Q6KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q6KX8_ROWS * (j % 2) + r] as i8 as i32
-}
-
 /// The eight rows of one Q6_Kx8 row group dotted with one Q8_K activation
 /// row (`act_qs`: the row's quants, `act_d`: its per-256 scales).
 pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX8_ROWS] {
@@ -80,25 +55,13 @@ pub fn q6kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX
     )
 }
 
-/// The eight rows of one Q3_Kx8 row group dotted with one Q8_K activation
-/// row.
-pub fn q3kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q6KX8_ROWS] {
-    k8_group_dot(
-        Q3KX8_BLOCK_BYTES,
-        (q3kx8_weight, q3kx8_scale),
-        group,
-        act_qs,
-        act_d,
-    )
-}
-
 /// `(super-block, row, index)`: a weight's signed quant, or a group's scale.
-type Field = fn(&[u8], usize, usize) -> i32;
+pub(crate) type Field = fn(&[u8], usize, usize) -> i32;
 
 /// The dot of an 8-row layout of 16-weight scale groups (Q6_Kx8, Q3_Kx8)
 /// whose super-blocks are `bytes` long, its quants and scales read by
 /// `weight` and `scale`.
-fn k8_group_dot(
+pub(crate) fn k8_group_dot(
     bytes: usize,
     (weight, scale): (Field, Field),
     group: &[u8],
@@ -145,16 +108,4 @@ forwarding_entry!(
     ///   `act_sums`: `m x cols / 32` sums (checked only);
     /// * `out`: `m x rows` results.
     q8_k gemm gemm_q6_kx8_q8_k => gemm_k_groups [Q6KX8_BLOCK_BYTES, |g, q, d, _| q6kx8_group_dot(g, q, d)]
-);
-
-forwarding_entry!(
-    /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
-    /// [`gemv_q6_kx8_q8_k`], with 912-byte super-blocks).
-    q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
-);
-
-forwarding_entry!(
-    /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
-    /// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
-    q8_k gemm gemm_q3_kx8_q8_k => gemm_k_groups [Q3KX8_BLOCK_BYTES, |g, q, d, _| q3kx8_group_dot(g, q, d)]
 );

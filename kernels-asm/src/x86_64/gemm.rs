@@ -89,7 +89,10 @@ pub fn gemm_q4_0x4_q8_0(
                 }
                 _ => {
                     use gemm_vnni::avx512::{gemm_nib4, Nib4};
-                    gemm_nib4::<{ Nib4::Q4_0 }>(cpu, w, rows, groups, nb, act_qs, act_d, m, out)
+                    let values = &Nib4::NO_VALUES;
+                    gemm_nib4::<{ Nib4::Q4_0 }>(
+                        cpu, values, w, rows, groups, nb, act_qs, act_d, m, out,
+                    )
                 }
             }
         };

@@ -33,7 +33,7 @@ const MAX_ROWS: usize = 64;
 
 /// The most 32-column blocks per row (12,288 columns); wider rows take the
 /// AVX2 tiles.
-pub(in super::super) const MAX_BLOCKS: usize = 384;
+pub(crate) const MAX_BLOCKS: usize = 384;
 
 /// `$tile::<T>(args)` (or `$tile[G](args)`: `$tile::<T, G>(args)`) with the
 /// const `T` = `$tm` (1 to [`TILE_M`]): the tiles are generic over their row
@@ -498,13 +498,13 @@ pub(super) mod avx {
 /// On a CPU with two 512-bit multiply ports (Intel's Xeons) that is twice
 /// the multiplies per cycle; where a 512-bit operation takes two 256-bit
 /// passes it is the same multiplies in half the instructions.
-pub(super) mod avx512 {
+pub(crate) mod avx512 {
     use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
-        IQ4_NL_VALUES, Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES,
-        Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES,
-        Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE,
-        Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
+        Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
+        Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE,
+        Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES,
+        Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
     };
     use crate::x86_64::{offset_table, RUN};
     use crate::x86_64::{Avx2, Vnni};
@@ -575,17 +575,20 @@ pub(super) mod avx512 {
     /// the per-block `sum(a)` that starts each chain (`-2^shift sum(a)`, the
     /// offset that makes the weights unsigned; Q5_1x4: `-sum(a)`, the
     /// reference's `asum` negated).
-    pub(in super::super) struct Nib4;
+    pub(crate) struct Nib4;
 
     impl Nib4 {
         /// Q4_0x4: nibbles XOR 0x88, `n = q + 8`.
-        pub(in super::super) const Q4_0: u8 = 0;
+        pub(crate) const Q4_0: u8 = 0;
         /// Q5_0x4: nibbles and plane, `q = value + 16`.
-        pub(in super::super) const Q5_0: u8 = 1;
+        pub(crate) const Q5_0: u8 = 1;
         /// Q5_1x4: nibbles and plane, `q` as it is, and the minimums.
-        pub(in super::super) const Q5_1: u8 = 2;
-        /// IQ4_NLx4: nibbles indexing `IQ4_NL_VALUES + 128`.
-        pub(in super::super) const IQ4_NL: u8 = 3;
+        pub(crate) const Q5_1: u8 = 2;
+        /// A table layout (IQ4_NLx4): nibbles indexing 16 values (given
+        /// to [`gemm_nib4`]), offset by 128.
+        pub(crate) const TABLE: u8 = 3;
+        /// The values argument of the kinds without a table.
+        pub(crate) const NO_VALUES: [i8; 16] = [0; 16];
 
         /// `(super-block bytes, nibbles at, plane at, shift)` of `kind`.
         const fn layout(kind: u8) -> (usize, usize, usize, u32) {
@@ -598,10 +601,11 @@ pub(super) mod avx512 {
         }
     }
 
-    /// GEMM of a 4-row nibble layout ([`Nib4`] `KIND`) x `m` Q8_0
-    /// activation rows with the 512-bit tile: the contract of its entry
-    /// point (`gemm_q4_0x4_q8_0`, `q5::gemm_q5_0x4_q8_0`, ...) after its
-    /// shape checks, for `1 <= nb <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
+    /// GEMM of a 4-row nibble layout ([`Nib4`] `KIND`, a table kind's
+    /// nibble `values`) x `m` Q8_0 activation rows with the 512-bit tile:
+    /// the contract of its entry point (`gemm_q4_0x4_q8_0`,
+    /// `q5::gemm_q5_0x4_q8_0`, ...) after its shape checks, for `1 <= nb <=
+    /// MAX_BLOCKS`, `rows >= 1`, `m >= 1`.
     ///
     /// # Safety
     /// `w` holds `groups` row groups of `nb` super-blocks of the layout's
@@ -609,8 +613,9 @@ pub(super) mod avx512 {
     /// `act_d` `m * nb` scales, `out` `m * rows` floats; the token says
     /// `Vnni::Avx512`.
     #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_nib4<const KIND: u8>(
+    pub(crate) unsafe fn gemm_nib4<const KIND: u8>(
         cpu: Avx2,
+        values: &[i8; 16],
         w: &[u8],
         rows: usize,
         groups: usize,
@@ -632,7 +637,7 @@ pub(super) mod avx512 {
             // the layout's size, sliced above), `gemm_units` passes `tm` (1
             // to TILE_M) rows of `nb * 32` quants and of `nb` scales and
             // sums; the token proves AVX512-VNNI with AVX512 F/BW/VL.
-            unsafe { with_rows!(tm, nib4_tile[KIND](g, qs, d, c, nb, res)) }
+            unsafe { with_rows!(tm, nib4_tile[KIND](g, values, qs, d, c, nb, res)) }
         };
         // SAFETY: the shapes as `gemm_units` needs them (the function
         // contract: 16 rows per four groups); the token proves AVX2.
@@ -657,7 +662,7 @@ pub(super) mod avx512 {
     /// four 128-bit quarters of one register (lane `i` is row `i`), split
     /// into low and high nibbles `n` (0..15): weights `4c..4c+3` and
     /// `16+4c..16+4c+3`. Q4_0x4 undoes the XOR 0x88 first (`n = q + 8`);
-    /// IQ4_NLx4 looks `n` up (`vpshufb`) in `IQ4_NL_VALUES + 128`. Q5: the four
+    /// a table kind looks `n` up (`vpshufb`) in `values + 128`. Q5: the four
     /// 16-byte fifth-bit planes fill one register the same way (lane `i`
     /// the plane dword of row `i`: byte `k` holds the bits of the weights
     /// at position `k` of each chunk); `vpslld` by `4 - c` (low nibbles)
@@ -670,7 +675,7 @@ pub(super) mod avx512 {
     /// so it ends at the reference's `sum (q - 16) a`, then `acc + isum *
     /// (dw * da)`. Q5_1: it starts at 0 (the reference's `qsum`), and
     /// `asum = -neg_corr`; `acc + (qsum * (dw * da) + asum * (mw * da))`,
-    /// the reference's order. Q4_0x4 and IQ4_NLx4 are Q5_0x4's with their
+    /// the reference's order. Q4_0x4 and the table kind are Q5_0x4's with their
     /// offsets, 8 and 128. Every sum is exact in i32 (|.| <= 32 * 255 * 128
     /// + 128 * 32 * 128).
     ///
@@ -682,6 +687,7 @@ pub(super) mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn nib4_tile<const T: usize, const KIND: u8>(
         g: [&[u8]; 4],
+        values: &[i8; 16],
         qs: &[i8],
         d: &[f32],
         neg_corr: &[i32],
@@ -690,9 +696,9 @@ pub(super) mod avx512 {
     ) {
         let (bytes, nibbles, plane, _) = Nib4::layout(KIND);
         let q51 = KIND == Nib4::Q5_1;
-        let plain = KIND == Nib4::Q4_0 || KIND == Nib4::IQ4_NL;
+        let plain = KIND == Nib4::Q4_0 || KIND == Nib4::TABLE;
         let mut table = [0u8; 16];
-        for (t, v) in table.iter_mut().zip(IQ4_NL_VALUES) {
+        for (t, &v) in table.iter_mut().zip(values) {
             *t = (v as u8).wrapping_add(128);
         }
         // SAFETY: 16 readable bytes; the CPU implements AVX512F.
@@ -744,7 +750,7 @@ pub(super) mod avx512 {
                 let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
                 match KIND {
                     Nib4::Q4_0 => (lo, hi),
-                    Nib4::IQ4_NL => (
+                    Nib4::TABLE => (
                         _mm512_shuffle_epi8(table, lo),
                         _mm512_shuffle_epi8(table, hi),
                     ),

@@ -75,18 +75,17 @@ macro_rules! vnni_forms {
         }
     };
 }
+pub(crate) use vnni_forms;
 
 mod activation;
 mod attention;
 mod gemm;
-mod gemm_vnni;
-mod iq4nl;
+pub(crate) mod gemm_vnni;
 mod matvec;
-mod q3k;
 mod q4k;
 mod q5;
 mod q5k;
-mod q6k;
+pub(crate) mod q6k;
 mod quantize;
 
 pub use activation::{
@@ -97,9 +96,7 @@ pub use attention::{
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
-pub use iq4nl::{gemm_iq4_nlx4_q8_0, gemv_iq4_nlx4_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q3k::{gemm_q3_kx8_q8_k, gemv_q3_kx8_q8_k};
 pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
@@ -165,7 +162,7 @@ unsafe fn block_sum(p: *const i8) -> i32 {
 }
 
 /// The quants one Q6_K scale covers (a run of the activation row).
-const RUN: usize = 16;
+pub(crate) const RUN: usize = 16;
 
 /// `-128 *` the sum of each 16-quant run of `qs` (in order), written to
 /// the front of `table` and returned: the `vpdpbusd` tile's unsigned
@@ -246,7 +243,7 @@ fn pair_rows16(sa: __m256i, sb: __m256i) -> __m256i {
 /// `p` must point to 32 readable bytes; the CPU must implement AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
+pub(crate) unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
     // SAFETY: `p` points to 32 readable bytes (the function contract);
     // unaligned load.
     let a = unsafe { _mm256_loadu_si256(p.cast()) };
@@ -279,12 +276,12 @@ pub enum Vnni {
 /// (AVX2), or `vpdpbusd` in its VEX (AVX-VNNI) or EVEX (AVX512-VNNI with
 /// VL, on 256-bit registers) form (the Q5, K-quant and Q6_Kx8 tiles' const
 /// parameter: one body, compiled once per form).
-struct Dot;
+pub(crate) struct Dot;
 
 impl Dot {
-    const MADDUBS: u8 = 0;
-    const AVX_VNNI: u8 = 1;
-    const AVX512_VNNI: u8 = 2;
+    pub(crate) const MADDUBS: u8 = 0;
+    pub(crate) const AVX_VNNI: u8 = 1;
+    pub(crate) const AVX512_VNNI: u8 = 2;
 }
 
 /// Proof that the CPU executing this program implements AVX2, FMA and F16C,

@@ -133,7 +133,19 @@ fn gemm_tiles<const Q51: bool>(
             } else {
                 gemm_nib4::<{ Nib4::Q5_0 }>
             };
-            tile(cpu, w, rows, shape.groups, nb, act_qs, act_d, m, out)
+            let values = &Nib4::NO_VALUES;
+            tile(
+                cpu,
+                values,
+                w,
+                rows,
+                shape.groups,
+                nb,
+                act_qs,
+                act_d,
+                m,
+                out,
+            )
         };
         return;
     }

@@ -22,7 +22,7 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a row group.
-pub(super) const TILE_M: usize = 4;
+pub(crate) const TILE_M: usize = 4;
 
 // The 512-bit tile takes every row the offset table does.
 const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
@@ -37,7 +37,7 @@ forwarding_entry!(
 /// group (`nb` super-blocks) x `T` activation rows (`qs`, `d`: `T` rows of
 /// `nb * 256` quants and `nb` scales; `offsets`: with a VNNI form their
 /// [`offset_table`] runs, else unused) into `res[t]`.
-pub(super) type K8Tile = unsafe fn(&[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
+pub(crate) type K8Tile = unsafe fn(&[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
 
 /// The 512-bit GEMM of an 8-row K layout (`gemm_vnni::avx512::gemm_q6kx8`'s
 /// contract).
@@ -47,20 +47,20 @@ type WideGemm = unsafe fn(Avx2, &[u8], usize, usize, usize, &[i8], &[f32], usize
 type GenericK8 =
     fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
 
-/// An 8-row K layout's x86 kernels (Q6_Kx8, Q3_Kx8) for [`k8_gemm`].
-pub(super) struct K8Kernels {
+/// An 8-row K layout's x86 kernels (Q6_Kx8; Q3_Kx8 in `crate::layouts::q3k`) for [`k8_gemm`].
+pub(crate) struct K8Kernels {
     /// Bytes per super-block of a row group.
-    pub(super) block_bytes: usize,
+    pub(crate) block_bytes: usize,
     /// `tiles[form][T - 1]`: the AVX2, AVX-VNNI and AVX512-VNNI tiles of
     /// `T` = 1..=4 activation rows.
-    pub(super) tiles: [[K8Tile; TILE_M]; 3],
+    pub(crate) tiles: [[K8Tile; TILE_M]; 3],
     /// With AVX512-VNNI, a GEMM of more than [`TILE_M`] rows (Q6_K's
     /// two-group tile).
-    pub(super) wide: Option<WideGemm>,
+    pub(crate) wide: Option<WideGemm>,
     /// The AVX2 tile cannot take a -128 quant (Q6_K's sign trick).
-    pub(super) avx2_no_min: bool,
+    pub(crate) avx2_no_min: bool,
     /// The generic twin, for empty shapes and what the tiles cannot take.
-    pub(super) generic: GenericK8,
+    pub(crate) generic: GenericK8,
 }
 
 /// Q6_Kx8's kernels.
@@ -123,7 +123,7 @@ pub fn gemm_q6_kx8_q8_k(
 /// AVX512-VNNI and more than [`TILE_M`] rows the layout's 512-bit GEMM where
 /// it has one.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn k8_gemm(
+pub(crate) fn k8_gemm(
     cpu: Avx2,
     k: &K8Kernels,
     w: &[u8],

@@ -1,0 +1,477 @@
+//! Q3_Kx8, the whole layout in one file: GGUF Q3_K super-blocks repacked 8
+//! rows at a time, every value kept exactly (docs/kernels.md, "Q3_Kx8").
+//! Here are its geometry and byte order, its repacker (its inverse, which
+//! only the tests use, is `kestrel_tests::unpack_q3_k`), its scalar specification ([`generic`]) and its kernels on
+//! aarch64 (the 8-row K text `k8_kernels!` of `aarch64/q6k.rs`, its quant
+//! decoding `q3k_quants!` a parameter) and x86_64 (tiles that Q6_Kx8's
+//! driver `k8_gemm` runs), the one of the build also named [`arch`].
+//!
+//! A GGUF Q3_K block (110 bytes, 256 weights) is `hmask[32]`, `qs[64]`,
+//! `scales[12]` (sixteen 6-bit scales, ggml's packing), `d: f16`; weight `i
+//! = 128n + 32j + l` (`n` 0..2, `j` 0..4, `l` 0..32) has `low` = bits `2j,
+//! 2j + 1` of `qs[32n + l]` and `q = low - 4` unless bit `4n + j` of
+//! `hmask[l]` is set (then `q = low`); its value is `d * (sc[i / 16] - 32) *
+//! q` (as `dequantize_row_q3_K`).
+//!
+//! For row group `g` and super-block column `b` the Q3_Kx8 super-block (912
+//! bytes, at `(g * nb + b) * 912`) is:
+//!
+//! * bytes `2r, 2r + 1`: `d` of row `8g + r` (f16 LE, copied);
+//! * then for each 32-weight block `p` (0..8) 112 bytes at `16 + 112p`:
+//!   * `8h + r` (`h` 0..2): `sc[2p + h] - 32` of row `r`, an `i8`;
+//!   * for the 16-weight group `j = 2p + h`, with `f(i) = q(i) & 7` (the
+//!     3-bit two's complement) and `w = 16j + k`: at `16 + 48h + 4r + k`
+//!     (`r` 0..8, `k` 0..4) `f(w) << 5 | f(w + 4) << 2 | f(w + 8) & 3`; at
+//!     `16 + 48h + 32 + 4(r % 4) + k`, in the low nibble for `r` < 4 and
+//!     the high one otherwise, `(f(w + 8) >> 2) << 3 | f(w + 12)`.
+//!
+//! Rows past `rows` in the last group are padding: all bytes zero (`d = 0`,
+//! scales 0, `q = 0`).
+
+use crate::layout::{QK, QK_K};
+use crate::shape::{check_len, ShapeError};
+
+/// Bytes of one GGUF Q3_K super-block (256 weights).
+pub const Q3_K_BLOCK_BYTES: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
+/// Rows in one Q3_Kx8 row group.
+pub const Q3KX8_ROWS: usize = 8;
+/// Bytes of one Q3_Kx8 32-weight block: 16 scales, two 48-byte groups.
+pub const Q3KX8_PAIR_BYTES: usize = 2 * Q3KX8_ROWS + 2 * 48;
+/// Bytes of one Q3_Kx8 super-block (8 rows x 256 weights): 3.5625 bits per
+/// weight (GGUF's Q3_K: 3.4375; the scales are whole bytes here).
+pub const Q3KX8_BLOCK_BYTES: usize = 2 * Q3KX8_ROWS + (QK_K / QK) * Q3KX8_PAIR_BYTES;
+
+const _: () = assert!(Q3_K_BLOCK_BYTES == 110 && Q3KX8_PAIR_BYTES == 112);
+const _: () = assert!(Q3KX8_BLOCK_BYTES == 912);
+
+/// Bytes of a `rows x cols` matrix in Q3_Kx8, padding rows included
+/// (`None`: it overflows).
+pub fn q3_kx8_bytes(rows: usize, cols: usize) -> Option<usize> {
+    rows.div_ceil(Q3KX8_ROWS)
+        .checked_mul(cols / QK_K)?
+        .checked_mul(Q3KX8_BLOCK_BYTES)
+}
+
+/// Bytes of the same matrix as row-major GGUF Q3_K (`None`: it overflows).
+pub fn q3_k_bytes(rows: usize, cols: usize) -> Option<usize> {
+    rows.checked_mul(cols / QK_K)?.checked_mul(Q3_K_BLOCK_BYTES)
+}
+
+/// The 3-bit two's complement `q & 7` of weight `i` of a GGUF Q3_K block.
+#[inline]
+fn gguf_f(block: &[u8], i: usize) -> u8 {
+    let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
+    let low = (block[32 + 32 * n + l] >> (2 * j)) & 3;
+    let high = (block[l] >> (4 * n + j)) & 1;
+    low | (high ^ 1) << 2
+}
+
+/// Scale `s` (0..16) of a GGUF Q3_K block, 0..64 (ggml's kmask packing).
+#[inline]
+fn gguf_scale(block: &[u8], s: usize) -> u8 {
+    let lo = if s < 8 {
+        block[96 + s] & 0x0f
+    } else {
+        block[88 + s] >> 4
+    };
+    lo | ((block[104 + s % 4] >> (2 * (s / 4))) & 3) << 4
+}
+
+/// The offsets in a super-block of weight `i`'s two bytes (`R`, `N`) for
+/// row `r`, and `N`'s nibble shift (the byte order above, which the tests'
+/// inverse of the repacker reads too).
+#[inline]
+pub fn places(r: usize, i: usize) -> (usize, usize, u32) {
+    let (p, h, k) = (i / 32, (i / 16) % 2, i % 4);
+    let g = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * p + 2 * Q3KX8_ROWS + 48 * h;
+    (g + 4 * r + k, g + 32 + 4 * (r % 4) + k, 4 * (r / 4) as u32)
+}
+
+/// Writes one Q3_Kx8 super-block from up to 8 GGUF Q3_K blocks (`src[r]`
+/// for row `r`; missing rows are padding).
+fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
+    sb.fill(0);
+    for (r, block) in src.iter().enumerate() {
+        sb[2 * r..2 * r + 2].copy_from_slice(&block[108..110]);
+        for j in 0..QK_K / 16 {
+            let at = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r;
+            sb[at] = gguf_scale(block, j).wrapping_sub(32);
+            for k in 0..4 {
+                let w = 16 * j + k;
+                let f = |s: usize| gguf_f(block, w + 4 * s);
+                let (ra, na, shift) = places(r, w);
+                sb[ra] = f(0) << 5 | f(1) << 2 | (f(2) & 3);
+                sb[na] |= ((f(2) >> 2) << 3 | f(3)) << shift;
+            }
+        }
+    }
+}
+
+/// Repacks a row-major GGUF Q3_K matrix (`rows x cols`, `cols` a multiple
+/// of 256) into Q3_Kx8 (`out`: [`q3_kx8_bytes`] bytes).
+pub fn repack_q3_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
+    let nb = cols / QK_K;
+    let whole = cols / QK_K * QK_K;
+    check_len("q3_k columns (a multiple of 256)", Some(whole), cols)?;
+    check_len("q3_k source bytes", q3_k_bytes(rows, cols), src.len())?;
+    check_len("q3_kx8 output bytes", q3_kx8_bytes(rows, cols), out.len())?;
+    let row_len = nb * Q3_K_BLOCK_BYTES;
+    for (i, sb) in out.chunks_exact_mut(Q3KX8_BLOCK_BYTES).enumerate() {
+        let (g, b) = (i / nb, i % nb);
+        let n = (rows - g * Q3KX8_ROWS).min(Q3KX8_ROWS);
+        let mut blocks: [&[u8]; Q3KX8_ROWS] = [&[]; Q3KX8_ROWS];
+        for (r, blk) in blocks.iter_mut().enumerate().take(n) {
+            let row = g * Q3KX8_ROWS + r;
+            *blk = &src[row * row_len + b * Q3_K_BLOCK_BYTES..][..Q3_K_BLOCK_BYTES];
+        }
+        pack_super_block(&blocks[..n], sb);
+    }
+    Ok(())
+}
+
+/// The scalar specification: every architecture's kernels match it bit for
+/// bit.
+pub mod generic {
+    use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS};
+    use crate::generic::{gemm_k_groups, k8_group_dot};
+    use crate::layout::QK;
+
+    /// The signed quant (-4..=3) of weight `i` (0..256) of row `r` (0..8) in a
+    /// Q3_Kx8 super-block.
+    #[inline]
+    pub fn q3kx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
+        let g = &sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (i / QK) + 2 * Q3KX8_ROWS..];
+        let g = &g[48 * ((i / 16) % 2)..][..48];
+        let (s, k) = ((i % 16) / 4, i % 4);
+        let (rb, nb) = (g[4 * r + k], g[32 + 4 * (r % 4) + k] >> (4 * (r / 4)));
+        let f = match s {
+            0 => rb >> 5,
+            1 => rb >> 2,
+            2 => (rb & 3) | ((nb >> 1) & 4),
+            _ => nb,
+        };
+        ((f << 5) as i8 >> 5) as i32
+    }
+
+    /// The `i8` scale of 16-weight group `j` (0..16) of row `r` in a Q3_Kx8
+    /// super-block.
+    #[inline]
+    pub fn q3kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
+        sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r] as i8 as i32
+    }
+
+    /// The eight rows of one Q3_Kx8 row group dotted with one Q8_K activation
+    /// row.
+    pub fn q3kx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q3KX8_ROWS] {
+        k8_group_dot(
+            Q3KX8_BLOCK_BYTES,
+            (q3kx8_weight, q3kx8_scale),
+            group,
+            act_qs,
+            act_d,
+        )
+    }
+
+    forwarding_entry!(
+        /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
+        /// [`gemv_q6_kx8_q8_k`], with 912-byte super-blocks).
+        q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
+    );
+
+    forwarding_entry!(
+        /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
+        /// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
+        q8_k gemm gemm_q3_kx8_q8_k => gemm_k_groups [Q3KX8_BLOCK_BYTES, |g, q, d, _| q3kx8_group_dot(g, q, d)]
+    );
+}
+
+/// aarch64: `k8_kernels!` with this layout's quant decoding.
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64 {
+    use super::Q3KX8_BLOCK_BYTES;
+    use crate::aarch64::q6k::k8_kernels;
+
+    /// One group's 3-bit quants of Q3_Kx8 (`R` rows 0-3 `$r0`, rows 4-7 `$r1`,
+    /// `N` `$n`) into the `i8` values `32 q` of chunks 0..4 (`$c0a`, `$c0b`: rows
+    /// 0-3, 4-7; ...), `v31` = 0xe0, `$t`, `$u` scratch: chunk 0 is `R & 0xE0`,
+    /// chunk 1 `(R << 3) & 0xE0`, chunk 2 the top bit from `N` (`shl #4`, or
+    /// as it is for rows 4-7) with `R`'s low bits inserted below it (`sri`),
+    /// chunk 3 `N << 5` (rows 0-3) or `(N << 1) & 0xE0`.
+    #[rustfmt::skip]
+    macro_rules! q3k_group_decode {
+        ($r0:literal, $r1:literal, $n:literal, $t:literal, $u:literal,
+         [$c0a:literal, $c0b:literal, $c1a:literal, $c1b:literal,
+          $c2a:literal, $c2b:literal, $c3a:literal, $c3b:literal]) => { concat!(
+            "and ", $c0a, ".16b, ", $r0, ".16b, v31.16b\n",
+            "and ", $c0b, ".16b, ", $r1, ".16b, v31.16b\n",
+            "shl ", $c1a, ".16b, ", $r0, ".16b, #3\n",
+            "shl ", $c1b, ".16b, ", $r1, ".16b, #3\n",
+            "and ", $c1a, ".16b, ", $c1a, ".16b, v31.16b\n",
+            "and ", $c1b, ".16b, ", $c1b, ".16b, v31.16b\n",
+            "shl ", $t, ".16b, ", $r0, ".16b, #6\n",
+            "shl ", $c2a, ".16b, ", $n, ".16b, #4\n",
+            "sri ", $c2a, ".16b, ", $t, ".16b, #1\n",
+            "shl ", $u, ".16b, ", $r1, ".16b, #6\n",
+            "mov ", $c2b, ".16b, ", $n, ".16b\n",
+            "sri ", $c2b, ".16b, ", $u, ".16b, #1\n",
+            "shl ", $c3a, ".16b, ", $n, ".16b, #5\n",
+            "shl ", $c3b, ".16b, ", $n, ".16b, #1\n",
+            "and ", $c3b, ".16b, ", $c3b, ".16b, v31.16b",
+        ) };
+    }
+
+    /// The quant decoding of Q3_Kx8 (`v31` = 0xe0): [`q3k_group_decode!`] into
+    /// the registers [`q6k_quants!`] fills; `scvtf #5` undoes the factor 32.
+    /// The GEMV loads its second group after the first one's `sdot`s.
+    #[rustfmt::skip]
+    macro_rules! q3k_quants {
+        (setup) => { "movi v31.16b, #0xe0" };
+        (fbits) => { ", #5" };
+        (tile_load) => { "ld1 {{v16.16b, v17.16b, v18.16b}}, [{w}], #48\n" };
+        (tile_decode) => { concat!(q3k_group_decode!("v16", "v17", "v18", "v19", "v28",
+            ["v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"]), "\n") };
+        (gemv_load) => { "ld1 {{v10.16b, v11.16b, v12.16b}}, [{w}], #48" };
+        (gemv_dec0) => { q3k_group_decode!("v10", "v11", "v12", "v23", "v24",
+            ["v1", "v2", "v3", "v4", "v5", "v6", "v21", "v22"]) };
+        (gemv_dec1) => { concat!(
+            "ld1 {{v1.16b, v2.16b, v3.16b}}, [{w}], #48\n",
+            q3k_group_decode!("v1", "v2", "v3", "v16", "v25",
+                ["v7", "v8", "v9", "v10", "v11", "v12", "v0", "v15"]),
+        ) };
+    }
+
+    k8_kernels!(
+        [super::generic] gemv_q3_kx8_q8_k,
+        gemm_q3_kx8_q8_k,
+        gemv_q3kx8_groups,
+        gemm_q3kx8_tile4,
+        q3k_quants,
+        Q3KX8_BLOCK_BYTES
+    );
+}
+
+/// x86_64: tiles of one row group (8 rows, one per 32-bit lane) x up to 4
+/// activation rows, run by Q6_Kx8's driver (`k8_gemm`); AVX2, or
+/// `vpdpbusd` with a VNNI form.
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64 {
+    use super::generic;
+    use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS};
+    use crate::layout::QK_K;
+    use crate::shape::ShapeError;
+    use crate::x86_64::q6k::{k8_gemm, K8Kernels, TILE_M};
+    use crate::x86_64::{vnni_forms, Avx2, Dot, RUN};
+    use core::arch::x86_64::*;
+
+    forwarding_entry!(
+        /// GEMV, Q3_Kx8 weights x one Q8_K activation row: [`gemm_q3_kx8_q8_k`]
+        /// with `m = 1`; the contract of [`generic::gemv_q3_kx8_q8_k`].
+        q8_k gemv gemv_q3_kx8_q8_k (cpu: Avx2) => gemm_q3_kx8_q8_k
+    );
+
+    /// Q3_Kx8's kernels.
+    const Q3K: K8Kernels = K8Kernels {
+        block_bytes: Q3KX8_BLOCK_BYTES,
+        tiles: [
+            [q3k_tile::<1>, q3k_tile::<2>, q3k_tile::<3>, q3k_tile::<4>],
+            [
+                q3k_tile_avx_vnni::<1>,
+                q3k_tile_avx_vnni::<2>,
+                q3k_tile_avx_vnni::<3>,
+                q3k_tile_avx_vnni::<4>,
+            ],
+            [
+                q3k_tile_avx512_vnni::<1>,
+                q3k_tile_avx512_vnni::<2>,
+                q3k_tile_avx512_vnni::<3>,
+                q3k_tile_avx512_vnni::<4>,
+            ],
+        ],
+        wide: None,
+        avx2_no_min: false,
+        generic: generic::gemm_q3_kx8_q8_k,
+    };
+
+    /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows: the contract of
+    /// [`generic::gemm_q3_kx8_q8_k`], exact for every input bit pattern; empty
+    /// shapes go to the generic code.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_q3_kx8_q8_k(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        act_sums: &[i16],
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        k8_gemm(cpu, &Q3K, w, rows, cols, act_qs, act_d, act_sums, m, out)
+    }
+
+    /// One Q3_Kx8 row group `wg` against `T` activation rows: `res[t]` its 8
+    /// rows' dots with row `t`.
+    ///
+    /// Per 16-weight group: `R` (32 bytes, a row per 32-bit lane) and `N` (its
+    /// nibbles spread to the two 128-bit halves) give each chunk's low 2 bits
+    /// and sign bit of `q = low - 4 top`; against the activation dword of each
+    /// chunk (broadcast), `vpmaddubsw` sums `low a` and `top a` (i16 lanes at
+    /// most 4 x 2 x 3 x 128), `vpmaddwd` widens them, `isum = L - 4 T` exactly,
+    /// and `sumi += scale * isum` (`vpmulld`). Per super-block `acc += (d_w *
+    /// d_a) * sumi`, the reference's order.
+    ///
+    /// # Safety
+    /// `wg.len() >= nb * 912`, `qs.len() >= T * nb * 256` (rows `nb * 256`
+    /// apart), `d.len() >= T * nb`, `1 <= T <= 4`, and the CPU must implement
+    /// AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn q3k_tile<const T: usize>(
+        wg: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        _offsets: &[i32],
+        nb: usize,
+        res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
+    ) {
+        // SAFETY: the contract of this function is the body's (no offsets).
+        unsafe { q3k_tile_body::<T, { Dot::MADDUBS }>(wg, qs, d, &[], nb, res) }
+    }
+
+    // [`q3k_tile`] summing with `vpdpbusd`: the same i32 sums.
+    vnni_forms!(q3k_tile_avx_vnni, q3k_tile_avx512_vnni<const T: usize>(
+        wg: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        offsets: &[i32],
+        nb: usize,
+        res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
+    ) => q3k_tile_body::<T, DOT>);
+
+    /// The body of the three tiles, inlined into each so that it is compiled
+    /// with its caller's features (`DOT`: a [`Dot`] constant).
+    ///
+    /// The VNNI forms take each chunk as the unsigned byte `32 (q + 4) =
+    /// (low << 5) | (1 - top) << 7` (0..=224) and the activations as they are:
+    /// per group and activation row four `vpdpbusd` add the 16 products to the
+    /// run's entry of `offsets` (`-128 * sum(a)`), which gives `32 * isum`
+    /// exactly (at most 32 * 16 * 4 * 128 in magnitude); `vpmulld` by the scale
+    /// and, per super-block, `>> 5` (exact: every term is a multiple of 32,
+    /// and `32 * sumi` is at most 32 * 16 * 32 * 8192 < 2^31) give the AVX2
+    /// form's `sumi`.
+    ///
+    /// # Safety
+    /// The AVX2 tile's contract; with a VNNI form `offsets` must hold `T * nb *
+    /// 16` entries (row `t`'s run `k` at `t * nb * 16 + k`), and the CPU must
+    /// implement the `DOT` form.
+    #[inline(always)]
+    unsafe fn q3k_tile_body<const T: usize, const DOT: u8>(
+        wg: &[u8],
+        qs: &[i8],
+        d: &[f32],
+        offsets: &[i32],
+        nb: usize,
+        res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
+    ) {
+        // SAFETY: the loads read super-block `b < nb` of `wg` (its `d`, scales
+        // and groups at their offsets inside 912 bytes) and block `b` of rows
+        // `t < T` of `qs`, `d` and (VNNI) `offsets` (the function contract);
+        // unaligned; the CPU implements AVX2, FMA, F16C and the `DOT` form.
+        unsafe {
+            debug_assert!(wg.len() >= nb * Q3KX8_BLOCK_BYTES && qs.len() >= T * nb * QK_K);
+            debug_assert!(DOT == Dot::MADDUBS || offsets.len() >= T * nb * QK_K / RUN);
+            let cols = nb * QK_K;
+            let (m3, m1) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+            let (m4, ones) = (_mm_set1_epi8(0x0F), _mm256_set1_epi16(1));
+            let mut acc = [_mm256_setzero_ps(); T];
+            for b in 0..nb {
+                let sb = wg.as_ptr().add(b * Q3KX8_BLOCK_BYTES);
+                let mut sumi = [_mm256_setzero_si256(); T];
+                for j in 0..QK_K / 16 {
+                    let pair = sb.add(2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2));
+                    let sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(pair.add(8 * (j % 2)).cast()));
+                    let g = pair.add(2 * Q3KX8_ROWS + 48 * (j % 2));
+                    let r = _mm256_loadu_si256(g.cast());
+                    let n = _mm_loadu_si128(g.add(32).cast());
+                    let n = _mm256_setr_m128i(
+                        _mm_and_si128(n, m4),
+                        _mm_and_si128(_mm_srli_epi16::<4>(n), m4),
+                    );
+                    let and = _mm256_and_si256;
+                    let low = [
+                        and(_mm256_srli_epi16::<5>(r), m3),
+                        and(_mm256_srli_epi16::<2>(r), m3),
+                        and(r, m3),
+                        and(n, m3),
+                    ];
+                    let top = [
+                        and(_mm256_srli_epi16::<7>(r), m1),
+                        and(_mm256_srli_epi16::<4>(r), m1),
+                        and(_mm256_srli_epi16::<3>(n), m1),
+                        and(_mm256_srli_epi16::<2>(n), m1),
+                    ];
+                    if DOT == Dot::MADDUBS {
+                        for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                            let a = qs.as_ptr().add(t * cols + b * QK_K + 16 * j);
+                            let (mut l, mut h) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                            for s in 0..4 {
+                                let av =
+                                    _mm256_set1_epi32(a.add(4 * s).cast::<i32>().read_unaligned());
+                                l = _mm256_add_epi16(l, _mm256_maddubs_epi16(low[s], av));
+                                h = _mm256_add_epi16(h, _mm256_maddubs_epi16(top[s], av));
+                            }
+                            let (l, h) = (_mm256_madd_epi16(l, ones), _mm256_madd_epi16(h, ones));
+                            let isum = _mm256_sub_epi32(l, _mm256_slli_epi32::<2>(h));
+                            *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(sc, isum));
+                        }
+                    } else {
+                        // 32 (q + 4) per byte: low in bits 5-6, 1 - top in bit 7
+                        // (16-bit shifts: the bits stay in their byte).
+                        let flip = _mm256_set1_epi8(i8::MIN);
+                        let u: [__m256i; 4] = core::array::from_fn(|s| {
+                            let lt = _mm256_or_si256(
+                                _mm256_slli_epi16::<5>(low[s]),
+                                _mm256_slli_epi16::<7>(top[s]),
+                            );
+                            _mm256_xor_si256(lt, flip)
+                        });
+                        for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                            let a = qs.as_ptr().add(t * cols + b * QK_K + 16 * j);
+                            let run = (t * cols + b * QK_K + 16 * j) / RUN;
+                            let mut v = _mm256_set1_epi32(*offsets.get_unchecked(run));
+                            for (s, us) in u.iter().enumerate() {
+                                let av =
+                                    _mm256_set1_epi32(a.add(4 * s).cast::<i32>().read_unaligned());
+                                v = if DOT == Dot::AVX_VNNI {
+                                    _mm256_dpbusd_avx_epi32(v, *us, av)
+                                } else {
+                                    _mm256_dpbusd_epi32(v, *us, av)
+                                };
+                            }
+                            *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(sc, v));
+                        }
+                    }
+                }
+                let dw = _mm256_cvtph_ps(_mm_loadu_si128(sb.cast()));
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let da = _mm256_set1_ps(*d.get_unchecked(t * nb + b));
+                    let sumi_t = if DOT == Dot::MADDUBS {
+                        sumi[t]
+                    } else {
+                        _mm256_srai_epi32::<5>(sumi[t])
+                    };
+                    let v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi_t));
+                    *acc_t = _mm256_add_ps(*acc_t, v);
+                }
+            }
+            for (r, a) in res.iter_mut().zip(acc) {
+                _mm256_storeu_ps(r.as_mut_ptr(), a);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+pub use aarch64 as arch;
+#[cfg(target_arch = "x86_64")]
+pub use x86_64 as arch;

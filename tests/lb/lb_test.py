@@ -56,19 +56,26 @@ backend replicas
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def free_ports(n):
+    """`n` distinct free loopback ports: every socket stays bound until all
+    are chosen (one at a time, the kernel may hand out a port twice)."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
-def wait_listening(port, proc, what, timeout=600):
+def wait_listening(port, proc, what, log=None, timeout=600):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
+            said = open(log).read()[-2000:] if log else ""
+            raise SystemExit(f"{what} exited with {proc.returncode}\n{said}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
@@ -99,18 +106,18 @@ def main():
     procs = []
     tmp = tempfile.mkdtemp(prefix="kestrel-lb-")
     try:
-        ports = [free_port() for _ in range(n)]
+        *ports, front = free_ports(n + 1)
         replicas = {}
         for i, port in enumerate(ports):
             p = subprocess.Popen(
                 [binary, "serve", model, "--port", str(port), "--parallel", "2", "-t", "1",
                  "--no-pin", "--ctx", "1024"],
-                stderr=subprocess.DEVNULL)
+                stderr=open(os.path.join(tmp, f"r{i + 1}.log"), "w"))
             procs.append(p)
             replicas[f"r{i + 1}"] = p
-        for port, p in zip(ports, procs):
-            wait_listening(port, p, f"kestrel serve on {port}")
-        front = free_port()
+        for i, (port, p) in enumerate(zip(ports, procs)):
+            log = os.path.join(tmp, f"r{i + 1}.log")
+            wait_listening(port, p, f"kestrel serve on {port}", log)
         servers = "\n".join(
             f"    server r{i + 1} 127.0.0.1:{port} check inter 200 fall 2 rise 2"
             for i, port in enumerate(ports))

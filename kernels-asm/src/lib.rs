@@ -2,6 +2,9 @@
 //! memchr's `arch/`):
 //!
 //! * [`layout`]: the block and repacked weight layouts, defined once.
+//! * [`layouts`]: layouts written whole, one module each (geometry,
+//!   repacker, generic reference and every architecture's kernels, on the
+//!   block families' shared texts).
 //! * [`generic`]: the scalar kernels, safe code on every target: the
 //!   specification every fast kernel matches bit for bit.
 //! * `aarch64` (`asm!` with `sdot` and NEON, token `Dotprod`) and `x86_64`

@@ -124,6 +124,14 @@ pub enum Error {
         /// Entries it has.
         have: usize,
     },
+    /// The caller's cancel flag stopped the operation.
+    Cancelled,
+    /// A call came in the wrong order (e.g. a token pulled before a prompt
+    /// was fed).
+    NotReady {
+        /// What is missing.
+        what: &'static str,
+    },
     /// A parameter is outside the range the operation supports.
     OutOfRange {
         /// Which parameter.
@@ -186,6 +194,8 @@ impl Error {
             Error::ArenaTooSmall { .. } => "arena-too-small",
             Error::ContextFull { .. } => "context-full",
             Error::BadToken { .. } => "bad-token",
+            Error::Cancelled => "cancelled",
+            Error::NotReady { .. } => "not-ready",
             Error::BadTensor { .. } => "bad-tensor",
             Error::Json { .. } => "json",
             Error::Safetensors { .. } => "safetensors",
@@ -248,6 +258,8 @@ impl fmt::Display for Error {
             Error::OutOfRange { what, value, max } => {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }
+            Error::Cancelled => f.write_str("cancelled"),
+            Error::NotReady { what } => write!(f, "called out of order: {what}"),
             Error::BadTensor {
                 what,
                 index,

@@ -29,6 +29,7 @@ pub mod config;
 pub mod constrain;
 pub mod convert;
 pub mod decimal;
+pub mod embed;
 pub mod error;
 pub mod generate;
 pub mod gguf;

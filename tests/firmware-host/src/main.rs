@@ -49,16 +49,11 @@
 use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, Ordering};
-use kestrel_core::chat::{self, BufWriter, ChatStyle, Message, Role};
-use kestrel_core::generate::{Generator, PREFILL_CHUNK};
+use kestrel_core::embed::{Config, Engine, Model, Sizes};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::weights::{LayerWeights, Weights};
+use kestrel_core::model::weights::LayerWeights;
 use kestrel_core::parallel::Serial;
 use kestrel_core::sampler::SamplerConfig;
-use kestrel_core::speculate::{Adaptive, Lookup, SpecStats, Speculation};
-use kestrel_core::state::{ArenaSizes, KvType, Options, State};
-use kestrel_core::tokenizer::EncodeScratch;
-use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
 /// The prompt (the user's turn; the chat format is applied as `kestrel run`
@@ -66,22 +61,16 @@ use kestrel_core::Error;
 pub const PROMPT: &str = "The capital of France";
 /// Most tokens generated.
 pub const N_PREDICT: usize = 24;
-/// `kestrel run`'s defaults: context 4096 (capped by the file), prefill
-/// chunks of the core's `PREFILL_CHUNK` (as the shell), f16 KV cache.
-const CTX: usize = 4096;
-const MAX_BATCH: usize = PREFILL_CHUNK;
 /// Most tokens drafted per verify step (prompt lookup).
 pub const DRAFT_MAX: usize = 8;
-/// Static memory: the arena for the KV cache and activations, and limits of
-/// the fixed buffers below.
-const ARENA_BYTES: usize = 4 << 20;
-const MAX_VOCAB: usize = 4096;
+/// Static memory: the engine's block (KV cache, activations, token history,
+/// sampler and tokenizer scratch; `Sizes::memory` says how much of it the
+/// model needs), and limits of the fixed buffers below.
+const ARENA_BYTES: usize = 6 << 20;
 /// Most decoder layers of the embedded model.
 const MAX_LAYERS: usize = 16;
 const MAX_PROMPT_BYTES: usize = 1024;
 const MAX_TOKENS: usize = 512;
-/// Longest context: the token history holds one id per cached position.
-const MAX_SEQ: usize = CTX;
 
 /// 64-byte aligned bytes: the VQF's tensors are 64-aligned in the file, and
 /// views of f32/f16 data need the file's start aligned too.
@@ -213,125 +202,38 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     sys::exit(101)
 }
 
-/// Everything `kestrel run -p PROMPT -n N_PREDICT --temp 0 --ids` does.
+/// Everything `kestrel run -p PROMPT -n N_PREDICT --temp 0 --ids --lookup` does.
 fn run() -> Result<(), Failure> {
     let arena = take_arena().ok_or(Failure::Host("the arena was taken twice"))?;
-    let vqf = Vqf::parse(&MODEL.0)?;
-    // The layers' tensor views, resolved once (both weight copies).
-    let mut layers = [LayerWeights::EMPTY; 2 * MAX_LAYERS];
-    if Weights::layer_slots(vqf.config()) > layers.len() {
-        return Err(Failure::Host("the model has more layers than MAX_LAYERS"));
-    }
-    let w = Weights::new(vqf, true, &mut layers)?;
-    let kernels = match kestrel_kernels::aarch64::Dotprod::new() {
-        Some(cpu) => Kernels::Dotprod(cpu),
-        None => Kernels::Scalar,
-    };
-    let opts = Options {
-        max_seq: (w.vqf.header().max_seq as usize).clamp(1, CTX),
-        max_batch: MAX_BATCH,
-        kv: KvType::F16,
-        all_logits: false,
-        slots: 1,
+    let config = Config {
         draft: DRAFT_MAX,
+        text_bytes: MAX_PROMPT_BYTES,
+        ..Config::default()
     };
-    let arena_need = ArenaSizes::new(&w.cfg, &opts)?.total;
-    let state = State::new(&w.cfg, opts, arena)?;
-    // The core's generation path, as `kestrel run` drives it: the prompt
-    // in chunks of MAX_BATCH, then greedy tokens until an end token.
-    let vocab = w.cfg.vocab_size as usize;
-    if vocab > MAX_VOCAB || opts.max_seq > MAX_SEQ {
-        return Err(Failure::Host(
-            "vocabulary or context larger than the buffers",
-        ));
-    }
-    let mut history = [0u32; MAX_SEQ];
-    let mut candidates = [0u32; MAX_VOCAB];
+    let arena_need = Sizes::new(&MODEL.0, &config)?.memory;
+    let mut layers = [LayerWeights::EMPTY; 2 * MAX_LAYERS];
+    let model = Model::open(&MODEL.0, &mut layers)?;
+    let kernels =
+        kestrel_kernels::aarch64::Dotprod::new().map_or(Kernels::Scalar, Kernels::Dotprod);
     let greedy = SamplerConfig {
         temperature: 0.0,
         ..SamplerConfig::default()
     };
-    let mut gen = Generator::new(
-        &w,
-        kernels,
-        &Serial,
-        state,
-        greedy,
-        &mut history[..],
-        &mut candidates[..vocab],
-    )?;
-    let tok = &gen.tokenizer;
-    let tables = w
-        .vqf
-        .tokenizer()
-        .ok_or(Failure::Host("this VQF file has no tokenizer"))?;
-
-    // The prompt in the chat format, as the shell writes it.
-    let style = ChatStyle::from_template(tables.chat_template());
-    let mut text_buf = [0u8; MAX_PROMPT_BYTES];
-    // The message's byte ranges: data, never control tokens.
-    let mut data: [core::ops::Range<usize>; 4] = core::array::from_fn(|_| 0..0);
-    let mut text = BufWriter::new(&mut text_buf, &mut data);
-    let turn = [Message::text(Role::User, PROMPT)];
-    chat::format(&style, &turn, &[], true, None, &mut text)
-        .map_err(|_| Failure::Host("the prompt is too long"))?;
-    let (data, text) = (text.data_ranges(), text.as_str());
-
-    // The prompt's token ids.
+    let mut engine = Engine::new(&model, kernels, &Serial, &config, greedy, arena)?;
     let mut prompt = [0u32; MAX_TOKENS];
-    let mut n = 0;
-    let mut norm = [0u8; 3 * MAX_PROMPT_BYTES + 16];
-    let mut work = [0u32; EncodeScratch::work_len_for(MAX_PROMPT_BYTES + 16)];
-    let mut scratch = EncodeScratch::new(&mut norm, &mut work);
-    let mut overflow = false;
-    tok.encode_each_data(text, data, Default::default(), &mut scratch, &mut |id| {
-        match prompt.get_mut(n) {
-            Some(slot) => *slot = id,
-            None => overflow = true,
-        }
-        n += 1;
+    let n = engine.chat_turn(None, PROMPT, &mut prompt)?;
+    let cancel = AtomicBool::new(false);
+    engine.feed(&prompt[..n], &cancel)?;
+    let mut out = Fd(1);
+    let answer = engine.generate(N_PREDICT, &cancel, &mut |s| {
+        let _ = out.write_str(s);
     })?;
-    if overflow {
-        return Err(Failure::Host("the prompt has too many tokens"));
-    }
-    let prompt = &prompt[..n];
-
-    gen.feed(prompt, None)?;
-    let mut out = Fd(1);
-    let mut lookup = Lookup::new();
-    let mut spec = Speculation {
-        drafter: &mut lookup,
-        length: Adaptive::new(DRAFT_MAX),
-    };
-    let mut drafts = SpecStats::default();
-    let answer = gen.decode_speculative(
-        N_PREDICT,
-        &AtomicBool::new(false),
-        &mut |s: &str| {
-            let _ = out.write_str(s);
-        },
-        None,
-        &mut spec,
-        &mut drafts,
-    )?;
-    let prompt_len = prompt.len();
-    let generated = answer.generated;
-
-    let mut out = Fd(1);
-    let ids = gen.history();
-    let ids = &ids[prompt_len.min(ids.len())..(prompt_len + generated).min(ids.len())];
-    let _ = out.write_str("\n[");
-    for (i, id) in ids.iter().enumerate() {
-        let _ = write!(out, "{}{id}", if i > 0 { ", " } else { "" });
-    }
-    let _ = out.write_str("]\n");
+    let ids = &engine.history()[n..n + answer.tokens];
+    let _ = writeln!(out, "\n{ids:?}");
     let _ = writeln!(
         Fd(2),
-        "kestrel-firmware-host: {prompt_len} prompt tokens, {generated} generated ({} drafted by lookup, {} accepted), {} kernels, serial, arena {} of {ARENA_BYTES} bytes",
-        drafts.drafted,
-        drafts.accepted,
-        kernels.name(),
-        arena_need,
+        "kestrel-firmware-host: {n} prompt tokens, {} generated ({} drafted by lookup, {} accepted), {} kernels, serial, arena {arena_need} of {ARENA_BYTES} bytes",
+        answer.tokens, answer.drafted, answer.accepted, kernels.name(),
     );
     Ok(())
 }

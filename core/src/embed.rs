@@ -1,0 +1,609 @@
+//! The embedding API: the whole generation path behind a few calls, for
+//! hosts that link the core (firmware, an RTOS task, the C ABI of `capi/`,
+//! the shell). Allocation-free: the host brings the model's bytes and
+//! the memory, sized by [`Sizes::new`]: the layers' views, and one block of
+//! bytes for everything else (the KV cache, activations, token history,
+//! sampler and tokenizer scratch).
+//!
+//! ```text
+//! let sizes = Sizes::new(model_bytes, &config)?;        // what to reserve
+//! let model = Model::open(model_bytes, layers)?;         // layers: sizes.layers
+//! let mut engine = Engine::new(&model, kernels, &Serial, &config, sampler, memory)?; // sizes.memory bytes
+//! let n = engine.chat_turn(None, "Hello", &mut ids)?;    // the message is data
+//! engine.feed(&ids[..n], &cancel)?;                      // after the cached turns
+//! while let Next::Token(id) = engine.next(&cancel)? {    // sample, then run it
+//!     print(engine.piece(id, &mut text)?);               // streamed UTF-8
+//! }
+//! ```
+//!
+//! Not here yet: JSON-schema constraints, images, speculative decoding
+//! and several sequences (the shell and the server drive
+//! [`crate::generate`] directly for those).
+
+use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
+use crate::error::Error;
+use crate::generate::{sample_next, Generator, Limits, Sampled, PREFILL_CHUNK};
+use crate::kernels::Kernels;
+use crate::model::weights::{LayerWeights, Weights};
+use crate::parallel::Parallel;
+use crate::sampler::SamplerConfig;
+use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation, MAX_DRAFT};
+use crate::state::{ArenaSizes, KvType, Options, State};
+use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder, Tokenizer};
+use crate::vqf::Vqf;
+use kestrel_kernels::cast;
+use core::ops::Range;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// What an engine is sized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Most tokens in the KV cache (capped by the file's own limit).
+    pub context: usize,
+    /// Most prompt tokens per forward step ([`PREFILL_CHUNK`]: `kestrel
+    /// run`'s choice, and the bits of its prefill).
+    pub batch: usize,
+    /// The KV cache's element type.
+    pub kv: KvType,
+    /// Longest text [`Engine::tokenize`] and [`Engine::chat_turn`] take,
+    /// in bytes.
+    pub text_bytes: usize,
+    /// Most tokens [`Engine::generate`] drafts by prompt lookup per verify
+    /// step (speculative decoding, the same tokens; 0: none, at most
+    /// [`MAX_DRAFT`]).
+    pub draft: usize,
+}
+
+impl Default for Config {
+    /// `kestrel run`'s defaults: 4096 positions, chunks of 128, f16 cache;
+    /// texts up to 4 KiB.
+    fn default() -> Self {
+        Config {
+            context: 4096,
+            batch: PREFILL_CHUNK,
+            kv: KvType::F16,
+            text_bytes: 4096,
+            draft: 0,
+        }
+    }
+}
+
+/// Chat-template bytes a turn adds around its message (ChatML tags, the
+/// default system prompt of Qwen2.5).
+const TURN_OVERHEAD: usize = 256;
+/// Data ranges of one formatted turn (system, user).
+const DATA_RANGES: usize = 4;
+
+/// The buffers an engine needs for a model and a [`Config`], in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// [`LayerWeights`] for [`Model::open`].
+    pub layers: usize,
+    /// Bytes of the KV cache and activations ([`Memory::arena`]).
+    pub arena: usize,
+    /// Token ids of the history: one per cached position.
+    pub history: usize,
+    /// Token ids of the sampler's scratch: the vocabulary size.
+    pub candidates: usize,
+    /// Bytes of a formatted chat turn.
+    pub text: usize,
+    /// Bytes of the tokenizer's normalization scratch.
+    pub norm: usize,
+    /// u32 words of the tokenizer's BPE scratch.
+    pub work: usize,
+    /// The context length the engine gets (the config's, capped by the
+    /// file's).
+    pub context: usize,
+    /// Bytes of the one block [`Engine::new`] takes: all of the above but
+    /// the layers, each part 64-byte aligned.
+    pub memory: usize,
+}
+
+impl Sizes {
+    /// Checks `model` (a VQF file) and sizes every buffer for `config`.
+    pub fn new(model: &[u8], config: &Config) -> Result<Sizes, Error> {
+        let vqf = Vqf::parse(model)?;
+        Sizes::of(&vqf, config)
+    }
+
+    fn of(vqf: &Vqf, config: &Config) -> Result<Sizes, Error> {
+        let cfg = vqf.config();
+        let opts = options(vqf, config)?;
+        if config.text_bytes > MAX_TEXT_BYTES {
+            return Err(Error::OutOfRange {
+                what: "text_bytes",
+                value: config.text_bytes,
+                max: MAX_TEXT_BYTES,
+            });
+        }
+        let mut sizes = Sizes {
+            layers: Weights::layer_slots(cfg),
+            arena: ArenaSizes::new(cfg, &opts)?.total,
+            history: opts.max_seq,
+            candidates: cfg.vocab_size as usize,
+            text: Sizes::text_len(config.text_bytes),
+            norm: Sizes::norm_len(config.text_bytes),
+            work: Sizes::work_len(config.text_bytes),
+            context: opts.max_seq,
+            memory: 0,
+        };
+        sizes.memory = sizes
+            .parts()
+            .iter()
+            .try_fold(ALIGN - 1, |sum, &part| {
+                part.checked_add(ALIGN - 1)
+                    .map(|p| p / ALIGN * ALIGN)
+                    .and_then(|p| sum.checked_add(p))
+            })
+            .ok_or(overflow("engine memory"))?;
+        Ok(sizes)
+    }
+
+    /// The byte sizes of the memory block's parts, in order: arena,
+    /// history, candidates, text, norm, work.
+    fn parts(&self) -> [usize; 6] {
+        [
+            self.arena,
+            self.history.saturating_mul(4),
+            self.candidates.saturating_mul(4),
+            self.text,
+            self.norm,
+            self.work.saturating_mul(4),
+        ]
+    }
+
+    /// [`Sizes::text`] for texts of up to `text_bytes` bytes (for buffers
+    /// sized at compile time).
+    pub const fn text_len(text_bytes: usize) -> usize {
+        text_bytes + TURN_OVERHEAD
+    }
+
+    /// [`Sizes::norm`] for texts of up to `text_bytes` bytes.
+    pub const fn norm_len(text_bytes: usize) -> usize {
+        3 * Sizes::text_len(text_bytes) + 16
+    }
+
+    /// [`Sizes::work`] for texts of up to `text_bytes` bytes.
+    pub const fn work_len(text_bytes: usize) -> usize {
+        EncodeScratch::work_len_for(Sizes::text_len(text_bytes) + 16)
+    }
+}
+
+/// The alignment of each part of an engine's memory block.
+const ALIGN: usize = 64;
+
+/// Longest [`Config::text_bytes`] (16 MiB): the size helpers cannot
+/// overflow below it.
+pub const MAX_TEXT_BYTES: usize = 1 << 24;
+
+fn overflow(what: &'static str) -> Error {
+    Error::Overflow { what }
+}
+
+/// The state's options for `config` on `vqf`.
+fn options(vqf: &Vqf, config: &Config) -> Result<Options, Error> {
+    if config.draft > MAX_DRAFT {
+        return Err(Error::OutOfRange {
+            what: "draft",
+            value: config.draft,
+            max: MAX_DRAFT,
+        });
+    }
+    if config.context == 0 {
+        return Err(Error::OutOfRange {
+            what: "context",
+            value: 0,
+            max: vqf.header().max_seq as usize,
+        });
+    }
+    Ok(Options {
+        max_seq: config.context.min(vqf.header().max_seq as usize).max(1),
+        max_batch: config.batch,
+        kv: config.kv,
+        all_logits: false,
+        slots: 1,
+        draft: config.draft,
+    })
+}
+
+/// A model opened over its file's bytes: every tensor checked and
+/// resolved once.
+pub struct Model<'m> {
+    /// The views the forward pass reads.
+    pub weights: Weights<'m>,
+}
+
+impl<'m> Model<'m> {
+    /// Opens the VQF file in `bytes` (64-byte aligned: its f32 and f16
+    /// tensors are read in place); `layers` holds [`Sizes::layers`] views.
+    pub fn open(bytes: &'m [u8], layers: &'m mut [LayerWeights<'m>]) -> Result<Model<'m>, Error> {
+        if bytes.as_ptr().align_offset(64) != 0 {
+            return Err(Error::Malformed {
+                what: "model bytes: not 64-byte aligned in memory",
+                at: 0,
+            });
+        }
+        let vqf = Vqf::parse(bytes)?;
+        Ok(Model {
+            weights: Weights::new(vqf, true, layers)?,
+        })
+    }
+}
+
+/// The next `len` bytes of `rest` (from a 64-byte aligned start; the
+/// caller checked the total).
+fn carve<'s>(rest: &mut &'s mut [u8], len: usize) -> &'s mut [u8] {
+    let all = core::mem::take(rest);
+    let padded = len.div_ceil(ALIGN).saturating_mul(ALIGN).min(all.len());
+    let (head, tail) = all.split_at_mut(padded);
+    *rest = tail;
+    let len = len.min(head.len());
+    &mut head[..len]
+}
+
+fn words(bytes: &mut [u8]) -> Result<&mut [u32], Error> {
+    cast::as_u32_mut(bytes).ok_or(Error::Overflow {
+        what: "engine memory alignment",
+    })
+}
+
+/// What [`Engine::next`] produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A token of the answer (already run through the model).
+    Token(u32),
+    /// An end token: the answer is over (the token joined the cache, so
+    /// the next turn follows it).
+    End(u32),
+}
+
+/// How [`Engine::generate`] ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Generated {
+    /// Tokens of the answer (an end token not counted): the `tokens` ids
+    /// of [`Engine::history`] from where it ended before the call.
+    pub tokens: usize,
+    /// It ended on an end token.
+    pub stopped: bool,
+    /// The cancel flag ended it.
+    pub cancelled: bool,
+    /// Tokens drafted by prompt lookup, and how many were kept.
+    pub drafted: usize,
+    /// Drafted tokens kept.
+    pub accepted: usize,
+}
+
+fn not_ready() -> Error {
+    Error::NotReady {
+        what: "no prompt fed since the last answer ended (feed one first)",
+    }
+}
+
+/// One conversation: the model, its KV cache in caller memory, the
+/// sampler and the text streams. Feed a prompt, then pull tokens.
+pub struct Engine<'w, 's, 'p, P: Parallel> {
+    gen: Generator<'w, 's, 'p, P, &'s mut [u32], &'s mut [u32]>,
+    style: ChatStyle<'w>,
+    text: &'s mut [u8],
+    norm: &'s mut [u8],
+    work: &'s mut [u32],
+    /// The text of the tokens pulled so far (a character split across
+    /// tokens waits for its end).
+    stream: StreamDecoder,
+    /// The last fed row's logits are waiting to be sampled.
+    ready: bool,
+}
+
+impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
+    /// An engine over `model` with an empty cache; `kernels` as the host
+    /// detected them, `pool` running the loops.
+    pub fn new(
+        model: &'w Model<'w>,
+        kernels: Kernels,
+        pool: &'p P,
+        config: &Config,
+        sampler: SamplerConfig,
+        memory: &'s mut [u8],
+    ) -> Result<Self, Error> {
+        let w = &model.weights;
+        let sizes = Sizes::of(&w.vqf, config)?;
+        if memory.len() < sizes.memory {
+            return Err(Error::BufferTooSmall {
+                what: "engine memory (bytes)",
+                need: sizes.memory,
+                have: memory.len(),
+            });
+        }
+        let skip = memory.as_ptr().align_offset(ALIGN).min(ALIGN - 1);
+        let mut rest = &mut memory[skip..];
+        let [arena, history, candidates, text, norm, work] = sizes.parts();
+        let arena = carve(&mut rest, arena);
+        let history = words(carve(&mut rest, history))?;
+        let candidates = words(carve(&mut rest, candidates))?;
+        let (text, norm) = (carve(&mut rest, text), carve(&mut rest, norm));
+        let work = words(carve(&mut rest, work))?;
+        let state = State::new(&w.cfg, options(&w.vqf, config)?, arena)?;
+        let gen = Generator::new(w, kernels, pool, state, sampler, history, candidates)?;
+        let template = w.vqf.tokenizer().map_or(&[][..], |t| t.chat_template());
+        Ok(Engine {
+            gen,
+            style: ChatStyle::from_template(template),
+            text,
+            norm,
+            work,
+            stream: StreamDecoder::new(true),
+            ready: false,
+        })
+    }
+
+    /// The vocabulary size: token ids are below it.
+    pub fn vocab(&self) -> usize {
+        self.gen.weights.cfg.vocab_size as usize
+    }
+
+    /// The context length: most tokens the cache holds.
+    pub fn context(&self) -> usize {
+        self.gen.state.opts.max_seq
+    }
+
+    /// Every token in the KV cache, in order.
+    pub fn history(&self) -> &[u32] {
+        self.gen.history()
+    }
+
+    /// The kernels in use.
+    pub fn kernels(&self) -> Kernels {
+        self.gen.kernels
+    }
+
+    /// Token ids of `text` into `out`; returns how many. `special`: the
+    /// caller wrote its own template, so special tokens' text (e.g.
+    /// `<|im_start|>`) becomes those tokens; otherwise all of `text` is
+    /// data and never a control token. If `out` is too small the error
+    /// says how many ids the text needs.
+    pub fn tokenize(&mut self, text: &str, special: bool, out: &mut [u32]) -> Result<usize, Error> {
+        let whole = 0..text.len();
+        let data = if special { &[][..] } else { core::slice::from_ref(&whole) };
+        self.encode(text, data, out)
+    }
+
+    fn encode(
+        &mut self,
+        text: &str,
+        data: &[Range<usize>],
+        out: &mut [u32],
+    ) -> Result<usize, Error> {
+        if text.len() > self.text.len() {
+            return Err(Error::BufferTooSmall {
+                what: "text buffer (config text_bytes)",
+                need: text.len(),
+                have: self.text.len(),
+            });
+        }
+        let mut scratch = EncodeScratch::new(&mut *self.norm, &mut *self.work);
+        encode_into(&self.gen.tokenizer, text, data, &mut scratch, out)
+    }
+
+    /// Token ids of a user turn in the model's chat format, as `kestrel
+    /// run` and `kestrel chat` write it: on an empty cache the system turn
+    /// (`system`, else the template's default), the user's message, the
+    /// opened assistant turn; after cached turns the same without a system
+    /// turn, following the previous answer's end token. The message and
+    /// `system` are data, never control tokens. Returns how many ids.
+    pub fn chat_turn(
+        &mut self,
+        system: Option<&str>,
+        user: &str,
+        out: &mut [u32],
+    ) -> Result<usize, Error> {
+        let first = self.gen.history().is_empty();
+        let style = ChatStyle {
+            default_system: self.style.default_system.filter(|_| first),
+            ..self.style
+        };
+        let msgs = [
+            Message::text(Role::System, system.unwrap_or("")),
+            Message::text(Role::User, user),
+        ];
+        let msgs = match system.filter(|_| first) {
+            Some(_) => &msgs[..],
+            None => &msgs[1..],
+        };
+        let mut ranges: [Range<usize>; DATA_RANGES] = core::array::from_fn(|_| 0..0);
+        let mut w = BufWriter::new(&mut *self.text, &mut ranges);
+        // Later turns follow the previous answer's end token, after
+        // ChatML's newline.
+        let separator = if first { "" } else { "\n" };
+        if core::fmt::Write::write_str(&mut w, separator)
+            .and_then(|()| chat::format(&style, msgs, &[], true, None, &mut w))
+            .is_err()
+        {
+            return Err(Error::BufferTooSmall {
+                what: "text buffer (config text_bytes)",
+                need: user.len() + system.map_or(0, str::len) + TURN_OVERHEAD,
+                have: self.text.len(),
+            });
+        }
+        let (text, data) = (w.as_str(), w.data_ranges());
+        let mut scratch = EncodeScratch::new(&mut *self.norm, &mut *self.work);
+        encode_into(&self.gen.tokenizer, text, data, &mut scratch, out)
+    }
+
+    /// Runs `ids` through the model after the cached tokens (a whole
+    /// prompt, or the next turn of a conversation: the cache is kept), in
+    /// chunks of the config's batch; `cancel` is read between chunks (the
+    /// chunks run stay cached). Ids must be below [`Engine::vocab`].
+    pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
+        let vocab = self.gen.weights.cfg.vocab_size;
+        if let Some(&id) = ids.iter().find(|&&id| id >= vocab) {
+            return Err(Error::BadToken { id, vocab });
+        }
+        let room = self.context() - self.gen.history().len();
+        if ids.len() > room {
+            return Err(Error::ContextFull {
+                need: self.gen.history().len().saturating_add(ids.len()),
+                max: self.context(),
+            });
+        }
+        self.stream = StreamDecoder::new(true);
+        for chunk in ids.chunks(self.gen.chunk.max(1)) {
+            if cancel.swap(false, Ordering::Relaxed) {
+                return Err(Error::Cancelled);
+            }
+            self.ready = false;
+            self.gen.feed(chunk, None)?;
+            self.ready = true;
+        }
+        Ok(())
+    }
+
+    /// Samples the next token from the last fed row (the sampler, the stop
+    /// set, the history) and runs it through the model, so the call after
+    /// has its logits. An end token ends the answer and is cached too
+    /// (while there is room). Errors: nothing fed yet (or the answer
+    /// ended), a full cache, `cancel` set.
+    pub fn next(&mut self, cancel: &AtomicBool) -> Result<Next, Error> {
+        if cancel.swap(false, Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
+        if !self.ready {
+            return Err(not_ready());
+        }
+        let g = &mut self.gen;
+        let vocab = g.weights.cfg.vocab_size as usize;
+        let (cached, max_seq) = (g.len, g.state.opts.max_seq);
+        let at = g.logits_at;
+        let logits = g
+            .state
+            .logits
+            .get_mut(at..at + vocab)
+            .ok_or(overflow("logits row"))?;
+        let limits = Limits {
+            generated: 0,
+            max_tokens: usize::MAX,
+            cached,
+            max_seq,
+        };
+        let history = &g.history[..cached];
+        let sampled = sample_next(
+            &mut g.sampler,
+            logits,
+            history,
+            &mut g.candidates[..],
+            &g.stops,
+            limits,
+            None,
+        );
+        let (next, id) = match sampled {
+            Sampled::End(id) => (Next::End(id), id),
+            Sampled::Token { id, .. } => (Next::Token(id), id),
+        };
+        self.ready = false;
+        if cached < max_seq {
+            g.feed(&[id], None)?;
+            self.ready = matches!(next, Next::Token(_));
+        } else if let Next::Token(_) = next {
+            // The token's row has no room: it is the answer's last.
+            return Err(Error::ContextFull {
+                need: max_seq + 1,
+                max: max_seq,
+            });
+        }
+        Ok(next)
+    }
+
+    /// Samples up to `max_tokens` tokens as `kestrel run` does (the same
+    /// path: [`Generator::decode_speculative`], drafting by prompt lookup
+    /// when the config's `draft` is set), streaming their text to `emit`.
+    /// Ends at an end token, at `max_tokens`, at a full cache, or when
+    /// `cancel` is set (then [`Generated::cancelled`]; the flag is
+    /// cleared). After an answer cut by `max_tokens`, [`Engine::next`] or
+    /// this goes on with it.
+    pub fn generate(
+        &mut self,
+        max_tokens: usize,
+        cancel: &AtomicBool,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<Generated, Error> {
+        if !self.ready {
+            return Err(not_ready());
+        }
+        let draft = self.gen.state.opts.draft;
+        let (mut lookup, mut none) = (Lookup::new(), NoDraft);
+        let drafter: &mut dyn Drafter = match draft {
+            0 => &mut none,
+            _ => &mut lookup,
+        };
+        let mut spec = Speculation {
+            drafter,
+            length: Adaptive::new(draft),
+        };
+        let mut stats = SpecStats::default();
+        self.ready = false;
+        let answer = self
+            .gen
+            .decode_speculative(max_tokens, cancel, emit, None, &mut spec, &mut stats)?;
+        let cancelled = cancel.swap(false, Ordering::Relaxed);
+        self.ready = !answer.stopped && !cancelled && answer.generated > 0;
+        Ok(Generated {
+            tokens: answer.generated,
+            stopped: answer.stopped,
+            cancelled,
+            drafted: stats.drafted,
+            accepted: stats.accepted,
+        })
+    }
+
+    /// The text token `id` completes in the answer's stream, into `out`
+    /// (special tokens give none; a character split across tokens comes
+    /// whole with its last byte). If `out` is too small nothing changes
+    /// and the error gives the size needed.
+    pub fn piece<'o>(&mut self, id: u32, out: &'o mut [u8]) -> Result<&'o str, Error> {
+        self.stream.step(&self.gen.tokenizer, id, out)
+    }
+
+    /// Ends the answer's text stream: bytes of an unfinished character
+    /// become U+FFFD (at most 3 bytes).
+    pub fn piece_end<'o>(&mut self, out: &'o mut [u8]) -> Result<&'o str, Error> {
+        self.stream.finish(out)
+    }
+
+    /// The text of `ids` into `out` (special tokens included); returns its
+    /// length in bytes, or the size needed.
+    pub fn detokenize(&self, ids: &[u32], out: &mut [u8]) -> Result<usize, Error> {
+        self.gen.tokenizer.decode_into(ids, false, out)
+    }
+
+    /// Forgets the conversation: the cache is empty again.
+    pub fn reset(&mut self) {
+        self.gen.reset();
+        self.stream = StreamDecoder::new(true);
+        self.ready = false;
+    }
+}
+
+/// Token ids of `text` (its `data` ranges never control tokens) into
+/// `out`; returns how many, or the count needed.
+fn encode_into(
+    tok: &Tokenizer,
+    text: &str,
+    data: &[Range<usize>],
+    scratch: &mut EncodeScratch,
+    out: &mut [u32],
+) -> Result<usize, Error> {
+    let mut n = 0usize;
+    tok.encode_each_data(text, data, EncodeOptions::default(), scratch, &mut |id| {
+        if let Some(slot) = out.get_mut(n) {
+            *slot = id;
+        }
+        n += 1;
+    })?;
+    if n > out.len() {
+        return Err(Error::BufferTooSmall {
+            what: "token ids",
+            need: n,
+            have: out.len(),
+        });
+    }
+    Ok(n)
+}

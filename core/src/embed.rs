@@ -31,9 +31,9 @@ use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculatio
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder, Tokenizer};
 use crate::vqf::Vqf;
-use kestrel_kernels::cast;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
+use kestrel_kernels::cast;
 
 /// What an engine is sized for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -363,7 +363,11 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// says how many ids the text needs.
     pub fn tokenize(&mut self, text: &str, special: bool, out: &mut [u32]) -> Result<usize, Error> {
         let whole = 0..text.len();
-        let data = if special { &[][..] } else { core::slice::from_ref(&whole) };
+        let data = if special {
+            &[][..]
+        } else {
+            core::slice::from_ref(&whole)
+        };
         self.encode(text, data, out)
     }
 

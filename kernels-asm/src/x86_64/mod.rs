@@ -359,6 +359,16 @@ impl Avx2 {
         Avx2 { vnni: Vnni::No }
     }
 
+    /// The same token with the VNNI form `vnni`, without checking.
+    ///
+    /// # Safety
+    /// The caller guarantees that the CPU implements that form:
+    /// AVX512-VNNI with AVX512 F/BW/VL for [`Vnni::Avx512`], AVX-VNNI for
+    /// [`Vnni::Avx`].
+    pub unsafe fn with_vnni_unchecked(self, vnni: Vnni) -> Self {
+        Avx2 { vnni }
+    }
+
     /// Whether the GEMM tiles use a VNNI form.
     pub fn has_vnni(self) -> bool {
         self.vnni != Vnni::No

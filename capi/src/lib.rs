@@ -1,0 +1,1198 @@
+//! Kestrel's C ABI: the core's embedding facade ([`kestrel_core::embed`])
+//! behind `extern "C"` functions, declared in `include/kestrel.h` (which
+//! documents each one's ownership and thread-safety; docs/embedding.md is
+//! the guide).
+//!
+//! Everything lives in memory the host gives: [`kestrel_memory_size`] says
+//! how many bytes a model and a configuration need, [`kestrel_open`] lays
+//! the engine out in them (the handle, the thread callback's state, the
+//! model's tensor views, the KV cache, activations and scratch) and returns
+//! a handle into that block. No global state but the abort callback of the
+//! panic handler ([`kestrel_set_abort_handler`]).
+//!
+//! # Why this crate has `unsafe` while the core has none
+//!
+//! C hands in raw pointers and lengths; someone has to promise that they are
+//! what they say. Every function checks what can be checked (NULL, lengths,
+//! alignment, the handle's magic number, UTF-8, the model's every byte) and
+//! takes the rest from the header's contract: a pointer with its length is
+//! readable (writable) for that length, the model's bytes and the memory
+//! block stay put and untouched until the host stops using the handle, and
+//! a handle is used by one thread at a time (but [`kestrel_cancel`]). Each
+//! `unsafe` block says which part of the contract makes it sound. The one
+//! other promise is the CPU features the host states: the kernels' capability
+//! tokens are made with `new_unchecked` from them.
+#![no_std]
+#![deny(missing_docs)]
+
+use core::ffi::{c_char, c_void};
+use core::fmt::{self, Write};
+use core::mem::{align_of, size_of};
+use core::ptr::{self, addr_of, addr_of_mut};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use kestrel_core::embed::{Config, Engine, Model, Next, Sizes};
+use kestrel_core::kernels::Kernels;
+use kestrel_core::model::weights::LayerWeights;
+use kestrel_core::parallel::Parallel;
+use kestrel_core::sampler::SamplerConfig;
+use kestrel_core::state::KvType;
+use kestrel_core::Error;
+
+/// The ABI's number: bumped when a function, a type or a constant of
+/// `kestrel.h` changes incompatibly.
+pub const ABI_VERSION: u32 = 1;
+
+/// What a call did (`kestrel_status` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Done.
+    Ok = 0,
+    /// [`kestrel_next`]: the token is an end token; the answer is over.
+    End = 1,
+    /// A NULL pointer, a length that does not match, a setting out of range,
+    /// text that is not UTF-8.
+    Argument = -1,
+    /// The memory block is too small or not 64-byte aligned.
+    Memory = -2,
+    /// The model's bytes are damaged, truncated, misaligned or unsupported.
+    Model = -3,
+    /// A token id outside the vocabulary.
+    Token = -4,
+    /// A call out of order (a token pulled before a prompt was fed).
+    Order = -5,
+    /// The context (KV cache) is full.
+    Context = -6,
+    /// An output buffer is too small; the length out-parameter says how
+    /// much it needs.
+    Buffer = -7,
+    /// [`kestrel_cancel`] stopped the call.
+    Cancelled = -8,
+    /// Anything else (a bug: please report the message).
+    Internal = -9,
+}
+
+/// CPU feature bits of [`KestrelConfig::cpu_features`].
+pub mod cpu {
+    /// aarch64: FEAT_DotProd (`sdot`).
+    pub const DOTPROD: u32 = 1;
+    /// x86_64: AVX2, FMA and F16C (all three).
+    pub const AVX2: u32 = 2;
+    /// x86_64: AVX512-VNNI with AVX512 F, BW and VL (with [`AVX2`]).
+    pub const AVX512_VNNI: u32 = 4;
+    /// x86_64: AVX-VNNI (with [`AVX2`]).
+    pub const AVX_VNNI: u32 = 8;
+    /// Every bit this version knows.
+    pub const ALL: u32 = DOTPROD | AVX2 | AVX512_VNNI | AVX_VNNI;
+}
+
+/// A task of the parallel-for callback: runs item `index`.
+pub type TaskFn = unsafe extern "C" fn(task: *mut c_void, index: usize);
+
+/// The host's parallel for: calls `task_fn(task, i)` once for every `i` in
+/// `0..n`, on any of its threads, in any order, and returns when all calls
+/// have returned.
+pub type ParallelFn =
+    unsafe extern "C" fn(pool: *mut c_void, n: usize, task_fn: TaskFn, task: *mut c_void);
+
+/// Where a panic is reported before the library traps (the message,
+/// NUL-terminated).
+pub type AbortFn = unsafe extern "C" fn(message: *const c_char);
+
+/// Text streamed by [`kestrel_generate`]: `len` bytes of UTF-8 at `text`
+/// (not NUL-terminated), valid during the call.
+pub type TextFn = unsafe extern "C" fn(user: *mut c_void, text: *const c_char, len: usize);
+
+/// An engine's settings (`kestrel_config`); [`kestrel_config_init`] fills
+/// `kestrel run`'s defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KestrelConfig {
+    /// `sizeof(kestrel_config)` as the host compiled it.
+    pub struct_size: u32,
+    /// Most tokens in the KV cache (capped by the model file's own limit).
+    pub context: u32,
+    /// Prompt tokens per forward step.
+    pub batch: u32,
+    /// 0: f16 KV cache, 1: f32.
+    pub kv_f32: u32,
+    /// Longest text [`kestrel_tokenize`] and [`kestrel_chat_turn`] take.
+    pub text_bytes: u32,
+    /// [`kestrel_generate`]: tokens drafted by prompt lookup per verify
+    /// step (0: none).
+    pub draft: u32,
+    /// The `KESTREL_CPU_*` bits the host detected (0: scalar kernels).
+    pub cpu_features: u32,
+    /// Threads behind `parallel` (1 without it).
+    pub threads: u32,
+    /// The parallel-for callback (NULL: every loop on the calling thread).
+    pub parallel: Option<ParallelFn>,
+    /// Its first argument.
+    pub parallel_ctx: *mut c_void,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f32,
+    /// Nucleus sampling (1: off).
+    pub top_p: f32,
+    /// Min-p sampling (0: off).
+    pub min_p: f32,
+    /// Repetition penalty (1: off).
+    pub repeat_penalty: f32,
+    /// Top-k sampling (0: off).
+    pub top_k: u32,
+    /// Tokens the repetition penalty looks at.
+    pub repeat_last_n: u32,
+    /// The sampler's seed.
+    pub seed: u64,
+}
+
+/// Bytes of a handle's message (NUL included).
+const MESSAGE_BYTES: usize = 256;
+/// Alignment the memory block must have.
+const BLOCK_ALIGN: usize = 64;
+/// A live handle's first word ("KESTREL1").
+const MAGIC: u64 = 0x4b45_5354_5245_4c31;
+
+/// The host's parallel-for callback as the core's [`Parallel`].
+struct HostPool {
+    parallel: Option<ParallelFn>,
+    ctx: *mut c_void,
+    threads: usize,
+}
+
+// SAFETY: the pool is only used by the thread that owns the handle (the
+// header's contract); the callback itself may run tasks on other threads,
+// which only touch the items and the `Sync` closure `for_each_mut` gives.
+unsafe impl Sync for HostPool {}
+
+/// One `for_each_mut` call, type-erased for the C task callback.
+struct Job<'a, T> {
+    items: *mut T,
+    n: usize,
+    f: &'a (dyn Fn(usize, &mut T) + Sync),
+}
+
+/// Runs item `index` of the [`Job`] at `task`.
+///
+/// # Safety
+/// `task` points at a live `Job<T>` whose `items` are `n` valid items, and
+/// each index is run at most once while the job lives (the callback's
+/// contract).
+unsafe extern "C" fn run_task<T>(task: *mut c_void, index: usize) {
+    // SAFETY: the caller's contract: `task` is the `Job<T>` that
+    // `for_each_mut` passed, alive until the callback returns.
+    let job = unsafe { &*(task as *const Job<T>) };
+    if index < job.n {
+        // SAFETY: `index < n` items; each index runs once, so this is the
+        // only reference to that item.
+        let item = unsafe { &mut *job.items.add(index) };
+        (job.f)(index, item);
+    }
+}
+
+impl Parallel for HostPool {
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn for_each_mut<T: Send>(&self, items: &mut [T], f: &(dyn Fn(usize, &mut T) + Sync)) {
+        let Some(parallel) = self.parallel.filter(|_| items.len() > 1) else {
+            for (i, item) in items.iter_mut().enumerate() {
+                f(i, item);
+            }
+            return;
+        };
+        let job = Job {
+            items: items.as_mut_ptr(),
+            n: items.len(),
+            f,
+        };
+        // SAFETY: the host's callback runs `run_task::<T>(job, i)` once for
+        // each `i < n` and returns after all of them (the header's
+        // contract), so `job` and the items outlive every task.
+        unsafe {
+            parallel(
+                self.ctx,
+                job.n,
+                run_task::<T>,
+                &job as *const Job<T> as *mut c_void,
+            )
+        };
+    }
+}
+
+/// The engine type a handle holds.
+type Eng = Engine<'static, 'static, 'static, HostPool>;
+
+/// The engine behind a handle (`kestrel_engine`); the thread pool and the
+/// model's views sit beside it in the same block, which never moves.
+pub struct Handle {
+    magic: u64,
+    cancel: AtomicBool,
+    message: [u8; MESSAGE_BYTES],
+    engine: Eng,
+}
+
+/// Where each part of a handle's block starts, and its size.
+struct BlockLayout {
+    pool: usize,
+    model: usize,
+    layers: usize,
+    handle: usize,
+    memory: usize,
+    total: usize,
+}
+
+fn align_up(x: usize, a: usize) -> Option<usize> {
+    Some(x.checked_add(a - 1)? / a * a)
+}
+
+impl BlockLayout {
+    fn new(sizes: &Sizes) -> Option<BlockLayout> {
+        let pool = 0;
+        let model = align_up(pool + size_of::<HostPool>(), align_of::<Model>())?;
+        let layers = align_up(model + size_of::<Model>(), align_of::<LayerWeights>())?;
+        let layers_end =
+            layers.checked_add(sizes.layers.checked_mul(size_of::<LayerWeights>())?)?;
+        let handle = align_up(layers_end, align_of::<Handle>())?;
+        let memory = align_up(handle + size_of::<Handle>(), BLOCK_ALIGN)?;
+        let total = memory.checked_add(sizes.memory)?;
+        Some(BlockLayout {
+            pool,
+            model,
+            layers,
+            handle,
+            memory,
+            total,
+        })
+    }
+}
+
+/// A message in a fixed buffer, cut at its end, NUL-terminated.
+struct MessageWriter<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl Write for MessageWriter<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.buf.len().saturating_sub(self.len + 1);
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}
+
+/// Writes `what` into `buf` (NUL-terminated, cut to fit).
+fn write_message(buf: &mut [u8], what: &dyn fmt::Display) {
+    if buf.is_empty() {
+        return;
+    }
+    let mut w = MessageWriter { buf, len: 0 };
+    let _ = write!(w, "{what}");
+    let end = w.len;
+    w.buf[end] = 0;
+}
+
+/// The status of a core error.
+fn status_of(e: &Error) -> Status {
+    match e {
+        Error::BufferTooSmall { what, .. } if what.starts_with("text buffer") => Status::Argument,
+        Error::BufferTooSmall { .. } => Status::Buffer,
+        Error::ArenaTooSmall { .. } => Status::Memory,
+        Error::ContextFull { .. } => Status::Context,
+        Error::BadToken { .. } => Status::Token,
+        Error::Cancelled => Status::Cancelled,
+        Error::NotReady { .. } => Status::Order,
+        Error::OutOfRange { .. } => Status::Argument,
+        Error::Truncated { .. }
+        | Error::BadMagic { .. }
+        | Error::NewerVersion { .. }
+        | Error::Malformed { .. }
+        | Error::Unsupported { .. }
+        | Error::BadConfig { .. }
+        | Error::BadTokenizer { .. }
+        | Error::MissingTensor { .. }
+        | Error::BadShape { .. }
+        | Error::BadTensor { .. }
+        | Error::Overflow { .. } => Status::Model,
+        _ => Status::Internal,
+    }
+}
+
+/// A failed call: its status and message.
+struct Failure {
+    status: Status,
+    message: Reason,
+}
+
+enum Reason {
+    Core(Error),
+    Text(&'static str),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Core(e) => write!(f, "{e}"),
+            Reason::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure {
+            status: status_of(&e),
+            message: Reason::Core(e),
+        }
+    }
+}
+
+fn fail(status: Status, what: &'static str) -> Failure {
+    Failure {
+        status,
+        message: Reason::Text(what),
+    }
+}
+
+fn argument(what: &'static str) -> Failure {
+    fail(Status::Argument, what)
+}
+
+/// The core's settings from the C struct.
+fn settings(c: &KestrelConfig) -> Result<(Config, SamplerConfig), Failure> {
+    if c.struct_size as usize != size_of::<KestrelConfig>() {
+        return Err(argument(
+            "config: struct_size is not this library's sizeof(kestrel_config) (call kestrel_config_init; header and library differ?)",
+        ));
+    }
+    if c.cpu_features & !cpu::ALL != 0 {
+        return Err(argument(
+            "config: cpu_features has bits this library does not know",
+        ));
+    }
+    let kv = match c.kv_f32 {
+        0 => KvType::F16,
+        1 => KvType::F32,
+        _ => return Err(argument("config: kv_f32 must be 0 or 1")),
+    };
+    if c.threads == 0 || (c.parallel.is_none() && c.threads != 1) {
+        return Err(argument(
+            "config: threads must be 1 without a parallel callback, at least 1 with one",
+        ));
+    }
+    let config = Config {
+        context: c.context as usize,
+        batch: c.batch as usize,
+        kv,
+        text_bytes: c.text_bytes as usize,
+        draft: c.draft as usize,
+    };
+    let sampler = SamplerConfig {
+        temperature: c.temperature,
+        top_k: c.top_k as usize,
+        top_p: c.top_p,
+        min_p: c.min_p,
+        repeat_penalty: c.repeat_penalty,
+        repeat_last_n: c.repeat_last_n as usize,
+        seed: c.seed,
+    };
+    Ok((config, sampler))
+}
+
+/// The kernels for the host's feature bits.
+fn kernels_for(features: u32) -> Kernels {
+    #[cfg(target_arch = "aarch64")]
+    if features & cpu::DOTPROD != 0 {
+        // SAFETY: the host states that this CPU implements FEAT_DotProd
+        // (the header's one promise about the CPU).
+        return Kernels::Dotprod(unsafe { kestrel_kernels::aarch64::Dotprod::new_unchecked() });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if features & cpu::AVX2 != 0 {
+        use kestrel_kernels::x86_64::{Avx2, Vnni};
+        let vnni = if features & cpu::AVX512_VNNI != 0 {
+            Vnni::Avx512
+        } else if features & cpu::AVX_VNNI != 0 {
+            Vnni::Avx
+        } else {
+            Vnni::No
+        };
+        // SAFETY: the host states that this CPU implements AVX2, FMA and
+        // F16C, and the VNNI form its bits name.
+        return Kernels::Avx2(unsafe { Avx2::new_unchecked().with_vnni_unchecked(vnni) });
+    }
+    let _ = features;
+    Kernels::Scalar
+}
+
+/// `len` bytes at `p` (NULL only when `len` is 0).
+///
+/// # Safety
+/// A non-NULL `p` is readable for `len` bytes for `'a`.
+unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &'static str) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(argument(what));
+    }
+    // SAFETY: the caller's contract: readable for `len` bytes.
+    Ok(unsafe { core::slice::from_raw_parts(p as *const u8, len) })
+}
+
+/// `len` bytes of UTF-8 at `p`.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn text<'a>(p: *const c_char, len: usize, what: &'static str) -> Result<&'a str, Failure> {
+    // SAFETY: the caller's contract, passed on.
+    let b = unsafe { bytes(p as *const c_void, len, what) }?;
+    core::str::from_utf8(b).map_err(|_| argument("text is not valid UTF-8"))
+}
+
+/// `len` values at `p`, writable (NULL only when `len` is 0).
+///
+/// # Safety
+/// A non-NULL `p` is writable for `len` values for `'a` and aligned.
+unsafe fn out_slice<'a, T>(
+    p: *mut T,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a mut [T], Failure> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() || !p.is_aligned() {
+        return Err(argument(what));
+    }
+    // SAFETY: the caller's contract: writable for `len` values.
+    Ok(unsafe { core::slice::from_raw_parts_mut(p, len) })
+}
+
+/// Writes `v` to `p` when it is not NULL.
+///
+/// # Safety
+/// A non-NULL `p` is writable.
+unsafe fn put<T>(p: *mut T, v: T) {
+    if !p.is_null() && p.is_aligned() {
+        // SAFETY: the caller's contract: writable.
+        unsafe { p.write(v) };
+    }
+}
+
+/// The handle `h` checked: not NULL, aligned, alive (its magic number).
+///
+/// # Safety
+/// A non-NULL `h` points at readable memory (a handle of
+/// [`kestrel_open`], or a block the host still owns).
+unsafe fn live(h: *mut Handle) -> Option<*mut Handle> {
+    if h.is_null() || !h.is_aligned() {
+        return None;
+    }
+    // SAFETY: readable (the contract); a handle's first field.
+    let magic = unsafe { ptr::read_volatile(addr_of!((*h).magic)) };
+    (magic == MAGIC).then_some(h)
+}
+
+/// Runs `f` on the engine of a live handle; a failure becomes its status
+/// and the handle's message.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`] whose block is still the
+/// host's, used by no other thread during the call.
+unsafe fn with_engine(
+    h: *mut Handle,
+    f: impl FnOnce(&mut Eng, &AtomicBool) -> Result<Status, Failure>,
+) -> Status {
+    // SAFETY: the caller's contract, passed on.
+    let Some(h) = (unsafe { live(h) }) else {
+        return Status::Argument;
+    };
+    // SAFETY: `h` is a live handle used by this thread only; the engine and
+    // the flag are distinct fields, and `kestrel_cancel` on other threads
+    // only ever makes a shared reference to the atomic flag.
+    let (engine, cancel) = unsafe { (&mut *addr_of_mut!((*h).engine), &*addr_of!((*h).cancel)) };
+    let result = f(engine, cancel);
+    // SAFETY: as above: the message is this thread's to write.
+    let message = unsafe { &mut *addr_of_mut!((*h).message) };
+    match result {
+        Ok(status) => {
+            message[0] = 0;
+            status
+        }
+        Err(e) => {
+            write_message(message, &e.message);
+            e.status
+        }
+    }
+}
+
+/// The library's version, NUL-terminated (static).
+#[no_mangle]
+pub extern "C" fn kestrel_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+/// The ABI's number ([`ABI_VERSION`]).
+#[no_mangle]
+pub extern "C" fn kestrel_abi_version() -> u32 {
+    ABI_VERSION
+}
+
+/// Fills `config` with `kestrel run`'s defaults.
+///
+/// # Safety
+/// `config` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_config_init(config: *mut KestrelConfig) -> Status {
+    if config.is_null() || !config.is_aligned() {
+        return Status::Argument;
+    }
+    let d = Config::default();
+    let s = SamplerConfig::default();
+    let c = KestrelConfig {
+        struct_size: size_of::<KestrelConfig>() as u32,
+        context: d.context as u32,
+        batch: d.batch as u32,
+        kv_f32: 0,
+        text_bytes: d.text_bytes as u32,
+        draft: d.draft as u32,
+        cpu_features: 0,
+        threads: 1,
+        parallel: None,
+        parallel_ctx: ptr::null_mut(),
+        temperature: s.temperature,
+        top_p: s.top_p,
+        min_p: s.min_p,
+        repeat_penalty: s.repeat_penalty,
+        top_k: s.top_k as u32,
+        repeat_last_n: s.repeat_last_n as u32,
+        seed: s.seed,
+    };
+    // SAFETY: checked non-NULL and aligned; writable by the contract.
+    unsafe { config.write(c) };
+    Status::Ok
+}
+
+/// Reads the config at `config` and sizes the block for `model`.
+///
+/// # Safety
+/// As [`kestrel_memory_size`].
+unsafe fn plan(
+    model: *const c_void,
+    model_len: usize,
+    config: *const KestrelConfig,
+) -> Result<(&'static [u8], Config, SamplerConfig, Sizes, BlockLayout), Failure> {
+    if config.is_null() || !config.is_aligned() {
+        return Err(argument("config is NULL"));
+    }
+    // SAFETY: checked; readable by the contract.
+    let c = unsafe { &*config };
+    let (cfg, sampler) = settings(c)?;
+    if model.is_null() || model_len == 0 {
+        return Err(fail(Status::Model, "model: NULL or empty"));
+    }
+    // SAFETY: the contract: the model's bytes are readable for `model_len`
+    // and stay unchanged while any handle over them is in use.
+    let bytes = unsafe { bytes(model, model_len, "model is NULL") }?;
+    let sizes = Sizes::new(bytes, &cfg)?;
+    let layout = BlockLayout::new(&sizes).ok_or(fail(Status::Memory, "memory size overflows"))?;
+    Ok((bytes, cfg, sampler, sizes, layout))
+}
+
+/// Writes a failure into the caller's error buffer.
+///
+/// # Safety
+/// `err` is NULL or writable for `err_len` bytes.
+unsafe fn report(err: *mut c_char, err_len: usize, e: &Failure) -> Status {
+    // SAFETY: the caller's contract.
+    if let Ok(buf) = unsafe { out_slice(err as *mut u8, err_len, "") } {
+        write_message(buf, &e.message);
+    }
+    e.status
+}
+
+/// The bytes of memory [`kestrel_open`] needs for `model` and `config`.
+///
+/// # Safety
+/// `model` is readable for `model_len` bytes; `config` and `bytes` are NULL
+/// or valid; `err` is NULL or writable for `err_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_memory_size(
+    model: *const c_void,
+    model_len: usize,
+    config: *const KestrelConfig,
+    bytes: *mut usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> Status {
+    // SAFETY: the caller's contract, passed on.
+    match unsafe { plan(model, model_len, config) } {
+        Ok((.., layout)) => {
+            if bytes.is_null() {
+                // SAFETY: the caller's contract.
+                return unsafe { report(err, err_len, &argument("bytes is NULL")) };
+            }
+            // SAFETY: the caller's contract: non-NULL is writable.
+            unsafe { put(bytes, layout.total) };
+            Status::Ok
+        }
+        // SAFETY: the caller's contract.
+        Err(e) => unsafe { report(err, err_len, &e) },
+    }
+}
+
+/// Opens an engine for `model` in `memory`.
+///
+/// # Safety
+/// As [`kestrel_memory_size`]; `memory` is writable for `memory_len` bytes,
+/// and it and the model's bytes stay the engine's, unchanged by the host,
+/// until it stops using the handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_open(
+    model: *const c_void,
+    model_len: usize,
+    config: *const KestrelConfig,
+    memory: *mut c_void,
+    memory_len: usize,
+    out: *mut *mut Handle,
+    err: *mut c_char,
+    err_len: usize,
+) -> Status {
+    // SAFETY: the caller's contract, passed on.
+    match unsafe { open(model, model_len, config, memory, memory_len, out) } {
+        Ok(()) => {
+            // SAFETY: the caller's contract: `err` NULL or writable.
+            if let Ok([first, ..]) = unsafe { out_slice(err as *mut u8, err_len.min(1), "") } {
+                *first = 0;
+            }
+            Status::Ok
+        }
+        // SAFETY: the caller's contract.
+        Err(e) => unsafe { report(err, err_len, &e) },
+    }
+}
+
+/// [`kestrel_open`]'s work.
+///
+/// # Safety
+/// As [`kestrel_open`].
+unsafe fn open(
+    model: *const c_void,
+    model_len: usize,
+    config: *const KestrelConfig,
+    memory: *mut c_void,
+    memory_len: usize,
+    out: *mut *mut Handle,
+) -> Result<(), Failure> {
+    if out.is_null() || !out.is_aligned() {
+        return Err(argument("out is NULL"));
+    }
+    // SAFETY: checked; writable by the contract.
+    unsafe { out.write(ptr::null_mut()) };
+    // SAFETY: the caller's contract, passed on.
+    let (bytes, cfg, sampler, sizes, layout) = unsafe { plan(model, model_len, config) }?;
+    // SAFETY: `plan` checked `config`.
+    let c = unsafe { &*config };
+    if memory.is_null() {
+        return Err(fail(Status::Memory, "memory is NULL"));
+    }
+    if !(memory as usize).is_multiple_of(BLOCK_ALIGN) {
+        return Err(fail(Status::Memory, "memory is not 64-byte aligned"));
+    }
+    if memory_len < layout.total {
+        return Err(fail(
+            Status::Memory,
+            "memory is smaller than kestrel_memory_size says",
+        ));
+    }
+    let base = memory as *mut u8;
+    // SAFETY: every offset below is within `layout.total <= memory_len`
+    // bytes of the block (writable by the contract) and aligned for its type
+    // (the block is 64-byte aligned; BlockLayout aligns each part). The
+    // parts do not overlap. The references made live as long as the host
+    // keeps the block ('static to the compiler: the contract).
+    unsafe {
+        let pool = base.add(layout.pool) as *mut HostPool;
+        pool.write(HostPool {
+            parallel: c.parallel,
+            ctx: c.parallel_ctx,
+            threads: c.threads as usize,
+        });
+        let pool: &'static HostPool = &*pool;
+        let layers = base.add(layout.layers) as *mut LayerWeights<'static>;
+        for i in 0..sizes.layers {
+            layers.add(i).write(LayerWeights::EMPTY);
+        }
+        let layers = core::slice::from_raw_parts_mut(layers, sizes.layers);
+        let model = base.add(layout.model) as *mut Model<'static>;
+        model.write(Model::open(bytes, layers)?);
+        let model: &'static Model<'static> = &*model;
+        let arena = base.add(layout.memory);
+        ptr::write_bytes(arena, 0, sizes.memory);
+        let arena = core::slice::from_raw_parts_mut(arena, sizes.memory);
+        let kernels = kernels_for(c.cpu_features);
+        let engine = Engine::new(model, kernels, pool, &cfg, sampler, arena)?;
+        let h = base.add(layout.handle) as *mut Handle;
+        addr_of_mut!((*h).engine).write(engine);
+        addr_of_mut!((*h).cancel).write(AtomicBool::new(false));
+        addr_of_mut!((*h).message).write([0; MESSAGE_BYTES]);
+        addr_of_mut!((*h).magic).write(MAGIC);
+        out.write(h);
+    }
+    Ok(())
+}
+
+/// Ends a handle: its block is the host's again.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`] no other thread is using.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_close(h: *mut Handle) -> Status {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h) } {
+        Some(h) => {
+            // SAFETY: live and this thread's: the magic goes, so later calls
+            // with this pointer fail cleanly. Nothing in the engine needs
+            // dropping (it owns no resources).
+            unsafe { addr_of_mut!((*h).magic).write(0) };
+            Status::Ok
+        }
+        None => Status::Argument,
+    }
+}
+
+/// The message of the handle's last failed call (empty after a success),
+/// NUL-terminated; valid until the next call with the handle.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_error(h: *const Handle) -> *const c_char {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h as *mut Handle) } {
+        // SAFETY: live: its message is NUL-terminated.
+        Some(h) => unsafe { addr_of!((*h).message) as *const c_char },
+        None => c"invalid handle (NULL, closed, or not from kestrel_open)".as_ptr(),
+    }
+}
+
+/// The kernels the engine uses, NUL-terminated (static).
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_kernels(h: *const Handle) -> *const c_char {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { live(h as *mut Handle) }) else {
+        return c"".as_ptr();
+    };
+    // SAFETY: live; a shared look at the engine's kernels.
+    let name = unsafe { (*addr_of!((*h).engine)).kernels().name() };
+    match name {
+        "scalar" => c"scalar",
+        "aarch64-dotprod" => c"aarch64-dotprod",
+        "x86_64-avx512vnni" => c"x86_64-avx512vnni",
+        "x86_64-avxvnni" => c"x86_64-avxvnni",
+        "x86_64-avx2" => c"x86_64-avx2",
+        _ => c"other",
+    }
+    .as_ptr()
+}
+
+/// The vocabulary size (0 for an invalid handle).
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_vocab(h: *const Handle) -> u32 {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h as *mut Handle) } {
+        // SAFETY: live; a shared look.
+        Some(h) => unsafe { (*addr_of!((*h).engine)).vocab() as u32 },
+        None => 0,
+    }
+}
+
+/// The tokens in the KV cache: `*ids` points at them (valid until the next
+/// call with the handle), `*n` their count.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`]; `ids`, `n` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_history(
+    h: *mut Handle,
+    ids: *mut *const u32,
+    n: *mut usize,
+) -> Status {
+    if ids.is_null() || n.is_null() {
+        return Status::Argument;
+    }
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        let hist = e.history();
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { put(ids, hist.as_ptr()) };
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { put(n, hist.len()) };
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Token ids of `text` into `ids` (room for `cap`); `*n` their count, or the
+/// count needed with [`Status::Buffer`]. `special` 0: all of the text is
+/// data (never a control token); 1: special tokens' text becomes them.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`]; `text` readable for `len`
+/// bytes; `ids` writable for `cap`; `n` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_tokenize(
+    h: *mut Handle,
+    text_ptr: *const c_char,
+    len: usize,
+    special: i32,
+    ids: *mut u32,
+    cap: usize,
+    n: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let s = unsafe { text(text_ptr, len, "text is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(ids, cap, "ids is NULL") }?;
+        let special = match special {
+            0 => false,
+            1 => true,
+            _ => return Err(argument("special must be 0 or 1")),
+        };
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(n, e.tokenize(s, special, out)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// A count's result: `*n` is the count, or the size needed when a buffer
+/// is too small.
+///
+/// # Safety
+/// `n` is NULL or writable.
+unsafe fn counted(n: *mut usize, r: Result<usize, Error>) -> Result<Status, Failure> {
+    match r {
+        Ok(count) => {
+            // SAFETY: the caller's contract.
+            unsafe { put(n, count) };
+            Ok(Status::Ok)
+        }
+        Err(e) => {
+            if let Error::BufferTooSmall { need, .. } = e {
+                // SAFETY: the caller's contract.
+                unsafe { put(n, need) };
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// Token ids of a user turn in the model's chat format (as `kestrel run`;
+/// after cached turns, as `kestrel chat`'s next turn); `system` may be NULL
+/// (the template's default). The texts are data, never control tokens.
+///
+/// # Safety
+/// As [`kestrel_tokenize`]; `system` NULL or readable for `system_len`.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_chat_turn(
+    h: *mut Handle,
+    system: *const c_char,
+    system_len: usize,
+    user: *const c_char,
+    user_len: usize,
+    ids: *mut u32,
+    cap: usize,
+    n: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        let system = match system.is_null() {
+            true if system_len == 0 => None,
+            true => return Err(argument("system is NULL with a length")),
+            // SAFETY: the pointers' contract (this function's Safety section).
+            false => Some(unsafe { text(system, system_len, "system is NULL") }?),
+        };
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let user = unsafe { text(user, user_len, "user is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(ids, cap, "ids is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(n, e.chat_turn(system, user, out)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The text of `ids` (special tokens included) into `out` (room for `cap`
+/// bytes, not NUL-terminated); `*len` its length, or the size needed.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `ids` readable for `n` and `out` writable
+/// for `cap`.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_detokenize(
+    h: *mut Handle,
+    ids: *const u32,
+    n: usize,
+    out: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let ids = unsafe { ids_in(ids, n) }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(len, e.detokenize(ids, out)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// `n` token ids at `p`.
+///
+/// # Safety
+/// A non-NULL `p` is readable for `n` ids.
+unsafe fn ids_in<'a>(p: *const u32, n: usize) -> Result<&'a [u32], Failure> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() || !p.is_aligned() {
+        return Err(argument("ids is NULL or misaligned"));
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { core::slice::from_raw_parts(p, n) })
+}
+
+/// Runs `ids` through the model after the cached tokens (the cache is
+/// kept across turns).
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `ids` readable for `n`.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_feed(h: *mut Handle, ids: *const u32, n: usize) -> Status {
+    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let ids = unsafe { ids_in(ids, n) }?;
+        e.feed(ids, cancel)?;
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Samples the next token into `*id` and runs it through the model:
+/// [`Status::Ok`] for a token of the answer, [`Status::End`] for an end
+/// token (the answer is over).
+///
+/// # Safety
+/// As [`kestrel_tokenize`]; `id` writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_next(h: *mut Handle, id: *mut u32) -> Status {
+    if id.is_null() || !id.is_aligned() {
+        // SAFETY: the caller's contract.
+        return unsafe { with_engine(h, |_, _| Err(argument("id is NULL"))) };
+    }
+    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        let (status, token) = match e.next(cancel)? {
+            Next::Token(t) => (Status::Ok, t),
+            Next::End(t) => (Status::End, t),
+        };
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { put(id, token) };
+        Ok(status)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The text `id` completes in the answer's stream into `out` (`*len`
+/// bytes, not NUL-terminated; a character split across tokens comes whole
+/// with its last token); with [`Status::Buffer`] nothing changed and
+/// `*len` is the size needed.
+///
+/// # Safety
+/// As [`kestrel_detokenize`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_piece(
+    h: *mut Handle,
+    id: u32,
+    out: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        if id as usize >= e.vocab() {
+            return Err(Error::BadToken {
+                id,
+                vocab: e.vocab() as u32,
+            }
+            .into());
+        }
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(len, e.piece(id, out).map(str::len)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Ends the answer's text stream: an unfinished character becomes U+FFFD
+/// (at most 3 bytes into `out`).
+///
+/// # Safety
+/// As [`kestrel_detokenize`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_piece_end(
+    h: *mut Handle,
+    out: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(len, e.piece_end(out).map(str::len)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Samples up to `max_tokens` tokens as `kestrel run` does (drafting by
+/// prompt lookup when the config's `draft` is set), streaming text to
+/// `on_text` (may be NULL); `*generated` the answer's tokens. Ends at an
+/// end token ([`Status::End`]), at `max_tokens` ([`Status::Ok`]), or
+/// cancelled ([`Status::Cancelled`]).
+///
+/// # Safety
+/// As [`kestrel_tokenize`]; `on_text` NULL or callable with `user`;
+/// `generated` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_generate(
+    h: *mut Handle,
+    max_tokens: u32,
+    on_text: Option<TextFn>,
+    user: *mut c_void,
+    generated: *mut u32,
+) -> Status {
+    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        let mut emit = |s: &str| {
+            if let Some(f) = on_text {
+                // SAFETY: the host's callback, with its pointer and the
+                // text's bytes, valid during the call.
+                // SAFETY: the pointers' contract (this function's Safety section).
+                unsafe { f(user, s.as_ptr() as *const c_char, s.len()) };
+            }
+        };
+        let g = e.generate(max_tokens as usize, cancel, &mut emit)?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { put(generated, g.tokens as u32) };
+        Ok(if g.cancelled {
+            Status::Cancelled
+        } else if g.stopped {
+            Status::End
+        } else {
+            Status::Ok
+        })
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Asks the call running on the handle (or its next one) to stop with
+/// [`Status::Cancelled`]. Any thread, any time while the handle is open.
+///
+/// # Safety
+/// `h` is NULL or a handle of [`kestrel_open`] whose block is still the
+/// host's.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_cancel(h: *mut Handle) -> Status {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h) } {
+        Some(h) => {
+            // SAFETY: a shared reference to the atomic flag only; every other
+            // access to it is atomic too.
+            unsafe { (*addr_of!((*h).cancel)).store(true, Ordering::Relaxed) };
+            Status::Ok
+        }
+        None => Status::Argument,
+    }
+}
+
+/// Forgets the conversation (the cache is empty; the settings stay).
+///
+/// # Safety
+/// As [`kestrel_tokenize`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_reset(h: *mut Handle) -> Status {
+    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        cancel.store(false, Ordering::Relaxed);
+        e.reset();
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The abort callback of the panic handler (NULL: none).
+static ABORT: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// Sets where a panic is reported before the library traps (process-wide:
+/// the library's one global; NULL: trap without a report).
+#[no_mangle]
+pub extern "C" fn kestrel_set_abort_handler(f: Option<AbortFn>) {
+    let p = f.map_or(ptr::null_mut(), |f| f as *mut c_void);
+    ABORT.store(p, Ordering::Release);
+}
+
+/// A panic (a bug): the message to the host's abort callback, then a trap.
+#[cfg(feature = "panic-handler")]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    let mut buf = [0u8; MESSAGE_BYTES];
+    write_message(&mut buf, &info.message());
+    let f = ABORT.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: only `kestrel_set_abort_handler` stores here, and it
+        // stores an `AbortFn`.
+        let f: AbortFn = unsafe { core::mem::transmute::<*mut c_void, AbortFn>(f) };
+        // SAFETY: the host's callback with a NUL-terminated message.
+        unsafe { f(buf.as_ptr() as *const c_char) };
+    }
+    trap()
+}
+
+#[cfg(feature = "panic-handler")]
+fn trap() -> ! {
+    // SAFETY: an undefined instruction: the CPU raises an exception and the
+    // program stops here; nothing after it runs.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!("udf #0", options(noreturn, nomem, nostack))
+    }
+    // SAFETY: as above (`ud2`).
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::asm!("ud2", options(noreturn, nomem, nostack))
+    }
+    #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+    loop {
+        core::hint::spin_loop();
+    }
+}

@@ -1,0 +1,144 @@
+/*
+ * kestrel.h: Kestrel's C ABI (C11, usable from C++). Run Qwen models from a
+ * VQF file in memory the host provides: no allocation, no global state (but
+ * the abort handler), no operating system needed. Guide: docs/embedding.md.
+ *
+ * Conventions:
+ * - Every function returns a kestrel_status (or a plain value, as noted).
+ *   After a failed call kestrel_error(handle) holds the message; kestrel_open
+ *   and kestrel_memory_size write theirs into the caller's `err` buffer.
+ * - Pointers come with explicit lengths; a pointer may be NULL only where a
+ *   length of 0 goes with it or the function says so. Output lengths are
+ *   written even on KESTREL_E_BUFFER: the size the call needs.
+ * - Ownership: the library keeps no pointer the host gave it except the
+ *   model's bytes and the memory block of kestrel_open, which are the
+ *   engine's, unchanged by the host, until kestrel_close.
+ * - Threads: a handle is used by one thread at a time; kestrel_cancel may be
+ *   called from any thread (or an interrupt handler) while it is open.
+ *   Distinct handles are independent (they may share one model's bytes).
+ * - The one promise the library cannot check: the CPU features the host
+ *   states in kestrel_config.cpu_features. Claiming one the CPU lacks runs
+ *   an undefined instruction.
+ */
+#ifndef KESTREL_H
+#define KESTREL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes: kestrel_abi_version() must return it. */
+#define KESTREL_ABI_VERSION 1
+
+typedef enum kestrel_status {
+    KESTREL_OK = 0,           /* done */
+    KESTREL_END = 1,          /* kestrel_next / kestrel_generate: the answer ended on an end token */
+    KESTREL_E_ARGUMENT = -1,  /* NULL pointer, length mismatch, setting out of range, text not UTF-8, bad handle */
+    KESTREL_E_MEMORY = -2,    /* memory block too small or not 64-byte aligned */
+    KESTREL_E_MODEL = -3,     /* model bytes damaged, truncated, misaligned or unsupported */
+    KESTREL_E_TOKEN = -4,     /* token id outside the vocabulary */
+    KESTREL_E_ORDER = -5,     /* call out of order (a token pulled before a prompt was fed) */
+    KESTREL_E_CONTEXT = -6,   /* the context (KV cache) is full */
+    KESTREL_E_BUFFER = -7,    /* output buffer too small: the length out-parameter has the size needed */
+    KESTREL_E_CANCELLED = -8, /* kestrel_cancel stopped the call */
+    KESTREL_E_INTERNAL = -9   /* anything else (a bug: report the message) */
+} kestrel_status;
+
+/* CPU features for kestrel_config.cpu_features (0: the scalar kernels). */
+#define KESTREL_CPU_DOTPROD 1u     /* aarch64: FEAT_DotProd (sdot) */
+#define KESTREL_CPU_AVX2 2u        /* x86_64: AVX2, FMA and F16C */
+#define KESTREL_CPU_AVX512_VNNI 4u /* x86_64: AVX512-VNNI with AVX512 F/BW/VL (with AVX2) */
+#define KESTREL_CPU_AVX_VNNI 8u    /* x86_64: AVX-VNNI (with AVX2) */
+
+/* An engine: lives inside the memory block given to kestrel_open. */
+typedef struct kestrel_engine kestrel_engine;
+
+/* A task of the parallel for: run item `index`. */
+typedef void (*kestrel_task_fn)(void *task, size_t index);
+/* The host's parallel for: call task_fn(task, i) exactly once for each i in
+   [0, n), on any of its threads, and return when all calls have returned. */
+typedef void (*kestrel_parallel_fn)(void *pool, size_t n, kestrel_task_fn task_fn, void *task);
+/* Streamed answer text: `len` bytes of UTF-8 (not NUL-terminated), valid during the call. */
+typedef void (*kestrel_text_fn)(void *user, const char *text, size_t len);
+/* Where a panic (a bug) is reported, NUL-terminated, before the library traps. */
+typedef void (*kestrel_abort_fn)(const char *message);
+
+typedef struct kestrel_config {
+    uint32_t struct_size;          /* sizeof(kestrel_config): set by kestrel_config_init */
+    uint32_t context;              /* most tokens in the KV cache (4096; capped by the file) */
+    uint32_t batch;                /* prompt tokens per forward step (128) */
+    uint32_t kv_f32;               /* 0: f16 KV cache (default), 1: f32 */
+    uint32_t text_bytes;           /* longest text tokenize / chat_turn take (4096) */
+    uint32_t draft;                /* kestrel_generate: tokens drafted by prompt lookup per step (0: none, at most 8) */
+    uint32_t cpu_features;         /* KESTREL_CPU_* bits the host detected (0) */
+    uint32_t threads;              /* threads behind `parallel` (1; 1 without it) */
+    kestrel_parallel_fn parallel;  /* the parallel for (NULL: every loop on the calling thread) */
+    void *parallel_ctx;            /* its first argument */
+    float temperature;             /* 0: greedy (0.8) */
+    float top_p;                   /* nucleus sampling, 1: off (0.95) */
+    float min_p;                   /* min-p sampling, 0: off (0.05) */
+    float repeat_penalty;          /* 1: off (1.0) */
+    uint32_t top_k;                /* 0: off (40) */
+    uint32_t repeat_last_n;        /* tokens the repetition penalty looks at (64) */
+    uint64_t seed;                 /* the sampler's seed */
+} kestrel_config;
+
+/* Library version string (static, NUL-terminated). Any thread. */
+const char *kestrel_version(void);
+/* The library's ABI number (compare with KESTREL_ABI_VERSION). Any thread. */
+uint32_t kestrel_abi_version(void);
+/* Fills *config with `kestrel run`'s defaults. Writes only *config; any thread. */
+kestrel_status kestrel_config_init(kestrel_config *config);
+/* Checks the model and writes the memory block's size for it and *config to *bytes; messages into err[err_len]. Reads model only during the call; any thread. */
+kestrel_status kestrel_memory_size(const void *model, size_t model_len, const kestrel_config *config,
+                                   size_t *bytes, char *err, size_t err_len);
+/* Opens an engine in memory[memory_len] (64-byte aligned, kestrel_memory_size bytes) over model[model_len] (64-byte aligned); *out the handle. Both buffers are the engine's until kestrel_close; messages into err[err_len]. Any thread; the handle is then the caller's. */
+kestrel_status kestrel_open(const void *model, size_t model_len, const kestrel_config *config,
+                            void *memory, size_t memory_len, kestrel_engine **out, char *err,
+                            size_t err_len);
+/* Ends the handle; its memory and the model's bytes are the host's again. Owner thread. */
+kestrel_status kestrel_close(kestrel_engine *engine);
+/* The message of the handle's last failed call ("" after a success); owned by the handle, valid until its next call. Owner thread. */
+const char *kestrel_error(const kestrel_engine *engine);
+/* The name of the kernels in use (static string). Owner thread. */
+const char *kestrel_kernels(const kestrel_engine *engine);
+/* The vocabulary size (0 for an invalid handle). Owner thread. */
+uint32_t kestrel_vocab(const kestrel_engine *engine);
+/* The tokens in the KV cache: *ids points into the handle's memory (valid until its next call), *n of them. Owner thread. */
+kestrel_status kestrel_history(kestrel_engine *engine, const uint32_t **ids, size_t *n);
+/* Token ids of text[len] into ids[cap], *n their count. special 0: all text is data, never control tokens; 1: special tokens' text becomes them (your own template). Owner thread. */
+kestrel_status kestrel_tokenize(kestrel_engine *engine, const char *text, size_t len, int special,
+                                uint32_t *ids, size_t cap, size_t *n);
+/* Token ids of a user turn in the model's chat format (as `kestrel run`; after cached turns, the next turn); system may be NULL (the template's default). Texts are data. Owner thread. */
+kestrel_status kestrel_chat_turn(kestrel_engine *engine, const char *system, size_t system_len,
+                                 const char *user, size_t user_len, uint32_t *ids, size_t cap,
+                                 size_t *n);
+/* The text of ids[n] (special tokens included) into out[cap], not NUL-terminated; *len its length. Owner thread. */
+kestrel_status kestrel_detokenize(kestrel_engine *engine, const uint32_t *ids, size_t n, char *out,
+                                  size_t cap, size_t *len);
+/* Runs ids[n] through the model after the cached tokens (the cache is kept across turns); cancellable between chunks. Owner thread. */
+kestrel_status kestrel_feed(kestrel_engine *engine, const uint32_t *ids, size_t n);
+/* Samples the next token into *id and runs it through the model: KESTREL_OK a token of the answer, KESTREL_END an end token (the answer is over). Owner thread. */
+kestrel_status kestrel_next(kestrel_engine *engine, uint32_t *id);
+/* The text token id completes in the answer's stream into out[cap] (*len bytes; a character split across tokens comes whole); on KESTREL_E_BUFFER nothing changed. Owner thread. */
+kestrel_status kestrel_piece(kestrel_engine *engine, uint32_t id, char *out, size_t cap, size_t *len);
+/* Ends the answer's text stream: an unfinished character becomes U+FFFD (at most 3 bytes). Owner thread. */
+kestrel_status kestrel_piece_end(kestrel_engine *engine, char *out, size_t cap, size_t *len);
+/* Samples up to max_tokens tokens as `kestrel run` does, text to on_text(user, ...) (may be NULL), *generated the count (may be NULL): KESTREL_END, KESTREL_OK at max_tokens, or KESTREL_E_CANCELLED. Owner thread. */
+kestrel_status kestrel_generate(kestrel_engine *engine, uint32_t max_tokens, kestrel_text_fn on_text,
+                                void *user, uint32_t *generated);
+/* Stops the running (or next) feed / next / generate with KESTREL_E_CANCELLED. Any thread, any time while the handle is open. */
+kestrel_status kestrel_cancel(kestrel_engine *engine);
+/* Forgets the conversation: the cache is empty, the settings stay. Owner thread. */
+kestrel_status kestrel_reset(kestrel_engine *engine);
+/* Sets the panic report callback (process-wide, the library's one global; NULL: trap silently). Call once before any handle is used. */
+void kestrel_set_abort_handler(kestrel_abort_fn handler);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KESTREL_H */

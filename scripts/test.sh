@@ -3,7 +3,8 @@
 # then runs formatting and lint checks, every test on x86_64, every test on
 # aarch64 under qemu twice (cortex-a76: dotprod kernels; cortex-a53: the
 # fallback), the bare-metal builds, the firmware host (a no_std program
-# run under qemu, compared with `kestrel run`), and the size report.
+# run under qemu, compared with `kestrel run`), the C ABI (scripts/capi.sh:
+# C and Python hosts compared with `kestrel run`), and the size report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -119,6 +120,9 @@ done
 
 step "firmware host: core + kernels with no std under qemu -cpu cortex-a76, same tokens as kestrel run"
 bash scripts/firmware-host.sh test
+
+step "the C ABI: header checks, the freestanding C host under qemu a76/a53, the Linux C host and the Python example on the real model, all as kestrel run"
+bash scripts/capi.sh test
 
 step "size report"
 bash size-report/run.sh

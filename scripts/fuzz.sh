@@ -75,7 +75,10 @@ for g in dev_qwen2_dense/gguf/model-iq4_nl dev_qwen2_kquant/gguf/model-q3_k_m \
 done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json config tokenizer image http serve_api}; do
+# The C ABI's open starts from the whole valid models (it gets past the parser
+# to a chat turn and a few tokens).
+seed capi_open fuzz/corpus/vqf/seed.vqf fuzz/corpus/vqf/seed-moe.vqf
+for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json config tokenizer image http serve_api capi_open}; do
     echo "fuzz: $t for ${secs}s"
     max_len=1048576
     [ "$t" = tokenizer ] && max_len=8192

@@ -1036,13 +1036,6 @@ pub unsafe extern "C" fn kestrel_piece(
     len: *mut usize,
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
-        if id as usize >= e.vocab() {
-            return Err(Error::BadToken {
-                id,
-                vocab: e.vocab() as u32,
-            }
-            .into());
-        }
         // SAFETY: the pointers' contract (this function's Safety section).
         let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).

@@ -438,10 +438,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// chunks of the config's batch; `cancel` is read between chunks (the
     /// chunks run stay cached). Ids must be below [`Engine::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
-        let vocab = self.gen.weights.cfg.vocab_size;
-        if let Some(&id) = ids.iter().find(|&&id| id >= vocab) {
-            return Err(Error::BadToken { id, vocab });
-        }
+        self.check_ids(ids)?;
         let room = self.context() - self.gen.history().len();
         if ids.len() > room {
             return Err(Error::ContextFull {
@@ -563,6 +560,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// whole with its last byte). If `out` is too small nothing changes
     /// and the error gives the size needed.
     pub fn piece<'o>(&mut self, id: u32, out: &'o mut [u8]) -> Result<&'o str, Error> {
+        self.check_ids(&[id])?;
         self.stream.step(&self.gen.tokenizer, id, out)
     }
 
@@ -575,7 +573,17 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// The text of `ids` into `out` (special tokens included); returns its
     /// length in bytes, or the size needed.
     pub fn detokenize(&self, ids: &[u32], out: &mut [u8]) -> Result<usize, Error> {
+        self.check_ids(ids)?;
         self.gen.tokenizer.decode_into(ids, false, out)
+    }
+
+    /// Every id below the vocabulary size, or the first that is not.
+    fn check_ids(&self, ids: &[u32]) -> Result<(), Error> {
+        let vocab = self.gen.weights.cfg.vocab_size;
+        match ids.iter().find(|&&id| id >= vocab) {
+            Some(&id) => Err(Error::BadToken { id, vocab }),
+            None => Ok(()),
+        }
     }
 
     /// Forgets the conversation: the cache is empty again.

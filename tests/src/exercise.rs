@@ -27,6 +27,7 @@ pub type Exercise = fn(&[u8]);
 
 /// Every target, by name, with its function.
 pub const TARGETS: &[(&str, Exercise)] = &[
+    ("capi_open", capi_open),
     ("config", config),
     ("gguf", gguf),
     ("http", http),
@@ -37,6 +38,85 @@ pub const TARGETS: &[(&str, Exercise)] = &[
     ("tokenizer", tokenizer),
     ("vqf", vqf),
 ];
+
+/// The C ABI's open over the input as a model file (copied to a 64-byte
+/// aligned buffer), and when it opens (in at most 64 MiB): a chat turn,
+/// a feed, a few greedy tokens with their text, a detokenize, a close.
+/// Every call returns a status; none may panic.
+pub fn capi_open(data: &[u8]) {
+    use kestrel_capi::*;
+    use std::ptr::{null, null_mut};
+    let mut model = vec![0u64; data.len().div_ceil(8) + 8];
+    let skip = model.as_ptr().cast::<u8>().align_offset(64);
+    let bytes = &mut bytemuck_bytes(&mut model)[skip..skip + data.len()];
+    bytes.copy_from_slice(data);
+    let mut cfg = std::mem::MaybeUninit::<KestrelConfig>::uninit();
+    // SAFETY: `cfg` is writable; init fills it.
+    let mut cfg = unsafe {
+        assert_eq!(kestrel_config_init(cfg.as_mut_ptr()), Status::Ok);
+        cfg.assume_init()
+    };
+    cfg.temperature = 0.0;
+    cfg.context = 64;
+    cfg.text_bytes = 64;
+    let (mut size, mut err) = (0usize, [0u8; 128]);
+    let (m, len) = (bytes.as_ptr().cast(), bytes.len());
+    let e = err.as_mut_ptr().cast();
+    // SAFETY: every pointer is valid for its length.
+    let st = unsafe { kestrel_memory_size(m, len, &cfg, &mut size, e, err.len()) };
+    if st != Status::Ok || size > 64 << 20 {
+        return;
+    }
+    let mut memory = vec![0u64; size / 8 + 16];
+    let at = memory.as_ptr().cast::<u8>().align_offset(64);
+    let block = bytemuck_bytes(&mut memory)[at..].as_mut_ptr().cast();
+    let mut h = null_mut();
+    // SAFETY: as above; the model and the block outlive the handle.
+    if unsafe { kestrel_open(m, len, &cfg, block, size, &mut h, e, err.len()) } != Status::Ok {
+        return;
+    }
+    let (mut ids, mut n, mut text, mut tlen) = ([0u32; 64], 0usize, [0u8; 64], 0usize);
+    let user = "hi";
+    // SAFETY: `h` is open; every buffer is valid for its length.
+    unsafe {
+        let st = kestrel_chat_turn(
+            h,
+            null(),
+            0,
+            user.as_ptr().cast(),
+            user.len(),
+            ids.as_mut_ptr(),
+            64,
+            &mut n,
+        );
+        if st == Status::Ok && kestrel_feed(h, ids.as_ptr(), n) == Status::Ok {
+            for _ in 0..3 {
+                let mut id = 0;
+                if kestrel_next(h, &mut id) != Status::Ok {
+                    break;
+                }
+                let _ = kestrel_piece(h, id, text.as_mut_ptr().cast(), text.len(), &mut tlen);
+            }
+        }
+        let _ = kestrel_detokenize(
+            h,
+            ids.as_ptr(),
+            n.min(64),
+            text.as_mut_ptr().cast(),
+            64,
+            &mut tlen,
+        );
+        assert_eq!(kestrel_close(h), Status::Ok);
+    }
+}
+
+/// The bytes of a `u64` buffer (for 64-byte aligned copies).
+fn bytemuck_bytes(v: &mut [u64]) -> &mut [u8] {
+    let len = std::mem::size_of_val(v);
+    // SAFETY: u64 has no invalid bit patterns and u8 no alignment; the
+    // slice covers exactly the buffer's bytes, borrowed mutably once.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), len) }
+}
 
 /// VQF parsing plus building the model views over whatever parses: every
 /// entry's data and matrix, the layers in both copies, the embedding, the

@@ -1,0 +1,729 @@
+//! The C ABI (`kestrel-capi`, include/kestrel.h) called as C calls it: the
+//! same tokens as `kestrel run`'s path, pulled one at a time or generated;
+//! a second turn on the kept cache; the parallel-for callback; and every
+//! function given bad input (NULL pointers, lengths that do not match,
+//! memory too small or misaligned, a damaged or truncated model, token ids
+//! out of range, calls out of order, closed handles) returning a status
+//! and a message, never crashing.
+
+use kestrel::convert::convert;
+use kestrel::engine::EngineArgs;
+use kestrel::generate::{chat_prompt, Session};
+use kestrel_capi::*;
+use kestrel_core::chat::{Message, Role};
+use kestrel_core::convert::WeightMode;
+use kestrel_core::sampler::SamplerConfig;
+use kestrel_tests::{fixtures, loader, temp_dir};
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr::{null, null_mut};
+use std::sync::atomic::AtomicBool;
+
+const PROMPT: &str = "The capital of France";
+
+/// `len` bytes in a 64-byte aligned buffer (kept alive by the Vec).
+struct Aligned {
+    buf: Vec<u64>,
+    at: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let buf = vec![0u64; len / 8 + 16];
+        let at = buf.as_ptr().cast::<u8>().align_offset(64);
+        Aligned { buf, at, len }
+    }
+    fn of(bytes: &[u8]) -> Aligned {
+        let mut a = Aligned::new(bytes.len());
+        a.bytes_mut().copy_from_slice(bytes);
+        a
+    }
+    fn ptr(&mut self) -> *mut c_void {
+        // SAFETY: `at + len` bytes lie within the buffer (16 spare words).
+        unsafe { self.buf.as_mut_ptr().cast::<u8>().add(self.at).cast() }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let (p, len) = (self.ptr().cast::<u8>(), self.len);
+        // SAFETY: as `ptr`; u8 views of u64 storage, borrowed mutably once.
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
+    }
+}
+
+/// The tied Qwen3 fixture (256 positions), converted once per test.
+fn fixture(name: &str, mode: WeightMode) -> Vec<u8> {
+    let dir = temp_dir(name);
+    let vqf = dir.join("m.vqf");
+    convert(
+        &fixtures().join("dev_qwen3_dense_tied/hf"),
+        &vqf,
+        mode,
+        Some(256),
+        false,
+    )
+    .unwrap();
+    let bytes = std::fs::read(&vqf).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
+fn greedy_config() -> KestrelConfig {
+    let mut c = std::mem::MaybeUninit::uninit();
+    // SAFETY: writable; init fills every field.
+    let mut c: KestrelConfig = unsafe {
+        assert_eq!(kestrel_config_init(c.as_mut_ptr()), Status::Ok);
+        c.assume_init()
+    };
+    c.temperature = 0.0;
+    c.cpu_features = host_features();
+    c
+}
+
+/// The features the shell detects, as a host states them.
+fn host_features() -> u32 {
+    match kestrel_tests::detected_kernels().name() {
+        "aarch64-dotprod" => cpu::DOTPROD,
+        "x86_64-avx2" => cpu::AVX2,
+        "x86_64-avxvnni" => cpu::AVX2 | cpu::AVX_VNNI,
+        "x86_64-avx512vnni" => cpu::AVX2 | cpu::AVX512_VNNI,
+        _ => 0,
+    }
+}
+
+/// An open engine, its model and memory kept alive.
+struct Open {
+    h: *mut Handle,
+    _model: Aligned,
+    _memory: Aligned,
+}
+
+impl Open {
+    fn new(model: &[u8], cfg: &KestrelConfig) -> Open {
+        let mut m = Aligned::of(model);
+        let (mut size, mut err) = (0usize, [0 as c_char; 256]);
+        let mut h = null_mut();
+        // SAFETY: every pointer is valid for its length; the model and the
+        // memory live in the returned value, beside the handle.
+        unsafe {
+            let st =
+                kestrel_memory_size(m.ptr(), model.len(), cfg, &mut size, err.as_mut_ptr(), 256);
+            assert_eq!(st, Status::Ok, "{:?}", CStr::from_ptr(err.as_ptr()));
+            let mut memory = Aligned::new(size);
+            let st = kestrel_open(
+                m.ptr(),
+                model.len(),
+                cfg,
+                memory.ptr(),
+                size,
+                &mut h,
+                err.as_mut_ptr(),
+                256,
+            );
+            assert_eq!(st, Status::Ok, "{:?}", CStr::from_ptr(err.as_ptr()));
+            Open {
+                h,
+                _model: m,
+                _memory: memory,
+            }
+        }
+    }
+
+    fn error(&self) -> String {
+        // SAFETY: a live handle's message is NUL-terminated.
+        unsafe { CStr::from_ptr(kestrel_error(self.h)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn chat_turn(&self, user: &str) -> Vec<u32> {
+        let (mut ids, mut n) = (vec![0u32; 512], 0usize);
+        // SAFETY: valid buffers for their lengths.
+        let st = unsafe {
+            kestrel_chat_turn(
+                self.h,
+                null(),
+                0,
+                user.as_ptr().cast(),
+                user.len(),
+                ids.as_mut_ptr(),
+                512,
+                &mut n,
+            )
+        };
+        assert_eq!(st, Status::Ok, "{}", self.error());
+        ids.truncate(n);
+        ids
+    }
+
+    fn feed(&self, ids: &[u32]) -> Status {
+        // SAFETY: valid for its length.
+        unsafe { kestrel_feed(self.h, ids.as_ptr(), ids.len()) }
+    }
+
+    /// Up to `n` tokens pulled one at a time, and their streamed text.
+    fn pull(&self, n: usize) -> (Vec<u32>, String) {
+        let (mut ids, mut text) = (Vec::new(), Vec::new());
+        let mut buf = [0u8; 64];
+        let mut len = 0;
+        for _ in 0..n {
+            let mut id = 0;
+            // SAFETY: valid out-parameters and buffers.
+            let st = unsafe { kestrel_next(self.h, &mut id) };
+            if st == Status::End {
+                break;
+            }
+            assert_eq!(st, Status::Ok, "{}", self.error());
+            ids.push(id);
+            // SAFETY: as above.
+            let st = unsafe { kestrel_piece(self.h, id, buf.as_mut_ptr().cast(), 64, &mut len) };
+            assert_eq!(st, Status::Ok, "{}", self.error());
+            text.extend_from_slice(&buf[..len]);
+        }
+        // SAFETY: as above.
+        let st = unsafe { kestrel_piece_end(self.h, buf.as_mut_ptr().cast(), 64, &mut len) };
+        assert_eq!(st, Status::Ok);
+        text.extend_from_slice(&buf[..len]);
+        (ids, String::from_utf8(text).unwrap())
+    }
+
+    fn history(&self) -> Vec<u32> {
+        let (mut p, mut n) = (null(), 0usize);
+        // SAFETY: valid out-parameters; the ids are read before the next call.
+        unsafe {
+            assert_eq!(kestrel_history(self.h, &mut p, &mut n), Status::Ok);
+            std::slice::from_raw_parts(p, n).to_vec()
+        }
+    }
+}
+
+unsafe extern "C" fn collect(user: *mut c_void, text: *const c_char, len: usize) {
+    // SAFETY: `user` is the Vec<u8> the test passed; `text` valid for `len`.
+    unsafe {
+        let out = &mut *user.cast::<Vec<u8>>();
+        out.extend_from_slice(std::slice::from_raw_parts(text.cast::<u8>(), len));
+    }
+}
+
+/// The tokens and text `kestrel run -p PROMPT -n n --temp 0` gives: the
+/// shell's session over the same file.
+fn kestrel_run(model: &[u8], n: usize) -> (Vec<u32>, String) {
+    let dir = temp_dir("capi-run");
+    let path = dir.join("m.vqf");
+    std::fs::write(&path, model).unwrap();
+    let m = loader::Model::open(&path).unwrap();
+    let mut layers = Vec::new();
+    let w = m.weights(true, &mut layers).unwrap();
+    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 128);
+    let mut arena = loader::arena(&w, &opts).unwrap();
+    let state = loader::state(&w, opts, &mut arena).unwrap();
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
+    let prompt = s
+        .encode_chat(&chat_prompt(
+            &w,
+            &[Message::text(Role::User, PROMPT)],
+            &[],
+            None,
+        ))
+        .unwrap();
+    let mut text = String::new();
+    let st = s
+        .generate(&prompt, n, &AtomicBool::new(false), &mut |t| {
+            text.push_str(t)
+        })
+        .unwrap();
+    let ids = s.history()[prompt.len()..prompt.len() + st.generated].to_vec();
+    let _ = std::fs::remove_dir_all(&dir);
+    (ids, text)
+}
+
+#[test]
+fn pulled_and_generated_tokens_are_kestrel_runs() {
+    let model = fixture("capi-same", WeightMode::Dual);
+    let (want_ids, want_text) = kestrel_run(&model, 16);
+    assert_eq!(want_ids.len(), 16);
+    let cfg = greedy_config();
+
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    assert_eq!(a.feed(&prompt), Status::Ok, "{}", a.error());
+    assert_eq!(a.pull(16), (want_ids.clone(), want_text.clone()));
+
+    let b = Open::new(&model, &cfg);
+    assert_eq!(b.feed(&b.chat_turn(PROMPT)), Status::Ok);
+    let (mut text, mut generated) = (Vec::<u8>::new(), 0u32);
+    let user = (&mut text as *mut Vec<u8>).cast();
+    // SAFETY: `collect` gets the Vec it expects.
+    let st = unsafe { kestrel_generate(b.h, 16, Some(collect), user, &mut generated) };
+    assert_eq!((st, generated), (Status::Ok, 16), "{}", b.error());
+    assert_eq!(String::from_utf8(text).unwrap(), want_text);
+    assert_eq!(b.history()[prompt.len()..], want_ids[..]);
+
+    // With prompt lookup drafting (the firmware host's way): the same.
+    let c = Open::new(&model, &KestrelConfig { draft: 8, ..cfg });
+    assert_eq!(c.feed(&c.chat_turn(PROMPT)), Status::Ok);
+    // SAFETY: no callback; a valid out-parameter.
+    let st = unsafe { kestrel_generate(c.h, 16, None, null_mut(), &mut generated) };
+    assert_eq!((st, generated), (Status::Ok, 16));
+    assert_eq!(c.history()[prompt.len()..], want_ids[..]);
+}
+
+/// A second turn follows the first in the kept cache: its ids start after
+/// the first answer, and its tokens are those of one fresh feed of the
+/// whole conversation.
+#[test]
+fn a_second_turn_reuses_the_cache() {
+    let model = fixture("capi-turns", WeightMode::F32);
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let first = a.chat_turn(PROMPT);
+    assert_eq!(a.feed(&first), Status::Ok);
+    let _ = a.pull(6);
+    let cached = a.history();
+    let second = a.chat_turn("And of Italy?");
+    assert!(
+        second.len() < first.len() + 8,
+        "no system turn again: {second:?}"
+    );
+    assert_eq!(a.feed(&second), Status::Ok, "{}", a.error());
+    assert_eq!(a.history()[..cached.len()], cached[..]);
+    let (next, _) = a.pull(6);
+
+    let b = Open::new(&model, &cfg);
+    let whole: Vec<u32> = cached.iter().chain(&second).copied().collect();
+    assert_eq!(b.feed(&whole), Status::Ok);
+    assert_eq!(b.pull(6).0, next);
+
+    // Reset: a first turn again (with the system turn).
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { kestrel_reset(a.h) }, Status::Ok);
+    assert_eq!(a.chat_turn(PROMPT), first);
+}
+
+/// The host's parallel for: every index on a scoped thread of its own.
+unsafe extern "C" fn threads(_pool: *mut c_void, n: usize, task_fn: TaskFn, task: *mut c_void) {
+    let task = task as usize;
+    std::thread::scope(|s| {
+        for i in 0..n {
+            // SAFETY: the library's task, each index once, all joined
+            // before returning.
+            s.spawn(move || unsafe { task_fn(task as *mut c_void, i) });
+        }
+    });
+}
+
+#[test]
+fn the_parallel_callback_gives_the_same_tokens() {
+    let model = fixture("capi-threads", WeightMode::Dual);
+    let serial = greedy_config();
+    let pooled = KestrelConfig {
+        threads: 3,
+        parallel: Some(threads),
+        ..serial
+    };
+    let mut got = Vec::new();
+    for cfg in [serial, pooled] {
+        let e = Open::new(&model, &cfg);
+        assert_eq!(e.feed(&e.chat_turn(PROMPT)), Status::Ok);
+        got.push(e.pull(8).0);
+    }
+    assert_eq!(got[0], got[1]);
+}
+
+/// Opens with `model[..len]` in `memory` (at `offset` from 64-byte
+/// alignment); the status and the error buffer's text.
+fn try_open(
+    model: &[u8],
+    cfg: &KestrelConfig,
+    memory_len: Option<usize>,
+    offset: usize,
+) -> (Status, String) {
+    let mut m = Aligned::of(model);
+    let (mut size, mut err) = (0usize, [0 as c_char; 256]);
+    let mut h = null_mut();
+    // SAFETY: valid buffers for their lengths.
+    unsafe {
+        let st = kestrel_memory_size(m.ptr(), model.len(), cfg, &mut size, err.as_mut_ptr(), 256);
+        if st != Status::Ok {
+            return (
+                st,
+                CStr::from_ptr(err.as_ptr()).to_string_lossy().into_owned(),
+            );
+        }
+        let len = memory_len.unwrap_or(size);
+        let mut memory = Aligned::new(len + offset);
+        let at = memory.ptr().cast::<u8>().add(offset).cast();
+        let st = kestrel_open(
+            m.ptr(),
+            model.len(),
+            cfg,
+            at,
+            len,
+            &mut h,
+            err.as_mut_ptr(),
+            256,
+        );
+        let msg = CStr::from_ptr(err.as_ptr()).to_string_lossy().into_owned();
+        if st == Status::Ok {
+            assert_eq!(kestrel_close(h), Status::Ok);
+        } else {
+            assert!(h.is_null(), "a failed open leaves *out NULL");
+            assert!(!msg.is_empty(), "a failed open says why");
+        }
+        (st, msg)
+    }
+}
+
+#[test]
+fn bad_input_through_the_abi_gives_a_status_and_a_message() {
+    let model = fixture("capi-misuse", WeightMode::Dual);
+    let cfg = greedy_config();
+    let mut m = Aligned::of(&model);
+    let (mut size, mut err) = (0usize, [0 as c_char; 256]);
+    let mut h = null_mut();
+    let mp = m.ptr();
+    let n = model.len();
+    // SAFETY: every call below gets NULL or valid pointers, as the tests
+    // intend; nothing is read through a bad pointer.
+    unsafe {
+        // NULL everywhere the open path takes a pointer.
+        assert_eq!(kestrel_config_init(null_mut()), Status::Argument);
+        assert_eq!(
+            kestrel_memory_size(null(), n, &cfg, &mut size, err.as_mut_ptr(), 256),
+            Status::Model
+        );
+        assert_eq!(
+            kestrel_memory_size(mp, n, null(), &mut size, err.as_mut_ptr(), 256),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_memory_size(mp, n, &cfg, null_mut(), null_mut(), 0),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_memory_size(mp, 0, &cfg, &mut size, err.as_mut_ptr(), 256),
+            Status::Model
+        );
+        assert_eq!(
+            kestrel_memory_size(mp, n, &cfg, &mut size, null_mut(), 0),
+            Status::Ok
+        );
+        let mut memory = Aligned::new(size);
+        let mem = memory.ptr();
+        assert_eq!(
+            kestrel_open(mp, n, &cfg, mem, size, null_mut(), null_mut(), 0),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_open(mp, n, &cfg, null_mut(), size, &mut h, null_mut(), 0),
+            Status::Memory
+        );
+        assert_eq!(
+            kestrel_open(null(), n, &cfg, mem, size, &mut h, null_mut(), 0),
+            Status::Model
+        );
+        assert_eq!(
+            kestrel_open(mp, n, null(), mem, size, &mut h, null_mut(), 0),
+            Status::Argument
+        );
+        assert!(h.is_null());
+        // A message cut to a tiny buffer stays NUL-terminated.
+        let mut tiny = [1 as c_char; 4];
+        assert_eq!(
+            kestrel_open(mp, n, &cfg, null_mut(), size, &mut h, tiny.as_mut_ptr(), 4),
+            Status::Memory
+        );
+        assert_eq!(tiny[3], 0);
+    }
+
+    // Memory too small, misaligned; the model truncated, damaged, misaligned.
+    assert_eq!(try_open(&model, &cfg, Some(size - 1), 0).0, Status::Memory);
+    assert_eq!(try_open(&model, &cfg, None, 8).0, Status::Memory);
+    assert_eq!(try_open(&model, &cfg, None, 0).0, Status::Ok);
+    for cut in [0, 7, 64, 4096, model.len() / 2, model.len() - 1] {
+        let (st, msg) = try_open(&model[..cut], &cfg, None, 0);
+        assert_eq!(st, Status::Model, "truncated at {cut}: {msg}");
+    }
+    let mut damaged = model.clone();
+    damaged[0] ^= 0xff;
+    assert_eq!(try_open(&damaged, &cfg, None, 0).0, Status::Model);
+    // SAFETY: `mp + 1` is readable for `n - 1` bytes.
+    let st = unsafe {
+        kestrel_memory_size(
+            mp.cast::<u8>().add(1).cast(),
+            n - 1,
+            &cfg,
+            &mut size,
+            err.as_mut_ptr(),
+            256,
+        )
+    };
+    assert_eq!(st, Status::Model);
+    let mut misaligned = Aligned::new(n + 1);
+    misaligned.bytes_mut()[1..].copy_from_slice(&model);
+    let mut aligned_size = 0;
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            kestrel_memory_size(mp, n, &cfg, &mut aligned_size, null_mut(), 0),
+            Status::Ok
+        );
+        let mut memory = Aligned::new(aligned_size);
+        let p = misaligned.ptr().cast::<u8>().add(1).cast();
+        let st = kestrel_open(
+            p,
+            n,
+            &cfg,
+            memory.ptr(),
+            aligned_size,
+            &mut h,
+            err.as_mut_ptr(),
+            256,
+        );
+        assert_eq!(st, Status::Model);
+        assert!(CStr::from_ptr(err.as_ptr())
+            .to_string_lossy()
+            .contains("64-byte aligned"));
+    }
+
+    // Settings out of range.
+    for bad in [
+        KestrelConfig {
+            struct_size: 8,
+            ..cfg
+        },
+        KestrelConfig {
+            cpu_features: 1 << 9,
+            ..cfg
+        },
+        KestrelConfig { kv_f32: 2, ..cfg },
+        KestrelConfig { threads: 2, ..cfg },
+        KestrelConfig { threads: 0, ..cfg },
+        KestrelConfig { draft: 99, ..cfg },
+        KestrelConfig { context: 0, ..cfg },
+        KestrelConfig { batch: 0, ..cfg },
+    ] {
+        let (st, msg) = try_open(&model, &bad, None, 0);
+        assert!(
+            matches!(st, Status::Argument | Status::Model),
+            "{bad:?}: {st:?} {msg}"
+        );
+        assert!(!msg.is_empty());
+    }
+
+    // Handle calls: NULL and closed handles.
+    let mut buf = [0u8; 64];
+    let (mut len, mut id, mut ids) = (0usize, 0u32, [0u32; 64]);
+    let out = buf.as_mut_ptr().cast::<c_char>();
+    let calls = |h: *mut Handle| -> Vec<Status> {
+        let (mut len, mut id, mut ids, mut p) = (0usize, 0u32, [0u32; 8], null());
+        let mut buf = [0u8; 8];
+        let out = buf.as_mut_ptr().cast::<c_char>();
+        // SAFETY: NULL or a closed handle (its block still the test's).
+        unsafe {
+            vec![
+                kestrel_tokenize(h, c"a".as_ptr(), 1, 0, ids.as_mut_ptr(), 8, &mut len),
+                kestrel_chat_turn(
+                    h,
+                    null(),
+                    0,
+                    c"a".as_ptr(),
+                    1,
+                    ids.as_mut_ptr(),
+                    8,
+                    &mut len,
+                ),
+                kestrel_detokenize(h, ids.as_ptr(), 1, out, 8, &mut len),
+                kestrel_feed(h, ids.as_ptr(), 1),
+                kestrel_next(h, &mut id),
+                kestrel_piece(h, 1, out, 8, &mut len),
+                kestrel_piece_end(h, out, 8, &mut len),
+                kestrel_generate(h, 1, None, null_mut(), null_mut()),
+                kestrel_history(h, &mut p, &mut len),
+                kestrel_cancel(h),
+                kestrel_reset(h),
+                kestrel_close(h),
+            ]
+        }
+    };
+    assert!(calls(null_mut()).iter().all(|&s| s == Status::Argument));
+    // SAFETY: NULL handles.
+    unsafe {
+        assert!(!CStr::from_ptr(kestrel_error(null())).to_bytes().is_empty());
+        assert_eq!(kestrel_vocab(null()), 0);
+        assert_eq!(CStr::from_ptr(kestrel_kernels(null())).to_bytes(), b"");
+    }
+    let closed = Open::new(&model, &cfg);
+    // SAFETY: a live handle, closed once.
+    assert_eq!(unsafe { kestrel_close(closed.h) }, Status::Ok);
+    assert!(calls(closed.h).iter().all(|&s| s == Status::Argument));
+
+    // Calls out of order, ids out of range, buffers too small, bad text.
+    let e = Open::new(&model, &KestrelConfig { context: 32, ..cfg });
+    // SAFETY: a live handle and valid buffers (NULL where tested).
+    unsafe {
+        let vocab = kestrel_vocab(e.h);
+        assert!(vocab > 0);
+        assert_eq!(kestrel_next(e.h, &mut id), Status::Order);
+        assert!(e.error().contains("out of order"), "{}", e.error());
+        assert_eq!(
+            kestrel_generate(e.h, 4, None, null_mut(), null_mut()),
+            Status::Order
+        );
+        assert_eq!(kestrel_next(e.h, null_mut()), Status::Argument);
+        assert_eq!(e.feed(&[vocab]), Status::Token);
+        assert!(
+            e.error().contains("outside the vocabulary"),
+            "{}",
+            e.error()
+        );
+        assert_eq!(kestrel_piece(e.h, vocab, out, 64, &mut len), Status::Token);
+        assert_eq!(
+            kestrel_detokenize(e.h, [vocab].as_ptr(), 1, out, 64, &mut len),
+            Status::Token
+        );
+        assert_eq!(kestrel_feed(e.h, null(), 3), Status::Argument);
+        assert_eq!(kestrel_feed(e.h, null(), 0), Status::Ok);
+        // Buffers too small report the size needed, and change nothing.
+        let text = "hello world, hello again";
+        let st = kestrel_tokenize(
+            e.h,
+            text.as_ptr().cast(),
+            text.len(),
+            0,
+            ids.as_mut_ptr(),
+            1,
+            &mut len,
+        );
+        assert_eq!(st, Status::Buffer);
+        let need = len;
+        assert!(need > 1);
+        let st = kestrel_tokenize(
+            e.h,
+            text.as_ptr().cast(),
+            text.len(),
+            0,
+            ids.as_mut_ptr(),
+            64,
+            &mut len,
+        );
+        assert_eq!((st, len), (Status::Ok, need));
+        assert_eq!(
+            kestrel_detokenize(e.h, ids.as_ptr(), need, out, 2, &mut len),
+            Status::Buffer
+        );
+        assert_eq!(len, text.len());
+        assert_eq!(
+            kestrel_tokenize(
+                e.h,
+                text.as_ptr().cast(),
+                text.len(),
+                2,
+                ids.as_mut_ptr(),
+                64,
+                &mut len
+            ),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_tokenize(e.h, null(), 5, 0, ids.as_mut_ptr(), 64, &mut len),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_tokenize(
+                e.h,
+                text.as_ptr().cast(),
+                text.len(),
+                0,
+                null_mut(),
+                64,
+                &mut len
+            ),
+            Status::Argument
+        );
+        let bad = [0xffu8, 0xfe];
+        assert_eq!(
+            kestrel_tokenize(
+                e.h,
+                bad.as_ptr().cast(),
+                2,
+                0,
+                ids.as_mut_ptr(),
+                64,
+                &mut len
+            ),
+            Status::Argument
+        );
+        assert!(e.error().contains("UTF-8"));
+        let long = "x".repeat(5000);
+        assert_eq!(
+            kestrel_tokenize(
+                e.h,
+                long.as_ptr().cast(),
+                long.len(),
+                0,
+                ids.as_mut_ptr(),
+                64,
+                &mut len
+            ),
+            Status::Argument
+        );
+        assert_eq!(
+            kestrel_chat_turn(
+                e.h,
+                null(),
+                3,
+                c"a".as_ptr(),
+                1,
+                ids.as_mut_ptr(),
+                64,
+                &mut len
+            ),
+            Status::Argument
+        );
+        // The context (32) full.
+        let prompt = e.chat_turn(PROMPT);
+        let many: Vec<u32> = prompt.iter().cycle().take(40).copied().collect();
+        assert_eq!(e.feed(&many), Status::Context);
+        assert!(e.error().contains("context full"));
+        // A cancel stops the next call, once.
+        assert_eq!(kestrel_cancel(e.h), Status::Ok);
+        assert_eq!(e.feed(&prompt), Status::Cancelled);
+        assert_eq!(e.feed(&prompt), Status::Ok, "{}", e.error());
+        assert_eq!(e.error(), "");
+        // A piece that does not fit changes nothing and says its size.
+        let st = kestrel_tokenize(e.h, c"a".as_ptr(), 1, 0, ids.as_mut_ptr(), 64, &mut len);
+        assert_eq!((st, len), (Status::Ok, 1), "{:?}", &ids[..len]);
+        assert_eq!(kestrel_piece(e.h, ids[0], out, 0, &mut len), Status::Buffer);
+        assert_eq!(len, 1);
+        let st = kestrel_piece(e.h, ids[0], out, 64, &mut len);
+        assert_eq!((st, &buf[..len]), (Status::Ok, &b"a"[..]));
+        assert_eq!(kestrel_next(e.h, &mut id), Status::Ok);
+        // Pull until the context is full: an error, then the order error.
+        let mut last = Status::Ok;
+        for _ in 0..64 {
+            last = kestrel_next(e.h, &mut id);
+            if last != Status::Ok {
+                break;
+            }
+        }
+        assert!(matches!(last, Status::Context | Status::End), "{last:?}");
+        assert_eq!(kestrel_close(e.h), Status::Ok);
+    }
+}
+
+/// The seed the capi_open fuzz target starts from opens and generates (so
+/// the target reaches past the parser).
+#[test]
+fn the_fuzz_seed_opens_and_generates() {
+    let seed = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("vectors/fuzz/capi_open/seed-dev-qwen2-dense-q4.vqf"),
+    )
+    .unwrap();
+    let e = Open::new(&seed, &greedy_config());
+    assert_eq!(e.feed(&e.chat_turn("hi")), Status::Ok, "{}", e.error());
+    assert_eq!(e.pull(3).0.len(), 3);
+}

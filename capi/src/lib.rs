@@ -535,7 +535,9 @@ unsafe fn with_engine(
 /// The library's version, NUL-terminated (static).
 #[no_mangle]
 pub extern "C" fn kestrel_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+    concat!(env!("CARGO_PKG_VERSION"), "\0")
+        .as_ptr()
+        .cast::<c_char>()
 }
 
 /// The ABI's number ([`ABI_VERSION`]).
@@ -611,7 +613,7 @@ unsafe fn plan(
 /// `err` is NULL or writable for `err_len` bytes.
 unsafe fn report(err: *mut c_char, err_len: usize, e: &Failure) -> Status {
     // SAFETY: the caller's contract.
-    if let Ok(buf) = unsafe { out_slice(err as *mut u8, err_len, "") } {
+    if let Ok(buf) = unsafe { out_slice(err.cast::<u8>(), err_len, "") } {
         write_message(buf, &e.message);
     }
     e.status
@@ -668,7 +670,7 @@ pub unsafe extern "C" fn kestrel_open(
     match unsafe { open(model, model_len, config, memory, memory_len, out) } {
         Ok(()) => {
             // SAFETY: the caller's contract: `err` NULL or writable.
-            if let Ok([first, ..]) = unsafe { out_slice(err as *mut u8, err_len.min(1), "") } {
+            if let Ok([first, ..]) = unsafe { out_slice(err.cast::<u8>(), err_len.min(1), "") } {
                 *first = 0;
             }
             Status::Ok
@@ -955,7 +957,7 @@ pub unsafe extern "C" fn kestrel_detokenize(
         // SAFETY: the pointers' contract (this function's Safety section).
         let ids = unsafe { ids_in(ids, n) }?;
         // SAFETY: the pointers' contract (this function's Safety section).
-        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { counted(len, e.detokenize(ids, out)) }
     };
@@ -1037,7 +1039,7 @@ pub unsafe extern "C" fn kestrel_piece(
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
         // SAFETY: the pointers' contract (this function's Safety section).
-        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { counted(len, e.piece(id, out).map(str::len)) }
     };
@@ -1059,7 +1061,7 @@ pub unsafe extern "C" fn kestrel_piece_end(
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
         // SAFETY: the pointers' contract (this function's Safety section).
-        let out = unsafe { out_slice(out as *mut u8, cap, "out is NULL") }?;
+        let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { counted(len, e.piece_end(out).map(str::len)) }
     };
@@ -1090,7 +1092,7 @@ pub unsafe extern "C" fn kestrel_generate(
                 // SAFETY: the host's callback, with its pointer and the
                 // text's bytes, valid during the call.
                 // SAFETY: the pointers' contract (this function's Safety section).
-                unsafe { f(user, s.as_ptr() as *const c_char, s.len()) };
+                unsafe { f(user, s.as_ptr().cast::<c_char>(), s.len()) };
             }
         };
         let g = e.generate(max_tokens as usize, cancel, &mut emit)?;
@@ -1166,7 +1168,7 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         // stores an `AbortFn`.
         let f: AbortFn = unsafe { core::mem::transmute::<*mut c_void, AbortFn>(f) };
         // SAFETY: the host's callback with a NUL-terminated message.
-        unsafe { f(buf.as_ptr() as *const c_char) };
+        unsafe { f(buf.as_ptr().cast::<c_char>()) };
     }
     trap()
 }

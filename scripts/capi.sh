@@ -5,6 +5,7 @@
 #       libkestrel-aarch64-none.a   static, aarch64-unknown-none (no_std: firmware, RTOS)
 #       libkestrel-x86_64-linux.a   static, x86_64-unknown-linux-gnu
 #       libkestrel-x86_64-linux.so  shared, x86_64-unknown-linux-gnu (Python's ctypes)
+#       libkestrel-thumbv7em-none.a static, thumbv7em-none-eabihf (Cortex-M4F/M7; built only)
 #   Cargo cannot choose a crate type per target, so the manifest builds an
 #   rlib and each library is asked for here with `cargo rustc --crate-type`
 #   and the `panic-handler` feature (the no_std libraries' own handler).
@@ -22,7 +23,9 @@
 #         model's `source` file, serial and with a pthread pool behind the
 #         parallel-for callback: the same as `kestrel run`;
 #       - examples/python/run.py (ctypes, the shared library) on the same
-#         file: the same as `kestrel run`.
+#         file: the same as `kestrel run`;
+#       - the C example of docs/embedding.md, compiled as written and run on
+#         the dense fixture: the same text as `kestrel run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -39,6 +42,9 @@ cp target/aarch64-unknown-none/release/libkestrel_capi.a "$out/libkestrel-aarch6
 lib x86_64-unknown-linux-gnu staticlib,cdylib
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.a "$out/libkestrel-x86_64-linux.a"
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.so "$out/libkestrel-x86_64-linux.so"
+# A Cortex-M target too (the library's size on a 32-bit MCU; not run).
+lib thumbv7em-none-eabihf staticlib
+cp target/thumbv7em-none-eabihf/release/libkestrel_capi.a "$out/libkestrel-thumbv7em-none.a"
 for f in "$out"/libkestrel-*; do echo "$(basename "$f"): $(stat -c %s "$f") bytes"; done
 if [ "$mode" = build ]; then exit 0; fi
 
@@ -116,3 +122,13 @@ same "c-host-linux (serial)" "$want" "$linux" "$real" "$real_prompt" 24 1
 same "c-host-linux (2 threads)" "$want" "$linux" "$real" "$real_prompt" 24 2
 same "examples/python/run.py" "$want" python3 examples/python/run.py \
     "$out/libkestrel-x86_64-linux.so" "$real" "$real_prompt" 24
+
+echo "== the example of docs/embedding.md, as written"
+example=$out/embedding-example
+awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' docs/embedding.md >"$example.c"
+[ "$(wc -l <"$example.c")" -ge 20 ] || { echo "no C example found in docs/embedding.md"; exit 1; }
+echo "docs/embedding.md's example: $(wc -l <"$example.c") lines"
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude "$example.c" "$out/libkestrel-x86_64-linux.a" -o "$example"
+# The example states no CPU features: the scalar kernels, as KESTREL_KERNELS=scalar.
+want=$(KESTREL_KERNELS=scalar cargo run -q --locked -p kestrel -- run "$vqf" -p "$prompt" -n 64 --temp 0 -t 1 2>/dev/null)
+same "docs/embedding.md's example" "$want" "$example" "$vqf" "$prompt"

@@ -37,11 +37,10 @@ echo "| file | kestrel run | C host | C host / kestrel run |"
 echo "|---|---:|---:|---:|"
 for m in $modes; do
     f=.cache/vqf/0.5b-$m.vqf
-    r1=$(count "$m-run-1" "$kestrel" run "$f" -p "$prompt" -n 1 --temp 0 -t 1 --no-pin)
-    r17=$(count "$m-run-17" "$kestrel" run "$f" -p "$prompt" -n 17 --temp 0 -t 1 --no-pin)
+    r1=$(count "$m-run-1" "$kestrel" run "$f" -p "$prompt" -n 1 --temp 0 -t 1 --no-pin --ids)
+    r17=$(count "$m-run-17" "$kestrel" run "$f" -p "$prompt" -n 17 --temp 0 -t 1 --no-pin --ids)
     c1=$(count "$m-c-1" "$out/c-host" "$f" "$prompt" 1)
     c17=$(count "$m-c-17" "$out/c-host" "$f" "$prompt" 17)
-    head -c 300 "$out/$m-c-17.out" | tail -1 >&2 || true
     cmp -s <(tail -1 "$out/$m-run-17.out") <(tail -1 "$out/$m-c-17.out") ||
         { echo "the C host's tokens differ from kestrel run's ($m)" >&2; exit 1; }
     python3 -c "a,b=($r17-$r1)/16,($c17-$c1)/16; print(f'| \`$m\` | {a/1e6:.3f} M | {b/1e6:.3f} M | {b/a:.5f} |')"

@@ -36,6 +36,7 @@ use kestrel_core::model::weights::LayerWeights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::KvType;
+use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
 /// The ABI's number: bumped when a function, a type or a constant of
@@ -589,7 +590,7 @@ unsafe fn plan(
     model: *const c_void,
     model_len: usize,
     config: *const KestrelConfig,
-) -> Result<(&'static [u8], Config, SamplerConfig, Sizes, BlockLayout), Failure> {
+) -> Result<(Vqf<'static>, Config, SamplerConfig, Sizes, BlockLayout), Failure> {
     if config.is_null() || !config.is_aligned() {
         return Err(argument("config is NULL"));
     }
@@ -602,9 +603,10 @@ unsafe fn plan(
     // SAFETY: the contract: the model's bytes are readable for `model_len`
     // and stay unchanged while any handle over them is in use.
     let bytes = unsafe { bytes(model, model_len, "model is NULL") }?;
-    let sizes = Sizes::new(bytes, &cfg)?;
+    let vqf = Vqf::parse(bytes)?;
+    let sizes = Sizes::of(&vqf, &cfg)?;
     let layout = BlockLayout::new(&sizes).ok_or(fail(Status::Memory, "memory size overflows"))?;
-    Ok((bytes, cfg, sampler, sizes, layout))
+    Ok((vqf, cfg, sampler, sizes, layout))
 }
 
 /// Writes a failure into the caller's error buffer.
@@ -698,7 +700,7 @@ unsafe fn open(
     // SAFETY: checked; writable by the contract.
     unsafe { out.write(ptr::null_mut()) };
     // SAFETY: the caller's contract, passed on.
-    let (bytes, cfg, sampler, sizes, layout) = unsafe { plan(model, model_len, config) }?;
+    let (vqf, cfg, sampler, sizes, layout) = unsafe { plan(model, model_len, config) }?;
     // SAFETY: `plan` checked `config`.
     let c = unsafe { &*config };
     if memory.is_null() {
@@ -733,7 +735,7 @@ unsafe fn open(
         }
         let layers = core::slice::from_raw_parts_mut(layers, sizes.layers);
         let model = base.add(layout.model) as *mut Model<'static>;
-        model.write(Model::open(bytes, layers)?);
+        model.write(Model::of(vqf, layers)?);
         let model: &'static Model<'static> = &*model;
         let arena = base.add(layout.memory);
         ptr::write_bytes(arena, 0, sizes.memory);

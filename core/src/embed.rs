@@ -106,7 +106,9 @@ impl Sizes {
         Sizes::of(&vqf, config)
     }
 
-    fn of(vqf: &Vqf, config: &Config) -> Result<Sizes, Error> {
+    /// [`Sizes::new`] for a file already parsed (each parse checks every
+    /// byte: a host that opens the model right after sizes it once).
+    pub fn of(vqf: &Vqf, config: &Config) -> Result<Sizes, Error> {
         let cfg = vqf.config();
         let opts = options(vqf, config)?;
         if config.text_bytes > MAX_TEXT_BYTES {
@@ -217,13 +219,17 @@ impl<'m> Model<'m> {
     /// Opens the VQF file in `bytes` (64-byte aligned: its f32 and f16
     /// tensors are read in place); `layers` holds [`Sizes::layers`] views.
     pub fn open(bytes: &'m [u8], layers: &'m mut [LayerWeights<'m>]) -> Result<Model<'m>, Error> {
-        if bytes.as_ptr().align_offset(64) != 0 {
+        Model::of(Vqf::parse(bytes)?, layers)
+    }
+
+    /// [`Model::open`] of a file already parsed.
+    pub fn of(vqf: Vqf<'m>, layers: &'m mut [LayerWeights<'m>]) -> Result<Model<'m>, Error> {
+        if vqf.bytes().as_ptr().align_offset(64) != 0 {
             return Err(Error::Malformed {
                 what: "model bytes: not 64-byte aligned in memory",
                 at: 0,
             });
         }
-        let vqf = Vqf::parse(bytes)?;
         Ok(Model {
             weights: Weights::new(vqf, true, layers)?,
         })

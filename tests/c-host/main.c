@@ -16,6 +16,9 @@
  *   THREADS > 1 a small pthread pool behind the parallel-for callback.
  * Exit status: 0, 1 on an error (the message on stderr).
  */
+#ifndef KESTREL_FREESTANDING
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, mmap, pthreads under -std=c11 */
+#endif
 #include "kestrel.h"
 
 #define PROMPT "The capital of France"
@@ -48,6 +51,13 @@ static _Noreturn void quit(int code) {
     sys3(94, code, 0, 0); /* exit_group */
     for (;;) {
     }
+}
+
+/* Microseconds of CLOCK_MONOTONIC (clock_gettime, syscall 113). */
+static uint64_t now_us(void) {
+    long ts[2] = {0, 0};
+    sys3(113, 1, (long)ts, 0);
+    return (uint64_t)ts[0] * 1000000u + (uint64_t)ts[1] / 1000u;
 }
 
 #define STR2(x) #x
@@ -85,7 +95,14 @@ static uint32_t cpu_features(const unsigned long *auxv) {
 #include <sys/auxv.h>
 #endif
 
+#include <time.h>
+
 static void out(int fd, const char *s, size_t n) { fwrite(s, 1, n, fd == 1 ? stdout : stderr); }
+static uint64_t now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
 static void quit(int code) { fflush(stdout); exit(code); }
 
 static uint32_t cpu_features(void) {
@@ -161,11 +178,11 @@ static void say(int fd, const char *s) {
     out(fd, s, n);
 }
 
-static void say_u32(uint32_t v) {
-    char b[10];
-    int i = 10;
+static void say_u64(int fd, uint64_t v) {
+    char b[20];
+    int i = 20;
     do b[--i] = (char)('0' + v % 10); while ((v /= 10) != 0);
-    out(1, b + i, (size_t)(10 - i));
+    out(fd, b + i, (size_t)(20 - i));
 }
 
 static int failed(kestrel_engine *e, const char *what) {
@@ -185,6 +202,7 @@ static int generate(const void *model, size_t len, void *memory, size_t cap, kes
     char err[256], text[256];
     size_t need, n, piece;
     uint32_t id, count = 0;
+    uint64_t t0, t1, t2;
     kestrel_engine *e;
     kestrel_status st;
     if (kestrel_abi_version() != KESTREL_ABI_VERSION) return say(2, "c-host: ABI mismatch\n"), 1;
@@ -193,7 +211,9 @@ static int generate(const void *model, size_t len, void *memory, size_t cap, kes
         return say(2, "c-host: "), say(2, err), say(2, "\n"), 1;
     if (kestrel_chat_turn(e, NULL, 0, prompt, prompt_len, prompt_ids, MAX_TOKENS, &n) != KESTREL_OK)
         return failed(e, "chat_turn");
+    t0 = now_us();
     if (kestrel_feed(e, prompt_ids, n) != KESTREL_OK) return failed(e, "feed");
+    t1 = now_us();
     while (count < n_predict && count < MAX_TOKENS) {
         st = kestrel_next(e, &id);
         if (st == KESTREL_END) break;
@@ -204,13 +224,22 @@ static int generate(const void *model, size_t len, void *memory, size_t cap, kes
     }
     if (kestrel_piece_end(e, text, sizeof text, &piece) != KESTREL_OK) return failed(e, "piece_end");
     out(1, text, piece);
+    t2 = now_us();
     say(1, "\n[");
     for (uint32_t i = 0; i < count; i++) {
         if (i) say(1, ", ");
-        say_u32(answer[i]);
+        say_u64(1, answer[i]);
     }
     say(1, "]\n");
-    say(2, "c-host: ");
+    say(2, "c-host: prefill ");
+    say_u64(2, n);
+    say(2, " tok in ");
+    say_u64(2, t1 - t0);
+    say(2, " us, decode ");
+    say_u64(2, count);
+    say(2, " tok in ");
+    say_u64(2, t2 - t1);
+    say(2, " us, ");
     say(2, kestrel_kernels(e));
     say(2, " kernels\n");
     return kestrel_close(e) != KESTREL_OK;

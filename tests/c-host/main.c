@@ -123,22 +123,22 @@ static uint32_t cpu_features(void) {
 #endif
 }
 
-/* A pool of spinning workers behind kestrel_parallel_fn: the caller and the
-   workers claim indices from one counter; the caller returns when all are done. */
+/* A pool of spinning workers behind kestrel_parallel_fn: each job is
+   published by bumping `generation`; the caller and every worker claim
+   indices from one counter, and each worker counts itself `finished` when it
+   finds none left. The caller returns only when all workers have finished
+   the job, so no worker is still claiming when the next job is written. */
 static struct {
     _Atomic unsigned long generation;
-    _Atomic size_t next, done;
-    size_t n;
+    _Atomic size_t next, finished;
+    size_t n, workers;
     kestrel_task_fn fn;
     void *task;
 } pool;
 
 static void claim(void) {
     size_t i;
-    while ((i = atomic_fetch_add(&pool.next, 1)) < pool.n) {
-        pool.fn(pool.task, i);
-        atomic_fetch_add(&pool.done, 1);
-    }
+    while ((i = atomic_fetch_add(&pool.next, 1)) < pool.n) pool.fn(pool.task, i);
 }
 
 static void *worker(void *arg) {
@@ -152,6 +152,7 @@ static void *worker(void *arg) {
         }
         seen = g;
         claim();
+        atomic_fetch_add(&pool.finished, 1);
     }
     return NULL;
 }
@@ -161,11 +162,11 @@ static void parallel_for(void *ctx, size_t n, kestrel_task_fn fn, void *task) {
     pool.n = n;
     pool.fn = fn;
     pool.task = task;
-    atomic_store(&pool.done, 0);
     atomic_store(&pool.next, 0);
+    atomic_store(&pool.finished, 0);
     atomic_fetch_add(&pool.generation, 1);
     claim();
-    while (atomic_load(&pool.done) < n) {
+    while (atomic_load(&pool.finished) < pool.workers) {
     }
 }
 
@@ -283,6 +284,7 @@ int main(int argc, char **argv) {
         pthread_t t;
         cfg.threads = (uint32_t)atoi(argv[4]);
         cfg.parallel = parallel_for;
+        pool.workers = cfg.threads - 1;
         for (uint32_t i = 1; i < cfg.threads; i++) pthread_create(&t, NULL, worker, NULL);
     }
     if (kestrel_memory_size(model, (size_t)st.st_size, &cfg, &need, err, sizeof err) != KESTREL_OK)

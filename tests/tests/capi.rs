@@ -714,6 +714,80 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
     }
 }
 
+/// A character split across tokens streams whole with its last token; an
+/// unfinished one ends as U+FFFD.
+#[test]
+fn streamed_text_holds_a_split_character() {
+    let model = fixture("capi-utf8", WeightMode::Dual);
+    let e = Open::new(&model, &greedy_config());
+    let text = "é€";
+    let (mut ids, mut n, mut buf, mut len) = ([0u32; 16], 0usize, [0u8; 16], 0usize);
+    let out = buf.as_mut_ptr().cast::<c_char>();
+    // SAFETY: a live handle; valid buffers for their lengths.
+    unsafe {
+        let st = kestrel_tokenize(
+            e.h,
+            text.as_ptr().cast(),
+            text.len(),
+            0,
+            ids.as_mut_ptr(),
+            16,
+            &mut n,
+        );
+        assert_eq!(st, Status::Ok);
+        assert!(
+            n >= 3,
+            "the fixture's byte-level vocabulary splits the characters: {:?}",
+            &ids[..n]
+        );
+        let mut streamed = Vec::new();
+        let mut sizes = Vec::new();
+        for &id in &ids[..n] {
+            assert_eq!(kestrel_piece(e.h, id, out, 16, &mut len), Status::Ok);
+            sizes.push(len);
+            streamed.extend_from_slice(&buf[..len]);
+        }
+        assert_eq!(streamed, text.as_bytes(), "pieces {sizes:?}");
+        assert!(
+            sizes.contains(&0),
+            "some token completes no character: {sizes:?}"
+        );
+        // The first token of "€" alone, then the end: U+FFFD.
+        let euro = "€";
+        let st = kestrel_tokenize(
+            e.h,
+            euro.as_ptr().cast(),
+            3,
+            0,
+            ids.as_mut_ptr(),
+            16,
+            &mut n,
+        );
+        assert_eq!((st, n > 1), (Status::Ok, true), "{:?}", &ids[..n]);
+        assert_eq!(kestrel_piece(e.h, ids[0], out, 16, &mut len), Status::Ok);
+        assert_eq!(len, 0);
+        assert_eq!(kestrel_piece_end(e.h, out, 2, &mut len), Status::Buffer);
+        assert_eq!(kestrel_piece_end(e.h, out, 16, &mut len), Status::Ok);
+        assert_eq!(&buf[..len], "\u{fffd}".as_bytes());
+        // The whole text back through detokenize.
+        let st = kestrel_tokenize(
+            e.h,
+            text.as_ptr().cast(),
+            text.len(),
+            0,
+            ids.as_mut_ptr(),
+            16,
+            &mut n,
+        );
+        assert_eq!(st, Status::Ok);
+        assert_eq!(
+            kestrel_detokenize(e.h, ids.as_ptr(), n, out, 16, &mut len),
+            Status::Ok
+        );
+        assert_eq!(&buf[..len], text.as_bytes());
+    }
+}
+
 /// The seed the capi_open fuzz target starts from opens and generates (so
 /// the target reaches past the parser).
 #[test]

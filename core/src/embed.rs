@@ -29,7 +29,7 @@ use crate::parallel::Parallel;
 use crate::sampler::SamplerConfig;
 use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation, MAX_DRAFT};
 use crate::state::{ArenaSizes, KvType, Options, State};
-use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder, Tokenizer};
+use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
 use crate::vqf::Vqf;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -391,7 +391,10 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             });
         }
         let mut scratch = EncodeScratch::new(&mut *self.norm, &mut *self.work);
-        encode_into(&self.gen.tokenizer, text, data, &mut scratch, out)
+        let options = EncodeOptions::default();
+        self.gen
+            .tokenizer
+            .encode_data(text, data, options, out, &mut scratch)
     }
 
     /// Token ids of a user turn in the model's chat format, as `kestrel
@@ -436,7 +439,10 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         }
         let (text, data) = (w.as_str(), w.data_ranges());
         let mut scratch = EncodeScratch::new(&mut *self.norm, &mut *self.work);
-        encode_into(&self.gen.tokenizer, text, data, &mut scratch, out)
+        let options = EncodeOptions::default();
+        self.gen
+            .tokenizer
+            .encode_data(text, data, options, out, &mut scratch)
     }
 
     /// Runs `ids` through the model after the cached tokens (a whole
@@ -598,30 +604,4 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         self.stream = StreamDecoder::new(true);
         self.ready = false;
     }
-}
-
-/// Token ids of `text` (its `data` ranges never control tokens) into
-/// `out`; returns how many, or the count needed.
-fn encode_into(
-    tok: &Tokenizer,
-    text: &str,
-    data: &[Range<usize>],
-    scratch: &mut EncodeScratch,
-    out: &mut [u32],
-) -> Result<usize, Error> {
-    let mut n = 0usize;
-    tok.encode_each_data(text, data, EncodeOptions::default(), scratch, &mut |id| {
-        if let Some(slot) = out.get_mut(n) {
-            *slot = id;
-        }
-        n += 1;
-    })?;
-    if n > out.len() {
-        return Err(Error::BufferTooSmall {
-            what: "token ids",
-            need: n,
-            have: out.len(),
-        });
-    }
-    Ok(n)
 }

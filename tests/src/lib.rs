@@ -166,6 +166,24 @@ pub fn fixtures() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// The tied Qwen3 fixture (`dev_qwen3_dense_tied`) converted with `mode`
+/// (256 positions) to `dir/m.vqf`.
+pub fn tied_fixture(
+    dir: &std::path::Path,
+    mode: kestrel_core::convert::WeightMode,
+) -> std::path::PathBuf {
+    let vqf = dir.join("m.vqf");
+    kestrel::convert::convert(
+        &fixtures().join("dev_qwen3_dense_tied/hf"),
+        &vqf,
+        mode,
+        Some(256),
+        false,
+    )
+    .unwrap();
+    vqf
+}
+
 /// A fresh temporary directory for one test.
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}", std::process::id()));

@@ -6,14 +6,13 @@
 //! out of range, calls out of order, closed handles) returning a status
 //! and a message, never crashing.
 
-use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::generate::{chat_prompt, Session};
 use kestrel_capi::*;
 use kestrel_core::chat::{Message, Role};
 use kestrel_core::convert::WeightMode;
 use kestrel_core::sampler::SamplerConfig;
-use kestrel_tests::{fixtures, loader, temp_dir};
+use kestrel_tests::{loader, temp_dir, tied_fixture};
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::AtomicBool;
@@ -52,16 +51,7 @@ impl Aligned {
 /// The tied Qwen3 fixture (256 positions), converted once per test.
 fn fixture(name: &str, mode: WeightMode) -> Vec<u8> {
     let dir = temp_dir(name);
-    let vqf = dir.join("m.vqf");
-    convert(
-        &fixtures().join("dev_qwen3_dense_tied/hf"),
-        &vqf,
-        mode,
-        Some(256),
-        false,
-    )
-    .unwrap();
-    let bytes = std::fs::read(&vqf).unwrap();
+    let bytes = std::fs::read(tied_fixture(&dir, mode)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     bytes
 }
@@ -144,6 +134,26 @@ impl Open {
                 0,
                 user.as_ptr().cast(),
                 user.len(),
+                ids.as_mut_ptr(),
+                512,
+                &mut n,
+            )
+        };
+        assert_eq!(st, Status::Ok, "{}", self.error());
+        ids.truncate(n);
+        ids
+    }
+
+    /// Token ids of `text` as data.
+    fn tokenize(&self, text: &str) -> Vec<u32> {
+        let (mut ids, mut n) = (vec![0u32; 512], 0usize);
+        // SAFETY: valid buffers for their lengths.
+        let st = unsafe {
+            kestrel_tokenize(
+                self.h,
+                text.as_ptr().cast(),
+                text.len(),
+                0,
                 ids.as_mut_ptr(),
                 512,
                 &mut n,
@@ -721,28 +731,17 @@ fn streamed_text_holds_a_split_character() {
     let model = fixture("capi-utf8", WeightMode::Dual);
     let e = Open::new(&model, &greedy_config());
     let text = "é€";
-    let (mut ids, mut n, mut buf, mut len) = ([0u32; 16], 0usize, [0u8; 16], 0usize);
+    let ids = e.tokenize(text);
+    assert!(
+        ids.len() >= 3,
+        "the fixture's byte-level vocabulary splits them: {ids:?}"
+    );
+    let (mut buf, mut len) = ([0u8; 16], 0usize);
     let out = buf.as_mut_ptr().cast::<c_char>();
+    let (mut streamed, mut sizes) = (Vec::new(), Vec::new());
     // SAFETY: a live handle; valid buffers for their lengths.
     unsafe {
-        let st = kestrel_tokenize(
-            e.h,
-            text.as_ptr().cast(),
-            text.len(),
-            0,
-            ids.as_mut_ptr(),
-            16,
-            &mut n,
-        );
-        assert_eq!(st, Status::Ok);
-        assert!(
-            n >= 3,
-            "the fixture's byte-level vocabulary splits the characters: {:?}",
-            &ids[..n]
-        );
-        let mut streamed = Vec::new();
-        let mut sizes = Vec::new();
-        for &id in &ids[..n] {
+        for &id in &ids {
             assert_eq!(kestrel_piece(e.h, id, out, 16, &mut len), Status::Ok);
             sizes.push(len);
             streamed.extend_from_slice(&buf[..len]);
@@ -753,38 +752,16 @@ fn streamed_text_holds_a_split_character() {
             "some token completes no character: {sizes:?}"
         );
         // The first token of "€" alone, then the end: U+FFFD.
-        let euro = "€";
-        let st = kestrel_tokenize(
-            e.h,
-            euro.as_ptr().cast(),
-            3,
-            0,
-            ids.as_mut_ptr(),
-            16,
-            &mut n,
-        );
-        assert_eq!((st, n > 1), (Status::Ok, true), "{:?}", &ids[..n]);
-        assert_eq!(kestrel_piece(e.h, ids[0], out, 16, &mut len), Status::Ok);
+        let euro = e.tokenize("€");
+        assert!(euro.len() > 1, "{euro:?}");
+        assert_eq!(kestrel_piece(e.h, euro[0], out, 16, &mut len), Status::Ok);
         assert_eq!(len, 0);
         assert_eq!(kestrel_piece_end(e.h, out, 2, &mut len), Status::Buffer);
         assert_eq!(kestrel_piece_end(e.h, out, 16, &mut len), Status::Ok);
         assert_eq!(&buf[..len], "\u{fffd}".as_bytes());
         // The whole text back through detokenize.
-        let st = kestrel_tokenize(
-            e.h,
-            text.as_ptr().cast(),
-            text.len(),
-            0,
-            ids.as_mut_ptr(),
-            16,
-            &mut n,
-        );
-        assert_eq!(st, Status::Ok);
-        assert_eq!(
-            kestrel_detokenize(e.h, ids.as_ptr(), n, out, 16, &mut len),
-            Status::Ok
-        );
-        assert_eq!(&buf[..len], text.as_bytes());
+        let st = kestrel_detokenize(e.h, ids.as_ptr(), ids.len(), out, 16, &mut len);
+        assert_eq!((st, &buf[..len]), (Status::Ok, text.as_bytes()));
     }
 }
 

@@ -1,29 +1,13 @@
 //! Generation sessions: stop tokens end an answer (and join the
 //! conversation), the length limit and interrupts stop it too.
 
-use kestrel::convert::convert;
 use kestrel::engine::EngineArgs;
 use kestrel::generate::Session;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::sampler::SamplerConfig;
 use kestrel_tests::loader;
-use kestrel_tests::{fixtures, json_ids, temp_dir};
+use kestrel_tests::{fixtures, json_ids, temp_dir, tied_fixture};
 use std::sync::atomic::AtomicBool;
-
-/// The tied Qwen3 fixture converted with `mode` (256 positions) to
-/// `dir/m.vqf`.
-fn tied_fixture(dir: &std::path::Path, mode: WeightMode) -> std::path::PathBuf {
-    let vqf = dir.join("m.vqf");
-    convert(
-        &fixtures().join("dev_qwen3_dense_tied/hf"),
-        &vqf,
-        mode,
-        Some(256),
-        false,
-    )
-    .unwrap();
-    vqf
-}
 
 #[test]
 fn stop_tokens_length_and_interrupts() {

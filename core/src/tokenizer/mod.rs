@@ -203,8 +203,21 @@ impl<'a> Tokenizer<'a> {
         out: &mut [u32],
         scratch: &mut EncodeScratch<'_>,
     ) -> Result<usize, Error> {
+        self.encode_data(text, &[], options, out, scratch)
+    }
+
+    /// [`Tokenizer::encode_with`] of a text whose byte ranges `data` are
+    /// data ([`Tokenizer::encode_each_data`]).
+    pub fn encode_data(
+        &self,
+        text: &str,
+        data: &[Range<usize>],
+        options: EncodeOptions,
+        out: &mut [u32],
+        scratch: &mut EncodeScratch<'_>,
+    ) -> Result<usize, Error> {
         let mut n = 0usize;
-        self.encode_each(text, options, scratch, &mut |id| {
+        self.encode_each_data(text, data, options, scratch, &mut |id| {
             if let Some(slot) = out.get_mut(n) {
                 *slot = id;
             }

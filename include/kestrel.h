@@ -12,10 +12,18 @@
  *   written even on KESTREL_E_BUFFER: the size the call needs.
  * - Ownership: the library keeps no pointer the host gave it except the
  *   model's bytes and the memory block of kestrel_open, which are the
- *   engine's, unchanged by the host, until kestrel_close.
+ *   engine's, unchanged by the host, and config.parallel / parallel_ctx,
+ *   which must stay callable, all until kestrel_close. After kestrel_close
+ *   the handle pointer is dead (calls with it fail while the block is left
+ *   untouched, but do not rely on it).
  * - Threads: a handle is used by one thread at a time; kestrel_cancel may be
- *   called from any thread (or an interrupt handler) while it is open.
- *   Distinct handles are independent (they may share one model's bytes).
+ *   called from any thread (or an interrupt handler) while it is open, but
+ *   not while kestrel_close runs. Distinct handles are independent (they may
+ *   share one model's bytes). From inside a callback of a call (on_text, a
+ *   parallel task) only kestrel_cancel may be called with that handle; any
+ *   other call returns KESTREL_E_ORDER.
+ * - Versions: check kestrel_abi_version() == KESTREL_ABI_VERSION before
+ *   kestrel_config_init (the struct's layout belongs to the ABI).
  * - The one promise the library cannot check: the CPU features the host
  *   states in kestrel_config.cpu_features. Claiming one the CPU lacks runs
  *   an undefined instruction.
@@ -40,7 +48,7 @@ typedef enum kestrel_status {
     KESTREL_E_MEMORY = -2,    /* memory block too small or not 64-byte aligned */
     KESTREL_E_MODEL = -3,     /* model bytes damaged, truncated, misaligned or unsupported */
     KESTREL_E_TOKEN = -4,     /* token id outside the vocabulary */
-    KESTREL_E_ORDER = -5,     /* call out of order (a token pulled before a prompt was fed) */
+    KESTREL_E_ORDER = -5,     /* call out of order (a token pulled before a prompt was fed; a call from inside a callback) */
     KESTREL_E_CONTEXT = -6,   /* the context (KV cache) is full */
     KESTREL_E_BUFFER = -7,    /* output buffer too small: the length out-parameter has the size needed */
     KESTREL_E_CANCELLED = -8, /* kestrel_cancel stopped the call */
@@ -63,7 +71,7 @@ typedef void (*kestrel_task_fn)(void *task, size_t index);
 typedef void (*kestrel_parallel_fn)(void *pool, size_t n, kestrel_task_fn task_fn, void *task);
 /* Streamed answer text: `len` bytes of UTF-8 (not NUL-terminated), valid during the call. */
 typedef void (*kestrel_text_fn)(void *user, const char *text, size_t len);
-/* Where a panic (a bug) is reported, NUL-terminated, before the library traps. */
+/* Where a panic (a bug) is reported, NUL-terminated, before the library traps (on whichever thread panicked, a pool thread too). */
 typedef void (*kestrel_abort_fn)(const char *message);
 
 typedef struct kestrel_config {
@@ -72,7 +80,7 @@ typedef struct kestrel_config {
     uint32_t batch;                /* prompt tokens per forward step (128) */
     uint32_t kv_f32;               /* 0: f16 KV cache (default), 1: f32 */
     uint32_t text_bytes;           /* longest text tokenize / chat_turn take (4096) */
-    uint32_t draft;                /* kestrel_generate: tokens drafted by prompt lookup per step (0: none, at most 8) */
+    uint32_t draft;                /* kestrel_generate: tokens drafted by prompt lookup per step (0: none, at most 32) */
     uint32_t cpu_features;         /* KESTREL_CPU_* bits the host detected (0) */
     uint32_t threads;              /* threads behind `parallel` (1; 1 without it) */
     kestrel_parallel_fn parallel;  /* the parallel for (NULL: every loop on the calling thread) */
@@ -92,14 +100,14 @@ const char *kestrel_version(void);
 uint32_t kestrel_abi_version(void);
 /* Fills *config with `kestrel run`'s defaults. Writes only *config; any thread. */
 kestrel_status kestrel_config_init(kestrel_config *config);
-/* Checks the model and writes the memory block's size for it and *config to *bytes; messages into err[err_len]. Reads model only during the call; any thread. */
+/* Checks the model and writes the memory block's size for it and *config to *bytes (not NULL); messages into err[err_len]. Reads model only during the call; any thread. */
 kestrel_status kestrel_memory_size(const void *model, size_t model_len, const kestrel_config *config,
                                    size_t *bytes, char *err, size_t err_len);
 /* Opens an engine in memory[memory_len] (64-byte aligned, kestrel_memory_size bytes) over model[model_len] (64-byte aligned); *out the handle. Both buffers are the engine's until kestrel_close; messages into err[err_len]. Any thread; the handle is then the caller's. */
 kestrel_status kestrel_open(const void *model, size_t model_len, const kestrel_config *config,
                             void *memory, size_t memory_len, kestrel_engine **out, char *err,
                             size_t err_len);
-/* Ends the handle; its memory and the model's bytes are the host's again. Owner thread. */
+/* Ends the handle; its memory, the model's bytes and the parallel callback are the host's again. Owner thread, with no kestrel_cancel in flight. */
 kestrel_status kestrel_close(kestrel_engine *engine);
 /* The message of the handle's last failed call ("" after a success); owned by the handle, valid until its next call. Owner thread. */
 const char *kestrel_error(const kestrel_engine *engine);
@@ -109,10 +117,10 @@ const char *kestrel_kernels(const kestrel_engine *engine);
 uint32_t kestrel_vocab(const kestrel_engine *engine);
 /* The tokens in the KV cache: *ids points into the handle's memory (valid until its next call), *n of them. Owner thread. */
 kestrel_status kestrel_history(kestrel_engine *engine, const uint32_t **ids, size_t *n);
-/* Token ids of text[len] into ids[cap], *n their count. special 0: all text is data, never control tokens; 1: special tokens' text becomes them (your own template). Owner thread. */
+/* Token ids of text[len] (len at most config.text_bytes) into ids[cap], *n their count (n not NULL). special 0: all text is data, never control tokens; 1: special tokens' text becomes them (your own template). Owner thread. */
 kestrel_status kestrel_tokenize(kestrel_engine *engine, const char *text, size_t len, int special,
                                 uint32_t *ids, size_t cap, size_t *n);
-/* Token ids of a user turn in the model's chat format (as `kestrel run`; after cached turns, the next turn); system may be NULL (the template's default). Texts are data. Owner thread. */
+/* Token ids of a user turn in the model's chat format (as `kestrel run`; after cached turns, the next turn) into ids[cap], *n their count; system may be NULL (the template's default); the texts together at most config.text_bytes, and data. Owner thread. */
 kestrel_status kestrel_chat_turn(kestrel_engine *engine, const char *system, size_t system_len,
                                  const char *user, size_t user_len, uint32_t *ids, size_t cap,
                                  size_t *n);
@@ -127,14 +135,14 @@ kestrel_status kestrel_next(kestrel_engine *engine, uint32_t *id);
 kestrel_status kestrel_piece(kestrel_engine *engine, uint32_t id, char *out, size_t cap, size_t *len);
 /* Ends the answer's text stream: an unfinished character becomes U+FFFD (at most 3 bytes). Owner thread. */
 kestrel_status kestrel_piece_end(kestrel_engine *engine, char *out, size_t cap, size_t *len);
-/* Samples up to max_tokens tokens as `kestrel run` does, text to on_text(user, ...) (may be NULL), *generated the count (may be NULL): KESTREL_END, KESTREL_OK at max_tokens, or KESTREL_E_CANCELLED. Owner thread. */
+/* Samples up to max_tokens tokens as `kestrel run` does, text to on_text(user, ...) (may be NULL), *generated the count (may be NULL): KESTREL_END, KESTREL_OK at max_tokens, KESTREL_E_CONTEXT when the cache filled (the last token uncached), KESTREL_E_CANCELLED (a cancel pending before the call: nothing runs). Owner thread. */
 kestrel_status kestrel_generate(kestrel_engine *engine, uint32_t max_tokens, kestrel_text_fn on_text,
                                 void *user, uint32_t *generated);
 /* Stops the running (or next) feed / next / generate with KESTREL_E_CANCELLED. Any thread, any time while the handle is open. */
 kestrel_status kestrel_cancel(kestrel_engine *engine);
 /* Forgets the conversation: the cache is empty, the settings stay. Owner thread. */
 kestrel_status kestrel_reset(kestrel_engine *engine);
-/* Sets the panic report callback (process-wide, the library's one global; NULL: trap silently). Call once before any handle is used. */
+/* Sets the panic report callback (process-wide, the library's one global, stored atomically; NULL: trap silently). Any thread. */
 void kestrel_set_abort_handler(kestrel_abort_fn handler);
 
 #ifdef __cplusplus

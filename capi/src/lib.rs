@@ -25,11 +25,11 @@
 #![no_std]
 #![deny(missing_docs)]
 
-use core::ffi::{c_char, c_void};
+use core::ffi::{c_char, c_int, c_void};
 use core::fmt::{self, Write};
 use core::mem::{align_of, size_of};
 use core::ptr::{self, addr_of, addr_of_mut};
-use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use kestrel_core::embed::{Config, Engine, Model, Next, Sizes};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::LayerWeights;
@@ -52,7 +52,7 @@ pub enum Status {
     /// [`kestrel_next`]: the token is an end token; the answer is over.
     End = 1,
     /// A NULL pointer, a length that does not match, a setting out of range,
-    /// text that is not UTF-8.
+    /// text that is not UTF-8, an invalid (NULL, closed) handle.
     Argument = -1,
     /// The memory block is too small or not 64-byte aligned.
     Memory = -2,
@@ -60,7 +60,8 @@ pub enum Status {
     Model = -3,
     /// A token id outside the vocabulary.
     Token = -4,
-    /// A call out of order (a token pulled before a prompt was fed).
+    /// A call out of order (a token pulled before a prompt was fed; a call
+    /// from inside a callback of a running call on the same handle).
     Order = -5,
     /// The context (KV cache) is full.
     Context = -6,
@@ -150,8 +151,8 @@ pub struct KestrelConfig {
 const MESSAGE_BYTES: usize = 256;
 /// Alignment the memory block must have.
 const BLOCK_ALIGN: usize = 64;
-/// A live handle's first word ("KESTREL1").
-const MAGIC: u64 = 0x4b45_5354_5245_4c31;
+/// A live handle's first word ("KEST"; fits every target's `usize`).
+const MAGIC: usize = 0x4b45_5354;
 
 /// The host's parallel-for callback as the core's [`Parallel`].
 struct HostPool {
@@ -226,9 +227,14 @@ type Eng = Engine<'static, 'static, 'static, HostPool>;
 
 /// The engine behind a handle (`kestrel_engine`); the thread pool and the
 /// model's views sit beside it in the same block, which never moves.
+#[repr(C)]
 pub struct Handle {
-    magic: u64,
+    /// [`MAGIC`] while open (Release on open and close, Acquire in [`live`]).
+    magic: AtomicUsize,
     cancel: AtomicBool,
+    /// A call is running on the handle: a call from inside one of its
+    /// callbacks (`on_text`, a parallel task) is refused.
+    busy: AtomicBool,
     message: [u8; MESSAGE_BYTES],
     engine: Eng,
 }
@@ -243,6 +249,14 @@ struct BlockLayout {
     total: usize,
 }
 
+// Every part of the block is aligned within the block's own alignment.
+const _: () = assert!(
+    align_of::<HostPool>() <= BLOCK_ALIGN
+        && align_of::<Model>() <= BLOCK_ALIGN
+        && align_of::<LayerWeights>() <= BLOCK_ALIGN
+        && align_of::<Handle>() <= BLOCK_ALIGN
+);
+
 fn align_up(x: usize, a: usize) -> Option<usize> {
     Some(x.checked_add(a - 1)? / a * a)
 }
@@ -255,7 +269,7 @@ impl BlockLayout {
         let layers_end =
             layers.checked_add(sizes.layers.checked_mul(size_of::<LayerWeights>())?)?;
         let handle = align_up(layers_end, align_of::<Handle>())?;
-        let memory = align_up(handle + size_of::<Handle>(), BLOCK_ALIGN)?;
+        let memory = align_up(handle.checked_add(size_of::<Handle>())?, BLOCK_ALIGN)?;
         let total = memory.checked_add(sizes.memory)?;
         Some(BlockLayout {
             pool,
@@ -298,11 +312,16 @@ fn write_message(buf: &mut [u8], what: &dyn fmt::Display) {
     w.buf[end] = 0;
 }
 
+/// Whether a buffer the core found too small is the caller's output
+/// buffer (ids, text), whose size the call reports.
+fn is_output(what: &str) -> bool {
+    matches!(what, "token ids" | "decoded text" | "decoded text chunk")
+}
+
 /// The status of a core error.
 fn status_of(e: &Error) -> Status {
     match e {
-        Error::BufferTooSmall { what, .. } if what.starts_with("text buffer") => Status::Argument,
-        Error::BufferTooSmall { .. } => Status::Buffer,
+        Error::BufferTooSmall { what, .. } if is_output(what) => Status::Buffer,
         Error::ArenaTooSmall { .. } => Status::Memory,
         Error::ContextFull { .. } => Status::Context,
         Error::BadToken { .. } => Status::Token,
@@ -366,11 +385,6 @@ fn argument(what: &'static str) -> Failure {
 
 /// The core's settings from the C struct.
 fn settings(c: &KestrelConfig) -> Result<(Config, SamplerConfig), Failure> {
-    if c.struct_size as usize != size_of::<KestrelConfig>() {
-        return Err(argument(
-            "config: struct_size is not this library's sizeof(kestrel_config) (call kestrel_config_init; header and library differ?)",
-        ));
-    }
     if c.cpu_features & !cpu::ALL != 0 {
         return Err(argument(
             "config: cpu_features has bits this library does not know",
@@ -439,7 +453,7 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &'static str) -> Result<
     if len == 0 {
         return Ok(&[]);
     }
-    if p.is_null() {
+    if p.is_null() || len > isize::MAX as usize {
         return Err(argument(what));
     }
     // SAFETY: the caller's contract: readable for `len` bytes.
@@ -468,17 +482,27 @@ unsafe fn out_slice<'a, T>(
     if len == 0 {
         return Ok(&mut []);
     }
-    if p.is_null() || !p.is_aligned() {
+    if p.is_null() || !p.is_aligned() || len > isize::MAX as usize / size_of::<T>().max(1) {
         return Err(argument(what));
     }
     // SAFETY: the caller's contract: writable for `len` values.
     Ok(unsafe { core::slice::from_raw_parts_mut(p, len) })
 }
 
-/// Writes `v` to `p` when it is not NULL.
+/// An out-parameter checked before a call does its work: aligned, and not
+/// NULL unless `optional`.
+fn out_param<T>(p: *mut T, optional: bool, what: &'static str) -> Result<(), Failure> {
+    match (p.is_null(), p.is_aligned()) {
+        (true, _) if optional => Ok(()),
+        (false, true) => Ok(()),
+        _ => Err(argument(what)),
+    }
+}
+
+/// Writes `v` to `p` when it is not NULL (checked by [`out_param`]).
 ///
 /// # Safety
-/// A non-NULL `p` is writable.
+/// A non-NULL `p` is writable and aligned.
 unsafe fn put<T>(p: *mut T, v: T) {
     if !p.is_null() && p.is_aligned() {
         // SAFETY: the caller's contract: writable.
@@ -495,8 +519,9 @@ unsafe fn live(h: *mut Handle) -> Option<*mut Handle> {
     if h.is_null() || !h.is_aligned() {
         return None;
     }
-    // SAFETY: readable (the contract); a handle's first field.
-    let magic = unsafe { ptr::read_volatile(addr_of!((*h).magic)) };
+    // SAFETY: readable (the contract); an atomic, so a `kestrel_close` on
+    // another thread (a contract breach) is no data race.
+    let magic = unsafe { (*addr_of!((*h).magic)).load(Ordering::Acquire) };
     (magic == MAGIC).then_some(h)
 }
 
@@ -514,11 +539,20 @@ unsafe fn with_engine(
     let Some(h) = (unsafe { live(h) }) else {
         return Status::Argument;
     };
-    // SAFETY: `h` is a live handle used by this thread only; the engine and
-    // the flag are distinct fields, and `kestrel_cancel` on other threads
-    // only ever makes a shared reference to the atomic flag.
+    // SAFETY: live; a shared reference to an atomic field.
+    let busy = unsafe { &*addr_of!((*h).busy) };
+    if busy.swap(true, Ordering::Acquire) {
+        // A callback of this handle's running call called back in: the
+        // engine is borrowed. Its message is the running call's to write.
+        return Status::Order;
+    }
+    // SAFETY: `h` is a live handle used by this thread only, and no other
+    // call on it is running (`busy`); the engine and the flag are distinct
+    // fields, and `kestrel_cancel` on other threads only ever makes a
+    // shared reference to the atomic flag.
     let (engine, cancel) = unsafe { (&mut *addr_of_mut!((*h).engine), &*addr_of!((*h).cancel)) };
     let result = f(engine, cancel);
+    busy.store(false, Ordering::Release);
     // SAFETY: as above: the message is this thread's to write.
     let message = unsafe { &mut *addr_of_mut!((*h).message) };
     match result {
@@ -594,7 +628,15 @@ unsafe fn plan(
     if config.is_null() || !config.is_aligned() {
         return Err(argument("config is NULL"));
     }
-    // SAFETY: checked; readable by the contract.
+    // SAFETY: checked; its first field is readable whatever version of the
+    // struct the host compiled; the rest only once the size matches.
+    let size = unsafe { ptr::read(addr_of!((*config).struct_size)) };
+    if size as usize != size_of::<KestrelConfig>() {
+        return Err(argument(
+            "config: struct_size is not this library's sizeof(kestrel_config) (call kestrel_config_init; header and library differ?)",
+        ));
+    }
+    // SAFETY: checked: a whole struct of this version.
     let c = unsafe { &*config };
     let (cfg, sampler) = settings(c)?;
     if model.is_null() || model_len == 0 {
@@ -636,14 +678,16 @@ pub unsafe extern "C" fn kestrel_memory_size(
     err_len: usize,
 ) -> Status {
     // SAFETY: the caller's contract, passed on.
-    match unsafe { plan(model, model_len, config) } {
+    let planned = out_param(bytes, false, "bytes is NULL or misaligned")
+        .and_then(|()| unsafe { plan(model, model_len, config) });
+    match planned {
         Ok((.., layout)) => {
-            if bytes.is_null() {
-                // SAFETY: the caller's contract.
-                return unsafe { report(err, err_len, &argument("bytes is NULL")) };
-            }
-            // SAFETY: the caller's contract: non-NULL is writable.
+            // SAFETY: checked above; writable by the contract.
             unsafe { put(bytes, layout.total) };
+            // SAFETY: the caller's contract: `err` NULL or writable.
+            if let Ok([first, ..]) = unsafe { out_slice(err.cast::<u8>(), err_len.min(1), "") } {
+                *first = 0;
+            }
             Status::Ok
         }
         // SAFETY: the caller's contract.
@@ -743,10 +787,13 @@ unsafe fn open(
         let kernels = kernels_for(c.cpu_features);
         let engine = Engine::new(model, kernels, pool, &cfg, sampler, arena)?;
         let h = base.add(layout.handle) as *mut Handle;
+        addr_of_mut!((*h).magic).write(AtomicUsize::new(0));
         addr_of_mut!((*h).engine).write(engine);
         addr_of_mut!((*h).cancel).write(AtomicBool::new(false));
+        addr_of_mut!((*h).busy).write(AtomicBool::new(false));
         addr_of_mut!((*h).message).write([0; MESSAGE_BYTES]);
-        addr_of_mut!((*h).magic).write(MAGIC);
+        // Last: every field above is written before a thread can see it live.
+        (*addr_of!((*h).magic)).store(MAGIC, Ordering::Release);
         out.write(h);
     }
     Ok(())
@@ -755,20 +802,25 @@ unsafe fn open(
 /// Ends a handle: its block is the host's again.
 ///
 /// # Safety
-/// `h` is NULL or a handle of [`kestrel_open`] no other thread is using.
+/// `h` is NULL or a handle of [`kestrel_open`] no other thread is using
+/// (no `kestrel_cancel` in flight either).
 #[no_mangle]
 pub unsafe extern "C" fn kestrel_close(h: *mut Handle) -> Status {
     // SAFETY: the caller's contract.
-    match unsafe { live(h) } {
-        Some(h) => {
-            // SAFETY: live and this thread's: the magic goes, so later calls
-            // with this pointer fail cleanly. Nothing in the engine needs
-            // dropping (it owns no resources).
-            unsafe { addr_of_mut!((*h).magic).write(0) };
-            Status::Ok
-        }
-        None => Status::Argument,
+    let Some(h) = (unsafe { live(h) }) else {
+        return Status::Argument;
+    };
+    // SAFETY: live; shared references to its atomic fields.
+    let (busy, magic) = unsafe { (&*addr_of!((*h).busy), &*addr_of!((*h).magic)) };
+    if busy.load(Ordering::Acquire) {
+        // From inside a callback of a running call.
+        return Status::Order;
     }
+    // The magic goes, so later calls with this pointer fail while the host
+    // leaves the block alone (best effort: after close the pointer is
+    // dead). Nothing in the engine needs dropping (it owns no resources).
+    magic.store(0, Ordering::Release);
+    Status::Ok
 }
 
 /// The message of the handle's last failed call (empty after a success),
@@ -834,10 +886,9 @@ pub unsafe extern "C" fn kestrel_history(
     ids: *mut *const u32,
     n: *mut usize,
 ) -> Status {
-    if ids.is_null() || n.is_null() {
-        return Status::Argument;
-    }
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(ids, false, "ids is NULL or misaligned")?;
+        out_param(n, false, "n is NULL or misaligned")?;
         let hist = e.history();
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { put(ids, hist.as_ptr()) };
@@ -861,12 +912,13 @@ pub unsafe extern "C" fn kestrel_tokenize(
     h: *mut Handle,
     text_ptr: *const c_char,
     len: usize,
-    special: i32,
+    special: c_int,
     ids: *mut u32,
     cap: usize,
     n: *mut usize,
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(n, false, "n is NULL or misaligned")?;
         // SAFETY: the pointers' contract (this function's Safety section).
         let s = unsafe { text(text_ptr, len, "text is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
@@ -896,9 +948,11 @@ unsafe fn counted(n: *mut usize, r: Result<usize, Error>) -> Result<Status, Fail
             Ok(Status::Ok)
         }
         Err(e) => {
-            if let Error::BufferTooSmall { need, .. } = e {
-                // SAFETY: the caller's contract.
-                unsafe { put(n, need) };
+            if let Error::BufferTooSmall { what, need, .. } = e {
+                if is_output(what) {
+                    // SAFETY: the caller's contract.
+                    unsafe { put(n, need) };
+                }
             }
             Err(e.into())
         }
@@ -931,6 +985,7 @@ pub unsafe extern "C" fn kestrel_chat_turn(
         };
         // SAFETY: the pointers' contract (this function's Safety section).
         let user = unsafe { text(user, user_len, "user is NULL") }?;
+        out_param(n, false, "n is NULL or misaligned")?;
         // SAFETY: the pointers' contract (this function's Safety section).
         let out = unsafe { out_slice(ids, cap, "ids is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
@@ -958,6 +1013,7 @@ pub unsafe extern "C" fn kestrel_detokenize(
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
         // SAFETY: the pointers' contract (this function's Safety section).
         let ids = unsafe { ids_in(ids, n) }?;
+        out_param(len, false, "len is NULL or misaligned")?;
         // SAFETY: the pointers' contract (this function's Safety section).
         let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
@@ -1007,11 +1063,8 @@ pub unsafe extern "C" fn kestrel_feed(h: *mut Handle, ids: *const u32, n: usize)
 /// As [`kestrel_tokenize`]; `id` writable.
 #[no_mangle]
 pub unsafe extern "C" fn kestrel_next(h: *mut Handle, id: *mut u32) -> Status {
-    if id.is_null() || !id.is_aligned() {
-        // SAFETY: the caller's contract.
-        return unsafe { with_engine(h, |_, _| Err(argument("id is NULL"))) };
-    }
     let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        out_param(id, false, "id is NULL or misaligned")?;
         let (status, token) = match e.next(cancel)? {
             Next::Token(t) => (Status::Ok, t),
             Next::End(t) => (Status::End, t),
@@ -1040,6 +1093,7 @@ pub unsafe extern "C" fn kestrel_piece(
     len: *mut usize,
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(len, false, "len is NULL or misaligned")?;
         // SAFETY: the pointers' contract (this function's Safety section).
         let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
@@ -1062,6 +1116,7 @@ pub unsafe extern "C" fn kestrel_piece_end(
     len: *mut usize,
 ) -> Status {
     let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(len, false, "len is NULL or misaligned")?;
         // SAFETY: the pointers' contract (this function's Safety section).
         let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
         // SAFETY: the pointers' contract (this function's Safety section).
@@ -1093,20 +1148,23 @@ pub unsafe extern "C" fn kestrel_generate(
             if let Some(f) = on_text {
                 // SAFETY: the host's callback, with its pointer and the
                 // text's bytes, valid during the call.
-                // SAFETY: the pointers' contract (this function's Safety section).
                 unsafe { f(user, s.as_ptr().cast::<c_char>(), s.len()) };
             }
         };
+        out_param(generated, true, "generated is misaligned")?;
         let g = e.generate(max_tokens as usize, cancel, &mut emit)?;
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { put(generated, g.tokens as u32) };
-        Ok(if g.cancelled {
-            Status::Cancelled
-        } else if g.stopped {
-            Status::End
-        } else {
-            Status::Ok
-        })
+        if g.cancelled {
+            return Err(Error::Cancelled.into());
+        }
+        if g.full {
+            return Err(fail(
+                Status::Context,
+                "the context filled up during the answer (its last token is not cached)",
+            ));
+        }
+        Ok(if g.stopped { Status::End } else { Status::Ok })
     };
     // SAFETY: the caller's contract.
     unsafe { with_engine(h, call) }

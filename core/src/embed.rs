@@ -267,12 +267,17 @@ pub enum Next {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Generated {
     /// Tokens of the answer (an end token not counted): the `tokens` ids
-    /// of [`Engine::history`] from where it ended before the call.
+    /// of [`Engine::history`] from where it ended before the call (all but
+    /// the last when [`Generated::full`]).
     pub tokens: usize,
     /// It ended on an end token.
     pub stopped: bool,
-    /// The cancel flag ended it.
+    /// The cancel flag ended it (the tokens so far are cached, the last one
+    /// run: [`Engine::next`] or [`Engine::generate`] may go on).
     pub cancelled: bool,
+    /// The cache filled up: the answer's last token has no row (it is not
+    /// in [`Engine::history`]; the conversation cannot go on).
+    pub full: bool,
     /// Tokens drafted by prompt lookup, and how many were kept.
     pub drafted: usize,
     /// Drafted tokens kept.
@@ -298,6 +303,8 @@ pub struct Engine<'w, 's, 'p, P: Parallel> {
     stream: StreamDecoder,
     /// The last fed row's logits are waiting to be sampled.
     ready: bool,
+    /// Longest text `tokenize` and `chat_turn` take ([`Config::text_bytes`]).
+    text_bytes: usize,
 }
 
 impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
@@ -339,6 +346,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             work,
             stream: StreamDecoder::new(true),
             ready: false,
+            text_bytes: config.text_bytes,
         })
     }
 
@@ -383,13 +391,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         data: &[Range<usize>],
         out: &mut [u32],
     ) -> Result<usize, Error> {
-        if text.len() > self.text.len() {
-            return Err(Error::BufferTooSmall {
-                what: "text buffer (config text_bytes)",
-                need: text.len(),
-                have: self.text.len(),
-            });
-        }
+        self.check_text(text.len())?;
         let mut scratch = EncodeScratch::new(&mut *self.norm, &mut *self.work);
         let options = EncodeOptions::default();
         self.gen
@@ -409,6 +411,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         user: &str,
         out: &mut [u32],
     ) -> Result<usize, Error> {
+        self.check_text(user.len().saturating_add(system.map_or(0, str::len)))?;
         let first = self.gen.history().is_empty();
         let style = ChatStyle {
             default_system: self.style.default_system.filter(|_| first),
@@ -431,8 +434,10 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             .and_then(|()| chat::format(&style, msgs, &[], true, None, &mut w))
             .is_err()
         {
+            // The texts fit `text_bytes` (checked above): a turn whose
+            // template parts outgrow TURN_OVERHEAD.
             return Err(Error::BufferTooSmall {
-                what: "text buffer (config text_bytes)",
+                what: "chat turn scratch (the template's text)",
                 need: user.len() + system.map_or(0, str::len) + TURN_OVERHEAD,
                 have: self.text.len(),
             });
@@ -458,15 +463,20 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
                 max: self.context(),
             });
         }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Ready again only when the whole prompt ran: a cancel or an error
+        // part-way leaves nothing to sample.
+        self.ready = false;
         self.stream = StreamDecoder::new(true);
         for chunk in ids.chunks(self.gen.chunk.max(1)) {
             if cancel.swap(false, Ordering::Relaxed) {
                 return Err(Error::Cancelled);
             }
-            self.ready = false;
             self.gen.feed(chunk, None)?;
-            self.ready = true;
         }
+        self.ready = true;
         Ok(())
     }
 
@@ -528,19 +538,28 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// Samples up to `max_tokens` tokens as `kestrel run` does (the same
     /// path: [`Generator::decode_speculative`], drafting by prompt lookup
     /// when the config's `draft` is set), streaming their text to `emit`.
-    /// Ends at an end token, at `max_tokens`, at a full cache, or when
-    /// `cancel` is set (then [`Generated::cancelled`]; the flag is
-    /// cleared). After an answer cut by `max_tokens`, [`Engine::next`] or
-    /// this goes on with it.
+    /// Ends at an end token, at `max_tokens`, at a full cache
+    /// ([`Generated::full`]), or when `cancel` is set during it
+    /// ([`Generated::cancelled`]; the flag is cleared; set before the call,
+    /// it is [`Error::Cancelled`] and nothing runs). After an answer cut by
+    /// `max_tokens`, [`Engine::next`] or this goes on with it.
     pub fn generate(
         &mut self,
         max_tokens: usize,
         cancel: &AtomicBool,
         emit: &mut dyn FnMut(&str),
     ) -> Result<Generated, Error> {
+        if cancel.swap(false, Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
         if !self.ready {
             return Err(not_ready());
         }
+        if max_tokens == 0 {
+            return Ok(Generated::default());
+        }
+        let before = self.gen.history().len();
+        self.stream = StreamDecoder::new(true);
         let draft = self.gen.state.opts.draft;
         let (mut lookup, mut none) = (Lookup::new(), NoDraft);
         let drafter: &mut dyn Drafter = match draft {
@@ -556,12 +575,19 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         let answer = self
             .gen
             .decode_speculative(max_tokens, cancel, emit, None, &mut spec, &mut stats)?;
-        let cancelled = cancel.swap(false, Ordering::Relaxed);
-        self.ready = !answer.stopped && !cancelled && answer.generated > 0;
+        let (n, stopped) = (answer.generated, answer.stopped);
+        // Cut short: by the flag (consumed), else by a full cache.
+        let short = !stopped && n < max_tokens;
+        let cancelled = short && cancel.swap(false, Ordering::Relaxed);
+        // The answer's last token was run (so its logits wait) unless the
+        // flag or a full cache stopped it first.
+        let last_fed = self.gen.history().len() == before + n;
+        self.ready = !stopped && n > 0 && last_fed;
         Ok(Generated {
-            tokens: answer.generated,
-            stopped: answer.stopped,
+            tokens: n,
+            stopped,
             cancelled,
+            full: !stopped && !cancelled && n > 0 && !last_fed,
             drafted: stats.drafted,
             accepted: stats.accepted,
         })
@@ -587,6 +613,18 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     pub fn detokenize(&self, ids: &[u32], out: &mut [u8]) -> Result<usize, Error> {
         self.check_ids(ids)?;
         self.gen.tokenizer.decode_into(ids, false, out)
+    }
+
+    /// `len` bytes of text within the config's `text_bytes`.
+    fn check_text(&self, len: usize) -> Result<(), Error> {
+        match len > self.text_bytes {
+            true => Err(Error::OutOfRange {
+                what: "text length in bytes (the config's text_bytes)",
+                value: len,
+                max: self.text_bytes,
+            }),
+            false => Ok(()),
+        }
     }
 
     /// Every id below the vocabulary size, or the first that is not.

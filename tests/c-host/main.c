@@ -282,10 +282,11 @@ int main(int argc, char **argv) {
     cfg.cpu_features = cpu_features();
     if (argc > 4 && atoi(argv[4]) > 1) {
         pthread_t t;
-        cfg.threads = (uint32_t)atoi(argv[4]);
-        cfg.parallel = parallel_for;
-        pool.workers = cfg.threads - 1;
-        for (uint32_t i = 1; i < cfg.threads; i++) pthread_create(&t, NULL, worker, NULL);
+        uint32_t want = (uint32_t)atoi(argv[4]);
+        for (uint32_t i = 1; i < want; i++)
+            if (pthread_create(&t, NULL, worker, NULL) == 0) pool.workers++;
+        cfg.threads = (uint32_t)pool.workers + 1; /* the workers that started, and the caller */
+        if (pool.workers > 0) cfg.parallel = parallel_for;
     }
     if (kestrel_memory_size(model, (size_t)st.st_size, &cfg, &need, err, sizeof err) != KESTREL_OK)
         return fprintf(stderr, "c-host: %s\n", err), 1;

@@ -667,7 +667,8 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
             Status::Argument
         );
         assert!(e.error().contains("UTF-8"));
-        let long = "x".repeat(5000);
+        let long = "x".repeat(4097);
+        len = 7;
         assert_eq!(
             kestrel_tokenize(
                 e.h,
@@ -680,6 +681,7 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
             ),
             Status::Argument
         );
+        assert_eq!(len, 7, "a text over text_bytes reports no size");
         assert_eq!(
             kestrel_chat_turn(
                 e.h,
@@ -721,6 +723,113 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
         }
         assert!(matches!(last, Status::Context | Status::End), "{last:?}");
         assert_eq!(kestrel_close(e.h), Status::Ok);
+    }
+}
+
+/// Calls back into the handle from its own text callback: refused
+/// (`KESTREL_E_ORDER`), but for `kestrel_cancel`, which stops the answer.
+unsafe extern "C" fn call_back_in(user: *mut c_void, _: *const c_char, _: usize) {
+    // SAFETY: `user` is the test's `Reentry`.
+    let r = unsafe { &mut *user.cast::<Reentry>() };
+    let (mut p, mut n) = (null(), 0usize);
+    // SAFETY: the handle of the running call; valid out-parameters.
+    unsafe {
+        r.nested.push(kestrel_history(r.h, &mut p, &mut n));
+        r.nested.push(kestrel_reset(r.h));
+        r.nested.push(kestrel_close(r.h));
+        r.calls += 1;
+        if r.calls == 3 {
+            r.nested.push(kestrel_cancel(r.h));
+        }
+    }
+}
+
+struct Reentry {
+    h: *mut Handle,
+    calls: usize,
+    nested: Vec<Status>,
+}
+
+/// `kestrel_generate` and `kestrel_feed` at their edges: a cancel pending
+/// before the call, zero tokens, a cancel from the callback, a full
+/// context, a cancelled prompt; out-parameters misaligned.
+#[test]
+fn generate_and_feed_at_their_edges() {
+    let model = fixture("capi-edges", WeightMode::Dual);
+    let cfg = greedy_config();
+    let e = Open::new(&model, &KestrelConfig { context: 40, ..cfg });
+    let prompt = e.chat_turn(PROMPT);
+    assert_eq!(e.feed(&prompt), Status::Ok);
+    let mut generated = 99u32;
+    // SAFETY: a live handle; valid (or deliberately misaligned) pointers.
+    unsafe {
+        // A pending cancel: nothing runs, and the prompt's logits still wait.
+        assert_eq!(kestrel_cancel(e.h), Status::Ok);
+        let st = kestrel_generate(e.h, 4, None, null_mut(), &mut generated);
+        assert_eq!(st, Status::Cancelled);
+        assert_eq!(e.history().len(), prompt.len());
+        // Zero tokens: nothing runs either.
+        let st = kestrel_generate(e.h, 0, None, null_mut(), &mut generated);
+        assert_eq!((st, generated), (Status::Ok, 0));
+        // A misaligned out-parameter is refused before anything runs.
+        let mut words = [0u32; 2];
+        let odd = words.as_mut_ptr().cast::<u8>().add(1).cast::<u32>();
+        assert_eq!(
+            kestrel_generate(e.h, 4, None, null_mut(), odd),
+            Status::Argument
+        );
+        assert_eq!(kestrel_next(e.h, odd), Status::Argument);
+        assert_eq!(e.history().len(), prompt.len());
+        // The callback calls back in: refused; its cancel stops the answer
+        // after the third piece of text.
+        let mut r = Reentry {
+            h: e.h,
+            calls: 0,
+            nested: Vec::new(),
+        };
+        let user = (&mut r as *mut Reentry).cast();
+        let st = kestrel_generate(e.h, 30, Some(call_back_in), user, &mut generated);
+        assert_eq!(st, Status::Cancelled, "{}", e.error());
+        assert!(
+            r.calls >= 3 && (3..30).contains(&generated),
+            "{} {generated}",
+            r.calls
+        );
+        let refused = r.nested.iter().filter(|&&s| s == Status::Order).count();
+        assert_eq!(refused, 3 * r.calls, "{:?}", r.nested);
+        assert!(r.nested.contains(&Status::Ok), "the cancel went through");
+        // Cancelled mid-answer: the tokens produced are cached (the last
+        // one run), so the answer can go on.
+        assert_eq!(e.history().len(), prompt.len() + generated as usize);
+        assert_eq!(kestrel_next(e.h, &mut words[0]), Status::Ok);
+        // A cancelled prompt: nothing waits either.
+        assert_eq!(kestrel_reset(e.h), Status::Ok);
+        let long: Vec<u32> = prompt.iter().cycle().take(39).copied().collect();
+        let c = Open::new(
+            &model,
+            &KestrelConfig {
+                context: 40,
+                batch: 8,
+                ..cfg
+            },
+        );
+        assert_eq!(kestrel_cancel(c.h), Status::Ok);
+        assert_eq!(c.feed(&long), Status::Cancelled);
+        assert_eq!(kestrel_next(c.h, &mut words[0]), Status::Order);
+        // The context fills during an answer: KESTREL_E_CONTEXT, with the
+        // tokens produced counted.
+        assert_eq!(c.feed(&long[..36]), Status::Ok);
+        let st = kestrel_generate(c.h, 30, None, null_mut(), &mut generated);
+        assert_eq!(st, Status::Context, "{}", c.error());
+        assert_eq!(
+            generated, 5,
+            "4 positions of room, and the token sampled at the last"
+        );
+        assert_eq!(c.history().len(), 40);
+        assert_eq!(
+            kestrel_generate(c.h, 30, None, null_mut(), &mut generated),
+            Status::Order
+        );
     }
 }
 

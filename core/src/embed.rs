@@ -16,9 +16,12 @@
 //! }
 //! ```
 //!
-//! Not here yet: JSON-schema constraints, images, speculative decoding
-//! and several sequences (the shell and the server drive
-//! [`crate::generate`] directly for those).
+//! [`Engine::generate`] decodes a whole answer the way `kestrel run` does
+//! (speculatively by prompt lookup when [`Config::draft`] is set). Not here
+//! yet: JSON-schema constraints, images, a draft model and several
+//! sequences (the shell and the server drive [`crate::generate`] directly
+//! for those). docs/embedding.md is the guide; `capi/` puts this API
+//! behind a C ABI.
 
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;

@@ -82,7 +82,8 @@ const DATA_RANGES: usize = 4;
 pub struct Sizes {
     /// [`LayerWeights`] for [`Model::open`].
     pub layers: usize,
-    /// Bytes of the KV cache and activations ([`Memory::arena`]).
+    /// Bytes of the KV cache and activations (the first part of
+    /// [`Sizes::memory`]).
     pub arena: usize,
     /// Token ids of the history: one per cached position.
     pub history: usize,

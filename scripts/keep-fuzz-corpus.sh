@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config gguf http image json safetensors serve_api tokenizer vqf)
+[ ${#targets[@]} -gt 0 ] || targets=(capi_open config gguf http image json safetensors serve_api tokenizer vqf)
 for t in "${targets[@]}"; do
     src="fuzz/corpus/$t"
     dst="tests/vectors/fuzz/$t"

@@ -3,6 +3,7 @@
 # nothing when it is already there. Safe to rerun.
 #   - the pinned Rust toolchain with its targets (rust-toolchain.toml)
 #   - qemu-user (runs the aarch64 tests), the aarch64 cross linker and libc
+#   - gcc, g++, libc headers and binutils (the C ABI's hosts and header checks)
 #   - a nightly toolchain for cargo-fuzz (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,12 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-nm >/dev/null || need+=(binutils-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/lib/libc.so.6 ] || need+=(libc6-dev-arm64-cross)
 command -v python3 >/dev/null || need+=(python3)
+# The C ABI's checks (scripts/capi.sh): the host C and C++ compilers with
+# libc headers, and nm for the exported symbols.
+command -v gcc >/dev/null || need+=(gcc)
+command -v g++ >/dev/null || need+=(g++)
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+command -v nm >/dev/null || need+=(binutils)
 # The load-balancer test (scripts/lb-test.sh) puts replicas behind HAProxy.
 command -v haproxy >/dev/null || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then

@@ -25,7 +25,7 @@
 
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
-use crate::generate::{sample_next, Generator, Limits, Sampled, PREFILL_CHUNK};
+use crate::generate::{Generator, Sampled, PREFILL_CHUNK};
 use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
@@ -474,12 +474,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         // part-way leaves nothing to sample.
         self.ready = false;
         self.stream = StreamDecoder::new(true);
-        for chunk in ids.chunks(self.gen.chunk.max(1)) {
-            if cancel.swap(false, Ordering::Relaxed) {
-                return Err(Error::Cancelled);
-            }
-            self.gen.feed(chunk, None)?;
-        }
+        self.gen.feed_until(ids, None, cancel)?;
         self.ready = true;
         Ok(())
     }
@@ -496,46 +491,19 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         if !self.ready {
             return Err(not_ready());
         }
-        let g = &mut self.gen;
-        let vocab = g.weights.cfg.vocab_size as usize;
-        let (cached, max_seq) = (g.len, g.state.opts.max_seq);
-        let at = g.logits_at;
-        let logits = g
-            .state
-            .logits
-            .get_mut(at..at + vocab)
-            .ok_or(overflow("logits row"))?;
-        let limits = Limits {
-            generated: 0,
-            max_tokens: usize::MAX,
-            cached,
-            max_seq,
-        };
-        let history = &g.history[..cached];
-        let sampled = sample_next(
-            &mut g.sampler,
-            logits,
-            history,
-            &mut g.candidates[..],
-            &g.stops,
-            limits,
-            None,
-        );
-        let (next, id) = match sampled {
-            Sampled::End(id) => (Next::End(id), id),
-            Sampled::Token { id, .. } => (Next::Token(id), id),
-        };
         self.ready = false;
-        if cached < max_seq {
-            g.feed(&[id], None)?;
-            self.ready = matches!(next, Next::Token(_));
-        } else if let Next::Token(_) = next {
-            // The token's row has no room: it is the answer's last.
-            return Err(Error::ContextFull {
-                need: max_seq + 1,
-                max: max_seq,
-            });
-        }
+        let next = match self.gen.next_token()? {
+            Sampled::End(id) => Next::End(id),
+            Sampled::Token { last: true, .. } => {
+                // The token's row has no room: the cache is full.
+                let max = self.context();
+                return Err(Error::ContextFull { need: max + 1, max });
+            }
+            Sampled::Token { id, .. } => {
+                self.ready = true;
+                Next::Token(id)
+            }
+        };
         Ok(next)
     }
 

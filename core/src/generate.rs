@@ -1121,6 +1121,20 @@ where
     /// in the prefill plan's chunks; keeps the last row's logits for
     /// sampling.
     pub fn feed(&mut self, ids: &[u32], images: Option<PromptImages>) -> Result<(), Error> {
+        self.feed_until(ids, images, &AtomicBool::new(false))
+    }
+
+    /// [`Generator::feed`], reading `interrupt` before each chunk of the
+    /// plan (the same chunks, so the same bits): set, it is cleared and the
+    /// feed stops with [`Error::Cancelled`], the chunks run staying in the
+    /// cache and the history (the last row's logits are then not those of
+    /// `ids`' last token).
+    pub fn feed_until(
+        &mut self,
+        ids: &[u32],
+        images: Option<PromptImages>,
+        interrupt: &AtomicBool,
+    ) -> Result<(), Error> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -1142,18 +1156,66 @@ where
             chunk: self.chunk,
             images,
         };
-        self.logits_at = prefill(
-            self.weights,
-            &mut self.state,
-            &self.kernels,
-            self.pool,
-            &mut p,
-            &mut |_, _| {},
-        )?;
+        let at = loop {
+            if interrupt.swap(false, Ordering::Relaxed) {
+                let ran = p.keep;
+                self.state.pos = base + ran;
+                self.history.as_mut()[base..base + ran].copy_from_slice(&ids[..ran]);
+                self.len = base + ran;
+                return Err(Error::Cancelled);
+            }
+            let (w, k) = (self.weights, &self.kernels);
+            let step = prefill_some(w, &mut self.state, k, self.pool, &mut p, 1, &mut |_, _| {})?;
+            if let Some(at) = step {
+                break at;
+            }
+        };
+        self.logits_at = at;
         self.state.pos = end;
         self.history.as_mut()[base..end].copy_from_slice(ids);
         self.len = end;
         Ok(())
+    }
+
+    /// One token, pulled (the embedding API's way; [`Generator::decode`]
+    /// pushes an answer): samples the next token from the last fed row
+    /// with [`sample_next`] (the sampler, the stop set, the history) and
+    /// runs it through the model, so the next call has its logits, as
+    /// decoding runs an answer's tokens; an end token is run too (a chat
+    /// turn ends with it), while the cache has room. `Sampled::Token`'s
+    /// `last` says the cache had no room for the token (it is not cached:
+    /// nothing more can be pulled). The caller samples only after a feed or
+    /// a token that was run.
+    pub fn next_token(&mut self) -> Result<Sampled, Error> {
+        let vocab = self.weights.cfg.vocab_size as usize;
+        let (cached, max_seq) = (self.len, self.state.opts.max_seq);
+        let at = self.logits_at;
+        let logits = self
+            .state
+            .logits
+            .get_mut(at..at + vocab)
+            .ok_or(Error::Overflow { what: "logits row" })?;
+        let limits = Limits {
+            generated: 0,
+            max_tokens: usize::MAX,
+            cached,
+            max_seq,
+        };
+        let sampled = sample_next(
+            &mut self.sampler,
+            logits,
+            &self.history.as_ref()[..cached],
+            self.candidates.as_mut(),
+            &self.stops,
+            limits,
+            None,
+        );
+        let (Sampled::End(id) | Sampled::Token { id, .. }) = sampled;
+        if cached < max_seq {
+            self.feed(&[id], None)?;
+        }
+        // With no token limit, `last` is exactly "no room to run it".
+        Ok(sampled)
     }
 
     /// Samples up to `max_tokens` tokens after what was fed, streaming

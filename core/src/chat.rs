@@ -264,6 +264,36 @@ pub fn format(
     Ok(())
 }
 
+/// One user turn of a conversation, the one place its shape is decided
+/// (`kestrel chat`, the embedding API): on an empty conversation
+/// (`first`) the system turn (`system`, else the template's default) and
+/// the message; after earlier turns, whose last answer ended with its end
+/// token, ChatML's newline and the message with no system turn; then the
+/// opened assistant turn (`think` as [`format`] takes it). The first turn
+/// is what [`format`] writes for `[system, user]` (`kestrel run`).
+pub fn format_turn(
+    style: &ChatStyle,
+    system: Option<&str>,
+    user: &Message,
+    first: bool,
+    think: Option<bool>,
+    out: &mut dyn ChatWrite,
+) -> fmt::Result {
+    if !first {
+        out.write_str("\n")?;
+    }
+    let style = ChatStyle {
+        default_system: style.default_system.filter(|_| first),
+        ..*style
+    };
+    let both = [Message::text(Role::System, system.unwrap_or("")), *user];
+    let msgs = match system.filter(|_| first) {
+        Some(_) => &both[..],
+        None => &both[1..],
+    };
+    format(&style, msgs, &[], true, think, out)
+}
+
 /// A [`ChatWrite`] into a byte buffer, the data's byte ranges into a
 /// range buffer; fails when either is full.
 pub struct BufWriter<'b> {
@@ -322,6 +352,39 @@ impl ChatWrite for BufWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_turn_has_the_system_turn_and_a_later_one_follows_the_answer() {
+        let style = ChatStyle {
+            default_system: Some("S"),
+            ..ChatStyle::default()
+        };
+        let user = Message::text(Role::User, "hi");
+        let turn = |system, first| {
+            let mut buf = [0u8; 256];
+            let mut ranges: [Range<usize>; 4] = core::array::from_fn(|_| 0..0);
+            let mut w = BufWriter::new(&mut buf, &mut ranges);
+            format_turn(&style, system, &user, first, None, &mut w).unwrap();
+            let mut out = [0u8; 256];
+            let n = w.as_str().len();
+            out[..n].copy_from_slice(w.as_str().as_bytes());
+            (out, n)
+        };
+        let (a, n) = turn(None, true);
+        assert_eq!(
+            core::str::from_utf8(&a[..n]).unwrap(),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let (a, n) = turn(Some("T"), true);
+        assert!(core::str::from_utf8(&a[..n])
+            .unwrap()
+            .starts_with("<|im_start|>system\nT<|im_end|>"));
+        let (a, n) = turn(Some("T"), false);
+        assert_eq!(
+            core::str::from_utf8(&a[..n]).unwrap(),
+            "\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
 
     #[test]
     fn qwen25_default_system_and_qwen3_thinking() {

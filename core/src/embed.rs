@@ -417,27 +417,10 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     ) -> Result<usize, Error> {
         self.check_text(user.len().saturating_add(system.map_or(0, str::len)))?;
         let first = self.gen.history().is_empty();
-        let style = ChatStyle {
-            default_system: self.style.default_system.filter(|_| first),
-            ..self.style
-        };
-        let msgs = [
-            Message::text(Role::System, system.unwrap_or("")),
-            Message::text(Role::User, user),
-        ];
-        let msgs = match system.filter(|_| first) {
-            Some(_) => &msgs[..],
-            None => &msgs[1..],
-        };
         let mut ranges: [Range<usize>; DATA_RANGES] = core::array::from_fn(|_| 0..0);
         let mut w = BufWriter::new(&mut *self.text, &mut ranges);
-        // Later turns follow the previous answer's end token, after
-        // ChatML's newline.
-        let separator = if first { "" } else { "\n" };
-        if core::fmt::Write::write_str(&mut w, separator)
-            .and_then(|()| chat::format(&style, msgs, &[], true, None, &mut w))
-            .is_err()
-        {
+        let message = Message::text(Role::User, user);
+        if chat::format_turn(&self.style, system, &message, first, None, &mut w).is_err() {
             // The texts fit `text_bytes` (checked above): a turn whose
             // template parts outgrow TURN_OVERHEAD.
             return Err(Error::BufferTooSmall {

@@ -736,36 +736,17 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
         // The images before the text.
         let at_start = vec![0; images.len()];
         // The first turn carries the system prompt; later turns append to
-        // the conversation already in the KV cache.
-        let mut msgs = Vec::new();
-        if first {
-            if let Some(sys) = &a.system {
-                msgs.push(Message::text(Role::System, sys));
-            }
-        }
-        msgs.push(Message {
+        // the conversation already in the KV cache (chat::format_turn).
+        let message = Message {
             images: &at_start,
             ..Message::text(Role::User, line)
-        });
-        // Turn one may get the template's default system prompt; later turns
-        // follow the previous answer's <|im_end|>, after ChatML's newline.
-        let style = if first {
-            style
-        } else {
-            ChatStyle {
-                default_system: None,
-                ..style
-            }
         };
-        let mut text = ChatText {
-            text: String::from(if first { "" } else { "\n" }),
-            data: Vec::new(),
-        };
-        let _ = chat::format(
+        let mut text = ChatText::default();
+        let _ = chat::format_turn(
             &style,
-            &msgs,
-            &[],
-            true,
+            a.system.as_deref(),
+            &message,
+            first,
             if a.no_think { Some(false) } else { None },
             &mut text,
         );

@@ -1,4 +1,5 @@
-//! The architecture's K-quant kernels (Q4_Kx4, Q5_Kx4, Q6_Kx8, Q3_Kx8) and
+//! The architecture's K-quant kernels (Q4_Kx4, Q5_Kx4, Q6_Kx8, Q3_Kx8,
+//! IQ4_XSx8) and
 //! Q8_K activation quantizer against [`crate::generic`], bit for bit (f32
 //! bits; NaN only where both are NaN): rows that do not fill a group, 1..49
 //! super-blocks per row, 1..70 activation rows, every byte value in every
@@ -11,7 +12,7 @@ use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::layouts::q3k;
+use crate::layouts::{iq4xs, q3k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -39,7 +40,7 @@ struct KKernels {
 }
 
 /// The layouts under test.
-const LAYOUTS: [KKernels; 4] = [
+const LAYOUTS: [KKernels; 5] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
@@ -71,6 +72,14 @@ const LAYOUTS: [KKernels; 4] = [
         gemv: q3k::arch::gemv_q3_kx8_q8_k,
         generic: q3k::generic::gemm_q3_kx8_q8_k,
         name: "q3_kx8",
+    },
+    KKernels {
+        rows: iq4xs::IQ4XSX8_ROWS,
+        bytes: iq4xs::IQ4XSX8_BLOCK_BYTES,
+        gemm: iq4xs::arch::gemm_iq4_xsx8_q8_k,
+        gemv: iq4xs::arch::gemv_iq4_xsx8_q8_k,
+        generic: iq4xs::generic::gemm_iq4_xsx8_q8_k,
+        name: "iq4_xsx8",
     },
 ];
 

@@ -345,6 +345,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q5Kx4 => (None, Some(q5k::unpack_q5_k)),
         Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
+        Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
         Layout::F32 | Layout::F16 => return None,
     };
     if let Some(unpack) = group {
@@ -443,6 +444,65 @@ pub fn unpack_q3_k(
             let sb = &packed[(g * nb + b) * Q3KX8_BLOCK_BYTES..][..Q3KX8_BLOCK_BYTES];
             let block = &mut out[row * row_len + b * Q3_K_BLOCK_BYTES..][..Q3_K_BLOCK_BYTES];
             unpack_super_block(sb, r, block);
+        }
+    }
+    Ok(())
+}
+
+// The inverse of IQ4_XSx8's repacker (`kestrel_kernels::layouts::iq4xs`),
+// for the tests alone.
+
+/// Unpacks an IQ4_XSx8 matrix (`rows x cols`) into row-major GGUF IQ4_XS
+/// blocks (`out`: `rows * cols / 256 * 136` bytes), the inverse of
+/// `repack_iq4_xs`.
+pub fn unpack_iq4_xs(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq4xs::{
+        iq4_xs_bytes, iq4_xsx8_bytes, nibble_place, scale_places, IQ4XSX8_BLOCK_BYTES,
+        IQ4XSX8_ROWS, IQ4_XS_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected: Option<usize>, actual| match expected {
+        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
+        _ => Err(kestrel_core::Error::SizeMismatch {
+            what,
+            expected: expected.unwrap_or(usize::MAX),
+            actual,
+        }),
+    };
+    fits(
+        "iq4_xsx8 matrix bytes",
+        iq4_xsx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq4_xs output bytes", iq4_xs_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ4_XS_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ4XSX8_ROWS, row % IQ4XSX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ4XSX8_BLOCK_BYTES..][..IQ4XSX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ4_XS_BLOCK_BYTES..][..IQ4_XS_BLOCK_BYTES];
+            block.fill(0);
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            let mut scales_h = 0u16;
+            for p in 0..QK_K / 32 {
+                let ((lo_at, lo_shift), (hi_at, hi_shift)) = scale_places(8 * p + r);
+                let u = (sb[lo_at] >> lo_shift) & 15 | ((sb[hi_at] >> hi_shift) & 3) << 4;
+                let ls = u ^ 32;
+                block[4 + p / 2] |= (ls & 15) << (4 * (p % 2));
+                scales_h |= ((ls >> 4) as u16) << (2 * p);
+            }
+            block[2..4].copy_from_slice(&scales_h.to_le_bytes());
+            for i in 0..QK_K {
+                let (at, shift) = nibble_place(r, i);
+                let n = (sb[at] >> shift) & 15;
+                let (p, l) = (i / 32, i % 32);
+                block[8 + 16 * p + l % 16] |= n << (4 * (l / 16));
+            }
         }
     }
     Ok(())

@@ -88,6 +88,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-kquant-mix.gguf",
             "model-iq4_nl.gguf",
             "model-q3_k_m.gguf",
+            "model-iq4_xs.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
@@ -95,7 +96,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             }
         }
     }
-    assert!(v.len() >= 11, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 12, "GGUF fixtures missing: {v:?}");
     v
 }
 

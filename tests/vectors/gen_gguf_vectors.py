@@ -15,7 +15,8 @@
      NaN, but no signalling NaN: numpy widens an f16 sNaN keeping it
      signalling, while ggml's GGML_FP16_TO_FP32 (F16C, ARM fcvt, or its
      software path) quiets it, as kestrel does.
-   * IQ4_NL: random blocks from a generator of its own (added later).
+   * IQ4_NL, IQ4_XS: random blocks from generators of their own (added
+     later).
    Expected outputs are gguf.quants.dequantize(), except Q8_K, which gguf-py
    does not implement: it is computed here as ggml's dequantize_row_q8_K does,
    y = d * q in f32 (d an f32, q an i8).
@@ -148,6 +149,13 @@ blocks = random_blocks(T.IQ4_NL, N_VALUES // 32)
 write("iq4_nl.bin", blocks.tobytes())
 write("iq4_nl.f32", dequant(T.IQ4_NL, blocks).astype("<f4").tobytes())
 deq_types = deq_types + [T.IQ4_NL]
+# IQ4_XS (added 2026-12-05): the same, from a generator of its own.
+rng = np.random.default_rng(20261205)
+F16_FIELDS[T.IQ4_XS] = [0]
+blocks = random_blocks(T.IQ4_XS, N_VALUES // 256)
+write("iq4_xs.bin", blocks.tobytes())
+write("iq4_xs.f32", dequant(T.IQ4_XS, blocks).astype("<f4").tobytes())
+deq_types = deq_types + [T.IQ4_XS]
 rng = np.random.default_rng()
 rng.bit_generator.state = saved
 

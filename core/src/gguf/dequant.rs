@@ -65,6 +65,7 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::Q6_K => blocks(bytes, out, q6_k),
         GgmlType::Q8_K => blocks(bytes, out, q8_k),
         GgmlType::IQ4_NL => blocks(bytes, out, iq4_nl),
+        GgmlType::IQ4_XS => blocks(bytes, out, iq4_xs),
         GgmlType::Q8_1 => {}
     }
     Ok(())
@@ -112,6 +113,27 @@ fn iq4_nl(b: &[u8; 18], o: &mut [f32; 32]) {
     for j in 0..16 {
         o[j] = d * IQ4_NL_VALUES[(b[2 + j] & 15) as usize] as f32;
         o[j + 16] = d * IQ4_NL_VALUES[(b[2 + j] >> 4) as usize] as f32;
+    }
+}
+
+/// IQ4_XS: `d: f16, scales_h: u16, scales_l[4], qs[128]`; sub-block `p`
+/// (32 weights) has the 6-bit scale `ls` (its low nibble from `scales_l[p /
+/// 2]`, its top 2 bits from `scales_h`), `x = (d * (ls - 32)) *
+/// IQ4_NL_VALUES[n]`, weight `l` the low nibble of `qs[16p + l]`, weight `l
+/// + 16` its high nibble.
+fn iq4_xs(b: &[u8; 136], o: &mut [f32; QK_K]) {
+    use kestrel_kernels::layouts::iq4nl::IQ4_NL_VALUES;
+    let d = h(b, 0);
+    let scales_h = u16::from_le_bytes([b[2], b[3]]);
+    for p in 0..QK_K / 32 {
+        let lo = (b[4 + p / 2] >> (4 * (p % 2))) & 0x0f;
+        let hi = ((scales_h >> (2 * p)) & 3) as u8;
+        let dl = d * ((lo | hi << 4) as i32 - 32) as f32;
+        for l in 0..16 {
+            let q = b[8 + 16 * p + l];
+            o[32 * p + l] = dl * IQ4_NL_VALUES[(q & 15) as usize] as f32;
+            o[32 * p + l + 16] = dl * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+        }
     }
 }
 

@@ -51,13 +51,16 @@ pub enum GgmlType {
     /// 32 weights in 18 bytes: `d: f16`, 16 nibble bytes indexing the
     /// 16 IQ4_NL values.
     IQ4_NL = 20,
+    /// 256 weights in 136 bytes: `d: f16`, `scales_h: u16`, `scales_l[4]`
+    /// (eight 6-bit scales), 128 nibble bytes indexing the IQ4_NL values.
+    IQ4_XS = 23,
     /// bfloat16, 1 weight in 2 bytes.
     BF16 = 30,
 }
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 16] = [
+    pub const ALL: [GgmlType; 17] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -73,6 +76,7 @@ impl GgmlType {
         GgmlType::Q6_K,
         GgmlType::Q8_K,
         GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
         GgmlType::BF16,
     ];
 
@@ -94,6 +98,7 @@ impl GgmlType {
             14 => GgmlType::Q6_K,
             15 => GgmlType::Q8_K,
             20 => GgmlType::IQ4_NL,
+            23 => GgmlType::IQ4_XS,
             30 => GgmlType::BF16,
             _ => return None,
         })
@@ -122,6 +127,7 @@ impl GgmlType {
             GgmlType::Q6_K => "q6_K",
             GgmlType::Q8_K => "q8_K",
             GgmlType::IQ4_NL => "iq4_nl",
+            GgmlType::IQ4_XS => "iq4_xs",
             GgmlType::BF16 => "bf16",
         }
     }
@@ -142,7 +148,8 @@ impl GgmlType {
             | GgmlType::Q4_K
             | GgmlType::Q5_K
             | GgmlType::Q6_K
-            | GgmlType::Q8_K => QK_K,
+            | GgmlType::Q8_K
+            | GgmlType::IQ4_XS => QK_K,
         }
     }
 
@@ -163,6 +170,7 @@ impl GgmlType {
             GgmlType::Q5_K => 2 + 2 + QK_K / 2 + QK_K / 8 + 12,
             GgmlType::Q6_K => 2 + QK_K / 2 + QK_K / 4 + QK_K / 16,
             GgmlType::Q8_K => 4 + QK_K + QK_K / 8,
+            GgmlType::IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq4nl, q3k};
+use kestrel_kernels::layouts::{iq4nl, iq4xs, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -47,6 +47,10 @@ pub enum Layout {
     /// GGUF Q3_K super-blocks interleaved 8 rows, every value exact
     /// (docs/kernels.md "Q3_Kx8"; `kestrel_kernels::layouts::q3k`).
     Q3Kx8,
+    /// GGUF IQ4_XS super-blocks interleaved 8 rows in the GGUF bytes' size,
+    /// every value exact (docs/kernels.md "IQ4_XSx8";
+    /// `kestrel_kernels::layouts::iq4xs`).
+    Iq4Xsx8,
 }
 
 /// The activation format a layout multiplies.
@@ -172,7 +176,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 11] = [
+pub static LAYOUTS: [LayoutSpec; 12] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -324,6 +328,19 @@ pub static LAYOUTS: [LayoutSpec; 11] = [
         acts: ActFormat::Q8K,
         kept: kept(11, |s, r, c, o| Ok(q3k::repack_q3_k(s, r, c, o)?)), // Q3_K
         gemm: gemm!(Q8K, q3k::gemm_q3_kx8_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Iq4Xsx8,
+        name: "IQ4_XSx8",
+        dtype: "IQ4_XS",
+        suffix: "iq4_xs",
+        dtype_code: 23,
+        layout_code: 10,
+        group_rows: iq4xs::IQ4XSX8_ROWS,
+        block_bytes: iq4xs::IQ4XSX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(23, |s, r, c, o| Ok(iq4xs::repack_iq4_xs(s, r, c, o)?)), // IQ4_XS
+        gemm: gemm!(Q8K, iq4xs::gemm_iq4_xsx8_q8_k),
     },
 ];
 

@@ -7,4 +7,5 @@
 //! (docs/architecture.md, "Adding a layout").
 
 pub mod iq4nl;
+pub mod iq4xs;
 pub mod q3k;

@@ -11,7 +11,8 @@
 #    itself) and converts the same file with `kestrel convert --wmode` per
 #    Kestrel mode; all cached;
 # 2. per round, interleaved: for each llama.cpp type `llama-bench -p
-#    512,2048 -n 128 -r R -t T -o json`, then each Kestrel mode `kestrel
+#    512,2048 -n 128 -r R -t T -o json`, then each Kestrel mode (`source@TYPE`:
+#    llama.cpp's TYPE file itself with --wmode source) `kestrel
 #    bench FILE.vqf -p 512 -n 128 -r R -t T --json` (which also runs the
 #    DRAM read probe) and `-p 2048 -n 0 --probe-rows 0` for each further
 #    prompt size;
@@ -156,7 +157,8 @@ for e, f in order:
     print(f"| {name} | {f} | " + " | ".join(cell((e, f, t)) for t in pps) + f" | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
 print("\n| ratio (medians) | " + " | ".join(pps) + " | tg128 |")
 print("|---|" + "---:|" * (len(pps) + 1))
-pairs = [(a, b) for (a, b) in [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("source", "Q4_K_M"), ("exact", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
+same_file = [(f, f[len("source@"):]) for (e, f) in order if f.startswith("source@")]
+pairs = [(a, b) for (a, b) in same_file + [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("source", "Q4_K_M"), ("exact", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
          if ("kestrel", a) in order and ("llama", b) in order]
 for (a, b) in pairs:
     r = lambda t: med(S.get(("kestrel", a, t), [])) / med(S.get(("llama", b, t), [])) if S.get(("llama", b, t)) else float("nan")

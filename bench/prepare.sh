@@ -3,9 +3,11 @@
 #   bash bench/prepare.sh MODEL "MODES" "LLAMA_TYPES"
 # MODEL is 0.5b or 1.5b (scripts/fetch-model.sh fetches the Q4_K_M GGUF);
 # each Kestrel mode (q4 q8 dual f16 f32) is `kestrel convert --wmode MODE`
-# of that file, in .cache/vqf/MODEL-MODE.vqf; each llama.cpp type (Q4_0
+# of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`: `--wmode
+# source` of llama.cpp's TYPE file below); each llama.cpp type (Q4_0
 # Q8_0 F32 ...) is `llama-quantize --allow-requantize` of the same file, in
-# .cache/llamacpp/models/MODEL-TYPE.gguf, and Q4_K_M is the file itself.
+# .cache/llamacpp/models/MODEL-TYPE.gguf, and Q4_K_M is the file itself
+# (IQ*, Q2_K*, Q3_K_* are made from the F32 one instead).
 # Prints nothing on stdout; the paths follow from the names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,20 +18,44 @@ bin=$(bash bench/llamacpp.sh)
 cargo build -q --release --locked -p kestrel >&2
 kestrel=./target/release/kestrel
 mkdir -p .cache/vqf .cache/llamacpp/models
-for mode in $modes; do
-    vqf=".cache/vqf/$model-$mode.vqf"
-    if [ ! -f "$vqf" ] || ! "$kestrel" verify "$vqf" >/dev/null 2>&1; then
-        log "kestrel convert $model --wmode $mode"
-        "$kestrel" convert "$gguf" -o "$vqf" --wmode "$mode" >&2
+convert() { # mode vqf source
+    if [ ! -f "$2" ] || ! "$kestrel" verify "$2" >/dev/null 2>&1; then
+        log "kestrel convert $(basename "$3") --wmode $1"
+        "$kestrel" convert "$3" -o "$2" --wmode "$1" >&2
     fi
+}
+later=()
+for mode in $modes; do
+    case "$mode" in
+    source@*) later+=("$mode") ;;
+    *) convert "$mode" ".cache/vqf/$model-$mode.vqf" "$gguf" ;;
+    esac
 done
+# The sub-4-bit and i-quant types are made from the F32 requantization (as
+# their users make them from a full-precision model), the others from the
+# Q4_K_M file as before.
+quantize() { # type output source
+    log "llama-quantize $model $1 (from $(basename "$3"))"
+    "$bin/llama-quantize" --allow-requantize "$3" "$2.partial" "$1" "$(nproc)" >&2
+    mv "$2.partial" "$2"
+}
+f32=".cache/llamacpp/models/$model-F32.gguf"
 for t in $types; do
     out=".cache/llamacpp/models/$model-$t.gguf"
     if [ "$t" = Q4_K_M ]; then
         ln -sf "$(realpath "$gguf")" "$out"
     elif [ ! -f "$out" ]; then
-        log "llama-quantize $model $t"
-        "$bin/llama-quantize" --allow-requantize "$gguf" "$out.partial" "$t" "$(nproc)" >&2
-        mv "$out.partial" "$out"
+        case "$t" in
+        IQ* | Q2_K* | Q3_K_*)
+            [ -f "$f32" ] || quantize F32 "$f32" "$gguf"
+            quantize "$t" "$out" "$f32"
+            ;;
+        *) quantize "$t" "$out" "$gguf" ;;
+        esac
     fi
+done
+# source@TYPE: llama.cpp's TYPE file converted with --wmode source (its own
+# blocks decode).
+for mode in "${later[@]}"; do
+    convert source ".cache/vqf/$model-$mode.vqf" ".cache/llamacpp/models/$model-${mode#source@}.gguf"
 done

@@ -1,5 +1,5 @@
 //! The architecture's K-quant kernels (Q4_Kx4, Q5_Kx4, Q6_Kx8, Q3_Kx8,
-//! IQ4_XSx8) and
+//! IQ4_XSx8, Q2_Kx8) and
 //! Q8_K activation quantizer against [`crate::generic`], bit for bit (f32
 //! bits; NaN only where both are NaN): rows that do not fill a group, 1..49
 //! super-blocks per row, 1..70 activation rows, every byte value in every
@@ -12,7 +12,7 @@ use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::layouts::{iq4xs, q3k};
+use crate::layouts::{iq4xs, q2k, q3k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -40,7 +40,7 @@ struct KKernels {
 }
 
 /// The layouts under test.
-const LAYOUTS: [KKernels; 5] = [
+const LAYOUTS: [KKernels; 6] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
@@ -80,6 +80,14 @@ const LAYOUTS: [KKernels; 5] = [
         gemv: iq4xs::arch::gemv_iq4_xsx8_q8_k,
         generic: iq4xs::generic::gemm_iq4_xsx8_q8_k,
         name: "iq4_xsx8",
+    },
+    KKernels {
+        rows: q2k::Q2KX8_ROWS,
+        bytes: q2k::Q2KX8_BLOCK_BYTES,
+        gemm: q2k::arch::gemm_q2_kx8_q8_k,
+        gemv: q2k::arch::gemv_q2_kx8_q8_k,
+        generic: q2k::generic::gemm_q2_kx8_q8_k,
+        name: "q2_kx8",
     },
 ];
 

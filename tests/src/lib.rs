@@ -346,6 +346,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
+        Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
         Layout::F32 | Layout::F16 => return None,
     };
     if let Some(unpack) = group {
@@ -502,6 +503,59 @@ pub fn unpack_iq4_xs(
                 let n = (sb[at] >> shift) & 15;
                 let (p, l) = (i / 32, i % 32);
                 block[8 + 16 * p + l % 16] |= n << (4 * (l / 16));
+            }
+        }
+    }
+    Ok(())
+}
+
+// The inverse of Q2_Kx8's repacker (`kestrel_kernels::layouts::q2k`), for
+// the tests alone.
+
+/// Unpacks a Q2_Kx8 matrix (`rows x cols`) into row-major GGUF Q2_K blocks
+/// (`out`: `rows * cols / 256 * 84` bytes), the inverse of `repack_q2_k`.
+pub fn unpack_q2_k(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q2k::{
+        q2_k_bytes, q2_kx8_bytes, quant_place, scale_place, Q2KX8_BLOCK_BYTES, Q2KX8_ROWS,
+        Q2_K_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected: Option<usize>, actual| match expected {
+        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
+        _ => Err(kestrel_core::Error::SizeMismatch {
+            what,
+            expected: expected.unwrap_or(usize::MAX),
+            actual,
+        }),
+    };
+    fits(
+        "q2_kx8 matrix bytes",
+        q2_kx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("q2_k output bytes", q2_k_bytes(rows, cols), out.len())?;
+    let row_len = nb * Q2_K_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / Q2KX8_ROWS, row % Q2KX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * Q2KX8_BLOCK_BYTES..][..Q2KX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * Q2_K_BLOCK_BYTES..][..Q2_K_BLOCK_BYTES];
+            block.fill(0);
+            block[80..82].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            block[82..84].copy_from_slice(&sb[16 + 2 * r..18 + 2 * r]);
+            for j in 0..QK_K / 16 {
+                block[j] = sb[scale_place(r, j)];
+            }
+            for i in 0..QK_K {
+                let (at, shift) = quant_place(r, i);
+                let q = (sb[at] >> shift) & 3;
+                let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
+                block[16 + 32 * n + l] |= q << (2 * j);
             }
         }
     }

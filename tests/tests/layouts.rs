@@ -6,11 +6,12 @@
 //! generic twins: the kernel crate's `arch_tests`.)
 
 use kestrel_core::gguf::{dequantize_row, GgmlType};
+use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq4xs, q3k};
+use kestrel_kernels::layouts::{iq4xs, q2k, q3k};
 use kestrel_kernels::ShapeError;
-use kestrel_tests::{unpack_iq4_xs, unpack_q3_k};
+use kestrel_tests::{unpack_iq4_xs, unpack_q2_k, unpack_q3_k};
 
 const MAX_ROWS: usize = 11;
 const MAX_COLS: usize = 1024;
@@ -25,7 +26,8 @@ type Unpack = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), Error>;
 
 /// One 8-row layout written whole: its GGUF type and block, where the
 /// block's f16 `d` is, its sizes, repacker, the tests' inverse and the
-/// generic accessors of a super-block's scales and weights.
+/// value of weight `i` of row `r` of a super-block from the generic
+/// accessors, in ggml's dequantizer's operations.
 struct Whole {
     ty: GgmlType,
     block_bytes: usize,
@@ -34,11 +36,10 @@ struct Whole {
     packed_bytes: fn(usize, usize) -> Option<usize>,
     repack: Repack,
     unpack: Unpack,
-    scale: fn(&[u8], usize, usize) -> i32,
-    weight: fn(&[u8], usize, usize) -> i32,
+    value: fn(&[u8], usize, usize) -> f32,
 }
 
-const LAYOUTS: [Whole; 2] = [
+const LAYOUTS: [Whole; 3] = [
     Whole {
         ty: GgmlType::Q3_K,
         block_bytes: q3k::Q3_K_BLOCK_BYTES,
@@ -47,8 +48,10 @@ const LAYOUTS: [Whole; 2] = [
         packed_bytes: q3k::q3_kx8_bytes,
         repack: q3k::repack_q3_k,
         unpack: unpack_q3_k,
-        scale: q3k::generic::q3kx8_scale,
-        weight: q3k::generic::q3kx8_weight,
+        value: |sb, r, i| {
+            let s = q3k::generic::q3kx8_scale(sb, r, i / 16) as f32;
+            read_f16(sb, 2 * r) * s * q3k::generic::q3kx8_weight(sb, r, i) as f32
+        },
     },
     Whole {
         ty: GgmlType::IQ4_XS,
@@ -58,8 +61,24 @@ const LAYOUTS: [Whole; 2] = [
         packed_bytes: iq4xs::iq4_xsx8_bytes,
         repack: iq4xs::repack_iq4_xs,
         unpack: unpack_iq4_xs,
-        scale: iq4xs::generic::iq4xsx8_scale,
-        weight: iq4xs::generic::iq4xsx8_weight,
+        value: |sb, r, i| {
+            let s = iq4xs::generic::iq4xsx8_scale(sb, r, i / 16) as f32;
+            read_f16(sb, 2 * r) * s * iq4xs::generic::iq4xsx8_weight(sb, r, i) as f32
+        },
+    },
+    Whole {
+        ty: GgmlType::Q2_K,
+        block_bytes: q2k::Q2_K_BLOCK_BYTES,
+        d_at: 80,
+        super_block_bytes: q2k::Q2KX8_BLOCK_BYTES,
+        packed_bytes: q2k::q2_kx8_bytes,
+        repack: q2k::repack_q2_k,
+        unpack: unpack_q2_k,
+        value: |sb, r, i| {
+            let (sc, m) = q2k::generic::q2kx8_scale_min(sb, r, i / 16);
+            let (d, dmin) = (read_f16(sb, 2 * r), read_f16(sb, 16 + 2 * r));
+            (d * sc as f32) * q2k::generic::q2kx8_weight(sb, r, i) as f32 - dmin * m as f32
+        },
     },
 ];
 
@@ -113,15 +132,13 @@ fn round_trip_and_values_are_the_dequantizer_s() {
             for row in 0..rows.next_multiple_of(8) {
                 for b in 0..nb {
                     let sb = &packed[((row / 8) * nb + b) * k.super_block_bytes..];
-                    let d = kestrel_core::quant::f16::read_f16(sb, 2 * (row % 8));
                     for i in 0..QK_K {
-                        let s = (k.scale)(sb, row % 8, i / 16) as f32;
-                        let q = (k.weight)(sb, row % 8, i) as f32;
+                        let got = (k.value)(sb, row % 8, i);
                         if row >= rows {
-                            assert_eq!(d, 0.0);
+                            assert_eq!(got, 0.0, "padding row {row}");
                         } else {
                             let want = wf[row * cols + b * QK_K + i];
-                            assert_eq!(want.to_bits(), (d * s * q).to_bits(), "{row} {i}");
+                            assert_eq!(want.to_bits(), got.to_bits(), "{:?} {row} {i}", k.ty);
                         }
                     }
                 }

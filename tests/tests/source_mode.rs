@@ -89,6 +89,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-iq4_nl.gguf",
             "model-q3_k_m.gguf",
             "model-iq4_xs.gguf",
+            "model-q2_k.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
@@ -96,7 +97,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             }
         }
     }
-    assert!(v.len() >= 12, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 13, "GGUF fixtures missing: {v:?}");
     v
 }
 

@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq4nl, iq4xs, q3k};
+use kestrel_kernels::layouts::{iq4nl, iq4xs, q2k, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -51,6 +51,10 @@ pub enum Layout {
     /// every value exact (docs/kernels.md "IQ4_XSx8";
     /// `kestrel_kernels::layouts::iq4xs`).
     Iq4Xsx8,
+    /// GGUF Q2_K super-blocks interleaved 8 rows in the GGUF bytes' size,
+    /// every value exact (docs/kernels.md "Q2_Kx8";
+    /// `kestrel_kernels::layouts::q2k`).
+    Q2Kx8,
 }
 
 /// The activation format a layout multiplies.
@@ -176,7 +180,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 12] = [
+pub static LAYOUTS: [LayoutSpec; 13] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -341,6 +345,19 @@ pub static LAYOUTS: [LayoutSpec; 12] = [
         acts: ActFormat::Q8K,
         kept: kept(23, |s, r, c, o| Ok(iq4xs::repack_iq4_xs(s, r, c, o)?)), // IQ4_XS
         gemm: gemm!(Q8K, iq4xs::gemm_iq4_xsx8_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Q2Kx8,
+        name: "Q2_Kx8",
+        dtype: "Q2_K",
+        suffix: "q2_k",
+        dtype_code: 10,
+        layout_code: 11,
+        group_rows: q2k::Q2KX8_ROWS,
+        block_bytes: q2k::Q2KX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(10, |s, r, c, o| Ok(q2k::repack_q2_k(s, r, c, o)?)), // Q2_K
+        gemm: gemm!(Q8K, q2k::gemm_q2_kx8_q8_k),
     },
 ];
 

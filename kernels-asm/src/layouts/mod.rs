@@ -8,4 +8,5 @@
 
 pub mod iq4nl;
 pub mod iq4xs;
+pub mod q2k;
 pub mod q3k;

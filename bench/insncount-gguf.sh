@@ -3,7 +3,10 @@
 # per decoded token of Kestrel's default conversion (`--wmode source`) and of
 # llama.cpp running the same Q4_K_M file, both under qemu-aarch64 -cpu
 # cortex-a76, 1 thread, counted with the qemu-insncount TCG plugin.
-#   bash bench/insncount-gguf.sh [--model 0.5b|1.5b] [INSNCOUNT_DIR]
+#   bash bench/insncount-gguf.sh [--model 0.5b|1.5b] [--type TYPE] [INSNCOUNT_DIR]
+# --type: a llama.cpp type other than the fetched Q4_K_M file (IQ4_XS,
+# Q2_K, Q3_K_M, ...: bench/prepare.sh makes it from the F32 GGUF, and
+# Kestrel's file is that GGUF converted with --wmode source, `source@TYPE`).
 # INSNCOUNT_DIR (or QEMU_INSNCOUNT_DIR) holds the plugin source `insncount.c`
 # (default ../shared/tools/qemu-insncount; see bench/insncount.sh).
 #
@@ -19,7 +22,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 model=0.5b
-if [ "${1:-}" = --model ]; then model=$2; shift 2; fi
+type=Q4_K_M
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --model) model=$2; shift 2 ;;
+    --type) type=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 dir=${1:-${QEMU_INSNCOUNT_DIR:-$root/../shared/tools/qemu-insncount}}
 [ -f "$dir/insncount.c" ] || { echo "insncount-gguf: no insncount.c in $dir" >&2; exit 2; }
 log() { echo "insncount-gguf: $*" >&2; }
@@ -33,8 +43,16 @@ if [ ! -f "$lib" ] || [ "$dir/insncount.c" -nt "$lib" ]; then
 fi
 llama=$(bash bench/llamacpp-aarch64.sh)
 gguf=$(bash scripts/fetch-model.sh "$model")
-bash bench/prepare.sh "$model" "source" ""
-vqf=.cache/vqf/$model-source.vqf
+if [ "$type" = Q4_K_M ]; then
+    mode=source
+else
+    mode=source@$type
+    bash bench/prepare.sh "$model" "f32" "F32 $type"
+    gguf=.cache/llamacpp/models/$model-$type.gguf
+fi
+bash bench/prepare.sh "$model" "$mode" ""
+vqf=.cache/vqf/$model-$mode.vqf
+tl=$(echo "$type" | tr 'A-Z' 'a-z')
 target=aarch64-unknown-linux-musl
 cargo build --profile size-report --locked --target "$target" -p kestrel >&2
 kestrel="target/$target/size-report/kestrel"
@@ -49,15 +67,16 @@ count() {
     log "$tag: $(head -1 "$out/$tag.txt") ($((SECONDS - t0)) s)"
 }
 for n in 1 17; do
-    count "$model-kestrel-source-tg$n" -- "$kestrel" bench "$vqf" -p 0 -n "$n" -r 1 -t 1 --no-pin --probe-rows 0
-    count "$model-llama-q4_k_m-tg$n" -- "$llama" -m "$gguf" -p 0 -n "$n" -r 1 -t 1 -o md
+    count "$model-kestrel-$mode-tg$n" -- "$kestrel" bench "$vqf" -p 0 -n "$n" -r 1 -t 1 --no-pin --probe-rows 0
+    count "$model-llama-$tl-tg$n" -- "$llama" -m "$gguf" -p 0 -n "$n" -r 1 -t 1 -o md
 done
 
-report="$out/gguf-$model-$(date -u +%Y%m%dT%H%M%SZ).md"
+report="$out/gguf-$model-$tl-$(date -u +%Y%m%dT%H%M%SZ).md"
 python3 - "$out" "$model" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-    "$(qemu-aarch64 --version | head -1)" <<'PY' | tee "$report"
+    "$(qemu-aarch64 --version | head -1)" "$mode" "$type" <<'PY' | tee "$report"
 import re, sys
-out, model, commit, qv = sys.argv[1:5]
+out, model, commit, qv, mode, ty = sys.argv[1:7]
+tl = ty.lower()
 def read(tag):
     total, hist = None, {}
     for l in open(f"{out}/{tag}.txt"):
@@ -69,12 +88,12 @@ def read(tag):
         if m:
             hist[m.group(1)] = int(m.group(2))
     return total, hist
-print(f"## aarch64 instructions per decoded token, {model} Q4_K_M (qemu-aarch64 -cpu cortex-a76, 1 thread)\n")
+print(f"## aarch64 instructions per decoded token, {model} {ty} (qemu-aarch64 -cpu cortex-a76, 1 thread)\n")
 print(f"{qv}; Kestrel {commit} (`--wmode source`, shipped build), llama.cpp 0.3.36 vendored (llama-bench, armv8.2-a+dotprod, static).\n")
 print("| engine, file | per decoded token | sdot per token | top mnemonics per token |")
 print("|---|---:|---:|---|")
 res = {}
-for name, tag in (("Kestrel, source VQF", "kestrel-source"), ("llama.cpp, Q4_K_M GGUF", "llama-q4_k_m")):
+for name, tag in ((f"Kestrel, {mode} VQF", f"kestrel-{mode}"), (f"llama.cpp, {ty} GGUF", f"llama-{tl}")):
     t1, h1 = read(f"{model}-{tag}-tg1")
     t17, h17 = read(f"{model}-{tag}-tg17")
     per = (t17 - t1) / 16
@@ -83,6 +102,6 @@ for name, tag in (("Kestrel, source VQF", "kestrel-source"), ("llama.cpp, Q4_K_M
     top = ", ".join(f"{k} {v / 1e6:.1f}M" for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:8])
     res[tag] = per
     print(f"| {name} | {per:,.0f} | {sd:,.0f} | {top} |")
-print(f"\nKestrel / llama.cpp per decoded token: {res['kestrel-source'] / res['llama-q4_k_m']:.3f} (issue 16's target <= 0.9)")
+print(f"\nKestrel / llama.cpp per decoded token: {res['kestrel-' + mode] / res['llama-' + tl]:.3f}")
 PY
 log "report: $report"

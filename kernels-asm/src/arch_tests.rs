@@ -53,6 +53,58 @@ pub(crate) fn variants(cpu: arch::Cpu) -> Vec<arch::Cpu> {
     vec![cpu]
 }
 
+/// The name of a kernel set the tests run (`avx2`, `avx-vnni`,
+/// `avx512-vnni`; `dotprod`).
+pub(crate) fn variant_name(cpu: arch::Cpu) -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    return match cpu.vnni() {
+        arch::Vnni::No => "avx2",
+        arch::Vnni::Avx => "avx-vnni",
+        arch::Vnni::Avx512 => "avx512-vnni",
+    };
+    #[cfg(target_arch = "aarch64")]
+    {
+        let _ = cpu;
+        "dotprod"
+    }
+}
+
+/// Every kernel set of this architecture's tests.
+const ALL_VARIANTS: &[&str] = if cfg!(target_arch = "x86_64") {
+    &["avx2", "avx-vnni", "avx512-vnni"]
+} else {
+    &["dotprod"]
+};
+
+/// The kernel sets the bit-exact tests run on this CPU and those they
+/// cannot, named (a run that covers less says so); the sets
+/// `KESTREL_EXPECT_KERNELS` implies (scripts/test.sh sets it from the CPU's
+/// flags: `x86_64-avx512vnni` the AVX2 and AVX512-VNNI tiles,
+/// `x86_64-avx2` the AVX2 ones, `aarch64-dotprod`, `scalar` none) must all
+/// run, or the test fails.
+#[test]
+fn kernel_sets_run_and_skipped_are_named() {
+    let run: Vec<&str> = cpus().into_iter().map(variant_name).collect();
+    let skipped: Vec<&str> = ALL_VARIANTS
+        .iter()
+        .copied()
+        .filter(|v| !run.contains(v))
+        .collect();
+    std::println!("kernel sets tested: {run:?}; not on this CPU: {skipped:?}");
+    let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") else {
+        return;
+    };
+    let needed: &[&str] = match expect.as_str() {
+        "x86_64-avx512vnni" => &["avx2", "avx512-vnni"],
+        "x86_64-avx2" => &["avx2"],
+        "aarch64-dotprod" => &["dotprod"],
+        _ => &[],
+    };
+    for n in needed {
+        assert!(run.contains(n), "{expect}: the {n} kernels did not run");
+    }
+}
+
 /// Every kernel set of this CPU ([`variants`] of its token; none without one).
 pub(crate) fn cpus() -> Vec<arch::Cpu> {
     cpu().map(variants).unwrap_or_default()

@@ -366,7 +366,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
 
 use kestrel_kernels::layout::QK_K;
 use kestrel_kernels::layouts::q3k::{
-    places, q3_k_bytes, q3_kx8_bytes, Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS,
+    pair_scale, places, q3_k_bytes, q3_kx8_bytes, Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS,
     Q3_K_BLOCK_BYTES,
 };
 
@@ -401,8 +401,8 @@ fn set_gguf_scale(block: &mut [u8], s: usize, v: u8) {
 fn unpack_super_block(sb: &[u8], r: usize, block: &mut [u8]) {
     block[108..110].copy_from_slice(&sb[2 * r..2 * r + 2]);
     for j in 0..QK_K / 16 {
-        let at = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r;
-        set_gguf_scale(block, j, sb[at].wrapping_add(32));
+        let pair = &sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2)..];
+        set_gguf_scale(block, j, pair_scale(pair, Q3KX8_ROWS * (j % 2) + r) ^ 32);
         for k in 0..4 {
             let w = 16 * j + k;
             let (ra, na, shift) = places(r, w);

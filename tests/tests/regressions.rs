@@ -64,7 +64,7 @@ fn every_fuzz_target_is_listed() {
 
 /// The VQF target on files of every kept-GGUF layout, made here from the
 /// fixtures (a whole model is larger than the kept corpus takes): IQ4_NLx4
-/// (layout 8), Q3_Kx8 (9), IQ4_XSx8 (10), Q2_Kx8 (11), the K-quant mix (5, 6, 7), each whole, cut at
+/// (layout 8), Q3_Kx8 (12), IQ4_XSx8 (10), Q2_Kx8 (11), the K-quant mix (5, 6, 7), each whole, cut at
 /// 48 points, and with 300 deterministic byte changes (most in the header
 /// and entry table, some anywhere): the exerciser returns on each, and the
 /// whole file parses with the layouts it should hold.

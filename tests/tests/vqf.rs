@@ -305,3 +305,28 @@ fn a_one_copy_tagged_file_holds_each_weight_once_for_both_phases() {
         assert!(err(&b).contains("COPY_TAGS"), "{}", err(&b));
     }
 }
+
+/// An entry of the retired Q3_Kx8 layout code (9, whole-byte scales, until
+/// 2026-12-05) is refused with a message that says to convert again, not
+/// read as today's Q3_Kx8 (code 12).
+#[test]
+fn the_retired_q3_k_layout_code_is_refused() {
+    use kestrel_core::vqf::format::Entry;
+    let dir = kestrel_tests::temp_dir("vqf-retired-q3k");
+    let src = kestrel_tests::fixtures()
+        .join("dev_qwen2_kquant")
+        .join("gguf")
+        .join("model-q3_k_m.gguf");
+    let out = dir.join("q3k.vqf");
+    kestrel::convert::convert(&src, &out, WeightMode::Source, None, false).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let v = Vqf::parse(&bytes).unwrap();
+    let e = v.entries().find(|e| e.layout == Layout::Q3Kx8).unwrap();
+    let mut b = e.to_bytes();
+    assert_eq!((b[52], b[53]), (11, 12));
+    assert!(Entry::read(&b, 0).is_ok());
+    b[53] = 9;
+    let err = Entry::read(&b, 0).unwrap_err().to_string();
+    assert!(err.contains("retired") && err.contains("convert"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

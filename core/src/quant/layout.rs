@@ -326,7 +326,7 @@ pub static LAYOUTS: [LayoutSpec; 13] = [
         dtype: "Q3_K",
         suffix: "q3_k",
         dtype_code: 11,
-        layout_code: 9,
+        layout_code: 12,
         group_rows: q3k::Q3KX8_ROWS,
         block_bytes: q3k::Q3KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,

@@ -108,8 +108,9 @@ pub fn dtype_code(layout: Layout) -> u8 {
 }
 
 /// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 3
-/// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8, 8 IQ4_NLx4, 9 Q3_Kx8, 10
-/// IQ4_XSx8, 11 Q2_Kx8).
+/// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8, 8 IQ4_NLx4, 10
+/// IQ4_XSx8, 11 Q2_Kx8, 12 Q3_Kx8; 9, the Q3_Kx8 of whole-byte scales, is
+/// retired).
 pub fn layout_code(layout: Layout) -> u8 {
     layout.spec().layout_code
 }
@@ -377,6 +378,13 @@ impl Entry {
             what: "tensor role",
             at: at + 50,
         })?;
+        if (b[52], b[53]) == (11, 9) {
+            return Err(Error::Unsupported {
+                what: "tensor layout: Q3_Kx8 of whole-byte scales, retired on 2026-12-05 \
+                       (convert the model again); layout code",
+                value: 9,
+            });
+        }
         let layout = layout_from_codes(b[52], b[53]).ok_or(Error::Malformed {
             what: "tensor dtype/layout pair",
             at: at + 52,

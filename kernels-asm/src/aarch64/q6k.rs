@@ -76,7 +76,8 @@ pub(crate) use q6k_group;
 
 /// The quant decoding of Q6_Kx8 (`v31` = 0xfc): `S & 0xFC` is `4 (q - 32)`
 /// for three chunks, `shl`/`sli`/`sli` of the low bits the fourth; `scvtf
-/// #2` undoes the factor 4. Arms: the constant, the fraction bits, the
+/// #2` undoes the factor 4. Arms: the constant, the fraction bits, a
+/// 32-weight block's 16 `i8` scales into `v0` (`v16`..`v18` free), the
 /// tile's loads and decoding of one group (into `v4`..`v11`), the GEMV's
 /// loads of two groups and the decoding of each (into `v1`..`v6`, `v21`,
 /// `v22` and `v7`..`v12`, `v0`, `v15`).
@@ -84,6 +85,7 @@ pub(crate) use q6k_group;
 macro_rules! q6k_quants {
     (setup) => { "movi v31.16b, #0xfc" };
     (fbits) => { ", #2" };
+    (scales) => { "ld1 {{v0.16b}}, [{w}], #16" };
     (tile_load) => { concat!(
         "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64\n", // S0, S1
         "ld1 {{v8.16b, v9.16b}}, [{w}], #32\n", // S2
@@ -203,7 +205,7 @@ macro_rules! k8_kernels {
                     "movi v27.16b, #0", // rows 4-7
                     "mov x12, #8",
                     "4:",
-                    "ld1 {{v0.16b}}, [{w}], #16", // scales: group 2p (8 rows), 2p + 1
+                    $nib!(scales), // scales: group 2p (8 rows), 2p + 1
                     $nib!(gemv_load),
                     "ld1 {{v13.16b, v14.16b}}, [x9], #32", // activations of g0, g1
                     "sxtl2 v16.8h, v0.16b", // scales to i32
@@ -320,7 +322,7 @@ macro_rules! k8_kernels {
                     "movi v27.16b, #0",
                     "mov x12, #8",
                     "4:",
-                    "ld1 {{v0.16b}}, [{w}], #16", // scales of groups 2p, 2p + 1
+                    $nib!(scales), // scales of groups 2p, 2p + 1
                     "sxtl2 v1.8h, v0.16b",
                     "sxtl v0.8h, v0.8b",
                     "sxtl v2.4s, v0.4h", // group 2p, rows 0-3

@@ -400,8 +400,8 @@ pub mod aarch64 {
     /// One half (16 weights) of a sub-block in the tile: its 64 quant bytes
     /// looked up into `v20`..`v23` and `v8`..`v11`, each activation row's 16
     /// bytes (`q0`..`q3`), 8 `sdot` into two scratch sums, scaled by `v28`
-    /// / `v29` (rows 0-3 / 4-7) into that row's accumulators `v20 + 2i`...
-    /// (here `v12`..`v19` for activation rows 0-3).
+    /// / `v29` (rows 0-3 / 4-7) into that row's accumulators (`v12 + 2i`,
+    /// `v13 + 2i` for activation row `i`).
     #[rustfmt::skip]
     macro_rules! iq4xs_tile_half {
         () => { concat!(
@@ -440,10 +440,9 @@ pub mod aarch64 {
     /// One row group x 4 activation rows: `acc[8i + r]` += row `r` . act
     /// row `i` (`acc` holds the running float sums between super-blocks).
     ///
-    /// Per 32-weight sub-block: 2 x (1 + 4) loads, 2 `sxtl`... (3 per
-    /// sub-block), 2 x 16 to look up the operands, then per activation
-    /// row 4 `movi`, 16 `sdot`, 4 `mla`: about 140 instructions for 8 x 4 x
-    /// 32.
+    /// Per 32-weight sub-block: 2 x (1 + 4) loads, 3 `sxtl` (its scales
+    /// to i32), 2 x 16 to look up the operands, then per activation row 4
+    /// `movi`, 16 `sdot`, 4 `mla`: about 140 instructions for 8 x 4 x 32.
     ///
     /// # Safety
     /// `w` must point to `nb * 1088` readable bytes, `qs` and `d` to 4
@@ -714,8 +713,7 @@ pub mod x86_64 {
             ];
             let mut out = [0i8; 64];
             for m in 0..4 {
-                // u = lo | hi << 4 (6 bits), u ^ 32 - 32 = ls - 32... as
-                // the 6-bit two's complement: (u ^ 32) - 32.
+                // u = lo | hi << 4 = ls ^ 32, so (u ^ 32) - 32 = ls - 32.
                 let u = _mm_or_si128(lo[m], _mm_slli_epi16::<4>(hi[m]));
                 let v = _mm_sub_epi8(_mm_xor_si128(u, _mm_set1_epi8(32)), _mm_set1_epi8(32));
                 _mm_storeu_si128(out.as_mut_ptr().add(16 * m).cast(), v);

@@ -13,20 +13,23 @@
 //! `hmask[l]` is set (then `q = low`); its value is `d * (sc[i / 16] - 32) *
 //! q` (as `dequantize_row_q3_K`).
 //!
-//! For row group `g` and super-block column `b` the Q3_Kx8 super-block (912
-//! bytes, at `(g * nb + b) * 912`) is:
+//! For row group `g` and super-block column `b` the Q3_Kx8 super-block (880
+//! bytes, at `(g * nb + b) * 880`: eight GGUF blocks' size) is:
 //!
 //! * bytes `2r, 2r + 1`: `d` of row `8g + r` (f16 LE, copied);
-//! * then for each 32-weight block `p` (0..8) 112 bytes at `16 + 112p`:
-//!   * `8h + r` (`h` 0..2): `sc[2p + h] - 32` of row `r`, an `i8`;
+//! * then for each 32-weight block `p` (0..8) 108 bytes at `16 + 108p`:
+//!   * 12 bytes, the 16 scales `t = 8h + r` (`h` 0..2: group `2p + h`) as
+//!     `u(t) = sc ^ 32`, the 6-bit two's complement of `sc - 32`: byte `k`
+//!     (0..8) is `u(k) | (u(8 + k) >> 4) << 6`, byte `8 + m` (0..4) is
+//!     `u(8 + m) & 15 | (u(12 + m) & 15) << 4` ([`pack_pair_scales`]);
 //!   * for the 16-weight group `j = 2p + h`, with `f(i) = q(i) & 7` (the
-//!     3-bit two's complement) and `w = 16j + k`: at `16 + 48h + 4r + k`
+//!     3-bit two's complement) and `w = 16j + k`: at `12 + 48h + 4r + k`
 //!     (`r` 0..8, `k` 0..4) `f(w) << 5 | f(w + 4) << 2 | f(w + 8) & 3`; at
-//!     `16 + 48h + 32 + 4(r % 4) + k`, in the low nibble for `r` < 4 and
+//!     `12 + 48h + 32 + 4(r % 4) + k`, in the low nibble for `r` < 4 and
 //!     the high one otherwise, `(f(w + 8) >> 2) << 3 | f(w + 12)`.
 //!
 //! Rows past `rows` in the last group are padding: all bytes zero (`d = 0`,
-//! scales 0, `q = 0`).
+//! `q = 0`).
 
 use crate::layout::{QK, QK_K};
 use crate::shape::{check_len, ShapeError};
@@ -35,14 +38,40 @@ use crate::shape::{check_len, ShapeError};
 pub const Q3_K_BLOCK_BYTES: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
 /// Rows in one Q3_Kx8 row group.
 pub const Q3KX8_ROWS: usize = 8;
+/// Bytes of one Q3_Kx8 32-weight block's 16 packed 6-bit scales.
+pub const Q3KX8_SCALE_BYTES: usize = 12;
 /// Bytes of one Q3_Kx8 32-weight block: 16 scales, two 48-byte groups.
-pub const Q3KX8_PAIR_BYTES: usize = 2 * Q3KX8_ROWS + 2 * 48;
-/// Bytes of one Q3_Kx8 super-block (8 rows x 256 weights): 3.5625 bits per
-/// weight (GGUF's Q3_K: 3.4375; the scales are whole bytes here).
+pub const Q3KX8_PAIR_BYTES: usize = Q3KX8_SCALE_BYTES + 2 * 48;
+/// Bytes of one Q3_Kx8 super-block (8 rows x 256 weights): 3.4375 bits per
+/// weight, GGUF's Q3_K size.
 pub const Q3KX8_BLOCK_BYTES: usize = 2 * Q3KX8_ROWS + (QK_K / QK) * Q3KX8_PAIR_BYTES;
 
-const _: () = assert!(Q3_K_BLOCK_BYTES == 110 && Q3KX8_PAIR_BYTES == 112);
-const _: () = assert!(Q3KX8_BLOCK_BYTES == 912);
+const _: () = assert!(Q3_K_BLOCK_BYTES == 110 && Q3KX8_PAIR_BYTES == 108);
+const _: () = assert!(Q3KX8_BLOCK_BYTES == Q3KX8_ROWS * Q3_K_BLOCK_BYTES);
+
+/// The 12 bytes of a 32-weight block's 16 scales `u` (6-bit, `u[t]` for
+/// group `2p + t / 8`, row `t % 8`), as the byte order above packs them.
+pub fn pack_pair_scales(u: &[u8; 16]) -> [u8; Q3KX8_SCALE_BYTES] {
+    let mut b = [0u8; Q3KX8_SCALE_BYTES];
+    for k in 0..8 {
+        b[k] = (u[k] & 63) | (u[8 + k] >> 4) << 6;
+    }
+    for m in 0..4 {
+        b[8 + m] = (u[8 + m] & 15) | (u[12 + m] & 15) << 4;
+    }
+    b
+}
+
+/// Scale `t` (0..16) of a block's 12 packed bytes, the 6-bit `u`.
+#[inline]
+pub fn pair_scale(b: &[u8], t: usize) -> u8 {
+    if t < 8 {
+        return b[t] & 63;
+    }
+    let k = t - 8;
+    let low = if k < 4 { b[8 + k] & 15 } else { b[4 + k] >> 4 };
+    (b[k] >> 6) << 4 | low
+}
 
 /// Bytes of a `rows x cols` matrix in Q3_Kx8, padding rows included
 /// (`None`: it overflows).
@@ -83,7 +112,7 @@ fn gguf_scale(block: &[u8], s: usize) -> u8 {
 #[inline]
 pub fn places(r: usize, i: usize) -> (usize, usize, u32) {
     let (p, h, k) = (i / 32, (i / 16) % 2, i % 4);
-    let g = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * p + 2 * Q3KX8_ROWS + 48 * h;
+    let g = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * p + Q3KX8_SCALE_BYTES + 48 * h;
     (g + 4 * r + k, g + 32 + 4 * (r % 4) + k, 4 * (r / 4) as u32)
 }
 
@@ -91,11 +120,11 @@ pub fn places(r: usize, i: usize) -> (usize, usize, u32) {
 /// for row `r`; missing rows are padding).
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
+    let mut u = [[0u8; 16]; QK_K / QK];
     for (r, block) in src.iter().enumerate() {
         sb[2 * r..2 * r + 2].copy_from_slice(&block[108..110]);
         for j in 0..QK_K / 16 {
-            let at = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r;
-            sb[at] = gguf_scale(block, j).wrapping_sub(32);
+            u[j / 2][Q3KX8_ROWS * (j % 2) + r] = gguf_scale(block, j) ^ 32;
             for k in 0..4 {
                 let w = 16 * j + k;
                 let f = |s: usize| gguf_f(block, w + 4 * s);
@@ -104,6 +133,10 @@ fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
                 sb[na] |= ((f(2) >> 2) << 3 | f(3)) << shift;
             }
         }
+    }
+    for (p, u) in u.iter().enumerate() {
+        let at = 2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * p;
+        sb[at..at + Q3KX8_SCALE_BYTES].copy_from_slice(&pack_pair_scales(u));
     }
 }
 
@@ -132,7 +165,7 @@ pub fn repack_q3_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Resu
 /// The scalar specification: every architecture's kernels match it bit for
 /// bit.
 pub mod generic {
-    use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS};
+    use super::{pair_scale, Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES};
     use crate::generic::{gemm_k_groups, k8_group_dot};
     use crate::layout::QK;
 
@@ -140,7 +173,7 @@ pub mod generic {
     /// Q3_Kx8 super-block.
     #[inline]
     pub fn q3kx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
-        let g = &sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (i / QK) + 2 * Q3KX8_ROWS..];
+        let g = &sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (i / QK) + Q3KX8_SCALE_BYTES..];
         let g = &g[48 * ((i / 16) % 2)..][..48];
         let (s, k) = ((i % 16) / 4, i % 4);
         let (rb, nb) = (g[4 * r + k], g[32 + 4 * (r % 4) + k] >> (4 * (r / 4)));
@@ -153,11 +186,13 @@ pub mod generic {
         ((f << 5) as i8 >> 5) as i32
     }
 
-    /// The `i8` scale of 16-weight group `j` (0..16) of row `r` in a Q3_Kx8
-    /// super-block.
+    /// The scale `sc - 32` (-32..=31) of 16-weight group `j` (0..16) of row
+    /// `r` in a Q3_Kx8 super-block.
     #[inline]
     pub fn q3kx8_scale(sb: &[u8], r: usize, j: usize) -> i32 {
-        sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2) + Q3KX8_ROWS * (j % 2) + r] as i8 as i32
+        let pair = &sb[2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2)..];
+        let u = pair_scale(pair, Q3KX8_ROWS * (j % 2) + r);
+        ((u << 2) as i8 >> 2) as i32
     }
 
     /// The eight rows of one Q3_Kx8 row group dotted with one Q8_K activation
@@ -174,13 +209,13 @@ pub mod generic {
 
     forwarding_entry!(
         /// GEMV, Q3_Kx8 weights x one Q8_K activation row (shapes as
-        /// [`gemv_q6_kx8_q8_k`], with 912-byte super-blocks).
+        /// [`gemv_q6_kx8_q8_k`], with 880-byte super-blocks).
         q8_k gemv gemv_q3_kx8_q8_k => gemm_q3_kx8_q8_k
     );
 
     forwarding_entry!(
         /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows (shapes as
-        /// [`gemm_q6_kx8_q8_k`], with 912-byte super-blocks).
+        /// [`gemm_q6_kx8_q8_k`], with 880-byte super-blocks).
         q8_k gemm gemm_q3_kx8_q8_k => gemm_k_groups [Q3KX8_BLOCK_BYTES, |g, q, d, _| q3kx8_group_dot(g, q, d)]
     );
 }
@@ -221,12 +256,27 @@ pub mod aarch64 {
     }
 
     /// The quant decoding of Q3_Kx8 (`v31` = 0xe0): [`q3k_group_decode!`] into
-    /// the registers [`q6k_quants!`] fills; `scvtf #5` undoes the factor 32.
+    /// the registers [`q6k_quants!`] fills; the 16 scales of a 32-weight
+    /// block unpacked from their 12 bytes into `v0` as `4 (sc - 32)` (10
+    /// instructions, `v16`..`v18` scratch); `scvtf #7` undoes the factor 32
+    /// of the quants and 4 of the scales.
     /// The GEMV loads its second group after the first one's `sdot`s.
     #[rustfmt::skip]
     macro_rules! q3k_quants {
         (setup) => { "movi v31.16b, #0xe0" };
-        (fbits) => { ", #5" };
+        (fbits) => { ", #7" };
+        (scales) => { concat!(
+            "ld1 {{v0.8b}}, [{w}], #8\n", // u(k) | top bits of u(8 + k)
+            "ld1 {{v16.s}}[0], [{w}], #4\n", // low nibbles of u(8..16)
+            "shl v17.8b, v16.8b, #4\n",
+            "ushr v16.8b, v16.8b, #4\n",
+            "shl v16.8b, v16.8b, #4\n",
+            "ins v17.s[1], v16.s[0]\n", // byte m: (u(8 + m) & 15) << 4
+            "mov v18.16b, v0.16b\n",
+            "sri v18.8b, v17.8b, #2\n", // u(8 + k) << 2
+            "shl v0.8b, v0.8b, #2\n", // u(k) << 2
+            "ins v0.d[1], v18.d[0]", // 4 (sc - 32) as i8, scale t in byte t
+        ) };
         (tile_load) => { "ld1 {{v16.16b, v17.16b, v18.16b}}, [{w}], #48\n" };
         (tile_decode) => { concat!(q3k_group_decode!("v16", "v17", "v18", "v19", "v28",
             ["v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11"]), "\n") };
@@ -256,7 +306,7 @@ pub mod aarch64 {
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
     use super::generic;
-    use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS};
+    use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES};
     use crate::layout::QK_K;
     use crate::shape::ShapeError;
     use crate::x86_64::q6k::{k8_gemm, K8Kernels, TILE_M};
@@ -322,7 +372,7 @@ pub mod x86_64 {
     /// d_a) * sumi`, the reference's order.
     ///
     /// # Safety
-    /// `wg.len() >= nb * 912`, `qs.len() >= T * nb * 256` (rows `nb * 256`
+    /// `wg.len() >= nb * 880`, `qs.len() >= T * nb * 256` (rows `nb * 256`
     /// apart), `d.len() >= T * nb`, `1 <= T <= 4`, and the CPU must implement
     /// AVX2, FMA and F16C.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -347,6 +397,33 @@ pub mod x86_64 {
         nb: usize,
         res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
     ) => q3k_tile_body::<T, DOT>);
+
+    /// The 16 scales `sc - 32` of the 32-weight block at `pair` as `i8`,
+    /// scale `t` (group `t / 8`, row `t % 8`) in byte `t`.
+    ///
+    /// # Safety
+    /// `pair` must point to the block's 12 scale bytes; SSE2 (the x86_64
+    /// baseline).
+    #[inline(always)]
+    unsafe fn pair_scales(pair: *const u8) -> __m128i {
+        // SAFETY: the 12 bytes at `pair` are readable (the function
+        // contract); unaligned loads.
+        unsafe {
+            let x = _mm_loadl_epi64(pair.cast());
+            let y = _mm_cvtsi32_si128(pair.add(8).cast::<i32>().read_unaligned());
+            let m4 = _mm_set1_epi8(15);
+            let low6 = _mm_and_si128(x, _mm_set1_epi8(63));
+            let top = _mm_and_si128(_mm_srli_epi16::<6>(x), _mm_set1_epi8(3));
+            let nib = _mm_unpacklo_epi32(
+                _mm_and_si128(y, m4),
+                _mm_and_si128(_mm_srli_epi16::<4>(y), m4),
+            );
+            let high6 = _mm_or_si128(_mm_slli_epi16::<4>(top), nib);
+            let u = _mm_unpacklo_epi64(low6, high6);
+            let k32 = _mm_set1_epi8(32);
+            _mm_sub_epi8(_mm_xor_si128(u, k32), k32)
+        }
+    }
 
     /// The body of the three tiles, inlined into each so that it is compiled
     /// with its caller's features (`DOT`: a [`Dot`] constant).
@@ -374,7 +451,7 @@ pub mod x86_64 {
         res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
     ) {
         // SAFETY: the loads read super-block `b < nb` of `wg` (its `d`, scales
-        // and groups at their offsets inside 912 bytes) and block `b` of rows
+        // and groups at their offsets inside 880 bytes) and block `b` of rows
         // `t < T` of `qs`, `d` and (VNNI) `offsets` (the function contract);
         // unaligned; the CPU implements AVX2, FMA, F16C and the `DOT` form.
         unsafe {
@@ -389,8 +466,13 @@ pub mod x86_64 {
                 let mut sumi = [_mm256_setzero_si256(); T];
                 for j in 0..QK_K / 16 {
                     let pair = sb.add(2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2));
-                    let sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(pair.add(8 * (j % 2)).cast()));
-                    let g = pair.add(2 * Q3KX8_ROWS + 48 * (j % 2));
+                    let sc16 = pair_scales(pair);
+                    let sc = _mm256_cvtepi8_epi32(if j % 2 == 0 {
+                        sc16
+                    } else {
+                        _mm_srli_si128::<8>(sc16)
+                    });
+                    let g = pair.add(Q3KX8_SCALE_BYTES + 48 * (j % 2));
                     let r = _mm256_loadu_si256(g.cast());
                     let n = _mm_loadu_si128(g.add(32).cast());
                     let n = _mm256_setr_m128i(

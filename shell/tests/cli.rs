@@ -698,3 +698,45 @@ fn keep_q8_is_checked_and_only_for_mix_and_small() {
     assert!(o.status.success() && text.contains("COPY_TAGS"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `convert` says what the file holds by copy and, for a two-copy mode, the
+/// size of its one-copy alternative; `--wmode exact` then writes that size.
+#[test]
+fn convert_says_the_size_of_each_copy_and_of_the_one_copy_file() {
+    let dir = temp("sizes");
+    let src = fixture("dev_qwen2_kquant/gguf/model-q2_k.gguf");
+    let convert = |mode: &str, out: &Path| -> String {
+        let st = kestrel()
+            .args([
+                "convert",
+                src.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .args(["--wmode", mode])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&st.stderr).to_string();
+        assert!(st.status.success(), "{log}");
+        let line = log.lines().find(|l| l.starts_with("[VQF] size "));
+        line.unwrap_or_else(|| panic!("no size line: {log}"))
+            .to_string()
+    };
+    let two = convert("source", &dir.join("source.vqf"));
+    assert!(two.contains("prefill-only copy"), "{two}");
+    let about: f64 = two
+        .split("--wmode exact keeps one copy: about ")
+        .nth(1)
+        .and_then(|s| s.strip_suffix(" MB"))
+        .unwrap_or_else(|| panic!("{two}"))
+        .parse()
+        .unwrap();
+    let one = convert("exact", &dir.join("exact.vqf"));
+    assert!(!one.contains("keeps one copy"), "{one}");
+    let written = std::fs::metadata(dir.join("exact.vqf")).unwrap().len() as f64 / 1e6;
+    assert!(
+        (about - written).abs() <= 0.051,
+        "{about} MB said, {written} MB written"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

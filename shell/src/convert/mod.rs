@@ -453,6 +453,49 @@ fn say_source_plan(
     Ok(())
 }
 
+/// What the file holds, by copy: the prefill-only entries (the Q8 copy of
+/// a two-copy file), the decode copy, the token embedding and the rest
+/// (norms, biases, vision tower), and for a two-copy mode the size of its
+/// one-copy alternative (the file less its prefill-only entries).
+fn size_line(v: &Vqf, mode: WeightMode) -> String {
+    use kestrel_core::vqf::format::copies;
+    let (mut prefill, mut decode, mut embedding, mut other) = (0u64, 0u64, 0u64, 0u64);
+    for e in v.entries() {
+        if e.role == kestrel_core::tensors::Role::TokenEmbd {
+            embedding += e.nbytes;
+        } else if e.copies == copies::PREFILL {
+            prefill += e.nbytes;
+        } else if e.copies & copies::DECODE != 0 {
+            decode += e.nbytes;
+        } else {
+            other += e.nbytes;
+        }
+    }
+    let total = v.header().file_len;
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut line = format!(
+        "[VQF] size {:.1} MB: decode copy {:.1} MB, prefill-only copy {:.1} MB ({:.0}%), embedding {:.1} MB, other {:.1} MB",
+        mb(total),
+        mb(decode),
+        mb(prefill),
+        100.0 * prefill as f64 / total.max(1) as f64,
+        mb(embedding),
+        mb(other + total.saturating_sub(prefill + decode + embedding + other)),
+    );
+    let alternative = match mode {
+        WeightMode::Source => Some("exact"),
+        WeightMode::Dual | WeightMode::Mix(_) => Some("small"),
+        _ => None,
+    };
+    if let (Some(alt), true) = (alternative, prefill > 0) {
+        line += &format!(
+            "; --wmode {alt} keeps one copy: about {:.1} MB",
+            mb(total - prefill)
+        );
+    }
+    line
+}
+
 /// Peak resident memory of this process (VmHWM), in bytes.
 pub fn peak_rss() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -778,6 +821,7 @@ fn write(
         )
         .into());
     }
+    say(size_line(&reloaded, mode));
     drop(map);
     out.commit()?;
     say(format!(

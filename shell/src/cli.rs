@@ -73,6 +73,46 @@ pub fn token_id() -> ValueParser {
     in_range(0, u32::MAX as usize)
 }
 
+/// A size in bytes: a whole number, or a number (decimals allowed) with a
+/// unit: `K`, `M`, `G`, `T` (with or without a final `B`) are powers of
+/// 1000, `KiB`, `MiB`, `GiB`, `TiB` of 1024 (`16GB`, `11.5GiB`, `900000`).
+pub fn byte_size() -> ValueParser {
+    ValueParser::new(|s: &str| parse_byte_size(s))
+}
+
+/// [`byte_size`]'s rule.
+pub fn parse_byte_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KB" => 1e3,
+        "M" | "MB" => 1e6,
+        "G" | "GB" => 1e9,
+        "T" | "TB" => 1e12,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        u => {
+            return Err(format!(
+                "unknown unit '{u}' (K, M, G, T, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (for example 16GB or 11.5GiB)"))?;
+    let bytes = (n * scale).round();
+    if !(1.0..=1e18).contains(&bytes) {
+        return Err(format!("'{s}' is out of range (1 byte to 1 EB)"));
+    }
+    Ok(bytes as u64)
+}
+
 /// Every token id given to `name` (parsed by [`token_id`], so each fits).
 pub fn token_ids(m: &ArgMatches, name: &str) -> Vec<u32> {
     all::<usize>(m, name)
@@ -125,4 +165,31 @@ pub fn all<T: Clone + Send + Sync + 'static>(m: &ArgMatches, name: &str) -> Vec<
     m.get_many::<T>(name)
         .map(|v| v.cloned().collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_byte_size;
+
+    #[test]
+    fn byte_sizes_take_decimal_and_binary_units() {
+        assert_eq!(parse_byte_size("900000"), Ok(900_000));
+        assert_eq!(parse_byte_size("16GB"), Ok(16_000_000_000));
+        assert_eq!(parse_byte_size("16G"), Ok(16_000_000_000));
+        assert_eq!(parse_byte_size("11.5GiB"), Ok(12_348_030_976));
+        assert_eq!(parse_byte_size(" 4 MiB "), Ok(4 << 20));
+        assert_eq!(parse_byte_size("1KiB"), Ok(1024));
+        for bad in [
+            "",
+            "GB",
+            "1.2.3GB",
+            "12XB",
+            "0",
+            "-1GB",
+            "1e30",
+            "2000000TB",
+        ] {
+            assert!(parse_byte_size(bad).is_err(), "{bad}");
+        }
+    }
 }

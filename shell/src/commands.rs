@@ -56,6 +56,13 @@ pub fn command() -> Command {
                         "memory",
                         "Print the memory the model needs instead: weights and the arena (KV cache, activations) at a few --ctx values. FILE may also be a Hugging Face directory or a config.json.",
                     ),
+                    crate::cli::value(
+                        "board",
+                        "SIZE",
+                        "With --memory: a board's memory (16GB, 11.5GiB, or bytes): the longest --ctx whose arena fits beside the weights.",
+                    )
+                    .value_parser(crate::cli::byte_size())
+                    .requires("memory"),
                 ]),
             LogitsArgs::command(),
             PerplexityArgs::command(),

@@ -338,7 +338,7 @@ fn mb(b: u64) -> String {
 /// file, a Hugging Face directory or a config.json: the weights (the file's
 /// tensors, mapped) and the arena (`ArenaSizes`: f16 KV cache, activations
 /// and scratch for prefill batches of 128) at a few context lengths.
-pub fn memory(path: &Path) -> Result<()> {
+pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
     use kestrel_core::convert::WeightMode;
     use kestrel_core::state::{ArenaSizes, KvType, Options};
     type Report = (Config, Vec<(String, u64)>, u32);
@@ -424,5 +424,59 @@ pub fn memory(path: &Path) -> Result<()> {
         "{:>34}  a --draft model adds its own arena (its inspect --memory), at the target's --ctx",
         ""
     );
+    if let Some(board) = board {
+        let arena = |ctx: usize| -> Result<u64> {
+            let opts = Options {
+                max_seq: ctx,
+                max_batch: 128,
+                kv: KvType::F16,
+                all_logits: false,
+                slots: 1,
+                draft: 0,
+            };
+            Ok(ArenaSizes::new(&cfg, &opts)?.total as u64)
+        };
+        println!("a board of {} ({board} bytes):", gib(board));
+        for (what, w) in weights
+            .iter()
+            .filter(|(what, _)| what != "of which tensors")
+        {
+            // The longest context (at most max_seq) whose arena fits beside
+            // these weights: the arena grows with the context.
+            let fits = |ctx: usize| -> Result<bool> { Ok(w + arena(ctx)? <= board) };
+            let line = if !fits(1)? {
+                format!("does not fit: {} over", gib(w + arena(1)? - board))
+            } else {
+                let (mut lo, mut hi) = (1usize, max_seq as usize);
+                while lo < hi {
+                    let mid = lo + (hi - lo).div_ceil(2);
+                    if fits(mid)? {
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                format!(
+                    "--ctx up to {lo}{}, leaving {} for the system and other programs",
+                    if lo == max_seq as usize {
+                        " (max_seq)"
+                    } else {
+                        ""
+                    },
+                    gib(board - w - arena(lo)?)
+                )
+            };
+            println!("{:>34}: {line}", format!("with the {what}"));
+        }
+    }
     Ok(())
+}
+
+/// A board-sized amount: GiB from 1 GiB up, MiB below.
+fn gib(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    }
 }

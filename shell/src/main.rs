@@ -40,7 +40,7 @@ fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
         "inspect" => {
             let file = get::<PathBuf>(m, "file");
             if m.get_flag("memory") {
-                inspect::memory(&file)
+                inspect::memory(&file, kestrel::cli::opt::<u64>(m, "board"))
             } else {
                 inspect::inspect(&file, m.get_flag("json"))
             }

@@ -740,3 +740,62 @@ fn convert_says_the_size_of_each_copy_and_of_the_one_copy_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `inspect --memory --board SIZE`: the longest context that fits beside
+/// the weights, or how far over they are; a size that is not one is a usage
+/// error.
+#[test]
+fn inspect_memory_says_what_a_board_leaves_for_the_context() {
+    let model = fixture("dev_qwen2_kquant/gguf/model-q2_k.gguf");
+    let dir = temp("board");
+    let vqf = dir.join("m.vqf");
+    let st = kestrel()
+        .args([
+            "convert",
+            model.to_str().unwrap(),
+            "-o",
+            vqf.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let board = |size: &str| {
+        let out = kestrel()
+            .args([
+                "inspect",
+                "--memory",
+                vqf.to_str().unwrap(),
+                "--board",
+                size,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{size}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let big = board("16GB");
+    assert!(
+        big.contains("a board of 14.90 GiB (16000000000 bytes)"),
+        "{big}"
+    );
+    assert!(big.contains("--ctx up to 32768 (max_seq)"), "{big}");
+    let mid = board("20MiB");
+    let ctx: usize = mid
+        .split("--ctx up to ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or_else(|| panic!("{mid}"))
+        .parse()
+        .unwrap();
+    assert!(ctx > 512 && ctx < 32768, "{mid}");
+    assert!(board("1MB").contains("does not fit"));
+    usage_error(&[
+        "inspect",
+        "--memory",
+        vqf.to_str().unwrap(),
+        "--board",
+        "2XB",
+    ]);
+    usage_error(&["inspect", vqf.to_str().unwrap(), "--board", "2GB"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

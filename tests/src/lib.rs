@@ -370,6 +370,24 @@ use kestrel_kernels::layouts::q3k::{
     Q3_K_BLOCK_BYTES,
 };
 
+/// An inverse's size check: `actual` bytes where `expected` (`None`: it
+/// overflows) are due, for rows of `cols` (a multiple of 256).
+fn fits_k(
+    what: &'static str,
+    cols: usize,
+    expected: Option<usize>,
+    actual: usize,
+) -> Result<(), kestrel_core::Error> {
+    match expected {
+        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
+        _ => Err(kestrel_core::Error::SizeMismatch {
+            what,
+            expected: expected.unwrap_or(usize::MAX),
+            actual,
+        }),
+    }
+}
+
 /// Sets weight `i` of a GGUF Q3_K block to the 3-bit `f` (its `qs` and
 /// `hmask` bits, leaving the others).
 #[inline]
@@ -424,14 +442,7 @@ pub fn unpack_q3_k(
     out: &mut [u8],
 ) -> Result<(), kestrel_core::Error> {
     let nb = cols / QK_K;
-    let fits = |what, expected: Option<usize>, actual| match expected {
-        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
-        _ => Err(kestrel_core::Error::SizeMismatch {
-            what,
-            expected: expected.unwrap_or(usize::MAX),
-            actual,
-        }),
-    };
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
     fits(
         "q3_kx8 matrix bytes",
         q3_kx8_bytes(rows, cols),
@@ -467,14 +478,7 @@ pub fn unpack_iq4_xs(
         IQ4XSX8_ROWS, IQ4_XS_BLOCK_BYTES,
     };
     let nb = cols / QK_K;
-    let fits = |what, expected: Option<usize>, actual| match expected {
-        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
-        _ => Err(kestrel_core::Error::SizeMismatch {
-            what,
-            expected: expected.unwrap_or(usize::MAX),
-            actual,
-        }),
-    };
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
     fits(
         "iq4_xsx8 matrix bytes",
         iq4_xsx8_bytes(rows, cols),
@@ -525,14 +529,7 @@ pub fn unpack_q2_k(
         Q2_K_BLOCK_BYTES,
     };
     let nb = cols / QK_K;
-    let fits = |what, expected: Option<usize>, actual| match expected {
-        Some(e) if e == actual && cols.is_multiple_of(QK_K) => Ok(()),
-        _ => Err(kestrel_core::Error::SizeMismatch {
-            what,
-            expected: expected.unwrap_or(usize::MAX),
-            actual,
-        }),
-    };
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
     fits(
         "q2_kx8 matrix bytes",
         q2_kx8_bytes(rows, cols),

@@ -596,7 +596,7 @@ pub mod x86_64 {
     use super::{IQ4XSX8_BLOCK_BYTES, IQ4XSX8_QUANTS_AT, IQ4XSX8_ROWS, IQ4XSX8_SUB_BYTES};
     use crate::layout::QK_K;
     use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, K8Kernels, TILE_M};
+    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
     use crate::x86_64::{vnni_forms, Avx2, Dot, RUN};
     use core::arch::x86_64::*;
 
@@ -610,26 +610,7 @@ pub mod x86_64 {
     /// IQ4_XSx8's kernels.
     const IQ4XS: K8Kernels = K8Kernels {
         block_bytes: IQ4XSX8_BLOCK_BYTES,
-        tiles: [
-            [
-                iq4xs_tile::<1>,
-                iq4xs_tile::<2>,
-                iq4xs_tile::<3>,
-                iq4xs_tile::<4>,
-            ],
-            [
-                iq4xs_tile_avx_vnni::<1>,
-                iq4xs_tile_avx_vnni::<2>,
-                iq4xs_tile_avx_vnni::<3>,
-                iq4xs_tile_avx_vnni::<4>,
-            ],
-            [
-                iq4xs_tile_avx512_vnni::<1>,
-                iq4xs_tile_avx512_vnni::<2>,
-                iq4xs_tile_avx512_vnni::<3>,
-                iq4xs_tile_avx512_vnni::<4>,
-            ],
-        ],
+        tiles: k8_tiles!(iq4xs_tile, iq4xs_tile_avx_vnni, iq4xs_tile_avx512_vnni),
         wide: None,
         avx2_no_min: true,
         generic: generic::gemm_iq4_xsx8_q8_k,

@@ -565,7 +565,7 @@ pub mod x86_64 {
     use super::{Q2KX8_BLOCK_BYTES, Q2KX8_PAIR_BYTES, Q2KX8_ROWS};
     use crate::layout::QK_K;
     use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, K8Kernels, TILE_M};
+    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
     use crate::x86_64::{vnni_forms, Avx2, Dot};
     use core::arch::x86_64::*;
 
@@ -579,21 +579,7 @@ pub mod x86_64 {
     /// Q2_Kx8's kernels.
     const Q2K: K8Kernels = K8Kernels {
         block_bytes: Q2KX8_BLOCK_BYTES,
-        tiles: [
-            [q2k_tile::<1>, q2k_tile::<2>, q2k_tile::<3>, q2k_tile::<4>],
-            [
-                q2k_tile_avx_vnni::<1>,
-                q2k_tile_avx_vnni::<2>,
-                q2k_tile_avx_vnni::<3>,
-                q2k_tile_avx_vnni::<4>,
-            ],
-            [
-                q2k_tile_avx512_vnni::<1>,
-                q2k_tile_avx512_vnni::<2>,
-                q2k_tile_avx512_vnni::<3>,
-                q2k_tile_avx512_vnni::<4>,
-            ],
-        ],
+        tiles: k8_tiles!(q2k_tile, q2k_tile_avx_vnni, q2k_tile_avx512_vnni),
         wide: None,
         avx2_no_min: false,
         generic: generic::gemm_q2_kx8_q8_k,

@@ -309,7 +309,7 @@ pub mod x86_64 {
     use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES};
     use crate::layout::QK_K;
     use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, K8Kernels, TILE_M};
+    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
     use crate::x86_64::{vnni_forms, Avx2, Dot, RUN};
     use core::arch::x86_64::*;
 
@@ -322,21 +322,7 @@ pub mod x86_64 {
     /// Q3_Kx8's kernels.
     const Q3K: K8Kernels = K8Kernels {
         block_bytes: Q3KX8_BLOCK_BYTES,
-        tiles: [
-            [q3k_tile::<1>, q3k_tile::<2>, q3k_tile::<3>, q3k_tile::<4>],
-            [
-                q3k_tile_avx_vnni::<1>,
-                q3k_tile_avx_vnni::<2>,
-                q3k_tile_avx_vnni::<3>,
-                q3k_tile_avx_vnni::<4>,
-            ],
-            [
-                q3k_tile_avx512_vnni::<1>,
-                q3k_tile_avx512_vnni::<2>,
-                q3k_tile_avx512_vnni::<3>,
-                q3k_tile_avx512_vnni::<4>,
-            ],
-        ],
+        tiles: k8_tiles!(q3k_tile, q3k_tile_avx_vnni, q3k_tile_avx512_vnni),
         wide: None,
         avx2_no_min: false,
         generic: generic::gemm_q3_kx8_q8_k,

@@ -63,29 +63,33 @@ pub(crate) struct K8Kernels {
     pub(crate) generic: GenericK8,
 }
 
+/// A layout's [`K8Kernels::tiles`] from its AVX2 tile and that tile's two
+/// VNNI forms (`vnni_forms!`), each for 1 to 4 activation rows.
+macro_rules! k8_tiles {
+    ($avx2:ident, $avx_vnni:ident, $avx512_vnni:ident) => {
+        [
+            [$avx2::<1>, $avx2::<2>, $avx2::<3>, $avx2::<4>],
+            [
+                $avx_vnni::<1>,
+                $avx_vnni::<2>,
+                $avx_vnni::<3>,
+                $avx_vnni::<4>,
+            ],
+            [
+                $avx512_vnni::<1>,
+                $avx512_vnni::<2>,
+                $avx512_vnni::<3>,
+                $avx512_vnni::<4>,
+            ],
+        ]
+    };
+}
+pub(crate) use k8_tiles;
+
 /// Q6_Kx8's kernels.
 const Q6K: K8Kernels = K8Kernels {
     block_bytes: Q6KX8_BLOCK_BYTES,
-    tiles: [
-        [
-            q6kx8_tile::<1>,
-            q6kx8_tile::<2>,
-            q6kx8_tile::<3>,
-            q6kx8_tile::<4>,
-        ],
-        [
-            q6kx8_tile_avx_vnni::<1>,
-            q6kx8_tile_avx_vnni::<2>,
-            q6kx8_tile_avx_vnni::<3>,
-            q6kx8_tile_avx_vnni::<4>,
-        ],
-        [
-            q6kx8_tile_avx512_vnni::<1>,
-            q6kx8_tile_avx512_vnni::<2>,
-            q6kx8_tile_avx512_vnni::<3>,
-            q6kx8_tile_avx512_vnni::<4>,
-        ],
-    ],
+    tiles: k8_tiles!(q6kx8_tile, q6kx8_tile_avx_vnni, q6kx8_tile_avx512_vnni),
     wide: Some(gemm_vnni::avx512::gemm_q6kx8),
     avx2_no_min: true,
     generic: generic::gemm_q6_kx8_q8_k,

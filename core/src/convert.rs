@@ -953,7 +953,7 @@ fn write_kept_group(
             }
         }
         let out = &mut packed[..group];
-        (kept.repack)(&gguf[..n * block], n, per, out)?;
+        kept.repack_into(&gguf[..n * block], n, per, out)?;
         w.write(out)?;
     }
     Ok(())

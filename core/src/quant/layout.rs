@@ -57,6 +57,30 @@ pub enum Layout {
     Q2Kx8,
 }
 
+impl Kept {
+    /// Repacks `rows` GGUF rows of `cols` weights (at most one row group)
+    /// into `out`; without the feature `repack` an error (the build has no
+    /// repackers).
+    pub fn repack_into(
+        &self,
+        src: &[u8],
+        rows: usize,
+        cols: usize,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        #[cfg(feature = "repack")]
+        return (self.repack)(src, rows, cols, out);
+        #[cfg(not(feature = "repack"))]
+        {
+            let _ = (src, rows, cols, out);
+            Err(Error::Unsupported {
+                what: "repacking into a kept layout (kestrel-core without its feature `repack`); ggml type",
+                value: self.ggml_id as u64,
+            })
+        }
+    }
+}
+
 /// The activation format a layout multiplies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActFormat {
@@ -118,7 +142,10 @@ pub enum Gemm {
 pub struct Kept {
     /// ggml's id of the GGUF block type it holds (`GgmlType::from_id`).
     pub ggml_id: u32,
-    /// GGUF rows (at most one row group) to one row group.
+    /// GGUF rows (at most one row group) to one row group: the converter's
+    /// (feature `repack`; a build that only runs models leaves the
+    /// repackers out).
+    #[cfg(feature = "repack")]
     pub repack: RepackFn,
 }
 
@@ -173,10 +200,17 @@ macro_rules! gemm {
     };
 }
 
-/// A kept layout of GGUF type `ggml_id` and its repacker. (The inverses,
-/// `unpack_*`, serve the tests only, so the shipped binary leaves them out.)
+/// A kept layout of GGUF type `ggml_id` and its repacker (kept with the
+/// feature `repack` only). (The inverses, `unpack_*`, serve the tests
+/// only, so the shipped binary leaves them out.)
 const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
-    Some(Kept { ggml_id, repack })
+    #[cfg(not(feature = "repack"))]
+    let _ = repack;
+    Some(Kept {
+        ggml_id,
+        #[cfg(feature = "repack")]
+        repack,
+    })
 }
 
 /// Every layout, in [`Layout`] order.

@@ -103,9 +103,9 @@ pub fn parse_byte_size(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (for example 16GB or 11.5GiB)"))?;
+    // The core's decimal parser (std's would link its tables: docs/size.md).
+    let n = kestrel_core::decimal::parse_f64(num)
+        .ok_or_else(|| format!("'{s}' is not a size (for example 16GB or 11.5GiB)"))?;
     let bytes = (n * scale).round();
     if !(1.0..=1e18).contains(&bytes) {
         return Err(format!("'{s}' is out of range (1 byte to 1 EB)"));

@@ -232,7 +232,9 @@ macro_rules! entry_points {
             let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, 1, out)?;
             if shape.nb == 0 || rows == 0 {
-                return $($g)::+::$gemv(w, rows, cols, act_qs, act_d, out);
+                // The generic GEMM with one row is the GEMV's contract (its
+                // twin forwards to it); calling it keeps one generic body.
+                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, 1, out);
             }
             let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
             // SAFETY: the shape check accepted the arguments for this
@@ -286,7 +288,7 @@ macro_rules! entry_points {
             let k: &$crate::aarch64::gemm::GemmKernels = &$k;
             let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, 1, out)?;
             if shape.nb == 0 || rows == 0 {
-                return $($g)::+::$gemv(w, rows, cols, act_qs, act_d, act_sums, out);
+                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, act_sums, 1, out);
             }
             let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
             // SAFETY: the shape check accepted the arguments for this

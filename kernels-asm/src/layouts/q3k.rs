@@ -450,10 +450,12 @@ pub mod x86_64 {
             for b in 0..nb {
                 let sb = wg.as_ptr().add(b * Q3KX8_BLOCK_BYTES);
                 let mut sumi = [_mm256_setzero_si256(); T];
+                let mut sc16 = _mm_setzero_si128();
                 for j in 0..QK_K / 16 {
                     let pair = sb.add(2 * Q3KX8_ROWS + Q3KX8_PAIR_BYTES * (j / 2));
-                    let sc16 = pair_scales(pair);
+                    // A pair's 16 scales unpacked once, for both its groups.
                     let sc = _mm256_cvtepi8_epi32(if j % 2 == 0 {
+                        sc16 = pair_scales(pair);
                         sc16
                     } else {
                         _mm_srli_si128::<8>(sc16)

@@ -595,75 +595,21 @@ pub mod x86_64 {
     use super::IQ4_NL_VALUES;
     use super::{IQ4XSX8_BLOCK_BYTES, IQ4XSX8_QUANTS_AT, IQ4XSX8_ROWS, IQ4XSX8_SUB_BYTES};
     use crate::layout::QK_K;
-    use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
-    use crate::x86_64::{vnni_forms, Avx2, Dot, RUN};
+    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::{Dot, RUN};
     use core::arch::x86_64::*;
 
-    forwarding_entry!(
-        /// GEMV, IQ4_XSx8 weights x one Q8_K activation row:
-        /// [`gemm_iq4_xsx8_q8_k`] with `m = 1`; the contract of
-        /// [`generic::gemv_iq4_xsx8_q8_k`].
-        q8_k gemv gemv_iq4_xsx8_q8_k (cpu: Avx2) => gemm_iq4_xsx8_q8_k
+    k8_entry!(
+        "IQ4_XSx8",
+        gemv_iq4_xsx8_q8_k,
+        gemm_iq4_xsx8_q8_k,
+        IQ4XS,
+        [iq4xs_tile, iq4xs_tile_avx_vnni, iq4xs_tile_avx512_vnni],
+        iq4xs_tile_body,
+        IQ4XSX8_BLOCK_BYTES,
+        true,
+        generic::gemm_iq4_xsx8_q8_k
     );
-
-    /// IQ4_XSx8's kernels.
-    const IQ4XS: K8Kernels = K8Kernels {
-        block_bytes: IQ4XSX8_BLOCK_BYTES,
-        tiles: k8_tiles!(iq4xs_tile, iq4xs_tile_avx_vnni, iq4xs_tile_avx512_vnni),
-        wide: None,
-        avx2_no_min: true,
-        generic: generic::gemm_iq4_xsx8_q8_k,
-    };
-
-    /// GEMM, IQ4_XSx8 weights x `m` Q8_K activation rows: the contract of
-    /// [`generic::gemm_iq4_xsx8_q8_k`], exact for every input bit pattern;
-    /// empty shapes (and, with AVX2 alone, activations holding -128) go to
-    /// the generic code.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_iq4_xsx8_q8_k(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) -> Result<(), ShapeError> {
-        k8_gemm(cpu, &IQ4XS, w, rows, cols, act_qs, act_d, act_sums, m, out)
-    }
-
-    /// One IQ4_XSx8 row group `wg` against `T` activation rows: `res[t]` its
-    /// 8 rows' dots with row `t`.
-    ///
-    /// # Safety
-    /// `wg.len() >= nb * 1088`, `qs.len() >= T * nb * 256` (rows `nb * 256`
-    /// apart, no -128 among them), `d.len() >= T * nb`, `1 <= T <= 4`, and
-    /// the CPU must implement AVX2, FMA and F16C.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn iq4xs_tile<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        _offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; IQ4XSX8_ROWS]; TILE_M],
-    ) {
-        // SAFETY: the contract of this function is the body's (no offsets).
-        unsafe { iq4xs_tile_body::<T, { Dot::MADDUBS }>(wg, qs, d, &[], nb, res) }
-    }
-
-    // [`iq4xs_tile`] summing with `vpdpbusd`: the same i32 sums.
-    vnni_forms!(iq4xs_tile_avx_vnni, iq4xs_tile_avx512_vnni<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; IQ4XSX8_ROWS]; TILE_M],
-    ) => iq4xs_tile_body::<T, DOT>);
 
     /// The 64 scales of super-block `sb` as `i8` `ls - 32`, scale `8p + r`
     /// at index `8p + r`.

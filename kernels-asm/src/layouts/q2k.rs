@@ -564,75 +564,21 @@ pub mod x86_64 {
     use super::generic;
     use super::{Q2KX8_BLOCK_BYTES, Q2KX8_PAIR_BYTES, Q2KX8_ROWS};
     use crate::layout::QK_K;
-    use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
-    use crate::x86_64::{vnni_forms, Avx2, Dot};
+    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::Dot;
     use core::arch::x86_64::*;
 
-    forwarding_entry!(
-        /// GEMV, Q2_Kx8 weights x one Q8_K activation row:
-        /// [`gemm_q2_kx8_q8_k`] with `m = 1`; the contract of
-        /// [`generic::gemv_q2_kx8_q8_k`].
-        q8_k gemv gemv_q2_kx8_q8_k (cpu: Avx2) => gemm_q2_kx8_q8_k
+    k8_entry!(
+        "Q2_Kx8",
+        gemv_q2_kx8_q8_k,
+        gemm_q2_kx8_q8_k,
+        Q2K,
+        [q2k_tile, q2k_tile_avx_vnni, q2k_tile_avx512_vnni],
+        q2k_tile_body,
+        Q2KX8_BLOCK_BYTES,
+        false,
+        generic::gemm_q2_kx8_q8_k
     );
-
-    /// Q2_Kx8's kernels.
-    const Q2K: K8Kernels = K8Kernels {
-        block_bytes: Q2KX8_BLOCK_BYTES,
-        tiles: k8_tiles!(q2k_tile, q2k_tile_avx_vnni, q2k_tile_avx512_vnni),
-        wide: None,
-        avx2_no_min: false,
-        generic: generic::gemm_q2_kx8_q8_k,
-    };
-
-    /// GEMM, Q2_Kx8 weights x `m` Q8_K activation rows: the contract of
-    /// [`generic::gemm_q2_kx8_q8_k`], exact for every input bit pattern;
-    /// empty shapes go to the generic code.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_q2_kx8_q8_k(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) -> Result<(), ShapeError> {
-        k8_gemm(cpu, &Q2K, w, rows, cols, act_qs, act_d, act_sums, m, out)
-    }
-
-    /// One Q2_Kx8 row group `wg` against `T` activation rows: `res[t]` its 8
-    /// rows' dots with row `t`.
-    ///
-    /// # Safety
-    /// `wg.len() >= nb * 672`, `qs.len() >= T * nb * 256` (rows `nb * 256`
-    /// apart), `d.len() >= T * nb`, `1 <= T <= 4`, and the CPU must
-    /// implement AVX2, FMA and F16C.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q2k_tile<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        _offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; Q2KX8_ROWS]; TILE_M],
-    ) {
-        // SAFETY: the contract of this function is the body's.
-        unsafe { q2k_tile_body::<T, { Dot::MADDUBS }>(wg, qs, d, &[], nb, res) }
-    }
-
-    // [`q2k_tile`] summing with `vpdpbusd` (the quants are the unsigned
-    // bytes it takes: no offsets): the same i32 sums.
-    vnni_forms!(q2k_tile_avx_vnni, q2k_tile_avx512_vnni<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        _offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; Q2KX8_ROWS]; TILE_M],
-    ) => q2k_tile_body::<T, DOT>);
 
     /// The body of the three tiles, inlined into each so that it is
     /// compiled with its caller's features (`DOT`: a [`Dot`] constant).

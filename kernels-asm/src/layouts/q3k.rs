@@ -308,81 +308,21 @@ pub mod x86_64 {
     use super::generic;
     use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES};
     use crate::layout::QK_K;
-    use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_gemm, k8_tiles, K8Kernels, TILE_M};
-    use crate::x86_64::{vnni_forms, Avx2, Dot, RUN};
+    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::{Dot, RUN};
     use core::arch::x86_64::*;
 
-    forwarding_entry!(
-        /// GEMV, Q3_Kx8 weights x one Q8_K activation row: [`gemm_q3_kx8_q8_k`]
-        /// with `m = 1`; the contract of [`generic::gemv_q3_kx8_q8_k`].
-        q8_k gemv gemv_q3_kx8_q8_k (cpu: Avx2) => gemm_q3_kx8_q8_k
+    k8_entry!(
+        "Q3_Kx8",
+        gemv_q3_kx8_q8_k,
+        gemm_q3_kx8_q8_k,
+        Q3K,
+        [q3k_tile, q3k_tile_avx_vnni, q3k_tile_avx512_vnni],
+        q3k_tile_body,
+        Q3KX8_BLOCK_BYTES,
+        false,
+        generic::gemm_q3_kx8_q8_k
     );
-
-    /// Q3_Kx8's kernels.
-    const Q3K: K8Kernels = K8Kernels {
-        block_bytes: Q3KX8_BLOCK_BYTES,
-        tiles: k8_tiles!(q3k_tile, q3k_tile_avx_vnni, q3k_tile_avx512_vnni),
-        wide: None,
-        avx2_no_min: false,
-        generic: generic::gemm_q3_kx8_q8_k,
-    };
-
-    /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows: the contract of
-    /// [`generic::gemm_q3_kx8_q8_k`], exact for every input bit pattern; empty
-    /// shapes go to the generic code.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_q3_kx8_q8_k(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) -> Result<(), ShapeError> {
-        k8_gemm(cpu, &Q3K, w, rows, cols, act_qs, act_d, act_sums, m, out)
-    }
-
-    /// One Q3_Kx8 row group `wg` against `T` activation rows: `res[t]` its 8
-    /// rows' dots with row `t`.
-    ///
-    /// Per 16-weight group: `R` (32 bytes, a row per 32-bit lane) and `N` (its
-    /// nibbles spread to the two 128-bit halves) give each chunk's low 2 bits
-    /// and sign bit of `q = low - 4 top`; against the activation dword of each
-    /// chunk (broadcast), `vpmaddubsw` sums `low a` and `top a` (i16 lanes at
-    /// most 4 x 2 x 3 x 128), `vpmaddwd` widens them, `isum = L - 4 T` exactly,
-    /// and `sumi += scale * isum` (`vpmulld`). Per super-block `acc += (d_w *
-    /// d_a) * sumi`, the reference's order.
-    ///
-    /// # Safety
-    /// `wg.len() >= nb * 880`, `qs.len() >= T * nb * 256` (rows `nb * 256`
-    /// apart), `d.len() >= T * nb`, `1 <= T <= 4`, and the CPU must implement
-    /// AVX2, FMA and F16C.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn q3k_tile<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        _offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
-    ) {
-        // SAFETY: the contract of this function is the body's (no offsets).
-        unsafe { q3k_tile_body::<T, { Dot::MADDUBS }>(wg, qs, d, &[], nb, res) }
-    }
-
-    // [`q3k_tile`] summing with `vpdpbusd`: the same i32 sums.
-    vnni_forms!(q3k_tile_avx_vnni, q3k_tile_avx512_vnni<const T: usize>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; Q3KX8_ROWS]; TILE_M],
-    ) => q3k_tile_body::<T, DOT>);
 
     /// The 16 scales `sc - 32` of the 32-weight block at `pair` as `i8`,
     /// scale `t` (group `t / 8`, row `t % 8`) in byte `t`.

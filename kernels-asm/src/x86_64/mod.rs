@@ -35,8 +35,8 @@ macro_rules! vnni_forms {
         $avx:ident, $avx512:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)
         => $body:ident::<$($ba:tt),*>
     ) => {
-        vnni_forms!(avx: $avx<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
-        vnni_forms!(avx512: $avx512<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
+        $crate::x86_64::vnni_forms!(avx: $avx<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
+        $crate::x86_64::vnni_forms!(avx512: $avx512<$(const $g: $gt),*>($($a: $t),*) => $body::<$($ba),*>);
     };
     (
         avx: $avx:ident <$(const $g:ident: $gt:ty),*> ($($a:ident: $t:ty),* $(,)?)

@@ -86,6 +86,81 @@ macro_rules! k8_tiles {
 }
 pub(crate) use k8_tiles;
 
+/// An 8-row K layout's x86 entry points over [`k8_gemm`] (`$name` names
+/// the layout in the docs): the GEMV `$gemv` (the GEMM with one row), the
+/// GEMM `$gemm` over the table `$table` of its tiles, and the tiles: the
+/// AVX2 tile `$tile` and its VNNI forms `$avx`, `$avx512`, each `$body::<T,
+/// DOT>` (`(wg, qs, d, offsets, nb, res)`, the contract of [`K8Tile`] with
+/// `offsets` read by the VNNI forms only); `$bytes`-byte super-blocks, `$no_min`
+/// (the AVX2 tile cannot take a -128 activation) and the generic twin
+/// `$generic`.
+macro_rules! k8_entry {
+    (
+        $name:literal, $gemv:ident, $gemm:ident, $table:ident,
+        [$tile:ident, $avx:ident, $avx512:ident], $body:ident,
+        $bytes:expr, $no_min:expr, $generic:path
+    ) => {
+        forwarding_entry!(
+            #[doc = concat!("GEMV, ", $name, " weights x one Q8_K activation row: the GEMM with `m = 1`.")]
+            q8_k gemv $gemv (cpu: $crate::x86_64::Avx2) => $gemm
+        );
+
+        #[doc = concat!($name, "'s kernels.")]
+        const $table: $crate::x86_64::q6k::K8Kernels = $crate::x86_64::q6k::K8Kernels {
+            block_bytes: $bytes,
+            tiles: $crate::x86_64::q6k::k8_tiles!($tile, $avx, $avx512),
+            wide: None,
+            avx2_no_min: $no_min,
+            generic: $generic,
+        };
+
+        #[doc = concat!("GEMM, ", $name, " weights x `m` Q8_K activation rows: the generic twin's contract, exact for every input bit pattern; empty shapes (and what the AVX2 tile cannot take) go to the generic code.")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $gemm(
+            cpu: $crate::x86_64::Avx2,
+            w: &[u8],
+            rows: usize,
+            cols: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            act_sums: &[i16],
+            m: usize,
+            out: &mut [f32],
+        ) -> Result<(), $crate::shape::ShapeError> {
+            $crate::x86_64::q6k::k8_gemm(cpu, &$table, w, rows, cols, act_qs, act_d, act_sums, m, out)
+        }
+
+        /// The AVX2 tile: one row group against `T` activation rows.
+        ///
+        /// # Safety
+        /// The body's contract without offsets, and the CPU must implement
+        /// AVX2, FMA and F16C.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $tile<const T: usize>(
+            wg: &[u8],
+            qs: &[i8],
+            d: &[f32],
+            _offsets: &[i32],
+            nb: usize,
+            res: &mut [[f32; 8]; $crate::x86_64::q6k::TILE_M],
+        ) {
+            // SAFETY: the contract of this function is the body's (no offsets).
+            unsafe { $body::<T, { $crate::x86_64::Dot::MADDUBS }>(wg, qs, d, &[], nb, res) }
+        }
+
+        // The AVX2 tile summing with `vpdpbusd`: the same i32 sums.
+        $crate::x86_64::vnni_forms!($avx, $avx512<const T: usize>(
+            wg: &[u8],
+            qs: &[i8],
+            d: &[f32],
+            offsets: &[i32],
+            nb: usize,
+            res: &mut [[f32; 8]; $crate::x86_64::q6k::TILE_M],
+        ) => $body::<T, DOT>);
+    };
+}
+pub(crate) use k8_entry;
+
 /// Q6_Kx8's kernels.
 const Q6K: K8Kernels = K8Kernels {
     block_bytes: Q6KX8_BLOCK_BYTES,

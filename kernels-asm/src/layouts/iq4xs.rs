@@ -144,17 +144,14 @@ pub fn repack_iq4_xs(
         iq4_xsx8_bytes(rows, cols),
         out.len(),
     )?;
-    let row_len = nb * IQ4_XS_BLOCK_BYTES;
-    for (i, sb) in out.chunks_exact_mut(IQ4XSX8_BLOCK_BYTES).enumerate() {
-        let (g, b) = (i / nb, i % nb);
-        let n = (rows - g * IQ4XSX8_ROWS).min(IQ4XSX8_ROWS);
-        let mut blocks: [&[u8]; IQ4XSX8_ROWS] = [&[]; IQ4XSX8_ROWS];
-        for (r, blk) in blocks.iter_mut().enumerate().take(n) {
-            let row = g * IQ4XSX8_ROWS + r;
-            *blk = &src[row * row_len + b * IQ4_XS_BLOCK_BYTES..][..IQ4_XS_BLOCK_BYTES];
-        }
-        pack_super_block(&blocks[..n], sb);
-    }
+    super::repack_row_groups(
+        src,
+        rows,
+        cols,
+        out,
+        (IQ4_XS_BLOCK_BYTES, IQ4XSX8_BLOCK_BYTES),
+        pack_super_block,
+    );
     Ok(())
 }
 

@@ -110,17 +110,14 @@ pub fn repack_q2_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Resu
     check_len("q2_k columns (a multiple of 256)", Some(nb * QK_K), cols)?;
     check_len("q2_k source bytes", q2_k_bytes(rows, cols), src.len())?;
     check_len("q2_kx8 output bytes", q2_kx8_bytes(rows, cols), out.len())?;
-    let row_len = nb * Q2_K_BLOCK_BYTES;
-    for (i, sb) in out.chunks_exact_mut(Q2KX8_BLOCK_BYTES).enumerate() {
-        let (g, b) = (i / nb, i % nb);
-        let n = (rows - g * Q2KX8_ROWS).min(Q2KX8_ROWS);
-        let mut blocks: [&[u8]; Q2KX8_ROWS] = [&[]; Q2KX8_ROWS];
-        for (r, blk) in blocks.iter_mut().enumerate().take(n) {
-            let row = g * Q2KX8_ROWS + r;
-            *blk = &src[row * row_len + b * Q2_K_BLOCK_BYTES..][..Q2_K_BLOCK_BYTES];
-        }
-        pack_super_block(&blocks[..n], sb);
-    }
+    super::repack_row_groups(
+        src,
+        rows,
+        cols,
+        out,
+        (Q2_K_BLOCK_BYTES, Q2KX8_BLOCK_BYTES),
+        pack_super_block,
+    );
     Ok(())
 }
 

@@ -143,22 +143,18 @@ fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
 /// Repacks a row-major GGUF Q3_K matrix (`rows x cols`, `cols` a multiple
 /// of 256) into Q3_Kx8 (`out`: [`q3_kx8_bytes`] bytes).
 pub fn repack_q3_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
-    let nb = cols / QK_K;
     let whole = cols / QK_K * QK_K;
     check_len("q3_k columns (a multiple of 256)", Some(whole), cols)?;
     check_len("q3_k source bytes", q3_k_bytes(rows, cols), src.len())?;
     check_len("q3_kx8 output bytes", q3_kx8_bytes(rows, cols), out.len())?;
-    let row_len = nb * Q3_K_BLOCK_BYTES;
-    for (i, sb) in out.chunks_exact_mut(Q3KX8_BLOCK_BYTES).enumerate() {
-        let (g, b) = (i / nb, i % nb);
-        let n = (rows - g * Q3KX8_ROWS).min(Q3KX8_ROWS);
-        let mut blocks: [&[u8]; Q3KX8_ROWS] = [&[]; Q3KX8_ROWS];
-        for (r, blk) in blocks.iter_mut().enumerate().take(n) {
-            let row = g * Q3KX8_ROWS + r;
-            *blk = &src[row * row_len + b * Q3_K_BLOCK_BYTES..][..Q3_K_BLOCK_BYTES];
-        }
-        pack_super_block(&blocks[..n], sb);
-    }
+    super::repack_row_groups(
+        src,
+        rows,
+        cols,
+        out,
+        (Q3_K_BLOCK_BYTES, Q3KX8_BLOCK_BYTES),
+        pack_super_block,
+    );
     Ok(())
 }
 

@@ -18,7 +18,8 @@
 #         libc) with the dense fixture embedded, under qemu -cpu cortex-a76
 #         (dotprod) and cortex-a53 (scalar): prints exactly what `kestrel run
 #         FILE -p PROMPT -n N --temp 0 --ids` prints; its ELF without the
-#         model at most 250,000 bytes;
+#         model at most 250,000 bytes; without the feature gguf-rows it
+#         refuses, by name, a file whose embedding is the GGUF's blocks;
 #       - tests/c-host built for Linux x86_64 with libc on the real 0.5B
 #         model's `source` file, serial and with a pthread pool behind the
 #         parallel-for callback: the same as `kestrel run`;
@@ -33,13 +34,16 @@ mode=${1:-test}
 out=$root/target/capi
 mkdir -p "$out"
 
-lib() { # lib TARGET CRATE-TYPES
-    cargo rustc -q --locked -p kestrel-capi --release --features panic-handler \
+lib() { # lib TARGET CRATE-TYPES [FEATURE]
+    cargo rustc -q --locked -p kestrel-capi --release --features "panic-handler ${3:-}" \
         --target "$1" --crate-type "$2"
 }
+# The hosted libraries read every file `kestrel convert` writes (feature
+# gguf-rows: an embedding kept in the GGUF's blocks); the no_std ones leave
+# ggml's dequantizers out and refuse such a file by name.
 lib aarch64-unknown-none staticlib
 cp target/aarch64-unknown-none/release/libkestrel_capi.a "$out/libkestrel-aarch64-none.a"
-lib x86_64-unknown-linux-gnu staticlib,cdylib
+lib x86_64-unknown-linux-gnu staticlib,cdylib gguf-rows
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.a "$out/libkestrel-x86_64-linux.a"
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.so "$out/libkestrel-x86_64-linux.so"
 # A Cortex-M target too (the library's size on a 32-bit MCU; not run).
@@ -104,6 +108,21 @@ same "c-host (cortex-a76)" "$want" qemu-aarch64 -cpu cortex-a76 "$host"
 grep -q "aarch64-dotprod kernels" "$out/stderr.txt" || { echo "c-host under cortex-a76: expected the dotprod kernels"; exit 1; }
 same "c-host (cortex-a53)" "$want" qemu-aarch64 -cpu cortex-a53 "$host"
 grep -q "scalar kernels" "$out/stderr.txt" || { echo "c-host under cortex-a53: expected the scalar kernels"; exit 1; }
+
+# Without the feature gguf-rows, a file whose embedding is the GGUF's blocks
+# (the default conversion of a quantized GGUF) is refused by name.
+rows_vqf=$out/kquant-exact.vqf
+cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_kquant/gguf/model-kquant-mix.gguf \
+    -o "$rows_vqf" --wmode exact >/dev/null 2>&1
+aarch64-linux-gnu-gcc -std=c11 -O2 -ffreestanding -nostdlib -static -fno-pie -no-pie \
+    -fno-asynchronous-unwind-tables -Iinclude -DKESTREL_FREESTANDING -DKESTREL_MODEL_PATH="$rows_vqf" \
+    tests/c-host/main.c "$out/libkestrel-aarch64-none.a" -Wl,--gc-sections -Wl,--build-id=none \
+    -Wl,-T,tests/firmware-host/link.ld -s -o "$out/c-host-rows"
+if qemu-aarch64 -cpu cortex-a76 "$out/c-host-rows" >/dev/null 2>"$out/stderr.txt"; then
+    echo "c-host without gguf-rows ran a file whose embedding is GGUF blocks"; exit 1
+fi
+grep -q "gguf-rows" "$out/stderr.txt" || { cat "$out/stderr.txt"; echo "c-host: expected the refusal naming gguf-rows"; exit 1; }
+echo "c-host without gguf-rows: refuses an EMB_BLOCKS file by name"
 
 echo "== the Linux C host and the Python example on the real model (0.5B, source file)"
 gguf=$(bash scripts/fetch-model.sh)

@@ -405,12 +405,8 @@ fn for_each_tensor(
     src: Option<&dyn TensorSource>,
     f: &mut dyn FnMut(Spec, Layout, u8) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let file_flags = mode.flags() | model_flags(cfg);
-    let emb = if file_flags & flags::EMB_F16 != 0 {
-        Layout::F16
-    } else {
-        Layout::F32
-    };
+    let file_flags = file_flags(cfg, mode, src);
+    let emb = crate::vqf::embedding_layout(file_flags)?;
     let tagged = file_flags & flags::COPY_TAGS != 0;
     tensors::for_each(cfg, &mut |spec| match spec.kind {
         Kind::Embedding => f(spec, emb, 0),
@@ -486,6 +482,29 @@ pub fn entry_count(
         Ok(())
     })?;
     Ok(n)
+}
+
+/// The GGUF block type a file keeps the token embedding in: a `source` or
+/// `exact` file of a quantized GGUF keeps the download's blocks, one row
+/// dequantized per token (the embedding at the file's size, not widened to
+/// F16); `None`: the mode's F16 (or F32).
+pub fn embedding_blocks(mode: WeightMode, src: Option<&dyn TensorSource>) -> Option<GgmlType> {
+    if !matches!(mode, WeightMode::Source | WeightMode::Exact) {
+        return None;
+    }
+    let ty = src?.block_type(Part::Embed, NO_LAYER)?;
+    (ty.block_size() > 1 && ty.can_dequantize()).then_some(ty)
+}
+
+/// The header flags of a file for `cfg` in `mode` from `src`, but
+/// TOKENIZER: the mode's, the model's ([`model_flags`]), EMB_BLOCKS for
+/// [`embedding_blocks`].
+fn file_flags(cfg: &Config, mode: WeightMode, src: Option<&dyn TensorSource>) -> u64 {
+    let f = mode.flags() | model_flags(cfg);
+    match embedding_blocks(mode, src) {
+        Some(_) => f & !flags::EMB_F16 | flags::EMB_BLOCKS,
+        None => f,
+    }
 }
 
 /// The flags the model itself implies: MOE for expert layers, VISION for a
@@ -571,6 +590,7 @@ pub fn directory(
     entries: &mut [Entry],
 ) -> Result<(), Error> {
     let mut i = 0;
+    let blocks = embedding_blocks(mode, src);
     for_each_tensor(cfg, mode, src, &mut |spec, layout, copies| {
         let slot = entries.get_mut(i).ok_or(Error::SizeMismatch {
             what: "directory entries",
@@ -582,6 +602,10 @@ pub fn directory(
             layer: spec.layer,
             role: spec.role,
             layout,
+            dtype: match (layout, blocks) {
+                (Layout::GgufRows, Some(ty)) => ty.id() as u8,
+                _ => layout.spec().dtype_code,
+            },
             ndim: spec.ndim,
             shape: spec.shape,
             offset: 0,
@@ -768,6 +792,26 @@ fn write_tensor(
                             o.copy_from_slice(&h.to_le_bytes());
                         }
                         w.write(&bytes_buf[..chunk.len() * 2])?;
+                    }
+                }
+                Layout::GgufRows => {
+                    // The source's own blocks, row by row (the values `v`
+                    // are their dequantization: nothing is lost).
+                    error.reference += v.iter().map(|&x| x as f64 * x as f64).sum::<f64>();
+                    let ty = e.block_type().ok_or(Error::Unsupported {
+                        what: "GGUF rows of an unknown block type",
+                        value: e.dtype as u64,
+                    })?;
+                    let row_bytes = cols / ty.block_size() * ty.type_size();
+                    let chunk = bytes_buf.len() / ty.type_size() * ty.type_size();
+                    for r in row0..row0 + n {
+                        let mut at = 0;
+                        while at < row_bytes {
+                            let out = &mut bytes_buf[..chunk.min(row_bytes - at)];
+                            src.read_block_bytes(Part::Embed, NO_LAYER, 0, r, at, out)?;
+                            w.write(out)?;
+                            at += out.len();
+                        }
                     }
                 }
                 Layout::Q4_0x4 | Layout::Q8_0x8 => {
@@ -1017,7 +1061,7 @@ pub fn write_vqf(
         }
     }
     directory(cfg, mode, Some(src), entries)?;
-    let mut file_flags = mode.flags() | model_flags(cfg);
+    let mut file_flags = file_flags(cfg, mode, Some(src));
     let config_size = config_section::encode(cfg, &mut Counter::default())?;
     let tokenizer_size = match tokenizer {
         Some(t) => {

@@ -4,7 +4,7 @@ use crate::error::{Context, Result};
 use crate::files::Mapped;
 use kestrel_core::config::Config;
 use kestrel_core::tensors::NO_LAYER;
-use kestrel_core::vqf::format::{flags, layout_name, Entry};
+use kestrel_core::vqf::format::{flags, Entry};
 use kestrel_core::vqf::{self, Vqf};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -29,7 +29,7 @@ fn shape(e: &Entry) -> String {
 fn bytes_by_type(v: &Vqf) -> Vec<(&'static str, u64, usize)> {
     let mut out: Vec<(&'static str, u64, usize)> = Vec::new();
     for e in v.entries() {
-        let name = layout_name(e.layout);
+        let name = e.layout_name();
         match out.iter_mut().find(|(n, _, _)| *n == name) {
             Some(slot) => {
                 slot.1 += e.nbytes;
@@ -169,8 +169,8 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
                 "{{\"name\":{},\"layer\":{layer},\"role\":{},\"dtype\":{},\"layout\":{},\"copies\":{},\"shape\":{},\"offset\":{},\"nbytes\":{}}}",
                 json_str(e.name_str()),
                 json_str(e.role.stem()),
-                json_str(kestrel_core::vqf::format::dtype_name(e.layout)),
-                json_str(layout_name(e.layout)),
+                json_str(e.dtype_name()),
+                json_str(e.layout_name()),
                 json_str(copies_name(e.copies)),
                 shape(&e),
                 e.offset,
@@ -246,7 +246,7 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
         println!(
             "{:<32} {:<7} {:<8} {:<20} {:>12} {:>12}",
             e.name_str(),
-            layout_name(e.layout),
+            e.layout_name(),
             copies_name(e.copies),
             shape(&e),
             e.offset,
@@ -264,7 +264,7 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
             println!(
                 "  {:<30} {n} experts x [{rows}, {cols}] {:<7} {one:>10} bytes each, experts at {}..{} step {one}",
                 e.name_str(),
-                layout_name(e.layout),
+                e.layout_name(),
                 e.offset,
                 e.offset + e.nbytes
             );

@@ -347,7 +347,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
         Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
-        Layout::F32 | Layout::F16 => return None,
+        Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
     if let Some(unpack) = group {
         let g = m.layout.group_rows();

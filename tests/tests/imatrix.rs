@@ -12,7 +12,6 @@ use kestrel::engine::EngineArgs;
 use kestrel::imatrix::{compute, ImatrixArgs, ImportanceMatrix};
 use kestrel_core::convert::{Importance, Part, WeightMode};
 use kestrel_core::gguf::Gguf;
-use kestrel_core::quant::repack::Layout;
 use kestrel_tests::{f32s, fixtures, temp_dir};
 use std::path::{Path, PathBuf};
 
@@ -107,17 +106,10 @@ fn the_imatrix_sums_every_matrix_input_and_is_the_same_on_every_architecture() {
     let tok = kestrel_core::tokenizer::Tokenizer::new(*w.vqf.tokenizer().unwrap());
     let ids = kestrel::generate::encode(&tok, &std::fs::read_to_string(text()).unwrap()).unwrap();
     let lw = w.layer(0, w.routing.for_batch(CTX)).unwrap();
-    let emb = w.embedding();
     let mut expect = vec![0f64; h];
     let (mut row, mut normed) = (vec![0f32; h], vec![0f32; h]);
     for &id in &ids[..read] {
-        for (i, v) in row.iter_mut().enumerate() {
-            let at = id as usize * h + i;
-            *v = match w.embedding {
-                Layout::F16 => kestrel_core::quant::f16::read_f16(emb, 2 * at),
-                _ => f32::from_le_bytes(emb[4 * at..4 * at + 4].try_into().unwrap()),
-            };
-        }
+        w.embedding_row(id, &mut row).unwrap();
         kestrel_core::model::ops::rmsnorm(&mut normed, &row, lw.attn_norm, cfg.rms_norm_eps as f32);
         for (e, &x) in expect.iter_mut().zip(&normed) {
             *e += x as f64 * x as f64;

@@ -465,3 +465,64 @@ fn a_recipe_can_keep_only_the_end_layers() {
     let all = Recipe::ALL_Q4.with_q8(RecipePart::FfnDown);
     assert!((0..8).all(|l| all.plan(Role::FfnDown, l, layers) == SourcePlan::Shared));
 }
+
+/// A `source` or `exact` file of a quantized GGUF keeps `token_embd` as
+/// the GGUF holds it (flag EMB_BLOCKS; its bytes unchanged) and a token's
+/// row is ggml's dequantization of the GGUF row, bit for bit; a float
+/// embedding, and every other mode, stays F16.
+#[test]
+fn the_embedding_keeps_the_source_blocks_and_their_values() {
+    use kestrel_core::gguf::{dequantize_row, GgmlType};
+    let dir = temp_dir("source-embedding");
+    let mut kept = 0usize;
+    for src in own_fixtures() {
+        let gbytes = std::fs::read(&src).unwrap();
+        let g = Gguf::parse(&gbytes).unwrap();
+        let t = g.tensor("token_embd.weight").unwrap();
+        let quantized = !matches!(
+            t.ggml_type(),
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16
+        );
+        for mode in [WeightMode::Source, WeightMode::Exact, WeightMode::Dual] {
+            let out = dir.join(format!("{}.vqf", mode.name()));
+            convert(&src, &out, mode, None, false)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            let bytes = std::fs::read(&out).unwrap();
+            let v = Vqf::parse(&bytes).unwrap();
+            let f = v.header().flags;
+            let e = v.entries().find(|e| e.role == Role::TokenEmbd).unwrap();
+            let what = format!("{} {}", src.display(), mode.name());
+            if !(quantized && mode != WeightMode::Dual) {
+                assert_eq!(
+                    f & (flags::EMB_F16 | flags::EMB_BLOCKS),
+                    flags::EMB_F16,
+                    "{what}"
+                );
+                assert_eq!(e.layout, Layout::F16, "{what}");
+                continue;
+            }
+            assert_eq!(
+                f & (flags::EMB_F16 | flags::EMB_BLOCKS),
+                flags::EMB_BLOCKS,
+                "{what}"
+            );
+            assert_eq!(e.layout, Layout::GgufRows, "{what}");
+            assert_eq!(e.block_type(), Some(t.ggml_type()), "{what}");
+            assert_eq!(v.data(&e), t.data(), "{what}: not the GGUF's bytes");
+            let w = kestrel_tests::weights(v, true).unwrap();
+            let (vocab, h) = (w.cfg.vocab_size, w.cfg.hidden_size as usize);
+            assert_eq!(w.embedding_row_bytes() as usize, t.row_bytes(), "{what}");
+            let (mut got, mut want) = (vec![0f32; h], vec![0f32; h]);
+            for id in [0, 1, vocab / 2, vocab - 1] {
+                w.embedding_row(id, &mut got).unwrap();
+                dequantize_row(t.ggml_type(), t.row(id as u64).unwrap(), &mut want).unwrap();
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{what}: row {id}");
+            }
+            assert!(w.embedding_row(vocab, &mut got).is_err(), "{what}");
+            kept += 1;
+        }
+    }
+    assert!(kept >= 16, "only {kept} embeddings kept as GGUF rows");
+    println!("{kept} files keep the embedding as the GGUF's rows");
+}

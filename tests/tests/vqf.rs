@@ -330,3 +330,46 @@ fn the_retired_q3_k_layout_code_is_refused() {
     assert!(err.contains("retired") && err.contains("convert"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A file whose embedding is the GGUF's rows (flag EMB_BLOCKS) is refused
+/// when its flags or its entry lie: EMB_F16 beside EMB_BLOCKS, an
+/// embedding entry of another block type (its size no longer matches) or
+/// an F16 entry where the flag declares blocks.
+#[test]
+fn lies_about_an_embedding_of_gguf_rows_are_named() {
+    let dir = kestrel_tests::temp_dir("vqf-emb-blocks");
+    let src = kestrel_tests::fixtures()
+        .join("dev_qwen2_kquant")
+        .join("gguf")
+        .join("model-kquant-mix.gguf");
+    let out = dir.join("exact.vqf");
+    kestrel::convert::convert(&src, &out, WeightMode::Exact, None, false).unwrap();
+    let good = std::fs::read(&out).unwrap();
+    let v = Vqf::parse(&good).unwrap();
+    let f = v.header().flags;
+    assert_eq!(f & (flags::EMB_BLOCKS | flags::EMB_F16), flags::EMB_BLOCKS);
+    let (i, e) = v
+        .entries()
+        .enumerate()
+        .find(|(_, e)| e.role == Role::TokenEmbd)
+        .unwrap();
+    assert_eq!((e.layout, e.dtype), (Layout::GgufRows, 12)); // Q4_K
+    let at = 128 + 96 * i;
+    let set = |at: usize, v: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        b
+    };
+    let err = |b: &[u8]| Vqf::parse(b).unwrap_err().to_string();
+    let both = (f | flags::EMB_F16).to_le_bytes();
+    assert!(
+        err(&set(16, &both)).contains("EMB_BLOCKS"),
+        "{}",
+        err(&set(16, &both))
+    );
+    assert!(err(&set(at + 52, &[14])).contains("nbytes")); // Q6_K's size differs
+    assert!(err(&set(at + 52, &[9])).contains("dtype")); // Q8_1: no dequantizer
+    let f16 = set(at + 52, &[1]);
+    assert!(Vqf::parse(&f16).is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}

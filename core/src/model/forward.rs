@@ -21,7 +21,6 @@ use super::weights::{LayerWeights, WeightCopy, Weights};
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
-use crate::quant::repack::Layout;
 use crate::state::{attention_work, State, BLOCK_TOKENS};
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
@@ -389,16 +388,10 @@ fn run_step<P: Parallel>(
     let qkv_rows = cfg.qkv_rows();
     let eps = cfg.rms_norm_eps as f32;
 
-    // x: (m, hidden) <- embedding rows.
-    let emb = w.embedding();
+    // x: (m, hidden) <- embedding rows (an image's rows from the vision
+    // tower).
     for t in 0..m {
         let id = rows.get(t, all_logits).token;
-        if id >= cfg.vocab_size {
-            return Err(Error::BadToken {
-                id,
-                vocab: cfg.vocab_size,
-            });
-        }
         let row = &mut s.x[t * h..(t + 1) * h];
         if let Some(img) = mm
             .map(|mm| (mm, mm.image_rows[t]))
@@ -408,19 +401,7 @@ fn run_step<P: Parallel>(
             row.copy_from_slice(&mm.embeds[r * h..(r + 1) * h]);
             continue;
         }
-        let base = id as usize * h;
-        match w.embedding {
-            Layout::F16 => {
-                for (i, v) in row.iter_mut().enumerate() {
-                    *v = crate::quant::f16::read_f16(emb, 2 * (base + i));
-                }
-            }
-            _ => {
-                for (i, v) in row.iter_mut().enumerate() {
-                    *v = ops::f32_at(emb, base + i);
-                }
-            }
-        }
+        w.embedding_row(id, row)?;
     }
 
     for l in 0..cfg.num_layers as usize {

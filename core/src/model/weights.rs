@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::gguf::GgmlType;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::format::{copies, flags, Entry};
@@ -100,8 +101,10 @@ pub struct Weights<'a> {
     pub cfg: Config,
     /// Which copy each phase reads.
     pub routing: Routing,
-    /// Embedding storage (F16 or F32).
+    /// Embedding storage: F16, F32 or GGUF rows.
     pub embedding: Layout,
+    /// The block type of GGUF rows (`embedding` [`Layout::GgufRows`]).
+    embedding_blocks: Option<GgmlType>,
     /// (vocab, hidden) embedding rows, in `embedding`.
     embedding_rows: &'a [u8],
     /// (hidden) f32 final norm.
@@ -199,22 +202,30 @@ impl<'a> Weights<'a> {
                 have,
             })?;
         let routing = Routing::for_flags(f, prefill_q8)?;
-        let embedding = if f & flags::EMB_F16 != 0 {
-            Layout::F16
-        } else {
-            Layout::F32
-        };
+        let embedding = crate::vqf::embedding_layout(f)?;
         let mut w = Weights {
             vqf,
             cfg,
             routing,
             embedding,
+            embedding_blocks: None,
             embedding_rows: &[],
             output_norm: &[],
             output: [NO_MATRIX; 2],
             layers: &[],
         };
-        w.embedding_rows = w.find(NO_LAYER, Role::TokenEmbd, embedding)?;
+        #[cfg(not(feature = "gguf-rows"))]
+        if embedding == Layout::GgufRows {
+            return Err(Error::Unsupported {
+                what: "a token embedding in the GGUF's blocks (flag EMB_BLOCKS): this build \
+                       of kestrel-core has no feature `gguf-rows`; convert the model with \
+                       --wmode dual, mix, small or q4 (F16 embedding) for it; flags",
+                value: f,
+            });
+        }
+        let emb = w.entry(NO_LAYER, Role::TokenEmbd, embedding)?;
+        w.embedding_blocks = emb.block_type();
+        w.embedding_rows = w.vqf.data(&emb);
         w.output_norm = w.vector(NO_LAYER, Role::OutputNorm)?;
         for copy in [WeightCopy::Prefill, WeightCopy::Decode] {
             let c = copy as usize;
@@ -367,9 +378,48 @@ impl<'a> Weights<'a> {
         })
     }
 
-    /// (vocab, hidden) embedding rows, F16 or F32.
+    /// (vocab, hidden) embedding rows, in [`Weights::embedding`].
     pub fn embedding(&self) -> &'a [u8] {
         self.embedding_rows
+    }
+
+    /// Bytes of one embedding row.
+    pub fn embedding_row_bytes(&self) -> u64 {
+        let h = self.cfg.hidden_size as u64;
+        match (self.embedding, self.embedding_blocks) {
+            (Layout::F16, _) => 2 * h,
+            (Layout::GgufRows, Some(ty)) => h / ty.block_size() as u64 * ty.type_size() as u64,
+            _ => 4 * h,
+        }
+    }
+
+    /// Token `id`'s embedding row, widened to f32 in `out` (hidden).
+    pub fn embedding_row(&self, id: u32, out: &mut [f32]) -> Result<(), Error> {
+        let vocab = self.cfg.vocab_size;
+        if id >= vocab {
+            return Err(Error::BadToken { id, vocab });
+        }
+        let n = self.embedding_row_bytes() as usize;
+        let at = id as usize * n;
+        let bytes = self
+            .embedding_rows
+            .get(at..at + n)
+            .ok_or(Error::BadToken { id, vocab })?;
+        match (self.embedding, self.embedding_blocks) {
+            #[cfg(feature = "gguf-rows")]
+            (Layout::GgufRows, Some(ty)) => return crate::gguf::dequantize_row(ty, bytes, out),
+            (Layout::F16, _) => {
+                for (v, h) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *v = crate::quant::f16::f16_to_f32(u16::from_le_bytes([h[0], h[1]]));
+                }
+            }
+            _ => {
+                for (v, x) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *v = f32::from_le_bytes([x[0], x[1], x[2], x[3]]);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// (hidden) final norm.
@@ -416,8 +466,7 @@ impl<'a> Weights<'a> {
                 total += e.nbytes;
             }
         }
-        let row = self.cfg.hidden_size as u64 * if self.embedding == Layout::F16 { 2 } else { 4 };
-        total + row
+        total + self.embedding_row_bytes()
     }
 }
 

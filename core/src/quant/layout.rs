@@ -55,6 +55,11 @@ pub enum Layout {
     /// every value exact (docs/kernels.md "Q2_Kx8";
     /// `kestrel_kernels::layouts::q2k`).
     Q2Kx8,
+    /// Row-major GGUF blocks of the type the entry's dtype code names
+    /// (ggml's id), as downloaded: the token embedding of a file converted
+    /// from a quantized GGUF, one row dequantized per token
+    /// ([`crate::gguf::dequantize_row`]). No kernel multiplies it.
+    GgufRows,
 }
 
 impl Kept {
@@ -214,7 +219,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 13] = [
+pub static LAYOUTS: [LayoutSpec; 14] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -393,6 +398,21 @@ pub static LAYOUTS: [LayoutSpec; 13] = [
         kept: kept(10, |s, r, c, o| Ok(q2k::repack_q2_k(s, r, c, o)?)), // Q2_K
         gemm: gemm!(Q8K, q2k::gemm_q2_kx8_q8_k),
     },
+    LayoutSpec {
+        layout: Layout::GgufRows,
+        name: "GGUF rows",
+        dtype: "GGUF",
+        suffix: "rows",
+        // The entry's own: ggml's id of its block type (`Entry::dtype`).
+        dtype_code: u8::MAX,
+        layout_code: 0,
+        group_rows: 1,
+        // Per block type: `Entry::expected_nbytes` sizes it.
+        block_bytes: 0,
+        acts: ActFormat::Float,
+        kept: None,
+        gemm: Gemm::None,
+    },
 ];
 
 const _: () = {
@@ -440,9 +460,16 @@ impl Layout {
         }
     }
 
-    /// Bytes of one row group: `cols` weights of `group_rows()` rows.
+    /// Bytes of one row group: `cols` weights of `group_rows()` rows
+    /// (an error for [`Layout::GgufRows`], whose size is its block type's).
     pub fn group_bytes(self, cols: usize) -> Result<usize, Error> {
         let what = self.spec().name;
+        if self == Layout::GgufRows {
+            return Err(Error::Unsupported {
+                what: "the size of GGUF rows without their block type",
+                value: cols as u64,
+            });
+        }
         if !cols.is_multiple_of(self.block_cols()) {
             return Err(Error::NotBlockAligned { what, len: cols });
         }
@@ -455,7 +482,9 @@ impl Layout {
         mul("matrix bytes", groups, self.group_bytes(cols)?)
     }
 
-    /// The layout with stored codes `(dtype, layout)`, if any.
+    /// The layout with stored codes `(dtype, layout)`, if any (not
+    /// [`Layout::GgufRows`], whose dtype is the entry's: the VQF reader
+    /// recognises it).
     pub fn from_codes(dtype: u8, layout: u8) -> Option<Layout> {
         let s = LAYOUTS
             .iter()

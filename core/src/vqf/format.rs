@@ -1,7 +1,8 @@
 //! The byte layout of a VQF file (docs/vqf.md): constants, the header, the
 //! directory entry, roles and flags, with encoders and checked decoders.
 
-use crate::error::Error;
+use crate::error::{mul, Error};
+use crate::gguf::GgmlType;
 use crate::quant::repack::Layout;
 use crate::tensors::Role;
 
@@ -47,12 +48,16 @@ pub mod flags {
     /// layouts tensor by tensor (the decode copy in the source file's own
     /// block types). Requires Q8_8X8: the prefill copy is Q8_0x8.
     pub const COPY_TAGS: u64 = 1 << 8;
+    /// Token embedding stored as the source GGUF's own blocks, row-major
+    /// (layout [`Layout::GgufRows`](crate::quant::layout::Layout::GgufRows),
+    /// the entry's dtype code naming the type); excludes EMB_F16.
+    pub const EMB_BLOCKS: u64 = 1 << 9;
     /// Every bit this version defines.
-    pub const KNOWN: u64 = 0x1FF;
+    pub const KNOWN: u64 = 0x3FF;
     /// The bits declaring copies of the linear weights.
     pub const COPIES: u64 = Q8_8X8 | Q4_4X4 | LINEAR_F32 | LINEAR_F16;
     /// Names of the bits, lowest first.
-    pub const NAMES: [&str; 9] = [
+    pub const NAMES: [&str; 10] = [
         "Q8_8X8",
         "Q4_4X4",
         "LINEAR_F32",
@@ -62,6 +67,7 @@ pub mod flags {
         "VISION",
         "TOKENIZER",
         "COPY_TAGS",
+        "EMB_BLOCKS",
     ];
 }
 
@@ -120,8 +126,13 @@ pub fn layout_name(layout: Layout) -> &'static str {
     layout.spec().name
 }
 
+/// The layout of stored codes `(dtype, layout)`: a layout's own pair, or
+/// a plain (row-major, code 0) tensor of a GGUF block type with a
+/// dequantizer, by ggml's id: [`Layout::GgufRows`].
 fn layout_from_codes(dtype: u8, layout: u8) -> Option<Layout> {
-    Layout::from_codes(dtype, layout)
+    let blocks =
+        GgmlType::from_id(dtype as u32).is_some_and(|t| t.block_size() > 1 && t.can_dequantize());
+    Layout::from_codes(dtype, layout).or((layout == 0 && blocks).then_some(Layout::GgufRows))
 }
 
 /// Reads a little-endian u16/u32/u64 at `at` (the caller checked the bounds).
@@ -269,6 +280,9 @@ pub struct Entry {
     pub role: Role,
     /// Storage (dtype and layout).
     pub layout: Layout,
+    /// The stored dtype code: the layout's own (`LayoutSpec::dtype_code`),
+    /// or for a [`Layout::GgufRows`] entry ggml's id of its block type.
+    pub dtype: u8,
     /// Dimensions used in `shape`.
     pub ndim: u8,
     /// Shape, outermost first.
@@ -300,6 +314,7 @@ impl Entry {
         layer: 0,
         role: Role::TokenEmbd,
         layout: Layout::F32,
+        dtype: 0,
         ndim: 1,
         shape: [1, 0, 0, 0],
         offset: 0,
@@ -329,10 +344,50 @@ impl Entry {
         }
     }
 
+    /// The GGUF block type of a [`Layout::GgufRows`] entry.
+    pub fn block_type(&self) -> Option<GgmlType> {
+        (self.layout == Layout::GgufRows)
+            .then(|| GgmlType::from_id(self.dtype as u32))
+            .flatten()
+    }
+
+    /// The stored block type's name (`Q6_K`): the layout's, or for
+    /// [`Layout::GgufRows`] the blocks'.
+    pub fn dtype_name(&self) -> &'static str {
+        match self.block_type() {
+            Some(ty) => Layout::keeping(ty.id()).map_or(ty.name(), |l| l.spec().dtype),
+            None => self.layout.spec().dtype,
+        }
+    }
+
+    /// The storage's name (`Q6_Kx8`); GGUF rows by their block type
+    /// (`Q6_K`).
+    pub fn layout_name(&self) -> &'static str {
+        match self.layout {
+            Layout::GgufRows => self.dtype_name(),
+            l => l.spec().name,
+        }
+    }
+
     /// The byte size the layout and shape require.
     pub fn expected_nbytes(&self) -> Result<u64, Error> {
         let (experts, rows, cols) = self.matrix_dims();
-        let one = self.layout.matrix_bytes(rows, cols)?;
+        let one = match self.block_type() {
+            Some(ty) => {
+                if !cols.is_multiple_of(ty.block_size()) {
+                    return Err(Error::NotBlockAligned {
+                        what: ty.name(),
+                        len: cols,
+                    });
+                }
+                mul(
+                    "tensor bytes",
+                    rows,
+                    cols / ty.block_size() * ty.type_size(),
+                )?
+            }
+            None => self.layout.matrix_bytes(rows, cols)?,
+        };
         let total = one.checked_mul(experts).ok_or(Error::Overflow {
             what: "tensor bytes",
         })?;
@@ -347,7 +402,7 @@ impl Entry {
         b[..NAME_SIZE].copy_from_slice(&self.name);
         b[48..50].copy_from_slice(&self.layer.to_le_bytes());
         b[50..52].copy_from_slice(&(self.role as u16).to_le_bytes());
-        b[52] = dtype_code(self.layout);
+        b[52] = self.dtype;
         b[53] = layout_code(self.layout);
         b[54] = self.ndim;
         b[55] = self.copies;
@@ -424,6 +479,7 @@ impl Entry {
             layer: le(b, 48, 2) as u16,
             role,
             layout,
+            dtype: b[52],
             ndim,
             shape,
             offset: le(b, 72, 8),

@@ -205,11 +205,7 @@ impl<'a> Vqf<'a> {
                 what: "VISION flag disagrees with the config",
             });
         }
-        let emb = if f & flags::EMB_F16 != 0 {
-            Layout::F16
-        } else {
-            Layout::F32
-        };
+        let emb = embedding_layout(f)?;
         let tagged = f & flags::COPY_TAGS != 0;
         // COPY_TAGS with Q8_8X8: a Q8_0x8 prefill copy and a decode copy;
         // with Q4_4X4: one copy (`small`, `exact`), every linear weight
@@ -448,5 +444,18 @@ impl<'a> Vqf<'a> {
             cols,
             data.get(start..start + one).unwrap_or(&[]),
         )
+    }
+}
+
+/// The token embedding's layout the header flags declare: F16 (EMB_F16),
+/// the source GGUF's blocks (EMB_BLOCKS) or F32.
+pub fn embedding_layout(f: u64) -> Result<Layout, Error> {
+    match (f & flags::EMB_F16 != 0, f & flags::EMB_BLOCKS != 0) {
+        (true, true) => Err(Error::BadConfig {
+            what: "flags EMB_F16 and EMB_BLOCKS together",
+        }),
+        (true, false) => Ok(Layout::F16),
+        (false, true) => Ok(Layout::GgufRows),
+        (false, false) => Ok(Layout::F32),
     }
 }

@@ -348,11 +348,7 @@ struct Progress {
     last: u64,
     start: Instant,
     /// Per tensor class (role stem) and stored layout: what storage lost.
-    errors: Vec<(
-        &'static str,
-        kestrel_core::quant::repack::Layout,
-        QuantError,
-    )>,
+    errors: Vec<(&'static str, &'static str, QuantError)>,
 }
 
 impl Progress {
@@ -362,13 +358,13 @@ impl Progress {
         match self
             .errors
             .iter_mut()
-            .find(|(c, l, _)| *c == class && *l == e.layout)
+            .find(|(c, l, _)| *c == class && *l == e.layout_name())
         {
             Some((_, _, q)) => {
                 q.err += t.error.err;
                 q.reference += t.error.reference;
             }
-            None => self.errors.push((class, e.layout, t.error)),
+            None => self.errors.push((class, e.layout_name(), t.error)),
         }
         if self.quiet {
             return;
@@ -839,8 +835,7 @@ fn write(
     ));
     for (class, layout, q) in &progress.errors {
         say(format!(
-            "  {class:<22} {:<7} {:.3e}",
-            kestrel_core::vqf::format::layout_name(*layout),
+            "  {class:<22} {layout:<7} {:.3e}",
             q.relative_rms()
         ));
     }

@@ -157,7 +157,7 @@ for e, f in order:
     print(f"| {name} | {f} | " + " | ".join(cell((e, f, t)) for t in pps) + f" | {cell((e, f, 'tg'))} | {mbs} | {gbs} |")
 print("\n| ratio (medians) | " + " | ".join(pps) + " | tg128 |")
 print("|---|" + "---:|" * (len(pps) + 1))
-same_file = [(f, f[len("source@"):]) for (e, f) in order if f.startswith("source@")]
+same_file = [(f, f.split("@", 1)[1]) for (e, f) in order if f.startswith(("source@", "exact@"))]
 pairs = [(a, b) for (a, b) in same_file + [("q4", "Q4_0"), ("q8", "Q8_0"), ("dual", "Q4_0"), ("dual", "Q4_K_M"), ("q4", "Q4_K_M"), ("source", "Q4_K_M"), ("exact", "Q4_K_M"), ("f16", "F16"), ("f32", "F32")]
          if ("kestrel", a) in order and ("llama", b) in order]
 for (a, b) in pairs:

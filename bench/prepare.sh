@@ -3,8 +3,8 @@
 #   bash bench/prepare.sh MODEL "MODES" "LLAMA_TYPES"
 # MODEL is 0.5b or 1.5b (scripts/fetch-model.sh fetches the Q4_K_M GGUF);
 # each Kestrel mode (q4 q8 dual f16 f32) is `kestrel convert --wmode MODE`
-# of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`: `--wmode
-# source` of llama.cpp's TYPE file below); each llama.cpp type (Q4_0
+# of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`, `exact@TYPE`: `--wmode
+# source` or `exact` of llama.cpp's TYPE file below); each llama.cpp type (Q4_0
 # Q8_0 F32 ...) is `llama-quantize --allow-requantize` of the same file, in
 # .cache/llamacpp/models/MODEL-TYPE.gguf, and Q4_K_M is the file itself
 # (IQ*, Q2_K*, Q3_K_* are made from the F32 one instead).
@@ -27,7 +27,7 @@ convert() { # mode vqf source
 later=()
 for mode in $modes; do
     case "$mode" in
-    source@*) later+=("$mode") ;;
+    source@*|exact@*) later+=("$mode") ;;
     *) convert "$mode" ".cache/vqf/$model-$mode.vqf" "$gguf" ;;
     esac
 done
@@ -54,8 +54,8 @@ for t in $types; do
         esac
     fi
 done
-# source@TYPE: llama.cpp's TYPE file converted with --wmode source (its own
-# blocks decode).
+# source@TYPE, exact@TYPE: llama.cpp's TYPE file converted with --wmode
+# source or exact (its own blocks decode).
 for mode in "${later[@]}"; do
-    convert source ".cache/vqf/$model-$mode.vqf" ".cache/llamacpp/models/$model-${mode#source@}.gguf"
+    convert "${mode%@*}" ".cache/vqf/$model-$mode.vqf" ".cache/llamacpp/models/$model-${mode#*@}.gguf"
 done

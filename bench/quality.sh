@@ -6,7 +6,8 @@
 # /usr/share/common-licenses/GPL-3) and code (CPython's textwrap.py).
 #   bash bench/quality.sh [--model 0.5b|1.5b] [--ctx 512] [--chunks 4] [-t 2]
 #        [--modes "source q8 dual q4 f16"] [--llama "Q8_0 Q4_0 Q4_K_M"]
-# (a mode source@TYPE is llama.cpp's TYPE file converted with --wmode source:
+# (a mode source@TYPE or exact@TYPE is llama.cpp's TYPE file converted with
+# --wmode source or exact:
 # bench/prepare.sh)
 # bench/prepare.sh makes the files (Kestrel `convert --wmode`, f32 included;
 # llama-quantize, F32 included; Q4_K_M is the source file itself). Kestrel:

@@ -10,9 +10,10 @@ prompt="${1:-Write a Python function that checks whether a number is prime.}"
 bash scripts/setup.sh
 cargo build --release --locked -p kestrel
 gguf=$(bash scripts/fetch-model.sh)
-vqf=.cache/vqf/qwen2.5-coder-0.5b-instruct-source.vqf
+vqf=.cache/vqf/qwen2.5-coder-0.5b-instruct.vqf
 mkdir -p .cache/vqf
 if [ ! -f "$vqf" ] || ! ./target/release/kestrel verify "$vqf" >/dev/null 2>&1; then
-    ./target/release/kestrel convert "$gguf" -o "$vqf" --wmode source
+    # The default for a quantized GGUF: its own blocks, at its size.
+    ./target/release/kestrel convert "$gguf" -o "$vqf"
 fi
 ./target/release/kestrel run "$vqf" -p "$prompt" -n 256 --temp 0

@@ -116,7 +116,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: source (Q8 for prefill + the GGUF file's own blocks for decode; the default for a quantized GGUF file), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), exact (source's decode copy alone, for prompts too: a quantized GGUF file's own blocks and no Q8 copy, about the GGUF's size), q4, q8, f16, f32.",
+                    "Weight copies: exact (a quantized GGUF file's own blocks, for prompts and decode alike, the embedding too: about the GGUF's size; the default for a quantized GGUF file), source (exact's blocks for decode + a Q8 copy for prefill), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), q4, q8, f16, f32.",
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
@@ -540,9 +540,12 @@ fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
     Ok(r)
 }
 
-/// The mode when `--wmode` is not given: `source` for a GGUF file whose
-/// linear weights are quantized (keep what the user downloaded), `dual`
-/// otherwise (a Hugging Face directory, a float GGUF).
+/// The mode when `--wmode` is not given: `exact` for a GGUF file whose
+/// linear weights are quantized (what the user downloaded, at its size:
+/// prompts through the file's own blocks cost 0.91x `source`'s prefill
+/// speed on the 0.5B, 0.97x on the 1.5B, for half the file;
+/// docs/benchmarks.md), `dual` otherwise (a Hugging Face directory, a
+/// float GGUF).
 fn default_mode(src: &Path) -> WeightMode {
     use kestrel_core::gguf::{GgmlType, Gguf};
     let quantized = || -> Option<bool> {
@@ -558,7 +561,7 @@ fn default_mode(src: &Path) -> WeightMode {
         ))
     };
     if quantized().unwrap_or(false) {
-        WeightMode::Source
+        WeightMode::Exact
     } else {
         WeightMode::Dual
     }

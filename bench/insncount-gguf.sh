@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # aarch64 cost of decoding a real GGUF without a board: executed instructions
-# per decoded token of Kestrel's default conversion (`--wmode source`) and of
+# per decoded token of Kestrel's default conversion (`--wmode exact`) and of
 # llama.cpp running the same Q4_K_M file, both under qemu-aarch64 -cpu
 # cortex-a76, 1 thread, counted with the qemu-insncount TCG plugin.
 #   bash bench/insncount-gguf.sh [--model 0.5b|1.5b] [--type TYPE] [INSNCOUNT_DIR]
 # --type: a llama.cpp type other than the fetched Q4_K_M file (IQ4_XS,
 # Q2_K, Q3_K_M, ...: bench/prepare.sh makes it from the F32 GGUF, and
-# Kestrel's file is that GGUF converted with --wmode source, `source@TYPE`).
+# Kestrel's file is that GGUF converted with --wmode exact, `exact@TYPE`).
 # INSNCOUNT_DIR (or QEMU_INSNCOUNT_DIR) holds the plugin source `insncount.c`
 # (default ../shared/tools/qemu-insncount; see bench/insncount.sh).
 #
@@ -44,9 +44,9 @@ fi
 llama=$(bash bench/llamacpp-aarch64.sh)
 gguf=$(bash scripts/fetch-model.sh "$model")
 if [ "$type" = Q4_K_M ]; then
-    mode=source
+    mode=exact
 else
-    mode=source@$type
+    mode=exact@$type
     bash bench/prepare.sh "$model" "f32" "F32 $type"
     gguf=.cache/llamacpp/models/$model-$type.gguf
 fi
@@ -89,7 +89,7 @@ def read(tag):
             hist[m.group(1)] = int(m.group(2))
     return total, hist
 print(f"## aarch64 instructions per decoded token, {model} {ty} (qemu-aarch64 -cpu cortex-a76, 1 thread)\n")
-print(f"{qv}; Kestrel {commit} (`--wmode source`, shipped build), llama.cpp 0.3.36 vendored (llama-bench, armv8.2-a+dotprod, static).\n")
+print(f"{qv}; Kestrel {commit} (`--wmode exact`, shipped build), llama.cpp 0.3.36 vendored (llama-bench, armv8.2-a+dotprod, static).\n")
 print("| engine, file | per decoded token | sdot per token | top mnemonics per token |")
 print("|---|---:|---:|---|")
 res = {}

@@ -1,6 +1,7 @@
 """Bytes of weights llama.cpp reads per decoded token from a GGUF file:
-every tensor but the token embedding, plus one embedding row (what
-`kestrel bench` reports as decode_bytes for a VQF file).
+every tensor but the token embedding, plus one embedding row, and of each
+expert stack (`*_exps`) the `expert_used_count` chosen experts' share
+(what `kestrel bench` reports as decode_bytes for a VQF file).
     python3 bench/gguf_decode_bytes.py FILE.gguf"""
 import struct
 import sys
@@ -26,7 +27,8 @@ def main(path):
     def value(t):
         fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
         if t in fixed:
-            rd(fixed[t])
+            b = rd(fixed[t])
+            return int.from_bytes(b, "little") if t in (4, 10) else None
         elif t == 8:
             string()
         elif t == 9:
@@ -36,9 +38,11 @@ def main(path):
         else:
             raise ValueError(f"metadata type {t}")
 
+    meta = {}
     for _ in range(n_kv):
-        string()
-        value(u32())
+        key = string()
+        meta[key.rsplit(".", 1)[-1]] = value(u32())
+    experts, used = meta.get("expert_count"), meta.get("expert_used_count")
     total = 0
     for _ in range(n_tensors):
         name = string()
@@ -51,6 +55,8 @@ def main(path):
             n *= d
         if name == "token_embd.weight":
             total += dims[0] // per * size  # one row
+        elif "_exps." in name and experts and used:
+            total += n // per * size // experts * used
         else:
             total += n // per * size
     print(total)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The files the side-by-side benchmarks compare, made once and cached:
 #   bash bench/prepare.sh MODEL "MODES" "LLAMA_TYPES"
-# MODEL is 0.5b or 1.5b (scripts/fetch-model.sh fetches the Q4_K_M GGUF);
+# MODEL is 0.5b or 1.5b (scripts/fetch-model.sh fetches the Q4_K_M GGUF),
+# or moeN: N layers of Qwen3-30B-A3B's shape with random weights
+# (bench/moe_gguf.py writes the F16 GGUF; every type is quantized from it);
 # each Kestrel mode (q4 q8 dual f16 f32) is `kestrel convert --wmode MODE`
 # of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`, `exact@TYPE`: `--wmode
 # source` or `exact` of llama.cpp's TYPE file below); each llama.cpp type (Q4_0
@@ -13,8 +15,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=$1; modes=$2; types=$3
 log() { echo "prepare: $*" >&2; }
-gguf=$(bash scripts/fetch-model.sh "$model")
 bin=$(bash bench/llamacpp.sh)
+case "$model" in
+moe[0-9]*)
+    # moeN: a random-weight GGUF of Qwen3-30B-A3B's layer shape with N
+    # layers (bench/moe_gguf.py, F16, the 0.5B's tokenizer); every type is
+    # made from it.
+    gguf=.cache/llamacpp/models/$model-F16.gguf
+    if [ ! -f "$gguf" ]; then
+        py=.cache/gguf-venv/bin/python
+        if ! "$py" -c "import gguf, numpy" 2>/dev/null; then
+            python3 -m venv .cache/gguf-venv >&2
+            "$py" -m pip install --quiet --disable-pip-version-check gguf==0.19.0 numpy >&2
+        fi
+        log "bench/moe_gguf.py --layers ${model#moe}"
+        "$py" bench/moe_gguf.py --layers "${model#moe}" \
+            --tokenizer-from "$(bash scripts/fetch-model.sh 0.5b)" -o "$gguf.partial" >&2
+        mv "$gguf.partial" "$gguf"
+    fi
+    ;;
+*) gguf=$(bash scripts/fetch-model.sh "$model") ;;
+esac
 cargo build -q --release --locked -p kestrel >&2
 kestrel=./target/release/kestrel
 mkdir -p .cache/vqf .cache/llamacpp/models
@@ -42,11 +63,13 @@ quantize() { # type output source
 f32=".cache/llamacpp/models/$model-F32.gguf"
 for t in $types; do
     out=".cache/llamacpp/models/$model-$t.gguf"
-    if [ "$t" = Q4_K_M ]; then
+    if [ "$t" = Q4_K_M ] && [ "${model#moe}" = "$model" ]; then
         ln -sf "$(realpath "$gguf")" "$out"
     elif [ ! -f "$out" ]; then
-        case "$t" in
-        IQ* | Q2_K* | Q3_K_*)
+        case "$model:$t" in
+        moe*:F16) ;;
+        moe*:*) quantize "$t" "$out" "$gguf" ;;
+        *:IQ* | *:Q2_K* | *:Q3_K_*)
             [ -f "$f32" ] || quantize F32 "$f32" "$gguf"
             quantize "$t" "$out" "$f32"
             ;;

@@ -773,7 +773,9 @@ fn write_tensor(
         while row0 < rows {
             let n = group.min(rows - row0);
             let v = &mut vals[..n * cols];
-            read_role_rows(cfg, src, e, expert, row0, n, v)?;
+            if e.layout != Layout::GgufRows {
+                read_role_rows(cfg, src, e, expert, row0, n, v)?;
+            }
             match e.layout {
                 Layout::F32 => {
                     error.reference += v.iter().map(|&x| x as f64 * x as f64).sum::<f64>();
@@ -795,9 +797,8 @@ fn write_tensor(
                     }
                 }
                 Layout::GgufRows => {
-                    // The source's own blocks, row by row (the values `v`
-                    // are their dequantization: nothing is lost).
-                    error.reference += v.iter().map(|&x| x as f64 * x as f64).sum::<f64>();
+                    // The source's own blocks, row by row: nothing is lost
+                    // (and no value needs reading).
                     let ty = e.block_type().ok_or(Error::Unsupported {
                         what: "GGUF rows of an unknown block type",
                         value: e.dtype as u64,

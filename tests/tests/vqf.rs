@@ -312,14 +312,7 @@ fn a_one_copy_tagged_file_holds_each_weight_once_for_both_phases() {
 #[test]
 fn the_retired_q3_k_layout_code_is_refused() {
     use kestrel_core::vqf::format::Entry;
-    let dir = kestrel_tests::temp_dir("vqf-retired-q3k");
-    let src = kestrel_tests::fixtures()
-        .join("dev_qwen2_kquant")
-        .join("gguf")
-        .join("model-q3_k_m.gguf");
-    let out = dir.join("q3k.vqf");
-    kestrel::convert::convert(&src, &out, WeightMode::Source, None, false).unwrap();
-    let bytes = std::fs::read(&out).unwrap();
+    let bytes = kquant_file("model-q3_k_m.gguf", WeightMode::Source);
     let v = Vqf::parse(&bytes).unwrap();
     let e = v.entries().find(|e| e.layout == Layout::Q3Kx8).unwrap();
     let mut b = e.to_bytes();
@@ -328,7 +321,20 @@ fn the_retired_q3_k_layout_code_is_refused() {
     b[53] = 9;
     let err = Entry::read(&b, 0).unwrap_err().to_string();
     assert!(err.contains("retired") && err.contains("convert"), "{err}");
+}
+
+/// The bytes of the k-quant fixture GGUF `file` converted in `mode`.
+fn kquant_file(file: &str, mode: WeightMode) -> Vec<u8> {
+    let dir = kestrel_tests::temp_dir(&format!("vqf-{file}-{}", mode.name()));
+    let src = kestrel_tests::fixtures()
+        .join("dev_qwen2_kquant")
+        .join("gguf")
+        .join(file);
+    let out = dir.join("out.vqf");
+    kestrel::convert::convert(&src, &out, mode, None, false).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
     std::fs::remove_dir_all(&dir).ok();
+    bytes
 }
 
 /// A file whose embedding is the GGUF's rows (flag EMB_BLOCKS) is refused
@@ -337,14 +343,7 @@ fn the_retired_q3_k_layout_code_is_refused() {
 /// an F16 entry where the flag declares blocks.
 #[test]
 fn lies_about_an_embedding_of_gguf_rows_are_named() {
-    let dir = kestrel_tests::temp_dir("vqf-emb-blocks");
-    let src = kestrel_tests::fixtures()
-        .join("dev_qwen2_kquant")
-        .join("gguf")
-        .join("model-kquant-mix.gguf");
-    let out = dir.join("exact.vqf");
-    kestrel::convert::convert(&src, &out, WeightMode::Exact, None, false).unwrap();
-    let good = std::fs::read(&out).unwrap();
+    let good = kquant_file("model-kquant-mix.gguf", WeightMode::Exact);
     let v = Vqf::parse(&good).unwrap();
     let f = v.header().flags;
     assert_eq!(f & (flags::EMB_BLOCKS | flags::EMB_F16), flags::EMB_BLOCKS);
@@ -371,5 +370,4 @@ fn lies_about_an_embedding_of_gguf_rows_are_named() {
     assert!(err(&set(at + 52, &[9])).contains("dtype")); // Q8_1: no dequantizer
     let f16 = set(at + 52, &[1]);
     assert!(Vqf::parse(&f16).is_err());
-    std::fs::remove_dir_all(&dir).ok();
 }

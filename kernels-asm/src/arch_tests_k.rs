@@ -1,5 +1,6 @@
 //! The architecture's K-quant kernels (Q4_Kx4, Q5_Kx4, Q6_Kx8, Q3_Kx8,
-//! IQ4_XSx8, Q2_Kx8) and
+//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8,
+//! IQ3_Sx8) and
 //! Q8_K activation quantizer against [`crate::generic`], bit for bit (f32
 //! bits; NaN only where both are NaN): rows that do not fill a group, 1..49
 //! super-blocks per row, 1..70 activation rows, every byte value in every
@@ -12,7 +13,7 @@ use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::layouts::{iq4xs, q2k, q3k};
+use crate::layouts::{iq3s, iq3xxs, iq4xs, q2k, q3k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -40,7 +41,7 @@ struct KKernels {
 }
 
 /// The layouts under test.
-const LAYOUTS: [KKernels; 6] = [
+const LAYOUTS: [KKernels; 8] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
@@ -88,6 +89,22 @@ const LAYOUTS: [KKernels; 6] = [
         gemv: q2k::arch::gemv_q2_kx8_q8_k,
         generic: q2k::generic::gemm_q2_kx8_q8_k,
         name: "q2_kx8",
+    },
+    KKernels {
+        rows: iq3xxs::IQ3XXSX8_ROWS,
+        bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
+        gemm: iq3xxs::arch::gemm_iq3_xxsx8_q8_k,
+        gemv: iq3xxs::arch::gemv_iq3_xxsx8_q8_k,
+        generic: iq3xxs::generic::gemm_iq3_xxsx8_q8_k,
+        name: "iq3_xxsx8",
+    },
+    KKernels {
+        rows: iq3s::IQ3SX8_ROWS,
+        bytes: iq3s::IQ3SX8_BLOCK_BYTES,
+        gemm: iq3s::arch::gemm_iq3_sx8_q8_k,
+        gemv: iq3s::arch::gemv_iq3_sx8_q8_k,
+        generic: iq3s::generic::gemm_iq3_sx8_q8_k,
+        name: "iq3_sx8",
     },
 ];
 

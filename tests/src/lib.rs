@@ -347,6 +347,8 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
         Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
+        Layout::Iq3Xxsx8 => (None, Some(unpack_iq3_xxs)),
+        Layout::Iq3Sx8 => (None, Some(unpack_iq3_s)),
         Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
     if let Some(unpack) = group {
@@ -553,6 +555,94 @@ pub fn unpack_q2_k(
                 let q = (sb[at] >> shift) & 3;
                 let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
                 block[16 + 32 * n + l] |= q << (2 * j);
+            }
+        }
+    }
+    Ok(())
+}
+
+// The inverses of the codebook layouts' repackers
+// (`kestrel_kernels::layouts::{iq3xxs, iq3s}`), for the tests alone.
+
+/// Unpacks an IQ3_XXSx8 matrix (`rows x cols`) into row-major GGUF IQ3_XXS
+/// blocks (`out`: `rows * cols / 256 * 98` bytes), the inverse of
+/// `repack_iq3_xxs`.
+pub fn unpack_iq3_xxs(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq3xxs::{
+        index_place, iq3_xxs_bytes, iq3_xxsx8_bytes, word_place, IQ3XXSX8_BLOCK_BYTES,
+        IQ3XXSX8_ROWS, IQ3_XXS_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "iq3_xxsx8 matrix bytes",
+        iq3_xxsx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq3_xxs output bytes", iq3_xxs_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ3_XXS_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ3XXSX8_ROWS, row % IQ3XXSX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ3XXSX8_BLOCK_BYTES..][..IQ3XXSX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ3_XXS_BLOCK_BYTES..][..IQ3_XXS_BLOCK_BYTES];
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for c in 0..QK_K / 4 {
+                block[2 + c] = sb[index_place(r, c)];
+            }
+            for p in 0..QK_K / 32 {
+                let at = 2 + QK_K / 4 + 4 * p;
+                block[at..at + 4].copy_from_slice(&sb[word_place(r, p)..][..4]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks an IQ3_Sx8 matrix (`rows x cols`) into row-major GGUF IQ3_S
+/// blocks (`out`: `rows * cols / 256 * 110` bytes), the inverse of
+/// `repack_iq3_s`.
+pub fn unpack_iq3_s(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq3s::{
+        high_place, index_place, iq3_s_bytes, iq3_sx8_bytes, scale_place, sign_place,
+        IQ3SX8_BLOCK_BYTES, IQ3SX8_ROWS, IQ3_S_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "iq3_sx8 matrix bytes",
+        iq3_sx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq3_s output bytes", iq3_s_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ3_S_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ3SX8_ROWS, row % IQ3SX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ3SX8_BLOCK_BYTES..][..IQ3SX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ3_S_BLOCK_BYTES..][..IQ3_S_BLOCK_BYTES];
+            block.fill(0);
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for c in 0..QK_K / 4 {
+                block[2 + c] = sb[index_place(r, c)];
+            }
+            for p in 0..QK_K / 32 {
+                block[66 + p] = sb[high_place(r, p)];
+                let (at, shift) = scale_place(r, p);
+                block[106 + p / 2] |= ((sb[at] >> shift) & 15) << (4 * (p % 2));
+            }
+            for k in 0..QK_K / 8 {
+                block[74 + k] = sb[sign_place(r, k)];
             }
         }
     }

@@ -1,5 +1,6 @@
-//! The layouts written whole (`kestrel_kernels::layouts`; Q3_Kx8 and
-//! IQ4_XSx8 here, whose GGUF blocks are 256 weights): each repacker
+//! The layouts written whole (`kestrel_kernels::layouts`; Q3_Kx8,
+//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8 and IQ3_Sx8 here, whose GGUF blocks are 256
+//! weights): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
 //! them back), the generic accessors give ggml's dequantized values bit for
 //! bit, and sizes that do not fit are refused. (The kernels against their
@@ -9,9 +10,9 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq3s, iq3xxs, iq4xs, q2k, q3k};
 use kestrel_kernels::ShapeError;
-use kestrel_tests::{unpack_iq4_xs, unpack_q2_k, unpack_q3_k};
+use kestrel_tests::{unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs, unpack_q2_k, unpack_q3_k};
 
 const MAX_ROWS: usize = 11;
 const MAX_COLS: usize = 1024;
@@ -39,7 +40,7 @@ struct Whole {
     value: fn(&[u8], usize, usize) -> f32,
 }
 
-const LAYOUTS: [Whole; 3] = [
+const LAYOUTS: [Whole; 5] = [
     Whole {
         ty: GgmlType::Q3_K,
         block_bytes: q3k::Q3_K_BLOCK_BYTES,
@@ -78,6 +79,38 @@ const LAYOUTS: [Whole; 3] = [
             let (sc, m) = q2k::generic::q2kx8_scale_min(sb, r, i / 16);
             let (d, dmin) = (read_f16(sb, 2 * r), read_f16(sb, 16 + 2 * r));
             (d * sc as f32) * q2k::generic::q2kx8_weight(sb, r, i) as f32 - dmin * m as f32
+        },
+    },
+    Whole {
+        ty: GgmlType::IQ3_XXS,
+        block_bytes: iq3xxs::IQ3_XXS_BLOCK_BYTES,
+        d_at: 0,
+        super_block_bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
+        packed_bytes: iq3xxs::iq3_xxsx8_bytes,
+        repack: iq3xxs::repack_iq3_xxs,
+        unpack: unpack_iq3_xxs,
+        value: |sb, r, i| {
+            // ggml: d * (0.5 + ls) * 0.5 * g * sign, the scale 2 ls + 1.
+            let ls = (iq3xxs::generic::iq3xxsx8_scale(sb, r, i / 32) - 1) / 2;
+            let v = iq3xxs::generic::iq3xxsx8_weight(sb, r, i);
+            let sign = if v < 0 { -1.0 } else { 1.0 };
+            read_f16(sb, 2 * r) * (0.5 + ls as f32) * 0.5 * v.abs() as f32 * sign
+        },
+    },
+    Whole {
+        ty: GgmlType::IQ3_S,
+        block_bytes: iq3s::IQ3_S_BLOCK_BYTES,
+        d_at: 0,
+        super_block_bytes: iq3s::IQ3SX8_BLOCK_BYTES,
+        packed_bytes: iq3s::iq3_sx8_bytes,
+        repack: iq3s::repack_iq3_s,
+        unpack: unpack_iq3_s,
+        value: |sb, r, i| {
+            // ggml: d * (1 + 2 ls) * g * sign.
+            let s = iq3s::generic::iq3sx8_scale(sb, r, i / 32);
+            let v = iq3s::generic::iq3sx8_weight(sb, r, i);
+            let sign = if v < 0 { -1.0 } else { 1.0 };
+            read_f16(sb, 2 * r) * s as f32 * v.abs() as f32 * sign
         },
     },
 ];

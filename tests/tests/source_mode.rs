@@ -89,6 +89,8 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-iq4_nl.gguf",
             "model-q3_k_m.gguf",
             "model-iq4_xs.gguf",
+            "model-iq3_xxs.gguf",
+            "model-iq3_s.gguf",
             "model-q2_k.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
@@ -97,7 +99,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             }
         }
     }
-    assert!(v.len() >= 13, "GGUF fixtures missing: {v:?}");
+    assert!(v.len() >= 15, "GGUF fixtures missing: {v:?}");
     v
 }
 

@@ -15,8 +15,8 @@
      NaN, but no signalling NaN: numpy widens an f16 sNaN keeping it
      signalling, while ggml's GGML_FP16_TO_FP32 (F16C, ARM fcvt, or its
      software path) quiets it, as kestrel does.
-   * IQ4_NL, IQ4_XS: random blocks from generators of their own (added
-     later).
+   * IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S: random blocks from generators of
+     their own (added later).
    Expected outputs are gguf.quants.dequantize(), except Q8_K, which gguf-py
    does not implement: it is computed here as ggml's dequantize_row_q8_K does,
    y = d * q in f32 (d an f32, q an i8).
@@ -156,6 +156,14 @@ blocks = random_blocks(T.IQ4_XS, N_VALUES // 256)
 write("iq4_xs.bin", blocks.tobytes())
 write("iq4_xs.f32", dequant(T.IQ4_XS, blocks).astype("<f4").tobytes())
 deq_types = deq_types + [T.IQ4_XS]
+# IQ3_XXS and IQ3_S (added 2026-12-05, later): the same, a generator each.
+for seed, qtype, name in [(202612051, T.IQ3_XXS, "iq3_xxs"), (202612052, T.IQ3_S, "iq3_s")]:
+    rng = np.random.default_rng(seed)
+    F16_FIELDS[qtype] = [0]
+    blocks = random_blocks(qtype, N_VALUES // 256)
+    write(f"{name}.bin", blocks.tobytes())
+    write(f"{name}.f32", dequant(qtype, blocks).astype("<f4").tobytes())
+    deq_types = deq_types + [qtype]
 rng = np.random.default_rng()
 rng.bit_generator.state = saved
 

@@ -66,6 +66,8 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::Q8_K => blocks(bytes, out, q8_k),
         GgmlType::IQ4_NL => blocks(bytes, out, iq4_nl),
         GgmlType::IQ4_XS => blocks(bytes, out, iq4_xs),
+        GgmlType::IQ3_XXS => blocks(bytes, out, iq3_xxs),
+        GgmlType::IQ3_S => blocks(bytes, out, iq3_s),
         GgmlType::Q8_1 => {}
     }
     Ok(())
@@ -133,6 +135,57 @@ fn iq4_xs(b: &[u8; 136], o: &mut [f32; QK_K]) {
             let q = b[8 + 16 * p + l];
             o[32 * p + l] = dl * IQ4_NL_VALUES[(q & 15) as usize] as f32;
             o[32 * p + l + 16] = dl * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+        }
+    }
+}
+
+/// IQ3_XXS: `d: f16, qs[64], words[8]`; sub-block `p` (32 weights) has the
+/// word `aux` (bits 28..32 the scale `ls`, bits `7k..7k + 7` the signs of
+/// weights `8k..8k + 7` but the last, which makes the minus signs even),
+/// `x = (d * (0.5 + ls) * 0.5) * g * sign`, `g` byte `j` of the grid point
+/// `qs[8p + c]` for weight `4c + j`.
+fn iq3_xxs(b: &[u8; 98], o: &mut [f32; QK_K]) {
+    use kestrel_kernels::layouts::iq3xxs::{sign_word, IQ3XXS_GRID};
+    let d = h(b, 0);
+    for p in 0..QK_K / 32 {
+        let at = 2 + QK_K / 4 + 4 * p;
+        let aux = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
+        let signs = sign_word(aux);
+        for w in 0..32 {
+            let point = IQ3XXS_GRID[b[2 + 8 * p + w / 4] as usize];
+            let g = ((point >> (8 * (w % 4))) & 0xff) as f32;
+            let sign = if (signs >> (8 * (w / 8) + w % 8)) & 1 != 0 {
+                -1.0
+            } else {
+                1.0
+            };
+            o[32 * p + w] = db * g * sign;
+        }
+    }
+}
+
+/// IQ3_S: `d: f16, qs[64], qh[8], signs[32], scales[4]`; sub-block `p` has
+/// the scale `ls` (nibble `p % 2` of `scales[p / 2]`),
+/// `x = (d * (1 + 2 ls)) * g * sign`, `g` byte `j` of the grid point
+/// `qs[8p + c] | (bit c of qh[p]) << 8` for weight `4c + j`, the sign bit
+/// `w % 8` of `signs[4p + w / 8]` for weight `w`.
+fn iq3_s(b: &[u8; 110], o: &mut [f32; QK_K]) {
+    use kestrel_kernels::layouts::iq3s::IQ3S_GRID;
+    let d = h(b, 0);
+    for p in 0..QK_K / 32 {
+        let ls = (b[106 + p / 2] >> (4 * (p % 2))) & 15;
+        let db = d * (1 + 2 * ls as u32) as f32;
+        for w in 0..32 {
+            let c = w / 4;
+            let index = b[2 + 8 * p + c] as usize | (((b[66 + p] >> c) & 1) as usize) << 8;
+            let g = ((IQ3S_GRID[index] >> (8 * (w % 4))) & 0xff) as f32;
+            let sign = if (b[74 + 4 * p + w / 8] >> (w % 8)) & 1 != 0 {
+                -1.0
+            } else {
+                1.0
+            };
+            o[32 * p + w] = db * g * sign;
         }
     }
 }

@@ -48,9 +48,17 @@ pub enum GgmlType {
     Q6_K = 14,
     /// 256 weights in 292 bytes: `d: f32`, 256 x `i8`, 16 x `i16` sums.
     Q8_K = 15,
+    /// 256 weights in 98 bytes: `d: f16`, 64 indices into the IQ3_XXS grid
+    /// of 4-weight points, 8 words of signs (7 bits per 8 weights) and a
+    /// 4-bit scale.
+    IQ3_XXS = 18,
     /// 32 weights in 18 bytes: `d: f16`, 16 nibble bytes indexing the
     /// 16 IQ4_NL values.
     IQ4_NL = 20,
+    /// 256 weights in 110 bytes: `d: f16`, 64 low bytes and 8 bytes of
+    /// ninth bits of indices into the 512-point IQ3_S grid, 32 sign bytes,
+    /// 4 bytes of 4-bit scales.
+    IQ3_S = 21,
     /// 256 weights in 136 bytes: `d: f16`, `scales_h: u16`, `scales_l[4]`
     /// (eight 6-bit scales), 128 nibble bytes indexing the IQ4_NL values.
     IQ4_XS = 23,
@@ -60,7 +68,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 17] = [
+    pub const ALL: [GgmlType; 19] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -75,7 +83,9 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ3_XXS,
         GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
         GgmlType::IQ4_XS,
         GgmlType::BF16,
     ];
@@ -97,7 +107,9 @@ impl GgmlType {
             13 => GgmlType::Q5_K,
             14 => GgmlType::Q6_K,
             15 => GgmlType::Q8_K,
+            18 => GgmlType::IQ3_XXS,
             20 => GgmlType::IQ4_NL,
+            21 => GgmlType::IQ3_S,
             23 => GgmlType::IQ4_XS,
             30 => GgmlType::BF16,
             _ => return None,
@@ -126,7 +138,9 @@ impl GgmlType {
             GgmlType::Q5_K => "q5_K",
             GgmlType::Q6_K => "q6_K",
             GgmlType::Q8_K => "q8_K",
+            GgmlType::IQ3_XXS => "iq3_xxs",
             GgmlType::IQ4_NL => "iq4_nl",
+            GgmlType::IQ3_S => "iq3_s",
             GgmlType::IQ4_XS => "iq4_xs",
             GgmlType::BF16 => "bf16",
         }
@@ -149,6 +163,8 @@ impl GgmlType {
             | GgmlType::Q5_K
             | GgmlType::Q6_K
             | GgmlType::Q8_K
+            | GgmlType::IQ3_XXS
+            | GgmlType::IQ3_S
             | GgmlType::IQ4_XS => QK_K,
         }
     }
@@ -171,6 +187,8 @@ impl GgmlType {
             GgmlType::Q6_K => 2 + QK_K / 2 + QK_K / 4 + QK_K / 16,
             GgmlType::Q8_K => 4 + QK_K + QK_K / 8,
             GgmlType::IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
+            GgmlType::IQ3_XXS => 2 + 3 * QK_K / 8,
+            GgmlType::IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq4nl, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -55,6 +55,13 @@ pub enum Layout {
     /// every value exact (docs/kernels.md "Q2_Kx8";
     /// `kestrel_kernels::layouts::q2k`).
     Q2Kx8,
+    /// GGUF IQ3_XXS super-blocks interleaved 8 rows in the GGUF bytes'
+    /// size, every value exact (docs/kernels.md "IQ3_XXSx8 and IQ3_Sx8";
+    /// `kestrel_kernels::layouts::iq3xxs`).
+    Iq3Xxsx8,
+    /// GGUF IQ3_S super-blocks interleaved 8 rows in the GGUF bytes' size,
+    /// every value exact (`kestrel_kernels::layouts::iq3s`).
+    Iq3Sx8,
     /// Row-major GGUF blocks of the type the entry's dtype code names
     /// (ggml's id), as downloaded: the token embedding of a file converted
     /// from a quantized GGUF, one row dequantized per token
@@ -219,7 +226,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 14] = [
+pub static LAYOUTS: [LayoutSpec; 16] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -397,6 +404,32 @@ pub static LAYOUTS: [LayoutSpec; 14] = [
         acts: ActFormat::Q8K,
         kept: kept(10, |s, r, c, o| Ok(q2k::repack_q2_k(s, r, c, o)?)), // Q2_K
         gemm: gemm!(Q8K, q2k::gemm_q2_kx8_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Iq3Xxsx8,
+        name: "IQ3_XXSx8",
+        dtype: "IQ3_XXS",
+        suffix: "iq3_xxs",
+        dtype_code: 18,
+        layout_code: 13,
+        group_rows: iq3xxs::IQ3XXSX8_ROWS,
+        block_bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(18, |s, r, c, o| Ok(iq3xxs::repack_iq3_xxs(s, r, c, o)?)), // IQ3_XXS
+        gemm: gemm!(Q8K, iq3xxs::gemm_iq3_xxsx8_q8_k),
+    },
+    LayoutSpec {
+        layout: Layout::Iq3Sx8,
+        name: "IQ3_Sx8",
+        dtype: "IQ3_S",
+        suffix: "iq3_s",
+        dtype_code: 21,
+        layout_code: 14,
+        group_rows: iq3s::IQ3SX8_ROWS,
+        block_bytes: iq3s::IQ3SX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        kept: kept(21, |s, r, c, o| Ok(iq3s::repack_iq3_s(s, r, c, o)?)), // IQ3_S
+        gemm: gemm!(Q8K, iq3s::gemm_iq3_sx8_q8_k),
     },
     LayoutSpec {
         layout: Layout::GgufRows,

@@ -6,6 +6,9 @@
 //! layout is a module here and its row in the core's layout table
 //! (docs/architecture.md, "Adding a layout").
 
+pub mod iq3;
+pub mod iq3s;
+pub mod iq3xxs;
 pub mod iq4nl;
 pub mod iq4xs;
 pub mod q2k;

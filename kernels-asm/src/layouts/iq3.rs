@@ -78,6 +78,73 @@ pub(crate) fn component(point: u32, k: usize) -> i32 {
     ((point >> (8 * k)) & 0xff) as i32
 }
 
+/// A super-block decoded for the aarch64 prompt path: chunk `c` of
+/// sub-block `p` at `256p + 32c`, its 16 bytes of rows 0-3 (row `r`'s 4
+/// signed values at `4r`) then of rows 4-7; the scales `2 ls + 1` (`[p][r]`)
+/// and the rows' `d`.
+#[cfg(target_arch = "aarch64")]
+#[repr(C)]
+pub(crate) struct Decoded {
+    pub(crate) values: [u8; QK_K * IQ3_ROWS],
+    pub(crate) scales: [i32; QK_K / 32 * IQ3_ROWS],
+    pub(crate) dw: [f32; IQ3_ROWS],
+}
+
+#[cfg(target_arch = "aarch64")]
+impl Decoded {
+    /// All zero.
+    pub(crate) const ZERO: Decoded = Decoded {
+        values: [0; QK_K * IQ3_ROWS],
+        scales: [0; QK_K / 32 * IQ3_ROWS],
+        dw: [0.0; IQ3_ROWS],
+    };
+}
+
+/// `0xff` in byte `k` of entry `n` where bit `k` of `n` is set.
+#[cfg(target_arch = "aarch64")]
+const NIBBLE_MASKS: [u32; 16] = {
+    let mut t = [0u32; 16];
+    let mut n = 0;
+    while n < 16 {
+        let mut k = 0;
+        while k < 4 {
+            if n >> k & 1 != 0 {
+                t[n] |= 0xff << (8 * k);
+            }
+            k += 1;
+        }
+        n += 1;
+    }
+    t
+};
+
+/// Decodes super-block `sb` of 8 rows into `out`: `front(r, p)` gives
+/// sub-block `p` of row `r`'s sign word and scale `2 ls + 1`, `point(r,
+/// p, c)` the grid point of its chunk `c`. Each value is negated bytewise
+/// where its sign is set (`~g + 1`: `g >= 1`, so no carry leaves the byte).
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(crate) fn decode_super_block(
+    sb: &[u8],
+    out: &mut Decoded,
+    front: impl Fn(usize, usize) -> (u32, i32),
+    point: impl Fn(usize, usize, usize) -> u32,
+) {
+    for r in 0..IQ3_ROWS {
+        out.dw[r] = read_f16(sb, 2 * r);
+        for p in 0..QK_K / 32 {
+            let (signs, scale) = front(r, p);
+            out.scales[IQ3_ROWS * p + r] = scale;
+            for c in 0..8 {
+                let mask = NIBBLE_MASKS[(signs >> (4 * c)) as usize & 15];
+                let v = (point(r, p, c) ^ mask).wrapping_add(mask & 0x0101_0101);
+                let at = 256 * p + 32 * c + 16 * (r / 4) + 4 * (r % 4);
+                out.values[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
 /// aarch64: the sub-block text both GEMV loops run. Per chunk, 8 grid
 /// points are looked up (`$lookup`: 3 instructions each, a byte or
 /// halfword index, `ldr` of the point, `mov` into its lane), into `v6`
@@ -192,6 +259,172 @@ pub(crate) mod aarch64 {
     }
     pub(crate) use iq3_finish;
 
+    /// One decoded chunk (its 32 values from `{v}`: rows 0-3 in `v4`, 4-7
+    /// in `v5`) against lane `$lane` of the 4 activation rows' registers.
+    #[rustfmt::skip]
+    macro_rules! decoded_chunk {
+        ($a0:literal, $a1:literal, $a2:literal, $a3:literal, $lane:literal) => { concat!(
+            "ld1 {{v4.16b, v5.16b}}, [{v}], #32\n",
+            "sdot v24.4s, v4.16b, ", $a0, ".4b[", $lane, "]\n",
+            "sdot v25.4s, v5.16b, ", $a0, ".4b[", $lane, "]\n",
+            "sdot v26.4s, v4.16b, ", $a1, ".4b[", $lane, "]\n",
+            "sdot v27.4s, v5.16b, ", $a1, ".4b[", $lane, "]\n",
+            "sdot v28.4s, v4.16b, ", $a2, ".4b[", $lane, "]\n",
+            "sdot v29.4s, v5.16b, ", $a2, ".4b[", $lane, "]\n",
+            "sdot v30.4s, v4.16b, ", $a3, ".4b[", $lane, "]\n",
+            "sdot v31.4s, v5.16b, ", $a3, ".4b[", $lane, "]\n",
+        ) };
+    }
+    /// The integer sums of 4 activation rows against a decoded super-block:
+    /// `sumi[8t + r]` of activation row `t` (`qs` and 3 more `stride`
+    /// bytes apart, the super-block's 256 quants each) and weight row `r`.
+    /// Per sub-block 4 loads of activations, per chunk one load of its 32
+    /// values and 8 `sdot` by lane, then 8 `mla` by the scales: about 95
+    /// instructions for 8 x 4 x 32.
+    ///
+    /// # Safety
+    /// `dec` a whole [`Decoded`](super::Decoded), `qs` 4 rows of 256
+    /// readable quants `stride` apart, `sumi` 32 writable `i32`; dotprod.
+    #[inline(never)]
+    #[target_feature(enable = "neon,dotprod")]
+    unsafe fn decoded_tile4(
+        dec: *const super::Decoded,
+        qs: *const i8,
+        stride: usize,
+        sumi: *mut i32,
+    ) {
+        // SAFETY: per the function contract: the loop reads the 2048 value
+        // bytes and 256 scale bytes of `dec`, 256 bytes of each activation
+        // row, and stores 128 bytes at `sumi`. Only the listed registers
+        // are written; no stack is used.
+        unsafe {
+            core::arch::asm!(
+                "movi v8.16b, #0", "movi v9.16b, #0", "movi v10.16b, #0", "movi v11.16b, #0",
+                "movi v12.16b, #0", "movi v13.16b, #0", "movi v14.16b, #0", "movi v15.16b, #0",
+                "add x9, {v}, #2048", // the scales
+                "mov x12, #8",
+                "2:",
+                "ld1 {{v16.16b, v17.16b}}, [{q0}], #32",
+                "ld1 {{v18.16b, v19.16b}}, [{q1}], #32",
+                "ld1 {{v20.16b, v21.16b}}, [{q2}], #32",
+                "ld1 {{v22.16b, v23.16b}}, [{q3}], #32",
+                "movi v24.16b, #0", "movi v25.16b, #0", "movi v26.16b, #0", "movi v27.16b, #0",
+                "movi v28.16b, #0", "movi v29.16b, #0", "movi v30.16b, #0", "movi v31.16b, #0",
+                decoded_chunk!("v16", "v18", "v20", "v22", "0"),
+                decoded_chunk!("v16", "v18", "v20", "v22", "1"),
+                decoded_chunk!("v16", "v18", "v20", "v22", "2"),
+                decoded_chunk!("v16", "v18", "v20", "v22", "3"),
+                decoded_chunk!("v17", "v19", "v21", "v23", "0"),
+                decoded_chunk!("v17", "v19", "v21", "v23", "1"),
+                decoded_chunk!("v17", "v19", "v21", "v23", "2"),
+                decoded_chunk!("v17", "v19", "v21", "v23", "3"),
+                "ld1 {{v6.4s, v7.4s}}, [x9], #32",
+                "mla v8.4s, v24.4s, v6.4s", "mla v9.4s, v25.4s, v7.4s",
+                "mla v10.4s, v26.4s, v6.4s", "mla v11.4s, v27.4s, v7.4s",
+                "mla v12.4s, v28.4s, v6.4s", "mla v13.4s, v29.4s, v7.4s",
+                "mla v14.4s, v30.4s, v6.4s", "mla v15.4s, v31.4s, v7.4s",
+                "subs x12, x12, #1",
+                "b.ne 2b",
+                "st1 {{v8.4s, v9.4s, v10.4s, v11.4s}}, [{s}], #64",
+                "st1 {{v12.4s, v13.4s, v14.4s, v15.4s}}, [{s}]",
+                v = inout(reg) dec => _,
+                q0 = inout(reg) qs => _,
+                q1 = inout(reg) qs.wrapping_add(stride) => _,
+                q2 = inout(reg) qs.wrapping_add(2 * stride) => _,
+                q3 = inout(reg) qs.wrapping_add(3 * stride) => _,
+                s = inout(reg) sumi => _,
+                out("x9") _, out("x12") _,
+                out("v4") _, out("v5") _, out("v6") _, out("v7") _,
+                out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
+                out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _,
+                out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _,
+                out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _,
+                out("v28") _, out("v29") _, out("v30") _, out("v31") _,
+                options(nostack),
+            );
+        }
+    }
+
+    /// A layout's decoder of one super-block for the prompt path.
+    pub(crate) type DecodeFn = fn(&[u8], &mut super::Decoded);
+
+    /// The prompt GEMM of a codebook layout (`m >= 2` activation rows): per
+    /// row group and super-block, the super-block decoded once
+    /// (`decode`), then the activation rows 4 at a time through
+    /// [`decoded_tile4`], each row's `(d_w * d_a) * (sumi * factor)` added
+    /// to its float sum in `out` (zeroed first: the GEMV loop's order); the
+    /// last `m % 4` rows through the GEMV loop `row`.
+    ///
+    /// # Safety
+    /// The layout's shape check accepted the arguments (`groups` row groups
+    /// of `nb >= 1` super-blocks of `bytes`, `rows, m >= 1`); `row` is the
+    /// layout's GEMV loop; the CPU implements dotprod.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn decoded_gemm(
+        (decode, bytes, factor): (DecodeFn, usize, f32),
+        row: crate::aarch64::gemm::LoopFn,
+        w: &[u8],
+        rows: usize,
+        (groups, nb): (usize, usize),
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        use super::IQ3_ROWS;
+        use crate::layout::QK_K;
+        let cols = nb * QK_K;
+        let group_bytes = nb * bytes;
+        let m4 = m - m % 4;
+        let mut dec = super::Decoded::ZERO;
+        for g in 0..groups {
+            let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+            let row0 = g * IQ3_ROWS;
+            let n = (rows - row0).min(IQ3_ROWS);
+            for t in 0..m4 {
+                out[t * rows + row0..][..n].fill(0.0);
+            }
+            if m4 > 0 {
+                for b in 0..nb {
+                    decode(&wg[b * bytes..(b + 1) * bytes], &mut dec);
+                    for t0 in (0..m4).step_by(4) {
+                        let mut sumi = [0i32; 4 * IQ3_ROWS];
+                        let qs = act_qs[t0 * cols + b * QK_K..].as_ptr();
+                        // SAFETY: rows t0..t0 + 4 <= m of `act_qs` hold the
+                        // super-block's 256 quants `cols` apart; dotprod
+                        // (the function contract).
+                        unsafe { decoded_tile4(&dec, qs, cols, sumi.as_mut_ptr()) };
+                        for t in 0..4 {
+                            let da = act_d[(t0 + t) * nb + b];
+                            let o = &mut out[(t0 + t) * rows + row0..][..n];
+                            for (r, o_r) in o.iter_mut().enumerate() {
+                                let s = sumi[IQ3_ROWS * t + r] as f32 * factor;
+                                *o_r += (dec.dw[r] * da) * s;
+                            }
+                        }
+                    }
+                }
+            }
+            for t in m4..m {
+                let mut tail = [0.0f32; IQ3_ROWS];
+                // SAFETY: one row group and activation row t < m (the
+                // function contract); `tail` holds 8 floats.
+                unsafe {
+                    row(
+                        wg.as_ptr(),
+                        act_qs[t * cols..].as_ptr(),
+                        act_d[t * nb..].as_ptr(),
+                        core::ptr::null(),
+                        nb,
+                        tail.as_mut_ptr(),
+                        1,
+                    )
+                };
+                out[t * rows + row0..][..n].copy_from_slice(&tail[..n]);
+            }
+        }
+    }
+
     /// A tile of 4 activation rows from a layout's GEMV loop: each row's
     /// loop over the one row group (`nb` super-blocks), added to its 8
     /// accumulators (zeroed by the driver, so the sums are the loop's: the
@@ -245,9 +478,14 @@ pub(crate) mod aarch64 {
 pub(crate) mod x86_64 {
     use super::IQ3_ROWS;
     use crate::layout::QK_K;
+    use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
     use crate::x86_64::q6k::TILE_M;
-    use crate::x86_64::{Dot, RUN};
+    use crate::x86_64::{Avx2, Dot, Vnni, RUN};
     use core::arch::x86_64::*;
+
+    /// A layout's generic GEMM (the fallback of [`decoded_gemm`]).
+    pub(crate) type GenericGemm =
+        fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
 
     /// Where a layout keeps its parts: its super-block bytes, the chunk
     /// indices, the per-row sign (or IQ3_XXS's sign-and-scale) words, and
@@ -298,6 +536,99 @@ pub(crate) mod x86_64 {
         }
     }
 
+    /// The per-sub-block front end of super-block `sb`, sub-block `p`: the
+    /// scales `2 ls + 1`, the sign words and (IQ3_S) the rows' ninth index
+    /// bits, a row per lane.
+    ///
+    /// # Safety
+    /// `sb` points to a whole super-block of `front`'s layout; AVX2.
+    #[inline(always)]
+    unsafe fn sub_block_front<const S: bool>(
+        front: &Front,
+        sb: *const u8,
+        p: usize,
+    ) -> (__m256i, __m256i, __m256i) {
+        // SAFETY: the loads read the sub-block's words, scales and ninth
+        // bits inside the super-block (the function contract); unaligned.
+        unsafe {
+            let word = _mm256_loadu_si256(sb.add(front.words_at + 32 * p).cast());
+            let (scale, signs, high) = if S {
+                let four = sb
+                    .add(front.scales_at + 4 * p)
+                    .cast::<i32>()
+                    .read_unaligned();
+                let s = _mm256_cvtepu8_epi32(_mm_set1_epi32(four));
+                let s = _mm256_and_si256(
+                    _mm256_srlv_epi32(s, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                    _mm256_set1_epi32(15),
+                );
+                let high =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.high_at + 8 * p).cast()));
+                (s, word, high)
+            } else {
+                let s = _mm256_srli_epi32::<28>(word);
+                (s, xxs_sign_words(word), _mm256_setzero_si256())
+            };
+            let scale = _mm256_or_si256(_mm256_slli_epi32::<1>(scale), _mm256_set1_epi32(1));
+            (scale, signs, high)
+        }
+    }
+
+    /// Chunk `c` (0..8) of sub-block `p`: the 8 rows' grid points (`g`,
+    /// unsigned) and the mask of their negative weights (`0xff` bytes).
+    ///
+    /// # Safety
+    /// As [`sub_block_front`], `signs` and `high` its results.
+    #[inline(always)]
+    unsafe fn chunk_points<const S: bool>(
+        front: &Front,
+        sb: *const u8,
+        (p, c): (usize, usize),
+        signs: __m256i,
+        high: __m256i,
+    ) -> (__m256i, __m256i) {
+        // SAFETY: the chunk's 8 index bytes are inside the super-block, the
+        // indices below the grid's length (a byte, or a byte and one bit
+        // for IQ3_S's 512 points); AVX2.
+        unsafe {
+            let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                sb.add(front.index_at + 64 * p + 8 * c).cast(),
+            ));
+            if S {
+                let hb = _mm256_and_si256(
+                    _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
+                    _mm256_set1_epi32(1),
+                );
+                idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
+            }
+            let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
+            let bit = if c % 2 == 0 {
+                _mm256_set1_epi32(0x0804_0201)
+            } else {
+                _mm256_set1_epi32(0x8040_2010_u32 as i32)
+            };
+            let k = (c / 2) as i32;
+            let pattern = _mm256_add_epi8(
+                _mm256_setr_epi32(
+                    0,
+                    0x0404_0404,
+                    0x0808_0808,
+                    0x0c0c_0c0c,
+                    0,
+                    0x0404_0404,
+                    0x0808_0808,
+                    0x0c0c_0c0c,
+                ),
+                _mm256_set1_epi32(0x0101_0101 * k),
+            );
+            let m = _mm256_cmpeq_epi8(
+                _mm256_and_si256(_mm256_shuffle_epi8(signs, pattern), bit),
+                bit,
+            );
+            (g, m)
+        }
+    }
+
     /// The body of both layouts' tiles, inlined into each so that it is
     /// compiled with its caller's features (`DOT`: a [`Dot`] constant;
     /// `S`: IQ3_S's front end, else IQ3_XXS's).
@@ -327,22 +658,6 @@ pub(crate) mod x86_64 {
             debug_assert!(wg.len() >= nb * front.bytes && qs.len() >= T * nb * QK_K);
             debug_assert!(DOT == Dot::MADDUBS || offsets.len() >= T * nb * QK_K / RUN);
             let cols = nb * QK_K;
-            let bits = [
-                _mm256_set1_epi32(0x0804_0201),
-                _mm256_set1_epi32(0x8040_2010_u32 as i32),
-            ];
-            let base = _mm256_setr_epi32(
-                0,
-                0x0404_0404,
-                0x0808_0808,
-                0x0c0c_0c0c,
-                0,
-                0x0404_0404,
-                0x0808_0808,
-                0x0c0c_0c0c,
-            );
-            let pattern =
-                [0, 1, 2, 3].map(|k| _mm256_add_epi8(base, _mm256_set1_epi32(0x0101_0101 * k)));
             let ones = _mm256_set1_epi16(1);
             let one8 = _mm256_set1_epi8(1);
             let bias = _mm256_set1_epi8(i8::MIN);
@@ -351,27 +666,7 @@ pub(crate) mod x86_64 {
                 let sb = wg.as_ptr().add(b * front.bytes);
                 let mut sumi = [_mm256_setzero_si256(); T];
                 for p in 0..QK_K / 32 {
-                    let word = _mm256_loadu_si256(sb.add(front.words_at + 32 * p).cast());
-                    let (scale, signs, high) = if S {
-                        let four = sb
-                            .add(front.scales_at + 4 * p)
-                            .cast::<i32>()
-                            .read_unaligned();
-                        let s = _mm256_cvtepu8_epi32(_mm_set1_epi32(four));
-                        let s = _mm256_and_si256(
-                            _mm256_srlv_epi32(s, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                            _mm256_set1_epi32(15),
-                        );
-                        let high = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                            sb.add(front.high_at + 8 * p).cast(),
-                        ));
-                        (s, word, high)
-                    } else {
-                        let s = _mm256_srli_epi32::<28>(word);
-                        (s, xxs_sign_words(word), _mm256_setzero_si256())
-                    };
-                    let scale =
-                        _mm256_or_si256(_mm256_slli_epi32::<1>(scale), _mm256_set1_epi32(1));
+                    let (scale, signs, high) = sub_block_front::<S>(front, sb, p);
                     let mut isum = [_mm256_setzero_si256(); T];
                     for h in 0..2 {
                         let mut s = [_mm256_setzero_si256(); T];
@@ -383,22 +678,7 @@ pub(crate) mod x86_64 {
                         }
                         for cc in 0..4 {
                             let c = 4 * h + cc;
-                            let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                                sb.add(front.index_at + 64 * p + 8 * c).cast(),
-                            ));
-                            if S {
-                                let hb = _mm256_and_si256(
-                                    _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
-                                    _mm256_set1_epi32(1),
-                                );
-                                idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
-                            }
-                            let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
-                            let bit = bits[c % 2];
-                            let m = _mm256_cmpeq_epi8(
-                                _mm256_and_si256(_mm256_shuffle_epi8(signs, pattern[c / 2]), bit),
-                                bit,
-                            );
+                            let (g, m) = chunk_points::<S>(front, sb, (p, c), signs, high);
                             let at = b * QK_K + 32 * p + 4 * c;
                             if DOT == Dot::MADDUBS {
                                 let sign = _mm256_or_si256(m, one8);
@@ -446,5 +726,285 @@ pub(crate) mod x86_64 {
                 _mm256_storeu_ps(r.as_mut_ptr(), a);
             }
         }
+    }
+
+    /// A super-block decoded once for every activation row of a prompt:
+    /// chunk `8p + c`'s signed values (row `r`'s 4 in lane `r`), per
+    /// sub-block `128 *` the sum of each row's 32 values, the scales `2 ls
+    /// + 1`, and the rows' `d`.
+    struct Decoded {
+        values: [__m256i; 64],
+        sums: [__m256i; 8],
+        scales: [__m256i; 8],
+        dw: __m256,
+    }
+
+    /// Decodes super-block `sb` (the tiles' front end, once).
+    ///
+    /// # Safety
+    /// As [`sub_block_front`]; F16C.
+    #[inline(always)]
+    unsafe fn decode<const S: bool>(front: &Front, sb: *const u8) -> Decoded {
+        // SAFETY: the front end's loads (its contract); the 16 bytes of `d`
+        // begin the super-block.
+        unsafe {
+            let ones8 = _mm256_set1_epi8(1);
+            let ones16 = _mm256_set1_epi16(1);
+            let mut dec = Decoded {
+                values: [_mm256_setzero_si256(); 64],
+                sums: [_mm256_setzero_si256(); 8],
+                scales: [_mm256_setzero_si256(); 8],
+                dw: _mm256_cvtph_ps(_mm_loadu_si128(sb.cast())),
+            };
+            for p in 0..QK_K / 32 {
+                let (scale, signs, high) = sub_block_front::<S>(front, sb, p);
+                dec.scales[p] = scale;
+                let mut sum = _mm256_setzero_si256();
+                for c in 0..8 {
+                    let (g, m) = chunk_points::<S>(front, sb, (p, c), signs, high);
+                    let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
+                    dec.values[8 * p + c] = v;
+                    let pairs = _mm256_maddubs_epi16(ones8, v);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones16));
+                }
+                dec.sums[p] = _mm256_slli_epi32::<7>(sum);
+            }
+            dec
+        }
+    }
+
+    /// `T` activation rows (`qs`: the super-block's 256 quants of the
+    /// first, the others `cols` apart; `da` their scales) against a decoded
+    /// super-block: each row's `(d_w * d_a) * (sumi * factor)`, as the
+    /// tiles. AVX2: `vpmaddubsw(|v|, a sign(v))` (no -128 activation);
+    /// VNNI: `vpdpbusd(a + 128, v)`, less `128 * sum(v)`.
+    ///
+    /// # Safety
+    /// `qs` holds `T` rows at stride `cols` of 256 quants; the CPU
+    /// implements AVX2 and the `DOT` form.
+    #[inline(always)]
+    unsafe fn decoded_tile<const T: usize, const DOT: u8>(
+        dec: &Decoded,
+        qs: *const i8,
+        cols: usize,
+        da: [f32; T],
+        factor: f32,
+        res: &mut [[f32; IQ3_ROWS]; TILE_M],
+    ) {
+        // SAFETY: 4-byte loads of the quants inside the `T` rows (the
+        // function contract); unaligned.
+        unsafe {
+            let ones16 = _mm256_set1_epi16(1);
+            let bias = _mm256_set1_epi8(i8::MIN);
+            let mut sumi = [_mm256_setzero_si256(); T];
+            for p in 0..QK_K / 32 {
+                let mut isum = [_mm256_setzero_si256(); T];
+                for c in 0..8 {
+                    let v = dec.values[8 * p + c];
+                    let abs = _mm256_sign_epi8(v, v);
+                    for (t, isum_t) in isum.iter_mut().enumerate() {
+                        let a = qs
+                            .add(t * cols + 32 * p + 4 * c)
+                            .cast::<i32>()
+                            .read_unaligned();
+                        let av = _mm256_set1_epi32(a);
+                        *isum_t = if DOT == Dot::MADDUBS {
+                            let pr = _mm256_maddubs_epi16(abs, _mm256_sign_epi8(av, v));
+                            _mm256_add_epi32(*isum_t, _mm256_madd_epi16(pr, ones16))
+                        } else if DOT == Dot::AVX_VNNI {
+                            _mm256_dpbusd_avx_epi32(*isum_t, _mm256_xor_si256(av, bias), v)
+                        } else {
+                            _mm256_dpbusd_epi32(*isum_t, _mm256_xor_si256(av, bias), v)
+                        };
+                    }
+                }
+                for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
+                    let exact = if DOT == Dot::MADDUBS {
+                        isum_t
+                    } else {
+                        _mm256_sub_epi32(isum_t, dec.sums[p])
+                    };
+                    *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(dec.scales[p], exact));
+                }
+            }
+            let f = _mm256_set1_ps(factor);
+            for t in 0..T {
+                let dd = _mm256_mul_ps(dec.dw, _mm256_set1_ps(da[t]));
+                let v = _mm256_mul_ps(dd, _mm256_mul_ps(_mm256_cvtepi32_ps(sumi[t]), f));
+                _mm256_storeu_ps(res[t].as_mut_ptr(), v);
+            }
+        }
+    }
+
+    /// The prompt GEMM: per row group and super-block, the super-block
+    /// decoded once, then every activation row in tiles of 4; the rows'
+    /// float sums kept in `out` (zeroed first, then one addition per
+    /// super-block in order: the tiles' and the generic sums).
+    ///
+    /// # Safety
+    /// The shapes checked by `gemm_k_shape` for `front`'s layout with
+    /// `groups` row groups of `nb >= 1` super-blocks, `rows, m >= 1`; the
+    /// CPU implements AVX2, FMA, F16C and the `DOT` form; with AVX2 alone no
+    /// quant is -128.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn decoded_body<const DOT: u8, const S: bool>(
+        front: &Front,
+        w: &[u8],
+        rows: usize,
+        (groups, nb): (usize, usize),
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        let cols = nb * QK_K;
+        let group_bytes = nb * front.bytes;
+        for g in 0..groups {
+            let row0 = g * IQ3_ROWS;
+            let n = (rows - row0).min(IQ3_ROWS);
+            for t in 0..m {
+                out[t * rows + row0..][..n].fill(0.0);
+            }
+            for b in 0..nb {
+                let sb = &w[g * group_bytes + b * front.bytes..][..front.bytes];
+                // SAFETY: `sb` is a whole super-block (the shape check).
+                let dec = unsafe { decode::<S>(front, sb.as_ptr()) };
+                let mut t0 = 0;
+                while t0 < m {
+                    let tm = (m - t0).min(TILE_M);
+                    let qs = act_qs[t0 * cols + b * QK_K..].as_ptr();
+                    let da = |t: usize| act_d[(t0 + t.min(tm - 1)) * nb + b];
+                    let mut res = [[0.0f32; IQ3_ROWS]; TILE_M];
+                    // SAFETY: rows t0..t0 + tm < m of `act_qs` hold the
+                    // super-block's quants at stride `cols`.
+                    unsafe {
+                        match tm {
+                            4 => decoded_tile::<4, DOT>(
+                                &dec,
+                                qs,
+                                cols,
+                                [0, 1, 2, 3].map(da),
+                                front.factor,
+                                &mut res,
+                            ),
+                            3 => decoded_tile::<3, DOT>(
+                                &dec,
+                                qs,
+                                cols,
+                                [0, 1, 2].map(da),
+                                front.factor,
+                                &mut res,
+                            ),
+                            2 => decoded_tile::<2, DOT>(
+                                &dec,
+                                qs,
+                                cols,
+                                [0, 1].map(da),
+                                front.factor,
+                                &mut res,
+                            ),
+                            _ => decoded_tile::<1, DOT>(
+                                &dec,
+                                qs,
+                                cols,
+                                [da(0)],
+                                front.factor,
+                                &mut res,
+                            ),
+                        }
+                    }
+                    for (t, r) in res.iter().enumerate().take(tm) {
+                        let o = &mut out[(t0 + t) * rows + row0..][..n];
+                        for (o_r, v) in o.iter_mut().zip(r) {
+                            *o_r += *v;
+                        }
+                    }
+                    t0 += tm;
+                }
+            }
+        }
+    }
+
+    /// [`decoded_body`] with AVX2 alone.
+    ///
+    /// # Safety
+    /// Its contract with `DOT` the AVX2 form.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn decoded_avx2<const S: bool>(
+        front: &Front,
+        w: &[u8],
+        rows: usize,
+        shape: (usize, usize),
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        // SAFETY: the contract of this function is the body's.
+        unsafe { decoded_body::<{ Dot::MADDUBS }, S>(front, w, rows, shape, act_qs, act_d, m, out) }
+    }
+
+    crate::x86_64::vnni_forms!(decoded_avx_vnni, decoded_avx512_vnni<const S: bool>(
+        front: &Front,
+        w: &[u8],
+        rows: usize,
+        shape: (usize, usize),
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+    ) => decoded_body::<DOT, S>);
+
+    /// A codebook layout's GEMM of 2 or more activation rows (`S`: IQ3_S),
+    /// each super-block decoded once for all of them; the contract of its
+    /// generic twin `generic`, to which empty shapes go, and activations
+    /// with a -128 quant on a CPU without VNNI.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decoded_gemm<const S: bool>(
+        cpu: Avx2,
+        front: &Front,
+        generic: GenericGemm,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        act_sums: &[i16],
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        let GemmKShape { nb, groups } = gemm_k_shape(
+            IQ3_ROWS,
+            front.bytes,
+            w,
+            rows,
+            cols,
+            act_qs,
+            act_d,
+            act_sums,
+            m,
+            out,
+        )?;
+        if nb == 0 || rows == 0 || m == 0 {
+            return generic(w, rows, cols, act_qs, act_d, act_sums, m, out);
+        }
+        let shape = (groups, nb);
+        // SAFETY: the shape check above, nb, rows, m >= 1; the token proves
+        // AVX2/FMA/F16C and the VNNI form it names; without one, no -128.
+        unsafe {
+            match cpu.vnni() {
+                Vnni::No if act_qs.contains(&i8::MIN) => {
+                    return generic(w, rows, cols, act_qs, act_d, act_sums, m, out)
+                }
+                Vnni::No => decoded_avx2::<S>(front, w, rows, shape, act_qs, act_d, m, out),
+                Vnni::Avx => decoded_avx_vnni::<S>(front, w, rows, shape, act_qs, act_d, m, out),
+                Vnni::Avx512 => {
+                    decoded_avx512_vnni::<S>(front, w, rows, shape, act_qs, act_d, m, out)
+                }
+            }
+        }
+        Ok(())
     }
 }

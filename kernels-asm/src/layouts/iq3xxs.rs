@@ -195,9 +195,12 @@ pub mod generic {
 pub mod aarch64 {
     use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_ROWS, IQ3XXS_GRID};
     use crate::aarch64::gemm::{entry_points, GemmKernels};
+    use crate::aarch64::Dotprod;
     use crate::layouts::iq3::aarch64::{
-        iq3_finish, iq3_setup, iq3_sub_block, tile4_by_rows, IQ3_CONSTANTS,
+        decoded_gemm, iq3_finish, iq3_setup, iq3_sub_block, tile4_by_rows, DecodeFn, IQ3_CONSTANTS,
     };
+    use crate::layouts::iq3::{decode_super_block, Decoded};
+    use crate::shape::{gemm_k_shape, ShapeError};
 
     /// One grid point: the next index byte (`x13`), the point, into lane
     /// `$lane` of `$dst`.
@@ -342,19 +345,85 @@ pub mod aarch64 {
         unsafe { tile4_by_rows(gemv_iq3xxsx8_groups, w, qs, d, sums, nb, acc) }
     }
 
-    entry_points!(
-        q8_k[super::generic],
-        gemv_iq3_xxsx8_q8_k,
-        gemm_iq3_xxsx8_q8_k,
-        GemmKernels {
-            group_rows: IQ3XXSX8_ROWS,
-            block_bytes: IQ3XXSX8_BLOCK_BYTES,
-            row: gemv_iq3xxsx8_groups,
-            tile4: gemm_iq3xxsx8_tile4,
-            small_tiles: None,
-            strided: false,
+    /// The GEMV and the tiles' GEMM (of one activation row here).
+    mod tiles {
+        use super::*;
+
+        entry_points!(
+            q8_k[super::super::generic],
+            gemv_iq3_xxsx8_q8_k,
+            gemm_iq3_xxsx8_q8_k,
+            GemmKernels {
+                group_rows: IQ3XXSX8_ROWS,
+                block_bytes: IQ3XXSX8_BLOCK_BYTES,
+                row: gemv_iq3xxsx8_groups,
+                tile4: gemm_iq3xxsx8_tile4,
+                small_tiles: None,
+                strided: false,
+            }
+        );
+    }
+
+    pub use tiles::gemv_iq3_xxsx8_q8_k;
+
+    /// Decodes one IQ3_XXSx8 super-block for the prompt path.
+    fn decode(sb: &[u8], out: &mut Decoded) {
+        let front = |r, p| {
+            let aux = super::word(sb, r, p);
+            (super::sign_word(aux), 2 * (aux >> 28) as i32 + 1)
+        };
+        let point = |r, p, c| IQ3XXS_GRID[sb[super::index_place(r, 8 * p + c)] as usize];
+        decode_super_block(sb, out, front, point);
+    }
+
+    /// GEMM, `m` Q8_K activation rows: one row through the GEMV loop, more
+    /// with each super-block decoded once for all of them
+    /// ([`decoded_gemm`]); the contract of the generic twin.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_iq3_xxsx8_q8_k(
+        cpu: Dotprod,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        act_sums: &[i16],
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        let shape = gemm_k_shape(
+            IQ3XXSX8_ROWS,
+            IQ3XXSX8_BLOCK_BYTES,
+            w,
+            rows,
+            cols,
+            act_qs,
+            act_d,
+            act_sums,
+            m,
+            out,
+        )?;
+        if m < 2 || shape.nb == 0 || rows == 0 {
+            return tiles::gemm_iq3_xxsx8_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
         }
-    );
+        let layout = (decode as DecodeFn, IQ3XXSX8_BLOCK_BYTES, 0.25);
+        // SAFETY: the shape check accepted the arguments, nb, rows >= 1, m >=
+        // 2; the GEMV loop is this layout's; the token proves dotprod.
+        unsafe {
+            decoded_gemm(
+                layout,
+                gemv_iq3xxsx8_groups,
+                w,
+                rows,
+                (shape.groups, shape.nb),
+                act_qs,
+                act_d,
+                m,
+                out,
+            )
+        };
+        Ok(())
+    }
 }
 
 /// x86_64: tiles of one row group (8 rows, one per 32-bit lane) x up to 4
@@ -364,13 +433,15 @@ pub mod aarch64 {
 pub mod x86_64 {
     use super::generic;
     use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_INDEX_AT, IQ3XXSX8_ROWS, IQ3XXSX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_tile_body, Front};
+    use crate::layouts::iq3::x86_64::{decoded_gemm, iq3_tile_body, Front, GenericGemm};
+    use crate::shape::ShapeError;
     use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::Avx2;
 
     k8_entry!(
         "IQ3_XXSx8",
         gemv_iq3_xxsx8_q8_k,
-        gemm_iq3_xxsx8_q8_k,
+        gemm_iq3_xxsx8_q8_k_tiles,
         IQ3XXS,
         [iq3xxs_tile, iq3xxs_tile_avx_vnni, iq3xxs_tile_avx512_vnni],
         iq3xxs_tile_body,
@@ -378,6 +449,53 @@ pub mod x86_64 {
         true,
         generic::gemm_iq3_xxsx8_q8_k
     );
+
+    /// The layout's places for the family's x86 code.
+    fn front() -> Front {
+        Front {
+            bytes: IQ3XXSX8_BLOCK_BYTES,
+            index_at: IQ3XXSX8_INDEX_AT,
+            words_at: IQ3XXSX8_WORDS_AT,
+            high_at: 0,
+            scales_at: 0,
+            grid: super::IQ3XXS_GRID.as_ptr().cast(),
+            factor: 0.25,
+        }
+    }
+
+    /// GEMM, weights x `m` Q8_K activation rows: the tiles for one
+    /// row, else each super-block decoded once for all rows
+    /// ([`decoded_gemm`]); the generic twin's contract.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_iq3_xxsx8_q8_k(
+        cpu: Avx2,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        act_qs: &[i8],
+        act_d: &[f32],
+        act_sums: &[i16],
+        m: usize,
+        out: &mut [f32],
+    ) -> Result<(), ShapeError> {
+        if m < 2 {
+            return gemm_iq3_xxsx8_q8_k_tiles(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
+        }
+        let generic: GenericGemm = generic::gemm_iq3_xxsx8_q8_k;
+        decoded_gemm::<false>(
+            cpu,
+            &front(),
+            generic,
+            w,
+            rows,
+            cols,
+            act_qs,
+            act_d,
+            act_sums,
+            m,
+            out,
+        )
+    }
 
     /// The family's body with IQ3_XXS's front end.
     ///
@@ -392,15 +510,7 @@ pub mod x86_64 {
         nb: usize,
         res: &mut [[f32; IQ3XXSX8_ROWS]; TILE_M],
     ) {
-        let front = Front {
-            bytes: IQ3XXSX8_BLOCK_BYTES,
-            index_at: IQ3XXSX8_INDEX_AT,
-            words_at: IQ3XXSX8_WORDS_AT,
-            high_at: 0,
-            scales_at: 0,
-            grid: super::IQ3XXS_GRID.as_ptr().cast(),
-            factor: 0.25,
-        };
+        let front = front();
         // SAFETY: the contract of this function is the body's.
         unsafe { iq3_tile_body::<T, DOT, false>(&front, wg, qs, d, offsets, nb, res) }
     }

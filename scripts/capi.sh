@@ -19,7 +19,8 @@
 #         (dotprod) and cortex-a53 (scalar): prints exactly what `kestrel run
 #         FILE -p PROMPT -n N --temp 0 --ids` prints; its ELF without the
 #         model at most 250,000 bytes; without the feature gguf-rows it
-#         refuses, by name, a file whose embedding is the GGUF's blocks;
+#         refuses, by name, a file whose embedding is the GGUF's blocks,
+#         and without the feature codebook a file of the IQ3 layouts;
 #       - tests/c-host built for Linux x86_64 with libc on the real 0.5B
 #         model's `source` file, serial and with a pthread pool behind the
 #         parallel-for callback: the same as `kestrel run`;
@@ -39,11 +40,12 @@ lib() { # lib TARGET CRATE-TYPES [FEATURE]
         --target "$1" --crate-type "$2"
 }
 # The hosted libraries read every file `kestrel convert` writes (feature
-# gguf-rows: an embedding kept in the GGUF's blocks); the no_std ones leave
-# ggml's dequantizers out and refuse such a file by name.
+# gguf-rows: an embedding kept in the GGUF's blocks; codebook: the IQ3
+# layouts); the no_std ones leave ggml's dequantizers and the codebook
+# kernels out and refuse such files by name.
 lib aarch64-unknown-none staticlib
 cp target/aarch64-unknown-none/release/libkestrel_capi.a "$out/libkestrel-aarch64-none.a"
-lib x86_64-unknown-linux-gnu staticlib,cdylib gguf-rows
+lib x86_64-unknown-linux-gnu staticlib,cdylib "gguf-rows codebook"
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.a "$out/libkestrel-x86_64-linux.a"
 cp target/x86_64-unknown-linux-gnu/release/libkestrel_capi.so "$out/libkestrel-x86_64-linux.so"
 # A Cortex-M target too (the library's size on a 32-bit MCU; not run).
@@ -123,6 +125,20 @@ if qemu-aarch64 -cpu cortex-a76 "$out/c-host-rows" >/dev/null 2>"$out/stderr.txt
 fi
 grep -q "gguf-rows" "$out/stderr.txt" || { cat "$out/stderr.txt"; echo "c-host: expected the refusal naming gguf-rows"; exit 1; }
 echo "c-host without gguf-rows: refuses an EMB_BLOCKS file by name"
+
+# Without the feature codebook, a file of the IQ3 layouts is refused by name.
+cb_vqf=$out/iq3s-exact.vqf
+cargo run -q --locked -p kestrel -- convert tests/fixtures/dev_qwen2_kquant/gguf/model-iq3_s.gguf \
+    -o "$cb_vqf" --wmode exact >/dev/null 2>&1
+aarch64-linux-gnu-gcc -std=c11 -O2 -ffreestanding -nostdlib -static -fno-pie -no-pie \
+    -fno-asynchronous-unwind-tables -Iinclude -DKESTREL_FREESTANDING -DKESTREL_MODEL_PATH="$cb_vqf" \
+    tests/c-host/main.c "$out/libkestrel-aarch64-none.a" -Wl,--gc-sections -Wl,--build-id=none \
+    -Wl,-T,tests/firmware-host/link.ld -s -o "$out/c-host-codebook"
+if qemu-aarch64 -cpu cortex-a76 "$out/c-host-codebook" >/dev/null 2>"$out/stderr.txt"; then
+    echo "c-host without codebook ran a file of an IQ3 layout"; exit 1
+fi
+grep -q "codebook" "$out/stderr.txt" || { cat "$out/stderr.txt"; echo "c-host: expected the refusal naming codebook"; exit 1; }
+echo "c-host without codebook: refuses an IQ3_Sx8 file by name"
 
 echo "== the Linux C host and the Python example on the real model (0.5B, source file)"
 gguf=$(bash scripts/fetch-model.sh)

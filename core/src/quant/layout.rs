@@ -415,8 +415,14 @@ pub static LAYOUTS: [LayoutSpec; 16] = [
         group_rows: iq3xxs::IQ3XXSX8_ROWS,
         block_bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
+        #[cfg(feature = "codebook")]
         kept: kept(18, |s, r, c, o| Ok(iq3xxs::repack_iq3_xxs(s, r, c, o)?)), // IQ3_XXS
+        #[cfg(not(feature = "codebook"))]
+        kept: None,
+        #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq3xxs::gemm_iq3_xxsx8_q8_k),
+        #[cfg(not(feature = "codebook"))]
+        gemm: Gemm::None,
     },
     LayoutSpec {
         layout: Layout::Iq3Sx8,
@@ -428,8 +434,14 @@ pub static LAYOUTS: [LayoutSpec; 16] = [
         group_rows: iq3s::IQ3SX8_ROWS,
         block_bytes: iq3s::IQ3SX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
+        #[cfg(feature = "codebook")]
         kept: kept(21, |s, r, c, o| Ok(iq3s::repack_iq3_s(s, r, c, o)?)), // IQ3_S
+        #[cfg(not(feature = "codebook"))]
+        kept: None,
+        #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq3s::gemm_iq3_sx8_q8_k),
+        #[cfg(not(feature = "codebook"))]
+        gemm: Gemm::None,
     },
     LayoutSpec {
         layout: Layout::GgufRows,

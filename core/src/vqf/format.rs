@@ -444,6 +444,14 @@ impl Entry {
             what: "tensor dtype/layout pair",
             at: at + 52,
         })?;
+        #[cfg(not(feature = "codebook"))]
+        if matches!(layout, Layout::Iq3Xxsx8 | Layout::Iq3Sx8) {
+            return Err(Error::Unsupported {
+                what: "tensor layout: an i-quant codebook layout (IQ3_XXSx8, IQ3_Sx8), which \
+                       this build of kestrel-core leaves out (no feature `codebook`); layout code",
+                value: b[53] as u64,
+            });
+        }
         let ndim = b[54];
         if !(1..=3).contains(&ndim) {
             return Err(Error::Malformed {

@@ -55,9 +55,27 @@ done
 # The sub-4-bit and i-quant types are made from the F32 requantization (as
 # their users make them from a full-precision model), the others from the
 # Q4_K_M file as before.
+# IQ3_XXS: llama-quantize requires an importance matrix for it, and its
+# recipe puts q and k in IQ2_S, which Kestrel does not decode yet; so here
+# IQ3_XXS is llama.cpp's recipe with its imatrix (bench/calibration.sh's:
+# llama-imatrix on the F32 GGUF, the Apache-2.0 licence and argparse.py, 8
+# chunks of 512) and q and k in IQ3_XXS too.
 quantize() { # type output source
     log "llama-quantize $model $1 (from $(basename "$3"))"
-    "$bin/llama-quantize" --allow-requantize "$3" "$2.partial" "$1" "$(nproc)" >&2
+    local extra=()
+    if [ "$1" = IQ3_XXS ]; then
+        local im=.cache/imatrix/$model-llama.imatrix
+        if [ ! -f "$im" ]; then
+            mkdir -p .cache/imatrix
+            cat /usr/share/common-licenses/Apache-2.0 "$(python3 -c 'import argparse; print(argparse.__file__)')" \
+                > .cache/imatrix/calibration.txt
+            "$bin/llama-imatrix" -m "$3" -f .cache/imatrix/calibration.txt -c 512 --chunks 8 \
+                -t "$(nproc)" -o "$im.partial" >&2
+            mv "$im.partial" "$im"
+        fi
+        extra=(--imatrix "$im" --tensor-type attn_q=iq3_xxs --tensor-type attn_k=iq3_xxs)
+    fi
+    "$bin/llama-quantize" --allow-requantize "${extra[@]}" "$3" "$2.partial" "$1" "$(nproc)" >&2
     mv "$2.partial" "$2"
 }
 f32=".cache/llamacpp/models/$model-F32.gguf"

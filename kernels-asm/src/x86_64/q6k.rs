@@ -27,12 +27,6 @@ pub(crate) const TILE_M: usize = 4;
 // The 512-bit tile takes every row the offset table does.
 const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
 
-forwarding_entry!(
-    /// GEMV, Q6_Kx8 weights x one Q8_K activation row: [`gemm_q6_kx8_q8_k`]
-    /// with `m = 1`; the same contract as [`generic::gemv_q6_kx8_q8_k`].
-    q8_k gemv gemv_q6_kx8_q8_k (cpu: Avx2) => gemm_q6_kx8_q8_k
-);
-
 /// A tile of an 8-row K layout, `(w, qs, d, offsets, nb, res)`: one row
 /// group (`nb` super-blocks) x `T` activation rows (`qs`, `d`: `T` rows of
 /// `nb * 256` quants and `nb` scales; `offsets`: with a VNNI form their
@@ -92,13 +86,24 @@ pub(crate) use k8_tiles;
 /// AVX2 tile `$tile` and its VNNI forms `$avx`, `$avx512`, each `$body::<T,
 /// DOT>` (`(wg, qs, d, offsets, nb, res)`, the contract of [`K8Tile`] with
 /// `offsets` read by the VNNI forms only); `$bytes`-byte super-blocks, `$no_min`
-/// (the AVX2 tile cannot take a -128 activation) and the generic twin
-/// `$generic`.
+/// (the AVX2 tile cannot take a -128 activation), the generic twin
+/// `$generic` and, after `wide =`, the layout's 512-bit GEMM (default
+/// `None`).
 macro_rules! k8_entry {
     (
         $name:literal, $gemv:ident, $gemm:ident, $table:ident,
         [$tile:ident, $avx:ident, $avx512:ident], $body:ident,
         $bytes:expr, $no_min:expr, $generic:path
+    ) => {
+        $crate::x86_64::q6k::k8_entry!(
+            $name, $gemv, $gemm, $table, [$tile, $avx, $avx512], $body,
+            $bytes, $no_min, $generic, wide = None
+        );
+    };
+    (
+        $name:literal, $gemv:ident, $gemm:ident, $table:ident,
+        [$tile:ident, $avx:ident, $avx512:ident], $body:ident,
+        $bytes:expr, $no_min:expr, $generic:path, wide = $wide:expr
     ) => {
         forwarding_entry!(
             #[doc = concat!("GEMV, ", $name, " weights x one Q8_K activation row: the GEMM with `m = 1`.")]
@@ -109,7 +114,7 @@ macro_rules! k8_entry {
         const $table: $crate::x86_64::q6k::K8Kernels = $crate::x86_64::q6k::K8Kernels {
             block_bytes: $bytes,
             tiles: $crate::x86_64::q6k::k8_tiles!($tile, $avx, $avx512),
-            wide: None,
+            wide: $wide,
             avx2_no_min: $no_min,
             generic: $generic,
         };
@@ -161,40 +166,23 @@ macro_rules! k8_entry {
 }
 pub(crate) use k8_entry;
 
-/// Q6_Kx8's kernels.
-const Q6K: K8Kernels = K8Kernels {
-    block_bytes: Q6KX8_BLOCK_BYTES,
-    tiles: k8_tiles!(q6kx8_tile, q6kx8_tile_avx_vnni, q6kx8_tile_avx512_vnni),
-    wide: Some(gemm_vnni::avx512::gemm_q6kx8),
-    avx2_no_min: true,
-    generic: generic::gemm_q6_kx8_q8_k,
-};
-
-/// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows: `out[t][r] = W[r] . act[t]`.
-///
-/// * `w`: `ceil(rows / 8)` row groups of `cols / 256` 1680-byte super-blocks;
-/// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 256` scales;
-///   `act_sums`: `m x cols / 32` sums (checked only);
-/// * `out`: `m x rows`, row-major.
-///
-/// The same contract as [`generic::gemm_q6_kx8_q8_k`]. Empty shapes go to
-/// the generic code, and so do activations with a -128 quant (the Q8_K
-/// quantizer never makes one; the AVX2 tile's sign trick needs that) when
-/// the CPU has no VNNI form (the `vpdpbusd` tile takes any quant).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_q6_kx8_q8_k(
-    cpu: Avx2,
-    w: &[u8],
-    rows: usize,
-    cols: usize,
-    act_qs: &[i8],
-    act_d: &[f32],
-    act_sums: &[i16],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), ShapeError> {
-    k8_gemm(cpu, &Q6K, w, rows, cols, act_qs, act_d, act_sums, m, out)
-}
+// Q6_Kx8's entry points: `gemm_q6_kx8_q8_k` (1680-byte super-blocks; the
+// same contract as [`generic::gemm_q6_kx8_q8_k`]: empty shapes go to the
+// generic code, and so do activations with a -128 quant, which the Q8_K
+// quantizer never makes, when the CPU has no VNNI form), its GEMV, the
+// tiles, and with AVX512-VNNI and more than 4 rows the 512-bit GEMM.
+k8_entry!(
+    "Q6_Kx8",
+    gemv_q6_kx8_q8_k,
+    gemm_q6_kx8_q8_k,
+    Q6K,
+    [q6kx8_tile, q6kx8_tile_avx_vnni, q6kx8_tile_avx512_vnni],
+    q6kx8_tile_body,
+    Q6KX8_BLOCK_BYTES,
+    true,
+    generic::gemm_q6_kx8_q8_k,
+    wide = Some(gemm_vnni::avx512::gemm_q6kx8)
+);
 
 /// The GEMM of an 8-row K layout with the kernels `k` (the contract of
 /// `k.generic`): tiles of one row group x up to [`TILE_M`] activation rows,
@@ -306,48 +294,17 @@ pub(crate) fn k8_gemm(
     Ok(())
 }
 
-/// One Q6_Kx8 row group (8 rows) against `T` activation rows.
+/// The body of the three tiles, inlined into each so that it is compiled
+/// with its caller's features (`DOT`: a [`Dot`] constant).
 ///
 /// Per 16-weight group: three 32-byte loads `S0..S2` (8 rows x 4 bytes
 /// each); chunks 0-2 are `S & 0xFC`, chunk 3 is `(S0 & 3) << 6 | (S1 & 3)
 /// << 4 | (S2 & 3) << 2` (16-bit shifts: the masked bits stay in their
-/// byte), each the `i8` `4 * (q - 32)`. Per chunk and activation row:
-/// `vpmaddubsw(|w|, sign(a, w))` (|w| <= 128 unsigned, |a| <= 127: pair
-/// sums <= 32,512, exact), then `vpmaddwd` with the row's scale in both
-/// i16 halves of its lane applies the scale exactly in i32. The super-block
-/// sum is `4 * sumi`; `>> 2` (exact) gives `sumi`.
-///
-/// # Safety
-/// `w.len()` must be at least `nb * 1680`, `qs.len()` at least `T * nb *
-/// 256` with no quant equal to -128, `d.len()` at least `T * nb`, `T <= 4`,
-/// and the CPU must implement AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6kx8_tile<const T: usize>(
-    w: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    _offsets: &[i32],
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) {
-    // SAFETY: the contract of this function is the body's (no offsets).
-    unsafe { q6kx8_tile_body::<T, { Dot::MADDUBS }>(w, qs, d, &[], nb, res) }
-}
-
-// [`q6kx8_tile`] summing with `vpdpbusd`: the same i32 sums.
-vnni_forms!(q6kx8_tile_avx_vnni, q6kx8_tile_avx512_vnni<const T: usize>(
-    w: &[u8],
-    qs: &[i8],
-    d: &[f32],
-    offsets: &[i32],
-    nb: usize,
-    res: &mut [[f32; 8]; TILE_M],
-) => q6kx8_tile_body::<T, DOT>);
-
-/// The body of the three tiles, inlined into each so that it is compiled
-/// with its caller's features (`DOT`: a [`Dot`] constant).
-///
-/// The AVX2 form: [`q6kx8_tile`]. The VNNI forms take each chunk as the
+/// byte), each the `i8` `4 * (q - 32)`. The AVX2 form, per chunk and
+/// activation row: `vpmaddubsw(|w|, sign(a, w))` (|w| <= 128 unsigned, |a|
+/// <= 127: pair sums <= 32,512, exact), then `vpmaddwd` with the row's
+/// scale in both i16 halves of its lane applies the scale exactly in i32;
+/// the super-block sum is `4 * sumi`, `>> 2` (exact) gives `sumi`. The VNNI forms take each chunk as the
 /// unsigned byte `4 * (q - 32) + 128 = 4q` (the chunk's `i8` with its sign
 /// bit flipped) and the activations as they are (any `i8`, -128 too):
 /// per group and activation row, four `vpdpbusd` add the 16 products `4q *

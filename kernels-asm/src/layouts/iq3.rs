@@ -425,6 +425,110 @@ pub(crate) mod aarch64 {
         }
     }
 
+    /// A codebook layout's aarch64 entry points, `$gemv` and `$gemm` (the
+    /// generic twins' names and contracts): the GEMV through the driver with
+    /// the GEMV loop `$loop` (its tile `$tile4` runs the loop per activation
+    /// row, for the driver's table; the GEMM never calls it), and the GEMM of
+    /// 2 or more rows through [`decoded_gemm`] with `$decode`, `$bytes`-byte
+    /// super-blocks and the factor `$factor` (`1 / 2^f`).
+    macro_rules! iq3_entry {
+        ($gemv:ident, $gemm:ident, $loop:ident, $tile4:ident, $decode:ident, $bytes:expr, $factor:expr) => {
+            /// 4 activation rows: the GEMV loop per row.
+            ///
+            /// # Safety
+            /// The GEMV loop's contract for one row group and each of 4
+            /// consecutive activation rows, `acc` 32 readable and writable
+            /// floats.
+            unsafe fn $tile4(
+                w: *const u8,
+                qs: *const i8,
+                d: *const f32,
+                sums: *const i16,
+                nb: usize,
+                acc: *mut f32,
+                _stride: usize,
+            ) {
+                // SAFETY: the loop's contract per activation row (this one's).
+                unsafe {
+                    $crate::layouts::iq3::aarch64::tile4_by_rows($loop, w, qs, d, sums, nb, acc)
+                }
+            }
+
+            /// The GEMV, and the driver's GEMM (of one row here).
+            mod tiles {
+                use super::*;
+
+                $crate::aarch64::gemm::entry_points!(
+                    q8_k[super::super::generic],
+                    $gemv,
+                    $gemm,
+                    $crate::aarch64::gemm::GemmKernels {
+                        group_rows: $crate::layouts::iq3::IQ3_ROWS,
+                        block_bytes: $bytes,
+                        row: $loop,
+                        tile4: $tile4,
+                        small_tiles: None,
+                        strided: false,
+                    }
+                );
+            }
+
+            pub use tiles::$gemv;
+
+            /// GEMM, `m` Q8_K activation rows: one row through the GEMV loop,
+            /// more with each super-block decoded once for all of them
+            /// (`iq3::aarch64::decoded_gemm`); the contract of the generic
+            /// twin.
+            #[allow(clippy::too_many_arguments)]
+            pub fn $gemm(
+                cpu: $crate::aarch64::Dotprod,
+                w: &[u8],
+                rows: usize,
+                cols: usize,
+                act_qs: &[i8],
+                act_d: &[f32],
+                act_sums: &[i16],
+                m: usize,
+                out: &mut [f32],
+            ) -> Result<(), $crate::shape::ShapeError> {
+                let shape = $crate::shape::gemm_k_shape(
+                    $crate::layouts::iq3::IQ3_ROWS,
+                    $bytes,
+                    w,
+                    rows,
+                    cols,
+                    act_qs,
+                    act_d,
+                    act_sums,
+                    m,
+                    out,
+                )?;
+                if m < 2 || shape.nb == 0 || rows == 0 {
+                    return tiles::$gemm(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
+                }
+                let decode: $crate::layouts::iq3::aarch64::DecodeFn = $decode;
+                // SAFETY: the shape check accepted the arguments, nb, rows >=
+                // 1, m >= 2; the GEMV loop is this layout's; the token proves
+                // dotprod.
+                unsafe {
+                    $crate::layouts::iq3::aarch64::decoded_gemm(
+                        (decode, $bytes, $factor),
+                        $loop,
+                        w,
+                        rows,
+                        (shape.groups, shape.nb),
+                        act_qs,
+                        act_d,
+                        m,
+                        out,
+                    )
+                };
+                Ok(())
+            }
+        };
+    }
+    pub(crate) use iq3_entry;
+
     /// A tile of 4 activation rows from a layout's GEMV loop: each row's
     /// loop over the one row group (`nb` super-blocks), added to its 8
     /// accumulators (zeroed by the driver, so the sums are the loop's: the
@@ -1007,4 +1111,51 @@ pub(crate) mod x86_64 {
         }
         Ok(())
     }
+
+    /// A codebook layout's x86 entry points (`$name` its name): `k8_entry!`'s
+    /// GEMV, tiles and table `$table` over `$body` (the family's body with
+    /// the layout's front end), the tiles' GEMM `$tiles` for one row, and
+    /// the GEMM `$gemm` of 2 or more rows through [`decoded_gemm`] (`$s`:
+    /// IQ3_S's front end) with the layout's `front()`.
+    macro_rules! iq3_entry {
+        (
+            $name:literal, $gemv:ident, $gemm:ident, $tiles:ident, $table:ident,
+            [$tile:ident, $avx:ident, $avx512:ident], $body:ident, $bytes:expr, $s:literal
+        ) => {
+            $crate::x86_64::q6k::k8_entry!(
+                $name,
+                $gemv,
+                $tiles,
+                $table,
+                [$tile, $avx, $avx512],
+                $body,
+                $bytes,
+                true,
+                super::generic::$gemm
+            );
+
+            #[doc = concat!("GEMM, ", $name, " weights x `m` Q8_K activation rows: the tiles for one row, else each super-block decoded once for all rows (`iq3::x86_64::decoded_gemm`); the generic twin's contract.")]
+            #[allow(clippy::too_many_arguments)]
+            pub fn $gemm(
+                cpu: $crate::x86_64::Avx2,
+                w: &[u8],
+                rows: usize,
+                cols: usize,
+                act_qs: &[i8],
+                act_d: &[f32],
+                act_sums: &[i16],
+                m: usize,
+                out: &mut [f32],
+            ) -> Result<(), $crate::shape::ShapeError> {
+                if m < 2 {
+                    return $tiles(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
+                }
+                let generic: $crate::layouts::iq3::x86_64::GenericGemm = super::generic::$gemm;
+                $crate::layouts::iq3::x86_64::decoded_gemm::<$s>(
+                    cpu, &front(), generic, w, rows, cols, act_qs, act_d, act_sums, m, out,
+                )
+            }
+        };
+    }
+    pub(crate) use iq3_entry;
 }

@@ -193,14 +193,11 @@ pub mod generic {
 /// index per lookup), and a tile that runs it per activation row.
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64 {
-    use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_ROWS, IQ3XXS_GRID};
-    use crate::aarch64::gemm::{entry_points, GemmKernels};
-    use crate::aarch64::Dotprod;
+    use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXS_GRID};
     use crate::layouts::iq3::aarch64::{
-        decoded_gemm, iq3_finish, iq3_setup, iq3_sub_block, tile4_by_rows, DecodeFn, IQ3_CONSTANTS,
+        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, IQ3_CONSTANTS,
     };
     use crate::layouts::iq3::{decode_super_block, Decoded};
-    use crate::shape::{gemm_k_shape, ShapeError};
 
     /// One grid point: the next index byte (`x13`), the point, into lane
     /// `$lane` of `$dst`.
@@ -325,47 +322,6 @@ pub mod aarch64 {
         }
     }
 
-    /// 4 activation rows: the GEMV loop per row.
-    ///
-    /// # Safety
-    /// `w` must point to `nb * 784` readable bytes, `qs` and `d` to 4
-    /// consecutive activation rows of `nb * 256` quants and `nb` floats,
-    /// `acc` to 32 readable and writable floats, `nb >= 1`, and the CPU
-    /// must implement dotprod.
-    unsafe fn gemm_iq3xxsx8_tile4(
-        w: *const u8,
-        qs: *const i8,
-        d: *const f32,
-        sums: *const i16,
-        nb: usize,
-        acc: *mut f32,
-        _stride: usize,
-    ) {
-        // SAFETY: the loop's contract per activation row (this one's).
-        unsafe { tile4_by_rows(gemv_iq3xxsx8_groups, w, qs, d, sums, nb, acc) }
-    }
-
-    /// The GEMV and the tiles' GEMM (of one activation row here).
-    mod tiles {
-        use super::*;
-
-        entry_points!(
-            q8_k[super::super::generic],
-            gemv_iq3_xxsx8_q8_k,
-            gemm_iq3_xxsx8_q8_k,
-            GemmKernels {
-                group_rows: IQ3XXSX8_ROWS,
-                block_bytes: IQ3XXSX8_BLOCK_BYTES,
-                row: gemv_iq3xxsx8_groups,
-                tile4: gemm_iq3xxsx8_tile4,
-                small_tiles: None,
-                strided: false,
-            }
-        );
-    }
-
-    pub use tiles::gemv_iq3_xxsx8_q8_k;
-
     /// Decodes one IQ3_XXSx8 super-block for the prompt path.
     fn decode(sb: &[u8], out: &mut Decoded) {
         let front = |r, p| {
@@ -376,54 +332,15 @@ pub mod aarch64 {
         decode_super_block(sb, out, front, point);
     }
 
-    /// GEMM, `m` Q8_K activation rows: one row through the GEMV loop, more
-    /// with each super-block decoded once for all of them
-    /// ([`decoded_gemm`]); the contract of the generic twin.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_iq3_xxsx8_q8_k(
-        cpu: Dotprod,
-        w: &[u8],
-        rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) -> Result<(), ShapeError> {
-        let shape = gemm_k_shape(
-            IQ3XXSX8_ROWS,
-            IQ3XXSX8_BLOCK_BYTES,
-            w,
-            rows,
-            cols,
-            act_qs,
-            act_d,
-            act_sums,
-            m,
-            out,
-        )?;
-        if m < 2 || shape.nb == 0 || rows == 0 {
-            return tiles::gemm_iq3_xxsx8_q8_k(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
-        }
-        let layout = (decode as DecodeFn, IQ3XXSX8_BLOCK_BYTES, 0.25);
-        // SAFETY: the shape check accepted the arguments, nb, rows >= 1, m >=
-        // 2; the GEMV loop is this layout's; the token proves dotprod.
-        unsafe {
-            decoded_gemm(
-                layout,
-                gemv_iq3xxsx8_groups,
-                w,
-                rows,
-                (shape.groups, shape.nb),
-                act_qs,
-                act_d,
-                m,
-                out,
-            )
-        };
-        Ok(())
-    }
+    iq3_entry!(
+        gemv_iq3_xxsx8_q8_k,
+        gemm_iq3_xxsx8_q8_k,
+        gemv_iq3xxsx8_groups,
+        gemm_iq3xxsx8_tile4,
+        decode,
+        IQ3XXSX8_BLOCK_BYTES,
+        0.25
+    );
 }
 
 /// x86_64: tiles of one row group (8 rows, one per 32-bit lane) x up to 4
@@ -431,23 +348,20 @@ pub mod aarch64 {
 /// (`k8_gemm`).
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
-    use super::generic;
     use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_INDEX_AT, IQ3XXSX8_ROWS, IQ3XXSX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{decoded_gemm, iq3_tile_body, Front, GenericGemm};
-    use crate::shape::ShapeError;
-    use crate::x86_64::q6k::{k8_entry, TILE_M};
-    use crate::x86_64::Avx2;
+    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front};
+    use crate::x86_64::q6k::TILE_M;
 
-    k8_entry!(
+    iq3_entry!(
         "IQ3_XXSx8",
         gemv_iq3_xxsx8_q8_k,
+        gemm_iq3_xxsx8_q8_k,
         gemm_iq3_xxsx8_q8_k_tiles,
         IQ3XXS,
         [iq3xxs_tile, iq3xxs_tile_avx_vnni, iq3xxs_tile_avx512_vnni],
         iq3xxs_tile_body,
         IQ3XXSX8_BLOCK_BYTES,
-        true,
-        generic::gemm_iq3_xxsx8_q8_k
+        false
     );
 
     /// The layout's places for the family's x86 code.
@@ -461,40 +375,6 @@ pub mod x86_64 {
             grid: super::IQ3XXS_GRID.as_ptr().cast(),
             factor: 0.25,
         }
-    }
-
-    /// GEMM, weights x `m` Q8_K activation rows: the tiles for one
-    /// row, else each super-block decoded once for all rows
-    /// ([`decoded_gemm`]); the generic twin's contract.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_iq3_xxsx8_q8_k(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) -> Result<(), ShapeError> {
-        if m < 2 {
-            return gemm_iq3_xxsx8_q8_k_tiles(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
-        }
-        let generic: GenericGemm = generic::gemm_iq3_xxsx8_q8_k;
-        decoded_gemm::<false>(
-            cpu,
-            &front(),
-            generic,
-            w,
-            rows,
-            cols,
-            act_qs,
-            act_d,
-            act_sums,
-            m,
-            out,
-        )
     }
 
     /// The family's body with IQ3_XXS's front end.

@@ -9,11 +9,34 @@ use std::time::Duration;
 mod common;
 use common::kestrel;
 
-fn temp(name: &str) -> PathBuf {
+/// A test's scratch directory, removed when the test ends (the conversion
+/// tests write about 200 MB each).
+struct Temp(PathBuf);
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl AsRef<Path> for Temp {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Temp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn temp(name: &str) -> Temp {
     let d = std::env::temp_dir().join(format!("kestrel-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Temp(d)
 }
 
 fn fixture(rel: &str) -> PathBuf {
@@ -316,14 +339,14 @@ fn big_checkpoint(dir: &Path) {
 /// The names in `dir`, sorted.
 /// A temporary folder `name` holding `src` (a 70 MB checkpoint,
 /// [`big_checkpoint`]) and an empty `out`.
-fn checkpoint_and_output_dir(name: &str) -> (PathBuf, PathBuf) {
+fn checkpoint_and_output_dir(name: &str) -> (Temp, PathBuf, PathBuf) {
     let dir = temp(name);
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
     big_checkpoint(&src);
     let outdir = dir.join("out");
     std::fs::create_dir_all(&outdir).unwrap();
-    (src, outdir)
+    (dir, src, outdir)
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
@@ -341,7 +364,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 /// written unnamed with O_TMPFILE and linked in at the end).
 #[test]
 fn killed_conversions_leave_nothing_and_keep_the_old_output() {
-    let (src, outdir) = checkpoint_and_output_dir("kill");
+    let (_dir, src, outdir) = checkpoint_and_output_dir("kill");
     let dir = src.parent().unwrap().to_owned();
     let out = outdir.join("m.vqf");
     let convert = |from: &Path, to: &Path| {
@@ -429,7 +452,7 @@ fn killed_conversions_leave_nothing_and_keep_the_old_output() {
 /// the output's path, exit code 1, and nothing left behind.
 #[test]
 fn a_refused_write_names_the_reason_and_leaves_nothing() {
-    let (src, outdir) = checkpoint_and_output_dir("refused");
+    let (_dir, src, outdir) = checkpoint_and_output_dir("refused");
     let out = outdir.join("m.vqf");
     let kestrel_cmd = kestrel();
     let mut argv = vec![kestrel_cmd.get_program().to_owned()];

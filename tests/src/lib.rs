@@ -184,12 +184,13 @@ pub fn tied_fixture(
     vqf
 }
 
-/// A fresh temporary directory for one test.
-pub fn temp_dir(name: &str) -> std::path::PathBuf {
+/// A fresh temporary directory for one test, removed with what it holds
+/// when dropped.
+pub fn temp_dir(name: &str) -> ScratchDir {
     let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    ScratchDir(d)
 }
 
 /// A fresh temporary directory for `bytes` of test output (the real model's
@@ -219,6 +220,22 @@ pub fn scratch_dir(name: &str, bytes: u64) -> ScratchDir {
 
 /// A folder from [`scratch_dir`], removed with what it holds when dropped.
 pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// The folder's path, kept after the test (for a file a helper hands
+    /// on, or a conversion shared by a test binary's tests).
+    pub fn into_path(self) -> std::path::PathBuf {
+        let d = self.0.clone();
+        std::mem::forget(self);
+        d
+    }
+}
+
+impl AsRef<std::path::Path> for ScratchDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
 
 impl std::ops::Deref for ScratchDir {
     type Target = std::path::Path;

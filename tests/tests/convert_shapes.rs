@@ -26,7 +26,9 @@ fn convert_error(src: &Path, dir: &Path) -> String {
 /// config.json replaced by `value`.
 fn hf_with(name: &str, key: &str, value: &str, tag: &str) -> PathBuf {
     let src = fixtures().join(name).join("hf");
-    let dir = temp_dir(&format!("shapes-{name}-{tag}")).join("hf");
+    let dir = temp_dir(&format!("shapes-{name}-{tag}"))
+        .into_path()
+        .join("hf");
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(&src).unwrap() {
         let p = entry.unwrap().path();
@@ -58,7 +60,9 @@ fn gguf_with(path: &str, key: &str, value: u32, tag: &str) -> PathBuf {
         "{key} is not a 32-bit integer (type {ty})"
     );
     bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-    let out = temp_dir(&format!("shapes-gguf-{tag}")).join("model.gguf");
+    let out = temp_dir(&format!("shapes-gguf-{tag}"))
+        .into_path()
+        .join("model.gguf");
     std::fs::write(&out, bytes).unwrap();
     out
 }
@@ -205,7 +209,7 @@ fn a_stack_of_experts_must_hold_the_configs_count() {
         6
     );
     patched[third..third + 8].copy_from_slice(&5u64.to_le_bytes());
-    let path = temp_dir("shapes-stack").join("model.gguf");
+    let path = temp_dir("shapes-stack").into_path().join("model.gguf");
     std::fs::write(&path, patched).unwrap();
     let e = convert_error(&path, &dir);
     expect(&e, &[name, "stacks 5 experts, the config has 6"]);

@@ -40,7 +40,7 @@ fn one_copy_model() -> PathBuf {
 /// directory named after `dir`, once per `once`.
 fn converted_once(once: &'static OnceLock<PathBuf>, dir: &str, mode: WeightMode) -> PathBuf {
     once.get_or_init(|| {
-        let out = temp_dir(dir).join("m.vqf");
+        let out = temp_dir(dir).into_path().join("m.vqf");
         convert(
             &fixtures().join("dev_qwen3_dense_tied/hf"),
             &out,
@@ -1414,7 +1414,7 @@ fn predictions_and_lookup_answer_as_kestrel_run() {
     ];
     let want = run_answers(&settings);
     // A draft model for the server: the same fixture in q4.
-    let draft = temp_dir("serve-draft").join("draft.vqf");
+    let draft = temp_dir("serve-draft").into_path().join("draft.vqf");
     convert(
         &fixtures().join("dev_qwen3_dense_tied/hf"),
         &draft,

@@ -57,7 +57,7 @@ fn splice(base: &[u8], other: &[u8], from_other: &[&str]) -> Vec<u8> {
 /// file (tests run in parallel, and a file rewritten while another test
 /// maps it is an error).
 fn gguf_fixtures(test: &str) -> Vec<PathBuf> {
-    let dir = temp_dir(&format!("source-mode-inputs-{test}"));
+    let dir = temp_dir(&format!("source-mode-inputs-{test}")).into_path();
     let g = fixtures().join("dev_qwen3_dense_untied").join("gguf");
     let mixed = dir.join("model-mixed.gguf");
     let bytes = splice(

@@ -37,8 +37,10 @@ pub(crate) struct GemmKernels {
     pub(crate) block_bytes: usize,
     /// The GEMV loop, also the one-row step of the GEMM.
     pub(crate) row: LoopFn,
-    /// The tile of 4 activation rows.
-    pub(crate) tile4: TileFn,
+    /// The tile of 4 activation rows, if the layout has one (else every
+    /// activation row takes the GEMV loop: a layout whose own GEMM serves
+    /// prompts and calls the driver for one row only, the codebook ones).
+    pub(crate) tile4: Option<TileFn>,
     /// The tiles of 2 and 3 activation rows, if the layout has them (else
     /// 2 or 3 rows left over take the GEMV loop).
     pub(crate) small_tiles: Option<[TileFn; 2]>,
@@ -146,7 +148,7 @@ pub(crate) unsafe fn gemm_run(
         while t < m {
             let left = m - t;
             let (n, step) = match k.small_tiles {
-                _ if left >= TILE_M => (TILE_M, Some(k.tile4)),
+                _ if left >= TILE_M && k.tile4.is_some() => (TILE_M, k.tile4),
                 Some(small) if left >= 2 => (left, Some(small[left - 2])),
                 _ => (1, None),
             };
@@ -335,7 +337,7 @@ entry_points!(
         group_rows: Q4X4_ROWS,
         block_bytes: Q4X4_BLOCK_BYTES,
         row: gemv_q4x4_groups,
-        tile4: gemm_q4x4_tile4,
+        tile4: Some(gemm_q4x4_tile4),
         small_tiles: None,
         strided: true,
     }
@@ -348,7 +350,7 @@ entry_points!(
         group_rows: Q8X8_ROWS,
         block_bytes: Q8X8_BLOCK_BYTES,
         row: gemv_q8x8_groups,
-        tile4: gemm_q8x8_tile4,
+        tile4: Some(gemm_q8x8_tile4),
         small_tiles: None,
         strided: true,
     }

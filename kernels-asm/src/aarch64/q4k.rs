@@ -21,7 +21,7 @@ entry_points!(
         group_rows: Q4KX4_ROWS,
         block_bytes: Q4KX4_BLOCK_BYTES,
         row: gemv_q4kx4_groups,
-        tile4: gemm_q4kx4_tile4,
+        tile4: Some(gemm_q4kx4_tile4),
         small_tiles: Some([gemm_q4kx4_tile2, gemm_q4kx4_tile3]),
         strided: false,
     }

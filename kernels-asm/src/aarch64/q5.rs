@@ -357,7 +357,7 @@ entry_points!(
         group_rows: Q5X4_ROWS,
         block_bytes: Q5_0X4_BLOCK_BYTES,
         row: gemv_q5x4_groups,
-        tile4: gemm_q5x4_tile4,
+        tile4: Some(gemm_q5x4_tile4),
         small_tiles: None,
         strided: true,
     }
@@ -370,7 +370,7 @@ entry_points!(
         group_rows: Q5X4_ROWS,
         block_bytes: Q5_1X4_BLOCK_BYTES,
         row: gemv_q5_1x4_groups,
-        tile4: gemm_q5_1x4_tile4,
+        tile4: Some(gemm_q5_1x4_tile4),
         small_tiles: None,
         strided: true,
     }

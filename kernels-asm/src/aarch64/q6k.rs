@@ -158,7 +158,7 @@ macro_rules! k8_kernels {
                 group_rows: $crate::layout::Q6KX8_ROWS,
                 block_bytes: $bytes,
                 row: $loop,
-                tile4: $tile,
+                tile4: Some($tile),
                 small_tiles: None,
                 strided: false,
             }

@@ -427,33 +427,12 @@ pub(crate) mod aarch64 {
 
     /// A codebook layout's aarch64 entry points, `$gemv` and `$gemm` (the
     /// generic twins' names and contracts): the GEMV through the driver with
-    /// the GEMV loop `$loop` (its tile `$tile4` runs the loop per activation
-    /// row, for the driver's table; the GEMM never calls it), and the GEMM of
+    /// the GEMV loop `$loop` (no tile: the driver's GEMM serves one row
+    /// here), and the GEMM of
     /// 2 or more rows through [`decoded_gemm`] with `$decode`, `$bytes`-byte
     /// super-blocks and the factor `$factor` (`1 / 2^f`).
     macro_rules! iq3_entry {
-        ($gemv:ident, $gemm:ident, $loop:ident, $tile4:ident, $decode:ident, $bytes:expr, $factor:expr) => {
-            /// 4 activation rows: the GEMV loop per row.
-            ///
-            /// # Safety
-            /// The GEMV loop's contract for one row group and each of 4
-            /// consecutive activation rows, `acc` 32 readable and writable
-            /// floats.
-            unsafe fn $tile4(
-                w: *const u8,
-                qs: *const i8,
-                d: *const f32,
-                sums: *const i16,
-                nb: usize,
-                acc: *mut f32,
-                _stride: usize,
-            ) {
-                // SAFETY: the loop's contract per activation row (this one's).
-                unsafe {
-                    $crate::layouts::iq3::aarch64::tile4_by_rows($loop, w, qs, d, sums, nb, acc)
-                }
-            }
-
+        ($gemv:ident, $gemm:ident, $loop:ident, $decode:ident, $bytes:expr, $factor:expr) => {
             /// The GEMV, and the driver's GEMM (of one row here).
             mod tiles {
                 use super::*;
@@ -466,7 +445,7 @@ pub(crate) mod aarch64 {
                         group_rows: $crate::layouts::iq3::IQ3_ROWS,
                         block_bytes: $bytes,
                         row: $loop,
-                        tile4: $tile4,
+                        tile4: None,
                         small_tiles: None,
                         strided: false,
                     }
@@ -528,46 +507,6 @@ pub(crate) mod aarch64 {
         };
     }
     pub(crate) use iq3_entry;
-
-    /// A tile of 4 activation rows from a layout's GEMV loop: each row's
-    /// loop over the one row group (`nb` super-blocks), added to its 8
-    /// accumulators (zeroed by the driver, so the sums are the loop's: the
-    /// grid lookups are not shared between the rows).
-    ///
-    /// # Safety
-    /// `row`'s contract for one group and each of the 4 activation rows
-    /// (consecutive from `qs` and `d`, `nb` super-blocks each), `acc` 32
-    /// readable and writable floats.
-    #[inline(always)]
-    pub(crate) unsafe fn tile4_by_rows(
-        row: crate::aarch64::gemm::LoopFn,
-        w: *const u8,
-        qs: *const i8,
-        d: *const f32,
-        sums: *const i16,
-        nb: usize,
-        acc: *mut f32,
-    ) {
-        for t in 0..4 {
-            let mut out = [0.0f32; 8];
-            // SAFETY: activation row t of the 4 the contract provides, one
-            // row group, 8 floats of `out`.
-            unsafe {
-                row(
-                    w,
-                    qs.add(t * nb * crate::layout::QK_K),
-                    d.add(t * nb),
-                    sums,
-                    nb,
-                    out.as_mut_ptr(),
-                    1,
-                );
-                for (r, v) in out.iter().enumerate() {
-                    *acc.add(8 * t + r) += *v;
-                }
-            }
-        }
-    }
 }
 
 /// x86_64: the body of both layouts' tiles (one row group, a row per

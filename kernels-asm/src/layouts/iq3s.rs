@@ -347,7 +347,6 @@ pub mod aarch64 {
         gemv_iq3_sx8_q8_k,
         gemm_iq3_sx8_q8_k,
         gemv_iq3sx8_groups,
-        gemm_iq3sx8_tile4,
         decode,
         IQ3SX8_BLOCK_BYTES,
         1.0

@@ -336,7 +336,6 @@ pub mod aarch64 {
         gemv_iq3_xxsx8_q8_k,
         gemm_iq3_xxsx8_q8_k,
         gemv_iq3xxsx8_groups,
-        gemm_iq3xxsx8_tile4,
         decode,
         IQ3XXSX8_BLOCK_BYTES,
         0.25

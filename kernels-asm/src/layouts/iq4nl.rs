@@ -96,7 +96,7 @@ pub mod aarch64 {
             group_rows: Q4X4_ROWS,
             block_bytes: Q4X4_BLOCK_BYTES,
             row: gemv_iq4x4_groups,
-            tile4: gemm_iq4x4_tile4,
+            tile4: Some(gemm_iq4x4_tile4),
             small_tiles: None,
             strided: true,
         }

@@ -575,7 +575,7 @@ pub mod aarch64 {
             group_rows: IQ4XSX8_ROWS,
             block_bytes: IQ4XSX8_BLOCK_BYTES,
             row: gemv_iq4xsx8_groups,
-            tile4: gemm_iq4xsx8_tile4,
+            tile4: Some(gemm_iq4xsx8_tile4),
             small_tiles: None,
             strided: false,
         }

@@ -546,7 +546,7 @@ pub mod aarch64 {
             group_rows: Q2KX8_ROWS,
             block_bytes: Q2KX8_BLOCK_BYTES,
             row: gemv_q2kx8_groups,
-            tile4: gemm_q2kx8_tile4,
+            tile4: Some(gemm_q2kx8_tile4),
             small_tiles: None,
             strided: false,
         }

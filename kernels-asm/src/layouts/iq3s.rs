@@ -33,7 +33,7 @@
 
 use super::iq3::{component, signed, IQ3_ROWS};
 use crate::layout::QK_K;
-use crate::shape::{check_len, ShapeError};
+use crate::shape::ShapeError;
 
 /// Bytes of one GGUF IQ3_S super-block (256 weights).
 pub const IQ3_S_BLOCK_BYTES: usize = 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64;
@@ -58,16 +58,13 @@ const _: () = assert!(IQ3SX8_BLOCK_BYTES == IQ3SX8_ROWS * IQ3_S_BLOCK_BYTES);
 /// Bytes of a `rows x cols` matrix in IQ3_Sx8, padding rows included
 /// (`None`: it overflows).
 pub fn iq3_sx8_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.div_ceil(IQ3SX8_ROWS)
-        .checked_mul(cols / QK_K)?
-        .checked_mul(IQ3SX8_BLOCK_BYTES)
+    super::x8_bytes(rows, cols, IQ3SX8_BLOCK_BYTES)
 }
 
 /// Bytes of the same matrix as row-major GGUF IQ3_S (`None`: it
 /// overflows).
 pub fn iq3_s_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.checked_mul(cols / QK_K)?
-        .checked_mul(IQ3_S_BLOCK_BYTES)
+    super::gguf_bytes(rows, cols, IQ3_S_BLOCK_BYTES)
 }
 
 /// Where the low index byte of chunk `c` (0..64) of row `r` is.
@@ -122,19 +119,18 @@ pub fn repack_iq3_s(
     cols: usize,
     out: &mut [u8],
 ) -> Result<(), ShapeError> {
-    let nb = cols / QK_K;
-    check_len("iq3_s columns (a multiple of 256)", Some(nb * QK_K), cols)?;
-    check_len("iq3_s source bytes", iq3_s_bytes(rows, cols), src.len())?;
-    check_len("iq3_sx8 output bytes", iq3_sx8_bytes(rows, cols), out.len())?;
     super::repack_row_groups(
+        [
+            "iq3_s columns (a multiple of 256)",
+            "iq3_s source bytes",
+            "iq3_sx8 output bytes",
+        ],
         src,
-        rows,
-        cols,
+        (rows, cols),
         out,
         (IQ3_S_BLOCK_BYTES, IQ3SX8_BLOCK_BYTES),
         pack_super_block,
-    );
-    Ok(())
+    )
 }
 
 /// The scalar specification: every architecture's kernels match it bit for

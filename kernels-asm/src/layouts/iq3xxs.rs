@@ -32,7 +32,7 @@
 
 use super::iq3::{component, signed, IQ3_ROWS};
 use crate::layout::QK_K;
-use crate::shape::{check_len, ShapeError};
+use crate::shape::ShapeError;
 
 /// Bytes of one GGUF IQ3_XXS super-block (256 weights).
 pub const IQ3_XXS_BLOCK_BYTES: usize = 2 + 3 * QK_K / 8;
@@ -52,16 +52,13 @@ const _: () = assert!(IQ3XXSX8_BLOCK_BYTES == IQ3XXSX8_ROWS * IQ3_XXS_BLOCK_BYTE
 /// Bytes of a `rows x cols` matrix in IQ3_XXSx8, padding rows included
 /// (`None`: it overflows).
 pub fn iq3_xxsx8_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.div_ceil(IQ3XXSX8_ROWS)
-        .checked_mul(cols / QK_K)?
-        .checked_mul(IQ3XXSX8_BLOCK_BYTES)
+    super::x8_bytes(rows, cols, IQ3XXSX8_BLOCK_BYTES)
 }
 
 /// Bytes of the same matrix as row-major GGUF IQ3_XXS (`None`: it
 /// overflows).
 pub fn iq3_xxs_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.checked_mul(cols / QK_K)?
-        .checked_mul(IQ3_XXS_BLOCK_BYTES)
+    super::gguf_bytes(rows, cols, IQ3_XXS_BLOCK_BYTES)
 }
 
 /// Where the index of chunk `c` (0..64) of row `r` is in a super-block.
@@ -100,23 +97,18 @@ pub fn repack_iq3_xxs(
     cols: usize,
     out: &mut [u8],
 ) -> Result<(), ShapeError> {
-    let nb = cols / QK_K;
-    check_len("iq3_xxs columns (a multiple of 256)", Some(nb * QK_K), cols)?;
-    check_len("iq3_xxs source bytes", iq3_xxs_bytes(rows, cols), src.len())?;
-    check_len(
-        "iq3_xxsx8 output bytes",
-        iq3_xxsx8_bytes(rows, cols),
-        out.len(),
-    )?;
     super::repack_row_groups(
+        [
+            "iq3_xxs columns (a multiple of 256)",
+            "iq3_xxs source bytes",
+            "iq3_xxsx8 output bytes",
+        ],
         src,
-        rows,
-        cols,
+        (rows, cols),
         out,
         (IQ3_XXS_BLOCK_BYTES, IQ3XXSX8_BLOCK_BYTES),
         pack_super_block,
-    );
-    Ok(())
+    )
 }
 
 /// The sign-and-scale word of sub-block `p` of row `r`.

@@ -39,7 +39,7 @@
 //! Rows past `rows` in the last group are padding: all bytes zero (`d = 0`).
 
 use crate::layout::QK_K;
-use crate::shape::{check_len, ShapeError};
+use crate::shape::ShapeError;
 
 pub use super::iq4nl::IQ4_NL_VALUES;
 
@@ -62,15 +62,12 @@ const _: () = assert!(IQ4XSX8_BLOCK_BYTES == IQ4XSX8_ROWS * IQ4_XS_BLOCK_BYTES);
 /// Bytes of a `rows x cols` matrix in IQ4_XSx8, padding rows included
 /// (`None`: it overflows).
 pub fn iq4_xsx8_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.div_ceil(IQ4XSX8_ROWS)
-        .checked_mul(cols / QK_K)?
-        .checked_mul(IQ4XSX8_BLOCK_BYTES)
+    super::x8_bytes(rows, cols, IQ4XSX8_BLOCK_BYTES)
 }
 
 /// Bytes of the same matrix as row-major GGUF IQ4_XS (`None`: it overflows).
 pub fn iq4_xs_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.checked_mul(cols / QK_K)?
-        .checked_mul(IQ4_XS_BLOCK_BYTES)
+    super::gguf_bytes(rows, cols, IQ4_XS_BLOCK_BYTES)
 }
 
 /// The 6-bit scale `ls` of sub-block `p` (0..8) of a GGUF IQ4_XS block.
@@ -136,23 +133,18 @@ pub fn repack_iq4_xs(
     cols: usize,
     out: &mut [u8],
 ) -> Result<(), ShapeError> {
-    let nb = cols / QK_K;
-    check_len("iq4_xs columns (a multiple of 256)", Some(nb * QK_K), cols)?;
-    check_len("iq4_xs source bytes", iq4_xs_bytes(rows, cols), src.len())?;
-    check_len(
-        "iq4_xsx8 output bytes",
-        iq4_xsx8_bytes(rows, cols),
-        out.len(),
-    )?;
     super::repack_row_groups(
+        [
+            "iq4_xs columns (a multiple of 256)",
+            "iq4_xs source bytes",
+            "iq4_xsx8 output bytes",
+        ],
         src,
-        rows,
-        cols,
+        (rows, cols),
         out,
         (IQ4_XS_BLOCK_BYTES, IQ4XSX8_BLOCK_BYTES),
         pack_super_block,
-    );
-    Ok(())
+    )
 }
 
 /// The scalar specification: every architecture's kernels match it bit for

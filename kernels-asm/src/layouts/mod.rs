@@ -14,22 +14,43 @@ pub mod iq4xs;
 pub mod q2k;
 pub mod q3k;
 
-/// The repacking loop of an 8-row K layout (`q3k`, `iq4xs`, `q2k`): for
-/// each row group and super-block column of `out` (`super_bytes` each), the
-/// GGUF blocks (`block_bytes` each) of its up to 8 real rows of the
-/// row-major `src` through `pack` (missing rows are padding). The caller
-/// has checked the sizes: `src` holds `rows` rows of `cols / 256` blocks and
-/// `out` whole row groups of them.
+/// Bytes of a `rows x cols` matrix in an 8-row layout of `super_bytes`-byte
+/// super-blocks (256 weights of 8 rows), padding rows included (`None`: it
+/// overflows).
+pub(crate) fn x8_bytes(rows: usize, cols: usize, super_bytes: usize) -> Option<usize> {
+    rows.div_ceil(8)
+        .checked_mul(cols / crate::layout::QK_K)?
+        .checked_mul(super_bytes)
+}
+
+/// Bytes of a `rows x cols` matrix of row-major GGUF `block_bytes`-byte
+/// blocks of 256 weights (`None`: it overflows).
+pub(crate) fn gguf_bytes(rows: usize, cols: usize, block_bytes: usize) -> Option<usize> {
+    rows.checked_mul(cols / crate::layout::QK_K)?
+        .checked_mul(block_bytes)
+}
+
+/// The repacking of an 8-row K layout (`q3k`, `iq4xs`, `q2k`, `iq3xxs`,
+/// `iq3s`): after checking that `cols` is a multiple of 256, `src` holds
+/// `rows` rows of GGUF blocks (`block_bytes` each) and `out` the packed
+/// matrix (`names`: the three lengths' names for the errors), each row
+/// group and super-block column of `out` (`super_bytes` each) from the
+/// blocks of its up to 8 real rows through `pack` (missing rows are
+/// padding).
 pub(crate) fn repack_row_groups(
+    names: [&'static str; 3],
     src: &[u8],
-    rows: usize,
-    cols: usize,
+    (rows, cols): (usize, usize),
     out: &mut [u8],
     (block_bytes, super_bytes): (usize, usize),
     pack: fn(&[&[u8]], &mut [u8]),
-) {
+) -> Result<(), crate::shape::ShapeError> {
+    use crate::shape::check_len;
     const ROWS: usize = 8;
     let nb = cols / crate::layout::QK_K;
+    check_len(names[0], Some(nb * crate::layout::QK_K), cols)?;
+    check_len(names[1], gguf_bytes(rows, cols, block_bytes), src.len())?;
+    check_len(names[2], x8_bytes(rows, cols, super_bytes), out.len())?;
     let row_len = nb * block_bytes;
     for (i, sb) in out.chunks_exact_mut(super_bytes).enumerate() {
         let (g, b) = (i / nb, i % nb);
@@ -41,4 +62,5 @@ pub(crate) fn repack_row_groups(
         }
         pack(&blocks[..n], sb);
     }
+    Ok(())
 }

@@ -34,7 +34,7 @@
 //! Rows past `rows` in the last group are padding: all bytes zero.
 
 use crate::layout::QK_K;
-use crate::shape::{check_len, ShapeError};
+use crate::shape::ShapeError;
 
 /// Bytes of one GGUF Q2_K super-block (256 weights).
 pub const Q2_K_BLOCK_BYTES: usize = QK_K / 16 + QK_K / 4 + 2 + 2;
@@ -53,14 +53,12 @@ const _: () = assert!(Q2KX8_BLOCK_BYTES == Q2KX8_ROWS * Q2_K_BLOCK_BYTES);
 /// Bytes of a `rows x cols` matrix in Q2_Kx8, padding rows included
 /// (`None`: it overflows).
 pub fn q2_kx8_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.div_ceil(Q2KX8_ROWS)
-        .checked_mul(cols / QK_K)?
-        .checked_mul(Q2KX8_BLOCK_BYTES)
+    super::x8_bytes(rows, cols, Q2KX8_BLOCK_BYTES)
 }
 
 /// Bytes of the same matrix as row-major GGUF Q2_K (`None`: it overflows).
 pub fn q2_k_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.checked_mul(cols / QK_K)?.checked_mul(Q2_K_BLOCK_BYTES)
+    super::gguf_bytes(rows, cols, Q2_K_BLOCK_BYTES)
 }
 
 /// The 2-bit quant of weight `i` (0..256) of a GGUF Q2_K block.
@@ -106,19 +104,18 @@ fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
 /// Repacks a row-major GGUF Q2_K matrix (`rows x cols`, `cols` a multiple
 /// of 256) into Q2_Kx8 (`out`: [`q2_kx8_bytes`] bytes).
 pub fn repack_q2_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
-    let nb = cols / QK_K;
-    check_len("q2_k columns (a multiple of 256)", Some(nb * QK_K), cols)?;
-    check_len("q2_k source bytes", q2_k_bytes(rows, cols), src.len())?;
-    check_len("q2_kx8 output bytes", q2_kx8_bytes(rows, cols), out.len())?;
     super::repack_row_groups(
+        [
+            "q2_k columns (a multiple of 256)",
+            "q2_k source bytes",
+            "q2_kx8 output bytes",
+        ],
         src,
-        rows,
-        cols,
+        (rows, cols),
         out,
         (Q2_K_BLOCK_BYTES, Q2KX8_BLOCK_BYTES),
         pack_super_block,
-    );
-    Ok(())
+    )
 }
 
 /// The scalar specification: every architecture's kernels match it bit for

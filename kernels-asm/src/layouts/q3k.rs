@@ -32,7 +32,7 @@
 //! `q = 0`).
 
 use crate::layout::{QK, QK_K};
-use crate::shape::{check_len, ShapeError};
+use crate::shape::ShapeError;
 
 /// Bytes of one GGUF Q3_K super-block (256 weights).
 pub const Q3_K_BLOCK_BYTES: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
@@ -76,14 +76,12 @@ pub fn pair_scale(b: &[u8], t: usize) -> u8 {
 /// Bytes of a `rows x cols` matrix in Q3_Kx8, padding rows included
 /// (`None`: it overflows).
 pub fn q3_kx8_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.div_ceil(Q3KX8_ROWS)
-        .checked_mul(cols / QK_K)?
-        .checked_mul(Q3KX8_BLOCK_BYTES)
+    super::x8_bytes(rows, cols, Q3KX8_BLOCK_BYTES)
 }
 
 /// Bytes of the same matrix as row-major GGUF Q3_K (`None`: it overflows).
 pub fn q3_k_bytes(rows: usize, cols: usize) -> Option<usize> {
-    rows.checked_mul(cols / QK_K)?.checked_mul(Q3_K_BLOCK_BYTES)
+    super::gguf_bytes(rows, cols, Q3_K_BLOCK_BYTES)
 }
 
 /// The 3-bit two's complement `q & 7` of weight `i` of a GGUF Q3_K block.
@@ -143,19 +141,18 @@ fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
 /// Repacks a row-major GGUF Q3_K matrix (`rows x cols`, `cols` a multiple
 /// of 256) into Q3_Kx8 (`out`: [`q3_kx8_bytes`] bytes).
 pub fn repack_q3_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
-    let whole = cols / QK_K * QK_K;
-    check_len("q3_k columns (a multiple of 256)", Some(whole), cols)?;
-    check_len("q3_k source bytes", q3_k_bytes(rows, cols), src.len())?;
-    check_len("q3_kx8 output bytes", q3_kx8_bytes(rows, cols), out.len())?;
     super::repack_row_groups(
+        [
+            "q3_k columns (a multiple of 256)",
+            "q3_k source bytes",
+            "q3_kx8 output bytes",
+        ],
         src,
-        rows,
-        cols,
+        (rows, cols),
         out,
         (Q3_K_BLOCK_BYTES, Q3KX8_BLOCK_BYTES),
         pack_super_block,
-    );
-    Ok(())
+    )
 }
 
 /// The scalar specification: every architecture's kernels match it bit for

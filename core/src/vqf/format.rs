@@ -3,6 +3,7 @@
 
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
+use crate::quant::layout::{ActFormat, Gemm};
 use crate::quant::repack::Layout;
 use crate::tensors::Role;
 
@@ -444,11 +445,13 @@ impl Entry {
             what: "tensor dtype/layout pair",
             at: at + 52,
         })?;
-        #[cfg(not(feature = "codebook"))]
-        if matches!(layout, Layout::Iq3Xxsx8 | Layout::Iq3Sx8) {
+        // A matrix layout whose kernels this build leaves out (the layout
+        // table's row has no GEMM: the codebook layouts without the feature).
+        let spec = layout.spec();
+        if spec.acts != ActFormat::Float && matches!(spec.gemm, Gemm::None) {
             return Err(Error::Unsupported {
-                what: "tensor layout: an i-quant codebook layout (IQ3_XXSx8, IQ3_Sx8), which \
-                       this build of kestrel-core leaves out (no feature `codebook`); layout code",
+                what: "tensor layout: one whose kernels this build of kestrel-core leaves out \
+                       (IQ3_XXSx8 and IQ3_Sx8 need the feature `codebook`); layout code",
                 value: b[53] as u64,
             });
         }

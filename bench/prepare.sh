@@ -6,7 +6,8 @@
 # (bench/moe_gguf.py writes the F16 GGUF; every type is quantized from it);
 # each Kestrel mode (q4 q8 dual f16 f32) is `kestrel convert --wmode MODE`
 # of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`, `exact@TYPE`: `--wmode
-# source` or `exact` of llama.cpp's TYPE file below); each llama.cpp type (Q4_0
+# source` or `exact` of llama.cpp's TYPE file below; `fit@TYPE`: `--fit` of
+# the F32 file at that file's size); each llama.cpp type (Q4_0
 # Q8_0 F32 ...) is `llama-quantize --allow-requantize` of the same file, in
 # .cache/llamacpp/models/MODEL-TYPE.gguf, and Q4_K_M is the file itself
 # (IQ*, Q2_K*, Q3_K_* are made from the F32 one instead).
@@ -48,7 +49,7 @@ convert() { # mode vqf source
 later=()
 for mode in $modes; do
     case "$mode" in
-    source@*|exact@*) later+=("$mode") ;;
+    source@*|exact@*|fit@*) later+=("$mode") ;;
     *) convert "$mode" ".cache/vqf/$model-$mode.vqf" "$gguf" ;;
     esac
 done
@@ -96,7 +97,21 @@ for t in $types; do
     fi
 done
 # source@TYPE, exact@TYPE: llama.cpp's TYPE file converted with --wmode
-# source or exact (its own blocks decode).
+# source or exact (its own blocks decode). fit@TYPE: Kestrel's own file of
+# the F32 GGUF with `--fit` the size of llama.cpp's TYPE file (and its
+# imatrix where llama.cpp's file used one: IQ3_XXS).
 for mode in "${later[@]}"; do
-    convert "${mode%@*}" ".cache/vqf/$model-$mode.vqf" ".cache/llamacpp/models/$model-${mode#*@}.gguf"
+    typed=".cache/llamacpp/models/$model-${mode#*@}.gguf"
+    case "$mode" in
+    fit@*)
+        out=".cache/vqf/$model-$mode.vqf"
+        if [ ! -f "$out" ] || ! "$kestrel" verify "$out" >/dev/null 2>&1; then
+            extra=()
+            [ "${mode#*@}" = IQ3_XXS ] && extra=(--imatrix ".cache/imatrix/$model-llama.imatrix")
+            log "kestrel convert $(basename "$f32") --fit $(stat -c %s "$typed") ${extra[*]}"
+            "$kestrel" convert "$f32" -o "$out" --fit "$(stat -c %s "$typed")" "${extra[@]}" >&2
+        fi
+        ;;
+    *) convert "${mode%@*}" ".cache/vqf/$model-$mode.vqf" "$typed" ;;
+    esac
 done

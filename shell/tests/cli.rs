@@ -822,3 +822,132 @@ fn inspect_memory_says_what_a_board_leaves_for_the_context() {
     usage_error(&["inspect", vqf.to_str().unwrap(), "--board", "2GB"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `convert --fit SIZE`: the plan is printed, the file is at most SIZE,
+/// more bytes buy less measured error, the file runs; a size below the
+/// smallest types, or --fit beside another mode, is refused by name.
+#[test]
+fn fit_writes_at_most_the_size_asked_and_spends_it_on_error() {
+    let dir = temp("fit");
+    // A k-quant GGUF (rows of 256): requantized from its own values.
+    let src = fixture("dev_qwen2_kquant/gguf/model-kquant-mix.gguf");
+    let convert = |out: &str, args: &[&str]| -> (bool, String) {
+        let st = kestrel()
+            .args(["convert", src.to_str().unwrap(), "-o"])
+            .arg(dir.join(out))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            st.status.success(),
+            String::from_utf8_lossy(&st.stderr).to_string(),
+        )
+    };
+    let size = |out: &str| std::fs::metadata(dir.join(out)).unwrap().len();
+    let error_sum = |log: &str| -> f64 {
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("[fit] planned matrices:"))
+            .unwrap_or_else(|| panic!("no plan: {log}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // The extremes: every class pinned to q2_k, and every matrix in q8_0.
+    let all_q2 = "token_embd=q2_k,output=q2_k,attn_q=q2_k,attn_k=q2_k,attn_v=q2_k,attn_output=q2_k,ffn_gate_up=q2_k,ffn_down=q2_k";
+    let (ok, log) = convert("q2.vqf", &["--tensor-type", all_q2]);
+    assert!(ok, "{log}");
+    let (ok, log) = convert("q8.vqf", &["--tensor-type", "output=q8_0"]);
+    assert!(ok, "{log}");
+    let (small, large) = (size("q2.vqf"), size("q8.vqf"));
+    assert!(small < large / 2, "{small} {large}");
+    let mut last_error = f64::MAX;
+    for (i, budget) in [small + (large - small) / 4, small + (large - small) * 3 / 4]
+        .into_iter()
+        .enumerate()
+    {
+        let out = format!("fit{i}.vqf");
+        let (ok, log) = convert(&out, &["--fit", &budget.to_string()]);
+        assert!(ok, "{log}");
+        assert!(log.contains("[fit] tensor"), "{log}");
+        assert!(log.contains("[fit] class ffn_gate_up"), "{log}");
+        assert!(size(&out) <= budget, "{} > {budget}", size(&out));
+        assert!(size(&out) >= small, "{} < {small}", size(&out));
+        let e = error_sum(&log);
+        assert!(e < last_error, "{e} not below {last_error}");
+        last_error = e;
+        let st = kestrel()
+            .args(["run"])
+            .arg(dir.join(&out))
+            .args(["-p", "hi", "-n", "4", "--temp", "0"])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let v = kestrel()
+            .arg("verify")
+            .arg(dir.join(&out))
+            .output()
+            .unwrap();
+        assert!(v.status.success());
+    }
+    // --bpw: the matrices' bits per weight.
+    let (ok, log) = convert("bpw.vqf", &["--bpw", "4"]);
+    assert!(ok, "{log}");
+    let bpw: f64 = log
+        .lines()
+        .find(|l| l.starts_with("[fit] planned matrices:"))
+        .and_then(|l| l.split(", ").nth(1))
+        .and_then(|s| s.strip_suffix(" bits per weight"))
+        .unwrap_or_else(|| panic!("{log}"))
+        .parse()
+        .unwrap();
+    assert!(bpw <= 4.0 && bpw > 3.0, "{bpw}");
+    // Refusals, by name, leaving nothing.
+    let (ok, log) = convert("no.vqf", &["--fit", &(small / 2).to_string()]);
+    assert!(!ok && log.contains("smallest types"), "{log}");
+    let (ok, log) = convert("no.vqf", &["--fit", "1GB", "--wmode", "dual"]);
+    assert!(!ok && log.contains("not --wmode dual"), "{log}");
+    let (ok, log) = convert("no.vqf", &["--fit", "1GB", "--bpw", "3"]);
+    assert!(!ok && log.contains("--fit and --bpw"), "{log}");
+    let (ok, log) = convert("no.vqf", &["--fit", "12 parsecs"]);
+    assert!(!ok && log.contains("unknown unit"), "{log}");
+    let (ok, log) = convert("no.vqf", &["--tensor-type", "output=q9_k"]);
+    assert!(!ok && log.contains("unknown type"), "{log}");
+    assert!(!dir.join("no.vqf").exists());
+}
+
+/// `--fit` on a MoE model whose rows are not a multiple of 256 (Q4_0 and
+/// Q8_0 only): every expert of a layer takes one type, and the file runs.
+#[test]
+fn fit_plans_moe_experts_and_narrow_rows() {
+    let dir = temp("fit-moe");
+    let src = fixture("dev_qwen3_moe/gguf/model-f32.gguf");
+    let out = dir.join("m.vqf");
+    let st = kestrel()
+        .args(["convert", src.to_str().unwrap(), "-o"])
+        .arg(&out)
+        .args(["--bpw", "6"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&st.stderr).to_string();
+    assert!(st.status.success(), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ffn_gate_exps") && l.contains(" x")),
+        "{log}"
+    );
+    assert!(log.contains("q4_0") && log.contains("q8_0"), "{log}");
+    let st = kestrel()
+        .arg("run")
+        .arg(&out)
+        .args(["-p", "hi", "-n", "4", "--temp", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}

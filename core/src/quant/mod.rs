@@ -13,6 +13,7 @@
 //! multiply-add, no reassociation), so every architecture produces the same bits.
 
 pub mod f16;
+pub mod kquant;
 pub mod layout;
 pub mod q4_0;
 pub mod q4k;

@@ -4,6 +4,7 @@
 //! written unnamed, checked (memsum == file_sum, reloaded by the same parser
 //! inference uses), and only then appears at OUT.
 
+pub mod fit;
 pub mod gguf;
 pub mod hf;
 
@@ -97,6 +98,9 @@ pub struct ConvertArgs {
     keep_q8: Option<String>,
     max_seq: Option<u32>,
     text_only: bool,
+    fit: Option<String>,
+    bpw: Option<f64>,
+    tensor_type: Option<String>,
 }
 
 impl CommandArgs for ConvertArgs {
@@ -146,6 +150,22 @@ impl CommandArgs for ConvertArgs {
                     "text-only",
                     "For a Qwen3-VL model, convert the text model only (no vision tower).",
                 ),
+                value(
+                    "fit",
+                    "SIZE",
+                    "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
+                ),
+                value(
+                    "bpw",
+                    "BITS",
+                    "As --fit, the budget given as bits per weight of the planned matrices (the embedding and the output head included).",
+                )
+                .value_parser(value_parser!(f64)),
+                value(
+                    "tensor-type",
+                    "CLASS=TYPE,...",
+                    "With --fit or --bpw, or alone (every other matrix then in q8_0): fix the type of a class of matrices: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down; types q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0.",
+                ),
             ])
     }
 
@@ -159,6 +179,9 @@ impl CommandArgs for ConvertArgs {
             keep_q8: opt(m, "keep-q8"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
+            fit: opt(m, "fit"),
+            bpw: opt(m, "bpw"),
+            tensor_type: opt(m, "tensor-type"),
         }
     }
 }
@@ -449,6 +472,32 @@ fn say_source_plan(
     Ok(())
 }
 
+/// What a file holds besides its planned matrices, at most: the header,
+/// the directory, the tokenizer, and every tensor that is not a linear
+/// weight or the token embedding (f32), each aligned.
+fn other_bytes(cfg: &Config, tables: Option<&Tables>) -> Result<u64> {
+    use kestrel_core::tensors::{self, Kind, Role};
+    use kestrel_core::vqf::format::{ALIGN, ENTRY_SIZE, HEADER_SIZE};
+    let mut total = HEADER_SIZE as u64 + 4 * ALIGN;
+    tensors::for_each(cfg, &mut |spec| {
+        total += ENTRY_SIZE as u64 + ALIGN;
+        if spec.kind != Kind::Linear && spec.role != Role::TokenEmbd {
+            let n: u64 = spec.shape[..spec.ndim as usize]
+                .iter()
+                .map(|&d| d as u64)
+                .product();
+            total += 4 * n;
+        }
+        Ok(())
+    })?;
+    if let Some(t) = tables {
+        let tokens: usize = t.tokens.iter().map(|b| b.len() + 8).sum();
+        total +=
+            (tokens + 16 * t.merges.len() + 8 * t.added.len() + t.template.len() + 4096) as u64;
+    }
+    Ok(total)
+}
+
 /// What the file holds, by copy: the prefill-only entries (the Q8 copy of
 /// a two-copy file), the decode copy, the token embedding and the rest
 /// (norms, biases, vision tower), and for a two-copy mode the size of its
@@ -571,10 +620,52 @@ fn default_mode(src: &Path) -> WeightMode {
 const GGML_WITH_IMATRIX: &str =
     "--imatrix weighs the search quantizer's error; --quantizer ggml does not search";
 
+/// `--fit`, `--bpw` and `--tensor-type`, checked: `None` when none is given.
+fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
+    let budget = match (&a.fit, a.bpw) {
+        (Some(_), Some(_)) => {
+            return Err("--fit and --bpw both give the budget: one of them".into())
+        }
+        (Some(s), None) => Some(fit::Budget::Bytes(
+            fit::parse_size(s).map_err(|e| format!("--fit {e}"))?,
+        )),
+        (None, Some(b)) => Some(fit::Budget::BitsPerWeight(b)),
+        (None, None) => None,
+    };
+    let pins = a
+        .tensor_type
+        .as_deref()
+        .map(fit::parse_pins)
+        .transpose()?
+        .unwrap_or_default();
+    if budget.is_none() && a.tensor_type.is_none() {
+        return Ok(None);
+    }
+    if let Some(m) = a.wmode.filter(|m| !matches!(m, Mode::Exact)) {
+        let name = m
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        return Err(format!("--fit, --bpw and --tensor-type write an exact file (one copy of each matrix in its planned type); not --wmode {name}").into());
+    }
+    if a.quantizer.is_some() {
+        return Err("--quantizer chooses how Q4_0 modes round; --fit, --bpw and --tensor-type quantize with Kestrel's own quantizers".into());
+    }
+    Ok(Some(FitRequest { budget, pins }))
+}
+
+/// What `--fit`, `--bpw` and `--tensor-type` ask for.
+#[derive(Clone, Debug)]
+pub struct FitRequest {
+    pub budget: Option<fit::Budget>,
+    pub pins: Vec<(fit::Class, kestrel_core::gguf::GgmlType)>,
+}
+
 pub fn run(a: &ConvertArgs) -> Result<()> {
     if a.keep_q8.is_some() && !matches!(a.wmode, Some(Mode::Mix | Mode::Small)) {
         return Err("--keep-q8 applies to --wmode mix and small only".into());
     }
+    let fit = fit_request(a)?;
     let imatrix = a
         .imatrix
         .as_deref()
@@ -593,7 +684,19 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
     let q = Quantize {
         quantizer,
         imatrix: imatrix.as_ref(),
+        fit: fit.as_ref(),
     };
+    if fit.is_some() {
+        return convert_model(
+            &a.src,
+            &a.out,
+            WeightMode::Exact,
+            q,
+            a.max_seq,
+            true,
+            !a.text_only,
+        );
+    }
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
         return convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only);
@@ -619,6 +722,8 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
 pub struct Quantize<'m> {
     pub quantizer: Quantizer,
     pub imatrix: Option<&'m ImportanceMatrix>,
+    /// `--fit`, `--bpw`, `--tensor-type`: every matrix in a planned type.
+    pub fit: Option<&'m FitRequest>,
 }
 
 impl Quantize<'_> {
@@ -716,7 +821,7 @@ fn write(
     a: &Job,
     mode: WeightMode,
     cfg: &Config,
-    src: &dyn NamedSource,
+    src: &(dyn NamedSource + Sync),
     tables: Option<&Tables>,
     t0: Instant,
 ) -> Result<()> {
@@ -725,13 +830,55 @@ fn write(
         if !matches!(
             mode,
             WeightMode::Dual | WeightMode::Q4 | WeightMode::Mix(_) | WeightMode::Small(_)
-        ) {
+        ) && a.quant.fit.is_none()
+        {
             return Err(
-                "--imatrix applies to the modes that write Q4_0: dual, mix, small, q4".into(),
+                "--imatrix applies to --fit, --bpw, --tensor-type and the modes that write Q4_0: dual, mix, small, q4".into(),
             );
         }
         m.check(cfg).context("--imatrix")?;
     }
+    let (plan, fitted);
+    let src: &dyn NamedSource = match a.quant.fit {
+        None => src,
+        Some(f) => {
+            let other = other_bytes(cfg, tables)?;
+            let budget = f
+                .budget
+                .map(|b| fit::matrix_budget(b, cfg, other))
+                .transpose()?;
+            if a.verbose {
+                eprintln!(
+                    "[fit] measuring each matrix's error in each type ({} rows of each)...",
+                    fit::SAMPLE_ROWS
+                );
+            }
+            plan = fit::plan(
+                cfg,
+                src,
+                a.quant.imatrix.map(|m| m as &(dyn Importance + Sync)),
+                budget,
+                &f.pins,
+            )
+            .with_context(|| a.src.display())?;
+            if a.verbose {
+                for line in plan.lines(src) {
+                    eprintln!("{line}");
+                }
+                eprintln!(
+                    "[fit] the file: about {:.1} MB ({} bytes of matrices + about {other} of the rest)",
+                    (plan.bytes() + other) as f64 / 1e6,
+                    plan.bytes()
+                );
+            }
+            fitted = fit::FitSource::new(
+                src,
+                &plan,
+                a.quant.imatrix.map(|m| m as &(dyn Importance + Sync)),
+            );
+            &fitted
+        }
+    };
     if matches!(mode, WeightMode::Source | WeightMode::Exact) {
         say_source_plan(cfg, src, mode, a.verbose)?;
     }
@@ -822,6 +969,16 @@ fn write(
     }
     say(size_line(&reloaded, mode));
     drop(map);
+    if let Some(fit::Budget::Bytes(b)) = a.quant.fit.and_then(|f| f.budget) {
+        if h.file_len > b {
+            return Err(format!(
+                "{}: the file came to {} bytes, over --fit's {b}; nothing was kept",
+                a.out.display(),
+                h.file_len
+            )
+            .into());
+        }
+    }
     out.commit()?;
     say(format!(
         "[VQF] self-check PASS: reload OK ({} mode). {:.1} s, peak staging {:.1} MB, peak RSS {:.1} MB",

@@ -1,0 +1,798 @@
+//! `kestrel convert --fit SIZE` / `--bpw B`: a block type for every matrix
+//! (the token embedding, each layer's q, k, v, o, gate+up and down, a MoE
+//! layer's experts as one, the output head), chosen to minimise the
+//! measured error within a byte budget, then written as an `exact` file
+//! of those blocks (each matrix quantized by Kestrel's quantizers:
+//! `kestrel_core::quant::kquant` for the k-quants, the Q4_0 search, Q8_0).
+//!
+//! The error of a matrix in a type is measured on a sample of its rows:
+//! `sum w * (x - y)^2 / sum w * x^2`, `w` the column's importance (with
+//! `--imatrix`; 1 otherwise), the relative noise the matrix adds to what it
+//! computes. The plan minimises the sum of those errors, each times its
+//! class's weight ([`class_weight`]), under the budget: a Lagrangian search
+//! over the price of a byte (each matrix takes the type that minimises
+//! error + price * bytes), then the bytes left buy the best remaining
+//! upgrades.
+
+use super::NamedSource;
+use crate::error::Result;
+use kestrel_core::config::Config;
+use kestrel_core::convert::{Importance, Part, TensorSource};
+use kestrel_core::gguf::{dequantize_row, GgmlType};
+use kestrel_core::quant::{kquant, q4_0, q8_0, Quantizer};
+use kestrel_core::Error;
+use std::sync::Mutex;
+
+/// Rows of each matrix whose error is measured (evenly spaced; across the
+/// experts of a MoE layer).
+pub const SAMPLE_ROWS: usize = 96;
+
+/// What `--fit` or `--bpw` asks for.
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    /// The whole file, in bytes.
+    Bytes(u64),
+    /// Bits per weight of the planned matrices (embedding and output head
+    /// included); the rest of the file comes on top.
+    BitsPerWeight(f64),
+}
+
+/// Parses a size: bytes, or a number with a unit (`B`, `KB`, `MB`, `GB`,
+/// `KiB`, `MiB`, `GiB`; case-insensitive), such as `11.5GiB`.
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "{s:?}: unknown unit {other:?} (B, KB, MB, GB, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: not a size (for example 800MB or 11.5GiB)"))?;
+    let bytes = n * scale;
+    if !(1.0..1e18).contains(&bytes) {
+        return Err(format!("{s:?}: out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// A class of matrices, as `--tensor-type` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    TokenEmbd,
+    Output,
+    AttnQ,
+    AttnK,
+    AttnV,
+    AttnOutput,
+    FfnGateUp,
+    FfnDown,
+}
+
+impl Class {
+    pub const ALL: [Class; 8] = [
+        Class::TokenEmbd,
+        Class::Output,
+        Class::AttnQ,
+        Class::AttnK,
+        Class::AttnV,
+        Class::AttnOutput,
+        Class::FfnGateUp,
+        Class::FfnDown,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::TokenEmbd => "token_embd",
+            Class::Output => "output",
+            Class::AttnQ => "attn_q",
+            Class::AttnK => "attn_k",
+            Class::AttnV => "attn_v",
+            Class::AttnOutput => "attn_output",
+            Class::FfnGateUp => "ffn_gate_up",
+            Class::FfnDown => "ffn_down",
+        }
+    }
+
+    fn of(part: Part) -> Option<Class> {
+        Some(match part {
+            Part::Embed => Class::TokenEmbd,
+            Part::LmHead => Class::Output,
+            Part::Q => Class::AttnQ,
+            Part::K => Class::AttnK,
+            Part::V => Class::AttnV,
+            Part::O => Class::AttnOutput,
+            Part::Gate | Part::Up | Part::ExpGate | Part::ExpUp => Class::FfnGateUp,
+            Part::Down | Part::ExpDown => Class::FfnDown,
+            _ => return None,
+        })
+    }
+}
+
+/// How much a class's relative error counts in the plan's objective: 1 for
+/// a layer's matrices (each adds its noise to the residual stream once);
+/// the output head's noise is the logits' own.
+fn class_weight(c: Class) -> f64 {
+    match c {
+        Class::Output => 8.0,
+        _ => 1.0,
+    }
+}
+
+/// The types `--tensor-type` and the plan choose from.
+const NAMED_TYPES: [GgmlType; 7] = [
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_0,
+];
+
+fn type_name(t: GgmlType) -> String {
+    format!("{t:?}").to_ascii_lowercase()
+}
+
+/// Parses `--tensor-type CLASS=TYPE[,CLASS=TYPE...]`.
+pub fn parse_pins(list: &str) -> std::result::Result<Vec<(Class, GgmlType)>, String> {
+    let mut v = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (c, t) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--tensor-type: {item:?} is not CLASS=TYPE"))?;
+        let class = Class::ALL
+            .into_iter()
+            .find(|k| k.name() == c.trim())
+            .ok_or_else(|| {
+                let names: Vec<_> = Class::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "--tensor-type: unknown class {c:?} (one of {})",
+                    names.join(", ")
+                )
+            })?;
+        let ty = NAMED_TYPES
+            .into_iter()
+            .find(|&k| type_name(k) == t.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                let names: Vec<_> = NAMED_TYPES.iter().map(|&k| type_name(k)).collect();
+                format!(
+                    "--tensor-type: unknown type {t:?} (one of {})",
+                    names.join(", ")
+                )
+            })?;
+        v.push((class, ty));
+    }
+    Ok(v)
+}
+
+/// The types a matrix of `cols` columns can take, fewest bytes first.
+fn candidates(cols: usize) -> &'static [GgmlType] {
+    if cols.is_multiple_of(256) {
+        &[
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+        ]
+    } else {
+        &[GgmlType::Q4_0, GgmlType::Q8_0]
+    }
+}
+
+/// One planned matrix: parts that share a type (gate and up, which the
+/// file fuses), of one layer, each `experts` x `rows` x `cols`.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    parts: Vec<Part>,
+    layer: u16,
+    experts: usize,
+    rows: usize,
+    cols: usize,
+    class: Class,
+    /// (type, bytes, relative error) per candidate, fewest bytes first.
+    choices: Vec<(GgmlType, u64, f64)>,
+    pinned: Option<GgmlType>,
+}
+
+impl Unit {
+    fn weights(&self) -> u64 {
+        (self.parts.len() * self.experts * self.rows * self.cols) as u64
+    }
+
+    fn bytes(&self, ty: GgmlType) -> u64 {
+        let per_row = self.cols / ty.block_size() * ty.type_size();
+        (self.parts.len() * self.experts * self.rows * per_row) as u64
+    }
+
+    /// The layer key: the embedding and the head have none.
+    fn key(part: Part, layer: u16) -> (u8, u16) {
+        let layer = match part {
+            Part::Embed | Part::LmHead => u16::MAX,
+            _ => layer,
+        };
+        (part_code(part), layer)
+    }
+}
+
+fn part_code(p: Part) -> u8 {
+    match p {
+        Part::Embed => 0,
+        Part::LmHead => 1,
+        Part::Q => 2,
+        Part::K => 3,
+        Part::V => 4,
+        Part::O => 5,
+        Part::Gate => 6,
+        Part::Up => 7,
+        Part::Down => 8,
+        Part::ExpGate => 9,
+        Part::ExpUp => 10,
+        Part::ExpDown => 11,
+        _ => 255,
+    }
+}
+
+/// The matrices a config plans, without their errors yet.
+fn units(cfg: &Config) -> Vec<Unit> {
+    let (h, vocab) = (cfg.hidden_size as usize, cfg.vocab_size as usize);
+    let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.ffn_size as usize);
+    let mut v = Vec::new();
+    let mut add = |parts: &[Part], layer: u16, experts: usize, rows: usize, cols: usize| {
+        v.push(Unit {
+            parts: parts.to_vec(),
+            layer,
+            experts,
+            rows,
+            cols,
+            class: Class::of(parts[0]).unwrap_or(Class::FfnDown),
+            choices: Vec::new(),
+            pinned: None,
+        })
+    };
+    add(&[Part::Embed], 0, 1, vocab, h);
+    add(&[Part::LmHead], 0, 1, vocab, h);
+    for l in 0..cfg.num_layers as u16 {
+        add(&[Part::Q], l, 1, q, h);
+        add(&[Part::K], l, 1, kv, h);
+        add(&[Part::V], l, 1, kv, h);
+        add(&[Part::O], l, 1, h, q);
+        match &cfg.moe {
+            Some(m) if cfg.is_moe_layer(l as usize) => {
+                let (n, f) = (m.num_experts as usize, m.moe_ffn_size as usize);
+                add(&[Part::ExpGate, Part::ExpUp], l, n, f, h);
+                add(&[Part::ExpDown], l, n, h, f);
+            }
+            _ => {
+                add(&[Part::Gate, Part::Up], l, 1, ffn, h);
+                add(&[Part::Down], l, 1, h, ffn);
+            }
+        }
+    }
+    v
+}
+
+/// Quantizes one row of `ty` into `out` (`importance`: the row's column
+/// importances).
+fn quantize_row(ty: GgmlType, x: &[f32], importance: Option<&[f32]>, out: &mut [u8]) -> Result<()> {
+    match ty {
+        GgmlType::Q8_0 => q8_0::quantize_row_bytes(x, out)?,
+        GgmlType::Q4_0 => q4_0::quantize_row_bytes_with(Quantizer::Search, x, importance, out)?,
+        _ => kquant::quantize_row(ty, x, importance, out)?,
+    }
+    Ok(())
+}
+
+/// The relative error of each candidate type of `u`, on its sample rows.
+fn measure(u: &mut Unit, src: &dyn NamedSource, imp: Option<&dyn Importance>) -> Result<()> {
+    let total = u.parts.len() * u.experts * u.rows;
+    let n = SAMPLE_ROWS.min(total);
+    let mut x = vec![0f32; u.cols];
+    let mut y = vec![0f32; u.cols];
+    let mut bytes = vec![0u8; u.cols / 32 * 34];
+    let tys = candidates(u.cols);
+    let mut err = vec![0f64; tys.len()];
+    let mut reference = 0f64;
+    for i in 0..n {
+        // Evenly spaced over parts, experts and rows.
+        let k = i * total / n + (total / n) / 2;
+        let part = u.parts[k / (u.experts * u.rows)];
+        let expert = (k / u.rows) % u.experts;
+        let row = k % u.rows;
+        src.read_rows(part, u.layer, expert, row, &mut x)?;
+        let w = imp.and_then(|m| m.columns(part, u.layer, expert));
+        let wt = |j: usize| w.map_or(1.0, |w| w[j] as f64);
+        for (j, &v) in x.iter().enumerate() {
+            reference += wt(j) * (v as f64) * (v as f64);
+        }
+        for (t, &ty) in tys.iter().enumerate() {
+            let b = &mut bytes[..u.cols / ty.block_size() * ty.type_size()];
+            quantize_row(ty, &x, w, b)?;
+            dequantize_row(ty, b, &mut y)?;
+            for j in 0..u.cols {
+                let d = (x[j] - y[j]) as f64;
+                err[t] += wt(j) * d * d;
+            }
+        }
+    }
+    u.choices = tys
+        .iter()
+        .zip(&err)
+        .map(|(&ty, &e)| {
+            (
+                ty,
+                u.bytes(ty),
+                if reference > 0.0 { e / reference } else { 0.0 },
+            )
+        })
+        .collect();
+    Ok(())
+}
+
+/// The chosen type of every planned matrix.
+pub struct Plan {
+    pub units: Vec<Unit>,
+    chosen: Vec<usize>,
+}
+
+impl Plan {
+    fn cost(&self) -> f64 {
+        self.units
+            .iter()
+            .zip(&self.chosen)
+            .map(|(u, &c)| class_weight(u.class) * u.choices[c].2)
+            .sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.units
+            .iter()
+            .zip(&self.chosen)
+            .map(|(u, &c)| u.choices[c].1)
+            .sum()
+    }
+
+    fn weights(&self) -> u64 {
+        self.units.iter().map(Unit::weights).sum()
+    }
+
+    /// The type of `part` of `layer`, if planned.
+    pub fn type_of(&self, part: Part, layer: u16) -> Option<GgmlType> {
+        let key = Unit::key(part, layer);
+        self.units
+            .iter()
+            .zip(&self.chosen)
+            .find(|(u, _)| u.parts.iter().any(|&p| Unit::key(p, u.layer) == key))
+            .map(|(u, &c)| u.choices[c].0)
+    }
+
+    /// The plan's table: a line per matrix, then per class.
+    pub fn lines(&self, src: &dyn NamedSource) -> Vec<String> {
+        let mut v = vec![format!(
+            "[fit] {:<32} {:<5} {:>12} {:>10}",
+            "tensor", "type", "bytes", "rel. error"
+        )];
+        for (u, &c) in self.units.iter().zip(&self.chosen) {
+            let (ty, b, e) = u.choices[c];
+            let mut name = src.tensor_name(u.parts[0], u.layer, 0);
+            if u.parts.len() > 1 {
+                name.push_str(" (+up)");
+            }
+            if u.experts > 1 {
+                name.push_str(&format!(" x{}", u.experts));
+            }
+            let pin = if u.pinned.is_some() { " (pinned)" } else { "" };
+            v.push(format!(
+                "[fit] {name:<32} {:<5} {b:>12} {e:>10.3e}{pin}",
+                type_name(ty)
+            ));
+        }
+        let mut by_class: Vec<(Class, GgmlType, u64, usize, f64)> = Vec::new();
+        for (u, &c) in self.units.iter().zip(&self.chosen) {
+            let (ty, b, e) = u.choices[c];
+            match by_class.iter_mut().find(|k| k.0 == u.class && k.1 == ty) {
+                Some(k) => {
+                    k.2 += b;
+                    k.3 += 1;
+                    k.4 += e;
+                }
+                None => by_class.push((u.class, ty, b, 1, e)),
+            }
+        }
+        by_class.sort_by_key(|k| (k.0.name(), k.1.id()));
+        for (class, ty, b, n, e) in by_class {
+            v.push(format!(
+                "[fit] class {:<12} {:<5} {n:>3} matrices {b:>12} bytes, error sum {e:.4e}",
+                class.name(),
+                type_name(ty),
+            ));
+        }
+        v.push(format!(
+            "[fit] planned matrices: {} bytes, {:.3} bits per weight, weighted error sum {:.4e}",
+            self.bytes(),
+            self.bytes() as f64 * 8.0 / self.weights() as f64,
+            self.cost()
+        ));
+        v
+    }
+}
+
+/// Measures every matrix of `cfg` in `src` and chooses its type: within
+/// `budget` bytes for the planned matrices (`None`: every unpinned matrix
+/// in Q8_0), `pins` fixing classes.
+pub fn plan(
+    cfg: &Config,
+    src: &(dyn NamedSource + Sync),
+    imp: Option<&(dyn Importance + Sync)>,
+    budget: Option<u64>,
+    pins: &[(Class, GgmlType)],
+) -> Result<Plan> {
+    let mut units = units(cfg);
+    for u in &mut units {
+        u.pinned = pins.iter().rev().find(|p| p.0 == u.class).map(|p| p.1);
+        if let Some(t) = u.pinned {
+            if !u.cols.is_multiple_of(t.block_size()) {
+                return Err(format!(
+                    "--tensor-type {}={}: {} has {} columns, not a multiple of {}",
+                    u.class.name(),
+                    type_name(t),
+                    src.tensor_name(u.parts[0], u.layer, 0),
+                    u.cols,
+                    t.block_size()
+                )
+                .into());
+            }
+        }
+    }
+    // Measure, split over the cores (each matrix's rows are read and
+    // quantized independently).
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let next = Mutex::new(0usize);
+    let failed: Mutex<Option<String>> = Mutex::new(None);
+    let slots: Vec<Mutex<Unit>> = units.into_iter().map(Mutex::new).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
+                    *n += 1;
+                    *n - 1
+                };
+                let Some(slot) = slots.get(i) else { break };
+                let mut u = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = measure(&mut u, src, imp.map(|m| m as &dyn Importance)) {
+                    let name = src.tensor_name(u.parts[0], u.layer, 0);
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(format!("{name}: {e}"));
+                    break;
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e.into());
+    }
+    let mut units: Vec<Unit> = slots
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    // A pinned matrix keeps one choice.
+    for u in &mut units {
+        if let Some(t) = u.pinned {
+            let e = u
+                .choices
+                .iter()
+                .find(|c| c.0 == t)
+                .map_or(f64::NAN, |c| c.2);
+            u.choices = vec![(t, u.bytes(t), e)];
+        }
+    }
+    let q8 = |u: &Unit| {
+        u.choices
+            .iter()
+            .position(|c| c.0 == GgmlType::Q8_0)
+            .unwrap_or(0)
+    };
+    let Some(budget) = budget else {
+        let chosen = units.iter().map(q8).collect();
+        return Ok(Plan { units, chosen });
+    };
+    let least: u64 = units.iter().map(|u| u.choices[0].1).sum();
+    if least > budget {
+        return Err(format!(
+            "--fit: the planned matrices take at least {least} bytes in their smallest types, more than the {budget} bytes left for them"
+        )
+        .into());
+    }
+    // Each matrix's choice at byte price `lambda`.
+    let pick = |u: &Unit, lambda: f64| -> usize {
+        let w = class_weight(u.class);
+        let mut best = (0, f64::MAX);
+        for (i, &(_, b, e)) in u.choices.iter().enumerate() {
+            let c = w * e + lambda * b as f64;
+            if c < best.1 {
+                best = (i, c);
+            }
+        }
+        best.0
+    };
+    let total = |lambda: f64| -> u64 { units.iter().map(|u| u.choices[pick(u, lambda)].1).sum() };
+    // The smallest price whose plan fits: bisection on a log scale.
+    let (mut lo, mut hi) = (1e-30f64, 1.0f64);
+    while total(hi) > budget {
+        hi *= 16.0;
+    }
+    for _ in 0..100 {
+        let mid = (lo * hi).sqrt();
+        if total(mid) > budget {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut chosen: Vec<usize> = units.iter().map(|u| pick(u, hi)).collect();
+    // The bytes left buy the upgrades with the most error removed per byte.
+    let mut used: u64 = units
+        .iter()
+        .zip(&chosen)
+        .map(|(u, &c)| u.choices[c].1)
+        .sum();
+    loop {
+        let mut best: Option<(usize, usize, f64)> = None;
+        for (i, u) in units.iter().enumerate() {
+            let (_, b0, e0) = u.choices[chosen[i]];
+            for (j, &(_, b, e)) in u.choices.iter().enumerate().skip(chosen[i] + 1) {
+                if b <= b0 || used - b0 + b > budget {
+                    continue;
+                }
+                let gain = class_weight(u.class) * (e0 - e) / (b - b0) as f64;
+                if gain > 0.0 && best.is_none_or(|x| gain > x.2) {
+                    best = Some((i, j, gain));
+                }
+            }
+        }
+        let Some((i, j, _)) = best else { break };
+        used = used - units[i].choices[chosen[i]].1 + units[i].choices[j].1;
+        chosen[i] = j;
+    }
+    Ok(Plan { units, chosen })
+}
+
+/// The budget for the planned matrices: `--fit`'s bytes less the rest of
+/// the file (`other`: norms, biases, tokenizer, header and alignment), or
+/// `--bpw` times their weights.
+pub fn matrix_budget(budget: Budget, cfg: &Config, other: u64) -> Result<u64> {
+    let weights: u64 = units(cfg).iter().map(Unit::weights).sum();
+    Ok(match budget {
+        Budget::Bytes(b) => b
+            .checked_sub(other)
+            .ok_or_else(|| format!("--fit {b}: the file's other parts alone take {other} bytes"))?,
+        Budget::BitsPerWeight(bpw) => {
+            if !(bpw > 0.0 && bpw <= 32.0) {
+                return Err(format!("--bpw {bpw}: between 0 and 32").into());
+            }
+            (weights as f64 * bpw / 8.0) as u64
+        }
+    })
+}
+
+/// A source whose planned matrices are stored in their planned types:
+/// [`TensorSource::block_type`] names it, and the blocks are the rows of
+/// the wrapped source quantized by Kestrel, a whole matrix (every expert)
+/// at a time over the cores, kept while it is written (two at once: the
+/// file fuses gate and up row by row). Float rows read through it are the
+/// wrapped source's, so the converter's error report is against the source
+/// values.
+pub struct FitSource<'a> {
+    inner: &'a (dyn NamedSource + Sync),
+    plan: &'a Plan,
+    imp: Option<&'a (dyn Importance + Sync)>,
+    cache: Mutex<Vec<Quantized>>,
+}
+
+/// One matrix's quantized rows: `experts * rows` rows of `row_bytes`.
+struct Quantized {
+    key: (u8, u16),
+    rows: usize,
+    row_bytes: usize,
+    bytes: Vec<u8>,
+}
+
+impl<'a> FitSource<'a> {
+    pub fn new(
+        inner: &'a (dyn NamedSource + Sync),
+        plan: &'a Plan,
+        imp: Option<&'a (dyn Importance + Sync)>,
+    ) -> Self {
+        FitSource {
+            inner,
+            plan,
+            imp,
+            cache: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Quantizes every row of `part` of `layer` (its unit `u`) in `ty`.
+    fn quantize(
+        &self,
+        u: &Unit,
+        part: Part,
+        layer: u16,
+        ty: GgmlType,
+    ) -> std::result::Result<Quantized, Error> {
+        let row_bytes = u.cols / ty.block_size() * ty.type_size();
+        let n = u.experts * u.rows;
+        let mut bytes = vec![0u8; n * row_bytes];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        let per = n.div_ceil(threads).max(1);
+        let results: Vec<std::result::Result<(), Error>> = std::thread::scope(|s| {
+            let handles: Vec<_> = bytes
+                .chunks_mut(per * row_bytes)
+                .enumerate()
+                .map(|(c, chunk)| {
+                    s.spawn(move || -> std::result::Result<(), Error> {
+                        let mut x = vec![0f32; u.cols];
+                        for (i, out) in chunk.chunks_exact_mut(row_bytes).enumerate() {
+                            let k = c * per + i;
+                            let (expert, row) = (k / u.rows, k % u.rows);
+                            self.inner.read_rows(part, layer, expert, row, &mut x)?;
+                            let w = self.imp.and_then(|m| m.columns(part, layer, expert));
+                            quantize_row(ty, &x, w, out).map_err(|_| Error::Unsupported {
+                                what: "quantizing a row for --fit",
+                                value: row as u64,
+                            })?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(Error::Unsupported {
+                        what: "a quantizing thread that panicked",
+                        value: 0,
+                    }))
+                })
+                .collect()
+        });
+        results
+            .into_iter()
+            .collect::<std::result::Result<(), Error>>()?;
+        Ok(Quantized {
+            key: Unit::key(part, layer),
+            rows: u.rows,
+            row_bytes,
+            bytes,
+        })
+    }
+}
+
+impl TensorSource for FitSource<'_> {
+    fn read_rows(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) -> std::result::Result<(), Error> {
+        self.inner.read_rows(part, layer, expert, row0, out)
+    }
+
+    fn block_type(&self, part: Part, layer: u16) -> Option<GgmlType> {
+        self.plan.type_of(part, layer)
+    }
+
+    fn read_block_bytes(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row: usize,
+        byte0: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), Error> {
+        let unplanned = Error::Unsupported {
+            what: "stored blocks of a matrix --fit did not plan",
+            value: 0,
+        };
+        let ty = self.plan.type_of(part, layer).ok_or(unplanned)?;
+        let key = Unit::key(part, layer);
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if !cache.iter().any(|q| q.key == key) {
+            let u = self
+                .plan
+                .units
+                .iter()
+                .find(|u| u.parts.iter().any(|&p| Unit::key(p, u.layer) == key))
+                .ok_or(unplanned)?;
+            let q = self.quantize(u, part, layer, ty)?;
+            if cache.len() >= 2 {
+                cache.remove(0);
+            }
+            cache.push(q);
+        }
+        let q = cache.iter().find(|q| q.key == key).ok_or(unplanned)?;
+        let start = (expert * q.rows + row) * q.row_bytes;
+        let src = (start + byte0)
+            .checked_add(out.len())
+            .filter(|&end| byte0 + out.len() <= q.row_bytes && end <= q.bytes.len())
+            .map(|end| &q.bytes[start + byte0..end])
+            .ok_or(Error::Truncated {
+                what: "quantized row blocks",
+                need: (byte0 as u64).saturating_add(out.len() as u64),
+                have: q.row_bytes as u64,
+            })?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+impl NamedSource for FitSource<'_> {
+    fn tensor_name(&self, part: Part, layer: u16, expert: usize) -> String {
+        self.inner.tensor_name(part, layer, expert)
+    }
+    fn has(&self, part: Part, layer: u16, expert: usize) -> bool {
+        self.inner.has(part, layer, expert)
+    }
+    fn shape(&self, part: Part, layer: u16, expert: usize) -> Option<Vec<u64>> {
+        self.inner.shape(part, layer, expert)
+    }
+    fn names(&self) -> Vec<String> {
+        self.inner.names()
+    }
+    fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {
+        self.inner.index_of(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("800MB"), Ok(800_000_000));
+        assert_eq!(parse_size("11.5GiB"), Ok(12_348_030_976));
+        assert_eq!(parse_size("12gib"), Ok(12 * (1 << 30)));
+        assert_eq!(parse_size("1234"), Ok(1234));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn pins_parse() {
+        let p = parse_pins("output=q6_k, attn_v=Q4_K").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                (Class::Output, GgmlType::Q6_K),
+                (Class::AttnV, GgmlType::Q4_K)
+            ]
+        );
+        assert!(parse_pins("outptu=q6_k").is_err());
+        assert!(parse_pins("output=iq9").is_err());
+        assert!(parse_pins("output").is_err());
+    }
+}

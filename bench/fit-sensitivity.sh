@@ -7,8 +7,11 @@
 # sensitivity of a class is its KL over that error (the KL of the all-q8_0
 # file subtracted first).
 #   bash bench/fit-sensitivity.sh [--model 1.5b] [--chunks 1] [--type q2_k] [--classes "..."]
-# Needs bench/prepare.sh's F32 GGUF and f32 VQF of the model; a benchmark,
-# not a test.
+# The texts are not the ones bench/quality.sh scores on (held out): prose
+# the Apache-2.0 text of base-files, code CPython's argparse.py (the
+# calibration text of bench/calibration.sh's imatrix). Needs
+# bench/prepare.sh's F32 GGUF and f32 VQF of the model; a benchmark, not a
+# test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=1.5b; chunks=1; type=q2_k
@@ -19,21 +22,21 @@ while [ $# -gt 0 ]; do
         --chunks) chunks="$2"; shift 2 ;;
         --type) type="$2"; shift 2 ;;
         --classes) classes="$2"; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "fit-sensitivity: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 bash bench/prepare.sh "$model" "f32" "F32"
 k=${KESTREL:-./target/release/kestrel}
 f32gguf=.cache/llamacpp/models/$model-F32.gguf
-prose=/usr/share/common-licenses/GPL-3
-code=$(python3 -c 'import textwrap; print(textwrap.__file__)')
+prose=/usr/share/common-licenses/Apache-2.0
+code=$(python3 -c 'import argparse; print(argparse.__file__)')
 mkdir -p .cache/kl
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "model: $model; cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs); commit $(git rev-parse --short HEAD); uptime: $(uptime)"
 for t in prose code; do
-    base=.cache/kl/$model-$t-c$chunks.bin
+    base=.cache/kl/$model-held-$t-c$chunks.bin
     f=$prose; [ $t = code ] && f=$code
     [ -f "$base" ] || "$k" perplexity ".cache/vqf/$model-f32.vqf" -f "$f" --ctx 512 --chunks "$chunks" -t 2 --kl-base "$base" >/dev/null 2>&1
 done
@@ -41,7 +44,7 @@ kl() { # vqf -> "prose code"
     local out=()
     for t in prose code; do
         local f=$prose; [ $t = code ] && f=$code
-        out+=("$("$k" perplexity "$1" -f "$f" --ctx 512 --chunks "$chunks" -t 2 --kl ".cache/kl/$model-$t-c$chunks.bin" 2>/dev/null |
+        out+=("$("$k" perplexity "$1" -f "$f" --ctx 512 --chunks "$chunks" -t 2 --kl ".cache/kl/$model-held-$t-c$chunks.bin" 2>/dev/null |
             sed -n 's/^KL mean = \([0-9.e-]*\).*/\1/p')")
     done
     echo "${out[*]}"

@@ -904,6 +904,14 @@ fn fit_writes_at_most_the_size_asked_and_spends_it_on_error() {
         .parse()
         .unwrap();
     assert!(bpw <= 4.0 && bpw > 3.0, "{bpw}");
+    // --fit-types: the plan chooses among those types only.
+    let (ok, log) = convert("types.vqf", &["--bpw", "5", "--fit-types", "q2_k,q8_0"]);
+    assert!(ok, "{log}");
+    for l in log.lines().filter(|l| l.starts_with("[fit] class")) {
+        assert!(l.contains(" q2_k ") || l.contains(" q8_0 "), "{l}");
+    }
+    let (ok, log) = convert("no.vqf", &["--fit-types", "q2_k"]);
+    assert!(!ok && log.contains("--fit-types applies with"), "{log}");
     // Refusals, by name, leaving nothing.
     let (ok, log) = convert("no.vqf", &["--fit", &(small / 2).to_string()]);
     assert!(!ok && log.contains("smallest types"), "{log}");

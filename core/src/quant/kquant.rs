@@ -1,5 +1,5 @@
 //! Kestrel's quantizers into ggml's k-quant blocks (Q2_K, Q3_K, Q4_K, Q5_K,
-//! Q6_K), for `kestrel convert --fit`: rows of f32 values become GGUF block
+//! Q6_K) and IQ4_XS (16 non-uniform levels), for `kestrel convert --fit`: rows of f32 values become GGUF block
 //! bytes, which the converter then stores as a GGUF file's own blocks (the
 //! layouts that keep them, read by the same kernels).
 //!
@@ -24,11 +24,13 @@ use super::QK_K;
 use crate::error::check_len;
 use crate::gguf::GgmlType;
 use crate::Error;
+use kestrel_kernels::layouts::iq4nl::IQ4_NL_VALUES;
 
 /// The k-quant types [`quantize_row`] writes.
-pub const TYPES: [GgmlType; 5] = [
+pub const TYPES: [GgmlType; 6] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
+    GgmlType::IQ4_XS,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
@@ -76,6 +78,7 @@ pub fn quantize_row(
             GgmlType::Q4_K => q45_k(xb, &w, o, false),
             GgmlType::Q5_K => q45_k(xb, &w, o, true),
             GgmlType::Q6_K => q6_k(xb, &w, o),
+            GgmlType::IQ4_XS => iq4_xs(xb, &w, o),
             _ => {
                 return Err(Error::Unsupported {
                     what: "k-quant quantizer for ggml type",
@@ -219,7 +222,7 @@ fn fit_symmetric(x: &[f32], w: &[f32], lo: i32, hi: i32) -> f32 {
 
 /// The super-block step for group scales `s` stored as integers in
 /// `lo..=hi` with `s = step * q`: the scale of largest magnitude takes the
-/// longer side. Returns the f16 bits and their value.
+/// longer side (the step takes its sign). Returns the f16 bits and their value.
 fn super_step(s: &[f32], lo: i32, hi: i32) -> (u16, f32) {
     let mut amax = 0.0f32;
     for &v in s {
@@ -227,7 +230,7 @@ fn super_step(s: &[f32], lo: i32, hi: i32) -> (u16, f32) {
             amax = v;
         }
     }
-    let side = if lo < 0 && amax > 0.0 { lo } else { hi };
+    let side = if -lo > hi { lo } else { hi };
     let bits = if amax == 0.0 {
         0
     } else {
@@ -396,6 +399,80 @@ fn q6_k(x: &[f32; QK_K], w: &[f32; QK_K], o: &mut [u8]) {
     o[208..210].copy_from_slice(&d.to_le_bytes());
 }
 
+/// The IQ4_NL level nearest `v` (levels ascending).
+fn nearest_level(v: f32) -> usize {
+    let levels = &IQ4_NL_VALUES;
+    let mut i = levels.partition_point(|&l| (l as f32) < v);
+    if i == levels.len() || (i > 0 && v - levels[i - 1] as f32 <= levels[i] as f32 - v) {
+        i -= 1;
+    }
+    i
+}
+
+/// IQ4_XS group fit: `x ~ s * IQ4_NL_VALUES[q]`, the least weighted
+/// squared error over candidate scales (the value of largest magnitude on
+/// either end of the levels, then refitted). Returns `s`.
+fn fit_iq4(x: &[f32], w: &[f32]) -> f32 {
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax.abs() {
+            amax = v;
+        }
+    }
+    if amax == 0.0 {
+        return 0.0;
+    }
+    let mut best = (0.0f32, 0.0f32);
+    for end in [IQ4_NL_VALUES[0], IQ4_NL_VALUES[15]] {
+        for k in -STEPS..=STEPS {
+            let iscale = (end as f32 + k as f32 * end.signum() as f32 * 4.0) / amax;
+            let (mut svv, mut svx) = (0.0f32, 0.0f32);
+            for i in 0..x.len() {
+                let v = IQ4_NL_VALUES[nearest_level(iscale * x[i])] as f32;
+                svv += w[i] * v * v;
+                svx += w[i] * v * x[i];
+            }
+            if svv <= 0.0 {
+                continue;
+            }
+            let gain = svx * svx / svv;
+            if gain > best.1 {
+                best = (svx / svv, gain);
+            }
+        }
+    }
+    best.0
+}
+
+/// IQ4_XS: `d, scales_h: u16, scales_l[4], qs[128]` (see
+/// `gguf::dequant::iq4_xs`): eight groups of 32, 6-bit scales (offset 32).
+fn iq4_xs(x: &[f32; QK_K], w: &[f32; QK_K], o: &mut [u8]) {
+    let mut scales = [0.0f32; 8];
+    for (g, s) in scales.iter_mut().enumerate() {
+        let r = g * 32..(g + 1) * 32;
+        *s = fit_iq4(&x[r.clone()], &w[r]);
+    }
+    let (d_bits, d) = super_step(&scales, -32, 31);
+    o.fill(0);
+    o[0..2].copy_from_slice(&d_bits.to_le_bytes());
+    let mut scales_h = 0u16;
+    for g in 0..8 {
+        let ls = (stored(scales[g], d, -32, 31) + 32) as u8;
+        o[4 + g / 2] |= (ls & 0x0f) << (4 * (g % 2));
+        scales_h |= ((ls >> 4) as u16) << (2 * g);
+        let s = d * (ls as i32 - 32) as f32;
+        for l in 0..32 {
+            let q = if s == 0.0 {
+                nearest_level(0.0)
+            } else {
+                nearest_level(x[32 * g + l] / s)
+            } as u8;
+            o[8 + 16 * g + l % 16] |= q << (4 * (l / 16));
+        }
+    }
+    o[2..4].copy_from_slice(&scales_h.to_le_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +534,7 @@ mod tests {
                 GgmlType::Q3_K => (-4, 3, 0.25),
                 GgmlType::Q4_K => (0, 15, 63.0 / 256.0),
                 GgmlType::Q5_K => (0, 31, 63.0 / 256.0),
+                GgmlType::IQ4_XS => (0, 15, 0.25),
                 _ => (-32, 31, 0.25),
             };
             let mut x = [0.0f32; QK_K];
@@ -471,7 +549,11 @@ mod tests {
                 } else {
                     q
                 };
-                *v = q as f32 * step;
+                *v = match ty {
+                    // The level's value, the group's scale -32 * step.
+                    GgmlType::IQ4_XS => IQ4_NL_VALUES[q as usize] as f32 * -32.0 * step,
+                    _ => q as f32 * step,
+                };
             }
             assert_eq!(error(ty, &x), 0.0, "{ty:?}");
         }

@@ -3,7 +3,8 @@
 //! layer's experts as one, the output head), chosen to minimise the
 //! measured error within a byte budget, then written as an `exact` file
 //! of those blocks (each matrix quantized by Kestrel's quantizers:
-//! `kestrel_core::quant::kquant` for the k-quants, the Q4_0 search, Q8_0).
+//! `kestrel_core::quant::kquant` for the k-quants and IQ4_XS, the Q4_0
+//! search, Q8_0).
 //!
 //! The error of a matrix in a type is measured on a sample of its rows:
 //! `sum w * (x - y)^2 / sum w * x^2`, `w` the column's importance (with
@@ -122,20 +123,31 @@ impl Class {
     }
 }
 
-/// How much a class's relative error counts in the plan's objective: 1 for
-/// a layer's matrices (each adds its noise to the residual stream once);
-/// the output head's noise is the logits' own.
+/// How much a class's relative error counts in the plan's objective: the
+/// KL against the exact f32 computation per unit of the summed relative
+/// error of the class's matrices, measured by `bench/fit-sensitivity.sh`
+/// on Qwen2.5-Coder-1.5B (each class alone in q2_k, the rest in q8_0; the
+/// mean of its prose and code figures, on texts that the quality tables do
+/// not score; docs/benchmarks.md, "`--fit`"). A MoE layer's experts take
+/// their dense counterparts' weights.
 fn class_weight(c: Class) -> f64 {
     match c {
-        Class::Output => 8.0,
-        _ => 1.0,
+        Class::TokenEmbd => 0.147,
+        Class::Output => 1.009,
+        Class::AttnQ => 0.0101,
+        Class::AttnK => 0.0147,
+        Class::AttnV => 0.0423,
+        Class::AttnOutput => 0.0544,
+        Class::FfnGateUp => 0.2308,
+        Class::FfnDown => 0.1573,
     }
 }
 
 /// The types `--tensor-type` and the plan choose from.
-const NAMED_TYPES: [GgmlType; 7] = [
+const NAMED_TYPES: [GgmlType; 8] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
+    GgmlType::IQ4_XS,
     GgmlType::Q4_0,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
@@ -145,6 +157,26 @@ const NAMED_TYPES: [GgmlType; 7] = [
 
 fn type_name(t: GgmlType) -> String {
     format!("{t:?}").to_ascii_lowercase()
+}
+
+/// A type's name on the command line.
+fn parse_type(flag: &str, t: &str) -> std::result::Result<GgmlType, String> {
+    NAMED_TYPES
+        .into_iter()
+        .find(|&k| type_name(k) == t.trim().to_ascii_lowercase())
+        .ok_or_else(|| {
+            let names: Vec<_> = NAMED_TYPES.iter().map(|&k| type_name(k)).collect();
+            format!("{flag}: unknown type {t:?} (one of {})", names.join(", "))
+        })
+}
+
+/// Parses `--fit-types TYPE[,TYPE...]`: the types the plan may choose.
+pub fn parse_types(list: &str) -> std::result::Result<Vec<GgmlType>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|t| parse_type("--fit-types", t))
+        .collect()
 }
 
 /// Parses `--tensor-type CLASS=TYPE[,CLASS=TYPE...]`.
@@ -164,16 +196,7 @@ pub fn parse_pins(list: &str) -> std::result::Result<Vec<(Class, GgmlType)>, Str
                     names.join(", ")
                 )
             })?;
-        let ty = NAMED_TYPES
-            .into_iter()
-            .find(|&k| type_name(k) == t.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                let names: Vec<_> = NAMED_TYPES.iter().map(|&k| type_name(k)).collect();
-                format!(
-                    "--tensor-type: unknown type {t:?} (one of {})",
-                    names.join(", ")
-                )
-            })?;
+        let ty = parse_type("--tensor-type", t)?;
         v.push((class, ty));
     }
     Ok(v)
@@ -185,6 +208,7 @@ fn candidates(cols: usize) -> &'static [GgmlType] {
         &[
             GgmlType::Q2_K,
             GgmlType::Q3_K,
+            GgmlType::IQ4_XS,
             GgmlType::Q4_K,
             GgmlType::Q5_K,
             GgmlType::Q6_K,
@@ -299,13 +323,29 @@ fn quantize_row(ty: GgmlType, x: &[f32], importance: Option<&[f32]>, out: &mut [
 }
 
 /// The relative error of each candidate type of `u`, on its sample rows.
-fn measure(u: &mut Unit, src: &dyn NamedSource, imp: Option<&dyn Importance>) -> Result<()> {
+fn measure(
+    u: &mut Unit,
+    src: &dyn NamedSource,
+    imp: Option<&dyn Importance>,
+    allowed: &[GgmlType],
+) -> Result<()> {
     let total = u.parts.len() * u.experts * u.rows;
     let n = SAMPLE_ROWS.min(total);
     let mut x = vec![0f32; u.cols];
     let mut y = vec![0f32; u.cols];
     let mut bytes = vec![0u8; u.cols / 32 * 34];
-    let tys = candidates(u.cols);
+    let tys: Vec<GgmlType> = candidates(u.cols)
+        .iter()
+        .copied()
+        .filter(|t| allowed.is_empty() || allowed.contains(t) || u.pinned == Some(*t))
+        .collect();
+    if tys.is_empty() {
+        return Err(format!(
+            "--fit-types: none of the types allowed holds rows of {} columns (q4_0 or q8_0 do)",
+            u.cols
+        )
+        .into());
+    }
     let mut err = vec![0f64; tys.len()];
     let mut reference = 0f64;
     for i in 0..n {
@@ -441,6 +481,7 @@ pub fn plan(
     imp: Option<&(dyn Importance + Sync)>,
     budget: Option<u64>,
     pins: &[(Class, GgmlType)],
+    allowed: &[GgmlType],
 ) -> Result<Plan> {
     let mut units = units(cfg);
     for u in &mut units {
@@ -477,7 +518,7 @@ pub fn plan(
                 };
                 let Some(slot) = slots.get(i) else { break };
                 let mut u = slot.lock().unwrap_or_else(|e| e.into_inner());
-                if let Err(e) = measure(&mut u, src, imp.map(|m| m as &dyn Importance)) {
+                if let Err(e) = measure(&mut u, src, imp.map(|m| m as &dyn Importance), allowed) {
                     let name = src.tensor_name(u.parts[0], u.layer, 0);
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(format!("{name}: {e}"));

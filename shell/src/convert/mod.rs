@@ -101,6 +101,7 @@ pub struct ConvertArgs {
     fit: Option<String>,
     bpw: Option<f64>,
     tensor_type: Option<String>,
+    fit_types: Option<String>,
 }
 
 impl CommandArgs for ConvertArgs {
@@ -153,7 +154,7 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "fit",
                     "SIZE",
-                    "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
+                    "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, iq4_xs, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
                 ),
                 value(
                     "bpw",
@@ -164,7 +165,12 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "tensor-type",
                     "CLASS=TYPE,...",
-                    "With --fit or --bpw, or alone (every other matrix then in q8_0): fix the type of a class of matrices: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down; types q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0.",
+                    "With --fit or --bpw, or alone (every other matrix then in q8_0): fix the type of a class of matrices: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down; types q2_k, q3_k, iq4_xs, q4_0, q4_k, q5_k, q6_k, q8_0.",
+                ),
+                value(
+                    "fit-types",
+                    "TYPE,...",
+                    "With --fit or --bpw: the types the plan may choose from (default: all of them).",
                 ),
             ])
     }
@@ -182,6 +188,7 @@ impl CommandArgs for ConvertArgs {
             fit: opt(m, "fit"),
             bpw: opt(m, "bpw"),
             tensor_type: opt(m, "tensor-type"),
+            fit_types: opt(m, "fit-types"),
         }
     }
 }
@@ -638,7 +645,16 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
         .map(fit::parse_pins)
         .transpose()?
         .unwrap_or_default();
+    let allowed = a
+        .fit_types
+        .as_deref()
+        .map(fit::parse_types)
+        .transpose()?
+        .unwrap_or_default();
     if budget.is_none() && a.tensor_type.is_none() {
+        if a.fit_types.is_some() {
+            return Err("--fit-types applies with --fit or --bpw".into());
+        }
         return Ok(None);
     }
     if let Some(m) = a.wmode.filter(|m| !matches!(m, Mode::Exact)) {
@@ -651,7 +667,11 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
     if a.quantizer.is_some() {
         return Err("--quantizer chooses how Q4_0 modes round; --fit, --bpw and --tensor-type quantize with Kestrel's own quantizers".into());
     }
-    Ok(Some(FitRequest { budget, pins }))
+    Ok(Some(FitRequest {
+        budget,
+        pins,
+        allowed,
+    }))
 }
 
 /// What `--fit`, `--bpw` and `--tensor-type` ask for.
@@ -659,6 +679,7 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
 pub struct FitRequest {
     pub budget: Option<fit::Budget>,
     pub pins: Vec<(fit::Class, kestrel_core::gguf::GgmlType)>,
+    pub allowed: Vec<kestrel_core::gguf::GgmlType>,
 }
 
 pub fn run(a: &ConvertArgs) -> Result<()> {
@@ -859,6 +880,7 @@ fn write(
                 a.quant.imatrix.map(|m| m as &(dyn Importance + Sync)),
                 budget,
                 &f.pins,
+                &f.allowed,
             )
             .with_context(|| a.src.display())?;
             if a.verbose {

@@ -17,9 +17,11 @@
 
 use super::NamedSource;
 use crate::error::Result;
+use crate::pool::Pool;
 use kestrel_core::config::Config;
 use kestrel_core::convert::{Importance, Part, TensorSource};
 use kestrel_core::gguf::{dequantize_row, GgmlType};
+use kestrel_core::parallel::Parallel;
 use kestrel_core::quant::{kquant, q4_0, q8_0, Quantizer};
 use kestrel_core::Error;
 use std::sync::Mutex;
@@ -35,39 +37,7 @@ pub enum Budget {
     Bytes(u64),
     /// Bits per weight of the planned matrices (embedding and output head
     /// included); the rest of the file comes on top.
-    BitsPerWeight(f64),
-}
-
-/// Parses a size: bytes, or a number with a unit (`B`, `KB`, `MB`, `GB`,
-/// `KiB`, `MiB`, `GiB`; case-insensitive), such as `11.5GiB`.
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => {
-            return Err(format!(
-                "{s:?}: unknown unit {other:?} (B, KB, MB, GB, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: not a size (for example 800MB or 11.5GiB)"))?;
-    let bytes = n * scale;
-    if !(1.0..1e18).contains(&bytes) {
-        return Err(format!("{s:?}: out of range"));
-    }
-    Ok(bytes as u64)
+    BitsPerWeight(f32),
 }
 
 /// A class of matrices, as `--tensor-type` names them.
@@ -127,19 +97,20 @@ impl Class {
 /// KL against the exact f32 computation per unit of the summed relative
 /// error of the class's matrices, measured by `bench/fit-sensitivity.sh`
 /// on Qwen2.5-Coder-1.5B (each class alone in q2_k, the rest in q8_0; the
-/// mean of its prose and code figures, on texts that the quality tables do
-/// not score; docs/benchmarks.md, "`--fit`"). A MoE layer's experts take
+/// mean of its prose and code figures, on the Apache-2.0 text and
+/// argparse.py, which the quality tables do not score; docs/benchmarks.md,
+/// "`--fit`"). A MoE layer's experts take
 /// their dense counterparts' weights.
 fn class_weight(c: Class) -> f64 {
     match c {
-        Class::TokenEmbd => 0.147,
-        Class::Output => 1.009,
-        Class::AttnQ => 0.0101,
-        Class::AttnK => 0.0147,
-        Class::AttnV => 0.0423,
-        Class::AttnOutput => 0.0544,
-        Class::FfnGateUp => 0.2308,
-        Class::FfnDown => 0.1573,
+        Class::TokenEmbd => 0.0859,
+        Class::Output => 1.0538,
+        Class::AttnQ => 0.00915,
+        Class::AttnK => 0.01125,
+        Class::AttnV => 0.03855,
+        Class::AttnOutput => 0.05035,
+        Class::FfnGateUp => 0.18985,
+        Class::FfnDown => 0.13155,
     }
 }
 
@@ -442,25 +413,25 @@ impl Plan {
                 type_name(ty)
             ));
         }
-        let mut by_class: Vec<(Class, GgmlType, u64, usize, f64)> = Vec::new();
-        for (u, &c) in self.units.iter().zip(&self.chosen) {
-            let (ty, b, e) = u.choices[c];
-            match by_class.iter_mut().find(|k| k.0 == u.class && k.1 == ty) {
-                Some(k) => {
-                    k.2 += b;
-                    k.3 += 1;
-                    k.4 += e;
+        // Per class and type, in the order of Class::ALL and of the types.
+        for class in Class::ALL {
+            for ty in NAMED_TYPES {
+                let (mut b, mut n, mut e) = (0u64, 0usize, 0f64);
+                for (u, &c) in self.units.iter().zip(&self.chosen) {
+                    if u.class == class && u.choices[c].0 == ty {
+                        b += u.choices[c].1;
+                        n += 1;
+                        e += u.choices[c].2;
+                    }
                 }
-                None => by_class.push((u.class, ty, b, 1, e)),
+                if n > 0 {
+                    v.push(format!(
+                        "[fit] class {:<12} {:<6} {n:>3} matrices {b:>12} bytes, error sum {e:.4e}",
+                        class.name(),
+                        type_name(ty),
+                    ));
+                }
             }
-        }
-        by_class.sort_by_key(|k| (k.0.name(), k.1.id()));
-        for (class, ty, b, n, e) in by_class {
-            v.push(format!(
-                "[fit] class {:<12} {:<5} {n:>3} matrices {b:>12} bytes, error sum {e:.4e}",
-                class.name(),
-                type_name(ty),
-            ));
         }
         v.push(format!(
             "[fit] planned matrices: {} bytes, {:.3} bits per weight, weighted error sum {:.4e}",
@@ -482,6 +453,7 @@ pub fn plan(
     budget: Option<u64>,
     pins: &[(Class, GgmlType)],
     allowed: &[GgmlType],
+    pool: &Pool,
 ) -> Result<Plan> {
     let mut units = units(cfg);
     for u in &mut units {
@@ -500,40 +472,18 @@ pub fn plan(
             }
         }
     }
-    // Measure, split over the cores (each matrix's rows are read and
+    // Measure, split over the pool (each matrix's rows are read and
     // quantized independently).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let next = Mutex::new(0usize);
     let failed: Mutex<Option<String>> = Mutex::new(None);
-    let slots: Vec<Mutex<Unit>> = units.into_iter().map(Mutex::new).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = {
-                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                    *n += 1;
-                    *n - 1
-                };
-                let Some(slot) = slots.get(i) else { break };
-                let mut u = slot.lock().unwrap_or_else(|e| e.into_inner());
-                if let Err(e) = measure(&mut u, src, imp.map(|m| m as &dyn Importance), allowed) {
-                    let name = src.tensor_name(u.parts[0], u.layer, 0);
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(format!("{name}: {e}"));
-                    break;
-                }
-            });
+    pool.for_each_mut(&mut units, &|_, u: &mut Unit| {
+        if let Err(e) = measure(u, src, imp.map(|m| m as &dyn Importance), allowed) {
+            let name = src.tensor_name(u.parts[0], u.layer, 0);
+            *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{name}: {e}"));
         }
     });
     if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e.into());
     }
-    let mut units: Vec<Unit> = slots
-        .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
     // A pinned matrix keeps one choice.
     for u in &mut units {
         if let Some(t) = u.pinned {
@@ -629,7 +579,7 @@ pub fn matrix_budget(budget: Budget, cfg: &Config, other: u64) -> Result<u64> {
             if !(bpw > 0.0 && bpw <= 32.0) {
                 return Err(format!("--bpw {bpw}: between 0 and 32").into());
             }
-            (weights as f64 * bpw / 8.0) as u64
+            (weights as f64 * bpw as f64 / 8.0) as u64
         }
     })
 }
@@ -645,6 +595,7 @@ pub struct FitSource<'a> {
     inner: &'a (dyn NamedSource + Sync),
     plan: &'a Plan,
     imp: Option<&'a (dyn Importance + Sync)>,
+    pool: &'a Pool,
     cache: Mutex<Vec<Quantized>>,
 }
 
@@ -661,11 +612,13 @@ impl<'a> FitSource<'a> {
         inner: &'a (dyn NamedSource + Sync),
         plan: &'a Plan,
         imp: Option<&'a (dyn Importance + Sync)>,
+        pool: &'a Pool,
     ) -> Self {
         FitSource {
             inner,
             plan,
             imp,
+            pool,
             cache: Mutex::new(Vec::new()),
         }
     }
@@ -681,44 +634,35 @@ impl<'a> FitSource<'a> {
         let row_bytes = u.cols / ty.block_size() * ty.type_size();
         let n = u.experts * u.rows;
         let mut bytes = vec![0u8; n * row_bytes];
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8);
-        let per = n.div_ceil(threads).max(1);
-        let results: Vec<std::result::Result<(), Error>> = std::thread::scope(|s| {
-            let handles: Vec<_> = bytes
-                .chunks_mut(per * row_bytes)
-                .enumerate()
-                .map(|(c, chunk)| {
-                    s.spawn(move || -> std::result::Result<(), Error> {
-                        let mut x = vec![0f32; u.cols];
-                        for (i, out) in chunk.chunks_exact_mut(row_bytes).enumerate() {
-                            let k = c * per + i;
-                            let (expert, row) = (k / u.rows, k % u.rows);
-                            self.inner.read_rows(part, layer, expert, row, &mut x)?;
-                            let w = self.imp.and_then(|m| m.columns(part, layer, expert));
-                            quantize_row(ty, &x, w, out).map_err(|_| Error::Unsupported {
-                                what: "quantizing a row for --fit",
-                                value: row as u64,
-                            })?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or(Err(Error::Unsupported {
-                        what: "a quantizing thread that panicked",
-                        value: 0,
-                    }))
-                })
-                .collect()
+        // Runs of rows, more than the threads (rows differ in cost).
+        const RUN: usize = 64;
+        let mut runs: Vec<(usize, &mut [u8])> =
+            bytes.chunks_mut(RUN * row_bytes).enumerate().collect();
+        let failed: Mutex<Option<Error>> = Mutex::new(None);
+        self.pool.for_each_mut(&mut runs, &|_, (c, run)| {
+            let mut x = vec![0f32; u.cols];
+            for (i, out) in run.chunks_exact_mut(row_bytes).enumerate() {
+                let k = *c * RUN + i;
+                let (expert, row) = (k / u.rows, k % u.rows);
+                let w = self.imp.and_then(|m| m.columns(part, layer, expert));
+                let done = self
+                    .inner
+                    .read_rows(part, layer, expert, row, &mut x)
+                    .and_then(|()| {
+                        quantize_row(ty, &x, w, out).map_err(|_| Error::Unsupported {
+                            what: "quantizing a row for --fit",
+                            value: row as u64,
+                        })
+                    });
+                if let Err(e) = done {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                    return;
+                }
+            }
         });
-        results
-            .into_iter()
-            .collect::<std::result::Result<(), Error>>()?;
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
         Ok(Quantized {
             key: Unit::key(part, layer),
             rows: u.rows,
@@ -810,17 +754,6 @@ impl NamedSource for FitSource<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("800MB"), Ok(800_000_000));
-        assert_eq!(parse_size("11.5GiB"), Ok(12_348_030_976));
-        assert_eq!(parse_size("12gib"), Ok(12 * (1 << 30)));
-        assert_eq!(parse_size("1234"), Ok(1234));
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("").is_err());
-        assert!(parse_size("0").is_err());
-    }
 
     #[test]
     fn pins_parse() {

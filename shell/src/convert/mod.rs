@@ -98,8 +98,8 @@ pub struct ConvertArgs {
     keep_q8: Option<String>,
     max_seq: Option<u32>,
     text_only: bool,
-    fit: Option<String>,
-    bpw: Option<f64>,
+    fit: Option<u64>,
+    bpw: Option<f32>,
     tensor_type: Option<String>,
     fit_types: Option<String>,
 }
@@ -155,13 +155,14 @@ impl CommandArgs for ConvertArgs {
                     "fit",
                     "SIZE",
                     "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, iq4_xs, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
-                ),
+                )
+                .value_parser(crate::cli::byte_size()),
                 value(
                     "bpw",
                     "BITS",
                     "As --fit, the budget given as bits per weight of the planned matrices (the embedding and the output head included).",
                 )
-                .value_parser(value_parser!(f64)),
+                .value_parser(crate::cli::float32()),
                 value(
                     "tensor-type",
                     "CLASS=TYPE,...",
@@ -629,13 +630,11 @@ const GGML_WITH_IMATRIX: &str =
 
 /// `--fit`, `--bpw` and `--tensor-type`, checked: `None` when none is given.
 fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
-    let budget = match (&a.fit, a.bpw) {
+    let budget = match (a.fit, a.bpw) {
         (Some(_), Some(_)) => {
             return Err("--fit and --bpw both give the budget: one of them".into())
         }
-        (Some(s), None) => Some(fit::Budget::Bytes(
-            fit::parse_size(s).map_err(|e| format!("--fit {e}"))?,
-        )),
+        (Some(b), None) => Some(fit::Budget::Bytes(b)),
         (None, Some(b)) => Some(fit::Budget::BitsPerWeight(b)),
         (None, None) => None,
     };
@@ -859,7 +858,7 @@ fn write(
         }
         m.check(cfg).context("--imatrix")?;
     }
-    let (plan, fitted);
+    let (plan, fitted, pool);
     let src: &dyn NamedSource = match a.quant.fit {
         None => src,
         Some(f) => {
@@ -874,6 +873,7 @@ fn write(
                     fit::SAMPLE_ROWS
                 );
             }
+            pool = crate::pool::Pool::new(crate::engine::default_threads());
             plan = fit::plan(
                 cfg,
                 src,
@@ -881,6 +881,7 @@ fn write(
                 budget,
                 &f.pins,
                 &f.allowed,
+                &pool,
             )
             .with_context(|| a.src.display())?;
             if a.verbose {
@@ -897,6 +898,7 @@ fn write(
                 src,
                 &plan,
                 a.quant.imatrix.map(|m| m as &(dyn Importance + Sync)),
+                &pool,
             );
             &fitted
         }

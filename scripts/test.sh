@@ -109,6 +109,16 @@ for src in tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/fixtures/de
         echo "identical: $src --wmode $mode: sha256 $a..."
     done
 done
+# --bpw: Kestrel's own quantizers and the plan (k-quants and IQ4_XS on the
+# k-quant model, Q4_0/Q8_0 on the MoE model's narrow rows).
+for src in tests/fixtures/dev_qwen2_kquant/gguf/model-kquant-mix.gguf tests/fixtures/dev_qwen3_moe/gguf/model-f32.gguf; do
+    cargo run -q --locked -p kestrel -- convert "$src" -o "$tmp/x86.vqf" --bpw 4.5 2>/dev/null
+    KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+        convert "$src" -o "$tmp/arm.vqf" --bpw 4.5 2>/dev/null
+    a=$(sha256sum "$tmp/x86.vqf" | cut -c1-16); b=$(sha256sum "$tmp/arm.vqf" | cut -c1-16)
+    if [ "$a" != "$b" ]; then echo "DIFFER: $src --bpw 4.5: x86_64 $a, aarch64 $b"; exit 1; fi
+    echo "identical: $src --bpw 4.5: sha256 $a..."
+done
 rm -rf "$tmp"
 
 step "fuzzing: every parser target for a short run (docs/reliability.md)"

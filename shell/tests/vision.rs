@@ -268,4 +268,7 @@ fn chat_takes_images_as_run_does() {
     assert!(!ok && err.contains("no vision tower"), "{err}");
     let (_, err, ok) = chat(&text_model, &[], "/image x.png\n/exit\n");
     assert!(ok && err.contains("/image needs a Qwen3-VL file"), "{err}");
+    if let Some(dir) = text_model.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

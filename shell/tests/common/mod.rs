@@ -31,7 +31,25 @@ pub fn fixture(rel: &str) -> std::path::PathBuf {
 /// `OnceLock`).
 #[allow(dead_code)]
 pub fn convert_f32(rel: &str, name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kestrel-{name}-{}", std::process::id()));
+    // Under the build's own temp folder, not the system's: these files
+    // serve a whole test binary (statics are never dropped), so a folder
+    // left by an earlier run whose process is gone is removed here.
+    let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let prefix = format!("kestrel-{name}-");
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = root.join(format!("{prefix}{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("{name}.vqf"));
     let st = kestrel()

@@ -185,9 +185,7 @@ fn fit_affine(x: &[f32], w: &[f32], nmax: i32) -> (f32, f32) {
 
 /// Group fit without an offset: `x ~ s * l`, `l` in `lo..=hi` (`lo < 0 <
 /// hi`), `s` of either sign (the value of largest magnitude may take the
-/// longer side). Returns `s`. A candidate's least-squares error is `sum w
-/// x^2 - (sum w l x)^2 / sum w l^2`: the best candidate has the largest
-/// `(sum w l x)^2 / sum w l^2`.
+/// longer side). Returns `s` ([`best_scale`]).
 fn fit_symmetric(x: &[f32], w: &[f32], lo: i32, hi: i32) -> f32 {
     let mut amax = 0.0f32;
     for &v in x {
@@ -198,23 +196,38 @@ fn fit_symmetric(x: &[f32], w: &[f32], lo: i32, hi: i32) -> f32 {
     if amax == 0.0 {
         return 0.0;
     }
+    let candidates = [(-lo, -1.0f32), (hi, 1.0)]
+        .into_iter()
+        .flat_map(|(side, sign)| {
+            (-STEPS..=STEPS).map(move |k| sign * (side as f32 + k as f32 / 10.0) / amax)
+        });
+    best_scale(x, w, candidates, |v| level(v, lo, hi) as f32)
+}
+
+/// The least-squares scale of the best of `candidates` (inverse scales):
+/// each maps `x` to levels (`value` gives a scaled value's level), the
+/// scale is refitted, and its error is `sum w x^2 - (sum w v x)^2 / sum w
+/// v^2`: the best candidate has the largest `(sum w v x)^2 / sum w v^2`.
+fn best_scale(
+    x: &[f32],
+    w: &[f32],
+    candidates: impl Iterator<Item = f32>,
+    value: impl Fn(f32) -> f32,
+) -> f32 {
     let mut best = (0.0f32, 0.0f32);
-    for (side, sign) in [(-lo, -1.0f32), (hi, 1.0)] {
-        for k in -STEPS..=STEPS {
-            let iscale = sign * (side as f32 + k as f32 / 10.0) / amax;
-            let (mut swll, mut swlx) = (0.0f32, 0.0f32);
-            for i in 0..x.len() {
-                let lf = level(iscale * x[i], lo, hi) as f32;
-                swll += w[i] * lf * lf;
-                swlx += w[i] * lf * x[i];
-            }
-            if swll <= 0.0 {
-                continue;
-            }
-            let gain = swlx * swlx / swll;
-            if gain > best.1 {
-                best = (swlx / swll, gain);
-            }
+    for iscale in candidates {
+        let (mut svv, mut svx) = (0.0f32, 0.0f32);
+        for i in 0..x.len() {
+            let v = value(iscale * x[i]);
+            svv += w[i] * v * v;
+            svx += w[i] * v * x[i];
+        }
+        if svv <= 0.0 {
+            continue;
+        }
+        let gain = svx * svx / svv;
+        if gain > best.1 {
+            best = (svx / svv, gain);
         }
     }
     best.0
@@ -411,7 +424,7 @@ fn nearest_level(v: f32) -> usize {
 
 /// IQ4_XS group fit: `x ~ s * IQ4_NL_VALUES[q]`, the least weighted
 /// squared error over candidate scales (the value of largest magnitude on
-/// either end of the levels, then refitted). Returns `s`.
+/// either end of the levels, then refitted). Returns `s` ([`best_scale`]).
 fn fit_iq4(x: &[f32], w: &[f32]) -> f32 {
     let mut amax = 0.0f32;
     for &v in x {
@@ -422,26 +435,13 @@ fn fit_iq4(x: &[f32], w: &[f32]) -> f32 {
     if amax == 0.0 {
         return 0.0;
     }
-    let mut best = (0.0f32, 0.0f32);
-    for end in [IQ4_NL_VALUES[0], IQ4_NL_VALUES[15]] {
-        for k in -STEPS..=STEPS {
-            let iscale = (end as f32 + k as f32 * end.signum() as f32 * 4.0) / amax;
-            let (mut svv, mut svx) = (0.0f32, 0.0f32);
-            for i in 0..x.len() {
-                let v = IQ4_NL_VALUES[nearest_level(iscale * x[i])] as f32;
-                svv += w[i] * v * v;
-                svx += w[i] * v * x[i];
-            }
-            if svv <= 0.0 {
-                continue;
-            }
-            let gain = svx * svx / svv;
-            if gain > best.1 {
-                best = (svx / svv, gain);
-            }
-        }
-    }
-    best.0
+    let candidates = [IQ4_NL_VALUES[0], IQ4_NL_VALUES[15]]
+        .into_iter()
+        .flat_map(|end| {
+            (-STEPS..=STEPS)
+                .map(move |k| (end as f32 + k as f32 * end.signum() as f32 * 4.0) / amax)
+        });
+    best_scale(x, w, candidates, |v| IQ4_NL_VALUES[nearest_level(v)] as f32)
 }
 
 /// IQ4_XS: `d, scales_h: u16, scales_l[4], qs[128]` (see

@@ -183,16 +183,22 @@ fn fit_affine(x: &[f32], w: &[f32], nmax: i32) -> (f32, f32) {
     best
 }
 
-/// Group fit without an offset: `x ~ s * l`, `l` in `lo..=hi` (`lo < 0 <
-/// hi`), `s` of either sign (the value of largest magnitude may take the
-/// longer side). Returns `s` ([`best_scale`]).
-fn fit_symmetric(x: &[f32], w: &[f32], lo: i32, hi: i32) -> f32 {
+/// The value of largest magnitude, with its sign (the first of equals).
+fn signed_max(x: &[f32]) -> f32 {
     let mut amax = 0.0f32;
     for &v in x {
         if v.abs() > amax.abs() {
             amax = v;
         }
     }
+    amax
+}
+
+/// Group fit without an offset: `x ~ s * l`, `l` in `lo..=hi` (`lo < 0 <
+/// hi`), `s` of either sign (the value of largest magnitude may take the
+/// longer side). Returns `s` ([`best_scale`]).
+fn fit_symmetric(x: &[f32], w: &[f32], lo: i32, hi: i32) -> f32 {
+    let amax = signed_max(x);
     if amax == 0.0 {
         return 0.0;
     }
@@ -237,12 +243,7 @@ fn best_scale(
 /// `lo..=hi` with `s = step * q`: the scale of largest magnitude takes the
 /// longer side (the step takes its sign). Returns the f16 bits and their value.
 fn super_step(s: &[f32], lo: i32, hi: i32) -> (u16, f32) {
-    let mut amax = 0.0f32;
-    for &v in s {
-        if v.abs() > amax.abs() {
-            amax = v;
-        }
-    }
+    let amax = signed_max(s);
     let side = if -lo > hi { lo } else { hi };
     let bits = if amax == 0.0 {
         0
@@ -426,12 +427,7 @@ fn nearest_level(v: f32) -> usize {
 /// squared error over candidate scales (the value of largest magnitude on
 /// either end of the levels, then refitted). Returns `s` ([`best_scale`]).
 fn fit_iq4(x: &[f32], w: &[f32]) -> f32 {
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax.abs() {
-            amax = v;
-        }
-    }
+    let amax = signed_max(x);
     if amax == 0.0 {
         return 0.0;
     }

@@ -701,10 +701,11 @@ impl TensorSource for FitSource<'_> {
             what: "stored blocks of a matrix --fit did not plan",
             value: 0,
         };
-        let ty = self.plan.type_of(part, layer).ok_or(unplanned)?;
         let key = Unit::key(part, layer);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        // The plan is searched once per matrix, not once per block read.
         if !cache.iter().any(|q| q.key == key) {
+            let ty = self.plan.type_of(part, layer).ok_or(unplanned)?;
             let u = self
                 .plan
                 .units

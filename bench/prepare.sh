@@ -98,16 +98,18 @@ for t in $types; do
 done
 # source@TYPE, exact@TYPE: llama.cpp's TYPE file converted with --wmode
 # source or exact (its own blocks decode). fit@TYPE: Kestrel's own file of
-# the F32 GGUF with `--fit` the size of llama.cpp's TYPE file (and its
-# imatrix where llama.cpp's file used one: IQ3_XXS).
+# the F32 GGUF with `--fit` the size of llama.cpp's TYPE file, reading at
+# most the bytes per decoded token llama.cpp reads from it (`--fit-decode`,
+# bench/gguf_decode_bytes.py), with its imatrix where llama.cpp's file used
+# one: IQ3_XXS.
 for mode in "${later[@]}"; do
     typed=".cache/llamacpp/models/$model-${mode#*@}.gguf"
     case "$mode" in
     fit@*)
         out=".cache/vqf/$model-$mode.vqf"
         if [ ! -f "$out" ] || ! "$kestrel" verify "$out" >/dev/null 2>&1; then
-            extra=()
-            [ "${mode#*@}" = IQ3_XXS ] && extra=(--imatrix ".cache/imatrix/$model-llama.imatrix")
+            extra=(--fit-decode "$(python3 bench/gguf_decode_bytes.py "$typed")")
+            [ "${mode#*@}" = IQ3_XXS ] && extra+=(--imatrix ".cache/imatrix/$model-llama.imatrix")
             log "kestrel convert $(basename "$f32") --fit $(stat -c %s "$typed") ${extra[*]}"
             "$kestrel" convert "$f32" -o "$out" --fit "$(stat -c %s "$typed")" "${extra[@]}" >&2
         fi

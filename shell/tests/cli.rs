@@ -926,6 +926,160 @@ fn fit_writes_at_most_the_size_asked_and_spends_it_on_error() {
     assert!(!dir.join("no.vqf").exists());
 }
 
+/// `--fit-decode`: the plan reads at most the bytes asked per decoded
+/// token and still fits the file's budget; `--dry-run` prints the plan and
+/// the memory and writes nothing, from a GGUF or from a config.json alone
+/// (Gaussian rows); a MoE's experts count at their routed share.
+#[test]
+fn fit_bounds_decode_bytes_and_plans_dry() {
+    let dir = temp("fit-decode");
+    let src = fixture("dev_qwen2_kquant/gguf/model-kquant-mix.gguf");
+    let dry = |src: &Path, args: &[&str]| -> (bool, String) {
+        let st = kestrel()
+            .arg("convert")
+            .arg(src)
+            .arg("--dry-run")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let out =
+            String::from_utf8_lossy(&st.stdout).to_string() + &String::from_utf8_lossy(&st.stderr);
+        (st.status.success(), out)
+    };
+    // "[fit] planned matrices: B bytes, X bits per weight, R bytes read
+    // per decoded token, weighted error sum E"
+    let planned = |log: &str| -> (u64, u64, f64) {
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("[fit] planned matrices:"))
+            .unwrap_or_else(|| panic!("no plan: {log}"));
+        let field = |i: usize| line.split(", ").nth(i).unwrap().split(' ');
+        let bytes = line
+            .trim_start_matches("[fit] planned matrices: ")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let read = field(2).next().unwrap().parse().unwrap();
+        let error = field(3).next_back().unwrap().parse().unwrap();
+        (bytes, read, error)
+    };
+    let (ok, log) = dry(&src, &["--bpw", "4"]);
+    assert!(ok, "{log}");
+    assert!(log.contains("[fit] memory at --ctx 512"), "{log}");
+    assert!(log.contains("--dry-run: nothing written"), "{log}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let (bytes, read, error) = planned(&log);
+    // The embedding is read one row per token: the unbounded plan reads
+    // less than its file, and a bound below that moves bytes into the
+    // embedding, for more error.
+    assert!(read < bytes, "{log}");
+    let bound = read * 9 / 10;
+    let (ok, log) = dry(&src, &["--bpw", "4", "--fit-decode", &bound.to_string()]);
+    assert!(ok, "{log}");
+    let (bytes2, read2, error2) = planned(&log);
+    assert!(read2 <= bound, "{read2} > {bound}: {log}");
+    assert!(bytes2 <= bytes, "{bytes2} > {bytes}");
+    assert!(error2 >= error, "{error2} < {error}");
+    // A bound below the smallest types is refused by name.
+    let (ok, log) = dry(&src, &["--bpw", "4", "--fit-decode", "1000"]);
+    assert!(
+        !ok && log.contains("--fit-decode: a decoded token reads at least"),
+        "{log}"
+    );
+    let (ok, log) = dry(&src, &["--fit-decode", "1MB"]);
+    assert!(
+        !ok && log.contains("--fit-decode applies with --fit or --bpw"),
+        "{log}"
+    );
+    let (ok, log) = dry(&src, &[]);
+    assert!(
+        !ok && log.contains("--dry-run applies with --fit or --bpw"),
+        "{log}"
+    );
+    // A config.json alone: a MoE plan from the shapes; a token reads the
+    // routed experts' share of the experts' bytes.
+    let config = fixture("dev_qwen3_moe/hf/config.json");
+    let (ok, log) = dry(&config, &["--bpw", "5"]);
+    assert!(ok, "{log}");
+    let (bytes, read, _) = planned(&log);
+    // What a token reads: one row of the 544-row embedding, 2 of the 6
+    // experts' rows, every other planned matrix whole.
+    let of = |what: &str| -> u64 {
+        log.lines()
+            .filter(|l| l.starts_with("[fit] ") && l.contains(what))
+            .map(|l| {
+                let after_type = l.split(" x6 ").last().unwrap();
+                let mut f = after_type.split_whitespace();
+                if !l.contains(" x6 ") {
+                    f.next(); // "[fit]"
+                    f.next(); // the name
+                }
+                f.nth(1).unwrap().parse::<u64>().unwrap()
+            })
+            .sum()
+    };
+    let (embedding, experts) = (of("token_embd.weight"), of("_exps.weight"));
+    assert!(embedding > 0 && experts > 0, "{log}");
+    let expected = (bytes - embedding - experts) as f64
+        + embedding as f64 / 544.0
+        + experts as f64 * 2.0 / 6.0;
+    assert!(
+        (read as f64 - expected).abs() <= 2.0,
+        "{read} against {expected}: {log}"
+    );
+    assert!(log.contains("[fit] memory at --ctx 4096"), "{log}");
+    // The same plan again: the Gaussian rows are reproducible.
+    let (_, again) = dry(&config, &["--bpw", "5"]);
+    assert_eq!(planned(&again), planned(&log));
+    // Without --dry-run a config.json is refused: it holds no weights.
+    let st = kestrel()
+        .arg("convert")
+        .arg(&config)
+        .arg("-o")
+        .arg(dir.join("no.vqf"))
+        .args(["--bpw", "5"])
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    assert!(String::from_utf8_lossy(&st.stderr).contains("holds no weights"));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--fit` of a model whose head is its embedding: one planned matrix for
+/// both, read whole every token, and the file runs.
+#[test]
+fn fit_plans_a_tied_embedding_once() {
+    let dir = temp("fit-tied");
+    let src = fixture("dev_qwen3_dense_tied/gguf/model-f32.gguf");
+    let out = dir.join("t.vqf");
+    let st = kestrel()
+        .args(["convert", src.to_str().unwrap(), "-o"])
+        .arg(&out)
+        .args(["--bpw", "6"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&st.stderr).to_string();
+    assert!(st.status.success(), "{log}");
+    assert!(log.contains("[fit] class token_embd"), "{log}");
+    assert!(!log.contains("[fit] class output"), "{log}");
+    let st = kestrel()
+        .arg("run")
+        .arg(&out)
+        .args(["-p", "hi", "-n", "4", "--temp", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--fit` on a MoE model whose rows are not a multiple of 256 (Q4_0 and
 /// Q8_0 only): every expert of a layer takes one type, and the file runs.
 #[test]

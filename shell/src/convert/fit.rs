@@ -203,6 +203,10 @@ pub struct Unit {
     /// (type, bytes, relative error) per candidate, fewest bytes first.
     choices: Vec<(GgmlType, u64, f64)>,
     pinned: Option<GgmlType>,
+    /// The fraction of its bytes a decoded token reads: one row of the
+    /// embedding (all of it when it is the head too), the routed experts'
+    /// share of a MoE layer's, all of any other matrix.
+    read: f64,
 }
 
 impl Unit {
@@ -213,6 +217,11 @@ impl Unit {
     fn bytes(&self, ty: GgmlType) -> u64 {
         let per_row = self.cols / ty.block_size() * ty.type_size();
         (self.parts.len() * self.experts * self.rows * per_row) as u64
+    }
+
+    /// The bytes of choice `c` a decoded token reads.
+    fn read_bytes(&self, c: usize) -> f64 {
+        self.choices[c].1 as f64 * self.read
     }
 
     /// The layer key: the embedding and the head have none.
@@ -248,7 +257,7 @@ fn units(cfg: &Config) -> Vec<Unit> {
     let (h, vocab) = (cfg.hidden_size as usize, cfg.vocab_size as usize);
     let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.ffn_size as usize);
     let mut v = Vec::new();
-    let mut add = |parts: &[Part], layer: u16, experts: usize, rows: usize, cols: usize| {
+    let mut add = |parts: &[Part], layer: u16, experts: usize, rows: usize, cols: usize, read| {
         v.push(Unit {
             parts: parts.to_vec(),
             layer,
@@ -258,24 +267,30 @@ fn units(cfg: &Config) -> Vec<Unit> {
             class: Class::of(parts[0]).unwrap_or(Class::FfnDown),
             choices: Vec::new(),
             pinned: None,
+            read,
         })
     };
-    add(&[Part::Embed], 0, 1, vocab, h);
-    add(&[Part::LmHead], 0, 1, vocab, h);
+    if cfg.tied_embeddings {
+        add(&[Part::Embed], 0, 1, vocab, h, 1.0);
+    } else {
+        add(&[Part::Embed], 0, 1, vocab, h, 1.0 / vocab.max(1) as f64);
+        add(&[Part::LmHead], 0, 1, vocab, h, 1.0);
+    }
     for l in 0..cfg.num_layers as u16 {
-        add(&[Part::Q], l, 1, q, h);
-        add(&[Part::K], l, 1, kv, h);
-        add(&[Part::V], l, 1, kv, h);
-        add(&[Part::O], l, 1, h, q);
+        add(&[Part::Q], l, 1, q, h, 1.0);
+        add(&[Part::K], l, 1, kv, h, 1.0);
+        add(&[Part::V], l, 1, kv, h, 1.0);
+        add(&[Part::O], l, 1, h, q, 1.0);
         match &cfg.moe {
             Some(m) if cfg.is_moe_layer(l as usize) => {
                 let (n, f) = (m.num_experts as usize, m.moe_ffn_size as usize);
-                add(&[Part::ExpGate, Part::ExpUp], l, n, f, h);
-                add(&[Part::ExpDown], l, n, h, f);
+                let routed = (m.experts_per_token as f64 / n.max(1) as f64).min(1.0);
+                add(&[Part::ExpGate, Part::ExpUp], l, n, f, h, routed);
+                add(&[Part::ExpDown], l, n, h, f, routed);
             }
             _ => {
-                add(&[Part::Gate, Part::Up], l, 1, ffn, h);
-                add(&[Part::Down], l, 1, h, ffn);
+                add(&[Part::Gate, Part::Up], l, 1, ffn, h, 1.0);
+                add(&[Part::Down], l, 1, h, ffn, 1.0);
             }
         }
     }
@@ -382,6 +397,15 @@ impl Plan {
         self.units.iter().map(Unit::weights).sum()
     }
 
+    /// The bytes of the planned matrices a decoded token reads.
+    pub fn read_bytes(&self) -> f64 {
+        self.units
+            .iter()
+            .zip(&self.chosen)
+            .map(|(u, &c)| u.read_bytes(c))
+            .sum()
+    }
+
     /// The type of `part` of `layer`, if planned.
     pub fn type_of(&self, part: Part, layer: u16) -> Option<GgmlType> {
         let key = Unit::key(part, layer);
@@ -434,23 +458,32 @@ impl Plan {
             }
         }
         v.push(format!(
-            "[fit] planned matrices: {} bytes, {:.3} bits per weight, weighted error sum {:.4e}",
+            "[fit] planned matrices: {} bytes, {:.3} bits per weight, {:.0} bytes read per decoded token, weighted error sum {:.4e}",
             self.bytes(),
             self.bytes() as f64 * 8.0 / self.weights() as f64,
+            self.read_bytes(),
             self.cost()
         ));
         v
     }
 }
 
-/// Measures every matrix of `cfg` in `src` and chooses its type: within
-/// `budget` bytes for the planned matrices (`None`: every unpinned matrix
-/// in Q8_0), `pins` fixing classes.
+/// The bytes the planned matrices may take.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// In the file (`None`: every unpinned matrix in Q8_0).
+    pub file: Option<u64>,
+    /// Read per decoded token (`--fit-decode`).
+    pub decode: Option<u64>,
+}
+
+/// Measures every matrix of `cfg` in `src` and chooses its type within
+/// `limits`, `pins` fixing classes.
 pub fn plan(
     cfg: &Config,
     src: &(dyn NamedSource + Sync),
     imp: Option<&(dyn Importance + Sync)>,
-    budget: Option<u64>,
+    limits: Limits,
     pins: &[(Class, GgmlType)],
     allowed: &[GgmlType],
     pool: &Pool,
@@ -501,7 +534,8 @@ pub fn plan(
             .position(|c| c.0 == GgmlType::Q8_0)
             .unwrap_or(0)
     };
-    let Some(budget) = budget else {
+    let decode_budget = limits.decode;
+    let Some(budget) = limits.file else {
         let chosen = units.iter().map(q8).collect();
         return Ok(Plan { units, chosen });
     };
@@ -512,45 +546,102 @@ pub fn plan(
         )
         .into());
     }
-    // Each matrix's choice at byte price `lambda`.
-    let pick = |u: &Unit, lambda: f64| -> usize {
+    let least_read: f64 = units.iter().map(|u| u.read_bytes(0)).sum();
+    if let Some(d) = decode_budget.filter(|&d| least_read > d as f64) {
+        return Err(format!(
+            "--fit-decode: a decoded token reads at least {least_read:.0} bytes of the planned matrices in their smallest types, more than {d}"
+        )
+        .into());
+    }
+    let chosen = choose(&units, budget, decode_budget);
+    Ok(Plan { units, chosen })
+}
+
+/// The choice of every unit with the least weighted error within `budget`
+/// bytes and, if given, `decode_budget` bytes read per decoded token; the
+/// smallest choices must fit both.
+///
+/// Each unit's choice at prices `lambda` per byte of the file and `mu` per
+/// byte read per token is the one of least `error + lambda * bytes + mu *
+/// read bytes`; the least `mu` whose plan meets the decode budget (with
+/// its least fitting `lambda`) is found by bisection, then the bytes left
+/// buy the upgrades that remove the most error per byte.
+fn choose(units: &[Unit], budget: u64, decode_budget: Option<u64>) -> Vec<usize> {
+    let pick = |u: &Unit, lambda: f64, mu: f64| -> usize {
         let w = class_weight(u.class);
         let mut best = (0, f64::MAX);
         for (i, &(_, b, e)) in u.choices.iter().enumerate() {
-            let c = w * e + lambda * b as f64;
+            let c = w * e + lambda * b as f64 + mu * u.read_bytes(i);
             if c < best.1 {
                 best = (i, c);
             }
         }
         best.0
     };
-    let total = |lambda: f64| -> u64 { units.iter().map(|u| u.choices[pick(u, lambda)].1).sum() };
-    // The smallest price whose plan fits: bisection on a log scale.
-    let (mut lo, mut hi) = (1e-30f64, 1.0f64);
-    while total(hi) > budget {
-        hi *= 16.0;
-    }
-    for _ in 0..100 {
-        let mid = (lo * hi).sqrt();
-        if total(mid) > budget {
-            lo = mid;
-        } else {
-            hi = mid;
+    let file = |lambda: f64, mu: f64| -> u64 {
+        units.iter().map(|u| u.choices[pick(u, lambda, mu)].1).sum()
+    };
+    let read = |lambda: f64, mu: f64| -> f64 {
+        units
+            .iter()
+            .map(|u| u.read_bytes(pick(u, lambda, mu)))
+            .sum()
+    };
+    // The least price of a file byte at read price `mu` whose plan fits:
+    // bisection on a log scale.
+    let fitting_lambda = |mu: f64| -> f64 {
+        let (mut lo, mut hi) = (1e-30f64, 1.0f64);
+        while file(hi, mu) > budget {
+            hi *= 16.0;
         }
-    }
-    let mut chosen: Vec<usize> = units.iter().map(|u| pick(u, hi)).collect();
+        for _ in 0..100 {
+            let mid = (lo * hi).sqrt();
+            if file(mid, mu) > budget {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    };
+    let (lambda, mu) = match decode_budget {
+        Some(d) if read(fitting_lambda(0.0), 0.0) > d as f64 => {
+            let (mut lo, mut hi) = (1e-30f64, 1.0f64);
+            while read(fitting_lambda(hi), hi) > d as f64 {
+                hi *= 16.0;
+            }
+            for _ in 0..60 {
+                let mid = (lo * hi).sqrt();
+                if read(fitting_lambda(mid), mid) > d as f64 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            (fitting_lambda(hi), hi)
+        }
+        _ => (fitting_lambda(0.0), 0.0),
+    };
+    let mut chosen: Vec<usize> = units.iter().map(|u| pick(u, lambda, mu)).collect();
     // The bytes left buy the upgrades with the most error removed per byte.
     let mut used: u64 = units
         .iter()
         .zip(&chosen)
         .map(|(u, &c)| u.choices[c].1)
         .sum();
+    let mut reading: f64 = units
+        .iter()
+        .zip(&chosen)
+        .map(|(u, &c)| u.read_bytes(c))
+        .sum();
+    let read_limit = decode_budget.map_or(f64::INFINITY, |d| d as f64);
     loop {
         let mut best: Option<(usize, usize, f64)> = None;
         for (i, u) in units.iter().enumerate() {
             let (_, b0, e0) = u.choices[chosen[i]];
             for (j, &(_, b, e)) in u.choices.iter().enumerate().skip(chosen[i] + 1) {
-                if b <= b0 || used - b0 + b > budget {
+                let more_read = u.read_bytes(j) - u.read_bytes(chosen[i]);
+                if b <= b0 || used - b0 + b > budget || reading + more_read > read_limit {
                     continue;
                 }
                 let gain = class_weight(u.class) * (e0 - e) / (b - b0) as f64;
@@ -561,9 +652,10 @@ pub fn plan(
         }
         let Some((i, j, _)) = best else { break };
         used = used - units[i].choices[chosen[i]].1 + units[i].choices[j].1;
+        reading += units[i].read_bytes(j) - units[i].read_bytes(chosen[i]);
         chosen[i] = j;
     }
-    Ok(Plan { units, chosen })
+    chosen
 }
 
 /// The budget for the planned matrices: `--fit`'s bytes less the rest of
@@ -749,6 +841,82 @@ impl NamedSource for FitSource<'_> {
     }
     fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {
         self.inner.index_of(name)
+    }
+}
+
+/// A config's matrices without weights, for a plan from the shapes alone
+/// (`--dry-run` of a config.json): every value drawn from N(0, 1), as in a
+/// random-weight model, reproducibly (a hash of the matrix, the row and
+/// the column), so each type's measured error is its error on Gaussian
+/// rows of the matrix's width.
+pub struct GaussianSource {
+    cfg: Config,
+}
+
+impl GaussianSource {
+    pub fn new(cfg: Config) -> Self {
+        GaussianSource { cfg }
+    }
+}
+
+/// SplitMix64: a well-mixed 64-bit hash of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl TensorSource for GaussianSource {
+    fn read_rows(
+        &self,
+        part: Part,
+        layer: u16,
+        expert: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) -> std::result::Result<(), Error> {
+        let h = self.cfg.hidden_size as usize;
+        let cols = match part {
+            Part::O => self.cfg.q_dim(),
+            Part::Down => self.cfg.ffn_size as usize,
+            Part::ExpDown => self.cfg.moe.map_or(h, |m| m.moe_ffn_size as usize),
+            _ => h,
+        }
+        .max(1);
+        let matrix = mix(((part_code(part) as u64) << 48) ^ ((layer as u64) << 32) ^ expert as u64);
+        for (i, x) in out.iter_mut().enumerate() {
+            let (row, col) = (row0 + i / cols, i % cols);
+            let h = mix(matrix ^ mix(((row as u64) << 32) ^ col as u64));
+            // Box-Muller: two uniforms in (0, 1] from the hash's halves.
+            let u1 = ((h >> 32) as f64 + 1.0) / 4_294_967_296.0;
+            let u2 = (h & 0xffff_ffff) as f64 / 4_294_967_296.0;
+            *x = (libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2))
+                as f32;
+        }
+        Ok(())
+    }
+}
+
+impl NamedSource for GaussianSource {
+    fn tensor_name(&self, part: Part, layer: u16, _expert: usize) -> String {
+        crate::gguf_names::gguf_name(part, layer, self.cfg.tied_embeddings)
+    }
+
+    fn has(&self, _part: Part, _layer: u16, _expert: usize) -> bool {
+        false
+    }
+
+    fn shape(&self, _part: Part, _layer: u16, _expert: usize) -> Option<Vec<u64>> {
+        None
+    }
+
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn index_of(&self, _name: &str) -> Option<(u64, Option<u64>)> {
+        None
     }
 }
 

@@ -91,7 +91,7 @@ impl ValueEnum for QuantizerArg {
 
 pub struct ConvertArgs {
     src: PathBuf,
-    out: PathBuf,
+    out: Option<PathBuf>,
     wmode: Option<Mode>,
     quantizer: Option<QuantizerArg>,
     imatrix: Option<PathBuf>,
@@ -99,9 +99,11 @@ pub struct ConvertArgs {
     max_seq: Option<u32>,
     text_only: bool,
     fit: Option<u64>,
+    fit_decode: Option<u64>,
     bpw: Option<f32>,
     tensor_type: Option<String>,
     fit_types: Option<String>,
+    dry_run: bool,
 }
 
 impl CommandArgs for ConvertArgs {
@@ -116,7 +118,7 @@ impl CommandArgs for ConvertArgs {
                     .help("A Hugging Face model directory or a .gguf file."),
                 value("out", "PATH", "The VQF file to write.")
                     .short('o')
-                    .required(true)
+                    .required_unless_present("dry-run")
                     .value_parser(value_parser!(PathBuf)),
                 value(
                     "wmode",
@@ -158,6 +160,12 @@ impl CommandArgs for ConvertArgs {
                 )
                 .value_parser(crate::cli::byte_size()),
                 value(
+                    "fit-decode",
+                    "SIZE",
+                    "With --fit or --bpw: also bound the bytes of matrices a decoded token reads (every matrix but the embedding, of which one row, and of a MoE layer's experts the routed share), which set decode speed on a board: the plan then trades the embedding's bits and the experts' for the rest's.",
+                )
+                .value_parser(crate::cli::byte_size()),
+                value(
                     "bpw",
                     "BITS",
                     "As --fit, the budget given as bits per weight of the planned matrices (the embedding and the output head included).",
@@ -167,6 +175,10 @@ impl CommandArgs for ConvertArgs {
                     "tensor-type",
                     "CLASS=TYPE,...",
                     "With --fit or --bpw, or alone (every other matrix then in q8_0): fix the type of a class of matrices: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down; types q2_k, q3_k, iq4_xs, q4_0, q4_k, q5_k, q6_k, q8_0.",
+                ),
+                switch(
+                    "dry-run",
+                    "With --fit or --bpw: print the plan, the file's size and the memory it needs at a few context lengths, and write nothing. SRC may then be a config.json alone: each type's error is then measured on Gaussian rows of each matrix's shape (a random-weight model's), a plan from the shapes alone.",
                 ),
                 value(
                     "fit-types",
@@ -179,7 +191,7 @@ impl CommandArgs for ConvertArgs {
     fn from_matches(m: &ArgMatches) -> Self {
         ConvertArgs {
             src: get(m, "src"),
-            out: get(m, "out"),
+            out: opt(m, "out"),
             wmode: opt(m, "wmode"),
             quantizer: opt(m, "quantizer"),
             imatrix: opt(m, "imatrix"),
@@ -187,9 +199,11 @@ impl CommandArgs for ConvertArgs {
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
             fit: opt(m, "fit"),
+            fit_decode: opt(m, "fit-decode"),
             bpw: opt(m, "bpw"),
             tensor_type: opt(m, "tensor-type"),
             fit_types: opt(m, "fit-types"),
+            dry_run: m.get_flag("dry-run"),
         }
     }
 }
@@ -650,11 +664,19 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
         .map(fit::parse_types)
         .transpose()?
         .unwrap_or_default();
-    if budget.is_none() && a.tensor_type.is_none() {
+    if budget.is_none() {
         if a.fit_types.is_some() {
             return Err("--fit-types applies with --fit or --bpw".into());
         }
-        return Ok(None);
+        if a.fit_decode.is_some() {
+            return Err("--fit-decode applies with --fit or --bpw".into());
+        }
+        if a.dry_run {
+            return Err("--dry-run applies with --fit or --bpw".into());
+        }
+        if a.tensor_type.is_none() {
+            return Ok(None);
+        }
     }
     if let Some(m) = a.wmode.filter(|m| !matches!(m, Mode::Exact)) {
         let name = m
@@ -668,6 +690,8 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
     }
     Ok(Some(FitRequest {
         budget,
+        decode_budget: a.fit_decode,
+        dry_run: a.dry_run,
         pins,
         allowed,
     }))
@@ -677,6 +701,10 @@ fn fit_request(a: &ConvertArgs) -> Result<Option<FitRequest>> {
 #[derive(Clone, Debug)]
 pub struct FitRequest {
     pub budget: Option<fit::Budget>,
+    /// `--fit-decode`: the most bytes of matrices a decoded token reads.
+    pub decode_budget: Option<u64>,
+    /// `--dry-run`: plan, print, write nothing.
+    pub dry_run: bool,
     pub pins: Vec<(fit::Class, kestrel_core::gguf::GgmlType)>,
     pub allowed: Vec<kestrel_core::gguf::GgmlType>,
 }
@@ -706,10 +734,13 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         imatrix: imatrix.as_ref(),
         fit: fit.as_ref(),
     };
+    // -o is required but with --dry-run (clap checks), where nothing is
+    // written.
+    let out = a.out.as_deref().unwrap_or(Path::new(""));
     if fit.is_some() {
         return convert_model(
             &a.src,
-            &a.out,
+            out,
             WeightMode::Exact,
             q,
             a.max_seq,
@@ -719,7 +750,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
     }
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
-        return convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only);
+        return convert_model(&a.src, out, mode, q, a.max_seq, true, !a.text_only);
     };
     let mode = match wmode {
         Mode::Dual => WeightMode::Dual,
@@ -733,7 +764,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::Exact => WeightMode::Exact,
     };
 
-    convert_model(&a.src, &a.out, mode, q, a.max_seq, true, !a.text_only)
+    convert_model(&a.src, out, mode, q, a.max_seq, true, !a.text_only)
 }
 
 /// How Q4_0 blocks are made: the quantizer, and for the searching one
@@ -815,6 +846,25 @@ pub fn convert_model(
             t.pad_to(cfg.vocab_size as usize);
         }
         write(a, mode, &cfg, &src, tables.as_ref(), t0)
+    } else if a.src.extension().is_some_and(|x| x == "json") {
+        // A config.json alone: a plan from the shapes (--dry-run only).
+        if !a.quant.fit.is_some_and(|f| f.dry_run && f.budget.is_some()) {
+            return Err(format!(
+                "{}: a config.json holds no weights; only --fit or --bpw with --dry-run plans from it",
+                a.src.display()
+            )
+            .into());
+        }
+        let bytes = std::fs::read(a.src).with_context(|| a.src.display())?;
+        let cfg = hf::config_from_json(&bytes, None).with_context(|| a.src.display())?;
+        let src = fit::GaussianSource::new(cfg);
+        // The tokenizer beside it, if any, counts in the file's size.
+        let dir = a.src.parent().unwrap_or(Path::new("."));
+        let mut tables = hf::tokenizer(dir).unwrap_or(None);
+        if let Some(t) = tables.as_mut() {
+            t.pad_to(cfg.vocab_size as usize);
+        }
+        write(a, mode, &cfg, &src, tables.as_ref(), t0)
     } else {
         let map = Mapped::open(a.src)?;
         if !map.bytes().starts_with(b"GGUF") {
@@ -835,6 +885,41 @@ pub fn convert_model(
         }
         write(a, mode, &cfg, &src, tables.as_ref(), t0)
     }
+}
+
+/// `--dry-run`'s report: the file the plan would write and the memory it
+/// needs at a few context lengths (`kestrel inspect --memory`'s arena).
+fn dry_run_report(
+    cfg: &Config,
+    plan: &fit::Plan,
+    other: u64,
+    tokenizer: bool,
+    max_seq: u32,
+) -> Result<()> {
+    let file = plan.bytes() + other;
+    println!(
+        "[fit] the file would take about {file} bytes ({:.2} GiB): {} of matrices, about {other} of the rest{}",
+        file as f64 / (1u64 << 30) as f64,
+        plan.bytes(),
+        if tokenizer { "" } else { " (no tokenizer counted: none beside the config)" }
+    );
+    println!(
+        "[fit] a decoded token reads {:.1} MB of its matrices",
+        plan.read_bytes() / 1e6
+    );
+    let mut ctxs = vec![512usize, 4096, 32768];
+    ctxs.retain(|&c| c < max_seq as usize);
+    ctxs.push(max_seq as usize);
+    for ctx in ctxs {
+        let arena = crate::inspect::arena_bytes(cfg, ctx)?;
+        println!(
+            "[fit] memory at --ctx {ctx}: {:.2} GiB (the file, mapped, + {:.1} MiB of arena: f16 KV cache, activations, prefill batch 128)",
+            (file + arena) as f64 / (1u64 << 30) as f64,
+            arena as f64 / (1u64 << 20) as f64
+        );
+    }
+    println!("[fit] --dry-run: nothing written");
+    Ok(())
 }
 
 fn write(
@@ -878,12 +963,21 @@ fn write(
                 cfg,
                 src,
                 a.quant.imatrix.map(|m| m as &(dyn Importance + Sync)),
-                budget,
+                fit::Limits {
+                    file: budget,
+                    decode: f.decode_budget,
+                },
                 &f.pins,
                 &f.allowed,
                 &pool,
             )
             .with_context(|| a.src.display())?;
+            if f.dry_run {
+                for line in plan.lines(src) {
+                    println!("{line}");
+                }
+                return dry_run_report(cfg, &plan, other, tables.is_some(), max_seq);
+            }
             if a.verbose {
                 for line in plan.lines(src) {
                     eprintln!("{line}");

@@ -272,3 +272,202 @@ fn chat_takes_images_as_run_does() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// The fixture as llama.cpp's converter writes it (tests/fixtures/
+/// gen_vl_gguf.py): a `qwen3vl` text GGUF and an mmproj GGUF, converted
+/// with `--mmproj` (f32) into `name`, with `extra` options.
+fn convert_gguf(name: &str, extra: &[&str]) -> (std::process::Output, PathBuf) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kestrel-vl-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let st = kestrel()
+        .arg("convert")
+        .arg(fixture("gguf/model-f32.gguf"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--wmode", "f32"])
+        .args(extra)
+        .output()
+        .unwrap();
+    (st, out)
+}
+
+/// Every position's logits of the one-image case (one placeholder, which
+/// the image expands) and 4 greedy steps, as bytes.
+fn image_logits(model: &std::path::Path) -> Vec<u8> {
+    let b = std::fs::read(fixture("ref/ref.json")).unwrap();
+    let root = kestrel_core::json::parse(&b).unwrap();
+    let mut ids: Vec<u64> = Vec::new();
+    for v in root
+        .get("cases")
+        .and_then(|c| c.get("image"))
+        .and_then(|c| c.get("input_ids"))
+        .unwrap()
+        .iter_array()
+        .unwrap()
+    {
+        let id = v.as_u64().unwrap();
+        // The reference expands <|image_pad|> (482) to the image's tokens.
+        if !(id == 482 && ids.last() == Some(&482)) {
+            ids.push(id);
+        }
+    }
+    let tokens: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let out = kestrel()
+        .arg("logits")
+        .arg(model)
+        .args(["--tokens", &tokens.join(",")])
+        .arg("--image")
+        .arg(fixture("ref/image_a.png"))
+        .args(["--greedy", "4", "--kv-f32", "-t", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.stdout.is_empty());
+    out.stdout
+}
+
+/// Qwen3-VL from a GGUF and its mmproj (llama.cpp's layout): with the
+/// checkpoint's image limits, the same logits as the Hugging Face
+/// directory's conversion, bit for bit, and the reference's greedy ids;
+/// by default llama.cpp's limits (8 to 4096 image tokens).
+#[test]
+fn gguf_and_mmproj_give_the_checkpoints_logits() {
+    let mmproj = fixture("gguf/mmproj-f32.gguf");
+    // The checkpoint's preprocessor: shortest_edge 1024 pixels, longest
+    // 16777216; an image token is 2 x 2 patches of 16 x 16 = 1024 pixels.
+    let (st, file) = convert_gguf(
+        "vl.vqf",
+        &[
+            "--mmproj",
+            mmproj.to_str().unwrap(),
+            "--image-min-tokens",
+            "1",
+            "--image-max-tokens",
+            "16384",
+        ],
+    );
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert_eq!(image_logits(&file), image_logits(&model()));
+    let out = kestrel()
+        .arg("run")
+        .arg(&file)
+        .arg("--image")
+        .arg(fixture("ref/image_a.png"))
+        .args([
+            "-p",
+            "Describe the colours you see.",
+            "-n",
+            "8",
+            "--temp",
+            "0",
+            "--ids",
+            "--kv-f32",
+            "-t",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(stdout.trim_end().ends_with(&greedy("image")), "{stdout}");
+    // llama.cpp's limits when none is given.
+    let (st, file) = convert_gguf("vl-default.vqf", &["--mmproj", mmproj.to_str().unwrap()]);
+    assert!(st.status.success());
+    let info = kestrel().arg("inspect").arg(&file).output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("min_pixels           8192"), "{info}");
+    assert!(info.contains("max_pixels           4194304"), "{info}");
+}
+
+/// A qwen3vl GGUF without its mmproj converts as the text model (the same
+/// logits as the checkpoint's `--text-only` conversion); misuses of
+/// --mmproj are refused by name.
+#[test]
+fn a_qwen3vl_gguf_alone_is_the_text_model_and_mmproj_misuse_is_refused() {
+    let (st, file) = convert_gguf("text.vqf", &[]);
+    let log = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success(), "{log}");
+    assert!(log.contains("--mmproj FILE"), "{log}");
+    let logits = |m: &std::path::Path| {
+        let out = kestrel()
+            .arg("logits")
+            .arg(m)
+            .args([
+                "--tokens",
+                "471,327,270,198,35,279,66",
+                "--greedy",
+                "4",
+                "--kv-f32",
+                "-t",
+                "1",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    // The text model of the full conversion reads the same weights.
+    assert_eq!(logits(&file), logits(&model()));
+    let mmproj = fixture("gguf/mmproj-f32.gguf");
+    let refused = |args: &[&str], says: &str| {
+        let (st, _) = convert_gguf("no.vqf", args);
+        let log = String::from_utf8_lossy(&st.stderr);
+        assert!(
+            !st.status.success() && log.contains(says),
+            "{args:?}: {log}"
+        );
+    };
+    refused(
+        &["--mmproj", mmproj.to_str().unwrap(), "--text-only"],
+        "--mmproj gives a vision tower",
+    );
+    refused(&["--image-min-tokens", "4"], "apply with --mmproj");
+    let text_gguf = fixture("gguf/model-f32.gguf");
+    refused(
+        &["--mmproj", text_gguf.to_str().unwrap()],
+        "not an mmproj file",
+    );
+    let other = common::fixture("dev_qwen3_dense_tied/gguf/model-f32.gguf");
+    let st = kestrel()
+        .arg("convert")
+        .arg(&other)
+        .arg("-o")
+        .arg(std::env::temp_dir().join("kestrel-no-vl.vqf"))
+        .arg("--mmproj")
+        .arg(&mmproj)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&st.stderr);
+    assert!(
+        !st.status.success() && log.contains("qwen3vl expected"),
+        "{log}"
+    );
+    let st = kestrel()
+        .arg("convert")
+        .arg(common::fixture("dev_qwen3_vl/hf"))
+        .arg("-o")
+        .arg(std::env::temp_dir().join("kestrel-no-vl.vqf"))
+        .arg("--mmproj")
+        .arg(&mmproj)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&st.stderr);
+    assert!(
+        !st.status.success() && log.contains("--mmproj applies to a GGUF"),
+        "{log}"
+    );
+}

@@ -1,12 +1,17 @@
-//! GGUF files (v2/v3, llama.cpp names for qwen2, qwen3, qwen3moe): config
-//! from metadata, tensors dequantized row by row, tokenizer from
-//! `tokenizer.ggml.*`, chat template from `tokenizer.chat_template`.
+//! GGUF files (v2/v3, llama.cpp names for qwen2, qwen3, qwen3moe, qwen3vl):
+//! config from metadata, tensors dequantized row by row, tokenizer from
+//! `tokenizer.ggml.*`, chat template from `tokenizer.chat_template`; a
+//! Qwen3-VL vision tower from llama.cpp's mmproj file beside the text file
+//! (`clip`, projector `qwen3vl_merger`).
 
 use crate::error::Result;
 use crate::gguf_names::gguf_name;
-use kestrel_core::config::{Arch, Config, MoeConfig, MAX_EOS, MAX_LAYERS};
+use kestrel_core::config::{
+    Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+};
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::gguf::{dequantize_row, GgmlType, Gguf, TensorInfo};
+use kestrel_core::tensors::Role;
 use kestrel_core::vqf::tokenizer_build::{added_flags, SourceToken, Tables};
 use kestrel_core::Error;
 use std::collections::HashMap;
@@ -19,6 +24,8 @@ const TOKEN_USER_DEFINED: i64 = 4;
 pub struct GgufSource<'a> {
     pub cfg: Config,
     tensors: HashMap<String, TensorInfo<'a>>,
+    /// The mmproj file's tensors (the vision tower), when one is given.
+    mmproj: HashMap<String, TensorInfo<'a>>,
 }
 
 fn arch_key(g: &Gguf, arch: &str, key: &str) -> Option<u64> {
@@ -34,10 +41,12 @@ pub fn config(g: &Gguf) -> Result<Config> {
         "qwen2" => Arch::Qwen2,
         "qwen3" => Arch::Qwen3,
         "qwen3moe" => Arch::Qwen3Moe,
+        "qwen3vl" => Arch::Qwen3Vl,
         other => {
-            return Err(
-                format!("unsupported GGUF architecture {other:?} (qwen2, qwen3, qwen3moe)").into(),
+            return Err(format!(
+                "unsupported GGUF architecture {other:?} (qwen2, qwen3, qwen3moe, qwen3vl)"
             )
+            .into())
         }
     };
     // An optional u32 key: absent is None, present but out of range an error
@@ -116,7 +125,11 @@ pub fn config(g: &Gguf) -> Result<Config> {
         qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
         qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
         moe,
-        mrope_section: [0; 3],
+        mrope_section: if arch == Arch::Qwen3Vl {
+            mrope_sections(g, arch_name)?
+        } else {
+            [0; 3]
+        },
         vision: None,
         bos_token_id: g.get_u32("tokenizer.ggml.bos_token_id"),
         eos_token_ids: eos,
@@ -126,25 +139,294 @@ pub fn config(g: &Gguf) -> Result<Config> {
     Ok(cfg)
 }
 
+/// `qwen3vl.rope.dimension_sections`: the M-RoPE sections of the
+/// temporal, height and width positions (a fourth, llama.cpp's, must be 0).
+fn mrope_sections(g: &Gguf, arch_name: &str) -> Result<[u32; 3]> {
+    let key = format!("{arch_name}.rope.dimension_sections");
+    let a = g
+        .get_array(&key)
+        .ok_or_else(|| format!("GGUF metadata {key} missing"))?;
+    let v: Vec<u32> = a
+        .iter()
+        .map(|x| x.as_u32())
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("GGUF metadata {key}: not unsigned integers"))?;
+    match v.as_slice() {
+        [t, h, w] | [t, h, w, 0] => Ok([*t, *h, *w]),
+        _ => Err(format!(
+            "GGUF metadata {key} = {v:?}: three sections (and a fourth of 0) expected"
+        )
+        .into()),
+    }
+}
+
+/// How many image tokens an image may become, at least and at most
+/// (`--image-min-tokens`, `--image-max-tokens`; an image token is a
+/// merged block of spatial_merge^2 patches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ImageTokens {
+    pub min: Option<u32>,
+    pub max: Option<u32>,
+}
+
+/// The Qwen3-VL vision tower's settings from llama.cpp's mmproj file `m`,
+/// with the token ids from the text file `text`. The image limits: as
+/// asked, else the mmproj's `clip.vision.image_min_pixels` /
+/// `image_max_pixels`, else llama.cpp's for Qwen-VL (8 to 4096 image
+/// tokens).
+pub fn mmproj_vision(
+    m: &Gguf,
+    text: &Gguf,
+    cfg: &Config,
+    limits: ImageTokens,
+) -> Result<VisionConfig> {
+    let fail = |what: String| -> crate::error::Error { format!("mmproj: {what}").into() };
+    if m.get_str("general.architecture") != Some("clip") {
+        return Err(fail(
+            "general.architecture is not \"clip\" (not an mmproj file)".into(),
+        ));
+    }
+    match m.get_str("clip.projector_type") {
+        Some("qwen3vl_merger") => {}
+        other => {
+            return Err(fail(format!(
+                "clip.projector_type {other:?} is not supported (qwen3vl_merger: Qwen3-VL)"
+            )))
+        }
+    }
+    if cfg.arch != Arch::Qwen3Vl {
+        return Err(fail(format!(
+            "a Qwen3-VL vision tower, but the text file is {} (qwen3vl expected)",
+            cfg.arch.name()
+        )));
+    }
+    if m.get_bool("clip.use_gelu") == Some(false) {
+        return Err(fail(
+            "clip.use_gelu is false (Qwen3-VL's tower uses GELU)".into(),
+        ));
+    }
+    let need = |key: &str| -> Result<u32> {
+        m.get_u32(key)
+            .ok_or_else(|| fail(format!("{key} missing or not a u32")))
+    };
+    let hidden_size = need("clip.vision.embedding_length")?;
+    let patch_size = need("clip.vision.patch_size")?;
+    let spatial_merge = m.get_u32("clip.vision.spatial_merge_size").unwrap_or(2);
+    let out_hidden = need("clip.vision.projection_dim")?;
+    // The Conv3d is split in two along time: llama.cpp's converter takes
+    // temporal patches of 2 only.
+    let patch = |name: &str| m.tensor(name).map(|t| t.ne().to_vec());
+    let temporal_patch = match (patch("v.patch_embd.weight"), patch("v.patch_embd.weight.1")) {
+        (Some(a), Some(b)) if a == b => 2,
+        _ => return Err(fail("v.patch_embd.weight and v.patch_embd.weight.1 (one per frame of a temporal patch of 2) missing or of different shapes".into())),
+    };
+    let num_position_embeddings = m
+        .tensor("v.position_embd.weight")
+        .and_then(|t| u32::try_from(t.ne().get(1).copied().unwrap_or(0)).ok())
+        .ok_or_else(|| fail("v.position_embd.weight missing".into()))?;
+    let mut deepstack_layers = [0u32; MAX_DEEPSTACK];
+    let mut deepstack_count = 0;
+    if let Some(a) = m.get_array("clip.vision.is_deepstack_layers") {
+        for (l, x) in a.iter().enumerate() {
+            if x.as_bool()
+                .ok_or_else(|| fail("clip.vision.is_deepstack_layers: not booleans".into()))?
+            {
+                *deepstack_layers
+                    .get_mut(deepstack_count)
+                    .ok_or_else(|| fail(format!("more than {MAX_DEEPSTACK} DeepStack layers")))? =
+                    l as u32;
+                deepstack_count += 1;
+            }
+        }
+    }
+    let text_deepstack = text.get_u32("qwen3vl.n_deepstack_layers").unwrap_or(0);
+    if text_deepstack as usize != deepstack_count {
+        return Err(fail(format!(
+            "{deepstack_count} DeepStack layers, the text file's qwen3vl.n_deepstack_layers is {text_deepstack}"
+        )));
+    }
+    let three = |key: &str| -> Result<[f32; 3]> {
+        let v: Vec<f32> = m
+            .get_array(key)
+            .map(|a| a.iter().filter_map(|x| x.as_f32()).collect())
+            .unwrap_or_default();
+        <[f32; 3]>::try_from(v.as_slice()).map_err(|_| fail(format!("{key} must hold 3 numbers")))
+    };
+    // Image tokens: merged blocks of spatial_merge^2 patches.
+    let per_token = patch_size
+        .checked_mul(patch_size)
+        .and_then(|p| p.checked_mul(spatial_merge))
+        .and_then(|p| p.checked_mul(spatial_merge))
+        .ok_or_else(|| fail("patch_size and spatial_merge_size overflow".into()))?;
+    let pixels = |tokens: Option<u32>, key: &str, default: u32| -> Result<u32> {
+        match tokens {
+            Some(t) => t
+                .checked_mul(per_token)
+                .ok_or_else(|| fail(format!("{t} image tokens of {per_token} pixels overflow"))),
+            None => Ok(m.get_u32(key).unwrap_or(default.saturating_mul(per_token))),
+        }
+    };
+    let token_id = |text_of: &str| -> Result<u32> {
+        text.get_array("tokenizer.ggml.tokens")
+            .and_then(|a| a.iter().position(|t| t.as_str() == Some(text_of)))
+            .and_then(|i| u32::try_from(i).ok())
+            .ok_or_else(|| fail(format!("the text file's vocabulary has no {text_of} token")))
+    };
+    Ok(VisionConfig {
+        depth: need("clip.vision.block_count")?,
+        hidden_size,
+        num_heads: need("clip.vision.attention.head_count")?,
+        ffn_size: need("clip.vision.feed_forward_length")?,
+        patch_size,
+        temporal_patch,
+        spatial_merge,
+        out_hidden,
+        num_position_embeddings,
+        deepstack_layers,
+        deepstack_count: deepstack_count as u32,
+        image_token_id: token_id("<|image_pad|>")?,
+        vision_start_token_id: token_id("<|vision_start|>")?,
+        vision_end_token_id: token_id("<|vision_end|>")?,
+        min_pixels: pixels(limits.min, "clip.vision.image_min_pixels", 8)?,
+        max_pixels: pixels(limits.max, "clip.vision.image_max_pixels", 4096)?,
+        image_mean: three("clip.vision.image_mean")?,
+        image_std: three("clip.vision.image_std")?,
+        rescale_factor: 1.0 / 255.0,
+    })
+}
+
+/// llama.cpp's mmproj name of a vision tensor (`layer`: the block, or the
+/// DeepStack merger's index, which the mmproj names by its block).
+fn mmproj_name(role: Role, layer: u16, vision: Option<&VisionConfig>) -> String {
+    let b = format!("v.blk.{layer}.");
+    let ds = || {
+        let block = vision
+            .and_then(|v| v.deepstack_layers.get(layer as usize).copied())
+            .unwrap_or(u32::MAX);
+        format!("v.deepstack.{block}.")
+    };
+    match role {
+        Role::VNorm1 => format!("{b}ln1.weight"),
+        Role::VNorm1Bias => format!("{b}ln1.bias"),
+        Role::VQkv => format!("{b}attn_qkv.weight"),
+        Role::VQkvBias => format!("{b}attn_qkv.bias"),
+        Role::VProj => format!("{b}attn_out.weight"),
+        Role::VProjBias => format!("{b}attn_out.bias"),
+        Role::VNorm2 => format!("{b}ln2.weight"),
+        Role::VNorm2Bias => format!("{b}ln2.bias"),
+        Role::VFc1 => format!("{b}ffn_up.weight"),
+        Role::VFc1Bias => format!("{b}ffn_up.bias"),
+        Role::VFc2 => format!("{b}ffn_down.weight"),
+        Role::VFc2Bias => format!("{b}ffn_down.bias"),
+        Role::DsNorm => format!("{}norm.weight", ds()),
+        Role::DsNormBias => format!("{}norm.bias", ds()),
+        Role::DsFc1 => format!("{}fc1.weight", ds()),
+        Role::DsFc1Bias => format!("{}fc1.bias", ds()),
+        Role::DsFc2 => format!("{}fc2.weight", ds()),
+        Role::DsFc2Bias => format!("{}fc2.bias", ds()),
+        Role::MergerNorm => "v.post_ln.weight".into(),
+        Role::MergerNormBias => "v.post_ln.bias".into(),
+        Role::MergerFc1 => "mm.0.weight".into(),
+        Role::MergerFc1Bias => "mm.0.bias".into(),
+        Role::MergerFc2 => "mm.2.weight".into(),
+        Role::MergerFc2Bias => "mm.2.bias".into(),
+        // The first frame's half of the Conv3d; `.weight.1` the second's.
+        Role::VPatchEmbd => "v.patch_embd.weight".into(),
+        Role::VPatchBias => "v.patch_embd.bias".into(),
+        Role::VPosEmbd => "v.position_embd.weight".into(),
+        other => format!("(no mmproj tensor for role {})", other.stem()),
+    }
+}
+
 impl<'a> GgufSource<'a> {
     pub fn new(cfg: Config, g: &Gguf<'a>) -> GgufSource<'a> {
         let tensors = g.tensors().map(|t| (t.name().to_string(), t)).collect();
-        GgufSource { cfg, tensors }
+        GgufSource {
+            cfg,
+            tensors,
+            mmproj: HashMap::new(),
+        }
+    }
+
+    /// The text file `g` with the vision tower of the mmproj file `m`.
+    pub fn with_mmproj(cfg: Config, g: &Gguf<'a>, m: &Gguf<'a>) -> GgufSource<'a> {
+        let mut s = GgufSource::new(cfg, g);
+        s.mmproj = m.tensors().map(|t| (t.name().to_string(), t)).collect();
+        s
     }
 
     fn name(&self, part: Part, layer: u16) -> String {
-        gguf_name(part, layer, self.cfg.tied_embeddings)
+        match part {
+            Part::Vision(role) => mmproj_name(role, layer, self.cfg.vision.as_ref()),
+            _ => gguf_name(part, layer, self.cfg.tied_embeddings),
+        }
+    }
+
+    fn lookup(&self, part: Part, layer: u16) -> Option<&TensorInfo<'a>> {
+        let map = match part {
+            Part::Vision(_) => &self.mmproj,
+            _ => &self.tensors,
+        };
+        map.get(&self.name(part, layer))
+    }
+
+    /// The Conv3d patch embedding, [out, 3, 2, p, p] as the Hugging Face
+    /// checkpoint holds it, from the mmproj's two frames ([out, 3, p, p]
+    /// each): rows `row0..` into `out` (rows of 3 * 2 * p * p).
+    fn read_patch_rows(&self, row0: usize, out: &mut [f32]) -> Result<(), Error> {
+        let bad = Error::BadShape {
+            role: "mmproj v.patch_embd.weight",
+            layer: 0,
+        };
+        let frames = [
+            self.mmproj.get("v.patch_embd.weight"),
+            self.mmproj.get("v.patch_embd.weight.1"),
+        ];
+        let [Some(f0), Some(f1)] = frames else {
+            return Err(bad);
+        };
+        let ne = f0.ne();
+        if ne.len() != 4 || f1.ne() != ne {
+            return Err(bad);
+        }
+        let (p, channels) = (ne[0] as usize, ne[2] as usize);
+        if p == 0 || p > 1 << 16 || ne[1] as usize != p {
+            return Err(bad);
+        }
+        let Some(cols) = channels
+            .checked_mul(2 * p)
+            .and_then(|c| c.checked_mul(p))
+            .filter(|&c| c > 0 && out.len().is_multiple_of(c))
+        else {
+            return Err(bad);
+        };
+        for (i, row) in out.chunks_exact_mut(cols).enumerate() {
+            for (t, f) in [f0, f1].into_iter().enumerate() {
+                for c in 0..channels {
+                    for y in 0..p {
+                        // The frame's row (o, c, y): p values along x.
+                        let r = ((row0 + i) * channels + c) * p + y;
+                        let bytes = f.row(r as u64).ok_or(Error::OutOfRange {
+                            what: "mmproj v.patch_embd row",
+                            value: r,
+                            max: f.n_rows() as usize,
+                        })?;
+                        let at = ((c * 2 + t) * p + y) * p;
+                        dequantize_row(f.ggml_type(), bytes, &mut row[at..at + p])?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
 impl GgufSource<'_> {
     fn tensor(&self, part: Part, layer: u16) -> std::result::Result<&TensorInfo<'_>, Error> {
-        self.tensors
-            .get(&self.name(part, layer))
-            .ok_or(Error::MissingTensor {
-                role: "GGUF tensor",
-                layer,
-            })
+        self.lookup(part, layer).ok_or(Error::MissingTensor {
+            role: "GGUF tensor",
+            layer,
+        })
     }
 
     /// Stacked experts (ne = [in, out, experts]): expert e's row r is row
@@ -160,6 +442,10 @@ impl GgufSource<'_> {
 
 impl TensorSource for GgufSource<'_> {
     fn block_type(&self, part: Part, layer: u16) -> Option<GgmlType> {
+        // The vision tower is read as floats, as from a checkpoint.
+        if matches!(part, Part::Vision(_)) {
+            return None;
+        }
         self.tensor(part, layer).ok().map(|t| t.ggml_type())
     }
 
@@ -199,13 +485,13 @@ impl TensorSource for GgufSource<'_> {
         row0: usize,
         out: &mut [f32],
     ) -> Result<(), Error> {
-        let t = self
-            .tensors
-            .get(&self.name(part, layer))
-            .ok_or(Error::MissingTensor {
-                role: "GGUF tensor",
-                layer,
-            })?;
+        if part == Part::Vision(Role::VPatchEmbd) {
+            return self.read_patch_rows(row0, out);
+        }
+        let t = self.lookup(part, layer).ok_or(Error::MissingTensor {
+            role: "GGUF tensor",
+            layer,
+        })?;
         let ne = t.ne();
         let cols = ne[0] as usize;
         if cols == 0 || !out.len().is_multiple_of(cols) {
@@ -238,17 +524,30 @@ impl super::NamedSource for GgufSource<'_> {
     }
 
     fn has(&self, part: Part, layer: u16, _expert: usize) -> bool {
-        self.tensors.contains_key(&self.name(part, layer))
+        self.lookup(part, layer).is_some()
     }
 
     fn shape(&self, part: Part, layer: u16, _expert: usize) -> Option<Vec<u64>> {
-        let t = self.tensors.get(&self.name(part, layer))?;
+        let t = self.lookup(part, layer)?;
         // GGUF lists dimensions innermost first.
-        Some(t.dims().iter().rev().copied().collect())
+        let mut dims: Vec<u64> = t.dims().iter().rev().copied().collect();
+        if part == Part::Vision(Role::VPatchEmbd) {
+            // Two frames of [out, 3, p, p]: the Conv3d [out, 3, 2, p, p].
+            let second = self.mmproj.get("v.patch_embd.weight.1")?;
+            if second.dims() != t.dims() || dims.len() != 4 {
+                return None;
+            }
+            dims.insert(2, 2);
+        }
+        Some(dims)
     }
 
     fn names(&self) -> Vec<String> {
-        self.tensors.keys().cloned().collect()
+        self.tensors
+            .keys()
+            .chain(self.mmproj.keys())
+            .cloned()
+            .collect()
     }
 
     fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {

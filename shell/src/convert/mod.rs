@@ -14,7 +14,7 @@ use crate::files::{Mapped, Output};
 use crate::imatrix::ImportanceMatrix;
 use clap::builder::{EnumValueParser, PossibleValue};
 use clap::{value_parser, Arg, ArgMatches, Command, ValueEnum};
-use kestrel_core::config::Config;
+use kestrel_core::config::{Arch, Config};
 use kestrel_core::convert::{
     self as core_convert, Importance, Part, QuantError, Recipe, RecipePart, TensorSource,
     TensorWritten, WeightMode,
@@ -98,6 +98,9 @@ pub struct ConvertArgs {
     keep_q8: Option<String>,
     max_seq: Option<u32>,
     text_only: bool,
+    mmproj: Option<PathBuf>,
+    image_min_tokens: Option<u32>,
+    image_max_tokens: Option<u32>,
     fit: Option<u64>,
     fit_decode: Option<u64>,
     bpw: Option<f32>,
@@ -154,6 +157,24 @@ impl CommandArgs for ConvertArgs {
                     "For a Qwen3-VL model, convert the text model only (no vision tower).",
                 ),
                 value(
+                    "mmproj",
+                    "FILE",
+                    "For a Qwen3-VL GGUF (llama.cpp keeps the vision tower in a separate file): the mmproj GGUF whose vision tower the VQF file takes.",
+                )
+                .value_parser(value_parser!(PathBuf)),
+                value(
+                    "image-min-tokens",
+                    "N",
+                    "With --mmproj: the fewest image tokens an image is resized to (as llama.cpp's --image-min-tokens; default: the mmproj's image_min_pixels, else llama.cpp's 8).",
+                )
+                .value_parser(value_parser!(u32)),
+                value(
+                    "image-max-tokens",
+                    "N",
+                    "With --mmproj: the most image tokens an image is resized to (default: the mmproj's image_max_pixels, else llama.cpp's 4096).",
+                )
+                .value_parser(value_parser!(u32)),
+                value(
                     "fit",
                     "SIZE",
                     "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, iq4_xs, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
@@ -198,6 +219,9 @@ impl CommandArgs for ConvertArgs {
             keep_q8: opt(m, "keep-q8"),
             max_seq: opt(m, "max-seq"),
             text_only: m.get_flag("text-only"),
+            mmproj: opt(m, "mmproj"),
+            image_min_tokens: opt(m, "image-min-tokens"),
+            image_max_tokens: opt(m, "image-max-tokens"),
             fit: opt(m, "fit"),
             fit_decode: opt(m, "fit-decode"),
             bpw: opt(m, "bpw"),
@@ -737,20 +761,29 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
     // -o is required but with --dry-run (clap checks), where nothing is
     // written.
     let out = a.out.as_deref().unwrap_or(Path::new(""));
+    let limits = gguf::ImageTokens {
+        min: a.image_min_tokens,
+        max: a.image_max_tokens,
+    };
+    let tower = match (&a.mmproj, a.text_only) {
+        (Some(_), true) => {
+            return Err(
+                "--mmproj gives a vision tower, --text-only leaves it out: one of them".into(),
+            )
+        }
+        (Some(m), false) => Tower::Mmproj(m, limits),
+        (None, _) if a.image_min_tokens.is_some() || a.image_max_tokens.is_some() => {
+            return Err("--image-min-tokens and --image-max-tokens apply with --mmproj".into())
+        }
+        (None, true) => Tower::None,
+        (None, false) => Tower::FromSource,
+    };
     if fit.is_some() {
-        return convert_model(
-            &a.src,
-            out,
-            WeightMode::Exact,
-            q,
-            a.max_seq,
-            true,
-            !a.text_only,
-        );
+        return convert_model(&a.src, out, WeightMode::Exact, q, a.max_seq, true, tower);
     }
     let Some(wmode) = a.wmode else {
         let mode = default_mode(&a.src);
-        return convert_model(&a.src, out, mode, q, a.max_seq, true, !a.text_only);
+        return convert_model(&a.src, out, mode, q, a.max_seq, true, tower);
     };
     let mode = match wmode {
         Mode::Dual => WeightMode::Dual,
@@ -764,7 +797,19 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
         Mode::Exact => WeightMode::Exact,
     };
 
-    convert_model(&a.src, out, mode, q, a.max_seq, true, !a.text_only)
+    convert_model(&a.src, out, mode, q, a.max_seq, true, tower)
+}
+
+/// Where a conversion's vision tower comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Tower<'p> {
+    /// None: the text model only (`--text-only`).
+    None,
+    /// The source's own (a Qwen3-VL Hugging Face directory's; a GGUF text
+    /// file has none).
+    FromSource,
+    /// llama.cpp's mmproj file beside a GGUF text file (`--mmproj`).
+    Mmproj(&'p Path, gguf::ImageTokens),
 }
 
 /// How Q4_0 blocks are made: the quantizer, and for the searching one
@@ -801,7 +846,15 @@ pub fn convert(
     max_seq: Option<u32>,
     verbose: bool,
 ) -> Result<()> {
-    convert_model(src, out, mode, Quantize::default(), max_seq, verbose, true)
+    convert_model(
+        src,
+        out,
+        mode,
+        Quantize::default(),
+        max_seq,
+        verbose,
+        Tower::FromSource,
+    )
 }
 
 /// [`convert`], with or without a Qwen3-VL model's vision tower.
@@ -813,7 +866,7 @@ pub fn convert_model(
     quant: Quantize,
     max_seq: Option<u32>,
     verbose: bool,
-    vision: bool,
+    tower: Tower,
 ) -> Result<()> {
     let t0 = Instant::now();
     let a = &Job {
@@ -824,7 +877,14 @@ pub fn convert_model(
         verbose,
     };
     if a.src.is_dir() {
-        let cfg = hf::config(a.src, vision)?;
+        if let Tower::Mmproj(..) = tower {
+            return Err(format!(
+                "{}: --mmproj applies to a GGUF text file; a Hugging Face directory holds its own vision tower",
+                a.src.display()
+            )
+            .into());
+        }
+        let cfg = hf::config(a.src, matches!(tower, Tower::FromSource))?;
         let paths = hf::shard_paths(a.src)?;
         let maps: Vec<Mapped> = paths
             .iter()
@@ -875,8 +935,31 @@ pub fn convert_model(
             .into());
         }
         let g = kestrel_core::gguf::Gguf::parse(map.bytes()).with_context(|| a.src.display())?;
-        let cfg = gguf::config(&g).with_context(|| a.src.display())?;
-        let src = gguf::GgufSource::new(cfg, &g);
+        let mut cfg = gguf::config(&g).with_context(|| a.src.display())?;
+        let mmproj_map;
+        let mmproj;
+        let src = match tower {
+            Tower::Mmproj(path, limits) => {
+                mmproj_map = Mapped::open(path)?;
+                mmproj = kestrel_core::gguf::Gguf::parse(mmproj_map.bytes())
+                    .with_context(|| path.display())?;
+                cfg.vision = Some(
+                    gguf::mmproj_vision(&mmproj, &g, &cfg, limits)
+                        .with_context(|| path.display())?,
+                );
+                cfg.validate().with_context(|| path.display())?;
+                gguf::GgufSource::with_mmproj(cfg, &g, &mmproj)
+            }
+            _ => {
+                if cfg.arch == Arch::Qwen3Vl && matches!(tower, Tower::FromSource) && a.verbose {
+                    eprintln!(
+                        "[VQF] {}: the text model only: llama.cpp keeps Qwen3-VL's vision tower in an mmproj file (--mmproj FILE)",
+                        a.src.display()
+                    );
+                }
+                gguf::GgufSource::new(cfg, &g)
+            }
+        };
         check_parts(&src, &cfg, a.src)?;
         let mut tables = gguf::tokenizer(&g).with_context(|| a.src.display())?;
         check_tokenizer(tables.as_ref(), &cfg, a.src)?;

@@ -471,3 +471,61 @@ fn a_qwen3vl_gguf_alone_is_the_text_model_and_mmproj_misuse_is_refused() {
         "{log}"
     );
 }
+
+/// Damaged mmproj files never crash the converter: each of a few hundred
+/// single-byte changes to its header, metadata and tensor infos (and the
+/// file cut short at many lengths) converts or is refused with an error,
+/// never a panic or a signal.
+#[test]
+fn damaged_mmproj_files_are_errors_not_crashes() {
+    let good = std::fs::read(fixture("gguf/mmproj-f32.gguf")).unwrap();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kestrel-vl-damaged-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("mmproj.gguf");
+    let out = dir.join("out.vqf");
+    // The metadata and tensor infos: everything before the first tensor's
+    // data (aligned to 32 bytes after them).
+    let header_end = 4096.min(good.len());
+    let mut cases: Vec<Vec<u8>> = Vec::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..240 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let at = (state % header_end as u64) as usize;
+        let mut b = good.clone();
+        b[at] = match (state >> 32) % 4 {
+            0 => 0,
+            1 => 0xff,
+            2 => b[at].wrapping_add(1),
+            _ => b[at] ^ 0x80,
+        };
+        cases.push(b);
+    }
+    for cut in (0..header_end).step_by(97) {
+        cases.push(good[..cut].to_vec());
+    }
+    for (i, b) in cases.iter().enumerate() {
+        std::fs::write(&bad, b).unwrap();
+        let st = kestrel()
+            .arg("convert")
+            .arg(fixture("gguf/model-f32.gguf"))
+            .arg("--mmproj")
+            .arg(&bad)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let code = st.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "case {i}: exit {code:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        if code == Some(1) {
+            assert!(!String::from_utf8_lossy(&st.stderr).contains("panicked"));
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -604,7 +604,7 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     let body = r#"{"prompt":"Hi","max_tokens":1}"#;
     for ctype in ["Content-Type: text/plain\r\n", ""] {
         let req = format!(
-            "POST /v1/completions HTTP/1.1\r\n{ctype}Content-Length: {}\r\n\r\n{body}",
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\n{ctype}Content-Length: {}\r\n\r\n{body}",
             body.len()
         );
         assert_eq!(raw(a, req.as_bytes()).0, 415, "{ctype:?}");
@@ -612,12 +612,12 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     // Oversized body (declared), chunked body, oversized head.
     let (st, b) = raw(
         a,
-        b"POST /v1/completions HTTP/1.1\r\nContent-Length: 999999\r\n\r\n{",
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 999999\r\n\r\n{",
     );
     assert_eq!(st, 413, "{b}");
-    let (st, _) = raw(a, b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    let (st, _) = raw(a, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
     assert_eq!(st, 411);
-    let mut big = b"GET /health HTTP/1.1\r\n".to_vec();
+    let mut big = b"GET /health HTTP/1.1\r\nHost: x\r\n".to_vec();
     for i in 0..2000 {
         big.extend_from_slice(format!("X-H{i}: {}\r\n", "v".repeat(10)).as_bytes());
     }
@@ -625,8 +625,8 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     assert_eq!(raw(a, &big).0, 431);
     // Truncated requests: the client closes mid-head or mid-body.
     for part in [
-        &b"POST /v1/completions HTTP/1.1\r\nContent-Le"[..],
-        b"POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"pro",
+        &b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"[..],
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"pro",
     ] {
         let mut c = TcpStream::connect(a).unwrap();
         c.write_all(part).unwrap();
@@ -643,7 +643,7 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     // and does not stop others meanwhile.
     let t = Instant::now();
     let mut slow = TcpStream::connect(a).unwrap();
-    slow.write_all(b"POST /v1/completions HTTP/1.1\r\n")
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
     assert_eq!(get(a, "/health").0, 200);
     let mut out = Vec::new();
@@ -661,7 +661,7 @@ fn bad_requests_get_errors_and_the_server_stays_up() {
     assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
     // A slow body (one byte per 300 ms) hits the body deadline.
     let mut slow = TcpStream::connect(a).unwrap();
-    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
         .unwrap();
     let t = Instant::now();
     let mut out = Vec::new();
@@ -700,7 +700,7 @@ fn api_keys_disconnects_and_a_hundred_connections() {
         assert_eq!(st, 401, "{key:?}");
         assert_eq!(string_at(&b, &["error", "code"]), "invalid_api_key");
     }
-    assert_eq!(raw(a, b"GET /v1/models HTTP/1.1\r\n\r\n").0, 401);
+    assert_eq!(raw(a, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n").0, 401);
     assert_eq!(get(a, "/health").0, 200);
     assert_eq!(post(a, "/v1/completions", body, Some("sekrit")).0, 200);
     // The scheme is case-insensitive; two credentials are refused.
@@ -717,7 +717,7 @@ fn api_keys_disconnects_and_a_hundred_connections() {
             400,
         ),
     ] {
-        let req = format!("GET /v1/models HTTP/1.1\r\n{auth}\r\n\r\n");
+        let req = format!("GET /v1/models HTTP/1.1\r\nHost: x\r\n{auth}\r\n\r\n");
         assert_eq!(raw(a, req.as_bytes()).0, status, "{auth}");
     }
     // Bare-LF line endings: 400 at once, not the 408 of a head that never
@@ -732,7 +732,7 @@ fn api_keys_disconnects_and_a_hundred_connections() {
     for _ in 0..3 {
         let mut c = TcpStream::connect(a).unwrap();
         let req = format!(
-            "POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer sekrit\r\nContent-Length: {}\r\n\r\n{long}",
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit\r\nContent-Length: {}\r\n\r\n{long}",
             long.len()
         );
         c.write_all(req.as_bytes()).unwrap();
@@ -779,6 +779,60 @@ fn api_keys_disconnects_and_a_hundred_connections() {
 /// request head) do not delay another client: its request is answered long
 /// before their 60-second timeout would free anything (with a fixed set of
 /// handler threads, it waited for that timeout).
+/// With `--api-key`, a request without the key is answered 401 from its
+/// head: its body is not waited for (a large upload without the key costs
+/// the server nothing), and `Expect: 100-continue` gets no "100 Continue"
+/// before the key is checked. HTTP/1.1 requests need exactly one Host; a
+/// request line ending in a stray CR is malformed (400), not a version.
+#[test]
+fn the_key_is_checked_before_the_body_and_heads_are_strict() {
+    let srv = Server::start(1, &["--api-key", "sekrit", "--timeout", "30"]);
+    let a = srv.addr;
+    let head = |extra: &str| {
+        format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}Content-Length: 8000000\r\n\r\n"
+        )
+    };
+    // The head alone, no body: the answer comes without waiting for the
+    // 8 MB (the server's body timeout is 30 s: a 401 before it, with no
+    // byte of the body sent, can only come from the head).
+    for extra in [
+        "",
+        "Authorization: Bearer wrong\r\n",
+        "Expect: 100-continue\r\n",
+    ] {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+        c.write_all(head(extra).as_bytes()).unwrap();
+        let t = Instant::now();
+        let (st, b) = read_answer(&mut c);
+        assert_eq!(st, Some(401), "{extra:?}: {b}");
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    }
+    // With the key, `Expect: 100-continue` is answered 100 first.
+    let mut c = TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    c.write_all(
+        head("Authorization: Bearer sekrit\r\nExpect: 100-continue\r\n")
+            .replace("8000000", "2")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut first = [0u8; 12];
+    c.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 100");
+    // Heads: Host exactly once in HTTP/1.1; a stray CR; HTTP/1.0 needs none.
+    for (req, status) in [
+        (&b"GET /health HTTP/1.1\r\n\r\n"[..], 400),
+        (b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"GET /health HTTP/1.1\r\r\nHost: a\r\n\r\n", 400),
+        (b"GET /health HTTP/1.0\r\n\r\n", 200),
+        (b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n", 200),
+    ] {
+        assert_eq!(raw(a, req).0, status, "{}", String::from_utf8_lossy(req));
+    }
+}
+
 #[test]
 fn idle_connections_do_not_delay_a_request() {
     let srv = Server::start(1, &["--timeout", "60"]);
@@ -889,7 +943,7 @@ fn images_in_chat_requests_answer_as_kestrel_run_does() {
         kestrel::convert::Quantize::default(),
         Some(256),
         false,
-        true,
+        kestrel::convert::Tower::FromSource,
     )
     .unwrap();
     let png_path = fixtures().join("dev_qwen3_vl/ref/image_a.png");
@@ -1634,7 +1688,7 @@ fn persistent_connections_and_pipelined_requests() {
     let (st, b) = read_answer(&mut c);
     assert_eq!((st, text(&b)), (Some(200), texts[0].clone()), "{b}");
     // `Connection: close`: the answer, then the end of the stream.
-    c.write_all(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
     assert_eq!(read_answer(&mut c).0, Some(200));
     let mut rest = Vec::new();

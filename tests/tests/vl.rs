@@ -39,7 +39,11 @@ fn convert_vl_file(dir: &std::path::Path, mode: WeightMode, vision: bool) -> Pat
         kestrel::convert::Quantize::default(),
         Some(256),
         false,
-        vision,
+        if vision {
+            kestrel::convert::Tower::FromSource
+        } else {
+            kestrel::convert::Tower::None
+        },
     )
     .unwrap();
     out

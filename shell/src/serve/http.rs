@@ -104,6 +104,10 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
     let text = std::str::from_utf8(bytes).map_err(|_| bad("the head is not UTF-8"))?;
     let mut lines = text.split("\r\n");
     let request_line = lines.next().unwrap_or("");
+    // A stray CR (`\r\r\n`) or another control character.
+    if request_line.bytes().any(|c| c < b' ' || c == 0x7f) {
+        return Err(bad("a control character in the request line"));
+    }
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -133,6 +137,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
         close: version == "HTTP/1.0",
         ..Head::default()
     };
+    let mut hosts = 0;
     for (count, line) in lines.enumerate() {
         if count >= MAX_HEADERS {
             return Err(HttpError::new(431, "more than 64 header lines"));
@@ -186,12 +191,22 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, HttpError> {
                     head.close = false;
                 }
             }
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
         } else if name.eq_ignore_ascii_case("expect") {
             if !value.eq_ignore_ascii_case("100-continue") {
                 return Err(HttpError::new(417, "unsupported Expect header"));
             }
             head.expect_continue = true;
         }
+    }
+    // HTTP/1.1 requires exactly one Host header (RFC 9112, 3.2).
+    if version == "HTTP/1.1" && hosts != 1 {
+        return Err(bad(if hosts == 0 {
+            "no Host header (HTTP/1.1 requires one)"
+        } else {
+            "more than one Host header"
+        }));
     }
     Ok(head)
 }
@@ -240,16 +255,23 @@ fn read_before(
     }
 }
 
-/// Reads the next request of `conn`: the head within `timeout`, then a
-/// body of at most `max_body` bytes within another `timeout`. `Ok(None)`
-/// when the connection ends cleanly before a request starts: the client
-/// closed it, or (after a first request) sent nothing within `idle`.
-pub fn read_request(
+/// A request head read, with the bytes read past it (the body's start).
+pub struct HeadRead {
+    pub head: Head,
+    rest: Vec<u8>,
+}
+
+/// Reads the next request head of `conn` within `timeout`. `Ok(None)` when
+/// the connection ends cleanly before a request starts: the client closed
+/// it, or (after a first request) sent nothing within `idle`. Nothing of
+/// the body is asked for: the caller admits the request from its head
+/// ([`read_body`] then reads it; `Expect: 100-continue` is answered only
+/// then).
+pub fn read_head(
     conn: &mut Conn,
     timeout: Duration,
     idle: Option<Duration>,
-    max_body: usize,
-) -> Result<Option<(Head, Vec<u8>)>, HttpError> {
+) -> Result<Option<HeadRead>, HttpError> {
     let start = Instant::now();
     let deadline = start + timeout;
     // (MAX_HEAD + 4 + part of the body) bytes at most.
@@ -300,6 +322,19 @@ pub fn read_request(
         buf.extend_from_slice(&chunk[..n]);
     };
     let head = parse_head(&buf[..end])?;
+    let rest = buf.split_off(end + 4);
+    Ok(Some(HeadRead { head, rest }))
+}
+
+/// Reads the body of an admitted request: at most `max_body` bytes within
+/// `timeout` (bytes past it are the start of a pipelined next request).
+pub fn read_body(
+    conn: &mut Conn,
+    read: HeadRead,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(Head, Vec<u8>), HttpError> {
+    let HeadRead { head, rest } = read;
     let len = match (head.method.as_str(), head.content_length) {
         (_, Some(n)) => n,
         ("POST" | "PUT" | "PATCH", None) => {
@@ -313,7 +348,8 @@ pub fn read_request(
             format!("request body of {len} bytes is over the limit of {max_body}"),
         ));
     }
-    let mut body = buf.split_off(end + 4);
+    let mut body = rest;
+    let mut chunk = [0u8; 4096];
     if body.len() > len {
         // The start of a pipelined next request.
         conn.pending = body.split_off(len);
@@ -334,7 +370,7 @@ pub fn read_request(
         }
         body.extend_from_slice(&chunk[..n]);
     }
-    Ok(Some((head, body)))
+    Ok((head, body))
 }
 
 /// The reason phrase of the statuses the server sends.
@@ -469,8 +505,10 @@ mod tests {
         assert_eq!(h.path, "/v1/chat/completions");
         assert_eq!(h.content_length, Some(12));
         assert_eq!(h.authorization.as_deref(), Some("Bearer k"));
-        let h = parse_head(b"POST / HTTP/1.1\r\nContent-Type: Application/JSON; charset=utf-8")
-            .unwrap();
+        let h = parse_head(
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Type: Application/JSON; charset=utf-8",
+        )
+        .unwrap();
         assert_eq!(h.content_type.as_deref(), Some("application/json"));
         for bad in [
             &b""[..],
@@ -483,6 +521,12 @@ mod tests {
             b"GET / \xff HTTP/1.1",
             b"GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nauthorization: Bearer b",
             b"POST / HTTP/1.1\r\nContent-Type: application/json\r\nContent-Type: text/plain",
+            // A stray CR ends the request line: not a version to refuse.
+            b"GET / HTTP/1.1\r\r\nHost: a",
+            b"GET / HTTP/1.1\r",
+            // HTTP/1.1 needs exactly one Host.
+            b"GET / HTTP/1.1",
+            b"GET / HTTP/1.1\r\nHost: a\r\nhost: b",
         ] {
             assert_eq!(parse_head(bad).unwrap_err().status, 400, "{bad:?}");
         }
@@ -502,7 +546,9 @@ mod tests {
         // HTTP/1.0 closes unless it asks for keep-alive.
         let close = |h: &[u8]| parse_head(h).unwrap().close;
         assert!(!close(b"GET / HTTP/1.1\r\nHost: a"));
-        assert!(close(b"GET / HTTP/1.1\r\nConnection: Upgrade, Close"));
+        assert!(close(
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, Close"
+        ));
         assert!(close(b"GET / HTTP/1.0"));
         assert!(!close(b"GET / HTTP/1.0\r\nConnection: keep-alive"));
         assert!(constant_time_eq(b"abc", b"abc"));

@@ -540,13 +540,26 @@ fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicU
             true => sh.idle.enter(&conn.stream),
             false => None,
         };
-        let read = http::read_request(&mut conn, sh.timeout, idle, sh.max_body);
+        let read = http::read_head(&mut conn, sh.timeout, idle);
         if let Some(t) = ticket {
             sh.idle.leave(t);
         }
-        let (head, body) = match read {
+        let read = match read {
             Ok(Some(r)) => r,
             Ok(None) => return,
+            Err(e) => {
+                sh.metrics.request("other", e.status);
+                return respond_error(&mut conn, &e);
+            }
+        };
+        // Admitted from the head alone: a request without the key (or to no
+        // route) is answered before its body is read.
+        if let Err(e) = admit(sh, &read.head) {
+            sh.metrics.request(&read.head.path, e.status);
+            return respond_error(&mut conn, &e);
+        }
+        let (head, body) = match http::read_body(&mut conn, read, sh.timeout, sh.max_body) {
+            Ok(r) => r,
             Err(e) => {
                 sh.metrics.request("other", e.status);
                 return respond_error(&mut conn, &e);
@@ -574,27 +587,16 @@ fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicU
     }
 }
 
-/// Writes the answer to a request; the status written, or the error to
-/// answer.
-fn answer(
-    conn: &mut Conn,
-    sh: &Shared,
-    jobs: &SyncSender<Job>,
-    head: &http::Head,
-    body: &[u8],
-) -> Result<u16, HttpError> {
+/// Whether a request may go on, from its head alone (before its body is
+/// read): a known route; with `--api-key`, the key (but for `/health` and
+/// `/metrics`); without one, a POST that says it is JSON.
+fn admit(sh: &Shared, head: &http::Head) -> Result<(), HttpError> {
     let route = (head.method.as_str(), head.path.as_str());
     if !metrics::ENDPOINTS[..5].contains(&route.1) {
         return Err(HttpError::new(404, format!("no route {}", route.1)));
     }
-    match route {
-        ("GET", "/health") => return Ok(health(conn, sh)),
-        ("GET", "/metrics") => {
-            let text = sh.metrics.render();
-            let _ = http::write_response(conn, 200, "text/plain; version=0.0.4", text.as_bytes());
-            return Ok(200);
-        }
-        _ => {}
+    if matches!(route, ("GET", "/health") | ("GET", "/metrics")) {
+        return Ok(());
     }
     // Without a key, a page in a browser could POST `text/plain` (a
     // "simple" request, no preflight) to a local server: a request that
@@ -617,6 +619,28 @@ fn answer(
         if !http::constant_time_eq(given.trim().as_bytes(), key.as_bytes()) {
             return Err(HttpError::new(401, "invalid or missing API key"));
         }
+    }
+    Ok(())
+}
+
+/// Writes the answer to a request; the status written, or the error to
+/// answer.
+fn answer(
+    conn: &mut Conn,
+    sh: &Shared,
+    jobs: &SyncSender<Job>,
+    head: &http::Head,
+    body: &[u8],
+) -> Result<u16, HttpError> {
+    let route = (head.method.as_str(), head.path.as_str());
+    match route {
+        ("GET", "/health") => return Ok(health(conn, sh)),
+        ("GET", "/metrics") => {
+            let text = sh.metrics.render();
+            let _ = http::write_response(conn, 200, "text/plain; version=0.0.4", text.as_bytes());
+            return Ok(200);
+        }
+        _ => {}
     }
     match route {
         ("GET", "/v1/models") => {

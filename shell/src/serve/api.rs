@@ -447,6 +447,17 @@ const COMPLETION_FIELDS: &[(&str, Field)] = &[
 /// A message's fields. What clients echo back from an earlier answer is
 /// accepted where it changes nothing; `name` (a participant's name, which
 /// Qwen's templates do not render) and anything else are refused.
+/// The fields of a content part: `{"type": "text", "text"}` or `{"type":
+/// "image_url", "image_url": {"url", "detail"}}`.
+const TEXT_PART_FIELDS: &[(&str, Field)] = &[("type", Used), ("text", Used)];
+const IMAGE_PART_FIELDS: &[(&str, Field)] = &[("type", Used), ("image_url", Used)];
+/// `detail` chooses a resolution the server does not offer but its own.
+const IMAGE_URL_FIELDS: &[(&str, Field)] = &[("url", Used), ("detail", OnlyNeutral(is_auto))];
+
+fn is_auto(v: &Value) -> bool {
+    v.str_eq("auto")
+}
+
 const MESSAGE_FIELDS: &[(&str, Field)] = &[
     ("role", Used),
     ("content", Used),
@@ -833,22 +844,38 @@ pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
 
 /// A message's content: a string, null, or an array of text and image
 /// parts: its text, and where each image stood in it (byte offsets).
-fn content(v: Option<Value>, images: &mut Vec<Vec<u8>>) -> Result<(String, Vec<usize>)> {
+/// `path`: the message's (`messages[i].`), for errors naming a field.
+fn content(
+    v: Option<Value>,
+    path: &str,
+    images: &mut Vec<Vec<u8>>,
+) -> Result<(String, Vec<usize>)> {
     match v {
         None | Some(Value::Null) => Ok((String::new(), Vec::new())),
         Some(s @ Value::String(_)) => Ok((string_of(&s, "content")?, Vec::new())),
         Some(Value::Array(parts)) => {
             let mut text = String::new();
             let mut at = Vec::new();
-            for p in parts.iter() {
+            for (j, p) in parts.iter().enumerate() {
+                let at_part = format!("{path}content[{j}].");
                 let kind = p.get("type").ok_or("a content part without 'type'")?;
                 if kind.str_eq("text") {
+                    check_fields_at(&p, &at_part, TEXT_PART_FIELDS, &[])?;
                     let t = p.get("text").ok_or("a text part without 'text'")?;
                     text.push_str(&string_of(&t, "text")?);
                 } else if kind.str_eq("image_url") {
+                    check_fields_at(&p, &at_part, IMAGE_PART_FIELDS, &[])?;
                     let iu = p
                         .get("image_url")
                         .ok_or("an image part without 'image_url'")?;
+                    if iu.as_object().is_some() {
+                        check_fields_at(
+                            &iu,
+                            &format!("{at_part}image_url."),
+                            IMAGE_URL_FIELDS,
+                            &[],
+                        )?;
+                    }
                     let url = match iu.get("url") {
                         Some(u) => string_of(&u, "image_url.url")?,
                         None => string_of(&iu, "image_url")?,
@@ -1022,7 +1049,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
                 )
             }
         };
-        let (content, at) = content(m.get("content"), &mut images)?;
+        let (content, at) = content(m.get("content"), &format!("messages[{i}]."), &mut images)?;
         messages.push(ChatMessage {
             role,
             content,
@@ -1638,5 +1665,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(param(400, &err).as_deref(), Some("messages[0].prefix"));
+        // In a content part too, and in an image part's `image_url`.
+        for (body, path) in [
+            (
+                r#"{"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}]}"#,
+                "messages[0].content[0].cache_control",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="},"foo":1}]}]}"#,
+                "messages[1].content[1].foo",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA==","detail":"high"}}]}]}"#,
+                "messages[0].content[0].image_url.detail",
+            ),
+        ] {
+            let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
+            assert_eq!(param(400, &err).as_deref(), Some(path), "{err}");
+        }
+        let auto = br#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA==","detail":"auto"}}]}]}"#;
+        assert!(parse_chat(auto).is_ok());
     }
 }

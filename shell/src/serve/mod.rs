@@ -982,7 +982,9 @@ impl Answer<'_> {
         match self.kind {
             Kind::Chat => {
                 s.push_str("\"message\":{\"role\":\"assistant\",\"content\":");
-                if text.is_empty() && !tool_calls.is_empty() {
+                // Beside calls, text of only whitespace (the newline
+                // around a `<tool_call>`) is no content.
+                if text.trim().is_empty() && !tool_calls.is_empty() {
                     s.push_str("null");
                 } else {
                     push_json_str(&mut s, text);
@@ -1517,6 +1519,34 @@ fn gone() -> HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chat answer of calls alone has `content: null`, also when the
+    /// text around them is a newline (a forced call's); other text stays.
+    #[test]
+    fn content_beside_calls_is_null_unless_it_says_something() {
+        let ans = Answer {
+            kind: Kind::Chat,
+            id: "x",
+            created: 0,
+            model: "m",
+        };
+        let usage = Usage {
+            prompt: 1,
+            cached: 0,
+            completion: 1,
+            accepted: 0,
+            rejected: 0,
+        };
+        let calls = [("f".to_string(), "{}".to_string())];
+        for text in ["", "\n", " \n\n"] {
+            let body = ans.whole(text, &calls, "tool_calls", usage, "null");
+            assert!(body.contains("\"content\":null,\"tool_calls\""), "{body}");
+        }
+        let body = ans.whole("Sure.\n", &calls, "tool_calls", usage, "null");
+        assert!(body.contains("\"content\":\"Sure.\\n\""), "{body}");
+        let body = ans.whole("\n", &[], "stop", usage, "null");
+        assert!(body.contains("\"content\":\"\\n\""), "{body}");
+    }
 
     #[test]
     fn tool_calls_are_known_functions_with_object_arguments() {

@@ -13,7 +13,7 @@ use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::layouts::{iq3s, iq3xxs, iq4xs, q2k, q3k};
+use crate::layouts::{iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -41,7 +41,7 @@ struct KKernels {
 }
 
 /// The layouts under test.
-const LAYOUTS: [KKernels; 8] = [
+const LAYOUTS: [KKernels; 9] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
@@ -105,6 +105,14 @@ const LAYOUTS: [KKernels; 8] = [
         gemv: iq3s::arch::gemv_iq3_sx8_q8_k,
         generic: iq3s::generic::gemm_iq3_sx8_q8_k,
         name: "iq3_sx8",
+    },
+    KKernels {
+        rows: iq2xxs::IQ2XXSX8_ROWS,
+        bytes: iq2xxs::IQ2XXSX8_BLOCK_BYTES,
+        gemm: iq2xxs::arch::gemm_iq2_xxsx8_q8_k,
+        gemv: iq2xxs::arch::gemv_iq2_xxsx8_q8_k,
+        generic: iq2xxs::generic::gemm_iq2_xxsx8_q8_k,
+        name: "iq2_xxsx8",
     },
 ];
 

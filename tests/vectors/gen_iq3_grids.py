@@ -1,7 +1,8 @@
-"""Prints the IQ3_XXS and IQ3_S codebooks as the Rust tables of
-kernels-asm/src/layouts/iq3xxs.rs and iq3s.rs: entry i a u32 whose byte k is
-component k of grid point i (the GGUF format's grids, as gguf-py 0.19.0
-decodes them from its `grid_hex`). Run with gguf-py installed:
+"""Prints the IQ3_XXS, IQ3_S and IQ2_XXS codebooks as the Rust tables of
+kernels-asm/src/layouts/iq3xxs.rs, iq3s.rs and iq2xxs.rs: entry i a u32
+(IQ2_XXS: a u64) whose byte k is component k of grid point i (the GGUF
+format's grids, as gguf-py 0.19.0 decodes them from its `grid_hex`). Run
+with gguf-py installed:
     python3 tests/vectors/gen_iq3_grids.py
 """
 import numpy as np
@@ -10,13 +11,15 @@ from gguf import quants
 
 def table(cls, name):
     cls.init_grid()
-    grid = cls.grid.reshape(cls.grid_shape).astype(np.uint32)
+    grid = cls.grid.reshape(cls.grid_shape).astype(np.uint64)
     words = [int(sum(int(v) << (8 * k) for k, v in enumerate(row))) for row in grid]
-    print(f"pub static {name}: [u32; {len(words)}] = [")
-    for i in range(0, len(words), 8):
-        print("    " + ", ".join(f"0x{w:08x}" for w in words[i:i + 8]) + ",")
+    width, per_line = (8, 8) if cls.grid_shape[1] == 4 else (16, 4)
+    print(f"pub static {name}: [u{4 * width}; {len(words)}] = [")
+    for i in range(0, len(words), per_line):
+        print("    " + ", ".join(f"0x{w:0{width}x}" for w in words[i:i + per_line]) + ",")
     print("];")
 
 
 table(quants.IQ3_XXS, "IQ3XXS_GRID")
 table(quants.IQ3_S, "IQ3S_GRID")
+table(quants.IQ2_XXS, "IQ2XXS_GRID")

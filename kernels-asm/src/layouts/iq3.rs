@@ -177,6 +177,27 @@ pub(crate) mod aarch64 {
     }
     pub(crate) use iq3_setup;
 
+    /// IQ3_XXS's and IQ2_XXS's sign-and-scale words of 4 rows (`$v`) made sign words: the four
+    /// 7-bit fields moved to bytes (`sli`), bit 7 cleared (`v24` = 0x7f),
+    /// then set to the byte's parity (`cnt`, `shl #7`); `v10`..`v12`
+    /// scratch.
+    #[rustfmt::skip]
+    macro_rules! xxs_signs {
+        ($v:literal) => { concat!(
+            "ushr v10.4s, ", $v, ".4s, #7\n",
+            "ushr v11.4s, ", $v, ".4s, #14\n",
+            "ushr v12.4s, ", $v, ".4s, #21\n",
+            "sli ", $v, ".4s, v10.4s, #8\n",
+            "sli ", $v, ".4s, v11.4s, #16\n",
+            "sli ", $v, ".4s, v12.4s, #24\n",
+            "and ", $v, ".16b, ", $v, ".16b, v24.16b\n",
+            "cnt v10.16b, ", $v, ".16b\n",
+            "shl v10.16b, v10.16b, #7\n",
+            "orr ", $v, ".16b, ", $v, ".16b, v10.16b\n",
+        ) };
+    }
+    pub(crate) use xxs_signs;
+
     /// One chunk: its 8 points by `$lookup!(src, dst, lane, index lane)`
     /// (`$src` the register holding the chunk's indices, if any), signs
     /// from bit masks `$bits`, `sdot` with lane `$lane` of `$act`.
@@ -509,9 +530,9 @@ pub(crate) mod aarch64 {
     pub(crate) use iq3_entry;
 }
 
-/// x86_64: the body of both layouts' tiles (one row group, a row per
-/// 32-bit lane, x up to 4 activation rows), `S` choosing IQ3_S's front
-/// end: per chunk one `vpgatherdd` fetches the 8 rows' grid points, the
+/// x86_64: the body of the family's tiles (one row group, a row per
+/// 32-bit lane, x up to 4 activation rows), `F` choosing the front end
+/// (`FRONT_XXS`, `FRONT_S`, `FRONT_IQ2_XXS`): per chunk one `vpgatherdd` fetches the 8 rows' grid points, the
 /// signs spread over the bytes by `vpshufb` and compared with the chunk's
 /// bit masks; AVX2 multiplies `|v|` by the signed activations
 /// (`vpmaddubsw`, then `vpmaddwd`), the VNNI forms take `v + 128` as the
@@ -529,6 +550,14 @@ pub(crate) mod x86_64 {
     /// A layout's generic GEMM (the fallback of [`decoded_gemm`]).
     pub(crate) type GenericGemm =
         fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+    /// The front ends: IQ3_XXS's (a byte index per chunk, sign-and-scale
+    /// words), IQ3_S's (a ninth index bit, sign words, scale nibbles) and
+    /// IQ2_XXS's (IQ3_XXS's words; a byte index per pair of chunks into a
+    /// grid of 8-byte points, the pair's first chunk its low half).
+    pub(crate) const FRONT_XXS: u8 = 0;
+    pub(crate) const FRONT_S: u8 = 1;
+    pub(crate) const FRONT_IQ2_XXS: u8 = 2;
 
     /// Where a layout keeps its parts: its super-block bytes, the chunk
     /// indices, the per-row sign (or IQ3_XXS's sign-and-scale) words, and
@@ -586,7 +615,7 @@ pub(crate) mod x86_64 {
     /// # Safety
     /// `sb` points to a whole super-block of `front`'s layout; AVX2.
     #[inline(always)]
-    unsafe fn sub_block_front<const S: bool>(
+    unsafe fn sub_block_front<const F: u8>(
         front: &Front,
         sb: *const u8,
         p: usize,
@@ -595,7 +624,7 @@ pub(crate) mod x86_64 {
         // bits inside the super-block (the function contract); unaligned.
         unsafe {
             let word = _mm256_loadu_si256(sb.add(front.words_at + 32 * p).cast());
-            let (scale, signs, high) = if S {
+            let (scale, signs, high) = if F == FRONT_S {
                 let four = sb
                     .add(front.scales_at + 4 * p)
                     .cast::<i32>()
@@ -623,7 +652,7 @@ pub(crate) mod x86_64 {
     /// # Safety
     /// As [`sub_block_front`], `signs` and `high` its results.
     #[inline(always)]
-    unsafe fn chunk_points<const S: bool>(
+    unsafe fn chunk_points<const F: u8>(
         front: &Front,
         sb: *const u8,
         (p, c): (usize, usize),
@@ -632,12 +661,21 @@ pub(crate) mod x86_64 {
     ) -> (__m256i, __m256i) {
         // SAFETY: the chunk's 8 index bytes are inside the super-block, the
         // indices below the grid's length (a byte, or a byte and one bit
-        // for IQ3_S's 512 points); AVX2.
+        // for IQ3_S's 512 points; IQ2_XXS: a byte into 256 points of 8
+        // bytes, of which the gather reads 4 at offset 0 or 4); AVX2.
         unsafe {
+            if F == FRONT_IQ2_XXS {
+                // A pair's 8 index bytes; the point's half `c % 2`.
+                let idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    sb.add(front.index_at + 32 * p + 8 * (c / 2)).cast(),
+                ));
+                let g = _mm256_i32gather_epi32::<8>(front.grid.add(c % 2), idx);
+                return (g, chunk_signs(signs, c));
+            }
             let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                 sb.add(front.index_at + 64 * p + 8 * c).cast(),
             ));
-            if S {
+            if F == FRONT_S {
                 let hb = _mm256_and_si256(
                     _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
                     _mm256_set1_epi32(1),
@@ -645,7 +683,20 @@ pub(crate) mod x86_64 {
                 idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
             }
             let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
-            let bit = if c % 2 == 0 {
+            (g, chunk_signs(signs, c))
+        }
+    }
+
+    /// The mask of chunk `c`'s negative weights (`0xff` bytes), a row per
+    /// lane, from the sign words.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[inline(always)]
+    unsafe fn chunk_signs(signs: __m256i, c: usize) -> __m256i {
+        // SAFETY: register operations; the CPU implements AVX2 (the caller's).
+        unsafe {
+            let bit = if c.is_multiple_of(2) {
                 _mm256_set1_epi32(0x0804_0201)
             } else {
                 _mm256_set1_epi32(0x8040_2010_u32 as i32)
@@ -664,17 +715,16 @@ pub(crate) mod x86_64 {
                 ),
                 _mm256_set1_epi32(0x0101_0101 * k),
             );
-            let m = _mm256_cmpeq_epi8(
+            _mm256_cmpeq_epi8(
                 _mm256_and_si256(_mm256_shuffle_epi8(signs, pattern), bit),
                 bit,
-            );
-            (g, m)
+            )
         }
     }
 
-    /// The body of both layouts' tiles, inlined into each so that it is
+    /// The body of the family's tiles, inlined into each so that it is
     /// compiled with its caller's features (`DOT`: a [`Dot`] constant;
-    /// `S`: IQ3_S's front end, else IQ3_XXS's).
+    /// `F`: the front end).
     ///
     /// # Safety
     /// `wg` holds `nb` super-blocks of `front.bytes`, `qs` `T` rows of `nb *
@@ -682,7 +732,7 @@ pub(crate) mod x86_64 {
     /// `T * nb * 16` entries (row `t`'s run `k` at `t * nb * 16 + k`); the
     /// CPU implements AVX2, FMA, F16C and the `DOT` form.
     #[inline(always)]
-    pub(crate) unsafe fn iq3_tile_body<const T: usize, const DOT: u8, const S: bool>(
+    pub(crate) unsafe fn iq3_tile_body<const T: usize, const DOT: u8, const F: u8>(
         front: &Front,
         wg: &[u8],
         qs: &[i8],
@@ -709,7 +759,7 @@ pub(crate) mod x86_64 {
                 let sb = wg.as_ptr().add(b * front.bytes);
                 let mut sumi = [_mm256_setzero_si256(); T];
                 for p in 0..QK_K / 32 {
-                    let (scale, signs, high) = sub_block_front::<S>(front, sb, p);
+                    let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                     let mut isum = [_mm256_setzero_si256(); T];
                     for h in 0..2 {
                         let mut s = [_mm256_setzero_si256(); T];
@@ -721,7 +771,7 @@ pub(crate) mod x86_64 {
                         }
                         for cc in 0..4 {
                             let c = 4 * h + cc;
-                            let (g, m) = chunk_points::<S>(front, sb, (p, c), signs, high);
+                            let (g, m) = chunk_points::<F>(front, sb, (p, c), signs, high);
                             let at = b * QK_K + 32 * p + 4 * c;
                             if DOT == Dot::MADDUBS {
                                 let sign = _mm256_or_si256(m, one8);
@@ -787,7 +837,7 @@ pub(crate) mod x86_64 {
     /// # Safety
     /// As [`sub_block_front`]; F16C.
     #[inline(always)]
-    unsafe fn decode<const S: bool>(front: &Front, sb: *const u8) -> Decoded {
+    unsafe fn decode<const F: u8>(front: &Front, sb: *const u8) -> Decoded {
         // SAFETY: the front end's loads (its contract); the 16 bytes of `d`
         // begin the super-block.
         unsafe {
@@ -800,11 +850,11 @@ pub(crate) mod x86_64 {
                 dw: _mm256_cvtph_ps(_mm_loadu_si128(sb.cast())),
             };
             for p in 0..QK_K / 32 {
-                let (scale, signs, high) = sub_block_front::<S>(front, sb, p);
+                let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                 dec.scales[p] = scale;
                 let mut sum = _mm256_setzero_si256();
                 for c in 0..8 {
-                    let (g, m) = chunk_points::<S>(front, sb, (p, c), signs, high);
+                    let (g, m) = chunk_points::<F>(front, sb, (p, c), signs, high);
                     let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
                     dec.values[8 * p + c] = v;
                     let pairs = _mm256_maddubs_epi16(ones8, v);
@@ -891,7 +941,7 @@ pub(crate) mod x86_64 {
     /// quant is -128.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn decoded_body<const DOT: u8, const S: bool>(
+    unsafe fn decoded_body<const DOT: u8, const F: u8>(
         front: &Front,
         w: &[u8],
         rows: usize,
@@ -912,7 +962,7 @@ pub(crate) mod x86_64 {
             for b in 0..nb {
                 let sb = &w[g * group_bytes + b * front.bytes..][..front.bytes];
                 // SAFETY: `sb` is a whole super-block (the shape check).
-                let dec = unsafe { decode::<S>(front, sb.as_ptr()) };
+                let dec = unsafe { decode::<F>(front, sb.as_ptr()) };
                 let mut t0 = 0;
                 while t0 < m {
                     let tm = (m - t0).min(TILE_M);
@@ -975,7 +1025,7 @@ pub(crate) mod x86_64 {
     /// Its contract with `DOT` the AVX2 form.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn decoded_avx2<const S: bool>(
+    unsafe fn decoded_avx2<const F: u8>(
         front: &Front,
         w: &[u8],
         rows: usize,
@@ -986,10 +1036,10 @@ pub(crate) mod x86_64 {
         out: &mut [f32],
     ) {
         // SAFETY: the contract of this function is the body's.
-        unsafe { decoded_body::<{ Dot::MADDUBS }, S>(front, w, rows, shape, act_qs, act_d, m, out) }
+        unsafe { decoded_body::<{ Dot::MADDUBS }, F>(front, w, rows, shape, act_qs, act_d, m, out) }
     }
 
-    crate::x86_64::vnni_forms!(decoded_avx_vnni, decoded_avx512_vnni<const S: bool>(
+    crate::x86_64::vnni_forms!(decoded_avx_vnni, decoded_avx512_vnni<const F: u8>(
         front: &Front,
         w: &[u8],
         rows: usize,
@@ -998,14 +1048,14 @@ pub(crate) mod x86_64 {
         act_d: &[f32],
         m: usize,
         out: &mut [f32],
-    ) => decoded_body::<DOT, S>);
+    ) => decoded_body::<DOT, F>);
 
-    /// A codebook layout's GEMM of 2 or more activation rows (`S`: IQ3_S),
+    /// A codebook layout's GEMM of 2 or more activation rows (`F`: its front end),
     /// each super-block decoded once for all of them; the contract of its
     /// generic twin `generic`, to which empty shapes go, and activations
     /// with a -128 quant on a CPU without VNNI.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn decoded_gemm<const S: bool>(
+    pub(crate) fn decoded_gemm<const F: u8>(
         cpu: Avx2,
         front: &Front,
         generic: GenericGemm,
@@ -1041,10 +1091,10 @@ pub(crate) mod x86_64 {
                 Vnni::No if act_qs.contains(&i8::MIN) => {
                     return generic(w, rows, cols, act_qs, act_d, act_sums, m, out)
                 }
-                Vnni::No => decoded_avx2::<S>(front, w, rows, shape, act_qs, act_d, m, out),
-                Vnni::Avx => decoded_avx_vnni::<S>(front, w, rows, shape, act_qs, act_d, m, out),
+                Vnni::No => decoded_avx2::<F>(front, w, rows, shape, act_qs, act_d, m, out),
+                Vnni::Avx => decoded_avx_vnni::<F>(front, w, rows, shape, act_qs, act_d, m, out),
                 Vnni::Avx512 => {
-                    decoded_avx512_vnni::<S>(front, w, rows, shape, act_qs, act_d, m, out)
+                    decoded_avx512_vnni::<F>(front, w, rows, shape, act_qs, act_d, m, out)
                 }
             }
         }
@@ -1054,12 +1104,12 @@ pub(crate) mod x86_64 {
     /// A codebook layout's x86 entry points (`$name` its name): `k8_entry!`'s
     /// GEMV, tiles and table `$table` over `$body` (the family's body with
     /// the layout's front end), the tiles' GEMM `$tiles` for one row, and
-    /// the GEMM `$gemm` of 2 or more rows through [`decoded_gemm`] (`$s`:
-    /// IQ3_S's front end) with the layout's `front()`.
+    /// the GEMM `$gemm` of 2 or more rows through [`decoded_gemm`] (`$front`:
+    /// the front end) with the layout's `front()`.
     macro_rules! iq3_entry {
         (
             $name:literal, $gemv:ident, $gemm:ident, $tiles:ident, $table:ident,
-            [$tile:ident, $avx:ident, $avx512:ident], $body:ident, $bytes:expr, $s:literal
+            [$tile:ident, $avx:ident, $avx512:ident], $body:ident, $bytes:expr, $front:expr
         ) => {
             $crate::x86_64::q6k::k8_entry!(
                 $name,
@@ -1090,7 +1140,7 @@ pub(crate) mod x86_64 {
                     return $tiles(cpu, w, rows, cols, act_qs, act_d, act_sums, m, out);
                 }
                 let generic: $crate::layouts::iq3::x86_64::GenericGemm = super::generic::$gemm;
-                $crate::layouts::iq3::x86_64::decoded_gemm::<$s>(
+                $crate::layouts::iq3::x86_64::decoded_gemm::<{ $front }>(
                     cpu, &front(), generic, w, rows, cols, act_qs, act_d, act_sums, m, out,
                 )
             }

@@ -356,7 +356,7 @@ pub mod aarch64 {
 pub mod x86_64 {
     use super::{IQ3SX8_BLOCK_BYTES, IQ3SX8_HIGH_AT, IQ3SX8_INDEX_AT, IQ3SX8_ROWS};
     use super::{IQ3SX8_SCALES_AT, IQ3SX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front};
+    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front, FRONT_S};
     use crate::x86_64::q6k::TILE_M;
 
     iq3_entry!(
@@ -368,7 +368,7 @@ pub mod x86_64 {
         [iq3s_tile, iq3s_tile_avx_vnni, iq3s_tile_avx512_vnni],
         iq3s_tile_body,
         IQ3SX8_BLOCK_BYTES,
-        true
+        FRONT_S
     );
 
     /// The layout's places for the family's x86 code.
@@ -399,7 +399,7 @@ pub mod x86_64 {
     ) {
         let front = front();
         // SAFETY: the contract of this function is the body's.
-        unsafe { iq3_tile_body::<T, DOT, true>(&front, wg, qs, d, offsets, nb, res) }
+        unsafe { iq3_tile_body::<T, DOT, { FRONT_S }>(&front, wg, qs, d, offsets, nb, res) }
     }
 }
 

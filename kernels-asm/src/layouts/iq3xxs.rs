@@ -187,7 +187,7 @@ pub mod generic {
 pub mod aarch64 {
     use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXS_GRID};
     use crate::layouts::iq3::aarch64::{
-        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, IQ3_CONSTANTS,
+        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, xxs_signs, IQ3_CONSTANTS,
     };
     use crate::layouts::iq3::{decode_super_block, Decoded};
 
@@ -207,26 +207,6 @@ pub mod aarch64 {
         ($pair:literal) => {
             ""
         };
-    }
-
-    /// The sign-and-scale words of 4 rows (`$v`) made sign words: the four
-    /// 7-bit fields moved to bytes (`sli`), bit 7 cleared (`v24` = 0x7f),
-    /// then set to the byte's parity (`cnt`, `shl #7`); `v10`..`v12`
-    /// scratch.
-    #[rustfmt::skip]
-    macro_rules! xxs_signs {
-        ($v:literal) => { concat!(
-            "ushr v10.4s, ", $v, ".4s, #7\n",
-            "ushr v11.4s, ", $v, ".4s, #14\n",
-            "ushr v12.4s, ", $v, ".4s, #21\n",
-            "sli ", $v, ".4s, v10.4s, #8\n",
-            "sli ", $v, ".4s, v11.4s, #16\n",
-            "sli ", $v, ".4s, v12.4s, #24\n",
-            "and ", $v, ".16b, ", $v, ".16b, v24.16b\n",
-            "cnt v10.16b, ", $v, ".16b\n",
-            "shl v10.16b, v10.16b, #7\n",
-            "orr ", $v, ".16b, ", $v, ".16b, v10.16b\n",
-        ) };
     }
 
     /// The GEMV loop: `groups` row groups, each `nb` super-blocks.
@@ -340,7 +320,7 @@ pub mod aarch64 {
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
     use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_INDEX_AT, IQ3XXSX8_ROWS, IQ3XXSX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front};
+    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front, FRONT_XXS};
     use crate::x86_64::q6k::TILE_M;
 
     iq3_entry!(
@@ -352,7 +332,7 @@ pub mod x86_64 {
         [iq3xxs_tile, iq3xxs_tile_avx_vnni, iq3xxs_tile_avx512_vnni],
         iq3xxs_tile_body,
         IQ3XXSX8_BLOCK_BYTES,
-        false
+        FRONT_XXS
     );
 
     /// The layout's places for the family's x86 code.
@@ -383,7 +363,7 @@ pub mod x86_64 {
     ) {
         let front = front();
         // SAFETY: the contract of this function is the body's.
-        unsafe { iq3_tile_body::<T, DOT, false>(&front, wg, qs, d, offsets, nb, res) }
+        unsafe { iq3_tile_body::<T, DOT, { FRONT_XXS }>(&front, wg, qs, d, offsets, nb, res) }
     }
 }
 

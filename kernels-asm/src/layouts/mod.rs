@@ -6,6 +6,7 @@
 //! layout is a module here and its row in the core's layout table
 //! (docs/architecture.md, "Adding a layout").
 
+pub mod iq2xxs;
 pub mod iq3;
 pub mod iq3s;
 pub mod iq3xxs;
@@ -30,7 +31,7 @@ pub(crate) fn gguf_bytes(rows: usize, cols: usize, block_bytes: usize) -> Option
         .checked_mul(block_bytes)
 }
 
-/// The repacking of an 8-row K layout (`q3k`, `iq4xs`, `q2k`, `iq3xxs`,
+/// The repacking of an 8-row K layout (`q3k`, `iq4xs`, `q2k`, `iq2xxs`, `iq3xxs`,
 /// `iq3s`): after checking that `cols` is a multiple of 256, `src` holds
 /// `rows` rows of GGUF blocks (`block_bytes` each) and `out` the packed
 /// matrix (`names`: the three lengths' names for the errors), each row

@@ -347,3 +347,17 @@ pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>> {
     v.resize(need, 0);
     Ok(v)
 }
+
+/// The arena one session needs at context `ctx`: f16 KV cache,
+/// activations and scratch for prefill batches of 128.
+pub fn arena_bytes(cfg: &kestrel_core::config::Config, ctx: usize) -> Result<u64> {
+    let opts = Options {
+        max_seq: ctx,
+        max_batch: 128,
+        kv: KvType::F16,
+        all_logits: false,
+        slots: 1,
+        draft: 0,
+    };
+    Ok(ArenaSizes::new(cfg, &opts)?.total as u64)
+}

@@ -425,7 +425,7 @@ pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
         ""
     );
     if let Some(board) = board {
-        let arena = |ctx: usize| arena_bytes(&cfg, ctx);
+        let arena = |ctx: usize| crate::engine::arena_bytes(&cfg, ctx);
         println!("a board of {} ({board} bytes):", gib(board));
         for (what, w) in weights
             .iter()
@@ -460,21 +460,6 @@ pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The arena one session needs at context `ctx`: f16 KV cache,
-/// activations and scratch for prefill batches of 128.
-pub fn arena_bytes(cfg: &Config, ctx: usize) -> Result<u64> {
-    use kestrel_core::state::{ArenaSizes, KvType, Options};
-    let opts = Options {
-        max_seq: ctx,
-        max_batch: 128,
-        kv: KvType::F16,
-        all_logits: false,
-        slots: 1,
-        draft: 0,
-    };
-    Ok(ArenaSizes::new(cfg, &opts)?.total as u64)
 }
 
 /// A board-sized amount: GiB from 1 GiB up, MiB below.

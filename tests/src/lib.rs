@@ -365,6 +365,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
         Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
         Layout::Iq3Xxsx8 => (None, Some(unpack_iq3_xxs)),
+        Layout::Iq2Xxsx8 => (None, Some(unpack_iq2_xxs)),
         Layout::Iq3Sx8 => (None, Some(unpack_iq3_s)),
         Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
@@ -615,6 +616,46 @@ pub fn unpack_iq3_xxs(
             for p in 0..QK_K / 32 {
                 let at = 2 + QK_K / 4 + 4 * p;
                 block[at..at + 4].copy_from_slice(&sb[word_place(r, p)..][..4]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks an IQ2_XXSx8 matrix (`rows x cols`) into row-major GGUF IQ2_XXS
+/// blocks (`out`: `rows * cols / 256 * 66` bytes), the inverse of
+/// `repack_iq2_xxs`.
+pub fn unpack_iq2_xxs(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq2xxs::{
+        index_place, iq2_xxs_bytes, iq2_xxsx8_bytes, word_place, IQ2XXSX8_BLOCK_BYTES,
+        IQ2XXSX8_ROWS, IQ2_XXS_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "iq2_xxsx8 matrix bytes",
+        iq2_xxsx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq2_xxs output bytes", iq2_xxs_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ2_XXS_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ2XXSX8_ROWS, row % IQ2XXSX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ2XXSX8_BLOCK_BYTES..][..IQ2XXSX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ2_XXS_BLOCK_BYTES..][..IQ2_XXS_BLOCK_BYTES];
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for p in 0..QK_K / 32 {
+                let at = 2 + 8 * p;
+                for l in 0..4 {
+                    block[at + l] = sb[index_place(r, 4 * p + l)];
+                }
+                block[at + 4..at + 8].copy_from_slice(&sb[word_place(r, p)..][..4]);
             }
         }
     }

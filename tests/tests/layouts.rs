@@ -1,5 +1,5 @@
 //! The layouts written whole (`kestrel_kernels::layouts`; Q3_Kx8,
-//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8 and IQ3_Sx8 here, whose GGUF blocks are 256
+//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8 and IQ2_XXSx8 here, whose GGUF blocks are 256
 //! weights): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
 //! them back), the generic accessors give ggml's dequantized values bit for
@@ -10,9 +10,11 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq3s, iq3xxs, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
 use kestrel_kernels::ShapeError;
-use kestrel_tests::{unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs, unpack_q2_k, unpack_q3_k};
+use kestrel_tests::{
+    unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs, unpack_q2_k, unpack_q3_k,
+};
 
 const MAX_ROWS: usize = 11;
 const MAX_COLS: usize = 1024;
@@ -40,7 +42,7 @@ struct Whole {
     value: fn(&[u8], usize, usize) -> f32,
 }
 
-const LAYOUTS: [Whole; 5] = [
+const LAYOUTS: [Whole; 6] = [
     Whole {
         ty: GgmlType::Q3_K,
         block_bytes: q3k::Q3_K_BLOCK_BYTES,
@@ -111,6 +113,22 @@ const LAYOUTS: [Whole; 5] = [
             let v = iq3s::generic::iq3sx8_weight(sb, r, i);
             let sign = if v < 0 { -1.0 } else { 1.0 };
             read_f16(sb, 2 * r) * s as f32 * v.abs() as f32 * sign
+        },
+    },
+    Whole {
+        ty: GgmlType::IQ2_XXS,
+        block_bytes: iq2xxs::IQ2_XXS_BLOCK_BYTES,
+        d_at: 0,
+        super_block_bytes: iq2xxs::IQ2XXSX8_BLOCK_BYTES,
+        packed_bytes: iq2xxs::iq2_xxsx8_bytes,
+        repack: iq2xxs::repack_iq2_xxs,
+        unpack: unpack_iq2_xxs,
+        value: |sb, r, i| {
+            // ggml: d * (0.5 + ls) * 0.25 * g * sign, the scale 2 ls + 1.
+            let ls = (iq2xxs::generic::iq2xxsx8_scale(sb, r, i / 32) - 1) / 2;
+            let v = iq2xxs::generic::iq2xxsx8_weight(sb, r, i);
+            let sign = if v < 0 { -1.0 } else { 1.0 };
+            read_f16(sb, 2 * r) * (0.5 + ls as f32) * 0.25 * v.abs() as f32 * sign
         },
     },
 ];

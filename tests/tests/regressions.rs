@@ -65,7 +65,7 @@ fn every_fuzz_target_is_listed() {
 /// The VQF target on files of every kept-GGUF layout, made here from the
 /// fixtures (a whole model is larger than the kept corpus takes): IQ4_NLx4
 /// (layout 8), Q3_Kx8 (12), IQ4_XSx8 (10), Q2_Kx8 (11), IQ3_XXSx8 (13),
-/// IQ3_Sx8 (14), the K-quant mix (5, 6, 7), each whole, cut at
+/// IQ3_Sx8 (14), IQ2_XXSx8 (15), the K-quant mix (5, 6, 7), each whole, cut at
 /// 48 points, and with 300 deterministic byte changes (most in the header
 /// and entry table, some anywhere): the exerciser returns on each, and the
 /// whole file parses with the layouts it should hold.
@@ -84,6 +84,7 @@ fn vqf_files_of_the_kept_layouts_and_their_damage_never_panic() {
         ("dev_qwen2_kquant", "model-q2_k.gguf", Layout::Q2Kx8),
         ("dev_qwen2_kquant", "model-iq3_xxs.gguf", Layout::Iq3Xxsx8),
         ("dev_qwen2_kquant", "model-iq3_s.gguf", Layout::Iq3Sx8),
+        ("dev_qwen2_kquant", "model-iq2_xxs.gguf", Layout::Iq2Xxsx8),
         ("dev_qwen2_kquant", "model-kquant-mix.gguf", Layout::Q6Kx8),
     ];
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;

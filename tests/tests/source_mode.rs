@@ -91,6 +91,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-iq4_xs.gguf",
             "model-iq3_xxs.gguf",
             "model-iq3_s.gguf",
+            "model-iq2_xxs.gguf",
             "model-q2_k.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
@@ -227,8 +228,16 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
             "{}: decode copy rel L2 vs f32: source {rel_source:.2e}, dual {rel_dual:.2e}",
             src.display()
         );
-        // MoE routing flips on near ties once weights are 4-bit: a looser bound.
-        let bound = if v.config().moe.is_some() { 0.3 } else { 0.05 };
+        // MoE routing flips on near ties once weights are 4-bit: a looser
+        // bound. The IQ2_XXS fixture (random blocks requantized to 2 bits)
+        // amplifies rounding: its `q8` file is 6.5% off f32 too (IQ3_XXS's:
+        // 1.0%), and Q8_K activations round more than Q8_0's.
+        let iq2 = src.ends_with("model-iq2_xxs.gguf");
+        let bound = match (v.config().moe.is_some(), iq2) {
+            (true, _) => 0.3,
+            (false, true) => 0.15,
+            _ => 0.05,
+        };
         assert!(rel_source < bound, "{}: {rel_source}", src.display());
         assert!(
             rel_source <= rel_dual * 1.0001,

@@ -15,8 +15,8 @@
      NaN, but no signalling NaN: numpy widens an f16 sNaN keeping it
      signalling, while ggml's GGML_FP16_TO_FP32 (F16C, ARM fcvt, or its
      software path) quiets it, as kestrel does.
-   * IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S: random blocks from generators of
-     their own (added later).
+   * IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS: random blocks from
+     generators of their own (added later).
    Expected outputs are gguf.quants.dequantize(), except Q8_K, which gguf-py
    does not implement: it is computed here as ggml's dequantize_row_q8_K does,
    y = d * q in f32 (d an f32, q an i8).
@@ -164,6 +164,13 @@ for seed, qtype, name in [(202612051, T.IQ3_XXS, "iq3_xxs"), (202612052, T.IQ3_S
     write(f"{name}.bin", blocks.tobytes())
     write(f"{name}.f32", dequant(qtype, blocks).astype("<f4").tobytes())
     deq_types = deq_types + [qtype]
+# IQ2_XXS (added 2026-12-06): the same, a generator of its own.
+rng = np.random.default_rng(202612061)
+F16_FIELDS[T.IQ2_XXS] = [0]
+blocks = random_blocks(T.IQ2_XXS, N_VALUES // 256)
+write("iq2_xxs.bin", blocks.tobytes())
+write("iq2_xxs.f32", dequant(T.IQ2_XXS, blocks).astype("<f4").tobytes())
+deq_types = deq_types + [T.IQ2_XXS]
 rng = np.random.default_rng()
 rng.bit_generator.state = saved
 

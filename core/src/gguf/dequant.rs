@@ -66,6 +66,7 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::Q8_K => blocks(bytes, out, q8_k),
         GgmlType::IQ4_NL => blocks(bytes, out, iq4_nl),
         GgmlType::IQ4_XS => blocks(bytes, out, iq4_xs),
+        GgmlType::IQ2_XXS => blocks(bytes, out, iq2_xxs),
         GgmlType::IQ3_XXS => blocks(bytes, out, iq3_xxs),
         GgmlType::IQ3_S => blocks(bytes, out, iq3_s),
         GgmlType::Q8_1 => {}
@@ -135,6 +136,33 @@ fn iq4_xs(b: &[u8; 136], o: &mut [f32; QK_K]) {
             let q = b[8 + 16 * p + l];
             o[32 * p + l] = dl * IQ4_NL_VALUES[(q & 15) as usize] as f32;
             o[32 * p + l + 16] = dl * IQ4_NL_VALUES[(q >> 4) as usize] as f32;
+        }
+    }
+}
+
+/// IQ2_XXS: `d: f16`, then per sub-block `p` (32 weights) two words: the
+/// first 4 bytes index the grid points of weights `8l..8l + 8`, the second
+/// `aux` holds the scale `ls` (bits 28..32) and the signs as IQ3_XXS's:
+/// `x = (d * (0.5 + ls) * 0.25) * g * sign`, `g` byte `j` of point `l` for
+/// weight `8l + j`.
+fn iq2_xxs(b: &[u8; 66], o: &mut [f32; QK_K]) {
+    use kestrel_kernels::layouts::iq2xxs::IQ2XXS_GRID;
+    use kestrel_kernels::layouts::iq3xxs::sign_word;
+    let d = h(b, 0);
+    for p in 0..QK_K / 32 {
+        let at = 2 + 8 * p;
+        let aux = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]);
+        let db = d * (0.5 + (aux >> 28) as f32) * 0.25;
+        let signs = sign_word(aux);
+        for w in 0..32 {
+            let point = IQ2XXS_GRID[b[at + w / 8] as usize];
+            let g = ((point >> (8 * (w % 8))) & 0xff) as f32;
+            let sign = if (signs >> (8 * (w / 8) + w % 8)) & 1 != 0 {
+                -1.0
+            } else {
+                1.0
+            };
+            o[32 * p + w] = db * g * sign;
         }
     }
 }

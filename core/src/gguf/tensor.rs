@@ -48,6 +48,10 @@ pub enum GgmlType {
     Q6_K = 14,
     /// 256 weights in 292 bytes: `d: f32`, 256 x `i8`, 16 x `i16` sums.
     Q8_K = 15,
+    /// 256 weights in 66 bytes: `d: f16`, per 32 weights 4 indices into the
+    /// IQ2_XXS grid of 8-weight points and a word of signs (7 bits per 8
+    /// weights) and a 4-bit scale.
+    IQ2_XXS = 16,
     /// 256 weights in 98 bytes: `d: f16`, 64 indices into the IQ3_XXS grid
     /// of 4-weight points, 8 words of signs (7 bits per 8 weights) and a
     /// 4-bit scale.
@@ -68,7 +72,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 19] = [
+    pub const ALL: [GgmlType; 20] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -83,6 +87,7 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ2_XXS,
         GgmlType::IQ3_XXS,
         GgmlType::IQ4_NL,
         GgmlType::IQ3_S,
@@ -107,6 +112,7 @@ impl GgmlType {
             13 => GgmlType::Q5_K,
             14 => GgmlType::Q6_K,
             15 => GgmlType::Q8_K,
+            16 => GgmlType::IQ2_XXS,
             18 => GgmlType::IQ3_XXS,
             20 => GgmlType::IQ4_NL,
             21 => GgmlType::IQ3_S,
@@ -138,6 +144,7 @@ impl GgmlType {
             GgmlType::Q5_K => "q5_K",
             GgmlType::Q6_K => "q6_K",
             GgmlType::Q8_K => "q8_K",
+            GgmlType::IQ2_XXS => "iq2_xxs",
             GgmlType::IQ3_XXS => "iq3_xxs",
             GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::IQ3_S => "iq3_s",
@@ -163,6 +170,7 @@ impl GgmlType {
             | GgmlType::Q5_K
             | GgmlType::Q6_K
             | GgmlType::Q8_K
+            | GgmlType::IQ2_XXS
             | GgmlType::IQ3_XXS
             | GgmlType::IQ3_S
             | GgmlType::IQ4_XS => QK_K,
@@ -187,6 +195,7 @@ impl GgmlType {
             GgmlType::Q6_K => 2 + QK_K / 2 + QK_K / 4 + QK_K / 16,
             GgmlType::Q8_K => 4 + QK_K + QK_K / 8,
             GgmlType::IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
+            GgmlType::IQ2_XXS => 2 + QK_K / 4,
             GgmlType::IQ3_XXS => 2 + 3 * QK_K / 8,
             GgmlType::IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
         }

@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -59,6 +59,10 @@ pub enum Layout {
     /// size, every value exact (docs/kernels.md "IQ3_XXSx8 and IQ3_Sx8";
     /// `kestrel_kernels::layouts::iq3xxs`).
     Iq3Xxsx8,
+    /// GGUF IQ2_XXS super-blocks interleaved 8 rows in the GGUF bytes'
+    /// size, every value exact (docs/kernels.md "IQ2_XXSx8";
+    /// `kestrel_kernels::layouts::iq2xxs`).
+    Iq2Xxsx8,
     /// GGUF IQ3_S super-blocks interleaved 8 rows in the GGUF bytes' size,
     /// every value exact (`kestrel_kernels::layouts::iq3s`).
     Iq3Sx8,
@@ -226,7 +230,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 16] = [
+pub static LAYOUTS: [LayoutSpec; 17] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -421,6 +425,25 @@ pub static LAYOUTS: [LayoutSpec; 16] = [
         kept: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq3xxs::gemm_iq3_xxsx8_q8_k),
+        #[cfg(not(feature = "codebook"))]
+        gemm: Gemm::None,
+    },
+    LayoutSpec {
+        layout: Layout::Iq2Xxsx8,
+        name: "IQ2_XXSx8",
+        dtype: "IQ2_XXS",
+        suffix: "iq2_xxs",
+        dtype_code: 16,
+        layout_code: 15,
+        group_rows: iq2xxs::IQ2XXSX8_ROWS,
+        block_bytes: iq2xxs::IQ2XXSX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        #[cfg(feature = "codebook")]
+        kept: kept(16, |s, r, c, o| Ok(iq2xxs::repack_iq2_xxs(s, r, c, o)?)), // IQ2_XXS
+        #[cfg(not(feature = "codebook"))]
+        kept: None,
+        #[cfg(feature = "codebook")]
+        gemm: gemm!(Q8K, iq2xxs::gemm_iq2_xxsx8_q8_k),
         #[cfg(not(feature = "codebook"))]
         gemm: Gemm::None,
     },

@@ -994,7 +994,7 @@ fn dry_run_report(
     ctxs.retain(|&c| c < max_seq as usize);
     ctxs.push(max_seq as usize);
     for ctx in ctxs {
-        let arena = crate::inspect::arena_bytes(cfg, ctx)?;
+        let arena = crate::engine::arena_bytes(cfg, ctx)?;
         println!(
             "[fit] memory at --ctx {ctx}: {:.2} GiB (the file, mapped, + {:.1} MiB of arena: f16 KV cache, activations, prefill batch 128)",
             (file + arena) as f64 / (1u64 << 30) as f64,

@@ -83,12 +83,13 @@ fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {
         sb[2 * r..2 * r + 2].copy_from_slice(&block[..2]);
+        // Index `l` of sub-block `p` is byte `2 + 8p + l` of the block.
+        for l in 0..QK_K / 8 {
+            sb[index_place(r, l)] = block[2 + 8 * (l / 4) + l % 4];
+        }
         for p in 0..QK_K / 32 {
-            let at = 2 + 8 * p;
-            for l in 0..4 {
-                sb[index_place(r, 4 * p + l)] = block[at + l];
-            }
-            sb[word_place(r, p)..][..4].copy_from_slice(&block[at + 4..at + 8]);
+            let at = 2 + 8 * p + 4;
+            sb[word_place(r, p)..][..4].copy_from_slice(&block[at..at + 4]);
         }
     }
 }

@@ -298,43 +298,47 @@ pub fn mmproj_vision(
 /// llama.cpp's mmproj name of a vision tensor (`layer`: the block, or the
 /// DeepStack merger's index, which the mmproj names by its block).
 fn mmproj_name(role: Role, layer: u16, vision: Option<&VisionConfig>) -> String {
-    let b = format!("v.blk.{layer}.");
-    let ds = || {
-        let block = vision
-            .and_then(|v| v.deepstack_layers.get(layer as usize).copied())
-            .unwrap_or(u32::MAX);
-        format!("v.deepstack.{block}.")
-    };
-    match role {
-        Role::VNorm1 => format!("{b}ln1.weight"),
-        Role::VNorm1Bias => format!("{b}ln1.bias"),
-        Role::VQkv => format!("{b}attn_qkv.weight"),
-        Role::VQkvBias => format!("{b}attn_qkv.bias"),
-        Role::VProj => format!("{b}attn_out.weight"),
-        Role::VProjBias => format!("{b}attn_out.bias"),
-        Role::VNorm2 => format!("{b}ln2.weight"),
-        Role::VNorm2Bias => format!("{b}ln2.bias"),
-        Role::VFc1 => format!("{b}ffn_up.weight"),
-        Role::VFc1Bias => format!("{b}ffn_up.bias"),
-        Role::VFc2 => format!("{b}ffn_down.weight"),
-        Role::VFc2Bias => format!("{b}ffn_down.bias"),
-        Role::DsNorm => format!("{}norm.weight", ds()),
-        Role::DsNormBias => format!("{}norm.bias", ds()),
-        Role::DsFc1 => format!("{}fc1.weight", ds()),
-        Role::DsFc1Bias => format!("{}fc1.bias", ds()),
-        Role::DsFc2 => format!("{}fc2.weight", ds()),
-        Role::DsFc2Bias => format!("{}fc2.bias", ds()),
-        Role::MergerNorm => "v.post_ln.weight".into(),
-        Role::MergerNormBias => "v.post_ln.bias".into(),
-        Role::MergerFc1 => "mm.0.weight".into(),
-        Role::MergerFc1Bias => "mm.0.bias".into(),
-        Role::MergerFc2 => "mm.2.weight".into(),
-        Role::MergerFc2Bias => "mm.2.bias".into(),
+    // (where: 0 the block's, 1 the DeepStack merger's, 2 the tower's; name)
+    let (at, name) = match role {
+        Role::VNorm1 => (0, "ln1.weight"),
+        Role::VNorm1Bias => (0, "ln1.bias"),
+        Role::VQkv => (0, "attn_qkv.weight"),
+        Role::VQkvBias => (0, "attn_qkv.bias"),
+        Role::VProj => (0, "attn_out.weight"),
+        Role::VProjBias => (0, "attn_out.bias"),
+        Role::VNorm2 => (0, "ln2.weight"),
+        Role::VNorm2Bias => (0, "ln2.bias"),
+        Role::VFc1 => (0, "ffn_up.weight"),
+        Role::VFc1Bias => (0, "ffn_up.bias"),
+        Role::VFc2 => (0, "ffn_down.weight"),
+        Role::VFc2Bias => (0, "ffn_down.bias"),
+        Role::DsNorm => (1, "norm.weight"),
+        Role::DsNormBias => (1, "norm.bias"),
+        Role::DsFc1 => (1, "fc1.weight"),
+        Role::DsFc1Bias => (1, "fc1.bias"),
+        Role::DsFc2 => (1, "fc2.weight"),
+        Role::DsFc2Bias => (1, "fc2.bias"),
+        Role::MergerNorm => (2, "v.post_ln.weight"),
+        Role::MergerNormBias => (2, "v.post_ln.bias"),
+        Role::MergerFc1 => (2, "mm.0.weight"),
+        Role::MergerFc1Bias => (2, "mm.0.bias"),
+        Role::MergerFc2 => (2, "mm.2.weight"),
+        Role::MergerFc2Bias => (2, "mm.2.bias"),
         // The first frame's half of the Conv3d; `.weight.1` the second's.
-        Role::VPatchEmbd => "v.patch_embd.weight".into(),
-        Role::VPatchBias => "v.patch_embd.bias".into(),
-        Role::VPosEmbd => "v.position_embd.weight".into(),
-        other => format!("(no mmproj tensor for role {})", other.stem()),
+        Role::VPatchEmbd => (2, "v.patch_embd.weight"),
+        Role::VPatchBias => (2, "v.patch_embd.bias"),
+        Role::VPosEmbd => (2, "v.position_embd.weight"),
+        _ => (2, "(no mmproj tensor)"),
+    };
+    match at {
+        0 => format!("v.blk.{layer}.{name}"),
+        1 => {
+            let block = vision
+                .and_then(|v| v.deepstack_layers.get(layer as usize).copied())
+                .unwrap_or(u32::MAX);
+            format!("v.deepstack.{block}.{name}")
+        }
+        _ => name.to_string(),
     }
 }
 

@@ -225,6 +225,89 @@ impl NumBounds {
     }
 }
 
+/// The floor and ceiling of a JSON number text, exactly (no rounding
+/// through `f64`), each saturated to +-2^100 (far beyond `i64`); `None`
+/// when the text is not a JSON number.
+fn integer_floor_ceil(text: &str) -> Option<(i128, i128)> {
+    const FAR: i128 = 1 << 100;
+    let b = text.as_bytes();
+    let (neg, mut i) = match b.first() {
+        Some(b'-') => (true, 1),
+        _ => (false, 0),
+    };
+    // The digits (integer part, then fraction) and the power of ten of
+    // the last one.
+    let (mut int, mut frac_nonzero, mut digits_at) = (0i128, false, 0i64);
+    let mut saw_digit = false;
+    let mut point = false;
+    let mut mant: [u8; 64] = [0; 64];
+    let mut n = 0usize;
+    while i < b.len() {
+        match b[i] {
+            c @ b'0'..=b'9' => {
+                saw_digit = true;
+                if n < mant.len() {
+                    mant[n] = c - b'0';
+                    n += 1;
+                    if point {
+                        digits_at -= 1;
+                    }
+                } else if !point {
+                    // Beyond 64 digits: only the magnitude matters.
+                    digits_at += 1;
+                } else if c != b'0' {
+                    frac_nonzero = true;
+                }
+            }
+            b'.' if !point => point = true,
+            b'e' | b'E' => break,
+            _ => return None,
+        }
+        i += 1;
+    }
+    if !saw_digit {
+        return None;
+    }
+    let mut exp: i64 = 0;
+    if i < b.len() {
+        let rest = &text[i + 1..];
+        let (eneg, digits) = match rest.as_bytes().first() {
+            Some(b'-') => (true, &rest[1..]),
+            Some(b'+') => (false, &rest[1..]),
+            _ => (false, rest),
+        };
+        if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        for c in digits.bytes() {
+            exp = (exp * 10 + (c - b'0') as i64).min(1 << 20);
+        }
+        if eneg {
+            exp = -exp;
+        }
+    }
+    // The value is mant[..n] x 10^(digits_at + exp), with the fraction's
+    // digits past the first 64 nonzero when `frac_nonzero`.
+    let shift = digits_at + exp;
+    let keep = (n as i64 + shift.min(0)).max(0) as usize;
+    for &d in &mant[..keep.min(n)] {
+        int = (int * 10 + d as i128).min(FAR);
+    }
+    for _ in 0..shift.max(0) {
+        int = (int * 10).min(FAR);
+    }
+    if mant[keep.min(n)..n].iter().any(|&d| d != 0) {
+        frac_nonzero = true;
+    }
+    let (floor, ceil) = match (neg, frac_nonzero) {
+        (false, false) => (int, int),
+        (false, true) => (int, int + 1),
+        (true, false) => (-int, -int),
+        (true, true) => (-int - 1, -int),
+    };
+    Some((floor, ceil))
+}
+
 /// A bound's JSON number text in units of 10^-12, when it is exact there
 /// with room for a digit finer (a multiple of 100 units: 10^-10), of at
 /// most 15 significant digits and at most 10^6 in magnitude.
@@ -1068,9 +1151,6 @@ impl Schema {
             let Value::Number(text) = b else {
                 return Err(SchemaError::Invalid("a bound must be a number"));
             };
-            let x = text
-                .as_f64()
-                .ok_or(SchemaError::Invalid("a bound must be a number"))?;
             if node.kind == Kind::Number {
                 let Some(at) = number_units(text.raw()) else {
                     if self.lenient {
@@ -1093,13 +1173,32 @@ impl Schema {
                 }
                 continue;
             }
-            // The inclusive integer bound, clamped to i64.
-            let round = |x: f64| x.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
-            match i {
-                0 => node.lo = node.lo.max(round(libm::ceil(x))),
-                1 => node.lo = node.lo.max(round(libm::floor(x)).saturating_add(1)),
-                2 => node.hi = node.hi.min(round(libm::floor(x))),
-                _ => node.hi = node.hi.min(round(libm::ceil(x)).saturating_sub(1)),
+            // The inclusive integer bound, from the text exactly. A lower
+            // bound above i64 (an upper one below) leaves no integer the
+            // constraint writes: refused. Past the other end it bounds
+            // nothing the constraint writes.
+            let (floor, ceil) = integer_floor_ceil(text.raw())
+                .ok_or(SchemaError::Invalid("a bound must be a number"))?;
+            let bound = match i {
+                0 => ceil,
+                1 => floor + 1,
+                2 => floor,
+                _ => ceil - 1,
+            };
+            if i < 2 {
+                if bound > i64::MAX as i128 {
+                    return Err(SchemaError::TooLarge(
+                        "a minimum above 2^63 - 1 (the integers written are 64-bit)",
+                    ));
+                }
+                node.lo = node.lo.max(bound.max(i64::MIN as i128) as i64);
+            } else {
+                if bound < i64::MIN as i128 {
+                    return Err(SchemaError::TooLarge(
+                        "a maximum below -2^63 (the integers written are 64-bit)",
+                    ));
+                }
+                node.hi = node.hi.min(bound.min(i64::MAX as i128) as i64);
             }
         }
         if node.lo > node.hi {
@@ -2068,6 +2167,44 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// Integer bounds are read from their text exactly: 2^53 + 1 is not
+    /// rounded to 2^53; a minimum above 2^63 - 1 (a maximum below -2^63)
+    /// leaves no integer the constraint writes and is refused, strict or
+    /// not (never dropped); past the other end a bound bounds nothing it
+    /// writes.
+    #[test]
+    fn integer_bounds_are_exact_at_any_magnitude() {
+        let s =
+            schema(r#"{"type":"integer","minimum":9007199254740993,"maximum":9007199254740993}"#);
+        assert!(complete(&s, "9007199254740993"));
+        assert!(!complete(&s, "9007199254740992"));
+        // 9.2233720368547758e18 is ...800 exactly (f64 would make it 2^63).
+        let s = schema(r#"{"type":"integer","exclusiveMinimum":9.2233720368547758e18}"#);
+        assert!(complete(&s, "9223372036854775807") && !complete(&s, "9223372036854775800"));
+        let s = schema(r#"{"type":"integer","minimum":1e2,"maximum":2.5e2}"#);
+        assert!(complete(&s, "100") && complete(&s, "250") && !complete(&s, "99"));
+        let s = schema(r#"{"type":"integer","maximum":-0.5,"minimum":-1e400}"#);
+        assert!(complete(&s, "-1") && !complete(&s, "0"));
+        let s = schema(r#"{"type":"integer","maximum":1e400}"#);
+        assert!(complete(&s, "9223372036854775807"));
+        for refused in [
+            r#"{"type":"integer","minimum":1e19}"#,
+            r#"{"type":"integer","minimum":1e308}"#,
+            r#"{"type":"integer","minimum":18446744073709551616}"#,
+            r#"{"type":"integer","exclusiveMinimum":9223372036854775807}"#,
+            r#"{"type":"integer","maximum":-9223372036854775809}"#,
+        ] {
+            let v = parse(refused.as_bytes()).unwrap();
+            assert!(Schema::compile(&v).is_err(), "{refused}");
+            assert!(Schema::compile_lenient(&v).is_err(), "{refused}");
+        }
+        assert_eq!(integer_floor_ceil("-2.5"), Some((-3, -2)));
+        assert_eq!(integer_floor_ceil("2.5e1"), Some((25, 25)));
+        assert_eq!(integer_floor_ceil("1e-3"), Some((0, 1)));
+        assert_eq!(integer_floor_ceil("-0.0"), Some((0, 0)));
+        assert_eq!(integer_floor_ceil("12x"), None);
+    }
+
     /// exclusive and fractional forms are made inclusive; a bound on a
     /// number, or beside an enum, is refused.
     #[test]

@@ -84,17 +84,14 @@ impl JsonFormat {
                     .map(|(name, params)| Ok((name.as_str(), json::parse(params.as_bytes())?)))
                     .collect::<std::result::Result<Vec<_>, kestrel_core::Error>>()
                     .map_err(|e| format!("tool parameters: {e}"))?;
-                match kestrel_core::constrain::Schema::compile_call(&parsed) {
-                    Ok(schema) => Ok(schema),
-                    // Too much for the tables together: each function's
-                    // arguments any object (best effort, as documented).
-                    Err(_) => {
-                        let any = json::parse(br#"{"type":"object"}"#)?;
-                        let names: Vec<_> = parsed.iter().map(|&(n, _)| (n, any)).collect();
-                        Ok(kestrel_core::constrain::Schema::compile_call(&names)
-                            .map_err(|e| e.to_string())?)
-                    }
-                }
+                // Too much for the tables together is a 400, never calls
+                // without their constraint.
+                kestrel_core::constrain::Schema::compile_call(&parsed).map_err(|e| {
+                    format!(
+                        "the tools' parameters, as one tool-call constraint: {e} (offer fewer functions or smaller parameters)"
+                    )
+                    .into()
+                })
             }
         }
     }
@@ -284,7 +281,9 @@ impl ChatRequest {
         Some(self.call_format(&names))
     }
 
-    /// `{"name": one of `names`, "arguments": that function's parameters}`.
+    /// `{"name": one of `names`, "arguments": that function's parameters}`
+    /// (any object for a function without parameters; parameters the
+    /// constraint cannot hold make [`JsonFormat::schema`] an error).
     fn call_format(&self, names: &[&str]) -> JsonFormat {
         let functions = names
             .iter()
@@ -296,7 +295,6 @@ impl ChatRequest {
                     .and_then(|(text, _)| {
                         let v = json::parse(text.as_bytes()).ok()?;
                         let p = v.get("function")?.get("parameters")?;
-                        kestrel_core::constrain::Schema::compile_lenient(&p).ok()?;
                         p.as_object().map(|o| o.raw().to_string())
                     })
                     .unwrap_or_else(|| "{\"type\":\"object\"}".to_string());
@@ -1462,6 +1460,45 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.messages[0].tool_calls[0].1, r#"{"a":1}"#);
+    }
+
+    /// Strict functions that each fit the constraint alone but not together
+    /// are refused (the request's error), never answered unconstrained.
+    #[test]
+    fn tools_the_constraint_cannot_hold_together_are_an_error() {
+        let function = |n: usize| {
+            let props: Vec<String> = (0..25)
+                .map(|k| format!(r#""p{k}":{{"type":"string","enum":["qx{k}"]}}"#))
+                .collect();
+            format!(
+                r#"{{"type":"function","function":{{"name":"f{n}","strict":true,"parameters":{{"type":"object","properties":{{{}}}}}}}}}"#,
+                props.join(",")
+            )
+        };
+        let tools: Vec<String> = (0..3).map(function).collect();
+        for choice in [r#""required""#, r#""auto""#] {
+            let r = parse_chat(
+                format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{}],"tool_choice":{choice}}}"#,
+                    tools.join(",")
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            let format = r.call_schema().or_else(|| r.auto_call_schema()).unwrap();
+            let err = format.schema().unwrap_err().to_string();
+            assert!(err.contains("as one tool-call constraint"), "{err}");
+        }
+        // One of them alone is held.
+        let one = parse_chat(
+            format!(
+                r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{}],"tool_choice":"required"}}"#,
+                tools[0]
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        one.call_schema().unwrap().schema().unwrap();
     }
 
     #[test]

@@ -1093,12 +1093,10 @@ fn generate_answer(
                     close: kestrel_core::generate::StopSet::only(t.close),
                     inside: call_open,
                 }),
-                // A call the request forces must follow its schema.
-                Err(e) if call_open => return Err(HttpError::new(400, e)),
-                // `auto` over more functions than the union holds (it
-                // takes 16; `tools` up to 64): the calls the model opens
-                // are not constrained (best effort).
-                Err(_) => None,
+                // Every call follows its schema: a request whose tools the
+                // constraint cannot hold together is refused, forced or
+                // `auto` alike.
+                Err(e) => return Err(HttpError::new(400, e)),
             },
             _ => None,
         },

@@ -413,6 +413,26 @@ fn is_null_schema(x: &Value) -> bool {
         && x.iter_object().into_iter().flatten().count() == 1
 }
 
+/// Refuses (as `what`) a schema holding, beside `keyword`, anything but
+/// annotations and definitions.
+fn only_beside(v: &Value, keyword: &str, what: &str) -> Result<(), SchemaError> {
+    let beside = [
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$defs",
+        "definitions",
+        "$schema",
+    ];
+    for (key, _) in v.iter_object().into_iter().flatten() {
+        if !key.eq_str(keyword) && !beside.iter().any(|k| key.eq_str(k)) {
+            return Err(unsupported(what));
+        }
+    }
+    Ok(())
+}
+
 fn unsupported(name: &str) -> SchemaError {
     let mut b = [0u8; 32];
     let mut n = 0;
@@ -587,6 +607,10 @@ impl Schema {
         // A chain of references and optionals, bounded like the nodes.
         for _ in 0..MAX_NODES {
             if let Some(r) = v.get("$ref") {
+                // A constraint beside the reference would be dropped with
+                // the schema it is in: refused (annotations are not
+                // constraints).
+                only_beside(&v, "$ref", "$ref (beside other keywords)")?;
                 let r = r
                     .as_str()
                     .ok_or(SchemaError::Invalid("'$ref' must be a string"))?;
@@ -610,6 +634,7 @@ impl Schema {
                 if list.len() > 2 || (list.len() == 2 && !list.iter().any(|x| is_null_schema(&x))) {
                     return self.fill_union(idx, &v, nullable, work);
                 }
+                only_beside(&v, "anyOf", "anyOf (beside other keywords)")?;
                 let mut other = None;
                 let mut nulls = 0;
                 for x in list.iter() {
@@ -644,21 +669,7 @@ impl Schema {
         nullable: bool,
         work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
     ) -> Result<(), SchemaError> {
-        for (key, _) in v.iter_object().into_iter().flatten() {
-            let beside = [
-                "anyOf",
-                "title",
-                "description",
-                "default",
-                "examples",
-                "$defs",
-                "definitions",
-                "$schema",
-            ];
-            if !beside.iter().any(|k| key.eq_str(k)) {
-                return Err(unsupported("anyOf (beside other keywords)"));
-            }
-        }
+        only_beside(v, "anyOf", "anyOf (beside other keywords)")?;
         let mut node = Node {
             kind: Kind::Union,
             nullable,
@@ -981,6 +992,35 @@ impl Schema {
                 }
             }
             Some(_) => return Err(SchemaError::Invalid("'type' must be a string or a list")),
+        }
+        // A value of `enum` or `const` outside `type` would be written and
+        // break the schema: refused.
+        if kind.is_some() || node.nullable {
+            let values = v
+                .get("enum")
+                .and_then(|e| e.as_array())
+                .into_iter()
+                .flat_map(|a| a.iter())
+                .chain(v.get("const"));
+            for x in values {
+                let fits = match x {
+                    Value::Null => node.nullable || kind.is_some_and(|t| t.eq_str("null")),
+                    Value::Bool(_) => kind.is_some_and(|t| t.eq_str("boolean")),
+                    Value::String(_) => kind.is_some_and(|t| t.eq_str("string")),
+                    Value::Array(_) => kind.is_some_and(|t| t.eq_str("array")),
+                    Value::Object(_) => kind.is_some_and(|t| t.eq_str("object")),
+                    Value::Number(n) => kind.is_some_and(|t| {
+                        t.eq_str("number")
+                            || (t.eq_str("integer")
+                                && integer_floor_ceil(n.raw()).is_some_and(|(f, c)| f == c))
+                    }),
+                };
+                if !fits {
+                    return Err(SchemaError::Invalid(
+                        "an enum or const value outside the schema's 'type'",
+                    ));
+                }
+            }
         }
         let enum_values = match (v.get("enum"), v.get("const")) {
             (Some(Value::Array(a)), None) => Some(a.iter()),
@@ -2167,6 +2207,35 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// A constraint beside `$ref` or beside an optional's `anyOf` would be
+    /// dropped with its schema: refused (annotations are fine); an `enum`
+    /// or `const` value outside `type` would be written: refused.
+    #[test]
+    fn keywords_that_would_be_dropped_or_break_the_type_are_refused() {
+        for refused in [
+            r##"{"$defs":{"i":{"type":"integer"}},"$ref":"#/$defs/i","maximum":5}"##,
+            r#"{"anyOf":[{"type":"integer"},{"type":"null"}],"maximum":5}"#,
+            r#"{"type":"string","const":5}"#,
+            r#"{"type":"integer","enum":[1,2.5]}"#,
+            r#"{"type":["string","null"],"enum":["a",1]}"#,
+        ] {
+            let v = parse(refused.as_bytes()).unwrap();
+            assert!(Schema::compile(&v).is_err(), "{refused}");
+        }
+        for fine in [
+            r##"{"$defs":{"i":{"type":"integer"}},"$ref":"#/$defs/i","title":"I","description":"d"}"##,
+            r#"{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null,"title":"N"}"#,
+            r#"{"type":"integer","enum":[1,2,3.0]}"#,
+            r#"{"type":["string","null"],"enum":["a",null]}"#,
+            r#"{"type":"null","const":null}"#,
+        ] {
+            let v = parse(fine.as_bytes()).unwrap();
+            assert!(Schema::compile(&v).is_ok(), "{fine}");
+        }
+        let s = schema(r#"{"type":"string","enum":["a","b"]}"#);
+        assert!(complete(&s, r#""a""#) && !complete(&s, "5"));
+    }
+
     /// Integer bounds are read from their text exactly: 2^53 + 1 is not
     /// rounded to 2^53; a minimum above 2^63 - 1 (a maximum below -2^63)
     /// leaves no integer the constraint writes and is refused, strict or

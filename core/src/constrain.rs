@@ -566,7 +566,39 @@ impl Schema {
             s.fill_node(idx, &v, schema, &mut work)?;
         }
         s.check_unions()?;
+        s.check_nesting()?;
         Ok(s)
+    }
+
+    /// The most objects and arrays a value of node `idx` nests (`guard`
+    /// bounds the walk: the nodes hold no cycle, and are at most
+    /// [`MAX_NODES`]).
+    fn nesting(&self, idx: u16, guard: usize) -> usize {
+        if idx == ANY || guard > MAX_NODES {
+            return 0;
+        }
+        let n = self.node(idx);
+        let deepest = |children: &mut dyn Iterator<Item = u16>| {
+            children.map(|c| self.nesting(c, guard + 1)).max().unwrap_or(0)
+        };
+        let range = n.first as usize..n.first as usize + n.count as usize;
+        match n.kind {
+            Kind::Object => 1 + deepest(&mut self.props[range].iter().map(|p| p.1)),
+            Kind::Array => 1 + deepest(&mut core::iter::once(n.items)),
+            Kind::Select | Kind::Union => deepest(&mut self.choices[range].iter().copied()),
+            _ => 0,
+        }
+    }
+
+    /// A schema whose values nest deeper than the output's
+    /// [`MAX_DEPTH`] levels could not be completed: refused.
+    fn check_nesting(&self) -> Result<(), SchemaError> {
+        if self.nesting(self.root, 0) > MAX_DEPTH {
+            return Err(SchemaError::TooLarge(
+                "objects and arrays nested deeper than 24 levels",
+            ));
+        }
+        Ok(())
     }
 
     /// [`Schema::fill_ref`], with an unsupported keyword's place recorded,
@@ -788,6 +820,7 @@ impl Schema {
                 };
             }
         }
+        s.check_nesting()?;
         Ok(s)
     }
 
@@ -2207,6 +2240,35 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// A schema nesting objects deeper than the output's levels is refused;
+    /// every depth it accepts can be completed.
+    #[test]
+    fn nesting_the_output_cannot_hold_is_refused() {
+        let nested = |n: usize| {
+            let mut schema = std::string::String::from(r#"{"type":"object"}"#);
+            let mut value = std::string::String::from("{}");
+            for _ in 1..n {
+                schema = std::format!(
+                    r#"{{"type":"object","properties":{{"a":{schema}}},"required":["a"]}}"#
+                );
+                value = std::format!(r#"{{"a":{value}}}"#);
+            }
+            (schema, value)
+        };
+        let mut accepted = 0;
+        for n in 1..40 {
+            let (schema, value) = nested(n);
+            match Schema::compile(&parse(schema.as_bytes()).unwrap()) {
+                Ok(s) => {
+                    assert!(complete(&s, &value), "{n} levels accepted but not completable");
+                    accepted = n;
+                }
+                Err(e) => assert!(std::format!("{e}").contains("nested deeper"), "{n}: {e}"),
+            }
+        }
+        assert_eq!(accepted, MAX_DEPTH);
+    }
+
     /// A constraint beside `$ref` or beside an optional's `anyOf` would be
     /// dropped with its schema: refused (annotations are fine); an `enum`
     /// or `const` value outside `type` would be written: refused.

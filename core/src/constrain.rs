@@ -1378,7 +1378,11 @@ enum Frame {
     /// Inside a string: `esc` 1 after `\`, 2..=5 hex digits to come;
     /// `utf8` continuation bytes to come, the next in `lo..=hi`; `key`: an
     /// object's free key; `chars` so far, and at least `min`, at most
-    /// `max` of them (`minLength`, `maxLength`; an escape is one).
+    /// `max` of them (`minLength`, `maxLength`; an escape is one, and a
+    /// `\u` surrogate pair one: JSON Schema counts code points). In a
+    /// `\u` escape `lo` classes its digits so far (0 none, 1 `D`, 2 a
+    /// high surrogate, 3 a low one, 4 a low one due, 5 due and `D`); out
+    /// of one, `hi` 1 after a high surrogate, whose low half must follow.
     Str {
         esc: u8,
         utf8: u8,
@@ -1494,6 +1498,7 @@ impl Matcher {
             Some(Frame::Str {
                 esc: 0,
                 utf8: 0,
+                hi: 0,
                 min: 0,
                 max: u16::MAX,
                 ..
@@ -1650,10 +1655,12 @@ impl Matcher {
                 match esc {
                     1 => {
                         let f = match b {
+                            b'u' => next(5, 0, if hi == 1 { 4 } else { 0 }, 0),
+                            // After a high surrogate: its low half only.
+                            _ if hi == 1 => return Step::Reject,
                             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
                                 next(0, 0, 0, 0)
                             }
-                            b'u' => next(5, 0, 0, 0),
                             _ => return Step::Reject,
                         };
                         self.set_top(f);
@@ -1663,10 +1670,37 @@ impl Matcher {
                         if !b.is_ascii_hexdigit() {
                             return Step::Reject;
                         }
-                        self.set_top(next(if esc == 2 { 0 } else { esc - 1 }, 0, 0, 0));
+                        let d = b | 0x20;
+                        let class = match (esc, lo) {
+                            (5, 4) if d == b'd' => 5,
+                            (5, 4) => return Step::Reject,
+                            (5, _) => (d == b'd') as u8,
+                            (4, 1) => match d {
+                                b'8'..=b'9' | b'a'..=b'b' => 2,
+                                // A low surrogate alone.
+                                b'c'..=b'f' => return Step::Reject,
+                                _ => 0,
+                            },
+                            (4, 5) if matches!(d, b'c'..=b'f') => 3,
+                            (4, 5) => return Step::Reject,
+                            (_, class) => class,
+                        };
+                        self.set_top(match esc {
+                            // Complete: a high surrogate awaits its low half.
+                            2 => next(0, 0, 0, (class == 2) as u8),
+                            _ => next(esc - 1, 0, class, 0),
+                        });
                         return Step::Accept;
                     }
                     _ => {}
+                }
+                if hi == 1 {
+                    // The low half's `\`, not counted: the pair is one.
+                    if b != b'\\' {
+                        return Step::Reject;
+                    }
+                    self.set_top(next(1, 0, 0, 1));
+                    return Step::Accept;
                 }
                 match b {
                     b'"' if chars < min => Step::Reject,
@@ -2240,6 +2274,28 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// String lengths count code points: a `\u` surrogate pair is one
+    /// character; a surrogate alone (a high one not followed by its low
+    /// half, a low one first) is not written.
+    #[test]
+    fn surrogate_pairs_are_one_character_and_never_split() {
+        let one = schema(r#"{"type":"string","minLength":1,"maxLength":1}"#);
+        assert!(complete(&one, r#""\ud83d\ude00""#));
+        assert!(complete(&one, r#""\uD83D\uDE00""#));
+        assert!(complete(&one, r#""\u00e9""#));
+        assert!(!complete(&one, r#""\ud83d\ude00x""#));
+        for lone in [r#""\ud83d""#, r#""\ude00""#, r#""\ud83dx""#, r#""\ud83d\n""#, r#""\ud83d\u0041""#] {
+            assert!(!complete(&one, lone), "{lone}");
+        }
+        let two = schema(r#"{"type":"string","minLength":2}"#);
+        assert!(!complete(&two, r#""\ud83d\ude00""#));
+        assert!(complete(&two, r#""\ud83d\ude00\ud83d\ude00""#));
+        assert!(complete(&two, "\"ab\""));
+        // Any string (no bounds): the same rules.
+        let any = schema(r#"{"type":"string"}"#);
+        assert!(!complete(&any, r#""\ud83d""#) && complete(&any, r#""\ud83d\ude00""#));
+    }
+
     /// A schema nesting objects deeper than the output's levels is refused;
     /// every depth it accepts can be completed.
     #[test]

@@ -579,7 +579,10 @@ impl Schema {
         }
         let n = self.node(idx);
         let deepest = |children: &mut dyn Iterator<Item = u16>| {
-            children.map(|c| self.nesting(c, guard + 1)).max().unwrap_or(0)
+            children
+                .map(|c| self.nesting(c, guard + 1))
+                .max()
+                .unwrap_or(0)
         };
         let range = n.first as usize..n.first as usize + n.count as usize;
         match n.kind {
@@ -2284,7 +2287,13 @@ mod tests {
         assert!(complete(&one, r#""\uD83D\uDE00""#));
         assert!(complete(&one, r#""\u00e9""#));
         assert!(!complete(&one, r#""\ud83d\ude00x""#));
-        for lone in [r#""\ud83d""#, r#""\ude00""#, r#""\ud83dx""#, r#""\ud83d\n""#, r#""\ud83d\u0041""#] {
+        for lone in [
+            r#""\ud83d""#,
+            r#""\ude00""#,
+            r#""\ud83dx""#,
+            r#""\ud83d\n""#,
+            r#""\ud83d\u0041""#,
+        ] {
             assert!(!complete(&one, lone), "{lone}");
         }
         let two = schema(r#"{"type":"string","minLength":2}"#);
@@ -2316,7 +2325,10 @@ mod tests {
             let (schema, value) = nested(n);
             match Schema::compile(&parse(schema.as_bytes()).unwrap()) {
                 Ok(s) => {
-                    assert!(complete(&s, &value), "{n} levels accepted but not completable");
+                    assert!(
+                        complete(&s, &value),
+                        "{n} levels accepted but not completable"
+                    );
                     accepted = n;
                 }
                 Err(e) => assert!(std::format!("{e}").contains("nested deeper"), "{n}: {e}"),

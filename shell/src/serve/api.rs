@@ -938,6 +938,14 @@ fn tools(v: &Value) -> Result<Vec<(String, String)>> {
         if let Some(p) = f.get("parameters").filter(|p| !p.is_null()) {
             p.as_object()
                 .ok_or_else(|| format!("tools[{i}].function.parameters must be an object"))?;
+            // A call's arguments are an object (the template's and
+            // OpenAI's): parameters of another type could not be called.
+            if p.get("type").is_some_and(|t| !t.str_eq("object")) {
+                return Err(format!(
+                    "'tools[{i}].function.parameters.type' must be \"object\" (a call's arguments are an object)"
+                )
+                .into());
+            }
             // OpenAI's rule: with `strict: true` the parameters must be
             // enforceable, else a 400 naming what is not; without it the
             // constraint follows what it can (any object otherwise).
@@ -1460,6 +1468,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.messages[0].tool_calls[0].1, r#"{"a":1}"#);
+    }
+
+    /// Parameters that describe something other than an object are
+    /// refused: a call's arguments are an object.
+    #[test]
+    fn parameters_that_are_not_an_object_are_refused() {
+        for params in [
+            r#"{"type":"array"}"#,
+            r#"{"type":"string"}"#,
+            r#"{"type":["object","null"]}"#,
+        ] {
+            for strict in ["true", "false"] {
+                let body = format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{{"type":"function","function":{{"name":"f","strict":{strict},"parameters":{params}}}}}]}}"#
+                );
+                let err = parse_chat(body.as_bytes()).unwrap_err().to_string();
+                assert!(
+                    err.contains("parameters.type' must be \"object\""),
+                    "{params}: {err}"
+                );
+            }
+        }
     }
 
     /// Strict functions that each fit the constraint alone but not together

@@ -457,6 +457,16 @@ impl SchemaError {
 }
 
 /// The offset of `sub`'s text in `root`'s (0 when it is not inside).
+/// Where an object's or array's text begins in memory, and its length
+/// ((0, 0) for other values).
+fn text_span(v: &Value) -> (usize, usize) {
+    match v {
+        Value::Object(o) => (o.raw().as_ptr() as usize, o.raw().len()),
+        Value::Array(a) => (a.raw().as_ptr() as usize, a.raw().len()),
+        _ => (0, 0),
+    }
+}
+
 fn offset_in(root: &Value, sub: &Value) -> usize {
     match (root, sub) {
         (Value::Object(r), Value::Object(s)) => {
@@ -470,6 +480,10 @@ fn offset_in(root: &Value, sub: &Value) -> usize {
         _ => 0,
     }
 }
+
+/// Most keywords a best-effort compile lists as left out (more are
+/// counted).
+pub const MAX_DROPPED: usize = 8;
 
 /// A compiled schema.
 #[derive(Clone, Debug)]
@@ -491,6 +505,12 @@ pub struct Schema {
     /// Compiling best effort: a keyword it cannot enforce is left out
     /// (the node follows the rest, or takes any value) instead of refused.
     lenient: bool,
+    /// The keywords a best-effort compile left out: where the subschema
+    /// holding each begins (its address while compiling, then its byte
+    /// offset in the schema's text), its name (cut to 24 bytes) and the
+    /// name's length; how many in all.
+    dropped: [(usize, [u8; 24], u8); MAX_DROPPED],
+    n_dropped: usize,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -525,6 +545,8 @@ impl Schema {
             num_bounds: [NumBounds { lo: None, hi: None }; MAX_NUMBER_BOUNDS],
             n_num_bounds: 0,
             lenient: false,
+            dropped: [(0, [0; 24], 0); MAX_DROPPED],
+            n_dropped: 0,
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -567,7 +589,46 @@ impl Schema {
         }
         s.check_unions()?;
         s.check_nesting()?;
+        // The left-out keywords' places, as offsets into the schema's text.
+        let (base, len) = text_span(schema);
+        for d in s.dropped.iter_mut().take(s.n_dropped) {
+            let at = d.0.wrapping_sub(base);
+            d.0 = if at < len { at } else { 0 };
+        }
         Ok(s)
+    }
+
+    /// Records keyword `name` of the subschema `v` as left out.
+    fn drop_keyword(&mut self, v: &Value, name: &str) {
+        if let Some(d) = self.dropped.get_mut(self.n_dropped) {
+            let n = name.len().min(24);
+            d.0 = text_span(v).0;
+            d.1[..n].copy_from_slice(&name.as_bytes()[..n]);
+            d.2 = n as u8;
+        }
+        self.n_dropped += 1;
+    }
+
+    /// The keywords a best-effort compile ([`Schema::compile_lenient`])
+    /// left out, at most [`MAX_DROPPED`] of them: each name (cut to 24
+    /// bytes) and the byte offset in the schema's text of the subschema
+    /// holding it (0: the schema itself).
+    pub fn dropped(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.dropped
+            .iter()
+            .take(self.n_dropped)
+            .map(|(at, name, n)| {
+                (
+                    core::str::from_utf8(&name[..*n as usize]).unwrap_or("?"),
+                    *at,
+                )
+            })
+    }
+
+    /// How many keywords a best-effort compile left out (the list of
+    /// [`Schema::dropped`] stops at [`MAX_DROPPED`]).
+    pub fn dropped_count(&self) -> usize {
+        self.n_dropped
     }
 
     /// The most objects and arrays a value of node `idx` nests (`guard`
@@ -614,8 +675,12 @@ impl Schema {
         work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
     ) -> Result<(), SchemaError> {
         match self.fill_ref(idx, v, root, work) {
-            Err(SchemaError::Unsupported(..)) if self.lenient => {
+            Err(SchemaError::Unsupported(name, len, _)) if self.lenient => {
+                // The subschema is left out whole: named by the keyword
+                // that made it so.
                 self.nodes[idx as usize] = EMPTY_NODE;
+                let name = core::str::from_utf8(&name[..len]).unwrap_or("?");
+                self.drop_keyword(v, name);
                 Ok(())
             }
             Err(SchemaError::Unsupported(name, len, _)) => {
@@ -824,6 +889,10 @@ impl Schema {
             }
         }
         s.check_nesting()?;
+        // Several schemas: no one text the places are offsets into.
+        for d in s.dropped.iter_mut() {
+            d.0 = 0;
+        }
         Ok(s)
     }
 
@@ -998,14 +1067,15 @@ impl Schema {
                 "definitions",
             ];
             if !known.iter().any(|k| key.eq_str(k)) {
-                if self.lenient {
-                    continue;
-                }
                 let mut name: heapless::String<32> = heapless::String::new();
                 for c in key.chars() {
                     if name.push(c).is_err() {
                         break;
                     }
+                }
+                if self.lenient {
+                    self.drop_keyword(v, &name);
+                    continue;
                 }
                 return Err(unsupported(&name));
             }
@@ -1230,6 +1300,7 @@ impl Schema {
             if node.kind == Kind::Number {
                 let Some(at) = number_units(text.raw()) else {
                     if self.lenient {
+                        self.drop_keyword(v, key);
                         continue;
                     }
                     return Err(unsupported(if i < 2 {
@@ -2277,6 +2348,32 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// A best-effort compile lists what it left out, with where.
+    #[test]
+    fn a_lenient_compile_names_what_it_leaves_out() {
+        let text = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^a"},"n":{"type":"number","minimum":1e-11},"u":{"type":"string","format":"uri"}}}"#;
+        let v = parse(text.as_bytes()).unwrap();
+        let s = Schema::compile_lenient(&v).unwrap();
+        let got: std::vec::Vec<(&str, usize)> = s.dropped().collect();
+        let at = |sub: &str| text.find(sub).unwrap();
+        assert_eq!(s.dropped_count(), 3);
+        assert!(
+            got.contains(&("pattern", at(r#"{"type":"string","pattern""#))),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&("minimum", at(r#"{"type":"number""#))),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&("format", at(r#"{"type":"string","format""#))),
+            "{got:?}"
+        );
+        // Nothing left out, nothing listed; strict lists nothing (it refuses).
+        let plain = Schema::compile_lenient(&parse(br#"{"type":"string"}"#).unwrap()).unwrap();
+        assert_eq!(plain.dropped_count(), 0);
+    }
+
     /// String lengths count code points: a `\u` surrogate pair is one
     /// character; a surrogate alone (a high one not followed by its low
     /// half, a low one first) is not written.

@@ -44,6 +44,10 @@ pub struct Params {
     /// logit before each sampling (ids checked against the vocabulary when
     /// the request is admitted).
     pub logit_bias: Vec<(u32, f32)>,
+    /// A best-effort `response_format` schema's keywords the constraint
+    /// leaves out, by path (`response_format.json_schema.schema.properties.
+    /// s.pattern`): the answer says them (`dropped_keywords`).
+    pub dropped: Vec<String>,
 }
 
 /// The JSON `response_format`s.
@@ -693,7 +697,50 @@ fn params(v: &Value) -> Result<Params> {
         json: None,
         prediction: prediction(v)?,
         logit_bias: logit_bias(v)?,
+        dropped: dropped_keywords(v),
     })
+}
+
+/// The keywords a best-effort `response_format` schema (`json_schema`
+/// without `strict`, or `json_object`'s `schema`) has that the constraint
+/// leaves out, each by its path; "...and N more" past the first 8.
+fn dropped_keywords(v: &Value) -> Vec<String> {
+    let Some(f) = v.get("response_format") else {
+        return Vec::new();
+    };
+    let (at, schema) = match (f.get("json_schema"), f.get("schema")) {
+        (Some(j), _)
+            if !j
+                .get("strict")
+                .is_some_and(|s| matches!(s, Value::Bool(true))) =>
+        {
+            ("response_format.json_schema.schema", j.get("schema"))
+        }
+        (None, Some(s)) => ("response_format.schema", Some(s)),
+        _ => return Vec::new(),
+    };
+    let Some(schema) = schema.filter(|s| s.as_object().is_some()) else {
+        return Vec::new();
+    };
+    let Ok(compiled) = kestrel_core::constrain::Schema::compile_lenient(&schema) else {
+        return Vec::new();
+    };
+    let base = text_start(&schema).unwrap_or(0);
+    let mut out: Vec<String> = compiled
+        .dropped()
+        .map(|(name, offset)| {
+            let mut path = String::new();
+            if offset != 0 && !path_to(&schema, base + offset, &mut path) {
+                path.clear();
+            }
+            format!("{at}{path}.{name}")
+        })
+        .collect();
+    let more = compiled.dropped_count().saturating_sub(out.len());
+    if more > 0 {
+        out.push(format!("...and {more} more"));
+    }
+    out
 }
 
 /// The most entries `logit_bias` may have (OpenAI's limit).
@@ -1468,6 +1515,47 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.messages[0].tool_calls[0].1, r#"{"a":1}"#);
+    }
+
+    /// A best-effort schema's left-out keywords are listed by path (the
+    /// answer says them); a strict one lists none (it refuses them).
+    #[test]
+    fn a_best_effort_schema_says_what_it_leaves_out() {
+        let body = |format: &str| {
+            format!(
+                r#"{{"messages":[{{"role":"user","content":"x"}}],"response_format":{format}}}"#
+            )
+        };
+        let schema = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^a"},"t":{"type":"string","format":"uri"}}}"#;
+        let r = parse_chat(
+            body(&format!(
+                r#"{{"type":"json_schema","json_schema":{{"name":"n","schema":{schema}}}}}"#
+            ))
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut dropped = r.params.dropped.clone();
+        dropped.sort();
+        assert_eq!(
+            dropped,
+            vec![
+                "response_format.json_schema.schema.properties.s.pattern".to_string(),
+                "response_format.json_schema.schema.properties.t.format".to_string()
+            ]
+        );
+        let r =
+            parse_chat(body(&format!(r#"{{"type":"json_object","schema":{schema}}}"#)).as_bytes())
+                .unwrap();
+        assert!(r
+            .params
+            .dropped
+            .contains(&"response_format.schema.properties.s.pattern".to_string()));
+        let r = parse_chat(body(r#"{"type":"json_object"}"#).as_bytes()).unwrap();
+        assert!(r.params.dropped.is_empty());
+        let strict = format!(
+            r#"{{"type":"json_schema","json_schema":{{"strict":true,"schema":{schema}}}}}"#
+        );
+        assert!(parse_chat(body(&strict).as_bytes()).is_err());
     }
 
     /// Parameters that describe something other than an object are

@@ -873,6 +873,9 @@ struct Answer<'a> {
     id: &'a str,
     created: u64,
     model: &'a str,
+    /// The keywords a best-effort schema left out (`Params::dropped`),
+    /// said in every chunk and answer as `dropped_keywords`.
+    dropped: &'a [String],
 }
 
 impl Answer<'_> {
@@ -885,6 +888,16 @@ impl Answer<'_> {
             self.created
         );
         push_json_str(&mut s, self.model);
+        if !self.dropped.is_empty() {
+            s.push_str(",\"dropped_keywords\":[");
+            for (i, k) in self.dropped.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                push_json_str(&mut s, k);
+            }
+            s.push(']');
+        }
         s
     }
 
@@ -1155,6 +1168,7 @@ fn generate_answer(
         id: &id,
         created: now(),
         model: &sh.model_name,
+        dropped: &p.dropped,
     };
     if p.stream {
         http::write_sse_head(conn).map_err(|_| gone())?;
@@ -1527,6 +1541,7 @@ mod tests {
             id: "x",
             created: 0,
             model: "m",
+            dropped: &[],
         };
         let usage = Usage {
             prompt: 1,
@@ -1544,6 +1559,17 @@ mod tests {
         assert!(body.contains("\"content\":\"Sure.\\n\""), "{body}");
         let body = ans.whole("\n", &[], "stop", usage, "null");
         assert!(body.contains("\"content\":\"\\n\""), "{body}");
+        // Left-out keywords are said in the answer.
+        let dropped = ["response_format.schema.properties.s.pattern".to_string()];
+        let ans = Answer {
+            dropped: &dropped,
+            ..ans
+        };
+        let body = ans.whole("{}", &[], "stop", usage, "null");
+        assert!(
+            body.contains(r#""dropped_keywords":["response_format.schema.properties.s.pattern"]"#),
+            "{body}"
+        );
     }
 
     #[test]

@@ -441,35 +441,26 @@ fn a_qwen3vl_gguf_alone_is_the_text_model_and_mmproj_misuse_is_refused() {
         &["--mmproj", text_gguf.to_str().unwrap()],
         "not an mmproj file",
     );
-    let other = common::fixture("dev_qwen3_dense_tied/gguf/model-f32.gguf");
-    let st = kestrel()
-        .arg("convert")
-        .arg(&other)
-        .arg("-o")
-        .arg(std::env::temp_dir().join("kestrel-no-vl.vqf"))
-        .arg("--mmproj")
-        .arg(&mmproj)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&st.stderr);
-    assert!(
-        !st.status.success() && log.contains("qwen3vl expected"),
-        "{log}"
-    );
-    let st = kestrel()
-        .arg("convert")
-        .arg(common::fixture("dev_qwen3_vl/hf"))
-        .arg("-o")
-        .arg(std::env::temp_dir().join("kestrel-no-vl.vqf"))
-        .arg("--mmproj")
-        .arg(&mmproj)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&st.stderr);
-    assert!(
-        !st.status.success() && log.contains("--mmproj applies to a GGUF"),
-        "{log}"
-    );
+    // Beside another source: a text GGUF of another model, a checkpoint.
+    for (src, says) in [
+        (
+            "dev_qwen3_dense_tied/gguf/model-f32.gguf",
+            "qwen3vl expected",
+        ),
+        ("dev_qwen3_vl/hf", "--mmproj applies to a GGUF"),
+    ] {
+        let st = kestrel()
+            .arg("convert")
+            .arg(common::fixture(src))
+            .arg("-o")
+            .arg(std::env::temp_dir().join("kestrel-no-vl.vqf"))
+            .arg("--mmproj")
+            .arg(&mmproj)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&st.stderr);
+        assert!(!st.status.success() && log.contains(says), "{src}: {log}");
+    }
 }
 
 /// Damaged mmproj files never crash the converter: each of a few hundred

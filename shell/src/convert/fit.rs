@@ -207,6 +207,9 @@ pub struct Unit {
     /// embedding (all of it when it is the head too), the routed experts'
     /// share of a MoE layer's, all of any other matrix.
     read: f64,
+    /// The weight of its relative error ([`class_weight`]; a tied
+    /// embedding, also the output head, takes both classes' weights).
+    weight: f64,
 }
 
 impl Unit {
@@ -268,6 +271,14 @@ fn units(cfg: &Config) -> Vec<Unit> {
             choices: Vec::new(),
             pinned: None,
             read,
+            // A tied embedding is the output head too: its error weighs
+            // as both.
+            weight: class_weight(Class::of(parts[0]).unwrap_or(Class::FfnDown))
+                + if parts[0] == Part::Embed && cfg.tied_embeddings {
+                    class_weight(Class::Output)
+                } else {
+                    0.0
+                },
         })
     };
     if cfg.tied_embeddings {
@@ -381,7 +392,7 @@ impl Plan {
         self.units
             .iter()
             .zip(&self.chosen)
-            .map(|(u, &c)| class_weight(u.class) * u.choices[c].2)
+            .map(|(u, &c)| u.weight * u.choices[c].2)
             .sum()
     }
 
@@ -568,7 +579,7 @@ pub fn plan(
 /// buy the upgrades that remove the most error per byte.
 fn choose(units: &[Unit], budget: u64, decode_budget: Option<u64>) -> Vec<usize> {
     let pick = |u: &Unit, lambda: f64, mu: f64| -> usize {
-        let w = class_weight(u.class);
+        let w = u.weight;
         let mut best = (0, f64::MAX);
         for (i, &(_, b, e)) in u.choices.iter().enumerate() {
             let c = w * e + lambda * b as f64 + mu * u.read_bytes(i);
@@ -644,7 +655,7 @@ fn choose(units: &[Unit], budget: u64, decode_budget: Option<u64>) -> Vec<usize>
                 if b <= b0 || used - b0 + b > budget || reading + more_read > read_limit {
                     continue;
                 }
-                let gain = class_weight(u.class) * (e0 - e) / (b - b0) as f64;
+                let gain = u.weight * (e0 - e) / (b - b0) as f64;
                 if gain > 0.0 && best.is_none_or(|x| gain > x.2) {
                     best = Some((i, j, gain));
                 }

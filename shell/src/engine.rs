@@ -348,16 +348,30 @@ pub fn arena(w: &Weights, opts: &Options) -> Result<Vec<u8>> {
     Ok(v)
 }
 
-/// The arena one session needs at context `ctx`: f16 KV cache,
-/// activations and scratch for prefill batches of 128.
-pub fn arena_bytes(cfg: &kestrel_core::config::Config, ctx: usize) -> Result<u64> {
-    let opts = Options {
+/// The options the memory reports (`inspect --memory`, `convert
+/// --dry-run`) assume at context `ctx`: f16 KV cache, prefill batches of
+/// 128, one slot, no speculation.
+pub fn report_options(ctx: usize) -> Options {
+    Options {
         max_seq: ctx,
         max_batch: 128,
         kv: KvType::F16,
         all_logits: false,
         slots: 1,
         draft: 0,
-    };
-    Ok(ArenaSizes::new(cfg, &opts)?.total as u64)
+    }
+}
+
+/// The context lengths the memory reports show: 512, 4096 and 32768 below
+/// `max_seq`, then `max_seq`.
+pub fn report_contexts(max_seq: u32) -> Vec<usize> {
+    let mut ctxs = vec![512usize, 4096, 32768];
+    ctxs.retain(|&c| c < max_seq as usize);
+    ctxs.push(max_seq as usize);
+    ctxs
+}
+
+/// The arena one session needs at context `ctx` ([`report_options`]).
+pub fn arena_bytes(cfg: &kestrel_core::config::Config, ctx: usize) -> Result<u64> {
+    Ok(ArenaSizes::new(cfg, &report_options(ctx))?.total as u64)
 }

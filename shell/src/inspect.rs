@@ -340,7 +340,7 @@ fn mb(b: u64) -> String {
 /// and scratch for prefill batches of 128) at a few context lengths.
 pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
     use kestrel_core::convert::WeightMode;
-    use kestrel_core::state::{ArenaSizes, KvType, Options};
+    use kestrel_core::state::{ArenaSizes, Options};
     type Report = (Config, Vec<(String, u64)>, u32);
     let from_config = |cfg: Config| -> Result<Report> {
         let mut w = Vec::new();
@@ -396,18 +396,8 @@ pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
         println!("{what:>34}: {}", mb(*b));
     }
     println!("arena (f16 KV cache + activations, prefill batch 128; max_seq {max_seq}):");
-    let mut ctxs = vec![512usize, 4096, 32768];
-    ctxs.retain(|&c| c < max_seq as usize);
-    ctxs.push(max_seq as usize);
-    for ctx in ctxs {
-        let opts = Options {
-            max_seq: ctx,
-            max_batch: 128,
-            kv: KvType::F16,
-            all_logits: false,
-            slots: 1,
-            draft: 0,
-        };
+    for ctx in crate::engine::report_contexts(max_seq) {
+        let opts = crate::engine::report_options(ctx);
         let layout = ArenaSizes::new(&cfg, &opts)?;
         // Speculative decoding (--lookup, --draft, a server's prediction):
         // the verify step keeps 1 + draft rows of logits.

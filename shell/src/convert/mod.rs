@@ -920,7 +920,7 @@ pub fn convert_model(
         let src = fit::GaussianSource::new(cfg);
         // The tokenizer beside it, if any, counts in the file's size.
         let dir = a.src.parent().unwrap_or(Path::new("."));
-        let mut tables = hf::tokenizer(dir).unwrap_or(None);
+        let mut tables = hf::tokenizer(dir)?;
         if let Some(t) = tables.as_mut() {
             t.pad_to(cfg.vocab_size as usize);
         }
@@ -990,10 +990,7 @@ fn dry_run_report(
         "[fit] a decoded token reads {:.1} MB of its matrices",
         plan.read_bytes() / 1e6
     );
-    let mut ctxs = vec![512usize, 4096, 32768];
-    ctxs.retain(|&c| c < max_seq as usize);
-    ctxs.push(max_seq as usize);
-    for ctx in ctxs {
+    for ctx in crate::engine::report_contexts(max_seq) {
         let arena = crate::engine::arena_bytes(cfg, ctx)?;
         println!(
             "[fit] memory at --ctx {ctx}: {:.2} GiB (the file, mapped, + {:.1} MiB of arena: f16 KV cache, activations, prefill batch 128)",

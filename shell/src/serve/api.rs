@@ -102,11 +102,14 @@ impl JsonFormat {
 }
 
 /// `response_format`: `text`, `json_object`, or `json_schema` with a
-/// schema the constraint supports (else a 400 naming what it does not).
-fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
+/// schema the constraint supports (else a 400 naming what it does not);
+/// with the keywords a best-effort schema leaves out, by path.
+fn response_format(v: &Value) -> Result<(Option<JsonFormat>, Vec<String>)> {
     let Some(f) = v.get("response_format").filter(|f| !f.is_null()) else {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     };
+    // The schema and where it stands, for the left-out keywords' paths.
+    let mut place = None;
     if f.as_object().is_none() {
         return Err("'response_format' must be an object".into());
     }
@@ -114,7 +117,7 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
     let at = "response_format.";
     let format = if kind.str_eq("text") {
         check_fields_at(&f, at, &[("type", Used)], &[])?;
-        return Ok(None);
+        return Ok((None, Vec::new()));
     } else if kind.str_eq("json_object") {
         // A schema beside it (llama-server's extension) is enforced too.
         check_fields_at(&f, at, &[("type", Used), ("schema", Used)], &[])?;
@@ -124,6 +127,7 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
                 let schema = s
                     .as_object()
                     .ok_or("'response_format.schema' must be an object")?;
+                place = Some(("response_format.schema", s));
                 JsonFormat::Schema(schema.raw().to_string(), false)
             }
         }
@@ -152,12 +156,20 @@ fn response_format(v: &Value) -> Result<Option<JsonFormat>> {
             Some(Value::Bool(b)) => b,
             Some(_) => return Err("'response_format.json_schema.strict' must be a boolean".into()),
         };
+        if !strict {
+            place = j
+                .get("schema")
+                .map(|s| ("response_format.json_schema.schema", s));
+        }
         JsonFormat::Schema(schema.raw().to_string(), strict)
     } else {
         return Err("'response_format.type' must be text, json_object or json_schema".into());
     };
-    format.schema()?;
-    Ok(Some(format))
+    let compiled = format.schema()?;
+    let dropped = place.map_or_else(Vec::new, |(at, schema)| {
+        dropped_paths(&compiled, at, &schema)
+    });
+    Ok((Some(format), dropped))
 }
 
 /// Most tools in one chat request.
@@ -697,40 +709,24 @@ fn params(v: &Value) -> Result<Params> {
         json: None,
         prediction: prediction(v)?,
         logit_bias: logit_bias(v)?,
-        dropped: dropped_keywords(v),
+        dropped: Vec::new(),
     })
 }
 
-/// The keywords a best-effort `response_format` schema (`json_schema`
-/// without `strict`, or `json_object`'s `schema`) has that the constraint
-/// leaves out, each by its path; "...and N more" past the first 8.
-fn dropped_keywords(v: &Value) -> Vec<String> {
-    let Some(f) = v.get("response_format") else {
-        return Vec::new();
-    };
-    let (at, schema) = match (f.get("json_schema"), f.get("schema")) {
-        (Some(j), _)
-            if !j
-                .get("strict")
-                .is_some_and(|s| matches!(s, Value::Bool(true))) =>
-        {
-            ("response_format.json_schema.schema", j.get("schema"))
-        }
-        (None, Some(s)) => ("response_format.schema", Some(s)),
-        _ => return Vec::new(),
-    };
-    let Some(schema) = schema.filter(|s| s.as_object().is_some()) else {
-        return Vec::new();
-    };
-    let Ok(compiled) = kestrel_core::constrain::Schema::compile_lenient(&schema) else {
-        return Vec::new();
-    };
-    let base = text_start(&schema).unwrap_or(0);
+/// The keywords the best-effort compile `compiled` of `schema` (which
+/// stands at `at`) left out, each by its path; "...and N more" past the
+/// first 8.
+fn dropped_paths(
+    compiled: &kestrel_core::constrain::Schema,
+    at: &str,
+    schema: &Value,
+) -> Vec<String> {
+    let base = text_start(schema).unwrap_or(0);
     let mut out: Vec<String> = compiled
         .dropped()
         .map(|(name, offset)| {
             let mut path = String::new();
-            if offset != 0 && !path_to(&schema, base + offset, &mut path) {
+            if offset != 0 && !path_to(schema, base + offset, &mut path) {
                 path.clear();
             }
             format!("{at}{path}.{name}")
@@ -1146,6 +1142,7 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         Some(Value::Bool(b)) => b,
         Some(_) => return Err("'parallel_tool_calls' must be a boolean".into()),
     };
+    let (json, dropped) = response_format(&v)?;
     Ok(ChatRequest {
         messages,
         tools,
@@ -1154,7 +1151,8 @@ pub fn parse_chat(body: &[u8]) -> Result<ChatRequest> {
         images,
         params: Params {
             logprobs: chat_logprobs(&v)?,
-            json: response_format(&v)?,
+            json,
+            dropped,
             ..params(&v)?
         },
     })

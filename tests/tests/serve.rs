@@ -793,9 +793,9 @@ fn the_key_is_checked_before_the_body_and_heads_are_strict() {
             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}Content-Length: 8000000\r\n\r\n"
         )
     };
-    // The head alone, no body: the answer comes without waiting for the
-    // 8 MB (the server's body timeout is 30 s: a 401 before it, with no
-    // byte of the body sent, can only come from the head).
+    // The head alone, no body: a server that waited for the 8 MB would
+    // answer 408 at its body timeout; a 401, with no byte of the body
+    // sent, can only come from the head.
     for extra in [
         "",
         "Authorization: Bearer wrong\r\n",
@@ -804,10 +804,8 @@ fn the_key_is_checked_before_the_body_and_heads_are_strict() {
         let mut c = TcpStream::connect(a).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
         c.write_all(head(extra).as_bytes()).unwrap();
-        let t = Instant::now();
         let (st, b) = read_answer(&mut c);
         assert_eq!(st, Some(401), "{extra:?}: {b}");
-        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     }
     // With the key, `Expect: 100-continue` is answered 100 first.
     let mut c = TcpStream::connect(a).unwrap();

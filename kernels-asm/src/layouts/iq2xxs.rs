@@ -332,9 +332,8 @@ pub mod aarch64 {
 /// end, run by Q6_Kx8's driver (`k8_gemm`).
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
-    use super::{IQ2XXSX8_BLOCK_BYTES, IQ2XXSX8_INDEX_AT, IQ2XXSX8_ROWS, IQ2XXSX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front, FRONT_IQ2_XXS};
-    use crate::x86_64::q6k::TILE_M;
+    use super::{IQ2XXSX8_BLOCK_BYTES, IQ2XXSX8_INDEX_AT, IQ2XXSX8_WORDS_AT};
+    use crate::layouts::iq3::x86_64::{iq3_entry, Front, FRONT_IQ2_XXS};
 
     iq3_entry!(
         "IQ2_XXSx8",
@@ -359,24 +358,6 @@ pub mod x86_64 {
             grid: super::IQ2XXS_GRID.as_ptr().cast(),
             factor: 0.125,
         }
-    }
-
-    /// The family's body with IQ2_XXS's front end.
-    ///
-    /// # Safety
-    /// [`iq3_tile_body`]'s contract.
-    #[inline(always)]
-    unsafe fn iq2xxs_tile_body<const T: usize, const DOT: u8>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; IQ2XXSX8_ROWS]; TILE_M],
-    ) {
-        let front = front();
-        // SAFETY: the contract of this function is the body's.
-        unsafe { iq3_tile_body::<T, DOT, { FRONT_IQ2_XXS }>(&front, wg, qs, d, offsets, nb, res) }
     }
 }
 

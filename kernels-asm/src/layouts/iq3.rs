@@ -1101,16 +1101,38 @@ pub(crate) mod x86_64 {
         Ok(())
     }
 
-    /// A codebook layout's x86 entry points (`$name` its name): `k8_entry!`'s
-    /// GEMV, tiles and table `$table` over `$body` (the family's body with
-    /// the layout's front end), the tiles' GEMM `$tiles` for one row, and
-    /// the GEMM `$gemm` of 2 or more rows through [`decoded_gemm`] (`$front`:
-    /// the front end) with the layout's `front()`.
+    /// A codebook layout's x86 entry points (`$name` its name): `$body`,
+    /// the family's body with the layout's places (its `front()`) and front
+    /// end `$front`; `k8_entry!`'s GEMV, tiles and table `$table` over it,
+    /// the tiles' GEMM `$tiles` for one row, and the GEMM `$gemm` of 2 or
+    /// more rows through [`decoded_gemm`].
     macro_rules! iq3_entry {
         (
             $name:literal, $gemv:ident, $gemm:ident, $tiles:ident, $table:ident,
             [$tile:ident, $avx:ident, $avx512:ident], $body:ident, $bytes:expr, $front:expr
         ) => {
+            #[doc = concat!("The family's body with ", $name, "'s front end.")]
+            ///
+            /// # Safety
+            /// The contract of `iq3::x86_64::iq3_tile_body`.
+            #[inline(always)]
+            unsafe fn $body<const T: usize, const DOT: u8>(
+                wg: &[u8],
+                qs: &[i8],
+                d: &[f32],
+                offsets: &[i32],
+                nb: usize,
+                res: &mut [[f32; $crate::layouts::iq3::IQ3_ROWS]; $crate::x86_64::q6k::TILE_M],
+            ) {
+                let front = front();
+                // SAFETY: the contract of this function is the body's.
+                unsafe {
+                    $crate::layouts::iq3::x86_64::iq3_tile_body::<T, DOT, { $front }>(
+                        &front, wg, qs, d, offsets, nb, res,
+                    )
+                }
+            }
+
             $crate::x86_64::q6k::k8_entry!(
                 $name,
                 $gemv,

@@ -354,10 +354,9 @@ pub mod aarch64 {
 /// (`k8_gemm`).
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
-    use super::{IQ3SX8_BLOCK_BYTES, IQ3SX8_HIGH_AT, IQ3SX8_INDEX_AT, IQ3SX8_ROWS};
+    use super::{IQ3SX8_BLOCK_BYTES, IQ3SX8_HIGH_AT, IQ3SX8_INDEX_AT};
     use super::{IQ3SX8_SCALES_AT, IQ3SX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front, FRONT_S};
-    use crate::x86_64::q6k::TILE_M;
+    use crate::layouts::iq3::x86_64::{iq3_entry, Front, FRONT_S};
 
     iq3_entry!(
         "IQ3_Sx8",
@@ -382,24 +381,6 @@ pub mod x86_64 {
             grid: super::IQ3S_GRID.as_ptr().cast(),
             factor: 1.0,
         }
-    }
-
-    /// The family's body with IQ3_S's front end.
-    ///
-    /// # Safety
-    /// [`iq3_tile_body`]'s contract.
-    #[inline(always)]
-    unsafe fn iq3s_tile_body<const T: usize, const DOT: u8>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; IQ3SX8_ROWS]; TILE_M],
-    ) {
-        let front = front();
-        // SAFETY: the contract of this function is the body's.
-        unsafe { iq3_tile_body::<T, DOT, { FRONT_S }>(&front, wg, qs, d, offsets, nb, res) }
     }
 }
 

@@ -319,9 +319,8 @@ pub mod aarch64 {
 /// (`k8_gemm`).
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64 {
-    use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_INDEX_AT, IQ3XXSX8_ROWS, IQ3XXSX8_WORDS_AT};
-    use crate::layouts::iq3::x86_64::{iq3_entry, iq3_tile_body, Front, FRONT_XXS};
-    use crate::x86_64::q6k::TILE_M;
+    use super::{IQ3XXSX8_BLOCK_BYTES, IQ3XXSX8_INDEX_AT, IQ3XXSX8_WORDS_AT};
+    use crate::layouts::iq3::x86_64::{iq3_entry, Front, FRONT_XXS};
 
     iq3_entry!(
         "IQ3_XXSx8",
@@ -346,24 +345,6 @@ pub mod x86_64 {
             grid: super::IQ3XXS_GRID.as_ptr().cast(),
             factor: 0.25,
         }
-    }
-
-    /// The family's body with IQ3_XXS's front end.
-    ///
-    /// # Safety
-    /// [`iq3_tile_body`]'s contract.
-    #[inline(always)]
-    unsafe fn iq3xxs_tile_body<const T: usize, const DOT: u8>(
-        wg: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; IQ3XXSX8_ROWS]; TILE_M],
-    ) {
-        let front = front();
-        // SAFETY: the contract of this function is the body's.
-        unsafe { iq3_tile_body::<T, DOT, { FRONT_XXS }>(&front, wg, qs, d, offsets, nb, res) }
     }
 }
 

@@ -1,6 +1,6 @@
-"""Prints the IQ3_XXS, IQ3_S and IQ2_XXS codebooks as the Rust tables of
-kernels-asm/src/layouts/iq3xxs.rs, iq3s.rs and iq2xxs.rs: entry i a u32
-(IQ2_XXS: a u64) whose byte k is component k of grid point i (the GGUF
+"""Prints the IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS codebooks as the Rust tables of
+kernels-asm/src/layouts/iq3xxs.rs, iq3s.rs, iq2xxs.rs and iq2xs.rs: entry i a u32
+(IQ2_XXS, IQ2_XS: a u64) whose byte k is component k of grid point i (the GGUF
 format's grids, as gguf-py 0.19.0 decodes them from its `grid_hex`). Run
 with gguf-py installed:
     python3 tests/vectors/gen_iq3_grids.py
@@ -23,3 +23,4 @@ def table(cls, name):
 table(quants.IQ3_XXS, "IQ3XXS_GRID")
 table(quants.IQ3_S, "IQ3S_GRID")
 table(quants.IQ2_XXS, "IQ2XXS_GRID")
+table(quants.IQ2_XS, "IQ2XS_GRID")

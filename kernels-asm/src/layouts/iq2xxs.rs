@@ -159,7 +159,7 @@ pub mod generic {
     pub fn iq2xxsx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; IQ2XXSX8_ROWS] {
         crate::layouts::iq3::group_dot(
             IQ2XXSX8_BLOCK_BYTES,
-            (iq2xxsx8_weight, iq2xxsx8_scale),
+            (iq2xxsx8_weight, |sb, r, h| iq2xxsx8_scale(sb, r, h / 2)),
             3,
             group,
             act_qs,
@@ -205,6 +205,7 @@ pub mod aarch64 {
             "mov ", $dst, ".s[", $lane, "], w15\n",
         ) };
     }
+    pub(crate) use xxs2_lookup;
 
     /// A chunk pair's 8 indices (`x13`) as byte offsets into the grid: `v10`
     /// the first chunk's (8 x index), `v11` the second's (4 more: `v13`).
@@ -310,7 +311,7 @@ pub mod aarch64 {
             let aux = super::word(sb, r, p);
             (
                 crate::layouts::iq3xxs::sign_word(aux),
-                2 * (aux >> 28) as i32 + 1,
+                [2 * (aux >> 28) as i32 + 1; 2],
             )
         };
         let point = |r, p, c| super::half_point(sb, r, p, c);

@@ -24,7 +24,8 @@ use crate::layout::QK_K;
 pub const IQ3_ROWS: usize = 8;
 
 /// A super-block field of row `r`: a weight's signed value (weight `i`,
-/// 0..256) or a sub-block's scale `2 ls + 1` (sub-block `i`, 0..8).
+/// 0..256) or the scale `2 ls + 1` of a 16-weight run (run `i`, 0..16;
+/// both runs of a sub-block share it but in IQ2_XS).
 pub(crate) type Field = fn(&[u8], usize, usize) -> i32;
 
 /// The scalar specification of both layouts' dot product: the eight rows
@@ -48,12 +49,12 @@ pub(crate) fn group_dot(
     for ((sb, a), &da) in blocks {
         for (r, acc_r) in acc.iter_mut().enumerate() {
             let mut sumi = 0i32;
-            for p in 0..QK_K / 32 {
+            for h in 0..QK_K / 16 {
                 let mut isum = 0i32;
-                for (i, &at) in a.iter().enumerate().skip(32 * p).take(32) {
+                for (i, &at) in a.iter().enumerate().skip(16 * h).take(16) {
                     isum += weight(sb, r, i) * at as i32;
                 }
-                sumi += scale(sb, r, p) * isum;
+                sumi += scale(sb, r, h) * isum;
             }
             *acc_r += (read_f16(sb, 2 * r) * da) * (sumi as f32 * factor);
         }
@@ -80,13 +81,14 @@ pub(crate) fn component(point: u32, k: usize) -> i32 {
 
 /// A super-block decoded for the aarch64 prompt path: chunk `c` of
 /// sub-block `p` at `256p + 32c`, its 16 bytes of rows 0-3 (row `r`'s 4
-/// signed values at `4r`) then of rows 4-7; the scales `2 ls + 1` (`[p][r]`)
-/// and the rows' `d`.
+/// signed values at `4r`) then of rows 4-7; the scales `2 ls + 1` of each
+/// 16-weight run (`[h][r]`; a sub-block's two the same but in IQ2_XS) and
+/// the rows' `d`.
 #[cfg(target_arch = "aarch64")]
 #[repr(C)]
 pub(crate) struct Decoded {
     pub(crate) values: [u8; QK_K * IQ3_ROWS],
-    pub(crate) scales: [i32; QK_K / 32 * IQ3_ROWS],
+    pub(crate) scales: [i32; QK_K / 16 * IQ3_ROWS],
     pub(crate) dw: [f32; IQ3_ROWS],
 }
 
@@ -95,7 +97,7 @@ impl Decoded {
     /// All zero.
     pub(crate) const ZERO: Decoded = Decoded {
         values: [0; QK_K * IQ3_ROWS],
-        scales: [0; QK_K / 32 * IQ3_ROWS],
+        scales: [0; QK_K / 16 * IQ3_ROWS],
         dw: [0.0; IQ3_ROWS],
     };
 }
@@ -119,7 +121,8 @@ const NIBBLE_MASKS: [u32; 16] = {
 };
 
 /// Decodes super-block `sb` of 8 rows into `out`: `front(r, p)` gives
-/// sub-block `p` of row `r`'s sign word and scale `2 ls + 1`, `point(r,
+/// sub-block `p` of row `r`'s sign word and the scales `2 ls + 1` of its
+/// two 16-weight runs, `point(r,
 /// p, c)` the grid point of its chunk `c`. Each value is negated bytewise
 /// where its sign is set (`~g + 1`: `g >= 1`, so no carry leaves the byte).
 #[cfg(target_arch = "aarch64")]
@@ -127,14 +130,15 @@ const NIBBLE_MASKS: [u32; 16] = {
 pub(crate) fn decode_super_block(
     sb: &[u8],
     out: &mut Decoded,
-    front: impl Fn(usize, usize) -> (u32, i32),
+    front: impl Fn(usize, usize) -> (u32, [i32; 2]),
     point: impl Fn(usize, usize, usize) -> u32,
 ) {
     for r in 0..IQ3_ROWS {
         out.dw[r] = read_f16(sb, 2 * r);
         for p in 0..QK_K / 32 {
-            let (signs, scale) = front(r, p);
-            out.scales[IQ3_ROWS * p + r] = scale;
+            let (signs, scales) = front(r, p);
+            out.scales[IQ3_ROWS * 2 * p + r] = scales[0];
+            out.scales[IQ3_ROWS * (2 * p + 1) + r] = scales[1];
             for c in 0..8 {
                 let mask = NIBBLE_MASKS[(signs >> (4 * c)) as usize & 15];
                 let v = (point(r, p, c) ^ mask).wrapping_add(mask & 0x0101_0101);
@@ -230,10 +234,15 @@ pub(crate) mod aarch64 {
     /// activations in `v18`, `v19`), then the isums scaled by `v2` / `v3`
     /// (`2 ls + 1` of rows 0-3 / 4-7) into `v26` / `v25`. Before chunk pair
     /// `j` (chunks `2j`, `2j + 1`) comes `$prep!(j)`, which may leave their
-    /// indices in `v10` and `v11` for `$lookup`.
+    /// indices in `v10` and `v11` for `$lookup`; between the two 16-weight
+    /// halves `$mid` (IQ2_XS: the first half's sums scaled, the second
+    /// half's scales into `v2` / `v3`).
     #[rustfmt::skip]
     macro_rules! iq3_sub_block {
-        ($lookup:ident, $prep:ident) => { concat!(
+        ($lookup:ident, $prep:ident) => {
+            $crate::layouts::iq3::aarch64::iq3_sub_block!($lookup, $prep, "")
+        };
+        ($lookup:ident, $prep:ident, $mid:expr) => { concat!(
             "movi v4.16b, #0\n",
             "movi v5.16b, #0\n",
             "mov v16.16b, v30.16b\n",
@@ -244,6 +253,7 @@ pub(crate) mod aarch64 {
             $prep!("1"),
             $crate::layouts::iq3::aarch64::iq3_chunk!($lookup, "v10", "v31", "v18", "2"),
             $crate::layouts::iq3::aarch64::iq3_chunk!($lookup, "v11", "v23", "v18", "3"),
+            $mid,
             "add v16.16b, v16.16b, v22.16b\n",
             $prep!("2"),
             $crate::layouts::iq3::aarch64::iq3_chunk!($lookup, "v10", "v31", "v19", "0"),
@@ -296,75 +306,113 @@ pub(crate) mod aarch64 {
             "sdot v31.4s, v5.16b, ", $a3, ".4b[", $lane, "]\n",
         ) };
     }
-    /// The integer sums of 4 activation rows against a decoded super-block:
-    /// `sumi[8t + r]` of activation row `t` (`qs` and 3 more `stride`
-    /// bytes apart, the super-block's 256 quants each) and weight row `r`.
-    /// Per sub-block 4 loads of activations, per chunk one load of its 32
-    /// values and 8 `sdot` by lane, then 8 `mla` by the scales: about 95
-    /// instructions for 8 x 4 x 32.
-    ///
-    /// # Safety
-    /// `dec` a whole [`Decoded`](super::Decoded), `qs` 4 rows of 256
-    /// readable quants `stride` apart, `sumi` 32 writable `i32`; dotprod.
-    #[inline(never)]
-    #[target_feature(enable = "neon,dotprod")]
-    unsafe fn decoded_tile4(
-        dec: *const super::Decoded,
-        qs: *const i8,
-        stride: usize,
-        sumi: *mut i32,
-    ) {
-        // SAFETY: per the function contract: the loop reads the 2048 value
-        // bytes and 256 scale bytes of `dec`, 256 bytes of each activation
-        // row, and stores 128 bytes at `sumi`. Only the listed registers
-        // are written; no stack is used.
-        unsafe {
-            core::arch::asm!(
-                "movi v8.16b, #0", "movi v9.16b, #0", "movi v10.16b, #0", "movi v11.16b, #0",
-                "movi v12.16b, #0", "movi v13.16b, #0", "movi v14.16b, #0", "movi v15.16b, #0",
-                "add x9, {v}, #2048", // the scales
-                "mov x12, #8",
-                "2:",
-                "ld1 {{v16.16b, v17.16b}}, [{q0}], #32",
-                "ld1 {{v18.16b, v19.16b}}, [{q1}], #32",
-                "ld1 {{v20.16b, v21.16b}}, [{q2}], #32",
-                "ld1 {{v22.16b, v23.16b}}, [{q3}], #32",
-                "movi v24.16b, #0", "movi v25.16b, #0", "movi v26.16b, #0", "movi v27.16b, #0",
-                "movi v28.16b, #0", "movi v29.16b, #0", "movi v30.16b, #0", "movi v31.16b, #0",
-                decoded_chunk!("v16", "v18", "v20", "v22", "0"),
-                decoded_chunk!("v16", "v18", "v20", "v22", "1"),
-                decoded_chunk!("v16", "v18", "v20", "v22", "2"),
-                decoded_chunk!("v16", "v18", "v20", "v22", "3"),
-                decoded_chunk!("v17", "v19", "v21", "v23", "0"),
-                decoded_chunk!("v17", "v19", "v21", "v23", "1"),
-                decoded_chunk!("v17", "v19", "v21", "v23", "2"),
-                decoded_chunk!("v17", "v19", "v21", "v23", "3"),
-                "ld1 {{v6.4s, v7.4s}}, [x9], #32",
-                "mla v8.4s, v24.4s, v6.4s", "mla v9.4s, v25.4s, v7.4s",
-                "mla v10.4s, v26.4s, v6.4s", "mla v11.4s, v27.4s, v7.4s",
-                "mla v12.4s, v28.4s, v6.4s", "mla v13.4s, v29.4s, v7.4s",
-                "mla v14.4s, v30.4s, v6.4s", "mla v15.4s, v31.4s, v7.4s",
-                "subs x12, x12, #1",
-                "b.ne 2b",
-                "st1 {{v8.4s, v9.4s, v10.4s, v11.4s}}, [{s}], #64",
-                "st1 {{v12.4s, v13.4s, v14.4s, v15.4s}}, [{s}]",
-                v = inout(reg) dec => _,
-                q0 = inout(reg) qs => _,
-                q1 = inout(reg) qs.wrapping_add(stride) => _,
-                q2 = inout(reg) qs.wrapping_add(2 * stride) => _,
-                q3 = inout(reg) qs.wrapping_add(3 * stride) => _,
-                s = inout(reg) sumi => _,
-                out("x9") _, out("x12") _,
-                out("v4") _, out("v5") _, out("v6") _, out("v7") _,
-                out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
-                out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _,
-                out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _,
-                out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _,
-                out("v28") _, out("v29") _, out("v30") _, out("v31") _,
-                options(nostack),
-            );
-        }
+    /// The scales of the 16-weight runs just summed (`x9`: their `[h][r]`
+    /// entries) times the 4 activation rows' isums (`v24`..`v31`) into
+    /// their sums (`v8`..`v15`).
+    #[rustfmt::skip]
+    macro_rules! decoded_scale {
+        () => { concat!(
+            "ld1 {{v6.4s, v7.4s}}, [x9], #32\n",
+            "mla v8.4s, v24.4s, v6.4s\n", "mla v9.4s, v25.4s, v7.4s\n",
+            "mla v10.4s, v26.4s, v6.4s\n", "mla v11.4s, v27.4s, v7.4s\n",
+            "mla v12.4s, v28.4s, v6.4s\n", "mla v13.4s, v29.4s, v7.4s\n",
+            "mla v14.4s, v30.4s, v6.4s\n", "mla v15.4s, v31.4s, v7.4s\n",
+        ) };
     }
+
+    /// Zeroes the isums `v24`..`v31`.
+    #[rustfmt::skip]
+    macro_rules! decoded_isums_zero {
+        () => { concat!(
+            "movi v24.16b, #0\n", "movi v25.16b, #0\n", "movi v26.16b, #0\n", "movi v27.16b, #0\n",
+            "movi v28.16b, #0\n", "movi v29.16b, #0\n", "movi v30.16b, #0\n", "movi v31.16b, #0\n",
+        ) };
+    }
+
+    /// `$name`: the integer sums of 4 activation rows against a decoded
+    /// super-block: `sumi[8t + r]` of activation row `t` (`qs` and 3 more
+    /// `stride` bytes apart, the super-block's 256 quants each) and weight
+    /// row `r`. Per sub-block 4 loads of activations, per chunk one load of
+    /// its 32 values and 8 `sdot` by lane, then 8 `mla` by the scales
+    /// (`$mid` between the halves, `$end` after: per sub-block, the first
+    /// half's scale taken for both, or per half): about 95 instructions for
+    /// 8 x 4 x 32 (112 per half).
+    macro_rules! decoded_tile4 {
+        ($name:ident, $mid:expr, $end:expr) => {
+            /// The integer sums of 4 activation rows against a decoded
+            /// super-block (`decoded_tile4!`).
+            ///
+            /// # Safety
+            /// `dec` a whole [`Decoded`](super::Decoded), `qs` 4 rows of 256
+            /// readable quants `stride` apart, `sumi` 32 writable `i32`; dotprod.
+            #[inline(never)]
+            #[target_feature(enable = "neon,dotprod")]
+            unsafe fn $name(
+                dec: *const super::Decoded,
+                qs: *const i8,
+                stride: usize,
+                sumi: *mut i32,
+            ) {
+                // SAFETY: per the function contract: the loop reads the 2048
+                // value bytes and the 512 scale bytes of `dec`, 256 bytes of
+                // each activation row, and stores 128 bytes at `sumi`. Only
+                // the listed registers are written; no stack is used.
+                unsafe {
+                    core::arch::asm!(
+                        "movi v8.16b, #0", "movi v9.16b, #0", "movi v10.16b, #0", "movi v11.16b, #0",
+                        "movi v12.16b, #0", "movi v13.16b, #0", "movi v14.16b, #0", "movi v15.16b, #0",
+                        "add x9, {v}, #2048", // the scales
+                        "mov x12, #8",
+                        "2:",
+                        "ld1 {{v16.16b, v17.16b}}, [{q0}], #32",
+                        "ld1 {{v18.16b, v19.16b}}, [{q1}], #32",
+                        "ld1 {{v20.16b, v21.16b}}, [{q2}], #32",
+                        "ld1 {{v22.16b, v23.16b}}, [{q3}], #32",
+                        decoded_isums_zero!(),
+                        decoded_chunk!("v16", "v18", "v20", "v22", "0"),
+                        decoded_chunk!("v16", "v18", "v20", "v22", "1"),
+                        decoded_chunk!("v16", "v18", "v20", "v22", "2"),
+                        decoded_chunk!("v16", "v18", "v20", "v22", "3"),
+                        $mid,
+                        decoded_chunk!("v17", "v19", "v21", "v23", "0"),
+                        decoded_chunk!("v17", "v19", "v21", "v23", "1"),
+                        decoded_chunk!("v17", "v19", "v21", "v23", "2"),
+                        decoded_chunk!("v17", "v19", "v21", "v23", "3"),
+                        $end,
+                        "subs x12, x12, #1",
+                        "b.ne 2b",
+                        "st1 {{v8.4s, v9.4s, v10.4s, v11.4s}}, [{s}], #64",
+                        "st1 {{v12.4s, v13.4s, v14.4s, v15.4s}}, [{s}]",
+                        v = inout(reg) dec => _,
+                        q0 = inout(reg) qs => _,
+                        q1 = inout(reg) qs.wrapping_add(stride) => _,
+                        q2 = inout(reg) qs.wrapping_add(2 * stride) => _,
+                        q3 = inout(reg) qs.wrapping_add(3 * stride) => _,
+                        s = inout(reg) sumi => _,
+                        out("x9") _, out("x12") _,
+                        out("v4") _, out("v5") _, out("v6") _, out("v7") _,
+                        out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
+                        out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _,
+                        out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _,
+                        out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _,
+                        out("v28") _, out("v29") _, out("v30") _, out("v31") _,
+                        options(nostack),
+                    );
+                }
+            }
+        };
+    }
+
+    decoded_tile4!(
+        decoded_tile4,
+        "",
+        concat!(decoded_scale!(), "add x9, x9, #32\n")
+    );
+    decoded_tile4!(
+        decoded_tile4_halves,
+        concat!(decoded_scale!(), decoded_isums_zero!()),
+        decoded_scale!()
+    );
 
     /// A layout's decoder of one super-block for the prompt path.
     pub(crate) type DecodeFn = fn(&[u8], &mut super::Decoded);
@@ -372,7 +420,8 @@ pub(crate) mod aarch64 {
     /// The prompt GEMM of a codebook layout (`m >= 2` activation rows): per
     /// row group and super-block, the super-block decoded once
     /// (`decode`), then the activation rows 4 at a time through
-    /// [`decoded_tile4`], each row's `(d_w * d_a) * (sumi * factor)` added
+    /// `decoded_tile4` (`decoded_tile4_halves` for a scale per 16-weight
+    /// run: `halves`), each row's `(d_w * d_a) * (sumi * factor)` added
     /// to its float sum in `out` (zeroed first: the GEMV loop's order); the
     /// last `m % 4` rows through the GEMV loop `row`.
     ///
@@ -382,7 +431,7 @@ pub(crate) mod aarch64 {
     /// layout's GEMV loop; the CPU implements dotprod.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn decoded_gemm(
-        (decode, bytes, factor): (DecodeFn, usize, f32),
+        (decode, bytes, factor, halves): (DecodeFn, usize, f32, bool),
         row: crate::aarch64::gemm::LoopFn,
         w: &[u8],
         rows: usize,
@@ -398,6 +447,11 @@ pub(crate) mod aarch64 {
         let group_bytes = nb * bytes;
         let m4 = m - m % 4;
         let mut dec = super::Decoded::ZERO;
+        let tile4 = if halves {
+            decoded_tile4_halves
+        } else {
+            decoded_tile4
+        };
         for g in 0..groups {
             let wg = &w[g * group_bytes..(g + 1) * group_bytes];
             let row0 = g * IQ3_ROWS;
@@ -414,7 +468,7 @@ pub(crate) mod aarch64 {
                         // SAFETY: rows t0..t0 + 4 <= m of `act_qs` hold the
                         // super-block's 256 quants `cols` apart; dotprod
                         // (the function contract).
-                        unsafe { decoded_tile4(&dec, qs, cols, sumi.as_mut_ptr()) };
+                        unsafe { tile4(&dec, qs, cols, sumi.as_mut_ptr()) };
                         for t in 0..4 {
                             let da = act_d[(t0 + t) * nb + b];
                             let o = &mut out[(t0 + t) * rows + row0..][..n];
@@ -451,9 +505,15 @@ pub(crate) mod aarch64 {
     /// the GEMV loop `$loop` (no tile: the driver's GEMM serves one row
     /// here), and the GEMM of
     /// 2 or more rows through [`decoded_gemm`] with `$decode`, `$bytes`-byte
-    /// super-blocks and the factor `$factor` (`1 / 2^f`).
+    /// super-blocks and the factor `$factor` (`1 / 2^f`); `$halves`: a
+    /// scale per 16-weight run.
     macro_rules! iq3_entry {
         ($gemv:ident, $gemm:ident, $loop:ident, $decode:ident, $bytes:expr, $factor:expr) => {
+            $crate::layouts::iq3::aarch64::iq3_entry!(
+                $gemv, $gemm, $loop, $decode, $bytes, $factor, false
+            );
+        };
+        ($gemv:ident, $gemm:ident, $loop:ident, $decode:ident, $bytes:expr, $factor:expr, $halves:expr) => {
             /// The GEMV, and the driver's GEMM (of one row here).
             mod tiles {
                 use super::*;
@@ -512,7 +572,7 @@ pub(crate) mod aarch64 {
                 // dotprod.
                 unsafe {
                     $crate::layouts::iq3::aarch64::decoded_gemm(
-                        (decode, $bytes, $factor),
+                        (decode, $bytes, $factor, $halves),
                         $loop,
                         w,
                         rows,
@@ -558,6 +618,11 @@ pub(crate) mod x86_64 {
     pub(crate) const FRONT_XXS: u8 = 0;
     pub(crate) const FRONT_S: u8 = 1;
     pub(crate) const FRONT_IQ2_XXS: u8 = 2;
+    /// IQ2_XS's: per row and pair of chunks a high byte (the sign bits
+    /// above the index's ninth bit, IQ2_XXS's words' 7-bit fields) and a
+    /// low byte of the index into 512 points of 8 bytes; a scale per
+    /// 16-weight run.
+    pub(crate) const FRONT_IQ2_XS: u8 = 3;
 
     /// Where a layout keeps its parts: its super-block bytes, the chunk
     /// indices, the per-row sign (or IQ3_XXS's sign-and-scale) words, and
@@ -595,6 +660,19 @@ pub(crate) mod x86_64 {
                 t,
                 _mm256_slli_epi32::<24>(_mm256_and_si256(_mm256_srli_epi32::<21>(aux), m7)),
             );
+            with_parity(t)
+        }
+    }
+
+    /// Seven sign bits in each byte of `t` (bit 7 clear) completed by
+    /// their parity in bit 7.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[inline(always)]
+    unsafe fn with_parity(t: __m256i) -> __m256i {
+        // SAFETY: register operations; the CPU implements AVX2 (the caller's).
+        unsafe {
             let nibble = _mm256_set1_epi8(15);
             let count = _mm256_setr_epi8(
                 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3,
@@ -609,7 +687,8 @@ pub(crate) mod x86_64 {
     }
 
     /// The per-sub-block front end of super-block `sb`, sub-block `p`: the
-    /// scales `2 ls + 1`, the sign words and (IQ3_S) the rows' ninth index
+    /// scales `2 ls + 1` of its two 16-weight runs (the same but in
+    /// IQ2_XS), the sign words and (IQ3_S, IQ2_XS) the rows' ninth index
     /// bits, a row per lane.
     ///
     /// # Safety
@@ -619,7 +698,7 @@ pub(crate) mod x86_64 {
         front: &Front,
         sb: *const u8,
         p: usize,
-    ) -> (__m256i, __m256i, __m256i) {
+    ) -> ([__m256i; 2], __m256i, __m256i) {
         // SAFETY: the loads read the sub-block's words, scales and ninth
         // bits inside the super-block (the function contract); unaligned.
         unsafe {
@@ -636,12 +715,22 @@ pub(crate) mod x86_64 {
                 );
                 let high =
                     _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.high_at + 8 * p).cast()));
-                (s, word, high)
+                ([s, s], word, high)
+            } else if F == FRONT_IQ2_XS {
+                let two =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.scales_at + 8 * p).cast()));
+                let s = [
+                    _mm256_and_si256(two, _mm256_set1_epi32(15)),
+                    _mm256_srli_epi32::<4>(two),
+                ];
+                let signs = _mm256_and_si256(_mm256_srli_epi32::<1>(word), _mm256_set1_epi8(0x7f));
+                (s, with_parity(signs), word)
             } else {
                 let s = _mm256_srli_epi32::<28>(word);
-                (s, xxs_sign_words(word), _mm256_setzero_si256())
+                ([s, s], xxs_sign_words(word), _mm256_setzero_si256())
             };
-            let scale = _mm256_or_si256(_mm256_slli_epi32::<1>(scale), _mm256_set1_epi32(1));
+            let one = _mm256_set1_epi32(1);
+            let scale = scale.map(|s| _mm256_or_si256(_mm256_slli_epi32::<1>(s), one));
             (scale, signs, high)
         }
     }
@@ -662,8 +751,23 @@ pub(crate) mod x86_64 {
         // SAFETY: the chunk's 8 index bytes are inside the super-block, the
         // indices below the grid's length (a byte, or a byte and one bit
         // for IQ3_S's 512 points; IQ2_XXS: a byte into 256 points of 8
-        // bytes, of which the gather reads 4 at offset 0 or 4); AVX2.
+        // bytes, of which the gather reads 4 at offset 0 or 4; IQ2_XS: a
+        // byte and one bit into 512 such points); AVX2.
         unsafe {
+            if F == FRONT_IQ2_XS {
+                // A pair's 8 low index bytes, the ninth bit from bit 0 of
+                // the pair's high byte; the point's half `c % 2`.
+                let low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    sb.add(front.index_at + 32 * p + 8 * (c / 2)).cast(),
+                ));
+                let hb = _mm256_and_si256(
+                    _mm256_srlv_epi32(high, _mm256_set1_epi32(8 * (c / 2) as i32)),
+                    _mm256_set1_epi32(1),
+                );
+                let idx = _mm256_or_si256(low, _mm256_slli_epi32::<8>(hb));
+                let g = _mm256_i32gather_epi32::<8>(front.grid.add(c % 2), idx);
+                return (g, chunk_signs(signs, c));
+            }
             if F == FRONT_IQ2_XXS {
                 // A pair's 8 index bytes; the point's half `c % 2`.
                 let idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
@@ -761,7 +865,7 @@ pub(crate) mod x86_64 {
                 for p in 0..QK_K / 32 {
                     let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                     let mut isum = [_mm256_setzero_si256(); T];
-                    for h in 0..2 {
+                    for (h, scale_h) in scale.into_iter().enumerate() {
                         let mut s = [_mm256_setzero_si256(); T];
                         if DOT != Dot::MADDUBS {
                             for (t, s_t) in s.iter_mut().enumerate() {
@@ -775,12 +879,11 @@ pub(crate) mod x86_64 {
                             let at = b * QK_K + 32 * p + 4 * c;
                             if DOT == Dot::MADDUBS {
                                 let sign = _mm256_or_si256(m, one8);
-                                for (t, isum_t) in isum.iter_mut().enumerate() {
+                                for (t, s_t) in s.iter_mut().enumerate() {
                                     let a = qs.as_ptr().add(t * cols + at);
                                     let av = _mm256_set1_epi32(a.cast::<i32>().read_unaligned());
                                     let pr = _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, sign));
-                                    *isum_t =
-                                        _mm256_add_epi32(*isum_t, _mm256_madd_epi16(pr, ones));
+                                    *s_t = _mm256_add_epi32(*s_t, _mm256_madd_epi16(pr, ones));
                                 }
                             } else {
                                 let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
@@ -796,14 +899,22 @@ pub(crate) mod x86_64 {
                                 }
                             }
                         }
-                        if DOT != Dot::MADDUBS {
+                        if F == FRONT_IQ2_XS {
+                            for (sumi_t, s_t) in sumi.iter_mut().zip(s) {
+                                *sumi_t =
+                                    _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale_h, s_t));
+                            }
+                        } else {
                             for (isum_t, s_t) in isum.iter_mut().zip(s) {
                                 *isum_t = _mm256_add_epi32(*isum_t, s_t);
                             }
                         }
                     }
-                    for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
-                        *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale, isum_t));
+                    if F != FRONT_IQ2_XS {
+                        for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
+                            *sumi_t =
+                                _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale[0], isum_t));
+                        }
                     }
                 }
                 let dw = _mm256_cvtph_ps(_mm_loadu_si128(sb.cast()));
@@ -823,12 +934,13 @@ pub(crate) mod x86_64 {
 
     /// A super-block decoded once for every activation row of a prompt:
     /// chunk `8p + c`'s signed values (row `r`'s 4 in lane `r`), per
-    /// sub-block `128 *` the sum of each row's 32 values, the scales `2 ls
-    /// + 1`, and the rows' `d`.
+    /// 16-weight run `h` `128 *` the sum of each row's 16 values and the
+    /// scales `2 ls + 1` (IQ2_XS; the others: per sub-block `p`, at `2p`),
+    /// and the rows' `d`.
     struct Decoded {
         values: [__m256i; 64],
-        sums: [__m256i; 8],
-        scales: [__m256i; 8],
+        sums: [__m256i; 16],
+        scales: [__m256i; 16],
         dw: __m256,
     }
 
@@ -845,22 +957,25 @@ pub(crate) mod x86_64 {
             let ones16 = _mm256_set1_epi16(1);
             let mut dec = Decoded {
                 values: [_mm256_setzero_si256(); 64],
-                sums: [_mm256_setzero_si256(); 8],
-                scales: [_mm256_setzero_si256(); 8],
+                sums: [_mm256_setzero_si256(); 16],
+                scales: [_mm256_setzero_si256(); 16],
                 dw: _mm256_cvtph_ps(_mm_loadu_si128(sb.cast())),
             };
             for p in 0..QK_K / 32 {
                 let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
-                dec.scales[p] = scale;
-                let mut sum = _mm256_setzero_si256();
+                let mut sum = [_mm256_setzero_si256(); 2];
                 for c in 0..8 {
                     let (g, m) = chunk_points::<F>(front, sb, (p, c), signs, high);
                     let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
                     dec.values[8 * p + c] = v;
                     let pairs = _mm256_maddubs_epi16(ones8, v);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones16));
+                    let h = usize::from(c >= 4 && F == FRONT_IQ2_XS);
+                    sum[h] = _mm256_add_epi32(sum[h], _mm256_madd_epi16(pairs, ones16));
                 }
-                dec.sums[p] = _mm256_slli_epi32::<7>(sum);
+                for h in 0..2 {
+                    dec.scales[2 * p + h] = scale[h];
+                    dec.sums[2 * p + h] = _mm256_slli_epi32::<7>(sum[h]);
+                }
             }
             dec
         }
@@ -876,7 +991,7 @@ pub(crate) mod x86_64 {
     /// `qs` holds `T` rows at stride `cols` of 256 quants; the CPU
     /// implements AVX2 and the `DOT` form.
     #[inline(always)]
-    unsafe fn decoded_tile<const T: usize, const DOT: u8>(
+    unsafe fn decoded_tile<const T: usize, const DOT: u8, const F: u8>(
         dec: &Decoded,
         qs: *const i8,
         cols: usize,
@@ -893,6 +1008,9 @@ pub(crate) mod x86_64 {
             for p in 0..QK_K / 32 {
                 let mut isum = [_mm256_setzero_si256(); T];
                 for c in 0..8 {
+                    if c == 4 && F == FRONT_IQ2_XS {
+                        scale_run(&mut sumi, &mut isum, dec, 2 * p, DOT);
+                    }
                     let v = dec.values[8 * p + c];
                     let abs = _mm256_sign_epi8(v, v);
                     for (t, isum_t) in isum.iter_mut().enumerate() {
@@ -911,20 +1029,41 @@ pub(crate) mod x86_64 {
                         };
                     }
                 }
-                for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
-                    let exact = if DOT == Dot::MADDUBS {
-                        isum_t
-                    } else {
-                        _mm256_sub_epi32(isum_t, dec.sums[p])
-                    };
-                    *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(dec.scales[p], exact));
-                }
+                let h = if F == FRONT_IQ2_XS { 2 * p + 1 } else { 2 * p };
+                scale_run(&mut sumi, &mut isum, dec, h, DOT);
             }
             let f = _mm256_set1_ps(factor);
             for t in 0..T {
                 let dd = _mm256_mul_ps(dec.dw, _mm256_set1_ps(da[t]));
                 let v = _mm256_mul_ps(dd, _mm256_mul_ps(_mm256_cvtepi32_ps(sumi[t]), f));
                 _mm256_storeu_ps(res[t].as_mut_ptr(), v);
+            }
+        }
+    }
+
+    /// `sumi += scale * exact isum` for the decoded run (or sub-block) `h`
+    /// (VNNI: less `128 * sum(v)`), the isums zeroed.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[inline(always)]
+    unsafe fn scale_run<const T: usize>(
+        sumi: &mut [__m256i; T],
+        isum: &mut [__m256i; T],
+        dec: &Decoded,
+        h: usize,
+        dot: u8,
+    ) {
+        // SAFETY: register operations; the CPU implements AVX2 (the caller's).
+        unsafe {
+            for (sumi_t, isum_t) in sumi.iter_mut().zip(isum.iter_mut()) {
+                let exact = if dot == Dot::MADDUBS {
+                    *isum_t
+                } else {
+                    _mm256_sub_epi32(*isum_t, dec.sums[h])
+                };
+                *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(dec.scales[h], exact));
+                *isum_t = _mm256_setzero_si256();
             }
         }
     }
@@ -973,7 +1112,7 @@ pub(crate) mod x86_64 {
                     // super-block's quants at stride `cols`.
                     unsafe {
                         match tm {
-                            4 => decoded_tile::<4, DOT>(
+                            4 => decoded_tile::<4, DOT, F>(
                                 &dec,
                                 qs,
                                 cols,
@@ -981,7 +1120,7 @@ pub(crate) mod x86_64 {
                                 front.factor,
                                 &mut res,
                             ),
-                            3 => decoded_tile::<3, DOT>(
+                            3 => decoded_tile::<3, DOT, F>(
                                 &dec,
                                 qs,
                                 cols,
@@ -989,7 +1128,7 @@ pub(crate) mod x86_64 {
                                 front.factor,
                                 &mut res,
                             ),
-                            2 => decoded_tile::<2, DOT>(
+                            2 => decoded_tile::<2, DOT, F>(
                                 &dec,
                                 qs,
                                 cols,
@@ -997,7 +1136,7 @@ pub(crate) mod x86_64 {
                                 front.factor,
                                 &mut res,
                             ),
-                            _ => decoded_tile::<1, DOT>(
+                            _ => decoded_tile::<1, DOT, F>(
                                 &dec,
                                 qs,
                                 cols,

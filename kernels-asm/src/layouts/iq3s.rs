@@ -165,7 +165,7 @@ pub mod generic {
     pub fn iq3sx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; IQ3SX8_ROWS] {
         crate::layouts::iq3::group_dot(
             IQ3SX8_BLOCK_BYTES,
-            (iq3sx8_weight, iq3sx8_scale),
+            (iq3sx8_weight, |sb, r, h| iq3sx8_scale(sb, r, h / 2)),
             0,
             group,
             act_qs,
@@ -330,7 +330,8 @@ pub mod aarch64 {
             let at = super::sign_place(r, 4 * p);
             let word = u32::from_le_bytes([sb[at], sb[at + 1], sb[at + 2], sb[at + 3]]);
             let (s, shift) = super::scale_place(r, p);
-            (word, 2 * ((sb[s] >> shift) & 15) as i32 + 1)
+            let scale = 2 * ((sb[s] >> shift) & 15) as i32 + 1;
+            (word, [scale; 2])
         };
         let point = |r, p, c: usize| {
             let high = (sb[super::high_place(r, p)] >> c) as usize & 1;

@@ -157,7 +157,7 @@ pub mod generic {
     pub fn iq3xxsx8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; IQ3XXSX8_ROWS] {
         crate::layouts::iq3::group_dot(
             IQ3XXSX8_BLOCK_BYTES,
-            (iq3xxsx8_weight, iq3xxsx8_scale),
+            (iq3xxsx8_weight, |sb, r, h| iq3xxsx8_scale(sb, r, h / 2)),
             2,
             group,
             act_qs,
@@ -298,7 +298,7 @@ pub mod aarch64 {
     fn decode(sb: &[u8], out: &mut Decoded) {
         let front = |r, p| {
             let aux = super::word(sb, r, p);
-            (super::sign_word(aux), 2 * (aux >> 28) as i32 + 1)
+            (super::sign_word(aux), [2 * (aux >> 28) as i32 + 1; 2])
         };
         let point = |r, p, c| IQ3XXS_GRID[sb[super::index_place(r, 8 * p + c)] as usize];
         decode_super_block(sb, out, front, point);

@@ -366,6 +366,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
         Layout::Iq3Xxsx8 => (None, Some(unpack_iq3_xxs)),
         Layout::Iq2Xxsx8 => (None, Some(unpack_iq2_xxs)),
+        Layout::Iq2Xsx8 => (None, Some(unpack_iq2_xs)),
         Layout::Iq3Sx8 => (None, Some(unpack_iq3_s)),
         Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
@@ -656,6 +657,46 @@ pub fn unpack_iq2_xxs(
                     block[at + l] = sb[index_place(r, 4 * p + l)];
                 }
                 block[at + 4..at + 8].copy_from_slice(&sb[word_place(r, p)..][..4]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks an IQ2_XSx8 matrix (`rows x cols`) into row-major GGUF IQ2_XS
+/// blocks (`out`: `rows * cols / 256 * 74` bytes), the inverse of
+/// `repack_iq2_xs`.
+pub fn unpack_iq2_xs(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq2xs::{
+        high_place, index_place, iq2_xs_bytes, iq2_xsx8_bytes, scale_place, IQ2XSX8_BLOCK_BYTES,
+        IQ2XSX8_ROWS, IQ2_XS_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "iq2_xsx8 matrix bytes",
+        iq2_xsx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq2_xs output bytes", iq2_xs_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ2_XS_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ2XSX8_ROWS, row % IQ2XSX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ2XSX8_BLOCK_BYTES..][..IQ2XSX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ2_XS_BLOCK_BYTES..][..IQ2_XS_BLOCK_BYTES];
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for l in 0..QK_K / 8 {
+                block[2 + 2 * l] = sb[index_place(r, l)];
+                block[3 + 2 * l] = sb[high_place(r, l)];
+            }
+            for p in 0..QK_K / 32 {
+                block[2 + QK_K / 4 + p] = sb[scale_place(r, p)];
             }
         }
     }

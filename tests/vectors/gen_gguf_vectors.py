@@ -171,6 +171,13 @@ blocks = random_blocks(T.IQ2_XXS, N_VALUES // 256)
 write("iq2_xxs.bin", blocks.tobytes())
 write("iq2_xxs.f32", dequant(T.IQ2_XXS, blocks).astype("<f4").tobytes())
 deq_types = deq_types + [T.IQ2_XXS]
+# IQ2_XS (added 2026-12-06, later): the same, a generator of its own.
+rng = np.random.default_rng(202612062)
+F16_FIELDS[T.IQ2_XS] = [0]
+blocks = random_blocks(T.IQ2_XS, N_VALUES // 256)
+write("iq2_xs.bin", blocks.tobytes())
+write("iq2_xs.f32", dequant(T.IQ2_XS, blocks).astype("<f4").tobytes())
+deq_types = deq_types + [T.IQ2_XS]
 rng = np.random.default_rng()
 rng.bit_generator.state = saved
 

@@ -67,6 +67,7 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::IQ4_NL => blocks(bytes, out, iq4_nl),
         GgmlType::IQ4_XS => blocks(bytes, out, iq4_xs),
         GgmlType::IQ2_XXS => blocks(bytes, out, iq2_xxs),
+        GgmlType::IQ2_XS => blocks(bytes, out, iq2_xs),
         GgmlType::IQ3_XXS => blocks(bytes, out, iq3_xxs),
         GgmlType::IQ3_S => blocks(bytes, out, iq3_s),
         GgmlType::Q8_1 => {}
@@ -163,6 +164,29 @@ fn iq2_xxs(b: &[u8; 66], o: &mut [f32; QK_K]) {
                 1.0
             };
             o[32 * p + w] = db * g * sign;
+        }
+    }
+}
+
+/// IQ2_XS: `d: f16`, 32 words `q` (per 8 weights: bits 0..9 the index of
+/// their IQ2_XS grid point, bits 9..16 their signs as IQ3_XXS's 7-bit
+/// fields), 8 scale bytes (per 32 weights, a nibble per 16: low first):
+/// `x = (d * (0.5 + ls) * 0.25) * g * sign`, `g` byte `j` of the point of
+/// word `l` for weight `8l + j`.
+fn iq2_xs(b: &[u8; 74], o: &mut [f32; QK_K]) {
+    use kestrel_kernels::layouts::iq2xs::IQ2XS_GRID;
+    let d = h(b, 0);
+    for l in 0..QK_K / 8 {
+        let q = u16::from_le_bytes([b[2 + 2 * l], b[3 + 2 * l]]);
+        let ls = (b[2 + QK_K / 4 + l / 4] >> (4 * (l % 4 / 2))) & 15;
+        let db = d * (0.5 + ls as f32) * 0.25;
+        let signs = (q >> 9) as u32;
+        let signs = signs | (signs.count_ones() & 1) << 7;
+        let point = IQ2XS_GRID[(q & 511) as usize];
+        for j in 0..8 {
+            let g = ((point >> (8 * j)) & 0xff) as f32;
+            let sign = if (signs >> j) & 1 != 0 { -1.0 } else { 1.0 };
+            o[8 * l + j] = db * g * sign;
         }
     }
 }

@@ -52,6 +52,10 @@ pub enum GgmlType {
     /// IQ2_XXS grid of 8-weight points and a word of signs (7 bits per 8
     /// weights) and a 4-bit scale.
     IQ2_XXS = 16,
+    /// 256 weights in 74 bytes: `d: f16`, per 8 weights a word of a 9-bit
+    /// index into the IQ2_XS grid of 8-weight points and 7 sign bits, per
+    /// 16 weights a 4-bit scale.
+    IQ2_XS = 17,
     /// 256 weights in 98 bytes: `d: f16`, 64 indices into the IQ3_XXS grid
     /// of 4-weight points, 8 words of signs (7 bits per 8 weights) and a
     /// 4-bit scale.
@@ -72,7 +76,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 20] = [
+    pub const ALL: [GgmlType; 21] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -88,6 +92,7 @@ impl GgmlType {
         GgmlType::Q6_K,
         GgmlType::Q8_K,
         GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
         GgmlType::IQ3_XXS,
         GgmlType::IQ4_NL,
         GgmlType::IQ3_S,
@@ -113,6 +118,7 @@ impl GgmlType {
             14 => GgmlType::Q6_K,
             15 => GgmlType::Q8_K,
             16 => GgmlType::IQ2_XXS,
+            17 => GgmlType::IQ2_XS,
             18 => GgmlType::IQ3_XXS,
             20 => GgmlType::IQ4_NL,
             21 => GgmlType::IQ3_S,
@@ -145,6 +151,7 @@ impl GgmlType {
             GgmlType::Q6_K => "q6_K",
             GgmlType::Q8_K => "q8_K",
             GgmlType::IQ2_XXS => "iq2_xxs",
+            GgmlType::IQ2_XS => "iq2_xs",
             GgmlType::IQ3_XXS => "iq3_xxs",
             GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::IQ3_S => "iq3_s",
@@ -171,6 +178,7 @@ impl GgmlType {
             | GgmlType::Q6_K
             | GgmlType::Q8_K
             | GgmlType::IQ2_XXS
+            | GgmlType::IQ2_XS
             | GgmlType::IQ3_XXS
             | GgmlType::IQ3_S
             | GgmlType::IQ4_XS => QK_K,
@@ -196,6 +204,7 @@ impl GgmlType {
             GgmlType::Q8_K => 4 + QK_K + QK_K / 8,
             GgmlType::IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
             GgmlType::IQ2_XXS => 2 + QK_K / 4,
+            GgmlType::IQ2_XS => 2 + QK_K / 4 + QK_K / 32,
             GgmlType::IQ3_XXS => 2 + 3 * QK_K / 8,
             GgmlType::IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
         }

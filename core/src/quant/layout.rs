@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -63,6 +63,10 @@ pub enum Layout {
     /// size, every value exact (docs/kernels.md "IQ2_XXSx8";
     /// `kestrel_kernels::layouts::iq2xxs`).
     Iq2Xxsx8,
+    /// GGUF IQ2_XS super-blocks interleaved 8 rows in the GGUF bytes'
+    /// size, every value exact (docs/kernels.md "IQ2_XSx8";
+    /// `kestrel_kernels::layouts::iq2xs`).
+    Iq2Xsx8,
     /// GGUF IQ3_S super-blocks interleaved 8 rows in the GGUF bytes' size,
     /// every value exact (`kestrel_kernels::layouts::iq3s`).
     Iq3Sx8,
@@ -230,7 +234,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 17] = [
+pub static LAYOUTS: [LayoutSpec; 18] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -444,6 +448,25 @@ pub static LAYOUTS: [LayoutSpec; 17] = [
         kept: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq2xxs::gemm_iq2_xxsx8_q8_k),
+        #[cfg(not(feature = "codebook"))]
+        gemm: Gemm::None,
+    },
+    LayoutSpec {
+        layout: Layout::Iq2Xsx8,
+        name: "IQ2_XSx8",
+        dtype: "IQ2_XS",
+        suffix: "iq2_xs",
+        dtype_code: 17,
+        layout_code: 16,
+        group_rows: iq2xs::IQ2XSX8_ROWS,
+        block_bytes: iq2xs::IQ2XSX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        #[cfg(feature = "codebook")]
+        kept: kept(17, |s, r, c, o| Ok(iq2xs::repack_iq2_xs(s, r, c, o)?)), // IQ2_XS
+        #[cfg(not(feature = "codebook"))]
+        kept: None,
+        #[cfg(feature = "codebook")]
+        gemm: gemm!(Q8K, iq2xs::gemm_iq2_xsx8_q8_k),
         #[cfg(not(feature = "codebook"))]
         gemm: Gemm::None,
     },

@@ -147,7 +147,7 @@ fn iq4_xs(b: &[u8; 136], o: &mut [f32; QK_K]) {
 /// `x = (d * (0.5 + ls) * 0.25) * g * sign`, `g` byte `j` of point `l` for
 /// weight `8l + j`.
 fn iq2_xxs(b: &[u8; 66], o: &mut [f32; QK_K]) {
-    use kestrel_kernels::layouts::iq2xxs::IQ2XXS_GRID;
+    let grid = kestrel_kernels::layouts::iq2xxs::iq2xxs_grid();
     use kestrel_kernels::layouts::iq3xxs::sign_word;
     let d = h(b, 0);
     for p in 0..QK_K / 32 {
@@ -156,7 +156,7 @@ fn iq2_xxs(b: &[u8; 66], o: &mut [f32; QK_K]) {
         let db = d * (0.5 + (aux >> 28) as f32) * 0.25;
         let signs = sign_word(aux);
         for w in 0..32 {
-            let point = IQ2XXS_GRID[b[at + w / 8] as usize];
+            let point = grid[b[at + w / 8] as usize];
             let g = ((point >> (8 * (w % 8))) & 0xff) as f32;
             let sign = if (signs >> (8 * (w / 8) + w % 8)) & 1 != 0 {
                 -1.0
@@ -174,7 +174,7 @@ fn iq2_xxs(b: &[u8; 66], o: &mut [f32; QK_K]) {
 /// `x = (d * (0.5 + ls) * 0.25) * g * sign`, `g` byte `j` of the point of
 /// word `l` for weight `8l + j`.
 fn iq2_xs(b: &[u8; 74], o: &mut [f32; QK_K]) {
-    use kestrel_kernels::layouts::iq2xs::IQ2XS_GRID;
+    let grid = kestrel_kernels::layouts::iq2xs::iq2xs_grid();
     let d = h(b, 0);
     for l in 0..QK_K / 8 {
         let q = u16::from_le_bytes([b[2 + 2 * l], b[3 + 2 * l]]);
@@ -182,7 +182,7 @@ fn iq2_xs(b: &[u8; 74], o: &mut [f32; QK_K]) {
         let db = d * (0.5 + ls as f32) * 0.25;
         let signs = (q >> 9) as u32;
         let signs = signs | (signs.count_ones() & 1) << 7;
-        let point = IQ2XS_GRID[(q & 511) as usize];
+        let point = grid[(q & 511) as usize];
         for j in 0..8 {
             let g = ((point >> (8 * j)) & 0xff) as f32;
             let sign = if (signs >> j) & 1 != 0 { -1.0 } else { 1.0 };

@@ -130,6 +130,21 @@ def main():
     comp = [decomp_index[c] for _, _, c in compose]
     assert max(comp) < 1 << 16
 
+    # DECOMP split in three tables, 6 bytes an entry: the code point and
+    # the second's index in one u32 key (with the first's top 2 bits), the
+    # first's low 16 bits, the distinct seconds (unicode.rs rebuilds the
+    # (cp << 42) | (first << 21) | second entries).
+    M = (1 << 21) - 1
+    seconds = sorted({e & M for e in decomp} | {0})
+    assert len(seconds) <= 128 and seconds[0] == 0
+    second_index = {v: i for i, v in enumerate(seconds)}
+    keys, firsts = [], []
+    for e in decomp:
+        cp, first, second = e >> 42, (e >> 21) & M, e & M
+        assert cp < 1 << 18 and first < 1 << 18
+        keys.append((cp << 14) | (second_index[second] << 2) | (first >> 16))
+        firsts.append(first & 0xFFFF)
+
     def arr(name, ty, vals, doc, per=8, fmt="0x{:x}"):
         lines = [f"/// {doc}", f"pub(crate) static {name}: [{ty}; {len(vals)}] = ["]
         for i in range(0, len(vals), per):
@@ -149,17 +164,22 @@ def main():
         arr("NORM_RUNS", "u32", norm_runs,
             "Runs of `(first code point << 10) | (NFC_QC << 8) | ccc`, sorted; QC 0 yes, 1 maybe, 2 no."),
         "",
-        arr("DECOMP", "u64", decomp,
-            "Canonical decompositions (one level, Hangul excluded): `(cp << 42) | (first << 21) | second`, second 0 for singletons; sorted.",
-            per=4),
+        arr("DECOMP_KEYS", "u32", keys,
+            "Canonical decompositions (one level, Hangul excluded), sorted by code point: `(cp << 14) | (second's index in DECOMP_SECONDS << 2) | (first >> 16)`."),
+        "",
+        arr("DECOMP_FIRSTS", "u16", firsts,
+            "The low 16 bits of each decomposition's first code point.", per=12),
+        "",
+        arr("DECOMP_SECONDS", "u32", seconds,
+            "The decompositions' second code points, sorted (0: none, a singleton)."),
         "",
         arr("COMPOSE", "u16", comp,
-            "Primary composites (Hangul excluded): indexes into `DECOMP` of the two-code-point decompositions NFC recomposes, sorted by `(first, second)`.",
+            "Primary composites (Hangul excluded): indexes into `DECOMP_KEYS` of the two-code-point decompositions NFC recomposes, sorted by `(first, second)`.",
             per=12, fmt="{}"),
         "",
     ]
     OUT.write_text("\n".join(src))
-    size = 4 * len(class_runs) + 4 * len(norm_runs) + 8 * len(decomp) + 2 * len(comp)
+    size = 4 * len(class_runs) + 4 * len(norm_runs) + 6 * len(decomp) + 4 * len(seconds) + 2 * len(comp)
     print(f"{OUT}: CLASS_RUNS {len(class_runs)}, NORM_RUNS {len(norm_runs)}, DECOMP {len(decomp)}, "
           f"COMPOSE {len(comp)}; {size} bytes")
 

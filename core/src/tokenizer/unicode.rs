@@ -1,7 +1,9 @@
 //! Lookups in the generated Unicode tables: character classes for the
 //! pre-tokenizer, and the normalization data for NFC.
 
-use super::unicode_data::{CLASS_RUNS, COMPOSE, DECOMP, NORM_RUNS};
+use super::unicode_data::{
+    CLASS_RUNS, COMPOSE, DECOMP_FIRSTS, DECOMP_KEYS, DECOMP_SECONDS, NORM_RUNS,
+};
 
 /// A character's class, as the pre-tokenizer regex and `\w` see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,8 +133,8 @@ pub fn decompose_once(c: char) -> Option<(char, Option<char>)> {
     if cp < 0xC0 {
         return None;
     }
-    let i = DECOMP.partition_point(|&e| (e >> 42) < cp);
-    let e = *DECOMP.get(i)?;
+    let i = DECOMP_KEYS.partition_point(|&k| u64::from(k >> 14) < cp);
+    let e = decomp_entry(i)?;
     if e >> 42 != cp {
         return None;
     }
@@ -220,10 +222,10 @@ pub fn compose(a: char, b: char) -> Option<char> {
     }
     // COMPOSE lists DECOMP's recomposed entries by (first, second): the
     // entry's low 42 bits are that pair, its high bits the composite.
-    let pair = |i: &u16| DECOMP.get(usize::from(*i)).map_or(0, |&e| e & PAIR_MASK);
+    let pair = |i: &u16| decomp_entry(usize::from(*i)).map_or(0, |e| e & PAIR_MASK);
     let key = ((ca as u64) << 21) | cb as u64;
     let i = COMPOSE.partition_point(|e| pair(e) < key);
-    let e = *DECOMP.get(usize::from(*COMPOSE.get(i)?))?;
+    let e = decomp_entry(usize::from(*COMPOSE.get(i)?))?;
     if e & PAIR_MASK == key {
         char::from_u32((e >> 42) as u32)
     } else {
@@ -231,8 +233,17 @@ pub fn compose(a: char, b: char) -> Option<char> {
     }
 }
 
-/// The `(first << 21) | second` bits of a DECOMP entry.
+/// The `(first << 21) | second` bits of a decomposition entry.
 const PAIR_MASK: u64 = (1 << 42) - 1;
+
+/// Decomposition `i` (in code point order) as `(cp << 42) | (first << 21)
+/// | second`, second 0 for singletons, from its three tables.
+fn decomp_entry(i: usize) -> Option<u64> {
+    let key = *DECOMP_KEYS.get(i)?;
+    let second = *DECOMP_SECONDS.get((key >> 2) as usize & 127)?;
+    let first = u64::from(key & 3) << 16 | u64::from(*DECOMP_FIRSTS.get(i)?);
+    Some(u64::from(key >> 14) << 42 | first << 21 | u64::from(second))
+}
 
 #[cfg(test)]
 mod tests {
@@ -243,7 +254,8 @@ mod tests {
     #[test]
     fn compose_finds_each_listed_pair_and_no_other() {
         let (mut listed, mut excluded) = (0, 0);
-        for (i, &e) in DECOMP.iter().enumerate() {
+        for i in 0..DECOMP_KEYS.len() {
+            let e = decomp_entry(i).unwrap();
             let (Some(c), Some(a), Some(b)) = (ch(e >> 42), ch(e >> 21), ch(e)) else {
                 continue;
             };

@@ -66,3 +66,76 @@ pub(crate) fn repack_row_groups(
     }
     Ok(())
 }
+
+/// A 2-bit codebook's grid (IQ2_XXS, IQ2_XS) expanded at first use from
+/// its packed form: point `i` is `packed[i]`'s eight 2-bit codes (bits
+/// `2k..2k + 2`, component `k`) each made its value 8, 25 or 43 in byte
+/// `k` of a `u64`. The binary holds 2 bytes a point instead of 8; the cells
+/// are zero (`.bss`) until the first caller fills them.
+pub struct GridCells<const N: usize> {
+    points: core::cell::UnsafeCell<[u64; N]>,
+    state: core::sync::atomic::AtomicU8,
+}
+
+// SAFETY: the cells are written once, by the one thread that moves `state`
+// from EMPTY to WRITING, and read only after READY is seen with Acquire
+// (the writer's Release store of READY follows its last write).
+unsafe impl<const N: usize> Sync for GridCells<N> {}
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+impl<const N: usize> GridCells<N> {
+    /// Empty cells.
+    pub const fn new() -> Self {
+        GridCells {
+            points: core::cell::UnsafeCell::new([0; N]),
+            state: core::sync::atomic::AtomicU8::new(EMPTY),
+        }
+    }
+
+    /// The expanded grid of `packed` (always the same table for the same
+    /// cells).
+    #[inline]
+    pub fn points(&self, packed: &[u16; N]) -> &[u64; N] {
+        use core::sync::atomic::Ordering::Acquire;
+        if self.state.load(Acquire) != READY {
+            self.expand(packed);
+        }
+        // SAFETY: READY was seen with Acquire (above or in `expand`): the
+        // writer is done and nothing writes the cells again.
+        unsafe { &*self.points.get() }
+    }
+
+    #[cold]
+    fn expand(&self, packed: &[u16; N]) {
+        use core::sync::atomic::Ordering::{Acquire, Release};
+        const VALUES: [u64; 4] = [8, 25, 43, 0];
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Acquire, Acquire)
+            .is_ok()
+        {
+            // SAFETY: this thread alone moved EMPTY to WRITING; no reference
+            // to the cells exists before READY.
+            let points = unsafe { &mut *self.points.get() };
+            for (point, &codes) in points.iter_mut().zip(packed) {
+                *point = (0..8).fold(0, |p, k| {
+                    p | VALUES[(codes >> (2 * k)) as usize & 3] << (8 * k)
+                });
+            }
+            self.state.store(READY, Release);
+        } else {
+            while self.state.load(Acquire) != READY {
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl<const N: usize> Default for GridCells<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -197,7 +197,8 @@ fn iq2_xs(b: &[u8; 74], o: &mut [f32; QK_K]) {
 /// `x = (d * (0.5 + ls) * 0.5) * g * sign`, `g` byte `j` of the grid point
 /// `qs[8p + c]` for weight `4c + j`.
 fn iq3_xxs(b: &[u8; 98], o: &mut [f32; QK_K]) {
-    use kestrel_kernels::layouts::iq3xxs::{sign_word, IQ3XXS_GRID};
+    use kestrel_kernels::layouts::iq3xxs::sign_word;
+    let grid = kestrel_kernels::layouts::iq3xxs::iq3xxs_grid();
     let d = h(b, 0);
     for p in 0..QK_K / 32 {
         let at = 2 + QK_K / 4 + 4 * p;
@@ -205,7 +206,7 @@ fn iq3_xxs(b: &[u8; 98], o: &mut [f32; QK_K]) {
         let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
         let signs = sign_word(aux);
         for w in 0..32 {
-            let point = IQ3XXS_GRID[b[2 + 8 * p + w / 4] as usize];
+            let point = grid[b[2 + 8 * p + w / 4] as usize];
             let g = ((point >> (8 * (w % 4))) & 0xff) as f32;
             let sign = if (signs >> (8 * (w / 8) + w % 8)) & 1 != 0 {
                 -1.0
@@ -223,7 +224,7 @@ fn iq3_xxs(b: &[u8; 98], o: &mut [f32; QK_K]) {
 /// `qs[8p + c] | (bit c of qh[p]) << 8` for weight `4c + j`, the sign bit
 /// `w % 8` of `signs[4p + w / 8]` for weight `w`.
 fn iq3_s(b: &[u8; 110], o: &mut [f32; QK_K]) {
-    use kestrel_kernels::layouts::iq3s::IQ3S_GRID;
+    let grid = kestrel_kernels::layouts::iq3s::iq3s_grid();
     let d = h(b, 0);
     for p in 0..QK_K / 32 {
         let ls = (b[106 + p / 2] >> (4 * (p % 2))) & 15;
@@ -231,7 +232,7 @@ fn iq3_s(b: &[u8; 110], o: &mut [f32; QK_K]) {
         for w in 0..32 {
             let c = w / 4;
             let index = b[2 + 8 * p + c] as usize | (((b[66 + p] >> c) & 1) as usize) << 8;
-            let g = ((IQ3S_GRID[index] >> (8 * (w % 4))) & 0xff) as f32;
+            let g = ((grid[index] >> (8 * (w % 4))) & 0xff) as f32;
             let sign = if (b[74 + 4 * p + w / 8] >> (w % 8)) & 1 != 0 {
                 -1.0
             } else {

@@ -434,10 +434,10 @@ pub use x86_64 as arch;
 /// (the GGUF format's codebook, expanded at first use from its packed form
 /// below).
 pub fn iq2xs_grid() -> &'static [u64; 512] {
-    IQ2XS_CELLS.points(&IQ2XS_PACKED)
+    IQ2XS_CELLS.points(&IQ2XS_PACKED, &super::IQ2_CODES)
 }
 
-static IQ2XS_CELLS: super::GridCells<512> = super::GridCells::new();
+static IQ2XS_CELLS: super::GridCells<u64, 512> = super::GridCells::new();
 
 /// The grid's 2-bit codes (`super::GridCells`; `tests/vectors/gen_iq3_grids.py`
 /// prints them from gguf-py's copy).

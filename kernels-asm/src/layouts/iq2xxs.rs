@@ -371,10 +371,10 @@ pub use x86_64 as arch;
 /// (the GGUF format's codebook, expanded at first use from its packed form
 /// below).
 pub fn iq2xxs_grid() -> &'static [u64; 256] {
-    IQ2XXS_CELLS.points(&IQ2XXS_PACKED)
+    IQ2XXS_CELLS.points(&IQ2XXS_PACKED, &super::IQ2_CODES)
 }
 
-static IQ2XXS_CELLS: super::GridCells<256> = super::GridCells::new();
+static IQ2XXS_CELLS: super::GridCells<u64, 256> = super::GridCells::new();
 
 /// The grid's 2-bit codes (`super::GridCells`; `tests/vectors/gen_iq3_grids.py`
 /// prints them from gguf-py's copy).

@@ -67,41 +67,78 @@ pub(crate) fn repack_row_groups(
     Ok(())
 }
 
-/// A 2-bit codebook's grid (IQ2_XXS, IQ2_XS) expanded at first use from
-/// its packed form: point `i` is `packed[i]`'s eight 2-bit codes (bits
-/// `2k..2k + 2`, component `k`) each made its value 8, 25 or 43 in byte
-/// `k` of a `u64`. The binary holds 2 bytes a point instead of 8; the cells
-/// are zero (`.bss`) until the first caller fills them.
-pub struct GridCells<const N: usize> {
-    points: core::cell::UnsafeCell<[u64; N]>,
+/// A codebook's grid points: the 4 (`u32`) or 8 (`u64`) components in
+/// bytes, component `k` in byte `k`.
+pub trait GridPoint: Copy + 'static {
+    /// All components zero.
+    const ZERO: Self;
+    /// The point of the components in `v`'s low bytes.
+    fn from_bytes(v: u64) -> Self;
+}
+
+impl GridPoint for u32 {
+    const ZERO: Self = 0;
+    fn from_bytes(v: u64) -> Self {
+        v as u32
+    }
+}
+
+impl GridPoint for u64 {
+    const ZERO: Self = 0;
+    fn from_bytes(v: u64) -> Self {
+        v
+    }
+}
+
+/// How a grid is packed: each point a `u16` of `size_of::<T>()` codes of
+/// `bits` bits (component `k` at bits `bits * k`), a code the index of the
+/// component's value in `levels`.
+pub struct Codebook {
+    /// Bits per code: 2 (IQ2, 3 values) or 3 (IQ3, 8 values).
+    pub bits: u32,
+    /// The component values.
+    pub levels: [u8; 8],
+}
+
+/// The IQ2 grids' codebook: 2-bit codes of 8, 25 and 43.
+pub(crate) const IQ2_CODES: Codebook = Codebook {
+    bits: 2,
+    levels: [8, 25, 43, 0, 0, 0, 0, 0],
+};
+
+/// A codebook's grid expanded at first use from its packed form (IQ2_XXS,
+/// IQ2_XS, IQ3_XXS, IQ3_S): the binary holds 2 bytes a point instead of 4
+/// or 8; the cells are zero (`.bss`) until the first caller fills them.
+pub struct GridCells<T, const N: usize> {
+    points: core::cell::UnsafeCell<[T; N]>,
     state: core::sync::atomic::AtomicU8,
 }
 
 // SAFETY: the cells are written once, by the one thread that moves `state`
 // from EMPTY to WRITING, and read only after READY is seen with Acquire
 // (the writer's Release store of READY follows its last write).
-unsafe impl<const N: usize> Sync for GridCells<N> {}
+unsafe impl<T, const N: usize> Sync for GridCells<T, N> {}
 
 const EMPTY: u8 = 0;
 const WRITING: u8 = 1;
 const READY: u8 = 2;
 
-impl<const N: usize> GridCells<N> {
+impl<T: GridPoint, const N: usize> GridCells<T, N> {
     /// Empty cells.
     pub const fn new() -> Self {
         GridCells {
-            points: core::cell::UnsafeCell::new([0; N]),
+            points: core::cell::UnsafeCell::new([T::ZERO; N]),
             state: core::sync::atomic::AtomicU8::new(EMPTY),
         }
     }
 
-    /// The expanded grid of `packed` (always the same table for the same
-    /// cells).
+    /// The expanded grid of `packed` (always the same table and codebook
+    /// for the same cells).
     #[inline]
-    pub fn points(&self, packed: &[u16; N]) -> &[u64; N] {
+    pub fn points(&self, packed: &[u16; N], codes: &Codebook) -> &[T; N] {
         use core::sync::atomic::Ordering::Acquire;
         if self.state.load(Acquire) != READY {
-            self.expand(packed);
+            self.expand(packed, codes);
         }
         // SAFETY: READY was seen with Acquire (above or in `expand`): the
         // writer is done and nothing writes the cells again.
@@ -109,9 +146,8 @@ impl<const N: usize> GridCells<N> {
     }
 
     #[cold]
-    fn expand(&self, packed: &[u16; N]) {
+    fn expand(&self, packed: &[u16; N], codes: &Codebook) {
         use core::sync::atomic::Ordering::{Acquire, Release};
-        const VALUES: [u64; 4] = [8, 25, 43, 0];
         if self
             .state
             .compare_exchange(EMPTY, WRITING, Acquire, Acquire)
@@ -120,11 +156,7 @@ impl<const N: usize> GridCells<N> {
             // SAFETY: this thread alone moved EMPTY to WRITING; no reference
             // to the cells exists before READY.
             let points = unsafe { &mut *self.points.get() };
-            for (point, &codes) in points.iter_mut().zip(packed) {
-                *point = (0..8).fold(0, |p, k| {
-                    p | VALUES[(codes >> (2 * k)) as usize & 3] << (8 * k)
-                });
-            }
+            expand(points, packed, codes);
             self.state.store(READY, Release);
         } else {
             while self.state.load(Acquire) != READY {
@@ -134,8 +166,21 @@ impl<const N: usize> GridCells<N> {
     }
 }
 
-impl<const N: usize> Default for GridCells<N> {
+impl<T: GridPoint, const N: usize> Default for GridCells<T, N> {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Each packed point's codes made its components' values.
+fn expand<T: GridPoint>(points: &mut [T], packed: &[u16], codes: &Codebook) {
+    let mask = (1u16 << codes.bits) - 1;
+    for (point, &p) in points.iter_mut().zip(packed) {
+        let mut v = 0u64;
+        for k in 0..core::mem::size_of::<T>() {
+            let code = (p >> (codes.bits as usize * k)) & mask;
+            v |= u64::from(codes.levels[usize::from(code)]) << (8 * k);
+        }
+        *point = T::from_bytes(v);
     }
 }

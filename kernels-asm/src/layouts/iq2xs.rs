@@ -141,10 +141,10 @@ fn sign_word(sb: &[u8], r: usize, p: usize) -> u32 {
 /// Half `c % 2` of the grid point of chunk `c` (0..8) of sub-block `p` of
 /// row `r`: the 4 components of weights `4c..4c + 4`.
 #[inline]
-fn half_point(sb: &[u8], r: usize, p: usize, c: usize) -> u32 {
+fn half_point(grid: &[u64; 512], sb: &[u8], r: usize, p: usize, c: usize) -> u32 {
     let l = 4 * p + c / 2;
     let index = usize::from(sb[index_place(r, l)]) | usize::from(sb[high_place(r, l)] & 1) << 8;
-    (iq2xs_grid()[index] >> (32 * (c % 2))) as u32
+    (grid[index] >> (32 * (c % 2))) as u32
 }
 
 /// The scale `2 ls + 1` (1..=31) of 16-weight run `h` (0..16) of row `r`.
@@ -165,7 +165,7 @@ pub mod generic {
     #[inline]
     pub fn iq2xsx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
         let (p, w) = (i / 32, i % 32);
-        let point = half_point(sb, r, p, w / 4);
+        let point = half_point(super::iq2xs_grid(), sb, r, p, w / 4);
         signed(sign_word(sb, r, p), w, component(point, w % 4))
     }
 
@@ -376,7 +376,8 @@ pub mod aarch64 {
             ];
             (super::sign_word(sb, r, p), scales)
         };
-        let point = |r, p, c| super::half_point(sb, r, p, c);
+        let grid = super::iq2xs_grid();
+        let point = |r, p, c| super::half_point(grid, sb, r, p, c);
         decode_super_block(sb, out, front, point);
     }
 

@@ -126,8 +126,8 @@ fn word(sb: &[u8], r: usize, p: usize) -> u32 {
 /// Half `c % 2` of the grid point of chunk `c` (0..8) of sub-block `p` of
 /// row `r`: the 4 components of weights `4c..4c + 4`.
 #[inline]
-fn half_point(sb: &[u8], r: usize, p: usize, c: usize) -> u32 {
-    let point = iq2xxs_grid()[sb[index_place(r, 4 * p + c / 2)] as usize];
+fn half_point(grid: &[u64; 256], sb: &[u8], r: usize, p: usize, c: usize) -> u32 {
+    let point = grid[sb[index_place(r, 4 * p + c / 2)] as usize];
     (point >> (32 * (c % 2))) as u32
 }
 
@@ -144,7 +144,7 @@ pub mod generic {
     #[inline]
     pub fn iq2xxsx8_weight(sb: &[u8], r: usize, i: usize) -> i32 {
         let (p, w) = (i / 32, i % 32);
-        let point = half_point(sb, r, p, w / 4);
+        let point = half_point(super::iq2xxs_grid(), sb, r, p, w / 4);
         signed(sign_word(word(sb, r, p)), w, component(point, w % 4))
     }
 
@@ -314,7 +314,8 @@ pub mod aarch64 {
                 [2 * (aux >> 28) as i32 + 1; 2],
             )
         };
-        let point = |r, p, c| super::half_point(sb, r, p, c);
+        let grid = super::iq2xxs_grid();
+        let point = |r, p, c| super::half_point(grid, sb, r, p, c);
         decode_super_block(sb, out, front, point);
     }
 

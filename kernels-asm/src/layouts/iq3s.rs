@@ -333,9 +333,10 @@ pub mod aarch64 {
             let scale = 2 * ((sb[s] >> shift) & 15) as i32 + 1;
             (word, [scale; 2])
         };
+        let grid = iq3s_grid();
         let point = |r, p, c: usize| {
             let high = (sb[super::high_place(r, p)] >> c) as usize & 1;
-            iq3s_grid()[sb[super::index_place(r, 8 * p + c)] as usize | high << 8]
+            grid[sb[super::index_place(r, 8 * p + c)] as usize | high << 8]
         };
         decode_super_block(sb, out, front, point);
     }

@@ -300,7 +300,8 @@ pub mod aarch64 {
             let aux = super::word(sb, r, p);
             (super::sign_word(aux), [2 * (aux >> 28) as i32 + 1; 2])
         };
-        let point = |r, p, c| iq3xxs_grid()[sb[super::index_place(r, 8 * p + c)] as usize];
+        let grid = iq3xxs_grid();
+        let point = |r, p, c| grid[sb[super::index_place(r, 8 * p + c)] as usize];
         decode_super_block(sb, out, front, point);
     }
 

@@ -68,27 +68,23 @@ pub(crate) fn repack_row_groups(
 }
 
 /// A codebook's grid points: the 4 (`u32`) or 8 (`u64`) components in
-/// bytes, component `k` in byte `k`.
+/// bytes, component `k` in byte `k` of the point's memory (the targets are
+/// little-endian: byte `k` of the integer).
 pub trait GridPoint: Copy + 'static {
     /// All components zero.
     const ZERO: Self;
-    /// The point of the components in `v`'s low bytes.
-    fn from_bytes(v: u64) -> Self;
 }
 
 impl GridPoint for u32 {
     const ZERO: Self = 0;
-    fn from_bytes(v: u64) -> Self {
-        v as u32
-    }
 }
 
 impl GridPoint for u64 {
     const ZERO: Self = 0;
-    fn from_bytes(v: u64) -> Self {
-        v
-    }
 }
+
+#[cfg(target_endian = "big")]
+compile_error!("the codebook grids are laid out for little-endian targets");
 
 /// How a grid is packed: each point a `u16` of `size_of::<T>()` codes of
 /// `bits` bits (component `k` at bits `bits * k`), a code the index of the
@@ -156,7 +152,14 @@ impl<T: GridPoint, const N: usize> GridCells<T, N> {
             // SAFETY: this thread alone moved EMPTY to WRITING; no reference
             // to the cells exists before READY.
             let points = unsafe { &mut *self.points.get() };
-            expand(points, packed, codes);
+            let width = core::mem::size_of::<T>();
+            // SAFETY: `T` is `u32` or `u64` (GridPoint's impls): plain bytes
+            // without padding, any byte pattern a value; the view covers the
+            // array exactly and ends before it is read as `[T; N]`.
+            let bytes = unsafe {
+                core::slice::from_raw_parts_mut(points.as_mut_ptr().cast::<u8>(), width * N)
+            };
+            expand(bytes, width, packed, codes);
             self.state.store(READY, Release);
         } else {
             while self.state.load(Acquire) != READY {
@@ -172,15 +175,14 @@ impl<T: GridPoint, const N: usize> Default for GridCells<T, N> {
     }
 }
 
-/// Each packed point's codes made its components' values.
-fn expand<T: GridPoint>(points: &mut [T], packed: &[u16], codes: &Codebook) {
+/// Each packed point's codes made its components' values: point `i`'s
+/// `width` bytes at `width * i` of `bytes`.
+fn expand(bytes: &mut [u8], width: usize, packed: &[u16], codes: &Codebook) {
     let mask = (1u16 << codes.bits) - 1;
-    for (point, &p) in points.iter_mut().zip(packed) {
-        let mut v = 0u64;
-        for k in 0..core::mem::size_of::<T>() {
+    for (point, &p) in bytes.chunks_exact_mut(width).zip(packed) {
+        for (k, b) in point.iter_mut().enumerate() {
             let code = (p >> (codes.bits as usize * k)) & mask;
-            v |= u64::from(codes.levels[usize::from(code)]) << (8 * k);
+            *b = codes.levels[usize::from(code)];
         }
-        *point = T::from_bytes(v);
     }
 }

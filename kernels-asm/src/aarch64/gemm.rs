@@ -7,6 +7,7 @@
 
 use super::gemv::{gemv_q4x4_groups, gemv_q8x8_groups, q4_0_nibbles};
 use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
+use crate::shape::ShapeError;
 
 /// Activation rows per GEMM tile: one weight load serves this many rows.
 const TILE_M: usize = 4;
@@ -209,13 +210,126 @@ macro_rules! tile4_asm {
 }
 pub(crate) use tile4_asm;
 
+/// A layout's generic GEMM with Q8_0 activations (the fallback of
+/// [`run_q8_0`]).
+pub(crate) type GenericQ8_0 =
+    fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// A layout's generic GEMM with Q8_K activations (the fallback of
+/// [`run_q8_k`]).
+pub(crate) type GenericQ8K =
+    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// The one body of every Q8_0 layout's public GEMV and GEMM (`m` rows):
+/// the layout's shape check for `k`, empty shapes to `generic`, one row
+/// through [`gemv_run`], more through [`gemm_run`]. One copy for all
+/// layouts: each entry point is a call with its kernels.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_q8_0(
+    _cpu: super::Dotprod,
+    k: &GemmKernels,
+    generic: GenericQ8_0,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = crate::shape::gemm_shape(
+        k.group_rows,
+        k.block_bytes,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        m,
+        out,
+    )?;
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic(w, rows, cols, act_qs, act_d, m, out);
+    }
+    let a = Acts {
+        qs: act_qs,
+        d: act_d,
+        sums: &[],
+        cols,
+        nb: shape.nb,
+        ns: 0,
+    };
+    // SAFETY: the shape check accepted the arguments for this layout's
+    // kernels, nb, rows, m >= 1; the token proves dotprod, all `k`'s
+    // kernels need.
+    unsafe {
+        if m == 1 {
+            gemv_run(k, w, rows, a, out, shape.groups)
+        } else {
+            gemm_run(k, w, rows, a, m, out, shape.groups)
+        }
+    }
+    Ok(())
+}
+
+/// [`run_q8_0`] for the Q8_K layouts (activation sums `act_sums`, one per
+/// 32 quants).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_q8_k(
+    _cpu: super::Dotprod,
+    k: &GemmKernels,
+    generic: GenericQ8K,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    (act_qs, act_d, act_sums): (&[i8], &[f32], &[i16]),
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), ShapeError> {
+    let shape = crate::shape::gemm_k_shape(
+        k.group_rows,
+        k.block_bytes,
+        w,
+        rows,
+        cols,
+        act_qs,
+        act_d,
+        act_sums,
+        m,
+        out,
+    )?;
+    if shape.nb == 0 || rows == 0 || m == 0 {
+        return generic(w, rows, cols, act_qs, act_d, act_sums, m, out);
+    }
+    let a = Acts {
+        qs: act_qs,
+        d: act_d,
+        sums: act_sums,
+        cols,
+        nb: shape.nb,
+        ns: cols / 32,
+    };
+    // SAFETY: as in `run_q8_0`.
+    unsafe {
+        if m == 1 {
+            gemv_run(k, w, rows, a, out, shape.groups)
+        } else {
+            gemm_run(k, w, rows, a, m, out, shape.groups)
+        }
+    }
+    Ok(())
+}
+
 /// `$gemv` and `$gemm`: a layout's public GEMV and GEMM (the names and
 /// contracts of their twins in `generic`: a shape error when a length does
-/// not fit, empty shapes to the generic code), through [`gemv_run`] and
-/// [`gemm_run`] with its kernels `$k`, for Q8_0 activations (`q8_0`) or
-/// Q8_K ones with their sums (`q8_k`); the GEMM of one row is the GEMV.
-/// The generic twins are `crate::generic`'s, or those of the module in
-/// brackets (`q8_k [super::generic]`).
+/// not fit, empty shapes to the generic code), through [`run_q8_0`] or
+/// [`run_q8_k`] (so [`gemv_run`] and [`gemm_run`]) with its kernels `$k`,
+/// for Q8_0 activations (`q8_0`) or Q8_K ones with their sums (`q8_k`);
+/// the GEMM of one row is the GEMV. The generic twins are
+/// `crate::generic`'s, or those of the module in brackets (`q8_k
+/// [super::generic]`).
 macro_rules! entry_points {
     (q8_0, $gemv:ident, $gemm:ident, $k:expr) => {
         $crate::aarch64::gemm::entry_points!(q8_0 [crate::generic], $gemv, $gemm, $k);
@@ -223,7 +337,7 @@ macro_rules! entry_points {
     (q8_0 [$($g:ident)::+], $gemv:ident, $gemm:ident, $k:expr) => {
         #[doc = concat!("GEMV, one Q8_0 activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
         pub fn $gemv(
-            _cpu: $crate::aarch64::Dotprod,
+            cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -231,18 +345,7 @@ macro_rules! entry_points {
             act_d: &[f32],
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
-            let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, 1, out)?;
-            if shape.nb == 0 || rows == 0 {
-                // The generic GEMM with one row is the GEMV's contract (its
-                // twin forwards to it); calling it keeps one generic body.
-                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, 1, out);
-            }
-            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
-            // SAFETY: the shape check accepted the arguments for this
-            // layout, nb >= 1; the token proves dotprod.
-            unsafe { $crate::aarch64::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
-            Ok(())
+            $gemm(cpu, w, rows, cols, act_qs, act_d, 1, out)
         }
 
         #[doc = concat!("GEMM, `m` Q8_0 activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
@@ -257,18 +360,7 @@ macro_rules! entry_points {
             m: usize,
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
-            let shape = crate::shape::gemm_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, m, out)?;
-            if m == 1 {
-                return $gemv(cpu, w, rows, cols, act_qs, act_d, out);
-            }
-            if shape.nb == 0 || rows == 0 || m == 0 {
-                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, m, out);
-            }
-            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: &[], cols, nb: shape.nb, ns: 0 };
-            // SAFETY: as in the GEMV, for `m` rows.
-            unsafe { $crate::aarch64::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
-            Ok(())
+            $crate::aarch64::gemm::run_q8_0(cpu, &$k, $($g)::+::$gemm, w, rows, cols, act_qs, act_d, m, out)
         }
     };
     (q8_k, $gemv:ident, $gemm:ident, $k:expr) => {
@@ -278,7 +370,7 @@ macro_rules! entry_points {
         #[doc = concat!("GEMV, one Q8_K activation row (`entry_points!`; the contract of [`generic::", stringify!($gemv), "`]).")]
         #[allow(clippy::too_many_arguments)]
         pub fn $gemv(
-            _cpu: $crate::aarch64::Dotprod,
+            cpu: $crate::aarch64::Dotprod,
             w: &[u8],
             rows: usize,
             cols: usize,
@@ -287,16 +379,7 @@ macro_rules! entry_points {
             act_sums: &[i16],
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
-            let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, 1, out)?;
-            if shape.nb == 0 || rows == 0 {
-                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, act_sums, 1, out);
-            }
-            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
-            // SAFETY: the shape check accepted the arguments for this
-            // layout, nb >= 1; the token proves dotprod.
-            unsafe { $crate::aarch64::gemm::gemv_run(k, w, rows, a, out, shape.groups) };
-            Ok(())
+            $gemm(cpu, w, rows, cols, act_qs, act_d, act_sums, 1, out)
         }
 
         #[doc = concat!("GEMM, `m` Q8_K activation rows (`entry_points!`; the contract of [`generic::", stringify!($gemm), "`]).")]
@@ -312,18 +395,7 @@ macro_rules! entry_points {
             m: usize,
             out: &mut [f32],
         ) -> Result<(), crate::shape::ShapeError> {
-            let k: &$crate::aarch64::gemm::GemmKernels = &$k;
-            let shape = crate::shape::gemm_k_shape(k.group_rows, k.block_bytes, w, rows, cols, act_qs, act_d, act_sums, m, out)?;
-            if m == 1 {
-                return $gemv(cpu, w, rows, cols, act_qs, act_d, act_sums, out);
-            }
-            if shape.nb == 0 || rows == 0 || m == 0 {
-                return $($g)::+::$gemm(w, rows, cols, act_qs, act_d, act_sums, m, out);
-            }
-            let a = $crate::aarch64::gemm::Acts { qs: act_qs, d: act_d, sums: act_sums, cols, nb: shape.nb, ns: cols / 32 };
-            // SAFETY: as in the GEMV, for `m` rows.
-            unsafe { $crate::aarch64::gemm::gemm_run(k, w, rows, a, m, out, shape.groups) };
-            Ok(())
+            $crate::aarch64::gemm::run_q8_k(cpu, &$k, $($g)::+::$gemm, w, rows, cols, (act_qs, act_d, act_sums), m, out)
         }
     };
 }

@@ -1,6 +1,6 @@
 //! The architecture's K-quant kernels (Q4_Kx4, Q5_Kx4, Q6_Kx8, Q3_Kx8,
 //! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8,
-//! IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8) and
+//! IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8, IQ2_Sx8) and
 //! Q8_K activation quantizer against [`crate::generic`], bit for bit (f32
 //! bits; NaN only where both are NaN): rows that do not fill a group, 1..49
 //! super-blocks per row, 1..70 activation rows, every byte value in every
@@ -13,7 +13,7 @@ use crate::generic;
 use crate::layout::{
     Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
 };
-use crate::layouts::{iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
+use crate::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -41,7 +41,7 @@ struct KKernels {
 }
 
 /// The layouts under test.
-const LAYOUTS: [KKernels; 10] = [
+const LAYOUTS: [KKernels; 11] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
@@ -121,6 +121,14 @@ const LAYOUTS: [KKernels; 10] = [
         gemv: iq2xs::arch::gemv_iq2_xsx8_q8_k,
         generic: iq2xs::generic::gemm_iq2_xsx8_q8_k,
         name: "iq2_xsx8",
+    },
+    KKernels {
+        rows: iq2s::IQ2SX8_ROWS,
+        bytes: iq2s::IQ2SX8_BLOCK_BYTES,
+        gemm: iq2s::arch::gemm_iq2_sx8_q8_k,
+        gemv: iq2s::arch::gemv_iq2_sx8_q8_k,
+        generic: iq2s::generic::gemm_iq2_sx8_q8_k,
+        name: "iq2_sx8",
     },
 ];
 

@@ -1,5 +1,5 @@
-"""Prints the IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS codebooks as the Rust tables of
-kernels-asm/src/layouts/iq3xxs.rs, iq3s.rs, iq2xxs.rs and iq2xs.rs: entry i
+"""Prints the IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S codebooks as the Rust tables of
+kernels-asm/src/layouts/iq3xxs.rs, iq3s.rs, iq2xxs.rs, iq2xs.rs and iq2s.rs: entry i
 grid point i packed in a u16 of 3-bit (IQ3) or 2-bit (IQ2) codes, one per
 component, which layouts::GridCells expands (the GGUF format's grids, as gguf-py 0.19.0 decodes them from its `grid_hex`). Run
 with gguf-py installed:
@@ -29,3 +29,4 @@ packed(quants.IQ3_XXS, "IQ3XXS_PACKED")
 packed(quants.IQ3_S, "IQ3S_PACKED")
 packed(quants.IQ2_XXS, "IQ2XXS_PACKED")
 packed(quants.IQ2_XS, "IQ2XS_PACKED")
+packed(quants.IQ2_S, "IQ2S_PACKED")

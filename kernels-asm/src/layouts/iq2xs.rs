@@ -234,8 +234,9 @@ pub mod aarch64 {
 
     /// A chunk pair's 8 indices as byte offsets into the grid: the low
     /// bytes (`x13`, 16 at a time: two pairs) zipped with the ninth bits
-    /// (`v14`: pairs 0 and 1, `v15`: 2 and 3) into halfwords, times 8
-    /// (`v10`), the second chunk's 4 more (`v11`, `v13` = 4).
+    /// (`v14`: pairs 0 and 1, `v15`: 2 and 3; IQ2_S: its two high bits)
+    /// into halfwords, times 8 (`v10`), the second chunk's 4 more (`v11`,
+    /// `v13` = 4).
     #[rustfmt::skip]
     macro_rules! xs_prep {
         ("0") => { concat!("ldr q12, [x13], #16\n", xs_prep!(zip1, "v14")) };
@@ -248,6 +249,44 @@ pub mod aarch64 {
             "add v11.8h, v10.8h, v13.8h\n",
         ) };
     }
+    pub(crate) use xs_prep;
+
+    /// The scale bytes of a sub-block's 8 rows (`v2`, one byte a row) made
+    /// the scales `2 ls + 1` of its halves: the first's in `v2` (rows 0-3)
+    /// and `v3` (4-7), the second's in `v17` and `v20` (`v22` = 1).
+    #[rustfmt::skip]
+    macro_rules! iq2_scales {
+        () => { concat!(
+            "ushr v17.8b, v2.8b, #4\n",
+            "shl v17.8b, v17.8b, #1\n",
+            "orr v17.8b, v17.8b, v22.8b\n",
+            "shl v2.8b, v2.8b, #4\n",
+            "ushr v2.8b, v2.8b, #3\n",
+            "orr v2.8b, v2.8b, v22.8b\n",
+            "uxtl v2.8h, v2.8b\n",
+            "uxtl v17.8h, v17.8b\n",
+            "uxtl2 v3.4s, v2.8h\n",
+            "uxtl v2.4s, v2.4h\n",
+            "uxtl2 v20.4s, v17.8h\n",
+            "uxtl v17.4s, v17.4h\n",
+        ) };
+    }
+    pub(crate) use iq2_scales;
+
+    /// Between a sub-block's halves (the sub-block text's `mid`): the first
+    /// half's sums scaled, then the second half's scales in `v2` / `v3`.
+    #[rustfmt::skip]
+    macro_rules! iq2_half_scales {
+        () => { concat!(
+            "mla v26.4s, v4.4s, v2.4s\n",
+            "mla v25.4s, v5.4s, v3.4s\n",
+            "movi v4.16b, #0\n",
+            "movi v5.16b, #0\n",
+            "mov v2.16b, v17.16b\n",
+            "mov v3.16b, v20.16b\n",
+        ) };
+    }
+    pub(crate) use iq2_half_scales;
 
     /// The GEMV loop: `groups` row groups, each `nb` super-blocks.
     ///
@@ -314,26 +353,8 @@ pub mod aarch64 {
                 "orr v0.16b, v0.16b, v10.16b",
                 "orr v1.16b, v1.16b, v11.16b",
                 "ldr d2, [x14], #8", // the 8 rows' scale bytes
-                "ushr v17.8b, v2.8b, #4", // second half: 2 ls + 1
-                "shl v17.8b, v17.8b, #1",
-                "orr v17.8b, v17.8b, v22.8b",
-                "shl v2.8b, v2.8b, #4", // first half
-                "ushr v2.8b, v2.8b, #3",
-                "orr v2.8b, v2.8b, v22.8b",
-                "uxtl v2.8h, v2.8b",
-                "uxtl v17.8h, v17.8b",
-                "uxtl2 v3.4s, v2.8h",
-                "uxtl v2.4s, v2.4h",
-                "uxtl2 v20.4s, v17.8h",
-                "uxtl v17.4s, v17.4h",
-                iq3_sub_block!(xxs2_lookup, xs_prep, concat!(
-                    "mla v26.4s, v4.4s, v2.4s\n",
-                    "mla v25.4s, v5.4s, v3.4s\n",
-                    "movi v4.16b, #0\n",
-                    "movi v5.16b, #0\n",
-                    "mov v2.16b, v17.16b\n",
-                    "mov v3.16b, v20.16b\n",
-                )),
+                iq2_scales!(),
+                iq3_sub_block!(xxs2_lookup, xs_prep, iq2_half_scales!()),
                 "subs x12, x12, #1",
                 "b.ne 4b",
                 "add {w}, {w}, #320", // past the low bytes and scales

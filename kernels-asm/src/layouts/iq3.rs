@@ -623,6 +623,15 @@ pub(crate) mod x86_64 {
     /// low byte of the index into 512 points of 8 bytes; a scale per
     /// 16-weight run.
     pub(crate) const FRONT_IQ2_XS: u8 = 3;
+    /// IQ2_S's: per row and pair of chunks a sign byte, a low index byte
+    /// and two high bits (a byte per row and sub-block) into 1024 points of
+    /// 8 bytes; a scale per 16-weight run.
+    pub(crate) const FRONT_IQ2_S: u8 = 4;
+
+    /// Whether front end `f` has a scale per 16-weight run.
+    const fn halves(f: u8) -> bool {
+        f == FRONT_IQ2_XS || f == FRONT_IQ2_S
+    }
 
     /// Where a layout keeps its parts: its super-block bytes, the chunk
     /// indices, the per-row sign (or IQ3_XXS's sign-and-scale) words, and
@@ -716,15 +725,22 @@ pub(crate) mod x86_64 {
                 let high =
                     _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.high_at + 8 * p).cast()));
                 ([s, s], word, high)
-            } else if F == FRONT_IQ2_XS {
+            } else if halves(F) {
                 let two =
                     _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.scales_at + 8 * p).cast()));
                 let s = [
                     _mm256_and_si256(two, _mm256_set1_epi32(15)),
                     _mm256_srli_epi32::<4>(two),
                 ];
-                let signs = _mm256_and_si256(_mm256_srli_epi32::<1>(word), _mm256_set1_epi8(0x7f));
-                (s, with_parity(signs), word)
+                if F == FRONT_IQ2_S {
+                    let high =
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64(sb.add(front.high_at + 8 * p).cast()));
+                    (s, word, high)
+                } else {
+                    let signs =
+                        _mm256_and_si256(_mm256_srli_epi32::<1>(word), _mm256_set1_epi8(0x7f));
+                    (s, with_parity(signs), word)
+                }
             } else {
                 let s = _mm256_srli_epi32::<28>(word);
                 ([s, s], xxs_sign_words(word), _mm256_setzero_si256())
@@ -754,15 +770,21 @@ pub(crate) mod x86_64 {
         // bytes, of which the gather reads 4 at offset 0 or 4; IQ2_XS: a
         // byte and one bit into 512 such points); AVX2.
         unsafe {
-            if F == FRONT_IQ2_XS {
-                // A pair's 8 low index bytes, the ninth bit from bit 0 of
-                // the pair's high byte; the point's half `c % 2`.
+            if halves(F) {
+                // A pair's 8 low index bytes, the high bits from bit 0 of
+                // the pair's high byte (IQ2_XS) or bits `2l..2l + 2` of the
+                // row's `qh` (IQ2_S); the point's half `c % 2`.
                 let low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                     sb.add(front.index_at + 32 * p + 8 * (c / 2)).cast(),
                 ));
+                let (shift, mask) = if F == FRONT_IQ2_S {
+                    (2 * (c / 2), 3)
+                } else {
+                    (8 * (c / 2), 1)
+                };
                 let hb = _mm256_and_si256(
-                    _mm256_srlv_epi32(high, _mm256_set1_epi32(8 * (c / 2) as i32)),
-                    _mm256_set1_epi32(1),
+                    _mm256_srlv_epi32(high, _mm256_set1_epi32(shift as i32)),
+                    _mm256_set1_epi32(mask),
                 );
                 let idx = _mm256_or_si256(low, _mm256_slli_epi32::<8>(hb));
                 let g = _mm256_i32gather_epi32::<8>(front.grid.add(c % 2), idx);
@@ -899,7 +921,7 @@ pub(crate) mod x86_64 {
                                 }
                             }
                         }
-                        if F == FRONT_IQ2_XS {
+                        if halves(F) {
                             for (sumi_t, s_t) in sumi.iter_mut().zip(s) {
                                 *sumi_t =
                                     _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale_h, s_t));
@@ -910,7 +932,7 @@ pub(crate) mod x86_64 {
                             }
                         }
                     }
-                    if F != FRONT_IQ2_XS {
+                    if !halves(F) {
                         for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
                             *sumi_t =
                                 _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale[0], isum_t));
@@ -969,7 +991,7 @@ pub(crate) mod x86_64 {
                     let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
                     dec.values[8 * p + c] = v;
                     let pairs = _mm256_maddubs_epi16(ones8, v);
-                    let h = usize::from(c >= 4 && F == FRONT_IQ2_XS);
+                    let h = usize::from(c >= 4 && halves(F));
                     sum[h] = _mm256_add_epi32(sum[h], _mm256_madd_epi16(pairs, ones16));
                 }
                 for h in 0..2 {
@@ -1008,7 +1030,7 @@ pub(crate) mod x86_64 {
             for p in 0..QK_K / 32 {
                 let mut isum = [_mm256_setzero_si256(); T];
                 for c in 0..8 {
-                    if c == 4 && F == FRONT_IQ2_XS {
+                    if c == 4 && halves(F) {
                         scale_run(&mut sumi, &mut isum, dec, 2 * p, DOT);
                     }
                     let v = dec.values[8 * p + c];
@@ -1029,7 +1051,7 @@ pub(crate) mod x86_64 {
                         };
                     }
                 }
-                let h = if F == FRONT_IQ2_XS { 2 * p + 1 } else { 2 * p };
+                let h = if halves(F) { 2 * p + 1 } else { 2 * p };
                 scale_run(&mut sumi, &mut isum, dec, h, DOT);
             }
             let f = _mm256_set1_ps(factor);

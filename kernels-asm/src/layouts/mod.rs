@@ -6,6 +6,7 @@
 //! layout is a module here and its row in the core's layout table
 //! (docs/architecture.md, "Adding a layout").
 
+pub mod iq2s;
 pub mod iq2xs;
 pub mod iq2xxs;
 pub mod iq3;

@@ -66,12 +66,13 @@ if [ ! -f fuzz/corpus/vqf/seed-moe.vqf ]; then
         -o fuzz/corpus/vqf/seed-moe.vqf --wmode dual 2>/dev/null
 fi
 # The layouts that keep GGUF blocks (source mode): IQ4_NLx4, Q3_Kx8,
-# IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8 and the K-quant mix (Q4_Kx4,
+# IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8, IQ2_Sx8 and the K-quant mix (Q4_Kx4,
 # Q5_Kx4, Q6_Kx8).
 for g in dev_qwen2_dense/gguf/model-iq4_nl dev_qwen2_kquant/gguf/model-q3_k_m \
     dev_qwen2_kquant/gguf/model-iq4_xs dev_qwen2_kquant/gguf/model-q2_k \
     dev_qwen2_kquant/gguf/model-iq3_xxs dev_qwen2_kquant/gguf/model-iq3_s \
     dev_qwen2_kquant/gguf/model-iq2_xxs dev_qwen2_kquant/gguf/model-iq2_xs \
+    dev_qwen2_kquant/gguf/model-iq2_s \
     dev_qwen2_kquant/gguf/model-kquant-mix; do
     out="fuzz/corpus/vqf/seed-source-$(basename "$g").vqf"
     [ -f "$out" ] || cargo run -q --locked -p kestrel -- convert "tests/fixtures/$g.gguf" \

@@ -98,6 +98,7 @@ for src in tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/fixtures/de
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq4_xs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-q2_k.gguf \
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq3_xxs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-iq3_s.gguf \
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_xxs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_xs.gguf \
+    tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_s.gguf \
     tests/fixtures/dev_qwen3_dense_tied/hf tests/fixtures/dev_qwen3_moe/hf; do
     modes="dual mix q8 f32"
     case "$src" in *.gguf) modes="$modes source" ;; esac

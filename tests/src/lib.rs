@@ -367,6 +367,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Iq3Xxsx8 => (None, Some(unpack_iq3_xxs)),
         Layout::Iq2Xxsx8 => (None, Some(unpack_iq2_xxs)),
         Layout::Iq2Xsx8 => (None, Some(unpack_iq2_xs)),
+        Layout::Iq2Sx8 => (None, Some(unpack_iq2_s)),
         Layout::Iq3Sx8 => (None, Some(unpack_iq3_s)),
         Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
@@ -697,6 +698,47 @@ pub fn unpack_iq2_xs(
             }
             for p in 0..QK_K / 32 {
                 block[2 + QK_K / 4 + p] = sb[scale_place(r, p)];
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks an IQ2_Sx8 matrix (`rows x cols`) into row-major GGUF IQ2_S
+/// blocks (`out`: `rows * cols / 256 * 82` bytes), the inverse of
+/// `repack_iq2_s`.
+pub fn unpack_iq2_s(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::iq2s::{
+        high_place, index_place, iq2_s_bytes, iq2_sx8_bytes, scale_place, sign_place,
+        IQ2SX8_BLOCK_BYTES, IQ2SX8_ROWS, IQ2_S_BLOCK_BYTES,
+    };
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "iq2_sx8 matrix bytes",
+        iq2_sx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("iq2_s output bytes", iq2_s_bytes(rows, cols), out.len())?;
+    let row_len = nb * IQ2_S_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / IQ2SX8_ROWS, row % IQ2SX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * IQ2SX8_BLOCK_BYTES..][..IQ2SX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * IQ2_S_BLOCK_BYTES..][..IQ2_S_BLOCK_BYTES];
+            block[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for l in 0..QK_K / 8 {
+                block[2 + l] = sb[index_place(r, l)];
+                block[2 + QK_K / 8 + l] = sb[sign_place(r, l)];
+            }
+            for p in 0..QK_K / 32 {
+                block[2 + QK_K / 4 + p] = sb[high_place(r, p)];
+                block[2 + QK_K / 4 + QK_K / 32 + p] = sb[scale_place(r, p)];
             }
         }
     }

@@ -66,7 +66,7 @@ fn dequantization_matches_gguf_py_bit_for_bit() {
         Q4_0 => "q4_0", Q4_1 => "q4_1", Q5_0 => "q5_0", Q5_1 => "q5_1", Q8_0 => "q8_0",
         Q2_K => "q2_k", Q3_K => "q3_k", Q4_K => "q4_k", Q5_K => "q5_k", Q6_K => "q6_k",
         Q8_K => "q8_k", IQ4_NL => "iq4_nl", IQ4_XS => "iq4_xs", IQ3_XXS => "iq3_xxs",
-        IQ3_S => "iq3_s", IQ2_XXS => "iq2_xxs", IQ2_XS => "iq2_xs",
+        IQ3_S => "iq3_s", IQ2_XXS => "iq2_xxs", IQ2_XS => "iq2_xs", IQ2_S => "iq2_s",
     ];
     let covered: Vec<GgmlType> = all.iter().map(|v| v.0).collect();
     for ty in GgmlType::ALL {
@@ -128,6 +128,7 @@ fn type_sizes_are_ggml_s() {
         (GgmlType::IQ4_NL, 20, 32, 18),
         (GgmlType::IQ2_XXS, 16, 256, 66),
         (GgmlType::IQ2_XS, 17, 256, 74),
+        (GgmlType::IQ2_S, 22, 256, 82),
         (GgmlType::IQ3_XXS, 18, 256, 98),
         (GgmlType::IQ3_S, 21, 256, 110),
         (GgmlType::IQ4_XS, 23, 256, 136),
@@ -137,7 +138,7 @@ fn type_sizes_are_ggml_s() {
         assert_eq!((ty.id(), ty.block_size(), ty.type_size()), (id, bs, ts));
         assert_eq!(GgmlType::from_id(id), Some(ty));
     }
-    for id in [4, 5, 19, 22, 24, 29, 31, 39, u32::MAX] {
+    for id in [4, 5, 19, 24, 29, 31, 39, u32::MAX] {
         assert_eq!(GgmlType::from_id(id), None);
     }
 }

@@ -10,11 +10,11 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
 use kestrel_kernels::ShapeError;
 use kestrel_tests::{
-    unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs, unpack_q2_k,
-    unpack_q3_k,
+    unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs,
+    unpack_q2_k, unpack_q3_k,
 };
 
 const MAX_ROWS: usize = 11;
@@ -43,7 +43,7 @@ struct Whole {
     value: fn(&[u8], usize, usize) -> f32,
 }
 
-const LAYOUTS: [Whole; 7] = [
+const LAYOUTS: [Whole; 8] = [
     Whole {
         ty: GgmlType::Q3_K,
         block_bytes: q3k::Q3_K_BLOCK_BYTES,
@@ -144,6 +144,22 @@ const LAYOUTS: [Whole; 7] = [
             // ggml: d * (0.5 + ls) * 0.25 * g * sign, a scale per 16.
             let ls = (iq2xs::generic::iq2xsx8_scale(sb, r, i / 16) - 1) / 2;
             let v = iq2xs::generic::iq2xsx8_weight(sb, r, i);
+            let sign = if v < 0 { -1.0 } else { 1.0 };
+            read_f16(sb, 2 * r) * (0.5 + ls as f32) * 0.25 * v.abs() as f32 * sign
+        },
+    },
+    Whole {
+        ty: GgmlType::IQ2_S,
+        block_bytes: iq2s::IQ2_S_BLOCK_BYTES,
+        d_at: 0,
+        super_block_bytes: iq2s::IQ2SX8_BLOCK_BYTES,
+        packed_bytes: iq2s::iq2_sx8_bytes,
+        repack: iq2s::repack_iq2_s,
+        unpack: unpack_iq2_s,
+        value: |sb, r, i| {
+            // ggml: d * (0.5 + ls) * 0.25 * g * sign, a scale per 16.
+            let ls = (iq2s::generic::iq2sx8_scale(sb, r, i / 16) - 1) / 2;
+            let v = iq2s::generic::iq2sx8_weight(sb, r, i);
             let sign = if v < 0 { -1.0 } else { 1.0 };
             read_f16(sb, 2 * r) * (0.5 + ls as f32) * 0.25 * v.abs() as f32 * sign
         },

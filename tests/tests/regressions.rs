@@ -86,6 +86,7 @@ fn vqf_files_of_the_kept_layouts_and_their_damage_never_panic() {
         ("dev_qwen2_kquant", "model-iq3_s.gguf", Layout::Iq3Sx8),
         ("dev_qwen2_kquant", "model-iq2_xxs.gguf", Layout::Iq2Xxsx8),
         ("dev_qwen2_kquant", "model-iq2_xs.gguf", Layout::Iq2Xsx8),
+        ("dev_qwen2_kquant", "model-iq2_s.gguf", Layout::Iq2Sx8),
         ("dev_qwen2_kquant", "model-kquant-mix.gguf", Layout::Q6Kx8),
     ];
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;

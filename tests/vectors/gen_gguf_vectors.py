@@ -178,6 +178,13 @@ blocks = random_blocks(T.IQ2_XS, N_VALUES // 256)
 write("iq2_xs.bin", blocks.tobytes())
 write("iq2_xs.f32", dequant(T.IQ2_XS, blocks).astype("<f4").tobytes())
 deq_types = deq_types + [T.IQ2_XS]
+# IQ2_S (added 2026-12-06, later still): the same, a generator of its own.
+rng = np.random.default_rng(202612063)
+F16_FIELDS[T.IQ2_S] = [0]
+blocks = random_blocks(T.IQ2_S, N_VALUES // 256)
+write("iq2_s.bin", blocks.tobytes())
+write("iq2_s.f32", dequant(T.IQ2_S, blocks).astype("<f4").tobytes())
+deq_types = deq_types + [T.IQ2_S]
 rng = np.random.default_rng()
 rng.bit_generator.state = saved
 

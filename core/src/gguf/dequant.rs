@@ -68,6 +68,7 @@ pub fn dequantize_row(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(),
         GgmlType::IQ4_XS => blocks(bytes, out, iq4_xs),
         GgmlType::IQ2_XXS => blocks(bytes, out, iq2_xxs),
         GgmlType::IQ2_XS => blocks(bytes, out, iq2_xs),
+        GgmlType::IQ2_S => blocks(bytes, out, iq2_s),
         GgmlType::IQ3_XXS => blocks(bytes, out, iq3_xxs),
         GgmlType::IQ3_S => blocks(bytes, out, iq3_s),
         GgmlType::Q8_1 => {}
@@ -185,6 +186,28 @@ fn iq2_xs(b: &[u8; 74], o: &mut [f32; QK_K]) {
         let point = grid[(q & 511) as usize];
         for j in 0..8 {
             let g = ((point >> (8 * j)) & 0xff) as f32;
+            let sign = if (signs >> j) & 1 != 0 { -1.0 } else { 1.0 };
+            o[8 * l + j] = db * g * sign;
+        }
+    }
+}
+
+/// IQ2_S: `d: f16`, `qs[32]` (per 8 weights the low 8 bits of the index
+/// of their IQ2_S grid point), `signs[32]` (per 8 weights a byte, bit `j`
+/// weight `j`), `qh[8]` (per 32 weights the two high index bits of each 8,
+/// bits `2l..2l + 2`), 8 scale bytes as IQ2_XS's: `x = (d * (0.5 + ls) *
+/// 0.25) * g * sign`.
+fn iq2_s(b: &[u8; 82], o: &mut [f32; QK_K]) {
+    let grid = kestrel_kernels::layouts::iq2s::iq2s_grid();
+    let d = h(b, 0);
+    for l in 0..QK_K / 8 {
+        let high = usize::from(b[2 + QK_K / 4 + l / 4] >> (2 * (l % 4))) & 3;
+        let index = usize::from(b[2 + l]) | high << 8;
+        let ls = (b[2 + QK_K / 4 + QK_K / 32 + l / 4] >> (4 * (l % 4 / 2))) & 15;
+        let db = d * (0.5 + ls as f32) * 0.25;
+        let signs = b[2 + QK_K / 8 + l];
+        for j in 0..8 {
+            let g = ((grid[index] >> (8 * j)) & 0xff) as f32;
             let sign = if (signs >> j) & 1 != 0 { -1.0 } else { 1.0 };
             o[8 * l + j] = db * g * sign;
         }

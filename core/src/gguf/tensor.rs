@@ -67,6 +67,10 @@ pub enum GgmlType {
     /// ninth bits of indices into the 512-point IQ3_S grid, 32 sign bytes,
     /// 4 bytes of 4-bit scales.
     IQ3_S = 21,
+    /// 256 weights in 82 bytes: `d: f16`, per 8 weights the low byte of an
+    /// index into the 1024-point IQ2_S grid and a sign byte, 8 bytes of
+    /// the indices' two high bits, per 16 weights a 4-bit scale.
+    IQ2_S = 22,
     /// 256 weights in 136 bytes: `d: f16`, `scales_h: u16`, `scales_l[4]`
     /// (eight 6-bit scales), 128 nibble bytes indexing the IQ4_NL values.
     IQ4_XS = 23,
@@ -76,7 +80,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// Every supported type.
-    pub const ALL: [GgmlType; 21] = [
+    pub const ALL: [GgmlType; 22] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -95,6 +99,7 @@ impl GgmlType {
         GgmlType::IQ2_XS,
         GgmlType::IQ3_XXS,
         GgmlType::IQ4_NL,
+        GgmlType::IQ2_S,
         GgmlType::IQ3_S,
         GgmlType::IQ4_XS,
         GgmlType::BF16,
@@ -119,6 +124,7 @@ impl GgmlType {
             15 => GgmlType::Q8_K,
             16 => GgmlType::IQ2_XXS,
             17 => GgmlType::IQ2_XS,
+            22 => GgmlType::IQ2_S,
             18 => GgmlType::IQ3_XXS,
             20 => GgmlType::IQ4_NL,
             21 => GgmlType::IQ3_S,
@@ -152,6 +158,7 @@ impl GgmlType {
             GgmlType::Q8_K => "q8_K",
             GgmlType::IQ2_XXS => "iq2_xxs",
             GgmlType::IQ2_XS => "iq2_xs",
+            GgmlType::IQ2_S => "iq2_s",
             GgmlType::IQ3_XXS => "iq3_xxs",
             GgmlType::IQ4_NL => "iq4_nl",
             GgmlType::IQ3_S => "iq3_s",
@@ -179,6 +186,7 @@ impl GgmlType {
             | GgmlType::Q8_K
             | GgmlType::IQ2_XXS
             | GgmlType::IQ2_XS
+            | GgmlType::IQ2_S
             | GgmlType::IQ3_XXS
             | GgmlType::IQ3_S
             | GgmlType::IQ4_XS => QK_K,
@@ -205,6 +213,7 @@ impl GgmlType {
             GgmlType::IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
             GgmlType::IQ2_XXS => 2 + QK_K / 4,
             GgmlType::IQ2_XS => 2 + QK_K / 4 + QK_K / 32,
+            GgmlType::IQ2_S => 2 + QK_K / 4 + QK_K / 16,
             GgmlType::IQ3_XXS => 2 + 3 * QK_K / 8,
             GgmlType::IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
         }

@@ -11,7 +11,7 @@ use crate::error::{mul, Error};
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -67,6 +67,10 @@ pub enum Layout {
     /// size, every value exact (docs/kernels.md "IQ2_XSx8";
     /// `kestrel_kernels::layouts::iq2xs`).
     Iq2Xsx8,
+    /// GGUF IQ2_S super-blocks interleaved 8 rows in the GGUF bytes' size,
+    /// every value exact (docs/kernels.md "IQ2_Sx8";
+    /// `kestrel_kernels::layouts::iq2s`).
+    Iq2Sx8,
     /// GGUF IQ3_S super-blocks interleaved 8 rows in the GGUF bytes' size,
     /// every value exact (`kestrel_kernels::layouts::iq3s`).
     Iq3Sx8,
@@ -234,7 +238,7 @@ const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
 }
 
 /// Every layout, in [`Layout`] order.
-pub static LAYOUTS: [LayoutSpec; 18] = [
+pub static LAYOUTS: [LayoutSpec; 19] = [
     LayoutSpec {
         layout: Layout::F32,
         name: "F32",
@@ -467,6 +471,25 @@ pub static LAYOUTS: [LayoutSpec; 18] = [
         kept: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq2xs::gemm_iq2_xsx8_q8_k),
+        #[cfg(not(feature = "codebook"))]
+        gemm: Gemm::None,
+    },
+    LayoutSpec {
+        layout: Layout::Iq2Sx8,
+        name: "IQ2_Sx8",
+        dtype: "IQ2_S",
+        suffix: "iq2_s",
+        dtype_code: 22,
+        layout_code: 17,
+        group_rows: iq2s::IQ2SX8_ROWS,
+        block_bytes: iq2s::IQ2SX8_BLOCK_BYTES,
+        acts: ActFormat::Q8K,
+        #[cfg(feature = "codebook")]
+        kept: kept(22, |s, r, c, o| Ok(iq2s::repack_iq2_s(s, r, c, o)?)), // IQ2_S
+        #[cfg(not(feature = "codebook"))]
+        kept: None,
+        #[cfg(feature = "codebook")]
+        gemm: gemm!(Q8K, iq2s::gemm_iq2_sx8_q8_k),
         #[cfg(not(feature = "codebook"))]
         gemm: Gemm::None,
     },

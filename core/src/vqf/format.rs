@@ -109,14 +109,14 @@ pub fn dtype_name(layout: Layout) -> &'static str {
 /// The stored dtype code of a layout (0 F32, 1 F16, 2 Q4_0, 3 Q8_0; the
 /// block types kept from GGUF files by their ggml type id: 6 Q5_0, 7 Q5_1,
 /// 10 Q2_K, 11 Q3_K, 12 Q4_K, 13 Q5_K, 14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 20 IQ4_NL,
-/// 21 IQ3_S, 23 IQ4_XS).
+/// 21 IQ3_S, 22 IQ2_S, 23 IQ4_XS).
 pub fn dtype_code(layout: Layout) -> u8 {
     layout.spec().dtype_code
 }
 
 /// The stored layout code of a layout (0 plain, 1 Q4_0x4, 2 Q8_0x8, 3
 /// Q5_0x4, 4 Q5_1x4, 5 Q4_Kx4, 6 Q5_Kx4, 7 Q6_Kx8, 8 IQ4_NLx4, 10
-/// IQ4_XSx8, 11 Q2_Kx8, 12 Q3_Kx8, 13 IQ3_XXSx8, 14 IQ3_Sx8, 15 IQ2_XXSx8, 16 IQ2_XSx8; 9, the Q3_Kx8
+/// IQ4_XSx8, 11 Q2_Kx8, 12 Q3_Kx8, 13 IQ3_XXSx8, 14 IQ3_Sx8, 15 IQ2_XXSx8, 16 IQ2_XSx8, 17 IQ2_Sx8; 9, the Q3_Kx8
 /// of whole-byte scales, is retired).
 pub fn layout_code(layout: Layout) -> u8 {
     layout.spec().layout_code
@@ -451,7 +451,7 @@ impl Entry {
         if spec.acts != ActFormat::Float && matches!(spec.gemm, Gemm::None) {
             return Err(Error::Unsupported {
                 what: "tensor layout: one whose kernels this build of kestrel-core leaves out \
-                       (IQ2_XXSx8, IQ2_XSx8, IQ3_XXSx8 and IQ3_Sx8 need the feature `codebook`); layout code",
+                       (IQ2_XXSx8, IQ2_XSx8, IQ2_Sx8, IQ3_XXSx8 and IQ3_Sx8 need the feature `codebook`); layout code",
                 value: b[53] as u64,
             });
         }

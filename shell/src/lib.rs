@@ -19,6 +19,7 @@ pub mod json_output;
 pub mod logits;
 pub mod perplexity;
 pub mod pool;
+pub mod schema;
 pub mod serve;
 pub mod vision;
 

@@ -59,10 +59,7 @@ impl CommandArgs for SchemaCheckArgs {
         let m = m.subcommand_matches("check").unwrap_or(m);
         SchemaCheckArgs {
             schema: crate::cli::get(m, "schema"),
-            instances: m
-                .get_many::<PathBuf>("instances")
-                .map(|v| v.cloned().collect())
-                .unwrap_or_default(),
+            instances: crate::cli::all(m, "instances"),
             strict: m.get_flag("strict"),
             json: m.get_flag("json"),
         }
@@ -70,17 +67,19 @@ impl CommandArgs for SchemaCheckArgs {
 }
 
 /// One instance's verdict: accepted, or rejected at `offset` of its
-/// compact form (`None`: the file is not JSON), with what was expected.
+/// compact form (`None`: the file is not JSON: `expected` says why), with
+/// what was expected there.
 struct Verdict {
     accepted: bool,
     offset: Option<usize>,
     expected: String,
-    note: String,
 }
 
 /// Runs `kestrel schema check`.
+#[inline(never)]
 pub fn check(a: &SchemaCheckArgs) -> Result<()> {
-    let text = std::fs::read(&a.schema).map_err(|e| format!("{}: {e}", a.schema.display()))?;
+    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let text = read(&a.schema)?;
     let v = json::parse(&text).map_err(|e| format!("{}: invalid JSON: {e}", a.schema.display()))?;
     let compiled = if a.strict {
         Schema::compile(&v)
@@ -101,67 +100,76 @@ pub fn check(a: &SchemaCheckArgs) -> Result<()> {
     let mut verdicts = Vec::new();
     if let Some(s) = &schema {
         for path in &a.instances {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            verdicts.push((path, walk(s, &bytes)));
+            verdicts.push((path, walk(s, &read(path)?)));
         }
     }
-    if a.json {
-        println!("{}", report_json(error.as_deref(), &dropped, &verdicts));
-        return Ok(());
-    }
-    match &error {
-        Some(e) => println!("refused: {e}"),
-        None if dropped.is_empty() => println!("accepted"),
-        None => println!("accepted, not enforced: {}", dropped.join(", ")),
-    }
-    for (path, v) in &verdicts {
-        match (v.accepted, v.offset) {
-            (true, _) => println!("{}: accepted{}", path.display(), v.note),
-            (false, Some(o)) => println!(
-                "{}: rejected at byte {o} of its compact form (expected {})",
-                path.display(),
-                v.expected
-            ),
-            (false, None) => println!("{}: rejected: {}", path.display(), v.expected),
-        }
-    }
+    let out = if a.json {
+        report_json(error.as_deref(), &dropped, &verdicts)
+    } else {
+        report_text(error.as_deref(), &dropped, &verdicts)
+    };
+    println!("{out}");
     Ok(())
+}
+
+/// The text report: the schema's line, then one line per instance.
+fn report_text(
+    error: Option<&str>,
+    dropped: &[String],
+    verdicts: &[(&PathBuf, Verdict)],
+) -> String {
+    let mut o = String::new();
+    match error {
+        Some(e) => {
+            o.push_str("refused: ");
+            o.push_str(e);
+        }
+        None => {
+            o.push_str("accepted");
+            if !dropped.is_empty() {
+                o.push_str(", not enforced: ");
+                o.push_str(&dropped.join(", "));
+            }
+        }
+    }
+    for (path, v) in verdicts {
+        let _ = write!(o, "\n{}: ", path.display());
+        match (v.accepted, v.offset) {
+            (true, _) => o.push_str("accepted"),
+            (false, Some(n)) => {
+                let _ = write!(
+                    o,
+                    "rejected at byte {n} of its compact form (expected {})",
+                    v.expected
+                );
+            }
+            (false, None) => {
+                o.push_str("rejected: ");
+                o.push_str(&v.expected);
+            }
+        }
+    }
+    o
 }
 
 /// Walks an instance's text through the constraint: as written (trimmed),
 /// then compact.
 fn walk(s: &Schema, bytes: &[u8]) -> Verdict {
+    let verdict = |accepted, offset, expected| Verdict {
+        accepted,
+        offset,
+        expected,
+    };
     if let Err(e) = json::parse(bytes) {
-        return Verdict {
-            accepted: false,
-            offset: None,
-            expected: format!("not JSON: {e}"),
-            note: String::new(),
-        };
+        return verdict(false, None, format!("not JSON: {e}"));
     }
     let written = bytes.trim_ascii();
-    if let Ok(()) = run(s, written) {
-        return Verdict {
-            accepted: true,
-            offset: None,
-            expected: String::new(),
-            note: String::new(),
-        };
+    if run(s, written).is_ok() {
+        return verdict(true, None, String::new());
     }
-    let compact = compact(written);
-    match run(s, &compact) {
-        Ok(()) => Verdict {
-            accepted: true,
-            offset: None,
-            expected: String::new(),
-            note: " (compact)".into(),
-        },
-        Err((offset, expected)) => Verdict {
-            accepted: false,
-            offset: Some(offset),
-            expected,
-            note: String::new(),
-        },
+    match run(s, &compact(written)) {
+        Ok(()) => verdict(true, None, String::new()),
+        Err((offset, expected)) => verdict(false, Some(offset), expected),
     }
 }
 
@@ -171,17 +179,19 @@ fn walk(s: &Schema, bytes: &[u8]) -> Verdict {
 fn run(s: &Schema, text: &[u8]) -> std::result::Result<(), (usize, String)> {
     let mut m = Matcher::new(s);
     let mut scratch = Matcher::new(s);
-    for (i, &b) in text.iter().enumerate() {
-        let before = m.clone();
-        if !m.advance(s, b) {
-            return Err((i, expected(s, &before, &mut scratch)));
-        }
+    let mut i = 0;
+    while i < text.len() && m.advance(s, text[i]) {
+        i += 1;
     }
-    if m.can_end(s) {
-        Ok(())
-    } else {
-        Err((text.len(), expected(s, &m, &mut scratch)))
+    if i == text.len() && m.can_end(s) {
+        return Ok(());
     }
+    // Replay the accepted bytes for the state before the refused one.
+    let mut before = Matcher::new(s);
+    for &b in &text[..i] {
+        before.advance(s, b);
+    }
+    Err((i, expected(s, &before, &mut scratch)))
 }
 
 /// The bytes the constraint takes after `m`, as printable ranges (`"0"-"9"`,
@@ -327,7 +337,6 @@ mod tests {
             accepted: false,
             offset: Some(3),
             expected: String::new(),
-            note: String::new(),
         };
         let r = report_json(None, &["schema.format".into()], &[(&p, v)]);
         assert_eq!(

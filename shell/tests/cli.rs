@@ -150,7 +150,10 @@ fn mistyped_commands_and_flags_get_a_suggestion() {
     assert!(err.contains("unrecognized subcommand 'chta'"), "{err}");
     // clap lists every close name ('schema' is close too).
     let tip = err.lines().find(|l| l.contains("tip: ")).unwrap_or("");
-    assert!(tip.contains("similar subcommand") && tip.contains("'chat'"), "{err}");
+    assert!(
+        tip.contains("similar subcommand") && tip.contains("'chat'"),
+        "{err}"
+    );
     let err = usage_error(&["run", "m.vqf", "-p", "hi", "--temperature", "0"]);
     assert!(err.contains("unexpected argument '--temperature'"), "{err}");
     assert!(

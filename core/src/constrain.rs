@@ -24,7 +24,8 @@
 //! `strict`) leaves such a keyword out and enforces the rest, and follows
 //! the first schema of such a union that can begin with a value's first
 //! byte (valid output; a later schema is not chosen for that byte). An object without
-//! `properties` takes any keys; a schema without `type` any value
+//! `properties` (nor `additionalProperties: false`) takes any keys, one with
+//! `properties: {}` only `{}`; a schema without `type` any value
 //! (`{"type": "json_object"}` mode is a free object).
 //!
 //! A tool call over several functions ([`Schema::compile_call`], best
@@ -91,10 +92,14 @@ struct Node {
     kind: Kind,
     /// Also accepts `null` (`"type": [T, "null"]`).
     nullable: bool,
-    /// Object: its properties, `props[first..first + count]` (none: any
-    /// keys, any values). Enum: its values, `enums[first..first + count]`.
+    /// Object: its properties, `props[first..first + count]` (none and
+    /// not `closed`: any keys, any values). Enum: its values,
+    /// `enums[first..first + count]`.
     first: u16,
     count: u16,
+    /// Object: only its properties' keys (it has `properties`, even `{}`,
+    /// or `additionalProperties: false`): with none, only `{}`.
+    closed: bool,
     /// Object: bit i set when property i is required.
     required: u64,
     /// Array: the items' node, and the bounds on their count. Object: the
@@ -114,6 +119,7 @@ const EMPTY_NODE: Node = Node {
     nullable: false,
     first: 0,
     count: 0,
+    closed: false,
     required: 0,
     items: ANY,
     min_items: 0,
@@ -360,10 +366,11 @@ struct Span {
 /// Why a schema cannot be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchemaError {
-    /// A keyword this engine does not implement (its name, cut to 32
-    /// bytes; its length), and where the schema holding it begins: a byte
-    /// offset into the compiled schema's text (0 when not known).
-    Unsupported([u8; 32], usize, usize),
+    /// A keyword this engine does not implement (its name, or what of it,
+    /// at most 48 bytes: every refusal's text fits; its length), and where
+    /// the schema holding it begins: a byte offset into the compiled
+    /// schema's text (0 when not known).
+    Unsupported([u8; 48], usize, usize),
     /// More than a fixed capacity holds.
     TooLarge(&'static str),
     /// Not a valid schema.
@@ -413,6 +420,86 @@ fn is_null_schema(x: &Value) -> bool {
         && x.iter_object().into_iter().flatten().count() == 1
 }
 
+/// The keywords a schema node implements (`fill`); the others that
+/// constrain a value (JSON Schema's assertions and applicators, drafts 3
+/// to 2020-12) are refused by name, or left out by a best-effort compile.
+const IMPLEMENTED: [&str; 17] = [
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "enum",
+    "const",
+    "$defs",
+    "definitions",
+];
+
+/// JSON Schema's keywords that constrain a value which a node does not
+/// implement (`$ref` and `anyOf` only where `fill_node` takes them).
+const CONSTRAINING: [&str; 34] = [
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "pattern",
+    "format",
+    "multipleOf",
+    "divisibleBy",
+    "disallow",
+    "extends",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+];
+
+/// Whether keyword `key` (with `value`) of node `idx` is refused (or left
+/// out by a best-effort compile): one that constrains a value and is not
+/// implemented, or an identifier that moves the base of `#` references (an
+/// `$id` or draft 4's `id` below the root, unless a `#name` anchor).
+/// Annotations and unknown keywords (`title`, `description`, `examples`,
+/// `$comment`, `readOnly`, `deprecated`, `x-...`, a tool's own) are
+/// ignored, as the specification says.
+fn refused_keyword(idx: u16, key: &crate::json::Str, value: &Value) -> bool {
+    if IMPLEMENTED.iter().any(|k| key.eq_str(k)) {
+        return false;
+    }
+    if key.eq_str("$id") || key.eq_str("id") {
+        let anchor = value.as_str_raw().is_some_and(|t| t.starts_with('#'));
+        return idx != 0 && !anchor;
+    }
+    CONSTRAINING.iter().any(|k| key.eq_str(k))
+}
+
 /// Refuses (as `what`) a schema holding, beside `keyword`, anything but
 /// annotations and definitions.
 fn only_beside(v: &Value, keyword: &str, what: &str) -> Result<(), SchemaError> {
@@ -434,7 +521,7 @@ fn only_beside(v: &Value, keyword: &str, what: &str) -> Result<(), SchemaError> 
 }
 
 fn unsupported(name: &str) -> SchemaError {
-    let mut b = [0u8; 32];
+    let mut b = [0u8; 48];
     let mut n = 0;
     for c in name.chars() {
         if n + c.len_utf8() > b.len() {
@@ -1041,44 +1128,21 @@ impl Schema {
             .as_object()
             .ok_or(SchemaError::Invalid("a schema must be an object"))?;
         let mut node = EMPTY_NODE;
-        for (key, _) in obj.iter() {
-            let known = [
-                "type",
-                "properties",
-                "required",
-                "additionalProperties",
-                "items",
-                "minItems",
-                "maxItems",
-                "minLength",
-                "maxLength",
-                "minimum",
-                "maximum",
-                "exclusiveMinimum",
-                "exclusiveMaximum",
-                "enum",
-                "const",
-                "title",
-                "description",
-                "default",
-                "examples",
-                "$schema",
-                "$defs",
-                "definitions",
-            ];
-            if !known.iter().any(|k| key.eq_str(k)) {
-                let mut name: heapless::String<32> = heapless::String::new();
-                for c in key.chars() {
-                    if name.push(c).is_err() {
-                        break;
-                    }
-                }
-                if self.lenient {
-                    self.drop_keyword(v, &name);
-                    continue;
-                }
-                return Err(unsupported(&name));
+        for (key, value) in obj.iter() {
+            if !refused_keyword(idx, &key, &value) {
+                continue;
             }
+            let mut name: heapless::String<32> = heapless::String::new();
+            for c in key.chars() {
+                if name.push(c).is_err() {
+                    break;
+                }
+            }
+            if self.lenient {
+                self.drop_keyword(v, &name);
+                continue;
+            }
+            return Err(unsupported(&name));
         }
         // The type: a name, or [name, "null"].
         let mut kind = None;
@@ -1173,6 +1237,8 @@ impl Schema {
             Some(_) => return Err(unsupported("additionalProperties (a schema)")),
         }
         if node.kind == Kind::Object {
+            node.closed = props.is_some()
+                || matches!(v.get("additionalProperties"), Some(Value::Bool(false)));
             if let Some(p) = props {
                 let p = p
                     .as_object()
@@ -2115,8 +2181,8 @@ impl Matcher {
             return st;
         }
         let n = s.node(node);
-        let free = n.count == 0;
-        let all = if free {
+        let free = n.count == 0 && !n.closed;
+        let all = if n.count == 0 {
             0
         } else {
             u64::MAX >> (64 - n.count as u32)
@@ -2348,6 +2414,59 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
+    /// An object with `properties: {}` or `additionalProperties: false` and
+    /// no properties takes only `{}` (both took any keys: MaskBench's
+    /// Github_trivial o44006 and o79447); one with neither takes any keys.
+    #[test]
+    fn an_object_closed_without_properties_is_empty() {
+        for text in [
+            r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+            r#"{"type":"object","properties":{}}"#,
+            r#"{"type":"object","additionalProperties":false}"#,
+        ] {
+            let s = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap();
+            assert!(complete(&s, "{}") && complete(&s, "{ }"), "{text}");
+            assert!(!prefix(&s, r#"{""#), "{text}");
+            assert!(!complete(&s, r#"{"key":"value"}"#), "{text}");
+        }
+        let s = Schema::compile(&parse(br#"{"type":"object"}"#).unwrap()).unwrap();
+        assert!(complete(&s, r#"{"key":"value"}"#) && complete(&s, "{}"));
+    }
+
+    /// Annotations and unknown keywords are ignored, strict included; a
+    /// keyword that constrains and is not implemented is refused by its
+    /// whole name; an `$id` below the root that moves the base of `#`
+    /// references is refused, the root's and `#name` anchors ignored.
+    #[test]
+    fn unknown_keywords_are_ignored_and_constraints_refused_in_full() {
+        let ignored = r##"{"$id":"http://x/s","id":"http://x/t","$comment":"c","type":"object","x-kind":{"a":1},
+            "readOnly":true,"deprecated":false,"example":3,"esriDocumentation":"u","_format":"date",
+            "properties":{"a":{"type":"string","title":"A","$id":"#a","examples":["x"]}}}"##;
+        let s = Schema::compile(&parse(ignored.as_bytes()).unwrap()).unwrap();
+        assert!(complete(&s, r#"{"a":"x"}"#));
+        for (text, name) in [
+            (r#"{"type":"string","format":"email"}"#, "format"),
+            (r#"{"type":"object","minProperties":1}"#, "minProperties"),
+            (r#"{"type":"array","uniqueItems":true}"#, "uniqueItems"),
+            (
+                r#"{"type":"object","unevaluatedProperties":false}"#,
+                "unevaluatedProperties",
+            ),
+            (
+                r#"{"properties":{"a":{"$id":"http://x/a","type":"string"}}}"#,
+                "$id",
+            ),
+            (
+                r#"{"anyOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object"}]}"#,
+                "anyOf (schemas that can begin alike)",
+            ),
+        ] {
+            let e = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap_err();
+            let want = std::format!("unsupported JSON schema keyword '{name}'");
+            assert_eq!(std::format!("{e}"), want, "{text}");
+        }
+    }
+
     /// A best-effort compile lists what it left out, with where.
     #[test]
     fn a_lenient_compile_names_what_it_leaves_out() {

@@ -1219,9 +1219,17 @@ impl Schema {
             return Ok(());
         }
         let props = v.get("properties");
+        // Without `type`, a keyword of one kind makes the node that kind:
+        // its values are a subset of the valid ones (which the keyword
+        // constrains only when they are of its kind), never one it forbids.
+        let has = |keys: &[&str]| keys.iter().any(|k| v.get(k).is_some());
         node.kind = match kind {
-            None if props.is_some() => Kind::Object,
-            None if v.get("items").is_some() => Kind::Array,
+            None if has(&["properties", "required", "additionalProperties"]) => Kind::Object,
+            None if has(&["items", "minItems", "maxItems"]) => Kind::Array,
+            None if has(&["minLength", "maxLength"]) => Kind::String,
+            None if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) => {
+                Kind::Number
+            }
             None => Kind::Any,
             Some(t) if t.eq_str("object") => Kind::Object,
             Some(t) if t.eq_str("array") => Kind::Array,
@@ -2467,6 +2475,25 @@ mod tests {
         }
     }
 
+    /// Without `type`, a kind's keyword makes the node that kind (it was
+    /// ignored: `required` in an untyped `items`, MaskBench's Github_easy
+    /// o10030, took objects without the required keys).
+    #[test]
+    fn an_untyped_schema_takes_the_kind_of_its_keywords() {
+        for (text, good, bad) in [
+            (r#"{"additionalProperties":false}"#, "{}", r#"{"b":1}"#),
+            (r#"{"minLength":2}"#, r#""ab""#, r#""a""#),
+            (r#"{"maximum":5}"#, "5", "6"),
+            (r#"{"maxItems":1}"#, "[1]", "[1,2]"),
+        ] {
+            let s = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap();
+            assert!(complete(&s, good) && !complete(&s, bad), "{text}");
+        }
+        // Required keys it cannot declare: refused, never ignored.
+        let text = br#"{"items":{"host":{"type":"string"},"required":["host"]}}"#;
+        assert!(Schema::compile(&parse(text).unwrap()).is_err());
+    }
+
     /// A best-effort compile lists what it left out, with where.
     #[test]
     fn a_lenient_compile_names_what_it_leaves_out() {
@@ -2664,7 +2691,6 @@ mod tests {
         }
         for refused in [
             r#"{"type":"string","maximum":1}"#,
-            r#"{"minimum":1}"#,
             r#"{"type":"integer","enum":[1,2],"maximum":1}"#,
         ] {
             let e = Schema::compile(&parse(refused.as_bytes()).unwrap());

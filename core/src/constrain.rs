@@ -420,67 +420,27 @@ fn is_null_schema(x: &Value) -> bool {
         && x.iter_object().into_iter().flatten().count() == 1
 }
 
-/// The keywords a schema node implements (`fill`); the others that
-/// constrain a value (JSON Schema's assertions and applicators, drafts 3
-/// to 2020-12) are refused by name, or left out by a best-effort compile.
-const IMPLEMENTED: [&str; 17] = [
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "enum",
-    "const",
-    "$defs",
-    "definitions",
-];
+/// The keywords a schema node implements (`fill`), space-separated; the
+/// others that constrain a value (JSON Schema's assertions and
+/// applicators, drafts 3 to 2020-12) are refused by name, or left out by
+/// a best-effort compile.
+const IMPLEMENTED: &str = "type properties required additionalProperties items minItems \
+    maxItems minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum enum const \
+    $defs definitions";
 
 /// JSON Schema's keywords that constrain a value which a node does not
-/// implement (`$ref` and `anyOf` only where `fill_node` takes them).
-const CONSTRAINING: [&str; 34] = [
-    "$ref",
-    "$dynamicRef",
-    "$recursiveRef",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "dependentRequired",
-    "dependencies",
-    "prefixItems",
-    "additionalItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "uniqueItems",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "patternProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "pattern",
-    "format",
-    "multipleOf",
-    "divisibleBy",
-    "disallow",
-    "extends",
-    "contentEncoding",
-    "contentMediaType",
-    "contentSchema",
-];
+/// implement (`$ref` and `anyOf` only where `fill_node` takes them),
+/// space-separated.
+const CONSTRAINING: &str = "$ref $dynamicRef $recursiveRef allOf anyOf oneOf not if then \
+    else dependentSchemas dependentRequired dependencies prefixItems additionalItems contains \
+    minContains maxContains uniqueItems unevaluatedItems unevaluatedProperties \
+    patternProperties propertyNames minProperties maxProperties pattern format multipleOf \
+    divisibleBy disallow extends contentEncoding contentMediaType contentSchema";
+
+/// Whether `key` is one of the space-separated `words`.
+fn listed(words: &str, key: &crate::json::Str) -> bool {
+    words.split_ascii_whitespace().any(|k| key.eq_str(k))
+}
 
 /// Whether keyword `key` (with `value`) of node `idx` is refused (or left
 /// out by a best-effort compile): one that constrains a value and is not
@@ -490,14 +450,14 @@ const CONSTRAINING: [&str; 34] = [
 /// `$comment`, `readOnly`, `deprecated`, `x-...`, a tool's own) are
 /// ignored, as the specification says.
 fn refused_keyword(idx: u16, key: &crate::json::Str, value: &Value) -> bool {
-    if IMPLEMENTED.iter().any(|k| key.eq_str(k)) {
+    if listed(IMPLEMENTED, key) {
         return false;
     }
     if key.eq_str("$id") || key.eq_str("id") {
         let anchor = value.as_str_raw().is_some_and(|t| t.starts_with('#'));
         return idx != 0 && !anchor;
     }
-    CONSTRAINING.iter().any(|k| key.eq_str(k))
+    listed(CONSTRAINING, key)
 }
 
 /// Refuses (as `what`) a schema holding, beside `keyword`, anything but

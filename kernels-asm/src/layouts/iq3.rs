@@ -8,14 +8,19 @@
 //! give the kernels per sub-block and row a 32-bit word of four sign bytes
 //! (byte `k` the signs of chunks `2k` and `2k + 1`, bit `j` weight `8k +
 //! j`), so that only the front end (the index's ninth bit, where the signs
-//! and scales come from) differs.
+//! and scales come from) differs. The 2-bit members ([`super::iq2xxs`],
+//! [`super::iq2xs`], [`super::iq2s`]) index 8-byte points per pair of
+//! chunks, each chunk reading one half; IQ2_XS and IQ2_S have a scale per
+//! 16 weights, so the sums are scaled per 16-weight run (the others give
+//! a sub-block's two runs one scale: the same integer sum).
 //!
 //! A weight's value is `d * s * g * sign / 2^f`, `s = 2 ls + 1` (`ls` the
 //! 4-bit scale), `g` the grid component, `f` 2 for IQ3_XXS (ggml's
-//! `d * (0.5 + ls) * 0.5`) and 0 for IQ3_S (`d * (1 + 2 ls)`). The kernels
-//! sum `g * sign * a` exactly in `i32` per sub-block, scale by `s`, and per
-//! super-block add `(d_w * d_a) * (sumi / 2^f)` to the row's float sum, the
-//! order of [`group_dot`].
+//! `d * (0.5 + ls) * 0.5`), 0 for IQ3_S (`d * (1 + 2 ls)`), 3 for the IQ2
+//! types (`d * (0.5 + ls) * 0.25`). The kernels sum `g * sign * a` exactly
+//! in `i32` per 16-weight run, scale by `s`, and per super-block add `(d_w
+//! * d_a) * (sumi / 2^f)` to the row's float sum, the order of
+//! [`group_dot`].
 
 use crate::generic::read_f16;
 use crate::layout::QK_K;

@@ -10,10 +10,10 @@
 
 use crate::arch_tests::{assert_same, cpu, cpus, Rng, SPECIAL};
 use crate::generic;
-use crate::layout::{
-    Q4KX4_BLOCK_BYTES, Q4KX4_ROWS, Q5KX4_BLOCK_BYTES, Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K,
-};
-use crate::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
+use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K};
+use crate::layouts::q4k::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS};
+use crate::layouts::q5k::Q5KX4_BLOCK_BYTES;
+use crate::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -45,17 +45,17 @@ const LAYOUTS: [KKernels; 11] = [
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q4KX4_BLOCK_BYTES,
-        gemm: arch::gemm_q4_kx4_q8_k,
-        gemv: arch::gemv_q4_kx4_q8_k,
-        generic: generic::gemm_q4_kx4_q8_k,
+        gemm: q4k::arch::gemm_q4_kx4_q8_k,
+        gemv: q4k::arch::gemv_q4_kx4_q8_k,
+        generic: q4k::generic::gemm_q4_kx4_q8_k,
         name: "q4_kx4",
     },
     KKernels {
         rows: Q4KX4_ROWS,
         bytes: Q5KX4_BLOCK_BYTES,
-        gemm: arch::gemm_q5_kx4_q8_k,
-        gemv: arch::gemv_q5_kx4_q8_k,
-        generic: generic::gemm_q5_kx4_q8_k,
+        gemm: q5k::arch::gemm_q5_kx4_q8_k,
+        gemv: q5k::arch::gemv_q5_kx4_q8_k,
+        generic: q5k::generic::gemm_q5_kx4_q8_k,
         name: "q5_kx4",
     },
     KKernels {
@@ -434,10 +434,10 @@ fn insncount_workload() {
     let w5 = weight(LAYOUTS[1], &mut rng, (rows, cols), &mut 256, true);
     let mut out = vec![0f32; 4 * rows];
     let (q1, d1, s1) = (&qs[..cols], &d[..cols / QK_K], &s[..cols / QK]);
-    arch::gemv_q4_kx4_q8_k(cpu, &w4, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
-    arch::gemm_q4_kx4_q8_k(cpu, &w4, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
-    arch::gemv_q5_kx4_q8_k(cpu, &w5, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
-    arch::gemm_q5_kx4_q8_k(cpu, &w5, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
+    q4k::arch::gemv_q4_kx4_q8_k(cpu, &w4, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
+    q4k::arch::gemm_q4_kx4_q8_k(cpu, &w4, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
+    q5k::arch::gemv_q5_kx4_q8_k(cpu, &w5, rows, cols, q1, d1, s1, &mut out[..rows]).unwrap();
+    q5k::arch::gemm_q5_kx4_q8_k(cpu, &w5, rows, cols, &qs, &d, &s, 4, &mut out).unwrap();
     let x: Vec<f32> = (0..4096).map(|_| rng.float(2.0)).collect();
     let (mut q, mut dd, mut ss) = (vec![0i8; 4096], vec![0f32; 16], vec![0i16; 128]);
     arch::quantize_acts_q8_k(cpu, &x, &mut q, &mut dd, &mut ss).unwrap();

@@ -339,7 +339,7 @@ pub fn weights(
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
     use kestrel_core::quant::repack::{self, Layout};
-    use kestrel_core::quant::{q4k, q5, q5k, q6k};
+    use kestrel_core::quant::{q5, q6k};
     type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     let ty = kestrel_core::gguf::GgmlType::from_id(m.layout.spec().kept?.ggml_id)?;
@@ -358,8 +358,8 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         }
         Layout::Q5_0x4 => (None, Some(q5::unpack_q5_0)),
         Layout::Q5_1x4 => (None, Some(q5::unpack_q5_1)),
-        Layout::Q4Kx4 => (None, Some(q4k::unpack_q4_k)),
-        Layout::Q5Kx4 => (None, Some(q5k::unpack_q5_k)),
+        Layout::Q4Kx4 => (None, Some(unpack_q4_k)),
+        Layout::Q5Kx4 => (None, Some(unpack_q5_k)),
         Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
@@ -408,6 +408,76 @@ fn fits_k(
             actual,
         }),
     }
+}
+
+/// The inverse of a layout that permutes its rows' GGUF bytes (Q4_Kx4,
+/// Q5_Kx4): the `rows` real rows of a packed matrix of `group_rows`-row
+/// groups of `super_bytes`-byte super-blocks written back as GGUF blocks
+/// of `block_bytes` (`out`), byte `i` of row `r`'s block read at
+/// `offset(r, i)` of its super-block.
+#[allow(clippy::too_many_arguments)]
+fn unpack_scattered(
+    names: [&'static str; 2],
+    packed: &[u8],
+    (rows, cols): (usize, usize),
+    out: &mut [u8],
+    (group_rows, block_bytes, super_bytes): (usize, usize, usize),
+    offset: fn(usize, usize) -> usize,
+) -> Result<(), kestrel_core::Error> {
+    let nb = cols / QK_K;
+    let groups_bytes = rows
+        .div_ceil(group_rows)
+        .checked_mul(nb)
+        .and_then(|n| n.checked_mul(super_bytes));
+    fits_k(names[0], cols, groups_bytes, packed.len())?;
+    let row_len = nb * block_bytes;
+    fits_k(names[1], cols, rows.checked_mul(row_len), out.len())?;
+    for (row, dst_row) in out.chunks_exact_mut(row_len.max(1)).enumerate().take(rows) {
+        let (g, r) = (row / group_rows, row % group_rows);
+        for (b, dst) in dst_row.chunks_exact_mut(block_bytes).enumerate() {
+            let sb = &packed[(g * nb + b) * super_bytes..][..super_bytes];
+            for (i, byte) in dst.iter_mut().enumerate() {
+                *byte = sb[offset(r, i)];
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The inverse of `kestrel_kernels::layouts::q4k::repack_q4_k`.
+pub fn unpack_q4_k(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q4k::*;
+    unpack_scattered(
+        ["q4_kx4 matrix bytes", "q4_k matrix bytes"],
+        packed,
+        (rows, cols),
+        out,
+        (Q4KX4_ROWS, Q4_K_BLOCK_BYTES, Q4KX4_BLOCK_BYTES),
+        q4_kx4_offset,
+    )
+}
+
+/// The inverse of `kestrel_kernels::layouts::q5k::repack_q5_k`.
+pub fn unpack_q5_k(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q5k::*;
+    unpack_scattered(
+        ["q5_kx4 matrix bytes", "q5_k matrix bytes"],
+        packed,
+        (rows, cols),
+        out,
+        (Q5KX4_ROWS, Q5_K_BLOCK_BYTES, Q5KX4_BLOCK_BYTES),
+        q5_kx4_offset,
+    )
 }
 
 /// Sets weight `i` of a GGUF Q3_K block to the 3-bit `f` (its `qs` and

@@ -1085,7 +1085,7 @@ fn gemm_batches_past_64_rows() {
 #[test]
 fn linear_gives_the_same_bits_on_any_thread_count() {
     use kestrel_core::parallel::{Parallel, Serial};
-    use kestrel_core::quant::q4k;
+    use kestrel_kernels::layouts::q4k;
     let kernels = detected_kernels();
     let pools: Vec<kestrel::pool::Pool> = (1..=4).map(kestrel::pool::Pool::new).collect();
     let (rows, cols) = (64usize, 512usize);

@@ -1,6 +1,6 @@
-//! The layouts written whole (`kestrel_kernels::layouts`; Q3_Kx8,
-//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8 and IQ2_XXSx8 here, whose GGUF blocks are 256
-//! weights): each repacker
+//! The layouts written whole (`kestrel_kernels::layouts`; the 8-row Q3_Kx8,
+//! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8 and IQ2_Sx8 and
+//! the 4-row Q4_Kx4 and Q5_Kx4 here, whose GGUF blocks are 256 weights): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
 //! them back), the generic accessors give ggml's dequantized values bit for
 //! bit, and sizes that do not fit are refused. (The kernels against their
@@ -10,11 +10,11 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k};
 use kestrel_kernels::ShapeError;
 use kestrel_tests::{
     unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs,
-    unpack_q2_k, unpack_q3_k,
+    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_k,
 };
 
 const MAX_ROWS: usize = 11;
@@ -252,4 +252,158 @@ fn sizes_are_checked() {
         iq4xs::iq4_xsx8_bytes(16, 4096),
         iq4xs::iq4_xs_bytes(16, 4096)
     );
+}
+
+/// A 4-row layout that keeps its rows' GGUF bytes permuted (Q4_Kx4,
+/// Q5_Kx4): its type, sizes, repacker, the tests' inverse, where byte `i`
+/// of row `r`'s block goes, and its generic GEMM (Q8_K activations).
+struct Scattered {
+    ty: GgmlType,
+    block_bytes: usize,
+    super_block_bytes: usize,
+    packed_bytes: fn(usize, usize) -> Option<usize>,
+    repack: Repack,
+    unpack: Unpack,
+    offset: fn(usize, usize) -> usize,
+    gemm: GenericQ8K,
+}
+
+/// `(w, rows, cols, qs, d, sums, m, out)`: a generic GEMM with Q8_K
+/// activations.
+type GenericQ8K =
+    fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+const SCATTERED: [Scattered; 2] = [
+    Scattered {
+        ty: GgmlType::Q4_K,
+        block_bytes: q4k::Q4_K_BLOCK_BYTES,
+        super_block_bytes: q4k::Q4KX4_BLOCK_BYTES,
+        packed_bytes: q4k::q4_kx4_bytes,
+        repack: q4k::repack_q4_k,
+        unpack: unpack_q4_k,
+        offset: q4k::q4_kx4_offset,
+        gemm: q4k::generic::gemm_q4_kx4_q8_k,
+    },
+    Scattered {
+        ty: GgmlType::Q5_K,
+        block_bytes: q5k::Q5_K_BLOCK_BYTES,
+        super_block_bytes: q5k::Q5KX4_BLOCK_BYTES,
+        packed_bytes: q5k::q5_kx4_bytes,
+        repack: q5k::repack_q5_k,
+        unpack: unpack_q5_k,
+        offset: q5k::q5_kx4_offset,
+        gemm: q5k::generic::gemm_q5_kx4_q8_k,
+    },
+];
+
+/// Random GGUF K-quant rows: every byte random, `d` and `dmin` (the first
+/// four bytes) finite normal f16 values of either sign.
+fn k_rows(k: &Scattered, seed: u64, rows: usize, cols: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) as u32
+    };
+    let mut v: Vec<u8> = (0..rows * cols / QK_K * k.block_bytes)
+        .map(|_| next() as u8)
+        .collect();
+    for blk in v.chunks_exact_mut(k.block_bytes) {
+        for at in [0, 2] {
+            let d = (next() % 0x1800 + 0x1400) as u16 | ((next() as u16 & 1) << 15);
+            blk[at..at + 2].copy_from_slice(&d.to_le_bytes());
+        }
+    }
+    v
+}
+
+#[test]
+fn four_row_k_layouts_keep_their_bytes() {
+    for k in &SCATTERED {
+        for rows in 1..=9 {
+            for cols in [256, 512, 1536] {
+                let src = k_rows(k, rows as u64, rows, cols);
+                let mut packed = vec![0xaau8; (k.packed_bytes)(rows, cols).unwrap()];
+                (k.repack)(&src, rows, cols, &mut packed).unwrap();
+                let mut back = vec![0u8; src.len()];
+                (k.unpack)(&packed, rows, cols, &mut back).unwrap();
+                assert_eq!(back, src, "{:?} {rows} x {cols}", k.ty);
+                // Padding rows are zeros.
+                let nb = cols / QK_K;
+                let last = &packed[(rows.div_ceil(4) - 1) * nb * k.super_block_bytes..];
+                for sb in last.chunks_exact(k.super_block_bytes) {
+                    for r in (rows - 1) % 4 + 1..4 {
+                        for i in 0..k.block_bytes {
+                            assert_eq!(sb[(k.offset)(r, i)], 0, "{:?}", k.ty);
+                        }
+                    }
+                }
+            }
+        }
+        // The offsets are a permutation of the super-block.
+        let mut seen = vec![false; k.super_block_bytes];
+        for r in 0..4 {
+            for i in 0..k.block_bytes {
+                let o = (k.offset)(r, i);
+                assert!(!seen[o], "{:?}", k.ty);
+                seen[o] = true;
+            }
+        }
+        // Sizes that do not fit are refused.
+        let bb = k.block_bytes;
+        let mut out = vec![0u8; k.super_block_bytes];
+        assert!((k.repack)(&vec![0; bb], 1, 255, &mut out).is_err());
+        assert!((k.repack)(&vec![0; bb - 1], 1, 256, &mut out).is_err());
+        let sbb = k.super_block_bytes;
+        assert!((k.repack)(&vec![0; bb], 1, 256, &mut out[..sbb - 1]).is_err());
+        assert!((k.unpack)(&out, 1, 256, &mut vec![0; bb + 1]).is_err());
+        assert_eq!((k.packed_bytes)(5, 512).unwrap(), 2 * 2 * sbb);
+        assert!((k.packed_bytes)(usize::MAX, 256).is_none());
+    }
+}
+
+/// Each 4-row K layout's generic kernel against a dot product of ggml's
+/// dequantized weights with the dequantized Q8_K activations, in f64.
+#[test]
+fn four_row_k_generic_kernels_match_the_dequantized_dot() {
+    use kestrel_kernels::generic::quantize_acts_q8_k;
+    for k in &SCATTERED {
+        for (seed, (rows, cols, m)) in [(5, 256, 1), (7, 512, 3), (4, 1536, 2), (1, 768, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let src = k_rows(k, 11 + seed as u64, rows, cols);
+            let mut packed = vec![0u8; (k.packed_bytes)(rows, cols).unwrap()];
+            (k.repack)(&src, rows, cols, &mut packed).unwrap();
+            let x: Vec<f32> = (0..m * cols)
+                .map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            let mut qs = vec![0i8; m * cols];
+            let mut d = vec![0f32; m * cols / QK_K];
+            let mut sums = vec![0i16; m * cols / 32];
+            quantize_acts_q8_k(&x, &mut qs, &mut d, &mut sums).unwrap();
+            let mut out = vec![0f32; m * rows];
+            (k.gemm)(&packed, rows, cols, &qs, &d, &sums, m, &mut out).unwrap();
+            let mut wf = vec![0f32; rows * cols];
+            dequantize_row(k.ty, &src, &mut wf).unwrap();
+            for t in 0..m {
+                for r in 0..rows {
+                    let (mut dot, mut mag) = (0f64, 0f64);
+                    for c in 0..cols {
+                        let a = d[t * cols / QK_K + c / QK_K] as f64 * qs[t * cols + c] as f64;
+                        let w = wf[r * cols + c] as f64;
+                        dot += w * a;
+                        mag += (w * a).abs();
+                    }
+                    let got = out[t * rows + r] as f64;
+                    assert!(
+                        (got - dot).abs() <= 1e-5 * mag + 1e-30,
+                        "{:?} rows {rows} cols {cols} t {t} r {r}: {got} vs {dot}",
+                        k.ty
+                    );
+                }
+            }
+        }
+    }
 }

@@ -5,13 +5,15 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{q4k, q5, q5k, q6k, repack, QK, QK_K};
+use super::{q5, q6k, repack, QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
-use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k};
+use kestrel_kernels::layouts::{
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5k,
+};
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
 use kestrel_kernels::ShapeError;
@@ -330,11 +332,11 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         suffix: "q4_k",
         dtype_code: 12,
         layout_code: 5,
-        group_rows: kl::Q4KX4_ROWS,
-        block_bytes: kl::Q4KX4_BLOCK_BYTES,
+        group_rows: q4k::Q4KX4_ROWS,
+        block_bytes: q4k::Q4KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(12, q4k::repack_q4_k), // Q4_K
-        gemm: gemm!(Q8K, gemm_q4_kx4_q8_k),
+        kept: kept(12, |s, r, c, o| Ok(q4k::repack_q4_k(s, r, c, o)?)), // Q4_K
+        gemm: gemm!(Q8K, q4k::gemm_q4_kx4_q8_k),
     },
     LayoutSpec {
         layout: Layout::Q5Kx4,
@@ -343,11 +345,11 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         suffix: "q5_k",
         dtype_code: 13,
         layout_code: 6,
-        group_rows: kl::Q5KX4_ROWS,
-        block_bytes: kl::Q5KX4_BLOCK_BYTES,
+        group_rows: q5k::Q5KX4_ROWS,
+        block_bytes: q5k::Q5KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(13, q5k::repack_q5_k), // Q5_K
-        gemm: gemm!(Q8K, gemm_q5_kx4_q8_k),
+        kept: kept(13, |s, r, c, o| Ok(q5k::repack_q5_k(s, r, c, o)?)), // Q5_K
+        gemm: gemm!(Q8K, q5k::gemm_q5_kx4_q8_k),
     },
     LayoutSpec {
         layout: Layout::Q6Kx8,

@@ -588,7 +588,7 @@ macro_rules! k_gemm_tile {
     };
 }
 
-pub(super) use {
+pub(crate) use {
     gemv_q4k_pair, gemv_q4k_quarter, gemv_q5k_chunk, gemv_q5k_half, gemv_q5k_quarter,
     gemv_scale_sums, k_gemm_tile, k_gemv_groups, nibble_chunk, q4k_nibbles, q5k_chunk,
     q5k_fifth_bits, q5k_nibbles, quarter_scales, row_dot, row_end, rows_dot, rows_end,

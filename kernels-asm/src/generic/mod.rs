@@ -15,9 +15,7 @@ mod activation;
 mod attention;
 mod gemm;
 mod matvec;
-mod q4k;
 mod q5;
-mod q5k;
 mod q6k;
 mod quantize;
 
@@ -48,12 +46,10 @@ pub use gemm::{
     q8x8_group_dot,
 };
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k, k4_scale_min, q4kx4_group_dot};
 pub use q5::{
     gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0, q5_0x4_group_dot,
     q5_1x4_group_dot, q5x4_value,
 };
-pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k, q5kx4_group_dot};
 pub(crate) use q6k::k8_group_dot;
 pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k, q6kx8_group_dot, q6kx8_scale, q6kx8_weight};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};

@@ -16,12 +16,26 @@ pub mod iq4nl;
 pub mod iq4xs;
 pub mod q2k;
 pub mod q3k;
+pub mod q4k;
+pub mod q5k;
 
 /// Bytes of a `rows x cols` matrix in an 8-row layout of `super_bytes`-byte
 /// super-blocks (256 weights of 8 rows), padding rows included (`None`: it
 /// overflows).
 pub(crate) fn x8_bytes(rows: usize, cols: usize, super_bytes: usize) -> Option<usize> {
-    rows.div_ceil(8)
+    row_group_bytes(rows, cols, 8, super_bytes)
+}
+
+/// Bytes of a `rows x cols` matrix in a layout of `group_rows`-row groups
+/// of `super_bytes`-byte super-blocks (256 weights of each row), padding
+/// rows included (`None`: it overflows).
+pub(crate) fn row_group_bytes(
+    rows: usize,
+    cols: usize,
+    group_rows: usize,
+    super_bytes: usize,
+) -> Option<usize> {
+    rows.div_ceil(group_rows)
         .checked_mul(cols / crate::layout::QK_K)?
         .checked_mul(super_bytes)
 }
@@ -48,24 +62,61 @@ pub(crate) fn repack_row_groups(
     (block_bytes, super_bytes): (usize, usize),
     pack: fn(&[&[u8]], &mut [u8]),
 ) -> Result<(), crate::shape::ShapeError> {
+    repack_row_groups_of(
+        8,
+        names,
+        src,
+        (rows, cols),
+        out,
+        (block_bytes, super_bytes),
+        pack,
+    )
+}
+
+/// [`repack_row_groups`] for groups of `group_rows` rows (at most 8).
+pub(crate) fn repack_row_groups_of(
+    group_rows: usize,
+    names: [&'static str; 3],
+    src: &[u8],
+    (rows, cols): (usize, usize),
+    out: &mut [u8],
+    (block_bytes, super_bytes): (usize, usize),
+    pack: fn(&[&[u8]], &mut [u8]),
+) -> Result<(), crate::shape::ShapeError> {
     use crate::shape::check_len;
-    const ROWS: usize = 8;
+    const MAX_ROWS: usize = 8;
+    let rows_per_group = group_rows.min(MAX_ROWS);
     let nb = cols / crate::layout::QK_K;
     check_len(names[0], Some(nb * crate::layout::QK_K), cols)?;
     check_len(names[1], gguf_bytes(rows, cols, block_bytes), src.len())?;
-    check_len(names[2], x8_bytes(rows, cols, super_bytes), out.len())?;
+    check_len(
+        names[2],
+        row_group_bytes(rows, cols, rows_per_group, super_bytes),
+        out.len(),
+    )?;
     let row_len = nb * block_bytes;
     for (i, sb) in out.chunks_exact_mut(super_bytes).enumerate() {
         let (g, b) = (i / nb, i % nb);
-        let n = (rows - g * ROWS).min(ROWS);
-        let mut blocks: [&[u8]; ROWS] = [&[]; ROWS];
+        let n = (rows - g * rows_per_group).min(rows_per_group);
+        let mut blocks: [&[u8]; MAX_ROWS] = [&[]; MAX_ROWS];
         for (r, blk) in blocks.iter_mut().enumerate().take(n) {
-            let row = g * ROWS + r;
+            let row = g * rows_per_group + r;
             *blk = &src[row * row_len + b * block_bytes..][..block_bytes];
         }
         pack(&blocks[..n], sb);
     }
     Ok(())
+}
+
+/// A super-block of a layout that permutes its rows' GGUF bytes: zeros,
+/// then byte `i` of row `r`'s block (`blocks[r]`) at `offset(r, i)`.
+pub(crate) fn scatter_rows(blocks: &[&[u8]], sb: &mut [u8], offset: fn(usize, usize) -> usize) {
+    sb.fill(0);
+    for (r, block) in blocks.iter().enumerate() {
+        for (i, &byte) in block.iter().enumerate() {
+            sb[offset(r, i)] = byte;
+        }
+    }
 }
 
 /// A codebook's grid points: the 4 (`u32`) or 8 (`u64`) components in

@@ -167,7 +167,7 @@ pub fn gemm_q4_0x4_q8_0(
 /// `factor * sum a` of each of the first `blocks` 32-quant blocks of `qs`,
 /// written to the front of `table` and returned (the GEMMs' per-call block
 /// sums). Panics unless `qs` and `table` hold `blocks` blocks.
-pub(super) fn sum_table<'t>(
+pub(crate) fn sum_table<'t>(
     _cpu: Avx2,
     qs: &[i8],
     blocks: usize,
@@ -188,7 +188,7 @@ pub(super) fn sum_table<'t>(
 /// The [`act_patterns`] of each of the first `blocks` 32-quant blocks of
 /// `qs`, written to the front of `table` and returned (the GEMMs' per-call
 /// pattern tables). Panics unless `qs` and `table` hold `blocks` blocks.
-pub(super) fn pattern_table<'t>(
+pub(crate) fn pattern_table<'t>(
     _cpu: Avx2,
     qs: &[i8],
     blocks: usize,
@@ -209,7 +209,7 @@ pub(super) fn pattern_table<'t>(
 /// sums one call of a tiled GEMM (Q4_0x4, Q5_0x4 / Q5_1x4, Q4_Kx4 /
 /// Q5_Kx4) forms, at most: one tile of the widest rows the tables take (4 x
 /// 384 blocks, 12,288 columns); 192 KB of patterns on the stack.
-pub(super) const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
+pub(crate) const GEMM_EXPAND_BLOCKS: usize = TILE_M * GEMV_MAX_BLOCKS;
 
 /// The activation blocks a call forms when its rows allow more than one
 /// tile: 128 KB of patterns, L2-resident (4 rows of 8,192 columns).
@@ -222,7 +222,7 @@ const GEMM_CALL_BLOCKS: usize = 1024;
 /// rereads the weights once per call (from L2/L3: a thread's share of one
 /// matrix), which costs less than the permutes it saves (`kestrel bench
 /// --rows 896 --cols 4864`, M=32).
-pub(super) fn table_rows_per_call(nb: usize) -> usize {
+pub(crate) fn table_rows_per_call(nb: usize) -> usize {
     (GEMM_CALL_BLOCKS / nb.max(1) / TILE_M * TILE_M).clamp(TILE_M, GEMM_MAX_ROWS)
 }
 
@@ -232,7 +232,7 @@ const GEMM_MAX_ROWS: usize = 64;
 
 /// The most 32-column blocks the GEMV's expanded activation row holds
 /// (12,288 columns; wider rows take the tiled path).
-pub(super) const GEMV_MAX_BLOCKS: usize = 384;
+pub(crate) const GEMV_MAX_BLOCKS: usize = 384;
 /// The most blocks whose expanded activations (128 bytes per block) the
 /// GEMV keeps: 8 KB, a quarter of a 32 KB L1. Past that the expansion
 /// misses L1 on every load (`--rows 16384 --cols 8960`: 10 GB/s against

@@ -25,11 +25,11 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a weight tile.
-const TILE_M: usize = 8;
+pub(crate) const TILE_M: usize = 8;
 
 /// The most activation rows one call takes (its block-sum table lives on
 /// the stack: `MAX_ROWS * MAX_BLOCKS` i32, 96 KB).
-const MAX_ROWS: usize = 64;
+pub(crate) const MAX_ROWS: usize = 64;
 
 /// The most 32-column blocks per row (12,288 columns); wider rows take the
 /// AVX2 tiles.
@@ -55,6 +55,7 @@ macro_rules! with_rows {
         }
     };
 }
+pub(crate) use with_rows;
 
 /// Runs `$body` for `$t` = 0, 1, ..., `$T - 1` (`$T <= TILE_M`), written
 /// out: the compiler leaves a loop over 7 or 8 activation rows rolled, and
@@ -74,6 +75,7 @@ macro_rules! for_each_row {
         )*
     };
 }
+pub(crate) use for_each_row;
 
 /// `-(sum(a) << shift)` of every 32-byte block of `qs` (`blocks` of them),
 /// exact in i32 (|sum| <= 32 * 128, shifted by at most 7).
@@ -196,10 +198,10 @@ pub(super) unsafe fn gemm_units<const W: usize>(
 /// One call's activation rows `first..end` of a GEMM whose output rows are
 /// `rows` long.
 #[derive(Clone, Copy)]
-pub(super) struct CallRows {
-    pub(super) first: usize,
-    pub(super) end: usize,
-    pub(super) rows: usize,
+pub(crate) struct CallRows {
+    pub(crate) first: usize,
+    pub(crate) end: usize,
+    pub(crate) rows: usize,
 }
 
 /// The loop every tile driver shares inside a call: every unit of `W`
@@ -210,7 +212,7 @@ pub(super) struct CallRows {
 /// is the driver's one result buffer (each tile writes the rows it is
 /// given before they are read: no zeroing per tile).
 #[inline(always)]
-pub(super) fn for_each_tile<const W: usize>(
+pub(crate) fn for_each_tile<const W: usize>(
     call: CallRows,
     units: usize,
     out: &mut [f32],
@@ -501,10 +503,9 @@ pub(super) mod avx {
 pub(crate) mod avx512 {
     use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
     use crate::layout::{
-        Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT, Q4X4_BLOCK_BYTES, Q5KX4_BLOCK_BYTES,
-        Q5KX4_QH_AT, Q5KX4_QS_AT, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE,
-        Q5_1X4_BLOCK_BYTES, Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES,
-        Q6KX8_PAIR_BYTES, Q6KX8_ROWS, Q8X8_BLOCK_BYTES, QK, QK_K,
+        Q4X4_BLOCK_BYTES, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES,
+        Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS,
+        Q8X8_BLOCK_BYTES, QK, QK_K,
     };
     use crate::x86_64::{offset_table, RUN};
     use crate::x86_64::{Avx2, Vnni};
@@ -532,7 +533,7 @@ pub(crate) mod avx512 {
     /// must implement AVX512 F/BW/VL.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn load_quarters(p: &[*const u8; 4], at: usize) -> __m512i {
+    pub(crate) unsafe fn load_quarters(p: &[*const u8; 4], at: usize) -> __m512i {
         // SAFETY: the four 16-byte reads the contract names; unaligned.
         unsafe {
             let q = |j: usize| _mm_loadu_si128(p[j].add(at).cast());
@@ -551,7 +552,7 @@ pub(crate) mod avx512 {
     /// must implement AVX512 F/BW/VL.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn f16_quarters(p: &[*const u8; 4], at: usize) -> __m512 {
+    pub(crate) unsafe fn f16_quarters(p: &[*const u8; 4], at: usize) -> __m512 {
         // SAFETY: the four 8-byte reads the contract names; unaligned.
         let s = |j: usize| unsafe { p[j].add(at).cast::<i64>().read_unaligned() };
         _mm512_cvtph_ps(_mm256_setr_epi64x(s(0), s(1), s(2), s(3)))
@@ -562,7 +563,7 @@ pub(crate) mod avx512 {
     /// prefetch never faults, `wrapping_add` keeps the address arithmetic
     /// defined.
     #[inline(always)]
-    fn prefetch(p: *const u8, ahead: usize, bytes: usize) {
+    pub(crate) fn prefetch(p: *const u8, ahead: usize, bytes: usize) {
         let pf = p.wrapping_add(ahead);
         for k in 0..bytes.div_ceil(64) {
             // SAFETY: a prefetch of any address is defined (it never faults).
@@ -790,262 +791,6 @@ pub(crate) mod avx512 {
                 } else {
                     add_block(*acc_t, isum, sw, da)
                 };
-            });
-        }
-        for (r, a) in res.iter_mut().zip(acc) {
-            // SAFETY: `r` is 16 writable floats.
-            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-        }
-    }
-
-    /// GEMM, Q4_Kx4 (`Q5` false) or Q5_Kx4 weights x `m` Q8_K activation
-    /// rows with the 512-bit tile: the contract of `q4k::k_gemm` after its
-    /// shape checks, for `nb >= 1`, `rows >= 1`, `m >= 1`. No tables: the
-    /// nibbles are unsigned and the mins take the activations' own sums.
-    /// Activation rows in calls of at most [`MAX_ROWS`] (their quants stay
-    /// in L2 while every unit of 16 weight rows passes), tiles of up to
-    /// [`TILE_M`].
-    ///
-    /// # Safety
-    /// `w` holds `groups` row groups of `nb` super-blocks (576 bytes,
-    /// Q5_Kx4: 704) with `rows <= 4 * groups`, `act_qs` `m * nb * 256`
-    /// quants, `act_d` `m * nb` scales, `act_sums` `m * nb * 8` sums, `out`
-    /// `m * rows` floats; the token says `Vnni::Avx512`.
-    #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_kx4<const Q5: bool>(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        groups: usize,
-        nb: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
-        m: usize,
-        out: &mut [f32],
-    ) {
-        debug_assert!(cpu.vnni() == Vnni::Avx512 && nb >= 1 && rows >= 1 && m >= 1);
-        let bb = if Q5 {
-            Q5KX4_BLOCK_BYTES
-        } else {
-            Q4KX4_BLOCK_BYTES
-        };
-        let (cols, ns, group_bytes) = (nb * QK_K, nb * (QK_K / QK), nb * bb);
-        // Row groups in fours (16 rows per vector); past the last group the
-        // last one is repeated and only real rows are stored.
-        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-        let mut res = [[0.0f32; 16]; TILE_M];
-        for c0 in (0..m).step_by(MAX_ROWS) {
-            let call = CallRows {
-                first: c0,
-                end: (c0 + MAX_ROWS).min(m),
-                rows,
-            };
-            for_each_tile(
-                call,
-                groups.div_ceil(4),
-                out,
-                &mut res,
-                |unit, t0, tm, res| {
-                    let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
-                    let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                    let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                    let s = &act_sums[t0 * ns..(t0 + tm) * ns];
-                    // SAFETY: each of `g` is a whole row group (`nb` super-blocks
-                    // of `bb` bytes, sliced above); `qs`, `d` and `s` hold `tm`
-                    // (1 to TILE_M) activation rows of `cols` quants, `nb` scales
-                    // and `ns` sums (sliced above); the token proves AVX512-VNNI
-                    // with F/BW/VL.
-                    unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, res)) };
-                },
-            );
-        }
-    }
-
-    /// `v` shifted so that bit `j` (0..8) of every byte is at bit 4 (the
-    /// other bits are left as they fall: a 32-bit shift by at most 4 brings
-    /// only the byte's own bit `j` to bit 4).
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    fn bit_to_4(v: __m512i, j: usize) -> __m512i {
-        match j {
-            0 => _mm512_slli_epi32::<4>(v),
-            1 => _mm512_slli_epi32::<3>(v),
-            2 => _mm512_slli_epi32::<2>(v),
-            3 => _mm512_slli_epi32::<1>(v),
-            4 => v,
-            5 => _mm512_srli_epi32::<1>(v),
-            6 => _mm512_srli_epi32::<2>(v),
-            _ => _mm512_srli_epi32::<3>(v),
-        }
-    }
-
-    /// One Q4_Kx4 (`Q5` false) or Q5_Kx4 weight tile (the four row groups
-    /// `g`, 16 rows) against `T` Q8_K activation rows: `res[t]` = the 4
-    /// rows of `g[0]`, then of `g[1]`, ...
-    ///
-    /// Per super-block: the three scale words of the four groups fill the
-    /// quarters of three registers (lane `i` = row `i`; byte `k` of a lane
-    /// is the row's `scales[4w + k]`), unpacked as in the AVX2 tile to the
-    /// 8 scales and 8 mins as bytes; `vpshufb` makes sub-block `j`'s scale
-    /// an i32 per row, and the mins i16 pairs. Per half `h`, nibble chunk
-    /// `c` of the four groups fills one register (lane `i` = row `i`'s
-    /// weights `4c..4c+3` of sub-block `2h` in its low nibbles, of `2h + 1`
-    /// in its high ones; Q5_Kx4: `qh` chunk `c`'s bit `2h` or `2h + 1`
-    /// brought to bit 4 and merged with `vpternlogd`). Per activation row,
-    /// two chains of eight `vpdpbusd` with the activation dwords broadcast
-    /// give the two sub-blocks' `isum` (exact: |.| <= 32 * 31 * 128), and
-    /// `vpmulld` by their scales adds `sc_j * isum_j` to `sumi`; `summ` is
-    /// four `vpdpwssd` of the min pairs with the activation's i16 sum pairs.
-    /// Then the reference's float steps in its order: `acc + (d * d_a) *
-    /// sumi`, `- (dmin * d_a) * summ`. Every integer is exact in i32, so
-    /// the outputs are the reference's bits.
-    ///
-    /// # Safety
-    /// Every `g[j].len()` must be at least `nb` super-blocks (576 bytes,
-    /// Q5_Kx4: 704), `qs.len()` at least `T * nb * 256`, `d.len()` at least
-    /// `T * nb`, `s.len()` at least `T * nb * 8`, `1 <= T <= TILE_M`, and
-    /// the CPU must implement AVX512-VNNI with AVX512 F/BW/VL.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn kx4_tile<const T: usize, const Q5: bool>(
-        g: [&[u8]; 4],
-        qs: &[i8],
-        d: &[f32],
-        s: &[i16],
-        nb: usize,
-        res: &mut [[f32; 16]; TILE_M],
-    ) {
-        let (bb, qs_at) = if Q5 {
-            (Q5KX4_BLOCK_BYTES, Q5KX4_QS_AT)
-        } else {
-            (Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT)
-        };
-        debug_assert!(T <= TILE_M && g.iter().all(|g| g.len() >= nb * bb));
-        debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb && s.len() >= T * nb * 8);
-        let cols = nb * QK_K;
-        let m0f = _mm512_set1_epi8(0x0F);
-        let m3f = _mm512_set1_epi8(0x3F);
-        let m30 = _mm512_set1_epi8(0x30);
-        let b4 = _mm512_set1_epi8(0x10);
-        // A `vpshufb` pattern per 128-bit lane (`-128`: a zero byte), from
-        // `f(i)` for the lane's dword `i`.
-        let pattern = |f: &dyn Fn(i8) -> [i8; 4]| {
-            let mut lane = [0i8; 16];
-            for i in 0..4 {
-                lane[4 * i as usize..][..4].copy_from_slice(&f(4 * i));
-            }
-            // SAFETY: `lane` is 16 readable bytes; unaligned load.
-            _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(lane.as_ptr().cast()) })
-        };
-        let z = -128i8;
-        // Byte k of each row's dword as an i32.
-        let byte: [__m512i; 4] = core::array::from_fn(|k| {
-            let k = k as i8;
-            pattern(&|o| [o + k, z, z, z])
-        });
-        // Bytes k, k + 1 of each row's dword as two i16.
-        let pair: [__m512i; 2] = core::array::from_fn(|p| {
-            let k = 2 * p as i8;
-            pattern(&|o| [o + k, z, o + k + 1, z])
-        });
-        let zero = _mm512_setzero_si512();
-        let mut acc = [_mm512_setzero_ps(); T];
-        for b in 0..nb {
-            // SAFETY: block b < nb of every group is bytes `bb * b .. bb *
-            // (b + 1)` (the function contract).
-            let p: [*const u8; 4] = core::array::from_fn(|j| unsafe { g[j].as_ptr().add(b * bb) });
-            // The next four groups follow the last one (when they exist).
-            prefetch(p[3], nb * bb + 3 * b * bb, 4 * bb);
-            // SAFETY: every `quarters` below reads bytes `at .. at + 16 <=
-            // bb` (scale words, `qh` and nibble chunks) of each super-block.
-            let quarters = |at: usize| unsafe { load_quarters(&p, at) };
-            // Scales and mins, sub-blocks as bytes: [0..4], [4..8].
-            let w0 = quarters(Q4KX4_SCALES_AT);
-            let w1 = quarters(Q4KX4_SCALES_AT + 16);
-            let w2 = quarters(Q4KX4_SCALES_AT + 32);
-            let sc = [
-                _mm512_and_si512(w0, m3f),
-                // (s >> 6) << 4 per byte is (word >> 2) & 0x30.
-                _mm512_or_si512(
-                    _mm512_and_si512(w2, m0f),
-                    _mm512_and_si512(_mm512_srli_epi16::<2>(w0), m30),
-                ),
-            ];
-            let mn = [
-                _mm512_and_si512(w1, m3f),
-                _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(w2), m0f),
-                    _mm512_and_si512(_mm512_srli_epi16::<2>(w1), m30),
-                ),
-            ];
-            let mut sumi = [zero; T];
-            for h in 0..4 {
-                // The scales of sub-blocks 2h and 2h + 1, an i32 per row.
-                let sc0 = _mm512_shuffle_epi8(sc[h / 2], byte[(2 * h) % 4]);
-                let sc1 = _mm512_shuffle_epi8(sc[h / 2], byte[(2 * h + 1) % 4]);
-                // [q of sub-block 2h, of 2h + 1], weights 4c..4c+3, 16 rows;
-                // 0xF8: a | (b & c).
-                let q: [(__m512i, __m512i); 8] = core::array::from_fn(|c| {
-                    let x = quarters(qs_at + 128 * h + 16 * c);
-                    let lo = _mm512_and_si512(x, m0f);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m0f);
-                    if Q5 {
-                        let qh = quarters(Q5KX4_QH_AT + 16 * c);
-                        (
-                            _mm512_ternarylogic_epi32::<0xF8>(lo, bit_to_4(qh, 2 * h), b4),
-                            _mm512_ternarylogic_epi32::<0xF8>(hi, bit_to_4(qh, 2 * h + 1), b4),
-                        )
-                    } else {
-                        (lo, hi)
-                    }
-                });
-                for_each_row!(T, |t| {
-                    // SAFETY: row t < T, half h of super-block b < nb: bytes
-                    // `t * cols + 256b + 64h ..` + 64 of `qs` (the function
-                    // contract).
-                    let a = unsafe { qs.as_ptr().add(t * cols + QK_K * b + 64 * h) }.cast::<i32>();
-                    // SAFETY: dword k < 16 of those 64 bytes; unaligned read.
-                    let a = |k: usize| _mm512_set1_epi32(unsafe { a.add(k).read_unaligned() });
-                    let (mut il, mut ih) = (zero, zero);
-                    for (c, &(ql, qh)) in q.iter().enumerate() {
-                        il = _mm512_dpbusd_epi32(il, ql, a(c));
-                        ih = _mm512_dpbusd_epi32(ih, qh, a(8 + c));
-                    }
-                    let p =
-                        _mm512_add_epi32(_mm512_mullo_epi32(il, sc0), _mm512_mullo_epi32(ih, sc1));
-                    sumi[t] = _mm512_add_epi32(sumi[t], p);
-                });
-            }
-            // The mins as i16 pairs (sub-blocks 2p, 2p + 1) per row.
-            let mp = [
-                _mm512_shuffle_epi8(mn[0], pair[0]),
-                _mm512_shuffle_epi8(mn[0], pair[1]),
-                _mm512_shuffle_epi8(mn[1], pair[0]),
-                _mm512_shuffle_epi8(mn[1], pair[1]),
-            ];
-            // The 16 rows' `d` and `dmin` (4 of each group).
-            // SAFETY: bytes 0..16 of every super-block.
-            let (dw, dmw) = unsafe { (f16_quarters(&p, 0), f16_quarters(&p, 8)) };
-            for_each_row!(T, |t| {
-                // SAFETY: row t < T, super-block b < nb: sums `t * nb * 8 + 8b
-                // ..` + 8 of `s` and scale `t * nb + b` of `d` (the function
-                // contract); unaligned reads.
-                let (sp, da) = unsafe {
-                    (
-                        s.as_ptr().add(t * nb * 8 + 8 * b).cast::<i32>(),
-                        *d.get_unchecked(t * nb + b),
-                    )
-                };
-                let mut summ = zero;
-                for (k, &m) in mp.iter().enumerate() {
-                    // SAFETY: i16 pair k < 4 of the 8 sums above.
-                    let pair = _mm512_set1_epi32(unsafe { sp.add(k).read_unaligned() });
-                    summ = _mm512_dpwssd_epi32(summ, m, pair);
-                }
-                let da = _mm512_set1_ps(da);
-                let (dd, dm) = (_mm512_mul_ps(dw, da), _mm512_mul_ps(dmw, da));
-                let a = _mm512_add_ps(acc[t], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])));
-                acc[t] = _mm512_sub_ps(a, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ)));
             });
         }
         for (r, a) in res.iter_mut().zip(acc) {

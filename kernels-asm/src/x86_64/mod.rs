@@ -79,12 +79,10 @@ pub(crate) use vnni_forms;
 
 mod activation;
 mod attention;
-mod gemm;
+pub(crate) mod gemm;
 pub(crate) mod gemm_vnni;
 mod matvec;
-mod q4k;
 mod q5;
-mod q5k;
 pub(crate) mod q6k;
 mod quantize;
 
@@ -97,9 +95,7 @@ pub use attention::{
 };
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q4k::{gemm_q4_kx4_q8_k, gemv_q4_kx4_q8_k};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
-pub use q5k::{gemm_q5_kx4_q8_k, gemv_q5_kx4_q8_k};
 pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
@@ -115,7 +111,7 @@ const PREFETCH_AHEAD: usize = 4096;
 /// faults, and `wrapping_add` keeps the address arithmetic defined, so `p`
 /// may be any address (past the weights, the prefetches are wasted).
 #[inline(always)]
-fn prefetch_ahead(p: *const u8, bytes: usize) {
+pub(crate) fn prefetch_ahead(p: *const u8, bytes: usize) {
     let pf = p.wrapping_add(PREFETCH_AHEAD);
     for k in 0..bytes.div_ceil(64) {
         // SAFETY: a prefetch of any address is defined (it never faults);

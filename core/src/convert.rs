@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
 use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q6k, q8_0, Quantizer, QK, QK_K};
+use crate::quant::{f16, q4_0, q8_0, Quantizer, QK, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -1005,8 +1005,8 @@ fn write_kept_group(
 }
 
 /// Largest source block a kept layout holds, and its repacked row group.
-const MAX_KEPT_BLOCK: usize = q6k::Q6_K_BLOCK_BYTES;
-const MAX_KEPT_GROUP: usize = q6k::Q6KX8_BLOCK_BYTES;
+const MAX_KEPT_BLOCK: usize = kestrel_kernels::layouts::q6k::Q6_K_BLOCK_BYTES;
+const MAX_KEPT_GROUP: usize = kestrel_kernels::layouts::q6k::Q6KX8_BLOCK_BYTES;
 
 // Every kept layout's row group (at most 8 rows of one super-block column)
 // fits the buffers above; a new layout that does not fails to compile.

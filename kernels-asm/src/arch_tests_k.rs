@@ -10,10 +10,11 @@
 
 use crate::arch_tests::{assert_same, cpu, cpus, Rng, SPECIAL};
 use crate::generic;
-use crate::layout::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS, QK, QK_K};
+use crate::layout::{QK, QK_K};
 use crate::layouts::q4k::{Q4KX4_BLOCK_BYTES, Q4KX4_ROWS};
 use crate::layouts::q5k::Q5KX4_BLOCK_BYTES;
-use crate::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k};
+use crate::layouts::q6k::{Q6KX8_BLOCK_BYTES, Q6KX8_ROWS};
+use crate::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k, q6k};
 use crate::ShapeError;
 use std::vec;
 use std::vec::Vec;
@@ -61,9 +62,9 @@ const LAYOUTS: [KKernels; 11] = [
     KKernels {
         rows: Q6KX8_ROWS,
         bytes: Q6KX8_BLOCK_BYTES,
-        gemm: arch::gemm_q6_kx8_q8_k,
-        gemv: arch::gemv_q6_kx8_q8_k,
-        generic: generic::gemm_q6_kx8_q8_k,
+        gemm: q6k::arch::gemm_q6_kx8_q8_k,
+        gemv: q6k::arch::gemv_q6_kx8_q8_k,
+        generic: q6k::generic::gemm_q6_kx8_q8_k,
         name: "q6_kx8",
     },
     KKernels {

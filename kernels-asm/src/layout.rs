@@ -42,32 +42,10 @@ pub const Q8X8_BLOCK_BYTES: usize = 2 * Q8X8_ROWS + Q8X8_ROWS * QK;
 const _: () = assert!(Q4_0_BLOCK_BYTES == 18 && Q8_0_BLOCK_BYTES == 34);
 const _: () = assert!(Q4X4_BLOCK_BYTES == 72 && Q8X8_BLOCK_BYTES == 272);
 
-/// Bytes of one GGUF Q6_K super-block (256 weights): `ql[128]` (low 4 bits),
-/// `qh[64]` (high 2 bits), `scales[16]` (`i8`, one per 16 weights), `d`
-/// (f16 LE); weight `i` is `d * scales[i / 16] * (q - 32)`, `q` in 0..64.
-pub const Q6_K_BLOCK_BYTES: usize = 128 + 64 + 16 + 2;
-
-/// Rows in one Q6_Kx8 row group.
-pub const Q6KX8_ROWS: usize = 8;
-/// Bytes of one Q6_Kx8 32-weight block (8 rows x 32 weights): the 16 scales
-/// of its two 16-weight groups (`8h + r`: group `h`, row `r`), then two
-/// 96-byte groups of packed 6-bit quants.
-pub const Q6KX8_PAIR_BYTES: usize = 2 * Q6KX8_ROWS + 2 * 3 * 4 * Q6KX8_ROWS;
-/// Bytes of one Q6_Kx8 super-block (8 rows x 256 weights): the 8 rows' f16
-/// `d`, then 8 blocks of [`Q6KX8_PAIR_BYTES`]: exactly 8 GGUF Q6_K blocks'
-/// worth (6.5625 bits per weight).
-///
-/// Q6_Kx8 holds the GGUF values exactly, rearranged for `sdot` / AVX2: in
-/// the 96 bytes of 16-weight group `j` (row `r`, `k` in 0..4), byte `32s +
-/// 4r + k` for `s` in 0..3 is `((q ^ 32) << 2) | t` with `q` weight `16j +
-/// 4s + k`'s 6-bit quant, so `and 0xFC` makes it the `i8` `4 * (q - 32)`;
-/// its two low bits `t` are bits `5 - 2s, 4 - 2s` of `q' ^ 32`, `q'` the
-/// quant of weight `16j + 12 + k`, which `shl`/`sli`/`sli` reassemble the
-/// same way. docs/kernels.md gives every byte.
-pub const Q6KX8_BLOCK_BYTES: usize = 2 * Q6KX8_ROWS + (QK_K / QK) * Q6KX8_PAIR_BYTES;
-
-const _: () = assert!(Q6_K_BLOCK_BYTES == 210 && Q6KX8_PAIR_BYTES == 208);
-const _: () = assert!(Q6KX8_BLOCK_BYTES == Q6KX8_ROWS * Q6_K_BLOCK_BYTES);
+/// Rows in one row group of the 8-row K layouts (Q6_Kx8, Q3_Kx8, IQ4_XSx8,
+/// Q2_Kx8 and the codebook layouts), whose kernels share one text per
+/// architecture (`aarch64/k8.rs`, `x86_64/k8.rs`, `generic/k8.rs`).
+pub const K8_ROWS: usize = 8;
 // Q5_0x4 and Q5_1x4 (docs/kernels.md "Q5_0x4 and Q5_1x4"): GGUF Q5_0 /
 // Q5_1 blocks, 4 rows interleaved. A super-block is the rows' f16 scales
 // (Q5_1: then their f16 minimums), then 64 nibble bytes in the Q4_0x4 chunk

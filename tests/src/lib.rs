@@ -338,8 +338,8 @@ pub fn weights(
 /// that a file holds a source's blocks byte for byte. `None` for the plain
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
+    use kestrel_core::quant::q5;
     use kestrel_core::quant::repack::{self, Layout};
-    use kestrel_core::quant::{q5, q6k};
     type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     let ty = kestrel_core::gguf::GgmlType::from_id(m.layout.spec().kept?.ggml_id)?;
@@ -360,7 +360,7 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
         Layout::Q5_1x4 => (None, Some(q5::unpack_q5_1)),
         Layout::Q4Kx4 => (None, Some(unpack_q4_k)),
         Layout::Q5Kx4 => (None, Some(unpack_q5_k)),
-        Layout::Q6Kx8 => (None, Some(q6k::unpack_q6_k)),
+        Layout::Q6Kx8 => (None, Some(unpack_q6_k)),
         Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
         Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
         Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
@@ -408,6 +408,72 @@ fn fits_k(
             actual,
         }),
     }
+}
+
+/// Sets the 6-bit quant of weight `i` in a GGUF Q6_K block (its `ql` nibble
+/// and `qh` bits, leaving the others).
+#[inline]
+fn set_gguf_q6(block: &mut [u8], i: usize, q: u8) {
+    let (n, c, l) = (i / 128, (i % 128) / 32, i % 32);
+    let at = 64 * n + 32 * (c & 1) + l;
+    block[at] = if c < 2 {
+        (block[at] & 0xf0) | (q & 0x0f)
+    } else {
+        (block[at] & 0x0f) | (q << 4)
+    };
+    let at = 128 + 32 * n + l;
+    block[at] = (block[at] & !(3 << (2 * c))) | (((q >> 4) & 3) << (2 * c));
+}
+
+/// Writes back the GGUF Q6_K block of row `r` of a Q6_Kx8 super-block.
+fn unpack_q6_super_block(sb: &[u8], r: usize, block: &mut [u8]) {
+    use kestrel_kernels::layouts::q6k::{Q6KX8_PAIR_BYTES, Q6KX8_ROWS};
+    block[208..210].copy_from_slice(&sb[2 * r..2 * r + 2]);
+    for p in 0..QK_K / 32 {
+        let pb = &sb[2 * Q6KX8_ROWS + Q6KX8_PAIR_BYTES * p..][..Q6KX8_PAIR_BYTES];
+        for h in 0..2 {
+            let j = 2 * p + h;
+            block[192 + j] = pb[8 * h + r];
+            let g = &pb[16 + 96 * h..][..96];
+            for k in 0..4 {
+                let at = |s: usize| g[32 * s + 4 * r + k];
+                for s in 0..3 {
+                    set_gguf_q6(block, 16 * j + 4 * s + k, (at(s) >> 2) ^ 32);
+                }
+                let d = ((at(0) & 3) << 4) | ((at(1) & 3) << 2) | (at(2) & 3);
+                set_gguf_q6(block, 16 * j + 12 + k, d ^ 32);
+            }
+        }
+    }
+}
+
+/// The inverse of `kestrel_kernels::layouts::q6k::repack_q6_k`: the `rows`
+/// real rows of a Q6_Kx8 matrix as row-major GGUF Q6_K bytes.
+pub fn unpack_q6_k(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q6k::*;
+    let nb = cols / QK_K;
+    let fits = |what, expected, actual| fits_k(what, cols, expected, actual);
+    fits(
+        "q6_kx8 matrix bytes",
+        q6_kx8_bytes(rows, cols),
+        packed.len(),
+    )?;
+    fits("q6_k output bytes", q6_k_bytes(rows, cols), out.len())?;
+    let row_len = nb * Q6_K_BLOCK_BYTES;
+    for row in 0..rows {
+        let (g, r) = (row / Q6KX8_ROWS, row % Q6KX8_ROWS);
+        for b in 0..nb {
+            let sb = &packed[(g * nb + b) * Q6KX8_BLOCK_BYTES..][..Q6KX8_BLOCK_BYTES];
+            let block = &mut out[row * row_len + b * Q6_K_BLOCK_BYTES..][..Q6_K_BLOCK_BYTES];
+            unpack_q6_super_block(sb, r, block);
+        }
+    }
+    Ok(())
 }
 
 /// The inverse of a layout that permutes its rows' GGUF bytes (Q4_Kx4,

@@ -1,4 +1,4 @@
-//! The layouts written whole (`kestrel_kernels::layouts`; the 8-row Q3_Kx8,
+//! The layouts written whole (`kestrel_kernels::layouts`; the 8-row Q6_Kx8, Q3_Kx8,
 //! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8 and IQ2_Sx8 and
 //! the 4-row Q4_Kx4 and Q5_Kx4 here, whose GGUF blocks are 256 weights): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
@@ -10,18 +10,18 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k};
+use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k, q6k};
 use kestrel_kernels::ShapeError;
 use kestrel_tests::{
     unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs,
-    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_k,
+    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_k, unpack_q6_k,
 };
 
 const MAX_ROWS: usize = 11;
 const MAX_COLS: usize = 1024;
 /// Room for the largest GGUF rows and packed matrices of the tests.
-const SRC: usize = MAX_ROWS * MAX_COLS / QK_K * 136;
-const PACKED: usize = MAX_ROWS.div_ceil(8) * MAX_COLS / QK_K * 8 * 136;
+const SRC: usize = MAX_ROWS * MAX_COLS / QK_K * 210;
+const PACKED: usize = MAX_ROWS.div_ceil(8) * MAX_COLS / QK_K * 8 * 210;
 
 /// `(src, rows, cols, out)`: GGUF rows to the layout's bytes.
 type Repack = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), ShapeError>;
@@ -43,7 +43,21 @@ struct Whole {
     value: fn(&[u8], usize, usize) -> f32,
 }
 
-const LAYOUTS: [Whole; 8] = [
+const LAYOUTS: [Whole; 9] = [
+    Whole {
+        ty: GgmlType::Q6_K,
+        block_bytes: q6k::Q6_K_BLOCK_BYTES,
+        d_at: 208,
+        super_block_bytes: q6k::Q6KX8_BLOCK_BYTES,
+        packed_bytes: q6k::q6_kx8_bytes,
+        repack: q6k::repack_q6_k,
+        unpack: unpack_q6_k,
+        value: |sb, r, i| {
+            // ggml: d * scale * (q - 32), `d * scale` first.
+            let s = q6k::generic::q6kx8_scale(sb, r, i / 16) as f32;
+            read_f16(sb, 2 * r) * s * q6k::generic::q6kx8_weight(sb, r, i) as f32
+        },
+    },
     Whole {
         ty: GgmlType::Q3_K,
         block_bytes: q3k::Q3_K_BLOCK_BYTES,

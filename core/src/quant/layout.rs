@@ -5,14 +5,14 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{q5, q6k, repack, QK, QK_K};
+use super::{q5, repack, QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
 use kestrel_kernels::layouts::{
-    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5k,
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5k, q6k,
 };
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
@@ -358,11 +358,11 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         suffix: "q6_k",
         dtype_code: 14,
         layout_code: 7,
-        group_rows: kl::Q6KX8_ROWS,
-        block_bytes: kl::Q6KX8_BLOCK_BYTES,
+        group_rows: q6k::Q6KX8_ROWS,
+        block_bytes: q6k::Q6KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(14, q6k::repack_q6_k), // Q6_K
-        gemm: gemm!(Q8K, gemm_q6_kx8_q8_k),
+        kept: kept(14, |s, r, c, o| Ok(q6k::repack_q6_k(s, r, c, o)?)), // Q6_K
+        gemm: gemm!(Q8K, q6k::gemm_q6_kx8_q8_k),
     },
     LayoutSpec {
         layout: Layout::Iq4Nlx4,

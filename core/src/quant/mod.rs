@@ -17,7 +17,6 @@ pub mod kquant;
 pub mod layout;
 pub mod q4_0;
 pub mod q5;
-pub mod q6k;
 pub mod q8_0;
 pub mod reference;
 pub mod repack;

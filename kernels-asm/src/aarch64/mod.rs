@@ -11,10 +11,10 @@ mod activation;
 mod attention;
 pub(crate) mod gemm;
 pub(crate) mod gemv;
+pub(crate) mod k8;
 pub(crate) mod ktile;
 mod matvec;
 mod q5;
-pub(crate) mod q6k;
 mod quantize;
 
 pub use activation::{
@@ -27,7 +27,6 @@ pub use attention::{
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

@@ -14,9 +14,9 @@
 mod activation;
 mod attention;
 mod gemm;
+mod k8;
 mod matvec;
 mod q5;
-mod q6k;
 mod quantize;
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -45,13 +45,12 @@ pub use gemm::{
     gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
     q8x8_group_dot,
 };
+pub(crate) use k8::k8_group_dot;
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q5::{
     gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0, q5_0x4_group_dot,
     q5_1x4_group_dot, q5x4_value,
 };
-pub(crate) use q6k::k8_group_dot;
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k, q6kx8_group_dot, q6kx8_scale, q6kx8_weight};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

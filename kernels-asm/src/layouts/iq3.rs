@@ -608,7 +608,7 @@ pub(crate) mod x86_64 {
     use super::IQ3_ROWS;
     use crate::layout::QK_K;
     use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
-    use crate::x86_64::q6k::TILE_M;
+    use crate::x86_64::k8::TILE_M;
     use crate::x86_64::{Avx2, Dot, Vnni, RUN};
     use core::arch::x86_64::*;
 
@@ -1288,7 +1288,7 @@ pub(crate) mod x86_64 {
                 d: &[f32],
                 offsets: &[i32],
                 nb: usize,
-                res: &mut [[f32; $crate::layouts::iq3::IQ3_ROWS]; $crate::x86_64::q6k::TILE_M],
+                res: &mut [[f32; $crate::layouts::iq3::IQ3_ROWS]; $crate::x86_64::k8::TILE_M],
             ) {
                 let front = front();
                 // SAFETY: the contract of this function is the body's.
@@ -1299,7 +1299,7 @@ pub(crate) mod x86_64 {
                 }
             }
 
-            $crate::x86_64::q6k::k8_entry!(
+            $crate::x86_64::k8::k8_entry!(
                 $name,
                 $gemv,
                 $tiles,

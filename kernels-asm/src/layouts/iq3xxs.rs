@@ -167,14 +167,14 @@ pub mod generic {
 
     forwarding_entry!(
         /// GEMV, IQ3_XXSx8 weights x one Q8_K activation row (shapes as
-        /// [`gemv_q6_kx8_q8_k`](crate::generic::gemv_q6_kx8_q8_k), with
+        /// [`gemv_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemv_q6_kx8_q8_k), with
         /// 784-byte super-blocks).
         q8_k gemv gemv_iq3_xxsx8_q8_k => gemm_iq3_xxsx8_q8_k
     );
 
     forwarding_entry!(
         /// GEMM, IQ3_XXSx8 weights x `m` Q8_K activation rows (shapes as
-        /// [`gemm_q6_kx8_q8_k`](crate::generic::gemm_q6_kx8_q8_k), with
+        /// [`gemm_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemm_q6_kx8_q8_k), with
         /// 784-byte super-blocks).
         q8_k gemm gemm_iq3_xxsx8_q8_k => gemm_k_groups [IQ3XXSX8_BLOCK_BYTES, |g, q, d, _| iq3xxsx8_group_dot(g, q, d)]
     );

@@ -184,14 +184,14 @@ pub mod generic {
 
     forwarding_entry!(
         /// GEMV, IQ4_XSx8 weights x one Q8_K activation row (shapes as
-        /// [`gemv_q6_kx8_q8_k`](crate::generic::gemv_q6_kx8_q8_k), with
+        /// [`gemv_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemv_q6_kx8_q8_k), with
         /// 1088-byte super-blocks).
         q8_k gemv gemv_iq4_xsx8_q8_k => gemm_iq4_xsx8_q8_k
     );
 
     forwarding_entry!(
         /// GEMM, IQ4_XSx8 weights x `m` Q8_K activation rows (shapes as
-        /// [`gemm_q6_kx8_q8_k`](crate::generic::gemm_q6_kx8_q8_k), with
+        /// [`gemm_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemm_q6_kx8_q8_k), with
         /// 1088-byte super-blocks).
         q8_k gemm gemm_iq4_xsx8_q8_k => gemm_k_groups [IQ4XSX8_BLOCK_BYTES, |g, q, d, _| iq4xsx8_group_dot(g, q, d)]
     );
@@ -584,7 +584,7 @@ pub mod x86_64 {
     use super::IQ4_NL_VALUES;
     use super::{IQ4XSX8_BLOCK_BYTES, IQ4XSX8_QUANTS_AT, IQ4XSX8_ROWS, IQ4XSX8_SUB_BYTES};
     use crate::layout::QK_K;
-    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::k8::{k8_entry, TILE_M};
     use crate::x86_64::{Dot, RUN};
     use core::arch::x86_64::*;
 

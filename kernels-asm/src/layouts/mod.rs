@@ -18,6 +18,7 @@ pub mod q2k;
 pub mod q3k;
 pub mod q4k;
 pub mod q5k;
+pub mod q6k;
 
 /// Bytes of a `rows x cols` matrix in an 8-row layout of `super_bytes`-byte
 /// super-blocks (256 weights of 8 rows), padding rows included (`None`: it

@@ -180,14 +180,14 @@ pub mod generic {
 
     forwarding_entry!(
         /// GEMV, Q2_Kx8 weights x one Q8_K activation row (shapes as
-        /// [`gemv_q6_kx8_q8_k`](crate::generic::gemv_q6_kx8_q8_k), with
+        /// [`gemv_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemv_q6_kx8_q8_k), with
         /// 672-byte super-blocks).
         q8_k gemv gemv_q2_kx8_q8_k => gemm_q2_kx8_q8_k
     );
 
     forwarding_entry!(
         /// GEMM, Q2_Kx8 weights x `m` Q8_K activation rows (shapes as
-        /// [`gemm_q6_kx8_q8_k`](crate::generic::gemm_q6_kx8_q8_k), with
+        /// [`gemm_q6_kx8_q8_k`](crate::layouts::q6k::generic::gemm_q6_kx8_q8_k), with
         /// 672-byte super-blocks).
         q8_k gemm gemm_q2_kx8_q8_k => gemm_k_groups [Q2KX8_BLOCK_BYTES, |g, q, d, _| q2kx8_group_dot(g, q, d)]
     );
@@ -558,7 +558,7 @@ pub mod x86_64 {
     use super::generic;
     use super::{Q2KX8_BLOCK_BYTES, Q2KX8_PAIR_BYTES, Q2KX8_ROWS};
     use crate::layout::QK_K;
-    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::k8::{k8_entry, TILE_M};
     use crate::x86_64::Dot;
     use core::arch::x86_64::*;
 

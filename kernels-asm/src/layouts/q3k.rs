@@ -2,7 +2,7 @@
 //! rows at a time, every value kept exactly (docs/kernels.md, "Q3_Kx8").
 //! Here are its geometry and byte order, its repacker (its inverse, which
 //! only the tests use, is `kestrel_tests::unpack_q3_k`), its scalar specification ([`generic`]) and its kernels on
-//! aarch64 (the 8-row K text `k8_kernels!` of `aarch64/q6k.rs`, its quant
+//! aarch64 (the 8-row K text `k8_kernels!` of `aarch64/k8.rs`, its quant
 //! decoding `q3k_quants!` a parameter) and x86_64 (tiles that Q6_Kx8's
 //! driver `k8_gemm` runs), the one of the build also named [`arch`].
 //!
@@ -217,7 +217,7 @@ pub mod generic {
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64 {
     use super::Q3KX8_BLOCK_BYTES;
-    use crate::aarch64::q6k::k8_kernels;
+    use crate::aarch64::k8::k8_kernels;
 
     /// One group's 3-bit quants of Q3_Kx8 (`R` rows 0-3 `$r0`, rows 4-7 `$r1`,
     /// `N` `$n`) into the `i8` values `32 q` of chunks 0..4 (`$c0a`, `$c0b`: rows
@@ -301,7 +301,7 @@ pub mod x86_64 {
     use super::generic;
     use super::{Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES};
     use crate::layout::QK_K;
-    use crate::x86_64::q6k::{k8_entry, TILE_M};
+    use crate::x86_64::k8::{k8_entry, TILE_M};
     use crate::x86_64::{Dot, RUN};
     use core::arch::x86_64::*;
 

@@ -3,9 +3,11 @@
 //! encoding: AVX512-VNNI on 512-bit registers (EVEX, 32 registers, 16 weight
 //! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
 //! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
-//! Q5_0x4 / Q5_1x4, Q4_Kx4 / Q5_Kx4 and Q6_Kx8 tiles for GEMMs of more
-//! than one activation row (the AVX-VNNI CPUs take the table tiles of
-//! `q5.rs`, `q4k.rs` and `q6k.rs`).
+//! Q5_0x4 / Q5_1x4 tiles for GEMMs of more than one activation row (the
+//! AVX-VNNI CPUs take the table tiles of `q5.rs`), and the call and tile
+//! loops (`for_each_tile`, `with_rows!`, `for_each_row!`) that the 512-bit
+//! tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) and `layouts/q6k.rs`
+//! (Q6_Kx8) run on.
 //!
 //! Every tile keeps one weight row per 32-bit lane in every register it
 //! multiplies, so the activation operand is one dword of the activation block
@@ -501,16 +503,13 @@ pub(super) mod avx {
 /// the multiplies per cycle; where a 512-bit operation takes two 256-bit
 /// passes it is the same multiplies in half the instructions.
 pub(crate) mod avx512 {
-    use super::{for_each_tile, gemm_units, row_block, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M};
+    use super::{gemm_units, row_block, MAX_BLOCKS, TILE_M};
     use crate::layout::{
         Q4X4_BLOCK_BYTES, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES,
-        Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS,
-        Q8X8_BLOCK_BYTES, QK, QK_K,
+        Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q8X8_BLOCK_BYTES, QK,
     };
-    use crate::x86_64::{offset_table, RUN};
     use crate::x86_64::{Avx2, Vnni};
     use core::arch::x86_64::*;
-    use core::mem::MaybeUninit;
 
     /// One block's contribution to a tile row's 16 sums, in the scalar
     /// reference's order: `acc + isum as f32 * (dw * da)` per lane (`sw` the
@@ -791,208 +790,6 @@ pub(crate) mod avx512 {
                 } else {
                     add_block(*acc_t, isum, sw, da)
                 };
-            });
-        }
-        for (r, a) in res.iter_mut().zip(acc) {
-            // SAFETY: `r` is 16 writable floats.
-            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-        }
-    }
-
-    /// Activation rows per call of [`gemm_q6kx8`]: its offset table (one
-    /// i32 per 16 quants, rows of up to [`MAX_BLOCKS`] blocks) is 96 KB.
-    const Q6_CALL_ROWS: usize = MAX_ROWS / 2;
-
-    /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows with the 512-bit
-    /// tile: the contract of `q6k::gemm_q6_kx8_q8_k` after its shape checks,
-    /// for `1 <= nb`, `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any
-    /// activation quant (-128 too). Calls of at most [`Q6_CALL_ROWS`]
-    /// activation rows, each forming its rows' offset table once.
-    ///
-    /// # Safety
-    /// `w` holds `groups` row groups of `nb` 1680-byte super-blocks with
-    /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
-    /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-    #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q6kx8(
-        cpu: Avx2,
-        w: &[u8],
-        rows: usize,
-        groups: usize,
-        nb: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        m: usize,
-        out: &mut [f32],
-    ) {
-        debug_assert!(cpu.vnni() == Vnni::Avx512 && nb >= 1 && nb * 8 <= MAX_BLOCKS);
-        let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
-        let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-        // Row groups in pairs (16 rows per vector); an odd last group is
-        // paired with itself and only its own rows are stored.
-        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-        let mut res = [[0.0f32; 16]; TILE_M];
-        for c0 in (0..m).step_by(Q6_CALL_ROWS) {
-            let c1 = (c0 + Q6_CALL_ROWS).min(m);
-            let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
-            let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
-            let call = CallRows {
-                first: c0,
-                end: c1,
-                rows,
-            };
-            for_each_tile(
-                call,
-                groups.div_ceil(2),
-                out,
-                &mut res,
-                |unit, t0, tm, res| {
-                    let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
-                    let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                    let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                    let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
-                    // SAFETY: `wa` and `wb` are whole row groups (`nb`
-                    // super-blocks of 1680 bytes, sliced above); `qs`, `d` and
-                    // `o` hold `tm` (1 to TILE_M) activation rows of `cols`
-                    // quants, `nb` scales and `runs` offsets (sliced above); the
-                    // token proves AVX512-VNNI with F/BW/VL.
-                    unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) };
-                },
-            );
-        }
-    }
-
-    /// Two Q6_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
-    /// rows: `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
-    ///
-    /// The 256-bit VNNI tile of `q6k.rs` on twice the rows: per 16-weight
-    /// run, chunk `s` (0..3) of `wa` and of `wb` fill the two 256-bit
-    /// halves of one register (lane `i` = row `i`); chunks 0-2 are `S &
-    /// 0xFC` and chunk 3 `(S0 & 3) << 6 | (S1 & 3) << 4 | (S2 & 3) << 2`,
-    /// each the `i8` `4 * (q - 32)`, made the unsigned `4q` by flipping its
-    /// sign bit (`vpternlogd` does the mask and the flip at once). Per
-    /// activation row, four `vpdpbusd` with activation dwords broadcast add
-    /// `4q * a` to the run's `offsets` entry (`-128 * sum(a)`), giving `4 *
-    /// sum((q - 32) a)`; `vpmulld` by the row's scale (an i8, widened)
-    /// adds it to `sumi`. Per super-block `acc + (d_w * d_a) * ((4 sumi) >>
-    /// 2)`, the reference's order. Exact in i32 (a super-block's `4 * sumi`
-    /// is at most 256 * 128 * 128 * 128 < 2^31).
-    ///
-    /// # Safety
-    /// `wa.len()` and `wb.len()` must be at least `nb * 1680`, `qs.len()` at
-    /// least `T * nb * 256`, `d.len()` at least `T * nb`, `offsets.len()` at
-    /// least `T * nb * 16` (row `t`'s run `k` at `t * nb * 16 + k`), `1 <= T
-    /// <= TILE_M`, and the CPU must implement AVX512-VNNI with AVX512
-    /// F/BW/VL.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn q6kx8_tile<const T: usize>(
-        wa: &[u8],
-        wb: &[u8],
-        qs: &[i8],
-        d: &[f32],
-        offsets: &[i32],
-        nb: usize,
-        res: &mut [[f32; 16]; TILE_M],
-    ) {
-        debug_assert!(T <= TILE_M);
-        debug_assert!(wa.len() >= nb * Q6KX8_BLOCK_BYTES && wb.len() >= nb * Q6KX8_BLOCK_BYTES);
-        debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb);
-        debug_assert!(offsets.len() >= T * nb * QK_K / RUN);
-        let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
-        let mfc = _mm512_set1_epi8(0xFCu8 as i8);
-        let m3 = _mm512_set1_epi8(3);
-        let flip = _mm512_set1_epi8(i8::MIN);
-        let mut acc = [_mm512_setzero_ps(); T];
-        for b in 0..nb {
-            // SAFETY: super-block b < nb of `wa` and `wb` is bytes 1680b ..
-            // 1680(b + 1) (the function contract).
-            let (sa, sb) = unsafe {
-                (
-                    wa.as_ptr().add(b * Q6KX8_BLOCK_BYTES),
-                    wb.as_ptr().add(b * Q6KX8_BLOCK_BYTES),
-                )
-            };
-            // The next two groups follow `wb` (when they exist).
-            prefetch(
-                sb,
-                nb * Q6KX8_BLOCK_BYTES + b * Q6KX8_BLOCK_BYTES,
-                2 * Q6KX8_BLOCK_BYTES,
-            );
-            let mut sumi = [_mm512_setzero_si512(); T];
-            for p in 0..QK_K / QK {
-                for h in 0..2 {
-                    // The run's bytes in both groups: 8 scales at `8h`, the
-                    // chunks at `16 + 96h` (after the 8 rows' `d`).
-                    let at = 2 * Q6KX8_ROWS + p * Q6KX8_PAIR_BYTES;
-                    // SAFETY: bytes `at .. at + 208` of both super-blocks
-                    // (p < 8); unaligned loads.
-                    let (scales, s) = unsafe {
-                        let (ga, gb) = (sa.add(at), sb.add(at));
-                        let scales = _mm_unpacklo_epi64(
-                            _mm_loadl_epi64(ga.add(8 * h).cast()),
-                            _mm_loadl_epi64(gb.add(8 * h).cast()),
-                        );
-                        let chunk = |k: usize| {
-                            let (ca, cb) =
-                                (ga.add(16 + 96 * h + 32 * k), gb.add(16 + 96 * h + 32 * k));
-                            _mm512_inserti64x4::<1>(
-                                _mm512_castsi256_si512(_mm256_loadu_si256(ca.cast())),
-                                _mm256_loadu_si256(cb.cast()),
-                            )
-                        };
-                        (scales, [chunk(0), chunk(1), chunk(2)])
-                    };
-                    let sc = _mm512_cvtepi8_epi32(scales);
-                    // (S & 0xFC) ^ 0x80 (0x6A: (a & b) ^ c); chunk 3 from the
-                    // low bits (16-bit shifts: the masked bits stay in their
-                    // byte), or'ed (0xFE) and flipped.
-                    let low = |k: usize| _mm512_and_si512(s[k], m3);
-                    let c3 = _mm512_ternarylogic_epi32::<0xFE>(
-                        _mm512_slli_epi16::<6>(low(0)),
-                        _mm512_slli_epi16::<4>(low(1)),
-                        _mm512_slli_epi16::<2>(low(2)),
-                    );
-                    let u = [
-                        _mm512_ternarylogic_epi32::<0x6A>(s[0], mfc, flip),
-                        _mm512_ternarylogic_epi32::<0x6A>(s[1], mfc, flip),
-                        _mm512_ternarylogic_epi32::<0x6A>(s[2], mfc, flip),
-                        _mm512_xor_si512(c3, flip),
-                    ];
-                    for_each_row!(T, |t| {
-                        // SAFETY: row t < T, run `16b + 2p + h` < 16 nb of its
-                        // offsets and bytes `t * cols + 256b + 32p + 16h ..` +
-                        // 16 of `qs` (the function contract); unaligned reads.
-                        let (off, ap) = unsafe {
-                            (
-                                *offsets.get_unchecked(t * runs + b * (QK_K / RUN) + 2 * p + h),
-                                qs.as_ptr()
-                                    .add(t * cols + b * QK_K + p * QK + 16 * h)
-                                    .cast::<i32>(),
-                            )
-                        };
-                        let mut isum = _mm512_set1_epi32(off);
-                        for (k, &uk) in u.iter().enumerate() {
-                            // SAFETY: dword k < 4 of the run; unaligned read.
-                            let a = _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                            isum = _mm512_dpbusd_epi32(isum, uk, a);
-                        }
-                        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(isum, sc));
-                    });
-                }
-            }
-            // SAFETY: bytes 0..16 of both super-blocks: the rows' f16 `d`.
-            let dw = unsafe {
-                _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_loadu_si128(sa.cast())),
-                    _mm_loadu_si128(sb.cast()),
-                ))
-            };
-            for_each_row!(T, |t| {
-                // SAFETY: t < T, b < nb (the function contract).
-                let da = unsafe { *d.get_unchecked(t * nb + b) };
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(da));
-                let f = _mm512_cvtepi32_ps(_mm512_srai_epi32::<2>(sumi[t]));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, f));
             });
         }
         for (r, a) in res.iter_mut().zip(acc) {

@@ -81,9 +81,9 @@ mod activation;
 mod attention;
 pub(crate) mod gemm;
 pub(crate) mod gemm_vnni;
+pub(crate) mod k8;
 mod matvec;
 mod q5;
-pub(crate) mod q6k;
 mod quantize;
 
 pub use activation::{
@@ -96,7 +96,6 @@ pub use attention::{
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
-pub use q6k::{gemm_q6_kx8_q8_k, gemv_q6_kx8_q8_k};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// How far ahead of a weight stream the decode kernels prefetch. The
@@ -165,7 +164,7 @@ pub(crate) const RUN: usize = 16;
 /// weights are `4 * (q - 32) + 128`, so each run's sum starts from this
 /// (this tile's and the 512-bit one's in `gemm_vnni.rs`).
 /// Panics unless `table` holds `qs.len() / 16` entries.
-fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
+pub(crate) fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> &'t [i32] {
     let runs = qs.len() / RUN;
     assert!(table.len() >= runs);
     for (entry, run) in table.iter_mut().zip(qs.chunks_exact(RUN)) {
@@ -256,8 +255,8 @@ pub(crate) unsafe fn act_patterns(p: *const i8) -> [__m256i; 4] {
 pub type Cpu = Avx2;
 
 /// Which `vpdpbusd` the Q4_0x4 and Q8_0x8 GEMM tiles use ([`gemm_vnni`]),
-/// and the Q5_0x4 / Q5_1x4 (`q5`), Q4_Kx4 / Q5_Kx4 (`q4k`) and Q6_Kx8
-/// (`q6k`) tiles.
+/// and the Q5_0x4 / Q5_1x4 (`q5`), Q4_Kx4 / Q5_Kx4 (`layouts::q4k`) and
+/// 8-row K (`k8`, `layouts`) tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vnni {
     /// None: the AVX2 tiles (`vpmaddubsw` / `vpmaddwd`).

@@ -1,12 +1,9 @@
 //! GEMV and GEMM of the 8-row K layouts with Q8_K activations: one text,
-//! `k8_kernels!`, the quant decoding a parameter (Q6_Kx8 here, Q3_Kx8 in
-//! `crate::layouts::q3k`); for Q6_Kx8: `sdot` by lane on
-//! the layout's 6-bit quants, unpacked to `i8` values `4 * (q - 32)` in 1.5
-//! instructions per register (`and` for three chunks of a 16-weight group,
-//! `shl`/`sli`/`sli` for the fourth), the 16 `i8` scales applied exactly
-//! with `mla` on `i32` lanes, and `scvtf #2` undoing the factor 4.
-
-use crate::layout::Q6KX8_BLOCK_BYTES;
+//! `k8_kernels!`, the quant decoding a parameter (Q6_Kx8's in
+//! `crate::layouts::q6k`, Q3_Kx8's in `crate::layouts::q3k`): `sdot` by
+//! lane on the decoded `i8` quants, the 16 `i8` scales of a 32-weight block
+//! applied exactly with `mla` on `i32` lanes, `scvtf` with the layout's
+//! fraction bits undoing the decoding's factor.
 
 /// One 16-weight group of the Q6_Kx8 / Q3_Kx8 tile: its quant loads made
 /// into 8 `sdot` operands `v4`..`v11` by `$nib!` (`q6k_quants!`,
@@ -74,71 +71,6 @@ macro_rules! q6k_group {
 }
 pub(crate) use q6k_group;
 
-/// The quant decoding of Q6_Kx8 (`v31` = 0xfc): `S & 0xFC` is `4 (q - 32)`
-/// for three chunks, `shl`/`sli`/`sli` of the low bits the fourth; `scvtf
-/// #2` undoes the factor 4. Arms: the constant, the fraction bits, a
-/// 32-weight block's 16 `i8` scales into `v0` (`v16`..`v18` free), the
-/// tile's loads and decoding of one group (into `v4`..`v11`), the GEMV's
-/// loads of two groups and the decoding of each (into `v1`..`v6`, `v21`,
-/// `v22` and `v7`..`v12`, `v0`, `v15`).
-#[rustfmt::skip]
-macro_rules! q6k_quants {
-    (setup) => { "movi v31.16b, #0xfc" };
-    (fbits) => { ", #2" };
-    (scales) => { "ld1 {{v0.16b}}, [{w}], #16" };
-    (tile_load) => { concat!(
-        "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64\n", // S0, S1
-        "ld1 {{v8.16b, v9.16b}}, [{w}], #32\n", // S2
-    ) };
-    (tile_decode) => { concat!(
-        "shl v10.16b, v8.16b, #2\n",
-        "shl v11.16b, v9.16b, #2\n",
-        "sli v10.16b, v6.16b, #4\n",
-        "sli v11.16b, v7.16b, #4\n",
-        "sli v10.16b, v4.16b, #6\n",
-        "sli v11.16b, v5.16b, #6\n",
-        "and v4.16b, v4.16b, v31.16b\n",
-        "and v5.16b, v5.16b, v31.16b\n",
-        "and v6.16b, v6.16b, v31.16b\n",
-        "and v7.16b, v7.16b, v31.16b\n",
-        "and v8.16b, v8.16b, v31.16b\n",
-        "and v9.16b, v9.16b, v31.16b\n",
-    ) };
-    (gemv_load) => { concat!(
-        "ld1 {{v1.16b, v2.16b, v3.16b, v4.16b}}, [{w}], #64\n", // g0: S0, S1 (rows 0-3, 4-7)
-        "ld1 {{v5.16b, v6.16b, v7.16b, v8.16b}}, [{w}], #64\n", // g0: S2; g1: S0
-        "ld1 {{v9.16b, v10.16b, v11.16b, v12.16b}}, [{w}], #64", // g1: S1, S2
-    ) };
-    (gemv_dec0) => { concat!(
-        "shl v21.16b, v5.16b, #2\n", // 4th chunk: t2 << 2
-        "shl v22.16b, v6.16b, #2\n",
-        "sli v21.16b, v3.16b, #4\n", // | t1 << 4
-        "sli v22.16b, v4.16b, #4\n",
-        "sli v21.16b, v1.16b, #6\n", // | t0 << 6
-        "sli v22.16b, v2.16b, #6\n",
-        "and v1.16b, v1.16b, v31.16b\n", // chunks 0-2: 4 * (q - 32)
-        "and v2.16b, v2.16b, v31.16b\n",
-        "and v3.16b, v3.16b, v31.16b\n",
-        "and v4.16b, v4.16b, v31.16b\n",
-        "and v5.16b, v5.16b, v31.16b\n",
-        "and v6.16b, v6.16b, v31.16b",
-    ) };
-    (gemv_dec1) => { concat!(
-        "shl v0.16b, v11.16b, #2\n", // 4th chunk: t2 << 2
-        "shl v15.16b, v12.16b, #2\n",
-        "sli v0.16b, v9.16b, #4\n", // | t1 << 4
-        "sli v15.16b, v10.16b, #4\n",
-        "sli v0.16b, v7.16b, #6\n", // | t0 << 6
-        "sli v15.16b, v8.16b, #6\n",
-        "and v7.16b, v7.16b, v31.16b\n", // chunks 0-2: 4 * (q - 32)
-        "and v8.16b, v8.16b, v31.16b\n",
-        "and v9.16b, v9.16b, v31.16b\n",
-        "and v10.16b, v10.16b, v31.16b\n",
-        "and v11.16b, v11.16b, v31.16b\n",
-        "and v12.16b, v12.16b, v31.16b",
-    ) };
-}
-
 /// The GEMV `$gemv` and the GEMM `$gemm` (through the driver in `gemm.rs`),
 /// the GEMV asm loop `$loop` and the 4-row tile `$tile` of an 8-row K
 /// layout of `$bytes`-byte super-blocks (Q6_Kx8, Q3_Kx8) whose quants
@@ -147,7 +79,7 @@ macro_rules! q6k_quants {
 /// the comments are Q6_Kx8's.
 macro_rules! k8_kernels {
     ($gemv:ident, $gemm:ident, $loop:ident, $tile:ident, $nib:ident, $bytes:expr) => {
-        $crate::aarch64::q6k::k8_kernels!([crate::generic] $gemv, $gemm, $loop, $tile, $nib, $bytes);
+        $crate::aarch64::k8::k8_kernels!([crate::generic] $gemv, $gemm, $loop, $tile, $nib, $bytes);
     };
     ([$($g:ident)::+] $gemv:ident, $gemm:ident, $loop:ident, $tile:ident, $nib:ident, $bytes:expr) => {
         $crate::aarch64::gemm::entry_points!(
@@ -155,7 +87,7 @@ macro_rules! k8_kernels {
             $gemv,
             $gemm,
             $crate::aarch64::gemm::GemmKernels {
-                group_rows: $crate::layout::Q6KX8_ROWS,
+                group_rows: $crate::layout::K8_ROWS,
                 block_bytes: $bytes,
                 row: $loop,
                 tile4: Some($tile),
@@ -329,8 +261,8 @@ macro_rules! k8_kernels {
                     "sxtl2 v3.4s, v0.8h",
                     "sxtl v0.4s, v1.4h", // group 2p + 1, rows 0-3
                     "sxtl2 v1.4s, v1.8h",
-                    $crate::aarch64::q6k::q6k_group!($nib, "v2", "v3"), // group 2p + 0
-                    $crate::aarch64::q6k::q6k_group!($nib, "v0", "v1"), // group 2p + 1
+                    $crate::aarch64::k8::q6k_group!($nib, "v2", "v3"), // group 2p + 0
+                    $crate::aarch64::k8::q6k_group!($nib, "v0", "v1"), // group 2p + 1
                     "subs x12, x12, #1",
                     "b.ne 4b",
                     "ld1 {{v4.8h}}, [x15]", // d_w
@@ -404,12 +336,3 @@ macro_rules! k8_kernels {
     };
 }
 pub(crate) use k8_kernels;
-
-k8_kernels!(
-    gemv_q6_kx8_q8_k,
-    gemm_q6_kx8_q8_k,
-    gemv_q6kx8_groups,
-    gemm_q6kx8_tile4,
-    q6k_quants,
-    Q6KX8_BLOCK_BYTES
-);

@@ -9,7 +9,7 @@ use crate::layout::{
     Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES,
     Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK,
 };
-use crate::layouts::iq4nl;
+use crate::layouts::{iq4nl, q5};
 use crate::ShapeError;
 use std::format;
 use std::vec;
@@ -394,17 +394,17 @@ fn gemm_q5_0x4_and_q5_1x4_match_generic() {
         check_gemm(
             cpu,
             (Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5X4_ROWS),
-            arch::gemm_q5_0x4_q8_0,
-            arch::gemv_q5_0x4_q8_0,
-            generic::gemm_q5_0x4_q8_0,
+            q5::arch::gemm_q5_0x4_q8_0,
+            q5::arch::gemv_q5_0x4_q8_0,
+            q5::generic::gemm_q5_0x4_q8_0,
             "q5_0x4",
         );
         check_gemm(
             cpu,
             (Q5X4_ROWS, Q5_1X4_BLOCK_BYTES, 2 * Q5X4_ROWS),
-            arch::gemm_q5_1x4_q8_0,
-            arch::gemv_q5_1x4_q8_0,
-            generic::gemm_q5_1x4_q8_0,
+            q5::arch::gemm_q5_1x4_q8_0,
+            q5::arch::gemv_q5_1x4_q8_0,
+            q5::generic::gemm_q5_1x4_q8_0,
             "q5_1x4",
         );
     }
@@ -417,16 +417,16 @@ fn q5x4_value_follows_the_layout() {
     let mut quants = [0u8; 80];
     // Row 2, weight 4p + k = 4 * 5 + 3 = 23: the high nibble of chunk 1.
     quants[16 + 4 * 2 + 3] = 0xa0;
-    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10);
+    assert_eq!(q5::generic::q5x4_value(&quants, 2, 23), 10);
     quants[64 + 4 * 2 + 3] = 1 << 5;
-    assert_eq!(generic::q5x4_value(&quants, 2, 23), 10 - 16);
+    assert_eq!(q5::generic::q5x4_value(&quants, 2, 23), 10 - 16);
     // Row 0, weight 1: low nibble of chunk 0, plane bit 0 of byte 1.
     quants[1] = 0x0f;
-    assert_eq!(generic::q5x4_value(&quants, 0, 1), 15);
+    assert_eq!(q5::generic::q5x4_value(&quants, 0, 1), 15);
     quants[64 + 1] = 1;
-    assert_eq!(generic::q5x4_value(&quants, 0, 1), -1);
+    assert_eq!(q5::generic::q5x4_value(&quants, 0, 1), -1);
     // All-zero bytes (padding) are q = 16: value 0.
-    assert_eq!(generic::q5x4_value(&[0; 80], 3, 31), 0);
+    assert_eq!(q5::generic::q5x4_value(&[0; 80], 3, 31), 0);
 }
 
 #[test]

@@ -338,7 +338,6 @@ pub fn weights(
 /// that a file holds a source's blocks byte for byte. `None` for the plain
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
-    use kestrel_core::quant::q5;
     use kestrel_core::quant::repack::{self, Layout};
     type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
@@ -356,8 +355,8 @@ pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<
             };
             (Some(unpack), None)
         }
-        Layout::Q5_0x4 => (None, Some(q5::unpack_q5_0)),
-        Layout::Q5_1x4 => (None, Some(q5::unpack_q5_1)),
+        Layout::Q5_0x4 => (None, Some(unpack_q5_0)),
+        Layout::Q5_1x4 => (None, Some(unpack_q5_1)),
         Layout::Q4Kx4 => (None, Some(unpack_q4_k)),
         Layout::Q5Kx4 => (None, Some(unpack_q5_k)),
         Layout::Q6Kx8 => (None, Some(unpack_q6_k)),
@@ -474,6 +473,63 @@ pub fn unpack_q6_k(
         }
     }
     Ok(())
+}
+
+/// The inverse of a Q5 layout's repacker: the real rows of a Q5_0x4 or
+/// Q5_1x4 matrix written back as row-major GGUF blocks, byte for byte.
+fn unpack_q5(
+    f: kestrel_kernels::layouts::q5::Q5Format,
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q5::{check, Q5X4_ROWS};
+    let (nb, row_len) = check(f, out.len(), packed.len(), rows, cols)?;
+    let head = 2 * f.f16s;
+    for (i, sb) in packed.chunks_exact(f.super_bytes).enumerate() {
+        let (g, b) = (i / nb, i % nb);
+        for r in 0..Q5X4_ROWS.min(rows - g * Q5X4_ROWS) {
+            let row = g * Q5X4_ROWS + r;
+            let blk = &mut out[row * row_len + b * f.block_bytes..][..f.block_bytes];
+            for h in 0..f.f16s {
+                blk[2 * h..2 * h + 2].copy_from_slice(&sb[8 * h + 2 * r..][..2]);
+            }
+            let quants = &sb[4 * head..];
+            let mut qh = 0u32;
+            for k in 0..4 {
+                let plane = !quants[64 + 4 * r + k];
+                for p in 0..8 {
+                    qh |= ((plane >> p) as u32 & 1) << (4 * p + k);
+                }
+                for c in 0..4 {
+                    blk[head + 4 + 4 * c + k] = quants[16 * c + 4 * r + k];
+                }
+            }
+            blk[head..head + 4].copy_from_slice(&qh.to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// The inverse of `kestrel_kernels::layouts::q5::repack_q5_0`.
+pub fn unpack_q5_0(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    unpack_q5(kestrel_kernels::layouts::q5::Q5_0, packed, rows, cols, out)
+}
+
+/// The inverse of `kestrel_kernels::layouts::q5::repack_q5_1`.
+pub fn unpack_q5_1(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    unpack_q5(kestrel_kernels::layouts::q5::Q5_1, packed, rows, cols, out)
 }
 
 /// The inverse of a layout that permutes its rows' GGUF bytes (Q4_Kx4,

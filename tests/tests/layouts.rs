@@ -1,6 +1,7 @@
 //! The layouts written whole (`kestrel_kernels::layouts`; the 8-row Q6_Kx8, Q3_Kx8,
 //! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8 and IQ2_Sx8 and
-//! the 4-row Q4_Kx4 and Q5_Kx4 here, whose GGUF blocks are 256 weights): each repacker
+//! the 4-row Q4_Kx4 and Q5_Kx4 here, whose GGUF blocks are 256 weights; and
+//! Q5_0x4 and Q5_1x4, of 32-weight blocks): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
 //! them back), the generic accessors give ggml's dequantized values bit for
 //! bit, and sizes that do not fit are refused. (The kernels against their
@@ -10,11 +11,13 @@ use kestrel_core::gguf::{dequantize_row, GgmlType};
 use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
-use kestrel_kernels::layouts::{iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5k, q6k};
+use kestrel_kernels::layouts::{
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5, q5k, q6k,
+};
 use kestrel_kernels::ShapeError;
 use kestrel_tests::{
     unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs,
-    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_k, unpack_q6_k,
+    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_0, unpack_q5_1, unpack_q5_k, unpack_q6_k,
 };
 
 const MAX_ROWS: usize = 11;
@@ -417,6 +420,151 @@ fn four_row_k_generic_kernels_match_the_dequantized_dot() {
                         k.ty
                     );
                 }
+            }
+        }
+    }
+}
+
+/// `(w, rows, cols, qs, d, m, out)`: a generic GEMM with Q8_0 activations.
+type GenericQ8_0 =
+    fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Result<(), ShapeError>;
+
+/// The Q5 layouts (32-weight blocks, 4 rows): their format, GGUF type,
+/// sizes, repacker, the tests' inverse and generic GEMM.
+/// One Q5 layout of [`Q5_LAYOUTS`].
+type Q5Layout = (
+    q5::Q5Format,
+    GgmlType,
+    fn(usize, usize) -> Option<usize>,
+    Repack,
+    Unpack,
+    GenericQ8_0,
+);
+
+const Q5_LAYOUTS: [Q5Layout; 2] = [
+    (
+        q5::Q5_0,
+        GgmlType::Q5_0,
+        q5::q5_0x4_bytes,
+        q5::repack_q5_0,
+        unpack_q5_0,
+        q5::generic::gemm_q5_0x4_q8_0,
+    ),
+    (
+        q5::Q5_1,
+        GgmlType::Q5_1,
+        q5::q5_1x4_bytes,
+        q5::repack_q5_1,
+        unpack_q5_1,
+        q5::generic::gemm_q5_1x4_q8_0,
+    ),
+];
+
+/// `n` GGUF Q5 blocks of pseudo-random bytes; with `scales`, every `d`
+/// (and `m`) a normal f16 around 0.01 of either sign.
+fn q5_blocks(f: q5::Q5Format, seed: u32, n: usize, scales: bool) -> Vec<u8> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        x >> 8
+    };
+    let mut out = vec![0u8; n * f.block_bytes];
+    for blk in out.chunks_exact_mut(f.block_bytes) {
+        for b in blk.iter_mut() {
+            *b = next() as u8;
+        }
+        if scales {
+            for h in 0..f.f16s {
+                let e = (next() % 0x400) as u16 | 0x2000 | ((next() as u16 & 1) << 15);
+                blk[2 * h..2 * h + 2].copy_from_slice(&e.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn q5_layouts_keep_their_bytes_and_check_sizes() {
+    for (f, ty, bytes, repack, unpack, _) in Q5_LAYOUTS {
+        for rows in 1..=9 {
+            for cols in [32, 64, 96] {
+                let nb = cols / 32;
+                let src = q5_blocks(f, (rows * cols) as u32, rows * nb, false);
+                let mut packed = vec![0xa5u8; bytes(rows, cols).unwrap()];
+                repack(&src, rows, cols, &mut packed).unwrap();
+                // Padding rows: every byte that belongs to them is zero.
+                let last = &packed[(rows.div_ceil(4) - 1) * nb * f.super_bytes..];
+                for sb in last.chunks_exact(f.super_bytes) {
+                    for r in (rows - 1) % 4 + 1..4 {
+                        for h in 0..f.f16s {
+                            assert_eq!(sb[8 * h + 2 * r..][..2], [0, 0], "{ty:?}");
+                        }
+                        let q = &sb[8 * f.f16s..];
+                        for k in 0..4 {
+                            assert_eq!(q[64 + 4 * r + k], 0, "{ty:?}");
+                            for c in 0..4 {
+                                assert_eq!(q[16 * c + 4 * r + k], 0, "{ty:?}");
+                            }
+                        }
+                    }
+                }
+                let mut back = vec![0u8; src.len()];
+                unpack(&packed, rows, cols, &mut back).unwrap();
+                assert_eq!(back, src, "{ty:?} rows {rows} cols {cols}");
+            }
+        }
+        // 2 rows x 64 columns: one group of 2 super-blocks.
+        let bb = 2 * f.block_bytes;
+        let sbb = 2 * f.super_bytes;
+        assert_eq!(bytes(9, 96), Some(3 * 3 * f.super_bytes));
+        assert!(bytes(4, 48).is_none());
+        assert!(bytes(usize::MAX, 64).is_none());
+        let mut out = vec![0u8; sbb];
+        assert!(repack(&vec![0; bb * 2], 2, 64, &mut out[..sbb - 1]).is_err());
+        assert!(repack(&vec![0; bb * 2 - 1], 2, 64, &mut out).is_err());
+        assert!(repack(&vec![0; bb * 2], 2, 64, &mut out).is_ok());
+        assert!(unpack(&out, 2, 64, &mut vec![0; bb * 2 + 1]).is_err());
+        assert!(unpack(&out, 2, 64, &mut vec![0; bb * 2]).is_ok());
+    }
+}
+
+/// Each Q5 layout's generic kernel against ggml's dequantized weights
+/// dotted in f64 with the dequantized Q8_0 activations.
+#[test]
+fn q5_generic_kernels_match_the_dequantized_dot() {
+    use kestrel_kernels::generic::quantize_acts_q8_0;
+    const ROWS: usize = 7;
+    const COLS: usize = 96;
+    const M: usize = 3;
+    for (f, ty, bytes, repack, _, gemm) in Q5_LAYOUTS {
+        let nb = COLS / 32;
+        let src = q5_blocks(f, 99 + f.block_bytes as u32, ROWS * nb, true);
+        let mut packed = vec![0u8; bytes(ROWS, COLS).unwrap()];
+        repack(&src, ROWS, COLS, &mut packed).unwrap();
+        let mut wf = vec![0.0f32; ROWS * COLS];
+        dequantize_row(ty, &src, &mut wf).unwrap();
+        let x: Vec<f32> = (0..M * COLS)
+            .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        let mut qs = vec![0i8; M * COLS];
+        let mut d = vec![0.0f32; M * COLS / 32];
+        quantize_acts_q8_0(&x, &mut qs, &mut d).unwrap();
+        let mut out = vec![0.0f32; M * ROWS];
+        gemm(&packed, ROWS, COLS, &qs, &d, M, &mut out).unwrap();
+        for t in 0..M {
+            for r in 0..ROWS {
+                let (mut dot, mut mag) = (0.0f64, 0.0f64);
+                for j in 0..COLS {
+                    let a = qs[t * COLS + j] as f64 * d[t * nb + j / 32] as f64;
+                    let p = wf[r * COLS + j] as f64 * a;
+                    dot += p;
+                    mag += p.abs();
+                }
+                let got = out[t * ROWS + r] as f64;
+                assert!(
+                    (got - dot).abs() <= 1e-6 * mag + 1e-9,
+                    "{ty:?} t {t} r {r}: {got} vs {dot} (magnitude {mag})"
+                );
             }
         }
     }

@@ -5,14 +5,14 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{q5, repack, QK, QK_K};
+use super::{repack, QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
 use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
 use kestrel_kernels::layouts::{
-    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5k, q6k,
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5, q5k, q6k,
 };
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
@@ -309,8 +309,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_0X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(6, q5::repack_q5_0), // Q5_0
-        gemm: gemm!(Q8_0, gemm_q5_0x4_q8_0),
+        kept: kept(6, |s, r, c, o| Ok(q5::repack_q5_0(s, r, c, o)?)), // Q5_0
+        gemm: gemm!(Q8_0, q5::gemm_q5_0x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q5_1x4,
@@ -322,8 +322,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_1X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(7, q5::repack_q5_1), // Q5_1
-        gemm: gemm!(Q8_0, gemm_q5_1x4_q8_0),
+        kept: kept(7, |s, r, c, o| Ok(q5::repack_q5_1(s, r, c, o)?)), // Q5_1
+        gemm: gemm!(Q8_0, q5::gemm_q5_1x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q4Kx4,

@@ -16,7 +16,6 @@ pub mod f16;
 pub mod kquant;
 pub mod layout;
 pub mod q4_0;
-pub mod q5;
 pub mod q8_0;
 pub mod reference;
 pub mod repack;

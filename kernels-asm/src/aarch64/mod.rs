@@ -14,7 +14,6 @@ pub(crate) mod gemv;
 pub(crate) mod k8;
 pub(crate) mod ktile;
 mod matvec;
-mod q5;
 mod quantize;
 
 pub use activation::{
@@ -26,7 +25,6 @@ pub use attention::{
 };
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// This architecture's capability token under the name every architecture

@@ -16,7 +16,6 @@ mod attention;
 mod gemm;
 mod k8;
 mod matvec;
-mod q5;
 mod quantize;
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -47,10 +46,6 @@ pub use gemm::{
 };
 pub(crate) use k8::k8_group_dot;
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q5::{
-    gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0, q5_0x4_group_dot,
-    q5_1x4_group_dot, q5x4_value,
-};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};
 
 /// f16 bits -> f32 (exact).

@@ -17,6 +17,7 @@ pub mod iq4xs;
 pub mod q2k;
 pub mod q3k;
 pub mod q4k;
+pub mod q5;
 pub mod q5k;
 pub mod q6k;
 

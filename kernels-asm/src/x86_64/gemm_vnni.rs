@@ -4,7 +4,7 @@
 //! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
 //! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
 //! Q5_0x4 / Q5_1x4 tiles for GEMMs of more than one activation row (the
-//! AVX-VNNI CPUs take the table tiles of `q5.rs`), and the call and tile
+//! AVX-VNNI CPUs take the table tiles of `layouts/q5.rs`), and the call and tile
 //! loops (`for_each_tile`, `with_rows!`, `for_each_row!`) that the 512-bit
 //! tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) and `layouts/q6k.rs`
 //! (Q6_Kx8) run on.

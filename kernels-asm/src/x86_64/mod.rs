@@ -83,7 +83,6 @@ pub(crate) mod gemm;
 pub(crate) mod gemm_vnni;
 pub(crate) mod k8;
 mod matvec;
-mod q5;
 mod quantize;
 
 pub use activation::{
@@ -95,7 +94,6 @@ pub use attention::{
 };
 pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
-pub use q5::{gemm_q5_0x4_q8_0, gemm_q5_1x4_q8_0, gemv_q5_0x4_q8_0, gemv_q5_1x4_q8_0};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
 /// How far ahead of a weight stream the decode kernels prefetch. The
@@ -186,7 +184,10 @@ pub(crate) fn offset_table<'t>(qs: &[i8], table: &'t mut [MaybeUninit<i32>]) -> 
 /// for every `b < nb`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn sum_block_pairs(nb: usize, mut pair: impl FnMut(usize, usize) -> __m256) -> __m128 {
+pub(crate) unsafe fn sum_block_pairs(
+    nb: usize,
+    mut pair: impl FnMut(usize, usize) -> __m256,
+) -> __m128 {
     let mut acc = _mm_setzero_ps();
     let mut b = 0;
     while b < nb {
@@ -205,7 +206,7 @@ unsafe fn sum_block_pairs(nb: usize, mut pair: impl FnMut(usize, usize) -> __m25
 /// (the two 128-bit halves of a per-block `vpmaddwd` result) added, exact.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
+pub(crate) fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
     _mm256_add_epi32(
         _mm256_permute2x128_si256::<0x20>(ia, ib),
         _mm256_permute2x128_si256::<0x31>(ia, ib),

@@ -21,6 +21,7 @@
 //! next step.
 
 pub mod api;
+pub mod channel;
 pub mod http;
 pub mod metrics;
 pub mod scheduler;
@@ -30,6 +31,7 @@ use crate::engine::{self, EngineArgs, Need};
 use crate::error::Result;
 use crate::generate;
 use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
+use channel::{RecvError, SendError, Sender};
 use clap::builder::{NonEmptyStringValueParser, ValueParser};
 use clap::{value_parser, ArgMatches, Command};
 use http::{Conn, HttpError};
@@ -46,7 +48,6 @@ use std::fmt::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -374,8 +375,8 @@ pub fn serve(
                 metrics: &metrics,
                 idle: IdleConnections::default(),
             };
-            // A zero-capacity sync_channel would be a rendezvous: keep at least one.
-            let (job_tx, job_rx) = mpsc::sync_channel::<Job>(args.queue.max(1));
+            // At least one waiting job (a zero-capacity queue takes none).
+            let (job_tx, job_rx) = channel::channel::<Job>(args.queue.max(1));
             let open_connections = AtomicUsize::new(0);
             let stops = StopSet::new(&w.cfg, Some(&tok));
             let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
@@ -385,7 +386,7 @@ pub fn serve(
                 let arena = e.arena;
                 let draft = e.draft;
                 let metrics = &metrics;
-                let (init_tx, init_rx) = mpsc::channel::<Result<()>>();
+                let (init_tx, init_rx) = channel::channel::<Result<()>>(1);
                 sc.spawn(move || {
                     let pool = engine::make_pool(threads, no_pin);
                     let kernels = crate::cpu::detect_kernels();
@@ -424,7 +425,7 @@ pub fn serve(
                     }
                     .run(job_rx);
                 });
-                if let Ok(Err(e)) = init_rx.recv() {
+                if let Ok(Err(e)) = init_rx.recv(None) {
                     return Err(e);
                 }
                 ready(addr);
@@ -529,7 +530,7 @@ fn respond_error(conn: &mut Conn, e: &HttpError) {
 /// metrics (an error before its answer is written, so a client that has
 /// read it finds it counted). The first request has `timeout` to arrive,
 /// the next ones `IDLE` (then the connection ends quietly).
-fn handle(stream: TcpStream, sh: &Shared, jobs: &SyncSender<Job>, open: &AtomicUsize) {
+fn handle(stream: TcpStream, sh: &Shared, jobs: &Sender<Job>, open: &AtomicUsize) {
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = stream.set_nodelay(true);
     let mut conn = Conn::new(stream);
@@ -628,7 +629,7 @@ fn admit(sh: &Shared, head: &http::Head) -> Result<(), HttpError> {
 fn answer(
     conn: &mut Conn,
     sh: &Shared,
-    jobs: &SyncSender<Job>,
+    jobs: &Sender<Job>,
     head: &http::Head,
     body: &[u8],
 ) -> Result<u16, HttpError> {
@@ -690,12 +691,7 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-fn chat(
-    conn: &mut Conn,
-    sh: &Shared,
-    jobs: &SyncSender<Job>,
-    body: &[u8],
-) -> Result<(), HttpError> {
+fn chat(conn: &mut Conn, sh: &Shared, jobs: &Sender<Job>, body: &[u8]) -> Result<(), HttpError> {
     let req = api::parse_chat(body).map_err(|m| HttpError::new(400, m))?;
     if !req.images.is_empty() && !model_accepts_images(sh.w) {
         return Err(HttpError::new(400, "model does not accept images"));
@@ -787,7 +783,7 @@ fn chat(
 fn completion(
     conn: &mut Conn,
     sh: &Shared,
-    jobs: &SyncSender<Job>,
+    jobs: &Sender<Job>,
     body: &[u8],
 ) -> Result<(), HttpError> {
     let req = api::parse_completion(body).map_err(|m| HttpError::new(400, m))?;
@@ -1046,7 +1042,7 @@ struct Prompted {
 fn generate_answer(
     conn: &mut Conn,
     sh: &Shared,
-    jobs: &SyncSender<Job>,
+    jobs: &Sender<Job>,
     prompt: Prompted,
     p: &Params,
     kind: Kind,
@@ -1083,7 +1079,7 @@ fn generate_answer(
         ));
     }
     let cancel = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = channel::channel(usize::MAX);
     let job = Job {
         prompt: ids,
         images,
@@ -1130,7 +1126,7 @@ fn generate_answer(
     let queued_at = Instant::now();
     // Counted before the engine can take it (which counts it out).
     sh.metrics.queued.fetch_add(1, Ordering::Relaxed);
-    let sent = jobs.try_send(job);
+    let sent = jobs.send(job);
     if sent.is_err() {
         sh.metrics.queued.fetch_sub(1, Ordering::Relaxed);
     }
@@ -1140,15 +1136,13 @@ fn generate_answer(
                 .prompt_tokens
                 .fetch_add(n as u64, Ordering::Relaxed);
         }
-        Err(TrySendError::Full(_)) => {
+        Err(SendError::Full) => {
             return Err(HttpError::new(
                 429,
                 format!("server busy: {} requests are already waiting", sh.queue),
             ))
         }
-        Err(TrySendError::Disconnected(_)) => {
-            return Err(HttpError::new(503, "the engine has stopped"))
-        }
+        Err(SendError::Disconnected) => return Err(HttpError::new(503, "the engine has stopped")),
     }
     // Whatever happens below, the engine stops this job when we leave.
     struct CancelOnDrop(Arc<AtomicBool>);
@@ -1188,17 +1182,15 @@ fn generate_answer(
     let mut logprobs = Logprobs::new(kind);
     let mut last_token = queued_at;
     let finish = loop {
-        let ev = match rx.recv_timeout(PEER_CHECK) {
+        let ev = match rx.recv(Some(PEER_CHECK)) {
             Ok(ev) => ev,
-            Err(RecvTimeoutError::Timeout) => {
+            Err(RecvError::Empty) => {
                 if http::peer_closed(conn) {
                     return Ok(());
                 }
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                Event::Error("the engine dropped the request".into())
-            }
+            Err(RecvError::Disconnected) => Event::Error("the engine dropped the request".into()),
         };
         let mut finish = None;
         let mut new_call = None;

@@ -25,6 +25,7 @@
 //! generated tokens, decoded with the Q4 copy, are reused only when the file
 //! has one copy).
 
+use super::channel::{Receiver, RecvError, Sender};
 use kestrel_core::error::Error;
 use kestrel_core::generate::{
     prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Driver, Ending, Limits, Prefill,
@@ -39,7 +40,6 @@ use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
 use kestrel_core::speculate::{Adaptive, Drafter, Lookup};
 use kestrel_core::state::{State, MAX_SLOTS};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
 pub use kestrel_core::generate::Finish;
@@ -256,15 +256,14 @@ impl<'a, P: Parallel> Engine<'a, P> {
             while slots.iter().any(Slot::free) {
                 let idle = slots.iter().all(Slot::free);
                 let job = if idle {
-                    match jobs.recv() {
+                    match jobs.recv(None) {
                         Ok(j) => j,
                         Err(_) => return,
                     }
                 } else {
-                    match jobs.try_recv() {
+                    match jobs.recv(Some(std::time::Duration::ZERO)) {
                         Ok(j) => j,
-                        Err(TryRecvError::Empty) => break,
-                        Err(TryRecvError::Disconnected) => break,
+                        Err(RecvError::Empty | RecvError::Disconnected) => break,
                     }
                 };
                 self.metrics.queued.fetch_sub(1, Ordering::Relaxed);

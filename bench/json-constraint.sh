@@ -25,7 +25,8 @@ port, rounds = sys.argv[1], int(sys.argv[2])
 person = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},
     "languages": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
-    "level": {"enum": ["junior", "senior"]}}, "required": ["name", "age", "languages", "level"]}
+    "level": {"enum": ["junior", "senior"]}}, "required": ["name", "age", "languages", "level"],
+    "additionalProperties": False}
 modes = [("plain", None), ("schema", {"type": "json_schema", "json_schema": {"name": "p", "schema": person}}),
          ("object", {"type": "json_object"})]
 prompts = ["Describe a fictional Python developer.", "Describe a fictional Rust developer.",

@@ -5,10 +5,13 @@
 //! tokens sharing a rejected prefix are rejected together.
 //!
 //! Supported: `type` (`object`, `array`, `string`, `number`, `integer`,
-//! `boolean`, `null`, or `[T, "null"]`), `properties`, `required`,
-//! `additionalProperties` (`false`, or `true`: only declared properties are
-//! generated), `items`, `minItems`, `maxItems`, `minLength`, `maxLength`
-//! (characters; an escape is one), `minimum`, `maximum`,
+//! `boolean`, `null`, or `[T, "null"]`), `properties`,
+//! `additionalProperties` (absent or `true`: other keys take any value;
+//! `false`: none; a schema: their values follow it; a key that spells a
+//! property is that property, once; while a key could still spell one, an
+//! escape in it must be one no name holds: not `\/` nor `\u`), `required` (a name beside the properties
+//! is one more, of the other keys' schema), `items`, `minItems`,
+//! `maxItems`, `minLength`, `maxLength` (characters; an escape is one), `minimum`, `maximum`,
 //! `exclusiveMinimum`, `exclusiveMaximum` on integers and numbers (a digit
 //! is accepted only when some value in range still starts with the digits
 //! so far; see `Schema::in_bounds` and `NumBounds::allow`: a bounded
@@ -23,9 +26,9 @@
 //! [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's rule without
 //! `strict`) leaves such a keyword out and enforces the rest, and follows
 //! the first schema of such a union that can begin with a value's first
-//! byte (valid output; a later schema is not chosen for that byte). An object without
-//! `properties` (nor `additionalProperties: false`) takes any keys, one with
-//! `properties: {}` only `{}`; a schema without `type` any value
+//! byte (valid output; a later schema is not chosen for that byte). An
+//! object with `additionalProperties: false` and no properties takes only
+//! `{}`; a schema without `type` any value
 //! (`{"type": "json_object"}` mode is a free object).
 //!
 //! A tool call over several functions ([`Schema::compile_call`], best
@@ -65,6 +68,8 @@ pub const MAX_NUMBER: u8 = 32;
 
 /// The node index meaning "any JSON value".
 const ANY: u16 = u16::MAX;
+/// An object's `extra` when it takes no key but its properties'.
+const NO_EXTRA: u16 = u16::MAX - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -92,14 +97,15 @@ struct Node {
     kind: Kind,
     /// Also accepts `null` (`"type": [T, "null"]`).
     nullable: bool,
-    /// Object: its properties, `props[first..first + count]` (none and
-    /// not `closed`: any keys, any values). Enum: its values,
-    /// `enums[first..first + count]`.
+    /// Object: its properties, `props[first..first + count]`. Enum: its
+    /// values, `enums[first..first + count]`.
     first: u16,
     count: u16,
-    /// Object: only its properties' keys (it has `properties`, even `{}`,
-    /// or `additionalProperties: false`): with none, only `{}`.
-    closed: bool,
+    /// Object: what a key that is not a property's takes
+    /// (`additionalProperties`): `ANY` any value (absent or `true`),
+    /// `NO_EXTRA` none (`false`: only the properties' keys; with none,
+    /// only `{}`), else the node its values follow.
+    extra: u16,
     /// Object: bit i set when property i is required.
     required: u64,
     /// Array: the items' node, and the bounds on their count. Object: the
@@ -119,7 +125,7 @@ const EMPTY_NODE: Node = Node {
     nullable: false,
     first: 0,
     count: 0,
-    closed: false,
+    extra: ANY,
     required: 0,
     items: ANY,
     min_items: 0,
@@ -449,15 +455,54 @@ fn listed(words: &str, key: &crate::json::Str) -> bool {
 /// Annotations and unknown keywords (`title`, `description`, `examples`,
 /// `$comment`, `readOnly`, `deprecated`, `x-...`, a tool's own) are
 /// ignored, as the specification says.
-fn refused_keyword(idx: u16, key: &crate::json::Str, value: &Value) -> bool {
+fn refused_keyword(idx: u16, refs: bool, key: &crate::json::Str, value: &Value) -> bool {
     if listed(IMPLEMENTED, key) {
         return false;
     }
     if key.eq_str("$id") || key.eq_str("id") {
         let anchor = value.as_str_raw().is_some_and(|t| t.starts_with('#'));
-        return idx != 0 && !anchor;
+        return idx != 0 && !anchor && refs;
     }
     listed(CONSTRAINING, key)
+}
+
+/// The first bytes a schema's values can begin with, told by its `type`
+/// alone (a type or a list of them), `None` without one.
+fn type_starts(v: &Value) -> Option<u8> {
+    let one = |t: &crate::json::Str| {
+        [
+            ("object", START_OBJECT),
+            ("array", START_ARRAY),
+            ("string", START_STRING),
+            ("number", START_NUMBER),
+            ("integer", START_NUMBER),
+            ("boolean", START_TRUE | START_FALSE),
+            ("null", START_NULL),
+        ]
+        .iter()
+        .find(|(name, _)| t.eq_str(name))
+        .map(|&(_, starts)| starts)
+    };
+    match v.get("type")? {
+        Value::Array(a) => a.iter().try_fold(0, |m, t| Some(m | one(&t.as_str()?)?)),
+        t => one(&t.as_str()?),
+    }
+}
+
+/// Whether `v`'s `oneOf` schemas each have a `type` and no two can begin
+/// alike (then at most one holds for any value).
+fn one_of_apart(v: &Value) -> bool {
+    let Some(list) = v.get("oneOf").and_then(|l| l.as_array()) else {
+        return false;
+    };
+    let mut seen = 0u8;
+    list.iter().all(|x| match type_starts(&x) {
+        Some(starts) if seen & starts == 0 => {
+            seen |= starts;
+            true
+        }
+        _ => false,
+    })
 }
 
 /// Refuses (as `what`) a schema holding, beside `keyword`, anything but
@@ -552,6 +597,10 @@ pub struct Schema {
     /// Compiling best effort: a keyword it cannot enforce is left out
     /// (the node follows the rest, or takes any value) instead of refused.
     lenient: bool,
+    /// The schema's text may hold a `$ref` (or an escape that could spell
+    /// one): a nested `id`/`$id`, which would move the base of the
+    /// references, is refused; without, it is an annotation.
+    refs: bool,
     /// The keywords a best-effort compile left out: where the subschema
     /// holding each begins (its address while compiling, then its byte
     /// offset in the schema's text), its name (cut to 24 bytes) and the
@@ -592,6 +641,7 @@ impl Schema {
             num_bounds: [NumBounds { lo: None, hi: None }; MAX_NUMBER_BOUNDS],
             n_num_bounds: 0,
             lenient: false,
+            refs: true,
             dropped: [(0, [0; 24], 0); MAX_DROPPED],
             n_dropped: 0,
             text: [0; MAX_TEXT],
@@ -628,6 +678,12 @@ impl Schema {
     fn compile_as(schema: &Value, lenient: bool) -> Result<Schema, SchemaError> {
         let mut s = Schema::empty();
         s.lenient = lenient;
+        let (base, len) = text_span(schema);
+        let raw = match schema {
+            Value::Object(o) => o.raw().as_bytes(),
+            _ => &[],
+        };
+        s.refs = raw.windows(4).any(|w| w == b"$ref" || &w[..2] == b"\\u");
         let mut work: heapless::Vec<(Value, u16), MAX_NODES> = heapless::Vec::new();
         s.root = s.alloc()?;
         let _ = work.push((*schema, s.root));
@@ -637,7 +693,6 @@ impl Schema {
         s.check_unions()?;
         s.check_nesting()?;
         // The left-out keywords' places, as offsets into the schema's text.
-        let (base, len) = text_span(schema);
         for d in s.dropped.iter_mut().take(s.n_dropped) {
             let at = d.0.wrapping_sub(base);
             d.0 = if at < len { at } else { 0 };
@@ -694,7 +749,10 @@ impl Schema {
         };
         let range = n.first as usize..n.first as usize + n.count as usize;
         match n.kind {
-            Kind::Object => 1 + deepest(&mut self.props[range].iter().map(|p| p.1)),
+            Kind::Object => {
+                let extra = (n.extra != NO_EXTRA).then_some(n.extra);
+                1 + deepest(&mut self.props[range].iter().map(|p| p.1).chain(extra))
+            }
             Kind::Array => 1 + deepest(&mut core::iter::once(n.items)),
             Kind::Select | Kind::Union => deepest(&mut self.choices[range].iter().copied()),
             _ => 0,
@@ -774,12 +832,17 @@ impl Schema {
                 v = target.ok_or(unsupported("$ref"))?;
                 continue;
             }
+            // `oneOf` of schemas whose values begin differently (told by
+            // their `type`s): at most one can hold, so it is their union.
+            if v.get("oneOf").is_some() && one_of_apart(&v) {
+                return self.fill_union(idx, &v, "oneOf", nullable, work);
+            }
             if let Some(any) = v.get("anyOf") {
                 let list = any
                     .as_array()
                     .ok_or(SchemaError::Invalid("'anyOf' must be a list"))?;
                 if list.len() > 2 || (list.len() == 2 && !list.iter().any(|x| is_null_schema(&x))) {
-                    return self.fill_union(idx, &v, nullable, work);
+                    return self.fill_union(idx, &v, "anyOf", nullable, work);
                 }
                 only_beside(&v, "anyOf", "anyOf (beside other keywords)")?;
                 let mut other = None;
@@ -807,16 +870,23 @@ impl Schema {
         Ok(())
     }
 
-    /// Node `idx` as a union of the schemas of `v`'s `anyOf` (beside it only
+    /// Node `idx` as a union of the schemas of `v`'s `keyword` (`anyOf`,
+    /// or a `oneOf` whose schemas begin apart; beside it only
     /// annotations), each its own node, queued; `nullable`: `null` too.
     fn fill_union<'v>(
         &mut self,
         idx: u16,
         v: &Value<'v>,
+        keyword: &str,
         nullable: bool,
         work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
     ) -> Result<(), SchemaError> {
-        only_beside(v, "anyOf", "anyOf (beside other keywords)")?;
+        let beside = if keyword == "anyOf" {
+            "anyOf (beside other keywords)"
+        } else {
+            "oneOf (beside other keywords)"
+        };
+        only_beside(v, keyword, beside)?;
         let mut node = Node {
             kind: Kind::Union,
             nullable,
@@ -824,7 +894,7 @@ impl Schema {
             ..EMPTY_NODE
         };
         for x in v
-            .get("anyOf")
+            .get(keyword)
             .and_then(|a| a.as_array())
             .into_iter()
             .flat_map(|a| a.iter())
@@ -868,6 +938,8 @@ impl Schema {
             required: 0b11,
             // Property 0, the name, picks the arguments' schema.
             items: 0,
+            // A call has no other key.
+            extra: NO_EXTRA,
             ..EMPTY_NODE
         };
         for (prop, child) in [("name", name), ("arguments", arguments)] {
@@ -1089,7 +1161,7 @@ impl Schema {
             .ok_or(SchemaError::Invalid("a schema must be an object"))?;
         let mut node = EMPTY_NODE;
         for (key, value) in obj.iter() {
-            if !refused_keyword(idx, &key, &value) {
+            if !refused_keyword(idx, self.refs, &key, &value) {
                 continue;
             }
             let mut name: heapless::String<32> = heapless::String::new();
@@ -1200,13 +1272,19 @@ impl Schema {
             Some(t) if t.eq_str("null") => Kind::Null,
             Some(_) => return Err(SchemaError::Invalid("unknown 'type'")),
         };
-        match v.get("additionalProperties") {
-            None | Some(Value::Bool(_)) => {}
-            Some(_) => return Err(unsupported("additionalProperties (a schema)")),
-        }
         if node.kind == Kind::Object {
-            node.closed = props.is_some()
-                || matches!(v.get("additionalProperties"), Some(Value::Bool(false)));
+            // Keys beside the properties take any value, none, or follow
+            // the schema `additionalProperties` names.
+            node.extra = match v.get("additionalProperties") {
+                None | Some(Value::Bool(true)) => ANY,
+                Some(Value::Bool(false)) => NO_EXTRA,
+                Some(extra) => {
+                    let child = self.alloc()?;
+                    work.push((extra, child))
+                        .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                    child
+                }
+            };
             if let Some(p) = props {
                 let p = p
                     .as_object()
@@ -1251,13 +1329,43 @@ impl Schema {
                     let r = r
                         .as_str()
                         .ok_or(SchemaError::Invalid("'required' must list names"))?;
-                    let i = (0..node.count as usize)
-                        .find(|&i| {
-                            r.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0))
-                        })
-                        .ok_or(SchemaError::Invalid(
-                            "a required property not in 'properties'",
-                        ))?;
+                    let found = (0..node.count as usize).find(|&i| {
+                        r.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0))
+                    });
+                    let i = match found {
+                        Some(i) => i,
+                        // A key the object must have beside its properties:
+                        // one more property, of the other keys' schema.
+                        None if node.extra != NO_EXTRA => {
+                            let name = r
+                                .as_plain()
+                                .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
+                                .ok_or_else(|| {
+                                    unsupported("required (a name that needs escapes)")
+                                })?;
+                            if node.count as usize >= MAX_OBJECT_PROPS {
+                                return Err(SchemaError::TooLarge(
+                                    "more than 64 properties in one object",
+                                ));
+                            }
+                            if self.n_props >= MAX_PROPS {
+                                return Err(SchemaError::TooLarge("more than 128 properties"));
+                            }
+                            if node.count == 0 {
+                                node.first = self.n_props as u16;
+                            }
+                            let span = self.span_of(|w| w.write_str(name))?;
+                            self.props[self.n_props] = (span, node.extra);
+                            self.n_props += 1;
+                            node.count += 1;
+                            node.count as usize - 1
+                        }
+                        None => {
+                            return Err(SchemaError::Invalid(
+                                "a required property not in 'properties'",
+                            ))
+                        }
+                    };
                     node.required |= 1 << i;
                 }
             }
@@ -1501,10 +1609,13 @@ enum Frame {
         min: u16,
         max: u16,
     },
-    /// A declared property name after its `"`: candidates, bytes matched.
+    /// A declared property name after its `"`: candidates, bytes matched;
+    /// `esc`: after a `\\` (an open object's other key, if the escape is
+    /// one no name holds).
     Key {
         cand: u64,
         off: u16,
+        esc: bool,
     },
     /// A number: its state (see `Matcher::number`), bytes so far; its
     /// node (an integer's or a number's bounds), sign and digits so far
@@ -1848,7 +1959,7 @@ impl Matcher {
                     },
                 }
             }
-            Frame::Key { cand, off } => {
+            Frame::Key { cand, off, esc } => {
                 let Some(Frame::Object {
                     node, seen, choice, ..
                 }) = self.stack[..self.len - 1].last().copied()
@@ -1856,25 +1967,31 @@ impl Matcher {
                     return Step::Reject;
                 };
                 let n = s.node(node);
+                let open = n.extra != NO_EXTRA;
                 let name = |i: u32| s.prop_name(n.first as usize + i as usize);
-                if b == b'"' {
-                    // The candidate whose name ends here.
+                if b == b'"' && !esc {
+                    // The candidate whose name ends here (a property seen
+                    // already: refused), else another key.
+                    let mut prop = ANY;
                     let mut bits = cand;
                     while bits != 0 {
                         let i = bits.trailing_zeros();
                         bits &= bits - 1;
                         if name(i).len() == off as usize {
-                            self.len -= 1;
-                            self.set_top(Frame::Object {
-                                node,
-                                seen,
-                                st: ObjSt::Colon { prop: i as u16 },
-                                choice,
-                            });
-                            return Step::Accept;
+                            prop = i as u16;
                         }
                     }
-                    return Step::Reject;
+                    if (prop == ANY && !open) || (prop != ANY && seen & 1 << prop != 0) {
+                        return Step::Reject;
+                    }
+                    self.len -= 1;
+                    self.set_top(Frame::Object {
+                        node,
+                        seen,
+                        st: ObjSt::Colon { prop },
+                        choice,
+                    });
+                    return Step::Accept;
                 }
                 let mut keep = 0u64;
                 let mut bits = cand;
@@ -1885,12 +2002,43 @@ impl Matcher {
                         keep |= 1 << i;
                     }
                 }
-                if keep == 0 {
-                    return Step::Reject;
+                if keep == 0 || esc {
+                    // Past every property's name: another key of an open
+                    // object, the rest of it a string. An escape while a
+                    // name could still be spelled is one of the characters
+                    // no name holds (a quote, a backslash, a control
+                    // character), never `\\/` or `\\u` (which might spell
+                    // one).
+                    if !open
+                        || (esc && !matches!(b, b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't'))
+                    {
+                        return Step::Reject;
+                    }
+                    if cand != 0 && b == b'\\' {
+                        self.set_top(Frame::Key {
+                            cand,
+                            off,
+                            esc: true,
+                        });
+                        return Step::Accept;
+                    }
+                    let rest = Frame::Str {
+                        esc: esc as u8,
+                        utf8: 0,
+                        lo: 0,
+                        hi: 0,
+                        key: true,
+                        chars: 0,
+                        min: 0,
+                        max: u16::MAX,
+                    };
+                    self.set_top(rest);
+                    return self.step(s, rest, b);
                 }
                 self.set_top(Frame::Key {
                     cand: keep,
                     off: off + 1,
+                    esc: false,
                 });
                 Step::Accept
             }
@@ -2149,7 +2297,8 @@ impl Matcher {
             return st;
         }
         let n = s.node(node);
-        let free = n.count == 0 && !n.closed;
+        let open = n.extra != NO_EXTRA;
+        let free = n.count == 0 && open;
         let all = if n.count == 0 {
             0
         } else {
@@ -2164,7 +2313,7 @@ impl Matcher {
                     Step::Reject
                 }
             }
-            (ObjSt::AfterValue, b',') if free || seen != all => {
+            (ObjSt::AfterValue, b',') if open || seen != all => {
                 self.set_top(Frame::Object {
                     node,
                     seen,
@@ -2187,8 +2336,11 @@ impl Matcher {
                     })
                 } else {
                     // A property whose schema its discriminant picks waits
-                    // for the discriminant's value.
-                    let mut cand = all & !seen;
+                    // for the discriminant's value. An open object's key
+                    // is checked against every property (one seen again is
+                    // refused when it ends); a key that leaves them all is
+                    // another key.
+                    let mut cand = if open { all } else { all & !seen };
                     if choice == u8::MAX {
                         for i in 0..n.count as usize {
                             if s.node(s.props[n.first as usize + i].1).kind == Kind::Select {
@@ -2196,7 +2348,12 @@ impl Matcher {
                             }
                         }
                     }
-                    cand != 0 && self.push(Frame::Key { cand, off: 0 })
+                    (cand != 0 || open)
+                        && self.push(Frame::Key {
+                            cand,
+                            off: 0,
+                            esc: false,
+                        })
                 };
                 if ok {
                     Step::Accept
@@ -2206,7 +2363,7 @@ impl Matcher {
             }
             (ObjSt::Colon { prop }, b':') => {
                 let (mut child, seen) = if prop == ANY {
-                    (ANY, seen)
+                    (n.extra, seen)
                 } else {
                     (
                         s.props[n.first as usize + prop as usize].1,
@@ -2382,14 +2539,15 @@ mod tests {
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
     /// range, a `-` where no negative is allowed, `-0`) gets in; the
-    /// An object with `properties: {}` or `additionalProperties: false` and
-    /// no properties takes only `{}` (both took any keys: MaskBench's
-    /// Github_trivial o44006 and o79447); one with neither takes any keys.
+    /// An object with `additionalProperties: false` and no properties
+    /// takes only `{}` (it took any keys: MaskBench's Github_trivial o44006
+    /// and o79447); one without (`properties: {}` too) takes any keys.
     #[test]
     fn an_object_closed_without_properties_is_empty() {
+        let s = schema(r#"{"type":"object","properties":{}}"#);
+        assert!(complete(&s, "{}") && complete(&s, r#"{"key":"value"}"#));
         for text in [
             r#"{"type":"object","properties":{},"additionalProperties":false}"#,
-            r#"{"type":"object","properties":{}}"#,
             r#"{"type":"object","additionalProperties":false}"#,
         ] {
             let s = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap();
@@ -2421,7 +2579,7 @@ mod tests {
                 "unevaluatedProperties",
             ),
             (
-                r#"{"properties":{"a":{"$id":"http://x/a","type":"string"}}}"#,
+                r##"{"$defs":{"i":{"type":"integer"}},"properties":{"a":{"$id":"http://x/a","type":"string"},"b":{"$ref":"#/$defs/i"}}}"##,
                 "$id",
             ),
             (
@@ -2449,9 +2607,11 @@ mod tests {
             let s = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap();
             assert!(complete(&s, good) && !complete(&s, bad), "{text}");
         }
-        // Required keys it cannot declare: refused, never ignored.
-        let text = br#"{"items":{"host":{"type":"string"},"required":["host"]}}"#;
-        assert!(Schema::compile(&parse(text).unwrap()).is_err());
+        // A required key beside the properties is one more property, of
+        // the other keys' schema (any value here).
+        let s = schema(r#"{"items":{"host":{"type":"string"},"required":["host"]}}"#);
+        assert!(complete(&s, r#"[{"host":1},{"host":"h","port":2}]"#));
+        assert!(!complete(&s, r#"[{"port":2}]"#));
     }
 
     /// A best-effort compile lists what it left out, with where.
@@ -2965,6 +3125,42 @@ mod tests {
     /// str]`, `Union[List[str], Model, None]`): the value's first byte picks
     /// the schema, which then holds to the end; schemas that can begin alike
     /// are refused by name.
+    /// `oneOf` whose schemas' `type`s begin apart is their union (at most
+    /// one holds); one whose schemas could both hold a value is refused.
+    #[test]
+    fn one_of_schemas_that_begin_apart() {
+        let s = schema(
+            r#"{"oneOf":[{"type":"string","maxLength":2},{"type":["integer","null"],"minimum":3},{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"]}]}"#,
+        );
+        for good in [r#""ab""#, "3", "null", r#"{"a":true}"#] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [r#""abc""#, "2", "true", "{}", "[]"] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        for text in [
+            r#"{"oneOf":[{"type":"integer"},{"type":"number"}]}"#,
+            r#"{"oneOf":[{"type":"string"},{"enum":["a"]}]}"#,
+            r#"{"oneOf":[{"type":"string"}],"minLength":2}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(text.as_bytes()).unwrap()).is_err(),
+                "{text}"
+            );
+        }
+    }
+
+    /// A nested `id` or `$id` moves the base of references: refused in a
+    /// schema with a `$ref`, an annotation in one without.
+    #[test]
+    fn nested_ids_matter_only_beside_references() {
+        let s =
+            schema(r#"{"type":"object","properties":{"a":{"id":"http://x/a","type":"integer"}}}"#);
+        assert!(complete(&s, r#"{"a":1}"#) && !complete(&s, r#"{"a":"x"}"#));
+        let text = br##"{"$defs":{"i":{"type":"integer"}},"properties":{"a":{"$id":"http://x/a","properties":{"b":{"$ref":"#/$defs/i"}}}}}"##;
+        assert!(Schema::compile(&parse(text).unwrap()).is_err());
+    }
+
     #[test]
     fn unions_of_schemas_that_begin_differently() {
         let schema = r#"{"type":"object","properties":{
@@ -3045,6 +3241,9 @@ mod tests {
             r#"{"name":"count","arguments":{"n":3}}"#,
             r#"{"name":"get","arguments":{"key":"k"}}"#,
             r#"{"name":"get","arguments":{}}"#,
+            // Parameters without `additionalProperties: false` take other
+            // keys too.
+            r#"{"name":"get","arguments":{"city":"Paris"}}"#,
         ] {
             assert!(complete(&s, good), "{good}");
         }
@@ -3053,7 +3252,7 @@ mod tests {
             r#"{"name":"get_weather","arguments":{"n":3}}"#,
             r#"{"name":"count","arguments":{"city":"Paris"}}"#,
             r#"{"name":"count","arguments":{"n":"3"}}"#,
-            r#"{"name":"get","arguments":{"city":"Paris"}}"#,
+            r#"{"name":"get","arguments":{"key":1}}"#,
             r#"{"arguments":{"n":3},"name":"count"}"#,
             r#"{"name":"other","arguments":{}}"#,
             r#"{"name":"count"}"#,
@@ -3065,7 +3264,7 @@ mod tests {
             &s,
             r#"{"name":"get_weather","arguments":{"unit":"c"#
         ));
-        assert!(!prefix(&s, r#"{"name":"count","arguments":{"u"#));
+        assert!(!prefix(&s, r#"{"name":"count","arguments":{"n":""#));
         assert!(matches!(
             Schema::compile_call(&[]),
             Err(SchemaError::Invalid(_))
@@ -3103,6 +3302,36 @@ mod tests {
         }
     }
 
+    /// Keys beside the properties: any value without
+    /// `additionalProperties` (or with `true`), none with `false`, else its
+    /// schema's values; a property's key is never taken as another key.
+    #[test]
+    fn keys_beside_the_properties_follow_additional_properties() {
+        let s = schema(
+            r#"{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"null"}},
+               "additionalProperties":{"type":"string","maxLength":2}}"#,
+        );
+        for good in [
+            r#"{"a":1,"b":"xy"}"#,
+            r#"{"b":"","a":1,"ab":null,"abc":"z","":"e"}"#,
+            "{}",
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"a":1,"b":2}"#,
+            r#"{"a":"x"}"#,
+            r#"{"abc":"xyz"}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"ab":null,"ab":"x"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        let s = schema(r#"{"properties":{"a":{}},"additionalProperties":false}"#);
+        assert!(complete(&s, r#"{"a":[1]}"#));
+        assert!(!prefix(&s, r#"{"b"#) && !complete(&s, r#"{"a":1,"a":2}"#));
+    }
+
     #[test]
     fn objects_properties_required_and_types() {
         let s = schema(
@@ -3117,14 +3346,26 @@ mod tests {
             r#"{"name":"","age":0,"tags":["a","b"],"kind":"dog","ok":null,"score":-1.5e+3}"#,
             r#"{"name":"x","age":1,"kind":3,"ok":true}"#,
             r#"{"name":"x","age":1,"kind":null}"#,
+            // Keys beside the properties (no `additionalProperties: false`).
+            r#"{"name":"Tom","age":3,"extra":{"a":[1]},"nam":2,"names":"x"}"#,
+            r#"{"x\"y":1,"name":"Tom","é\u00e9":[],"age":3}"#,
         ] {
             assert!(complete(&s, good), "{good}");
         }
+        // An escape while a property's name could still be spelled is one
+        // no name holds, never `\u` or `\/` (`\u006eame` would be `name`);
+        // after, any escape.
+        assert!(!prefix(&s, r#"{"na\u"#) && !prefix(&s, r#"{"\u006e"#));
+        assert!(!prefix(&s, r#"{"\/"#) && !prefix(&s, r#"{"na\x"#));
+        assert!(prefix(&s, r#"{"nx\u00e9"#), "a");
+        assert!(prefix(&s, r#"{"name\"""#), "b");
+        assert!(complete(&s, r#"{"name\"":1,"name":"a","age":1}"#), "c");
+        assert!(complete(&s, r#"{"na\nme":1,"\t":2,"name":"a","age":1}"#));
         for bad in [
             r#"{"name":"Tom"}"#,
             r#"{"name":"Tom","age":3.5}"#,
-            r#"{"name":"Tom","age":3,"extra":1}"#,
             r#"{"name":"Tom","age":3,"name":"x"}"#,
+            r#"{"name":"Tom","age":3,"extra":1,"age":4}"#,
             r#"{"name":"a","age":1,"tags":["a","b","c"]}"#,
             r#"{"name":"a","age":1,"kind":"cow"}"#,
             r#"{"name":"a","age":01}"#,
@@ -3136,8 +3377,7 @@ mod tests {
             assert!(!complete(&s, bad), "{bad}");
         }
         // Prefixes: a number may continue; a partial key is fine.
-        assert!(prefix(&s, r#"{"na"#));
-        assert!(!prefix(&s, r#"{"nx"#));
+        assert!(prefix(&s, r#"{"na"#) && prefix(&s, r#"{"nx"#));
         assert!(prefix(&s, r#"{"name":"a","age":12"#));
         // Whitespace runs are capped.
         assert!(prefix(
@@ -3179,7 +3419,10 @@ mod tests {
         assert!(err(r#"{"type":"string","pattern":"a+"}"#).contains("'pattern'"));
         assert!(err(r##"{"$ref":"#/x"}"##).contains("'$ref'"));
         assert!(err(r#"{"anyOf":[]}"#).contains("'anyOf'"));
-        assert!(err(r#"{"type":"object","required":["x"]}"#).contains("not in 'properties'"));
+        assert!(
+            err(r#"{"type":"object","additionalProperties":false,"required":["x"]}"#)
+                .contains("not in 'properties'")
+        );
         assert!(err(r#"{"enum":[{"a":1}]}"#).contains("enum"));
         let mut big = std::string::String::from(r#"{"type":"object","properties":{"#);
         for i in 0..70 {

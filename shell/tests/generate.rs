@@ -181,7 +181,9 @@ fn run_with_a_json_schema_answers_valid_json() {
     let schema = dir.join("s.json");
     std::fs::write(
         &schema,
-        r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]}},"required":["ok","kind"]}"#,
+        // No other key: the fixture (a random model) would write keys
+        // without end.
+        r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]}},"required":["ok","kind"],"additionalProperties":false}"#,
     )
     .unwrap();
     let out = kestrel()

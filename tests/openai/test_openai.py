@@ -71,9 +71,10 @@ def validate(value, schema):
     if kind == "object":
         props = schema.get("properties", {})
         assert set(schema.get("required", [])) <= set(value), (value, schema)
-        assert set(value) <= set(props) or not props, (value, schema)
+        extra = schema.get("additionalProperties", True)
+        assert extra is not False or set(value) <= set(props), (value, schema)
         for k, v in value.items():
-            validate(v, props.get(k, {}))
+            validate(v, props.get(k, extra if isinstance(extra, dict) else {}))
     if kind == "array":
         assert len(value) <= schema.get("maxItems", len(value)), value
         for v in value:
@@ -212,7 +213,10 @@ def tool_checks(binary, model):
             "name": {"type": "string"}, "age": {"type": "integer"},
             "languages": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
             "level": {"enum": ["junior", "senior"]}},
-            "required": ["name", "age", "languages", "level"]}
+            "required": ["name", "age", "languages", "level"],
+            # Only these keys (OpenAI's strict mode asks for it; without it
+            # JSON Schema lets the model add keys of its own).
+            "additionalProperties": False}
         fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": person, "strict": True}}
         ask = [{"role": "user", "content": "Describe a fictional Python developer."}]
         for temp in [0, 0.9]:

@@ -1336,8 +1336,9 @@ fn json_schema_answers_are_valid_and_equal_kestrel_run() {
     let srv = Server::start(2, &[]);
     // Small enough that the fixture (a random model, fond of whitespace)
     // finishes within the test server's context: whitespace runs are
-    // capped, so the answer is at most ~200 bytes.
-    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13},"tag":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":4},{"type":"null"}]},"w":{"type":"number","exclusiveMinimum":0,"maximum":9.5}},"required":["ok","kind","age","tag","w"]}"#;
+    // capped and no other key is allowed, so the answer is at most ~200
+    // bytes.
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"exclusiveMaximum":13},"tag":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":4},{"type":"null"}]},"w":{"type":"number","exclusiveMinimum":0,"maximum":9.5}},"required":["ok","kind","age","tag","w"],"additionalProperties":false}"#;
     let msgs = [(Role::User, "Describe a pet as JSON.")];
     for (temp, seed) in [(0.0, 1u64), (0.9, 7)] {
         let extra = format!(

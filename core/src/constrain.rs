@@ -11,7 +11,9 @@
 //! property is that property, once; while a key could still spell one, an
 //! escape in it must be one no name holds: not `\/` nor `\u`), `required` (a name beside the properties
 //! is one more, of the other keys' schema), `items`, `minItems`,
-//! `maxItems`, `minLength`, `maxLength` (characters; an escape is one), `minimum`, `maximum`,
+//! `maxItems`, `minLength`, `maxLength` (characters; an escape is one),
+//! `format` (the ones [`format`] enforces; an undefined name is an
+//! annotation), `minimum`, `maximum`,
 //! `exclusiveMinimum`, `exclusiveMaximum` on integers and numbers (a digit
 //! is accepted only when some value in range still starts with the digits
 //! so far; see `Schema::in_bounds` and `NumBounds::allow`: a bounded
@@ -44,6 +46,8 @@
 
 use crate::json::{write_python_json, Value};
 use core::fmt::{self, Write};
+
+mod format;
 
 /// Most schema nodes (each subschema is one).
 pub const MAX_NODES: usize = 64;
@@ -463,7 +467,17 @@ fn refused_keyword(idx: u16, refs: bool, key: &crate::json::Str, value: &Value) 
         let anchor = value.as_str_raw().is_some_and(|t| t.starts_with('#'));
         return idx != 0 && !anchor && refs;
     }
+    if key.eq_str("format") {
+        // An enforced format or a name JSON Schema does not define (an
+        // annotation); refused: one it defines that is not enforced.
+        return format_of(value).is_none();
+    }
     listed(CONSTRAINING, key)
+}
+
+/// The format a `format` value names ([`format::by_name`]).
+fn format_of(v: &Value) -> Option<u8> {
+    format::by_name(v.as_str()?.as_plain()?)
 }
 
 /// The first bytes a schema's values can begin with, told by its `type`
@@ -1255,10 +1269,15 @@ impl Schema {
         // its values are a subset of the valid ones (which the keyword
         // constrains only when they are of its kind), never one it forbids.
         let has = |keys: &[&str]| keys.iter().any(|k| v.get(k).is_some());
+        // An enforced `format` (one refused was left out or is an error).
+        let format = v
+            .get("format")
+            .and_then(|f| format_of(&f))
+            .filter(|&c| c != format::NONE);
         node.kind = match kind {
             None if has(&["properties", "required", "additionalProperties"]) => Kind::Object,
             None if has(&["items", "minItems", "maxItems"]) => Kind::Array,
-            None if has(&["minLength", "maxLength"]) => Kind::String,
+            None if has(&["minLength", "maxLength"]) || format.is_some() => Kind::String,
             None if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) => {
                 Kind::Number
             }
@@ -1387,6 +1406,13 @@ impl Schema {
             node.max_items = bound("maxLength")?.unwrap_or(u16::MAX);
             if node.min_items > node.max_items {
                 return Err(SchemaError::Invalid("minLength above maxLength"));
+            }
+            if let Some(f) = format {
+                // A format's automaton counts no characters.
+                if has(&["minLength", "maxLength"]) {
+                    return Err(unsupported("format (beside minLength or maxLength)"));
+                }
+                node.items = f as u16;
             }
         }
         self.bounds(&mut node, v)?;
@@ -1628,6 +1654,12 @@ enum Frame {
         neg: bool,
         mag: u64,
         fd: u8,
+    },
+    /// A string of a `format` ([`format`]) after its `"`: the format and
+    /// its automaton's state.
+    Formatted {
+        fmt: u8,
+        st: u64,
     },
     /// `true`, `false` or `null`, `off` bytes matched.
     Lit {
@@ -1959,6 +1991,22 @@ impl Matcher {
                     },
                 }
             }
+            Frame::Formatted { fmt, st } => {
+                if b == b'"' {
+                    if !format::done(fmt, st) {
+                        return Step::Reject;
+                    }
+                    self.len -= 1;
+                    return Step::Accept;
+                }
+                match format::step(fmt, st, b) {
+                    Some(st) => {
+                        self.set_top(Frame::Formatted { fmt, st });
+                        Step::Accept
+                    }
+                    None => Step::Reject,
+                }
+            }
             Frame::Key { cand, off, esc } => {
                 let Some(Frame::Object {
                     node, seen, choice, ..
@@ -2224,6 +2272,12 @@ impl Matcher {
                 count: 0,
                 st: ArrSt::Open,
             }),
+            b'"' if !any && n.kind == Kind::String && n.items != ANY => {
+                self.push(Frame::Formatted {
+                    fmt: n.items as u8,
+                    st: 0,
+                })
+            }
             b'"' if any || n.kind == Kind::String => self.push(Frame::Str {
                 esc: 0,
                 utf8: 0,
@@ -2571,7 +2625,7 @@ mod tests {
         let s = Schema::compile(&parse(ignored.as_bytes()).unwrap()).unwrap();
         assert!(complete(&s, r#"{"a":"x"}"#));
         for (text, name) in [
-            (r#"{"type":"string","format":"email"}"#, "format"),
+            (r#"{"type":"string","format":"uri"}"#, "format"),
             (r#"{"type":"object","minProperties":1}"#, "minProperties"),
             (r#"{"type":"array","uniqueItems":true}"#, "uniqueItems"),
             (
@@ -3014,7 +3068,7 @@ mod tests {
     /// the place of its schema.
     #[test]
     fn lenient_schemas_enforce_the_rest() {
-        let text = r#"{"type":"object","properties":{"unit":{"type":"string","enum":["c","f"]},"at":{"type":"string","format":"date-time"},"n":{"anyOf":[{"type":"integer"},{"type":"number"}]},"k":{"type":"integer","minimum":10}},"required":["unit","at","n","k"],"additionalProperties":false}"#;
+        let text = r#"{"type":"object","properties":{"unit":{"type":"string","enum":["c","f"]},"at":{"type":"string","format":"uri"},"n":{"anyOf":[{"type":"integer"},{"type":"number"}]},"k":{"type":"integer","minimum":10}},"required":["unit","at","n","k"],"additionalProperties":false}"#;
         let v = parse(text.as_bytes()).unwrap();
         let e = Schema::compile(&v).unwrap_err();
         let at = e.offset().unwrap();
@@ -3125,6 +3179,38 @@ mod tests {
     /// str]`, `Union[List[str], Model, None]`): the value's first byte picks
     /// the schema, which then holds to the end; schemas that can begin alike
     /// are refused by name.
+    /// A string's `format` (date, time, date-time, uuid, ipv4, email) is
+    /// its automaton; a name JSON Schema does not define is an annotation;
+    /// one it defines and the constraint does not enforce is refused.
+    #[test]
+    fn formats_are_enforced_or_refused() {
+        let s = schema(
+            r#"{"type":"object","properties":{"d":{"type":"string","format":"date"},"u":{"format":"uuid"},"p":{"type":"string","format":"path"}},"additionalProperties":false}"#,
+        );
+        assert!(complete(
+            &s,
+            r#"{"d":"2024-02-29","u":"123e4567-e89b-12d3-a456-426614174000","p":"a b"}"#
+        ));
+        for bad in [
+            r#"{"d":"2023-02-29"}"#,
+            r#"{"d":"2024-02-29 "}"#,
+            r#"{"u":"x"}"#,
+            r#"{"d":"\u0032"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        assert!(!prefix(&s, r#"{"d":"2024-3"#) && prefix(&s, r#"{"d":"2024-1"#));
+        for text in [
+            r#"{"type":"string","format":"uri"}"#,
+            r#"{"type":"string","format":"date","maxLength":10}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(text.as_bytes()).unwrap()).is_err(),
+                "{text}"
+            );
+        }
+    }
+
     /// `oneOf` whose schemas' `type`s begin apart is their union (at most
     /// one holds); one whose schemas could both hold a value is refused.
     #[test]

@@ -232,7 +232,7 @@ def tool_checks(binary, model):
         try:
             client.chat.completions.create(model="m", messages=ask, response_format={
                 "type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
-                    "type": "string", "format": "email"}}})
+                    "type": "string", "format": "uri"}}})
             raise AssertionError("an unsupported keyword was accepted under strict")
         except openai.BadRequestError as e:
             assert "'format'" in str(e), e

@@ -50,19 +50,19 @@ use core::fmt::{self, Write};
 mod format;
 
 /// Most schema nodes (each subschema is one).
-pub const MAX_NODES: usize = 64;
+pub const MAX_NODES: usize = 256;
 /// Most properties, over all objects of a schema.
-pub const MAX_PROPS: usize = 128;
+pub const MAX_PROPS: usize = 512;
 /// Most properties of one object.
 pub const MAX_OBJECT_PROPS: usize = 64;
 /// Most `enum` values, over all enums of a schema (at most 64 per enum).
-pub const MAX_ENUM: usize = 128;
+pub const MAX_ENUM: usize = 512;
 /// Most functions of a tool-call schema ([`Schema::compile_call`]).
 pub const MAX_CALLS: usize = 16;
 /// Most schemas `Select` and `Union` nodes choose among, together.
-pub const MAX_CHOICES: usize = 64;
+pub const MAX_CHOICES: usize = 128;
 /// Bytes of property names and enum values, together.
-pub const MAX_TEXT: usize = 4096;
+pub const MAX_TEXT: usize = 16384;
 /// Most nesting of objects, arrays and strings in the output.
 pub const MAX_DEPTH: usize = 24;
 /// Most whitespace bytes in a row outside strings.
@@ -621,6 +621,9 @@ pub struct Schema {
     /// name's length; how many in all.
     dropped: [(usize, [u8; 24], u8); MAX_DROPPED],
     n_dropped: usize,
+    /// Nodes of a `type` list's union, each the schema with one of the
+    /// list's types (node, the type's place in the list).
+    forced: heapless::Vec<(u16, u8), 64>,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -658,6 +661,7 @@ impl Schema {
             refs: true,
             dropped: [(0, [0; 24], 0); MAX_DROPPED],
             n_dropped: 0,
+            forced: heapless::Vec::new(),
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -704,6 +708,7 @@ impl Schema {
         while let Some((v, idx)) = work.pop() {
             s.fill_node(idx, &v, schema, &mut work)?;
         }
+        s.key_unions()?;
         s.check_unions()?;
         s.check_nesting()?;
         // The left-out keywords' places, as offsets into the schema's text.
@@ -918,12 +923,51 @@ impl Schema {
                 .choices
                 .get_mut(self.n_choices)
                 .ok_or(SchemaError::TooLarge(
-                    "more than 64 anyOf schemas and functions",
+                    "more than 128 anyOf schemas and functions",
                 ))? = child;
             self.n_choices += 1;
             node.count += 1;
             work.push((x, child))
-                .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+        }
+        self.nodes[idx as usize] = node;
+        Ok(())
+    }
+
+    /// Node `idx` as the union of `v` with each non-null type of its `type`
+    /// `list` (queued, the type forced); `nullable`: `null` too.
+    fn fill_type_union<'v>(
+        &mut self,
+        idx: u16,
+        v: &Value<'v>,
+        list: &crate::json::Array<'v>,
+        nullable: bool,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<(), SchemaError> {
+        let mut node = Node {
+            kind: Kind::Union,
+            nullable,
+            first: self.n_choices as u16,
+            ..EMPTY_NODE
+        };
+        for (pos, t) in list.iter().enumerate() {
+            if t.as_str().is_some_and(|t| t.eq_str("null")) {
+                continue;
+            }
+            let child = self.alloc()?;
+            *self
+                .choices
+                .get_mut(self.n_choices)
+                .ok_or(SchemaError::TooLarge(
+                    "more than 128 anyOf schemas and functions",
+                ))? = child;
+            self.n_choices += 1;
+            node.count += 1;
+            self.forced
+                .push((child, pos as u8))
+                .map_err(|_| SchemaError::TooLarge("more than 64 types in type lists"))?;
+            work.push((*v, child))
+                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
         }
         self.nodes[idx as usize] = node;
         Ok(())
@@ -1003,7 +1047,7 @@ impl Schema {
         for ((_, params), &child) in functions.iter().zip(&children) {
             // Each function's schema whole, its `$ref`s into its own `$defs`.
             work.push((*params, child))
-                .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
             while let Some((v, idx)) = work.pop() {
                 s.fill_node(idx, &v, params, &mut work)?;
             }
@@ -1058,6 +1102,93 @@ impl Schema {
     /// and the first schema that can begin with a value's first byte is
     /// followed: the output is valid, though a later schema is never
     /// chosen for that byte.)
+    /// A union of closed objects (`additionalProperties: false`) whose
+    /// property names are all different becomes one object keyed on its
+    /// first key: the branch that names it holds for the rest (its keys
+    /// only, its required ones before `}`). The object's properties are
+    /// the branches' in turn; `min_items` counts the branches,
+    /// `max_items` is where they are in `choices`.
+    fn key_unions(&mut self) -> Result<(), SchemaError> {
+        for idx in 0..self.n_nodes {
+            let u = self.nodes[idx];
+            if u.kind != Kind::Union || u.count < 2 {
+                continue;
+            }
+            // The branches' properties in turn, if every branch is a
+            // closed object.
+            let mut props: heapless::Vec<usize, MAX_OBJECT_PROPS> = heapless::Vec::new();
+            let mut keyable = true;
+            for k in 0..u.count {
+                let n = self.node(self.choices[(u.first + k) as usize]);
+                keyable &= n.kind == Kind::Object
+                    && n.extra == NO_EXTRA
+                    && !n.nullable
+                    && n.min_items == 0
+                    && n.items == ANY;
+                for i in n.first..n.first + n.count {
+                    keyable &= props.push(i as usize).is_ok();
+                }
+            }
+            // The names, all different.
+            keyable &= props.iter().enumerate().all(|(k, &i)| {
+                props[..k]
+                    .iter()
+                    .all(|&j| self.prop_name(i) != self.prop_name(j))
+            });
+            if !keyable || self.n_props + props.len() > MAX_PROPS {
+                continue;
+            }
+            let (first, total) = (self.n_props, props.len());
+            for &i in &props {
+                self.props[self.n_props] = self.props[i];
+                self.n_props += 1;
+            }
+            self.nodes[idx] = Node {
+                kind: Kind::Object,
+                nullable: u.nullable,
+                first: first as u16,
+                count: total as u16,
+                extra: NO_EXTRA,
+                min_items: u.count,
+                max_items: u.first,
+                ..EMPTY_NODE
+            };
+        }
+        Ok(())
+    }
+
+    /// Of a keyed object ([`Schema::key_unions`]): the branch holding
+    /// property `prop`.
+    fn branch_of(&self, n: &Node, prop: u16) -> u8 {
+        let mut at = 0u16;
+        for b in 0..n.min_items {
+            at += self.node(self.choices[(n.max_items + b) as usize]).count;
+            if prop < at {
+                return b as u8;
+            }
+        }
+        u8::MAX
+    }
+
+    /// Of a keyed object, branch `b`'s properties and its required ones,
+    /// as masks of the object's properties.
+    fn branch_masks(&self, n: &Node, b: u8) -> (u64, u64) {
+        let mut at = 0u16;
+        for k in 0..n.min_items {
+            let c = self.node(self.choices[(n.max_items + k) as usize]);
+            if k == b as u16 {
+                let mask = if c.count == 0 {
+                    0
+                } else {
+                    (u64::MAX >> (64 - c.count as u32)) << at
+                };
+                return (mask, c.required << at);
+            }
+            at += c.count;
+        }
+        (0, 0)
+    }
+
     fn check_unions(&self) -> Result<(), SchemaError> {
         if self.lenient {
             return Ok(());
@@ -1080,7 +1211,7 @@ impl Schema {
 
     fn alloc(&mut self) -> Result<u16, SchemaError> {
         if self.n_nodes >= MAX_NODES {
-            return Err(SchemaError::TooLarge("more than 64 subschemas"));
+            return Err(SchemaError::TooLarge("more than 256 subschemas"));
         }
         self.n_nodes += 1;
         Ok((self.n_nodes - 1) as u16)
@@ -1092,7 +1223,7 @@ impl Schema {
     ) -> Result<Span, SchemaError> {
         let start = self.n_text;
         write(&mut TextWriter { s: self })
-            .map_err(|_| SchemaError::TooLarge("more than 4096 bytes of names and enum values"))?;
+            .map_err(|_| SchemaError::TooLarge("more than 16384 bytes of names and enum values"))?;
         Ok(Span {
             start: start as u16,
             len: (self.n_text - start) as u16,
@@ -1190,21 +1321,32 @@ impl Schema {
             }
             return Err(unsupported(&name));
         }
-        // The type: a name, or [name, "null"].
+        // The type: a name, or [name, "null"]; a list of several other
+        // names is the union of the schema with each of them (a node of
+        // that union has its type forced).
         let mut kind = None;
+        let forced = self.forced.iter().find(|f| f.0 == idx).map(|f| f.1);
         match v.get("type") {
             None => {}
             Some(Value::String(t)) => kind = Some(t),
             Some(Value::Array(list)) => {
-                for t in list.iter() {
+                let mut several = false;
+                for (pos, t) in list.iter().enumerate() {
                     let t = t
                         .as_str()
                         .ok_or(SchemaError::Invalid("'type' must name types"))?;
-                    if t.eq_str("null") {
+                    if forced.is_some() {
+                        if forced == Some(pos as u8) {
+                            kind = Some(t);
+                        }
+                    } else if t.eq_str("null") {
                         node.nullable = true;
                     } else if kind.replace(t).is_some() {
-                        return Err(unsupported("type (a list of several non-null types)"));
+                        several = true;
                     }
+                }
+                if several {
+                    return self.fill_type_union(idx, v, &list, node.nullable, work);
                 }
             }
             Some(_) => return Err(SchemaError::Invalid("'type' must be a string or a list")),
@@ -1300,7 +1442,7 @@ impl Schema {
                 Some(extra) => {
                     let child = self.alloc()?;
                     work.push((extra, child))
-                        .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                        .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
                     child
                 }
             };
@@ -1320,7 +1462,7 @@ impl Schema {
                         .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
                         .ok_or_else(|| unsupported("properties (a name that needs escapes)"))?;
                     if self.n_props >= MAX_PROPS {
-                        return Err(SchemaError::TooLarge("more than 128 properties"));
+                        return Err(SchemaError::TooLarge("more than 512 properties"));
                     }
                     let span = self.span_of(|w| w.write_str(plain))?;
                     let child = self.alloc()?;
@@ -1328,7 +1470,7 @@ impl Schema {
                     self.n_props += 1;
                     node.count += 1;
                     work.push((sub, child))
-                        .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                        .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
                 }
                 // A name twice would make two properties match one key.
                 for i in 0..node.count as usize {
@@ -1368,7 +1510,7 @@ impl Schema {
                                 ));
                             }
                             if self.n_props >= MAX_PROPS {
-                                return Err(SchemaError::TooLarge("more than 128 properties"));
+                                return Err(SchemaError::TooLarge("more than 512 properties"));
                             }
                             if node.count == 0 {
                                 node.first = self.n_props as u16;
@@ -1415,13 +1557,13 @@ impl Schema {
                 node.items = f as u16;
             }
         }
-        self.bounds(&mut node, v)?;
+        self.bounds(&mut node, v, forced.is_some())?;
         if node.kind == Kind::Array {
             if let Some(items) = v.get("items") {
                 let child = self.alloc()?;
                 node.items = child;
                 work.push((items, child))
-                    .map_err(|_| SchemaError::TooLarge("more than 64 subschemas"))?;
+                    .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
             }
             let bound = |k: &str| -> Result<Option<u16>, SchemaError> {
                 match v.get(k) {
@@ -1447,13 +1589,14 @@ impl Schema {
     /// fractional bound rounded inward); a number's are kept exactly in
     /// units of 10^-12 (see [`number_units`]), and its values are then
     /// written without an exponent. Refused on other types.
-    fn bounds(&mut self, node: &mut Node, v: &Value) -> Result<(), SchemaError> {
+    fn bounds(&mut self, node: &mut Node, v: &Value, forced: bool) -> Result<(), SchemaError> {
         let keys = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"];
         let mut num = NumBounds::default();
         for (i, key) in keys.into_iter().enumerate() {
             let Some(b) = v.get(key) else { continue };
             if !matches!(node.kind, Kind::Integer | Kind::Number) {
-                if self.lenient {
+                // In a `type` list's union, bounds hold for its numbers only.
+                if self.lenient || forced {
                     continue;
                 }
                 return Err(unsupported(if i < 2 {
@@ -2032,6 +2175,12 @@ impl Matcher {
                     if (prop == ANY && !open) || (prop != ANY && seen & 1 << prop != 0) {
                         return Step::Reject;
                     }
+                    // A keyed object's first key chooses its branch.
+                    let choice = if n.min_items > 0 && choice == u8::MAX {
+                        s.branch_of(&n, prop)
+                    } else {
+                        choice
+                    };
                     self.len -= 1;
                     self.set_top(Frame::Object {
                         node,
@@ -2353,14 +2502,25 @@ impl Matcher {
         let n = s.node(node);
         let open = n.extra != NO_EXTRA;
         let free = n.count == 0 && open;
-        let all = if n.count == 0 {
+        let mut all = if n.count == 0 {
             0
         } else {
             u64::MAX >> (64 - n.count as u32)
         };
+        let mut required = n.required;
+        // A keyed object: the chosen branch's keys; before one is chosen,
+        // `}` only where a branch needs none.
+        if n.min_items > 0 {
+            if choice == u8::MAX {
+                let empty_ok = (0..n.min_items as u8).any(|k| s.branch_masks(&n, k).1 == 0);
+                required = if empty_ok { 0 } else { u64::MAX };
+            } else {
+                (all, required) = s.branch_masks(&n, choice);
+            }
+        }
         match (st, b) {
             (ObjSt::Open | ObjSt::AfterValue, b'}') => {
-                if seen & n.required == n.required {
+                if seen & required == required {
                     self.len -= 1;
                     Step::Accept
                 } else {
@@ -2395,7 +2555,7 @@ impl Matcher {
                     // refused when it ends); a key that leaves them all is
                     // another key.
                     let mut cand = if open { all } else { all & !seen };
-                    if choice == u8::MAX {
+                    if choice == u8::MAX && n.min_items == 0 {
                         for i in 0..n.count as usize {
                             if s.node(s.props[n.first as usize + i].1).kind == Kind::Select {
                                 cand &= !(1 << i);
@@ -3209,6 +3369,57 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// A union of closed objects with different property names is keyed
+    /// on the first key: that key's branch holds for the rest.
+    #[test]
+    fn unions_of_closed_objects_are_keyed_on_their_first_key() {
+        let s = schema(
+            r#"{"anyOf":[{"type":"object","properties":{"sum":{"type":"integer"},"n":{"type":"integer"}},"required":["sum"],"additionalProperties":false},
+                         {"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}]}"#,
+        );
+        for good in [r#"{"sum":1}"#, r#"{"n":2,"sum":1}"#, r#"{"name":"x"}"#] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            "{}",
+            r#"{"sum":1,"name":"x"}"#,
+            r#"{"n":2}"#,
+            r#"{"name":1}"#,
+            r#"{"x":1}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // A branch that needs no key takes `{}`; names shared: refused.
+        let s = schema(
+            r#"{"anyOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"type":"object","properties":{"b":{}},"required":["b"],"additionalProperties":false}]}"#,
+        );
+        assert!(complete(&s, "{}") && complete(&s, r#"{"b":1}"#));
+        let text = r#"{"anyOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"type":"object","properties":{"a":{}},"additionalProperties":false}]}"#;
+        assert!(Schema::compile(&parse(text.as_bytes()).unwrap()).is_err());
+    }
+
+    /// A `type` list of several types is the union of the schema with each
+    /// (the other keywords hold where they apply).
+    #[test]
+    fn type_lists_are_unions() {
+        let s = schema(r#"{"type":["string","integer"],"minimum":3,"maxLength":2}"#);
+        for good in [r#""ab""#, "3", "40"] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in ["2", r#""abc""#, "null", "3.5"] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        let s = schema(
+            r#"{"type":["object","string","null"],"properties":{"a":{"type":"integer"}},"required":["a"]}"#,
+        );
+        for good in [r#"{"a":1}"#, r#""x""#, "null"] {
+            assert!(complete(&s, good), "{good}");
+        }
+        assert!(!complete(&s, r#"{"a":"x"}"#) && !complete(&s, "{}"));
+        let text = r#"{"type":["integer","number"]}"#;
+        assert!(Schema::compile(&parse(text.as_bytes()).unwrap()).is_err());
     }
 
     /// `oneOf` whose schemas' `type`s begin apart is their union (at most

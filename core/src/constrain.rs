@@ -74,6 +74,9 @@ pub const MAX_NUMBER: u8 = 32;
 const ANY: u16 = u16::MAX;
 /// An object's `extra` when it takes no key but its properties'.
 const NO_EXTRA: u16 = u16::MAX - 1;
+/// A `Union`'s `items` when it is a `oneOf` (no value may hold for two of
+/// its schemas).
+const ONE_OF: u16 = 0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -480,45 +483,6 @@ fn format_of(v: &Value) -> Option<u8> {
     format::by_name(v.as_str()?.as_plain()?)
 }
 
-/// The first bytes a schema's values can begin with, told by its `type`
-/// alone (a type or a list of them), `None` without one.
-fn type_starts(v: &Value) -> Option<u8> {
-    let one = |t: &crate::json::Str| {
-        [
-            ("object", START_OBJECT),
-            ("array", START_ARRAY),
-            ("string", START_STRING),
-            ("number", START_NUMBER),
-            ("integer", START_NUMBER),
-            ("boolean", START_TRUE | START_FALSE),
-            ("null", START_NULL),
-        ]
-        .iter()
-        .find(|(name, _)| t.eq_str(name))
-        .map(|&(_, starts)| starts)
-    };
-    match v.get("type")? {
-        Value::Array(a) => a.iter().try_fold(0, |m, t| Some(m | one(&t.as_str()?)?)),
-        t => one(&t.as_str()?),
-    }
-}
-
-/// Whether `v`'s `oneOf` schemas each have a `type` and no two can begin
-/// alike (then at most one holds for any value).
-fn one_of_apart(v: &Value) -> bool {
-    let Some(list) = v.get("oneOf").and_then(|l| l.as_array()) else {
-        return false;
-    };
-    let mut seen = 0u8;
-    list.iter().all(|x| match type_starts(&x) {
-        Some(starts) if seen & starts == 0 => {
-            seen |= starts;
-            true
-        }
-        _ => false,
-    })
-}
-
 /// Refuses (as `what`) a schema holding, beside `keyword`, anything but
 /// annotations and definitions.
 fn only_beside(v: &Value, keyword: &str, what: &str) -> Result<(), SchemaError> {
@@ -851,9 +815,9 @@ impl Schema {
                 v = target.ok_or(unsupported("$ref"))?;
                 continue;
             }
-            // `oneOf` of schemas whose values begin differently (told by
-            // their `type`s): at most one can hold, so it is their union.
-            if v.get("oneOf").is_some() && one_of_apart(&v) {
+            // `oneOf`: a union whose schemas no value can hold together
+            // (checked once they are compiled: `check_unions`).
+            if v.get("oneOf").is_some() {
                 return self.fill_union(idx, &v, "oneOf", nullable, work);
             }
             if let Some(any) = v.get("anyOf") {
@@ -910,6 +874,8 @@ impl Schema {
             kind: Kind::Union,
             nullable,
             first: self.n_choices as u16,
+            // `oneOf`: exclusive (`ONE_OF`).
+            items: if keyword == "oneOf" { ONE_OF } else { ANY },
             ..EMPTY_NODE
         };
         for x in v
@@ -1135,7 +1101,14 @@ impl Schema {
                     .iter()
                     .all(|&j| self.prop_name(i) != self.prop_name(j))
             });
-            if !keyable || self.n_props + props.len() > MAX_PROPS {
+            // A `oneOf`'s `{}` may hold for one branch at most.
+            let empty = (0..u.count)
+                .filter(|&k| self.node(self.choices[(u.first + k) as usize]).required == 0)
+                .count();
+            if !keyable
+                || (u.items == ONE_OF && empty > 1)
+                || self.n_props + props.len() > MAX_PROPS
+            {
                 continue;
             }
             let (first, total) = (self.n_props, props.len());
@@ -1189,19 +1162,23 @@ impl Schema {
         (0, 0)
     }
 
+    /// (A `oneOf` whose schemas can begin alike is refused best effort
+    /// too: a value its first schema holds might hold for another.)
     fn check_unions(&self) -> Result<(), SchemaError> {
-        if self.lenient {
-            return Ok(());
-        }
         for n in &self.nodes[..self.n_nodes] {
-            if n.kind != Kind::Union {
+            let one_of = n.items == ONE_OF;
+            if n.kind != Kind::Union || (self.lenient && !one_of) {
                 continue;
             }
             let mut seen = if n.nullable { START_NULL } else { 0 };
             for i in 0..n.count as usize {
                 let starts = self.starts(self.choices[n.first as usize + i], 0);
                 if seen & starts != 0 {
-                    return Err(unsupported("anyOf (schemas that can begin alike)"));
+                    return Err(unsupported(if one_of {
+                        "oneOf (schemas that can begin alike)"
+                    } else {
+                        "anyOf (schemas that can begin alike)"
+                    }));
                 }
                 seen |= starts;
             }
@@ -3435,7 +3412,19 @@ mod tests {
         for bad in [r#""abc""#, "2", "true", "{}", "[]"] {
             assert!(!complete(&s, bad), "{bad}");
         }
+        let s = schema(
+            r##"{"$defs":{"a":{"type":"string"},"b":{"type":"integer"}},"oneOf":[{"$ref":"#/$defs/a"},{"$ref":"#/$defs/b"}]}"##,
+        );
+        assert!(complete(&s, r#""x""#) && complete(&s, "3") && !complete(&s, "null"));
+        // Closed objects of different keys: keyed on the first one.
+        let s = schema(
+            r#"{"oneOf":[{"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false},{"type":"object","properties":{"b":{}},"additionalProperties":false}]}"#,
+        );
+        assert!(
+            complete(&s, r#"{"a":1}"#) && complete(&s, "{}") && !complete(&s, r#"{"a":1,"b":2}"#)
+        );
         for text in [
+            r#"{"oneOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"type":"object","properties":{"b":{}},"additionalProperties":false}]}"#,
             r#"{"oneOf":[{"type":"integer"},{"type":"number"}]}"#,
             r#"{"oneOf":[{"type":"string"},{"enum":["a"]}]}"#,
             r#"{"oneOf":[{"type":"string"}],"minLength":2}"#,

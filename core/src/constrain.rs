@@ -13,7 +13,7 @@
 //! is one more, of the other keys' schema), `items`, `minItems`,
 //! `maxItems`, `minLength`, `maxLength` (characters; an escape is one),
 //! `format` (the ones [`format`] enforces; an undefined name is an
-//! annotation), `minimum`, `maximum`,
+//! annotation), `pattern` (the subset [`pattern`] compiles), `minimum`, `maximum`,
 //! `exclusiveMinimum`, `exclusiveMaximum` on integers and numbers (a digit
 //! is accepted only when some value in range still starts with the digits
 //! so far; see `Schema::in_bounds` and `NumBounds::allow`: a bounded
@@ -48,6 +48,7 @@ use crate::json::{write_python_json, Value};
 use core::fmt::{self, Write};
 
 mod format;
+mod pattern;
 
 /// Most schema nodes (each subschema is one).
 pub const MAX_NODES: usize = 256;
@@ -61,6 +62,8 @@ pub const MAX_ENUM: usize = 512;
 pub const MAX_CALLS: usize = 16;
 /// Most schemas `Select` and `Union` nodes choose among, together.
 pub const MAX_CHOICES: usize = 128;
+/// Most `pattern`s of a schema.
+pub const MAX_PATTERNS: usize = 8;
 /// Bytes of property names and enum values, together.
 pub const MAX_TEXT: usize = 16384;
 /// Most nesting of objects, arrays and strings in the output.
@@ -470,12 +473,27 @@ fn refused_keyword(idx: u16, refs: bool, key: &crate::json::Str, value: &Value) 
         let anchor = value.as_str_raw().is_some_and(|t| t.starts_with('#'));
         return idx != 0 && !anchor && refs;
     }
+    if key.eq_str("pattern") {
+        return pattern_of(value).is_none();
+    }
     if key.eq_str("format") {
         // An enforced format or a name JSON Schema does not define (an
         // annotation); refused: one it defines that is not enforced.
         return format_of(value).is_none();
     }
     listed(CONSTRAINING, key)
+}
+
+/// The automaton of a `pattern` value, if in the subset [`pattern`]
+/// compiles (its text decoded, at most 512 bytes).
+fn pattern_of(v: &Value) -> Option<pattern::Pattern> {
+    let mut text: heapless::Vec<u8, 512> = heapless::Vec::new();
+    for c in v.as_str()?.chars() {
+        let mut buf = [0u8; 4];
+        text.extend_from_slice(c.encode_utf8(&mut buf).as_bytes())
+            .ok()?;
+    }
+    pattern::compile(&text)
 }
 
 /// The format a `format` value names ([`format::by_name`]).
@@ -588,6 +606,8 @@ pub struct Schema {
     /// Nodes of a `type` list's union, each the schema with one of the
     /// list's types (node, the type's place in the list).
     forced: heapless::Vec<(u16, u8), 64>,
+    /// The `pattern`s' automata (a string node's `lo` is its index).
+    patterns: heapless::Vec<pattern::Pattern, MAX_PATTERNS>,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -626,6 +646,7 @@ impl Schema {
             dropped: [(0, [0; 24], 0); MAX_DROPPED],
             n_dropped: 0,
             forced: heapless::Vec::new(),
+            patterns: heapless::Vec::new(),
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -1388,6 +1409,8 @@ impl Schema {
         // its values are a subset of the valid ones (which the keyword
         // constrains only when they are of its kind), never one it forbids.
         let has = |keys: &[&str]| keys.iter().any(|k| v.get(k).is_some());
+        // An enforced `pattern` (as `format`).
+        let pattern = v.get("pattern").and_then(|p| pattern_of(&p));
         // An enforced `format` (one refused was left out or is an error).
         let format = v
             .get("format")
@@ -1396,7 +1419,9 @@ impl Schema {
         node.kind = match kind {
             None if has(&["properties", "required", "additionalProperties"]) => Kind::Object,
             None if has(&["items", "minItems", "maxItems"]) => Kind::Array,
-            None if has(&["minLength", "maxLength"]) || format.is_some() => Kind::String,
+            None if has(&["minLength", "maxLength"]) || format.is_some() || pattern.is_some() => {
+                Kind::String
+            }
             None if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) => {
                 Kind::Number
             }
@@ -1532,6 +1557,17 @@ impl Schema {
                     return Err(unsupported("format (beside minLength or maxLength)"));
                 }
                 node.items = f as u16;
+            }
+            if let Some(p) = pattern {
+                if has(&["minLength", "maxLength"]) || format.is_some() {
+                    return Err(unsupported(
+                        "pattern (beside minLength, maxLength or format)",
+                    ));
+                }
+                node.lo = self.patterns.len() as i64;
+                self.patterns
+                    .push(p)
+                    .map_err(|_| SchemaError::TooLarge("more than 8 patterns"))?;
             }
         }
         self.bounds(&mut node, v, forced.is_some())?;
@@ -1780,6 +1816,12 @@ enum Frame {
     Formatted {
         fmt: u8,
         st: u64,
+    },
+    /// A string of a `pattern` after its `"`: the pattern's index, its
+    /// automaton's states.
+    Patterned {
+        pat: u8,
+        set: u64,
     },
     /// `true`, `false` or `null`, `off` bytes matched.
     Lit {
@@ -2111,6 +2153,23 @@ impl Matcher {
                     },
                 }
             }
+            Frame::Patterned { pat, set } => {
+                let p = &s.patterns[pat as usize];
+                if b == b'"' {
+                    if !p.done(set) {
+                        return Step::Reject;
+                    }
+                    self.len -= 1;
+                    return Step::Accept;
+                }
+                match p.step(set, b) {
+                    Some(set) => {
+                        self.set_top(Frame::Patterned { pat, set });
+                        Step::Accept
+                    }
+                    None => Step::Reject,
+                }
+            }
             Frame::Formatted { fmt, st } => {
                 if b == b'"' {
                     if !format::done(fmt, st) {
@@ -2397,6 +2456,10 @@ impl Matcher {
                 node: idx,
                 count: 0,
                 st: ArrSt::Open,
+            }),
+            b'"' if !any && n.kind == Kind::String && n.lo >= 0 => self.push(Frame::Patterned {
+                pat: n.lo as u8,
+                set: pattern::Pattern::START,
             }),
             b'"' if !any && n.kind == Kind::String && n.items != ANY => {
                 self.push(Frame::Formatted {
@@ -2808,7 +2871,7 @@ mod tests {
     /// A best-effort compile lists what it left out, with where.
     #[test]
     fn a_lenient_compile_names_what_it_leaves_out() {
-        let text = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^a"},"n":{"type":"number","minimum":1e-11},"u":{"type":"string","format":"uri"}}}"#;
+        let text = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^(?=a)"},"n":{"type":"number","minimum":1e-11},"u":{"type":"string","format":"uri"}}}"#;
         let v = parse(text.as_bytes()).unwrap();
         let s = Schema::compile_lenient(&v).unwrap();
         let got: std::vec::Vec<(&str, usize)> = s.dropped().collect();
@@ -3316,6 +3379,34 @@ mod tests {
     /// str]`, `Union[List[str], Model, None]`): the value's first byte picks
     /// the schema, which then holds to the end; schemas that can begin alike
     /// are refused by name.
+    /// A string's `pattern` in the subset is its automaton (unanchored
+    /// where the pattern is); outside it, or beside a length, refused.
+    #[test]
+    fn patterns_are_enforced_or_refused() {
+        let s = schema(
+            r#"{"type":"object","properties":{"c":{"type":"string","pattern":"^[A-Z]{2}-\\d+$"},"w":{"pattern":"ab"}},"additionalProperties":false}"#,
+        );
+        assert!(complete(&s, r#"{"c":"AB-12","w":"xaby"}"#));
+        for bad in [
+            r#"{"c":"AB-"}"#,
+            r#"{"c":"ab-1"}"#,
+            r#"{"w":"ba"}"#,
+            r#"{"c":"AB-1\u0031"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        assert!(!prefix(&s, r#"{"c":"A1"#) && prefix(&s, r#"{"c":"AB-9"#));
+        for text in [
+            r#"{"type":"string","pattern":"^a$","maxLength":3}"#,
+            r#"{"type":"string","pattern":"(?!a)"}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(text.as_bytes()).unwrap()).is_err(),
+                "{text}"
+            );
+        }
+    }
+
     /// A string's `format` (date, time, date-time, uuid, ipv4, email) is
     /// its automaton; a name JSON Schema does not define is an annotation;
     /// one it defines and the constraint does not enforce is refused.
@@ -3702,7 +3793,7 @@ mod tests {
                 &Schema::compile(&parse(t.as_bytes()).unwrap()).unwrap_err(),
             )
         };
-        assert!(err(r#"{"type":"string","pattern":"a+"}"#).contains("'pattern'"));
+        assert!(err(r#"{"type":"string","pattern":"(a)\\1"}"#).contains("'pattern'"));
         assert!(err(r##"{"$ref":"#/x"}"##).contains("'$ref'"));
         assert!(err(r#"{"anyOf":[]}"#).contains("'anyOf'"));
         assert!(

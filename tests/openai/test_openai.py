@@ -109,7 +109,7 @@ def tool_checks(binary, model):
         call2 = r.choices[0].message.tool_calls[0]
         assert r.choices[0].finish_reason == "tool_calls", r
         assert call2.function.name in ("get_weather", "now"), call2
-        # `pattern` is left out (no `strict`), the rest enforced.
+        # The arguments follow the called function's parameters, its `pattern` too.
         validate(json.loads(call2.function.arguments),
                  {"get_weather": WEATHER, "now": now}[call2.function.name]["function"]["parameters"])
         checks += 1

@@ -111,10 +111,10 @@ pub fn encode_files(
         "this model has no vision tower (convert a Qwen3-VL model without --text-only to use --image)",
     )?;
     let t = std::time::Instant::now();
-    let pixels = paths
-        .iter()
-        .map(|p| load_pixels(p, &v, max_pixels))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut pixels = Vec::with_capacity(paths.len());
+    for p in paths {
+        pixels.push(load_pixels(p, &v, max_pixels)?);
+    }
     let decode_s = t.elapsed().as_secs_f64();
     let out = encode(w, k, pool, &pixels, kv)?;
     let patches: usize = pixels.iter().map(|p| p.grid_h * p.grid_w).sum();

@@ -95,7 +95,10 @@ impl Kept {
         out: &mut [u8],
     ) -> Result<(), Error> {
         #[cfg(feature = "repack")]
-        return (self.repack)(src, rows, cols, out);
+        return match self.repack {
+            Repacker::Core(f) => f(src, rows, cols, out),
+            Repacker::Kernels(f) => Ok(f(src, rows, cols, out)?),
+        };
         #[cfg(not(feature = "repack"))]
         {
             let _ = (src, rows, cols, out);
@@ -121,6 +124,18 @@ pub enum ActFormat {
 
 /// `(src, rows, cols, out)`: GGUF rows to the layout's bytes, or back.
 pub type RepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), Error>;
+/// A repacker of the kernel crate's layouts (`kestrel_kernels::layouts`),
+/// its shape error made the core's where it is called.
+pub type KernelRepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), ShapeError>;
+
+/// A layout's repacker: the core's, or the kernel crate's.
+#[derive(Clone, Copy, Debug)]
+pub enum Repacker {
+    /// One returning the core's error.
+    Core(RepackFn),
+    /// One returning the kernel crate's shape error.
+    Kernels(KernelRepackFn),
+}
 /// A generic GEMM with Q8_0 activations: `(w, rows, cols, qs, d, m, out)`.
 pub type GenericQ8_0 = fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Kernel;
 /// A generic GEMM with Q8_K activations: `(w, rows, cols, qs, d, sums, m,
@@ -172,7 +187,7 @@ pub struct Kept {
     /// (feature `repack`; a build that only runs models leaves the
     /// repackers out).
     #[cfg(feature = "repack")]
-    pub repack: RepackFn,
+    pub repack: Repacker,
 }
 
 /// Everything about one layout.
@@ -229,7 +244,7 @@ macro_rules! gemm {
 /// A kept layout of GGUF type `ggml_id` and its repacker (kept with the
 /// feature `repack` only). (The inverses, `unpack_*`, serve the tests
 /// only, so the shipped binary leaves them out.)
-const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
+const fn kept(ggml_id: u32, repack: Repacker) -> Option<Kept> {
     #[cfg(not(feature = "repack"))]
     let _ = repack;
     Some(Kept {
@@ -279,7 +294,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         acts: ActFormat::Q8_0,
         kept: kept(
             2, // Q4_0
-            |s, _, c, o| repack::repack_q4_0x4_group(s, c, o),
+            Repacker::Core(|s, _, c, o| repack::repack_q4_0x4_group(s, c, o)),
         ),
         gemm: gemm!(Q8_0, gemm_q4_0x4_q8_0),
     },
@@ -295,7 +310,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         acts: ActFormat::Q8_0,
         kept: kept(
             8, // Q8_0
-            |s, _, c, o| repack::repack_q8_0x8_group(s, c, o),
+            Repacker::Core(|s, _, c, o| repack::repack_q8_0x8_group(s, c, o)),
         ),
         gemm: gemm!(Q8_0, gemm_q8_0x8_q8_0),
     },
@@ -309,7 +324,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_0X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(6, |s, r, c, o| Ok(q5::repack_q5_0(s, r, c, o)?)), // Q5_0
+        kept: kept(6, Repacker::Kernels(q5::repack_q5_0)), // Q5_0
         gemm: gemm!(Q8_0, q5::gemm_q5_0x4_q8_0),
     },
     LayoutSpec {
@@ -322,7 +337,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_1X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(7, |s, r, c, o| Ok(q5::repack_q5_1(s, r, c, o)?)), // Q5_1
+        kept: kept(7, Repacker::Kernels(q5::repack_q5_1)), // Q5_1
         gemm: gemm!(Q8_0, q5::gemm_q5_1x4_q8_0),
     },
     LayoutSpec {
@@ -335,7 +350,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q4k::Q4KX4_ROWS,
         block_bytes: q4k::Q4KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(12, |s, r, c, o| Ok(q4k::repack_q4_k(s, r, c, o)?)), // Q4_K
+        kept: kept(12, Repacker::Kernels(q4k::repack_q4_k)), // Q4_K
         gemm: gemm!(Q8K, q4k::gemm_q4_kx4_q8_k),
     },
     LayoutSpec {
@@ -348,7 +363,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q5k::Q5KX4_ROWS,
         block_bytes: q5k::Q5KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(13, |s, r, c, o| Ok(q5k::repack_q5_k(s, r, c, o)?)), // Q5_K
+        kept: kept(13, Repacker::Kernels(q5k::repack_q5_k)), // Q5_K
         gemm: gemm!(Q8K, q5k::gemm_q5_kx4_q8_k),
     },
     LayoutSpec {
@@ -361,7 +376,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q6k::Q6KX8_ROWS,
         block_bytes: q6k::Q6KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(14, |s, r, c, o| Ok(q6k::repack_q6_k(s, r, c, o)?)), // Q6_K
+        kept: kept(14, Repacker::Kernels(q6k::repack_q6_k)), // Q6_K
         gemm: gemm!(Q8K, q6k::gemm_q6_kx8_q8_k),
     },
     LayoutSpec {
@@ -376,7 +391,9 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         acts: ActFormat::Q8_0,
         kept: kept(
             20, // IQ4_NL
-            |s, _, c, o| repack::repack_nibble_x4_group(s, c, o, iq4nl::IQ4_NLX4_XOR),
+            Repacker::Core(|s, _, c, o| {
+                repack::repack_nibble_x4_group(s, c, o, iq4nl::IQ4_NLX4_XOR)
+            }),
         ),
         gemm: gemm!(Q8_0, iq4nl::gemm_iq4_nlx4_q8_0),
     },
@@ -390,7 +407,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q3k::Q3KX8_ROWS,
         block_bytes: q3k::Q3KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(11, |s, r, c, o| Ok(q3k::repack_q3_k(s, r, c, o)?)), // Q3_K
+        kept: kept(11, Repacker::Kernels(q3k::repack_q3_k)), // Q3_K
         gemm: gemm!(Q8K, q3k::gemm_q3_kx8_q8_k),
     },
     LayoutSpec {
@@ -403,7 +420,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: iq4xs::IQ4XSX8_ROWS,
         block_bytes: iq4xs::IQ4XSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(23, |s, r, c, o| Ok(iq4xs::repack_iq4_xs(s, r, c, o)?)), // IQ4_XS
+        kept: kept(23, Repacker::Kernels(iq4xs::repack_iq4_xs)), // IQ4_XS
         gemm: gemm!(Q8K, iq4xs::gemm_iq4_xsx8_q8_k),
     },
     LayoutSpec {
@@ -416,7 +433,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q2k::Q2KX8_ROWS,
         block_bytes: q2k::Q2KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(10, |s, r, c, o| Ok(q2k::repack_q2_k(s, r, c, o)?)), // Q2_K
+        kept: kept(10, Repacker::Kernels(q2k::repack_q2_k)), // Q2_K
         gemm: gemm!(Q8K, q2k::gemm_q2_kx8_q8_k),
     },
     LayoutSpec {
@@ -430,7 +447,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(18, |s, r, c, o| Ok(iq3xxs::repack_iq3_xxs(s, r, c, o)?)), // IQ3_XXS
+        kept: kept(18, Repacker::Kernels(iq3xxs::repack_iq3_xxs)), // IQ3_XXS
         #[cfg(not(feature = "codebook"))]
         kept: None,
         #[cfg(feature = "codebook")]
@@ -449,7 +466,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2xxs::IQ2XXSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(16, |s, r, c, o| Ok(iq2xxs::repack_iq2_xxs(s, r, c, o)?)), // IQ2_XXS
+        kept: kept(16, Repacker::Kernels(iq2xxs::repack_iq2_xxs)), // IQ2_XXS
         #[cfg(not(feature = "codebook"))]
         kept: None,
         #[cfg(feature = "codebook")]
@@ -468,7 +485,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2xs::IQ2XSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(17, |s, r, c, o| Ok(iq2xs::repack_iq2_xs(s, r, c, o)?)), // IQ2_XS
+        kept: kept(17, Repacker::Kernels(iq2xs::repack_iq2_xs)), // IQ2_XS
         #[cfg(not(feature = "codebook"))]
         kept: None,
         #[cfg(feature = "codebook")]
@@ -487,7 +504,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2s::IQ2SX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(22, |s, r, c, o| Ok(iq2s::repack_iq2_s(s, r, c, o)?)), // IQ2_S
+        kept: kept(22, Repacker::Kernels(iq2s::repack_iq2_s)), // IQ2_S
         #[cfg(not(feature = "codebook"))]
         kept: None,
         #[cfg(feature = "codebook")]
@@ -506,7 +523,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq3s::IQ3SX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(21, |s, r, c, o| Ok(iq3s::repack_iq3_s(s, r, c, o)?)), // IQ3_S
+        kept: kept(21, Repacker::Kernels(iq3s::repack_iq3_s)), // IQ3_S
         #[cfg(not(feature = "codebook"))]
         kept: None,
         #[cfg(feature = "codebook")]

@@ -83,11 +83,12 @@ impl JsonFormat {
                 compiled.map_err(|e| schema_error(at, &v, &e).into())
             }
             JsonFormat::Call(functions) => {
-                let parsed = functions
-                    .iter()
-                    .map(|(name, params)| Ok((name.as_str(), json::parse(params.as_bytes())?)))
-                    .collect::<std::result::Result<Vec<_>, kestrel_core::Error>>()
-                    .map_err(|e| format!("tool parameters: {e}"))?;
+                let mut parsed = Vec::with_capacity(functions.len());
+                for (name, params) in functions {
+                    let p = json::parse(params.as_bytes())
+                        .map_err(|e| format!("tool parameters: {e}"))?;
+                    parsed.push((name.as_str(), p));
+                }
                 // Too much for the tables together is a 400, never calls
                 // without their constraint.
                 kestrel_core::constrain::Schema::compile_call(&parsed).map_err(|e| {
@@ -232,26 +233,22 @@ impl ChatRequest {
         // The JSON texts were checked when parsed; parsed again to borrow.
         let bad = |what: &str| format!("invalid JSON in {what}");
         let offered = self.tool_choice != ToolChoice::None;
-        let tools: Vec<Value> = self
-            .tools
-            .iter()
-            .filter(|_| offered)
-            .map(|(t, _)| json::parse(t.as_bytes()).map_err(|_| bad("a tool")))
-            .collect::<Result<_, _>>()?;
-        let calls: Vec<Vec<ToolCall>> = self
-            .messages
-            .iter()
-            .map(|m| {
-                m.tool_calls
-                    .iter()
-                    .map(|(name, args)| {
-                        let arguments =
-                            json::parse(args.as_bytes()).map_err(|_| bad("tool call arguments"))?;
-                        Ok(ToolCall { name, arguments })
-                    })
-                    .collect::<Result<Vec<_>, String>>()
-            })
-            .collect::<Result<_, _>>()?;
+        // Plain loops (a `collect` into a `Result` is code per element
+        // type).
+        let mut tools: Vec<Value> = Vec::new();
+        for (t, _) in self.tools.iter().filter(|_| offered) {
+            tools.push(json::parse(t.as_bytes()).map_err(|_| bad("a tool"))?);
+        }
+        let mut calls: Vec<Vec<ToolCall>> = Vec::with_capacity(self.messages.len());
+        for m in &self.messages {
+            let mut turn = Vec::with_capacity(m.tool_calls.len());
+            for (name, args) in &m.tool_calls {
+                let arguments =
+                    json::parse(args.as_bytes()).map_err(|_| bad("tool call arguments"))?;
+                turn.push(ToolCall { name, arguments });
+            }
+            calls.push(turn);
+        }
         let msgs: Vec<Message> = self
             .messages
             .iter()
@@ -679,9 +676,11 @@ fn params(v: &Value) -> Result<Params> {
             if a.len() > MAX_STOPS {
                 return Err(format!("at most {MAX_STOPS} stop strings").into());
             }
-            a.iter()
-                .map(|x| string_of(&x, "stop"))
-                .collect::<Result<_, _>>()?
+            let mut all = Vec::with_capacity(a.len());
+            for x in a.iter() {
+                all.push(string_of(&x, "stop")?);
+            }
+            all
         }
         Some(_) => return Err("'stop' must be a string or an array of strings".into()),
     };
@@ -1172,15 +1171,14 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest> {
         Some(Value::Array(a)) if a.len() == 1 && a.get(0).is_some_and(|x| x.as_str().is_some()) => {
             Prompt::Text(string_of(&a.get(0).unwrap_or(Value::Null), "prompt")?)
         }
-        Some(Value::Array(a)) if !a.is_empty() => Prompt::Ids(
-            a.iter()
-                .map(|x| {
-                    x.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or("'prompt' must be a string, [string] or token ids")
-                })
-                .collect::<Result<_, _>>()?,
-        ),
+        Some(Value::Array(a)) if !a.is_empty() => {
+            let mut ids = Vec::with_capacity(a.len());
+            for x in a.iter() {
+                let id = x.as_u64().and_then(|n| u32::try_from(n).ok());
+                ids.push(id.ok_or("'prompt' must be a string, [string] or token ids")?);
+            }
+            Prompt::Ids(ids)
+        }
         _ => return Err("'prompt' must be a string, [string] or token ids".into()),
     };
     Ok(CompletionRequest {

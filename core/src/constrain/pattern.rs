@@ -85,6 +85,17 @@ struct Frag {
     empty: bool,
 }
 
+/// `a|b` of two fragments, `a`'s positions before `b`'s.
+fn either(a: Frag, b: Frag) -> Frag {
+    Frag {
+        lo: a.lo,
+        hi: b.hi,
+        first: a.first | b.first,
+        last: a.last | b.last,
+        empty: a.empty || b.empty,
+    }
+}
+
 /// The parser's operator stack entries.
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -373,16 +384,7 @@ pub fn compile(text: &[u8]) -> Option<Pattern> {
                 loop {
                     let (op, start) = ops.pop()?;
                     match op {
-                        Op::Alt => {
-                            let a = frags.pop()?;
-                            f = Frag {
-                                lo: a.lo,
-                                hi: f.hi,
-                                first: a.first | f.first,
-                                last: a.last | f.last,
-                                empty: a.empty || f.empty,
-                            };
-                        }
+                        Op::Alt => f = either(frags.pop()?, f),
                         Op::Open => {
                             seq_start = start;
                             break;
@@ -442,19 +444,11 @@ pub fn compile(text: &[u8]) -> Option<Pattern> {
         frags.push(f).ok()?;
     }
     let mut f = fold(&mut b, &mut frags, seq_start)?;
-    while let Some((op, start)) = ops.pop() {
+    while let Some((op, _)) = ops.pop() {
         if op == Op::Open {
             return None;
         }
-        let a = frags.pop()?;
-        f = Frag {
-            lo: a.lo,
-            hi: f.hi,
-            first: a.first | f.first,
-            last: a.last | f.last,
-            empty: a.empty || f.empty,
-        };
-        let _ = start;
+        f = either(frags.pop()?, f);
     }
     frags.push(f).ok()?;
     let mut f = fold(&mut b, &mut frags, 0)?;

@@ -895,8 +895,10 @@ impl Schema {
             kind: Kind::Union,
             nullable,
             first: self.n_choices as u16,
-            // `oneOf`: exclusive (`ONE_OF`).
+            // `oneOf`: exclusive (`ONE_OF`), and where its text is (best
+            // effort leaves its exclusivity out there).
             items: if keyword == "oneOf" { ONE_OF } else { ANY },
+            lo: text_span(v).0 as i64,
             ..EMPTY_NODE
         };
         for x in v
@@ -1183,10 +1185,13 @@ impl Schema {
         (0, 0)
     }
 
-    /// (A `oneOf` whose schemas can begin alike is refused best effort
-    /// too: a value its first schema holds might hold for another.)
-    fn check_unions(&self) -> Result<(), SchemaError> {
-        for n in &self.nodes[..self.n_nodes] {
+    /// (Best effort, a `oneOf` whose schemas can begin alike follows its
+    /// first one that can begin with a value's first byte, as `anyOf`,
+    /// and says `oneOf` was left out: a value it holds might hold for
+    /// another of them.)
+    fn check_unions(&mut self) -> Result<(), SchemaError> {
+        for idx in 0..self.n_nodes {
+            let n = self.nodes[idx];
             let one_of = n.items == ONE_OF;
             if n.kind != Kind::Union || (self.lenient && !one_of) {
                 continue;
@@ -1194,6 +1199,15 @@ impl Schema {
             let mut seen = if n.nullable { START_NULL } else { 0 };
             for i in 0..n.count as usize {
                 let starts = self.starts(self.choices[n.first as usize + i], 0);
+                if seen & starts != 0 && self.lenient {
+                    // The left-out place: the `oneOf`'s schema.
+                    if let Some(d) = self.dropped.get_mut(self.n_dropped) {
+                        *d = (n.lo as usize, [0; 24], 5);
+                        d.1[..5].copy_from_slice(b"oneOf");
+                    }
+                    self.n_dropped += 1;
+                    break;
+                }
                 if seen & starts != 0 {
                     return Err(unsupported(if one_of {
                         "oneOf (schemas that can begin alike)"
@@ -3514,6 +3528,13 @@ mod tests {
         assert!(
             complete(&s, r#"{"a":1}"#) && complete(&s, "{}") && !complete(&s, r#"{"a":1,"b":2}"#)
         );
+        // Best effort: the first schema that can begin with the byte, and
+        // `oneOf` said left out.
+        let text = br#"{"type":"object","properties":{"n":{"oneOf":[{"type":"integer"},{"type":"number"}]}}}"#;
+        let s = Schema::compile_lenient(&parse(text).unwrap()).unwrap();
+        assert!(complete(&s, r#"{"n":5}"#) && !complete(&s, r#"{"n":"x"}"#));
+        let dropped: Vec<(&str, usize)> = s.dropped().collect();
+        assert_eq!(dropped, std::vec![("oneOf", 35)]);
         for text in [
             r#"{"oneOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"type":"object","properties":{"b":{}},"additionalProperties":false}]}"#,
             r#"{"oneOf":[{"type":"integer"},{"type":"number"}]}"#,

@@ -1565,23 +1565,32 @@ impl Schema {
             if node.min_items > node.max_items {
                 return Err(SchemaError::Invalid("minLength above maxLength"));
             }
+            // A format's or a pattern's automaton counts no characters:
+            // beside a length (or each other) it is refused, or best
+            // effort left out (the length and the string kept).
+            let lengths = has(&["minLength", "maxLength"]);
             if let Some(f) = format {
-                // A format's automaton counts no characters.
-                if has(&["minLength", "maxLength"]) {
+                if !lengths {
+                    node.items = f as u16;
+                } else if self.lenient {
+                    self.drop_keyword(v, "format");
+                } else {
                     return Err(unsupported("format (beside minLength or maxLength)"));
                 }
-                node.items = f as u16;
             }
             if let Some(p) = pattern {
-                if has(&["minLength", "maxLength"]) || format.is_some() {
+                if !lengths && format.is_none() {
+                    node.lo = self.patterns.len() as i64;
+                    self.patterns
+                        .push(p)
+                        .map_err(|_| SchemaError::TooLarge("more than 8 patterns"))?;
+                } else if self.lenient {
+                    self.drop_keyword(v, "pattern");
+                } else {
                     return Err(unsupported(
                         "pattern (beside minLength, maxLength or format)",
                     ));
                 }
-                node.lo = self.patterns.len() as i64;
-                self.patterns
-                    .push(p)
-                    .map_err(|_| SchemaError::TooLarge("more than 8 patterns"))?;
             }
         }
         self.bounds(&mut node, v, forced.is_some())?;
@@ -3419,6 +3428,9 @@ mod tests {
                 "{text}"
             );
         }
+        let text = br#"{"type":"string","pattern":"^a$","maxLength":3}"#;
+        let s = Schema::compile_lenient(&parse(text).unwrap()).unwrap();
+        assert!(complete(&s, r#""xyz""#) && !complete(&s, r#""wxyz""#) && !complete(&s, "1"));
     }
 
     /// A string's `format` (date, time, date-time, uuid, ipv4, email) is
@@ -3451,6 +3463,15 @@ mod tests {
                 "{text}"
             );
         }
+        // Best effort beside a length: the format left out, the string and
+        // its length kept.
+        let text = br#"{"type":"string","format":"email","maxLength":4}"#;
+        let s = Schema::compile_lenient(&parse(text).unwrap()).unwrap();
+        assert!(complete(&s, r#""abcd""#) && !complete(&s, r#""abcde""#) && !complete(&s, "[1]"));
+        assert_eq!(
+            s.dropped().map(|d| d.0).collect::<Vec<_>>(),
+            std::vec!["format"]
+        );
     }
 
     /// A union of closed objects with different property names is keyed

@@ -174,7 +174,9 @@ impl Builder {
 
     /// `f` repeated `min` to `max` times (`None`: unbounded).
     fn repeat(&mut self, f: Frag, min: u32, max: Option<u32>) -> Option<Frag> {
-        if max.is_some_and(|m| m < min) || min > MAX_POSITIONS as u32 {
+        // Bounds past the positions there are refused (every copy of a
+        // class takes one; an empty group's copies would only loop).
+        if max.is_some_and(|m| m < min || m > MAX_POSITIONS as u32) || min > MAX_POSITIONS as u32 {
             return None;
         }
         let star = |b: &mut Builder, g: Frag| {
@@ -578,8 +580,11 @@ mod tests {
         ] {
             assert!(compile(p.as_bytes()).is_none(), "{p}");
         }
-        // Too many positions once repetitions are written out.
+        // Too many positions once repetitions are written out, or bounds
+        // past them (an empty group's too: it must not loop).
         assert!(compile(b"^[a-z]{70}$").is_none());
+        assert!(compile(b"^(){0,4000000000}$").is_none());
+        assert!(compile(b"^(a?){0,63}$").is_none() && compile(b"^(a?){0,62}$").is_some());
         // No value matches: refused, not a dead end.
         assert!(compile(b"^\"$").is_none());
     }

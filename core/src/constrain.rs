@@ -706,9 +706,15 @@ impl Schema {
 
     /// Records keyword `name` of the subschema `v` as left out.
     fn drop_keyword(&mut self, v: &Value, name: &str) {
+        self.drop_at(text_span(v).0, name);
+    }
+
+    /// Records keyword `name` of the subschema whose text is at `at` as
+    /// left out.
+    fn drop_at(&mut self, at: usize, name: &str) {
         if let Some(d) = self.dropped.get_mut(self.n_dropped) {
             let n = name.len().min(24);
-            d.0 = text_span(v).0;
+            d.0 = at;
             d.1[..n].copy_from_slice(&name.as_bytes()[..n]);
             d.2 = n as u8;
         }
@@ -1201,11 +1207,7 @@ impl Schema {
                 let starts = self.starts(self.choices[n.first as usize + i], 0);
                 if seen & starts != 0 && self.lenient {
                     // The left-out place: the `oneOf`'s schema.
-                    if let Some(d) = self.dropped.get_mut(self.n_dropped) {
-                        *d = (n.lo as usize, [0; 24], 5);
-                        d.1[..5].copy_from_slice(b"oneOf");
-                    }
-                    self.n_dropped += 1;
+                    self.drop_at(n.lo as usize, "oneOf");
                     break;
                 }
                 if seen & starts != 0 {

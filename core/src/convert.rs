@@ -8,8 +8,9 @@
 use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
-use crate::quant::repack::{self, Layout, Q8X8_ROWS};
-use crate::quant::{f16, q4_0, q8_0, Quantizer, QK, QK_K};
+use crate::quant::layout::BlockValues;
+use crate::quant::repack::{Layout, Q8X8_ROWS};
+use crate::quant::{f16, Quantizer, QK_K};
 use crate::tensors::{self, Kind, Spec};
 use crate::tensors::{Role, NO_LAYER};
 use crate::vqf::config_section;
@@ -815,19 +816,6 @@ fn write_tensor(
                         }
                     }
                 }
-                Layout::Q4_0x4 | Layout::Q8_0x8 => {
-                    let rows = GroupRows {
-                        cfg,
-                        src,
-                        e,
-                        quantizer,
-                        importance,
-                        expert,
-                        row0,
-                        n,
-                    };
-                    write_quantized_group(&rows, v, cols, w, &mut error)?;
-                }
                 _ => {
                     let rows = GroupRows {
                         cfg,
@@ -839,7 +827,7 @@ fn write_tensor(
                         row0,
                         n,
                     };
-                    write_kept_group(&rows, v, cols, w, &mut error)?;
+                    write_group(&rows, v, cols, w, &mut error)?;
                 }
             }
             row0 += n;
@@ -892,78 +880,14 @@ impl<'s> GroupRows<'s> {
     }
 }
 
-/// Writes one row group in a Q4_0x4 or Q8_0x8 layout, one 32-column
-/// super-block at a time (so the byte staging is a few hundred bytes on
-/// the stack): each row's GGUF blocks are the source's own when the entry
-/// keeps them ([`GroupRows::kept_blocks`]), else quantized from its values
-/// `v` (`n x cols`).
-fn write_quantized_group(
-    rows: &GroupRows,
-    v: &[f32],
-    cols: usize,
-    w: &mut Writer<'_>,
-    error: &mut QuantError,
-) -> Result<(), Error> {
-    let (layout, n) = (rows.e.layout, rows.n);
-    let nb = cols / QK;
-    let (block, sb_len) = if layout == Layout::Q4_0x4 {
-        (q4_0::BLOCK_BYTES, repack::Q4X4_BLOCK_BYTES)
-    } else {
-        (q8_0::BLOCK_BYTES, repack::Q8X8_BLOCK_BYTES)
-    };
-    let mut kept: [Option<(Part, usize)>; Q8X8_ROWS] = [None; Q8X8_ROWS];
-    let mut importance: [Option<&[f32]>; Q8X8_ROWS] = [None; Q8X8_ROWS];
-    let mut mean_square = [0f32; Q8X8_ROWS];
-    for i in 0..n {
-        kept[i] = rows.kept_blocks(i);
-        importance[i] = rows.importance(i, cols)?;
-        mean_square[i] = q4_0::mean_square(&v[i * cols..(i + 1) * cols]);
-    }
-    let mut gguf = [0u8; Q8X8_ROWS * q8_0::BLOCK_BYTES];
-    let mut packed = [0u8; repack::Q8X8_BLOCK_BYTES];
-    let mut stored = [0f32; QK];
-    for b in 0..nb {
-        for r in 0..n {
-            let x = &v[r * cols + b * QK..r * cols + (b + 1) * QK];
-            let dst = &mut gguf[r * block..(r + 1) * block];
-            if let Some((part, pr)) = kept[r] {
-                let e = rows.e;
-                rows.src
-                    .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
-            } else if layout == Layout::Q4_0x4 {
-                let w = importance[r].map(|c| &c[b * QK..(b + 1) * QK]);
-                let mut a = [0f32; QK];
-                a.copy_from_slice(x);
-                let q = q4_0::quantize_block_with(rows.quantizer, &a, mean_square[r], w)?;
-                dst.copy_from_slice(&q.to_bytes());
-            } else {
-                q8_0::quantize_row_bytes(x, dst)?;
-            }
-            if layout == Layout::Q4_0x4 {
-                q4_0::dequantize_row_bytes(dst, &mut stored)?;
-            } else {
-                q8_0::dequantize_row_bytes(dst, &mut stored)?;
-            }
-            for (&a, &q) in x.iter().zip(&stored) {
-                error.add(a, q);
-            }
-        }
-        let src = &gguf[..n * block];
-        if layout == Layout::Q4_0x4 {
-            repack::repack_q4_0x4_group(src, QK, &mut packed[..sb_len])?;
-        } else {
-            repack::repack_q8_0x8_group(src, QK, &mut packed[..sb_len])?;
-        }
-        w.write(&packed[..sb_len])?;
-    }
-    Ok(())
-}
-
-/// Writes one row group of a layout that only holds source blocks (the
-/// k-quant layouts), one 256-column super-block at a time: every row's
-/// blocks are the source's own ([`GroupRows::kept_blocks`]; an entry in
-/// such a layout exists only where they are), repacked.
-fn write_kept_group(
+/// Writes one row group of a layout of GGUF blocks (`n x cols` values
+/// `v`), one super-block column at a time (so the byte staging is a few KB
+/// on the stack): each row's blocks are the source's own where the entry
+/// keeps them ([`GroupRows::kept_blocks`]), else made from the values by
+/// the layout's quantizer (the layout table's; a layout without one, such
+/// as the k-quant ones, has an entry only where the source's blocks are
+/// kept), then repacked by the layout's repacker.
+fn write_group(
     rows: &GroupRows,
     v: &[f32],
     cols: usize,
@@ -971,28 +895,56 @@ fn write_kept_group(
     error: &mut QuantError,
 ) -> Result<(), Error> {
     let (e, n) = (rows.e, rows.n);
+    let spec = e.layout.spec();
     let no_blocks = Error::Unsupported {
         what: "layout that keeps no source blocks",
         value: crate::vqf::format::layout_code(e.layout) as u64,
     };
-    let kept = e.layout.spec().kept.ok_or(no_blocks)?;
+    let kept = spec.kept.ok_or(no_blocks)?;
     let ty = GgmlType::from_id(kept.ggml_id).ok_or(no_blocks)?;
     let per = e.layout.block_cols();
     let (block, group) = (ty.type_size(), e.layout.group_bytes(per)?);
+    // Per row: where its source blocks are, or what its quantizer needs.
+    let mut source: [Option<(Part, usize)>; 8] = [None; 8];
+    let mut importance: [Option<&[f32]>; 8] = [None; 8];
+    let mut mean_square = [0f32; 8];
+    for r in 0..n {
+        source[r] = rows.kept_blocks(r);
+        if source[r].is_none() {
+            if spec.quantize.is_none() {
+                return Err(Error::Unsupported {
+                    what: "a row whose source type the entry's layout does not hold",
+                    value: (rows.row0 + r) as u64,
+                });
+            }
+            importance[r] = rows.importance(r, cols)?;
+            mean_square[r] = crate::quant::q4_0::mean_square(&v[r * cols..(r + 1) * cols]);
+        }
+    }
     let mut gguf = [0u8; 8 * MAX_KEPT_BLOCK];
     let mut packed = [0u8; MAX_KEPT_GROUP];
     let mut stored = [0f32; QK_K];
     for b in 0..cols / per {
         for r in 0..n {
-            let (part, pr) = rows.kept_blocks(r).ok_or(Error::Unsupported {
-                what: "a row whose source type the entry's layout does not hold",
-                value: (rows.row0 + r) as u64,
-            })?;
             let dst = &mut gguf[r * block..(r + 1) * block];
-            rows.src
-                .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?;
-            crate::gguf::dequantize_row(ty, dst, &mut stored[..per])?;
             let x = &v[r * cols + b * per..r * cols + (b + 1) * per];
+            match (source[r], spec.quantize) {
+                (Some((part, pr)), _) => {
+                    rows.src
+                        .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?
+                }
+                (None, Some(quantize)) => {
+                    let values = BlockValues {
+                        values: x,
+                        row_mean_square: mean_square[r],
+                        importance: importance[r].map(|c| &c[b * per..(b + 1) * per]),
+                        quantizer: rows.quantizer,
+                    };
+                    quantize(&values, dst)?
+                }
+                (None, None) => return Err(no_blocks),
+            }
+            crate::gguf::dequantize_row(ty, dst, &mut stored[..per])?;
             for (&a, &q) in x.iter().zip(&stored) {
                 error.add(a, q);
             }

@@ -9,7 +9,7 @@ use crate::layout::{
     Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q5X4_ROWS, Q5_0X4_BLOCK_BYTES, Q5_1X4_BLOCK_BYTES,
     Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK,
 };
-use crate::layouts::{iq4nl, q5};
+use crate::layouts::{iq4nl, q4_0, q5, q8_0};
 use crate::ShapeError;
 use std::format;
 use std::vec;
@@ -380,8 +380,15 @@ fn gemm_q4_0x4_and_iq4_nlx4_match_generic() {
     for cpu in cpus() {
         std::println!("q4_0x4, iq4_nlx4: {cpu:?}");
         let shape = (Q4X4_ROWS, Q4X4_BLOCK_BYTES, Q4X4_ROWS);
-        let q4 = (arch::gemm_q4_0x4_q8_0, arch::gemv_q4_0x4_q8_0);
-        check_gemm(cpu, shape, q4.0, q4.1, generic::gemm_q4_0x4_q8_0, "q4_0x4");
+        let q4 = (q4_0::arch::gemm_q4_0x4_q8_0, q4_0::arch::gemv_q4_0x4_q8_0);
+        check_gemm(
+            cpu,
+            shape,
+            q4.0,
+            q4.1,
+            q4_0::generic::gemm_q4_0x4_q8_0,
+            "q4_0x4",
+        );
         use iq4nl::{arch as a, generic as g};
         let iq4 = (a::gemm_iq4_nlx4_q8_0, a::gemv_iq4_nlx4_q8_0);
         check_gemm(cpu, shape, iq4.0, iq4.1, g::gemm_iq4_nlx4_q8_0, "iq4_nlx4");
@@ -436,9 +443,9 @@ fn gemm_q8_0x8_matches_generic() {
         check_gemm(
             cpu,
             (Q8X8_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS),
-            arch::gemm_q8_0x8_q8_0,
-            arch::gemv_q8_0x8_q8_0,
-            generic::gemm_q8_0x8_q8_0,
+            q8_0::arch::gemm_q8_0x8_q8_0,
+            q8_0::arch::gemv_q8_0x8_q8_0,
+            q8_0::generic::gemm_q8_0x8_q8_0,
             "q8_0x8",
         );
     }

@@ -2,15 +2,7 @@
 //! project: the kernels read them, `kestrel-core`'s quantizers and repacker
 //! write them. docs/kernels.md specifies every byte.
 //!
-//! * Q8_0 (GGUF): 32 weights in 34 bytes: `d: f16 LE`, then 32 x `i8`.
-//! * Q4_0 (GGUF): 32 weights in 18 bytes: `d: f16 LE`, then 16 bytes; byte
-//!   `j` holds weight `j` in its low nibble and weight `j + 16` in its high
-//!   nibble.
-//! * Q4_0x4: 72-byte super-blocks of 4 rows x 32 weights: the four f16
-//!   scales, then 64 nibble bytes (XOR 0x88) in 16-byte chunks of 4 rows x 4
-//!   weights.
-//! * Q8_0x8: 272-byte super-blocks of 8 rows x 32 weights: eight f16 scales,
-//!   then 256 quant bytes in 32-byte chunks of 8 rows x 4 weights.
+//! * The layouts themselves: one module each in `crate::layouts`.
 //! * Activations: `qs` (`i8`, `m x cols`, row-major) and `d` (`f32`, one per
 //!   32-block, the Q8_0 scale already rounded to f16 precision).
 //! * Q8_K activations (for the k-quant layouts): `qs` (`i8`, `m x cols`),
@@ -22,6 +14,10 @@ pub const QK: usize = 32;
 
 /// Weights per k-quant super-block (Q4_K, Q5_K, Q6_K and Q8_K activations).
 pub const QK_K: usize = 256;
+
+// Q4_0x4 and Q8_0x8 (byte order: `crate::layouts::q4_0`, `q8_0`): their
+// geometry constants stay here, below the architecture modules whose
+// shared texts (the VNNI tiles, the prefetches) read them.
 
 /// Bytes of one GGUF Q4_0 block.
 pub const Q4_0_BLOCK_BYTES: usize = 2 + QK / 2;

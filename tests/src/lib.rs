@@ -338,48 +338,140 @@ pub fn weights(
 /// that a file holds a source's blocks byte for byte. `None` for the plain
 /// layouts.
 pub fn unpack_rows(m: &kestrel_core::quant::repack::PackedMatrix) -> Option<Vec<u8>> {
-    use kestrel_core::quant::repack::{self, Layout};
+    use kestrel_core::quant::repack::Layout;
     type Whole = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
-    type Group = fn(&[u8], usize, &mut [u8]) -> Result<(), kestrel_core::Error>;
     let ty = kestrel_core::gguf::GgmlType::from_id(m.layout.spec().kept?.ggml_id)?;
     let row_bytes = ty.row_bytes(m.cols as u64).unwrap();
     let mut out = vec![0u8; m.rows * row_bytes];
-    // The group-at-a-time inverses, and the whole-matrix ones.
-    let (group, whole): (Option<Group>, Option<Whole>) = match m.layout {
-        Layout::Q4_0x4 => (Some(repack::unpack_q4_0x4_group), None),
-        Layout::Q8_0x8 => (Some(repack::unpack_q8_0x8_group), None),
-        Layout::Iq4Nlx4 => {
-            let unpack: Group = |g, c, o| {
-                let xor = kestrel_kernels::layouts::iq4nl::IQ4_NLX4_XOR;
-                repack::unpack_nibble_x4_group(g, c, o, xor)
-            };
-            (Some(unpack), None)
-        }
-        Layout::Q5_0x4 => (None, Some(unpack_q5_0)),
-        Layout::Q5_1x4 => (None, Some(unpack_q5_1)),
-        Layout::Q4Kx4 => (None, Some(unpack_q4_k)),
-        Layout::Q5Kx4 => (None, Some(unpack_q5_k)),
-        Layout::Q6Kx8 => (None, Some(unpack_q6_k)),
-        Layout::Q3Kx8 => (None, Some(unpack_q3_k)),
-        Layout::Iq4Xsx8 => (None, Some(unpack_iq4_xs)),
-        Layout::Q2Kx8 => (None, Some(unpack_q2_k)),
-        Layout::Iq3Xxsx8 => (None, Some(unpack_iq3_xxs)),
-        Layout::Iq2Xxsx8 => (None, Some(unpack_iq2_xxs)),
-        Layout::Iq2Xsx8 => (None, Some(unpack_iq2_xs)),
-        Layout::Iq2Sx8 => (None, Some(unpack_iq2_s)),
-        Layout::Iq3Sx8 => (None, Some(unpack_iq3_s)),
+    let unpack: Whole = match m.layout {
+        Layout::Q4_0x4 => unpack_q4_0,
+        Layout::Q8_0x8 => unpack_q8_0,
+        Layout::Iq4Nlx4 => unpack_iq4_nl,
+        Layout::Q5_0x4 => unpack_q5_0,
+        Layout::Q5_1x4 => unpack_q5_1,
+        Layout::Q4Kx4 => unpack_q4_k,
+        Layout::Q5Kx4 => unpack_q5_k,
+        Layout::Q6Kx8 => unpack_q6_k,
+        Layout::Q3Kx8 => unpack_q3_k,
+        Layout::Iq4Xsx8 => unpack_iq4_xs,
+        Layout::Q2Kx8 => unpack_q2_k,
+        Layout::Iq3Xxsx8 => unpack_iq3_xxs,
+        Layout::Iq2Xxsx8 => unpack_iq2_xxs,
+        Layout::Iq2Xsx8 => unpack_iq2_xs,
+        Layout::Iq2Sx8 => unpack_iq2_s,
+        Layout::Iq3Sx8 => unpack_iq3_s,
         Layout::F32 | Layout::F16 | Layout::GgufRows => return None,
     };
-    if let Some(unpack) = group {
-        let g = m.layout.group_rows();
-        for (gi, rows_out) in out.chunks_mut(g * row_bytes.max(1)).enumerate() {
-            unpack(m.group(gi), m.cols, rows_out).unwrap();
+    unpack(m.bytes, m.rows, m.cols, &mut out).unwrap();
+    Some(out)
+}
+
+/// The inverse of a 4-row nibble layout's repacking
+/// (`kestrel_kernels::layouts::q4_0::repack_nibble_x4` with `xor`): the
+/// packed matrix's real rows back as GGUF blocks of 18 bytes.
+fn unpack_nibble_x4(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+    xor: u8,
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q4_0::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q4_0_BLOCK_BYTES};
+    let nb = cols / 32;
+    let expected = rows.div_ceil(Q4X4_ROWS) * nb * Q4X4_BLOCK_BYTES;
+    fits_32("q4_0x4 matrix bytes", cols, expected, packed.len())?;
+    fits_32(
+        "q4_0 rows bytes",
+        cols,
+        rows * nb * Q4_0_BLOCK_BYTES,
+        out.len(),
+    )?;
+    for row in 0..rows {
+        for b in 0..nb {
+            let sb = &packed[((row / 4) * nb + b) * Q4X4_BLOCK_BYTES..][..Q4X4_BLOCK_BYTES];
+            let r = row % 4;
+            let dst = &mut out[(row * nb + b) * Q4_0_BLOCK_BYTES..][..Q4_0_BLOCK_BYTES];
+            dst[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for c in 0..4 {
+                for k in 0..4 {
+                    dst[2 + 4 * c + k] = sb[8 + 16 * c + 4 * r + k] ^ xor;
+                }
+            }
         }
     }
-    if let Some(unpack) = whole {
-        unpack(m.bytes, m.rows, m.cols, &mut out).unwrap();
+    Ok(())
+}
+
+/// The inverse of `kestrel_kernels::layouts::q4_0::repack_q4_0`.
+pub fn unpack_q4_0(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    let xor = kestrel_kernels::layouts::q4_0::Q4_0X4_XOR;
+    unpack_nibble_x4(packed, rows, cols, out, xor)
+}
+
+/// The inverse of `kestrel_kernels::layouts::iq4nl::repack_iq4_nl`.
+pub fn unpack_iq4_nl(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    let xor = kestrel_kernels::layouts::iq4nl::IQ4_NLX4_XOR;
+    unpack_nibble_x4(packed, rows, cols, out, xor)
+}
+
+/// The inverse of `kestrel_kernels::layouts::q8_0::repack_q8_0`.
+pub fn unpack_q8_0(
+    packed: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), kestrel_core::Error> {
+    use kestrel_kernels::layouts::q8_0::{Q8X8_BLOCK_BYTES, Q8X8_ROWS, Q8_0_BLOCK_BYTES};
+    let nb = cols / 32;
+    let expected = rows.div_ceil(Q8X8_ROWS) * nb * Q8X8_BLOCK_BYTES;
+    fits_32("q8_0x8 matrix bytes", cols, expected, packed.len())?;
+    fits_32(
+        "q8_0 rows bytes",
+        cols,
+        rows * nb * Q8_0_BLOCK_BYTES,
+        out.len(),
+    )?;
+    for row in 0..rows {
+        for b in 0..nb {
+            let sb = &packed[((row / 8) * nb + b) * Q8X8_BLOCK_BYTES..][..Q8X8_BLOCK_BYTES];
+            let r = row % 8;
+            let dst = &mut out[(row * nb + b) * Q8_0_BLOCK_BYTES..][..Q8_0_BLOCK_BYTES];
+            dst[..2].copy_from_slice(&sb[2 * r..2 * r + 2]);
+            for c in 0..8 {
+                dst[2 + 4 * c..][..4].copy_from_slice(&sb[16 + 32 * c + 4 * r..][..4]);
+            }
+        }
     }
-    Some(out)
+    Ok(())
+}
+
+/// An inverse's size check for rows of 32-weight blocks: `actual` bytes
+/// where `expected` are due, `cols` a multiple of 32.
+fn fits_32(
+    what: &'static str,
+    cols: usize,
+    expected: usize,
+    actual: usize,
+) -> Result<(), kestrel_core::Error> {
+    if expected == actual && cols.is_multiple_of(32) {
+        Ok(())
+    } else {
+        Err(kestrel_core::Error::SizeMismatch {
+            what,
+            expected,
+            actual,
+        })
+    }
 }
 
 // The inverse of Q3_Kx8's repacker (`kestrel_kernels::layouts::q3k`), for

@@ -41,10 +41,7 @@ impl Matrix {
             _ => q8_0::dequantize_row_bytes(&gguf, &mut deq).unwrap(),
         }
         let mut packed = vec![0u8; layout.matrix_bytes(rows, cols).unwrap()];
-        match layout {
-            Layout::Q4_0x4 => repack::repack_q4_0x4(&gguf, rows, cols, &mut packed).unwrap(),
-            _ => repack::repack_q8_0x8(&gguf, rows, cols, &mut packed).unwrap(),
-        }
+        repack::repack(layout, &gguf, rows, cols, &mut packed).unwrap();
         Matrix {
             packed,
             deq,
@@ -113,10 +110,7 @@ fn activation_values(kind: usize, n: usize, seed: u64) -> Vec<f32> {
 fn check_reference(w: &Matrix, a: &Acts, m: usize) -> Vec<f32> {
     let mut out = vec![0f32; m * w.rows];
     let view = w.view();
-    match w.layout {
-        Layout::Q4_0x4 => reference::gemm_q4_0x4_q8_0(&view, &a.qs, &a.d, m, &mut out).unwrap(),
-        _ => reference::gemm_q8_0x8_q8_0(&view, &a.qs, &a.d, m, &mut out).unwrap(),
-    }
+    reference::gemm_q8_0(&view, &a.qs, &a.d, m, &mut out).unwrap();
     for t in 0..m {
         for r in 0..w.rows {
             let wr = &w.deq[r * w.cols..(r + 1) * w.cols];
@@ -539,12 +533,7 @@ fn minus_128_activation_quants_match_the_reference() {
             }
             let mut want = vec![0f32; m * rows];
             let view = w.view();
-            match layout {
-                Layout::Q4_0x4 => {
-                    reference::gemm_q4_0x4_q8_0(&view, &a.qs, &a.d, m, &mut want).unwrap()
-                }
-                _ => reference::gemm_q8_0x8_q8_0(&view, &a.qs, &a.d, m, &mut want).unwrap(),
-            }
+            reference::gemm_q8_0(&view, &a.qs, &a.d, m, &mut want).unwrap();
             check_kernels(&kernels, &w, &a, m, &want);
         }
     }
@@ -1069,11 +1058,7 @@ fn gemm_batches_past_64_rows() {
         let w = Matrix::new(layout, rows, cols, &weights(2, rows * cols, 5));
         let a = acts(&activation_values(1, m * cols, 9));
         let mut want = vec![0f32; m * rows];
-        match layout {
-            Layout::Q4_0x4 => reference::gemm_q4_0x4_q8_0(&w.view(), &a.qs, &a.d, m, &mut want),
-            _ => reference::gemm_q8_0x8_q8_0(&w.view(), &a.qs, &a.d, m, &mut want),
-        }
-        .unwrap();
+        reference::gemm_q8_0(&w.view(), &a.qs, &a.d, m, &mut want).unwrap();
         check_kernels(&kernels, &w, &a, m, &want);
     }
 }

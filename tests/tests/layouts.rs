@@ -1,7 +1,7 @@
 //! The layouts written whole (`kestrel_kernels::layouts`; the 8-row Q6_Kx8, Q3_Kx8,
 //! IQ4_XSx8, Q2_Kx8, IQ3_XXSx8, IQ3_Sx8, IQ2_XXSx8, IQ2_XSx8 and IQ2_Sx8 and
 //! the 4-row Q4_Kx4 and Q5_Kx4 here, whose GGUF blocks are 256 weights; and
-//! Q5_0x4 and Q5_1x4, of 32-weight blocks): each repacker
+//! Q5_0x4, Q5_1x4, Q4_0x4, IQ4_NLx4 and Q8_0x8, of 32-weight blocks): each repacker
 //! keeps the GGUF bytes (its round trip through the tests' inverse gives
 //! them back), the generic accessors give ggml's dequantized values bit for
 //! bit, and sizes that do not fit are refused. (The kernels against their
@@ -12,12 +12,13 @@ use kestrel_core::quant::f16::read_f16;
 use kestrel_core::Error;
 use kestrel_kernels::layout::QK_K;
 use kestrel_kernels::layouts::{
-    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4xs, q2k, q3k, q4k, q5, q5k, q6k,
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4_0, q4k, q5, q5k, q6k, q8_0,
 };
 use kestrel_kernels::ShapeError;
 use kestrel_tests::{
-    unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_xs,
-    unpack_q2_k, unpack_q3_k, unpack_q4_k, unpack_q5_0, unpack_q5_1, unpack_q5_k, unpack_q6_k,
+    unpack_iq2_s, unpack_iq2_xs, unpack_iq2_xxs, unpack_iq3_s, unpack_iq3_xxs, unpack_iq4_nl,
+    unpack_iq4_xs, unpack_q2_k, unpack_q3_k, unpack_q4_0, unpack_q4_k, unpack_q5_0, unpack_q5_1,
+    unpack_q5_k, unpack_q6_k, unpack_q8_0,
 };
 
 const MAX_ROWS: usize = 11;
@@ -567,5 +568,87 @@ fn q5_generic_kernels_match_the_dequantized_dot() {
                 );
             }
         }
+    }
+}
+
+/// The layouts of 32-weight GGUF blocks the converter also makes from
+/// values: Q4_0x4, IQ4_NLx4 (Q4_0x4's arrangement, nibbles unchanged) and
+/// Q8_0x8. Each: GGUF block bytes, rows per group, super-block bytes, the
+/// repacker and the tests' inverse.
+const X32_LAYOUTS: [(GgmlType, usize, usize, usize, Repack, Unpack); 3] = [
+    (
+        GgmlType::Q4_0,
+        q4_0::Q4_0_BLOCK_BYTES,
+        q4_0::Q4X4_ROWS,
+        q4_0::Q4X4_BLOCK_BYTES,
+        q4_0::repack_q4_0,
+        unpack_q4_0,
+    ),
+    (
+        GgmlType::IQ4_NL,
+        q4_0::Q4_0_BLOCK_BYTES,
+        q4_0::Q4X4_ROWS,
+        q4_0::Q4X4_BLOCK_BYTES,
+        iq4nl::repack_iq4_nl,
+        unpack_iq4_nl,
+    ),
+    (
+        GgmlType::Q8_0,
+        q8_0::Q8_0_BLOCK_BYTES,
+        q8_0::Q8X8_ROWS,
+        q8_0::Q8X8_BLOCK_BYTES,
+        q8_0::repack_q8_0,
+        unpack_q8_0,
+    ),
+];
+
+/// Each repacker keeps its GGUF bytes (the round trip through the tests'
+/// inverse gives them back), padding rows are all zero (scale 0 and, for
+/// Q4_0x4, the nibbles `8 ^ 8`), and sizes that do not fit are refused.
+#[test]
+fn x32_layouts_keep_their_bytes_and_check_sizes() {
+    for (ty, block, group, sbb, repack, unpack) in X32_LAYOUTS {
+        for rows in 1..=17 {
+            for cols in [32, 64, 96] {
+                let nb = cols / 32;
+                let mut x = (rows * 131 + cols) as u32;
+                let src: Vec<u8> = (0..rows * nb * block)
+                    .map(|_| {
+                        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                        (x >> 24) as u8
+                    })
+                    .collect();
+                let packed_len = rows.div_ceil(group) * nb * sbb;
+                let mut packed = vec![0xa5u8; packed_len];
+                repack(&src, rows, cols, &mut packed).unwrap();
+                // Padding rows: their scales and quants are zero.
+                let last = &packed[(rows.div_ceil(group) - 1) * nb * sbb..];
+                for sb in last.chunks_exact(sbb) {
+                    for r in (rows - 1) % group + 1..group {
+                        assert_eq!(sb[2 * r..2 * r + 2], [0, 0], "{ty:?}");
+                        // Chunk `c` holds 4 bytes of each row, row `r` at `4r`.
+                        for c in 0..(sbb - 2 * group) / (4 * group) {
+                            let at = 2 * group + 4 * group * c + 4 * r;
+                            assert_eq!(sb[at..at + 4], [0; 4], "{ty:?} row {r} chunk {c}");
+                        }
+                    }
+                }
+                let mut back = vec![0u8; src.len()];
+                unpack(&packed, rows, cols, &mut back).unwrap();
+                assert_eq!(back, src, "{ty:?} rows {rows} cols {cols}");
+            }
+        }
+        let mut out = vec![0u8; 2 * sbb];
+        let src = vec![0u8; 2 * block];
+        assert!(
+            repack(&src, 1, 64, &mut out[..2 * sbb - 1]).is_err(),
+            "{ty:?}"
+        );
+        assert!(
+            repack(&src[..2 * block - 1], 1, 64, &mut out).is_err(),
+            "{ty:?}"
+        );
+        assert!(repack(&src, 1, 48, &mut out).is_err(), "{ty:?}");
+        assert!(repack(&src, 1, 64, &mut out).is_ok(), "{ty:?}");
     }
 }

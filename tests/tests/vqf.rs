@@ -2,7 +2,7 @@
 
 use kestrel_core::config::{Arch, MoeConfig, MAX_LAYERS};
 use kestrel_core::convert::{Part, WeightMode};
-use kestrel_core::quant::repack::{self, Layout};
+use kestrel_core::quant::repack::Layout;
 use kestrel_core::quant::{q4_0, q8_0};
 use kestrel_core::tensors::{Role, NO_LAYER};
 use kestrel_core::vqf::format::flags;
@@ -66,14 +66,14 @@ fn every_mode_round_trips() {
                     Layout::Q4_0x4 => {
                         let mut gguf = vec![0u8; 2 * 18];
                         let mut rows = vec![0u8; 36 * 4];
-                        repack::unpack_q4_0x4_group(m.group(r / 4), 64, &mut rows).unwrap();
+                        kestrel_tests::unpack_q4_0(m.group(r / 4), 4, 64, &mut rows).unwrap();
                         q4_0::quantize_row_bytes(&want, &mut gguf).unwrap();
                         assert_eq!(&rows[36 * (r % 4)..36 * (r % 4 + 1)], &gguf[..]);
                     }
                     Layout::Q8_0x8 => {
                         let mut gguf = vec![0u8; 2 * 34];
                         let mut rows = vec![0u8; 68 * 8];
-                        repack::unpack_q8_0x8_group(m.group(r / 8), 64, &mut rows).unwrap();
+                        kestrel_tests::unpack_q8_0(m.group(r / 8), 8, 64, &mut rows).unwrap();
                         q8_0::quantize_row_bytes(&want, &mut gguf).unwrap();
                         assert_eq!(&rows[68 * (r % 8)..68 * (r % 8 + 1)], &gguf[..]);
                     }

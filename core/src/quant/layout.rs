@@ -5,14 +5,13 @@
 //! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
 //! lists what a new one needs.
 
-use super::{repack, QK, QK_K};
+use super::{QK, QK_K};
 use crate::error::{mul, Error};
 #[cfg(target_arch = "aarch64")]
 use kestrel_kernels::aarch64 as arch;
-use kestrel_kernels::generic;
 use kestrel_kernels::layout as kl;
 use kestrel_kernels::layouts::{
-    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4k, q5, q5k, q6k,
+    iq2s, iq2xs, iq2xxs, iq3s, iq3xxs, iq4nl, iq4xs, q2k, q3k, q4_0, q4k, q5, q5k, q6k, q8_0,
 };
 #[cfg(target_arch = "x86_64")]
 use kestrel_kernels::x86_64 as arch;
@@ -95,10 +94,7 @@ impl Kept {
         out: &mut [u8],
     ) -> Result<(), Error> {
         #[cfg(feature = "repack")]
-        return match self.repack {
-            Repacker::Core(f) => f(src, rows, cols, out),
-            Repacker::Kernels(f) => Ok(f(src, rows, cols, out)?),
-        };
+        return Ok((self.repack)(src, rows, cols, out)?);
         #[cfg(not(feature = "repack"))]
         {
             let _ = (src, rows, cols, out);
@@ -122,20 +118,41 @@ pub enum ActFormat {
     Q8K,
 }
 
-/// `(src, rows, cols, out)`: GGUF rows to the layout's bytes, or back.
-pub type RepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), Error>;
-/// A repacker of the kernel crate's layouts (`kestrel_kernels::layouts`),
-/// its shape error made the core's where it is called.
-pub type KernelRepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), ShapeError>;
+/// A layout's repacker, `(src, rows, cols, out)`: GGUF rows to the
+/// layout's bytes (`kestrel_kernels::layouts`, each layout's module), its
+/// shape error made the core's where it is called.
+pub type RepackFn = fn(&[u8], usize, usize, &mut [u8]) -> Result<(), ShapeError>;
 
-/// A layout's repacker: the core's, or the kernel crate's.
+/// One block's values and what weighs them, for a [`QuantizeFn`].
 #[derive(Clone, Copy, Debug)]
-pub enum Repacker {
-    /// One returning the core's error.
-    Core(RepackFn),
-    /// One returning the kernel crate's shape error.
-    Kernels(KernelRepackFn),
+pub struct BlockValues<'a> {
+    /// The block's values (one block of the layout's GGUF type).
+    pub values: &'a [f32],
+    /// The mean square of the whole row the block belongs to.
+    pub row_mean_square: f32,
+    /// The importance of the block's columns, if any.
+    pub importance: Option<&'a [f32]>,
+    /// How Q4_0 blocks are made.
+    pub quantizer: super::Quantizer,
 }
+
+/// Quantizes one block of values into the GGUF bytes of the layout's type.
+pub type QuantizeFn = fn(&BlockValues, &mut [u8]) -> Result<(), Error>;
+
+/// A Q4_0 block with the chosen quantizer and importance.
+fn quantize_q4_0(b: &BlockValues, out: &mut [u8]) -> Result<(), Error> {
+    let mut a = [0f32; QK];
+    a.copy_from_slice(b.values);
+    let q = super::q4_0::quantize_block_with(b.quantizer, &a, b.row_mean_square, b.importance)?;
+    out.copy_from_slice(&q.to_bytes());
+    Ok(())
+}
+
+/// A Q8_0 block (ggml's rounding).
+fn quantize_q8_0(b: &BlockValues, out: &mut [u8]) -> Result<(), Error> {
+    super::q8_0::quantize_row_bytes(b.values, out)
+}
+
 /// A generic GEMM with Q8_0 activations: `(w, rows, cols, qs, d, m, out)`.
 pub type GenericQ8_0 = fn(&[u8], usize, usize, &[i8], &[f32], usize, &mut [f32]) -> Kernel;
 /// A generic GEMM with Q8_K activations: `(w, rows, cols, qs, d, sums, m,
@@ -187,7 +204,7 @@ pub struct Kept {
     /// (feature `repack`; a build that only runs models leaves the
     /// repackers out).
     #[cfg(feature = "repack")]
-    pub repack: Repacker,
+    pub repack: RepackFn,
 }
 
 /// Everything about one layout.
@@ -214,6 +231,10 @@ pub struct LayoutSpec {
     pub acts: ActFormat,
     /// The GGUF blocks it keeps, if it is made from them.
     pub kept: Option<Kept>,
+    /// How one block of its GGUF type is made from values, for a layout the
+    /// converter also quantizes (the `q4`, `q8` and `dual` modes) rather
+    /// than only keeping a source's blocks.
+    pub quantize: Option<QuantizeFn>,
     /// Its quantized GEMM.
     pub gemm: Gemm,
 }
@@ -230,21 +251,12 @@ macro_rules! gemm {
             arch: (),
         })
     };
-    ($acts:ident, $op:ident) => {
-        Gemm::$acts(GemmFns {
-            generic: generic::$op,
-            #[cfg(any(target_arch = "aarch64", target_arch = "x86_64"))]
-            arch: arch::$op,
-            #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
-            arch: (),
-        })
-    };
 }
 
 /// A kept layout of GGUF type `ggml_id` and its repacker (kept with the
 /// feature `repack` only). (The inverses, `unpack_*`, serve the tests
 /// only, so the shipped binary leaves them out.)
-const fn kept(ggml_id: u32, repack: Repacker) -> Option<Kept> {
+const fn kept(ggml_id: u32, repack: RepackFn) -> Option<Kept> {
     #[cfg(not(feature = "repack"))]
     let _ = repack;
     Some(Kept {
@@ -267,6 +279,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: 4,
         acts: ActFormat::Float,
         kept: None,
+        quantize: None,
         gemm: Gemm::None,
     },
     LayoutSpec {
@@ -280,6 +293,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: 2,
         acts: ActFormat::Float,
         kept: None,
+        quantize: None,
         gemm: Gemm::None,
     },
     LayoutSpec {
@@ -292,11 +306,9 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q4X4_ROWS,
         block_bytes: kl::Q4X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(
-            2, // Q4_0
-            Repacker::Core(|s, _, c, o| repack::repack_q4_0x4_group(s, c, o)),
-        ),
-        gemm: gemm!(Q8_0, gemm_q4_0x4_q8_0),
+        kept: kept(2, q4_0::repack_q4_0), // Q4_0
+        quantize: Some(quantize_q4_0),
+        gemm: gemm!(Q8_0, q4_0::gemm_q4_0x4_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q8_0x8,
@@ -308,11 +320,9 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q8X8_ROWS,
         block_bytes: kl::Q8X8_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(
-            8, // Q8_0
-            Repacker::Core(|s, _, c, o| repack::repack_q8_0x8_group(s, c, o)),
-        ),
-        gemm: gemm!(Q8_0, gemm_q8_0x8_q8_0),
+        kept: kept(8, q8_0::repack_q8_0), // Q8_0
+        quantize: Some(quantize_q8_0),
+        gemm: gemm!(Q8_0, q8_0::gemm_q8_0x8_q8_0),
     },
     LayoutSpec {
         layout: Layout::Q5_0x4,
@@ -324,7 +334,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_0X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(6, Repacker::Kernels(q5::repack_q5_0)), // Q5_0
+        kept: kept(6, q5::repack_q5_0), // Q5_0
+        quantize: None,
         gemm: gemm!(Q8_0, q5::gemm_q5_0x4_q8_0),
     },
     LayoutSpec {
@@ -337,7 +348,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q5X4_ROWS,
         block_bytes: kl::Q5_1X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(7, Repacker::Kernels(q5::repack_q5_1)), // Q5_1
+        kept: kept(7, q5::repack_q5_1), // Q5_1
+        quantize: None,
         gemm: gemm!(Q8_0, q5::gemm_q5_1x4_q8_0),
     },
     LayoutSpec {
@@ -350,7 +362,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q4k::Q4KX4_ROWS,
         block_bytes: q4k::Q4KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(12, Repacker::Kernels(q4k::repack_q4_k)), // Q4_K
+        kept: kept(12, q4k::repack_q4_k), // Q4_K
+        quantize: None,
         gemm: gemm!(Q8K, q4k::gemm_q4_kx4_q8_k),
     },
     LayoutSpec {
@@ -363,7 +376,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q5k::Q5KX4_ROWS,
         block_bytes: q5k::Q5KX4_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(13, Repacker::Kernels(q5k::repack_q5_k)), // Q5_K
+        kept: kept(13, q5k::repack_q5_k), // Q5_K
+        quantize: None,
         gemm: gemm!(Q8K, q5k::gemm_q5_kx4_q8_k),
     },
     LayoutSpec {
@@ -376,7 +390,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q6k::Q6KX8_ROWS,
         block_bytes: q6k::Q6KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(14, Repacker::Kernels(q6k::repack_q6_k)), // Q6_K
+        kept: kept(14, q6k::repack_q6_k), // Q6_K
+        quantize: None,
         gemm: gemm!(Q8K, q6k::gemm_q6_kx8_q8_k),
     },
     LayoutSpec {
@@ -389,12 +404,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: kl::Q4X4_ROWS,
         block_bytes: kl::Q4X4_BLOCK_BYTES,
         acts: ActFormat::Q8_0,
-        kept: kept(
-            20, // IQ4_NL
-            Repacker::Core(|s, _, c, o| {
-                repack::repack_nibble_x4_group(s, c, o, iq4nl::IQ4_NLX4_XOR)
-            }),
-        ),
+        kept: kept(20, iq4nl::repack_iq4_nl), // IQ4_NL
+        quantize: None,
         gemm: gemm!(Q8_0, iq4nl::gemm_iq4_nlx4_q8_0),
     },
     LayoutSpec {
@@ -407,7 +418,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q3k::Q3KX8_ROWS,
         block_bytes: q3k::Q3KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(11, Repacker::Kernels(q3k::repack_q3_k)), // Q3_K
+        kept: kept(11, q3k::repack_q3_k), // Q3_K
+        quantize: None,
         gemm: gemm!(Q8K, q3k::gemm_q3_kx8_q8_k),
     },
     LayoutSpec {
@@ -420,7 +432,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: iq4xs::IQ4XSX8_ROWS,
         block_bytes: iq4xs::IQ4XSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(23, Repacker::Kernels(iq4xs::repack_iq4_xs)), // IQ4_XS
+        kept: kept(23, iq4xs::repack_iq4_xs), // IQ4_XS
+        quantize: None,
         gemm: gemm!(Q8K, iq4xs::gemm_iq4_xsx8_q8_k),
     },
     LayoutSpec {
@@ -433,7 +446,8 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         group_rows: q2k::Q2KX8_ROWS,
         block_bytes: q2k::Q2KX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
-        kept: kept(10, Repacker::Kernels(q2k::repack_q2_k)), // Q2_K
+        kept: kept(10, q2k::repack_q2_k), // Q2_K
+        quantize: None,
         gemm: gemm!(Q8K, q2k::gemm_q2_kx8_q8_k),
     },
     LayoutSpec {
@@ -447,9 +461,10 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq3xxs::IQ3XXSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(18, Repacker::Kernels(iq3xxs::repack_iq3_xxs)), // IQ3_XXS
+        kept: kept(18, iq3xxs::repack_iq3_xxs), // IQ3_XXS
         #[cfg(not(feature = "codebook"))]
         kept: None,
+        quantize: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq3xxs::gemm_iq3_xxsx8_q8_k),
         #[cfg(not(feature = "codebook"))]
@@ -466,9 +481,10 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2xxs::IQ2XXSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(16, Repacker::Kernels(iq2xxs::repack_iq2_xxs)), // IQ2_XXS
+        kept: kept(16, iq2xxs::repack_iq2_xxs), // IQ2_XXS
         #[cfg(not(feature = "codebook"))]
         kept: None,
+        quantize: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq2xxs::gemm_iq2_xxsx8_q8_k),
         #[cfg(not(feature = "codebook"))]
@@ -485,9 +501,10 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2xs::IQ2XSX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(17, Repacker::Kernels(iq2xs::repack_iq2_xs)), // IQ2_XS
+        kept: kept(17, iq2xs::repack_iq2_xs), // IQ2_XS
         #[cfg(not(feature = "codebook"))]
         kept: None,
+        quantize: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq2xs::gemm_iq2_xsx8_q8_k),
         #[cfg(not(feature = "codebook"))]
@@ -504,9 +521,10 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq2s::IQ2SX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(22, Repacker::Kernels(iq2s::repack_iq2_s)), // IQ2_S
+        kept: kept(22, iq2s::repack_iq2_s), // IQ2_S
         #[cfg(not(feature = "codebook"))]
         kept: None,
+        quantize: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq2s::gemm_iq2_sx8_q8_k),
         #[cfg(not(feature = "codebook"))]
@@ -523,9 +541,10 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: iq3s::IQ3SX8_BLOCK_BYTES,
         acts: ActFormat::Q8K,
         #[cfg(feature = "codebook")]
-        kept: kept(21, Repacker::Kernels(iq3s::repack_iq3_s)), // IQ3_S
+        kept: kept(21, iq3s::repack_iq3_s), // IQ3_S
         #[cfg(not(feature = "codebook"))]
         kept: None,
+        quantize: None,
         #[cfg(feature = "codebook")]
         gemm: gemm!(Q8K, iq3s::gemm_iq3_sx8_q8_k),
         #[cfg(not(feature = "codebook"))]
@@ -544,6 +563,7 @@ pub static LAYOUTS: [LayoutSpec; 19] = [
         block_bytes: 0,
         acts: ActFormat::Float,
         kept: None,
+        quantize: None,
         gemm: Gemm::None,
     },
 ];

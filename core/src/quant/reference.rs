@@ -7,51 +7,28 @@
 //! quants, `act_d` is `m x cols/32` scales, both row-major. The output is
 //! `m x rows`, row-major.
 
+use super::layout::Gemm;
 use super::repack::{Layout, PackedMatrix};
 use crate::error::Error;
 use kestrel_kernels::generic;
 
-pub use kestrel_kernels::generic::{q4x4_group_dot, q8x8_group_dot};
-
-/// An error unless `w` is stored in `layout`.
-fn check_layout(w: &PackedMatrix, layout: Layout) -> Result<(), Error> {
-    if w.layout == layout {
-        Ok(())
-    } else {
-        Err(Error::SizeMismatch {
-            what: "weight layout group rows",
-            expected: layout.group_rows(),
-            actual: w.layout.group_rows(),
-        })
+/// `out[t][r] = W[r] . act[t]` for a weight in any layout of Q8_0
+/// activations (Q4_0x4, Q8_0x8, Q5_0x4, ...) and `m` activation rows:
+/// the layout's generic kernel (the layout table's).
+pub fn gemm_q8_0(
+    w: &PackedMatrix,
+    act_qs: &[i8],
+    act_d: &[f32],
+    m: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    match w.layout.spec().gemm {
+        Gemm::Q8_0(f) => Ok((f.generic)(w.bytes, w.rows, w.cols, act_qs, act_d, m, out)?),
+        _ => Err(Error::Unsupported {
+            what: "a Q8_0-activation GEMM of a layout without one; layout code",
+            value: w.layout.spec().layout_code as u64,
+        }),
     }
-}
-
-/// `out[t][r] = W[r] . act[t]` for a Q4_0x4 weight and `m` activation rows.
-pub fn gemm_q4_0x4_q8_0(
-    w: &PackedMatrix,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    check_layout(w, Layout::Q4_0x4)?;
-    Ok(generic::gemm_q4_0x4_q8_0(
-        w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
-    )?)
-}
-
-/// `out[t][r] = W[r] . act[t]` for a Q8_0x8 weight and `m` activation rows.
-pub fn gemm_q8_0x8_q8_0(
-    w: &PackedMatrix,
-    act_qs: &[i8],
-    act_d: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    check_layout(w, Layout::Q8_0x8)?;
-    Ok(generic::gemm_q8_0x8_q8_0(
-        w.bytes, w.rows, w.cols, act_qs, act_d, m, out,
-    )?)
 }
 
 /// `out[r] = W[r] . x` for a plain f32 or f16 weight, summed in column order in f32.

@@ -2,11 +2,10 @@
 //! ([`GemmKernels`]: its GEMV loop over row groups and its GEMM tiles) run
 //! over the row groups and activation rows by [`gemv_run`] and
 //! [`gemm_run`], whose public entry points `entry_points!` writes; here
-//! too the Q4_0x4 and Q8_0x8 tiles (and the 4-row nibble tile's text,
-//! `nibble_tile4!`, which IQ4_NLx4 shares).
+//! too the texts the layouts share: the `asm!` frame of a 4-row tile
+//! (`tile4_asm!`) and the 4-row nibble tile (`nibble_tile4!`, Q4_0x4's and
+//! IQ4_NLx4's).
 
-use super::gemv::{gemv_q4x4_groups, gemv_q8x8_groups, q4_0_nibbles};
-use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
 use crate::shape::ShapeError;
 
 /// Activation rows per GEMM tile: one weight load serves this many rows.
@@ -401,33 +400,6 @@ macro_rules! entry_points {
 }
 pub(crate) use entry_points;
 
-entry_points!(
-    q8_0,
-    gemv_q4_0x4_q8_0,
-    gemm_q4_0x4_q8_0,
-    GemmKernels {
-        group_rows: Q4X4_ROWS,
-        block_bytes: Q4X4_BLOCK_BYTES,
-        row: gemv_q4x4_groups,
-        tile4: Some(gemm_q4x4_tile4),
-        small_tiles: None,
-        strided: true,
-    }
-);
-entry_points!(
-    q8_0,
-    gemv_q8_0x8_q8_0,
-    gemm_q8_0x8_q8_0,
-    GemmKernels {
-        group_rows: Q8X8_ROWS,
-        block_bytes: Q8X8_BLOCK_BYTES,
-        row: gemv_q8x8_groups,
-        tile4: Some(gemm_q8x8_tile4),
-        small_tiles: None,
-        strided: true,
-    }
-);
-
 /// `$name`: the GEMM tile (one row group x 4 activation rows) of a 4-row
 /// nibble layout whose nibbles `$nib!` decodes (see `gemv.rs`), with the
 /// extra operands `$extra`.
@@ -547,103 +519,3 @@ macro_rules! nibble_tile4 {
     };
 }
 pub(crate) use nibble_tile4;
-
-nibble_tile4!(gemm_q4x4_tile4, q4_0_nibbles, []);
-
-/// One activation row of the Q8_0x8 tile: its 32 quants at `{$q}`, 16
-/// `sdot` by lane against the 8 rows' chunks (`v0..v15`) into `v22`/`v23`
-/// (rows 0-3, 4-7), scaled by `d_w` (`v17`, `v18`) times the row's `d_a`
-/// (lane `$lane` of `v19`) into the row's accumulators `$lo`, `$hi`.
-#[rustfmt::skip]
-macro_rules! q8x8_row {
-    ($q:literal, $lane:literal, $lo:literal, $hi:literal) => { concat!(
-        "ld1 {{v20.16b, v21.16b}}, [{", $q, "}], #32\n",
-        "movi v22.16b, #0\n",
-        "movi v23.16b, #0\n",
-        "sdot v22.4s, v0.16b, v20.4b[0]\n",
-        "sdot v23.4s, v1.16b, v20.4b[0]\n",
-        "sdot v22.4s, v2.16b, v20.4b[1]\n",
-        "sdot v23.4s, v3.16b, v20.4b[1]\n",
-        "sdot v22.4s, v4.16b, v20.4b[2]\n",
-        "sdot v23.4s, v5.16b, v20.4b[2]\n",
-        "sdot v22.4s, v6.16b, v20.4b[3]\n",
-        "sdot v23.4s, v7.16b, v20.4b[3]\n",
-        "sdot v22.4s, v8.16b, v21.4b[0]\n",
-        "sdot v23.4s, v9.16b, v21.4b[0]\n",
-        "sdot v22.4s, v10.16b, v21.4b[1]\n",
-        "sdot v23.4s, v11.16b, v21.4b[1]\n",
-        "sdot v22.4s, v12.16b, v21.4b[2]\n",
-        "sdot v23.4s, v13.16b, v21.4b[2]\n",
-        "sdot v22.4s, v14.16b, v21.4b[3]\n",
-        "sdot v23.4s, v15.16b, v21.4b[3]\n",
-        "fmul v20.4s, v17.4s, v19.s[", $lane, "]\n",
-        "fmul v21.4s, v18.4s, v19.s[", $lane, "]\n",
-        "scvtf v22.4s, v22.4s\n",
-        "scvtf v23.4s, v23.4s\n",
-        "fmul v22.4s, v22.4s, v20.4s\n",
-        "fmul v23.4s, v23.4s, v21.4s\n",
-        "fadd ", $lo, ".4s, ", $lo, ".4s, v22.4s\n",
-        "fadd ", $hi, ".4s, ", $hi, ".4s, v23.4s\n",
-    ) };
-}
-
-/// One Q8_0x8 row group x 4 activation rows.
-///
-/// # Safety
-/// `w` must point to `nb * 272` readable bytes, `qs` and `d` to 4 consecutive
-/// activation rows of `nb * 32` quants and `nb` floats, `out` to 4 rows of 8 writable floats
-/// `stride` bytes apart, `nb >= 1`, and the CPU must implement dotprod.
-#[inline(never)]
-#[target_feature(enable = "neon,dotprod")]
-unsafe fn gemm_q8x8_tile4(
-    w: *const u8,
-    qs: *const i8,
-    d: *const f32,
-    _sums: *const i16,
-    nb: usize,
-    out: *mut f32,
-    stride: usize,
-) {
-    // SAFETY: per the function contract: per block the loop reads 272 bytes
-    // of `w`, 32 bytes of each activation row's quants and 4 bytes of its scales, for nb
-    // blocks; then it stores 32 bytes at out + i * stride for i in 0..4.
-    // Only the listed registers are written; no stack is used.
-    unsafe {
-        tile4_asm!(
-            [
-                "movi v24.16b, #0",          // sums: act row i -> v(24+2i), v(25+2i)
-                "movi v25.16b, #0",
-                "movi v26.16b, #0",
-                "movi v27.16b, #0",
-                "movi v28.16b, #0",
-                "movi v29.16b, #0",
-                "movi v30.16b, #0",
-                "movi v31.16b, #0",
-                "3:",
-                "ld1 {{v16.8h}}, [{w}], #16",                             // 8 row scales
-                "ld1 {{v0.16b, v1.16b, v2.16b, v3.16b}}, [{w}], #64",     // chunks 0, 1
-                "ld1 {{v4.16b, v5.16b, v6.16b, v7.16b}}, [{w}], #64",     // chunks 2, 3
-                "ld1 {{v8.16b, v9.16b, v10.16b, v11.16b}}, [{w}], #64",   // chunks 4, 5
-                "ld1 {{v12.16b, v13.16b, v14.16b, v15.16b}}, [{w}], #64", // chunks 6, 7
-                "ld1 {{v19.s}}[0], [{d0}], #4",                           // act scales
-                "ld1 {{v19.s}}[1], [{d1}], #4",
-                "ld1 {{v19.s}}[2], [{d2}], #4",
-                "ld1 {{v19.s}}[3], [{d3}], #4",
-                "fcvtl v17.4s, v16.4h",
-                "fcvtl2 v18.4s, v16.8h",
-                q8x8_row!("q0", "0", "v24", "v25"),
-                q8x8_row!("q1", "1", "v26", "v27"),
-                q8x8_row!("q2", "2", "v28", "v29"),
-                q8x8_row!("q3", "3", "v30", "v31"),
-                "subs {nb}, {nb}, #1",
-                "b.ne 3b",
-                "st1 {{v24.4s, v25.4s}}, [{out}], {stride}",
-                "st1 {{v26.4s, v27.4s}}, [{out}], {stride}",
-                "st1 {{v28.4s, v29.4s}}, [{out}], {stride}",
-                "st1 {{v30.4s, v31.4s}}, [{out}]",
-            ],
-            (w, qs, d, nb, out, stride),
-            [out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _, out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _, out("v31") _,]
-        );
-    }
-}

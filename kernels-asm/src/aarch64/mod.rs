@@ -23,7 +23,6 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
-pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 

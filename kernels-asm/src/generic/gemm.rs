@@ -7,13 +7,8 @@
 //! row-major.
 
 use super::read_f16;
-use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, Q8X8_BLOCK_BYTES, Q8X8_ROWS, QK};
+use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, QK};
 use crate::shape::{gemm_k_shape, gemm_shape, ShapeError};
-
-/// The four rows of one Q4_0x4 row group dotted with one activation row.
-pub fn q4x4_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q4X4_ROWS] {
-    nibble_x4_group_dot(group, act_qs, act_d, |n| ((n << 4) as i8 >> 4) as i32)
-}
 
 /// A row group of 72-byte 4-row nibble super-blocks (Q4_0x4, or a layout
 /// of its arrangement such as IQ4_NLx4) dotted with one activation row: per
@@ -40,28 +35,6 @@ pub(crate) fn nibble_x4_group_dot(
                     // Low nibble: weight 4c+k; high nibble: weight 16+4c+k.
                     isum += value(byte & 15) * a[4 * c + k] as i32;
                     isum += value(byte >> 4) * a[16 + 4 * c + k] as i32;
-                }
-            }
-            *acc_r += isum as f32 * (read_f16(sb, 2 * r) * da);
-        }
-    }
-    acc
-}
-
-/// The eight rows of one Q8_0x8 row group dotted with one activation row.
-pub fn q8x8_group_dot(group: &[u8], act_qs: &[i8], act_d: &[f32]) -> [f32; Q8X8_ROWS] {
-    let mut acc = [0.0f32; Q8X8_ROWS];
-    let blocks = group
-        .chunks_exact(Q8X8_BLOCK_BYTES)
-        .zip(act_qs.chunks_exact(QK))
-        .zip(act_d);
-    for ((sb, a), &da) in blocks {
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let mut isum = 0i32;
-            for c in 0..8 {
-                for k in 0..4 {
-                    let q = sb[16 + 32 * c + 4 * r + k] as i8;
-                    isum += q as i32 * a[4 * c + k] as i32;
                 }
             }
             *acc_r += isum as f32 * (read_f16(sb, 2 * r) * da);
@@ -99,37 +72,6 @@ pub(crate) fn gemm_groups<const R: usize>(
     }
     Ok(())
 }
-
-forwarding_entry!(
-    /// GEMV, Q4_0x4 weights x one Q8_0 activation row: `out[r] = W[r] . act`.
-    ///
-    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-    /// * `act_qs`: `cols` quants; `act_d`: `cols / 32` scales;
-    /// * `out`: `rows` results.
-    q8_0 gemv gemv_q4_0x4_q8_0 => gemm_q4_0x4_q8_0
-);
-
-forwarding_entry!(
-    /// GEMV, Q8_0x8 weights x one Q8_0 activation row (shapes as
-    /// [`gemv_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
-    q8_0 gemv gemv_q8_0x8_q8_0 => gemm_q8_0x8_q8_0
-);
-
-forwarding_entry!(
-    /// GEMM, Q4_0x4 weights x `m` Q8_0 activation rows: `out[t * rows + r] =
-    /// W[r] . act[t]`.
-    ///
-    /// * `w`: `ceil(rows / 4)` row groups of `cols / 32` 72-byte super-blocks;
-    /// * `act_qs`: `m x cols` quants; `act_d`: `m x cols / 32` scales;
-    /// * `out`: `m x rows` results.
-    q8_0 gemm gemm_q4_0x4_q8_0 => gemm_groups [Q4X4_BLOCK_BYTES, q4x4_group_dot]
-);
-
-forwarding_entry!(
-    /// GEMM, Q8_0x8 weights x `m` Q8_0 activation rows (shapes as
-    /// [`gemm_q4_0x4_q8_0`], with 8-row groups of 272-byte super-blocks).
-    q8_0 gemm gemm_q8_0x8_q8_0 => gemm_groups [Q8X8_BLOCK_BYTES, q8x8_group_dot]
-);
 
 /// Dots one row group with one Q8_K activation row: (group, quants,
 /// scales, sums).

@@ -40,10 +40,6 @@ pub(crate) use attention::{
     scores_each_head, scores_heads_shape, values_each_head, values_heads_shape,
 };
 pub(crate) use gemm::{gemm_groups, gemm_k_groups, nibble_x4_group_dot};
-pub use gemm::{
-    gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0, q4x4_group_dot,
-    q8x8_group_dot,
-};
 pub(crate) use k8::k8_group_dot;
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k, quantize_block_q8_0};

@@ -6,7 +6,7 @@
 //! Q4_0x4 texts `nibble_gemv_loop!` and `nibble_tile4!` with the nibble
 //! decoding `iq4_nl_nibbles!`) and x86_64 (AVX2 tiles; with AVX512-VNNI the
 //! 512-bit nibble tile's table kind), the one of the build also named
-//! [`arch`]. Its repacker is Q4_0x4's with [`IQ4_NLX4_XOR`].
+//! [`arch`]. Its repacker is Q4_0x4's with [`IQ4_NLX4_XOR`] ([`repack_iq4_nl`]).
 //!
 //! * IQ4_NL (GGUF): the bytes of a Q4_0 block (`d: f16 LE`, 16 nibble bytes,
 //!   weight `j` in the low nibble of byte `j`, weight `j + 16` in its high
@@ -23,6 +23,17 @@ pub const IQ4_NL_VALUES: [i8; 16] = [
 /// What the Q4_0x4 repacker XORs each nibble byte with for this layout:
 /// nothing (the nibbles stay as GGUF has them).
 pub const IQ4_NLX4_XOR: u8 = 0;
+
+/// Repacks a row-major GGUF IQ4_NL matrix (`rows x cols / 32` blocks of 18
+/// bytes) into IQ4_NLx4: Q4_0x4's repacking with [`IQ4_NLX4_XOR`].
+pub fn repack_iq4_nl(
+    src: &[u8],
+    rows: usize,
+    cols: usize,
+    out: &mut [u8],
+) -> Result<(), crate::shape::ShapeError> {
+    crate::layouts::q4_0::repack_nibble_x4::<IQ4_NLX4_XOR>(src, rows, cols, out)
+}
 
 /// The scalar specification: every architecture's kernels match it bit for
 /// bit.

@@ -16,10 +16,12 @@ pub mod iq4nl;
 pub mod iq4xs;
 pub mod q2k;
 pub mod q3k;
+pub mod q4_0;
 pub mod q4k;
 pub mod q5;
 pub mod q5k;
 pub mod q6k;
+pub mod q8_0;
 
 /// Bytes of a `rows x cols` matrix in an 8-row layout of `super_bytes`-byte
 /// super-blocks (256 weights of 8 rows), padding rows included (`None`: it
@@ -66,6 +68,7 @@ pub(crate) fn repack_row_groups(
 ) -> Result<(), crate::shape::ShapeError> {
     repack_row_groups_of(
         8,
+        crate::layout::QK_K,
         names,
         src,
         (rows, cols),
@@ -75,9 +78,13 @@ pub(crate) fn repack_row_groups(
     )
 }
 
-/// [`repack_row_groups`] for groups of `group_rows` rows (at most 8).
+/// [`repack_row_groups`] for groups of `group_rows` rows (at most 8) and
+/// super-blocks of `block_cols` columns (32 or 256) of each row.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)] // one copy for every layout (it runs only at conversion)
 pub(crate) fn repack_row_groups_of(
     group_rows: usize,
+    block_cols: usize,
     names: [&'static str; 3],
     src: &[u8],
     (rows, cols): (usize, usize),
@@ -88,14 +95,11 @@ pub(crate) fn repack_row_groups_of(
     use crate::shape::check_len;
     const MAX_ROWS: usize = 8;
     let rows_per_group = group_rows.min(MAX_ROWS);
-    let nb = cols / crate::layout::QK_K;
-    check_len(names[0], Some(nb * crate::layout::QK_K), cols)?;
-    check_len(names[1], gguf_bytes(rows, cols, block_bytes), src.len())?;
-    check_len(
-        names[2],
-        row_group_bytes(rows, cols, rows_per_group, super_bytes),
-        out.len(),
-    )?;
+    let nb = cols / block_cols;
+    check_len(names[0], Some(nb * block_cols), cols)?;
+    check_len(names[1], rows.checked_mul(nb * block_bytes), src.len())?;
+    let packed = rows.div_ceil(rows_per_group).checked_mul(nb * super_bytes);
+    check_len(names[2], packed, out.len())?;
     let row_len = nb * block_bytes;
     for (i, sb) in out.chunks_exact_mut(super_bytes).enumerate() {
         let (g, b) = (i / nb, i % nb);

@@ -84,6 +84,7 @@ pub fn q4_kx4_bytes(rows: usize, cols: usize) -> Option<usize> {
 pub fn repack_q4_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
     super::repack_row_groups_of(
         Q4KX4_ROWS,
+        QK_K,
         [
             "q4_k columns (a multiple of 256)",
             "q4_k matrix bytes",

@@ -85,6 +85,7 @@ pub fn q5_kx4_bytes(rows: usize, cols: usize) -> Option<usize> {
 pub fn repack_q5_k(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Result<(), ShapeError> {
     super::repack_row_groups_of(
         Q5KX4_ROWS,
+        crate::layout::QK_K,
         [
             "q5_k columns (a multiple of 256)",
             "q5_k matrix bytes",

@@ -250,7 +250,7 @@ fn store_row<const W: usize>(out: &mut [f32], o: usize, r: &[f32; W], n: usize) 
 
 /// The AVX-VNNI tiles (VEX `vpdpbusd` on 256-bit registers, 16 of them):
 /// 8 weight rows per register.
-pub(super) mod avx {
+pub(crate) mod avx {
     use super::{add_block, gemm_units, row_block, MAX_BLOCKS, TILE_M};
     use crate::layout::{Q4X4_BLOCK_BYTES, Q8X8_BLOCK_BYTES, QK};
     use crate::x86_64::prefetch_next_pair;
@@ -266,7 +266,7 @@ pub(super) mod avx {
     /// `rows <= 4 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
     /// scales, `out` `m * rows` floats; the token says `Vnni::Avx`.
     #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q4_0x4(
+    pub(crate) unsafe fn gemm_q4_0x4(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
@@ -403,7 +403,7 @@ pub(super) mod avx {
     /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
     /// scales, `out` `m * rows` floats; the token says `Vnni::Avx`.
     #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q8_0x8(
+    pub(crate) unsafe fn gemm_q8_0x8(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
@@ -808,7 +808,7 @@ pub(crate) mod avx512 {
     /// `rows <= 8 * groups`, `act_qs` `m * nb * 32` quants, `act_d` `m * nb`
     /// scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
     #[allow(clippy::too_many_arguments)]
-    pub(in super::super) unsafe fn gemm_q8_0x8(
+    pub(crate) unsafe fn gemm_q8_0x8(
         cpu: Avx2,
         w: &[u8],
         rows: usize,

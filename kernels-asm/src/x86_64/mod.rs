@@ -92,7 +92,6 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
-pub use gemm::{gemm_q4_0x4_q8_0, gemm_q8_0x8_q8_0, gemv_q4_0x4_q8_0, gemv_q8_0x8_q8_0};
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 
@@ -123,7 +122,7 @@ pub(crate) fn prefetch_ahead(p: *const u8, bytes: usize) {
 /// the start of every pair. A prefetch never faults, and `wrapping_add`
 /// keeps the address arithmetic defined.
 #[inline(always)]
-fn prefetch_next_pair(wb: &[u8], nb: usize, b: usize) {
+pub(crate) fn prefetch_next_pair(wb: &[u8], nb: usize, b: usize) {
     let pf = wb
         .as_ptr()
         .wrapping_add(nb * Q4X4_BLOCK_BYTES + 2 * b * Q4X4_BLOCK_BYTES);
@@ -221,7 +220,7 @@ pub(crate) fn pair_rows(ia: __m256i, ib: __m256i) -> __m256i {
 /// `vpmaddwd` instead of two.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn pair_rows16(sa: __m256i, sb: __m256i) -> __m256i {
+pub(crate) fn pair_rows16(sa: __m256i, sb: __m256i) -> __m256i {
     // [sa low, sb high] + [sa high, sb low].
     let halves = _mm256_add_epi16(
         _mm256_blend_epi32::<0xF0>(sa, sb),

@@ -34,8 +34,8 @@ pub(super) fn kernel_lines(
     let l8 = repack::Layout::Q8_0x8;
     let mut p4 = vec![0u8; l4.matrix_bytes(rows, cols)?];
     let mut p8 = vec![0u8; l8.matrix_bytes(rows, cols)?];
-    repack::repack_q4_0x4(&q4, rows, cols, &mut p4)?;
-    repack::repack_q8_0x8(&q8, rows, cols, &mut p8)?;
+    repack::repack(l4, &q4, rows, cols, &mut p4)?;
+    repack::repack(l8, &q8, rows, cols, &mut p8)?;
     let m4 = repack::PackedMatrix::new(l4, rows, cols, &p4)?;
     let m8 = repack::PackedMatrix::new(l8, rows, cols, &p8)?;
 

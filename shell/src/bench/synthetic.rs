@@ -46,10 +46,7 @@ pub(super) fn synthetic_packed(
         }
     }
     let mut tile = vec![0u8; layout.matrix_bytes(tile_rows, cols)?];
-    match layout {
-        repack::Layout::Q4_0x4 => repack::repack_q4_0x4(&src, tile_rows, cols, &mut tile),
-        _ => repack::repack_q8_0x8(&src, tile_rows, cols, &mut tile),
-    }?;
+    repack::repack(layout, &src, tile_rows, cols, &mut tile)?;
     let total = layout.matrix_bytes(rows, cols)?;
     let mut out = Vec::with_capacity(total);
     while out.len() < total {

@@ -64,7 +64,9 @@ done
 quantize() { # type output source
     log "llama-quantize $model $1 (from $(basename "$3"))"
     local extra=()
-    if [ "$1" = IQ3_XXS ]; then
+    # llama-quantize requires an importance matrix for these types.
+    case "$1" in IQ3_XXS | IQ2_XXS | IQ2_XS | IQ2_S | IQ2_M | IQ1_*) need_imatrix=1 ;; *) need_imatrix=0 ;; esac
+    if [ "$need_imatrix" = 1 ]; then
         local im=.cache/imatrix/$model-llama.imatrix
         if [ ! -f "$im" ]; then
             mkdir -p .cache/imatrix
@@ -74,7 +76,8 @@ quantize() { # type output source
                 -t "$(nproc)" -o "$im.partial" >&2
             mv "$im.partial" "$im"
         fi
-        extra=(--imatrix "$im" --tensor-type attn_q=iq3_xxs --tensor-type attn_k=iq3_xxs)
+        extra=(--imatrix "$im")
+        [ "$1" = IQ3_XXS ] && extra+=(--tensor-type attn_q=iq3_xxs --tensor-type attn_k=iq3_xxs)
     fi
     "$bin/llama-quantize" --allow-requantize "${extra[@]}" "$3" "$2.partial" "$1" "$(nproc)" >&2
     mv "$2.partial" "$2"

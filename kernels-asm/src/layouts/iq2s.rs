@@ -218,10 +218,9 @@ pub mod generic {
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64 {
     use super::{iq2s_grid, IQ2SX8_BLOCK_BYTES};
-    use crate::layouts::iq2xs::aarch64::{iq2_half_scales, iq2_scales, xs_prep};
-    use crate::layouts::iq2xxs::aarch64::xxs2_lookup;
+    use crate::layouts::iq2xs::aarch64::{iq2_half_scales, iq2_scales, xs_addr, xs_prep};
     use crate::layouts::iq3::aarch64::{
-        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, IQ3_CONSTANTS,
+        iq2_sub_block, iq3_entry, iq3_finish, iq3_setup, IQ3_CONSTANTS,
     };
     use crate::layouts::iq3::{decode_super_block, Decoded};
 
@@ -259,8 +258,7 @@ pub mod aarch64 {
         unsafe {
             core::arch::asm!(
                 iq3_setup!(),
-                "movi v13.8h, #4", // the second chunk's half
-                "movi v21.16b, #3", // two high index bits
+                "movi v13.16b, #3", // two high index bits
                 "2:",
                 "movi v28.16b, #0", // float sums, rows 0-3
                 "movi v27.16b, #0", // rows 4-7
@@ -284,10 +282,10 @@ pub mod aarch64 {
                 "ushr v10.8b, v14.8b, #6",
                 "mov v14.d[1], v12.d[0]",
                 "mov v15.d[1], v10.d[0]",
-                "and v14.16b, v14.16b, v21.16b",
-                "and v15.16b, v15.16b, v21.16b",
+                "and v14.16b, v14.16b, v13.16b",
+                "and v15.16b, v15.16b, v13.16b",
                 iq2_scales!(),
-                iq3_sub_block!(xxs2_lookup, xs_prep, iq2_half_scales!()),
+                iq2_sub_block!(xs_addr, xs_prep, ["v20", "v21"], iq2_half_scales!()),
                 "subs x12, x12, #1",
                 "b.ne 4b",
                 "add {w}, {w}, #384", // past the low bytes, qh and scales

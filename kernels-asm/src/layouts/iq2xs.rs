@@ -213,9 +213,8 @@ pub mod generic {
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64 {
     use super::{iq2xs_grid, IQ2XSX8_BLOCK_BYTES};
-    use crate::layouts::iq2xxs::aarch64::xxs2_lookup;
     use crate::layouts::iq3::aarch64::{
-        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, IQ3_CONSTANTS,
+        iq2_sub_block, iq3_entry, iq3_finish, iq3_setup, IQ3_CONSTANTS,
     };
     use crate::layouts::iq3::{decode_super_block, Decoded};
 
@@ -235,8 +234,7 @@ pub mod aarch64 {
     /// A chunk pair's 8 indices as byte offsets into the grid: the low
     /// bytes (`x13`, 16 at a time: two pairs) zipped with the ninth bits
     /// (`v14`: pairs 0 and 1, `v15`: 2 and 3; IQ2_S: its two high bits)
-    /// into halfwords, times 8 (`v10`), the second chunk's 4 more (`v11`,
-    /// `v13` = 4).
+    /// into halfwords, times 8 (`v10`).
     #[rustfmt::skip]
     macro_rules! xs_prep {
         ("0") => { concat!("ldr q12, [x13], #16\n", xs_prep!(zip1, "v14")) };
@@ -246,14 +244,24 @@ pub mod aarch64 {
         ($zip:ident, $bits:literal) => { concat!(
             stringify!($zip), " v10.16b, v12.16b, ", $bits, ".16b\n",
             "shl v10.8h, v10.8h, #3\n",
-            "add v11.8h, v10.8h, v13.8h\n",
         ) };
     }
     pub(crate) use xs_prep;
 
+    /// The address of row `$r`'s grid point (halfword `$r` of `v10`, its
+    /// byte offset) in `x15`.
+    #[rustfmt::skip]
+    macro_rules! xs_addr {
+        ($r:literal) => { concat!(
+            "umov w15, v10.h[", $r, "]\n",
+            "add x15, {grid}, x15\n",
+        ) };
+    }
+    pub(crate) use xs_addr;
+
     /// The scale bytes of a sub-block's 8 rows (`v2`, one byte a row) made
     /// the scales `2 ls + 1` of its halves: the first's in `v2` (rows 0-3)
-    /// and `v3` (4-7), the second's in `v17` and `v20` (`v22` = 1).
+    /// and `v3` (4-7), the second's in `v17` and `v11` (`v22` = 1).
     #[rustfmt::skip]
     macro_rules! iq2_scales {
         () => { concat!(
@@ -267,7 +275,7 @@ pub mod aarch64 {
             "uxtl v17.8h, v17.8b\n",
             "uxtl2 v3.4s, v2.8h\n",
             "uxtl v2.4s, v2.4h\n",
-            "uxtl2 v20.4s, v17.8h\n",
+            "uxtl2 v11.4s, v17.8h\n",
             "uxtl v17.4s, v17.4h\n",
         ) };
     }
@@ -283,7 +291,7 @@ pub mod aarch64 {
             "movi v4.16b, #0\n",
             "movi v5.16b, #0\n",
             "mov v2.16b, v17.16b\n",
-            "mov v3.16b, v20.16b\n",
+            "mov v3.16b, v11.16b\n",
         ) };
     }
     pub(crate) use iq2_half_scales;
@@ -322,7 +330,6 @@ pub mod aarch64 {
         unsafe {
             core::arch::asm!(
                 iq3_setup!(),
-                "movi v13.8h, #4", // the second chunk's half
                 "2:",
                 "movi v28.16b, #0", // float sums, rows 0-3
                 "movi v27.16b, #0", // rows 4-7
@@ -354,7 +361,7 @@ pub mod aarch64 {
                 "orr v1.16b, v1.16b, v11.16b",
                 "ldr d2, [x14], #8", // the 8 rows' scale bytes
                 iq2_scales!(),
-                iq3_sub_block!(xxs2_lookup, xs_prep, iq2_half_scales!()),
+                iq2_sub_block!(xs_addr, xs_prep, ["v20", "v21"], iq2_half_scales!()),
                 "subs x12, x12, #1",
                 "b.ne 4b",
                 "add {w}, {w}, #320", // past the low bytes and scales
@@ -380,7 +387,7 @@ pub mod aarch64 {
                 out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
                 out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v14") _,
                 out("v15") _, out("v16") _, out("v17") _, out("v18") _, out("v19") _,
-                out("v20") _, out("v22") _, out("v23") _, out("v24") _,
+                out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
                 out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
                 out("v30") _, out("v31") _,
                 options(nostack),

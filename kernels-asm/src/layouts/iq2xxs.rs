@@ -191,39 +191,41 @@ pub mod generic {
 pub mod aarch64 {
     use super::{iq2xxs_grid, IQ2XXSX8_BLOCK_BYTES};
     use crate::layouts::iq3::aarch64::{
-        iq3_entry, iq3_finish, iq3_setup, iq3_sub_block, xxs_signs, IQ3_CONSTANTS,
+        iq2_sub_block, iq3_entry, iq3_finish, iq3_setup, xxs_signs, IQ3_CONSTANTS,
     };
     use crate::layouts::iq3::{decode_super_block, Decoded};
 
-    /// One grid half: halfword `$index` of `$src` (its byte offset in the
-    /// grid), the 4 bytes there, into lane `$lane` of `$dst`.
-    #[rustfmt::skip]
-    macro_rules! xxs2_lookup {
-        ($src:literal, $dst:literal, $lane:literal, $index:literal) => { concat!(
-            "umov w15, ", $src, ".h[", $index, "]\n",
-            "ldr w15, [{grid}, x15]\n",
-            "mov ", $dst, ".s[", $lane, "], w15\n",
-        ) };
-    }
-    pub(crate) use xxs2_lookup;
-
-    /// A chunk pair's 8 indices (`x13`) as byte offsets into the grid: `v10`
-    /// the first chunk's (8 x index), `v11` the second's (4 more: `v13`).
+    /// A chunk pair's 8 indices, one byte a row (`x13`), into `x14`.
     #[rustfmt::skip]
     macro_rules! xxs2_prep {
-        ($pair:literal) => { concat!(
-            "ldr d12, [x13], #8\n",
-            "ushll v10.8h, v12.8b, #3\n",
-            "add v11.8h, v10.8h, v13.8h\n",
+        ($pair:literal) => { "ldr x14, [x13], #8\n" };
+    }
+
+    /// The address of row `$r`'s grid point (byte `$r` of `x14`, times 8)
+    /// in `x15`.
+    #[rustfmt::skip]
+    macro_rules! xxs2_addr {
+        ("0") => { xxs2_addr!("#0", 0) };
+        ("1") => { xxs2_addr!("#8", 0) };
+        ("2") => { xxs2_addr!("#16", 0) };
+        ("3") => { xxs2_addr!("#24", 0) };
+        ("4") => { xxs2_addr!("#32", 0) };
+        ("5") => { xxs2_addr!("#40", 0) };
+        ("6") => { xxs2_addr!("#48", 0) };
+        ("7") => { xxs2_addr!("#56", 0) };
+        ($shift:literal, 0) => { concat!(
+            "ubfx x15, x14, ", $shift, ", #8\n",
+            "add x15, {grid}, x15, lsl #3\n",
         ) };
     }
 
     /// The GEMV loop: `groups` row groups, each `nb` super-blocks.
     ///
     /// Per 32-weight sub-block (8 rows): 2 loads, 4 instructions for the
-    /// scales `2 ls + 1`, 20 for the sign bytes, 3 per chunk pair for the
-    /// offsets, and per chunk 24 to look up its 8 halves, 8 to sign them, 2
-    /// `sdot`: about 310 instructions for 8 x 32 weights.
+    /// scales `2 ls + 1`, 20 for the sign bytes, and per chunk pair 1 load
+    /// of its 8 indices and 24 to load the 8 rows' points (`ld2`: both
+    /// chunks' halves), then per chunk 8 to sign it and 2 `sdot`: about 210
+    /// instructions for 8 x 32 weights (310 with a lookup per 4-byte half).
     ///
     /// # Safety
     /// `w` must point to `groups * nb * 528` readable bytes, `qs` to `nb *
@@ -251,7 +253,6 @@ pub mod aarch64 {
         unsafe {
             core::arch::asm!(
                 iq3_setup!(),
-                "movi v13.8h, #4", // the second chunk's half
                 "2:",
                 "movi v28.16b, #0", // float sums, rows 0-3
                 "movi v27.16b, #0", // rows 4-7
@@ -273,7 +274,7 @@ pub mod aarch64 {
                 "orr v3.4s, #1",
                 xxs_signs!("v0"),
                 xxs_signs!("v1"),
-                iq3_sub_block!(xxs2_lookup, xxs2_prep),
+                iq2_sub_block!(xxs2_addr, xxs2_prep, ["v14", "v15"]),
                 "subs x12, x12, #1",
                 "b.ne 4b",
                 "mov {w}, x13", // the next super-block
@@ -293,10 +294,11 @@ pub mod aarch64 {
                 kc = in(reg) IQ3_CONSTANTS.as_ptr(),
                 grid = in(reg) iq2xxs_grid().as_ptr(),
                 out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x15") _,
+                out("x14") _, out("x15") _,
                 out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
                 out("v5") _, out("v6") _, out("v7") _, out("v8") _, out("v9") _,
-                out("v10") _, out("v11") _, out("v12") _, out("v13") _, out("v16") _,
+                out("v10") _, out("v11") _, out("v12") _, out("v14") _, out("v15") _,
+                out("v16") _,
                 out("v18") _, out("v19") _, out("v22") _, out("v23") _, out("v24") _,
                 out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _,
                 out("v30") _, out("v31") _,

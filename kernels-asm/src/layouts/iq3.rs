@@ -208,8 +208,8 @@ pub(crate) mod aarch64 {
     pub(crate) use xxs_signs;
 
     /// One chunk: its 8 points by `$lookup!(src, dst, lane, index lane)`
-    /// (`$src` the register holding the chunk's indices, if any), signs
-    /// from bit masks `$bits`, `sdot` with lane `$lane` of `$act`.
+    /// (`$src` the register holding the chunk's indices, if any), signed
+    /// and dotted by [`iq3_sign_dot!`].
     #[rustfmt::skip]
     macro_rules! iq3_chunk {
         ($lookup:ident, $src:literal, $bits:literal, $act:literal, $lane:literal) => { concat!(
@@ -221,19 +221,87 @@ pub(crate) mod aarch64 {
             $lookup!($src, "v7", "1", "5"),
             $lookup!($src, "v7", "2", "6"),
             $lookup!($src, "v7", "3", "7"),
+            $crate::layouts::iq3::aarch64::iq3_sign_dot!("v6", "v7", $bits, $act, $lane),
+        ) };
+    }
+    pub(crate) use iq3_chunk;
+
+    /// A chunk's 32 values looked up (rows 0-3 in `$lo`, 4-7 in `$hi`):
+    /// its sign bits spread over its bytes by `tbl` (the sign words of
+    /// rows 0-3 in `v0`, 4-7 in `v1`, `v16` the pair's byte index) and
+    /// `cmtst` against the chunk's bit masks `$bits`, the values negated
+    /// where set (`eor`, `sub`), then `sdot` with lane `$lane` of `$act`
+    /// into `v4` / `v5`.
+    #[rustfmt::skip]
+    macro_rules! iq3_sign_dot {
+        ($lo:literal, $hi:literal, $bits:literal, $act:literal, $lane:literal) => { concat!(
             "tbl v8.16b, {{v0.16b}}, v16.16b\n",
             "tbl v9.16b, {{v1.16b}}, v16.16b\n",
             "cmtst v8.16b, v8.16b, ", $bits, ".16b\n",
             "cmtst v9.16b, v9.16b, ", $bits, ".16b\n",
-            "eor v6.16b, v6.16b, v8.16b\n",
-            "eor v7.16b, v7.16b, v9.16b\n",
-            "sub v6.16b, v6.16b, v8.16b\n",
-            "sub v7.16b, v7.16b, v9.16b\n",
-            "sdot v4.4s, v6.16b, ", $act, ".4b[", $lane, "]\n",
-            "sdot v5.4s, v7.16b, ", $act, ".4b[", $lane, "]\n",
+            "eor ", $lo, ".16b, ", $lo, ".16b, v8.16b\n",
+            "eor ", $hi, ".16b, ", $hi, ".16b, v9.16b\n",
+            "sub ", $lo, ".16b, ", $lo, ".16b, v8.16b\n",
+            "sub ", $hi, ".16b, ", $hi, ".16b, v9.16b\n",
+            "sdot v4.4s, ", $lo, ".16b, ", $act, ".4b[", $lane, "]\n",
+            "sdot v5.4s, ", $hi, ".16b, ", $act, ".4b[", $lane, "]\n",
         ) };
     }
-    pub(crate) use iq3_chunk;
+    pub(crate) use iq3_sign_dot;
+
+    /// A chunk pair of a layout of 8-byte grid points (the IQ2 ones): per
+    /// row `r`, `$addr!(r)` puts its point's address in `x15`, and one
+    /// `ld2` loads the point's first half (chunk `2j`) into lane `r % 4` of
+    /// `v6` (rows 0-3) / `$h0` (4-7) and its second half (chunk `2j + 1`)
+    /// into `v7` / `$h1` (`$h0`, `$h1` consecutive registers): 3
+    /// instructions a row where two 4-byte lookups took 6. Then both chunks
+    /// signed and dotted ([`iq3_sign_dot!`]).
+    #[rustfmt::skip]
+    macro_rules! iq2_pair {
+        ($addr:ident, [$h0:literal, $h1:literal], $act:literal, $lane0:literal, $lane1:literal) => { concat!(
+            $addr!("0"), "ld2 {{v6.s, v7.s}}[0], [x15]\n",
+            $addr!("1"), "ld2 {{v6.s, v7.s}}[1], [x15]\n",
+            $addr!("2"), "ld2 {{v6.s, v7.s}}[2], [x15]\n",
+            $addr!("3"), "ld2 {{v6.s, v7.s}}[3], [x15]\n",
+            $addr!("4"), "ld2 {{", $h0, ".s, ", $h1, ".s}}[0], [x15]\n",
+            $addr!("5"), "ld2 {{", $h0, ".s, ", $h1, ".s}}[1], [x15]\n",
+            $addr!("6"), "ld2 {{", $h0, ".s, ", $h1, ".s}}[2], [x15]\n",
+            $addr!("7"), "ld2 {{", $h0, ".s, ", $h1, ".s}}[3], [x15]\n",
+            $crate::layouts::iq3::aarch64::iq3_sign_dot!("v6", $h0, "v31", $act, $lane0),
+            $crate::layouts::iq3::aarch64::iq3_sign_dot!("v7", $h1, "v23", $act, $lane1),
+        ) };
+    }
+    pub(crate) use iq2_pair;
+
+    /// [`iq3_sub_block!`] for a layout of 8-byte grid points: per chunk
+    /// pair `$prep!(j)` then [`iq2_pair!`] with `$addr` and the rows 4-7
+    /// registers `$h`; `$mid` between the halves as there.
+    #[rustfmt::skip]
+    macro_rules! iq2_sub_block {
+        ($addr:ident, $prep:ident, $h:tt) => {
+            $crate::layouts::iq3::aarch64::iq2_sub_block!($addr, $prep, $h, "")
+        };
+        ($addr:ident, $prep:ident, $h:tt, $mid:expr) => { concat!(
+            "movi v4.16b, #0\n",
+            "movi v5.16b, #0\n",
+            "mov v16.16b, v30.16b\n",
+            $prep!("0"),
+            $crate::layouts::iq3::aarch64::iq2_pair!($addr, $h, "v18", "0", "1"),
+            "add v16.16b, v16.16b, v22.16b\n",
+            $prep!("1"),
+            $crate::layouts::iq3::aarch64::iq2_pair!($addr, $h, "v18", "2", "3"),
+            $mid,
+            "add v16.16b, v16.16b, v22.16b\n",
+            $prep!("2"),
+            $crate::layouts::iq3::aarch64::iq2_pair!($addr, $h, "v19", "0", "1"),
+            "add v16.16b, v16.16b, v22.16b\n",
+            $prep!("3"),
+            $crate::layouts::iq3::aarch64::iq2_pair!($addr, $h, "v19", "2", "3"),
+            "mla v26.4s, v4.4s, v2.4s\n",
+            "mla v25.4s, v5.4s, v3.4s\n",
+        ) };
+    }
+    pub(crate) use iq2_sub_block;
 
     /// A sub-block's 8 chunks (the sign words in `v0` / `v1`, the 32
     /// activations in `v18`, `v19`), then the isums scaled by `v2` / `v3`

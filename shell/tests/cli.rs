@@ -7,37 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
-use common::kestrel;
-
-/// A test's scratch directory, removed when the test ends (the conversion
-/// tests write about 200 MB each).
-struct Temp(PathBuf);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl AsRef<Path> for Temp {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl std::ops::Deref for Temp {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-fn temp(name: &str) -> Temp {
-    let d = std::env::temp_dir().join(format!("kestrel-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Temp(d)
-}
+use common::{kestrel, temp, Temp};
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -176,8 +176,7 @@ fn chat_keeps_the_conversation_and_resets() {
 #[test]
 fn run_with_a_json_schema_answers_valid_json() {
     let m = model();
-    let dir = std::env::temp_dir().join(format!("kestrel-json-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp("json");
     let schema = dir.join("s.json");
     std::fs::write(
         &schema,
@@ -261,7 +260,6 @@ fn run_with_a_json_schema_answers_valid_json() {
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains(says) && !err.contains("panicked"), "{err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `kestrel bench MODEL --lookup` and `--draft FILE`: one greedy answer
@@ -272,8 +270,7 @@ fn run_with_a_json_schema_answers_valid_json() {
 fn bench_times_speculation_against_plain_decoding() {
     let (prompt, _, _) = reference();
     let m = model();
-    let dir = std::env::temp_dir().join(format!("kestrel-bench-spec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp("bench-spec");
     let prompt_file = dir.join("prompt.txt");
     std::fs::write(&prompt_file, format!("{prompt}{prompt}")).unwrap();
     for extra in [vec!["--lookup"], vec!["--draft", m.to_str().unwrap()]] {
@@ -304,5 +301,4 @@ fn bench_times_speculation_against_plain_decoding() {
             assert_eq!(num("accepted"), num("drafted"), "{text}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

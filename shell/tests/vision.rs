@@ -126,8 +126,7 @@ fn run_with_two_images_in_raw_mode_gives_the_reference_greedy_ids() {
 
 #[test]
 fn bad_images_and_placeholders_are_clear_errors() {
-    let dir = std::env::temp_dir().join(format!("kestrel-vl-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp("vl-bad");
     let png = std::fs::read(fixture("ref/image_a.png")).unwrap();
     let cases: [(&str, Vec<u8>); 3] = [
         ("truncated.png", png[..png.len() / 2].to_vec()),
@@ -164,7 +163,6 @@ fn bad_images_and_placeholders_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("placeholders"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `kestrel chat` with a piped conversation: stdout, stderr, success.

@@ -187,6 +187,7 @@ pub fn tied_fixture(
 /// A fresh temporary directory for one test, removed with what it holds
 /// when dropped.
 pub fn temp_dir(name: &str) -> ScratchDir {
+    sweep_stale();
     let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -200,6 +201,7 @@ pub fn temp_dir(name: &str) -> ScratchDir {
 /// small disk is reported as such, not as a failed conversion. Removed when
 /// dropped, a failing test's too (memory is not given back otherwise).
 pub fn scratch_dir(name: &str, bytes: u64) -> ScratchDir {
+    sweep_stale();
     let places = [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")];
     let mut seen = Vec::new();
     for place in &places {
@@ -216,6 +218,38 @@ pub fn scratch_dir(name: &str, bytes: u64) -> ScratchDir {
         "{name} needs {bytes} bytes of scratch space; {}",
         seen.join(", ")
     );
+}
+
+/// Removes, once per process, the folders earlier test processes left in
+/// the temp directory and /dev/shm: `kestrel-test-<pid>-*` of a process
+/// that is no longer running (a folder kept for a whole test binary by
+/// [`ScratchDir::into_path`], or any folder of a run that was killed).
+/// Where `/proc` does not show which processes run, nothing is removed.
+fn sweep_stale() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if !std::path::Path::new("/proc/self").exists() {
+            return;
+        }
+        for place in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+            let Ok(entries) = std::fs::read_dir(&place) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("kestrel-test-")) else {
+                    continue;
+                };
+                let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let running = std::path::Path::new(&format!("/proc/{pid}")).exists();
+                if pid != std::process::id() && !running {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+    });
 }
 
 /// A folder from [`scratch_dir`], removed with what it holds when dropped.

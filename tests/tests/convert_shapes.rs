@@ -7,7 +7,7 @@
 
 use kestrel::convert::convert;
 use kestrel_core::convert::WeightMode;
-use kestrel_tests::{fixtures, temp_dir};
+use kestrel_tests::{fixtures, temp_dir, ScratchDir};
 use std::path::{Path, PathBuf};
 
 /// The error converting `src`, which must fail and leave nothing at the
@@ -24,11 +24,10 @@ fn convert_error(src: &Path, dir: &Path) -> String {
 
 /// A copy of fixture `name`'s Hugging Face directory with `key`'s value in
 /// config.json replaced by `value`.
-fn hf_with(name: &str, key: &str, value: &str, tag: &str) -> PathBuf {
+fn hf_with(name: &str, key: &str, value: &str, tag: &str) -> Edited {
     let src = fixtures().join(name).join("hf");
-    let dir = temp_dir(&format!("shapes-{name}-{tag}"))
-        .into_path()
-        .join("hf");
+    let scratch = temp_dir(&format!("shapes-{name}-{tag}"));
+    let dir = scratch.join("hf");
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(&src).unwrap() {
         let p = entry.unwrap().path();
@@ -40,12 +39,23 @@ fn hf_with(name: &str, key: &str, value: &str, tag: &str) -> PathBuf {
     let end = at + config[at..].find([',', '\n']).unwrap();
     let edited = format!("{}{value}{}", &config[..at], &config[end..]);
     std::fs::write(dir.join("config.json"), edited).unwrap();
-    dir
+    Edited(scratch, dir)
+}
+
+/// An edited copy of a fixture (its path), in a scratch folder removed
+/// when it is dropped (the folder is only held).
+struct Edited(#[allow(dead_code)] ScratchDir, PathBuf);
+
+impl std::ops::Deref for Edited {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.1
+    }
 }
 
 /// A copy of a GGUF fixture with the integer metadata `key` set to `value`
 /// (patched in place: the file keeps its length and layout).
-fn gguf_with(path: &str, key: &str, value: u32, tag: &str) -> PathBuf {
+fn gguf_with(path: &str, key: &str, value: u32, tag: &str) -> Edited {
     let mut bytes = std::fs::read(fixtures().join(path)).unwrap();
     let mut needle = (key.len() as u64).to_le_bytes().to_vec();
     needle.extend(key.as_bytes());
@@ -60,11 +70,10 @@ fn gguf_with(path: &str, key: &str, value: u32, tag: &str) -> PathBuf {
         "{key} is not a 32-bit integer (type {ty})"
     );
     bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-    let out = temp_dir(&format!("shapes-gguf-{tag}"))
-        .into_path()
-        .join("model.gguf");
+    let scratch = temp_dir(&format!("shapes-gguf-{tag}"));
+    let out = scratch.join("model.gguf");
     std::fs::write(&out, bytes).unwrap();
-    out
+    Edited(scratch, out)
 }
 
 fn expect(e: &str, parts: &[&str]) {
@@ -209,7 +218,8 @@ fn a_stack_of_experts_must_hold_the_configs_count() {
         6
     );
     patched[third..third + 8].copy_from_slice(&5u64.to_le_bytes());
-    let path = temp_dir("shapes-stack").into_path().join("model.gguf");
+    let scratch = temp_dir("shapes-stack");
+    let path = scratch.join("model.gguf");
     std::fs::write(&path, patched).unwrap();
     let e = convert_error(&path, &dir);
     expect(&e, &[name, "stacks 5 experts, the config has 6"]);

@@ -1,5 +1,6 @@
 //! Shared by the CLI tests: how to start the `kestrel` binary.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A command running the `kestrel` binary under test. When the tests
@@ -66,4 +67,35 @@ pub fn convert_f32(rel: &str, name: &str) -> std::path::PathBuf {
         String::from_utf8_lossy(&st.stderr)
     );
     out
+}
+
+/// A test's scratch directory, removed when the test ends, a failing
+/// test's too (the conversion tests write about 200 MB each).
+pub struct Temp(PathBuf);
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl AsRef<Path> for Temp {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Temp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+#[allow(dead_code)]
+pub fn temp(name: &str) -> Temp {
+    let d = std::env::temp_dir().join(format!("kestrel-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Temp(d)
 }

@@ -16,4 +16,6 @@ if [ ! -f "$vqf" ] || ! ./target/release/kestrel verify "$vqf" >/dev/null 2>&1; 
     # The default for a quantized GGUF: its own blocks, at its size.
     ./target/release/kestrel convert "$gguf" -o "$vqf"
 fi
-./target/release/kestrel run "$vqf" -p "$prompt" -n 256 --temp 0
+# A whole answer: it ends at the model's end of turn (384 tokens for the
+# default prompt), well before the 1024-token bound.
+./target/release/kestrel run "$vqf" -p "$prompt" -n 1024 --temp 0

@@ -416,6 +416,7 @@ fn settings(c: &KestrelConfig) -> Result<(Config, SamplerConfig), Failure> {
         repeat_last_n: c.repeat_last_n as usize,
         seed: c.seed,
     };
+    sampler.check().map_err(argument)?;
     Ok((config, sampler))
 }
 

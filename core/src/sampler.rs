@@ -6,7 +6,7 @@
 /// Sampling settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SamplerConfig {
-    /// 0 (or less) means greedy.
+    /// 0 means greedy (finite, at least 0: [`SamplerConfig::check`]).
     pub temperature: f32,
     /// Keep the k most likely tokens (0: all).
     pub top_k: usize,
@@ -20,6 +20,28 @@ pub struct SamplerConfig {
     pub repeat_last_n: usize,
     /// Generator seed.
     pub seed: u64,
+}
+
+impl SamplerConfig {
+    /// The settings' one range check, for every host (the CLI's flags, the
+    /// C ABI's config; the server's API ranges are narrower): the first
+    /// setting out of range, named, or `Ok`. NaN is out of every range.
+    pub fn check(&self) -> Result<(), &'static str> {
+        let within = |x: f32, lo: f32, hi: f32| x >= lo && x <= hi;
+        if !within(self.temperature, 0.0, f32::MAX) {
+            return Err("temperature must be a finite number, at least 0");
+        }
+        if !within(self.top_p, 0.0, 1.0) {
+            return Err("top_p must be between 0 and 1");
+        }
+        if !within(self.min_p, 0.0, 1.0) {
+            return Err("min_p must be between 0 and 1");
+        }
+        if !(self.repeat_penalty > 0.0 && self.repeat_penalty <= f32::MAX) {
+            return Err("repeat_penalty must be a finite number above 0 (1: off)");
+        }
+        Ok(())
+    }
 }
 
 impl Default for SamplerConfig {
@@ -485,5 +507,67 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(s.sample(&mut logits.clone(), &[0], &mut [0; 6]), 1);
+    }
+
+    #[test]
+    fn settings_out_of_range_are_named() {
+        let d = SamplerConfig::default();
+        assert_eq!(d.check(), Ok(()));
+        let greedy = SamplerConfig {
+            temperature: 0.0,
+            top_p: 1.0,
+            min_p: 0.0,
+            ..d
+        };
+        assert_eq!(greedy.check(), Ok(()));
+        for (bad, name) in [
+            (
+                SamplerConfig {
+                    temperature: f32::NAN,
+                    ..d
+                },
+                "temperature",
+            ),
+            (
+                SamplerConfig {
+                    temperature: -1.0,
+                    ..d
+                },
+                "temperature",
+            ),
+            (
+                SamplerConfig {
+                    temperature: f32::INFINITY,
+                    ..d
+                },
+                "temperature",
+            ),
+            (SamplerConfig { top_p: 7.0, ..d }, "top_p"),
+            (
+                SamplerConfig {
+                    top_p: f32::NAN,
+                    ..d
+                },
+                "top_p",
+            ),
+            (SamplerConfig { min_p: -3.0, ..d }, "min_p"),
+            (
+                SamplerConfig {
+                    repeat_penalty: 0.0,
+                    ..d
+                },
+                "repeat_penalty",
+            ),
+            (
+                SamplerConfig {
+                    repeat_penalty: f32::NAN,
+                    ..d
+                },
+                "repeat_penalty",
+            ),
+        ] {
+            let e = bad.check().unwrap_err();
+            assert!(e.starts_with(name), "{e}");
+        }
     }
 }

@@ -168,7 +168,10 @@ mod tests {
     fn the_sampling_defaults_are_the_samplers() {
         let d = kestrel_core::sampler::SamplerConfig::default();
         let r = generate::RunArgs::parse(&argv(&["m", "-p", "hi"])).unwrap();
-        assert_eq!(format!("{:?}", r.sample.config()), format!("{d:?}"));
+        assert_eq!(
+            format!("{:?}", r.sample.config().unwrap()),
+            format!("{d:?}")
+        );
         let help = generate::RunArgs::command().render_help().to_string();
         for (flag, default) in [
             ("--temp <F>", d.temperature.to_string()),

@@ -81,8 +81,10 @@ impl SampleArgs {
         }
     }
 
-    pub fn config(&self) -> SamplerConfig {
-        SamplerConfig {
+    /// The sampler's settings, refused (naming the flag's setting) when
+    /// one is out of range ([`SamplerConfig::check`]).
+    pub fn config(&self) -> Result<SamplerConfig> {
+        let c = SamplerConfig {
             temperature: self.temp,
             top_k: self.top_k,
             top_p: self.top_p,
@@ -90,7 +92,9 @@ impl SampleArgs {
             repeat_penalty: self.repeat_penalty,
             seed: self.seed,
             ..SamplerConfig::default()
-        }
+        };
+        c.check()?;
+        Ok(c)
     }
 }
 
@@ -533,6 +537,7 @@ pub fn catch_ctrl_c() {
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
+    a.sample.config()?; // before the model loads
     let need = Need {
         draft: a.spec.draft_rows(),
         ..Need::one(PREFILL_CHUNK)
@@ -544,7 +549,7 @@ pub fn run(a: &RunArgs) -> Result<()> {
 
 fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
     let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
-    let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
+    let mut s = Session::of_engine(e, a.sample.config()?, &a.spec)?;
     if let Some(path) = &a.json_schema {
         let schema = crate::json_output::schema_from_file(path)?;
         let vocab = w.cfg.vocab_size as usize;
@@ -658,6 +663,7 @@ impl CommandArgs for ChatArgs {
 }
 
 pub fn chat(a: &ChatArgs) -> Result<()> {
+    a.sample.config()?; // before the model loads
     let need = Need {
         draft: a.spec.draft_rows(),
         ..Need::one(PREFILL_CHUNK)
@@ -669,7 +675,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
 
 fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
     let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
-    let mut s = Session::of_engine(e, a.sample.config(), &a.spec)?;
+    let mut s = Session::of_engine(e, a.sample.config()?, &a.spec)?;
     let style = chat_style(w);
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");

@@ -522,6 +522,37 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
         );
         assert!(!msg.is_empty());
     }
+    // Sampling settings out of range: E_ARGUMENT naming the setting (they
+    // opened, and NaN changed the first token, before the core's check).
+    for (bad, name) in [
+        (
+            KestrelConfig {
+                temperature: f32::NAN,
+                ..cfg
+            },
+            "temperature",
+        ),
+        (
+            KestrelConfig {
+                temperature: -1.0,
+                ..cfg
+            },
+            "temperature",
+        ),
+        (KestrelConfig { top_p: 7.0, ..cfg }, "top_p"),
+        (KestrelConfig { min_p: -3.0, ..cfg }, "min_p"),
+        (
+            KestrelConfig {
+                repeat_penalty: 0.0,
+                ..cfg
+            },
+            "repeat_penalty",
+        ),
+    ] {
+        let (st, msg) = try_open(&model, &bad, None, 0);
+        assert_eq!(st, Status::Argument, "{bad:?}: {msg}");
+        assert!(msg.contains(name), "{msg}");
+    }
 
     // Handle calls: NULL and closed handles.
     let mut buf = [0u8; 64];

@@ -824,8 +824,9 @@ pub(crate) mod x86_64 {
         }
     }
 
-    /// Chunk `c` (0..8) of sub-block `p`: the 8 rows' grid points (`g`,
-    /// unsigned) and the mask of their negative weights (`0xff` bytes).
+    /// Chunk `c` (0..8) of sub-block `p` of an IQ3 layout (4-byte grid
+    /// points): the 8 rows' grid points (`g`, unsigned, gathered) and the
+    /// mask of their negative weights (`0xff` bytes).
     ///
     /// # Safety
     /// As [`sub_block_front`], `signs` and `high` its results.
@@ -839,38 +840,8 @@ pub(crate) mod x86_64 {
     ) -> (__m256i, __m256i) {
         // SAFETY: the chunk's 8 index bytes are inside the super-block, the
         // indices below the grid's length (a byte, or a byte and one bit
-        // for IQ3_S's 512 points; IQ2_XXS: a byte into 256 points of 8
-        // bytes, of which the gather reads 4 at offset 0 or 4; IQ2_XS: a
-        // byte and one bit into 512 such points); AVX2.
+        // for IQ3_S's 512 points); AVX2.
         unsafe {
-            if halves(F) {
-                // A pair's 8 low index bytes, the high bits from bit 0 of
-                // the pair's high byte (IQ2_XS) or bits `2l..2l + 2` of the
-                // row's `qh` (IQ2_S); the point's half `c % 2`.
-                let low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    sb.add(front.index_at + 32 * p + 8 * (c / 2)).cast(),
-                ));
-                let (shift, mask) = if F == FRONT_IQ2_S {
-                    (2 * (c / 2), 3)
-                } else {
-                    (8 * (c / 2), 1)
-                };
-                let hb = _mm256_and_si256(
-                    _mm256_srlv_epi32(high, _mm256_set1_epi32(shift as i32)),
-                    _mm256_set1_epi32(mask),
-                );
-                let idx = _mm256_or_si256(low, _mm256_slli_epi32::<8>(hb));
-                let g = _mm256_i32gather_epi32::<8>(front.grid.add(c % 2), idx);
-                return (g, chunk_signs(signs, c));
-            }
-            if F == FRONT_IQ2_XXS {
-                // A pair's 8 index bytes; the point's half `c % 2`.
-                let idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    sb.add(front.index_at + 32 * p + 8 * (c / 2)).cast(),
-                ));
-                let g = _mm256_i32gather_epi32::<8>(front.grid.add(c % 2), idx);
-                return (g, chunk_signs(signs, c));
-            }
             let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                 sb.add(front.index_at + 64 * p + 8 * c).cast(),
             ));
@@ -883,6 +854,67 @@ pub(crate) mod x86_64 {
             }
             let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
             (g, chunk_signs(signs, c))
+        }
+    }
+
+    /// Chunks `c` and `c + 1` (`c` even) of sub-block `p`: each as
+    /// [`chunk_points`]. An IQ2 layout (8-byte grid points, a pair of
+    /// chunks per point) loads each row's whole point once, its halves the
+    /// two chunks' (`vshufps`), where a gather per chunk read the halves
+    /// apart.
+    ///
+    /// # Safety
+    /// As [`chunk_points`].
+    #[inline(always)]
+    unsafe fn pair_points<const F: u8>(
+        front: &Front,
+        sb: *const u8,
+        (p, c): (usize, usize),
+        signs: __m256i,
+        high: __m256i,
+    ) -> [(__m256i, __m256i); 2] {
+        // SAFETY: the pair's 8 index bytes (and IQ2_XS's high bytes,
+        // IQ2_S's qh) are inside the super-block; an index is below the
+        // grid's points (a byte into 256; a byte and one bit into 512; a
+        // byte and two bits into 1024), and each of its 8 bytes is read;
+        // AVX2.
+        unsafe {
+            if !(halves(F) || F == FRONT_IQ2_XXS) {
+                return [
+                    chunk_points::<F>(front, sb, (p, c), signs, high),
+                    chunk_points::<F>(front, sb, (p, c + 1), signs, high),
+                ];
+            }
+            // The pair's 8 low index bytes; IQ2_XS's ninth bit from bit 0
+            // of the pair's high byte, IQ2_S's two from bits `2l..2l + 2`
+            // of the row's `qh`.
+            let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                sb.add(front.index_at + 32 * p + 4 * c).cast(),
+            ));
+            if halves(F) {
+                let (shift, mask) = if F == FRONT_IQ2_S { (c, 3) } else { (4 * c, 1) };
+                let hb = _mm256_and_si256(
+                    _mm256_srlv_epi32(high, _mm256_set1_epi32(shift as i32)),
+                    _mm256_set1_epi32(mask),
+                );
+                idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
+            }
+            let mut at = [0u32; 8];
+            _mm256_storeu_si256(at.as_mut_ptr().cast(), idx);
+            let grid = front.grid.cast::<i64>();
+            // (Plain loads: no intrinsic, so no feature is needed.)
+            let point = |r: usize| grid.add(at[r] as usize).read_unaligned();
+            // Rows 0, 1, 4, 5 and 2, 3, 6, 7 by 64-bit lane: `vshufps`
+            // picks, per 128-bit lane, the rows' first (or second) halves in
+            // row order.
+            let a = _mm256_castsi256_ps(_mm256_setr_epi64x(point(0), point(1), point(4), point(5)));
+            let b = _mm256_castsi256_ps(_mm256_setr_epi64x(point(2), point(3), point(6), point(7)));
+            let first = _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(a, b));
+            let second = _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(a, b));
+            [
+                (first, chunk_signs(signs, c)),
+                (second, chunk_signs(signs, c + 1)),
+            ]
         }
     }
 
@@ -968,9 +1000,13 @@ pub(crate) mod x86_64 {
                                 *s_t = _mm256_set1_epi32(*offsets.get_unchecked(run));
                             }
                         }
-                        for cc in 0..4 {
+                        // (No closure here: it would not be compiled with
+                        // the caller's features.)
+                        let c0 = pair_points::<F>(front, sb, (p, 4 * h), signs, high);
+                        let c1 = pair_points::<F>(front, sb, (p, 4 * h + 2), signs, high);
+                        let chunks = [c0[0], c0[1], c1[0], c1[1]];
+                        for (cc, (g, m)) in chunks.into_iter().enumerate() {
                             let c = 4 * h + cc;
-                            let (g, m) = chunk_points::<F>(front, sb, (p, c), signs, high);
                             let at = b * QK_K + 32 * p + 4 * c;
                             if DOT == Dot::MADDUBS {
                                 let sign = _mm256_or_si256(m, one8);
@@ -1059,8 +1095,12 @@ pub(crate) mod x86_64 {
             for p in 0..QK_K / 32 {
                 let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                 let mut sum = [_mm256_setzero_si256(); 2];
-                for c in 0..8 {
-                    let (g, m) = chunk_points::<F>(front, sb, (p, c), signs, high);
+                let c0 = pair_points::<F>(front, sb, (p, 0), signs, high);
+                let c1 = pair_points::<F>(front, sb, (p, 2), signs, high);
+                let c2 = pair_points::<F>(front, sb, (p, 4), signs, high);
+                let c3 = pair_points::<F>(front, sb, (p, 6), signs, high);
+                let chunks = [c0[0], c0[1], c1[0], c1[1], c2[0], c2[1], c3[0], c3[1]];
+                for (c, (g, m)) in chunks.into_iter().enumerate() {
                     let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
                     dec.values[8 * p + c] = v;
                     let pairs = _mm256_maddubs_epi16(ones8, v);

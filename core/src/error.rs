@@ -249,7 +249,7 @@ impl fmt::Display for Error {
             }
             Error::ContextFull { need, max } => write!(
                 f,
-                "context full: {need} positions needed, the KV cache holds {max} (raise --ctx or start a new conversation)"
+                "context full: {need} positions needed, the KV cache holds {max} (open with a longer context, or start a new conversation)"
             ),
             Error::BadToken { id, vocab } => write!(f, "token id {id} is outside the vocabulary ({vocab})"),
             Error::BufferTooSmall { what, need, have } => {

@@ -183,7 +183,7 @@ impl ArenaSizes {
         cfg.validate()?;
         if opts.max_batch == 0 || opts.max_batch > MAX_BATCH {
             return Err(Error::OutOfRange {
-                what: "max_batch",
+                what: "batch (tokens per step)",
                 value: opts.max_batch,
                 max: MAX_BATCH,
             });

@@ -67,6 +67,10 @@ impl fmt::Display for Error {
             write!(f, "{c}: ")?;
         }
         match &self.cause {
+            // The command line's name for the longer context.
+            Cause::Core(e @ kestrel_core::Error::ContextFull { .. }) => {
+                write!(f, "{e}; --ctx sets it")
+            }
             Cause::Core(e) => write!(f, "{e}"),
             Cause::Io(e) => write!(f, "{e}"),
             Cause::Image(e) => write!(f, "{e}"),

@@ -825,13 +825,14 @@ pub(crate) mod x86_64 {
     }
 
     /// Chunk `c` (0..8) of sub-block `p` of an IQ3 layout (4-byte grid
-    /// points): the 8 rows' grid points (`g`, unsigned, gathered) and the
-    /// mask of their negative weights (`0xff` bytes).
+    /// points): the 8 rows' grid points (`g`, unsigned; `GATHER`: by one
+    /// `vpgatherdd`, else by eight plain loads) and the mask of their
+    /// negative weights (`0xff` bytes).
     ///
     /// # Safety
     /// As [`sub_block_front`], `signs` and `high` its results.
     #[inline(always)]
-    unsafe fn chunk_points<const F: u8>(
+    unsafe fn chunk_points<const F: u8, const GATHER: bool>(
         front: &Front,
         sb: *const u8,
         (p, c): (usize, usize),
@@ -842,17 +843,50 @@ pub(crate) mod x86_64 {
         // indices below the grid's length (a byte, or a byte and one bit
         // for IQ3_S's 512 points); AVX2.
         unsafe {
-            let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                sb.add(front.index_at + 64 * p + 8 * c).cast(),
-            ));
+            let bytes = sb.add(front.index_at + 64 * p + 8 * c);
+            if GATHER {
+                let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.cast()));
+                if F == FRONT_S {
+                    let hb = _mm256_and_si256(
+                        _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
+                        _mm256_set1_epi32(1),
+                    );
+                    idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
+                }
+                let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
+                return (g, chunk_signs(signs, c));
+            }
+            let mut at = [0u32; 8];
             if F == FRONT_S {
                 let hb = _mm256_and_si256(
                     _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
                     _mm256_set1_epi32(1),
                 );
-                idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
+                let idx = _mm256_or_si256(
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.cast())),
+                    _mm256_slli_epi32::<8>(hb),
+                );
+                _mm256_storeu_si256(at.as_mut_ptr().cast(), idx);
+            } else {
+                let word = bytes.cast::<u64>().read_unaligned();
+                for (r, at_r) in at.iter_mut().enumerate() {
+                    *at_r = (word >> (8 * r)) as u8 as u32;
+                }
             }
-            let g = _mm256_i32gather_epi32::<4>(front.grid, idx);
+            // Eight plain loads: the GEMV's (a `vpgatherdd` took longer
+            // there on the AMD EPYC measured; the prompt's decoder, which
+            // runs once per super-block for many rows, was faster with it).
+            let point = |r: usize| front.grid.add(at[r] as usize).read();
+            let g = _mm256_setr_epi32(
+                point(0),
+                point(1),
+                point(2),
+                point(3),
+                point(4),
+                point(5),
+                point(6),
+                point(7),
+            );
             (g, chunk_signs(signs, c))
         }
     }
@@ -866,7 +900,7 @@ pub(crate) mod x86_64 {
     /// # Safety
     /// As [`chunk_points`].
     #[inline(always)]
-    unsafe fn pair_points<const F: u8>(
+    unsafe fn pair_points<const F: u8, const GATHER: bool>(
         front: &Front,
         sb: *const u8,
         (p, c): (usize, usize),
@@ -881,8 +915,8 @@ pub(crate) mod x86_64 {
         unsafe {
             if !(halves(F) || F == FRONT_IQ2_XXS) {
                 return [
-                    chunk_points::<F>(front, sb, (p, c), signs, high),
-                    chunk_points::<F>(front, sb, (p, c + 1), signs, high),
+                    chunk_points::<F, GATHER>(front, sb, (p, c), signs, high),
+                    chunk_points::<F, GATHER>(front, sb, (p, c + 1), signs, high),
                 ];
             }
             // The pair's 8 low index bytes; IQ2_XS's ninth bit from bit 0
@@ -1002,8 +1036,8 @@ pub(crate) mod x86_64 {
                         }
                         // (No closure here: it would not be compiled with
                         // the caller's features.)
-                        let c0 = pair_points::<F>(front, sb, (p, 4 * h), signs, high);
-                        let c1 = pair_points::<F>(front, sb, (p, 4 * h + 2), signs, high);
+                        let c0 = pair_points::<F, false>(front, sb, (p, 4 * h), signs, high);
+                        let c1 = pair_points::<F, false>(front, sb, (p, 4 * h + 2), signs, high);
                         let chunks = [c0[0], c0[1], c1[0], c1[1]];
                         for (cc, (g, m)) in chunks.into_iter().enumerate() {
                             let c = 4 * h + cc;
@@ -1095,10 +1129,10 @@ pub(crate) mod x86_64 {
             for p in 0..QK_K / 32 {
                 let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                 let mut sum = [_mm256_setzero_si256(); 2];
-                let c0 = pair_points::<F>(front, sb, (p, 0), signs, high);
-                let c1 = pair_points::<F>(front, sb, (p, 2), signs, high);
-                let c2 = pair_points::<F>(front, sb, (p, 4), signs, high);
-                let c3 = pair_points::<F>(front, sb, (p, 6), signs, high);
+                let c0 = pair_points::<F, true>(front, sb, (p, 0), signs, high);
+                let c1 = pair_points::<F, true>(front, sb, (p, 2), signs, high);
+                let c2 = pair_points::<F, true>(front, sb, (p, 4), signs, high);
+                let c3 = pair_points::<F, true>(front, sb, (p, 6), signs, high);
                 let chunks = [c0[0], c0[1], c1[0], c1[1], c2[0], c2[1], c3[0], c3[1]];
                 for (c, (g, m)) in chunks.into_iter().enumerate() {
                     let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);

@@ -249,8 +249,8 @@ pub mod aarch64 {
     ) {
         // SAFETY: per the function contract, every load stays inside `w`,
         // `qs`, `d`, the 32 bytes of constants and the grid (an offset is 8
-        // x a 10-bit index, + 4: at most 8188, and 4 bytes are read; the
-        // grid has 8192), every store inside `out`: per super-block the
+        // x a 10-bit index: at most 8184, and `ld2` reads the 8 bytes
+        // there; the grid has 8192), every store inside `out`: per super-block the
         // loop reads 656 bytes of `w` (16 + 8 x (32 + 32 + 8 + 8)), 256
         // bytes of `qs` and 4 bytes of `d`, for nb super-blocks per group;
         // each group stores 32 bytes of `out`. Only the listed registers are

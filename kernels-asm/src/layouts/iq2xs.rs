@@ -321,8 +321,8 @@ pub mod aarch64 {
     ) {
         // SAFETY: per the function contract, every load stays inside `w`,
         // `qs`, `d`, the 32 bytes of constants, the 32 of `BY_PAIR` and the
-        // grid (an offset is 8 x a 9-bit index, + 4: at most 4092, and 4
-        // bytes are read; the grid has 4096), every store inside `out`: per
+        // grid (an offset is 8 x a 9-bit index: at most 4088, and `ld2`
+        // reads the 8 bytes there; the grid has 4096), every store inside `out`: per
         // super-block the loop reads 592 bytes of `w` (16 + 8 x (32 + 32 +
         // 8)), 256 bytes of `qs` and 4 bytes of `d`, for nb super-blocks per
         // group; each group stores 32 bytes of `out`. Only the listed

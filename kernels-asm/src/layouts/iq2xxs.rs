@@ -244,8 +244,8 @@ pub mod aarch64 {
     ) {
         // SAFETY: per the function contract, every load stays inside `w`,
         // `qs`, `d`, the 32 bytes of constants and the grid (an offset is 8
-        // x a byte index, + 4: at most 2044, and 4 bytes are read; the grid
-        // has 2048), every store inside `out`: per super-block the loop
+        // x a byte index: at most 2040, and `ld2` reads the 8 bytes there;
+        // the grid has 2048), every store inside `out`: per super-block the loop
         // reads 528 bytes of `w` (16 + 8 x (32 + 32)), 256 bytes of `qs` and
         // 4 bytes of `d`, for nb super-blocks per group; each group stores
         // 32 bytes of `out`. Only the listed registers are written; no

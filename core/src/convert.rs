@@ -8,7 +8,7 @@
 use crate::config::Config;
 use crate::error::{mul, Error};
 use crate::gguf::GgmlType;
-use crate::quant::layout::BlockValues;
+use crate::quant::layout::{BlockValues, QuantizeFn};
 use crate::quant::repack::{Layout, Q8X8_ROWS};
 use crate::quant::{f16, Quantizer, QK_K};
 use crate::tensors::{self, Kind, Spec};
@@ -905,21 +905,22 @@ fn write_group(
     let per = e.layout.block_cols();
     let (block, group) = (ty.type_size(), e.layout.group_bytes(per)?);
     // Per row: where its source blocks are, or what its quantizer needs.
-    let mut source: [Option<(Part, usize)>; 8] = [None; 8];
-    let mut importance: [Option<&[f32]>; 8] = [None; 8];
-    let mut mean_square = [0f32; 8];
-    for r in 0..n {
-        source[r] = rows.kept_blocks(r);
-        if source[r].is_none() {
-            if spec.quantize.is_none() {
+    let mut from = [RowBlocks::Source(Part::Embed, 0); 8];
+    for (r, from_r) in from.iter_mut().enumerate().take(n) {
+        *from_r = match (rows.kept_blocks(r), spec.quantize) {
+            (Some((part, pr)), _) => RowBlocks::Source(part, pr),
+            (None, Some(quantize)) => RowBlocks::Quantized {
+                quantize,
+                importance: rows.importance(r, cols)?,
+                mean_square: crate::quant::q4_0::mean_square(&v[r * cols..(r + 1) * cols]),
+            },
+            (None, None) => {
                 return Err(Error::Unsupported {
                     what: "a row whose source type the entry's layout does not hold",
                     value: (rows.row0 + r) as u64,
-                });
+                })
             }
-            importance[r] = rows.importance(r, cols)?;
-            mean_square[r] = crate::quant::q4_0::mean_square(&v[r * cols..(r + 1) * cols]);
-        }
+        };
     }
     let mut gguf = [0u8; 8 * MAX_KEPT_BLOCK];
     let mut packed = [0u8; MAX_KEPT_GROUP];
@@ -928,21 +929,24 @@ fn write_group(
         for r in 0..n {
             let dst = &mut gguf[r * block..(r + 1) * block];
             let x = &v[r * cols + b * per..r * cols + (b + 1) * per];
-            match (source[r], spec.quantize) {
-                (Some((part, pr)), _) => {
+            match from[r] {
+                RowBlocks::Source(part, pr) => {
                     rows.src
                         .read_block_bytes(part, e.layer, rows.expert, pr, b * block, dst)?
                 }
-                (None, Some(quantize)) => {
+                RowBlocks::Quantized {
+                    quantize,
+                    importance,
+                    mean_square,
+                } => {
                     let values = BlockValues {
                         values: x,
-                        row_mean_square: mean_square[r],
-                        importance: importance[r].map(|c| &c[b * per..(b + 1) * per]),
+                        row_mean_square: mean_square,
+                        importance: importance.map(|c| &c[b * per..(b + 1) * per]),
                         quantizer: rows.quantizer,
                     };
                     quantize(&values, dst)?
                 }
-                (None, None) => return Err(no_blocks),
             }
             crate::gguf::dequantize_row(ty, dst, &mut stored[..per])?;
             for (&a, &q) in x.iter().zip(&stored) {
@@ -954,6 +958,20 @@ fn write_group(
         w.write(out)?;
     }
     Ok(())
+}
+
+/// Where one row's blocks come from in [`write_group`].
+#[derive(Clone, Copy)]
+enum RowBlocks<'a> {
+    /// The source's own blocks: its part and row there.
+    Source(Part, usize),
+    /// Made from the values by the layout's quantizer, with the columns'
+    /// importance and the row's mean square.
+    Quantized {
+        quantize: QuantizeFn,
+        importance: Option<&'a [f32]>,
+        mean_square: f32,
+    },
 }
 
 /// Largest source block a kept layout holds, and its repacked row group.

@@ -440,8 +440,8 @@ fn is_null_schema(x: &Value) -> bool {
 /// others that constrain a value (JSON Schema's assertions and
 /// applicators, drafts 3 to 2020-12) are refused by name, or left out by
 /// a best-effort compile.
-const IMPLEMENTED: &str = "type properties required additionalProperties items minItems \
-    maxItems minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum enum const \
+const IMPLEMENTED: &str = "type properties required additionalProperties minProperties \
+    maxProperties items minItems maxItems minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum enum const \
     $defs definitions";
 
 /// JSON Schema's keywords that constrain a value which a node does not
@@ -450,7 +450,7 @@ const IMPLEMENTED: &str = "type properties required additionalProperties items m
 const CONSTRAINING: &str = "$ref $dynamicRef $recursiveRef allOf anyOf oneOf not if then \
     else dependentSchemas dependentRequired dependencies prefixItems additionalItems contains \
     minContains maxContains uniqueItems unevaluatedItems unevaluatedProperties \
-    patternProperties propertyNames minProperties maxProperties pattern format multipleOf \
+    patternProperties propertyNames pattern format multipleOf \
     divisibleBy disallow extends contentEncoding contentMediaType contentSchema";
 
 /// Whether `key` is one of the space-separated `words`.
@@ -1119,7 +1119,8 @@ impl Schema {
                     && n.extra == NO_EXTRA
                     && !n.nullable
                     && n.min_items == 0
-                    && n.items == ANY;
+                    && n.items == ANY
+                    && (n.lo, n.hi) == (i64::MIN, i64::MAX);
                 for i in n.first..n.first + n.count {
                     keyable &= props.push(i as usize).is_ok();
                 }
@@ -1320,7 +1321,12 @@ impl Schema {
             .ok_or(SchemaError::Invalid("a schema must be an object"))?;
         let mut node = EMPTY_NODE;
         for (key, value) in obj.iter() {
-            if !refused_keyword(idx, self.refs, &key, &value) {
+            // `additionalItems` constrains only the items past an `items`
+            // list (drafts 4 to 2019-09): beside a schema, or without
+            // `items`, every array meets it.
+            let vacuous =
+                key.eq_str("additionalItems") && !matches!(v.get("items"), Some(Value::Array(_)));
+            if vacuous || !refused_keyword(idx, self.refs, &key, &value) {
                 continue;
             }
             let mut name: heapless::String<32> = heapless::String::new();
@@ -1433,7 +1439,16 @@ impl Schema {
             .and_then(|f| format_of(&f))
             .filter(|&c| c != format::NONE);
         node.kind = match kind {
-            None if has(&["properties", "required", "additionalProperties"]) => Kind::Object,
+            None if has(&[
+                "properties",
+                "required",
+                "additionalProperties",
+                "minProperties",
+                "maxProperties",
+            ]) =>
+            {
+                Kind::Object
+            }
             None if has(&["items", "minItems", "maxItems"]) => Kind::Array,
             None if has(&["minLength", "maxLength"]) || format.is_some() || pattern.is_some() => {
                 Kind::String
@@ -1548,6 +1563,27 @@ impl Schema {
                     node.required |= 1 << i;
                 }
             }
+            // `minProperties`, `maxProperties` in `lo`, `hi`; bounds no
+            // object can meet are refused (the output would find no end).
+            for (k, bound) in [
+                ("minProperties", &mut node.lo),
+                ("maxProperties", &mut node.hi),
+            ] {
+                if let Some(n) = v.get(k) {
+                    *bound = n.as_u64().map(|n| n.min(u16::MAX as u64) as i64).ok_or(
+                        SchemaError::Invalid("minProperties and maxProperties must be counts"),
+                    )?;
+                }
+            }
+            let most = match node.extra {
+                NO_EXTRA => node.count as i64,
+                _ => i64::MAX,
+            };
+            if node.lo > node.hi.min(most) || (node.required.count_ones() as i64) > node.hi {
+                return Err(SchemaError::Invalid(
+                    "minProperties or maxProperties that no object meets",
+                ));
+            }
         }
         if node.kind == Kind::String {
             // Characters (an escape counts one), in the array bounds' fields.
@@ -1567,12 +1603,22 @@ impl Schema {
             if node.min_items > node.max_items {
                 return Err(SchemaError::Invalid("minLength above maxLength"));
             }
-            // A format's or a pattern's automaton counts no characters:
-            // beside a length (or each other) it is refused, or best
-            // effort left out (the length and the string kept).
+            // Beside a length, a format whose values can grow (`email`,
+            // `hostname`, `uri`) is run within it (see `format::tail`),
+            // as a pattern whose values' lengths are ranges (see
+            // `Pattern::can_end_within`) is; other formats and patterns
+            // beside a length (or a format beside a pattern) are refused,
+            // or best effort left out (the length and the string kept).
+            let (min, max) = (node.min_items, node.max_items);
+            let fits = |f: u8| {
+                format::tail(f).is_some_and(|t| {
+                    (max == u16::MAX || min.saturating_add(t) <= max)
+                        && (f != format::HOSTNAME || min <= 253)
+                })
+            };
             let lengths = has(&["minLength", "maxLength"]);
             if let Some(f) = format {
-                if !lengths {
+                if !lengths || fits(f) {
                     node.items = f as u16;
                 } else if self.lenient {
                     self.drop_keyword(v, "format");
@@ -1581,7 +1627,9 @@ impl Schema {
                 }
             }
             if let Some(p) = pattern {
-                if !lengths && format.is_none() {
+                let within = p.lengths_are_ranges()
+                    && p.can_end_within(pattern::Pattern::START, 0, min, max);
+                if (!lengths || within) && format.is_none() {
                     node.lo = self.patterns.len() as i64;
                     self.patterns
                         .push(p)
@@ -1792,6 +1840,9 @@ enum Frame {
         st: ObjSt,
         /// The enum value (index) its discriminant property took, if any.
         choice: u8,
+        /// Keys written so far (saturating; `minProperties`,
+        /// `maxProperties`).
+        keys: u16,
     },
     Array {
         node: u16,
@@ -1823,6 +1874,9 @@ enum Frame {
         cand: u64,
         off: u16,
         esc: bool,
+        /// Only a property's name: `maxProperties` leaves room for the
+        /// required ones alone.
+        props_only: bool,
     },
     /// A number: its state (see `Matcher::number`), bytes so far; its
     /// node (an integer's or a number's bounds), sign and digits so far
@@ -1837,16 +1891,22 @@ enum Frame {
         fd: u8,
     },
     /// A string of a `format` ([`format`]) after its `"`: the format and
-    /// its automaton's state.
+    /// its automaton's state; its node (`minLength`, `maxLength`) and the
+    /// characters so far (bytes: a format's are ASCII).
     Formatted {
         fmt: u8,
         st: u64,
+        node: u16,
+        chars: u16,
     },
     /// A string of a `pattern` after its `"`: the pattern's index, its
-    /// automaton's states.
+    /// automaton's states; its node and the characters so far (bytes: a
+    /// pattern's are ASCII).
     Patterned {
         pat: u8,
         set: u64,
+        node: u16,
+        chars: u16,
     },
     /// `true`, `false` or `null`, `off` bytes matched.
     Lit {
@@ -2012,7 +2072,8 @@ impl Matcher {
                 seen,
                 st,
                 choice,
-            } => self.object(s, node, seen, st, choice, b),
+                keys,
+            } => self.object(s, node, seen, st, choice, keys, b),
             Frame::Array { node, count, st } => {
                 if let Some(st) = self.ws(b) {
                     return st;
@@ -2146,7 +2207,11 @@ impl Matcher {
                         self.len -= 1;
                         if key {
                             if let Some(Frame::Object {
-                                node, seen, choice, ..
+                                node,
+                                seen,
+                                choice,
+                                keys,
+                                ..
                             }) = self.stack[..self.len].last().copied()
                             {
                                 self.set_top(Frame::Object {
@@ -2154,6 +2219,7 @@ impl Matcher {
                                     seen,
                                     st: ObjSt::Colon { prop: ANY },
                                     choice,
+                                    keys,
                                 });
                             }
                         }
@@ -2178,48 +2244,88 @@ impl Matcher {
                     },
                 }
             }
-            Frame::Patterned { pat, set } => {
+            Frame::Patterned {
+                pat,
+                set,
+                node,
+                chars,
+            } => {
                 let p = &s.patterns[pat as usize];
+                let n = s.node(node);
                 if b == b'"' {
-                    if !p.done(set) {
+                    if !p.done(set) || chars < n.min_items {
                         return Step::Reject;
                     }
                     self.len -= 1;
                     return Step::Accept;
                 }
+                // A byte only while a value of an allowed length can
+                // still end.
+                let chars = chars.saturating_add(1);
                 match p.step(set, b) {
-                    Some(set) => {
-                        self.set_top(Frame::Patterned { pat, set });
+                    Some(set) if p.can_end_within(set, chars, n.min_items, n.max_items) => {
+                        self.set_top(Frame::Patterned {
+                            pat,
+                            set,
+                            node,
+                            chars,
+                        });
                         Step::Accept
                     }
-                    None => Step::Reject,
+                    _ => Step::Reject,
                 }
             }
-            Frame::Formatted { fmt, st } => {
+            Frame::Formatted {
+                fmt,
+                st,
+                node,
+                chars,
+            } => {
+                let n = s.node(node);
                 if b == b'"' {
-                    if !format::done(fmt, st) {
+                    if !format::done(fmt, st) || chars < n.min_items {
                         return Step::Reject;
                     }
                     self.len -= 1;
                     return Step::Accept;
                 }
+                // Beside `maxLength`, a byte only while the value can
+                // still end within it.
+                let chars = chars.saturating_add(1);
                 match format::step(fmt, st, b) {
-                    Some(st) => {
-                        self.set_top(Frame::Formatted { fmt, st });
+                    Some(st)
+                        if n.max_items == u16::MAX
+                            || chars + format::shortest(fmt, st) <= n.max_items =>
+                    {
+                        self.set_top(Frame::Formatted {
+                            fmt,
+                            st,
+                            node,
+                            chars,
+                        });
                         Step::Accept
                     }
-                    None => Step::Reject,
+                    _ => Step::Reject,
                 }
             }
-            Frame::Key { cand, off, esc } => {
+            Frame::Key {
+                cand,
+                off,
+                esc,
+                props_only,
+            } => {
                 let Some(Frame::Object {
-                    node, seen, choice, ..
+                    node,
+                    seen,
+                    choice,
+                    keys,
+                    ..
                 }) = self.stack[..self.len - 1].last().copied()
                 else {
                     return Step::Reject;
                 };
                 let n = s.node(node);
-                let open = n.extra != NO_EXTRA;
+                let open = n.extra != NO_EXTRA && !props_only;
                 let name = |i: u32| s.prop_name(n.first as usize + i as usize);
                 if b == b'"' && !esc {
                     // The candidate whose name ends here (a property seen
@@ -2248,6 +2354,7 @@ impl Matcher {
                         seen,
                         st: ObjSt::Colon { prop },
                         choice,
+                        keys,
                     });
                     return Step::Accept;
                 }
@@ -2277,6 +2384,7 @@ impl Matcher {
                             cand,
                             off,
                             esc: true,
+                            props_only,
                         });
                         return Step::Accept;
                     }
@@ -2297,6 +2405,7 @@ impl Matcher {
                     cand: keep,
                     off: off + 1,
                     esc: false,
+                    props_only,
                 });
                 Step::Accept
             }
@@ -2419,6 +2528,7 @@ impl Matcher {
             node: obj,
             seen,
             st,
+            keys,
             ..
         }) = self.stack[..self.len].last().copied()
         else {
@@ -2434,6 +2544,7 @@ impl Matcher {
                 seen,
                 st,
                 choice: i as u8,
+                keys,
             });
         }
     }
@@ -2476,6 +2587,7 @@ impl Matcher {
                 seen: 0,
                 st: ObjSt::Open,
                 choice: u8::MAX,
+                keys: 0,
             }),
             b'[' if any || n.kind == Kind::Array => self.push(Frame::Array {
                 node: idx,
@@ -2485,11 +2597,15 @@ impl Matcher {
             b'"' if !any && n.kind == Kind::String && n.lo >= 0 => self.push(Frame::Patterned {
                 pat: n.lo as u8,
                 set: pattern::Pattern::START,
+                node: idx,
+                chars: 0,
             }),
             b'"' if !any && n.kind == Kind::String && n.items != ANY => {
                 self.push(Frame::Formatted {
                     fmt: n.items as u8,
                     st: 0,
+                    node: idx,
+                    chars: 0,
                 })
             }
             b'"' if any || n.kind == Kind::String => self.push(Frame::Str {
@@ -2560,7 +2676,17 @@ impl Matcher {
         }
     }
 
-    fn object(&mut self, s: &Schema, node: u16, seen: u64, st: ObjSt, choice: u8, b: u8) -> Step {
+    #[allow(clippy::too_many_arguments)]
+    fn object(
+        &mut self,
+        s: &Schema,
+        node: u16,
+        seen: u64,
+        st: ObjSt,
+        choice: u8,
+        keys: u16,
+        b: u8,
+    ) -> Step {
         if let Some(st) = self.ws(b) {
             return st;
         }
@@ -2583,26 +2709,32 @@ impl Matcher {
                 (all, required) = s.branch_masks(&n, choice);
             }
         }
+        // `minProperties` and `maxProperties` (`lo`, `hi`): a key only
+        // below the most, and only a required one's while the rest of the
+        // room is theirs; `}` from the least.
+        let (keys, missing) = (keys as i64, (required & !seen).count_ones() as i64);
+        let props_only = keys + missing >= n.hi;
         match (st, b) {
             (ObjSt::Open | ObjSt::AfterValue, b'}') => {
-                if seen & required == required {
+                if seen & required == required && keys >= n.lo {
                     self.len -= 1;
                     Step::Accept
                 } else {
                     Step::Reject
                 }
             }
-            (ObjSt::AfterValue, b',') if open || seen != all => {
+            (ObjSt::AfterValue, b',') if (open || seen != all) && keys < n.hi => {
                 self.set_top(Frame::Object {
                     node,
                     seen,
                     st: ObjSt::NextKey,
                     choice,
+                    keys: keys as u16,
                 });
                 Step::Accept
             }
-            (ObjSt::Open | ObjSt::NextKey, b'"') => {
-                let ok = if free {
+            (ObjSt::Open | ObjSt::NextKey, b'"') if keys < n.hi => {
+                let ok = if free && !props_only {
                     self.push(Frame::Str {
                         esc: 0,
                         utf8: 0,
@@ -2619,7 +2751,11 @@ impl Matcher {
                     // is checked against every property (one seen again is
                     // refused when it ends); a key that leaves them all is
                     // another key.
-                    let mut cand = if open { all } else { all & !seen };
+                    let mut cand = match (props_only, open) {
+                        (true, _) => required & !seen,
+                        (false, true) => all,
+                        (false, false) => all & !seen,
+                    };
                     if choice == u8::MAX && n.min_items == 0 {
                         for i in 0..n.count as usize {
                             if s.node(s.props[n.first as usize + i].1).kind == Kind::Select {
@@ -2627,11 +2763,12 @@ impl Matcher {
                             }
                         }
                     }
-                    (cand != 0 || open)
+                    (cand != 0 || (open && !props_only))
                         && self.push(Frame::Key {
                             cand,
                             off: 0,
                             esc: false,
+                            props_only,
                         })
                 };
                 if ok {
@@ -2661,6 +2798,7 @@ impl Matcher {
                     seen,
                     st: ObjSt::AfterValue,
                     choice,
+                    keys: (keys as u16).saturating_add(1),
                 });
                 if self.push(Frame::Value(child)) {
                     Step::Accept
@@ -2850,8 +2988,15 @@ mod tests {
         let s = Schema::compile(&parse(ignored.as_bytes()).unwrap()).unwrap();
         assert!(complete(&s, r#"{"a":"x"}"#));
         for (text, name) in [
-            (r#"{"type":"string","format":"uri"}"#, "format"),
-            (r#"{"type":"object","minProperties":1}"#, "minProperties"),
+            (r#"{"type":"string","format":"ipv6"}"#, "format"),
+            (
+                r#"{"type":"object","propertyNames":{"maxLength":3}}"#,
+                "propertyNames",
+            ),
+            (
+                r#"{"type":"array","items":[{"type":"string"}],"additionalItems":false}"#,
+                "additionalItems",
+            ),
             (r#"{"type":"array","uniqueItems":true}"#, "uniqueItems"),
             (
                 r#"{"type":"object","unevaluatedProperties":false}"#,
@@ -2869,6 +3014,51 @@ mod tests {
             let e = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap_err();
             let want = std::format!("unsupported JSON schema keyword '{name}'");
             assert_eq!(std::format!("{e}"), want, "{text}");
+        }
+    }
+
+    /// `minProperties` and `maxProperties` count every key (declared or
+    /// not); a key is taken only while the rest of the room can still hold
+    /// the required ones, so no prefix is a dead end; bounds no object
+    /// meets are refused.
+    #[test]
+    fn property_counts() {
+        let s = schema(
+            r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["b"],"minProperties":2,"maxProperties":3}"#,
+        );
+        for good in [
+            r#"{"a":1,"b":2}"#,
+            r#"{"b":2,"x":null}"#,
+            r#"{"x":1,"b":2,"y":3}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [r#"{"b":2}"#, r#"{"a":1,"b":2,"x":3,"y":4}"#, "{}"] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // Two keys written, one left: only the required `b`.
+        assert!(!prefix(&s, r#"{"a":1,"x":2,"y""#));
+        assert!(!prefix(&s, r#"{"a":1,"x":2,"a""#));
+        assert!(prefix(&s, r#"{"a":1,"x":2,"b""#));
+        let free = schema(r#"{"minProperties":1,"maxProperties":1}"#);
+        assert!(complete(&free, r#"{"k":[]}"#));
+        assert!(!complete(&free, "{}"));
+        assert!(!prefix(&free, r#"{"k":[],"#));
+        let none = schema(r#"{"type":"object","maxProperties":0}"#);
+        assert!(complete(&none, "{}") && !prefix(&none, r#"{""#));
+        // Vacuous `additionalItems`: beside a schema `items`, or none.
+        let arr = schema(r#"{"type":"array","items":{"type":"string"},"additionalItems":false}"#);
+        assert!(complete(&arr, r#"["a","b"]"#) && !complete(&arr, "[1]"));
+        for impossible in [
+            r#"{"type":"object","properties":{"a":{}},"additionalProperties":false,"minProperties":2}"#,
+            r#"{"minProperties":3,"maxProperties":2}"#,
+            r#"{"properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1}"#,
+            r#"{"type":"object","minProperties":-1}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(impossible.as_bytes()).unwrap()).is_err(),
+                "{impossible}"
+            );
         }
     }
 
@@ -2896,7 +3086,7 @@ mod tests {
     /// A best-effort compile lists what it left out, with where.
     #[test]
     fn a_lenient_compile_names_what_it_leaves_out() {
-        let text = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^(?=a)"},"n":{"type":"number","minimum":1e-11},"u":{"type":"string","format":"uri"}}}"#;
+        let text = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"^(?=a)"},"n":{"type":"number","minimum":1e-11},"u":{"type":"string","format":"ipv6"}}}"#;
         let v = parse(text.as_bytes()).unwrap();
         let s = Schema::compile_lenient(&v).unwrap();
         let got: std::vec::Vec<(&str, usize)> = s.dropped().collect();
@@ -3293,7 +3483,7 @@ mod tests {
     /// the place of its schema.
     #[test]
     fn lenient_schemas_enforce_the_rest() {
-        let text = r#"{"type":"object","properties":{"unit":{"type":"string","enum":["c","f"]},"at":{"type":"string","format":"uri"},"n":{"anyOf":[{"type":"integer"},{"type":"number"}]},"k":{"type":"integer","minimum":10}},"required":["unit","at","n","k"],"additionalProperties":false}"#;
+        let text = r#"{"type":"object","properties":{"unit":{"type":"string","enum":["c","f"]},"at":{"type":"string","format":"ipv6"},"n":{"anyOf":[{"type":"integer"},{"type":"number"}]},"k":{"type":"integer","minimum":10}},"required":["unit","at","n","k"],"additionalProperties":false}"#;
         let v = parse(text.as_bytes()).unwrap();
         let e = Schema::compile(&v).unwrap_err();
         let at = e.offset().unwrap();
@@ -3421,8 +3611,23 @@ mod tests {
             assert!(!complete(&s, bad), "{bad}");
         }
         assert!(!prefix(&s, r#"{"c":"A1"#) && prefix(&s, r#"{"c":"AB-9"#));
+        // Beside lengths: a byte only while a value of an allowed length
+        // can still end (no prefix is a dead end).
+        let s = schema(r#"{"type":"string","pattern":"^[0-9a-f]*$","minLength":3,"maxLength":3}"#);
+        assert!(complete(&s, r#""a0f""#) && !complete(&s, r#""a0""#) && !prefix(&s, r#""a0f1"#));
+        let s = schema(r#"{"type":"string","pattern":"^[a-z]+@x$","maxLength":4}"#);
+        assert!(complete(&s, r#""ab@x""#) && prefix(&s, r#""ab"#) && !prefix(&s, r#""abc"#));
+        let s = schema(r#"{"type":"string","pattern":"[A-z]+","minLength":3,"maxLength":5}"#);
+        assert!(
+            complete(&s, r#""1a2""#)
+                && !complete(&s, r#""123""#)
+                && !prefix(&s, r#""12345"#)
+                && prefix(&s, r#""1234"#)
+        );
         for text in [
-            r#"{"type":"string","pattern":"^a$","maxLength":3}"#,
+            // Lengths with a gap (2, 4, ...), and none within the bounds.
+            r#"{"type":"string","pattern":"^(aa)*$","maxLength":3}"#,
+            r#"{"type":"string","pattern":"^a{5}$","maxLength":3}"#,
             r#"{"type":"string","pattern":"(?!a)"}"#,
         ] {
             assert!(
@@ -3430,7 +3635,7 @@ mod tests {
                 "{text}"
             );
         }
-        let text = br#"{"type":"string","pattern":"^a$","maxLength":3}"#;
+        let text = br#"{"type":"string","pattern":"^(aa)*$","maxLength":3}"#;
         let s = Schema::compile_lenient(&parse(text).unwrap()).unwrap();
         assert!(complete(&s, r#""xyz""#) && !complete(&s, r#""wxyz""#) && !complete(&s, "1"));
     }
@@ -3457,7 +3662,7 @@ mod tests {
         }
         assert!(!prefix(&s, r#"{"d":"2024-3"#) && prefix(&s, r#"{"d":"2024-1"#));
         for text in [
-            r#"{"type":"string","format":"uri"}"#,
+            r#"{"type":"string","format":"ipv6"}"#,
             r#"{"type":"string","format":"date","maxLength":10}"#,
         ] {
             assert!(
@@ -3465,8 +3670,14 @@ mod tests {
                 "{text}"
             );
         }
-        // Best effort beside a length: the format left out, the string and
-        // its length kept.
+        // Beside a length: a byte only while an email can still end
+        // within it.
+        let s = schema(r#"{"type":"string","format":"email","minLength":6,"maxLength":11}"#);
+        assert!(complete(&s, r#""ab@c.de""#) && !complete(&s, r#""a@b.c""#));
+        assert!(prefix(&s, r#""abcdefg@"#) && !prefix(&s, r#""abcdefgh@"#));
+        assert!(complete(&s, r#""abcdef@g.h""#) && !prefix(&s, r#""abcdef@ghi"#));
+        // Best effort beside a length no value fits: the format left out,
+        // the string and its length kept.
         let text = br#"{"type":"string","format":"email","maxLength":4}"#;
         let s = Schema::compile_lenient(&parse(text).unwrap()).unwrap();
         assert!(complete(&s, r#""abcd""#) && !complete(&s, r#""abcde""#) && !complete(&s, "[1]"));
@@ -3474,6 +3685,57 @@ mod tests {
             s.dropped().map(|d| d.0).collect::<Vec<_>>(),
             std::vec!["format"]
         );
+    }
+
+    /// Beside lengths, every prefix a pattern or a format takes can still
+    /// be completed within them (walked over a small alphabet: every
+    /// prefix reached has a completion).
+    #[test]
+    fn no_prefix_is_a_dead_end_beside_lengths() {
+        fn completes(s: &Schema, m: &Matcher, depth: usize) -> bool {
+            let mut scratch = m.clone();
+            if scratch.advance(s, b'"') && scratch.can_end(s) {
+                return true;
+            }
+            depth > 0
+                && b"a0Z-@.:/%_ ".iter().any(|&b| {
+                    let mut next = m.clone();
+                    next.advance(s, b) && completes(s, &next, depth - 1)
+                })
+        }
+        fn walk(s: &Schema, m: &Matcher, depth: usize, text: &mut Vec<u8>) {
+            assert!(
+                completes(s, m, 8),
+                "{}",
+                std::string::String::from_utf8_lossy(text)
+            );
+            if depth == 0 {
+                return;
+            }
+            for &b in b"a0Z-@.:/%_ " {
+                let mut next = m.clone();
+                if next.advance(s, b) {
+                    text.push(b);
+                    walk(s, &next, depth - 1, text);
+                    text.pop();
+                }
+            }
+        }
+        for text in [
+            r#"{"type":"string","pattern":"^[a-z]+@[a-z0-9]$","maxLength":4}"#,
+            r#"{"type":"string","pattern":"^(a|0Z)+-?$","minLength":3,"maxLength":4}"#,
+            r#"{"type":"string","pattern":"a0","minLength":4,"maxLength":5}"#,
+            r#"{"type":"string","pattern":"^[\\w-]([\\w/-]*[\\w-])?$","maxLength":3}"#,
+            r#"{"type":"string","format":"email","minLength":2,"maxLength":7}"#,
+            r#"{"type":"string","format":"hostname","minLength":3,"maxLength":4}"#,
+            r#"{"type":"string","format":"uri","maxLength":5}"#,
+            r#"{"type":"string","format":"uri-reference","minLength":1,"maxLength":3}"#,
+        ] {
+            let s = schema(text);
+            let mut m = Matcher::new(&s);
+            assert!(m.advance(&s, b'"'), "{text}");
+            walk(&s, &m, 6, &mut Vec::new());
+        }
     }
 
     /// A union of closed objects with different property names is keyed

@@ -7,7 +7,11 @@
 //! without leading zeros) and `email` (a conservative subset of RFC 5322:
 //! `local@domain`, the local part of letters, digits and `.!#$%&'*+/=?^_`{|}~-`
 //! without a leading, trailing or doubled dot, the domain dot-separated
-//! labels of letters, digits and inner hyphens, at least two).
+//! labels of letters, digits and inner hyphens, at least two), `hostname`
+//! (RFC 1123: such labels of 1 to 63 bytes, one or more, at most 253 bytes
+//! in all), `uri` (RFC 3986's `scheme:` and its parts, with one narrowing:
+//! no user information and no `[...]` host) and `uri-reference` (the same,
+//! or a relative reference).
 //!
 //! A state is a `u64`: the phase and position in its low bits, the fields
 //! read so far above them (see [`St`]).
@@ -20,11 +24,14 @@ pub const DATE_TIME: u8 = 3;
 pub const UUID: u8 = 4;
 pub const IPV4: u8 = 5;
 pub const EMAIL: u8 = 6;
+pub const HOSTNAME: u8 = 7;
+pub const URI: u8 = 8;
+pub const URI_REFERENCE: u8 = 9;
 
 /// The formats enforced, in code order from [`DATE`].
-const ENFORCED: &str = "date time date-time uuid ipv4 email";
+const ENFORCED: &str = "date time date-time uuid ipv4 email hostname uri uri-reference";
 /// The formats JSON Schema defines that are not enforced here.
-const DEFINED: &str = "uri uri-reference iri iri-reference uri-template ipv6 hostname \
+const DEFINED: &str = "iri iri-reference uri-template ipv6 \
     idn-hostname idn-email json-pointer relative-json-pointer regex duration";
 
 /// The format a `format` value names: `Some(NONE)` for a name JSON Schema
@@ -175,6 +182,69 @@ fn time_done(s: St) -> bool {
 /// Characters of an email's local part besides letters and digits.
 const LOCAL: &[u8] = b".!#$%&'*+/=?^_`{|}~-";
 
+/// A URI's parts (`St::part`): the scheme (or, in a reference, what may
+/// still be one), just after `scheme:`, after a leading `/`, the host,
+/// the port, the path, the query, the fragment, and a reference's first
+/// path segment (no `:` in it).
+const SCHEME: u8 = 0;
+const HIER: u8 = 1;
+const SLASH: u8 = 2;
+const HOST: u8 = 3;
+const PORT: u8 = 4;
+const PATH: u8 = 5;
+const QUERY: u8 = 6;
+const FRAGMENT: u8 = 7;
+const FIRST_SEGMENT: u8 = 8;
+
+/// RFC 3986's `unreserved` and `sub-delims`.
+fn uri_plain(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&c)
+}
+
+/// `c` in a URI (`reference`: or a relative reference) at `s`; `cur` counts
+/// the hexadecimal digits a `%` still needs.
+fn uri_step(mut s: St, c: u8, reference: bool) -> Option<St> {
+    if s.cur > 0 {
+        c.is_ascii_hexdigit().then_some(())?;
+        s.cur -= 1;
+        return Some(s);
+    }
+    let pchar = uri_plain(c) || c == b'%' || c == b':' || c == b'@';
+    let to = |part| St { part, ..s };
+    let next = match (s.part, c) {
+        (SCHEME, _)
+            if c.is_ascii_alphabetic()
+                || (s.pos > 0 && b"+-.".contains(&c))
+                || (s.pos > 0 && c.is_ascii_digit()) =>
+        {
+            St {
+                pos: s.pos.saturating_add(1),
+                ..s
+            }
+        }
+        (SCHEME, b':') if s.pos > 0 => to(HIER),
+        (SCHEME, b'/') if reference && s.pos == 0 => to(SLASH),
+        (SCHEME | FIRST_SEGMENT, b'/') if reference => to(PATH),
+        (SCHEME | FIRST_SEGMENT, _) if reference && pchar && c != b':' => to(FIRST_SEGMENT),
+        (HIER, b'/') => to(SLASH),
+        (SLASH, b'/') => to(HOST),
+        (HOST, _) if uri_plain(c) || c == b'%' => s,
+        (HOST, b':') => to(PORT),
+        (PORT, _) if c.is_ascii_digit() => s,
+        (SCHEME | FIRST_SEGMENT, _) if !reference => return None,
+        (HOST | PORT | PATH | FIRST_SEGMENT, b'/') => to(PATH),
+        (HIER | SLASH | PATH, _) if pchar => to(PATH),
+        (QUERY | FRAGMENT, _) if pchar || c == b'/' || c == b'?' => s,
+        (_, b'?') if s.part != FRAGMENT => to(QUERY),
+        (_, b'#') if s.part != FRAGMENT => to(FRAGMENT),
+        _ => return None,
+    };
+    Some(St {
+        cur: (c == b'%') as u16 * 2,
+        ..next
+    })
+}
+
 /// The state after `c` (`None`: `c` cannot come here).
 pub fn step(format: u8, state: u64, c: u8) -> Option<u64> {
     let mut s = St::unpack(state);
@@ -277,12 +347,69 @@ pub fn step(format: u8, state: u64, c: u8) -> Option<u64> {
                 _ => return None,
             }
         }
+        HOSTNAME => {
+            // `a`: bytes in all; `pos`: in the label; `flag`: its last
+            // one a hyphen.
+            if s.a >= 253 {
+                return None;
+            }
+            s.a += 1;
+            match c {
+                b'.' if s.pos > 0 && !s.flag => St { pos: 0, ..s },
+                b'-' if s.pos > 0 && s.pos < 63 => St {
+                    pos: s.pos + 1,
+                    flag: true,
+                    ..s
+                },
+                _ if c.is_ascii_alphanumeric() && s.pos < 63 => St {
+                    pos: s.pos + 1,
+                    flag: false,
+                    ..s
+                },
+                _ => return None,
+            }
+        }
+        URI | URI_REFERENCE => uri_step(s, c, format == URI_REFERENCE)?,
         _ => s,
     };
     Some(s.pack())
 }
 
 /// Whether a string may end in `state`.
+/// Beside `maxLength`: for a format whose values can grow without end,
+/// the most bytes any state needs to end (`a@b.c` from the start of an
+/// email; a byte is taken only if a value can still end within the
+/// length); `None` for the fixed shapes, refused beside a length.
+pub fn tail(format: u8) -> Option<u16> {
+    match format {
+        EMAIL => Some(5),
+        HOSTNAME => Some(1),
+        URI | URI_REFERENCE => Some(2),
+        _ => None,
+    }
+}
+
+/// The fewest bytes that end a value from `state`, of a format that has a
+/// [`tail`] (at most that).
+pub fn shortest(format: u8, state: u64) -> u16 {
+    let s = St::unpack(state);
+    match format {
+        // `a@b.c`, `@b.c`; in the domain, `b.c`, `.c`, `c` or nothing.
+        EMAIL => match (s.part, s.pos > 0 && !s.flag, s.a > 0) {
+            (0, _, _) if s.pos == 0 => 5,
+            (0, _, _) => 4,
+            (_, false, false) => 3,
+            (_, true, false) => 2,
+            (_, false, true) => 1,
+            (_, true, true) => 0,
+        },
+        HOSTNAME => (!done(format, state)) as u16,
+        // The `%`'s digits; a scheme's `a:` or `:`.
+        URI if s.part == SCHEME => s.cur + 2 - (s.pos > 0) as u16,
+        _ => s.cur,
+    }
+}
+
 pub fn done(format: u8, state: u64) -> bool {
     let s = St::unpack(state);
     match format {
@@ -292,6 +419,9 @@ pub fn done(format: u8, state: u64) -> bool {
         UUID => s.pos == 36,
         IPV4 => s.a == 3 && s.pos > 0,
         EMAIL => s.part == 1 && s.a > 0 && s.pos > 0 && !s.flag,
+        HOSTNAME => s.pos > 0 && !s.flag,
+        URI => s.part != SCHEME && s.cur == 0,
+        URI_REFERENCE => s.cur == 0,
         _ => true,
     }
 }
@@ -337,7 +467,17 @@ mod tests {
             }
             false
         }
-        for format in [DATE, TIME, DATE_TIME, UUID, IPV4, EMAIL] {
+        for format in [
+            DATE,
+            TIME,
+            DATE_TIME,
+            UUID,
+            IPV4,
+            EMAIL,
+            HOSTNAME,
+            URI,
+            URI_REFERENCE,
+        ] {
             let mut frontier = std::vec![0u64];
             for _ in 0..12 {
                 let mut next = std::vec::Vec::new();
@@ -358,7 +498,7 @@ mod tests {
 
     #[test]
     fn each_format_takes_its_values_and_nothing_else() {
-        let cases: [(u8, &[&str], &[&str]); 6] = [
+        let cases: [(u8, &[&str], &[&str]); 9] = [
             (
                 DATE,
                 &["2024-02-29", "2023-12-31", "0001-01-01"],
@@ -434,6 +574,57 @@ mod tests {
                     "a b@c.co",
                 ],
             ),
+            (
+                HOSTNAME,
+                &[
+                    "localhost",
+                    "a-b.example.com",
+                    "1.2.3.4",
+                    "xn--bcher-kva.de",
+                ],
+                &["", "-a.com", "a-.com", "a..com", "a.com.", "a_b.com", "a b"],
+            ),
+            (
+                URI,
+                &[
+                    "http://example.com/a/b?c=d&e#f",
+                    "https://h:8080",
+                    "mailto:a@b.co",
+                    "urn:isbn:0451450523",
+                    "file:///etc/hosts",
+                    "a+b.c-d:x%2Fy",
+                    "s:",
+                    "http://h//a//b",
+                ],
+                &[
+                    "",
+                    "example.com",
+                    "/a/b",
+                    "1http://x",
+                    "http://h:80x/",
+                    "http://a b",
+                    "http://h/%2",
+                    "http://h/%zz",
+                    "http://h/a#b#c",
+                    "http://[::1]/",
+                    "http://h/a\\b",
+                ],
+            ),
+            (
+                URI_REFERENCE,
+                &[
+                    "",
+                    "a/b",
+                    "../x?y#z",
+                    "//h:1/p",
+                    "/abs",
+                    "#frag",
+                    "?q",
+                    "http://e.com/",
+                    "a%20b",
+                ],
+                &["a:b:c d", "1a:b", "%4", "a b", "#a#b"],
+            ),
         ];
         for (format, good, bad) in cases {
             for t in good {
@@ -444,7 +635,8 @@ mod tests {
             }
         }
         assert_eq!(by_name("date-time"), Some(DATE_TIME));
-        assert_eq!(by_name("uri"), None);
+        assert_eq!(by_name("uri"), Some(URI));
+        assert_eq!(by_name("ipv6"), None);
         assert_eq!(by_name("path"), Some(NONE));
     }
 }

@@ -17,6 +17,12 @@
 //! most 62 classes after the repetitions are written out; states from
 //! which no value can end are dropped, so every prefix taken can be
 //! completed.
+//!
+//! Beside `minLength` and `maxLength` a pattern is run with the lengths
+//! of the values each state can still end after ([`Pattern::can_end_within`]):
+//! a byte is taken only while some value of an allowed length remains.
+//! That needs each state's lengths to be a whole range (no gaps, as
+//! `^(aa)*$` has); a pattern whose are not is refused beside lengths.
 
 /// Most classes of one pattern.
 pub const MAX_POSITIONS: usize = 62;
@@ -34,6 +40,11 @@ pub struct Pattern {
     last: u64,
     /// The states from which a value can still end.
     live: u64,
+    /// Of each live state, the fewest and the most bytes a value can
+    /// still take after it (`u8::MAX`: no most).
+    reach: [(u8, u8); 64],
+    /// Whether every live state's lengths are its whole `reach` range.
+    ranges: bool,
 }
 
 /// The bytes a string may hold unescaped that the automaton takes.
@@ -309,6 +320,8 @@ pub fn compile(text: &[u8]) -> Option<Pattern> {
             follow: [0; 64],
             last: 0,
             live: 0,
+            reach: [(0, 0); 64],
+            ranges: true,
         },
         n: 0,
     };
@@ -479,8 +492,91 @@ pub fn compile(text: &[u8]) -> Option<Pattern> {
         live = more;
     }
     p.live = live;
+    p.lengths(live & (usable | 1 << START));
     // A pattern no value matches leaves the constraint no way to end.
     (live >> START & 1 == 1).then_some(*p)
+}
+
+/// Most steps walked from a state to find its lengths' period.
+const MAX_WALK: usize = 250;
+
+impl Pattern {
+    /// `reach` and `ranges`: from each state of `states`, the states after
+    /// k bytes in turn, until they die out or repeat; the lengths a value
+    /// can end after are the k where they hold a last state (and, past a
+    /// repeat, those of the cycle again).
+    fn lengths(&mut self, states: u64) {
+        for from in 0..64 {
+            if states >> from & 1 == 0 {
+                continue;
+            }
+            let mut walk: heapless::Vec<u64, MAX_WALK> = heapless::Vec::new();
+            let mut set = 1u64 << from;
+            let mut cycle = None;
+            let mut gap = loop {
+                if set == 0 {
+                    break false;
+                }
+                if let Some(j) = walk.iter().position(|&w| w == set) {
+                    cycle = Some(j);
+                    break false;
+                }
+                if walk.push(set).is_err() {
+                    // No end or period found within the walk.
+                    break true;
+                }
+                let mut next = 0u64;
+                let mut bits = set;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    next |= self.follow[i];
+                }
+                set = next & states;
+            };
+            let ends = |k: usize| walk[k] & self.last != 0;
+            let first = (0..walk.len()).find(|&k| ends(k)).unwrap_or(0);
+            let last = (0..walk.len()).rfind(|&k| ends(k)).unwrap_or(0);
+            let most = match cycle {
+                Some(j) if (j..walk.len()).any(ends) => {
+                    gap |= !(first.min(j)..walk.len()).all(ends);
+                    u8::MAX
+                }
+                _ => {
+                    gap |= !(first..=last).all(ends);
+                    last.min(254) as u8
+                }
+            };
+            self.ranges &= !gap;
+            self.reach[from] = (first.min(254) as u8, most);
+        }
+    }
+
+    /// Whether, in `set` after `chars` characters, some value can still
+    /// end with at least `min` and at most `max` characters.
+    pub fn can_end_within(&self, set: u64, chars: u16, min: u16, max: u16) -> bool {
+        let mut bits = set & self.live;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let (fewest, most) = self.reach[i];
+            let most = if most == u8::MAX {
+                u16::MAX
+            } else {
+                chars + most as u16
+            };
+            if chars.saturating_add(fewest as u16) <= max && most >= min {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether the lengths a value can end after form a range from every
+    /// state (so [`Pattern::can_end_within`] can steer it).
+    pub fn lengths_are_ranges(&self) -> bool {
+        self.ranges
+    }
 }
 
 impl Pattern {

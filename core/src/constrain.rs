@@ -63,7 +63,7 @@ pub const MAX_CALLS: usize = 16;
 /// Most schemas `Select` and `Union` nodes choose among, together.
 pub const MAX_CHOICES: usize = 128;
 /// Most `pattern`s of a schema.
-pub const MAX_PATTERNS: usize = 8;
+pub const MAX_PATTERNS: usize = 16;
 /// Bytes of property names and enum values, together.
 pub const MAX_TEXT: usize = 16384;
 /// Most nesting of objects, arrays and strings in the output.
@@ -77,6 +77,9 @@ pub const MAX_NUMBER: u8 = 32;
 const ANY: u16 = u16::MAX;
 /// An object's `extra` when it takes no key but its properties'.
 const NO_EXTRA: u16 = u16::MAX - 1;
+/// An object's key its `patternProperties` pattern matched (an
+/// `ObjSt::Colon`'s `prop`): its value follows the pattern's schema.
+const PATTERN_KEY: u16 = u16::MAX - 2;
 /// A `Union`'s `items` when it is a `oneOf` (no value may hold for two of
 /// its schemas).
 const ONE_OF: u16 = 0;
@@ -441,7 +444,7 @@ fn is_null_schema(x: &Value) -> bool {
 /// applicators, drafts 3 to 2020-12) are refused by name, or left out by
 /// a best-effort compile.
 const IMPLEMENTED: &str = "type properties required additionalProperties minProperties \
-    maxProperties items minItems maxItems minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum enum const \
+    maxProperties patternProperties items minItems maxItems minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum enum const \
     $defs definitions";
 
 /// JSON Schema's keywords that constrain a value which a node does not
@@ -450,7 +453,7 @@ const IMPLEMENTED: &str = "type properties required additionalProperties minProp
 const CONSTRAINING: &str = "$ref $dynamicRef $recursiveRef allOf anyOf oneOf not if then \
     else dependentSchemas dependentRequired dependencies prefixItems additionalItems contains \
     minContains maxContains uniqueItems unevaluatedItems unevaluatedProperties \
-    patternProperties propertyNames pattern format multipleOf \
+    propertyNames pattern format multipleOf \
     divisibleBy disallow extends contentEncoding contentMediaType contentSchema";
 
 /// Whether `key` is one of the space-separated `words`.
@@ -487,8 +490,13 @@ fn refused_keyword(idx: u16, refs: bool, key: &crate::json::Str, value: &Value) 
 /// The automaton of a `pattern` value, if in the subset [`pattern`]
 /// compiles (its text decoded, at most 512 bytes).
 fn pattern_of(v: &Value) -> Option<pattern::Pattern> {
+    pattern_of_str(&v.as_str()?)
+}
+
+/// [`pattern_of`] of a pattern's text.
+fn pattern_of_str(v: &crate::json::Str) -> Option<pattern::Pattern> {
     let mut text: heapless::Vec<u8, 512> = heapless::Vec::new();
-    for c in v.as_str()?.chars() {
+    for c in v.chars() {
         let mut buf = [0u8; 4];
         text.extend_from_slice(c.encode_utf8(&mut buf).as_bytes())
             .ok()?;
@@ -608,6 +616,9 @@ pub struct Schema {
     forced: heapless::Vec<(u16, u8), 64>,
     /// The `pattern`s' automata (a string node's `lo` is its index).
     patterns: heapless::Vec<pattern::Pattern, MAX_PATTERNS>,
+    /// Each object with `patternProperties`: the object's node, its
+    /// pattern (in `patterns`) and the node of that pattern's schema.
+    key_patterns: heapless::Vec<(u16, u8, u16), MAX_PATTERNS>,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -647,6 +658,7 @@ impl Schema {
             n_dropped: 0,
             forced: heapless::Vec::new(),
             patterns: heapless::Vec::new(),
+            key_patterns: heapless::Vec::new(),
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -761,7 +773,9 @@ impl Schema {
         match n.kind {
             Kind::Object => {
                 let extra = (n.extra != NO_EXTRA).then_some(n.extra);
-                1 + deepest(&mut self.props[range].iter().map(|p| p.1).chain(extra))
+                let by_pattern = self.key_pattern(idx).map(|k| k.1);
+                let props = self.props[range].iter().map(|p| p.1);
+                1 + deepest(&mut props.chain(extra).chain(by_pattern))
             }
             Kind::Array => 1 + deepest(&mut core::iter::once(n.items)),
             Kind::Select | Kind::Union => deepest(&mut self.choices[range].iter().copied()),
@@ -1120,7 +1134,10 @@ impl Schema {
                     && !n.nullable
                     && n.min_items == 0
                     && n.items == ANY
-                    && (n.lo, n.hi) == (i64::MIN, i64::MAX);
+                    && (n.lo, n.hi) == (i64::MIN, i64::MAX)
+                    && self
+                        .key_pattern(self.choices[(u.first + k) as usize])
+                        .is_none();
                 for i in n.first..n.first + n.count {
                     keyable &= props.push(i as usize).is_ok();
                 }
@@ -1445,6 +1462,7 @@ impl Schema {
                 "additionalProperties",
                 "minProperties",
                 "maxProperties",
+                "patternProperties",
             ]) =>
             {
                 Kind::Object
@@ -1515,6 +1533,13 @@ impl Schema {
                     }
                 }
             }
+            let key_pattern = match self.key_pattern_of(v, &node, work) {
+                Err(SchemaError::Unsupported(..)) if self.lenient => {
+                    self.drop_keyword(v, "patternProperties");
+                    None
+                }
+                k => k?,
+            };
             if let Some(req) = v.get("required") {
                 let req = req
                     .as_array()
@@ -1526,11 +1551,18 @@ impl Schema {
                     let found = (0..node.count as usize).find(|&i| {
                         r.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0))
                     });
+                    // A name the pattern matches takes its schema.
+                    let by_pattern = key_pattern
+                        .filter(|&(pat, _)| {
+                            let p = &self.patterns[pat as usize];
+                            r.as_plain().is_some_and(|n| p.done(p.run(n.as_bytes())))
+                        })
+                        .map(|k| k.1);
                     let i = match found {
                         Some(i) => i,
                         // A key the object must have beside its properties:
                         // one more property, of the other keys' schema.
-                        None if node.extra != NO_EXTRA => {
+                        None if node.extra != NO_EXTRA || by_pattern.is_some() => {
                             let name = r
                                 .as_plain()
                                 .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
@@ -1549,7 +1581,7 @@ impl Schema {
                                 node.first = self.n_props as u16;
                             }
                             let span = self.span_of(|w| w.write_str(name))?;
-                            self.props[self.n_props] = (span, node.extra);
+                            self.props[self.n_props] = (span, by_pattern.unwrap_or(node.extra));
                             self.n_props += 1;
                             node.count += 1;
                             node.count as usize - 1
@@ -1562,6 +1594,11 @@ impl Schema {
                     };
                     node.required |= 1 << i;
                 }
+            }
+            if let Some((pat, schema)) = key_pattern {
+                self.key_patterns
+                    .push((idx, pat, schema))
+                    .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
             }
             // `minProperties`, `maxProperties` in `lo`, `hi`; bounds no
             // object can meet are refused (the output would find no end).
@@ -1576,7 +1613,7 @@ impl Schema {
                 }
             }
             let most = match node.extra {
-                NO_EXTRA => node.count as i64,
+                NO_EXTRA if key_pattern.is_none() => node.count as i64,
                 _ => i64::MAX,
             };
             if node.lo > node.hi.min(most) || (node.required.count_ones() as i64) > node.hi {
@@ -1633,7 +1670,7 @@ impl Schema {
                     node.lo = self.patterns.len() as i64;
                     self.patterns
                         .push(p)
-                        .map_err(|_| SchemaError::TooLarge("more than 8 patterns"))?;
+                        .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
                 } else if self.lenient {
                     self.drop_keyword(v, "pattern");
                 } else {
@@ -1668,6 +1705,60 @@ impl Schema {
         }
         self.nodes[idx as usize] = node;
         Ok(())
+    }
+
+    /// Object `idx`'s `patternProperties` (of `v`, whose properties `node`
+    /// holds): one pattern in the subset, which no property's name matches
+    /// unless its schema takes any value (a key would follow two schemas);
+    /// its pattern's index and its schema's node.
+    fn key_pattern_of<'v>(
+        &mut self,
+        v: &Value<'v>,
+        node: &Node,
+        work: &mut heapless::Vec<(Value<'v>, u16), MAX_NODES>,
+    ) -> Result<Option<(u8, u16)>, SchemaError> {
+        let Some(pp) = v.get("patternProperties") else {
+            return Ok(None);
+        };
+        let pp = pp.as_object().ok_or(SchemaError::Invalid(
+            "'patternProperties' must be an object",
+        ))?;
+        let mut entries = pp.iter();
+        let Some((text, sub)) = entries.next() else {
+            return Ok(None);
+        };
+        if entries.next().is_some() {
+            return Err(unsupported("patternProperties (more than one pattern)"));
+        }
+        let p = pattern_of_str(&text)
+            .ok_or_else(|| unsupported("patternProperties (a pattern outside the subset)"))?;
+        let any = match sub {
+            Value::Bool(true) => true,
+            Value::Bool(false) => return Err(unsupported("patternProperties (false)")),
+            _ => sub.iter_object().is_some_and(|mut o| {
+                o.all(|(k, _)| listed("title description $comment examples default", &k))
+            }),
+        };
+        for i in node.first as usize..(node.first + node.count) as usize {
+            if !any && p.done(p.run(self.prop_name(i))) {
+                return Err(unsupported(
+                    "patternProperties (matching a property's name)",
+                ));
+            }
+        }
+        let schema = if any {
+            ANY
+        } else {
+            let child = self.alloc()?;
+            work.push((sub, child))
+                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+            child
+        };
+        let pat = self.patterns.len() as u8;
+        self.patterns
+            .push(p)
+            .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
+        Ok(Some((pat, schema)))
     }
 
     /// A node's bounds from `minimum`, `maximum`, `exclusiveMinimum` and
@@ -1795,6 +1886,13 @@ impl Schema {
         Ok(())
     }
 
+    /// Object `obj`'s `patternProperties`: its pattern and that pattern's
+    /// schema.
+    fn key_pattern(&self, obj: u16) -> Option<(&pattern::Pattern, u16)> {
+        let &(_, pat, schema) = self.key_patterns.iter().find(|k| k.0 == obj)?;
+        Some((&self.patterns[pat as usize], schema))
+    }
+
     fn node(&self, idx: u16) -> Node {
         if idx == ANY {
             EMPTY_NODE
@@ -1866,6 +1964,11 @@ enum Frame {
         chars: u16,
         min: u16,
         max: u16,
+    },
+    /// An object's other key while its `patternProperties` pattern may
+    /// still match it: the pattern's states (plain ASCII only meanwhile).
+    PatKey {
+        set: u64,
     },
     /// A declared property name after its `"`: candidates, bytes matched;
     /// `esc`: after a `\\` (an open object's other key, if the escape is
@@ -2308,6 +2411,59 @@ impl Matcher {
                     _ => Step::Reject,
                 }
             }
+            Frame::PatKey { set } => {
+                let Some(Frame::Object {
+                    node,
+                    seen,
+                    choice,
+                    keys,
+                    ..
+                }) = self.stack[..self.len - 1].last().copied()
+                else {
+                    return Step::Reject;
+                };
+                let Some((p, _)) = s.key_pattern(node) else {
+                    return Step::Reject;
+                };
+                let open = s.node(node).extra != NO_EXTRA;
+                if b == b'"' {
+                    let prop = match p.done(set) {
+                        true => PATTERN_KEY,
+                        false if open => ANY,
+                        false => return Step::Reject,
+                    };
+                    self.len -= 1;
+                    self.set_top(Frame::Object {
+                        node,
+                        seen,
+                        st: ObjSt::Colon { prop },
+                        choice,
+                        keys,
+                    });
+                    return Step::Accept;
+                }
+                // While the pattern may match, plain ASCII only (its
+                // automaton reads no escapes); once it cannot, an open
+                // object's key goes on as any string.
+                if b == b'\\' || !(0x20..0x80).contains(&b) {
+                    return Step::Reject;
+                }
+                match p.step(set, b) {
+                    Some(set) => self.set_top(Frame::PatKey { set }),
+                    None if open => self.set_top(Frame::Str {
+                        esc: 0,
+                        utf8: 0,
+                        lo: 0,
+                        hi: 0,
+                        key: true,
+                        chars: 0,
+                        min: 0,
+                        max: u16::MAX,
+                    }),
+                    None => return Step::Reject,
+                }
+                Step::Accept
+            }
             Frame::Key {
                 cand,
                 off,
@@ -2327,6 +2483,16 @@ impl Matcher {
                 let n = s.node(node);
                 let open = n.extra != NO_EXTRA && !props_only;
                 let name = |i: u32| s.prop_name(n.first as usize + i as usize);
+                // The object's pattern's states on the key so far (a
+                // prefix of every candidate's name): 0 if it cannot match.
+                let key_pattern = s.key_pattern(node).filter(|_| !props_only);
+                let pattern_states = || {
+                    let so_far = match cand {
+                        0 => &[][..],
+                        _ => &name(cand.trailing_zeros())[..off as usize],
+                    };
+                    key_pattern.map_or(0, |(p, _)| p.run(so_far))
+                };
                 if b == b'"' && !esc {
                     // The candidate whose name ends here (a property seen
                     // already: refused), else another key.
@@ -2339,7 +2505,10 @@ impl Matcher {
                             prop = i as u16;
                         }
                     }
-                    if (prop == ANY && !open) || (prop != ANY && seen & 1 << prop != 0) {
+                    if prop == ANY && key_pattern.is_some_and(|(p, _)| p.done(pattern_states())) {
+                        prop = PATTERN_KEY;
+                    }
+                    if (prop == ANY && !open) || (prop < PATTERN_KEY && seen & 1 << prop != 0) {
                         return Step::Reject;
                     }
                     // A keyed object's first key chooses its branch.
@@ -2368,7 +2537,16 @@ impl Matcher {
                     }
                 }
                 if keep == 0 || esc {
-                    // Past every property's name: another key of an open
+                    // Past every property's name: a key the object's
+                    // pattern may still match goes on with it (`esc` is
+                    // never set while it may: a backslash is refused).
+                    let set = if esc { 0 } else { pattern_states() };
+                    if set != 0 {
+                        let rest = Frame::PatKey { set };
+                        self.set_top(rest);
+                        return self.step(s, rest, b);
+                    }
+                    // Else another key of an open
                     // object, the rest of it a string. An escape while a
                     // name could still be spelled is one of the characters
                     // no name holds (a quote, a backslash, a control
@@ -2691,7 +2869,8 @@ impl Matcher {
             return st;
         }
         let n = s.node(node);
-        let open = n.extra != NO_EXTRA;
+        let key_pattern = s.key_pattern(node);
+        let open = n.extra != NO_EXTRA || key_pattern.is_some();
         let free = n.count == 0 && open;
         let mut all = if n.count == 0 {
             0
@@ -2734,7 +2913,11 @@ impl Matcher {
                 Step::Accept
             }
             (ObjSt::Open | ObjSt::NextKey, b'"') if keys < n.hi => {
-                let ok = if free && !props_only {
+                let ok = if free && !props_only && key_pattern.is_some() {
+                    self.push(Frame::PatKey {
+                        set: pattern::Pattern::START,
+                    })
+                } else if free && !props_only {
                     self.push(Frame::Str {
                         esc: 0,
                         utf8: 0,
@@ -2780,6 +2963,8 @@ impl Matcher {
             (ObjSt::Colon { prop }, b':') => {
                 let (mut child, seen) = if prop == ANY {
                     (n.extra, seen)
+                } else if prop == PATTERN_KEY {
+                    (key_pattern.map_or(ANY, |k| k.1), seen)
                 } else {
                     (
                         s.props[n.first as usize + prop as usize].1,
@@ -3685,6 +3870,82 @@ mod tests {
             s.dropped().map(|d| d.0).collect::<Vec<_>>(),
             std::vec!["format"]
         );
+    }
+
+    /// `patternProperties` (one pattern): a key it matches takes its
+    /// schema, any other `additionalProperties`'; a property's name is
+    /// that property (refused where the pattern matches it too, unless its
+    /// schema is any value); a required name it matches is one more key of
+    /// its schema.
+    #[test]
+    fn pattern_properties() {
+        let s = schema(
+            r#"{"type":"object","properties":{"author":{"type":"string"}},"patternProperties":{"^c[1-9]$":{"type":"integer"}},"additionalProperties":false,"required":["c1"]}"#,
+        );
+        for good in [
+            r#"{"c1":1}"#,
+            r#"{"author":"a","c2":3,"c1":4}"#,
+            r#"{"c2":1,"c1":2}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"c1":"x"}"#,
+            r#"{"c0":1,"c1":1}"#,
+            r#"{"c12":1,"c1":1}"#,
+            r#"{"a":1,"c1":1}"#,
+            r#"{"author":1,"c1":1}"#,
+            r#"{"c2":1}"#,
+            r#"{"\u0063\u0031":1}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // Open: other keys take `additionalProperties` (here any value);
+        // a key sharing a property's first bytes goes on with the pattern.
+        let s = schema(
+            r#"{"type":"object","properties":{"ab":{"type":"boolean"}},"patternProperties":{"^a[0-9]+$":{"type":"string"}},"additionalProperties":{"type":"null"}}"#,
+        );
+        for good in [
+            r#"{"ab":true,"a1":"x","zz":null}"#,
+            r#"{"a":null,"a12":"y","abc":null}"#,
+            r#"{"a1x":null}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        // While the pattern may match, a key is plain ASCII (its automaton
+        // reads no escapes): the constraint stays on the safe side.
+        assert!(!prefix(&s, r#"{"\u0061"#) && !prefix(&s, "{\"\u{e9}"));
+        for bad in [
+            r#"{"a1":null}"#,
+            r#"{"zz":"x"}"#,
+            r#"{"ab":null}"#,
+            r#"{"a":"x"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        // No properties: every key is the pattern's, or refused.
+        let s = schema(
+            r#"{"patternProperties":{"[a-zA-Z]+":{"type":"array","items":{"type":"string"},"minItems":1}},"additionalProperties":false}"#,
+        );
+        assert!(complete(&s, r#"{"e1":["x"],"Zz":["y"]}"#));
+        assert!(!complete(&s, r#"{"12":["x"]}"#) && !complete(&s, r#"{"e":[]}"#));
+        assert!(!prefix(&s, r#"{"1\"#) && prefix(&s, r#"{"1a"#));
+        for refused in [
+            r#"{"patternProperties":{"^a":{"type":"string"},"^b":{"type":"string"}}}"#,
+            r#"{"properties":{"ax":{"type":"string"}},"patternProperties":{"^a":{"type":"string"}}}"#,
+            r#"{"patternProperties":{"(?=a)":{"type":"string"}}}"#,
+        ] {
+            let e = Schema::compile(&parse(refused.as_bytes()).unwrap()).unwrap_err();
+            assert!(
+                std::format!("{e}").contains("patternProperties"),
+                "{refused}: {e}"
+            );
+        }
+        // Any value for the matching keys: a property's name may match.
+        let s = schema(
+            r#"{"properties":{"ax":{"type":"string"}},"patternProperties":{"^a":{}},"additionalProperties":false}"#,
+        );
+        assert!(complete(&s, r#"{"ax":"s","ay":[1]}"#) && !complete(&s, r#"{"ax":1}"#));
     }
 
     /// Beside lengths, every prefix a pattern or a format takes can still

@@ -615,6 +615,13 @@ impl Pattern {
     pub fn done(&self, set: u64) -> bool {
         set & self.last != 0
     }
+
+    /// The states after `text` from the start (0: no value begins so).
+    pub fn run(&self, text: &[u8]) -> u64 {
+        text.iter()
+            .try_fold(Self::START, |set, &c| self.step(set, c))
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

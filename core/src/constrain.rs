@@ -509,24 +509,38 @@ fn format_of(v: &Value) -> Option<u8> {
     format::by_name(v.as_str()?.as_plain()?)
 }
 
-/// Refuses (as `what`) a schema holding, beside `keyword`, anything but
-/// annotations and definitions.
-fn only_beside(v: &Value, keyword: &str, what: &str) -> Result<(), SchemaError> {
-    let beside = [
-        "title",
-        "description",
-        "default",
-        "examples",
-        "$defs",
-        "definitions",
-        "$schema",
+/// The kind a `type` name means.
+fn kind_named(t: &crate::json::Str) -> Result<Kind, SchemaError> {
+    let names = [
+        "object", "array", "string", "number", "integer", "boolean", "null",
     ];
-    for (key, _) in v.iter_object().into_iter().flatten() {
-        if !key.eq_str(keyword) && !beside.iter().any(|k| key.eq_str(k)) {
-            return Err(unsupported(what));
-        }
-    }
-    Ok(())
+    let kinds = [
+        Kind::Object,
+        Kind::Array,
+        Kind::String,
+        Kind::Number,
+        Kind::Integer,
+        Kind::Boolean,
+        Kind::Null,
+    ];
+    let at = names.iter().position(|n| t.eq_str(n));
+    at.map(|i| kinds[i])
+        .ok_or(SchemaError::Invalid("unknown 'type'"))
+}
+
+/// Keywords beside a `$ref`, `anyOf` or `oneOf` that narrow what it takes
+/// (JSON Schema applies both), applied once every node is compiled
+/// ([`Schema::refine`]): `type`, `minItems`/`maxItems`,
+/// `minLength`/`maxLength`.
+#[derive(Clone, Copy, Debug)]
+struct Refinement {
+    node: u16,
+    /// Where its schema's text begins (a best-effort compile names it).
+    at: usize,
+    kind: Option<Kind>,
+    /// (least, most) items of an array, characters of a string.
+    items: Option<(u16, u16)>,
+    lengths: Option<(u16, u16)>,
 }
 
 fn unsupported(name: &str) -> SchemaError {
@@ -616,6 +630,8 @@ pub struct Schema {
     forced: heapless::Vec<(u16, u8), 64>,
     /// The `pattern`s' automata (a string node's `lo` is its index).
     patterns: heapless::Vec<pattern::Pattern, MAX_PATTERNS>,
+    /// The keywords beside references and unions, to apply.
+    refinements: heapless::Vec<Refinement, 64>,
     /// Each object with `patternProperties`: the object's node, its
     /// pattern (in `patterns`) and the node of that pattern's schema.
     key_patterns: heapless::Vec<(u16, u8, u16), MAX_PATTERNS>,
@@ -659,6 +675,7 @@ impl Schema {
             forced: heapless::Vec::new(),
             patterns: heapless::Vec::new(),
             key_patterns: heapless::Vec::new(),
+            refinements: heapless::Vec::new(),
             text: [0; MAX_TEXT],
             n_text: 0,
             root: 0,
@@ -704,6 +721,15 @@ impl Schema {
         let _ = work.push((*schema, s.root));
         while let Some((v, idx)) = work.pop() {
             s.fill_node(idx, &v, schema, &mut work)?;
+        }
+        for r in s.refinements.clone() {
+            match s.refine(&r) {
+                Err(SchemaError::Unsupported(name, len, _)) if s.lenient => {
+                    let name = core::str::from_utf8(&name[..len]).unwrap_or("?");
+                    s.drop_at(r.at, name);
+                }
+                other => other?,
+            }
         }
         s.key_unions()?;
         s.check_unions()?;
@@ -839,7 +865,7 @@ impl Schema {
                 // A constraint beside the reference would be dropped with
                 // the schema it is in: refused (annotations are not
                 // constraints).
-                only_beside(&v, "$ref", "$ref (beside other keywords)")?;
+                self.beside(idx, &v, "$ref", "$ref (beside other keywords)")?;
                 let r = r
                     .as_str()
                     .ok_or(SchemaError::Invalid("'$ref' must be a string"))?;
@@ -868,7 +894,7 @@ impl Schema {
                 if list.len() > 2 || (list.len() == 2 && !list.iter().any(|x| is_null_schema(&x))) {
                     return self.fill_union(idx, &v, "anyOf", nullable, work);
                 }
-                only_beside(&v, "anyOf", "anyOf (beside other keywords)")?;
+                self.beside(idx, &v, "anyOf", "anyOf (beside other keywords)")?;
                 let mut other = None;
                 let mut nulls = 0;
                 for x in list.iter() {
@@ -894,6 +920,147 @@ impl Schema {
         Ok(())
     }
 
+    /// What `v` holds beside `keyword` (a `$ref`, `anyOf` or `oneOf` of
+    /// node `idx`): annotations and definitions, ignored; the keywords a
+    /// [`Refinement`] narrows with, recorded; any other constraint
+    /// refused (as `what`).
+    fn beside(
+        &mut self,
+        idx: u16,
+        v: &Value,
+        keyword: &str,
+        what: &str,
+    ) -> Result<(), SchemaError> {
+        let mut r = Refinement {
+            node: idx,
+            at: text_span(v).0,
+            kind: None,
+            items: None,
+            lengths: None,
+        };
+        for (key, value) in v.iter_object().into_iter().flatten() {
+            let count = || {
+                value
+                    .as_u64()
+                    .map(|n| n.min(u16::MAX as u64 - 1) as u16)
+                    .ok_or(SchemaError::Invalid(
+                        "a length or a count must be a whole number",
+                    ))
+            };
+            let (bounds, least) = match () {
+                _ if key.eq_str("minItems") => (&mut r.items, true),
+                _ if key.eq_str("maxItems") => (&mut r.items, false),
+                _ if key.eq_str("minLength") => (&mut r.lengths, true),
+                _ if key.eq_str("maxLength") => (&mut r.lengths, false),
+                _ if key.eq_str("type") => {
+                    let t = value.as_str().ok_or_else(|| unsupported(what))?;
+                    r.kind = Some(kind_named(&t)?);
+                    continue;
+                }
+                _ if key.eq_str(keyword) || listed("$defs definitions", &key) => continue,
+                _ if listed(IMPLEMENTED, &key)
+                    || listed(CONSTRAINING, &key)
+                    || refused_keyword(idx, self.refs, &key, &value) =>
+                {
+                    return Err(unsupported(what))
+                }
+                _ => continue,
+            };
+            let b = bounds.get_or_insert((0, u16::MAX));
+            *(if least { &mut b.0 } else { &mut b.1 }) = count()?;
+        }
+        if r.kind.is_some() || r.items.is_some() || r.lengths.is_some() {
+            self.refinements.push(r).map_err(|_| {
+                SchemaError::TooLarge("more than 64 keywords beside $ref, anyOf or oneOf")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies a [`Refinement`] to its node, compiled: its values narrowed
+    /// to the `type` ([`Schema::narrow_kind`]), its array's or string's
+    /// bounds to the intersection.
+    fn refine(&mut self, r: &Refinement) -> Result<(), SchemaError> {
+        if let Some(kind) = r.kind {
+            self.narrow_kind(r.node, kind, 0)?;
+        }
+        let n = &mut self.nodes[r.node as usize];
+        for (bounds, kind, what) in [
+            (
+                r.items,
+                Kind::Array,
+                "minItems or maxItems (beside $ref, anyOf or oneOf)",
+            ),
+            (
+                r.lengths,
+                Kind::String,
+                "minLength or maxLength (beside $ref, anyOf or oneOf)",
+            ),
+        ] {
+            let Some((least, most)) = bounds else {
+                continue;
+            };
+            // A string's lengths only where nothing else reads its
+            // characters (a pattern's or a format's automaton).
+            if n.kind != kind || (kind == Kind::String && (n.lo >= 0 || n.items != ANY)) {
+                return Err(unsupported(what));
+            }
+            n.min_items = n.min_items.max(least);
+            n.max_items = n.max_items.min(most);
+            if n.min_items > n.max_items {
+                return Err(SchemaError::Invalid(
+                    "bounds beside $ref, anyOf or oneOf no value meets",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Narrows node `idx` to values of `kind` (`type` beside a reference or
+    /// a union): `null` beside it left out, any value made that kind, a
+    /// union's schemas each narrowed; a node with values of another kind
+    /// is refused.
+    fn narrow_kind(&mut self, idx: u16, kind: Kind, depth: usize) -> Result<(), SchemaError> {
+        let refused = unsupported("type (beside $ref, anyOf or oneOf)");
+        if idx == ANY || depth > MAX_NODES {
+            return Err(refused);
+        }
+        let n = self.nodes[idx as usize];
+        let fits = match n.kind {
+            k if k == kind => true,
+            Kind::Integer => kind == Kind::Number,
+            Kind::Any => {
+                self.nodes[idx as usize].kind = kind;
+                true
+            }
+            Kind::Union | Kind::Select => {
+                for i in n.first..n.first + n.count {
+                    self.narrow_kind(self.choices[i as usize], kind, depth + 1)?;
+                }
+                true
+            }
+            Kind::Enum => (n.first..n.first + n.count).all(|i| {
+                let text = self.bytes(self.enums[i as usize]);
+                let first = text.first().copied().unwrap_or(0);
+                match kind {
+                    Kind::String => first == b'"',
+                    Kind::Boolean => first == b't' || first == b'f',
+                    Kind::Null => first == b'n',
+                    Kind::Number => first == b'-' || first.is_ascii_digit(),
+                    _ => false,
+                }
+            }),
+            _ => false,
+        };
+        if !fits {
+            return Err(refused);
+        }
+        if kind != Kind::Null {
+            self.nodes[idx as usize].nullable = false;
+        }
+        Ok(())
+    }
+
     /// Node `idx` as a union of the schemas of `v`'s `keyword` (`anyOf`,
     /// or a `oneOf` whose schemas begin apart; beside it only
     /// annotations), each its own node, queued; `nullable`: `null` too.
@@ -910,7 +1077,7 @@ impl Schema {
         } else {
             "oneOf (beside other keywords)"
         };
-        only_beside(v, keyword, beside)?;
+        self.beside(idx, v, keyword, beside)?;
         let mut node = Node {
             kind: Kind::Union,
             nullable,
@@ -1475,14 +1642,7 @@ impl Schema {
                 Kind::Number
             }
             None => Kind::Any,
-            Some(t) if t.eq_str("object") => Kind::Object,
-            Some(t) if t.eq_str("array") => Kind::Array,
-            Some(t) if t.eq_str("string") => Kind::String,
-            Some(t) if t.eq_str("number") => Kind::Number,
-            Some(t) if t.eq_str("integer") => Kind::Integer,
-            Some(t) if t.eq_str("boolean") => Kind::Boolean,
-            Some(t) if t.eq_str("null") => Kind::Null,
-            Some(_) => return Err(SchemaError::Invalid("unknown 'type'")),
+            Some(t) => kind_named(&t)?,
         };
         if node.kind == Kind::Object {
             // Keys beside the properties take any value, none, or follow
@@ -3870,6 +4030,53 @@ mod tests {
             s.dropped().map(|d| d.0).collect::<Vec<_>>(),
             std::vec!["format"]
         );
+    }
+
+    /// Beside `$ref`, `anyOf` and `oneOf`: annotations and unknown
+    /// keywords are ignored; `type`, `minItems`/`maxItems` and
+    /// `minLength`/`maxLength` narrow the schema (both apply); any other
+    /// constraint is refused.
+    #[test]
+    fn keywords_beside_references_and_unions() {
+        let s = schema(
+            r##"{"$defs":{"list":{"type":"array","items":{"type":"string"},"maxItems":5},"s":{"type":"string"}},
+            "type":"object","properties":{
+            "a":{"$ref":"#/$defs/list","maxItems":2,"minItems":1,"propertyOrder":3,"x-y":{}},
+            "b":{"$ref":"#/$defs/s","maxLength":2,"type":"string"},
+            "c":{"type":"integer","anyOf":[{"type":"integer"},{"type":"null"}],"readOnly":true},
+            "d":{"type":"object","oneOf":[{"type":"object","properties":{"x":{}},"required":["x"],"additionalProperties":false},{"properties":{"y":{}},"required":["y"],"additionalProperties":false}]},
+            "e":{"type":"string","anyOf":[{"enum":["p","q"]},{"type":"null"}]}}}"##,
+        );
+        for good in [
+            r#"{"a":["x","y"],"b":"ab","c":3,"d":{"y":1},"e":"q"}"#,
+            r#"{"d":{"x":[]}}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"a":["x","y","z"]}"#,
+            r#"{"a":[]}"#,
+            r#"{"b":"abc"}"#,
+            r#"{"c":null}"#,
+            r#"{"d":{"x":1,"y":2}}"#,
+            r#"{"e":null}"#,
+            r#"{"e":"r"}"#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        for refused in [
+            r##"{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","type":"integer"}"##,
+            r##"{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxItems":1}"##,
+            r##"{"$defs":{"s":{"type":"string","format":"date"}},"$ref":"#/$defs/s","maxLength":1}"##,
+            r#"{"type":"string","oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"}],"pattern":"a"}"#,
+            r#"{"anyOf":[{"type":"integer"},{"type":"null"}],"minimum":1}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(refused.as_bytes()).unwrap()).is_err(),
+                "{refused}"
+            );
+        }
     }
 
     /// `patternProperties` (one pattern): a key it matches takes its

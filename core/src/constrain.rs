@@ -1806,6 +1806,17 @@ impl Schema {
             // `Pattern::can_end_within`) is; other formats and patterns
             // beside a length (or a format beside a pattern) are refused,
             // or best effort left out (the length and the string kept).
+            // A pattern's own lengths (a counted atom) join the string's.
+            let own = pattern.map(|p| p.own_lengths());
+            if let Some((least, most)) = own {
+                node.min_items = node.min_items.max(least);
+                node.max_items = node.max_items.min(most);
+                if node.min_items > node.max_items {
+                    return Err(SchemaError::Invalid(
+                        "a pattern's lengths beside minLength above maxLength",
+                    ));
+                }
+            }
             let (min, max) = (node.min_items, node.max_items);
             let fits = |f: u8| {
                 format::tail(f).is_some_and(|t| {
@@ -1813,7 +1824,8 @@ impl Schema {
                         && (f != format::HOSTNAME || min <= 253)
                 })
             };
-            let lengths = has(&["minLength", "maxLength"]);
+            let lengths =
+                has(&["minLength", "maxLength"]) || own.is_some_and(|o| o != (0, u16::MAX));
             if let Some(f) = format {
                 if !lengths || fits(f) {
                     node.items = f as u16;
@@ -1827,10 +1839,7 @@ impl Schema {
                 let within = p.lengths_are_ranges()
                     && p.can_end_within(pattern::Pattern::START, 0, min, max);
                 if (!lengths || within) && format.is_none() {
-                    node.lo = self.patterns.len() as i64;
-                    self.patterns
-                        .push(p)
-                        .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
+                    node.lo = self.add_pattern(p)? as i64;
                 } else if self.lenient {
                     self.drop_keyword(v, "pattern");
                 } else {
@@ -1890,7 +1899,10 @@ impl Schema {
         if entries.next().is_some() {
             return Err(unsupported("patternProperties (more than one pattern)"));
         }
+        // (A key's characters are not counted: a pattern with lengths of
+        // its own is outside the subset there.)
         let p = pattern_of_str(&text)
+            .filter(|p| p.own_lengths() == (0, u16::MAX))
             .ok_or_else(|| unsupported("patternProperties (a pattern outside the subset)"))?;
         let any = match sub {
             Value::Bool(true) => true,
@@ -1914,11 +1926,18 @@ impl Schema {
                 .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
             child
         };
-        let pat = self.patterns.len() as u8;
+        Ok(Some((self.add_pattern(p)?, schema)))
+    }
+
+    /// Pattern `p`'s index in `patterns`: one the same, or `p` added.
+    fn add_pattern(&mut self, p: pattern::Pattern) -> Result<u8, SchemaError> {
+        if let Some(at) = self.patterns.iter().position(|q| *q == p) {
+            return Ok(at as u8);
+        }
         self.patterns
             .push(p)
             .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
-        Ok(Some((pat, schema)))
+        Ok(self.patterns.len() as u8 - 1)
     }
 
     /// A node's bounds from `minimum`, `maximum`, `exclusiveMinimum` and
@@ -3969,6 +3988,10 @@ mod tests {
                 && !prefix(&s, r#""12345"#)
                 && prefix(&s, r#""1234"#)
         );
+        // A counted atom's own lengths join minLength and maxLength.
+        let s = schema(r#"{"type":"string","pattern":"^[a-z]{2,400}$","minLength":3}"#);
+        assert!(complete(&s, r#""abc""#) && !complete(&s, r#""ab""#) && !complete(&s, r#""ab1""#));
+        assert!(!prefix(&s, &std::format!("\"{}", "a".repeat(401))));
         for text in [
             // Lengths with a gap (2, 4, ...), and none within the bounds.
             r#"{"type":"string","pattern":"^(aa)*$","maxLength":3}"#,

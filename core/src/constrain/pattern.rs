@@ -30,7 +30,7 @@ pub const MAX_POSITIONS: usize = 62;
 const START: usize = 63;
 
 /// A compiled pattern.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pattern {
     /// The bytes (ASCII) each position takes.
     class: [u128; MAX_POSITIONS],
@@ -45,6 +45,9 @@ pub struct Pattern {
     reach: [(u8, u8); 64],
     /// Whether every live state's lengths are its whole `reach` range.
     ranges: bool,
+    /// The least and most characters of its values, of the pattern's own
+    /// (a counted atom; else 0 and `u16::MAX`).
+    own: (u16, u16),
 }
 
 /// The bytes a string may hold unescaped that the automaton takes.
@@ -312,8 +315,98 @@ fn bracket(t: &[u8]) -> Option<(u128, usize)> {
     Some((if negate { ALLOWED & !m } else { m }, i))
 }
 
-/// Compiles `text`; `None`: outside the subset, or too large.
+/// Compiles `text`; `None`: outside the subset, or too large. Two forms
+/// are written anew first: top-level alternatives with their own anchors
+/// (`^a|b$` is `(^a)|(b$)`), as one anchored pattern; and a whole pattern
+/// of one atom repeated `{m,n}` times past the positions (`^[a-z]{1,255}$`),
+/// as the atom repeated any number of times within lengths of its own
+/// ([`Pattern::own_lengths`]).
 pub fn compile(text: &[u8]) -> Option<Pattern> {
+    let mut alternatives = text.len() + 1;
+    let mut anchored = false;
+    let mut written: heapless::Vec<u8, 1024> = heapless::Vec::new();
+    for (k, alt) in top_level(text).enumerate() {
+        alternatives = k + 1;
+        anchored |= alt.starts_with(b"^") || (alt.ends_with(b"$") && !alt.ends_with(b"\\$"));
+        let (body, start) = match alt.strip_prefix(b"^") {
+            Some(b) => (b, &b""[..]),
+            None => (alt, &b".*"[..]),
+        };
+        let (body, end) = match body.strip_suffix(b"$") {
+            Some(b) if !body.ends_with(b"\\$") => (b, &b""[..]),
+            _ => (body, &b".*"[..]),
+        };
+        let sep = if k == 0 { &b"^(?:"[..] } else { &b"|"[..] };
+        for part in [sep, start, b"(?:", body, b")", end] {
+            written.extend_from_slice(part).ok()?;
+        }
+    }
+    written.extend_from_slice(b")$").ok()?;
+    if alternatives > 1 && anchored {
+        return compile_one(&written);
+    }
+    compile_one(text).or_else(|| counted_atom(text))
+}
+
+/// `text`'s alternatives outside every group and class.
+fn top_level(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let (mut depth, mut class, mut escaped, mut from, mut i) = (0i32, false, false, 0, 0);
+    core::iter::from_fn(move || {
+        while i <= text.len() {
+            let c = text.get(i).copied();
+            i += 1;
+            match c {
+                _ if escaped => escaped = false,
+                Some(b'\\') => escaped = true,
+                Some(b'[') if !class => class = true,
+                Some(b']') if class => class = false,
+                Some(b'(') if !class => depth += 1,
+                Some(b')') if !class => depth -= 1,
+                Some(b'|') if !class && depth == 0 => {
+                    let alt = &text[from..i - 1];
+                    from = i;
+                    return Some(alt);
+                }
+                None => return Some(&text[from..]),
+                _ => {}
+            }
+        }
+        None
+    })
+}
+
+/// `^A{m,n}$` (`{m,}`, `{m}`) for one atom `A` (a class, an escape, `.` or
+/// a character): `^A*$` with lengths `m..=n` of its own.
+fn counted_atom(text: &[u8]) -> Option<Pattern> {
+    let t = text.strip_prefix(b"^")?.strip_suffix(b"$")?;
+    let brace = t.iter().rposition(|&c| c == b'{')?;
+    let (atom, quant) = (&t[..brace], t[brace + 1..].strip_suffix(b"}")?);
+    let one = match atom {
+        [b'[', .., b']'] => bracket(&atom[1..]).is_some_and(|(_, n)| n == atom.len() - 1),
+        [b'\\', _] | [_] => atom != b"(" && atom != b"|",
+        _ => false,
+    };
+    if !one {
+        return None;
+    }
+    let quant = core::str::from_utf8(quant).ok()?;
+    let (least, most) = match quant.split_once(',') {
+        None => (quant.parse().ok()?, quant.parse().ok()?),
+        Some((a, "")) => (a.parse().ok()?, u16::MAX),
+        Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+    };
+    let mut star: heapless::Vec<u8, 512> = heapless::Vec::new();
+    for part in [&b"^"[..], atom, b"*$"] {
+        star.extend_from_slice(part).ok()?;
+    }
+    let mut p = compile_one(&star)?;
+    (least <= most).then_some(())?;
+    p.own = (least, most);
+    Some(p)
+}
+
+/// Compiles `text` as it is (see [`compile`]).
+fn compile_one(text: &[u8]) -> Option<Pattern> {
     let mut b = Builder {
         p: Pattern {
             class: [0; MAX_POSITIONS],
@@ -322,6 +415,7 @@ pub fn compile(text: &[u8]) -> Option<Pattern> {
             live: 0,
             reach: [(0, 0); 64],
             ranges: true,
+            own: (0, u16::MAX),
         },
         n: 0,
     };
@@ -572,6 +666,11 @@ impl Pattern {
         false
     }
 
+    /// The least and most characters of a value, of the pattern's own.
+    pub fn own_lengths(&self) -> (u16, u16) {
+        self.own
+    }
+
     /// Whether the lengths a value can end after form a range from every
     /// state (so [`Pattern::can_end_within`] can steer it).
     pub fn lengths_are_ranges(&self) -> bool {
@@ -668,6 +767,18 @@ mod tests {
                 &["ann", "Ann  Lee"],
             ),
             ("x*", &["", "yyy", "x"], &[]),
+            // Top-level alternatives anchor alone.
+            (
+                "^dev|rc|stable$",
+                &["dev1", "xrcx", "a stable", "rc"],
+                &["adev", "stable ", "d"],
+            ),
+            ("^$|^[a-z]+$", &["", "ab"], &["a1", " "]),
+            (
+                "^(http)|(https)://(.*)$",
+                &["httpx", "xhttps://y"],
+                &["xhttp", "htt", "xhttps:/"],
+            ),
         ];
         for (p, good, bad) in cases {
             for s in *good {
@@ -685,7 +796,17 @@ mod tests {
         }
         // Too many positions once repetitions are written out, or bounds
         // past them (an empty group's too: it must not loop).
-        assert!(compile(b"^[a-z]{70}$").is_none());
+        assert!(compile(b"^(?:[a-z]){70}$").is_none() && compile(b"[a-z]{70}").is_none());
+        // One atom counted past the positions: any number of it, within
+        // lengths of its own.
+        let p = compile(b"^[0-9a-zA-Z_-]{1,255}$").unwrap();
+        assert_eq!(p.own_lengths(), (1, 255));
+        assert!(p.done(p.run(b"a_Z-9")) && p.run(b"a.b") == 0);
+        assert_eq!(
+            compile(b"^\\d{70,}$").unwrap().own_lengths(),
+            (70, u16::MAX)
+        );
+        assert_eq!(compile(b"^a{3}$").unwrap().own_lengths(), (0, u16::MAX));
         assert!(compile(b"^(){0,4000000000}$").is_none());
         assert!(compile(b"^(a?){0,63}$").is_none() && compile(b"^(a?){0,62}$").is_some());
         // No value matches: refused, not a dead end.

@@ -51,21 +51,21 @@ mod format;
 mod pattern;
 
 /// Most schema nodes (each subschema is one).
-pub const MAX_NODES: usize = 256;
+pub const MAX_NODES: usize = 1024;
 /// Most properties, over all objects of a schema.
-pub const MAX_PROPS: usize = 512;
+pub const MAX_PROPS: usize = 2048;
 /// Most properties of one object.
 pub const MAX_OBJECT_PROPS: usize = 64;
 /// Most `enum` values, over all enums of a schema (at most 64 per enum).
-pub const MAX_ENUM: usize = 512;
+pub const MAX_ENUM: usize = 2048;
 /// Most functions of a tool-call schema ([`Schema::compile_call`]).
 pub const MAX_CALLS: usize = 16;
 /// Most schemas `Select` and `Union` nodes choose among, together.
-pub const MAX_CHOICES: usize = 128;
+pub const MAX_CHOICES: usize = 512;
 /// Most `pattern`s of a schema.
 pub const MAX_PATTERNS: usize = 16;
 /// Bytes of property names and enum values, together.
-pub const MAX_TEXT: usize = 16384;
+pub const MAX_TEXT: usize = 65535;
 /// Most nesting of objects, arrays and strings in the output.
 pub const MAX_DEPTH: usize = 24;
 /// Most whitespace bytes in a row outside strings.
@@ -869,15 +869,23 @@ impl Schema {
                 let r = r
                     .as_str()
                     .ok_or(SchemaError::Invalid("'$ref' must be a string"))?;
-                // `#/$defs/NAME` or `#/definitions/NAME` (a plain name).
+                // A JSON pointer into the root (`#/$defs/NAME`,
+                // `#/properties/a/items/0`, `#`), of plain segments.
                 let target = r.as_plain().and_then(|r| {
-                    ["$defs", "definitions"].iter().find_map(|defs| {
-                        let name = r
-                            .strip_prefix("#/")?
-                            .strip_prefix(defs)?
-                            .strip_prefix('/')?;
-                        root.get(defs)?.get(name)
-                    })
+                    let mut at = *root;
+                    let Some(path) = r.strip_prefix("#/") else {
+                        return (r == "#").then_some(at);
+                    };
+                    for seg in path.split('/') {
+                        if seg.contains(['~', '%']) {
+                            return None;
+                        }
+                        at = match at {
+                            Value::Array(a) => a.iter().nth(seg.parse().ok()?)?,
+                            _ => at.get(seg)?,
+                        };
+                    }
+                    Some(at)
                 });
                 v = target.ok_or(unsupported("$ref"))?;
                 continue;
@@ -1099,12 +1107,12 @@ impl Schema {
                 .choices
                 .get_mut(self.n_choices)
                 .ok_or(SchemaError::TooLarge(
-                    "more than 128 anyOf schemas and functions",
+                    "more than 512 anyOf schemas and functions",
                 ))? = child;
             self.n_choices += 1;
             node.count += 1;
             work.push((x, child))
-                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
         }
         self.nodes[idx as usize] = node;
         Ok(())
@@ -1135,7 +1143,7 @@ impl Schema {
                 .choices
                 .get_mut(self.n_choices)
                 .ok_or(SchemaError::TooLarge(
-                    "more than 128 anyOf schemas and functions",
+                    "more than 512 anyOf schemas and functions",
                 ))? = child;
             self.n_choices += 1;
             node.count += 1;
@@ -1143,7 +1151,7 @@ impl Schema {
                 .push((child, pos as u8))
                 .map_err(|_| SchemaError::TooLarge("more than 64 types in type lists"))?;
             work.push((*v, child))
-                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
         }
         self.nodes[idx as usize] = node;
         Ok(())
@@ -1223,7 +1231,7 @@ impl Schema {
         for ((_, params), &child) in functions.iter().zip(&children) {
             // Each function's schema whole, its `$ref`s into its own `$defs`.
             work.push((*params, child))
-                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
             while let Some((v, idx)) = work.pop() {
                 s.fill_node(idx, &v, params, &mut work)?;
             }
@@ -1410,7 +1418,7 @@ impl Schema {
 
     fn alloc(&mut self) -> Result<u16, SchemaError> {
         if self.n_nodes >= MAX_NODES {
-            return Err(SchemaError::TooLarge("more than 256 subschemas"));
+            return Err(SchemaError::TooLarge("more than 1024 subschemas"));
         }
         self.n_nodes += 1;
         Ok((self.n_nodes - 1) as u16)
@@ -1422,7 +1430,7 @@ impl Schema {
     ) -> Result<Span, SchemaError> {
         let start = self.n_text;
         write(&mut TextWriter { s: self })
-            .map_err(|_| SchemaError::TooLarge("more than 16384 bytes of names and enum values"))?;
+            .map_err(|_| SchemaError::TooLarge("more than 65535 bytes of names and enum values"))?;
         Ok(Span {
             start: start as u16,
             len: (self.n_text - start) as u16,
@@ -1653,7 +1661,7 @@ impl Schema {
                 Some(extra) => {
                     let child = self.alloc()?;
                     work.push((extra, child))
-                        .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                        .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
                     child
                 }
             };
@@ -1673,7 +1681,7 @@ impl Schema {
                         .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
                         .ok_or_else(|| unsupported("properties (a name that needs escapes)"))?;
                     if self.n_props >= MAX_PROPS {
-                        return Err(SchemaError::TooLarge("more than 512 properties"));
+                        return Err(SchemaError::TooLarge("more than 2048 properties"));
                     }
                     let span = self.span_of(|w| w.write_str(plain))?;
                     let child = self.alloc()?;
@@ -1681,7 +1689,7 @@ impl Schema {
                     self.n_props += 1;
                     node.count += 1;
                     work.push((sub, child))
-                        .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                        .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
                 }
                 // A name twice would make two properties match one key.
                 for i in 0..node.count as usize {
@@ -1735,7 +1743,7 @@ impl Schema {
                                 ));
                             }
                             if self.n_props >= MAX_PROPS {
-                                return Err(SchemaError::TooLarge("more than 512 properties"));
+                                return Err(SchemaError::TooLarge("more than 2048 properties"));
                             }
                             if node.count == 0 {
                                 node.first = self.n_props as u16;
@@ -1855,7 +1863,7 @@ impl Schema {
                 let child = self.alloc()?;
                 node.items = child;
                 work.push((items, child))
-                    .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                    .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
             }
             let bound = |k: &str| -> Result<Option<u16>, SchemaError> {
                 match v.get(k) {
@@ -1923,7 +1931,7 @@ impl Schema {
         } else {
             let child = self.alloc()?;
             work.push((sub, child))
-                .map_err(|_| SchemaError::TooLarge("more than 256 subschemas"))?;
+                .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
             child
         };
         Ok(Some((self.add_pattern(p)?, schema)))

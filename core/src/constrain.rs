@@ -722,15 +722,7 @@ impl Schema {
         while let Some((v, idx)) = work.pop() {
             s.fill_node(idx, &v, schema, &mut work)?;
         }
-        for r in s.refinements.clone() {
-            match s.refine(&r) {
-                Err(SchemaError::Unsupported(name, len, _)) if s.lenient => {
-                    let name = core::str::from_utf8(&name[..len]).unwrap_or("?");
-                    s.drop_at(r.at, name);
-                }
-                other => other?,
-            }
-        }
+        s.apply_refinements()?;
         s.key_unions()?;
         s.check_unions()?;
         s.check_nesting()?;
@@ -985,6 +977,21 @@ impl Schema {
         Ok(())
     }
 
+    /// Applies every [`Refinement`] (best effort: one that cannot be is
+    /// left out).
+    fn apply_refinements(&mut self) -> Result<(), SchemaError> {
+        for r in self.refinements.clone() {
+            match self.refine(&r) {
+                Err(SchemaError::Unsupported(name, len, _)) if self.lenient => {
+                    let name = core::str::from_utf8(&name[..len]).unwrap_or("?");
+                    self.drop_at(r.at, name);
+                }
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
     /// Applies a [`Refinement`] to its node, compiled: its values narrowed
     /// to the `type` ([`Schema::narrow_kind`]), its array's or string's
     /// bounds to the intersection.
@@ -1201,8 +1208,12 @@ impl Schema {
             first: s.n_choices as u16,
             ..EMPTY_NODE
         };
+        // The functions in the order of their names: an enum's values are
+        // sorted, and the name's place picks the arguments' schema.
+        let mut order: heapless::Vec<usize, MAX_CALLS> = (0..functions.len()).collect();
+        order.sort_unstable_by_key(|&i| functions[i].0.as_bytes());
         // The names first: an enum's values are contiguous.
-        for (f, _) in functions {
+        for f in order.iter().map(|&i| functions[i].0) {
             if f.is_empty()
                 || !f
                     .bytes()
@@ -1228,7 +1239,8 @@ impl Schema {
             s.n_choices += 1;
             select.count += 1;
         }
-        for ((_, params), &child) in functions.iter().zip(&children) {
+        for (&i, &child) in order.iter().zip(&children) {
+            let params = &functions[i].1;
             // Each function's schema whole, its `$ref`s into its own `$defs`.
             work.push((*params, child))
                 .map_err(|_| SchemaError::TooLarge("more than 1024 subschemas"))?;
@@ -1238,6 +1250,7 @@ impl Schema {
         }
         s.nodes[name as usize] = names;
         s.nodes[arguments as usize] = select;
+        s.apply_refinements()?;
         s.check_unions()?;
         // Arguments are an object, even where the parameters give no type
         // or could not be followed.
@@ -2055,8 +2068,8 @@ impl Schema {
         node.kind = Kind::Enum;
         node.first = self.n_enums as u16;
         for value in values {
-            if node.count as usize >= 64 || self.n_enums >= MAX_ENUM {
-                return Err(SchemaError::TooLarge("more than 64 enum values"));
+            if self.n_enums >= MAX_ENUM {
+                return Err(SchemaError::TooLarge("more than 2048 enum values"));
             }
             // Scalars only, as the output writes them (strings re-escaped).
             if matches!(value, Value::Array(_) | Value::Object(_)) {
@@ -2070,7 +2083,17 @@ impl Schema {
         if node.count == 0 {
             return Err(SchemaError::Invalid("an empty enum"));
         }
+        self.sort_enum(node);
         Ok(())
+    }
+
+    /// Sorts enum node `n`'s values by their text (the matcher's runs of
+    /// candidates).
+    fn sort_enum(&mut self, n: &Node) {
+        let (text, enums) = (&self.text, &mut self.enums);
+        let at = |s: &Span| &text[s.start as usize..(s.start + s.len) as usize];
+        enums[n.first as usize..(n.first + n.count) as usize]
+            .sort_unstable_by(|a, b| at(a).cmp(at(b)));
     }
 
     /// Object `obj`'s `patternProperties`: its pattern and that pattern's
@@ -2203,10 +2226,12 @@ enum Frame {
         word: u8,
         off: u8,
     },
-    /// An enum value: candidates, bytes matched.
+    /// An enum value: its candidates, the node's values `lo..hi` (sorted:
+    /// those that begin with the bytes so far are a run), bytes matched.
     Enum {
         node: u16,
-        cand: u64,
+        lo: u16,
+        hi: u16,
         off: u16,
     },
 }
@@ -2267,10 +2292,8 @@ impl Matcher {
                     fd,
                     ..
                 } => matches!(st, 1 | 2 | 4 | 7) && s.num_allows(node, neg, mag, fd, st, true),
-                Frame::Enum { node, cand, off } => {
-                    let n = s.node(node);
-                    (0..n.count as usize)
-                        .any(|i| cand >> i & 1 == 1 && s.enums[n.first as usize + i].len == off)
+                Frame::Enum { node, lo, off, .. } => {
+                    s.enums[(s.node(node).first + lo) as usize].len == off
                 }
                 _ => false,
             },
@@ -2835,46 +2858,37 @@ impl Matcher {
                 }
                 Step::Accept
             }
-            Frame::Enum { node, cand, off } => {
+            Frame::Enum { node, lo, hi, off } => {
                 let n = s.node(node);
-                let value = |i: u32| s.bytes(s.enums[n.first as usize + i as usize]);
-                let mut keep = 0u64;
-                let mut complete = false;
-                let mut bits = cand;
-                while bits != 0 {
-                    let i = bits.trailing_zeros();
-                    bits &= bits - 1;
-                    let v = value(i);
-                    if v.get(off as usize) == Some(&b) {
-                        keep |= 1 << i;
-                    }
-                    complete |= v.len() == off as usize;
-                }
-                if keep != 0 {
+                let value = |i: u16| s.bytes(s.enums[(n.first + i) as usize]);
+                let at = off as usize;
+                // Of the candidates (sorted, sharing the bytes so far), those
+                // going on with `b` are a run; one ending here comes first.
+                let from = (lo..hi).find(|&i| value(i).get(at) == Some(&b));
+                if let Some(from) = from {
+                    let to = (from..hi)
+                        .find(|&i| value(i).get(at) != Some(&b))
+                        .unwrap_or(hi);
                     // Strings and words end themselves; numbers end at the next byte.
-                    let ended = (0..64).filter(|i| keep >> i & 1 == 1).all(|i| {
-                        value(i).len() == off as usize + 1
-                            && !value(i)[0].is_ascii_digit()
-                            && value(i)[0] != b'-'
+                    let ended = (from..to).all(|i| {
+                        let v = value(i);
+                        v.len() == at + 1 && !v[0].is_ascii_digit() && v[0] != b'-'
                     });
                     if ended {
                         self.len -= 1;
-                        self.chosen(s, node, keep.trailing_zeros());
+                        self.chosen(s, node, from as u32);
                     } else {
                         self.set_top(Frame::Enum {
                             node,
-                            cand: keep,
+                            lo: from,
+                            hi: to,
                             off: off + 1,
                         });
                     }
                     Step::Accept
-                } else if complete {
-                    let done = (0..n.count as u32)
-                        .find(|&i| cand >> i & 1 == 1 && value(i).len() == off as usize);
+                } else if value(lo).len() == at {
                     self.len -= 1;
-                    if let Some(i) = done {
-                        self.chosen(s, node, i);
-                    }
+                    self.chosen(s, node, lo as u32);
                     // The byte goes to the frame below (as `PopRetry`).
                     self.len += 1;
                     Step::PopRetry
@@ -3007,35 +3021,14 @@ impl Matcher {
             }),
             b'n' if any || n.kind == Kind::Null => self.push(Frame::Lit { word: 2, off: 1 }),
             _ if n.kind == Kind::Enum => {
-                let mut cand = 0u64;
-                for i in 0..n.count as usize {
-                    if s.bytes(s.enums[n.first as usize + i]).first() == Some(&b) {
-                        cand |= 1 << i;
-                    }
-                }
-                if cand == 0 {
-                    return false;
-                }
-                if !self.push(Frame::Enum {
+                let all = Frame::Enum {
                     node: idx,
-                    cand: u64::MAX,
+                    lo: 0,
+                    hi: n.count,
                     off: 0,
-                }) {
-                    return false;
-                }
+                };
                 // Match the first byte through the enum frame.
-                matches!(
-                    self.step(
-                        s,
-                        Frame::Enum {
-                            node: idx,
-                            cand,
-                            off: 0
-                        },
-                        b
-                    ),
-                    Step::Accept
-                )
+                self.push(all) && matches!(self.step(s, all, b), Step::Accept)
             }
             _ => false,
         }
@@ -4061,6 +4054,44 @@ mod tests {
             s.dropped().map(|d| d.0).collect::<Vec<_>>(),
             std::vec!["format"]
         );
+    }
+
+    /// An enum of any size: its values sorted, the candidates a run;
+    /// prefixes of one another (strings end at their quote, numbers at
+    /// the next byte).
+    #[test]
+    fn large_enums_and_prefixes() {
+        let values: Vec<std::string::String> = (0..300).map(|i| std::format!("\"v{i}\"")).collect();
+        let text = std::format!(r#"{{"enum":[{},"v",1,12,-3,true,null]}}"#, values.join(","));
+        let s = schema(&text);
+        for good in [
+            r#""v0""#,
+            r#""v299""#,
+            r#""v""#,
+            "1",
+            "12",
+            "-3",
+            "true",
+            "null",
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#""v300""#,
+            r#""w""#,
+            "123",
+            "-",
+            "2",
+            "false",
+            r#""v2990""#,
+        ] {
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        let obj = schema(&std::format!(
+            r#"{{"type":"object","properties":{{"k":{text}}}}}"#
+        ));
+        assert!(complete(&obj, r#"{"k":12}"#) && complete(&obj, r#"{"k":1 }"#));
+        assert!(!prefix(&obj, r#"{"k":13"#));
     }
 
     /// Beside `$ref`, `anyOf` and `oneOf`: annotations and unknown

@@ -634,7 +634,7 @@ pub struct Schema {
     refinements: heapless::Vec<Refinement, 64>,
     /// Each object with `patternProperties`: the object's node, its
     /// pattern (in `patterns`) and the node of that pattern's schema.
-    key_patterns: heapless::Vec<(u16, u8, u16), MAX_PATTERNS>,
+    key_patterns: heapless::Vec<(u16, u8, u16), 256>,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -880,6 +880,20 @@ impl Schema {
                     Some(at)
                 });
                 v = target.ok_or(unsupported("$ref"))?;
+                continue;
+            }
+            // `allOf` of one schema is that schema (keywords beside it as
+            // beside a reference); of several, refused.
+            if let Some(all) = v.get("allOf") {
+                let mut list = all
+                    .as_array()
+                    .ok_or(SchemaError::Invalid("'allOf' must be a list"))?
+                    .iter();
+                let (Some(one), None) = (list.next(), list.next()) else {
+                    return Err(unsupported("allOf"));
+                };
+                self.beside(idx, &v, "allOf", "allOf (beside other keywords)")?;
+                v = one;
                 continue;
             }
             // `oneOf`: a union whose schemas no value can hold together
@@ -1576,18 +1590,13 @@ impl Schema {
             }
             Some(_) => return Err(SchemaError::Invalid("'type' must be a string or a list")),
         }
-        // A value of `enum` or `const` outside `type` would be written and
-        // break the schema: refused.
-        if kind.is_some() || node.nullable {
-            let values = v
-                .get("enum")
-                .and_then(|e| e.as_array())
-                .into_iter()
-                .flat_map(|a| a.iter())
-                .chain(v.get("const"));
-            for x in values {
-                let fits = match x {
-                    Value::Null => node.nullable || kind.is_some_and(|t| t.eq_str("null")),
+        // A value of `enum` or `const` outside `type` can never validate:
+        // left out (both keywords hold); none left is refused.
+        let nullable = node.nullable;
+        let fits = |x: &Value| {
+            kind.is_none() && !nullable
+                || match x {
+                    Value::Null => nullable || kind.is_some_and(|t| t.eq_str("null")),
                     Value::Bool(_) => kind.is_some_and(|t| t.eq_str("boolean")),
                     Value::String(_) => kind.is_some_and(|t| t.eq_str("string")),
                     Value::Array(_) => kind.is_some_and(|t| t.eq_str("array")),
@@ -1597,19 +1606,13 @@ impl Schema {
                             || (t.eq_str("integer")
                                 && integer_floor_ceil(n.raw()).is_some_and(|(f, c)| f == c))
                     }),
-                };
-                if !fits {
-                    return Err(SchemaError::Invalid(
-                        "an enum or const value outside the schema's 'type'",
-                    ));
                 }
-            }
-        }
+        };
         let enum_values = match (v.get("enum"), v.get("const")) {
             (Some(Value::Array(a)), None) => Some(a.iter()),
             (None, Some(c)) => {
                 // One value: the schema's own text holds it.
-                self.enum_values(&mut node, core::iter::once(c))?;
+                self.enum_values(&mut node, core::iter::once(c).filter(fits))?;
                 None
             }
             (None, None) => None,
@@ -1620,7 +1623,7 @@ impl Schema {
             }
         };
         if let Some(values) = enum_values {
-            self.enum_values(&mut node, values)?;
+            self.enum_values(&mut node, values.filter(fits))?;
         }
         if node.kind == Kind::Enum {
             let bounded = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
@@ -1777,9 +1780,9 @@ impl Schema {
                 }
             }
             if let Some((pat, schema)) = key_pattern {
-                self.key_patterns
-                    .push((idx, pat, schema))
-                    .map_err(|_| SchemaError::TooLarge("more than 16 patterns"))?;
+                self.key_patterns.push((idx, pat, schema)).map_err(|_| {
+                    SchemaError::TooLarge("more than 256 objects with patternProperties")
+                })?;
             }
             // `minProperties`, `maxProperties` in `lo`, `hi`; bounds no
             // object can meet are refused (the output would find no end).
@@ -2081,7 +2084,9 @@ impl Schema {
             node.count += 1;
         }
         if node.count == 0 {
-            return Err(SchemaError::Invalid("an empty enum"));
+            return Err(SchemaError::Invalid(
+                "an enum or const without a value of the schema's type",
+            ));
         }
         self.sort_enum(node);
         Ok(())
@@ -3536,15 +3541,15 @@ mod tests {
 
     /// A constraint beside `$ref` or beside an optional's `anyOf` would be
     /// dropped with its schema: refused (annotations are fine); an `enum`
-    /// or `const` value outside `type` would be written: refused.
+    /// or `const` value outside `type` can never validate: left out, and
+    /// refused when none is left.
     #[test]
     fn keywords_that_would_be_dropped_or_break_the_type_are_refused() {
         for refused in [
             r##"{"$defs":{"i":{"type":"integer"}},"$ref":"#/$defs/i","maximum":5}"##,
             r#"{"anyOf":[{"type":"integer"},{"type":"null"}],"maximum":5}"#,
             r#"{"type":"string","const":5}"#,
-            r#"{"type":"integer","enum":[1,2.5]}"#,
-            r#"{"type":["string","null"],"enum":["a",1]}"#,
+            r#"{"type":"integer","enum":[2.5]}"#,
         ] {
             let v = parse(refused.as_bytes()).unwrap();
             assert!(Schema::compile(&v).is_err(), "{refused}");
@@ -3561,6 +3566,10 @@ mod tests {
         }
         let s = schema(r#"{"type":"string","enum":["a","b"]}"#);
         assert!(complete(&s, r#""a""#) && !complete(&s, "5"));
+        let s = schema(r#"{"type":"integer","enum":[1,2.5]}"#);
+        assert!(complete(&s, "1") && !complete(&s, "2.5"));
+        let s = schema(r#"{"type":["string","null"],"enum":["a",1,null]}"#);
+        assert!(complete(&s, r#""a""#) && complete(&s, "null") && !complete(&s, "1"));
     }
 
     /// Integer bounds are read from their text exactly: 2^53 + 1 is not
@@ -4094,8 +4103,8 @@ mod tests {
         assert!(!prefix(&obj, r#"{"k":13"#));
     }
 
-    /// Beside `$ref`, `anyOf` and `oneOf`: annotations and unknown
-    /// keywords are ignored; `type`, `minItems`/`maxItems` and
+    /// Beside `$ref`, `anyOf` and `oneOf` (and `allOf` of one schema, which
+    /// is that schema): annotations and unknown keywords are ignored; `type`, `minItems`/`maxItems` and
     /// `minLength`/`maxLength` narrow the schema (both apply); any other
     /// constraint is refused.
     #[test]
@@ -4107,17 +4116,20 @@ mod tests {
             "b":{"$ref":"#/$defs/s","maxLength":2,"type":"string"},
             "c":{"type":"integer","anyOf":[{"type":"integer"},{"type":"null"}],"readOnly":true},
             "d":{"type":"object","oneOf":[{"type":"object","properties":{"x":{}},"required":["x"],"additionalProperties":false},{"properties":{"y":{}},"required":["y"],"additionalProperties":false}]},
-            "e":{"type":"string","anyOf":[{"enum":["p","q"]},{"type":"null"}]}}}"##,
+            "e":{"type":"string","anyOf":[{"enum":["p","q"]},{"type":"null"}]},
+            "f":{"allOf":[{"$ref":"#/$defs/list"}],"minItems":2,"title":"F"}}}"##,
         );
         for good in [
             r#"{"a":["x","y"],"b":"ab","c":3,"d":{"y":1},"e":"q"}"#,
-            r#"{"d":{"x":[]}}"#,
+            r#"{"d":{"x":[]},"f":["x","y","z"]}"#,
         ] {
             assert!(complete(&s, good), "{good}");
         }
         for bad in [
             r#"{"a":["x","y","z"]}"#,
             r#"{"a":[]}"#,
+            r#"{"f":["x"]}"#,
+            r#"{"f":["x",1]}"#,
             r#"{"b":"abc"}"#,
             r#"{"c":null}"#,
             r#"{"d":{"x":1,"y":2}}"#,
@@ -4133,6 +4145,8 @@ mod tests {
             r#"{"type":"string","oneOf":[{"type":"string"},{"type":"integer"}]}"#,
             r#"{"anyOf":[{"type":"string"},{"type":"integer"}],"pattern":"a"}"#,
             r#"{"anyOf":[{"type":"integer"},{"type":"null"}],"minimum":1}"#,
+            r#"{"allOf":[{"type":"integer"},{"minimum":1}]}"#,
+            r#"{"allOf":[{"type":"integer"}],"minimum":1}"#,
         ] {
             assert!(
                 Schema::compile(&parse(refused.as_bytes()).unwrap()).is_err(),

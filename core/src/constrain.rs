@@ -509,6 +509,18 @@ fn format_of(v: &Value) -> Option<u8> {
     format::by_name(v.as_str()?.as_plain()?)
 }
 
+/// Sorts `v` by `less` (a few values at compile time: small code beats
+/// a fast sort here).
+fn insertion_sort<T: Copy>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && less(&v[j], &v[j - 1]) {
+            v.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+}
+
 /// The kind a `type` name means.
 fn kind_named(t: &crate::json::Str) -> Result<Kind, SchemaError> {
     let names = [
@@ -1225,7 +1237,7 @@ impl Schema {
         // The functions in the order of their names: an enum's values are
         // sorted, and the name's place picks the arguments' schema.
         let mut order: heapless::Vec<usize, MAX_CALLS> = (0..functions.len()).collect();
-        order.sort_unstable_by_key(|&i| functions[i].0.as_bytes());
+        insertion_sort(&mut order, |&a, &b| functions[a].0 < functions[b].0);
         // The names first: an enum's values are contiguous.
         for f in order.iter().map(|&i| functions[i].0) {
             if f.is_empty()
@@ -2097,8 +2109,10 @@ impl Schema {
     fn sort_enum(&mut self, n: &Node) {
         let (text, enums) = (&self.text, &mut self.enums);
         let at = |s: &Span| &text[s.start as usize..(s.start + s.len) as usize];
-        enums[n.first as usize..(n.first + n.count) as usize]
-            .sort_unstable_by(|a, b| at(a).cmp(at(b)));
+        insertion_sort(
+            &mut enums[n.first as usize..(n.first + n.count) as usize],
+            |a, b| at(a) < at(b),
+        );
     }
 
     /// Object `obj`'s `patternProperties`: its pattern and that pattern's
@@ -2333,6 +2347,7 @@ impl Matcher {
 
     /// Takes one byte; false (and the state unspecified) when no valid
     /// output continues with it.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn advance(&mut self, s: &Schema, b: u8) -> bool {
         loop {
             let Some(&top) = self.stack[..self.len].last() else {
@@ -2372,6 +2387,7 @@ impl Matcher {
         self.stack[self.len - 1] = f;
     }
 
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     fn step(&mut self, s: &Schema, top: Frame, b: u8) -> Step {
         match top {
             Frame::Value(idx) => {
@@ -2952,6 +2968,7 @@ impl Matcher {
     }
 
     /// Starts a value of node `idx` with byte `b` (whitespace was skipped).
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     fn start_value(&mut self, s: &Schema, idx: u16, b: u8) -> bool {
         let n = s.node(idx);
         if n.nullable && b == b'n' {
@@ -3039,6 +3056,7 @@ impl Matcher {
         }
     }
 
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     #[allow(clippy::too_many_arguments)]
     fn object(
         &mut self,
@@ -3181,6 +3199,7 @@ impl Matcher {
     }
 
     /// Whether the bytes can follow, without changing `self`.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn accepts(&self, s: &Schema, bytes: &[u8], scratch: &mut Matcher) -> bool {
         scratch.copy_from(self);
         !bytes.is_empty() && bytes.iter().all(|&b| scratch.advance(s, b))
@@ -3235,6 +3254,7 @@ impl Vocab<'_> {
     /// returns true, and every token in `plain_ids` is allowed too (the
     /// caller adds them as a block). `states` holds at least
     /// [`MAX_TOKEN_BYTES`] + 1 matchers (scratch).
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn allowed(
         &self,
         s: &Schema,

@@ -18,6 +18,9 @@
 //! * [`tokenizer`]: Qwen's byte-level BPE tokenizer (encode, decode, stream
 //!   decode), exactly as Hugging Face `tokenizers` runs it, in caller memory.
 #![no_std]
+// The shipped build compiles this crate for size, its per-token path for
+// speed (scripts/build-shipped.sh).
+#![cfg_attr(kestrel_shipped, feature(optimize_attribute))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -149,6 +149,7 @@ impl Kernels {
     /// Quantizes activations to Q8_0 content (`x.len()` a multiple of 32):
     /// the same bytes as [`generic::quantize_acts_q8_0`], with the fastest
     /// code the kernel set has.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn quantize_acts(&self, x: &[f32], qs: &mut [i8], d: &mut [f32]) -> Result<(), Error> {
         Ok(dispatch!(self, quantize_acts_q8_0(x, qs, d))?)
     }
@@ -156,6 +157,7 @@ impl Kernels {
     /// Quantizes activations to Q8_K (`x.len()` a multiple of 256): the
     /// same bytes as [`generic::quantize_acts_q8_k`], with the fastest code
     /// the kernel set has.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn quantize_acts_k(
         &self,
         x: &[f32],
@@ -311,6 +313,7 @@ impl Kernels {
     /// `out[t][r] = W[r] . act[t]` for `m` quantized activation rows (in
     /// the layout's format) and a quantized weight; `out` is `m x rows`.
     /// One thread.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn gemm_quantized(
         &self,
         w: &PackedMatrix,
@@ -367,6 +370,7 @@ impl Kernels {
 
     /// [`Kernels::gemm_quantized`] for a layout multiplied with Q8_0
     /// activations (Q4_0x4, Q8_0x8).
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn gemm_q8(
         &self,
         w: &PackedMatrix,
@@ -422,6 +426,7 @@ impl Kernels {
     /// pool's threads by row groups (each thread streams its own rows).
     /// For `m > 1`, `tmp` (at least `m x rows`) holds the parts before they
     /// are scattered into `out`.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn matmul<P: Parallel>(
         &self,
         pool: &P,
@@ -440,6 +445,7 @@ impl Kernels {
     /// as the parts are scattered. `tmp` needs `m x rows` values (`rows`
     /// when `m == 1`; nothing for a plain store of one token).
     #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn matmul_into<P: Parallel>(
         &self,
         pool: &P,

@@ -95,6 +95,7 @@ pub struct Cached<'a> {
 /// the cached rows: query row `i` over rows `0..len(i)` (at least one, all
 /// in the cache), its output into `w.out` (see the module's text for the
 /// operations).
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn attend(
     k: &Kernels,
     cached: Cached,

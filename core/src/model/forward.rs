@@ -71,6 +71,7 @@ impl Rows<'_> {
     }
 
     /// Row `t` (`t < len`), with whether its logits are kept.
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     fn get(&self, t: usize, all_logits: bool) -> Row {
         match *self {
             Rows::Run {
@@ -112,6 +113,7 @@ pub struct Step<'r> {
 /// Runs one [`Step`] and returns the logits of the rows that keep them, one
 /// `vocab` row each, in row order. `state.pos` is neither read nor changed:
 /// the caller keeps each sequence's position.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward_step<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -142,6 +144,7 @@ pub fn forward_observed<P: Parallel>(
 /// `state.pos ..` of slot 0 and advances `state.pos`. Returns the logits:
 /// the last token's row, or one row per token when the state keeps all
 /// logits.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -173,6 +176,7 @@ pub const TEXT_ROW: u32 = u32::MAX;
 
 /// `tokens` of slot 0 at `state.pos ..` with the weight copy their count
 /// selects, `observer` shown each matrix's input; advances `state.pos`.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn run_prompt<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -206,6 +210,7 @@ fn run_prompt<'s, P: Parallel>(
 /// token, so every row equals a single-sequence decode step bit for bit),
 /// or `w.routing.for_batch(n)` for rows that `forward` would run as a batch
 /// of `n` (prefill).
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward_rows<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -252,6 +257,7 @@ struct Rotary<'a> {
 /// The cos/sin of row `t` (`row`): from the table at the rotary position
 /// (its position plus its slot's `rope_delta`, or the step's M-RoPE
 /// positions), each frequency at its section's axis.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn row_rope(
     w: &Weights,
     s: &Rotary,
@@ -297,6 +303,7 @@ fn row_rope(
 
 /// `out = rmsnorm(x) * weight` for every `h`-wide row of `x` (rows, h),
 /// the rows split over the pool.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn norm_rows<P: Parallel>(pool: &P, out: &mut [f32], x: &[f32], h: usize, weight: &[u8], eps: f32) {
     rows_parallel(pool, out, h, &|first, part| {
         let src = &x[first * h..first * h + part.len()];
@@ -308,6 +315,7 @@ fn norm_rows<P: Parallel>(pool: &P, out: &mut [f32], x: &[f32], h: usize, weight
 
 /// Runs `step`, showing `observer` each matrix's input; returns the number
 /// of logit rows written (0 without `step.logits`).
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn run_step<P: Parallel>(
     w: &Weights,
     s: &mut State,
@@ -559,6 +567,7 @@ struct HeadRange<'a> {
 /// threads, in whole kv groups when there are at least as many groups as
 /// threads; each output element is computed by one thread in a fixed
 /// order, so results do not depend on the split or the grouping.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn attention<P: Parallel>(
     w: &Weights,
     s: &mut State,

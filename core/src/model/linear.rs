@@ -22,6 +22,7 @@ impl<P: Parallel> Exec<'_, P> {
     /// `out = W x`, `out += W x` or `out = swiglu(W x)` (per `epi`) for
     /// `m` rows of `x` (`m x w.cols`), with the activations quantized into
     /// `scratch` in the format `w`'s layout multiplies (Q8_0 or Q8_K).
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn linear(
         &self,
         w: &PackedMatrix,
@@ -127,6 +128,7 @@ impl<P: Parallel> Exec<'_, P> {
     /// for all `m` tokens into `spare` (at least `m x` the widest part's
     /// rows), then places each token's rows (a row's result does not depend
     /// on the batch: every kernel computes rows independently).
+    #[cfg_attr(kestrel_shipped, optimize(speed))]
     pub fn linear_qkv(
         &self,
         qkv: &Qkv,

@@ -9,6 +9,7 @@ pub fn f32_at(bytes: &[u8], i: usize) -> f32 {
 }
 
 /// `out = x / sqrt(mean(x^2) + eps) * w` (w: f32 little-endian bytes).
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn rmsnorm(out: &mut [f32], x: &[f32], w: &[u8], eps: f32) {
     let mut ss = 0.0f32;
     for &v in x {
@@ -21,6 +22,7 @@ pub fn rmsnorm(out: &mut [f32], x: &[f32], w: &[u8], eps: f32) {
 }
 
 /// RMSNorm in place.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn rmsnorm_in_place(x: &mut [f32], w: &[u8], eps: f32) {
     let mut ss = 0.0f32;
     for &v in x.iter() {
@@ -33,6 +35,7 @@ pub fn rmsnorm_in_place(x: &mut [f32], w: &[u8], eps: f32) {
 }
 
 /// NEOX-style rotary embedding of one head: pairs `(i, i + d/2)`.
+#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn rope(head: &mut [f32], cos: &[f32], sin: &[f32]) {
     let half = head.len() / 2;
     for i in 0..half {

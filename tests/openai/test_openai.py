@@ -232,7 +232,7 @@ def tool_checks(binary, model):
         try:
             client.chat.completions.create(model="m", messages=ask, response_format={
                 "type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
-                    "type": "string", "format": "uri"}}})
+                    "type": "string", "format": "ipv6"}}})
             raise AssertionError("an unsupported keyword was accepted under strict")
         except openai.BadRequestError as e:
             assert "'format'" in str(e), e

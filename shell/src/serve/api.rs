@@ -1325,7 +1325,7 @@ mod tests {
                 "'$ref'",
             ),
             (
-                r#","response_format":{"type":"json_schema","json_schema":{"strict":true,"schema":{"properties":{"a":{"type":"object","properties":{"b":{"type":"string","format":"uri"}}}}}}}"#,
+                r#","response_format":{"type":"json_schema","json_schema":{"strict":true,"schema":{"properties":{"a":{"type":"object","properties":{"b":{"type":"string","format":"ipv6"}}}}}}}"#,
                 "'response_format.json_schema.schema.properties.a.properties.b': unsupported JSON schema keyword 'format'",
             ),
             (
@@ -1526,7 +1526,7 @@ mod tests {
                 r#"{{"messages":[{{"role":"user","content":"x"}}],"response_format":{format}}}"#
             )
         };
-        let schema = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"(?=a)"},"t":{"type":"string","format":"uri"}}}"#;
+        let schema = r#"{"type":"object","properties":{"s":{"type":"string","pattern":"(?=a)"},"t":{"type":"string","format":"ipv6"}}}"#;
         let r = parse_chat(
             body(&format!(
                 r#"{{"type":"json_schema","json_schema":{{"name":"n","schema":{schema}}}}}"#
@@ -1585,7 +1585,9 @@ mod tests {
     #[test]
     fn tools_the_constraint_cannot_hold_together_are_an_error() {
         let function = |n: usize| {
-            let props: Vec<String> = (0..25)
+            // 64 properties each (the most of one object): 16 functions
+            // need more than the 1024 nodes of one schema.
+            let props: Vec<String> = (0..64)
                 .map(|k| format!(r#""p{k}":{{"type":"string","enum":["qx{k}"]}}"#))
                 .collect();
             format!(
@@ -1593,7 +1595,7 @@ mod tests {
                 props.join(",")
             )
         };
-        let tools: Vec<String> = (0..10).map(function).collect();
+        let tools: Vec<String> = (0..16).map(function).collect();
         for choice in [r#""required""#, r#""auto""#] {
             let r = parse_chat(
                 format!(

@@ -619,14 +619,7 @@ impl Pattern {
                     // No end or period found within the walk.
                     break true;
                 }
-                let mut next = 0u64;
-                let mut bits = set;
-                while bits != 0 {
-                    let i = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    next |= self.follow[i];
-                }
-                set = next & states;
+                set = self.successors(set) & states;
             };
             let ends = |k: usize| walk[k] & self.last != 0;
             let first = (0..walk.len()).find(|&k| ends(k)).unwrap_or(0);
@@ -682,11 +675,8 @@ impl Pattern {
     /// The state before any byte.
     pub const START: u64 = 1 << START;
 
-    /// The states after `c` (`None`: no value continues with it).
-    pub fn step(&self, set: u64, c: u8) -> Option<u64> {
-        if c >= 0x80 || self.class_has_none(c) {
-            return None;
-        }
+    /// The positions that may follow those of `set`, on any byte.
+    fn successors(&self, set: u64) -> u64 {
         let mut next = 0u64;
         let mut bits = set;
         while bits != 0 {
@@ -694,6 +684,15 @@ impl Pattern {
             bits &= bits - 1;
             next |= self.follow[i];
         }
+        next
+    }
+
+    /// The states after `c` (`None`: no value continues with it).
+    pub fn step(&self, set: u64, c: u8) -> Option<u64> {
+        if c >= 0x80 || self.class_has_none(c) {
+            return None;
+        }
+        let next = self.successors(set);
         let mut took = 0u64;
         let mut bits = next & self.live;
         while bits != 0 {

@@ -76,7 +76,11 @@ fn no_compiled_schema_takes_an_invalid_instance() {
          {valid_rejected} of {valid} valid rejected, {} of {invalid} invalid accepted",
         failures.len()
     );
-    assert!(failures.is_empty(), "invalid instances taken:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "invalid instances taken:\n{}",
+        failures.join("\n")
+    );
     // Coverage that must not fall back unnoticed (192 of 616 on
     // 2026-12-06: the suite tests many keywords outside the subset).
     assert!(compiled >= 190, "{compiled} of {groups} compiled");

@@ -5,33 +5,39 @@
 //! tokens sharing a rejected prefix are rejected together.
 //!
 //! Supported: `type` (`object`, `array`, `string`, `number`, `integer`,
-//! `boolean`, `null`, or `[T, "null"]`), `properties`,
+//! `boolean`, `null`, or a list of them), `properties`,
 //! `additionalProperties` (absent or `true`: other keys take any value;
 //! `false`: none; a schema: their values follow it; a key that spells a
 //! property is that property, once; while a key could still spell one, an
-//! escape in it must be one no name holds: not `\/` nor `\u`), `required` (a name beside the properties
-//! is one more, of the other keys' schema), `items`, `minItems`,
-//! `maxItems`, `minLength`, `maxLength` (characters; an escape is one),
-//! `format` (the ones [`format`] enforces; an undefined name is an
-//! annotation), `pattern` (the subset [`pattern`] compiles), `minimum`, `maximum`,
-//! `exclusiveMinimum`, `exclusiveMaximum` on integers and numbers (a digit
-//! is accepted only when some value in range still starts with the digits
-//! so far; see `Schema::in_bounds` and `NumBounds::allow`: a bounded
-//! number is compared exactly as a decimal and written without an
-//! exponent), `enum` and `const` of scalars, `$ref` into the root's
-//! `$defs` (or `definitions`), `anyOf` of a schema and `{"type": "null"}`,
-//! and `anyOf` of schemas whose values begin with different bytes (a
-//! `Union` node: the first byte picks the schema); `title`,
-//! `description`, `default`, `examples`, `$schema` are ignored. Any other
-//! keyword, and a union of schemas that can begin alike, is refused by
-//! name ([`SchemaError`], with the place of its schema) by
-//! [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's rule without
-//! `strict`) leaves such a keyword out and enforces the rest, and follows
-//! the first schema of such a union that can begin with a value's first
-//! byte (valid output; a later schema is not chosen for that byte). An
-//! object with `additionalProperties: false` and no properties takes only
-//! `{}`; a schema without `type` any value
-//! (`{"type": "json_object"}` mode is a free object).
+//! escape in it must be one no name holds: not `\/` nor `\u`),
+//! `patternProperties` (one pattern: a key it matches takes its schema;
+//! see `Schema::key_pattern_of`), `minProperties`, `maxProperties`,
+//! `required` (a name beside the properties is one more, of the other
+//! keys' or the pattern's schema), `items` (`additionalItems` beside a
+//! schema `items` holds always), `minItems`, `maxItems`, `minLength`,
+//! `maxLength` (characters; an escape is one), `format` (the ones
+//! [`format`] enforces; an undefined name is an annotation), `pattern`
+//! (the subset [`pattern`] compiles; beside lengths, see
+//! `Pattern::can_end_within`), `minimum`, `maximum`, `exclusiveMinimum`,
+//! `exclusiveMaximum` on integers and numbers (a digit is accepted only
+//! when some value in range still starts with the digits so far; see
+//! `Schema::in_bounds` and `NumBounds::allow`: a bounded number is
+//! compared exactly as a decimal and written without an exponent), `enum`
+//! and `const` of scalars (values outside `type` left out), `$ref` as a
+//! JSON pointer into the root, `allOf` of one schema, `anyOf` of a schema
+//! and `{"type": "null"}`, and `anyOf`/`oneOf` of schemas whose values
+//! begin with different bytes (a `Union` node: the first byte picks the
+//! schema); beside `$ref`, `anyOf`, `oneOf` and `allOf`, the keywords a
+//! [`Refinement`] narrows with. Annotations and unknown keywords are
+//! ignored. Any other keyword, and a union of schemas that can begin
+//! alike, is refused by name ([`SchemaError`], with the place of its
+//! schema) by [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's
+//! rule without `strict`) leaves such a keyword out and enforces the rest,
+//! and follows the first schema of such a union that can begin with a
+//! value's first byte (valid output; a later schema is not chosen for that
+//! byte). An object with `additionalProperties: false` and no properties
+//! takes only `{}`; a schema without `type` any value (`{"type":
+//! "json_object"}` mode is a free object).
 //!
 //! A tool call over several functions ([`Schema::compile_call`], best
 //! effort as `compile_lenient`) is a union keyed on the name: `{"name":

@@ -28,7 +28,7 @@
 //! and `{"type": "null"}`, and `anyOf`/`oneOf` of schemas whose values
 //! begin with different bytes (a `Union` node: the first byte picks the
 //! schema); beside `$ref`, `anyOf`, `oneOf` and `allOf`, the keywords a
-//! [`Refinement`] narrows with. Annotations and unknown keywords are
+//! `Refinement` narrows with. Annotations and unknown keywords are
 //! ignored. Any other keyword, and a union of schemas that can begin
 //! alike, is refused by name ([`SchemaError`], with the place of its
 //! schema) by [`Schema::compile`]; [`Schema::compile_lenient`] (OpenAI's

@@ -2088,6 +2088,7 @@ impl Schema {
     ) -> Result<(), SchemaError> {
         node.kind = Kind::Enum;
         node.first = self.n_enums as u16;
+        let text_start = self.n_text;
         for value in values {
             if self.n_enums >= MAX_ENUM {
                 return Err(SchemaError::TooLarge("more than 2048 enum values"));
@@ -2107,6 +2108,21 @@ impl Schema {
             ));
         }
         self.sort_enum(node);
+        // The same values as an enum compiled before (one definition
+        // referenced from many places): its run, shared.
+        let (first, count) = (node.first as usize, node.count as usize);
+        let same = |a: usize| {
+            (0..count).all(|i| self.bytes(self.enums[a + i]) == self.bytes(self.enums[first + i]))
+        };
+        let earlier = self.nodes[..self.n_nodes]
+            .iter()
+            .filter(|n| n.kind == Kind::Enum && n.count as usize == count)
+            .map(|n| n.first as usize)
+            .find(|&a| a < first && same(a));
+        if let Some(at) = earlier {
+            (self.n_enums, self.n_text) = (first, text_start);
+            node.first = at as u16;
+        }
         Ok(())
     }
 
@@ -4127,6 +4143,19 @@ mod tests {
         ));
         assert!(complete(&obj, r#"{"k":12}"#) && complete(&obj, r#"{"k":1 }"#));
         assert!(!prefix(&obj, r#"{"k":13"#));
+        // One definition of 300 values referenced from 40 places: one run
+        // of values, shared (12,000 would not fit the table).
+        let props: Vec<std::string::String> = (0..40)
+            .map(|i| std::format!(r##""p{i}":{{"$ref":"#/$defs/e"}}"##))
+            .collect();
+        let text = std::format!(
+            r#"{{"$defs":{{"e":{{"enum":[{}]}}}},"properties":{{{}}}}}"#,
+            values.join(","),
+            props.join(",")
+        );
+        let shared = schema(&text);
+        assert!(complete(&shared, r#"{"p0":"v7","p39":"v299"}"#));
+        assert!(!complete(&shared, r#"{"p3":"v300"}"#));
     }
 
     /// Beside `$ref`, `anyOf` and `oneOf` (and `allOf` of one schema, which

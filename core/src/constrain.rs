@@ -127,6 +127,9 @@ struct Node {
     extra: u16,
     /// Object: bit i set when property i is required.
     required: u64,
+    /// Object: bit i set when property i can take no value (an optional
+    /// one whose `enum` has no value of its `type`): its key is refused.
+    never: u64,
     /// Array: the items' node, and the bounds on their count. Object: the
     /// discriminant property whose enum value picks a `Select` property's
     /// schema (`ANY`: none).
@@ -146,6 +149,7 @@ const EMPTY_NODE: Node = Node {
     count: 0,
     extra: ANY,
     required: 0,
+    never: 0,
     items: ANY,
     min_items: 0,
     max_items: u16::MAX,
@@ -741,6 +745,7 @@ impl Schema {
             s.fill_node(idx, &v, schema, &mut work)?;
         }
         s.apply_refinements()?;
+        s.check_never()?;
         s.key_unions()?;
         s.check_unions()?;
         s.check_nesting()?;
@@ -1005,6 +1010,59 @@ impl Schema {
             self.refinements.push(r).map_err(|_| {
                 SchemaError::TooLarge("more than 64 keywords beside $ref, anyOf or oneOf")
             })?;
+        }
+        Ok(())
+    }
+
+    /// Whether node `idx` takes no value (an `enum` or `const` none of
+    /// whose values is of its `type`).
+    fn never(&self, idx: u16) -> bool {
+        let n = self.node(idx);
+        n.kind == Kind::Enum && n.count == 0
+    }
+
+    /// Nodes that take no value: an optional property's key is refused
+    /// (`Node::never`), `additionalProperties` becomes `false`, an array
+    /// of them is empty; where a value must be written (the root, a
+    /// required property, a non-empty array, a pattern's keys, a union of
+    /// nothing else), the schema is refused.
+    fn check_never(&mut self) -> Result<(), SchemaError> {
+        let refused = SchemaError::Invalid("an enum or const without a value of the schema's type");
+        if self.never(self.root) {
+            return Err(refused);
+        }
+        for idx in 0..self.n_nodes {
+            let mut n = self.nodes[idx];
+            let choices = n.first as usize..(n.first + n.count) as usize;
+            match n.kind {
+                Kind::Object => {
+                    for i in 0..n.count {
+                        if self.never(self.props[(n.first + i) as usize].1) {
+                            if n.required >> i & 1 == 1 {
+                                return Err(refused);
+                            }
+                            n.never |= 1 << i;
+                        }
+                    }
+                    if n.extra != NO_EXTRA && self.never(n.extra) {
+                        n.extra = NO_EXTRA;
+                    }
+                    if self
+                        .key_pattern(idx as u16)
+                        .is_some_and(|k| self.never(k.1))
+                    {
+                        return Err(refused);
+                    }
+                }
+                Kind::Array if self.never(n.items) && n.min_items > 0 => return Err(refused),
+                Kind::Union | Kind::Select
+                    if self.choices[choices.clone()].iter().all(|&c| self.never(c)) =>
+                {
+                    return Err(refused)
+                }
+                _ => {}
+            }
+            self.nodes[idx] = n;
         }
         Ok(())
     }
@@ -1283,6 +1341,7 @@ impl Schema {
         s.nodes[name as usize] = names;
         s.nodes[arguments as usize] = select;
         s.apply_refinements()?;
+        s.check_never()?;
         s.check_unions()?;
         // Arguments are an object, even where the parameters give no type
         // or could not be followed.
@@ -1355,6 +1414,7 @@ impl Schema {
                     && n.min_items == 0
                     && n.items == ANY
                     && (n.lo, n.hi) == (i64::MIN, i64::MAX)
+                    && n.never == 0
                     && self
                         .key_pattern(self.choices[(u.first + k) as usize])
                         .is_none();
@@ -2102,11 +2162,7 @@ impl Schema {
             self.n_enums += 1;
             node.count += 1;
         }
-        if node.count == 0 {
-            return Err(SchemaError::Invalid(
-                "an enum or const without a value of the schema's type",
-            ));
-        }
+        // No value left: a node that takes none (see `check_never`).
         self.sort_enum(node);
         // The same values as an enum compiled before (one definition
         // referenced from many places): its run, shared.
@@ -2761,7 +2817,9 @@ impl Matcher {
                     if prop == ANY && key_pattern.is_some_and(|(p, _)| p.done(pattern_states())) {
                         prop = PATTERN_KEY;
                     }
-                    if (prop == ANY && !open) || (prop < PATTERN_KEY && seen & 1 << prop != 0) {
+                    if (prop == ANY && !open)
+                        || (prop < PATTERN_KEY && (seen | n.never) & 1 << prop != 0)
+                    {
                         return Step::Reject;
                     }
                     // A keyed object's first key chooses its branch.
@@ -3064,7 +3122,7 @@ impl Matcher {
                 off: 1,
             }),
             b'n' if any || n.kind == Kind::Null => self.push(Frame::Lit { word: 2, off: 1 }),
-            _ if n.kind == Kind::Enum => {
+            _ if n.kind == Kind::Enum && n.count > 0 => {
                 let all = Frame::Enum {
                     node: idx,
                     lo: 0,
@@ -3097,10 +3155,12 @@ impl Matcher {
         let key_pattern = s.key_pattern(node);
         let open = n.extra != NO_EXTRA || key_pattern.is_some();
         let free = n.count == 0 && open;
+        // The properties a key may still name (not one that takes no
+        // value).
         let mut all = if n.count == 0 {
             0
         } else {
-            u64::MAX >> (64 - n.count as u32)
+            u64::MAX >> (64 - n.count as u32) & !n.never
         };
         let mut required = n.required;
         // A keyed object: the chosen branch's keys; before one is chosen,
@@ -3161,7 +3221,9 @@ impl Matcher {
                     // another key.
                     let mut cand = match (props_only, open) {
                         (true, _) => required & !seen,
-                        (false, true) => all,
+                        // An open object's key is checked against every
+                        // name (one taking no value refused when it ends).
+                        (false, true) => all | n.never,
                         (false, false) => all & !seen,
                     };
                     if choice == u8::MAX && n.min_items == 0 {
@@ -4156,6 +4218,37 @@ mod tests {
         let shared = schema(&text);
         assert!(complete(&shared, r#"{"p0":"v7","p39":"v299"}"#));
         assert!(!complete(&shared, r#"{"p3":"v300"}"#));
+    }
+
+    /// A property whose `enum` has no value of its `type` can never be
+    /// written: optional, its key is refused (a closed object does not
+    /// offer it, so no prefix is a dead end); required, or where a value
+    /// must be written, the schema is refused.
+    #[test]
+    fn a_property_that_takes_no_value_is_left_out() {
+        let closed = schema(
+            r#"{"type":"object","properties":{"b":{"type":"object","enum":["x"]},"a":{"type":"integer"}},"additionalProperties":false}"#,
+        );
+        assert!(complete(&closed, r#"{"a":1}"#) && complete(&closed, "{}"));
+        assert!(!prefix(&closed, r#"{"b"#) && !prefix(&closed, r#"{"a":1,"#));
+        let open = schema(
+            r#"{"type":"object","properties":{"b":{"type":"string","const":1}},"additionalProperties":{"enum":[1],"type":"string"},"patternProperties":{"^z":{"type":"integer"}}}"#,
+        );
+        assert!(complete(&open, r#"{"z1":2}"#) && !complete(&open, r#"{"b":1}"#));
+        assert!(!complete(&open, r#"{"bc":1}"#) && !prefix(&open, r#"{"b":"#));
+        let arrays = schema(r#"{"type":"array","items":{"type":"null","enum":[0]}}"#);
+        assert!(complete(&arrays, "[]") && !prefix(&arrays, "[0"));
+        for refused in [
+            r#"{"type":"object","properties":{"b":{"type":"object","enum":["x"]}},"required":["b"]}"#,
+            r#"{"type":"array","items":{"type":"null","enum":[0]},"minItems":1}"#,
+            r#"{"anyOf":[{"type":"string","enum":[1]},{"type":"integer","enum":["a"]}]}"#,
+            r#"{"type":"boolean","const":"yes"}"#,
+        ] {
+            assert!(
+                Schema::compile(&parse(refused.as_bytes()).unwrap()).is_err(),
+                "{refused}"
+            );
+        }
     }
 
     /// Beside `$ref`, `anyOf` and `oneOf` (and `allOf` of one schema, which

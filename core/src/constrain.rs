@@ -1047,11 +1047,16 @@ impl Schema {
                     if n.extra != NO_EXTRA && self.never(n.extra) {
                         n.extra = NO_EXTRA;
                     }
-                    if self
-                        .key_pattern(idx as u16)
-                        .is_some_and(|k| self.never(k.1))
-                    {
-                        return Err(refused);
+                    // (A pattern that matches the name of a property taking
+                    // no value would let its key through: refused too.)
+                    if let Some((p, schema)) = self.key_pattern(idx as u16) {
+                        let names_one = (0..n.count).any(|i| {
+                            n.never >> i & 1 == 1
+                                && p.done(p.run(self.prop_name((n.first + i) as usize)))
+                        });
+                        if self.never(schema) || names_one {
+                            return Err(refused);
+                        }
                     }
                 }
                 Kind::Array if self.never(n.items) && n.min_items > 0 => return Err(refused),
@@ -3153,7 +3158,10 @@ impl Matcher {
         }
         let n = s.node(node);
         let key_pattern = s.key_pattern(node);
-        let open = n.extra != NO_EXTRA || key_pattern.is_some();
+        // Keys of any name (`additionalProperties` not `false`), or only
+        // those the pattern matches beside the properties'.
+        let any_key = n.extra != NO_EXTRA;
+        let open = any_key || key_pattern.is_some();
         let free = n.count == 0 && open;
         // The properties a key may still name (not one that takes no
         // value).
@@ -3219,10 +3227,14 @@ impl Matcher {
                     // is checked against every property (one seen again is
                     // refused when it ends); a key that leaves them all is
                     // another key.
-                    let mut cand = match (props_only, open) {
+                    // A key that takes any name is checked against every
+                    // property's (one seen, or taking no value, refused
+                    // when it ends: the key can always go on as another);
+                    // else only the names still to write are offered (a
+                    // seen one could be neither ended nor gone on from,
+                    // where only the pattern's keys are the others).
+                    let mut cand = match (props_only, any_key) {
                         (true, _) => required & !seen,
-                        // An open object's key is checked against every
-                        // name (one taking no value refused when it ends).
                         (false, true) => all | n.never,
                         (false, false) => all & !seen,
                     };
@@ -4220,6 +4232,52 @@ mod tests {
         assert!(!complete(&shared, r#"{"p3":"v300"}"#));
     }
 
+    /// Random walks through objects with patterns, property counts and
+    /// properties that take no value: at every prefix taken some byte
+    /// still goes on, or the output can end (no dead end).
+    #[test]
+    fn no_prefix_of_an_object_is_a_dead_end() {
+        let schemas = [
+            r#"{"properties":{"ab":{"type":"integer"},"x":{"type":"string","maxLength":2}},"patternProperties":{"^a[0-9]$":{"type":"boolean"}},"additionalProperties":false,"required":["x"],"maxProperties":3}"#,
+            r#"{"properties":{"ab":{"type":"integer"},"b":{"type":"null","enum":[1]}},"patternProperties":{"^c+$":{"type":"null"}},"additionalProperties":{"type":"integer","minimum":0,"maximum":3},"minProperties":2,"maxProperties":4}"#,
+            r#"{"properties":{"a":{"type":"string","format":"uri","maxLength":6},"b":{"type":"object","enum":[1]}},"additionalProperties":false,"minProperties":1}"#,
+            r#"{"patternProperties":{"^[ab]{1,3}$":{"type":"array","items":{"enum":["a","ab"]},"maxItems":2}},"additionalProperties":false,"maxProperties":2}"#,
+        ];
+        let alphabet: Vec<u8> = (0x20..0x7f).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for text in schemas {
+            let s = schema(text);
+            for _ in 0..400 {
+                let mut m = Matcher::new(&s);
+                let mut out = std::vec::Vec::new();
+                for _ in 0..80 {
+                    let next: Vec<u8> = alphabet
+                        .iter()
+                        .copied()
+                        .filter(|&b| {
+                            let mut t = m.clone();
+                            t.advance(&s, b)
+                        })
+                        .collect();
+                    assert!(
+                        !next.is_empty() || m.can_end(&s),
+                        "{text}: dead end after {}",
+                        std::string::String::from_utf8_lossy(&out)
+                    );
+                    if next.is_empty() {
+                        break;
+                    }
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let b = next[seed as usize % next.len()];
+                    assert!(m.advance(&s, b));
+                    out.push(b);
+                }
+            }
+        }
+    }
+
     /// A property whose `enum` has no value of its `type` can never be
     /// written: optional, its key is refused (a closed object does not
     /// offer it, so no prefix is a dead end); required, or where a value
@@ -4361,6 +4419,14 @@ mod tests {
         assert!(complete(&s, r#"{"e1":["x"],"Zz":["y"]}"#));
         assert!(!complete(&s, r#"{"12":["x"]}"#) && !complete(&s, r#"{"e":[]}"#));
         assert!(!prefix(&s, r#"{"1\"#) && prefix(&s, r#"{"1a"#));
+        // Only the pattern's keys beside the properties: a property written
+        // already is not offered again (its name could be neither ended
+        // nor gone on from: a dead end the real 0.5B model walked into).
+        let s = schema(
+            r#"{"properties":{"homepage":{"type":"string"}},"patternProperties":{"^x-[a-z]+$":{"type":"integer"}},"additionalProperties":false}"#,
+        );
+        assert!(complete(&s, r#"{"homepage":"h","x-a":1}"#));
+        assert!(!prefix(&s, r#"{"homepage":"h","h"#) && prefix(&s, r#"{"homepage":"h","x"#));
         for refused in [
             r#"{"patternProperties":{"^a":{"type":"string"},"^b":{"type":"string"}}}"#,
             r#"{"properties":{"ax":{"type":"string"}},"patternProperties":{"^a":{"type":"string"}}}"#,

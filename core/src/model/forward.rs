@@ -71,7 +71,6 @@ impl Rows<'_> {
     }
 
     /// Row `t` (`t < len`), with whether its logits are kept.
-    #[cfg_attr(kestrel_shipped, optimize(speed))]
     fn get(&self, t: usize, all_logits: bool) -> Row {
         match *self {
             Rows::Run {
@@ -113,7 +112,6 @@ pub struct Step<'r> {
 /// Runs one [`Step`] and returns the logits of the rows that keep them, one
 /// `vocab` row each, in row order. `state.pos` is neither read nor changed:
 /// the caller keeps each sequence's position.
-#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward_step<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -144,7 +142,6 @@ pub fn forward_observed<P: Parallel>(
 /// `state.pos ..` of slot 0 and advances `state.pos`. Returns the logits:
 /// the last token's row, or one row per token when the state keeps all
 /// logits.
-#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -176,7 +173,6 @@ pub const TEXT_ROW: u32 = u32::MAX;
 
 /// `tokens` of slot 0 at `state.pos ..` with the weight copy their count
 /// selects, `observer` shown each matrix's input; advances `state.pos`.
-#[cfg_attr(kestrel_shipped, optimize(speed))]
 fn run_prompt<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,
@@ -210,7 +206,6 @@ fn run_prompt<'s, P: Parallel>(
 /// token, so every row equals a single-sequence decode step bit for bit),
 /// or `w.routing.for_batch(n)` for rows that `forward` would run as a batch
 /// of `n` (prefill).
-#[cfg_attr(kestrel_shipped, optimize(speed))]
 pub fn forward_rows<'s, P: Parallel>(
     w: &Weights,
     s: &'s mut State,

@@ -9,6 +9,12 @@ instances accepted by a compiled schema (the count that must stay 0).
 Prints one line per family and the total; with --findings FILE, writes the
 rejected valid and accepted invalid instances' file names there.
 
+With --bench MODEL, also times the token mask over MODEL's vocabulary
+(`kestrel schema bench SCHEMA --model MODEL VALID... --strict --json`: one
+mask at every token of every valid instance a compiled schema takes, one
+thread) and prints the p50/p90/p99 microseconds over all masks, per family
+and in total (--bench-every N: every Nth compiled schema only).
+
 The data: a checkout of the public repository guidance-ai/jsonschemabench
 (`git clone --depth 1` of it; the files used are under `maskbench/data/`).
 Only the families Github_*, Glaiveai2K* and BFCL_* are for development; the
@@ -40,6 +46,8 @@ def main():
     ap.add_argument("--data", required=True, help="maskbench/data of a jsonschemabench checkout")
     ap.add_argument("--kestrel", default="target/release/kestrel")
     ap.add_argument("--findings", help="write the instances counted as errors here (JSON)")
+    ap.add_argument("--bench", metavar="MODEL", help="also time the mask over MODEL's vocabulary")
+    ap.add_argument("--bench-every", type=int, default=1, help="time every Nth compiled schema")
     ap.add_argument("families", nargs="+", help="family names; a trailing * matches a prefix")
     a = ap.parse_args()
     for f in a.families:
@@ -50,6 +58,7 @@ def main():
         return any(fam == f or (f.endswith("*") and fam.startswith(f[:-1])) for f in a.families)
 
     stats = collections.defaultdict(collections.Counter)
+    times = collections.defaultdict(list)
     findings = []
     tmp = tempfile.mkdtemp()
     for name in sorted(os.listdir(a.data)):
@@ -80,6 +89,18 @@ def main():
             st["refused"] += 1
             continue
         st["compiled"] += 1
+        if a.bench and st["compiled"] % a.bench_every == 0:
+            valid = [p for (p, v), inst in zip(instances, r["instances"]) if v and inst["accepted"]]
+            if valid:
+                b = subprocess.run([a.kestrel, "schema", "bench", schema, "--model", a.bench,
+                                    "--strict", "--json"] + valid, capture_output=True, text=True)
+                if b.returncode != 0:
+                    st["bench failed"] += 1
+                    findings.append((name, "bench failed", b.stderr.strip()[:300]))
+                else:
+                    br = json.loads(b.stdout)
+                    times[fam] += br["times_ns"]
+                    st["refused tokens"] += br["refused_tokens"]
         for (_, valid), inst in zip(instances, r["instances"]):
             st["valid" if valid else "invalid"] += 1
             if valid and not inst["accepted"]:
@@ -100,10 +121,27 @@ def main():
         print(f"compiled {100 * total['compiled'] / total['schemas']:.1f}%, valid rejected "
               f"{100 * total['valid rejected'] / max(total['valid'], 1):.2f}%, invalid accepted "
               f"{total['invalid accepted']}")
+    if a.bench:
+        def pct(t, p):
+            t = sorted(t)
+            return t[max(-(-len(t) * p // 100), 1) - 1] / 1e3
+        print("mask time (us)".ljust(24) + "".join(c.rjust(12) for c in
+                                                   ["masks", "p50", "p90", "p99", "max"]))
+        everything = []
+        for fam, t in sorted(times.items()):
+            everything += t
+            print(fam.ljust(24) + str(len(t)).rjust(12) + "".join(
+                f"{pct(t, p):12.1f}" for p in (50, 90, 99, 100)))
+        if everything:
+            print("total".ljust(24) + str(len(everything)).rjust(12) + "".join(
+                f"{pct(everything, p):12.1f}" for p in (50, 90, 99, 100)))
+        print(f"tokens of valid instances outside the mask: {total['refused tokens']}, "
+              f"bench failures: {total['bench failed']}")
     if a.findings:
         with open(a.findings, "w") as f:
             json.dump(findings, f, indent=0)
-    sys.exit(1 if total["invalid accepted"] or total["failed to run"] else 0)
+    sys.exit(1 if total["invalid accepted"] or total["failed to run"] or total["refused tokens"]
+             or total["bench failed"] else 0)
 
 
 if __name__ == "__main__":

@@ -499,8 +499,39 @@ pub struct Constraint<'a> {
     pub progress: &'a mut Progress,
     /// Scratch: at least `MAX_TOKEN_BYTES + 1` matchers.
     pub states: &'a mut [Matcher],
-    /// Scratch: one bit per token of the vocabulary.
+    /// One bit per token of the vocabulary: the mask, then (when it has
+    /// room for [`MASK_CACHE`] more) the cached masks.
     pub bits: &'a mut [u64],
+    /// The states whose masks `bits` keeps.
+    pub cache: &'a mut MaskCache,
+}
+
+/// Masks kept per answer: a state met again (every token inside a string,
+/// every item of an array of one shape) takes its mask from here.
+pub const MASK_CACHE: usize = 8;
+
+/// The states of the masks a [`Constraint`]'s `bits` keeps, the oldest
+/// replaced first. The mask is a function of the state alone (the schema,
+/// the vocabulary and the end tokens fixed for an answer).
+#[derive(Clone, Debug)]
+pub struct MaskCache {
+    keys: [Matcher; MASK_CACHE],
+    filled: usize,
+    next: usize,
+    /// Masks taken from the cache.
+    pub hits: usize,
+}
+
+impl MaskCache {
+    /// Empty, for answers under `schema`.
+    pub fn new(schema: &Schema) -> MaskCache {
+        MaskCache {
+            keys: core::array::from_fn(|_| Matcher::new(schema)),
+            filled: 0,
+            next: 0,
+            hits: 0,
+        }
+    }
 }
 
 /// Where a constrained answer stands.
@@ -538,32 +569,25 @@ impl Constraint<'_> {
             .accepts(self.schema, bytes, &mut first[0])
     }
 
-    /// Gives the tokens that cannot continue the output no probability;
-    /// `Some(id)` when greedy sampling without penalties would pick `id`
-    /// from the unmasked logits and it is allowed (it is then the best
-    /// allowed token, found without the mask).
-    fn restrict(
-        &mut self,
-        cfg: &SamplerConfig,
-        logits: &mut [f32],
-        stops: &StopSet,
-    ) -> Option<u32> {
-        self.progress.steps += 1;
-        let can_end = self.progress.matcher.can_end(self.schema);
-        if (cfg.temperature <= 0.0 || cfg.top_k == 1) && cfg.repeat_penalty == 1.0 {
-            let best = crate::sampler::argmax(logits) as u32;
-            let ok = if stops.contains(best) {
-                can_end
-            } else {
-                self.allows(best)
-            };
-            if ok {
-                return Some(best);
+    /// The token mask over the first `vocab` ids: a bit in `self.bits` for
+    /// every token that can continue the output, and for the end tokens
+    /// once the value is complete (or nothing else can follow). Returns
+    /// the number of words of `self.bits` it wrote. `kestrel schema bench`
+    /// times this.
+    pub fn mask(&mut self, vocab: usize, stops: &StopSet) -> usize {
+        let words = vocab.div_ceil(64).min(self.bits.len());
+        let key = self.progress.matcher.mask_key();
+        let (bits, kept) = self.bits.split_at_mut(words);
+        let cache = &mut *self.cache;
+        let caching = kept.len() >= words * MASK_CACHE;
+        if caching {
+            if let Some(slot) = (0..cache.filled).find(|&k| cache.keys[k].same_state(&key)) {
+                bits.copy_from_slice(&kept[slot * words..(slot + 1) * words]);
+                cache.hits += 1;
+                return words;
             }
         }
-        self.progress.masked += 1;
-        let words = logits.len().div_ceil(64).min(self.bits.len());
-        let bits = &mut self.bits[..words];
+        let can_end = self.progress.matcher.can_end(self.schema);
         bits.fill(0);
         let mut any = false;
         let plain = self.vocab.allowed(
@@ -577,8 +601,8 @@ impl Constraint<'_> {
                 }
             },
         );
-        if plain {
-            for (w, p) in bits.iter_mut().zip(self.vocab.plain_ids) {
+        if let Some(block) = plain {
+            for (w, p) in bits.iter_mut().zip(block) {
                 *w |= p;
                 any |= *p != 0;
             }
@@ -591,6 +615,41 @@ impl Constraint<'_> {
                 }
             }
         }
+        if caching {
+            let slot = cache.next;
+            cache.keys[slot] = key;
+            kept[slot * words..(slot + 1) * words].copy_from_slice(bits);
+            cache.next = (slot + 1) % MASK_CACHE;
+            cache.filled = (cache.filled + 1).min(MASK_CACHE);
+        }
+        words
+    }
+
+    /// Gives the tokens that cannot continue the output no probability;
+    /// `Some(id)` when greedy sampling without penalties would pick `id`
+    /// from the unmasked logits and it is allowed (it is then the best
+    /// allowed token, found without the mask).
+    fn restrict(
+        &mut self,
+        cfg: &SamplerConfig,
+        logits: &mut [f32],
+        stops: &StopSet,
+    ) -> Option<u32> {
+        self.progress.steps += 1;
+        if (cfg.temperature <= 0.0 || cfg.top_k == 1) && cfg.repeat_penalty == 1.0 {
+            let best = crate::sampler::argmax(logits) as u32;
+            let ok = if stops.contains(best) {
+                self.progress.matcher.can_end(self.schema)
+            } else {
+                self.allows(best)
+            };
+            if ok {
+                return Some(best);
+            }
+        }
+        self.progress.masked += 1;
+        let words = self.mask(logits.len(), stops);
+        let bits = &self.bits[..words];
         // A word of 64 tokens at a time: most are all allowed or all refused.
         for (j, block) in logits.chunks_mut(64).enumerate() {
             match bits.get(j).copied().unwrap_or(0) {
@@ -1588,6 +1647,10 @@ mod tests {
             position: &position,
             unplain: &unplain,
             plain_ids: &[0],
+            plain_ascii_ids: &[0],
+            not_plain_ascii: &unplain,
+            plain_upto: &[0; crate::constrain::PLAIN_COUNTS],
+            longest_plain: 0,
         };
         // Token 14 ends the answer.
         let mut stops = StopSet {
@@ -1609,6 +1672,7 @@ mod tests {
             cached: 0,
             max_seq: 1000,
         };
+        let mut total_hits = 0;
         for cfg in [
             SamplerConfig {
                 temperature: 0.0,
@@ -1629,7 +1693,9 @@ mod tests {
         ] {
             let mut progress = Progress::new(&schema);
             let mut states = std::vec![progress.matcher.clone(); MAX_TOKEN_BYTES + 1];
-            let mut bits = std::vec![0u64; 1];
+            // Room for the cache: masks of states met again come from it.
+            let mut bits = std::vec![0u64; 1 + MASK_CACHE];
+            let mut cache = MaskCache::new(&schema);
             let (mut a, mut b) = (Sampler::new(cfg), Sampler::new(cfg));
             let mut cand = std::vec![0u32; n];
             for _ in 0..40 {
@@ -1654,6 +1720,7 @@ mod tests {
                     progress: &mut progress,
                     states: &mut states,
                     bits: &mut bits,
+                    cache: &mut cache,
                 };
                 let got = match sample_next(
                     &mut a,
@@ -1673,7 +1740,9 @@ mod tests {
                 }
             }
             assert!(progress.steps > 3, "{cfg:?}");
+            total_hits += cache.hits;
         }
+        assert!(total_hits > 0, "no mask came from the cache");
     }
 
     #[test]

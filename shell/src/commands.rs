@@ -12,7 +12,7 @@ use crate::generate::{ChatArgs, RunArgs};
 use crate::imatrix::ImatrixArgs;
 use crate::logits::LogitsArgs;
 use crate::perplexity::PerplexityArgs;
-use crate::schema::SchemaCheckArgs;
+use crate::schema::SchemaArgs;
 use crate::serve::ServeArgs;
 use clap::{value_parser, Arg, Command};
 use std::path::PathBuf;
@@ -69,7 +69,7 @@ pub fn command() -> Command {
             PerplexityArgs::command(),
             ImatrixArgs::command(),
             ServeArgs::command(),
-            SchemaCheckArgs::command(),
+            SchemaArgs::command(),
             Command::new("verify")
                 .about("Recompute a VQF file's checksum; exit 0 when it matches.")
                 .arg(file_arg()),

@@ -92,13 +92,17 @@ impl Default for EngineArgs {
     }
 }
 
-/// Runs `f` on the tokenizer of the model at `path` (mapped and parsed;
-/// no weights resolved, no arena): `kestrel tokenize` and `detokenize`.
-pub fn with_tokenizer<R>(path: &Path, f: impl FnOnce(&Tokenizer) -> Result<R>) -> Result<R> {
+/// Runs `f` on the tokenizer and the configuration of the model at `path`
+/// (mapped and parsed; no weights resolved, no arena): `kestrel tokenize`,
+/// `detokenize` and `schema bench`.
+pub fn with_tokenizer<R>(
+    path: &Path,
+    f: impl FnOnce(&Tokenizer, &kestrel_core::config::Config) -> Result<R>,
+) -> Result<R> {
     let map = Mapped::open(path)?;
     let vqf = Vqf::parse(map.bytes()).with_context(|| path.display())?;
     let tables = *vqf.tokenizer().ok_or("this VQF file has no tokenizer")?;
-    f(&Tokenizer::new(tables))
+    f(&Tokenizer::new(tables), vqf.config())
 }
 
 /// What a command needs of the state beside [`EngineArgs`].

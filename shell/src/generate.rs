@@ -783,7 +783,7 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
 }
 
 pub fn tokenize(model: &Path, text: &str) -> Result<()> {
-    engine::with_tokenizer(model, |tok| tokenize_with(tok, text))
+    engine::with_tokenizer(model, |tok, _| tokenize_with(tok, text))
 }
 
 fn tokenize_with(tok: &Tokenizer, text: &str) -> Result<()> {
@@ -799,7 +799,7 @@ fn tokenize_with(tok: &Tokenizer, text: &str) -> Result<()> {
 }
 
 pub fn detokenize(model: &Path, ids: &[u32]) -> Result<()> {
-    engine::with_tokenizer(model, |tok| detokenize_with(tok, ids))
+    engine::with_tokenizer(model, |tok, _| detokenize_with(tok, ids))
 }
 
 fn detokenize_with(tok: &Tokenizer, ids: &[u32]) -> Result<()> {

@@ -4,8 +4,8 @@
 //! core's (`kestrel_core::constrain`, `generate::Constraint`).
 
 use crate::error::Result;
-use kestrel_core::constrain::{Matcher, Schema, Vocab, MAX_TOKEN_BYTES};
-use kestrel_core::generate::{Constraint, Progress};
+use kestrel_core::constrain::{plain_token, Matcher, Schema, Vocab, MAX_TOKEN_BYTES, PLAIN_COUNTS};
+use kestrel_core::generate::{Constraint, MaskCache, Progress, MASK_CACHE};
 use kestrel_core::json;
 use kestrel_core::tokenizer::Tokenizer;
 use std::path::Path;
@@ -22,6 +22,10 @@ pub struct SortedVocab {
     position: Vec<u32>,
     unplain: Vec<u32>,
     plain_ids: Vec<u64>,
+    plain_ascii_ids: Vec<u64>,
+    not_plain_ascii: Vec<u32>,
+    plain_upto: Vec<u64>,
+    longest_plain: u16,
 }
 
 impl SortedVocab {
@@ -51,18 +55,34 @@ impl SortedVocab {
             position: vec![u32::MAX; vocab],
             unplain: Vec::new(),
             plain_ids: vec![0; vocab.div_ceil(64)],
+            plain_ascii_ids: vec![0; vocab.div_ceil(64)],
+            not_plain_ascii: Vec::new(),
+            plain_upto: vec![0; vocab.div_ceil(64) * PLAIN_COUNTS],
+            longest_plain: 0,
         };
         v.offsets.push(0);
         for (i, (b, id)) in pieces.iter().enumerate() {
             v.order.push(*id);
             v.bytes.extend_from_slice(b);
             v.offsets.push(v.bytes.len() as u32);
-            let plain = std::str::from_utf8(b).is_ok()
-                && b.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
-            if plain {
-                v.plain_ids[*id as usize / 64] |= 1 << (id % 64);
-            } else {
-                v.unplain.push(i as u32);
+            let (w, bit) = (*id as usize / 64, 1u64 << (id % 64));
+            match plain_token(b) {
+                Some((chars, ascii)) => {
+                    v.plain_ids[w] |= bit;
+                    if ascii {
+                        v.plain_ascii_ids[w] |= bit;
+                    } else {
+                        v.not_plain_ascii.push(i as u32);
+                    }
+                    for k in chars as usize..=PLAIN_COUNTS {
+                        v.plain_upto[(k - 1) * v.plain_ids.len() + w] |= bit;
+                    }
+                    v.longest_plain = v.longest_plain.max(chars);
+                }
+                None => {
+                    v.unplain.push(i as u32);
+                    v.not_plain_ascii.push(i as u32);
+                }
             }
             v.position[*id as usize] = i as u32;
         }
@@ -95,6 +115,10 @@ impl SortedVocab {
             position: &self.position,
             unplain: &self.unplain,
             plain_ids: &self.plain_ids,
+            plain_ascii_ids: &self.plain_ascii_ids,
+            not_plain_ascii: &self.not_plain_ascii,
+            plain_upto: &self.plain_upto,
+            longest_plain: self.longest_plain,
         }
     }
 }
@@ -105,6 +129,7 @@ pub struct JsonOutput {
     pub progress: Progress,
     states: Vec<Matcher>,
     bits: Vec<u64>,
+    cache: Box<MaskCache>,
 }
 
 impl JsonOutput {
@@ -113,7 +138,8 @@ impl JsonOutput {
         let progress = Progress::new(&schema);
         JsonOutput {
             states: vec![progress.matcher.clone(); MAX_TOKEN_BYTES + 1],
-            bits: vec![0; vocab.div_ceil(64)],
+            bits: vec![0; vocab.div_ceil(64) * (MASK_CACHE + 1)],
+            cache: Box::new(MaskCache::new(&schema)),
             schema,
             progress,
         }
@@ -127,6 +153,7 @@ impl JsonOutput {
             progress: &mut self.progress,
             states: &mut self.states,
             bits: &mut self.bits,
+            cache: &mut self.cache,
         }
     }
 }

@@ -8,7 +8,7 @@ use kestrel::generate::{ChatArgs, RunArgs};
 use kestrel::imatrix::ImatrixArgs;
 use kestrel::logits::LogitsArgs;
 use kestrel::perplexity::PerplexityArgs;
-use kestrel::schema::SchemaCheckArgs;
+use kestrel::schema::SchemaArgs;
 use kestrel::serve::ServeArgs;
 use kestrel::{bench, convert, cpu, generate, imatrix, inspect, logits, perplexity};
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
         "perplexity" => perplexity::run(&PerplexityArgs::from_matches(m)),
         "imatrix" => imatrix::run(&ImatrixArgs::from_matches(m)),
         "serve" => kestrel::serve::run(&ServeArgs::from_matches(m)),
-        "schema" => kestrel::schema::check(&SchemaCheckArgs::from_matches(m)),
+        "schema" => kestrel::schema::run(&SchemaArgs::from_matches(m)),
         other => unreachable!("'{other}' is in commands::command() without an arm here"),
     }
 }

@@ -8,18 +8,27 @@
 //! taken out (the form the constraint writes): accepted, or rejected at a
 //! byte of that compact form with the bytes the constraint would have
 //! taken there. Exit 0 whenever it ran.
+//!
+//! `kestrel schema bench SCHEMA --model FILE INSTANCE ... [--json]`: each
+//! instance's text (the form `check` accepts) tokenized with the model's
+//! tokenizer, then at every token the generator's whole-vocabulary mask
+//! (`generate::Constraint::mask`) timed on this thread, and the token
+//! checked to be in it; prints the p50/p90/p99 microseconds.
 
 use crate::cli::{switch, CommandArgs};
 use crate::error::Result;
 use clap::{value_parser, Arg, ArgMatches, Command};
-use kestrel_core::constrain::{Matcher, Schema};
+use kestrel_core::constrain::{Matcher, Schema, MAX_TOKEN_BYTES};
+use kestrel_core::generate::{Constraint, MaskCache, Progress, StopSet, MASK_CACHE};
 use kestrel_core::json::{self, write_json_str};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// `kestrel schema check`'s arguments.
+/// `kestrel schema check` and `kestrel schema bench`'s arguments.
 #[derive(Debug)]
-pub struct SchemaCheckArgs {
+pub struct SchemaArgs {
+    /// `bench`: the model whose vocabulary the mask covers; `None`: `check`.
+    pub model: Option<PathBuf>,
     /// The JSON Schema file.
     pub schema: PathBuf,
     /// The JSON instance files to walk through the constraint.
@@ -30,34 +39,59 @@ pub struct SchemaCheckArgs {
     pub json: bool,
 }
 
-impl CommandArgs for SchemaCheckArgs {
+impl CommandArgs for SchemaArgs {
     fn command() -> Command {
+        let schema = Arg::new("schema")
+            .value_name("SCHEMA")
+            .required(true)
+            .value_parser(value_parser!(PathBuf))
+            .help("The JSON Schema file.");
+        let instances = Arg::new("instances")
+            .value_name("INSTANCE")
+            .num_args(0..)
+            .value_parser(value_parser!(PathBuf));
+        let strict = switch(
+            "strict",
+            "Compile as strict: true (refuse any keyword the constraint cannot enforce).",
+        );
         Command::new("schema")
-            .about("Check a JSON Schema against the structured-output constraint.")
+            .about("Check a JSON Schema against the structured-output constraint, or time its token mask.")
             .subcommand_required(true)
             .subcommand(
                 Command::new("check")
                     .about("Compile SCHEMA as a request would (refused, or accepted with the keywords left out), then walk each INSTANCE through the constraint.")
                     .args([
-                        Arg::new("schema")
-                            .value_name("SCHEMA")
+                        schema.clone(),
+                        instances.clone().help("JSON files to check against the constraint."),
+                        strict.clone(),
+                        switch("json", "Print one JSON object: compiled, error, dropped, instances."),
+                    ]),
+            )
+            .subcommand(
+                Command::new("bench")
+                    .about("Time the token mask over MODEL's vocabulary at every token of each INSTANCE (one thread): p50/p90/p99 microseconds.")
+                    .args([
+                        schema,
+                        Arg::new("model")
+                            .long("model")
+                            .value_name("FILE")
                             .required(true)
                             .value_parser(value_parser!(PathBuf))
-                            .help("The JSON Schema file."),
-                        Arg::new("instances")
-                            .value_name("INSTANCE")
-                            .num_args(0..)
-                            .value_parser(value_parser!(PathBuf))
-                            .help("JSON files to check against the constraint."),
-                        switch("strict", "Compile as strict: true (refuse any keyword the constraint cannot enforce)."),
-                        switch("json", "Print one JSON object: compiled, error, dropped, instances."),
+                            .help("The VQF model whose tokenizer and vocabulary the mask covers."),
+                        instances
+                            .required(true)
+                            .num_args(1..)
+                            .help("Valid JSON instances of the schema, walked token by token."),
+                        strict,
+                        switch("json", "Print one JSON object: masks, percentiles, every time in nanoseconds."),
                     ]),
             )
     }
 
     fn from_matches(m: &ArgMatches) -> Self {
-        let m = m.subcommand_matches("check").unwrap_or(m);
-        SchemaCheckArgs {
+        let (name, m) = m.subcommand().unwrap_or(("check", m));
+        SchemaArgs {
+            model: (name == "bench").then(|| crate::cli::get(m, "model")),
             schema: crate::cli::get(m, "schema"),
             instances: crate::cli::all(m, "instances"),
             strict: m.get_flag("strict"),
@@ -75,10 +109,13 @@ struct Verdict {
     expected: String,
 }
 
-/// Runs `kestrel schema check`.
+fn read(p: &PathBuf) -> Result<Vec<u8>> {
+    Ok(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?)
+}
+
+/// Runs `kestrel schema check` or `kestrel schema bench`.
 #[inline(never)]
-pub fn check(a: &SchemaCheckArgs) -> Result<()> {
-    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+pub fn run(a: &SchemaArgs) -> Result<()> {
     let text = read(&a.schema)?;
     let v = json::parse(&text).map_err(|e| format!("{}: invalid JSON: {e}", a.schema.display()))?;
     let compiled = if a.strict {
@@ -86,6 +123,13 @@ pub fn check(a: &SchemaCheckArgs) -> Result<()> {
     } else {
         Schema::compile_lenient(&v)
     };
+    if let Some(model) = &a.model {
+        let s = compiled.map_err(|e| {
+            let why = crate::serve::api::schema_error("schema", &v, &e);
+            format!("{}: refused: {why}", a.schema.display())
+        })?;
+        return crate::engine::with_tokenizer(model, |tok, cfg| bench(a, &s, tok, cfg));
+    }
     let (schema, error, dropped) = match compiled {
         Ok(s) => {
             let dropped = crate::serve::api::dropped_paths(&s, "schema", &v);
@@ -164,10 +208,10 @@ fn walk(s: &Schema, bytes: &[u8]) -> Verdict {
         return verdict(false, None, format!("not JSON: {e}"));
     }
     let written = bytes.trim_ascii();
-    if run(s, written).is_ok() {
+    if feed(s, written).is_ok() {
         return verdict(true, None, String::new());
     }
-    match run(s, &compact(written)) {
+    match feed(s, &compact(written)) {
         Ok(()) => verdict(true, None, String::new()),
         Err((offset, expected)) => verdict(false, Some(offset), expected),
     }
@@ -176,7 +220,7 @@ fn walk(s: &Schema, bytes: &[u8]) -> Verdict {
 /// Feeds `text` to a fresh matcher: `Err((offset, expected))` at the first
 /// byte it refuses (offset `text.len()` when the text ends too early), with
 /// the bytes it would have taken there.
-fn run(s: &Schema, text: &[u8]) -> std::result::Result<(), (usize, String)> {
+fn feed(s: &Schema, text: &[u8]) -> std::result::Result<(), (usize, String)> {
     let mut m = Matcher::new(s);
     let mut scratch = Matcher::new(s);
     let mut i = 0;
@@ -192,6 +236,116 @@ fn run(s: &Schema, text: &[u8]) -> std::result::Result<(), (usize, String)> {
         before.advance(s, b);
     }
     Err((i, expected(s, &before, &mut scratch)))
+}
+
+/// The form of an instance the constraint takes: as written (trimmed), or
+/// compact; `None` when it takes neither.
+fn accepted_form(s: &Schema, bytes: &[u8]) -> Option<Vec<u8>> {
+    let written = bytes.trim_ascii();
+    if feed(s, written).is_ok() {
+        return Some(written.to_vec());
+    }
+    let compact = compact(written);
+    feed(s, &compact).is_ok().then_some(compact)
+}
+
+/// Runs `kestrel schema bench` on the model's tokenizer: every mask timed.
+fn bench(
+    a: &SchemaArgs,
+    s: &Schema,
+    tok: &kestrel_core::tokenizer::Tokenizer,
+    cfg: &kestrel_core::config::Config,
+) -> Result<()> {
+    let vocab = cfg.vocab_size as usize;
+    let sorted = crate::json_output::SortedVocab::new(tok, vocab);
+    let view = sorted.view();
+    let stops = StopSet::new(cfg, Some(tok));
+    let mut states = vec![Matcher::new(s); MAX_TOKEN_BYTES + 1];
+    let mut bits = vec![0u64; vocab.div_ceil(64) * (MASK_CACHE + 1)];
+    // Nanoseconds of each mask; instances the constraint does not take;
+    // tokens of an instance the mask left out (a disagreement between the
+    // mask and the matcher: must stay 0).
+    let (mut times, mut skipped, mut refused, mut hits) = (Vec::new(), 0usize, 0usize, 0usize);
+    for path in &a.instances {
+        let Some(text) = accepted_form(s, &read(path)?) else {
+            skipped += 1;
+            continue;
+        };
+        let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8", path.display()))?;
+        let ids = crate::generate::encode(tok, &text)?;
+        // A fresh answer: its own progress and cache.
+        let mut progress = Progress::new(s);
+        let mut cache = MaskCache::new(s);
+        let mut c = Constraint {
+            schema: s,
+            vocab: &view,
+            progress: &mut progress,
+            states: &mut states,
+            bits: &mut bits,
+            cache: &mut cache,
+        };
+        // One mask per token, and one after the last (where the end is taken).
+        for i in 0..=ids.len() {
+            let start = std::time::Instant::now();
+            c.mask(vocab, &stops);
+            times.push(start.elapsed().as_nanos() as u64);
+            let next = ids.get(i).copied().or(stops.ids().first().copied());
+            let Some(id) = next else { break };
+            if c.bits
+                .get(id as usize / 64)
+                .is_none_or(|w| w >> (id % 64) & 1 == 0)
+            {
+                refused += 1;
+                break;
+            }
+            for &b in view.token_bytes(id).unwrap_or(&[]) {
+                c.progress.matcher.advance(s, b);
+            }
+        }
+        hits += cache.hits;
+    }
+    if times.is_empty() {
+        return Err(format!("{}: no instance the constraint takes", a.schema.display()).into());
+    }
+    let mut sorted_times = times.clone();
+    kestrel_core::sort::sort_by(&mut sorted_times, |a, b| a.cmp(b));
+    let pct =
+        |p: usize| sorted_times[(sorted_times.len() * p).div_ceil(100).max(1) - 1] as f64 / 1e3;
+    let instances = a.instances.len() - skipped;
+    let mut o = String::new();
+    if a.json {
+        let _ = write!(
+            o,
+            "{{\"masks\":{},\"instances\":{instances},\"skipped\":{skipped},\"refused_tokens\":{refused},\"cached\":{hits},\"vocab\":{vocab},\"p50_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"max_us\":{:.1},\"times_ns\":[",
+            times.len(),
+            pct(50),
+            pct(90),
+            pct(99),
+            pct(100)
+        );
+        for (i, t) in times.iter().enumerate() {
+            let _ = write!(o, "{}{t}", if i > 0 { "," } else { "" });
+        }
+        o.push_str("]}");
+    } else {
+        let _ = write!(
+            o,
+            "{} masks over {vocab} tokens along {instances} instances ({hits} from the cache): p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+            times.len(),
+            pct(50),
+            pct(90),
+            pct(99),
+            pct(100)
+        );
+        if skipped > 0 {
+            let _ = write!(o, "\n{skipped} instances skipped: the constraint does not take them (see `kestrel schema check`)");
+        }
+        if refused > 0 {
+            let _ = write!(o, "\n{refused} tokens of an instance were not in the mask");
+        }
+    }
+    println!("{o}");
+    Ok(())
 }
 
 /// The bytes the constraint takes after `m`, as printable ranges (`"0"-"9"`,

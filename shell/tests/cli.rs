@@ -1119,3 +1119,78 @@ fn schema_check_compiles_and_walks_instances() {
         "{text}"
     );
 }
+
+/// `kestrel schema bench`: a mask timed at every token of each instance
+/// and after its last (where the end is taken), every token of a valid
+/// instance inside its mask; a refused schema is an error.
+#[test]
+fn schema_bench_times_the_mask_at_every_token() {
+    let dir = temp("schema-bench");
+    let model = dir.join("m.vqf");
+    let st = kestrel()
+        .args(["convert"])
+        .arg(fixture("dev_qwen2_dense/gguf/model-q4_0.gguf"))
+        .arg("-o")
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{st:?}");
+    let schema = dir.join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"name":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"type":"string"}},"n":{"type":"integer"}},"required":["name"]}"#,
+    )
+    .unwrap();
+    let (good, bad) = (dir.join("good.json"), dir.join("bad.json"));
+    std::fs::write(&good, r#"{"name": "Ana é", "tags": ["a", "bb"], "n": 12}"#).unwrap();
+    std::fs::write(&bad, r#"{"n": 1}"#).unwrap();
+    let bench = |schema: &Path| {
+        kestrel()
+            .args(["schema", "bench"])
+            .arg(schema)
+            .arg("--model")
+            .arg(&model)
+            .args([&good, &bad])
+            .args(["--json", "--strict"])
+            .output()
+            .unwrap()
+    };
+    let out = bench(&schema);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| -> u64 {
+        let at = text.find(&format!("\"{name}\":")).unwrap() + name.len() + 3;
+        text[at..]
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap() as u64
+    };
+    // The instance missing `name` is skipped; the other's tokens all pass.
+    assert_eq!(
+        (
+            field("instances"),
+            field("skipped"),
+            field("refused_tokens")
+        ),
+        (1, 1, 0),
+        "{text}"
+    );
+    let times = text.split("\"times_ns\":[").nth(1).unwrap();
+    assert_eq!(
+        times.trim_end_matches([']', '}', '\n']).split(',').count() as u64,
+        field("masks"),
+        "{text}"
+    );
+    assert!(field("masks") > 10, "{text}");
+    let ipv6 = dir.join("ipv6.json");
+    std::fs::write(&ipv6, r#"{"type":"string","format":"ipv6"}"#).unwrap();
+    let out = bench(&ipv6);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ipv6.json: refused: 'schema': unsupported JSON schema keyword 'format'"),
+        "{err}"
+    );
+}

@@ -2537,6 +2537,151 @@ impl Matcher {
         self.stack[self.len - 1] = f;
     }
 
+    /// A byte inside a string (a `Str`, `Patterned` or `Formatted` top
+    /// frame) that does not close it: `Ok(Some(frame))` the top frame
+    /// after it, `Ok(None)` refused; `Err(())` when the byte may close the
+    /// string or `f` is no string (the whole matcher must take it). Only
+    /// the top frame changes: the mask walks strings on frames alone.
+    fn inside_string(s: &Schema, f: Frame, b: u8) -> Result<Option<Frame>, ()> {
+        match f {
+            Frame::Str {
+                esc: 0,
+                utf8: 0,
+                hi: 0,
+                ..
+            } if b == b'"' => Err(()),
+            Frame::Str {
+                esc,
+                utf8,
+                lo,
+                hi,
+                key,
+                chars,
+                min,
+                max,
+            } => {
+                let next = |esc, utf8, lo, hi| Frame::Str {
+                    esc,
+                    utf8,
+                    lo,
+                    hi,
+                    key,
+                    chars,
+                    min,
+                    max,
+                };
+                // A new character (its first byte) counts against `max`.
+                let counted = |esc, utf8, lo, hi| Frame::Str {
+                    esc,
+                    utf8,
+                    lo,
+                    hi,
+                    key,
+                    chars: chars + 1,
+                    min,
+                    max,
+                };
+                if utf8 > 0 {
+                    // The character's last byte leaves `lo` and `hi` 0.
+                    let (lo2, hi2) = if utf8 == 1 { (0, 0) } else { (0x80, 0xBF) };
+                    return Ok((lo..=hi).contains(&b).then(|| next(0, utf8 - 1, lo2, hi2)));
+                }
+                match esc {
+                    1 => {
+                        return Ok(match b {
+                            b'u' => Some(next(5, 0, if hi == 1 { 4 } else { 0 }, 0)),
+                            // After a high surrogate: its low half only.
+                            _ if hi == 1 => None,
+                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                                Some(next(0, 0, 0, 0))
+                            }
+                            _ => None,
+                        });
+                    }
+                    2..=5 => {
+                        if !b.is_ascii_hexdigit() {
+                            return Ok(None);
+                        }
+                        let d = b | 0x20;
+                        let class = match (esc, lo) {
+                            (5, 4) if d == b'd' => 5,
+                            (5, 4) => return Ok(None),
+                            (5, _) => (d == b'd') as u8,
+                            (4, 1) => match d {
+                                b'8'..=b'9' | b'a'..=b'b' => 2,
+                                // A low surrogate alone.
+                                b'c'..=b'f' => return Ok(None),
+                                _ => 0,
+                            },
+                            (4, 5) if matches!(d, b'c'..=b'f') => 3,
+                            (4, 5) => return Ok(None),
+                            (_, class) => class,
+                        };
+                        return Ok(Some(match esc {
+                            // Complete: a high surrogate awaits its low half.
+                            2 => next(0, 0, 0, (class == 2) as u8),
+                            _ => next(esc - 1, 0, class, 0),
+                        }));
+                    }
+                    _ => {}
+                }
+                if hi == 1 {
+                    // The low half's `\`, not counted: the pair is one.
+                    return Ok((b == b'\\').then(|| next(1, 0, 0, 1)));
+                }
+                Ok(match b {
+                    _ if chars >= max => None,
+                    b'\\' => Some(counted(1, 0, 0, 0)),
+                    0..=0x1F | b'"' => None,
+                    0x20..=0x7F => Some(counted(0, 0, 0, 0)),
+                    _ => crate::json::utf8_lead(b).map(|(need, lo, hi)| counted(0, need, lo, hi)),
+                })
+            }
+            Frame::Patterned {
+                pat,
+                set,
+                node,
+                chars,
+            } if b != b'"' => {
+                let p = &s.patterns[pat as usize];
+                let n = s.node(node);
+                // A byte only while a value of an allowed length can
+                // still end.
+                let chars = chars.saturating_add(1);
+                Ok(p.step(set, b)
+                    .filter(|&set| p.can_end_within(set, chars, n.min_items, n.max_items))
+                    .map(|set| Frame::Patterned {
+                        pat,
+                        set,
+                        node,
+                        chars,
+                    }))
+            }
+            Frame::Formatted {
+                fmt,
+                st,
+                node,
+                chars,
+            } if b != b'"' => {
+                let n = s.node(node);
+                // Beside `maxLength`, a byte only while the value can
+                // still end within it.
+                let chars = chars.saturating_add(1);
+                Ok(format::step(fmt, st, b)
+                    .filter(|&st| {
+                        n.max_items == u16::MAX || chars + format::shortest(fmt, st) <= n.max_items
+                    })
+                    .map(|st| Frame::Formatted {
+                        fmt,
+                        st,
+                        node,
+                        chars,
+                    }))
+            }
+            _ => Err(()),
+        }
+    }
+
     #[cfg_attr(kestrel_shipped, optimize(speed))]
     fn step(&mut self, s: &Schema, top: Frame, b: u8) -> Step {
         match top {
@@ -2597,196 +2742,67 @@ impl Matcher {
                 }
             }
             Frame::Str {
-                esc,
-                utf8,
-                lo,
-                hi,
+                esc: 0,
+                utf8: 0,
+                hi: 0,
                 key,
                 chars,
                 min,
-                max,
-            } => {
-                let next = |esc, utf8, lo, hi| Frame::Str {
-                    esc,
-                    utf8,
-                    lo,
-                    hi,
-                    key,
-                    chars,
-                    min,
-                    max,
-                };
-                // A new character (its first byte) counts against `max`.
-                let counted = |esc, utf8, lo, hi| Frame::Str {
-                    esc,
-                    utf8,
-                    lo,
-                    hi,
-                    key,
-                    chars: chars + 1,
-                    min,
-                    max,
-                };
-                let room = chars < max;
-                if utf8 > 0 {
-                    if b < lo || b > hi {
-                        return Step::Reject;
-                    }
-                    self.set_top(next(0, utf8 - 1, 0x80, 0xBF));
-                    return Step::Accept;
+                ..
+            } if b == b'"' => {
+                if chars < min {
+                    return Step::Reject;
                 }
-                match esc {
-                    1 => {
-                        let f = match b {
-                            b'u' => next(5, 0, if hi == 1 { 4 } else { 0 }, 0),
-                            // After a high surrogate: its low half only.
-                            _ if hi == 1 => return Step::Reject,
-                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                                next(0, 0, 0, 0)
-                            }
-                            _ => return Step::Reject,
-                        };
-                        self.set_top(f);
-                        return Step::Accept;
-                    }
-                    2..=5 => {
-                        if !b.is_ascii_hexdigit() {
-                            return Step::Reject;
-                        }
-                        let d = b | 0x20;
-                        let class = match (esc, lo) {
-                            (5, 4) if d == b'd' => 5,
-                            (5, 4) => return Step::Reject,
-                            (5, _) => (d == b'd') as u8,
-                            (4, 1) => match d {
-                                b'8'..=b'9' | b'a'..=b'b' => 2,
-                                // A low surrogate alone.
-                                b'c'..=b'f' => return Step::Reject,
-                                _ => 0,
-                            },
-                            (4, 5) if matches!(d, b'c'..=b'f') => 3,
-                            (4, 5) => return Step::Reject,
-                            (_, class) => class,
-                        };
-                        self.set_top(match esc {
-                            // Complete: a high surrogate awaits its low half.
-                            2 => next(0, 0, 0, (class == 2) as u8),
-                            _ => next(esc - 1, 0, class, 0),
+                self.len -= 1;
+                if key {
+                    if let Some(Frame::Object {
+                        node,
+                        seen,
+                        choice,
+                        keys,
+                        ..
+                    }) = self.stack[..self.len].last().copied()
+                    {
+                        self.set_top(Frame::Object {
+                            node,
+                            seen,
+                            st: ObjSt::Colon { prop: ANY },
+                            choice,
+                            keys,
                         });
-                        return Step::Accept;
                     }
-                    _ => {}
                 }
-                if hi == 1 {
-                    // The low half's `\`, not counted: the pair is one.
-                    if b != b'\\' {
-                        return Step::Reject;
-                    }
-                    self.set_top(next(1, 0, 0, 1));
-                    return Step::Accept;
-                }
-                match b {
-                    b'"' if chars < min => Step::Reject,
-                    b'"' => {
-                        self.len -= 1;
-                        if key {
-                            if let Some(Frame::Object {
-                                node,
-                                seen,
-                                choice,
-                                keys,
-                                ..
-                            }) = self.stack[..self.len].last().copied()
-                            {
-                                self.set_top(Frame::Object {
-                                    node,
-                                    seen,
-                                    st: ObjSt::Colon { prop: ANY },
-                                    choice,
-                                    keys,
-                                });
-                            }
-                        }
-                        Step::Accept
-                    }
-                    _ if !room => Step::Reject,
-                    b'\\' => {
-                        self.set_top(counted(1, 0, 0, 0));
-                        Step::Accept
-                    }
-                    0..=0x1F => Step::Reject,
-                    0x20..=0x7F => {
-                        self.set_top(counted(0, 0, 0, 0));
-                        Step::Accept
-                    }
-                    _ => match crate::json::utf8_lead(b) {
-                        Some((need, lo, hi)) => {
-                            self.set_top(counted(0, need, lo, hi));
-                            Step::Accept
-                        }
-                        None => Step::Reject,
-                    },
-                }
+                Step::Accept
             }
             Frame::Patterned {
                 pat,
                 set,
                 node,
                 chars,
-            } => {
+            } if b == b'"' => {
                 let p = &s.patterns[pat as usize];
-                let n = s.node(node);
-                if b == b'"' {
-                    if !p.done(set) || chars < n.min_items {
-                        return Step::Reject;
-                    }
-                    self.len -= 1;
-                    return Step::Accept;
+                if !p.done(set) || chars < s.node(node).min_items {
+                    return Step::Reject;
                 }
-                // A byte only while a value of an allowed length can
-                // still end.
-                let chars = chars.saturating_add(1);
-                match p.step(set, b) {
-                    Some(set) if p.can_end_within(set, chars, n.min_items, n.max_items) => {
-                        self.set_top(Frame::Patterned {
-                            pat,
-                            set,
-                            node,
-                            chars,
-                        });
-                        Step::Accept
-                    }
-                    _ => Step::Reject,
-                }
+                self.len -= 1;
+                Step::Accept
             }
             Frame::Formatted {
                 fmt,
                 st,
                 node,
                 chars,
-            } => {
-                let n = s.node(node);
-                if b == b'"' {
-                    if !format::done(fmt, st) || chars < n.min_items {
-                        return Step::Reject;
-                    }
-                    self.len -= 1;
-                    return Step::Accept;
+            } if b == b'"' => {
+                if !format::done(fmt, st) || chars < s.node(node).min_items {
+                    return Step::Reject;
                 }
-                // Beside `maxLength`, a byte only while the value can
-                // still end within it.
-                let chars = chars.saturating_add(1);
-                match format::step(fmt, st, b) {
-                    Some(st)
-                        if n.max_items == u16::MAX
-                            || chars + format::shortest(fmt, st) <= n.max_items =>
-                    {
-                        self.set_top(Frame::Formatted {
-                            fmt,
-                            st,
-                            node,
-                            chars,
-                        });
+                self.len -= 1;
+                Step::Accept
+            }
+            Frame::Str { .. } | Frame::Patterned { .. } | Frame::Formatted { .. } => {
+                match Self::inside_string(s, top, b) {
+                    Ok(Some(f)) => {
+                        self.set_top(f);
                         Step::Accept
                     }
                     _ => Step::Reject,
@@ -3451,6 +3467,9 @@ pub struct Vocab<'a> {
     pub plain_upto: &'a [u64],
     /// The most characters of a plain token.
     pub longest_plain: u16,
+    /// The sorted positions of the tokens not in the last of
+    /// `plain_upto` (not plain, or plain of more characters).
+    pub not_short_plain: &'a [u32],
 }
 
 /// Longest token, in bytes, the mask walks (longer tokens are never allowed).
@@ -3479,6 +3498,15 @@ impl Vocab<'_> {
             PlainFit::Ascii => return Some((self.plain_ascii_ids, self.not_plain_ascii)),
             PlainFit::Chars(room) if room >= self.longest_plain => self.plain_ids,
             PlainFit::Chars(0) => &[],
+            // Room for more than the counted ones: those as a block, the
+            // longer ones walked.
+            PlainFit::Chars(room) if room as usize > PLAIN_COUNTS => {
+                let last = (PLAIN_COUNTS - 1) * words;
+                return Some((
+                    self.plain_upto.get(last..last + words)?,
+                    self.not_short_plain,
+                ));
+            }
             PlainFit::Chars(room) => {
                 let k = room as usize;
                 self.plain_upto.get((k - 1) * words..k * words)?
@@ -3507,6 +3535,16 @@ impl Vocab<'_> {
         }
         let (block, list) = self.plain_block(m.plain_fit(s)).unzip();
         states[0].copy_from(m);
+        // Inside a string the walk keeps the top frame alone (`frames[d]`
+        // after d bytes, the rest of the stack `m`'s) until a byte may
+        // close it; `None`: the whole matcher is in `states[d]`.
+        let mut frames = [None; MAX_TOKEN_BYTES + 1];
+        frames[0] = m.stack[..m.len].last().copied().filter(|f| {
+            matches!(
+                f,
+                Frame::Str { .. } | Frame::Patterned { .. } | Frame::Formatted { .. }
+            )
+        });
         let n = list.map_or(self.order.len(), |l| l.len());
         // Bytes of the previous token matched into `states` (states[d] is
         // after d bytes), and the length of its prefix found invalid.
@@ -3529,9 +3567,26 @@ impl Vocab<'_> {
             let mut d = common.min(matched);
             dead = None;
             while d < tok.len() {
-                let (done, rest) = states.split_at_mut(d + 1);
-                rest[0].copy_from(&done[d]);
-                if !rest[0].advance(s, tok[d]) {
+                let inside = frames[d].map(|f| (f, Matcher::inside_string(s, f, tok[d])));
+                let ok = match inside {
+                    Some((_, Ok(next))) => {
+                        frames[d + 1] = next;
+                        next.is_some()
+                    }
+                    _ => {
+                        let (done, rest) = states.split_at_mut(d + 1);
+                        match inside {
+                            Some((f, _)) => {
+                                rest[0].copy_from(m);
+                                rest[0].set_top(f);
+                            }
+                            None => rest[0].copy_from(&done[d]),
+                        }
+                        frames[d + 1] = None;
+                        rest[0].advance(s, tok[d])
+                    }
+                };
+                if !ok {
                     dead = Some(d + 1);
                     break;
                 }
@@ -5037,6 +5092,7 @@ mod tests {
         not_plain_ascii: Vec<u32>,
         plain_upto: Vec<u64>,
         longest: u16,
+        not_short_plain: Vec<u32>,
     }
 
     impl OwnedVocab {
@@ -5056,6 +5112,7 @@ mod tests {
                 not_plain_ascii: Vec::new(),
                 plain_upto: std::vec![0; words * PLAIN_COUNTS],
                 longest: 0,
+                not_short_plain: Vec::new(),
                 order,
             };
             for (i, &id) in v.order.iter().enumerate() {
@@ -5076,10 +5133,14 @@ mod tests {
                             v.plain_upto[(k - 1) * words + w] |= bit;
                         }
                         v.longest = v.longest.max(chars);
+                        if chars as usize > PLAIN_COUNTS {
+                            v.not_short_plain.push(i as u32);
+                        }
                     }
                     None => {
                         v.unplain.push(i as u32);
                         v.not_plain_ascii.push(i as u32);
+                        v.not_short_plain.push(i as u32);
                     }
                 }
                 let first = |j: usize, n: usize| &tokens[v.order[j] as usize][..n];
@@ -5112,6 +5173,7 @@ mod tests {
                 not_plain_ascii: &self.not_plain_ascii,
                 plain_upto: &self.plain_upto,
                 longest_plain: self.longest,
+                not_short_plain: &self.not_short_plain,
             }
         }
     }
@@ -5169,10 +5231,28 @@ mod tests {
             b"\xF4\x90",
             b"\x97\xA5",
             b"\xA5\xE6\x9C\xAC",
+            // For patterns and formats.
+            b"ab-",
+            b"12\"",
+            b"2024",
+            b"-01",
+            b"-31\"",
+            b"http",
+            b"://",
+            b"a.b",
+            b"/c",
+            b"\",\"",
+            // Longer than the counted plain tokens: 18 and 24 characters.
+            b"abcdefghijklmnopqr",
+            b"abcdefghijklmnopqrstuvwx",
         ];
         let owned = OwnedVocab::new(&tokens);
         let vocab = owned.view();
-        let cases: [(&str, &[&str]); 5] = [
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                r#"{"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+-[0-9]{2}$"},"d":{"type":"string","format":"date"},"u":{"type":"string","format":"uri","maxLength":20}}}"#,
+                &[r#"{"id":"ab-12","d":"2024-01-31","u":"http://a.b/c"}"#],
+            ),
             (
                 r#"{"type":"object","properties":{"city":{"type":"string"},"n":{"type":"integer"}},"required":["city"]}"#,
                 &[
@@ -5184,6 +5264,10 @@ mod tests {
             (
                 r#"{"type":"object","properties":{"city":{"type":"string","maxLength":3}},"additionalProperties":false}"#,
                 &[r#"{"city":"éab"}"#, r#"{"city":"ab"}"#, r#"{"city":"a日"}"#],
+            ),
+            (
+                r#"{"type":"object","properties":{"city":{"type":"string","maxLength":20}}}"#,
+                &[r#"{"city":"abcdefghijklmnopqrab"}"#, r#"{"city":"é"}"#],
             ),
             (
                 r#"{"type":"object","properties":{"cé":{"type":"integer"},"ci":{"type":"string","minLength":2}}}"#,

@@ -1651,6 +1651,7 @@ mod tests {
             not_plain_ascii: &unplain,
             plain_upto: &[0; crate::constrain::PLAIN_COUNTS],
             longest_plain: 0,
+            not_short_plain: &unplain,
         };
         // Token 14 ends the answer.
         let mut stops = StopSet {

@@ -26,6 +26,7 @@ pub struct SortedVocab {
     not_plain_ascii: Vec<u32>,
     plain_upto: Vec<u64>,
     longest_plain: u16,
+    not_short_plain: Vec<u32>,
 }
 
 impl SortedVocab {
@@ -59,6 +60,7 @@ impl SortedVocab {
             not_plain_ascii: Vec::new(),
             plain_upto: vec![0; vocab.div_ceil(64) * PLAIN_COUNTS],
             longest_plain: 0,
+            not_short_plain: Vec::new(),
         };
         v.offsets.push(0);
         for (i, (b, id)) in pieces.iter().enumerate() {
@@ -78,10 +80,14 @@ impl SortedVocab {
                         v.plain_upto[(k - 1) * v.plain_ids.len() + w] |= bit;
                     }
                     v.longest_plain = v.longest_plain.max(chars);
+                    if chars as usize > PLAIN_COUNTS {
+                        v.not_short_plain.push(i as u32);
+                    }
                 }
                 None => {
                     v.unplain.push(i as u32);
                     v.not_plain_ascii.push(i as u32);
+                    v.not_short_plain.push(i as u32);
                 }
             }
             v.position[*id as usize] = i as u32;
@@ -119,6 +125,7 @@ impl SortedVocab {
             not_plain_ascii: &self.not_plain_ascii,
             plain_upto: &self.plain_upto,
             longest_plain: self.longest_plain,
+            not_short_plain: &self.not_short_plain,
         }
     }
 }

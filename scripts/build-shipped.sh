@@ -24,7 +24,11 @@ profile="${2:-release}"
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
 # Feature `shipped`: with no tables to read, libunwind is not linked
 # either (shell/src/no_unwinder.rs; about 40 KB).
-RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=file --cfg kestrel_shipped" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+# Identical code folding (`--icf=all`, rust-lld): functions whose machine
+# code is the same (monomorphized copies, trivial closures) share one body;
+# Rust does not promise distinct addresses to distinct functions (5.9 KB,
+# docs/size.md).
+RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=file --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     --config "profile.$profile.package.kestrel-core.opt-level=\"z\"" \
     --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \

@@ -2560,82 +2560,83 @@ impl Matcher {
                 min,
                 max,
             } => {
-                let next = |esc, utf8, lo, hi| Frame::Str {
-                    esc,
-                    utf8,
-                    lo,
-                    hi,
-                    key,
-                    chars,
-                    min,
-                    max,
-                };
-                // A new character (its first byte) counts against `max`.
-                let counted = |esc, utf8, lo, hi| Frame::Str {
-                    esc,
-                    utf8,
-                    lo,
-                    hi,
-                    key,
-                    chars: chars + 1,
-                    min,
-                    max,
-                };
-                if utf8 > 0 {
+                // The next (esc, utf8, lo, hi), and whether the byte begins
+                // a character (counted against `max`).
+                let (next, begins) = if utf8 > 0 {
+                    if !(lo..=hi).contains(&b) {
+                        return Ok(None);
+                    }
                     // The character's last byte leaves `lo` and `hi` 0.
-                    let (lo2, hi2) = if utf8 == 1 { (0, 0) } else { (0x80, 0xBF) };
-                    return Ok((lo..=hi).contains(&b).then(|| next(0, utf8 - 1, lo2, hi2)));
-                }
-                match esc {
-                    1 => {
-                        return Ok(match b {
-                            b'u' => Some(next(5, 0, if hi == 1 { 4 } else { 0 }, 0)),
-                            // After a high surrogate: its low half only.
-                            _ if hi == 1 => None,
-                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                                Some(next(0, 0, 0, 0))
-                            }
-                            _ => None,
-                        });
+                    let next = if utf8 == 1 {
+                        (0, 0, 0, 0)
+                    } else {
+                        (0, utf8 - 1, 0x80, 0xBF)
+                    };
+                    (next, false)
+                } else if esc == 1 {
+                    let next = match b {
+                        b'u' => (5, 0, if hi == 1 { 4 } else { 0 }, 0),
+                        // After a high surrogate: its low half only.
+                        _ if hi == 1 => return Ok(None),
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => (0, 0, 0, 0),
+                        _ => return Ok(None),
+                    };
+                    (next, false)
+                } else if esc >= 2 {
+                    if !b.is_ascii_hexdigit() {
+                        return Ok(None);
                     }
-                    2..=5 => {
-                        if !b.is_ascii_hexdigit() {
-                            return Ok(None);
-                        }
-                        let d = b | 0x20;
-                        let class = match (esc, lo) {
-                            (5, 4) if d == b'd' => 5,
-                            (5, 4) => return Ok(None),
-                            (5, _) => (d == b'd') as u8,
-                            (4, 1) => match d {
-                                b'8'..=b'9' | b'a'..=b'b' => 2,
-                                // A low surrogate alone.
-                                b'c'..=b'f' => return Ok(None),
-                                _ => 0,
-                            },
-                            (4, 5) if matches!(d, b'c'..=b'f') => 3,
-                            (4, 5) => return Ok(None),
-                            (_, class) => class,
-                        };
-                        return Ok(Some(match esc {
-                            // Complete: a high surrogate awaits its low half.
-                            2 => next(0, 0, 0, (class == 2) as u8),
-                            _ => next(esc - 1, 0, class, 0),
-                        }));
-                    }
-                    _ => {}
-                }
-                if hi == 1 {
+                    let d = b | 0x20;
+                    let class = match (esc, lo) {
+                        (5, 4) if d == b'd' => 5,
+                        (5, 4) => return Ok(None),
+                        (5, _) => (d == b'd') as u8,
+                        (4, 1) => match d {
+                            b'8'..=b'9' | b'a'..=b'b' => 2,
+                            // A low surrogate alone.
+                            b'c'..=b'f' => return Ok(None),
+                            _ => 0,
+                        },
+                        (4, 5) if matches!(d, b'c'..=b'f') => 3,
+                        (4, 5) => return Ok(None),
+                        (_, class) => class,
+                    };
+                    let next = match esc {
+                        // Complete: a high surrogate awaits its low half.
+                        2 => (0, 0, 0, (class == 2) as u8),
+                        _ => (esc - 1, 0, class, 0),
+                    };
+                    (next, false)
+                } else if hi == 1 {
                     // The low half's `\`, not counted: the pair is one.
-                    return Ok((b == b'\\').then(|| next(1, 0, 0, 1)));
-                }
-                Ok(match b {
-                    _ if chars >= max => None,
-                    b'\\' => Some(counted(1, 0, 0, 0)),
-                    0..=0x1F | b'"' => None,
-                    0x20..=0x7F => Some(counted(0, 0, 0, 0)),
-                    _ => crate::json::utf8_lead(b).map(|(need, lo, hi)| counted(0, need, lo, hi)),
-                })
+                    if b != b'\\' {
+                        return Ok(None);
+                    }
+                    ((1, 0, 0, 1), false)
+                } else {
+                    let next = match b {
+                        _ if chars >= max => return Ok(None),
+                        b'\\' => (1, 0, 0, 0),
+                        0..=0x1F | b'"' => return Ok(None),
+                        0x20..=0x7F => (0, 0, 0, 0),
+                        _ => match crate::json::utf8_lead(b) {
+                            Some((need, lo, hi)) => (0, need, lo, hi),
+                            None => return Ok(None),
+                        },
+                    };
+                    (next, true)
+                };
+                let (esc, utf8, lo, hi) = next;
+                Ok(Some(Frame::Str {
+                    esc,
+                    utf8,
+                    lo,
+                    hi,
+                    key,
+                    chars: chars + begins as u16,
+                    min,
+                    max,
+                }))
             }
             Frame::Patterned {
                 pat,

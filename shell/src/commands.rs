@@ -55,7 +55,7 @@ pub fn command() -> Command {
                     switch("json", "Print one JSON object instead of text."),
                     switch(
                         "memory",
-                        "Print the memory the model needs instead: weights and the arena (KV cache, activations) at a few --ctx values. FILE may also be a Hugging Face directory or a config.json.",
+                        "Print the memory needed (weights, KV cache, activations) at a few --ctx values instead; FILE may be an HF directory or config.json.",
                     ),
                     crate::cli::value(
                         "board",

@@ -114,19 +114,19 @@ impl SpecArgs {
         [
             switch(
                 "lookup",
-                "Speculative decoding by prompt lookup: draft the tokens that followed the text's last n-gram earlier in the prompt or the answer (no second model; output unchanged).",
+                "Speculative decoding by prompt lookup: draft what followed the last n-gram earlier in the text (output unchanged).",
             ),
             value(
                 "draft",
                 "FILE",
-                "Speculative decoding with a draft model: a smaller VQF of the same vocabulary, read greedily (output unchanged).",
+                "Speculative decoding with a draft model of the same vocabulary (output unchanged).",
             )
             .value_parser(value_parser!(PathBuf))
             .conflicts_with("lookup"),
             value(
                 "draft-max",
                 "N",
-                "Most tokens drafted per verify step (adapted: longer after a block accepted whole, shorter after a rejection).",
+                "Most tokens drafted per verify step (adapted to acceptance).",
             )
             .value_parser(crate::cli::in_range(1, kestrel_core::speculate::MAX_DRAFT))
             .default_value("8"),

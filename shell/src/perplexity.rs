@@ -45,7 +45,7 @@ pub struct PerplexityArgs {
 impl CommandArgs for PerplexityArgs {
     fn command() -> Command {
         Command::new("perplexity")
-            .about("Perplexity of a text (llama-perplexity's protocol; --ctx is the chunk length, default 512), and KL divergence against a reference run.")
+            .about("Perplexity of a text (llama-perplexity's protocol), and KL against a reference run.")
             .args([
                 model_arg(),
                 value("file", "TEXT", "The text file to score.")

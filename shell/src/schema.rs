@@ -41,51 +41,44 @@ pub struct SchemaArgs {
 
 impl CommandArgs for SchemaArgs {
     fn command() -> Command {
-        let schema = Arg::new("schema")
-            .value_name("SCHEMA")
-            .required(true)
-            .value_parser(value_parser!(PathBuf))
-            .help("The JSON Schema file.");
-        let instances = Arg::new("instances")
-            .value_name("INSTANCE")
-            .num_args(0..)
-            .value_parser(value_parser!(PathBuf));
-        let strict = switch(
-            "strict",
-            "Compile as strict: true (refuse any keyword the constraint cannot enforce).",
-        );
+        // `check` and `bench` take the same SCHEMA, INSTANCE list, `--strict`
+        // and `--json`; `bench` needs the instances and a model.
+        let sub = |name: &'static str, about: &'static str, bench: bool| {
+            let mut c = Command::new(name).about(about).args([
+                Arg::new("schema")
+                    .value_name("SCHEMA")
+                    .required(true)
+                    .value_parser(value_parser!(PathBuf))
+                    .help("The JSON Schema file."),
+                Arg::new("instances")
+                    .value_name("INSTANCE")
+                    .num_args(if bench { 1.. } else { 0.. })
+                    .required(bench)
+                    .value_parser(value_parser!(PathBuf))
+                    .help("JSON instance files."),
+                switch(
+                    "strict",
+                    "Compile as strict: true (refuse any keyword the constraint cannot enforce).",
+                ),
+                switch("json", "Print one JSON object."),
+            ]);
+            if bench {
+                c = c.arg(
+                    Arg::new("model")
+                        .long("model")
+                        .value_name("FILE")
+                        .required(true)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("The VQF model whose vocabulary the mask covers."),
+                );
+            }
+            c
+        };
         Command::new("schema")
-            .about("Check a JSON Schema against the structured-output constraint, or time its token mask.")
+            .about("Check a JSON Schema against the constraint, or time its mask.")
             .subcommand_required(true)
-            .subcommand(
-                Command::new("check")
-                    .about("Compile SCHEMA as a request would (refused, or accepted with the keywords left out), then walk each INSTANCE through the constraint.")
-                    .args([
-                        schema.clone(),
-                        instances.clone().help("JSON files to check against the constraint."),
-                        strict.clone(),
-                        switch("json", "Print one JSON object: compiled, error, dropped, instances."),
-                    ]),
-            )
-            .subcommand(
-                Command::new("bench")
-                    .about("Time the token mask over MODEL's vocabulary at every token of each INSTANCE (one thread): p50/p90/p99 microseconds.")
-                    .args([
-                        schema,
-                        Arg::new("model")
-                            .long("model")
-                            .value_name("FILE")
-                            .required(true)
-                            .value_parser(value_parser!(PathBuf))
-                            .help("The VQF model whose tokenizer and vocabulary the mask covers."),
-                        instances
-                            .required(true)
-                            .num_args(1..)
-                            .help("Valid JSON instances of the schema, walked token by token."),
-                        strict,
-                        switch("json", "Print one JSON object: masks, percentiles, every time in nanoseconds."),
-                    ]),
-            )
+            .subcommand(sub("check", "Compile SCHEMA as a request would, then walk each INSTANCE through the constraint.", false))
+            .subcommand(sub("bench", "Time the token mask at every token of each INSTANCE (one thread): p50/p90/p99 us.", true))
     }
 
     fn from_matches(m: &ArgMatches) -> Self {
@@ -307,42 +300,30 @@ fn bench(
     if times.is_empty() {
         return Err(format!("{}: no instance the constraint takes", a.schema.display()).into());
     }
-    let mut sorted_times = times.clone();
-    kestrel_core::sort::sort_by(&mut sorted_times, |a, b| a.cmp(b));
-    let pct =
-        |p: usize| sorted_times[(sorted_times.len() * p).div_ceil(100).max(1) - 1] as f64 / 1e3;
+    kestrel_core::sort::sort_by(&mut times, |a, b| a.cmp(b));
     let instances = a.instances.len() - skipped;
+    let n = times.len();
     let mut o = String::new();
+    let _ = if a.json {
+        write!(o, "{{\"masks\":{n},\"instances\":{instances},\"skipped\":{skipped},\"refused_tokens\":{refused},\"cached\":{hits},\"vocab\":{vocab}")
+    } else {
+        write!(o, "{n} masks of {vocab} tokens, {instances} instances ({skipped} skipped, {hits} cached, {refused} tokens outside their mask):")
+    };
+    for (name, p) in [("p50", 50), ("p90", 90), ("p99", 99), ("max", 100)] {
+        let us = times[(n * p).div_ceil(100).max(1) - 1] as f64 / 1e3;
+        let _ = if a.json {
+            write!(o, ",\"{name}_us\":{us:.1}")
+        } else {
+            write!(o, " {name} {us:.1} us")
+        };
+    }
     if a.json {
-        let _ = write!(
-            o,
-            "{{\"masks\":{},\"instances\":{instances},\"skipped\":{skipped},\"refused_tokens\":{refused},\"cached\":{hits},\"vocab\":{vocab},\"p50_us\":{:.1},\"p90_us\":{:.1},\"p99_us\":{:.1},\"max_us\":{:.1},\"times_ns\":[",
-            times.len(),
-            pct(50),
-            pct(90),
-            pct(99),
-            pct(100)
-        );
+        // Every time, in nanoseconds, ascending.
+        o.push_str(",\"times_ns\":[");
         for (i, t) in times.iter().enumerate() {
             let _ = write!(o, "{}{t}", if i > 0 { "," } else { "" });
         }
         o.push_str("]}");
-    } else {
-        let _ = write!(
-            o,
-            "{} masks over {vocab} tokens along {instances} instances ({hits} from the cache): p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
-            times.len(),
-            pct(50),
-            pct(90),
-            pct(99),
-            pct(100)
-        );
-        if skipped > 0 {
-            let _ = write!(o, "\n{skipped} instances skipped: the constraint does not take them (see `kestrel schema check`)");
-        }
-        if refused > 0 {
-            let _ = write!(o, "\n{refused} tokens of an instance were not in the mask");
-        }
     }
     println!("{o}");
     Ok(())

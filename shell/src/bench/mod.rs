@@ -90,18 +90,18 @@ impl CommandArgs for BenchArgs {
                 count("n-gen", "Model bench: generated tokens (tg).", "128").short('n'),
                 count(
                     "parallel",
-                    "Model bench: also decode N sequences in lockstep, one row each per step (the server's step at --parallel N).",
+                    "Model bench: also decode N sequences in lockstep (serve --parallel N).",
                     "1",
                 ),
                 count(
                     "verify-rows",
-                    "Model bench: also time verify steps of N rows of one sequence through the decode copy (speculative decoding's step: a token and N - 1 drafts).",
+                    "Model bench: also time verify steps of N rows of one sequence (a token and N - 1 drafts).",
                     "1",
                 ),
                 value(
                     "prompt-file",
                     "FILE",
-                    "Model bench with --lookup or --draft (which time one greedy answer decoded plain and with speculation, alternated, instead of pp and tg): the answer's prompt, raw text (default: the synthetic prompt).",
+                    "With --lookup or --draft (one greedy answer, plain and speculative, alternated): its raw prompt (default: synthetic).",
                 )
                 .value_parser(value_parser!(PathBuf)),
                 count("batch", "Model bench: prefill batch (at most 256).", "128").short('b'),
@@ -130,11 +130,11 @@ impl CommandArgs for BenchArgs {
                 switch("json", "Print one JSON object instead of tables."),
                 switch(
                     "moe",
-                    "Only one Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts of FFN 768, top-8; synthetic weights): decode and a 32-token prefill.",
+                    "Only one Qwen3-30B-A3B MoE layer (synthetic): decode and a 32-token prefill.",
                 ),
                 switch(
                     "vision",
-                    "Only the vision tower at the Qwen3-VL-2B shape (depth 24, hidden 1024; synthetic Q8 weights): one image's encode time.",
+                    "Only the Qwen3-VL-2B vision tower (synthetic): one image's encode time.",
                 ),
                 count(
                     "image-side",

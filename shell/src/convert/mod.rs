@@ -126,25 +126,25 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "wmode",
                     "MODE",
-                    "Weight copies: exact (a quantized GGUF file's own blocks, for prompts and decode alike, the embedding too: about the GGUF's size; the default for a quantized GGUF file), source (exact's blocks for decode + a Q8 copy for prefill), dual (Q8 for prefill + Q4 for decode; the default otherwise), mix (Q8 for prefill + Q4 for decode but the matrices --keep-q8 names), small (mix's decode copy alone, for prompts too: the smallest file), q4, q8, f16, f32.",
+                    "Weight copies: exact (a quantized GGUF's own blocks for everything; its default), source (exact's blocks + a Q8 prefill copy), dual (Q8 prefill + Q4 decode; the default otherwise), mix (dual but --keep-q8's matrices in Q8), small (mix's decode copy alone), q4, q8, f16, f32 (README).",
                 )
                 .value_parser(EnumValueParser::<Mode>::new()),
                 value(
                     "quantizer",
                     "Q",
-                    "How Q4_0 blocks are made from the values: ggml (llama.cpp's reference quantizer, bit for bit; the default but for mix and small) or search (the default for mix, small and with --imatrix: a search over scales for the least squared error, each value weighted by its magnitude in its row and, with --imatrix, by its column's importance; never worse than ggml's in that error on any block; slower to convert).",
+                    "How Q4_0 blocks are made: ggml (llama.cpp's reference, bit for bit) or search (the least weighted squared error over scales; the default for mix, small and --imatrix).",
                 )
                 .value_parser(EnumValueParser::<QuantizerArg>::new()),
                 value(
                     "imatrix",
                     "FILE",
-                    "An importance matrix (kestrel imatrix, or llama-imatrix's GGUF): the search quantizer weighs each value's error by its column's mean squared activation on the calibration text. Implies --quantizer search; for the modes that write Q4_0 (dual, mix, small, q4).",
+                    "An importance matrix (kestrel imatrix, or llama-imatrix's GGUF) weighting each value's error by its column's activations: for --fit, --bpw and the Q4_0 modes (search quantizer).",
                 )
                 .value_parser(value_parser!(PathBuf)),
                 value(
                     "keep-q8",
                     "PARTS",
-                    "--wmode mix or small: the matrices decoded in Q8_0 instead of Q4_0, comma-separated: output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, or none; PART@endsN keeps only the first and last N layers' (default: attn_k,attn_v,attn_output,ffn_down@ends1).",
+                    "mix or small: matrices decoded in Q8_0 (output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down, none; PART@endsN: first and last N layers).",
                 ),
                 value(
                     "max-seq",
@@ -159,47 +159,47 @@ impl CommandArgs for ConvertArgs {
                 value(
                     "mmproj",
                     "FILE",
-                    "For a Qwen3-VL GGUF (llama.cpp keeps the vision tower in a separate file): the mmproj GGUF whose vision tower the VQF file takes.",
+                    "For a Qwen3-VL GGUF: the mmproj GGUF holding its vision tower.",
                 )
                 .value_parser(value_parser!(PathBuf)),
                 value(
                     "image-min-tokens",
                     "N",
-                    "With --mmproj: the fewest image tokens an image is resized to (as llama.cpp's --image-min-tokens; default: the mmproj's image_min_pixels, else llama.cpp's 8).",
+                    "With --mmproj: fewest image tokens (default: the mmproj's, else 8).",
                 )
                 .value_parser(value_parser!(u32)),
                 value(
                     "image-max-tokens",
                     "N",
-                    "With --mmproj: the most image tokens an image is resized to (default: the mmproj's image_max_pixels, else llama.cpp's 4096).",
+                    "With --mmproj: most image tokens (default: the mmproj's, else 4096).",
                 )
                 .value_parser(value_parser!(u32)),
                 value(
                     "fit",
                     "SIZE",
-                    "Write a file of at most SIZE (bytes, or with a unit: 800MB, 11.5GiB): a block type for every matrix (q2_k, q3_k, iq4_xs, q4_k, q5_k, q6_k, q8_0; q4_0 and q8_0 for rows that are not a multiple of 256), chosen to minimise the measured error (importance-weighted with --imatrix) within the size, quantized by Kestrel and kept as an exact file's own blocks. Prints the plan. From a Hugging Face directory or any GGUF.",
+                    "At most SIZE bytes (or 800MB, 11.5GiB): a type per matrix for the least measured error; prints the plan.",
                 )
                 .value_parser(crate::cli::byte_size()),
                 value(
                     "fit-decode",
                     "SIZE",
-                    "With --fit or --bpw: also bound the bytes of matrices a decoded token reads (every matrix but the embedding, of which one row, and of a MoE layer's experts the routed share), which set decode speed on a board: the plan then trades the embedding's bits and the experts' for the rest's.",
+                    "With --fit or --bpw: also bound the bytes a decoded token reads (one embedding row, a MoE layer's routed experts), which set decode speed.",
                 )
                 .value_parser(crate::cli::byte_size()),
                 value(
                     "bpw",
                     "BITS",
-                    "As --fit, the budget given as bits per weight of the planned matrices (the embedding and the output head included).",
+                    "As --fit, the budget in bits per weight of the planned matrices.",
                 )
                 .value_parser(crate::cli::float32()),
                 value(
                     "tensor-type",
                     "CLASS=TYPE,...",
-                    "With --fit or --bpw, or alone (every other matrix then in q8_0): fix the type of a class of matrices: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down; types q2_k, q3_k, iq4_xs, q4_0, q4_k, q5_k, q6_k, q8_0.",
+                    "Fix a class's type (token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate_up, ffn_down = q2_k ... q8_0); alone, every other matrix in q8_0.",
                 ),
                 switch(
                     "dry-run",
-                    "With --fit or --bpw: print the plan, the file's size and the memory it needs at a few context lengths, and write nothing. SRC may then be a config.json alone: each type's error is then measured on Gaussian rows of each matrix's shape (a random-weight model's), a plan from the shapes alone.",
+                    "With --fit or --bpw: print the plan, size and memory, write nothing; SRC may be a config.json alone (errors measured on Gaussian rows of each shape).",
                 ),
                 value(
                     "fit-types",

@@ -165,12 +165,12 @@ impl CommandArgs for ServeArgs {
                     .default_value("8388608"),
                 switch(
                     "lookup",
-                    "Speculative decoding by prompt lookup for every request (a request's `prediction` drafts in any case; output unchanged).",
+                    "Speculative decoding by prompt lookup for every request.",
                 ),
                 value(
                     "draft",
                     "FILE",
-                    "Speculative decoding with a draft model for every request: a smaller VQF of the same vocabulary (output unchanged).",
+                    "Speculative decoding with a draft model (same vocabulary) for every request.",
                 )
                 .value_parser(value_parser!(PathBuf))
                 .conflicts_with("lookup"),

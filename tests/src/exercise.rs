@@ -34,6 +34,7 @@ pub const TARGETS: &[(&str, Exercise)] = &[
     ("image", image),
     ("json", json),
     ("safetensors", safetensors),
+    ("schema", schema),
     ("serve_api", serve_api),
     ("tokenizer", tokenizer),
     ("vqf", vqf),
@@ -235,6 +236,62 @@ pub fn json(data: &[u8]) {
                 }
             }
             let _ = m.can_end(&schema);
+        }
+    }
+}
+
+/// The structured-output path: a JSON Schema and an instance (the input
+/// split at its first NUL byte) compiled as a request compiles them,
+/// strict and best effort, with the refusal's path or the left-out
+/// keywords' paths written as the server writes them; then the instance's
+/// bytes walked through the constraint. Properties: no prefix the
+/// constraint takes is a dead end (some byte goes on, or the value is
+/// complete: else an answer would stop there, invalid), and every complete
+/// output it takes is JSON. (The probe of every byte runs on the first
+/// 256 bytes of the instance.)
+pub fn schema(data: &[u8]) {
+    use kestrel::serve::api::{dropped_paths, schema_error};
+    use kestrel_core::constrain::{Matcher, Schema};
+    let (text, instance) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let Ok(v) = json::parse(text) else {
+        return;
+    };
+    for strict in [true, false] {
+        let compiled = if strict {
+            Schema::compile(&v)
+        } else {
+            Schema::compile_lenient(&v)
+        };
+        let s = match compiled {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(!schema_error("schema", &v, &e).is_empty());
+                continue;
+            }
+        };
+        let _ = dropped_paths(&s, "schema", &v);
+        let (mut m, mut scratch) = (Matcher::new(&s), Matcher::new(&s));
+        for (i, &b) in instance.iter().enumerate() {
+            if !m.advance(&s, b) {
+                break;
+            }
+            let done = m.can_end(&s);
+            if i < 256 {
+                assert!(
+                    done || (0..=255u8).any(|c| m.accepts(&s, &[c], &mut scratch)),
+                    "a dead end after {} bytes",
+                    i + 1
+                );
+            }
+            if done {
+                assert!(
+                    json::parse(&instance[..=i]).is_ok(),
+                    "a complete output that is not JSON"
+                );
+            }
         }
     }
 }

@@ -323,11 +323,7 @@ impl ChatRequest {
 /// in a subschema, that subschema's path below it
 /// (`'tools[1].function.parameters.properties.q': unsupported JSON schema
 /// keyword 'pattern'`).
-pub(crate) fn schema_error(
-    at: &str,
-    schema: &Value,
-    e: &kestrel_core::constrain::SchemaError,
-) -> String {
+pub fn schema_error(at: &str, schema: &Value, e: &kestrel_core::constrain::SchemaError) -> String {
     let mut path = String::new();
     if let (Some(o), Some(base)) = (e.offset(), text_start(schema)) {
         if o == 0 || !path_to(schema, base + o, &mut path) {
@@ -719,7 +715,7 @@ fn params(v: &Value) -> Result<Params> {
 /// The keywords the best-effort compile `compiled` of `schema` (which
 /// stands at `at`) left out, each by its path; "...and N more" past the
 /// first 8.
-pub(crate) fn dropped_paths(
+pub fn dropped_paths(
     compiled: &kestrel_core::constrain::Schema,
     at: &str,
     schema: &Value,

@@ -83,7 +83,7 @@ trap 'rm -f "$log"' EXIT
 # The C ABI's open starts from the whole valid models (it gets past the parser
 # to a chat turn and a few tokens).
 seed capi_open fuzz/corpus/vqf/seed.vqf fuzz/corpus/vqf/seed-moe.vqf
-for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json config tokenizer image http serve_api capi_open}; do
+for t in ${KESTREL_FUZZ_TARGETS:-vqf safetensors gguf json config tokenizer image http serve_api capi_open schema}; do
     echo "fuzz: $t for ${secs}s"
     max_len=1048576
     [ "$t" = tokenizer ] && max_len=8192

@@ -140,6 +140,10 @@ kestrel_status kestrel_generate(kestrel_engine *engine, uint32_t max_tokens, kes
                                 void *user, uint32_t *generated);
 /* Stops the running (or next) feed / next / generate with KESTREL_E_CANCELLED. Any thread, any time while the handle is open. */
 kestrel_status kestrel_cancel(kestrel_engine *engine);
+/* Takes back a cancel no call has seen yet (made while no call ran, it would stop the next one). Any thread, as kestrel_cancel. */
+kestrel_status kestrel_cancel_clear(kestrel_engine *engine);
+/* 1 while a call runs on the handle (asked from another thread or from the call's own callback), else 0 (also for a NULL or closed handle). Any thread, as kestrel_cancel. */
+int kestrel_is_running(const kestrel_engine *engine);
 /* Forgets the conversation: the cache is empty, the settings stay. Owner thread. */
 kestrel_status kestrel_reset(kestrel_engine *engine);
 /* Sets the panic report callback (process-wide, the library's one global, stored atomically; NULL: trap silently). Any thread. */

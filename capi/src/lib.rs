@@ -1191,6 +1191,41 @@ pub unsafe extern "C" fn kestrel_cancel(h: *mut Handle) -> Status {
     }
 }
 
+/// Takes back a cancel no call has seen yet (one made while no call ran
+/// would stop the next call): returns [`Status::Ok`]. Any thread, as
+/// [`kestrel_cancel`].
+///
+/// # Safety
+/// As [`kestrel_cancel`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_cancel_clear(h: *mut Handle) -> Status {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h) } {
+        Some(h) => {
+            // SAFETY: a shared reference to the atomic flag only.
+            unsafe { (*addr_of!((*h).cancel)).store(false, Ordering::Relaxed) };
+            Status::Ok
+        }
+        None => Status::Argument,
+    }
+}
+
+/// 1 while a call runs on the handle (a `feed`, `next`, `generate`, ...:
+/// asked from another thread, or from the call's own callback), 0 when
+/// none does or the handle is not live. Any thread, as [`kestrel_cancel`].
+///
+/// # Safety
+/// As [`kestrel_cancel`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_is_running(h: *const Handle) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { live(h as *mut Handle) } {
+        // SAFETY: a shared reference to the atomic flag only.
+        Some(h) => unsafe { (*addr_of!((*h).busy)).load(Ordering::Acquire) as c_int },
+        None => 0,
+    }
+}
+
 /// Forgets the conversation (the cache is empty; the settings stay).
 ///
 /// # Safety

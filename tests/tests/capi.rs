@@ -584,6 +584,7 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
                 kestrel_generate(h, 1, None, null_mut(), null_mut()),
                 kestrel_history(h, &mut p, &mut len),
                 kestrel_cancel(h),
+                kestrel_cancel_clear(h),
                 kestrel_reset(h),
                 kestrel_close(h),
             ]
@@ -594,6 +595,7 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
     unsafe {
         assert!(!CStr::from_ptr(kestrel_error(null())).to_bytes().is_empty());
         assert_eq!(kestrel_vocab(null()), 0);
+        assert_eq!(kestrel_is_running(null()), 0);
         assert_eq!(CStr::from_ptr(kestrel_kernels(null())).to_bytes(), b"");
     }
     let closed = Open::new(&model, &cfg);
@@ -765,6 +767,7 @@ unsafe extern "C" fn call_back_in(user: *mut c_void, _: *const c_char, _: usize)
     let (mut p, mut n) = (null(), 0usize);
     // SAFETY: the handle of the running call; valid out-parameters.
     unsafe {
+        r.running.push(kestrel_is_running(r.h));
         r.nested.push(kestrel_history(r.h, &mut p, &mut n));
         r.nested.push(kestrel_reset(r.h));
         r.nested.push(kestrel_close(r.h));
@@ -779,6 +782,8 @@ struct Reentry {
     h: *mut Handle,
     calls: usize,
     nested: Vec<Status>,
+    /// `kestrel_is_running` from inside the call.
+    running: Vec<std::ffi::c_int>,
 }
 
 /// `kestrel_generate` and `kestrel_feed` at their edges: a cancel pending
@@ -799,6 +804,18 @@ fn generate_and_feed_at_their_edges() {
         let st = kestrel_generate(e.h, 4, None, null_mut(), &mut generated);
         assert_eq!(st, Status::Cancelled);
         assert_eq!(e.history().len(), prompt.len());
+        // A cancel taken back stops nothing: the next call runs.
+        assert_eq!(kestrel_cancel(e.h), Status::Ok);
+        assert_eq!(kestrel_cancel_clear(e.h), Status::Ok);
+        let st = kestrel_generate(e.h, 0, None, null_mut(), &mut generated);
+        assert_eq!((st, generated), (Status::Ok, 0));
+        assert_eq!(kestrel_cancel(e.h), Status::Ok);
+        let st = kestrel_generate(e.h, 0, None, null_mut(), &mut generated);
+        assert_eq!(
+            st,
+            Status::Cancelled,
+            "a pending cancel stops even a call of zero tokens"
+        );
         // Zero tokens: nothing runs either.
         let st = kestrel_generate(e.h, 0, None, null_mut(), &mut generated);
         assert_eq!((st, generated), (Status::Ok, 0));
@@ -817,6 +834,7 @@ fn generate_and_feed_at_their_edges() {
             h: e.h,
             calls: 0,
             nested: Vec::new(),
+            running: Vec::new(),
         };
         let user = (&mut r as *mut Reentry).cast();
         let st = kestrel_generate(e.h, 30, Some(call_back_in), user, &mut generated);
@@ -826,6 +844,13 @@ fn generate_and_feed_at_their_edges() {
             "{} {generated}",
             r.calls
         );
+        // Running inside the call, not after it.
+        assert!(
+            r.running.len() >= 3 && r.running.iter().all(|&x| x == 1),
+            "{:?}",
+            r.running
+        );
+        assert_eq!(kestrel_is_running(e.h), 0);
         let refused = r.nested.iter().filter(|&&s| s == Status::Order).count();
         assert_eq!(refused, 3 * r.calls, "{:?}", r.nested);
         assert!(r.nested.contains(&Status::Ok), "the cancel went through");

@@ -111,6 +111,8 @@ kestrel_status kestrel_open(const void *model, size_t model_len, const kestrel_c
 kestrel_status kestrel_close(kestrel_engine *engine);
 /* The message of the handle's last failed call ("" after a success); owned by the handle, valid until its next call. Owner thread. */
 const char *kestrel_error(const kestrel_engine *engine);
+/* What a status means, one static NUL-terminated line ("unknown status" for any other value). For KESTREL_E_ORDER from a call made while another runs on the handle, this is the message: the handle's own (kestrel_error) is the running call's. Any thread. */
+const char *kestrel_status_string(int status);
 /* The name of the kernels in use (static string). Owner thread. */
 const char *kestrel_kernels(const kestrel_engine *engine);
 /* The vocabulary size (0 for an invalid handle). Owner thread. */

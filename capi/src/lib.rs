@@ -839,6 +839,30 @@ pub unsafe extern "C" fn kestrel_error(h: *const Handle) -> *const c_char {
     }
 }
 
+/// What a status means, one line, NUL-terminated (static; any value:
+/// "unknown status" for one the library never returns). The message of a
+/// `KESTREL_E_ORDER` from a call made while another ran on the handle: the
+/// handle's own message ([`kestrel_error`]) is the running call's. Any
+/// thread.
+#[no_mangle]
+pub extern "C" fn kestrel_status_string(status: c_int) -> *const c_char {
+    match status {
+        0 => c"done",
+        1 => c"the answer ended on an end token",
+        -1 => c"invalid argument: a NULL pointer, a length that does not match, a setting out of range, text that is not UTF-8, or an invalid handle",
+        -2 => c"the memory block is too small or not 64-byte aligned",
+        -3 => c"the model's bytes are damaged, truncated, misaligned or unsupported",
+        -4 => c"a token id outside the vocabulary",
+        -5 => c"a call out of order: no prompt fed, or another call is running on the handle",
+        -6 => c"the context (KV cache) is full",
+        -7 => c"the output buffer is too small (the length out-parameter has the size needed)",
+        -8 => c"cancelled by kestrel_cancel",
+        -9 => c"internal error (a bug)",
+        _ => c"unknown status",
+    }
+    .as_ptr()
+}
+
 /// The kernels the engine uses, NUL-terminated (static).
 ///
 /// # Safety

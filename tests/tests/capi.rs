@@ -596,6 +596,23 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
         assert!(!CStr::from_ptr(kestrel_error(null())).to_bytes().is_empty());
         assert_eq!(kestrel_vocab(null()), 0);
         assert_eq!(kestrel_is_running(null()), 0);
+        // Every status has its line; any other value one too.
+        let lines: Vec<&[u8]> = (-10..=2)
+            .map(|st| CStr::from_ptr(kestrel_status_string(st)).to_bytes())
+            .collect();
+        for (st, line) in (-10..=2).zip(&lines) {
+            let known = (-9..=1).contains(&st);
+            assert_eq!(*line == b"unknown status", !known, "{st}");
+            assert!(!line.is_empty());
+        }
+        let mut distinct = lines.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 12, "11 statuses and the unknown");
+        assert!(CStr::from_ptr(kestrel_status_string(Status::Order as i32))
+            .to_str()
+            .unwrap()
+            .contains("another call is running"));
         assert_eq!(CStr::from_ptr(kestrel_kernels(null())).to_bytes(), b"");
     }
     let closed = Open::new(&model, &cfg);

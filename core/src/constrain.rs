@@ -3434,6 +3434,45 @@ pub fn plain_token(bytes: &[u8]) -> Option<(u16, bool)> {
     plain.then(|| ((whole.chars().count() + begun) as u16, bytes.is_ascii()))
 }
 
+/// A token (id `id`, sorted position `i`, bytes `bytes`) in a [`Vocab`]'s
+/// plain-token tables, for the host that builds them: its bits set in
+/// `plain`, `ascii` and `upto` (`plain_ids`, `plain_ascii_ids`,
+/// `plain_upto`: [`PLAIN_COUNTS`] bitsets of `plain.len()` words),
+/// `longest` raised to its characters, and `i` added to the position lists
+/// it joins, `lists` being `[unplain, not_plain_ascii, not_short_plain]`.
+#[allow(clippy::too_many_arguments)]
+pub fn classify_token<L: Extend<u32>>(
+    id: u32,
+    i: u32,
+    bytes: &[u8],
+    plain: &mut [u64],
+    ascii: &mut [u64],
+    upto: &mut [u64],
+    longest: &mut u16,
+    lists: [&mut L; 3],
+) {
+    let (w, bit, words) = (id as usize / 64, 1u64 << (id % 64), plain.len());
+    let joins = match plain_token(bytes) {
+        None => [true; 3],
+        Some((chars, is_ascii)) => {
+            plain[w] |= bit;
+            if is_ascii {
+                ascii[w] |= bit;
+            }
+            for k in chars as usize..=PLAIN_COUNTS {
+                upto[(k - 1) * words + w] |= bit;
+            }
+            *longest = (*longest).max(chars);
+            [false, !is_ascii, chars as usize > PLAIN_COUNTS]
+        }
+    };
+    for (list, joins) in lists.into_iter().zip(joins) {
+        if joins {
+            list.extend([i]);
+        }
+    }
+}
+
 /// The vocabulary sorted by token bytes, for the mask: tokens sharing a
 /// prefix are neighbours, so a prefix is matched once for all of them.
 /// Built by the caller (it allocates): `order` the token ids in byte order
@@ -5121,29 +5160,20 @@ mod tests {
                 v.bytes.extend_from_slice(t);
                 v.offsets.push(v.bytes.len() as u32);
                 v.position[id as usize] = i as u32;
-                let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
-                match plain_token(t) {
-                    Some((chars, ascii)) => {
-                        v.plain[w] |= bit;
-                        if ascii {
-                            v.plain_ascii[w] |= bit;
-                        } else {
-                            v.not_plain_ascii.push(i as u32);
-                        }
-                        for k in chars as usize..=PLAIN_COUNTS {
-                            v.plain_upto[(k - 1) * words + w] |= bit;
-                        }
-                        v.longest = v.longest.max(chars);
-                        if chars as usize > PLAIN_COUNTS {
-                            v.not_short_plain.push(i as u32);
-                        }
-                    }
-                    None => {
-                        v.unplain.push(i as u32);
-                        v.not_plain_ascii.push(i as u32);
-                        v.not_short_plain.push(i as u32);
-                    }
-                }
+                classify_token(
+                    id,
+                    i as u32,
+                    t,
+                    &mut v.plain,
+                    &mut v.plain_ascii,
+                    &mut v.plain_upto,
+                    &mut v.longest,
+                    [
+                        &mut v.unplain,
+                        &mut v.not_plain_ascii,
+                        &mut v.not_short_plain,
+                    ],
+                );
                 let first = |j: usize, n: usize| &tokens[v.order[j] as usize][..n];
                 let next = |n: usize| {
                     (i + 1..tokens.len())

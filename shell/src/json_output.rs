@@ -4,7 +4,9 @@
 //! core's (`kestrel_core::constrain`, `generate::Constraint`).
 
 use crate::error::Result;
-use kestrel_core::constrain::{plain_token, Matcher, Schema, Vocab, MAX_TOKEN_BYTES, PLAIN_COUNTS};
+use kestrel_core::constrain::{
+    classify_token, Matcher, Schema, Vocab, MAX_TOKEN_BYTES, PLAIN_COUNTS,
+};
 use kestrel_core::generate::{Constraint, MaskCache, Progress, MASK_CACHE};
 use kestrel_core::json;
 use kestrel_core::tokenizer::Tokenizer;
@@ -67,29 +69,20 @@ impl SortedVocab {
             v.order.push(*id);
             v.bytes.extend_from_slice(b);
             v.offsets.push(v.bytes.len() as u32);
-            let (w, bit) = (*id as usize / 64, 1u64 << (id % 64));
-            match plain_token(b) {
-                Some((chars, ascii)) => {
-                    v.plain_ids[w] |= bit;
-                    if ascii {
-                        v.plain_ascii_ids[w] |= bit;
-                    } else {
-                        v.not_plain_ascii.push(i as u32);
-                    }
-                    for k in chars as usize..=PLAIN_COUNTS {
-                        v.plain_upto[(k - 1) * v.plain_ids.len() + w] |= bit;
-                    }
-                    v.longest_plain = v.longest_plain.max(chars);
-                    if chars as usize > PLAIN_COUNTS {
-                        v.not_short_plain.push(i as u32);
-                    }
-                }
-                None => {
-                    v.unplain.push(i as u32);
-                    v.not_plain_ascii.push(i as u32);
-                    v.not_short_plain.push(i as u32);
-                }
-            }
+            classify_token(
+                *id,
+                i as u32,
+                b,
+                &mut v.plain_ids,
+                &mut v.plain_ascii_ids,
+                &mut v.plain_upto,
+                &mut v.longest_plain,
+                [
+                    &mut v.unplain,
+                    &mut v.not_plain_ascii,
+                    &mut v.not_short_plain,
+                ],
+            );
             v.position[*id as usize] = i as u32;
         }
         // From the end: the next position whose first byte (first two

@@ -325,7 +325,7 @@ fn status_of(e: &Error) -> Status {
         Error::ArenaTooSmall { .. } => Status::Memory,
         Error::ContextFull { .. } => Status::Context,
         Error::BadToken { .. } => Status::Token,
-        Error::Cancelled => Status::Cancelled,
+        Error::Cancelled | Error::FeedCancelled { .. } => Status::Cancelled,
         Error::NotReady { .. } => Status::Order,
         Error::OutOfRange { .. } => Status::Argument,
         Error::Truncated { .. }

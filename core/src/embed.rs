@@ -290,7 +290,7 @@ pub struct Generated {
 
 fn not_ready() -> Error {
     Error::NotReady {
-        what: "no prompt fed since the last answer ended (feed one first)",
+        what: "nothing to sample: no prompt fed since the last answer ended, or the last feed was cancelled or failed part-way (feed first)",
     }
 }
 
@@ -457,9 +457,18 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         // part-way leaves nothing to sample.
         self.ready = false;
         self.stream = StreamDecoder::new(true);
-        self.gen.feed_until(ids, None, cancel)?;
-        self.ready = true;
-        Ok(())
+        let before = self.gen.history().len();
+        match self.gen.feed_until(ids, None, cancel) {
+            Err(Error::Cancelled) => Err(Error::FeedCancelled {
+                fed: self.gen.history().len() - before,
+                of: ids.len(),
+            }),
+            r => {
+                r?;
+                self.ready = true;
+                Ok(())
+            }
+        }
     }
 
     /// Samples the next token from the last fed row (the sampler, the stop

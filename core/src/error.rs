@@ -126,6 +126,14 @@ pub enum Error {
     },
     /// The caller's cancel flag stopped the operation.
     Cancelled,
+    /// The caller's cancel flag stopped a prompt part-way: `fed` of its
+    /// `of` tokens ran and stay cached.
+    FeedCancelled {
+        /// Tokens that ran (whole chunks).
+        fed: usize,
+        /// The prompt's tokens.
+        of: usize,
+    },
     /// A call came in the wrong order (e.g. a token pulled before a prompt
     /// was fed).
     NotReady {
@@ -194,7 +202,7 @@ impl Error {
             Error::ArenaTooSmall { .. } => "arena-too-small",
             Error::ContextFull { .. } => "context-full",
             Error::BadToken { .. } => "bad-token",
-            Error::Cancelled => "cancelled",
+            Error::Cancelled | Error::FeedCancelled { .. } => "cancelled",
             Error::NotReady { .. } => "not-ready",
             Error::BadTensor { .. } => "bad-tensor",
             Error::Json { .. } => "json",
@@ -259,6 +267,10 @@ impl fmt::Display for Error {
                 write!(f, "{what}: {value} is out of range (at most {max})")
             }
             Error::Cancelled => f.write_str("cancelled"),
+            Error::FeedCancelled { fed, of } => write!(
+                f,
+                "cancelled after {fed} of {of} prompt tokens (those are cached: feed the rest to go on)"
+            ),
             Error::NotReady { what } => write!(f, "called out of order: {what}"),
             Error::BadTensor {
                 what,

@@ -888,7 +888,18 @@ fn generate_and_feed_at_their_edges() {
         );
         assert_eq!(kestrel_cancel(c.h), Status::Ok);
         assert_eq!(c.feed(&long), Status::Cancelled);
+        // It says what ran (nothing: the cancel came first).
+        assert!(
+            c.error().contains("cancelled after 0 of 39 prompt tokens"),
+            "{}",
+            c.error()
+        );
         assert_eq!(kestrel_next(c.h, &mut words[0]), Status::Order);
+        assert!(
+            c.error().contains("the last feed was cancelled"),
+            "{}",
+            c.error()
+        );
         // The context fills during an answer: KESTREL_E_CONTEXT, with the
         // tokens produced counted.
         assert_eq!(c.feed(&long[..36]), Status::Ok);

@@ -290,7 +290,7 @@ pub struct Generated {
 
 fn not_ready() -> Error {
     Error::NotReady {
-        what: "nothing to sample: no prompt fed since the last answer ended, or the last feed was cancelled or failed part-way (feed first)",
+        what: "no prompt fed since the last answer, or the last feed stopped",
     }
 }
 

@@ -269,7 +269,7 @@ impl fmt::Display for Error {
             Error::Cancelled => f.write_str("cancelled"),
             Error::FeedCancelled { fed, of } => write!(
                 f,
-                "cancelled after {fed} of {of} prompt tokens (those are cached: feed the rest to go on)"
+                "cancelled after {fed} of {of} prompt tokens (cached)"
             ),
             Error::NotReady { what } => write!(f, "called out of order: {what}"),
             Error::BadTensor {

@@ -2432,9 +2432,9 @@ impl Matcher {
     /// their bytes, every other plain token being refused (but for
     /// [`PlainFit::Ascii`]: the others may be taken too): inside a string
     /// with nothing pending (as many characters as its `maxLength` leaves
-    /// room for), in an open object's key (no property name with a
-    /// non-ASCII byte, no pattern: diverging from every name goes on as a
-    /// free key), in a key its `patternProperties` pattern may still match
+    /// room for), in an open object's key between characters (no pattern:
+    /// diverging from every name goes on as a free key), in a key its
+    /// `patternProperties` pattern may still match
     /// (plain ASCII while the object is open). [`PlainFit::Walk`]
     /// elsewhere: each token must be walked.
     pub fn plain_fit(&self, s: &Schema) -> PlainFit {
@@ -2460,21 +2460,22 @@ impl Matcher {
             },
             Some(&Frame::Key {
                 cand,
+                off,
                 esc: false,
                 props_only,
-                ..
             }) => match object(props_only) {
+                // Not inside a character of the names matched so far.
                 Some((node, true)) if s.key_pattern(node).is_none() => {
-                    let n = s.node(node);
-                    let mut bits = cand;
-                    while bits != 0 {
-                        let i = bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        if !s.prop_name(n.first as usize + i).is_ascii() {
-                            return PlainFit::Walk;
-                        }
+                    let first = s.node(node).first as usize;
+                    let between = cand == 0 || {
+                        let name = s.prop_name(first + cand.trailing_zeros() as usize);
+                        name.get(off as usize).is_none_or(|b| b & 0xC0 != 0x80)
+                    };
+                    if between {
+                        PlainFit::All
+                    } else {
+                        PlainFit::Walk
                     }
-                    PlainFit::All
                 }
                 _ => PlainFit::Walk,
             },

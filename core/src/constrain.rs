@@ -3681,6 +3681,15 @@ mod tests {
         out.bytes().all(|b| m.advance(s, b))
     }
 
+    /// The bytes of `alphabet` that can follow `m` (random walks).
+    fn takes(s: &Schema, m: &Matcher, alphabet: &[u8]) -> Vec<u8> {
+        alphabet
+            .iter()
+            .copied()
+            .filter(|&b| m.clone().advance(s, b))
+            .collect()
+    }
+
     /// Integer bounds: every integer from -300 to 300 is a complete output
     /// exactly when it is in range, every prefix of one in range is a valid
     /// prefix, and nothing else (a digit that can no longer lead into the
@@ -4164,14 +4173,7 @@ mod tests {
                 let mut m = Matcher::new(&s);
                 let mut text = std::string::String::new();
                 loop {
-                    let next: Vec<u8> = b"-0123456789."
-                        .iter()
-                        .copied()
-                        .filter(|&b| {
-                            let mut t = m.clone();
-                            t.advance(&s, b)
-                        })
-                        .collect();
+                    let next = takes(&s, &m, b"-0123456789.");
                     let end = m.can_end(&s);
                     assert!(end || !next.is_empty(), "{bounds}: stuck after {text:?}");
                     if next.is_empty() || (end && rand(4) == 0) {
@@ -4496,14 +4498,7 @@ mod tests {
                 let mut m = Matcher::new(&s);
                 let mut out = std::vec::Vec::new();
                 for _ in 0..80 {
-                    let next: Vec<u8> = alphabet
-                        .iter()
-                        .copied()
-                        .filter(|&b| {
-                            let mut t = m.clone();
-                            t.advance(&s, b)
-                        })
-                        .collect();
+                    let next = takes(&s, &m, &alphabet);
                     assert!(
                         !next.is_empty() || m.can_end(&s),
                         "{text}: dead end after {}",

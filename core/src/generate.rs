@@ -668,7 +668,7 @@ impl Constraint<'_> {
     }
 
     /// Moves past the sampled token.
-    fn accept(&mut self, id: u32) {
+    pub fn accept(&mut self, id: u32) {
         if let Some(bytes) = self.vocab.token_bytes(id) {
             for &b in bytes {
                 if !self.progress.matcher.advance(self.schema, b) {

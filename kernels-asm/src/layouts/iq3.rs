@@ -848,7 +848,7 @@ pub(crate) mod x86_64 {
                 let mut idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.cast()));
                 if F == FRONT_S {
                     let hb = _mm256_and_si256(
-                        _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
+                        _mm256_srl_epi32(high, _mm_cvtsi32_si128(c as i32)),
                         _mm256_set1_epi32(1),
                     );
                     idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
@@ -859,7 +859,7 @@ pub(crate) mod x86_64 {
             let mut at = [0u32; 8];
             if F == FRONT_S {
                 let hb = _mm256_and_si256(
-                    _mm256_srlv_epi32(high, _mm256_set1_epi32(c as i32)),
+                    _mm256_srl_epi32(high, _mm_cvtsi32_si128(c as i32)),
                     _mm256_set1_epi32(1),
                 );
                 let idx = _mm256_or_si256(
@@ -928,7 +928,7 @@ pub(crate) mod x86_64 {
             if halves(F) {
                 let (shift, mask) = if F == FRONT_IQ2_S { (c, 3) } else { (4 * c, 1) };
                 let hb = _mm256_and_si256(
-                    _mm256_srlv_epi32(high, _mm256_set1_epi32(shift as i32)),
+                    _mm256_srl_epi32(high, _mm_cvtsi32_si128(shift as i32)),
                     _mm256_set1_epi32(mask),
                 );
                 idx = _mm256_or_si256(idx, _mm256_slli_epi32::<8>(hb));
@@ -1016,9 +1016,6 @@ pub(crate) mod x86_64 {
             debug_assert!(wg.len() >= nb * front.bytes && qs.len() >= T * nb * QK_K);
             debug_assert!(DOT == Dot::MADDUBS || offsets.len() >= T * nb * QK_K / RUN);
             let cols = nb * QK_K;
-            let ones = _mm256_set1_epi16(1);
-            let one8 = _mm256_set1_epi8(1);
-            let bias = _mm256_set1_epi8(i8::MIN);
             let mut acc = [_mm256_setzero_ps(); T];
             for b in 0..nb {
                 let sb = wg.as_ptr().add(b * front.bytes);
@@ -1026,56 +1023,23 @@ pub(crate) mod x86_64 {
                 for p in 0..QK_K / 32 {
                     let (scale, signs, high) = sub_block_front::<F>(front, sb, p);
                     let mut isum = [_mm256_setzero_si256(); T];
-                    for (h, scale_h) in scale.into_iter().enumerate() {
-                        let mut s = [_mm256_setzero_si256(); T];
-                        if DOT != Dot::MADDUBS {
-                            for (t, s_t) in s.iter_mut().enumerate() {
-                                let run = (t * cols + b * QK_K + 32 * p + 16 * h) / RUN;
-                                *s_t = _mm256_set1_epi32(*offsets.get_unchecked(run));
-                            }
-                        }
-                        // (No closure here: it would not be compiled with
-                        // the caller's features.)
-                        let c0 = pair_points::<F, false>(front, sb, (p, 4 * h), signs, high);
-                        let c1 = pair_points::<F, false>(front, sb, (p, 4 * h + 2), signs, high);
-                        let chunks = [c0[0], c0[1], c1[0], c1[1]];
-                        for (cc, (g, m)) in chunks.into_iter().enumerate() {
-                            let c = 4 * h + cc;
-                            let at = b * QK_K + 32 * p + 4 * c;
-                            if DOT == Dot::MADDUBS {
-                                let sign = _mm256_or_si256(m, one8);
-                                for (t, s_t) in s.iter_mut().enumerate() {
-                                    let a = qs.as_ptr().add(t * cols + at);
-                                    let av = _mm256_set1_epi32(a.cast::<i32>().read_unaligned());
-                                    let pr = _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, sign));
-                                    *s_t = _mm256_add_epi32(*s_t, _mm256_madd_epi16(pr, ones));
-                                }
-                            } else {
-                                let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
-                                let u = _mm256_xor_si256(v, bias);
-                                for (t, s_t) in s.iter_mut().enumerate() {
-                                    let a = qs.as_ptr().add(t * cols + at);
-                                    let av = _mm256_set1_epi32(a.cast::<i32>().read_unaligned());
-                                    *s_t = if DOT == Dot::AVX_VNNI {
-                                        _mm256_dpbusd_avx_epi32(*s_t, u, av)
-                                    } else {
-                                        _mm256_dpbusd_epi32(*s_t, u, av)
-                                    };
-                                }
-                            }
-                        }
-                        if halves(F) {
-                            for (sumi_t, s_t) in sumi.iter_mut().zip(s) {
-                                *sumi_t =
-                                    _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale_h, s_t));
-                            }
-                        } else {
-                            for (isum_t, s_t) in isum.iter_mut().zip(s) {
-                                *isum_t = _mm256_add_epi32(*isum_t, s_t);
-                            }
-                        }
-                    }
-                    if !halves(F) {
+                    // The two 16-weight runs written out (a loop kept
+                    // rolled made the index shifts variable).
+                    let run = Run {
+                        sb,
+                        b,
+                        p,
+                        cols,
+                        signs,
+                        high,
+                    };
+                    iq3_run::<T, DOT, F, 0>(
+                        front, &run, qs, offsets, scale[0], &mut sumi, &mut isum,
+                    );
+                    iq3_run::<T, DOT, F, 1>(
+                        front, &run, qs, offsets, scale[1], &mut sumi, &mut isum,
+                    );
+                    if DOT != Dot::MADDUBS && !halves(F) {
                         for (sumi_t, isum_t) in sumi.iter_mut().zip(isum) {
                             *sumi_t =
                                 _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale[0], isum_t));
@@ -1093,6 +1057,113 @@ pub(crate) mod x86_64 {
             }
             for (r, a) in res.iter_mut().zip(acc) {
                 _mm256_storeu_ps(r.as_mut_ptr(), a);
+            }
+        }
+    }
+
+    /// Where a 16-weight run of the body is: super-block `sb` (column
+    /// `b`), sub-block `p`, the activation rows' length `cols`, and the
+    /// sub-block's sign words and high index bits.
+    struct Run {
+        sb: *const u8,
+        b: usize,
+        p: usize,
+        cols: usize,
+        signs: __m256i,
+        high: __m256i,
+    }
+
+    /// Run `H` (0, 1) of a sub-block: its four chunks' dot products with
+    /// the `T` activation rows, added to `sumi` times `scale` (AVX2; the
+    /// VNNI forms with a scale per run, else to `isum`, scaled per
+    /// sub-block by the caller). AVX2 adds two chunks' `vpmaddubsw` pairs
+    /// in 16 bits (at most 2 x 2 x 62 x 127 = 31,496: grid values are at
+    /// most 62 and the activations above -128, `avx2_no_min`) and scales
+    /// them in the `vpmaddwd`, a scale `2 ls + 1` in each 16-bit half.
+    ///
+    /// # Safety
+    /// As [`iq3_tile_body`]; `run` names one of its sub-blocks, `signs` and
+    /// `high` its [`sub_block_front`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn iq3_run<const T: usize, const DOT: u8, const F: u8, const H: usize>(
+        front: &Front,
+        run: &Run,
+        qs: &[i8],
+        offsets: &[i32],
+        scale: __m256i,
+        sumi: &mut [__m256i; T],
+        isum: &mut [__m256i; T],
+    ) {
+        // SAFETY: as the body's: chunks `4H..4H + 4` of the run's
+        // sub-block and the activations at their columns of rows `t < T`
+        // (and their run's `offsets` entry), inside the slices (the
+        // function contract); the CPU implements the `DOT` form.
+        unsafe {
+            let Run {
+                sb,
+                b,
+                p,
+                cols,
+                signs,
+                high,
+            } = *run;
+            let c0 = pair_points::<F, false>(front, sb, (p, 4 * H), signs, high);
+            let c1 = pair_points::<F, false>(front, sb, (p, 4 * H + 2), signs, high);
+            let chunks = [c0[0], c0[1], c1[0], c1[1]];
+            // (Plain loads: no intrinsic in the closure.)
+            let act4 = |t: usize, cc: usize| {
+                let a = qs
+                    .as_ptr()
+                    .add(t * cols + b * QK_K + 32 * p + 4 * (4 * H + cc));
+                a.cast::<i32>().read_unaligned()
+            };
+            if DOT == Dot::MADDUBS {
+                let one8 = _mm256_set1_epi8(1);
+                let scale16 = _mm256_or_si256(scale, _mm256_slli_epi32::<16>(scale));
+                let mut pairs = [_mm256_setzero_si256(); T];
+                for (cc, (g, m)) in chunks.into_iter().enumerate() {
+                    let sign = _mm256_or_si256(m, one8);
+                    for (t, (pair_t, sumi_t)) in pairs.iter_mut().zip(sumi.iter_mut()).enumerate() {
+                        let pr = _mm256_maddubs_epi16(
+                            g,
+                            _mm256_sign_epi8(_mm256_set1_epi32(act4(t, cc)), sign),
+                        );
+                        if cc % 2 == 0 {
+                            *pair_t = pr;
+                        } else {
+                            let both = _mm256_add_epi16(*pair_t, pr);
+                            *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_madd_epi16(both, scale16));
+                        }
+                    }
+                }
+                return;
+            }
+            let bias = _mm256_set1_epi8(i8::MIN);
+            let mut s = [_mm256_setzero_si256(); T];
+            for (t, s_t) in s.iter_mut().enumerate() {
+                let k = (t * cols + b * QK_K + 32 * p + 16 * H) / RUN;
+                *s_t = _mm256_set1_epi32(*offsets.get_unchecked(k));
+            }
+            for (cc, (g, m)) in chunks.into_iter().enumerate() {
+                let v = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
+                let u = _mm256_xor_si256(v, bias);
+                for (t, s_t) in s.iter_mut().enumerate() {
+                    *s_t = if DOT == Dot::AVX_VNNI {
+                        _mm256_dpbusd_avx_epi32(*s_t, u, _mm256_set1_epi32(act4(t, cc)))
+                    } else {
+                        _mm256_dpbusd_epi32(*s_t, u, _mm256_set1_epi32(act4(t, cc)))
+                    };
+                }
+            }
+            if halves(F) {
+                for (sumi_t, s_t) in sumi.iter_mut().zip(s) {
+                    *sumi_t = _mm256_add_epi32(*sumi_t, _mm256_mullo_epi32(scale, s_t));
+                }
+            } else {
+                for (isum_t, s_t) in isum.iter_mut().zip(s) {
+                    *isum_t = _mm256_add_epi32(*isum_t, s_t);
+                }
             }
         }
     }

@@ -1242,35 +1242,56 @@ pub(crate) mod x86_64 {
         // SAFETY: 4-byte loads of the quants inside the `T` rows (the
         // function contract); unaligned.
         unsafe {
-            let ones16 = _mm256_set1_epi16(1);
             let bias = _mm256_set1_epi8(i8::MIN);
             let mut sumi = [_mm256_setzero_si256(); T];
-            for p in 0..QK_K / 32 {
-                let mut isum = [_mm256_setzero_si256(); T];
-                for c in 0..8 {
-                    if c == 4 && halves(F) {
-                        scale_run(&mut sumi, &mut isum, dec, 2 * p, DOT);
-                    }
-                    let v = dec.values[8 * p + c];
-                    let abs = _mm256_sign_epi8(v, v);
-                    for (t, isum_t) in isum.iter_mut().enumerate() {
-                        let a = qs
-                            .add(t * cols + 32 * p + 4 * c)
-                            .cast::<i32>()
-                            .read_unaligned();
-                        let av = _mm256_set1_epi32(a);
-                        *isum_t = if DOT == Dot::MADDUBS {
-                            let pr = _mm256_maddubs_epi16(abs, _mm256_sign_epi8(av, v));
-                            _mm256_add_epi32(*isum_t, _mm256_madd_epi16(pr, ones16))
-                        } else if DOT == Dot::AVX_VNNI {
-                            _mm256_dpbusd_avx_epi32(*isum_t, _mm256_xor_si256(av, bias), v)
-                        } else {
-                            _mm256_dpbusd_epi32(*isum_t, _mm256_xor_si256(av, bias), v)
-                        };
+            if DOT == Dot::MADDUBS {
+                for p in 0..QK_K / 32 {
+                    for h in 0..2 {
+                        // As the tiles' runs: two chunks' pairs added in 16
+                        // bits, scaled in the `vpmaddwd`.
+                        let scale = dec.scales[2 * p + h];
+                        let scale16 = _mm256_or_si256(scale, _mm256_slli_epi32::<16>(scale));
+                        for c in (4 * h..4 * h + 4).step_by(2) {
+                            let v0 = dec.values[8 * p + c];
+                            let v1 = dec.values[8 * p + c + 1];
+                            let (abs0, abs1) = (_mm256_sign_epi8(v0, v0), _mm256_sign_epi8(v1, v1));
+                            for (t, sumi_t) in sumi.iter_mut().enumerate() {
+                                let a = qs.add(t * cols + 32 * p + 4 * c).cast::<i32>();
+                                let a0 = _mm256_set1_epi32(a.read_unaligned());
+                                let a1 = _mm256_set1_epi32(a.add(1).read_unaligned());
+                                let pr0 = _mm256_maddubs_epi16(abs0, _mm256_sign_epi8(a0, v0));
+                                let pr1 = _mm256_maddubs_epi16(abs1, _mm256_sign_epi8(a1, v1));
+                                let both = _mm256_add_epi16(pr0, pr1);
+                                *sumi_t =
+                                    _mm256_add_epi32(*sumi_t, _mm256_madd_epi16(both, scale16));
+                            }
+                        }
                     }
                 }
-                let h = if halves(F) { 2 * p + 1 } else { 2 * p };
-                scale_run(&mut sumi, &mut isum, dec, h, DOT);
+            } else {
+                for p in 0..QK_K / 32 {
+                    let mut isum = [_mm256_setzero_si256(); T];
+                    for c in 0..8 {
+                        if c == 4 && halves(F) {
+                            scale_run(&mut sumi, &mut isum, dec, 2 * p, DOT);
+                        }
+                        let v = dec.values[8 * p + c];
+                        for (t, isum_t) in isum.iter_mut().enumerate() {
+                            let a = qs
+                                .add(t * cols + 32 * p + 4 * c)
+                                .cast::<i32>()
+                                .read_unaligned();
+                            let au = _mm256_xor_si256(_mm256_set1_epi32(a), bias);
+                            *isum_t = if DOT == Dot::AVX_VNNI {
+                                _mm256_dpbusd_avx_epi32(*isum_t, au, v)
+                            } else {
+                                _mm256_dpbusd_epi32(*isum_t, au, v)
+                            };
+                        }
+                    }
+                    let h = if halves(F) { 2 * p + 1 } else { 2 * p };
+                    scale_run(&mut sumi, &mut isum, dec, h, DOT);
+                }
             }
             let f = _mm256_set1_ps(factor);
             for t in 0..T {

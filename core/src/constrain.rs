@@ -489,6 +489,11 @@ fn refused_keyword(idx: u16, refs: bool, key: &crate::json::Str, value: &Value) 
     if key.eq_str("pattern") {
         return pattern_of(value).is_none();
     }
+    if key.eq_str("dependencies") || key.eq_str("dependentRequired") {
+        // Implemented where it lists names ([`Schema::dependencies_of`]).
+        let names = |(_, d): (crate::json::Str, Value)| d.as_array().is_some();
+        return !value.iter_object().is_some_and(|mut o| o.all(names));
+    }
     if key.eq_str("format") {
         // An enforced format or a name JSON Schema does not define (an
         // annotation); refused: one it defines that is not enforced.
@@ -657,6 +662,9 @@ pub struct Schema {
     /// Each object with `patternProperties`: the object's node, its
     /// pattern (in `patterns`) and the node of that pattern's schema.
     key_patterns: heapless::Vec<(u16, u8, u16), 256>,
+    /// Each dependency (`dependencies` listing names): the object's node,
+    /// a property and the properties it requires once written.
+    deps: heapless::Vec<(u16, u8, u64), 256>,
     text: [u8; MAX_TEXT],
     n_text: usize,
     root: u16,
@@ -697,6 +705,7 @@ impl Schema {
             forced: heapless::Vec::new(),
             patterns: heapless::Vec::new(),
             key_patterns: heapless::Vec::new(),
+            deps: heapless::Vec::new(),
             refinements: heapless::Vec::new(),
             text: [0; MAX_TEXT],
             n_text: 0,
@@ -1046,6 +1055,21 @@ impl Schema {
                     }
                     if n.extra != NO_EXTRA && self.never(n.extra) {
                         n.extra = NO_EXTRA;
+                    }
+                    // A property that requires one taking no value takes
+                    // none (in turn, through chains of dependencies).
+                    let mut grown = true;
+                    while grown {
+                        grown = false;
+                        for &(_, a, needs) in self.deps.iter().filter(|d| d.0 == idx as u16) {
+                            if n.never & needs != 0 && n.never >> a & 1 == 0 {
+                                if n.required >> a & 1 == 1 {
+                                    return Err(refused);
+                                }
+                                n.never |= 1 << a;
+                                grown = true;
+                            }
+                        }
                     }
                     // (A pattern that matches the name of a property taking
                     // no value would let its key through: refused too.)
@@ -1422,7 +1446,11 @@ impl Schema {
                     && n.never == 0
                     && self
                         .key_pattern(self.choices[(u.first + k) as usize])
-                        .is_none();
+                        .is_none()
+                    && !self
+                        .deps
+                        .iter()
+                        .any(|d| d.0 == self.choices[(u.first + k) as usize]);
                 for i in n.first..n.first + n.count {
                     keyable &= props.push(i as usize).is_ok();
                 }
@@ -1737,6 +1765,8 @@ impl Schema {
                 "minProperties",
                 "maxProperties",
                 "patternProperties",
+                "dependencies",
+                "dependentRequired",
             ]) =>
             {
                 Kind::Object
@@ -1815,50 +1845,9 @@ impl Schema {
                     let r = r
                         .as_str()
                         .ok_or(SchemaError::Invalid("'required' must list names"))?;
-                    let found = (0..node.count as usize).find(|&i| {
-                        r.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0))
-                    });
-                    // A name the pattern matches takes its schema.
-                    let by_pattern = key_pattern
-                        .filter(|&(pat, _)| {
-                            let p = &self.patterns[pat as usize];
-                            r.as_plain().is_some_and(|n| p.done(p.run(n.as_bytes())))
-                        })
-                        .map(|k| k.1);
-                    let i = match found {
-                        Some(i) => i,
-                        // A key the object must have beside its properties:
-                        // one more property, of the other keys' schema.
-                        None if node.extra != NO_EXTRA || by_pattern.is_some() => {
-                            let name = r
-                                .as_plain()
-                                .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
-                                .ok_or_else(|| {
-                                    unsupported("required (a name that needs escapes)")
-                                })?;
-                            if node.count as usize >= MAX_OBJECT_PROPS {
-                                return Err(SchemaError::TooLarge(
-                                    "more than 64 properties in one object",
-                                ));
-                            }
-                            if self.n_props >= MAX_PROPS {
-                                return Err(SchemaError::TooLarge("more than 2048 properties"));
-                            }
-                            if node.count == 0 {
-                                node.first = self.n_props as u16;
-                            }
-                            let span = self.span_of(|w| w.write_str(name))?;
-                            self.props[self.n_props] = (span, by_pattern.unwrap_or(node.extra));
-                            self.n_props += 1;
-                            node.count += 1;
-                            node.count as usize - 1
-                        }
-                        None => {
-                            return Err(SchemaError::Invalid(
-                                "a required property not in 'properties'",
-                            ))
-                        }
-                    };
+                    let i = self.property_named(&mut node, &r, key_pattern)?.ok_or(
+                        SchemaError::Invalid("a required property not in 'properties'"),
+                    )?;
                     node.required |= 1 << i;
                 }
             }
@@ -1887,6 +1876,17 @@ impl Schema {
                 return Err(SchemaError::Invalid(
                     "minProperties or maxProperties that no object meets",
                 ));
+            }
+            for keyword in ["dependencies", "dependentRequired"] {
+                let Some(deps) = v.get(keyword) else {
+                    continue;
+                };
+                match self.dependencies_of(idx, &mut node, &deps, key_pattern) {
+                    Err(SchemaError::Unsupported(..)) if self.lenient => {
+                        self.drop_keyword(v, keyword)
+                    }
+                    r => r?,
+                }
             }
         }
         if node.kind == Kind::String {
@@ -1981,6 +1981,113 @@ impl Schema {
         }
         self.nodes[idx as usize] = node;
         Ok(())
+    }
+
+    /// The index among `node`'s properties of the one named `name`; a
+    /// name beside them that the object may have (its pattern's, or any
+    /// with `additionalProperties` not `false`) becomes one more property
+    /// of the schema such keys take; `None` where no key can be `name`.
+    fn property_named(
+        &mut self,
+        node: &mut Node,
+        name: &crate::json::Str,
+        key_pattern: Option<(u8, u16)>,
+    ) -> Result<Option<usize>, SchemaError> {
+        let found = (0..node.count as usize)
+            .find(|&i| name.eq_str_bytes(self.bytes(self.props[node.first as usize + i].0)));
+        if let Some(i) = found {
+            return Ok(Some(i));
+        }
+        // A name the pattern matches takes its schema.
+        let by_pattern = key_pattern
+            .filter(|&(pat, _)| {
+                let p = &self.patterns[pat as usize];
+                name.as_plain().is_some_and(|n| p.done(p.run(n.as_bytes())))
+            })
+            .map(|k| k.1);
+        if node.extra == NO_EXTRA && by_pattern.is_none() {
+            return Ok(None);
+        }
+        let name = name
+            .as_plain()
+            .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
+            .ok_or_else(|| unsupported("a property name that needs escapes"))?;
+        if node.count as usize >= MAX_OBJECT_PROPS {
+            return Err(SchemaError::TooLarge("more than 64 properties in one object"));
+        }
+        if self.n_props >= MAX_PROPS {
+            return Err(SchemaError::TooLarge("more than 2048 properties"));
+        }
+        if node.count == 0 {
+            node.first = self.n_props as u16;
+        }
+        let span = self.span_of(|w| w.write_str(name))?;
+        self.props[self.n_props] = (span, by_pattern.unwrap_or(node.extra));
+        self.n_props += 1;
+        node.count += 1;
+        Ok(Some(node.count as usize - 1))
+    }
+
+    /// `dependencies` in its form listing names (draft 4 to 7; its form
+    /// with schemas is refused by [`refused_keyword`]) or
+    /// `dependentRequired`: once property `a` is written, the names it
+    /// lists are required too (`Schema::deps`, read by
+    /// [`Schema::dependent_required`]). A property whose listed name no
+    /// key can be takes no value (its key refused). Beside
+    /// `maxProperties` they are refused: a key could then leave no room
+    /// for the names it requires.
+    fn dependencies_of(
+        &mut self,
+        idx: u16,
+        node: &mut Node,
+        deps: &Value,
+        key_pattern: Option<(u8, u16)>,
+    ) -> Result<(), SchemaError> {
+        let invalid = SchemaError::Invalid("'dependencies' must map names to lists of names");
+        let deps = deps.as_object().ok_or(invalid)?;
+        if node.hi != i64::MAX {
+            return Err(unsupported("dependencies (beside maxProperties)"));
+        }
+        for (name, list) in deps.iter() {
+            let list = list.as_array().ok_or(invalid)?;
+            let mut mask = 0u64;
+            let mut possible = true;
+            for r in list.iter() {
+                let r = r.as_str().ok_or(invalid)?;
+                match self.property_named(node, &r, key_pattern)? {
+                    Some(i) => mask |= 1 << i,
+                    None => possible = false,
+                }
+            }
+            // A key no object can have needs nothing.
+            let Some(a) = self.property_named(node, &name, key_pattern)? else {
+                continue;
+            };
+            if !possible {
+                if node.required >> a & 1 == 1 {
+                    return Err(SchemaError::Invalid(
+                        "a required property that depends on a name no key can be",
+                    ));
+                }
+                node.never |= 1 << a;
+            }
+            mask &= !(1 << a);
+            if mask != 0 {
+                self.deps
+                    .push((idx, a as u8, mask))
+                    .map_err(|_| SchemaError::TooLarge("more than 256 dependencies"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The properties of object `obj` that the ones written (`seen`)
+    /// require through its dependencies.
+    fn dependent_required(&self, obj: u16, seen: u64) -> u64 {
+        self.deps
+            .iter()
+            .filter(|&&(o, a, _)| o == obj && seen >> a & 1 == 1)
+            .fold(0, |m, d| m | d.2)
     }
 
     /// Object `idx`'s `patternProperties` (of `v`, whose properties `node`
@@ -3266,7 +3373,7 @@ impl Matcher {
         } else {
             u64::MAX >> (64 - n.count as u32) & !n.never
         };
-        let mut required = n.required;
+        let mut required = n.required | s.dependent_required(node, seen);
         // A keyed object: the chosen branch's keys; before one is chosen,
         // `}` only where a branch needs none.
         if n.min_items > 0 {
@@ -4489,6 +4596,8 @@ mod tests {
             r#"{"properties":{"ab":{"type":"integer"},"b":{"type":"null","enum":[1]}},"patternProperties":{"^c+$":{"type":"null"}},"additionalProperties":{"type":"integer","minimum":0,"maximum":3},"minProperties":2,"maxProperties":4}"#,
             r#"{"properties":{"a":{"type":"string","format":"uri","maxLength":6},"b":{"type":"object","enum":[1]}},"additionalProperties":false,"minProperties":1}"#,
             r#"{"patternProperties":{"^[ab]{1,3}$":{"type":"array","items":{"enum":["a","ab"]},"maxItems":2}},"additionalProperties":false,"maxProperties":2}"#,
+            r#"{"properties":{"a":{"type":"integer"},"b":{"type":"null"},"c":{"enum":[1],"type":"string"}},"additionalProperties":false,"dependencies":{"a":["b"],"b":["a"],"bb":["c"]},"dependentRequired":{"d":["a"]}}"#,
+            r#"{"properties":{"a":{"type":"integer"}},"patternProperties":{"^a.$":{"type":"null"}},"additionalProperties":false,"dependencies":{"a":["ab","a"],"ab":["ac"],"x":["a"]},"minProperties":1}"#,
         ];
         let alphabet: Vec<u8> = (0x20..0x7f).collect();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -4516,6 +4625,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `dependencies` listing names (and `dependentRequired`): once a key
+    /// is written, `}` waits for the names it lists (through chains of
+    /// them); a name beside the properties is one more key the object
+    /// may have; a key that requires one no object can have is refused.
+    /// Its form with schemas, and names beside `maxProperties`, are
+    /// refused (left out without strict).
+    #[test]
+    fn dependencies_require_the_names_they_list() {
+        let s = schema(
+            r#"{"type":"object","properties":{"card":{"type":"string"},"addr":{"type":"string"}},"dependencies":{"card":["addr","zip"],"zip":["city"]}}"#,
+        );
+        for good in [
+            "{}",
+            r#"{"addr":"x"}"#,
+            r#"{"card":"1","addr":"x","zip":1,"city":2}"#,
+            r#"{"city":null,"zip":1,"addr":"x","card":"1"}"#,
+        ] {
+            assert!(complete(&s, good), "{good}");
+        }
+        for bad in [
+            r#"{"card":"1"}"#,
+            r#"{"card":"1","addr":"x"}"#,
+            r#"{"card":"1","addr":"x","zip":1}"#,
+            r#"{"zip":1}"#,
+        ] {
+            assert!(prefix(&s, &bad[..bad.len() - 1]), "{bad}");
+            assert!(!complete(&s, bad), "{bad}");
+        }
+        let closed = schema(
+            r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"additionalProperties":false,"dependentRequired":{"a":["b"],"b":["x"],"y":["a"]}}"#,
+        );
+        assert!(complete(&closed, "{}") && !prefix(&closed, r#"{"b""#));
+        assert!(!prefix(&closed, r#"{"a""#), "a needs b, which needs x");
+        for (text, err) in [
+            (
+                r#"{"type":"object","dependencies":{"a":{"required":["b"]}}}"#,
+                "unsupported JSON schema keyword 'dependencies'",
+            ),
+            (
+                r#"{"type":"object","dependencies":{"a":["b"]},"maxProperties":3}"#,
+                "unsupported JSON schema keyword 'dependencies (beside maxProperties)'",
+            ),
+            (
+                r#"{"type":"object","properties":{"a":{}},"additionalProperties":false,"required":["a"],"dependencies":{"a":["b"]}}"#,
+                "invalid JSON schema: a required property that depends on a name no key can be",
+            ),
+        ] {
+            let e = Schema::compile(&parse(text.as_bytes()).unwrap()).unwrap_err();
+            assert_eq!(std::format!("{e}"), err, "{text}");
+        }
+        let lenient = Schema::compile_lenient(
+            &parse(br#"{"type":"object","dependencies":{"a":["b"]},"maxProperties":3}"#).unwrap(),
+        )
+        .unwrap();
+        assert!(complete(&lenient, r#"{"a":1}"#) && lenient.dropped().count() == 1);
     }
 
     /// A property whose `enum` has no value of its `type` can never be

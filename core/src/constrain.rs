@@ -2013,7 +2013,9 @@ impl Schema {
             .filter(|n| n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'))
             .ok_or_else(|| unsupported("a property name that needs escapes"))?;
         if node.count as usize >= MAX_OBJECT_PROPS {
-            return Err(SchemaError::TooLarge("more than 64 properties in one object"));
+            return Err(SchemaError::TooLarge(
+                "more than 64 properties in one object",
+            ));
         }
         if self.n_props >= MAX_PROPS {
             return Err(SchemaError::TooLarge("more than 2048 properties"));

@@ -2491,19 +2491,27 @@ impl Matcher {
     }
 
     /// This state as far as what can follow it goes: inside a string of no
-    /// `maxLength`, the characters past its `minLength` are not counted.
-    /// Two states of equal keys ([`Matcher::same_state`]) take the same
-    /// tokens.
-    pub fn mask_key(&self) -> Matcher {
+    /// `maxLength` (a pattern's or a format's too), the characters past
+    /// its `minLength` are not counted (nothing that follows depends on
+    /// them: [`pattern::Pattern::can_end_within`] only through the most
+    /// characters). Two states of equal keys ([`Matcher::same_state`])
+    /// take the same tokens.
+    pub fn mask_key(&self, s: &Schema) -> Matcher {
         let mut key = self.clone();
-        if let Some(Frame::Str {
-            chars,
-            min,
-            max: u16::MAX,
-            ..
-        }) = key.stack[..key.len].last_mut()
-        {
-            *chars = (*chars).min(*min);
+        match key.stack[..key.len].last_mut() {
+            Some(Frame::Str {
+                chars,
+                min,
+                max: u16::MAX,
+                ..
+            }) => *chars = (*chars).min(*min),
+            Some(Frame::Patterned { node, chars, .. } | Frame::Formatted { node, chars, .. }) => {
+                let n = s.node(*node);
+                if n.max_items == u16::MAX {
+                    *chars = (*chars).min(n.min_items);
+                }
+            }
+            _ => {}
         }
         key
     }
@@ -4624,6 +4632,78 @@ mod tests {
                     let b = next[seed as usize % next.len()];
                     assert!(m.advance(&s, b));
                     out.push(b);
+                }
+            }
+        }
+    }
+
+    /// Mask keys: inside a string of no `maxLength` (plain, a pattern's or
+    /// a format's) states that differ only in characters past
+    /// `minLength` share a key, and such states take the same bytes
+    /// (every prefix of random strings); with `maxLength`, or below
+    /// `minLength`, the count stays in the key.
+    #[test]
+    fn mask_keys_forget_only_the_characters_nothing_depends_on() {
+        let at = |s: &Schema, out: &str| {
+            let mut m = Matcher::new(s);
+            assert!(out.bytes().all(|b| m.advance(s, b)), "{out}");
+            m
+        };
+        let alphabet: Vec<u8> = (0x20..0x7f).collect();
+        for (text, same, apart) in [
+            (
+                r#"{"type":"string","pattern":"^[a-z]([a-z0-9_-]*[a-z])?$"}"#,
+                ["\"ab", "\"abcd"],
+                ["\"a", "\"a1"],
+            ),
+            (
+                r#"{"type":"string","pattern":"^[a-z]+$","minLength":3}"#,
+                ["\"abc", "\"abcdef"],
+                ["\"ab", "\"abc"],
+            ),
+            (
+                r#"{"type":"string","pattern":"^[a-z]+$","maxLength":9}"#,
+                ["\"ab", "\"ab"],
+                ["\"ab", "\"abc"],
+            ),
+            (
+                r#"{"type":"string","format":"uri"}"#,
+                ["\"http://a/b", "\"http://a/bcd"],
+                ["\"http://a/b", "\"http://a/b?"],
+            ),
+            (
+                r#"{"type":"string","format":"uri","minLength":12}"#,
+                ["\"http://a/bcde", "\"http://a/bcdef"],
+                ["\"http://a/b", "\"http://a/bc"],
+            ),
+        ] {
+            let s = schema(text);
+            let key = |out: &str| at(&s, out).mask_key(&s);
+            assert!(key(same[0]).same_state(&key(same[1])), "{text}: {same:?}");
+            assert!(
+                !key(apart[0]).same_state(&key(apart[1])),
+                "{text}: {apart:?}"
+            );
+            // Random strings: states of equal keys take the same bytes.
+            let mut seen: Vec<(Matcher, Vec<u8>)> = Vec::new();
+            let mut seed = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..60 {
+                let mut m = at(&s, "\"");
+                for _ in 0..24 {
+                    let next = takes(&s, &m, &alphabet);
+                    let k = m.mask_key(&s);
+                    match seen.iter().find(|(other, _)| other.same_state(&k)) {
+                        Some((_, bytes)) => assert_eq!(bytes, &next, "{text}"),
+                        None => seen.push((k, next.clone())),
+                    }
+                    let inside: Vec<u8> = next.into_iter().filter(|&b| b != b'"').collect();
+                    if inside.is_empty() {
+                        break;
+                    }
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    assert!(m.advance(&s, inside[seed as usize % inside.len()]));
                 }
             }
         }

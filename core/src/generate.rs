@@ -576,7 +576,7 @@ impl Constraint<'_> {
     /// times this.
     pub fn mask(&mut self, vocab: usize, stops: &StopSet) -> usize {
         let words = vocab.div_ceil(64).min(self.bits.len());
-        let key = self.progress.matcher.mask_key();
+        let key = self.progress.matcher.mask_key(self.schema);
         let (bits, kept) = self.bits.split_at_mut(words);
         let cache = &mut *self.cache;
         let caching = kept.len() >= words * MASK_CACHE;

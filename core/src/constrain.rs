@@ -2600,6 +2600,27 @@ impl Matcher {
                 Some((_, true)) => PlainFit::Ascii,
                 _ => PlainFit::Walk,
             },
+            // Without `maxLength` a byte's step does not depend on the
+            // count but for `can_end_within`'s least, which more
+            // characters only meet more easily: checked at the next count.
+            Some(&Frame::Patterned {
+                pat,
+                set,
+                node,
+                chars,
+            }) if s.node(node).max_items == u16::MAX => {
+                let p = &s.patterns[pat as usize];
+                let (min, next) = (s.node(node).min_items, chars.saturating_add(1));
+                closed_class(set, |t, b| {
+                    p.step(t, b)
+                        .filter(|&t| p.can_end_within(t, next, min, u16::MAX))
+                })
+                .map_or(PlainFit::Walk, PlainFit::Class)
+            }
+            Some(&Frame::Formatted { fmt, st, node, .. }) if s.node(node).max_items == u16::MAX => {
+                closed_class(st, |t, b| format::step(fmt, t, b))
+                    .map_or(PlainFit::Walk, PlainFit::Class)
+            }
             _ => PlainFit::Walk,
         }
     }
@@ -3524,8 +3545,57 @@ pub enum PlainFit {
     Ascii,
     /// The plain tokens of at most this many characters.
     Chars(u16),
+    /// The tokens made only of the bytes of this class (bit `b`: byte `b`,
+    /// plain ASCII), taken without a walk; the others walked. Inside a
+    /// pattern's or a format's string: the class keeps the automaton
+    /// within a few states that all go on ([`closed_class`]).
+    Class(u128),
     /// No rule: walk every token.
     Walk,
+}
+
+/// Printable ASCII but `"` and `\` (bit `b`: byte `b`).
+const PLAIN_ASCII_BYTES: u128 =
+    ((1u128 << 0x7F) - (1u128 << 0x20)) & !(1u128 << b'"') & !(1u128 << b'\\');
+
+/// States a [`closed_class`] follows at most.
+const CLASS_STATES: usize = 8;
+
+/// The plain ASCII bytes that keep an automaton (`step`: the next state,
+/// `None` where no value goes on) within a set of at most
+/// [`CLASS_STATES`] states from `start`, every step of each defined: a
+/// token made of them is taken from `start`, whatever its length. `None`
+/// when the states grow past that, or no byte is left.
+fn closed_class(start: u64, step: impl Fn(u64, u8) -> Option<u64>) -> Option<u128> {
+    let mut states = [start; CLASS_STATES];
+    let mut n = 1;
+    let mut class = PLAIN_ASCII_BYTES;
+    let mut changed = true;
+    while changed {
+        changed = false;
+        let mut i = 0;
+        while i < n {
+            let mut bytes = class;
+            while bytes != 0 {
+                let b = bytes.trailing_zeros() as u8;
+                bytes &= bytes - 1;
+                match step(states[i], b) {
+                    None => {
+                        class &= !(1u128 << b);
+                        changed = true;
+                    }
+                    Some(t) if !states[..n].contains(&t) => {
+                        *states.get_mut(n)? = t;
+                        n += 1;
+                        changed = true;
+                    }
+                    Some(_) => {}
+                }
+            }
+            i += 1;
+        }
+    }
+    (class != 0).then_some(class)
 }
 
 /// Plain tokens counted by characters in [`Vocab::plain_upto`]: one
@@ -3669,7 +3739,7 @@ impl Vocab<'_> {
                 let k = room as usize;
                 self.plain_upto.get((k - 1) * words..k * words)?
             }
-            PlainFit::Walk => return None,
+            PlainFit::Walk | PlainFit::Class(_) => return None,
         };
         Some((block, self.unplain))
     }
@@ -3691,7 +3761,13 @@ impl Vocab<'_> {
         if states.len() <= MAX_TOKEN_BYTES {
             return None;
         }
-        let (block, list) = self.plain_block(m.plain_fit(s)).unzip();
+        let fit = m.plain_fit(s);
+        let (block, list) = self.plain_block(fit).unzip();
+        // The class whose tokens are taken without a walk (0: none).
+        let class = match fit {
+            PlainFit::Class(c) => c,
+            _ => 0,
+        };
         states[0].copy_from(m);
         // Inside a string the walk keeps the top frame alone (`frames[d]`
         // after d bytes, the rest of the stack `m`'s) until a byte may
@@ -3709,6 +3785,8 @@ impl Vocab<'_> {
         let mut matched = 0usize;
         let mut dead: Option<usize> = None;
         let mut prev: &[u8] = &[];
+        // Bytes of `prev` from the start in `class`.
+        let mut in_class = 0usize;
         let mut j = 0;
         while j < n {
             let i = list.map_or(j, |l| l[j] as usize);
@@ -3721,6 +3799,23 @@ impl Vocab<'_> {
             if dead.is_some_and(|d| common >= d) {
                 j += 1;
                 continue;
+            }
+            if class != 0 {
+                in_class = in_class.min(common);
+                in_class += tok[in_class..]
+                    .iter()
+                    .take_while(|&&b| b < 128 && class >> b & 1 == 1)
+                    .count();
+                if in_class == tok.len() {
+                    // Taken whole; the states stay those of the bytes
+                    // it shares with the last token walked.
+                    allow(self.order[i]);
+                    matched = matched.min(common);
+                    dead = None;
+                    prev = tok;
+                    j += 1;
+                    continue;
+                }
             }
             let mut d = common.min(matched);
             dead = None;
@@ -5520,10 +5615,35 @@ mod tests {
             // Longer than the counted plain tokens: 18 and 24 characters.
             b"abcdefghijklmnopqr",
             b"abcdefghijklmnopqrstuvwx",
+            // For the classes of patterns and formats without maxLength.
+            b"www",
+            b"-data",
+            b"a1",
+            b"a_b9",
+            b"x.y",
+            b"A",
+            b"?q=1",
+            b"#f",
+            b"a@b",
         ];
         let owned = OwnedVocab::new(&tokens);
         let vocab = owned.view();
-        let cases: [(&str, &[&str]); 7] = [
+        let cases: [(&str, &[&str]); 10] = [
+            (
+                r#"{"type":"object","properties":{"u":{"type":"string","pattern":"^[a-z]([a-z0-9_-]*[a-z])?$"},"w":{"type":"string","pattern":"^[\\w.-]+$","minLength":6},"e":{"type":"string","pattern":"ab"}}}"#,
+                &[
+                    r#"{"u":"www-data","w":"a_b9x.yA","e":"xabwww"}"#,
+                    r#"{"u":"a1ab","w":"wwwAx.y"}"#,
+                ],
+            ),
+            (
+                r#"{"type":"object","properties":{"u":{"type":"string","format":"uri"},"h":{"type":"string","format":"hostname"},"m":{"type":"string","format":"email","minLength":3}}}"#,
+                &[r#"{"u":"http://www.a/b?q=1#f","h":"www-data.a1","m":"a@b.www"}"#],
+            ),
+            (
+                r#"{"type":"array","items":{"type":"string","pattern":"^[0-7]{3,4}$|^x[a-z]*$"}}"#,
+                &[r#"["755","xwww","x"]"#],
+            ),
             (
                 r#"{"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+-[0-9]{2}$"},"d":{"type":"string","format":"date"},"u":{"type":"string","format":"uri","maxLength":20}}}"#,
                 &[r#"{"id":"ab-12","d":"2024-01-31","u":"http://a.b/c"}"#],
@@ -5557,7 +5677,7 @@ mod tests {
                 &[r#"{"x-ab":1,"city":"n"}"#],
             ),
         ];
-        let mut checked = 0;
+        let (mut checked, mut classes) = (0, 0);
         for (text, outputs) in cases {
             let s = schema(text);
             let mut states = std::vec![Matcher::new(&s); MAX_TOKEN_BYTES + 1];
@@ -5582,10 +5702,14 @@ mod tests {
                     let so_far = std::string::String::from_utf8_lossy(&out.as_bytes()[..at]);
                     assert_eq!(got, want, "after {so_far:?} of {out} under {text}");
                     checked += 1;
+                    classes += matches!(m.plain_fit(&s), PlainFit::Class(_)) as usize;
                     assert!(m.advance(&s, b));
                 }
             }
         }
-        assert!(checked > 150);
+        assert!(
+            checked > 150 && classes > 30,
+            "{checked} masks, {classes} by a class"
+        );
     }
 }

@@ -2552,8 +2552,11 @@ impl Matcher {
     /// room for), in an open object's key between characters (no pattern:
     /// diverging from every name goes on as a free key), in a key its
     /// `patternProperties` pattern may still match
-    /// (plain ASCII while the object is open). [`PlainFit::Walk`]
-    /// elsewhere: each token must be walked.
+    /// (plain ASCII while the object is open). Inside a pattern's or a
+    /// format's string of no `maxLength`, and in a closed object's
+    /// pattern key: the tokens of the state's [`closed_class`]
+    /// ([`PlainFit::Class`]). [`PlainFit::Walk`] elsewhere: each token
+    /// must be walked.
     pub fn plain_fit(&self, s: &Schema) -> PlainFit {
         let below = self.len.checked_sub(2).and_then(|i| self.stack.get(i));
         let object = |props_only: bool| match below {
@@ -2596,9 +2599,15 @@ impl Matcher {
                 }
                 _ => PlainFit::Walk,
             },
-            Some(Frame::PatKey { .. }) => match object(false) {
+            Some(&Frame::PatKey { set }) => match object(false) {
                 Some((_, true)) => PlainFit::Ascii,
-                _ => PlainFit::Walk,
+                // A closed object's key goes on only while its pattern may
+                // still match.
+                Some((node, false)) => s
+                    .key_pattern(node)
+                    .and_then(|(p, _)| closed_class(set, |t, b| p.step(t, b)))
+                    .map_or(PlainFit::Walk, PlainFit::Class),
+                None => PlainFit::Walk,
             },
             // Without `maxLength` a byte's step does not depend on the
             // count but for `can_end_within`'s least, which more
@@ -3698,6 +3707,28 @@ pub struct Vocab<'a> {
     /// The sorted positions of the tokens not in the last of
     /// `plain_upto` (not plain, or plain of more characters).
     pub not_short_plain: &'a [u32],
+    /// Per sorted position, the token's [`byte_set`] (a token is tested
+    /// against a [`PlainFit::Class`] at once); empty: classes are not
+    /// used (those states walk every token).
+    pub byte_sets: &'a [u128],
+}
+
+/// A token's bytes as a set (bit `b`: byte `b`) when they are all plain
+/// ASCII (printable, not `"` or `\`) and at most [`MAX_TOKEN_BYTES`];
+/// else bit 0 alone, in no class.
+pub fn byte_set(bytes: &[u8]) -> u128 {
+    let set = bytes
+        .iter()
+        .fold(0u128, |set, &b| set | 1u128 << (b & 0x7F));
+    let plain = !bytes.is_empty()
+        && bytes.len() <= MAX_TOKEN_BYTES
+        && bytes.iter().all(|&b| b < 0x80)
+        && set & !PLAIN_ASCII_BYTES == 0;
+    if plain {
+        set
+    } else {
+        1
+    }
 }
 
 /// Longest token, in bytes, the mask walks (longer tokens are never allowed).
@@ -3765,7 +3796,7 @@ impl Vocab<'_> {
         let (block, list) = self.plain_block(fit).unzip();
         // The class whose tokens are taken without a walk (0: none).
         let class = match fit {
-            PlainFit::Class(c) => c,
+            PlainFit::Class(c) if self.byte_sets.len() == self.order.len() => c,
             _ => 0,
         };
         states[0].copy_from(m);
@@ -3785,11 +3816,16 @@ impl Vocab<'_> {
         let mut matched = 0usize;
         let mut dead: Option<usize> = None;
         let mut prev: &[u8] = &[];
-        // Bytes of `prev` from the start in `class`.
-        let mut in_class = 0usize;
         let mut j = 0;
         while j < n {
             let i = list.map_or(j, |l| l[j] as usize);
+            if class != 0 && self.byte_sets[i] & !class == 0 {
+                // Taken whole, not stepped: the states stay those of the
+                // last token walked (`prev`).
+                allow(self.order[i]);
+                j += 1;
+                continue;
+            }
             let tok = self.token(i);
             if tok.is_empty() || tok.len() > MAX_TOKEN_BYTES {
                 j += 1;
@@ -3799,23 +3835,6 @@ impl Vocab<'_> {
             if dead.is_some_and(|d| common >= d) {
                 j += 1;
                 continue;
-            }
-            if class != 0 {
-                in_class = in_class.min(common);
-                in_class += tok[in_class..]
-                    .iter()
-                    .take_while(|&&b| b < 128 && class >> b & 1 == 1)
-                    .count();
-                if in_class == tok.len() {
-                    // Taken whole; the states stay those of the bytes
-                    // it shares with the last token walked.
-                    allow(self.order[i]);
-                    matched = matched.min(common);
-                    dead = None;
-                    prev = tok;
-                    j += 1;
-                    continue;
-                }
             }
             let mut d = common.min(matched);
             dead = None;
@@ -5472,6 +5491,7 @@ mod tests {
         plain_upto: Vec<u64>,
         longest: u16,
         not_short_plain: Vec<u32>,
+        byte_sets: Vec<u128>,
     }
 
     impl OwnedVocab {
@@ -5492,6 +5512,7 @@ mod tests {
                 plain_upto: std::vec![0; words * PLAIN_COUNTS],
                 longest: 0,
                 not_short_plain: Vec::new(),
+                byte_sets: Vec::new(),
                 order,
             };
             for (i, &id) in v.order.iter().enumerate() {
@@ -5499,6 +5520,7 @@ mod tests {
                 v.bytes.extend_from_slice(t);
                 v.offsets.push(v.bytes.len() as u32);
                 v.position[id as usize] = i as u32;
+                v.byte_sets.push(byte_set(t));
                 classify_token(
                     id,
                     i as u32,
@@ -5544,6 +5566,7 @@ mod tests {
                 plain_upto: &self.plain_upto,
                 longest_plain: self.longest,
                 not_short_plain: &self.not_short_plain,
+                byte_sets: &self.byte_sets,
             }
         }
     }
@@ -5628,7 +5651,11 @@ mod tests {
         ];
         let owned = OwnedVocab::new(&tokens);
         let vocab = owned.view();
-        let cases: [(&str, &[&str]); 10] = [
+        let cases: [(&str, &[&str]); 11] = [
+            (
+                r#"{"type":"object","patternProperties":{"^x-[a-z]+$":{"type":"integer"}},"additionalProperties":false}"#,
+                &[r#"{"x-ab":1,"x-www":12}"#],
+            ),
             (
                 r#"{"type":"object","properties":{"u":{"type":"string","pattern":"^[a-z]([a-z0-9_-]*[a-z])?$"},"w":{"type":"string","pattern":"^[\\w.-]+$","minLength":6},"e":{"type":"string","pattern":"ab"}}}"#,
                 &[

@@ -1652,6 +1652,7 @@ mod tests {
             plain_upto: &[0; crate::constrain::PLAIN_COUNTS],
             longest_plain: 0,
             not_short_plain: &unplain,
+            byte_sets: &[],
         };
         // Token 14 ends the answer.
         let mut stops = StopSet {

@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use kestrel_core::constrain::{
-    classify_token, Matcher, Schema, Vocab, MAX_TOKEN_BYTES, PLAIN_COUNTS,
+    byte_set, classify_token, Matcher, Schema, Vocab, MAX_TOKEN_BYTES, PLAIN_COUNTS,
 };
 use kestrel_core::generate::{Constraint, MaskCache, Progress, MASK_CACHE};
 use kestrel_core::json;
@@ -29,6 +29,7 @@ pub struct SortedVocab {
     plain_upto: Vec<u64>,
     longest_plain: u16,
     not_short_plain: Vec<u32>,
+    byte_sets: Vec<u128>,
 }
 
 impl SortedVocab {
@@ -63,12 +64,14 @@ impl SortedVocab {
             plain_upto: vec![0; vocab.div_ceil(64) * PLAIN_COUNTS],
             longest_plain: 0,
             not_short_plain: Vec::new(),
+            byte_sets: Vec::with_capacity(pieces.len()),
         };
         v.offsets.push(0);
         for (i, (b, id)) in pieces.iter().enumerate() {
             v.order.push(*id);
             v.bytes.extend_from_slice(b);
             v.offsets.push(v.bytes.len() as u32);
+            v.byte_sets.push(byte_set(b));
             classify_token(
                 *id,
                 i as u32,
@@ -119,6 +122,7 @@ impl SortedVocab {
             plain_upto: &self.plain_upto,
             longest_plain: self.longest_plain,
             not_short_plain: &self.not_short_plain,
+            byte_sets: &self.byte_sets,
         }
     }
 }

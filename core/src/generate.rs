@@ -504,6 +504,10 @@ pub struct Constraint<'a> {
     pub bits: &'a mut [u64],
     /// The states whose masks `bits` keeps.
     pub cache: &'a mut MaskCache,
+    /// Without the feature `constrain`, a field no value fills: no
+    /// constraint can be made, so [`sample_next`] never masks.
+    #[cfg(not(feature = "constrain"))]
+    unmade: core::convert::Infallible,
 }
 
 /// Masks kept per answer: a state met again (every token inside a string,
@@ -559,6 +563,7 @@ impl Progress {
 
 impl Constraint<'_> {
     /// Whether token `id` (not an end token) continues the output.
+    #[cfg(feature = "constrain")]
     fn allows(&mut self, id: u32) -> bool {
         let Some(bytes) = self.vocab.token_bytes(id) else {
             return false;
@@ -629,6 +634,7 @@ impl Constraint<'_> {
     /// `Some(id)` when greedy sampling without penalties would pick `id`
     /// from the unmasked logits and it is allowed (it is then the best
     /// allowed token, found without the mask).
+    #[cfg(feature = "constrain")]
     fn restrict(
         &mut self,
         cfg: &SamplerConfig,
@@ -692,6 +698,9 @@ pub fn sample_next(
     constraint: Option<&mut Constraint>,
 ) -> Sampled {
     let id = match constraint {
+        #[cfg(not(feature = "constrain"))]
+        Some(c) => match c.unmade {},
+        #[cfg(feature = "constrain")]
         Some(c) => {
             // Greedy sampling draws nothing from the generator: picking the
             // token here leaves the sampler as `sample` would.
@@ -1612,6 +1621,7 @@ mod tests {
     /// The greedy shortcut (the best token checked alone) and the mask
     /// pick what sampling over the fully masked logits picks, with the same
     /// generator state, over many random rows.
+    #[cfg(feature = "constrain")]
     #[test]
     fn constrained_sampling_equals_sampling_the_masked_logits() {
         extern crate std;

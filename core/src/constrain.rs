@@ -2603,10 +2603,9 @@ impl Matcher {
                 Some((_, true)) => PlainFit::Ascii,
                 // A closed object's key goes on only while its pattern may
                 // still match.
-                Some((node, false)) => s
-                    .key_pattern(node)
-                    .and_then(|(p, _)| closed_class(set, |t, b| p.step(t, b)))
-                    .map_or(PlainFit::Walk, PlainFit::Class),
+                Some((node, false)) => s.key_pattern(node).map_or(PlainFit::Walk, |(p, _)| {
+                    class_fit(set, &|t, b| p.step(t, b))
+                }),
                 None => PlainFit::Walk,
             },
             // Without `maxLength` a byte's step does not depend on the
@@ -2620,15 +2619,13 @@ impl Matcher {
             }) if s.node(node).max_items == u16::MAX => {
                 let p = &s.patterns[pat as usize];
                 let (min, next) = (s.node(node).min_items, chars.saturating_add(1));
-                closed_class(set, |t, b| {
+                class_fit(set, &|t, b| {
                     p.step(t, b)
                         .filter(|&t| p.can_end_within(t, next, min, u16::MAX))
                 })
-                .map_or(PlainFit::Walk, PlainFit::Class)
             }
             Some(&Frame::Formatted { fmt, st, node, .. }) if s.node(node).max_items == u16::MAX => {
-                closed_class(st, |t, b| format::step(fmt, t, b))
-                    .map_or(PlainFit::Walk, PlainFit::Class)
+                class_fit(st, &|t, b| format::step(fmt, t, b))
             }
             _ => PlainFit::Walk,
         }
@@ -3554,11 +3551,11 @@ pub enum PlainFit {
     Ascii,
     /// The plain tokens of at most this many characters.
     Chars(u16),
-    /// The tokens made only of the bytes of this class (bit `b`: byte `b`,
-    /// plain ASCII), taken without a walk; the others walked. Inside a
-    /// pattern's or a format's string: the class keeps the automaton
-    /// within a few states that all go on ([`closed_class`]).
-    Class(u128),
+    /// The tokens of at most this many bytes (`u16::MAX`: any) made only
+    /// of the bytes of this class (bit `b`: byte `b`, plain ASCII), taken
+    /// without a walk; the others walked. Inside a pattern's or a
+    /// format's string ([`class_fit`]).
+    Class(u128, u16),
     /// No rule: walk every token.
     Walk,
 }
@@ -3570,12 +3567,74 @@ const PLAIN_ASCII_BYTES: u128 =
 /// States a [`closed_class`] follows at most.
 const CLASS_STATES: usize = 8;
 
+/// Most bytes of a [`counted_class`]'s room.
+const CLASS_ROOM: u16 = 16;
+
+/// A class of tokens an automaton (`step`: the next state, `None` where
+/// no value goes on) takes from `start` without a walk: its
+/// [`closed_class`], of any length, else its [`counted_class`].
+fn class_fit(start: u64, step: &dyn Fn(u64, u8) -> Option<u64>) -> PlainFit {
+    match closed_class(start, step) {
+        Some(class) => PlainFit::Class(class, u16::MAX),
+        None => {
+            counted_class(start, step).map_or(PlainFit::Walk, |(c, room)| PlainFit::Class(c, room))
+        }
+    }
+}
+
+/// The plain ASCII bytes `start` takes, and the most bytes of them
+/// (`room`, at most [`CLASS_ROOM`]) that every state reached on the way
+/// takes too, as in a counted pattern (`^[0-9A-Za-z]{8}-...`: alphanumeric
+/// bytes, as many as the count has left): a token of at most `room` of
+/// them is taken from `start`. `None` when no byte is taken.
+fn counted_class(start: u64, step: &dyn Fn(u64, u8) -> Option<u64>) -> Option<(u128, u16)> {
+    let mut class = 0u128;
+    let mut bytes = PLAIN_ASCII_BYTES;
+    while bytes != 0 {
+        let b = bytes.trailing_zeros() as u8;
+        bytes &= bytes - 1;
+        if step(start, b).is_some() {
+            class |= 1u128 << b;
+        }
+    }
+    if class == 0 {
+        return None;
+    }
+    // The states after `depth - 1` bytes of the class; every class byte
+    // from each of them defined makes `depth` bytes safe.
+    let mut level = [start; CLASS_STATES];
+    let mut n = 1;
+    for depth in 1..=CLASS_ROOM {
+        let mut next = [0u64; CLASS_STATES];
+        let mut m = 0;
+        for &t in &level[..n] {
+            let mut bytes = class;
+            while bytes != 0 {
+                let b = bytes.trailing_zeros() as u8;
+                bytes &= bytes - 1;
+                let Some(u) = step(t, b) else {
+                    return (depth > 1).then_some((class, depth - 1));
+                };
+                if !next[..m].contains(&u) {
+                    let Some(slot) = next.get_mut(m) else {
+                        return (depth > 1).then_some((class, depth - 1));
+                    };
+                    *slot = u;
+                    m += 1;
+                }
+            }
+        }
+        (level, n) = (next, m);
+    }
+    Some((class, CLASS_ROOM))
+}
+
 /// The plain ASCII bytes that keep an automaton (`step`: the next state,
 /// `None` where no value goes on) within a set of at most
 /// [`CLASS_STATES`] states from `start`, every step of each defined: a
 /// token made of them is taken from `start`, whatever its length. `None`
 /// when the states grow past that, or no byte is left.
-fn closed_class(start: u64, step: impl Fn(u64, u8) -> Option<u64>) -> Option<u128> {
+fn closed_class(start: u64, step: &dyn Fn(u64, u8) -> Option<u64>) -> Option<u128> {
     let mut states = [start; CLASS_STATES];
     let mut n = 1;
     let mut class = PLAIN_ASCII_BYTES;
@@ -3770,7 +3829,7 @@ impl Vocab<'_> {
                 let k = room as usize;
                 self.plain_upto.get((k - 1) * words..k * words)?
             }
-            PlainFit::Walk | PlainFit::Class(_) => return None,
+            PlainFit::Walk | PlainFit::Class(..) => return None,
         };
         Some((block, self.unplain))
     }
@@ -3794,10 +3853,13 @@ impl Vocab<'_> {
         }
         let fit = m.plain_fit(s);
         let (block, list) = self.plain_block(fit).unzip();
-        // The class whose tokens are taken without a walk (0: none).
-        let class = match fit {
-            PlainFit::Class(c) if self.byte_sets.len() == self.order.len() => c,
-            _ => 0,
+        // The class whose tokens (of at most `room` bytes) are taken
+        // without a walk (0: none).
+        let (class, room) = match fit {
+            PlainFit::Class(c, room) if self.byte_sets.len() == self.order.len() => {
+                (c, room as usize)
+            }
+            _ => (0, 0),
         };
         states[0].copy_from(m);
         // Inside a string the walk keeps the top frame alone (`frames[d]`
@@ -3819,7 +3881,10 @@ impl Vocab<'_> {
         let mut j = 0;
         while j < n {
             let i = list.map_or(j, |l| l[j] as usize);
-            if class != 0 && self.byte_sets[i] & !class == 0 {
+            if class != 0
+                && self.byte_sets[i] & !class == 0
+                && (self.offsets[i + 1] - self.offsets[i]) as usize <= room
+            {
                 // Taken whole, not stepped: the states stay those of the
                 // last token walked (`prev`).
                 allow(self.order[i]);
@@ -5651,7 +5716,11 @@ mod tests {
         ];
         let owned = OwnedVocab::new(&tokens);
         let vocab = owned.view();
-        let cases: [(&str, &[&str]); 11] = [
+        let cases: [(&str, &[&str]); 12] = [
+            (
+                r#"{"type":"array","items":{"type":"string","pattern":"^[0-9a-z]{8}-[0-9a-z]{4}$|^x[a-z]{2,5}"}}"#,
+                &[r#"["abcd1234-ab12","xwww","a1b9x1yb-www1"]"#],
+            ),
             (
                 r#"{"type":"object","patternProperties":{"^x-[a-z]+$":{"type":"integer"}},"additionalProperties":false}"#,
                 &[r#"{"x-ab":1,"x-www":12}"#],
@@ -5704,7 +5773,7 @@ mod tests {
                 &[r#"{"x-ab":1,"city":"n"}"#],
             ),
         ];
-        let (mut checked, mut classes) = (0, 0);
+        let (mut checked, mut classes, mut counted) = (0, 0, 0);
         for (text, outputs) in cases {
             let s = schema(text);
             let mut states = std::vec![Matcher::new(&s); MAX_TOKEN_BYTES + 1];
@@ -5729,14 +5798,16 @@ mod tests {
                     let so_far = std::string::String::from_utf8_lossy(&out.as_bytes()[..at]);
                     assert_eq!(got, want, "after {so_far:?} of {out} under {text}");
                     checked += 1;
-                    classes += matches!(m.plain_fit(&s), PlainFit::Class(_)) as usize;
+                    classes += matches!(m.plain_fit(&s), PlainFit::Class(..)) as usize;
+                    counted += matches!(m.plain_fit(&s), PlainFit::Class(_, room) if room < u16::MAX)
+                        as usize;
                     assert!(m.advance(&s, b));
                 }
             }
         }
         assert!(
-            checked > 150 && classes > 30,
-            "{checked} masks, {classes} by a class"
+            checked > 150 && classes > 30 && counted > 10,
+            "{checked} masks, {classes} by a class, {counted} of them counted"
         );
     }
 }

@@ -238,7 +238,8 @@ fn gemm_k_matches_generic() {
         // tables (12,544 columns: the AVX2 tiles); batches past the x86
         // K GEMM's pattern tables (21 rows of 1,536 columns) and its
         // 512-bit tile's calls (64 rows); several 16-row units (the last
-        // one partial) with whole and partial 8-row tiles.
+        // one partial) with whole and partial 8-row tiles; 131 rows past the
+        // x86 codebook prompt GEMM's calls of 128.
         for (rows, cols, m) in [
             (5, 2304, 9),
             (11, 2304, 13),
@@ -249,6 +250,7 @@ fn gemm_k_matches_generic() {
             (9, 1536, 70),
             (33, 512, 8),
             (33, 256, 17),
+            (9, 256, 131),
         ] {
             let w = weight(k, &mut rng, (rows, cols), &mut sweep, true);
             check(k, cpu, (rows, cols, m), &w, &mut rng);

@@ -676,6 +676,7 @@ pub(crate) mod x86_64 {
     use super::IQ3_ROWS;
     use crate::layout::QK_K;
     use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
+    use crate::x86_64::gemm::{gemm_run, Grid, Pass};
     use crate::x86_64::k8::TILE_M;
     use crate::x86_64::{Avx2, Dot, Vnni, RUN};
     use core::arch::x86_64::*;
@@ -1329,129 +1330,117 @@ pub(crate) mod x86_64 {
         }
     }
 
-    /// The prompt GEMM: per row group and super-block, the super-block
-    /// decoded once, then every activation row in tiles of 4; the rows'
-    /// float sums kept in `out` (zeroed first, then one addition per
-    /// super-block in order: the tiles' and the generic sums).
+    /// The activation rows of a call of the prompt GEMM: quants and scales
+    /// of all `m` rows, the first row and how many the call takes.
+    #[derive(Clone, Copy)]
+    struct CallActs<'a> {
+        qs: &'a [i8],
+        d: &'a [f32],
+        first: usize,
+        rows_in: usize,
+    }
+
+    /// One tile of the prompt GEMM: row group `wg` (`nb` super-blocks)
+    /// against a call's activation rows: per super-block, the super-block
+    /// decoded once, then the rows in tiles of 4; the rows' float sums kept
+    /// in `sums` (zeroed first, then one addition per super-block in order:
+    /// the tiles' and the generic sums).
     ///
     /// # Safety
-    /// The shapes checked by `gemm_k_shape` for `front`'s layout with
-    /// `groups` row groups of `nb >= 1` super-blocks, `rows, m >= 1`; the
-    /// CPU implements AVX2, FMA, F16C and the `DOT` form; with AVX2 alone no
-    /// quant is -128.
+    /// `wg` holds `nb >= 1` super-blocks of `front`'s layout, `a.qs` and
+    /// `a.d` rows `a.first..a.first + a.rows_in` of `nb * 256` quants and
+    /// `nb` scales, `a.rows_in <= DECODED_ROWS`; the CPU implements AVX2,
+    /// FMA, F16C and the `DOT` form; with AVX2 alone no quant is -128.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn decoded_body<const DOT: u8, const F: u8>(
+    unsafe fn decoded_unit_body<const DOT: u8, const F: u8>(
         front: &Front,
-        w: &[u8],
-        rows: usize,
-        (groups, nb): (usize, usize),
-        act_qs: &[i8],
-        act_d: &[f32],
-        m: usize,
-        out: &mut [f32],
+        wg: &[u8],
+        nb: usize,
+        a: CallActs,
+        sums: &mut [[f32; IQ3_ROWS]; DECODED_ROWS],
     ) {
         let cols = nb * QK_K;
-        let group_bytes = nb * front.bytes;
-        for g in 0..groups {
-            let row0 = g * IQ3_ROWS;
-            let n = (rows - row0).min(IQ3_ROWS);
-            for t in 0..m {
-                out[t * rows + row0..][..n].fill(0.0);
-            }
-            for b in 0..nb {
-                let sb = &w[g * group_bytes + b * front.bytes..][..front.bytes];
-                // SAFETY: `sb` is a whole super-block (the shape check).
-                let dec = unsafe { decode::<F>(front, sb.as_ptr()) };
-                let mut t0 = 0;
-                while t0 < m {
-                    let tm = (m - t0).min(TILE_M);
-                    let qs = act_qs[t0 * cols + b * QK_K..].as_ptr();
-                    let da = |t: usize| act_d[(t0 + t.min(tm - 1)) * nb + b];
-                    let mut res = [[0.0f32; IQ3_ROWS]; TILE_M];
-                    // SAFETY: rows t0..t0 + tm < m of `act_qs` hold the
-                    // super-block's quants at stride `cols`.
-                    unsafe {
-                        match tm {
-                            4 => decoded_tile::<4, DOT, F>(
-                                &dec,
-                                qs,
-                                cols,
-                                [0, 1, 2, 3].map(da),
-                                front.factor,
-                                &mut res,
-                            ),
-                            3 => decoded_tile::<3, DOT, F>(
-                                &dec,
-                                qs,
-                                cols,
-                                [0, 1, 2].map(da),
-                                front.factor,
-                                &mut res,
-                            ),
-                            2 => decoded_tile::<2, DOT, F>(
-                                &dec,
-                                qs,
-                                cols,
-                                [0, 1].map(da),
-                                front.factor,
-                                &mut res,
-                            ),
-                            _ => decoded_tile::<1, DOT, F>(
-                                &dec,
-                                qs,
-                                cols,
-                                [da(0)],
-                                front.factor,
-                                &mut res,
-                            ),
+        let CallActs {
+            qs: act_qs,
+            d: act_d,
+            first,
+            rows_in,
+        } = a;
+        for r in sums.iter_mut().take(rows_in) {
+            *r = [0.0; IQ3_ROWS];
+        }
+        for b in 0..nb {
+            let sb = &wg[b * front.bytes..][..front.bytes];
+            // SAFETY: `sb` is a whole super-block (the contract).
+            let dec = unsafe { decode::<F>(front, sb.as_ptr()) };
+            for t0 in (first..first + rows_in).step_by(TILE_M) {
+                let tm = (first + rows_in - t0).min(TILE_M);
+                let qs = act_qs[t0 * cols + b * QK_K..].as_ptr();
+                let da = |t: usize| act_d[(t0 + t.min(tm - 1)) * nb + b];
+                let mut res = [[0.0f32; IQ3_ROWS]; TILE_M];
+                let f = front.factor;
+                // SAFETY: rows t0..t0 + tm of `act_qs` hold the
+                // super-block's quants at stride `cols` (the contract).
+                unsafe {
+                    match tm {
+                        4 => {
+                            let d = [0, 1, 2, 3].map(da);
+                            decoded_tile::<4, DOT, F>(&dec, qs, cols, d, f, &mut res)
+                        }
+                        3 => {
+                            let d = [0, 1, 2].map(da);
+                            decoded_tile::<3, DOT, F>(&dec, qs, cols, d, f, &mut res)
+                        }
+                        2 => {
+                            let d = [0, 1].map(da);
+                            decoded_tile::<2, DOT, F>(&dec, qs, cols, d, f, &mut res)
+                        }
+                        _ => {
+                            let d = [da(0)];
+                            decoded_tile::<1, DOT, F>(&dec, qs, cols, d, f, &mut res)
                         }
                     }
-                    for (t, r) in res.iter().enumerate().take(tm) {
-                        let o = &mut out[(t0 + t) * rows + row0..][..n];
-                        for (o_r, v) in o.iter_mut().zip(r) {
-                            *o_r += *v;
-                        }
+                }
+                for (t, r) in res.iter().enumerate().take(tm) {
+                    for (s, v) in sums[t0 - first + t].iter_mut().zip(r) {
+                        *s += *v;
                     }
-                    t0 += tm;
                 }
             }
         }
     }
 
-    /// [`decoded_body`] with AVX2 alone.
+    /// [`decoded_unit_body`] with AVX2 alone.
     ///
     /// # Safety
     /// Its contract with `DOT` the AVX2 form.
     #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn decoded_avx2<const F: u8>(
+    unsafe fn decoded_unit_avx2<const F: u8>(
         front: &Front,
-        w: &[u8],
-        rows: usize,
-        shape: (usize, usize),
-        act_qs: &[i8],
-        act_d: &[f32],
-        m: usize,
-        out: &mut [f32],
+        wg: &[u8],
+        nb: usize,
+        a: CallActs,
+        sums: &mut [[f32; IQ3_ROWS]; DECODED_ROWS],
     ) {
         // SAFETY: the contract of this function is the body's.
-        unsafe { decoded_body::<{ Dot::MADDUBS }, F>(front, w, rows, shape, act_qs, act_d, m, out) }
+        unsafe { decoded_unit_body::<{ Dot::MADDUBS }, F>(front, wg, nb, a, sums) }
     }
 
-    crate::x86_64::vnni_forms!(decoded_avx_vnni, decoded_avx512_vnni<const F: u8>(
+    crate::x86_64::vnni_forms!(decoded_unit_avx_vnni, decoded_unit_avx512_vnni<const F: u8>(
         front: &Front,
-        w: &[u8],
-        rows: usize,
-        shape: (usize, usize),
-        act_qs: &[i8],
-        act_d: &[f32],
-        m: usize,
-        out: &mut [f32],
-    ) => decoded_body::<DOT, F>);
+        wg: &[u8],
+        nb: usize,
+        a: CallActs,
+        sums: &mut [[f32; IQ3_ROWS]; DECODED_ROWS],
+    ) => decoded_unit_body::<DOT, F>);
 
-    /// A codebook layout's GEMM of 2 or more activation rows (`F`: its front end),
-    /// each super-block decoded once for all of them; the contract of its
+    /// Activation rows per call of the prompt GEMM (the default prefill
+    /// batch): each super-block is decoded once per call.
+    const DECODED_ROWS: usize = 128;
+
+    /// A codebook layout's GEMM of 2 or more activation rows (`F`: its front end)
+    /// on the driver [`gemm_run`] (calls of up to [`DECODED_ROWS`] rows, one
+    /// tile per row group and call), each super-block decoded once per call; the contract of its
     /// generic twin `generic`, to which empty shapes go, and activations
     /// with a -128 quant on a CPU without VNNI.
     #[allow(clippy::too_many_arguments)]
@@ -1483,21 +1472,40 @@ pub(crate) mod x86_64 {
         if nb == 0 || rows == 0 || m == 0 {
             return generic(w, rows, cols, act_qs, act_d, act_sums, m, out);
         }
-        let shape = (groups, nb);
-        // SAFETY: the shape check above, nb, rows, m >= 1; the token proves
-        // AVX2/FMA/F16C and the VNNI form it names; without one, no -128.
-        unsafe {
-            match cpu.vnni() {
-                Vnni::No if act_qs.contains(&i8::MIN) => {
-                    return generic(w, rows, cols, act_qs, act_d, act_sums, m, out)
-                }
-                Vnni::No => decoded_avx2::<F>(front, w, rows, shape, act_qs, act_d, m, out),
-                Vnni::Avx => decoded_avx_vnni::<F>(front, w, rows, shape, act_qs, act_d, m, out),
-                Vnni::Avx512 => {
-                    decoded_avx512_vnni::<F>(front, w, rows, shape, act_qs, act_d, m, out)
-                }
+        type UnitFn =
+            unsafe fn(&Front, &[u8], usize, CallActs, &mut [[f32; IQ3_ROWS]; DECODED_ROWS]);
+        let unit: UnitFn = match cpu.vnni() {
+            Vnni::No if act_qs.contains(&i8::MIN) => {
+                return generic(w, rows, cols, act_qs, act_d, act_sums, m, out)
             }
-        }
+            Vnni::No => decoded_unit_avx2::<F>,
+            Vnni::Avx => decoded_unit_avx_vnni::<F>,
+            Vnni::Avx512 => decoded_unit_avx512_vnni::<F>,
+        };
+        let group_bytes = nb * front.bytes;
+        let grid = Grid {
+            rows,
+            units: groups,
+            m,
+            call_rows: DECODED_ROWS,
+        };
+        gemm_run(grid, out, |pass: Pass<'_, IQ3_ROWS, DECODED_ROWS>| {
+            pass.tiles(|g, first, rows_in, sums| {
+                let wg = &w[g * group_bytes..(g + 1) * group_bytes];
+                let a = CallActs {
+                    qs: act_qs,
+                    d: act_d,
+                    first,
+                    rows_in,
+                };
+                // SAFETY: `wg` is a whole row group and `act_qs`, `act_d`
+                // hold `m` rows of `cols` quants and `nb` scales (the shape
+                // check above; nb, rows, m >= 1), rows_in <= DECODED_ROWS
+                // (the grid's calls); the token proves AVX2/FMA/F16C and the
+                // VNNI form it names; without one, no -128 (checked above).
+                unsafe { unit(front, wg, nb, a, sums) };
+            });
+        });
         Ok(())
     }
 

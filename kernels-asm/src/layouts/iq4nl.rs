@@ -122,15 +122,13 @@ pub mod x86_64 {
     use super::{generic, IQ4_NL_VALUES};
     use crate::layout::{Q4X4_BLOCK_BYTES, Q4X4_ROWS, QK};
     use crate::shape::{gemm_shape, GemmShape, ShapeError};
+    use crate::x86_64::gemm::{gemm_run, Grid, Pass, TILE_M};
     use crate::x86_64::gemm_vnni::{
         self,
         avx512::{gemm_nib4, Nib4},
     };
     use crate::x86_64::{act_patterns, Avx2, Vnni};
     use core::arch::x86_64::*;
-
-    /// Activation rows computed together against one pass over a row group.
-    const TILE_M: usize = 4;
 
     /// The low 7 bits of each IQ4_NL value's `v + 128` for a negative value,
     /// else the value itself: `v = low - 128 * negative`, `low` in 1..=118, so
@@ -197,23 +195,22 @@ pub mod x86_64 {
             return Ok(());
         }
         let tiles = [iq4_tile::<1>, iq4_tile::<2>, iq4_tile::<3>, iq4_tile::<4>];
-        for g in 0..groups {
-            let wg = &w[g * nb * block..(g + 1) * nb * block];
-            let (row0, n) = (g * Q4X4_ROWS, (rows - g * Q4X4_ROWS).min(Q4X4_ROWS));
-            for t0 in (0..m).step_by(TILE_M) {
-                let tm = (m - t0).min(TILE_M);
-                let mut res = [[0.0f32; Q4X4_ROWS]; TILE_M];
+        let grid = Grid {
+            rows,
+            units: groups,
+            m,
+            call_rows: m,
+        };
+        gemm_run(grid, out, |pass: Pass<'_, Q4X4_ROWS, TILE_M>| {
+            pass.tiles(|g, t0, tm, res| {
+                let wg = &w[g * nb * block..(g + 1) * nb * block];
                 let (qs, d) = (&act_qs[t0 * cols..], &act_d[t0 * nb..]);
                 // SAFETY: `wg` is one row group of `nb` super-blocks, `qs` and
                 // `d` hold `tm` rows of `cols` quants and `nb` scales from row
                 // `t0` (`gemm_shape` checked `m` rows); the token proves AVX2.
-                unsafe { tiles[tm - 1](wg, qs, d, nb, &mut res) };
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-            }
-        }
+                unsafe { tiles[tm - 1](wg, qs, d, nb, res) };
+            });
+        });
         Ok(())
     }
 

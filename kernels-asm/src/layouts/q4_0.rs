@@ -157,8 +157,8 @@ pub mod x86_64 {
     use crate::layout::QK;
     use crate::shape::{gemm_shape, GemmShape, ShapeError};
     use crate::x86_64::gemm::{
-        pattern_table, sum_table, table_rows_per_call, tile4_asm, GEMM_EXPAND_BLOCKS,
-        GEMV_MAX_BLOCKS, TILE_CONSTS, TILE_M,
+        gemm_run, pattern_table, sum_table, table_rows_per_call, tile4_asm, Grid, Pass,
+        GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS, TILE_CONSTS, TILE_M,
     };
     use crate::x86_64::{
         act_patterns, gemm_vnni, pair_rows16, prefetch_ahead, prefetch_next_pair, sum_block_pairs,
@@ -246,65 +246,49 @@ pub mod x86_64 {
             // Wider than the tables: no vector code.
             return generic::gemm_q4_0x4_q8_0(w, rows, cols, act_qs, act_d, m, out);
         }
-        let max_rows = table_rows_per_call(nb);
-        if m > max_rows {
-            // Batches of `max_rows` tokens (the block-sum and pattern tables'
-            // sizes).
-            return (0..m).step_by(max_rows).try_for_each(|t0| {
-                let t1 = (t0 + max_rows).min(m);
-                gemm_q4_0x4_q8_0(
-                    cpu,
-                    w,
-                    rows,
-                    cols,
-                    &act_qs[t0 * cols..t1 * cols],
-                    &act_d[t0 * nb..t1 * nb],
-                    t1 - t0,
-                    &mut out[t0 * rows..t1 * rows],
-                )
-            });
-        }
-        // m <= table_rows_per_call(nb) and nb <= 384 (above): the tables below hold
-        // every block. Checked, since the slices made from them rely on it.
-        assert!(m * nb <= GEMM_EXPAND_BLOCKS);
-        // `-8 * sum(a)` of every activation block and its patterns (4 `vpermd`
-        // each), once per call (the tiles add the sum in i32 instead of forming
-        // it per row pair, and read the patterns instead of forming them again
-        // for every pair of row groups).
-        let blocks = m * nb;
-        let mut neg_corr = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
-        let neg_corr = sum_table(cpu, act_qs, blocks, -8, &mut neg_corr);
-        let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-        let patterns = pattern_table(cpu, act_qs, blocks, &mut patterns);
+        // Calls of `table_rows_per_call` rows: the block-sum and pattern
+        // tables' sizes.
         let group_bytes = nb * Q4X4_BLOCK_BYTES;
-        // Row groups in pairs (8 rows per vector); an odd last group is paired
-        // with itself and only its own rows are stored.
-        for pair in 0..groups.div_ceil(2) {
-            let ga = 2 * pair;
-            let gb = (ga + 1).min(groups - 1);
-            let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
-            let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
-            let mut t0 = 0;
-            while t0 < m {
-                let tm = (m - t0).min(TILE_M);
+        let grid = Grid {
+            rows,
+            units: groups.div_ceil(2),
+            m,
+            call_rows: table_rows_per_call(nb),
+        };
+        gemm_run(grid, out, |pass: Pass<'_, 8, TILE_M>| {
+            let (c0, c1) = (pass.first, pass.end);
+            // c1 - c0 <= table_rows_per_call(nb) and nb <= 384 (above): the
+            // tables below hold every block. Checked, since the slices made
+            // from them rely on it.
+            let blocks = (c1 - c0) * nb;
+            assert!(blocks <= GEMM_EXPAND_BLOCKS);
+            // `-8 * sum(a)` of every activation block and its patterns (4
+            // `vpermd` each), once per call (the tiles add the sum in i32
+            // instead of forming it per row pair, and read the patterns
+            // instead of forming them again for every pair of row groups).
+            let qs = &act_qs[c0 * cols..c1 * cols];
+            let mut neg_corr = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+            let neg_corr = sum_table(cpu, qs, blocks, -8, &mut neg_corr);
+            let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+            let patterns = pattern_table(cpu, qs, blocks, &mut patterns);
+            // Row groups in pairs (8 rows per vector); an odd last group is
+            // paired with itself and only its own rows are stored.
+            pass.tiles(|pair, t0, tm, res| {
+                let ga = 2 * pair;
+                let gb = (ga + 1).min(groups - 1);
+                let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+                let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
+                let i = (t0 - c0) * nb;
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let c = &neg_corr[t0 * nb..(t0 + tm) * nb];
-                let pt = &patterns[t0 * nb..(t0 + tm) * nb];
-                let mut res = [[0.0f32; 8]; TILE_M];
+                let c = &neg_corr[i..i + tm * nb];
+                let pt = &patterns[i..i + tm * nb];
                 // SAFETY: `wa` and `wb` are whole row groups (`nb` >= 1
-                // super-blocks of 72 bytes each, sliced above), `pt`, `d` and `c`
-                // hold `tm` rows of `nb` values (sliced above), `res` holds `tm
-                // <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C.
-                unsafe { q4_tile(tm)(wa, wb, pt, d, c, nb, &mut res) }
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let row0 = 2 * pair * Q4X4_ROWS;
-                    let n = rows.saturating_sub(row0).min(8);
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-                t0 += tm;
-            }
-        }
+                // super-blocks of 72 bytes each, sliced above), `pt`, `d` and
+                // `c` hold `tm` rows of `nb` values (sliced above), `res` holds
+                // `tm <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C.
+                unsafe { q4_tile(tm)(wa, wb, pt, d, c, nb, res) }
+            });
+        });
         Ok(())
     }
 

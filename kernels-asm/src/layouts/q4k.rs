@@ -330,14 +330,12 @@ pub mod x86_64 {
     use crate::layouts::q5k::{Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT, Q5KX4_QS_AT};
     use crate::shape::{gemm_k_shape, GemmKShape, ShapeError};
     use crate::x86_64::gemm::{
-        pattern_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
+        gemm_run, pattern_table, table_rows_per_call, Grid, Pass, GEMM_EXPAND_BLOCKS,
+        GEMV_MAX_BLOCKS, TILE_M,
     };
     use crate::x86_64::{prefetch_ahead, vnni_forms, Avx2, Dot, Vnni};
     use core::arch::x86_64::*;
     use core::mem::MaybeUninit;
-
-    /// Activation rows computed together against one pass over a row group.
-    const TILE_M: usize = 4;
 
     /// The public GEMV and GEMM of Q4_Kx4 (`$q5`: Q5_Kx4) weights x Q8_K
     /// activation rows, `$gemv` and `$gemm`, through [`k_gemm`]: the names and
@@ -430,105 +428,144 @@ pub mod x86_64 {
             };
             return Ok(());
         }
+        // One activation row (a decode step: its tile forms each pattern once
+        // anyway), or rows wider than the tables: no tables.
+        let shape = (nb, groups, bb);
+        let (a, o) = ((act_qs, act_d, act_sums), out);
         if m == 1 || ns > GEMV_MAX_BLOCKS {
-            // One activation row (a decode step: its tile forms each pattern
-            // once anyway), or rows wider than the tables.
-            let shape = (nb, groups, bb);
-            tiles::<Q5, false>(
-                cpu,
-                w,
-                rows,
-                cols,
-                act_qs,
-                act_d,
-                act_sums,
-                m,
-                out,
-                shape,
-                &[],
-            );
-            return Ok(());
-        }
-        let max_rows = table_rows_per_call(ns);
-        for t0 in (0..m).step_by(max_rows) {
-            let t1 = (t0 + max_rows).min(m);
-            let qs = &act_qs[t0 * cols..t1 * cols];
-            // The `vpermd` patterns of every 32-quant block of the batch,
-            // formed once here instead of again for every row group.
-            let mut table = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-            let patterns = pattern_table(cpu, qs, (t1 - t0) * ns, &mut table);
-            tiles::<Q5, true>(
-                cpu,
-                w,
-                rows,
-                cols,
-                qs,
-                &act_d[t0 * nb..t1 * nb],
-                &act_sums[t0 * ns..t1 * ns],
-                t1 - t0,
-                &mut out[t0 * rows..t1 * rows],
-                (nb, groups, bb),
-                patterns,
-            );
+            tiles::<Q5, false>(cpu, w, rows, a, m, o, shape);
+        } else {
+            tiles::<Q5, true>(cpu, w, rows, a, m, o, shape);
         }
         Ok(())
     }
 
-    /// Every row group against the `m` activation rows, in tiles of up to
-    /// [`TILE_M`] rows (`nb` super-blocks of `bb` bytes per row group); with
-    /// `TABLES` the tiles read the rows' `patterns` (row `t`'s 32-quant block
-    /// `k` at `t * cols / 32 + k`).
-    #[allow(clippy::too_many_arguments)]
+    /// The `vpermd` patterns of every 32-quant block of activation rows
+    /// `c0..c1` (`ns` blocks each), formed once per call of the driver into
+    /// `table` instead of again for every row group; none without `TABLES`.
+    fn call_patterns<'t, const TABLES: bool>(
+        cpu: Avx2,
+        act_qs: &[i8],
+        (c0, c1, ns): (usize, usize, usize),
+        table: &'t mut [MaybeUninit<[__m256i; 4]>; GEMM_EXPAND_BLOCKS],
+    ) -> &'t [[__m256i; 4]] {
+        if TABLES {
+            let qs = &act_qs[c0 * ns * QK..c1 * ns * QK];
+            pattern_table(cpu, qs, (c1 - c0) * ns, table)
+        } else {
+            &[]
+        }
+    }
+
+    /// Every row group against the `m` activation rows on the driver
+    /// [`gemm_run`], in tiles of up to [`TILE_M`] rows (`nb` super-blocks of
+    /// `bb` bytes per row group); with `TABLES`, in calls of
+    /// [`table_rows_per_call`] rows whose tiles read the call's `patterns`
+    /// (row `t`'s 32-quant block `k` at `t * cols / 32 + k`).
     fn tiles<const Q5: bool, const TABLES: bool>(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
-        cols: usize,
-        act_qs: &[i8],
-        act_d: &[f32],
-        act_sums: &[i16],
+        (act_qs, act_d, act_sums): (&[i8], &[f32], &[i16]),
         m: usize,
         out: &mut [f32],
         (nb, groups, bb): (usize, usize, usize),
-        patterns: &[[__m256i; 4]],
     ) {
         let group_bytes = nb * bb;
-        let ns = cols / QK;
-        // The AVX-VNNI tile (taken with tables only, as it requires) reads two
-        // row groups per pass; an odd last group is paired with itself and only
-        // its own rows are stored. (An AVX512-VNNI token took the 512-bit tile
-        // for more than one activation row, and takes the AVX2 tile here.)
-        let vnni = TABLES && cpu.vnni() == Vnni::Avx;
+        let (cols, ns) = (nb * QK_K, nb * (QK_K / QK));
+        let group = |g: usize| &w[g * group_bytes..(g + 1) * group_bytes];
+        let call_rows = if TABLES { table_rows_per_call(ns) } else { m };
+        // Activation rows t0..t0 + tm: their quants, scales and sums, and
+        // with TABLES their patterns in the call's table from row c0.
+        let acts = move |t0: usize, tm: usize| {
+            (
+                &act_qs[t0 * cols..(t0 + tm) * cols],
+                &act_d[t0 * nb..(t0 + tm) * nb],
+                &act_sums[t0 * ns..(t0 + tm) * ns],
+            )
+        };
+        // Rows t0..t0 + tm of the call's patterns (from row c0).
+        fn rows_of<const TABLES: bool>(
+            pt: &[[__m256i; 4]],
+            (c0, t0, tm, ns): (usize, usize, usize, usize),
+        ) -> &[[__m256i; 4]] {
+            if TABLES {
+                &pt[(t0 - c0) * ns..(t0 - c0 + tm) * ns]
+            } else {
+                pt
+            }
+        }
+        if TABLES && cpu.vnni() == Vnni::Avx {
+            // The AVX-VNNI tile (taken with tables only, as it requires) reads
+            // two row groups per pass; an odd last group is paired with itself
+            // and only its own rows are stored.
+            let grid = Grid {
+                rows,
+                units: groups.div_ceil(2),
+                m,
+                call_rows,
+            };
+            gemm_run(grid, out, |pass: Pass<'_, 8, TILE_M>| {
+                let c0 = pass.first;
+                let mut table = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+                let patterns = call_patterns::<TABLES>(cpu, act_qs, (c0, pass.end, ns), &mut table);
+                pass.tiles(|pair, t0, tn, res| {
+                    let w2 = [group(2 * pair), group((2 * pair + 1).min(groups - 1))];
+                    let (qs, d, s) = acts(t0, tn);
+                    let pt = rows_of::<TABLES>(patterns, (c0, t0, tn, ns));
+                    let mut r = [[[0.0f32; Q4KX4_ROWS]; TILE_M]; 2];
+                    // SAFETY: `w2` are row groups of `nb` super-blocks (of the
+                    // layout `Q5` names), `qs`, `d` and `s` hold `tn`
+                    // activation rows of `cols` quants, `nb` scales and `cols /
+                    // 32` sums (lengths checked by gemm_k_shape), `pt` their
+                    // `cols / 32` patterns each (sliced above); each tile holds
+                    // TILE_M >= tn rows; the token proves AVX2, FMA, F16C and
+                    // AVX-VNNI.
+                    unsafe {
+                        match tn {
+                            1 => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, &mut r),
+                            2 => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, &mut r),
+                            3 => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, &mut r),
+                            _ => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, &mut r),
+                        }
+                    }
+                    for (t, row) in res.iter_mut().enumerate().take(tn) {
+                        row[..Q4KX4_ROWS].copy_from_slice(&r[0][t]);
+                        row[Q4KX4_ROWS..].copy_from_slice(&r[1][t]);
+                    }
+                });
+            });
+            return;
+        }
+        // One row group per tile: the AVX2 tile, or with AVX512-VNNI (a
+        // decode step of Q5_Kx4: the 512-bit tile took the rest) its
+        // 256-bit VNNI form.
         let vnni512 = TABLES && cpu.vnni() == Vnni::Avx512;
-        let step = if vnni { 2 } else { 1 };
-        for ga in (0..groups).step_by(step) {
-            let gb = (ga + step - 1).min(groups - 1);
-            let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
-            let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
-            let mut t0 = 0;
-            while t0 < m {
-                let tn = (m - t0).min(TILE_M);
-                let qs = &act_qs[t0 * cols..(t0 + tn) * cols];
-                let d = &act_d[t0 * nb..(t0 + tn) * nb];
-                let s = &act_sums[t0 * ns..(t0 + tn) * ns];
-                let pt = if TABLES {
-                    &patterns[t0 * ns..(t0 + tn) * ns]
-                } else {
-                    patterns
-                };
-                let mut res = [[[0.0f32; Q4KX4_ROWS]; TILE_M]; 2];
-                // SAFETY: `wa` and `wb` are row groups of `nb` super-blocks (of
-                // the layout `Q5` names), `qs`, `d` and `s` hold `tn` activation
+        let grid = Grid {
+            rows,
+            units: groups,
+            m,
+            call_rows,
+        };
+        gemm_run(grid, out, |pass: Pass<'_, Q4KX4_ROWS, TILE_M>| {
+            let c0 = pass.first;
+            let mut table = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+            let patterns = call_patterns::<TABLES>(cpu, act_qs, (c0, pass.end, ns), &mut table);
+            pass.tiles(|g, t0, tn, res| {
+                let wa = group(g);
+                let (qs, d, s) = acts(t0, tn);
+                let pt = rows_of::<TABLES>(patterns, (c0, t0, tn, ns));
+                // SAFETY: `wa` is a row group of `nb` super-blocks (of the
+                // layout `Q5` names), `qs`, `d` and `s` hold `tn` activation
                 // rows of `cols` quants, `nb` scales and `cols / 32` sums
                 // (lengths checked by gemm_k_shape), with TABLES `pt` their
-                // `cols / 32` patterns each (sliced above); each tile holds
-                // TILE_M >= tn rows; the token proves AVX2, FMA and F16C and the
-                // VNNI form `vnni` names (taken with TABLES only, above).
+                // `cols / 32` patterns each (sliced above); `res` holds TILE_M
+                // >= tn rows; the token proves AVX2, FMA and F16C and, where
+                // taken (with TABLES only), AVX512-VNNI.
                 unsafe {
-                    let w2 = [wa, wb];
-                    let r = &mut res;
                     if vnni512 {
-                        let (w1, r1) = ([wa], core::array::from_mut(&mut r[0]));
+                        let w1 = [wa];
+                        let r1 = core::array::from_mut(res);
                         match tn {
                             1 => kx4_tile_avx512_vnni::<1, Q5>(w1, qs, d, s, pt, nb, r1),
                             2 => kx4_tile_avx512_vnni::<2, Q5>(w1, qs, d, s, pt, nb, r1),
@@ -536,36 +573,16 @@ pub mod x86_64 {
                             _ => kx4_tile_avx512_vnni::<4, Q5>(w1, qs, d, s, pt, nb, r1),
                         }
                     } else {
-                        match (vnni, tn) {
-                            (true, 1) => kx4_tile_avx_vnni::<1, Q5>(w2, qs, d, s, pt, nb, r),
-                            (true, 2) => kx4_tile_avx_vnni::<2, Q5>(w2, qs, d, s, pt, nb, r),
-                            (true, 3) => kx4_tile_avx_vnni::<3, Q5>(w2, qs, d, s, pt, nb, r),
-                            (true, _) => kx4_tile_avx_vnni::<4, Q5>(w2, qs, d, s, pt, nb, r),
-                            (false, 1) => {
-                                kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0])
-                            }
-                            (false, 2) => {
-                                kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0])
-                            }
-                            (false, 3) => {
-                                kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0])
-                            }
-                            (false, _) => {
-                                kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, &mut r[0])
-                            }
+                        match tn {
+                            1 => kx4_tile::<1, Q5, TABLES>(wa, qs, d, s, pt, nb, res),
+                            2 => kx4_tile::<2, Q5, TABLES>(wa, qs, d, s, pt, nb, res),
+                            3 => kx4_tile::<3, Q5, TABLES>(wa, qs, d, s, pt, nb, res),
+                            _ => kx4_tile::<4, Q5, TABLES>(wa, qs, d, s, pt, nb, res),
                         }
                     }
                 }
-                for (g, tile) in [ga, gb].into_iter().zip(&res).take(gb + 1 - ga) {
-                    let r0 = g * Q4KX4_ROWS;
-                    let nr = (rows - r0).min(Q4KX4_ROWS);
-                    for (t, acc) in tile.iter().take(tn).enumerate() {
-                        out[(t0 + t) * rows + r0..][..nr].copy_from_slice(&acc[..nr]);
-                    }
-                }
-                t0 += tn;
-            }
-        }
+            });
+        });
     }
 
     /// One row group x `T` activation rows, all `nb` super-blocks, of Q4_Kx4
@@ -884,10 +901,9 @@ pub mod x86_64 {
         use crate::layout::{QK, QK_K};
         use crate::layouts::q4k::{Q4KX4_BLOCK_BYTES, Q4KX4_QS_AT, Q4KX4_SCALES_AT};
         use crate::layouts::q5k::{Q5KX4_BLOCK_BYTES, Q5KX4_QH_AT, Q5KX4_QS_AT};
+        use crate::x86_64::gemm::{gemm_run, Grid, Pass};
         use crate::x86_64::gemm_vnni::avx512::{f16_quarters, load_quarters, prefetch};
-        use crate::x86_64::gemm_vnni::{
-            for_each_row, for_each_tile, with_rows, CallRows, MAX_ROWS, TILE_M,
-        };
+        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, MAX_ROWS, TILE_M};
         use crate::x86_64::{Avx2, Vnni};
         use core::arch::x86_64::*;
 
@@ -927,32 +943,26 @@ pub mod x86_64 {
             // Row groups in fours (16 rows per vector); past the last group the
             // last one is repeated and only real rows are stored.
             let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-            let mut res = [[0.0f32; 16]; TILE_M];
-            for c0 in (0..m).step_by(MAX_ROWS) {
-                let call = CallRows {
-                    first: c0,
-                    end: (c0 + MAX_ROWS).min(m),
-                    rows,
-                };
-                for_each_tile(
-                    call,
-                    groups.div_ceil(4),
-                    out,
-                    &mut res,
-                    |unit, t0, tm, res| {
-                        let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
-                        let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                        let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                        let s = &act_sums[t0 * ns..(t0 + tm) * ns];
-                        // SAFETY: each of `g` is a whole row group (`nb` super-blocks
-                        // of `bb` bytes, sliced above); `qs`, `d` and `s` hold `tm`
-                        // (1 to TILE_M) activation rows of `cols` quants, `nb` scales
-                        // and `ns` sums (sliced above); the token proves AVX512-VNNI
-                        // with F/BW/VL.
-                        unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, res)) };
-                    },
-                );
-            }
+            let grid = Grid {
+                rows,
+                units: groups.div_ceil(4),
+                m,
+                call_rows: MAX_ROWS,
+            };
+            gemm_run(grid, out, |pass: Pass<'_, 16, TILE_M>| {
+                pass.tiles(|unit, t0, tm, res| {
+                    let g: [&[u8]; 4] = core::array::from_fn(|j| group(4 * unit + j));
+                    let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                    let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                    let s = &act_sums[t0 * ns..(t0 + tm) * ns];
+                    // SAFETY: each of `g` is a whole row group (`nb` super-blocks
+                    // of `bb` bytes, sliced above); `qs`, `d` and `s` hold `tm`
+                    // (1 to TILE_M) activation rows of `cols` quants, `nb` scales
+                    // and `ns` sums (sliced above); the token proves AVX512-VNNI
+                    // with F/BW/VL.
+                    unsafe { with_rows!(tm, kx4_tile[Q5](g, qs, d, s, nb, res)) };
+                });
+            });
         }
 
         /// `v` shifted so that bit `j` (0..8) of every byte is at bit 4 (the

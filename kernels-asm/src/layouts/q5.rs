@@ -665,7 +665,8 @@ pub mod x86_64 {
     };
     use crate::shape::{gemm_shape, GemmShape, ShapeError};
     use crate::x86_64::gemm::{
-        pattern_table, sum_table, table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS,
+        gemm_run, pattern_table, sum_table, table_rows_per_call, Grid, Pass, GEMM_EXPAND_BLOCKS,
+        GEMV_MAX_BLOCKS,
     };
     use crate::x86_64::gemm_vnni::{
         self,
@@ -752,22 +753,19 @@ pub mod x86_64 {
             };
             return Ok(());
         }
-        gemm_tiles::<Q51>(_cpu, w, rows, cols, act_qs, act_d, m, out, shape);
+        gemm_tiles::<Q51>(_cpu, w, rows, act_qs, act_d, m, out, shape);
         Ok(())
     }
 
     /// The tiled GEMM of either layout (`Q51`: Q5_1x4, else Q5_0x4) for shapes
     /// [`gemm_shape`] accepted with that layout's super-block size, `nb`,
-    /// `rows` and `m` all non-zero. Rows of up to [`GEMV_MAX_BLOCKS`] blocks go
-    /// in batches of [`table_rows_per_call`] activation rows, each forming its
-    /// rows' activation patterns and block sums once; wider rows form them in
-    /// the tile.
+    /// `rows` and `m` all non-zero: the 512-bit tile with AVX512-VNNI, else
+    /// [`tiles`].
     #[allow(clippy::too_many_arguments)]
     fn gemm_tiles<const Q51: bool>(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
-        cols: usize,
         act_qs: &[i8],
         act_d: &[f32],
         m: usize,
@@ -803,85 +801,71 @@ pub mod x86_64 {
             return;
         }
         if nb > GEMV_MAX_BLOCKS {
-            return tiles::<Q51, false>(
-                cpu,
-                w,
-                rows,
-                cols,
-                act_qs,
-                act_d,
-                m,
-                out,
-                shape,
-                (&[], &[]),
-            );
-        }
-        let max_rows = table_rows_per_call(nb);
-        for t0 in (0..m).step_by(max_rows) {
-            let t1 = (t0 + max_rows).min(m);
-            let qs = &act_qs[t0 * cols..t1 * cols];
-            // Every block's `vpermd` patterns and quant sum, formed once here
-            // (not again for each pair of row groups).
-            let blocks = (t1 - t0) * nb;
-            let mut sums = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
-            let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
-            let tables = (
-                pattern_table(cpu, qs, blocks, &mut patterns),
-                sum_table(cpu, qs, blocks, 1, &mut sums),
-            );
-            let d = &act_d[t0 * nb..t1 * nb];
-            let out = &mut out[t0 * rows..t1 * rows];
-            tiles::<Q51, true>(cpu, w, rows, cols, qs, d, t1 - t0, out, shape, tables);
+            tiles::<Q51, false>(cpu, w, rows, act_qs, act_d, m, out, shape);
+        } else {
+            tiles::<Q51, true>(cpu, w, rows, act_qs, act_d, m, out, shape);
         }
     }
 
-    /// The activation patterns and quant sums of a batch's blocks (row `t`,
-    /// block `b` at `t * nb + b`), or empty slices when the tile forms them.
-    type Tables<'a> = (&'a [[__m256i; 4]], &'a [i32]);
-
-    /// Every pair of row groups against the `m` activation rows, in tiles of
-    /// up to [`TILE_M`] rows; `TABLES`: the tiles read `tables` (row `t0 + t`'s
-    /// entries from `(t0 + t) * nb`).
+    /// Every pair of row groups against the `m` activation rows on the
+    /// driver [`gemm_run`], in tiles of up to [`TILE_M`] rows. `TABLES`
+    /// (rows of up to [`GEMV_MAX_BLOCKS`] blocks): calls of
+    /// [`table_rows_per_call`] activation rows, each forming its rows'
+    /// activation patterns and block sums once, which the tiles read (row `t`,
+    /// block `b` at `t * nb + b` of the call); else the tiles form them.
     #[allow(clippy::too_many_arguments)]
     fn tiles<const Q51: bool, const TABLES: bool>(
         cpu: Avx2,
         w: &[u8],
         rows: usize,
-        cols: usize,
         act_qs: &[i8],
         act_d: &[f32],
         m: usize,
         out: &mut [f32],
         GemmShape { nb, groups }: GemmShape,
-        (patterns, sums): Tables<'_>,
     ) {
         let block_bytes = if Q51 {
             Q5_1X4_BLOCK_BYTES
         } else {
             Q5_0X4_BLOCK_BYTES
         };
-        let group_bytes = nb * block_bytes;
-        // Row groups in pairs (8 rows per vector); an odd last group is paired
-        // with itself and only its own rows are stored.
-        for pair in 0..groups.div_ceil(2) {
-            let ga = 2 * pair;
-            let gb = (ga + 1).min(groups - 1);
-            let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
-            let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
-            let mut t0 = 0;
-            while t0 < m {
-                let tm = (m - t0).min(TILE_M);
+        let (cols, group_bytes) = (nb * QK, nb * block_bytes);
+        let grid = Grid {
+            rows,
+            units: groups.div_ceil(2),
+            m,
+            call_rows: if TABLES { table_rows_per_call(nb) } else { m },
+        };
+        gemm_run(grid, out, |pass: Pass<'_, 8, TILE_M>| {
+            let (c0, c1) = (pass.first, pass.end);
+            // Every block's `vpermd` patterns and quant sum, formed once here
+            // (not again for each pair of row groups).
+            let mut sums = [MaybeUninit::<i32>::uninit(); GEMM_EXPAND_BLOCKS];
+            let mut patterns = [MaybeUninit::<[__m256i; 4]>::uninit(); GEMM_EXPAND_BLOCKS];
+            let (patterns, sums): Tables<'_> = if TABLES {
+                let (qs, blocks) = (&act_qs[c0 * cols..c1 * cols], (c1 - c0) * nb);
+                (
+                    pattern_table(cpu, qs, blocks, &mut patterns),
+                    sum_table(cpu, qs, blocks, 1, &mut sums),
+                )
+            } else {
+                (&[], &[])
+            };
+            // Row groups in pairs (8 rows per vector); an odd last group is
+            // paired with itself and only its own rows are stored.
+            pass.tiles(|pair, t0, tm, res| {
+                let ga = 2 * pair;
+                let gb = (ga + 1).min(groups - 1);
+                let wa = &w[ga * group_bytes..(ga + 1) * group_bytes];
+                let wb = &w[gb * group_bytes..(gb + 1) * group_bytes];
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                let i = (t0 - c0) * nb;
                 let t = if TABLES {
-                    (
-                        &patterns[t0 * nb..(t0 + tm) * nb],
-                        &sums[t0 * nb..(t0 + tm) * nb],
-                    )
+                    (&patterns[i..i + tm * nb], &sums[i..i + tm * nb])
                 } else {
                     (patterns, sums)
                 };
-                let mut res = [[0.0f32; 8]; TILE_M];
                 // SAFETY: `wa` and `wb` are whole row groups (`nb` super-blocks of
                 // the layout's 88 or 96 bytes, sliced above), `qs` holds `tm` rows
                 // of `cols = nb * 32` quants, `d` `tm` rows of `nb` scales and,
@@ -893,34 +877,23 @@ pub mod x86_64 {
                 // AVX2 one here).
                 unsafe {
                     match (if TABLES { cpu.vnni() } else { Vnni::No }, tm) {
-                        (Vnni::Avx, 1) => {
-                            q5x4_tile_avx_vnni::<1, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                        }
-                        (Vnni::Avx, 2) => {
-                            q5x4_tile_avx_vnni::<2, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                        }
-                        (Vnni::Avx, 3) => {
-                            q5x4_tile_avx_vnni::<3, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                        }
-                        (Vnni::Avx, _) => {
-                            q5x4_tile_avx_vnni::<4, Q51>(wa, wb, qs, d, t, nb, &mut res)
-                        }
-                        (_, 1) => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                        (_, 2) => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                        (_, 3) => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
-                        (_, _) => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, &mut res),
+                        (Vnni::Avx, 1) => q5x4_tile_avx_vnni::<1, Q51>(wa, wb, qs, d, t, nb, res),
+                        (Vnni::Avx, 2) => q5x4_tile_avx_vnni::<2, Q51>(wa, wb, qs, d, t, nb, res),
+                        (Vnni::Avx, 3) => q5x4_tile_avx_vnni::<3, Q51>(wa, wb, qs, d, t, nb, res),
+                        (Vnni::Avx, _) => q5x4_tile_avx_vnni::<4, Q51>(wa, wb, qs, d, t, nb, res),
+                        (_, 1) => q5x4_tile::<1, Q51, TABLES>(wa, wb, qs, d, t, nb, res),
+                        (_, 2) => q5x4_tile::<2, Q51, TABLES>(wa, wb, qs, d, t, nb, res),
+                        (_, 3) => q5x4_tile::<3, Q51, TABLES>(wa, wb, qs, d, t, nb, res),
+                        (_, _) => q5x4_tile::<4, Q51, TABLES>(wa, wb, qs, d, t, nb, res),
                     }
                 }
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let row0 = 2 * pair * Q5X4_ROWS;
-                    let n = rows.saturating_sub(row0).min(8);
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-                t0 += tm;
-            }
-        }
+            });
+        });
     }
+
+    /// The activation patterns and quant sums of a call's blocks (row `t`,
+    /// block `b` at `t * nb + b`), or empty slices when the tile forms them.
+    type Tables<'a> = (&'a [[__m256i; 4]], &'a [i32]);
 
     /// The most blocks whose expanded activations (128 bytes per block) the
     /// GEMV keeps: 8 KB, a quarter of a 32 KB L1 (past that the expansion

@@ -468,10 +468,9 @@ pub mod x86_64 {
     pub(crate) mod avx512 {
         use crate::layout::{QK, QK_K};
         use crate::layouts::q6k::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS};
+        use crate::x86_64::gemm::{gemm_run, Grid, Pass};
         use crate::x86_64::gemm_vnni::avx512::prefetch;
-        use crate::x86_64::gemm_vnni::{
-            for_each_row, for_each_tile, with_rows, CallRows, MAX_BLOCKS, MAX_ROWS, TILE_M,
-        };
+        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, MAX_BLOCKS, MAX_ROWS, TILE_M};
         use crate::x86_64::{offset_table, Avx2, Vnni, RUN};
         use core::arch::x86_64::*;
         use core::mem::MaybeUninit;
@@ -508,35 +507,29 @@ pub mod x86_64 {
             // Row groups in pairs (16 rows per vector); an odd last group is
             // paired with itself and only its own rows are stored.
             let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-            let mut res = [[0.0f32; 16]; TILE_M];
-            for c0 in (0..m).step_by(Q6_CALL_ROWS) {
-                let c1 = (c0 + Q6_CALL_ROWS).min(m);
+            let grid = Grid {
+                rows,
+                units: groups.div_ceil(2),
+                m,
+                call_rows: Q6_CALL_ROWS,
+            };
+            gemm_run(grid, out, |pass: Pass<'_, 16, TILE_M>| {
+                let (c0, c1) = (pass.first, pass.end);
                 let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
                 let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
-                let call = CallRows {
-                    first: c0,
-                    end: c1,
-                    rows,
-                };
-                for_each_tile(
-                    call,
-                    groups.div_ceil(2),
-                    out,
-                    &mut res,
-                    |unit, t0, tm, res| {
-                        let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
-                        let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                        let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                        let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
-                        // SAFETY: `wa` and `wb` are whole row groups (`nb`
-                        // super-blocks of 1680 bytes, sliced above); `qs`, `d` and
-                        // `o` hold `tm` (1 to TILE_M) activation rows of `cols`
-                        // quants, `nb` scales and `runs` offsets (sliced above); the
-                        // token proves AVX512-VNNI with F/BW/VL.
-                        unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) };
-                    },
-                );
-            }
+                pass.tiles(|unit, t0, tm, res| {
+                    let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
+                    let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                    let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                    let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
+                    // SAFETY: `wa` and `wb` are whole row groups (`nb`
+                    // super-blocks of 1680 bytes, sliced above); `qs`, `d` and
+                    // `o` hold `tm` (1 to TILE_M) activation rows of `cols`
+                    // quants, `nb` scales and `runs` offsets (sliced above); the
+                    // token proves AVX512-VNNI with F/BW/VL.
+                    unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) };
+                });
+            });
         }
 
         /// Two Q6_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation

@@ -310,7 +310,7 @@ pub mod x86_64 {
     use super::{generic, Q8X8_BLOCK_BYTES, Q8X8_ROWS};
     use crate::layout::QK;
     use crate::shape::{gemm_shape, GemmShape, ShapeError};
-    use crate::x86_64::gemm::{tile4_asm, TILE_CONSTS, TILE_M};
+    use crate::x86_64::gemm::{gemm_run, tile4_asm, Grid, Pass, TILE_CONSTS, TILE_M};
     use crate::x86_64::{gemm_vnni, Avx2, Vnni};
     use core::arch::asm;
     use core::arch::x86_64::*;
@@ -376,35 +376,32 @@ pub mod x86_64 {
             return generic::gemm_q8_0x8_q8_0(w, rows, cols, act_qs, act_d, m, out);
         }
         let group_bytes = nb * Q8X8_BLOCK_BYTES;
-        for g in 0..groups {
-            let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-            let mut t0 = 0;
-            while t0 < m {
-                let tm = (m - t0).min(TILE_M);
+        let grid = Grid {
+            rows,
+            units: groups,
+            m,
+            call_rows: m,
+        };
+        gemm_run(grid, out, |pass: Pass<'_, Q8X8_ROWS, TILE_M>| {
+            pass.tiles(|g, t0, tm, res| {
+                let wg = &w[g * group_bytes..(g + 1) * group_bytes];
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let mut res = [[0.0f32; 8]; TILE_M];
                 // SAFETY: `wg` is a whole row group (`nb` super-blocks of 272
-                // bytes, sliced above), `qs` holds `tm` rows of `nb * 32` quants
-                // and `d` `tm` rows of `nb` scales (sliced above), `res` holds
-                // `tm <= 4` rows of 8 floats; the token proves AVX2/FMA/F16C,
+                // bytes, sliced above), `qs` holds `tm` rows of `nb * 32`
+                // quants (none -128, checked above) and `d` `tm` rows of `nb`
+                // scales (sliced above), `res` holds `tm <= 4` rows of 8
+                // floats; the token proves AVX2/FMA/F16C.
                 unsafe {
                     match tm {
-                        1 => q8x8_tile_avx2::<1>(wg, qs, d, nb, &mut res),
-                        2 => q8x8_tile_avx2::<2>(wg, qs, d, nb, &mut res),
-                        3 => q8x8_tile_avx2::<3>(wg, qs, d, nb, &mut res),
-                        _ => q8x8_tile4_asm(wg, qs, d, nb, &mut res),
+                        1 => q8x8_tile_avx2::<1>(wg, qs, d, nb, res),
+                        2 => q8x8_tile_avx2::<2>(wg, qs, d, nb, res),
+                        3 => q8x8_tile_avx2::<3>(wg, qs, d, nb, res),
+                        _ => q8x8_tile4_asm(wg, qs, d, nb, res),
                     }
                 }
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let row0 = g * Q8X8_ROWS;
-                    let n = (rows - row0).min(8);
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-                t0 += tm;
-            }
-        }
+            });
+        });
         Ok(())
     }
 

@@ -1,8 +1,12 @@
-//! What the tiled x86_64 GEMMs of Q8_0 activations share: the per-call
-//! tables of activation block sums and patterns (`sum_table`,
-//! `pattern_table`, `table_rows_per_call`) and the `asm!` frame of the
-//! 4-row tiles (`tile4_asm!`). The layouts' own GEMV and GEMM are in
-//! `crate::layouts` (Q4_0x4 in `q4_0.rs`, Q8_0x8 in `q8_0.rs`, ...).
+//! The one driver of every x86_64 GEMM ([`gemm_run`]): a layout's tiles
+//! run over calls of activation rows (each forming the layout's per-call
+//! tables once), units of weight rows and tiles of activation rows, each
+//! tile's results stored into the output; and what the tiled GEMMs of Q8_0
+//! activations share: the per-call tables of activation block sums and
+//! patterns (`sum_table`, `pattern_table`, `table_rows_per_call`) and the
+//! `asm!` frame of the 4-row tiles (`tile4_asm!`). The layouts' tiles, their
+//! one-row loops and their entry points are in `crate::layouts` (Q4_0x4 in
+//! `q4_0.rs`, Q8_0x8 in `q8_0.rs`, ...), as on aarch64.
 
 use super::{act_patterns, block_sum, Avx2};
 use crate::layout::QK;
@@ -11,6 +15,106 @@ use core::mem::MaybeUninit;
 
 /// Activation rows computed together against one pass over a weight tile.
 pub(crate) const TILE_M: usize = 4;
+
+/// The shape the driver runs: `units` units of `W` weight rows (the last
+/// may run past `rows`; its rows past `rows` are dropped) against `m`
+/// activation rows, in calls of at most `call_rows` activation rows (the
+/// rows one call's tables hold).
+#[derive(Clone, Copy)]
+pub(crate) struct Grid {
+    pub(crate) rows: usize,
+    pub(crate) units: usize,
+    pub(crate) m: usize,
+    pub(crate) call_rows: usize,
+}
+
+/// One call of [`gemm_run`]: activation rows `first..end`. The layout forms
+/// its tables for these rows, then runs its tile through [`Pass::tiles`].
+pub(crate) struct Pass<'a, const W: usize, const TM: usize> {
+    pub(crate) first: usize,
+    pub(crate) end: usize,
+    rows: usize,
+    units: usize,
+    out: &'a mut [f32],
+    res: &'a mut [[f32; W]; TM],
+}
+
+impl<const W: usize, const TM: usize> Pass<'_, W, TM> {
+    /// Every unit of `W` weight rows against tiles of up to `TM` of the
+    /// call's activation rows: `tile(unit, t0, tm, res)` fills `res[..tm]`
+    /// for activation rows `t0..t0 + tm` (absolute indices), then each of
+    /// those rows is stored into `out` (`m x rows`). `res` is the driver's
+    /// one result buffer: each tile writes the rows it is given before they
+    /// are read, so nothing zeroes it per tile.
+    #[inline(always)]
+    pub(crate) fn tiles(self, mut tile: impl FnMut(usize, usize, usize, &mut [[f32; W]; TM])) {
+        let Pass {
+            first,
+            end,
+            rows,
+            units,
+            out,
+            res,
+        } = self;
+        for unit in 0..units {
+            let row0 = W * unit;
+            let n = rows.saturating_sub(row0).min(W);
+            let mut t0 = first;
+            while t0 < end {
+                let tm = (end - t0).min(TM);
+                tile(unit, t0, tm, res);
+                for (t, r) in res.iter().enumerate().take(tm) {
+                    store_row(out, (t0 + t) * rows + row0, r, n);
+                }
+                t0 += tm;
+            }
+        }
+    }
+}
+
+/// `out[o..o + n] = r[..n]`: a whole row of a tile's result as a copy of
+/// fixed size (inlined, where a copy of `n` floats calls `memmove`).
+#[inline(always)]
+fn store_row<const W: usize>(out: &mut [f32], o: usize, r: &[f32; W], n: usize) {
+    if n == W {
+        out[o..o + W].copy_from_slice(r);
+    } else {
+        out[o..o + n].copy_from_slice(&r[..n]);
+    }
+}
+
+/// The one x86_64 GEMM driver: `out` (`m x rows`) from the layout's tiles,
+/// over calls of at most `grid.call_rows` activation rows; `call(pass)`
+/// forms the call's tables and runs its tile over the units and the
+/// activation rows with [`Pass::tiles`]. Every layout's GEMM of more than
+/// one row goes through here, in each kernel set (AVX2, AVX-VNNI,
+/// AVX512-VNNI); their one-row loops (the GEMVs that keep the weights one
+/// stream) are the layouts' own, as aarch64's are.
+#[inline(always)]
+pub(crate) fn gemm_run<const W: usize, const TM: usize>(
+    grid: Grid,
+    out: &mut [f32],
+    mut call: impl FnMut(Pass<'_, W, TM>),
+) {
+    let Grid {
+        rows,
+        units,
+        m,
+        call_rows,
+    } = grid;
+    let mut res = [[0.0f32; W]; TM];
+    let step = call_rows.max(1);
+    for first in (0..m).step_by(step) {
+        call(Pass {
+            first,
+            end: (first + step).min(m),
+            rows,
+            units,
+            out: &mut *out,
+            res: &mut res,
+        });
+    }
+}
 
 /// `factor * sum a` of each of the first `blocks` 32-quant blocks of `qs`,
 /// written to the front of `table` and returned (the GEMMs' per-call block

@@ -4,10 +4,10 @@
 //! rows per register; module `avx512`) or AVX-VNNI on 256-bit ones (VEX, 16
 //! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
 //! Q5_0x4 / Q5_1x4 tiles for GEMMs of more than one activation row (the
-//! AVX-VNNI CPUs take the table tiles of `layouts/q5.rs`), and the call and tile
-//! loops (`for_each_tile`, `with_rows!`, `for_each_row!`) that the 512-bit
-//! tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) and `layouts/q6k.rs`
-//! (Q6_Kx8) run on.
+//! AVX-VNNI CPUs take the table tiles of `layouts/q5.rs`), and what the
+//! 512-bit tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) and `layouts/q6k.rs`
+//! (Q6_Kx8) share (`with_rows!`, `for_each_row!`); every one runs on the
+//! driver `gemm::gemm_run`.
 //!
 //! Every tile keeps one weight row per 32-bit lane in every register it
 //! multiplies, so the activation operand is one dword of the activation block
@@ -22,6 +22,7 @@
 //! its order.
 
 use super::block_sum;
+use super::gemm::{gemm_run, Grid, Pass};
 use crate::layout::QK;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -140,11 +141,10 @@ fn add_block(acc: __m256, isum: __m256i, sw: __m256, da: f32) -> __m256 {
     _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale))
 }
 
-/// The GEMM loop every tile shares: calls of at most [`MAX_ROWS`]
-/// activation rows, each forming its table of `-(sum(a) << shift)` once;
-/// then [`for_each_tile`]: every unit of `W` weight rows (`units` of them)
-/// against tiles of up to [`TILE_M`] activation rows, each tile's results
-/// stored into `out` (`m x rows`). The layout's tile is
+/// The driver of the tiles here ([`gemm_run`]): calls of at most
+/// [`MAX_ROWS`] activation rows, each forming its table of `-(sum(a) <<
+/// shift)` once, then every unit of `W` weight rows (`units` of them)
+/// against tiles of up to [`TILE_M`] activation rows. The layout's tile is
 /// `tile(unit, quants, scales, sums, tm, res)`: the unit's `W` weight rows
 /// (rows `W unit` on) against `tm` activation rows (their quants, scales
 /// and `-offset * sum(a)` per block) into `res[..tm]`; it checks nothing (a
@@ -166,11 +166,14 @@ pub(super) unsafe fn gemm_units<const W: usize>(
     tile: impl Fn(usize, &[i8], &[f32], &[i32], usize, &mut [[f32; W]; TILE_M]),
 ) {
     let cols = nb * QK;
-    // One result buffer for every tile (each writes the rows it is given
-    // before they are read): no zeroing per tile.
-    let mut res = [[0.0f32; W]; TILE_M];
-    for c0 in (0..m).step_by(MAX_ROWS) {
-        let c1 = (c0 + MAX_ROWS).min(m);
+    let grid = Grid {
+        rows,
+        units,
+        m,
+        call_rows: MAX_ROWS,
+    };
+    gemm_run(grid, out, |pass: Pass<'_, W, TILE_M>| {
+        let (c0, c1) = (pass.first, pass.end);
         let mut table = [MaybeUninit::<i32>::uninit(); MAX_ROWS * MAX_BLOCKS];
         // SAFETY: rows c0..c1 of `act_qs` hold (c1 - c0) * nb blocks; the
         // table holds MAX_ROWS * MAX_BLOCKS entries; the CPU implements AVX2
@@ -183,69 +186,13 @@ pub(super) unsafe fn gemm_units<const W: usize>(
                 &mut table,
             )
         };
-        let call = CallRows {
-            first: c0,
-            end: c1,
-            rows,
-        };
-        for_each_tile(call, units, out, &mut res, |unit, t0, tm, res| {
+        pass.tiles(|unit, t0, tm, res| {
             let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
             let d = &act_d[t0 * nb..(t0 + tm) * nb];
             let c = &neg_corr[(t0 - c0) * nb..(t0 - c0 + tm) * nb];
             tile(unit, qs, d, c, tm, res);
         });
-    }
-}
-
-/// One call's activation rows `first..end` of a GEMM whose output rows are
-/// `rows` long.
-#[derive(Clone, Copy)]
-pub(crate) struct CallRows {
-    pub(crate) first: usize,
-    pub(crate) end: usize,
-    pub(crate) rows: usize,
-}
-
-/// The loop every tile driver shares inside a call: every unit of `W`
-/// weight rows (`units` of them) against tiles of up to [`TILE_M`] of the
-/// call's activation rows; `tile(unit, t0, tm, res)` fills `res[..tm]` for
-/// activation rows `t0..t0 + tm` (absolute), then each row is stored into
-/// `out` (`m x rows`; a last unit's rows past `rows` are dropped). `res`
-/// is the driver's one result buffer (each tile writes the rows it is
-/// given before they are read: no zeroing per tile).
-#[inline(always)]
-pub(crate) fn for_each_tile<const W: usize>(
-    call: CallRows,
-    units: usize,
-    out: &mut [f32],
-    res: &mut [[f32; W]; TILE_M],
-    mut tile: impl FnMut(usize, usize, usize, &mut [[f32; W]; TILE_M]),
-) {
-    let CallRows { first, end, rows } = call;
-    for unit in 0..units {
-        let row0 = W * unit;
-        let n = rows.saturating_sub(row0).min(W);
-        let mut t0 = first;
-        while t0 < end {
-            let tm = (end - t0).min(TILE_M);
-            tile(unit, t0, tm, res);
-            for (t, r) in res.iter().enumerate().take(tm) {
-                store_row(out, (t0 + t) * rows + row0, r, n);
-            }
-            t0 += tm;
-        }
-    }
-}
-
-/// `out[o..o + n] = r[..n]`: a whole row of a tile's result as a copy of
-/// fixed size (inlined, where a copy of `n` floats calls `memmove`).
-#[inline(always)]
-fn store_row<const W: usize>(out: &mut [f32], o: usize, r: &[f32; W], n: usize) {
-    if n == W {
-        out[o..o + W].copy_from_slice(r);
-    } else {
-        out[o..o + n].copy_from_slice(&r[..n]);
-    }
+    });
 }
 
 /// The AVX-VNNI tiles (VEX `vpdpbusd` on 256-bit registers, 16 of them):

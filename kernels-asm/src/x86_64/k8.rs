@@ -12,7 +12,7 @@
 //! --cols 1536 -t 1`, AMD EPYC Zen 5, 2026-12-04; in cache it is 1.4x
 //! slower than the 512-bit tile, which the 32-row prefill keeps).
 
-use super::gemm::{table_rows_per_call, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
+use super::gemm::{gemm_run, table_rows_per_call, Grid, Pass, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::gemm_vnni;
 use super::{offset_table, Avx2, Vnni, RUN};
 use crate::layout::{K8_ROWS, QK};
@@ -165,7 +165,7 @@ macro_rules! k8_entry {
 pub(crate) use k8_entry;
 
 /// The GEMM of an 8-row K layout with the kernels `k` (the contract of
-/// `k.generic`): tiles of one row group x up to [`TILE_M`] activation rows,
+/// `k.generic`), on the driver [`gemm_run`]: tiles of one row group x up to [`TILE_M`] activation rows,
 /// with a VNNI form in batches of rows that share an offset table; with
 /// AVX512-VNNI and more than [`TILE_M`] rows the layout's 512-bit GEMM where
 /// it has one.
@@ -230,8 +230,14 @@ pub(crate) fn k8_gemm(
     };
     let runs = cols / RUN;
     let group_bytes = nb * k.block_bytes;
-    for b0 in (0..m).step_by(batch) {
-        let b1 = (b0 + batch).min(m);
+    let grid = Grid {
+        rows,
+        units: groups,
+        m,
+        call_rows: batch,
+    };
+    gemm_run(grid, out, |pass: Pass<'_, K8_ROWS, TILE_M>| {
+        let (b0, b1) = (pass.first, pass.end);
         // At most GEMM_EXPAND_BLOCKS 32-quant blocks per VNNI batch (the
         // contract of table_rows_per_call): two runs each.
         let mut table = [MaybeUninit::<i32>::uninit(); 2 * GEMM_EXPAND_BLOCKS];
@@ -240,36 +246,24 @@ pub(crate) fn k8_gemm(
         } else {
             offset_table(&act_qs[b0 * cols..b1 * cols], &mut table)
         };
-        for g in 0..groups {
+        pass.tiles(|g, t0, tm, res| {
             let wg = &w[g * group_bytes..(g + 1) * group_bytes];
-            let mut t0 = b0;
-            while t0 < b1 {
-                let tm = (b1 - t0).min(TILE_M);
-                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                let o = if vnni == Vnni::No {
-                    offsets
-                } else {
-                    &offsets[(t0 - b0) * runs..(t0 - b0 + tm) * runs]
-                };
-                let mut res = [[0.0f32; 8]; TILE_M];
-                // SAFETY: `wg` is a whole row group (`nb` super-blocks of
-                // `k.block_bytes`), `qs` holds `tm` rows of `nb * 256`
-                // quants (with no -128 where the AVX2 tile needs that,
-                // checked above), `d` and, with a VNNI form, `o` `tm` rows
-                // of `nb` scales and `nb * 16` offsets (sliced above), `res`
-                // holds `tm <= 4` rows of 8 floats; the token proves
-                // AVX2/FMA/F16C and the VNNI form `vnni` names.
-                unsafe { (k.tiles[form][tm - 1])(wg, qs, d, o, nb, &mut res) };
-                for (t, r) in res.iter().enumerate().take(tm) {
-                    let row0 = g * K8_ROWS;
-                    let n = (rows - row0).min(8);
-                    let o = (t0 + t) * rows + row0;
-                    out[o..o + n].copy_from_slice(&r[..n]);
-                }
-                t0 += tm;
-            }
-        }
-    }
+            let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+            let d = &act_d[t0 * nb..(t0 + tm) * nb];
+            let o = if vnni == Vnni::No {
+                offsets
+            } else {
+                &offsets[(t0 - b0) * runs..(t0 - b0 + tm) * runs]
+            };
+            // SAFETY: `wg` is a whole row group (`nb` super-blocks of
+            // `k.block_bytes`), `qs` holds `tm` rows of `nb * 256` quants
+            // (with no -128 where the AVX2 tile needs that, checked above),
+            // `d` and, with a VNNI form, `o` `tm` rows of `nb` scales and `nb
+            // * 16` offsets (sliced above), `res` holds `tm <= 4` rows of 8
+            // floats; the token proves AVX2/FMA/F16C and the VNNI form
+            // `vnni` names.
+            unsafe { (k.tiles[form][tm - 1])(wg, qs, d, o, nb, res) };
+        });
+    });
     Ok(())
 }

@@ -52,7 +52,8 @@ typedef enum kestrel_status {
     KESTREL_E_CONTEXT = -6,   /* the context (KV cache) is full */
     KESTREL_E_BUFFER = -7,    /* output buffer too small: the length out-parameter has the size needed */
     KESTREL_E_CANCELLED = -8, /* kestrel_cancel stopped the call */
-    KESTREL_E_INTERNAL = -9   /* anything else (a bug: report the message) */
+    KESTREL_E_INTERNAL = -9,  /* anything else (a bug: report the message) */
+    KESTREL_E_STATE = -10     /* a saved state damaged, truncated, or of another model file or KV type */
 } kestrel_status;
 
 /* CPU features for kestrel_config.cpu_features (0: the scalar kernels). */
@@ -148,6 +149,14 @@ kestrel_status kestrel_cancel_clear(kestrel_engine *engine);
 int kestrel_is_running(const kestrel_engine *engine);
 /* Forgets the conversation: the cache is empty, the settings stay. Owner thread. */
 kestrel_status kestrel_reset(kestrel_engine *engine);
+/* *size: the bytes kestrel_state_save writes now (history, KV rows, the sampler's state, and the last row's logits when a token waits to be sampled). Owner thread. */
+kestrel_status kestrel_state_size(kestrel_engine *engine, size_t *size);
+/* Saves the conversation into out (room for cap bytes): *len its length, or the size needed with KESTREL_E_BUFFER. Owner thread. */
+kestrel_status kestrel_state_save(kestrel_engine *engine, void *out, size_t cap, size_t *len);
+/* Replaces the conversation with saved bytes from an engine over the same model file with the same kv_f32; the next call goes on as the saved engine's would have. KESTREL_E_STATE: damaged, or another model or KV type; KESTREL_E_CONTEXT: longer than this context; nothing changes then. Owner thread. */
+kestrel_status kestrel_state_load(kestrel_engine *engine, const void *state, size_t len);
+/* Keeps the first `tokens` tokens (kestrel_history's count at an earlier turn's end) and forgets the rest; the next call is a feed. Owner thread. */
+kestrel_status kestrel_rollback(kestrel_engine *engine, size_t tokens);
 /* Sets the panic report callback (process-wide, the library's one global, stored atomically; NULL: trap silently). Any thread. */
 void kestrel_set_abort_handler(kestrel_abort_fn handler);
 

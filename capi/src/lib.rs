@@ -72,6 +72,9 @@ pub enum Status {
     Cancelled = -8,
     /// Anything else (a bug: please report the message).
     Internal = -9,
+    /// A saved state is damaged or truncated, or was saved from another
+    /// model file or with another KV element type.
+    State = -10,
 }
 
 /// CPU feature bits of [`KestrelConfig::cpu_features`].
@@ -315,7 +318,10 @@ fn write_message(buf: &mut [u8], what: &dyn fmt::Display) {
 /// Whether a buffer the core found too small is the caller's output
 /// buffer (ids, text), whose size the call reports.
 fn is_output(what: &str) -> bool {
-    matches!(what, "token ids" | "decoded text" | "decoded text chunk")
+    matches!(
+        what,
+        "token ids" | "decoded text" | "decoded text chunk" | "saved state (bytes)"
+    )
 }
 
 /// The status of a core error.
@@ -858,6 +864,7 @@ pub extern "C" fn kestrel_status_string(status: c_int) -> *const c_char {
         -7 => c"the output buffer is too small (the length out-parameter has the size needed)",
         -8 => c"cancelled by kestrel_cancel",
         -9 => c"internal error (a bug)",
+        -10 => c"the saved state is damaged, or was saved from another model file or KV type",
         _ => c"unknown status",
     }
     .as_ptr()
@@ -1259,6 +1266,96 @@ pub unsafe extern "C" fn kestrel_reset(h: *mut Handle) -> Status {
     let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
         cancel.store(false, Ordering::Relaxed);
         e.reset();
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// `*size`: the bytes [`kestrel_state_save`] writes now (the history, the
+/// KV rows, the sampler's state and, when a token waits to be sampled, the
+/// last row's logits).
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `size` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_state_size(h: *mut Handle, size: *mut usize) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(size, false, "size is NULL or misaligned")?;
+        // SAFETY: the pointer's contract (this function's Safety section).
+        unsafe { counted(size, e.state_size()) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Saves the conversation into `out` (room for `cap` bytes): `*len` its
+/// length, or the size needed with [`Status::Buffer`].
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `out` writable for `cap` bytes and `len`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_state_save(
+    h: *mut Handle,
+    out: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(len, false, "len is NULL or misaligned")?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out.cast::<u8>(), cap, "out is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(len, e.save_state(out)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Replaces the conversation with a saved one (the bytes of
+/// [`kestrel_state_save`] from an engine over the same model file with the
+/// same `kv_f32`): [`Status::State`] for a damaged one or one of another
+/// model or KV type, [`Status::Context`] for one longer than this context;
+/// nothing changes then.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `state` readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_state_load(
+    h: *mut Handle,
+    state: *const c_void,
+    len: usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointer's contract (this function's Safety section).
+        let saved = unsafe { bytes(state, len, "state is NULL") }?;
+        e.load_state(saved).map_err(|err| {
+            let status = match err {
+                Error::ContextFull { .. } => Status::Context,
+                _ => Status::State,
+            };
+            Failure {
+                status,
+                message: Reason::Core(err),
+            }
+        })?;
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// Keeps the first `tokens` tokens of the conversation ([`kestrel_history`]'s
+/// count at an earlier turn's end) and forgets the rest; the next call is a
+/// feed. More than the cached tokens is [`Status::Argument`].
+///
+/// # Safety
+/// As [`kestrel_tokenize`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_rollback(h: *mut Handle, tokens: usize) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        e.rollback(tokens)?;
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.

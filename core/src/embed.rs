@@ -600,6 +600,40 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         }
     }
 
+    /// Bytes [`Engine::save_state`] writes now.
+    pub fn state_size(&self) -> Result<usize, Error> {
+        self.gen.state_size(self.ready)
+    }
+
+    /// Writes the conversation's state (history, KV rows, the sampler's
+    /// generator, and the last row's logits when a token waits to be
+    /// sampled: [`crate::saved`]) to the front of `out`; returns its
+    /// length. Too small an `out` is an error naming the size needed.
+    pub fn save_state(&self, out: &mut [u8]) -> Result<usize, Error> {
+        self.gen.save_state(self.ready, out)
+    }
+
+    /// Replaces the conversation with a saved one: the next call goes on
+    /// as the saved engine's would have (a pull when its logits were
+    /// waiting, else a feed). Refused, nothing changed, for a state of
+    /// another model file or KV element type, or longer than the context.
+    pub fn load_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let ready = self.gen.restore_state(bytes)?;
+        self.stream = StreamDecoder::new(true);
+        self.ready = ready;
+        Ok(())
+    }
+
+    /// Keeps the first `tokens` of the conversation (an earlier turn's
+    /// end, from [`Engine::history`]'s length then) and forgets the rest;
+    /// the next call is a feed.
+    pub fn rollback(&mut self, tokens: usize) -> Result<(), Error> {
+        self.gen.rollback(tokens)?;
+        self.stream = StreamDecoder::new(true);
+        self.ready = false;
+        Ok(())
+    }
+
     /// Forgets the conversation: the cache is empty again.
     pub fn reset(&mut self) {
         self.gen.reset();

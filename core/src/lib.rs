@@ -45,6 +45,7 @@ pub mod parallel;
 pub mod quant;
 pub mod safetensors;
 pub mod sampler;
+pub mod saved;
 pub mod sort;
 pub mod speculate;
 pub mod state;

@@ -182,6 +182,16 @@ pub fn top_ids(x: &[f32], out: &mut [u32]) -> usize {
 }
 
 impl Sampler {
+    /// The generator's state (a saved conversation keeps it).
+    pub(crate) fn rng_state(&self) -> u64 {
+        self.state
+    }
+
+    /// Sets the generator's state (a restored conversation's).
+    pub(crate) fn set_rng_state(&mut self, state: u64) {
+        self.state = state;
+    }
+
     /// A sampler with its generator seeded from `cfg.seed`.
     pub fn new(cfg: SamplerConfig) -> Sampler {
         Sampler {

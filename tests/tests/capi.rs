@@ -312,6 +312,140 @@ fn a_second_turn_reuses_the_cache() {
     assert_eq!(a.chat_turn(PROMPT), first);
 }
 
+impl Open {
+    /// The conversation's saved state.
+    fn save(&self) -> Vec<u8> {
+        let mut size = 0usize;
+        // SAFETY: valid out-parameters and buffers for their lengths.
+        unsafe {
+            assert_eq!(kestrel_state_size(self.h, &mut size), Status::Ok);
+            let mut short = vec![0u8; size - 1];
+            let mut len = 0usize;
+            let st = kestrel_state_save(self.h, short.as_mut_ptr().cast(), size - 1, &mut len);
+            assert_eq!((st, len), (Status::Buffer, size), "the size needed");
+            let mut out = vec![0u8; size];
+            let st = kestrel_state_save(self.h, out.as_mut_ptr().cast(), size, &mut len);
+            assert_eq!((st, len), (Status::Ok, size), "{}", self.error());
+            out
+        }
+    }
+
+    fn load(&self, state: &[u8]) -> Status {
+        // SAFETY: readable for its length.
+        unsafe { kestrel_state_load(self.h, state.as_ptr().cast(), state.len()) }
+    }
+}
+
+/// A saved conversation restored into another engine goes on as the first
+/// would have: after an answer cut by `max_tokens` (its logits waiting),
+/// after a whole turn, and sampled (the generator's state kept); a
+/// rollback to the end of turn 1 then a new turn gives the tokens of a
+/// fresh feed of turn 1 and the new turn; a state of another model file,
+/// another KV type, a longer context than the engine's, or damaged bytes
+/// is refused and changes nothing.
+#[test]
+fn saved_state_restores_rolls_back_and_is_checked() {
+    let model = fixture("capi-state", WeightMode::F32);
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let first = a.chat_turn(PROMPT);
+    assert_eq!(a.feed(&first), Status::Ok);
+    let (head, _) = a.pull(5);
+    let cut = a.save();
+    let (tail, _) = a.pull(5);
+    let b = Open::new(&model, &cfg);
+    assert_eq!(b.load(&cut), Status::Ok, "{}", b.error());
+    assert_eq!(b.history(), [&first[..], &head[..]].concat());
+    assert_eq!(b.pull(5).0, tail, "the cut answer goes on");
+
+    // A whole turn, then the next one from the restored state.
+    let turn1_end = a.history().len();
+    let at_turn1 = a.save();
+    let second = a.chat_turn("And of Italy?");
+    assert_eq!(a.feed(&second), Status::Ok);
+    let (answer2, _) = a.pull(6);
+    let c = Open::new(&model, &cfg);
+    assert_eq!(c.load(&at_turn1), Status::Ok, "{}", c.error());
+    assert_eq!(c.feed(&c.chat_turn("And of Italy?")), Status::Ok);
+    assert_eq!(c.pull(6).0, answer2);
+
+    // Rollback to the end of turn 1, a different turn 2: as a fresh feed.
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { kestrel_rollback(a.h, turn1_end) }, Status::Ok);
+    assert_eq!(a.history().len(), turn1_end);
+    let other = a.chat_turn("And of Spain?");
+    assert_eq!(a.feed(&other), Status::Ok);
+    let (answer3, _) = a.pull(6);
+    let d = Open::new(&model, &cfg);
+    let whole: Vec<u32> = at_turn1_history(&at_turn1, &c, turn1_end)
+        .iter()
+        .chain(&other)
+        .copied()
+        .collect();
+    assert_eq!(d.feed(&whole), Status::Ok);
+    assert_eq!(d.pull(6).0, answer3);
+    let past = a.history().len() + 1;
+    // SAFETY: a live handle; more than cached.
+    let st = unsafe { kestrel_rollback(a.h, past) };
+    assert_eq!(st, Status::Argument);
+
+    // Sampled: the generator's state travels with the rows.
+    let sampled = KestrelConfig {
+        temperature: 0.9,
+        seed: 7,
+        ..cfg
+    };
+    let s = Open::new(&model, &sampled);
+    assert_eq!(s.feed(&first), Status::Ok);
+    let _ = s.pull(3);
+    let mid = s.save();
+    let (rest, _) = s.pull(8);
+    let t = Open::new(&model, &sampled);
+    assert_eq!(t.load(&mid), Status::Ok);
+    assert_eq!(t.pull(8).0, rest);
+
+    // Refusals leave the conversation as it was.
+    let e = Open::new(&model, &cfg);
+    assert_eq!(e.feed(&first), Status::Ok);
+    let before = e.history();
+    let other_model = fixture("capi-state-q8", WeightMode::Dual);
+    let f = Open::new(&other_model, &cfg);
+    assert_eq!(f.load(&cut), Status::State);
+    assert!(f.error().contains("another model file"), "{}", f.error());
+    let g = Open::new(&model, &KestrelConfig { kv_f32: 1, ..cfg });
+    assert_eq!(g.load(&cut), Status::State);
+    assert!(g.error().contains("KV element"), "{}", g.error());
+    let short = Open::new(&model, &KestrelConfig { context: 8, ..cfg });
+    assert_eq!(short.load(&cut), Status::Context);
+    for damaged in [
+        cut[..cut.len() - 1].to_vec(),
+        cut[..10].to_vec(),
+        [&b"XSTATE\0\0"[..], &cut[8..]].concat(),
+        [&cut[..60], &[1u8, 0, 0, 0][..], &cut[64..]].concat(),
+    ] {
+        assert_eq!(e.load(&damaged), Status::State, "{}", e.error());
+        assert_eq!(e.history(), before);
+    }
+    // A token id past the vocabulary in the saved history.
+    let mut bad = cut.clone();
+    bad[64..68].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(e.load(&bad), Status::State, "{}", e.error());
+    assert_eq!(e.history(), before);
+    // NULL with a length.
+    // SAFETY: a live handle; NULL is what is tested.
+    let st = unsafe { kestrel_state_load(e.h, null(), 4) };
+    assert_eq!(st, Status::Argument);
+}
+
+/// The history saved in `state` (its first `n` tokens), read back through
+/// an engine `via` that restored it.
+fn at_turn1_history(state: &[u8], via: &Open, n: usize) -> Vec<u32> {
+    assert_eq!(via.load(state), Status::Ok);
+    let h = via.history();
+    assert_eq!(h.len(), n);
+    h
+}
+
 /// The host's parallel for: every index on a scoped thread of its own.
 unsafe extern "C" fn threads(_pool: *mut c_void, n: usize, task_fn: TaskFn, task: *mut c_void) {
     let task = task as usize;
@@ -597,18 +731,18 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
         assert_eq!(kestrel_vocab(null()), 0);
         assert_eq!(kestrel_is_running(null()), 0);
         // Every status has its line; any other value one too.
-        let lines: Vec<&[u8]> = (-10..=2)
+        let lines: Vec<&[u8]> = (-11..=2)
             .map(|st| CStr::from_ptr(kestrel_status_string(st)).to_bytes())
             .collect();
-        for (st, line) in (-10..=2).zip(&lines) {
-            let known = (-9..=1).contains(&st);
+        for (st, line) in (-11..=2).zip(&lines) {
+            let known = (-10..=1).contains(&st);
             assert_eq!(*line == b"unknown status", !known, "{st}");
             assert!(!line.is_empty());
         }
         let mut distinct = lines.clone();
         distinct.sort();
         distinct.dedup();
-        assert_eq!(distinct.len(), 12, "11 statuses and the unknown");
+        assert_eq!(distinct.len(), 13, "12 statuses and the unknown");
         assert!(CStr::from_ptr(kestrel_status_string(Status::Order as i32))
             .to_str()
             .unwrap()

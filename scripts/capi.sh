@@ -27,7 +27,10 @@
 #       - examples/python/run.py (ctypes, the shared library) on the same
 #         file: the same as `kestrel run`;
 #       - the C example of docs/embedding.md, compiled as written and run on
-#         the dense fixture: the same text as `kestrel run`.
+#         the dense fixture: the same text as `kestrel run`;
+#       - scripts/install-capi.sh into a temporary prefix (the shared
+#         library's SONAME libkestrel.so.1), the same example built with
+#         `pkg-config --cflags --libs kestrel` against it: the same text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -167,3 +170,15 @@ gcc -std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude "$example.c" "$out/li
 # The example states no CPU features: the scalar kernels, as KESTREL_KERNELS=scalar.
 want=$(KESTREL_KERNELS=scalar cargo run -q --locked -p kestrel -- run "$vqf" -p "$prompt" -n 64 --temp 0 -t 1 2>/dev/null)
 same "docs/embedding.md's example" "$want" "$example" "$vqf" "$prompt"
+
+echo "== installed with scripts/install-capi.sh, the example built with pkg-config"
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+bash scripts/install-capi.sh "$prefix"
+soname=$(readelf -d "$prefix/lib/libkestrel.so.1" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ "$soname" = libkestrel.so.1 ] || { echo "libkestrel.so.1's SONAME is '$soname'"; exit 1; }
+flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs kestrel)
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pedantic "$example.c" $flags -o "$example-pc"
+LD_LIBRARY_PATH=$prefix/lib ldd "$example-pc" | grep -q "libkestrel.so.1 => $prefix/lib/libkestrel.so.1" ||
+    { echo "the example does not load the installed libkestrel.so.1"; exit 1; }
+LD_LIBRARY_PATH=$prefix/lib same "the example against the installed library (pkg-config)" "$want" "$example-pc" "$vqf" "$prompt"

@@ -20,6 +20,8 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v g++ >/dev/null || need+=(g++)
 [ -e /usr/include/stdio.h ] || need+=(libc6-dev)
 command -v nm >/dev/null || need+=(binutils)
+# scripts/install-capi.sh's pkg-config file, checked by scripts/capi.sh.
+command -v pkg-config >/dev/null || need+=(pkg-config)
 # The load-balancer test (scripts/lb-test.sh) puts replicas behind HAProxy.
 command -v haproxy >/dev/null || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then

@@ -95,6 +95,19 @@ typedef struct kestrel_config {
     uint64_t seed;                 /* the sampler's seed */
 } kestrel_config;
 
+/* Sampling settings a handle can change between calls (kestrel_sampling_get / kestrel_sampling_set). */
+typedef struct kestrel_sampling {
+    uint32_t struct_size;  /* sizeof(kestrel_sampling): set by the host before either call */
+    float temperature;     /* 0: greedy */
+    float top_p;           /* nucleus sampling, 1: off */
+    float min_p;           /* min-p sampling, 0: off */
+    float repeat_penalty;  /* 1: off */
+    uint32_t top_k;        /* 0: off */
+    uint32_t repeat_last_n; /* tokens the repetition penalty looks at */
+    uint32_t reseed;       /* kestrel_sampling_set: 1 restarts the generator from seed, 0 keeps its state */
+    uint64_t seed;         /* the sampler's seed */
+} kestrel_sampling;
+
 /* Library version string (static, NUL-terminated). Any thread. */
 const char *kestrel_version(void);
 /* The library's ABI number (compare with KESTREL_ABI_VERSION). Any thread. */
@@ -149,6 +162,10 @@ kestrel_status kestrel_cancel_clear(kestrel_engine *engine);
 int kestrel_is_running(const kestrel_engine *engine);
 /* Forgets the conversation: the cache is empty, the settings stay. Owner thread. */
 kestrel_status kestrel_reset(kestrel_engine *engine);
+/* The handle's sampling settings now into *sampling (set its struct_size first; reseed comes back 0). Owner thread. */
+kestrel_status kestrel_sampling_get(kestrel_engine *engine, kestrel_sampling *sampling);
+/* New sampling settings from the next sampled token on; the conversation and its cache are kept. Out of range or NaN: KESTREL_E_ARGUMENT naming the field, nothing changed. Owner thread. */
+kestrel_status kestrel_sampling_set(kestrel_engine *engine, const kestrel_sampling *sampling);
 /* *size: the bytes kestrel_state_save writes now (history, KV rows, the sampler's state, and the last row's logits when a token waits to be sampled). Owner thread. */
 kestrel_status kestrel_state_size(kestrel_engine *engine, size_t *size);
 /* Saves the conversation into out (room for cap bytes): *len its length, or the size needed with KESTREL_E_BUFFER. Owner thread. */

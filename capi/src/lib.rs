@@ -150,6 +150,33 @@ pub struct KestrelConfig {
     pub seed: u64,
 }
 
+/// Sampling settings a handle can change between calls
+/// ([`kestrel_sampling_get`], [`kestrel_sampling_set`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KestrelSampling {
+    /// `sizeof(kestrel_sampling)` as the host compiled it (set by the
+    /// host before either call).
+    pub struct_size: u32,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f32,
+    /// Nucleus sampling (1: off).
+    pub top_p: f32,
+    /// Min-p sampling (0: off).
+    pub min_p: f32,
+    /// Repetition penalty (1: off).
+    pub repeat_penalty: f32,
+    /// Top-k sampling (0: off).
+    pub top_k: u32,
+    /// Tokens the repetition penalty looks at.
+    pub repeat_last_n: u32,
+    /// [`kestrel_sampling_set`]: 1 restarts the generator from `seed`, 0
+    /// keeps its state (`seed` is then only recorded).
+    pub reseed: u32,
+    /// The sampler's seed.
+    pub seed: u64,
+}
+
 /// Bytes of a handle's message (NUL included).
 const MESSAGE_BYTES: usize = 256;
 /// Alignment the memory block must have.
@@ -1266,6 +1293,97 @@ pub unsafe extern "C" fn kestrel_reset(h: *mut Handle) -> Status {
     let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
         cancel.store(false, Ordering::Relaxed);
         e.reset();
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The `kestrel_sampling` at `p` as this library reads it: non-NULL,
+/// aligned, and of this library's size.
+///
+/// # Safety
+/// A non-NULL `p` is readable for its `struct_size` field.
+unsafe fn sampling_at(p: *const KestrelSampling) -> Result<(), Failure> {
+    if p.is_null() || !p.is_aligned() {
+        return Err(argument("sampling is NULL or misaligned"));
+    }
+    // SAFETY: checked; its first field is readable whatever version of the
+    // struct the host compiled.
+    let size = unsafe { ptr::read(addr_of!((*p).struct_size)) };
+    if size as usize != size_of::<KestrelSampling>() {
+        return Err(argument(
+            "sampling: struct_size is not this library's sizeof(kestrel_sampling) (header and library differ?)",
+        ));
+    }
+    Ok(())
+}
+
+/// The handle's sampling settings now into `*sampling` (whose
+/// `struct_size` the host set; `reseed` comes back 0).
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `sampling` writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_sampling_get(
+    h: *mut Handle,
+    sampling: *mut KestrelSampling,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointer's contract (this function's Safety section).
+        unsafe { sampling_at(sampling) }?;
+        let c = e.sampler();
+        let out = KestrelSampling {
+            struct_size: size_of::<KestrelSampling>() as u32,
+            temperature: c.temperature,
+            top_p: c.top_p,
+            min_p: c.min_p,
+            repeat_penalty: c.repeat_penalty,
+            top_k: c.top_k as u32,
+            repeat_last_n: c.repeat_last_n as u32,
+            reseed: 0,
+            seed: c.seed,
+        };
+        // SAFETY: checked non-NULL, aligned and of this size; writable by
+        // the contract.
+        unsafe { sampling.write(out) };
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// New sampling settings from the next sampled token on; the conversation
+/// and its cache are kept. A setting out of range (NaN included) is
+/// [`Status::Argument`] naming it, and nothing changes.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `sampling` readable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_sampling_set(
+    h: *mut Handle,
+    sampling: *const KestrelSampling,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointer's contract (this function's Safety section).
+        unsafe { sampling_at(sampling) }?;
+        // SAFETY: checked: a whole struct of this version.
+        let s = unsafe { ptr::read(sampling) };
+        let reseed = match s.reseed {
+            0 => false,
+            1 => true,
+            _ => return Err(argument("sampling: reseed must be 0 or 1")),
+        };
+        let cfg = SamplerConfig {
+            temperature: s.temperature,
+            top_k: s.top_k as usize,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            repeat_penalty: s.repeat_penalty,
+            repeat_last_n: s.repeat_last_n as usize,
+            seed: s.seed,
+        };
+        e.set_sampler(cfg, reseed).map_err(argument)?;
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.

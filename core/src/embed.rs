@@ -29,7 +29,7 @@ use crate::generate::{Generator, Sampled, PREFILL_CHUNK};
 use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
-use crate::sampler::SamplerConfig;
+use crate::sampler::{Sampler, SamplerConfig};
 use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation, MAX_DRAFT};
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
@@ -598,6 +598,27 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             Some(&id) => Err(Error::BadToken { id, vocab }),
             None => Ok(()),
         }
+    }
+
+    /// The sampler's settings now.
+    pub fn sampler(&self) -> SamplerConfig {
+        self.gen.sampler.cfg
+    }
+
+    /// New sampler settings from the next sampled token on (temperature,
+    /// top-k/p, min-p, the repetition penalty, the seed): the conversation
+    /// and its cache are kept. `reseed`: the generator restarts from
+    /// `cfg.seed` (as a new engine's would); else it goes on from its
+    /// state. A setting out of range is refused by name
+    /// ([`SamplerConfig::check`]) and nothing changes.
+    pub fn set_sampler(&mut self, cfg: SamplerConfig, reseed: bool) -> Result<(), &'static str> {
+        cfg.check()?;
+        if reseed {
+            self.gen.sampler = Sampler::new(cfg);
+        } else {
+            self.gen.sampler.cfg = cfg;
+        }
+        Ok(())
     }
 
     /// Bytes [`Engine::save_state`] writes now.

@@ -437,6 +437,105 @@ fn saved_state_restores_rolls_back_and_is_checked() {
     assert_eq!(st, Status::Argument);
 }
 
+/// Sampling settings change between calls on one handle (the prompt
+/// stays cached): after a feed, a handle opened greedy and set to sampling
+/// with a reseed gives the tokens of a handle opened with those settings;
+/// set back to greedy, the greedy tokens. Out-of-range settings (NaN
+/// included), a bad `reseed` and a `struct_size` of another version are
+/// refused by name and change nothing.
+#[test]
+fn sampling_settings_change_between_calls() {
+    let model = fixture("capi-sampling", WeightMode::F32);
+    let greedy = greedy_config();
+    let sampled = KestrelConfig {
+        temperature: 0.9,
+        top_k: 20,
+        seed: 11,
+        ..greedy
+    };
+    let get = |o: &Open| {
+        let mut s = std::mem::MaybeUninit::<KestrelSampling>::zeroed();
+        // SAFETY: writable; struct_size set before the call.
+        unsafe {
+            (*s.as_mut_ptr()).struct_size = std::mem::size_of::<KestrelSampling>() as u32;
+            assert_eq!(kestrel_sampling_get(o.h, s.as_mut_ptr()), Status::Ok);
+            s.assume_init()
+        }
+    };
+    // SAFETY: a live handle and a readable struct.
+    let set = |o: &Open, s: &KestrelSampling| unsafe { kestrel_sampling_set(o.h, s) };
+
+    let want = Open::new(&model, &sampled);
+    let prompt = want.chat_turn(PROMPT);
+    assert_eq!(want.feed(&prompt), Status::Ok);
+    let (want_sampled, _) = want.pull(8);
+    let g = Open::new(&model, &greedy);
+    assert_eq!(g.feed(&prompt), Status::Ok);
+    let (want_greedy, _) = g.pull(8);
+    assert_ne!(want_sampled, want_greedy, "the settings matter here");
+
+    let a = Open::new(&model, &greedy);
+    let s0 = get(&a);
+    assert_eq!((s0.temperature, s0.top_k, s0.reseed), (0.0, 40, 0));
+    assert_eq!(a.feed(&prompt), Status::Ok);
+    let s1 = KestrelSampling {
+        temperature: 0.9,
+        top_k: 20,
+        seed: 11,
+        reseed: 1,
+        ..s0
+    };
+    assert_eq!(set(&a, &s1), Status::Ok, "{}", a.error());
+    assert_eq!(get(&a).temperature, 0.9);
+    assert_eq!(a.pull(8).0, want_sampled);
+
+    let b = Open::new(&model, &sampled);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    assert_eq!(set(&b, &s0), Status::Ok);
+    assert_eq!(b.pull(8).0, want_greedy);
+
+    for (bad, field) in [
+        (
+            KestrelSampling {
+                temperature: f32::NAN,
+                ..s0
+            },
+            "temperature",
+        ),
+        (
+            KestrelSampling {
+                temperature: -1.0,
+                ..s0
+            },
+            "temperature",
+        ),
+        (KestrelSampling { top_p: 7.0, ..s0 }, "top_p"),
+        (KestrelSampling { min_p: -3.0, ..s0 }, "min_p"),
+        (
+            KestrelSampling {
+                repeat_penalty: f32::NAN,
+                ..s0
+            },
+            "repeat_penalty",
+        ),
+        (KestrelSampling { reseed: 2, ..s0 }, "reseed"),
+        (
+            KestrelSampling {
+                struct_size: 8,
+                ..s0
+            },
+            "struct_size",
+        ),
+    ] {
+        assert_eq!(set(&a, &bad), Status::Argument, "{field}");
+        assert!(a.error().contains(field), "{field}: {}", a.error());
+        assert_eq!(get(&a).temperature, 0.9, "unchanged");
+    }
+    // SAFETY: NULL is what is tested.
+    let st = unsafe { kestrel_sampling_set(a.h, null()) };
+    assert_eq!(st, Status::Argument);
+}
+
 /// The history saved in `state` (its first `n` tokens), read back through
 /// an engine `via` that restored it.
 fn at_turn1_history(state: &[u8], via: &Open, n: usize) -> Vec<u32> {
@@ -696,6 +795,9 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
         let (mut len, mut id, mut ids, mut p) = (0usize, 0u32, [0u32; 8], null());
         let mut buf = [0u8; 8];
         let out = buf.as_mut_ptr().cast::<c_char>();
+        // SAFETY: all-zero is a valid KestrelSampling (integers and floats).
+        let mut sampling: KestrelSampling = unsafe { std::mem::zeroed() };
+        sampling.struct_size = std::mem::size_of::<KestrelSampling>() as u32;
         // SAFETY: NULL or a closed handle (its block still the test's).
         unsafe {
             vec![
@@ -720,6 +822,12 @@ fn bad_input_through_the_abi_gives_a_status_and_a_message() {
                 kestrel_cancel(h),
                 kestrel_cancel_clear(h),
                 kestrel_reset(h),
+                kestrel_state_size(h, &mut len),
+                kestrel_state_save(h, buf.as_mut_ptr().cast(), 8, &mut len),
+                kestrel_state_load(h, buf.as_ptr().cast(), 8),
+                kestrel_rollback(h, 0),
+                kestrel_sampling_get(h, &mut sampling),
+                kestrel_sampling_set(h, &sampling),
                 kestrel_close(h),
             ]
         }

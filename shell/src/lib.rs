@@ -18,7 +18,7 @@ pub mod inspect;
 pub mod json_output;
 pub mod logits;
 pub mod perplexity;
-pub mod pool;
+pub use kestrel_pool as pool;
 pub mod schema;
 pub mod serve;
 pub mod vision;

@@ -30,7 +30,9 @@
 #         the dense fixture: the same text as `kestrel run`;
 #       - scripts/install-capi.sh into a temporary prefix (the shared
 #         library's SONAME libkestrel.so.1), the same example built with
-#         `pkg-config --cflags --libs kestrel` against it: the same text.
+#         `pkg-config --cflags --libs kestrel` against it (the hosted build:
+#         detected kernels, the built-in pool): the same text, on the dense
+#         fixture and on the real 0.5B model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -182,3 +184,7 @@ gcc -std=c11 -O2 -Wall -Wextra -Werror -pedantic "$example.c" $flags -o "$exampl
 LD_LIBRARY_PATH=$prefix/lib ldd "$example-pc" | grep -q "libkestrel.so.1 => $prefix/lib/libkestrel.so.1" ||
     { echo "the example does not load the installed libkestrel.so.1"; exit 1; }
 LD_LIBRARY_PATH=$prefix/lib same "the example against the installed library (pkg-config)" "$want" "$example-pc" "$vqf" "$prompt"
+# And on the real model: the hosted library's kernels and built-in pool,
+# the text of `kestrel run FILE -p PROMPT --temp 0 -n 64`.
+want=$(cargo run -q --locked --release -p kestrel -- run "$real" -p "$real_prompt" -n 64 --temp 0 2>/dev/null)
+LD_LIBRARY_PATH=$prefix/lib same "the installed example on the real model" "$want" "$example-pc" "$real" "$real_prompt"

@@ -7,13 +7,17 @@
 #                                        (N: the ABI's major version, KESTREL_ABI_VERSION)
 #   PREFIX/lib/libkestrel.so -> libkestrel.so.N
 #   PREFIX/lib/pkgconfig/kestrel.pc      for `pkg-config --cflags --libs kestrel`
-# Both libraries read every file `kestrel convert` writes (features gguf-rows
-# and codebook). A program then builds with
+# Both libraries are the hosted build (feature hosted: std linked;
+# kestrel_config_init states the CPU's features as detected and threads 0,
+# the built-in pool on the big cores: a host runs at `kestrel run`'s speed
+# with no code of its own) and read every file `kestrel convert` writes
+# (features gguf-rows and codebook). A program then builds with
 #   cc app.c $(pkg-config --cflags --libs kestrel)
 # (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix pkg-config does not
 # search; at run time the shared library is found through the loader's
 # path: LD_LIBRARY_PATH=PREFIX/lib, or ldconfig for a system prefix; or
-# link the static one: `pkg-config --cflags kestrel` and PREFIX/lib/libkestrel.a).
+# link the static one: `pkg-config --static --cflags --libs kestrel` with
+# -l:libkestrel.a, std's system libraries in Libs.private).
 #   bash scripts/install-capi.sh [PREFIX]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +27,18 @@ abi=$(sed -n 's/^#define KESTREL_ABI_VERSION \([0-9]*\)$/\1/p' include/kestrel.h
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 [ -n "$abi" ] && [ -n "$version" ] || { echo "install-capi: cannot read the ABI or the version"; exit 1; }
 soname=libkestrel.so.$abi
-cargo rustc -q --locked -p kestrel-capi --release --features "panic-handler gguf-rows codebook" \
-    --target "$target" --crate-type staticlib,cdylib -- -C "link-arg=-Wl,-soname,$soname"
 built=target/$target/release
+# One build of both libraries; rustc prints the system libraries std needs
+# when the static one is linked (kept beside the build: a build cargo finds
+# fresh prints nothing).
+native=$built/kestrel-capi-native-static-libs.txt
+log=$(cargo rustc --locked -p kestrel-capi --release --features "hosted gguf-rows codebook" \
+    --target "$target" --crate-type staticlib,cdylib -- -C "link-arg=-Wl,-soname,$soname" \
+    --print native-static-libs 2>&1) || { echo "$log"; exit 1; }
+if grep -q 'native-static-libs: ' <<<"$log"; then
+    sed -n 's/.*native-static-libs: //p' <<<"$log" | tail -1 >"$native"
+fi
+private=$(cat "$native")
 install -d "$prefix/include" "$prefix/lib/pkgconfig"
 install -m 644 include/kestrel.h "$prefix/include/kestrel.h"
 install -m 644 "$built/libkestrel_capi.a" "$prefix/lib/libkestrel.a"
@@ -41,5 +54,6 @@ Description: Kestrel's C ABI: Qwen inference in memory the caller gives
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -lkestrel
+Libs.private: $private
 PC
 echo "install-capi: $prefix/include/kestrel.h, $prefix/lib/libkestrel.a, $prefix/lib/$soname (and libkestrel.so), $prefix/lib/pkgconfig/kestrel.pc"

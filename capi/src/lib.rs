@@ -25,6 +25,12 @@
 #![no_std]
 #![deny(missing_docs)]
 
+#[cfg(feature = "hosted")]
+extern crate std;
+
+#[cfg(all(feature = "hosted", feature = "panic-handler"))]
+compile_error!("the hosted library uses std's panic handler: build it without panic-handler");
+
 use core::ffi::{c_char, c_int, c_void};
 use core::fmt::{self, Write};
 use core::mem::{align_of, size_of};
@@ -266,6 +272,9 @@ pub struct Handle {
     /// callbacks (`on_text`, a parallel task) is refused.
     busy: AtomicBool,
     message: [u8; MESSAGE_BYTES],
+    /// The built-in pool this handle made (hosted library, `threads` 0),
+    /// dropped by [`kestrel_close`]; NULL otherwise.
+    owned_pool: *mut c_void,
     engine: Eng,
 }
 
@@ -428,10 +437,20 @@ fn settings(c: &KestrelConfig) -> Result<(Config, SamplerConfig), Failure> {
         1 => KvType::F32,
         _ => return Err(argument("config: kv_f32 must be 0 or 1")),
     };
-    if c.threads == 0 || (c.parallel.is_none() && c.threads != 1) {
-        return Err(argument(
-            "config: threads must be 1 without a parallel callback, at least 1 with one",
-        ));
+    match (c.threads, c.parallel.is_some()) {
+        (0, false) if cfg!(feature = "hosted") => {}
+        (0, false) => {
+            return Err(argument(
+                "config: threads 0 (the built-in pool) needs the hosted library; give 1 or a parallel callback",
+            ))
+        }
+        (0, true) => return Err(argument("config: threads must be at least 1 with a parallel callback")),
+        (1, false) | (_, true) => {}
+        (_, false) => {
+            return Err(argument(
+                "config: threads above 1 need a parallel callback (or 0: the hosted library's built-in pool)",
+            ))
+        }
     }
     let config = Config {
         context: c.context as usize,
@@ -633,8 +652,8 @@ pub unsafe extern "C" fn kestrel_config_init(config: *mut KestrelConfig) -> Stat
         kv_f32: 0,
         text_bytes: d.text_bytes as u32,
         draft: d.draft as u32,
-        cpu_features: 0,
-        threads: 1,
+        cpu_features: hosted::detected_features(),
+        threads: if cfg!(feature = "hosted") { 0 } else { 1 },
         parallel: None,
         parallel_ctx: ptr::null_mut(),
         temperature: s.temperature,
@@ -800,12 +819,21 @@ unsafe fn open(
     // parts do not overlap. The references made live as long as the host
     // keeps the block ('static to the compiler: the contract).
     unsafe {
+        // `threads` 0 without a callback: the hosted library's own pool
+        // (`settings` refused it in other builds).
+        let (host, owned_pool) = match (c.threads, c.parallel) {
+            (0, None) => hosted::builtin_pool(),
+            _ => (
+                HostPool {
+                    parallel: c.parallel,
+                    ctx: c.parallel_ctx,
+                    threads: c.threads as usize,
+                },
+                ptr::null_mut(),
+            ),
+        };
         let pool = base.add(layout.pool) as *mut HostPool;
-        pool.write(HostPool {
-            parallel: c.parallel,
-            ctx: c.parallel_ctx,
-            threads: c.threads as usize,
-        });
+        pool.write(host);
         let pool: &'static HostPool = &*pool;
         let layers = base.add(layout.layers) as *mut LayerWeights<'static>;
         for i in 0..sizes.layers {
@@ -826,6 +854,7 @@ unsafe fn open(
         addr_of_mut!((*h).cancel).write(AtomicBool::new(false));
         addr_of_mut!((*h).busy).write(AtomicBool::new(false));
         addr_of_mut!((*h).message).write([0; MESSAGE_BYTES]);
+        addr_of_mut!((*h).owned_pool).write(owned_pool);
         // Last: every field above is written before a thread can see it live.
         (*addr_of!((*h).magic)).store(MAGIC, Ordering::Release);
         out.write(h);
@@ -852,8 +881,14 @@ pub unsafe extern "C" fn kestrel_close(h: *mut Handle) -> Status {
     }
     // The magic goes, so later calls with this pointer fail while the host
     // leaves the block alone (best effort: after close the pointer is
-    // dead). Nothing in the engine needs dropping (it owns no resources).
+    // dead). Nothing in the engine needs dropping (it owns no resources)
+    // but the hosted library's built-in pool, whose threads end here.
     magic.store(0, Ordering::Release);
+    // SAFETY: live, and no call runs (checked above): the pool is unused.
+    let owned = unsafe { ptr::replace(addr_of_mut!((*h).owned_pool), ptr::null_mut()) };
+    // SAFETY: `owned` is NULL or the pool `hosted::builtin_pool` made for
+    // this handle, dropped once (the field was cleared above).
+    unsafe { hosted::drop_pool(owned) };
     Status::Ok
 }
 
@@ -1480,6 +1515,121 @@ pub unsafe extern "C" fn kestrel_rollback(h: *mut Handle, tokens: usize) -> Stat
     unsafe { with_engine(h, call) }
 }
 
+/// What the hosted library adds (feature `hosted`): the CPU's features as
+/// detected, and the built-in pool; in other builds, none of either.
+mod hosted {
+    use super::HostPool;
+    use core::ffi::c_void;
+
+    /// The `KESTREL_CPU_*` bits of this CPU (hosted), else 0.
+    pub(super) fn detected_features() -> u32 {
+        #[cfg(all(feature = "hosted", target_arch = "x86_64"))]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let mut f = 0;
+            if has!("avx2") && has!("fma") && has!("f16c") {
+                f |= super::cpu::AVX2;
+                if has!("avx512vnni") && has!("avx512f") && has!("avx512bw") && has!("avx512vl") {
+                    f |= super::cpu::AVX512_VNNI;
+                }
+                if has!("avxvnni") {
+                    f |= super::cpu::AVX_VNNI;
+                }
+            }
+            f
+        }
+        #[cfg(all(feature = "hosted", target_arch = "aarch64"))]
+        {
+            if std::arch::is_aarch64_feature_detected!("dotprod") {
+                super::cpu::DOTPROD
+            } else {
+                0
+            }
+        }
+        #[cfg(not(all(
+            feature = "hosted",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        {
+            0
+        }
+    }
+
+    /// A new built-in pool (the command line's, unpinned: the host's
+    /// threads keep their affinity) of one thread per big core, as the
+    /// handle's [`HostPool`], and the pointer to drop at close.
+    #[cfg(feature = "hosted")]
+    pub(super) fn builtin_pool() -> (HostPool, *mut c_void) {
+        use std::boxed::Box;
+        let big = kestrel_pool::system_big_cores().len();
+        let threads = if big > 0 {
+            big
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        };
+        let pool = Box::into_raw(Box::new(kestrel_pool::Pool::new(threads))) as *mut c_void;
+        let host = HostPool {
+            parallel: Some(run_on_pool),
+            ctx: pool,
+            threads,
+        };
+        (host, pool)
+    }
+
+    /// Never called: `settings` refuses `threads` 0 without the hosted
+    /// library.
+    #[cfg(not(feature = "hosted"))]
+    pub(super) fn builtin_pool() -> (HostPool, *mut c_void) {
+        let host = HostPool {
+            parallel: None,
+            ctx: core::ptr::null_mut(),
+            threads: 1,
+        };
+        (host, core::ptr::null_mut())
+    }
+
+    /// The parallel-for over the built-in pool at `pool`.
+    ///
+    /// # Safety
+    /// `pool` is a live pool of [`builtin_pool`], used by one thread at a
+    /// time (its handle's owner); `task_fn(task, i)` may run on any thread
+    /// for each `i < n` (the library's own tasks).
+    #[cfg(feature = "hosted")]
+    unsafe extern "C" fn run_on_pool(
+        pool: *mut c_void,
+        n: usize,
+        task_fn: super::TaskFn,
+        task: *mut c_void,
+    ) {
+        use kestrel_core::parallel::Parallel;
+        // SAFETY: the contract: a live pool.
+        let pool = unsafe { &*(pool as *const kestrel_pool::Pool) };
+        let mut items = std::vec![(); n];
+        let task = task as usize;
+        pool.for_each_mut(&mut items, &|i, _| {
+            // SAFETY: the task's contract; the pool runs each index once.
+            unsafe { task_fn(task as *mut c_void, i) }
+        });
+    }
+
+    /// Drops the built-in pool at `pool` (NULL: nothing), joining its
+    /// threads.
+    ///
+    /// # Safety
+    /// `pool` is NULL or a pool of [`builtin_pool`] no call uses, dropped
+    /// once.
+    pub(super) unsafe fn drop_pool(pool: *mut c_void) {
+        #[cfg(feature = "hosted")]
+        if !pool.is_null() {
+            // SAFETY: the contract: made by `Box::into_raw` in
+            // `builtin_pool`, dropped once.
+            drop(unsafe { std::boxed::Box::from_raw(pool as *mut kestrel_pool::Pool) });
+        }
+        #[cfg(not(feature = "hosted"))]
+        let _ = pool;
+    }
+}
+
 /// The abort callback of the panic handler (NULL: none).
 static ABORT: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 
@@ -1489,6 +1639,28 @@ static ABORT: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 pub extern "C" fn kestrel_set_abort_handler(f: Option<AbortFn>) {
     let p = f.map_or(ptr::null_mut(), |f| f as *mut c_void);
     ABORT.store(p, Ordering::Release);
+    // The hosted library panics through std: its hook reports to the same
+    // callback (then the panic aborts at the extern "C" boundary).
+    #[cfg(feature = "hosted")]
+    std::panic::set_hook(std::boxed::Box::new(|info| {
+        let mut buf = [0u8; MESSAGE_BYTES];
+        write_message(&mut buf, &info.payload_as_str().unwrap_or("panic"));
+        report_abort(&buf);
+    }));
+}
+
+/// Hands a NUL-terminated panic message to the host's abort callback, if
+/// one is set.
+#[cfg(any(feature = "hosted", feature = "panic-handler"))]
+fn report_abort(message: &[u8; MESSAGE_BYTES]) {
+    let f = ABORT.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: only `kestrel_set_abort_handler` stores here, and it
+        // stores an `AbortFn`.
+        let f: AbortFn = unsafe { core::mem::transmute::<*mut c_void, AbortFn>(f) };
+        // SAFETY: the host's callback with a NUL-terminated message.
+        unsafe { f(message.as_ptr().cast::<c_char>()) };
+    }
 }
 
 /// A panic (a bug): the message to the host's abort callback, then a trap.
@@ -1497,14 +1669,7 @@ pub extern "C" fn kestrel_set_abort_handler(f: Option<AbortFn>) {
 fn panic(info: &core::panic::PanicInfo) -> ! {
     let mut buf = [0u8; MESSAGE_BYTES];
     write_message(&mut buf, &info.message());
-    let f = ABORT.load(Ordering::Acquire);
-    if !f.is_null() {
-        // SAFETY: only `kestrel_set_abort_handler` stores here, and it
-        // stores an `AbortFn`.
-        let f: AbortFn = unsafe { core::mem::transmute::<*mut c_void, AbortFn>(f) };
-        // SAFETY: the host's callback with a NUL-terminated message.
-        unsafe { f(buf.as_ptr().cast::<c_char>()) };
-    }
+    report_abort(&buf);
     trap()
 }
 

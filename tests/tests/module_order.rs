@@ -400,6 +400,8 @@ fn the_architecture_doc_lists_every_source_file() {
         "core/src",
         "kernels-asm/src",
         "shell/src",
+        "pool/src",
+        "capi/src",
         "tests/src",
         "tests/tests",
         "tests/firmware-host/src",

@@ -32,7 +32,10 @@
 #         library's SONAME libkestrel.so.1), the same example built with
 #         `pkg-config --cflags --libs kestrel` against it (the hosted build:
 #         detected kernels, the built-in pool): the same text, on the dense
-#         fixture and on the real 0.5B model.
+#         fixture and on the real 0.5B model;
+#       - the Python package (python/): `pip install ./python` into a fresh
+#         venv (its in-tree backend builds the hosted library), then its
+#         tests (python/tests) on the real 0.5B model against `kestrel run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -188,3 +191,11 @@ LD_LIBRARY_PATH=$prefix/lib same "the example against the installed library (pkg
 # the text of `kestrel run FILE -p PROMPT --temp 0 -n 64`.
 want=$(cargo run -q --locked --release -p kestrel -- run "$real" -p "$real_prompt" -n 64 --temp 0 2>/dev/null)
 LD_LIBRARY_PATH=$prefix/lib same "the installed example on the real model" "$want" "$example-pc" "$real" "$real_prompt"
+
+echo "== the Python package: pip install ./python into a fresh venv, its tests on the real model"
+venv=$(mktemp -d)
+trap 'rm -rf "$prefix" "$venv"' EXIT
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q ./python
+KESTREL_TEST_MODEL=$real KESTREL_BIN=$root/target/release/kestrel \
+    "$venv/bin/python" -m unittest discover -s python/tests -v

@@ -14,6 +14,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-nm >/dev/null || need+=(binutils-aarch64-linux-gnu)
 [ -e /usr/aarch64-linux-gnu/lib/libc.so.6 ] || need+=(libc6-dev-arm64-cross)
 command -v python3 >/dev/null || need+=(python3)
+# The Python package's test (scripts/capi.sh) installs it into a venv.
+python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 # The C ABI's checks (scripts/capi.sh): the host C and C++ compilers with
 # libc headers, and nm for the exported symbols.
 command -v gcc >/dev/null || need+=(gcc)

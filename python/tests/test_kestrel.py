@@ -1,0 +1,118 @@
+"""The Python package against `kestrel run` on a real model.
+
+    KESTREL_TEST_MODEL=model.vqf KESTREL_BIN=target/release/kestrel python3 -m unittest discover python/tests
+
+(scripts/capi.sh test runs it in a fresh venv with the package installed by
+`pip install ./python`, on the real 0.5B file.) Both variables are required:
+a missing one is a failure, not a skip."""
+import os
+import subprocess
+import threading
+import unittest
+
+import kestrel
+
+MODEL = os.environ.get("KESTREL_TEST_MODEL", "")
+BIN = os.environ.get("KESTREL_BIN", "")
+PROMPT = "Write a Python function that checks whether a number is prime."
+
+
+def kestrel_run(*args):
+    return subprocess.run([BIN, "run", MODEL, *args], check=True, capture_output=True, text=True).stdout
+
+
+class Package(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not (os.path.isfile(MODEL) and os.path.isfile(BIN)):
+            raise RuntimeError(f"set KESTREL_TEST_MODEL (a VQF file: {MODEL!r}) and KESTREL_BIN (kestrel: {BIN!r})")
+        cls.model = kestrel.Model(MODEL)
+
+    def greedy(self):
+        return self.model.session(temperature=0)
+
+    def test_the_answer_is_kestrel_runs(self):
+        want = kestrel_run("-p", PROMPT, "-n", "48", "--temp", "0")
+        with self.greedy() as s:
+            self.assertTrue(s.kernels)
+            text = s.chat(PROMPT, max_tokens=48)
+        self.assertEqual(text + "\n", want)
+        with self.greedy() as s:
+            self.assertEqual("".join(s.stream(PROMPT, max_tokens=48)) + "\n", want)
+
+    def test_a_turn_after_a_cut_answer_is_a_fresh_feed_of_the_conversation(self):
+        with self.greedy() as a:
+            a.chat(PROMPT, max_tokens=8)
+            a.feed(a.chat_turn("Shorter, please."))
+            conversation = a.history
+            answer = a.generate(12)[0]
+        with self.greedy() as b:
+            b.feed(conversation)
+            self.assertEqual(b.generate(12)[0], answer)
+
+    def test_saved_state_and_rollback(self):
+        with self.greedy() as a:
+            a.chat(PROMPT, max_tokens=16)
+            turn1 = len(a.history)
+            saved = a.save_state()
+            second = a.chat("Now in Rust.", max_tokens=12)
+            with self.greedy() as b:
+                b.load_state(saved)
+                self.assertEqual(b.history, a.history[:turn1])
+                self.assertEqual(b.chat("Now in Rust.", max_tokens=12), second)
+            a.rollback(turn1)
+            self.assertEqual(len(a.history), turn1)
+            self.assertEqual(a.chat("Now in Rust.", max_tokens=12), second)
+            with self.assertRaises(kestrel.StateError):
+                a.load_state(b"not a state")
+            with self.assertRaises(kestrel.ArgumentError):
+                a.rollback(10**6)
+
+    def test_sampling_changes_per_call_and_is_checked(self):
+        with self.model.session(temperature=0.9, seed=5) as s:
+            first = s.tokenize("x")
+            self.assertTrue(first)
+            s.set_sampling(temperature=0)
+            self.assertEqual(s.sampling["temperature"], 0.0)
+            self.assertEqual(s.chat(PROMPT, max_tokens=24) + "\n", kestrel_run("-p", PROMPT, "-n", "24", "--temp", "0"))
+            for bad in ({"temperature": float("nan")}, {"top_p": 7.0}, {"min_p": -3.0}):
+                with self.assertRaises(kestrel.ArgumentError) as e:
+                    s.set_sampling(**bad)
+                self.assertIn(next(iter(bad)), e.exception.message)
+            self.assertEqual(s.sampling["temperature"], 0.0)
+            with self.assertRaises(kestrel.ArgumentError):
+                s.set_sampling(warmth=1)
+
+    def test_typed_errors(self):
+        with self.greedy() as s:
+            with self.assertRaises(kestrel.TokenError):
+                s.feed([s.vocab])
+            with self.assertRaises(kestrel.OrderError):
+                s.generate(4)
+        with self.assertRaises(kestrel.ModelError):
+            path = os.path.join(os.path.dirname(MODEL), "not-a-model.vqf")
+            with open(path, "wb") as f:
+                f.write(b"\0" * 4096)
+            try:
+                kestrel.Model(path)
+            finally:
+                os.remove(path)
+
+    def test_cancel_from_another_thread(self):
+        with self.greedy() as s:
+            s.feed(s.chat_turn(PROMPT))
+            started = threading.Event()
+
+            def on_text(_piece):
+                if not started.is_set():
+                    started.set()
+                    threading.Thread(target=s.cancel).start()
+
+            with self.assertRaises(kestrel.CancelledError):
+                s.generate(400, on_text=on_text)
+            self.assertFalse(s.running)
+            self.assertLess(len(s.history), len(s.chat_turn(PROMPT)) + 400, "stopped early")
+
+
+if __name__ == "__main__":
+    unittest.main()

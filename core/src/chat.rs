@@ -154,6 +154,12 @@ pub struct ChatStyle<'t> {
     pub tools: bool,
 }
 
+/// What closes an answer that did not end on its own (cut by a token
+/// limit, cancelled, or the context) before the next turn: the end-of-turn
+/// marker the model would have written. `kestrel chat` and the embedding
+/// facade's `chat_turn` both close with it.
+pub const END_OF_TURN: &str = "<|im_end|>";
+
 const QWEN25_SYSTEM: &str = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 /// The tools section of the system turn, around the tools' JSON lines.

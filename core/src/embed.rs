@@ -34,6 +34,7 @@ use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculatio
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
 use crate::vqf::Vqf;
+use core::fmt::Write;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kestrel_kernels::cast;
@@ -307,6 +308,11 @@ pub struct Engine<'w, 's, 'p, P: Parallel> {
     stream: StreamDecoder,
     /// The last fed row's logits are waiting to be sampled.
     ready: bool,
+    /// An answer was pulled or generated and did not end on an end token
+    /// (cut by `max_tokens`, cancelled, the cache full): the next
+    /// `chat_turn` closes it first ([`chat::END_OF_TURN`]), as `kestrel
+    /// chat` does.
+    answer_open: bool,
     /// Longest text `tokenize` and `chat_turn` take ([`Config::text_bytes`]).
     text_bytes: usize,
 }
@@ -350,6 +356,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             work,
             stream: StreamDecoder::new(true),
             ready: false,
+            answer_open: false,
             text_bytes: config.text_bytes,
         })
     }
@@ -407,7 +414,9 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// run` and `kestrel chat` write it: on an empty cache the system turn
     /// (`system`, else the template's default), the user's message, the
     /// opened assistant turn; after cached turns the same without a system
-    /// turn, following the previous answer's end token. The message and
+    /// turn, following the previous answer's end token (an answer that did
+    /// not end on one, cut by `max_tokens` or cancelled, is closed first
+    /// with [`chat::END_OF_TURN`], as `kestrel chat` closes it). The message and
     /// `system` are data, never control tokens. Returns how many ids.
     pub fn chat_turn(
         &mut self,
@@ -420,7 +429,16 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         let mut ranges: [Range<usize>; DATA_RANGES] = core::array::from_fn(|_| 0..0);
         let mut w = BufWriter::new(&mut *self.text, &mut ranges);
         let message = Message::text(Role::User, user);
-        if chat::format_turn(&self.style, system, &message, first, None, &mut w).is_err() {
+        // An answer cut short is closed first, as the model would have.
+        let close = if self.answer_open && !first {
+            chat::END_OF_TURN
+        } else {
+            ""
+        };
+        let written = w
+            .write_str(close)
+            .and_then(|()| chat::format_turn(&self.style, system, &message, first, None, &mut w));
+        if written.is_err() {
             // The texts fit `text_bytes` (checked above): a turn whose
             // template parts outgrow TURN_OVERHEAD.
             return Err(Error::BufferTooSmall {
@@ -454,8 +472,10 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             return Ok(());
         }
         // Ready again only when the whole prompt ran: a cancel or an error
-        // part-way leaves nothing to sample.
+        // part-way leaves nothing to sample. What is fed after an answer
+        // (a `chat_turn`'s ids: its closing included) takes it over.
         self.ready = false;
+        self.answer_open = false;
         self.stream = StreamDecoder::new(true);
         let before = self.gen.history().len();
         match self.gen.feed_until(ids, None, cancel) {
@@ -484,8 +504,12 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
             return Err(not_ready());
         }
         self.ready = false;
+        self.answer_open = true;
         let next = match self.gen.next_token()? {
-            Sampled::End(id) => Next::End(id),
+            Sampled::End(id) => {
+                self.answer_open = false;
+                Next::End(id)
+            }
             Sampled::Token { last: true, .. } => {
                 // The token's row has no room: the cache is full.
                 let max = self.context();
@@ -547,6 +571,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         // flag or a full cache stopped it first.
         let last_fed = self.gen.history().len() == before + n;
         self.ready = !stopped && n > 0 && last_fed;
+        self.answer_open = !stopped && n > 0;
         Ok(Generated {
             tokens: n,
             stopped,
@@ -642,6 +667,8 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         let ready = self.gen.restore_state(bytes)?;
         self.stream = StreamDecoder::new(true);
         self.ready = ready;
+        // A state saved with its logits waiting was saved inside an answer.
+        self.answer_open = ready;
         Ok(())
     }
 
@@ -652,6 +679,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         self.gen.rollback(tokens)?;
         self.stream = StreamDecoder::new(true);
         self.ready = false;
+        self.answer_open = false;
         Ok(())
     }
 
@@ -660,5 +688,6 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         self.gen.reset();
         self.stream = StreamDecoder::new(true);
         self.ready = false;
+        self.answer_open = false;
     }
 }

@@ -50,6 +50,15 @@ class Package(unittest.TestCase):
             b.feed(conversation)
             self.assertEqual(b.generate(12)[0], answer)
 
+    def test_two_turns_after_a_cut_answer_are_kestrel_chats(self):
+        # kestrel chat closes an answer cut by -n before the next turn; the
+        # library's chat_turn does the same.
+        chat = subprocess.run([BIN, "chat", MODEL, "--temp", "0", "-n", "24"], input=f"{PROMPT}\nShorter, please.\n",
+                              check=True, capture_output=True, text=True).stdout
+        with self.greedy() as s:
+            both = s.chat(PROMPT, max_tokens=24) + s.chat("Shorter, please.", max_tokens=24)
+        self.assertEqual(both, chat)
+
     def test_saved_state_and_rollback(self):
         with self.greedy() as a:
             a.chat(PROMPT, max_tokens=16)

@@ -774,7 +774,7 @@ fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
         })?;
         if !stats.stopped {
             // Interrupted or cut: close the turn so the next one is well formed.
-            let end = s.encode("<|im_end|>")?;
+            let end = s.encode(chat::END_OF_TURN)?;
             s.feed(&end)?;
         }
         s.report(&stats, load_ms);

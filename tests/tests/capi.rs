@@ -545,6 +545,81 @@ fn at_turn1_history(state: &[u8], via: &Open, n: usize) -> Vec<u32> {
     h
 }
 
+/// `kestrel chat`'s way with two turns, the first cut at `n` tokens: the
+/// shell's session generates, closes a cut answer with
+/// [`chat::END_OF_TURN`], formats the next turn after the cached ones and
+/// generates again (shell/src/generate.rs, `chat_on`); the whole
+/// conversation's tokens.
+fn kestrel_chat_two_turns(model: &[u8], second: &str, n: usize) -> Vec<u32> {
+    let dir = temp_dir("capi-chat");
+    let path = dir.join("m.vqf");
+    std::fs::write(&path, model).unwrap();
+    let m = loader::Model::open(&path).unwrap();
+    let mut layers = Vec::new();
+    let w = m.weights(true, &mut layers).unwrap();
+    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 128);
+    let mut arena = loader::arena(&w, &opts).unwrap();
+    let state = loader::state(&w, opts, &mut arena).unwrap();
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
+    let first = s
+        .encode_chat(&chat_prompt(
+            &w,
+            &[Message::text(Role::User, PROMPT)],
+            &[],
+            None,
+        ))
+        .unwrap();
+    let no = AtomicBool::new(false);
+    let st = s.generate(&first, n, &no, &mut |_| {}).unwrap();
+    assert!(!st.stopped, "the first answer is cut at {n} tokens");
+    s.feed(&s.encode(kestrel_core::chat::END_OF_TURN).unwrap())
+        .unwrap();
+    let mut text = kestrel::generate::ChatText::default();
+    let style = kestrel::generate::chat_style(&w);
+    let user = Message::text(Role::User, second);
+    kestrel_core::chat::format_turn(&style, None, &user, false, None, &mut text).unwrap();
+    let next = text.encode(&s.gen.tokenizer).unwrap();
+    s.generate(&next, n, &no, &mut |_| {}).unwrap();
+    let conversation = s.history().to_vec();
+    let _ = std::fs::remove_dir_all(&dir);
+    conversation
+}
+
+/// After an answer cut by its token limit, the next turn is closed and
+/// formatted as `kestrel chat` does it: the same tokens, pulled or
+/// generated.
+#[test]
+fn a_turn_after_a_cut_answer_is_kestrel_chats() {
+    let model = fixture("capi-cut", WeightMode::F32);
+    let want = kestrel_chat_two_turns(&model, "And of Italy?", 6);
+    for generate in [false, true] {
+        let a = Open::new(&model, &greedy_config());
+        assert_eq!(a.feed(&a.chat_turn(PROMPT)), Status::Ok);
+        let second_turn = |a: &Open| {
+            let second = a.chat_turn("And of Italy?");
+            assert_eq!(a.feed(&second), Status::Ok, "{}", a.error());
+        };
+        if generate {
+            // SAFETY: no callback; NULL out-parameter.
+            let st = unsafe { kestrel_generate(a.h, 6, None, null_mut(), null_mut()) };
+            assert_eq!(st, Status::Ok, "cut at 6");
+            second_turn(&a);
+            // SAFETY: as above.
+            let st = unsafe { kestrel_generate(a.h, 6, None, null_mut(), null_mut()) };
+            assert!(matches!(st, Status::Ok | Status::End));
+        } else {
+            let _ = a.pull(6);
+            second_turn(&a);
+            let _ = a.pull(6);
+        }
+        assert_eq!(a.history(), want, "generated: {generate}");
+    }
+}
+
 /// The host's parallel for: every index on a scoped thread of its own.
 unsafe extern "C" fn threads(_pool: *mut c_void, n: usize, task_fn: TaskFn, task: *mut c_void) {
     let task = task as usize;

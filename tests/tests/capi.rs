@@ -216,7 +216,22 @@ unsafe extern "C" fn collect(user: *mut c_void, text: *const c_char, len: usize)
 /// The tokens and text `kestrel run -p PROMPT -n n --temp 0` gives: the
 /// shell's session over the same file.
 fn kestrel_run(model: &[u8], n: usize) -> (Vec<u32>, String) {
-    let dir = temp_dir("capi-run");
+    shell_session(model, |s, prompt| {
+        let mut text = String::new();
+        let st = s
+            .generate(prompt, n, &AtomicBool::new(false), &mut |t| {
+                text.push_str(t)
+            })
+            .unwrap();
+        let ids = s.history()[prompt.len()..prompt.len() + st.generated].to_vec();
+        (ids, text)
+    })
+}
+
+/// `f` on the shell's greedy session over `model` (as `kestrel run` and
+/// `kestrel chat` make it) and the chat prompt of [`PROMPT`].
+fn shell_session<R>(model: &[u8], f: impl FnOnce(&mut Session, &[u32]) -> R) -> R {
+    let dir = temp_dir("capi-shell");
     let path = dir.join("m.vqf");
     std::fs::write(&path, model).unwrap();
     let m = loader::Model::open(&path).unwrap();
@@ -230,23 +245,11 @@ fn kestrel_run(model: &[u8], n: usize) -> (Vec<u32>, String) {
         ..Default::default()
     };
     let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
-    let prompt = s
-        .encode_chat(&chat_prompt(
-            &w,
-            &[Message::text(Role::User, PROMPT)],
-            &[],
-            None,
-        ))
-        .unwrap();
-    let mut text = String::new();
-    let st = s
-        .generate(&prompt, n, &AtomicBool::new(false), &mut |t| {
-            text.push_str(t)
-        })
-        .unwrap();
-    let ids = s.history()[prompt.len()..prompt.len() + st.generated].to_vec();
+    let user = [Message::text(Role::User, PROMPT)];
+    let prompt = s.encode_chat(&chat_prompt(&w, &user, &[], None)).unwrap();
+    let r = f(&mut s, &prompt);
     let _ = std::fs::remove_dir_all(&dir);
-    (ids, text)
+    r
 }
 
 #[test]
@@ -551,42 +554,20 @@ fn at_turn1_history(state: &[u8], via: &Open, n: usize) -> Vec<u32> {
 /// generates again (shell/src/generate.rs, `chat_on`); the whole
 /// conversation's tokens.
 fn kestrel_chat_two_turns(model: &[u8], second: &str, n: usize) -> Vec<u32> {
-    let dir = temp_dir("capi-chat");
-    let path = dir.join("m.vqf");
-    std::fs::write(&path, model).unwrap();
-    let m = loader::Model::open(&path).unwrap();
-    let mut layers = Vec::new();
-    let w = m.weights(true, &mut layers).unwrap();
-    let (k, pool, opts) = loader::setup(&w, &EngineArgs::default(), false, 128);
-    let mut arena = loader::arena(&w, &opts).unwrap();
-    let state = loader::state(&w, opts, &mut arena).unwrap();
-    let greedy = SamplerConfig {
-        temperature: 0.0,
-        ..Default::default()
-    };
-    let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
-    let first = s
-        .encode_chat(&chat_prompt(
-            &w,
-            &[Message::text(Role::User, PROMPT)],
-            &[],
-            None,
-        ))
-        .unwrap();
-    let no = AtomicBool::new(false);
-    let st = s.generate(&first, n, &no, &mut |_| {}).unwrap();
-    assert!(!st.stopped, "the first answer is cut at {n} tokens");
-    s.feed(&s.encode(kestrel_core::chat::END_OF_TURN).unwrap())
-        .unwrap();
-    let mut text = kestrel::generate::ChatText::default();
-    let style = kestrel::generate::chat_style(&w);
-    let user = Message::text(Role::User, second);
-    kestrel_core::chat::format_turn(&style, None, &user, false, None, &mut text).unwrap();
-    let next = text.encode(&s.gen.tokenizer).unwrap();
-    s.generate(&next, n, &no, &mut |_| {}).unwrap();
-    let conversation = s.history().to_vec();
-    let _ = std::fs::remove_dir_all(&dir);
-    conversation
+    shell_session(model, |s, first| {
+        let no = AtomicBool::new(false);
+        let st = s.generate(first, n, &no, &mut |_| {}).unwrap();
+        assert!(!st.stopped, "the first answer is cut at {n} tokens");
+        s.feed(&s.encode(kestrel_core::chat::END_OF_TURN).unwrap())
+            .unwrap();
+        let mut text = kestrel::generate::ChatText::default();
+        let style = kestrel::generate::chat_style(s.gen.weights);
+        let user = Message::text(Role::User, second);
+        kestrel_core::chat::format_turn(&style, None, &user, false, None, &mut text).unwrap();
+        let next = text.encode(&s.gen.tokenizer).unwrap();
+        s.generate(&next, n, &no, &mut |_| {}).unwrap();
+        s.history().to_vec()
+    })
 }
 
 /// After an answer cut by its token limit, the next turn is closed and

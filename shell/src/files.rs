@@ -35,7 +35,7 @@ impl Mapped {
         // SAFETY: the map is read-only and private to this process. Another
         // process truncating or rewriting the file while it is mapped can
         // change the bytes or raise SIGBUS on access; Kestrel never writes to
-        // files it maps, and documents this limit (docs/architecture.md).
+        // files it maps, and documents this limit (docs/architecture/shell.md).
         // Every byte is treated as untrusted and validated before use.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .with_context(|| format!("{}: mmap", path.display()))?;

@@ -1,8 +1,9 @@
 //! The core's modules depend one way: the order written in
-//! docs/architecture.md (between the `module-order` markers, lowest first,
-//! one module a line) is read here, and every `crate::` and `super::` path in
-//! the core's sources (test modules aside) must name a module of an earlier
-//! line or its own. A new module must be placed in the order; an import
+//! docs/architecture/core.md (between the `module-order` markers, lowest
+//! first, one module a line; the markers are looked for in
+//! docs/architecture.md and every docs/architecture/*.md) is read here, and
+//! every `crate::` and `super::` path in the core's sources (test modules
+//! aside) must name a module of an earlier line or its own. A new module must be placed in the order; an import
 //! against it fails with the file, the line and both modules named.
 
 use std::path::{Path, PathBuf};
@@ -11,18 +12,62 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// An order from docs/architecture.md (the block between `<!-- MARKER -->`
-/// and `<!-- /MARKER -->`): module paths, lowest first.
+/// The architecture docs: docs/architecture.md (the index) and every
+/// docs/architecture/*.md (one per subsystem), each as its path from the
+/// repository root and its text.
+fn architecture_docs() -> Vec<(String, String)> {
+    let mut paths = vec![repo().join("docs/architecture.md")];
+    let dir = repo().join("docs/architecture");
+    let mut subsystems: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("docs/architecture/: {e}"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    subsystems.sort();
+    assert!(!subsystems.is_empty(), "docs/architecture/ has no .md file");
+    paths.extend(subsystems);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let rel = p
+                .strip_prefix(repo())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, text)
+        })
+        .collect()
+}
+
+/// An order from the architecture docs (the block between `<!-- MARKER -->`
+/// and `<!-- /MARKER -->`, in docs/architecture.md or whichever
+/// docs/architecture/*.md holds it; exactly one may): module paths, lowest
+/// first.
 fn declared_order(marker: &str) -> Vec<String> {
-    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
     let open = format!("<!-- {marker} -->");
     let close = format!("<!-- /{marker} -->");
-    let start = doc
-        .find(&open)
-        .unwrap_or_else(|| panic!("docs/architecture.md has no {open} block"));
+    let holders: Vec<(String, String)> = architecture_docs()
+        .into_iter()
+        .filter(|(_, text)| text.contains(&open))
+        .collect();
+    assert!(
+        holders.len() <= 1,
+        "more than one {open} block in docs/architecture.md and docs/architecture/*.md: {:?}",
+        holders.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    let (path, doc) = holders.into_iter().next().unwrap_or_else(|| {
+        panic!("neither docs/architecture.md nor docs/architecture/*.md has a {open} block")
+    });
+    let start = doc.find(&open).unwrap();
+    assert!(
+        !doc[start + open.len()..].contains(&open),
+        "{path} has more than one {open} block"
+    );
     let end = doc[start..]
         .find(&close)
-        .unwrap_or_else(|| panic!("the {marker} block is not closed"))
+        .unwrap_or_else(|| panic!("{path}: the {marker} block is not closed"))
         + start;
     let order: Vec<String> = doc[start..end]
         .lines()
@@ -188,7 +233,7 @@ fn check_order(dir: &str, marker: &str, root_items: &[(&str, &str)]) {
         }
         let Some((rank, name)) = listed(&order, &module) else {
             wrong.push(format!(
-                "{}: module {} is not in docs/architecture.md's {marker} block",
+                "{}: module {} is not in the {marker} block (docs/architecture/*.md)",
                 rel.display(),
                 module.join("::")
             ));
@@ -373,29 +418,55 @@ fn the_scanner_sees_imports() {
     assert_eq!(module_of(Path::new("vqf/mod.rs")), ["vqf"]);
 }
 
-/// docs/architecture.md's "Source files" block lists every Rust source file
-/// of the repository, and only files that exist.
+/// The "Source files" blocks of the architecture docs (docs/architecture.md
+/// and docs/architecture/*.md, one block per subsystem) list every Rust
+/// source file of the repository, each once, and only files that exist.
 #[test]
 fn the_architecture_doc_lists_every_source_file() {
-    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
-    let start = doc
-        .find("<!-- source-files -->")
-        .expect("docs/architecture.md has no <!-- source-files --> block");
-    let end = doc[start..]
-        .find("<!-- /source-files -->")
-        .expect("the source-files block is not closed")
-        + start;
-    let listed: Vec<&str> = doc[start..end]
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.ends_with(".rs"))
-        .collect();
+    let docs = architecture_docs();
+    let open = "<!-- source-files -->";
+    let close = "<!-- /source-files -->";
+    // (listed path, the doc that lists it)
+    let mut listed: Vec<(&str, &str)> = Vec::new();
+    let mut blocks = 0;
+    for (path, doc) in &docs {
+        let mut rest = doc.as_str();
+        while let Some(start) = rest.find(open) {
+            let end = rest[start..]
+                .find(close)
+                .unwrap_or_else(|| panic!("{path}: a source-files block is not closed"))
+                + start;
+            let block = &rest[start + open.len()..end];
+            assert!(
+                !block.contains(open),
+                "{path}: a source-files block opens inside another"
+            );
+            listed.extend(
+                block
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .filter(|w| w.ends_with(".rs"))
+                    .map(|w| (w, path.as_str())),
+            );
+            blocks += 1;
+            rest = &rest[end + close.len()..];
+        }
+    }
+    assert!(
+        blocks > 0,
+        "neither docs/architecture.md nor docs/architecture/*.md has a {open} block"
+    );
     assert!(listed.len() > 100, "too few files listed: {}", listed.len());
     let mut wrong: Vec<String> = listed
         .iter()
-        .filter(|p| !repo().join(p).is_file())
-        .map(|p| format!("{p}: listed in docs/architecture.md but not in the repository"))
+        .filter(|(p, _)| !repo().join(p).is_file())
+        .map(|(p, doc)| format!("{p}: listed in {doc} but not in the repository"))
         .collect();
+    for (i, (p, doc)) in listed.iter().enumerate() {
+        if let Some((_, first)) = listed[..i].iter().find(|(q, _)| q == p) {
+            wrong.push(format!("{p}: listed twice (in {first} and in {doc})"));
+        }
+    }
     for dir in [
         "core/src",
         "kernels-asm/src",
@@ -416,9 +487,9 @@ fn the_architecture_doc_lists_every_source_file() {
                 .to_string_lossy()
                 .replace('\\', "/");
             let rel = rel.trim_start_matches("./").to_string();
-            if !listed.contains(&rel.as_str()) {
+            if !listed.iter().any(|(p, _)| *p == rel) {
                 wrong.push(format!(
-                    "{rel}: not listed in docs/architecture.md's Source files"
+                    "{rel}: not listed in the Source files of docs/architecture/*.md"
                 ));
             }
         }

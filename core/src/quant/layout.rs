@@ -2,8 +2,9 @@
 //! layout's geometry, its names and codes in a VQF file, the GGUF block type
 //! it keeps, its repacker, the activation format it multiplies and its GEMM
 //! (the generic kernel and this architecture's, which `kernels` picks
-//! between). Every other module asks [`Layout::spec`]; docs/architecture.md ("Adding a layout")
-//! lists what a new one needs.
+//! between). Every other module asks [`Layout::spec`];
+//! docs/architecture/kernels.md ("Adding a layout") lists what a new one
+//! needs.
 
 use super::{QK, QK_K};
 use crate::error::{mul, Error};

@@ -4,7 +4,7 @@
 //! `x86_64`, the one of the build also named `arch`), which instantiate the
 //! block families' shared texts of the architecture modules. Adding a
 //! layout is a module here and its row in the core's layout table
-//! (docs/architecture.md, "Adding a layout").
+//! (docs/architecture/kernels.md, "Adding a layout").
 
 pub mod iq2s;
 pub mod iq2xs;

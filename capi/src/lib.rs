@@ -36,7 +36,7 @@ use core::fmt::{self, Write};
 use core::mem::{align_of, size_of};
 use core::ptr::{self, addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use kestrel_core::embed::{Config, Engine, Model, Next, Sizes};
+use kestrel_core::embed::{Config, Conversation, Model, Next, Sizes};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::LayerWeights;
 use kestrel_core::parallel::Parallel;
@@ -259,7 +259,7 @@ impl Parallel for HostPool {
 }
 
 /// The engine type a handle holds.
-type Eng = Engine<'static, 'static, 'static, HostPool>;
+type Eng = Conversation<'static, 'static, 'static, HostPool>;
 
 /// The engine behind a handle (`kestrel_engine`); the thread pool and the
 /// model's views sit beside it in the same block, which never moves.
@@ -847,7 +847,7 @@ unsafe fn open(
         ptr::write_bytes(arena, 0, sizes.memory);
         let arena = core::slice::from_raw_parts_mut(arena, sizes.memory);
         let kernels = kernels_for(c.cpu_features);
-        let engine = Engine::new(model, kernels, pool, &cfg, sampler, arena)?;
+        let engine = Conversation::new(model, kernels, pool, &cfg, sampler, arena)?;
         let h = base.add(layout.handle) as *mut Handle;
         addr_of_mut!((*h).magic).write(AtomicUsize::new(0));
         addr_of_mut!((*h).engine).write(engine);

@@ -8,7 +8,7 @@
 //! ```text
 //! let sizes = Sizes::new(model_bytes, &config)?;        // what to reserve
 //! let model = Model::open(model_bytes, layers)?;         // layers: sizes.layers
-//! let mut engine = Engine::new(&model, kernels, &Serial, &config, sampler, memory)?; // sizes.memory bytes
+//! let mut engine = Conversation::new(&model, kernels, &Serial, &config, sampler, memory)?; // sizes.memory bytes
 //! let n = engine.chat_turn(None, "Hello", &mut ids)?;    // the message is data
 //! engine.feed(&ids[..n], &cancel)?;                      // after the cached turns
 //! while let Next::Token(id) = engine.next(&cancel)? {    // sample, then run it
@@ -16,7 +16,7 @@
 //! }
 //! ```
 //!
-//! [`Engine::generate`] decodes a whole answer the way `kestrel run` does
+//! [`Conversation::generate`] decodes a whole answer the way `kestrel run` does
 //! (speculatively by prompt lookup when [`Config::draft`] is set). Not here
 //! yet: JSON-schema constraints, images, a draft model and several
 //! sequences (the shell and the server drive [`crate::generate`] directly
@@ -49,10 +49,10 @@ pub struct Config {
     pub batch: usize,
     /// The KV cache's element type.
     pub kv: KvType,
-    /// Longest text [`Engine::tokenize`] and [`Engine::chat_turn`] take,
+    /// Longest text [`Conversation::tokenize`] and [`Conversation::chat_turn`] take,
     /// in bytes.
     pub text_bytes: usize,
-    /// Most tokens [`Engine::generate`] drafts by prompt lookup per verify
+    /// Most tokens [`Conversation::generate`] drafts by prompt lookup per verify
     /// step (speculative decoding, the same tokens; 0: none, at most
     /// [`MAX_DRAFT`]).
     pub draft: usize,
@@ -99,7 +99,7 @@ pub struct Sizes {
     /// The context length the engine gets (the config's, capped by the
     /// file's).
     pub context: usize,
-    /// Bytes of the one block [`Engine::new`] takes: all of the above but
+    /// Bytes of the one block [`Conversation::new`] takes: all of the above but
     /// the layers, each part 64-byte aligned.
     pub memory: usize,
 }
@@ -258,7 +258,7 @@ fn words(bytes: &mut [u8]) -> Result<&mut [u32], Error> {
     })
 }
 
-/// What [`Engine::next`] produced.
+/// What [`Conversation::next`] produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
     /// A token of the answer (already run through the model).
@@ -268,20 +268,20 @@ pub enum Next {
     End(u32),
 }
 
-/// How [`Engine::generate`] ended.
+/// How [`Conversation::generate`] ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Generated {
     /// Tokens of the answer (an end token not counted): the `tokens` ids
-    /// of [`Engine::history`] from where it ended before the call (all but
+    /// of [`Conversation::history`] from where it ended before the call (all but
     /// the last when [`Generated::full`]).
     pub tokens: usize,
     /// It ended on an end token.
     pub stopped: bool,
     /// The cancel flag ended it (the tokens so far are cached, the last one
-    /// run: [`Engine::next`] or [`Engine::generate`] may go on).
+    /// run: [`Conversation::next`] or [`Conversation::generate`] may go on).
     pub cancelled: bool,
     /// The cache filled up: the answer's last token has no row (it is not
-    /// in [`Engine::history`]; the conversation cannot go on).
+    /// in [`Conversation::history`]; the conversation cannot go on).
     pub full: bool,
     /// Tokens drafted by prompt lookup, and how many were kept.
     pub drafted: usize,
@@ -297,7 +297,7 @@ fn not_ready() -> Error {
 
 /// One conversation: the model, its KV cache in caller memory, the
 /// sampler and the text streams. Feed a prompt, then pull tokens.
-pub struct Engine<'w, 's, 'p, P: Parallel> {
+pub struct Conversation<'w, 's, 'p, P: Parallel> {
     gen: Generator<'w, 's, 'p, P, &'s mut [u32], &'s mut [u32]>,
     style: ChatStyle<'w>,
     text: &'s mut [u8],
@@ -317,7 +317,7 @@ pub struct Engine<'w, 's, 'p, P: Parallel> {
     text_bytes: usize,
 }
 
-impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
+impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// An engine over `model` with an empty cache; `kernels` as the host
     /// detected them, `pool` running the loops.
     pub fn new(
@@ -348,7 +348,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         let state = State::new(&w.cfg, options(&w.vqf, config)?, arena)?;
         let gen = Generator::new(w, kernels, pool, state, sampler, history, candidates)?;
         let template = w.vqf.tokenizer().map_or(&[][..], |t| t.chat_template());
-        Ok(Engine {
+        Ok(Conversation {
             gen,
             style: ChatStyle::from_template(template),
             text,
@@ -458,7 +458,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// Runs `ids` through the model after the cached tokens (a whole
     /// prompt, or the next turn of a conversation: the cache is kept), in
     /// chunks of the config's batch; `cancel` is read between chunks (the
-    /// chunks run stay cached). Ids must be below [`Engine::vocab`].
+    /// chunks run stay cached). Ids must be below [`Conversation::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
         let room = self.context() - self.gen.history().len();
@@ -530,7 +530,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     /// ([`Generated::full`]), or when `cancel` is set during it
     /// ([`Generated::cancelled`]; the flag is cleared; set before the call,
     /// it is [`Error::Cancelled`] and nothing runs). After an answer cut by
-    /// `max_tokens`, [`Engine::next`] or this goes on with it.
+    /// `max_tokens`, [`Conversation::next`] or this goes on with it.
     pub fn generate(
         &mut self,
         max_tokens: usize,
@@ -646,7 +646,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
         Ok(())
     }
 
-    /// Bytes [`Engine::save_state`] writes now.
+    /// Bytes [`Conversation::save_state`] writes now.
     pub fn state_size(&self) -> Result<usize, Error> {
         self.gen.state_size(self.ready)
     }
@@ -673,7 +673,7 @@ impl<'w, 's, 'p, P: Parallel> Engine<'w, 's, 'p, P> {
     }
 
     /// Keeps the first `tokens` of the conversation (an earlier turn's
-    /// end, from [`Engine::history`]'s length then) and forgets the rest;
+    /// end, from [`Conversation::history`]'s length then) and forgets the rest;
     /// the next call is a feed.
     pub fn rollback(&mut self, tokens: usize) -> Result<(), Error> {
         self.gen.rollback(tokens)?;

@@ -138,12 +138,12 @@ impl Need {
 
 /// A model opened for a command by [`open`]: the weights resolved once,
 /// kernels, threads, the state's options and an arena sized for them.
-pub struct Engine<'a> {
+pub struct OpenModel<'a> {
     /// The model.
     pub weights: &'a Weights<'a>,
     /// The kernels for this CPU.
     pub kernels: Kernels,
-    /// The threads, started by the first [`Engine::pool`] call on the
+    /// The threads, started by the first [`OpenModel::pool`] call on the
     /// thread that will use them (the pool pins its caller).
     pool: &'a OnceCell<Pool>,
     threads: Option<usize>,
@@ -169,7 +169,7 @@ pub struct DraftEngine<'a> {
     pub arena: &'a mut [u8],
 }
 
-impl<'a> Engine<'a> {
+impl<'a> OpenModel<'a> {
     /// The threads (started on the first call, pinned to the biggest
     /// cores unless `--no-pin`; the calling thread is one of them).
     pub fn pool(&self) -> &'a Pool {
@@ -191,7 +191,7 @@ pub fn open<R>(
     args: &EngineArgs,
     need: Need,
     draft: Option<&Path>,
-    f: impl FnOnce(Engine<'_>) -> Result<R>,
+    f: impl FnOnce(OpenModel<'_>) -> Result<R>,
 ) -> Result<R> {
     // One copy of the loader in the binary, whatever the command: `f` runs
     // through a `dyn` call.
@@ -211,7 +211,7 @@ fn open_with(
     args: &EngineArgs,
     need: Need,
     draft: Option<&Path>,
-    f: &mut dyn FnMut(Engine<'_>) -> Result<()>,
+    f: &mut dyn FnMut(OpenModel<'_>) -> Result<()>,
 ) -> Result<()> {
     let t = Instant::now();
     let map = Mapped::open(path)?;
@@ -269,7 +269,7 @@ fn open_with(
         opts: *dopts,
         arena: &mut draft_arena,
     });
-    f(Engine {
+    f(OpenModel {
         weights: &weights,
         kernels,
         pool: &pool,

@@ -2,7 +2,7 @@
 //! `kestrel detokenize`. A [`Session`] keeps the KV cache across turns.
 
 use crate::cli::{all, float32, get, model_arg, opt, switch, value, CommandArgs};
-use crate::engine::{self, Engine, EngineArgs, Need};
+use crate::engine::{self, EngineArgs, Need, OpenModel};
 use crate::error::Result;
 use crate::pool::Pool;
 use clap::{value_parser, Arg, ArgMatches, Command};
@@ -299,7 +299,7 @@ impl<'a> Session<'a> {
 
     /// The session of an opened engine, drafting as `spec` asks (the draft
     /// model is the one [`engine::open`] opened beside the target).
-    pub fn of_engine(e: Engine<'a>, sample: SamplerConfig, spec: &SpecArgs) -> Result<Self> {
+    pub fn of_model(e: OpenModel<'a>, sample: SamplerConfig, spec: &SpecArgs) -> Result<Self> {
         let pool = e.pool();
         let state = State::new(&e.weights.cfg, e.opts, e.arena)?;
         let mut s = Session::new(e.weights, e.kernels, pool, state, sample)?;
@@ -547,9 +547,9 @@ pub fn run(a: &RunArgs) -> Result<()> {
     })
 }
 
-fn run_on(a: &RunArgs, e: Engine<'_>) -> Result<()> {
+fn run_on(a: &RunArgs, e: OpenModel<'_>) -> Result<()> {
     let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
-    let mut s = Session::of_engine(e, a.sample.config()?, &a.spec)?;
+    let mut s = Session::of_model(e, a.sample.config()?, &a.spec)?;
     if let Some(path) = &a.json_schema {
         let schema = crate::json_output::schema_from_file(path)?;
         let vocab = w.cfg.vocab_size as usize;
@@ -673,9 +673,9 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
     })
 }
 
-fn chat_on(a: &ChatArgs, e: Engine<'_>) -> Result<()> {
+fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
     let (w, pool, opts, load_ms) = (e.weights, e.pool(), e.opts, e.load_ms);
-    let mut s = Session::of_engine(e, a.sample.config()?, &a.spec)?;
+    let mut s = Session::of_model(e, a.sample.config()?, &a.spec)?;
     let style = chat_style(w);
     catch_ctrl_c();
     eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");

@@ -148,7 +148,7 @@ fn factorial_answer(
     };
     let no = std::sync::atomic::AtomicBool::new(false);
     engine::open(vqf, &args, need, draft, |e| {
-        let mut s = Session::of_engine(e, greedy, &spec).unwrap();
+        let mut s = Session::of_model(e, greedy, &spec).unwrap();
         let with_model = std::mem::replace(&mut s.drafts, Drafts::None);
         let prompt = chat_prompt(
             s.weights(),

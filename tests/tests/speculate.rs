@@ -53,7 +53,7 @@ fn run(
         ..EngineArgs::default()
     };
     engine::open(target, &args, need, spec.draft.as_deref(), |e| {
-        let mut s = Session::of_engine(e, sample, spec).unwrap();
+        let mut s = Session::of_model(e, sample, spec).unwrap();
         let no = AtomicBool::new(false);
         let stats = match prediction {
             // The server's way: a prediction drafts by lookup.
@@ -407,7 +407,7 @@ fn sampled_answers_keep_the_targets_distribution() {
     };
     let seeds = 2000u64;
     let (pairs, stats) = engine::open(&target, &args, need, Some(&draft), |e| {
-        let mut s = Session::of_engine(e, cfg, &src).unwrap();
+        let mut s = Session::of_model(e, cfg, &src).unwrap();
         let no = AtomicBool::new(false);
         let mut pairs = Vec::new();
         let mut total = SpecStats::default();

@@ -232,7 +232,7 @@ fn speculation_bench(path: &std::path::Path, args: &BenchArgs) -> Result<()> {
         ..SamplerConfig::default()
     };
     engine::open(path, &eargs, need, args.spec.draft.as_deref(), |e| {
-        let mut s = Session::of_engine(e, greedy, &args.spec)?;
+        let mut s = Session::of_model(e, greedy, &args.spec)?;
         let vocab = s.weights().cfg.vocab_size as usize;
         let prompt: Vec<u32> =
             match &args.prompt_file {

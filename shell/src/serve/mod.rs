@@ -13,7 +13,7 @@
 //!   close` or HTTP/1.0 ends the connection;
 //!   generation requests become [`scheduler::Job`]s in a bounded queue
 //!   (`--queue`; 429 when full) and their tokens come back on a channel;
-//! * one engine thread ([`scheduler::Engine`]) owns the state, the pool and
+//! * one engine thread ([`scheduler::Scheduler`]) owns the state, the pool and
 //!   the kernels and steps up to `--parallel` sequences together.
 //!
 //! A client that disconnects (a failed write, or a zero-byte peek while its
@@ -412,7 +412,7 @@ pub fn serve(
                         }
                     };
                     let _ = init_tx.send(Ok(()));
-                    scheduler::Engine {
+                    scheduler::Scheduler {
                         w: state_w,
                         state,
                         kernels,

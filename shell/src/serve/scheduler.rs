@@ -180,8 +180,9 @@ struct Slot {
     reusable_upto: usize,
 }
 
-/// The engine: everything a step needs.
-pub struct Engine<'a, P: Parallel> {
+/// The scheduler: the slots, the state and everything a step needs; it
+/// runs the jobs.
+pub struct Scheduler<'a, P: Parallel> {
     pub w: &'a Weights<'a>,
     pub state: State<'a>,
     pub kernels: Kernels,
@@ -209,7 +210,7 @@ fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
     )
 }
 
-impl<'a, P: Parallel> Engine<'a, P> {
+impl<'a, P: Parallel> Scheduler<'a, P> {
     /// Runs until every job sender is gone.
     pub fn run(mut self, jobs: Receiver<Job>) {
         let slots_n = self.state.opts.slots;
@@ -375,7 +376,7 @@ impl<'a, P: Parallel> Engine<'a, P> {
     }
 
     /// Starts `job` in slot `i`: runs its images through the vision tower
-    /// and keeps the slot's reusable prefix; [`Engine::prefill_turn`] runs
+    /// and keeps the slot's reusable prefix; [`Scheduler::prefill_turn`] runs
     /// the rest of the prompt.
     fn admit(&mut self, s: &mut Slot, i: usize, job: Job) {
         let n = job.prompt.len();

@@ -49,7 +49,7 @@
 use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, Ordering};
-use kestrel_core::embed::{Config, Engine, Model, Sizes};
+use kestrel_core::embed::{Config, Conversation, Model, Sizes};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::LayerWeights;
 use kestrel_core::parallel::Serial;
@@ -219,7 +219,7 @@ fn run() -> Result<(), Failure> {
         temperature: 0.0,
         ..SamplerConfig::default()
     };
-    let mut engine = Engine::new(&model, kernels, &Serial, &config, greedy, arena)?;
+    let mut engine = Conversation::new(&model, kernels, &Serial, &config, greedy, arena)?;
     let mut prompt = [0u32; MAX_TOKENS];
     let n = engine.chat_turn(None, PROMPT, &mut prompt)?;
     let cancel = AtomicBool::new(false);

@@ -229,6 +229,19 @@ impl<'m> Model<'m> {
 
     /// [`Model::open`] of a file already parsed.
     pub fn of(vqf: Vqf<'m>, layers: &'m mut [LayerWeights<'m>]) -> Result<Model<'m>, Error> {
+        Model::with_prefill(vqf, true, layers)
+    }
+
+    /// [`Model::of`] choosing the prompt's copy: with `prefill_q8` a file's
+    /// Q8 prefill copies serve prompts (the default), without it every
+    /// matrix product reads the decode copy (`--no-prefill-q8`). The one
+    /// loader of every host: the command line, the server, the C ABI and
+    /// the firmware host open their files here.
+    pub fn with_prefill(
+        vqf: Vqf<'m>,
+        prefill_q8: bool,
+        layers: &'m mut [LayerWeights<'m>],
+    ) -> Result<Model<'m>, Error> {
         if vqf.bytes().as_ptr().align_offset(64) != 0 {
             return Err(Error::Malformed {
                 what: "model bytes: not 64-byte aligned in memory",
@@ -236,7 +249,7 @@ impl<'m> Model<'m> {
             });
         }
         Ok(Model {
-            weights: Weights::new(vqf, true, layers)?,
+            weights: Weights::new(vqf, prefill_q8, layers)?,
         })
     }
 }

@@ -6,6 +6,7 @@ use crate::error::{Context, Result};
 use crate::files::Mapped;
 use crate::pool::Pool;
 use clap::{value_parser, Arg, ArgMatches};
+use kestrel_core::embed::Model;
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::{LayerWeights, Weights};
 use kestrel_core::state::{ArenaSizes, KvType, Options, State};
@@ -217,8 +218,9 @@ fn open_with(
     let map = Mapped::open(path)?;
     let vqf = Vqf::parse(map.bytes()).with_context(|| path.display())?;
     let mut layers = vec![LayerWeights::EMPTY; Weights::layer_slots(vqf.config())];
-    let weights =
-        Weights::new(vqf, args.prefill_q8, &mut layers).with_context(|| path.display())?;
+    let weights = Model::with_prefill(vqf, args.prefill_q8, &mut layers)
+        .with_context(|| path.display())?
+        .weights;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let kernels = crate::cpu::detect_kernels();
     let pool = OnceCell::new();
@@ -247,8 +249,9 @@ fn open_with(
         (Some(dpath), Some(dmap)) => {
             let vqf = Vqf::parse(dmap.bytes()).with_context(|| dpath.display())?;
             draft_layers.resize(Weights::layer_slots(vqf.config()), LayerWeights::EMPTY);
-            let dw = Weights::new(vqf, args.prefill_q8, &mut draft_layers)
-                .with_context(|| dpath.display())?;
+            let dw = Model::with_prefill(vqf, args.prefill_q8, &mut draft_layers)
+                .with_context(|| dpath.display())?
+                .weights;
             check_draft(&weights, &dw, dpath)?;
             let dopts = Options {
                 max_seq: opts.max_seq.min(dw.vqf.header().max_seq as usize),

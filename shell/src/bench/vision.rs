@@ -104,10 +104,15 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
         .filter(|x| x.role.is_vision())
         .map(|x| x.nbytes)
         .sum();
-    let vqf = kestrel_core::vqf::Vqf::parse(&file)?;
+    // The file 64-byte aligned, as a map is (the loader reads tensors in
+    // place).
+    let mut aligned = vec![0u8; file.len() + 63];
+    let at = aligned.as_ptr().align_offset(64);
+    aligned[at..at + file.len()].copy_from_slice(&file);
+    let vqf = kestrel_core::vqf::Vqf::parse(&aligned[at..at + file.len()])?;
     use kestrel_core::model::weights::{LayerWeights, Weights};
     let mut layers = vec![LayerWeights::EMPTY; Weights::layer_slots(vqf.config())];
-    let w = Weights::new(vqf, true, &mut layers)?;
+    let w = kestrel_core::embed::Model::of(vqf, &mut layers)?.weights;
     let grid = side / 16;
     let patches = grid * grid;
     let tokens = patches / 4;

@@ -1521,29 +1521,24 @@ mod hosted {
     use super::HostPool;
     use core::ffi::c_void;
 
-    /// The `KESTREL_CPU_*` bits of this CPU (hosted), else 0.
+    /// The `KESTREL_CPU_*` bits of this CPU (hosted: the kernels crate's
+    /// own detection, the command line's), else 0.
     pub(super) fn detected_features() -> u32 {
         #[cfg(all(feature = "hosted", target_arch = "x86_64"))]
         {
-            use std::arch::is_x86_feature_detected as has;
-            let mut f = 0;
-            if has!("avx2") && has!("fma") && has!("f16c") {
-                f |= super::cpu::AVX2;
-                if has!("avx512vnni") && has!("avx512f") && has!("avx512bw") && has!("avx512vl") {
-                    f |= super::cpu::AVX512_VNNI;
-                }
-                if has!("avxvnni") {
-                    f |= super::cpu::AVX_VNNI;
-                }
+            use kestrel_kernels::x86_64::{Avx2, Vnni};
+            match Avx2::detect().map(|cpu| cpu.vnni()) {
+                None => 0,
+                Some(Vnni::No) => super::cpu::AVX2,
+                Some(Vnni::Avx) => super::cpu::AVX2 | super::cpu::AVX_VNNI,
+                Some(Vnni::Avx512) => super::cpu::AVX2 | super::cpu::AVX512_VNNI,
             }
-            f
         }
         #[cfg(all(feature = "hosted", target_arch = "aarch64"))]
         {
-            if std::arch::is_aarch64_feature_detected!("dotprod") {
-                super::cpu::DOTPROD
-            } else {
-                0
+            match kestrel_kernels::aarch64::Dotprod::detect() {
+                Some(_) => super::cpu::DOTPROD,
+                None => 0,
             }
         }
         #[cfg(not(all(
@@ -1561,12 +1556,7 @@ mod hosted {
     #[cfg(feature = "hosted")]
     pub(super) fn builtin_pool() -> (HostPool, *mut c_void) {
         use std::boxed::Box;
-        let big = kestrel_pool::system_big_cores().len();
-        let threads = if big > 0 {
-            big
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        };
+        let threads = kestrel_pool::default_threads();
         let pool = Box::into_raw(Box::new(kestrel_pool::Pool::new(threads))) as *mut c_void;
         let host = HostPool {
             parallel: Some(run_on_pool),

@@ -466,6 +466,20 @@ pub fn system_big_cores() -> Vec<usize> {
     big_cores(Path::new("/sys/devices/system/cpu"))
 }
 
+/// The default thread count: the biggest cores on big.LITTLE (4 on an
+/// RK3588), else all online CPUs (see [`big_cores`]). The command line's
+/// default and the hosted C library's built-in pool.
+pub fn default_threads() -> usize {
+    let big = system_big_cores().len();
+    if big > 0 {
+        big
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

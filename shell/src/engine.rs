@@ -312,18 +312,9 @@ fn check_draft(target: &Weights, draft: &Weights, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The default thread count: the biggest cores on big.LITTLE (4 on an
-/// RK3588), else all online CPUs (see [`crate::pool::big_cores`]).
-pub fn default_threads() -> usize {
-    let big = crate::pool::system_big_cores().len();
-    if big > 0 {
-        big
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    }
-}
+/// The default thread count (the pool crate's: the biggest cores on
+/// big.LITTLE, else all online CPUs; the hosted C library's too).
+pub use crate::pool::default_threads;
 
 /// The pool for `threads` (None: [`default_threads`]), pinned to the
 /// biggest cores unless `no_pin`.

@@ -200,12 +200,14 @@ where
     C: AsMut<[u32]>,
 {
     /// The header of this conversation's state; `logits`: the last row's
-    /// logits wait to be sampled and are saved too.
-    fn header(&self, logits: bool) -> Header {
+    /// logits wait to be sampled and are saved too; `model`: the file's
+    /// [`fingerprint`] (read from the whole map: only where it is written
+    /// or checked).
+    fn header(&self, logits: bool, model: u64) -> Header {
         let cfg = &self.weights.cfg;
         Header {
             kv: self.state.opts.kv,
-            model: fingerprint(self.weights.vqf.bytes()),
+            model,
             layers: cfg.num_layers as usize,
             kv_dim: cfg.kv_dim(),
             vocab: cfg.vocab_size as usize,
@@ -219,7 +221,7 @@ where
     /// Bytes [`Generator::save_state`] writes now (`logits`: with the
     /// waiting logits).
     pub fn state_size(&self, logits: bool) -> Result<usize, Error> {
-        self.header(logits).total().ok_or(Error::Overflow {
+        self.header(logits, 0).total().ok_or(Error::Overflow {
             what: "saved state size",
         })
     }
@@ -229,7 +231,7 @@ where
     /// and are saved with it. Too small an `out` is an error naming the
     /// size needed (nothing written).
     pub fn save_state(&self, logits: bool, out: &mut [u8]) -> Result<usize, Error> {
-        let header = self.header(logits);
+        let header = self.header(logits, fingerprint(self.weights.vqf.bytes()));
         let total = self.state_size(logits)?;
         if out.len() < total {
             return Err(Error::BufferTooSmall {
@@ -273,7 +275,7 @@ where
     /// context.
     pub fn restore_state(&mut self, bytes: &[u8]) -> Result<bool, Error> {
         let h = Header::read(bytes)?;
-        let mine = self.header(false);
+        let mine = self.header(false, fingerprint(self.weights.vqf.bytes()));
         if h.model != mine.model
             || (h.layers, h.kv_dim, h.vocab) != (mine.layers, mine.kv_dim, mine.vocab)
         {

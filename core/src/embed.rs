@@ -491,7 +491,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         self.answer_open = false;
         self.stream = StreamDecoder::new(true);
         let before = self.gen.history().len();
-        match self.gen.feed_until(ids, None, cancel) {
+        match self.gen.feed_until(ids, None, cancel, &mut |_, _| {}) {
             Err(Error::Cancelled) => Err(Error::FeedCancelled {
                 fed: self.gen.history().len() - before,
                 of: ids.len(),

@@ -59,6 +59,12 @@ pub struct StopSet {
 }
 
 impl StopSet {
+    /// No token ends the answer (`kestrel logits`' greedy steps).
+    pub const NONE: StopSet = StopSet {
+        ids: [0; MAX_STOPS],
+        len: 0,
+    };
+
     /// The stop set of a model: `cfg`'s EOS ids, then `<|im_end|>` and
     /// `<|endoftext|>` when the tokenizer has them.
     pub fn new(cfg: &Config, tok: Option<&Tokenizer>) -> StopSet {
@@ -730,6 +736,9 @@ pub struct Answer {
     /// Ended on an end token (else on the length limit, a full context or
     /// an interrupt).
     pub stopped: bool,
+    /// The answer's last token, or the end token that ended it (0 when
+    /// nothing was sampled).
+    pub last: u32,
 }
 
 /// One answer decoding in a slot of the state ([`Driver`]): the token
@@ -1144,7 +1153,7 @@ where
         mut candidates: C,
     ) -> Result<Self, Error> {
         let tables = weights.vqf.tokenizer().ok_or(Error::BadTokenizer {
-            what: "the model file has no tokenizer",
+            what: "the model file has no tokenizer (convert it with tokenizer.json)",
         })?;
         let tokenizer = Tokenizer::new(*tables);
         let (max_seq, max_batch) = (state.opts.max_seq, state.opts.max_batch);
@@ -1184,24 +1193,33 @@ where
         &self.history.as_ref()[..self.len]
     }
 
+    /// The logits of the last row fed (what the next token is sampled
+    /// from).
+    pub fn last_logits(&self) -> &[f32] {
+        let vocab = self.weights.cfg.vocab_size as usize;
+        &self.state.logits[self.logits_at..self.logits_at + vocab]
+    }
+
     /// Runs `ids` (each `<|image_pad|>` expanded, with `images` the tower's
     /// output for them) through the model after the tokens already cached,
     /// in the prefill plan's chunks; keeps the last row's logits for
     /// sampling.
     pub fn feed(&mut self, ids: &[u32], images: Option<PromptImages>) -> Result<(), Error> {
-        self.feed_until(ids, images, &AtomicBool::new(false))
+        self.feed_until(ids, images, &AtomicBool::new(false), &mut |_, _| {})
     }
 
     /// [`Generator::feed`], reading `interrupt` before each chunk of the
     /// plan (the same chunks, so the same bits): set, it is cleared and the
     /// feed stops with [`Error::Cancelled`], the chunks run staying in the
     /// cache and the history (the last row's logits are then not those of
-    /// `ids`' last token).
+    /// `ids`' last token). `on_chunk` is shown each chunk's logit rows
+    /// (every row's when the state keeps all logits: `kestrel logits`).
     pub fn feed_until(
         &mut self,
         ids: &[u32],
         images: Option<PromptImages>,
         interrupt: &AtomicBool,
+        on_chunk: &mut dyn FnMut(&Chunk, &[f32]),
     ) -> Result<(), Error> {
         if ids.is_empty() {
             return Ok(());
@@ -1233,7 +1251,7 @@ where
                 return Err(Error::Cancelled);
             }
             let (w, k) = (self.weights, &self.kernels);
-            let step = prefill_some(w, &mut self.state, k, self.pool, &mut p, 1, &mut |_, _| {})?;
+            let step = prefill_some(w, &mut self.state, k, self.pool, &mut p, 1, on_chunk)?;
             if let Some(at) = step {
                 break at;
             }
@@ -1246,44 +1264,24 @@ where
     }
 
     /// One token, pulled (the embedding API's way; [`Generator::decode`]
-    /// pushes an answer): samples the next token from the last fed row
-    /// with [`sample_next`] (the sampler, the stop set, the history) and
-    /// runs it through the model, so the next call has its logits, as
-    /// decoding runs an answer's tokens; an end token is run too (a chat
-    /// turn ends with it), while the cache has room. `Sampled::Token`'s
-    /// `last` says the cache had no room for the token (it is not cached:
-    /// nothing more can be pulled). The caller samples only after a feed or
-    /// a token that was run.
+    /// pushes an answer): an answer of one token through the same path
+    /// (the [`Driver`] samples it from the last fed row, then it is run
+    /// through the model, so the next call has its logits); an end token is
+    /// run too (a chat turn ends with it), while the cache has room.
+    /// `Sampled::Token`'s `last` says the cache had no room for the token
+    /// (it is not cached: nothing more can be pulled). The caller samples
+    /// only after a feed or a token that was run.
     pub fn next_token(&mut self) -> Result<Sampled, Error> {
-        let vocab = self.weights.cfg.vocab_size as usize;
-        let (cached, max_seq) = (self.len, self.state.opts.max_seq);
-        let at = self.logits_at;
-        let logits = self
-            .state
-            .logits
-            .get_mut(at..at + vocab)
-            .ok_or(Error::Overflow { what: "logits row" })?;
-        let limits = Limits {
-            generated: 0,
-            max_tokens: usize::MAX,
-            cached,
-            max_seq,
-        };
-        let sampled = sample_next(
-            &mut self.sampler,
-            logits,
-            &self.history.as_ref()[..cached],
-            self.candidates.as_mut(),
-            &self.stops,
-            limits,
-            None,
-        );
-        let (Sampled::End(id) | Sampled::Token { id, .. }) = sampled;
-        if cached < max_seq {
-            self.feed(&[id], None)?;
-        }
-        // With no token limit, `last` is exactly "no room to run it".
-        Ok(sampled)
+        let before = self.len;
+        let answer = self.decode(1, &AtomicBool::new(false), &mut |_| {}, None)?;
+        let id = answer.last;
+        Ok(match answer.stopped {
+            true => Sampled::End(id),
+            false => Sampled::Token {
+                id,
+                last: self.len == before,
+            },
+        })
     }
 
     /// Samples up to `max_tokens` tokens after what was fed, streaming
@@ -1407,6 +1405,7 @@ where
         Ok(Answer {
             generated: seq.generated,
             stopped: ending.is_some_and(|e| e.finish == Finish::Stop),
+            last: ending.and_then(|e| e.end_token).unwrap_or(seq.next),
         })
     }
 

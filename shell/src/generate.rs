@@ -280,12 +280,6 @@ impl<'a> Session<'a> {
         state: State<'a>,
         sample: SamplerConfig,
     ) -> Result<Self> {
-        if w.vqf.tokenizer().is_none() {
-            return Err(
-                "this VQF file has no tokenizer (convert it from a directory with tokenizer.json)"
-                    .into(),
-            );
-        }
         let history = vec![0; state.opts.max_seq];
         let candidates = vec![0; w.cfg.vocab_size as usize];
         let gen = Generator::new(w, kernels, pool, state, sample, history, candidates)?;

@@ -4,17 +4,18 @@
 
 use crate::cli::{all, get, model_arg, opt, token_id, token_ids, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Need};
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
+use crate::generate::Session;
 use crate::pool::Pool;
 use clap::{value_parser, ArgAction, ArgMatches, Command};
-use kestrel_core::generate::{self, Prefill};
+use kestrel_core::generate::{Sampled, StopSet};
 use kestrel_core::kernels::Kernels;
-use kestrel_core::model::forward::forward;
 use kestrel_core::model::weights::Weights;
-use kestrel_core::sampler::argmax;
+use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::state::{Options, State};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 pub struct LogitsArgs {
     pub model: PathBuf,
@@ -120,7 +121,7 @@ pub fn logits_with_images(
 #[allow(clippy::too_many_arguments)]
 fn logits_on(
     w: &Weights,
-    mut s: State,
+    s: State,
     k: &Kernels,
     pool: &Pool,
     opts: Options,
@@ -136,27 +137,30 @@ fn logits_on(
         None => tokens.to_vec(),
     };
     let mut rows: Vec<f32> = Vec::with_capacity((tokens.len() + greedy) * vocab);
-    if !tokens.is_empty() {
-        let mut scratch = crate::vision::MropeScratch::default();
-        let mut prefill = Prefill {
-            slot: 0,
-            base: 0,
-            prompt: &tokens,
-            keep: 0,
-            chunk: opts.max_batch,
-            images: encoded.for_prompt(tokens.len(), &mut scratch),
-        };
-        generate::prefill(w, &mut s, k, pool, &mut prefill, &mut |_, l| {
-            rows.extend_from_slice(l)
-        })?;
-        s.pos = tokens.len();
+    // The session's one path: its feed (each chunk's rows recorded), then
+    // greedy tokens pulled past any end token, each fed token's row
+    // recorded.
+    let greedy_cfg = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let mut session = Session::new(w, *k, pool, s, greedy_cfg)?;
+    let gen = &mut session.gen;
+    gen.stops = StopSet::NONE;
+    let mut scratch = crate::vision::MropeScratch::default();
+    let images = encoded.for_prompt(tokens.len(), &mut scratch);
+    let no = AtomicBool::new(false);
+    gen.feed_until(&tokens, images, &no, &mut |_, l| rows.extend_from_slice(l))?;
+    if greedy > 0 && tokens.is_empty() {
+        return Err(Error::msg("--greedy needs at least one prompt token"));
     }
-    let mut generated = Vec::new();
+    let mut generated = Vec::with_capacity(greedy);
     for _ in 0..greedy {
-        let next = argmax(&rows[rows.len() - vocab..]) as u32;
-        generated.push(next);
-        let l = forward(w, &mut s, k, pool, &[next])?;
-        rows.extend_from_slice(l);
+        match gen.next_token()? {
+            Sampled::Token { id, last: false } => generated.push(id),
+            _ => return Err(Error::msg("the context is full: raise --ctx")),
+        }
+        rows.extend_from_slice(gen.last_logits());
     }
     Ok((rows, generated, tokens))
 }

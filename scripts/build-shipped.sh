@@ -2,8 +2,8 @@
 # Builds the shipped `kestrel` binary: static, for TARGET (default
 # aarch64-unknown-linux-musl), with the standard library rebuilt from source
 # under the project's release profile (opt-level z, fat LTO, panic=abort) and
-# without std's backtrace symbolizer. Panic messages are kept, with the
-# source file of the panic (not its line).
+# without std's backtrace symbolizer. Panic messages are kept, without
+# their source location.
 #
 #   bash scripts/build-shipped.sh [TARGET] [PROFILE]     (PROFILE: release | size-report)
 #
@@ -16,10 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-aarch64-unknown-linux-musl}"
 profile="${2:-release}"
-# Panic locations name the source file but not the line and column
-# (`-Z location-detail=file`): a panic is a bug, its message keeps its text
-# and file, and the same input in a debug build shows the line; the
-# per-site line and column records cost 23.6 KB (docs/size.md).
+# Panic locations are not recorded (`-Z location-detail=none`): a panic is a
+# bug, its message keeps its text, and the same input in a debug build shows
+# the file and line; the per-site file, line and column records cost 44 KB
+# (`file` alone kept 21.5 KB of them until 2026-12-07; docs/size.md).
 # No unwind tables: the release profile aborts on panic and std is built
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
 # Feature `shipped`: with no tables to read, libunwind is not linked
@@ -28,7 +28,7 @@ profile="${2:-release}"
 # code is the same (monomorphized copies, trivial closures) share one body;
 # Rust does not promise distinct addresses to distinct functions (5.9 KB,
 # docs/size.md).
-RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=file --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=none --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     --config "profile.$profile.package.kestrel-core.opt-level=\"z\"" \
     --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \

@@ -3,7 +3,8 @@
 
 use crate::cli::{all, float32, get, model_arg, opt, switch, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Need, OpenModel};
-use crate::error::Result;
+use crate::error::{Context, Error, Result};
+use crate::files::Output;
 use crate::pool::Pool;
 use clap::{value_parser, Arg, ArgMatches, Command};
 use kestrel_core::chat::{self, ChatStyle, Message, Role};
@@ -14,6 +15,7 @@ use kestrel_core::sampler::SamplerConfig;
 use kestrel_core::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation};
 use kestrel_core::state::State;
 use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
+use kestrel_core::vqf::write::Sink;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -672,7 +674,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
     let mut s = Session::of_model(e, a.sample.config()?, &a.spec)?;
     let style = chat_style(w);
     catch_ctrl_c();
-    eprintln!("kestrel chat: /reset forgets the conversation, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
+    eprintln!("kestrel chat: /reset forgets the conversation, /save FILE and /load FILE keep it, /exit (or Ctrl-D) quits, Ctrl-C stops an answer.");
     if w.cfg.vision.is_some() {
         eprintln!("/image PATH adds an image (JPEG or PNG) to your next message.");
     } else if !a.images.is_empty() {
@@ -702,6 +704,19 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
                 continue;
             }
             "" => continue,
+            cmd if cmd.starts_with("/save ") || cmd.starts_with("/load ") => {
+                let path = Path::new(cmd[6..].trim());
+                let done = match cmd.starts_with("/save") {
+                    true => save_chat(&s, path).map(|n| format!("saved {n} tokens to")),
+                    false => load_chat(&mut s, path).map(|n| format!("loaded {n} tokens from")),
+                };
+                match done {
+                    Ok(what) => eprintln!("({what} {})", path.display()),
+                    Err(e) => eprintln!("({e})"),
+                }
+                first = s.history().is_empty();
+                continue;
+            }
             cmd if cmd == "/image" || cmd.starts_with("/image ") => {
                 let path = cmd["/image".len()..].trim();
                 if w.cfg.vision.is_none() {
@@ -774,6 +789,28 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         s.report(&stats, load_ms);
     }
     Ok(())
+}
+
+/// `kestrel chat`'s `/save PATH`: the conversation's state (history and
+/// KV rows, between turns) to a file; returns its tokens.
+fn save_chat(s: &Session, path: &Path) -> Result<usize> {
+    let mut bytes = vec![0u8; s.gen.state_size(false)?];
+    s.gen.save_state(false, &mut bytes)?;
+    let mut out = Output::create(path)?;
+    out.write(&bytes).map_err(|e| out.explain(e.into()))?;
+    out.commit()?;
+    Ok(s.history().len())
+}
+
+/// `kestrel chat`'s `/load PATH`: the conversation saved there replaces
+/// this one (refused, nothing changed, when another model file or KV type
+/// saved it or it does not fit the context); returns its tokens.
+fn load_chat(s: &mut Session, path: &Path) -> Result<usize> {
+    let bytes = std::fs::read(path).with_context(|| path.display())?;
+    s.gen
+        .restore_state(&bytes)
+        .map_err(|e| Error::from(e).context(path.display()))?;
+    Ok(s.history().len())
 }
 
 pub fn tokenize(model: &Path, text: &str) -> Result<()> {

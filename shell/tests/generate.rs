@@ -170,6 +170,100 @@ fn chat_keeps_the_conversation_and_resets() {
     );
 }
 
+/// `kestrel chat` with `input` on stdin: (stdout, stderr).
+fn chat_with(model: &std::path::Path, input: &str) -> (String, String) {
+    let mut child = kestrel()
+        .arg("chat")
+        .arg(model)
+        .args(["-n", "8", "--temp", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    (String::from_utf8(out.stdout).unwrap(), err)
+}
+
+/// `/save FILE` after a turn (cut by `-n`, so closed first), then in a new
+/// process `/load FILE` and the next turn: the same answer as the first
+/// process's second turn, and only the new turn prefilled; the messages
+/// on stderr, stdout only the answers. A state of another model file, a
+/// damaged one and a missing file are refused, the conversation kept.
+#[test]
+fn chat_saves_and_loads_the_conversation() {
+    let m = model();
+    let dir = common::temp("chat-state");
+    let state = dir.join("turn1.kstate");
+    let st = state.to_str().unwrap();
+    let (whole, err) = chat_with(
+        &m,
+        &format!("Why is the sky blue?\n/save {st}\nAnd the sea?\n/exit\n"),
+    );
+    assert!(err.contains(&format!("tokens to {st})")), "{err}");
+    let (loaded, err2) = chat_with(&m, &format!("/load {st}\nAnd the sea?\n/exit\n"));
+    assert!(err2.contains(&format!("tokens from {st})")), "{err2}");
+    let (first, _) = chat_with(&m, "Why is the sky blue?\n/exit\n");
+    assert!(
+        !first.is_empty() && whole.starts_with(&first),
+        "{whole:?} / {first:?}"
+    );
+    assert_eq!(
+        &whole[first.len()..],
+        loaded,
+        "the turn after /load is the whole chat's"
+    );
+    let prefill = |err: &str, i: usize| {
+        let l = err
+            .lines()
+            .filter(|l| l.starts_with("[kestrel]"))
+            .nth(i)
+            .unwrap();
+        l.split("prefill ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+    };
+    assert_eq!(
+        prefill(&err2, 0),
+        prefill(&err, 1),
+        "only the new turn is prefilled"
+    );
+
+    // Refusals keep the conversation: the answer is the fresh first turn's.
+    let other = common::convert_f32("dev_qwen3_dense_untied/hf", "other");
+    let (_, err3) = chat_with(&other, &format!("/load {st}\n/exit\n"));
+    assert!(err3.contains("another model file"), "{err3}");
+    let bad = dir.join("bad.kstate");
+    let mut bytes = std::fs::read(&state).unwrap();
+    bytes.truncate(bytes.len() - 1);
+    std::fs::write(&bad, &bytes).unwrap();
+    let missing = dir.join("missing.kstate");
+    let (out, err4) = chat_with(
+        &m,
+        &format!(
+            "/load {}\n/load {}\nWhy is the sky blue?\n/exit\n",
+            bad.display(),
+            missing.display()
+        ),
+    );
+    assert_eq!(out, first, "{err4}");
+    assert!(
+        err4.contains("bad.kstate") && err4.contains("missing.kstate"),
+        "{err4}"
+    );
+    assert_eq!(err4.matches("tokens from").count(), 0, "{err4}");
+}
+
 /// `run --json-schema`: the answer is JSON valid under the schema (the
 /// fixture is a random model: the constraint alone makes it so); a missing
 /// file and an unsupported keyword are one-line errors naming them.

@@ -174,6 +174,14 @@ kestrel_status kestrel_state_save(kestrel_engine *engine, void *out, size_t cap,
 kestrel_status kestrel_state_load(kestrel_engine *engine, const void *state, size_t len);
 /* Keeps the first `tokens` tokens (kestrel_history's count at an earlier turn's end) and forgets the rest; the next call is a feed. Owner thread. */
 kestrel_status kestrel_rollback(kestrel_engine *engine, size_t tokens);
+/* The last fed row's logits (after a feed, or the token kestrel_next pulled last), before any sampling setting: one float per vocabulary id into out (room for cap), *n the count, or the count needed with KESTREL_E_BUFFER. Nothing fed since the answer ended: KESTREL_E_ORDER. Owner thread. */
+kestrel_status kestrel_logits(kestrel_engine *engine, float *out, size_t cap, size_t *n);
+/* kestrel_embed's pooling of the final norm's rows: their mean, or the last token's (Qwen3-Embedding's, its texts ending in <|endoftext|>). */
+#define KESTREL_POOLING_MEAN 0
+#define KESTREL_POOLING_LAST 1
+/* The unit-length embedding of the tokens ids (1 to the context) into out (room for cap floats): *n the hidden size, or the size needed with KESTREL_E_BUFFER. The text runs as a conversation of its own: the handle's conversation is forgotten (as kestrel_reset; use a second handle to keep one). Cancellable between chunks. Owner thread. */
+kestrel_status kestrel_embed(kestrel_engine *engine, const uint32_t *ids, size_t len, int pooling, float *out,
+                             size_t cap, size_t *n);
 /* Sets the panic report callback (process-wide, the library's one global, stored atomically; NULL: trap silently). Any thread. */
 void kestrel_set_abort_handler(kestrel_abort_fn handler);
 

@@ -36,7 +36,7 @@ use core::fmt::{self, Write};
 use core::mem::{align_of, size_of};
 use core::ptr::{self, addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use kestrel_core::embed::{Config, Conversation, Model, Next, Sizes};
+use kestrel_core::embed::{Config, Conversation, Model, Next, Pooling, Sizes};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::LayerWeights;
 use kestrel_core::parallel::Parallel;
@@ -356,7 +356,12 @@ fn write_message(buf: &mut [u8], what: &dyn fmt::Display) {
 fn is_output(what: &str) -> bool {
     matches!(
         what,
-        "token ids" | "decoded text" | "decoded text chunk" | "saved state (bytes)"
+        "token ids"
+            | "decoded text"
+            | "decoded text chunk"
+            | "saved state (bytes)"
+            | "logits (floats)"
+            | "embedding (floats)"
     )
 }
 
@@ -1514,6 +1519,95 @@ pub unsafe extern "C" fn kestrel_rollback(h: *mut Handle, tokens: usize) -> Stat
     // SAFETY: the caller's contract.
     unsafe { with_engine(h, call) }
 }
+
+/// The last fed row's logits (after a feed, or the token [`kestrel_next`]
+/// pulled last): what the next token is sampled from, before any sampling
+/// setting applies; one float per vocabulary id into `out` (room for
+/// `cap`), `*n` the count, or the count needed with [`Status::Buffer`].
+/// Nothing fed since the last answer ended is [`Status::Order`].
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `out` writable for `cap` floats and `n`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_logits(
+    h: *mut Handle,
+    out: *mut f32,
+    cap: usize,
+    n: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(n, false, "n is NULL or misaligned")?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out, cap, "out is NULL or misaligned") }?;
+        let copied = e.logits().and_then(|l| match out.get_mut(..l.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(l);
+                Ok(l.len())
+            }
+            None => Err(Error::BufferTooSmall {
+                what: "logits (floats)",
+                need: l.len(),
+                have: cap,
+            }),
+        });
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(n, copied) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The embedding of the tokens `ids` (at least 1, at most the context)
+/// into `out` (room for `cap` floats; `*n` the model's hidden size, or the
+/// size needed with [`Status::Buffer`]): the final norm's rows (what the
+/// lm_head reads) pooled by `pooling` ([`KESTREL_POOLING_MEAN`]: the mean of
+/// every token's; [`KESTREL_POOLING_LAST`]: the last token's, as
+/// Qwen3-Embedding does with its texts ending in `<|endoftext|>`), scaled
+/// to unit length. The text runs as a conversation of its own: the
+/// handle's conversation is forgotten (as [`kestrel_reset`]); use a second
+/// handle over the same model to keep one. Cancellable between chunks.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `ids` readable for `len` ids, `out`
+/// writable for `cap` floats and `n` writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_embed(
+    h: *mut Handle,
+    ids: *const u32,
+    len: usize,
+    pooling: c_int,
+    out: *mut f32,
+    cap: usize,
+    n: *mut usize,
+) -> Status {
+    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+        out_param(n, false, "n is NULL or misaligned")?;
+        let pooling = match pooling {
+            KESTREL_POOLING_MEAN => Pooling::Mean,
+            KESTREL_POOLING_LAST => Pooling::Last,
+            _ => {
+                return Err(argument(
+                    "pooling is neither KESTREL_POOLING_MEAN nor _LAST",
+                ))
+            }
+        };
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let ids = unsafe { ids_in(ids, len) }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(out, cap, "out is NULL or misaligned") }?;
+        let r = e.embed(ids, pooling, out, cancel);
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(n, r) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// [`kestrel_embed`]'s pooling: the mean of every token's row.
+pub const KESTREL_POOLING_MEAN: c_int = 0;
+/// [`kestrel_embed`]'s pooling: the last token's row.
+pub const KESTREL_POOLING_LAST: c_int = 1;
 
 /// What the hosted library adds (feature `hosted`): the CPU's features as
 /// detected, and the built-in pool; in other builds, none of either.

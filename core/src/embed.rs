@@ -17,8 +17,10 @@
 //! ```
 //!
 //! [`Conversation::generate`] decodes a whole answer the way `kestrel run` does
-//! (speculatively by prompt lookup when [`Config::draft`] is set). Not here
-//! yet: JSON-schema constraints, images, a draft model and several
+//! (speculatively by prompt lookup when [`Config::draft`] is set);
+//! [`Conversation::logits`] and [`Conversation::embed`] give the last row's
+//! logits and a pooled embedding. Not here yet: JSON-schema constraints,
+//! stop strings, images, a draft model and several
 //! sequences (the shell and the server drive [`crate::generate`] directly
 //! for those). docs/embedding.md is the guide; `capi/` puts this API
 //! behind a C ABI.
@@ -27,6 +29,7 @@ use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
 use crate::generate::{Generator, Sampled, PREFILL_CHUNK};
 use crate::kernels::Kernels;
+use crate::model::forward::{forward_observed, Input, Observer};
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -702,5 +705,115 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         self.stream = StreamDecoder::new(true);
         self.ready = false;
         self.answer_open = false;
+    }
+
+    /// The logits of the last row fed (a prompt's last token, or the token
+    /// [`Conversation::next`] pulled last): what the next token is sampled
+    /// from, before any sampling setting applies; one per vocabulary id.
+    pub fn logits(&self) -> Result<&[f32], Error> {
+        match self.ready {
+            true => Ok(self.gen.last_logits()),
+            false => Err(not_ready()),
+        }
+    }
+
+    /// The embedding of `ids` (at least one, at most the context) into the
+    /// front of `out` (`hidden` floats, returned): the final norm's rows
+    /// (what the lm_head reads) pooled as `pooling` says, scaled to unit
+    /// length. The text runs as a conversation of its own, in chunks of the
+    /// config's batch (`cancel` read between them): the conversation is
+    /// forgotten, as by [`Conversation::reset`].
+    pub fn embed(
+        &mut self,
+        ids: &[u32],
+        pooling: Pooling,
+        out: &mut [f32],
+        cancel: &AtomicBool,
+    ) -> Result<usize, Error> {
+        self.check_ids(ids)?;
+        let hidden = self.gen.weights.cfg.hidden_size as usize;
+        let have = out.len();
+        let out = out.get_mut(..hidden).ok_or(Error::BufferTooSmall {
+            what: "embedding (floats)",
+            need: hidden,
+            have,
+        })?;
+        let max = self.context();
+        if ids.is_empty() || ids.len() > max {
+            return Err(Error::OutOfRange {
+                what: "tokens to embed (at least 1)",
+                value: ids.len(),
+                max,
+            });
+        }
+        self.reset();
+        out.fill(0.0);
+        let mut pooler = Pooler { out, pooling };
+        let g = &mut self.gen;
+        let mut run = || {
+            for part in ids.chunks(g.chunk) {
+                if cancel.swap(false, Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
+                let (w, k) = (g.weights, &g.kernels);
+                forward_observed(w, &mut g.state, k, g.pool, part, &mut pooler)?;
+            }
+            Ok(())
+        };
+        let done = run();
+        g.reset();
+        done?;
+        let out = pooler.out;
+        if pooling == Pooling::Mean {
+            let scale = 1.0 / ids.len() as f32;
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
+        let norm = libm::sqrtf(out.iter().map(|v| v * v).sum::<f32>());
+        if norm > 0.0 {
+            out.iter_mut().for_each(|v| *v /= norm);
+        }
+        Ok(hidden)
+    }
+}
+
+/// How [`Conversation::embed`] pools a text's rows into one vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean of every token's row.
+    Mean,
+    /// The last token's row (Qwen3-Embedding's pooling: its texts end
+    /// with `<|endoftext|>`).
+    Last,
+}
+
+/// Pools the final norm's rows as a forward step shows them.
+struct Pooler<'a> {
+    /// (hidden): the sum of the rows, or the last row.
+    out: &'a mut [f32],
+    pooling: Pooling,
+}
+
+impl Observer for Pooler<'_> {
+    fn observe(&mut self, _: usize, input: Input, rows: &[f32]) {
+        if input != Input::Output {
+            return;
+        }
+        let h = self.out.len();
+        match self.pooling {
+            Pooling::Mean => {
+                for row in rows.chunks_exact(h) {
+                    self.out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+                }
+            }
+            Pooling::Last => {
+                if let Some(row) = rows.rchunks_exact(h).next() {
+                    self.out.copy_from_slice(row);
+                }
+            }
+        }
+    }
+
+    fn observes_output(&self) -> bool {
+        true
     }
 }

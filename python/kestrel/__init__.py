@@ -161,6 +161,8 @@ def library():
                 "kestrel_state_save": (C.c_int, [_P, _P, _Z, C.POINTER(_Z)]),
                 "kestrel_state_load": (C.c_int, [_P, _P, _Z]),
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
+                "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
+                "kestrel_embed": (C.c_int, [_P, C.POINTER(_U), _Z, C.c_int, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
             }
             for name, (res, args) in sigs.items():
                 f = getattr(lib, name)
@@ -416,3 +418,27 @@ class Session:
         """Keeps the first `tokens` tokens (len(history) at an earlier turn's
         end) and forgets the rest."""
         self._check(self._lib.kestrel_rollback(self._h, tokens))
+
+    # -- logits and embeddings
+    def logits(self):
+        """The last fed row's logits (after `feed`, or the token pulled
+        last): a list of `vocab` floats, before any sampling setting."""
+        out = (C.c_float * self.vocab)()
+        n = _Z()
+        self._check(self._lib.kestrel_logits(self._h, out, self.vocab, C.byref(n)))
+        return list(out[: n.value])
+
+    def embed(self, text, pooling="mean"):
+        """The unit-length embedding of `text` (a string, tokenized as
+        data, or a list of token ids): the final norm's rows pooled by
+        `pooling`, "mean" or "last" (Qwen3-Embedding's, its texts ending in
+        <|endoftext|>). The conversation is forgotten (as `reset`)."""
+        ids = self.tokenize(text) if isinstance(text, str) else list(text)
+        modes = {"mean": 0, "last": 1}
+        if pooling not in modes:
+            raise ArgumentError(f"pooling must be 'mean' or 'last', not {pooling!r}")
+        arr = (_U * len(ids))(*ids)
+        cap = 1 << 14
+        out, n = (C.c_float * cap)(), _Z()
+        self._check(self._lib.kestrel_embed(self._h, arr, len(ids), modes[pooling], out, cap, C.byref(n)))
+        return list(out[: n.value])

@@ -119,5 +119,38 @@ class Package(unittest.TestCase):
             self.assertLessEqual(len(s.history), len(prompt) + 2, "stopped at the first token")
 
 
+    def test_logits_are_kestrel_logits_and_embeddings_are_unit_vectors(self):
+        import math
+        import struct
+        import tempfile
+        with self.greedy() as s:
+            prompt = s.chat_turn(PROMPT)
+            s.feed(prompt)
+            logits = s.logits()
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "rows.f32")
+                subprocess.run([BIN, "logits", MODEL, "--tokens", ",".join(map(str, prompt)), "--batch", "128",
+                                "--out", out], check=True, capture_output=True)
+                with open(out, "rb") as f:
+                    raw = f.read()
+            last = list(struct.unpack(f"<{s.vocab}f", raw[-4 * s.vocab:]))
+            self.assertEqual(logits, last)
+            best = max(range(s.vocab), key=lambda i: (logits[i], -i))
+            self.assertEqual(next(s.tokens(1))[0], best)
+
+            cat = s.embed("The cat sat on the mat.")
+            self.assertFalse(s.history, "the conversation is forgotten")
+            self.assertAlmostEqual(math.fsum(v * v for v in cat), 1.0, places=5)
+            self.assertEqual(s.embed("The cat sat on the mat."), cat)
+            self.assertNotEqual(s.embed("The cat sat on the mat.", pooling="last"), cat)
+            cos = lambda a, b: math.fsum(x * y for x, y in zip(a, b))
+            near, far = s.embed("A cat was sitting on the mat."), s.embed("Stock markets fell sharply today.")
+            self.assertGreater(cos(cat, near), cos(cat, far))
+            with self.assertRaises(kestrel.ArgumentError):
+                s.embed("x", pooling="max")
+            with self.assertRaises(kestrel.OrderError):
+                s.logits()
+
+
 if __name__ == "__main__":
     unittest.main()

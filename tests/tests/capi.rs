@@ -283,6 +283,136 @@ fn pulled_and_generated_tokens_are_kestrel_runs() {
     assert_eq!(c.history()[prompt.len()..], want_ids[..]);
 }
 
+/// The final norm's rows of `ids` (hidden each, in order), run through
+/// the shell's session state in chunks of `chunk` as a fresh conversation.
+fn output_rows(s: &mut Session, ids: &[u32], chunk: usize) -> Vec<f32> {
+    use kestrel_core::model::forward::{forward_observed, Input, Observer};
+    struct Rows(Vec<f32>);
+    impl Observer for Rows {
+        fn observe(&mut self, _: usize, input: Input, rows: &[f32]) {
+            if input == Input::Output {
+                self.0.extend_from_slice(rows);
+            }
+        }
+        fn observes_output(&self) -> bool {
+            true
+        }
+    }
+    s.reset();
+    let mut rows = Rows(Vec::new());
+    let g = &mut s.gen;
+    for part in ids.chunks(chunk) {
+        forward_observed(g.weights, &mut g.state, &g.kernels, g.pool, part, &mut rows).unwrap();
+    }
+    s.reset();
+    rows.0
+}
+
+/// `kestrel_logits`: after a feed, the shell session's logits of the same
+/// prompt, bit for bit, and the greedy token is their argmax; after a
+/// pulled token, that token's row; out of order and short buffers refused.
+/// `kestrel_embed`: the final norm's rows of the shell's forward, pooled
+/// (mean or last) and scaled to unit length; the conversation forgotten;
+/// the same bits whatever came before.
+#[test]
+fn logits_and_embeddings() {
+    let model = fixture("capi-logits", WeightMode::Dual);
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    let (want_logits, rows, rows_of_one, hidden) = shell_session(&model, |s, p| {
+        assert_eq!(p, &prompt[..]);
+        s.feed(p).unwrap();
+        let logits = s.gen.last_logits().to_vec();
+        let hidden = s.gen.weights.cfg.hidden_size as usize;
+        (logits, output_rows(s, p, 128), output_rows(s, p, 1), hidden)
+    });
+    let vocab = want_logits.len();
+    let logits = |h: *mut Handle, cap: usize| {
+        let (mut out, mut n) = (vec![0f32; cap], 0usize);
+        // SAFETY: `out` holds `cap` floats; `n` is writable.
+        let st = unsafe { kestrel_logits(h, out.as_mut_ptr(), cap, &mut n) };
+        (st, out, n)
+    };
+    assert_eq!(logits(a.h, vocab).0, Status::Order, "nothing fed yet");
+    assert_eq!(a.feed(&prompt), Status::Ok);
+    let (st, got, n) = logits(a.h, vocab);
+    assert_eq!((st, n), (Status::Ok, vocab), "{}", a.error());
+    assert_eq!(got, want_logits, "the shell's logits of the prompt");
+    let (st, _, n) = logits(a.h, vocab - 1);
+    assert_eq!((st, n), (Status::Buffer, vocab));
+    let best = (0..vocab).fold(0, |b, i| if got[i] > got[b] { i } else { b });
+    let (ids, _) = a.pull(1);
+    assert_eq!(ids, [best as u32], "greedy is the argmax");
+    let (st, after, _) = logits(a.h, vocab);
+    assert_eq!(st, Status::Ok);
+    assert_ne!(after, got, "the pulled token's row");
+
+    let embed = |h: *mut Handle, ids: &[u32], pooling: i32, cap: usize| {
+        let (mut out, mut n) = (vec![0f32; cap], 0usize);
+        // SAFETY: valid buffers for their lengths.
+        let st = unsafe {
+            kestrel_embed(
+                h,
+                ids.as_ptr(),
+                ids.len(),
+                pooling,
+                out.as_mut_ptr(),
+                cap,
+                &mut n,
+            )
+        };
+        (st, out, n)
+    };
+    let unit = |v: &[f32]| {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / norm).collect::<Vec<f32>>()
+    };
+    let last = unit(&rows[rows.len() - hidden..]);
+    let mean_of = |rows: &[f32]| {
+        let mut sum = vec![0f32; hidden];
+        for row in rows.chunks_exact(hidden) {
+            sum.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+        }
+        unit(
+            &sum.iter()
+                .map(|v| v / prompt.len() as f32)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mean = mean_of(&rows);
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-6);
+    // After a turn and a pulled token: the conversation does not matter.
+    let (st, e_last, n) = embed(a.h, &prompt, KESTREL_POOLING_LAST, hidden);
+    assert_eq!((st, n), (Status::Ok, hidden), "{}", a.error());
+    assert!(close(&e_last, &last), "{e_last:?} / {last:?}");
+    assert!(a.history().is_empty(), "the conversation is forgotten");
+    let (st, e_mean, _) = embed(a.h, &prompt, KESTREL_POOLING_MEAN, hidden);
+    assert_eq!(st, Status::Ok);
+    assert!(close(&e_mean, &mean) && !close(&e_mean, &e_last));
+    let b = Open::new(&model, &cfg);
+    assert_eq!(embed(b.h, &prompt, KESTREL_POOLING_LAST, hidden).1, e_last);
+    // In chunks of 1 (another config's batch: the decode copy of the
+    // weights): the shell's rows of one-token steps.
+    let one = Open::new(&model, &KestrelConfig { batch: 1, ..cfg });
+    let e_one = embed(one.h, &prompt, KESTREL_POOLING_MEAN, hidden).1;
+    assert!(close(&e_one, &mean_of(&rows_of_one)) && !close(&e_one, &mean));
+    // Refusals: a short buffer says the size; no ids, a bad pooling, an id
+    // past the vocabulary.
+    assert_eq!(embed(b.h, &prompt, 0, hidden - 1).0, Status::Buffer);
+    assert_eq!(embed(b.h, &prompt, 0, hidden - 1).2, hidden);
+    assert_eq!(
+        embed(b.h, &[], 0, hidden).0,
+        Status::Argument,
+        "{}",
+        b.error()
+    );
+    assert_eq!(embed(b.h, &prompt, 7, hidden).0, Status::Argument);
+    assert!(b.error().contains("pooling"), "{}", b.error());
+    let bad = [vocab as u32 + 1000];
+    assert_ne!(embed(b.h, &bad, 0, hidden).0, Status::Ok);
+}
+
 /// A second turn follows the first in the kept cache: its ids start after
 /// the first answer, and its tokens are those of one fresh feed of the
 /// whole conversation.

@@ -27,9 +27,9 @@
 
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
-use crate::generate::{Generator, Sampled, PREFILL_CHUNK};
+pub use crate::generate::Pooling;
+use crate::generate::{embed_rows, Generator, Sampled, Text, PREFILL_CHUNK};
 use crate::kernels::Kernels;
-use crate::model::forward::{forward_observed, Input, Observer};
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -730,90 +730,17 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         out: &mut [f32],
         cancel: &AtomicBool,
     ) -> Result<usize, Error> {
-        self.check_ids(ids)?;
-        let hidden = self.gen.weights.cfg.hidden_size as usize;
-        let have = out.len();
-        let out = out.get_mut(..hidden).ok_or(Error::BufferTooSmall {
-            what: "embedding (floats)",
-            need: hidden,
-            have,
-        })?;
-        let max = self.context();
-        if ids.is_empty() || ids.len() > max {
-            return Err(Error::OutOfRange {
-                what: "tokens to embed (at least 1)",
-                value: ids.len(),
-                max,
-            });
-        }
         self.reset();
-        out.fill(0.0);
-        let mut pooler = Pooler { out, pooling };
         let g = &mut self.gen;
-        let mut run = || {
-            for part in ids.chunks(g.chunk) {
-                if cancel.swap(false, Ordering::Relaxed) {
-                    return Err(Error::Cancelled);
-                }
-                let (w, k) = (g.weights, &g.kernels);
-                forward_observed(w, &mut g.state, k, g.pool, part, &mut pooler)?;
-            }
-            Ok(())
+        let text = Text {
+            slot: 0,
+            ids,
+            chunk: g.chunk,
+            pooling,
         };
-        let done = run();
+        let (w, k) = (g.weights, &g.kernels);
+        let done = embed_rows(w, &mut g.state, k, g.pool, &text, out, cancel);
         g.reset();
-        done?;
-        let out = pooler.out;
-        if pooling == Pooling::Mean {
-            let scale = 1.0 / ids.len() as f32;
-            out.iter_mut().for_each(|v| *v *= scale);
-        }
-        let norm = libm::sqrtf(out.iter().map(|v| v * v).sum::<f32>());
-        if norm > 0.0 {
-            out.iter_mut().for_each(|v| *v /= norm);
-        }
-        Ok(hidden)
-    }
-}
-
-/// How [`Conversation::embed`] pools a text's rows into one vector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pooling {
-    /// The mean of every token's row.
-    Mean,
-    /// The last token's row (Qwen3-Embedding's pooling: its texts end
-    /// with `<|endoftext|>`).
-    Last,
-}
-
-/// Pools the final norm's rows as a forward step shows them.
-struct Pooler<'a> {
-    /// (hidden): the sum of the rows, or the last row.
-    out: &'a mut [f32],
-    pooling: Pooling,
-}
-
-impl Observer for Pooler<'_> {
-    fn observe(&mut self, _: usize, input: Input, rows: &[f32]) {
-        if input != Input::Output {
-            return;
-        }
-        let h = self.out.len();
-        match self.pooling {
-            Pooling::Mean => {
-                for row in rows.chunks_exact(h) {
-                    self.out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
-                }
-            }
-            Pooling::Last => {
-                if let Some(row) = rows.rchunks_exact(h).next() {
-                    self.out.copy_from_slice(row);
-                }
-            }
-        }
-    }
-
-    fn observes_output(&self) -> bool {
-        true
+        done
     }
 }

@@ -33,7 +33,8 @@ use crate::config::{Config, MAX_EOS};
 use crate::constrain::{Matcher, Schema, Vocab};
 use crate::error::Error;
 use crate::kernels::Kernels;
-use crate::model::forward::{forward_step, Multimodal, Row, Rows, Step};
+use crate::model::forward::{forward_step, forward_step_observed, Input, Multimodal, Observer};
+use crate::model::forward::{Row, Rows, Step};
 use crate::model::vision::mrope_positions;
 use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
@@ -1101,6 +1102,133 @@ impl<const K: usize> Driver<K> {
         forward_step(w, state, kernels, pool, &step)?;
         self.accept(streams, &rows[..n], state.logits);
         Ok(())
+    }
+}
+
+/// A text to embed ([`embed_rows`]): its ids run as a sequence of their own
+/// in `slot` (positions from 0), in chunks of `chunk` tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct Text<'a> {
+    /// The sequence slot whose KV region it overwrites.
+    pub slot: usize,
+    /// The tokens (1 to the context, each below the vocabulary).
+    pub ids: &'a [u32],
+    /// Tokens per forward step (at most the state's `max_batch`).
+    pub chunk: usize,
+    /// How its rows become one vector.
+    pub pooling: Pooling,
+}
+
+/// The embedding of `text` into the front of `out` (`hidden` floats,
+/// returned): the final norm's rows (what the lm_head reads) pooled as
+/// `text.pooling` says, scaled to unit length. Its keys and values
+/// overwrite the slot's region from position 0 (the slot's rotary offset
+/// is reset); `cancel` is read before each chunk. The embedding API and the
+/// server's `/v1/embeddings` run it.
+pub fn embed_rows<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    text: &Text,
+    out: &mut [f32],
+    cancel: &AtomicBool,
+) -> Result<usize, Error> {
+    let (hidden, vocab) = (w.cfg.hidden_size as usize, w.cfg.vocab_size);
+    let have = out.len();
+    let out = out.get_mut(..hidden).ok_or(Error::BufferTooSmall {
+        what: "embedding (floats)",
+        need: hidden,
+        have,
+    })?;
+    let (ids, max) = (text.ids, s.opts.max_seq);
+    if ids.is_empty() || ids.len() > max {
+        return Err(Error::OutOfRange {
+            what: "tokens to embed (at least 1)",
+            value: ids.len(),
+            max,
+        });
+    }
+    if let Some(&id) = ids.iter().find(|&&id| id >= vocab) {
+        return Err(Error::BadToken { id, vocab });
+    }
+    if let Some(delta) = s.rope_delta.get_mut(text.slot) {
+        *delta = 0;
+    }
+    out.fill(0.0);
+    let mut pooler = Pooler {
+        out,
+        pooling: text.pooling,
+    };
+    for (c, part) in ids.chunks(text.chunk.max(1)).enumerate() {
+        if cancel.swap(false, Ordering::Relaxed) {
+            return Err(Error::Cancelled);
+        }
+        let step = Step {
+            rows: Rows::Run {
+                slot: text.slot,
+                pos: c * text.chunk.max(1),
+                tokens: part,
+                last_logits: false,
+                then: &[],
+            },
+            copy: w.routing.for_batch(part.len()),
+            images: None,
+            logits: false,
+        };
+        forward_step_observed(w, s, k, pool, &step, &mut pooler)?;
+    }
+    let out = pooler.out;
+    if text.pooling == Pooling::Mean {
+        let scale = 1.0 / ids.len() as f32;
+        out.iter_mut().for_each(|v| *v *= scale);
+    }
+    let norm = libm::sqrtf(out.iter().map(|v| v * v).sum::<f32>());
+    if norm > 0.0 {
+        out.iter_mut().for_each(|v| *v /= norm);
+    }
+    Ok(hidden)
+}
+
+/// How [`embed_rows`] pools a text's rows into one vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean of every token's row.
+    Mean,
+    /// The last token's row (Qwen3-Embedding's pooling: its texts end
+    /// with `<|endoftext|>`).
+    Last,
+}
+
+/// Pools the final norm's rows as a forward step shows them.
+struct Pooler<'a> {
+    /// (hidden): the sum of the rows, or the last row.
+    out: &'a mut [f32],
+    pooling: Pooling,
+}
+
+impl Observer for Pooler<'_> {
+    fn observe(&mut self, _: usize, input: Input, rows: &[f32]) {
+        if input != Input::Output {
+            return;
+        }
+        let h = self.out.len();
+        match self.pooling {
+            Pooling::Mean => {
+                for row in rows.chunks_exact(h) {
+                    self.out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+                }
+            }
+            Pooling::Last => {
+                if let Some(row) = rows.rchunks_exact(h).next() {
+                    self.out.copy_from_slice(row);
+                }
+            }
+        }
+    }
+
+    fn observes_output(&self) -> bool {
+        true
     }
 }
 

@@ -1765,3 +1765,135 @@ fn idle_connections_give_way_near_the_cap() {
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
     drop(silent);
 }
+
+/// `POST /v1/embeddings`: OpenAI's shape; each input's vector is
+/// `embed_rows` of its ids on the same model (the prompt's chunks of
+/// `PREFILL_CHUNK`), mean or last pooling; texts are tokenized as
+/// `/v1/completions` prompts; a chat answer after embeddings (which
+/// overwrite a free slot's cache) is still `kestrel run`'s; bad inputs and
+/// fields we do not implement are 400s naming them.
+#[test]
+fn embeddings_are_the_cores_and_leave_answers_unchanged() {
+    use kestrel_core::generate::{embed_rows, Pooling, Text, PREFILL_CHUNK};
+    let texts = ["The capital of France", "1, 2, 3,"];
+    let want = |pooling: Pooling| -> (Vec<Vec<f32>>, usize) {
+        with_session(&model(), SamplerConfig::default(), |s| {
+            let mut vs = Vec::new();
+            let mut tokens = 0;
+            for t in texts {
+                let ids = s.encode(t).unwrap();
+                tokens += ids.len();
+                let text = Text {
+                    slot: 0,
+                    ids: &ids,
+                    chunk: PREFILL_CHUNK,
+                    pooling,
+                };
+                let g = &mut s.gen;
+                let mut out = vec![0f32; g.weights.cfg.hidden_size as usize];
+                let no = AtomicBool::new(false);
+                embed_rows(
+                    g.weights,
+                    &mut g.state,
+                    &g.kernels,
+                    g.pool,
+                    &text,
+                    &mut out,
+                    &no,
+                )
+                .unwrap();
+                vs.push(out);
+            }
+            (vs, tokens)
+        })
+    };
+    let (mean, tokens) = want(Pooling::Mean);
+    let (last, _) = want(Pooling::Last);
+    assert_ne!(mean, last);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let (want_answer, _) = kestrel_run(&[(Role::User, PROMPTS[0])], greedy, 12);
+
+    let srv = Server::start(2, &[]);
+    let vectors = |body: &str| -> Vec<Vec<f32>> {
+        let (st, b) = post(srv.addr, "/v1/embeddings", body, None);
+        assert_eq!(st, 200, "{b}");
+        let v = json::parse(b.as_bytes()).unwrap();
+        assert_eq!(string_at(&b, &["object"]), "list");
+        assert_eq!(string_at(&b, &["data", "0", "object"]), "embedding");
+        assert_eq!(
+            string_at(&b, &["usage", "prompt_tokens"]),
+            tokens.to_string()
+        );
+        let data = v.get("data").unwrap();
+        data.iter_array()
+            .unwrap()
+            .enumerate()
+            .map(|(i, d)| {
+                assert_eq!(d.get("index").unwrap().as_u64(), Some(i as u64));
+                let e = numbers(d.get("embedding").unwrap());
+                e.iter().map(|&x| x as f32).collect()
+            })
+            .collect()
+    };
+    let input = r#"["The capital of France","1, 2, 3,"]"#;
+    assert_eq!(
+        vectors(&format!(r#"{{"model":"m","input":{input}}}"#)),
+        mean
+    );
+    let last_body = format!(r#"{{"input":{input},"pooling":"last","encoding_format":"float"}}"#);
+    assert_eq!(vectors(&last_body), last);
+    // Token ids, one input and a list of them.
+    let ids = with_session(&model(), SamplerConfig::default(), |s| {
+        texts.map(|t| s.encode(t).unwrap())
+    });
+    let list = |v: &[u32]| {
+        format!(
+            "[{}]",
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let by_ids = format!(r#"{{"input":[{},{}]}}"#, list(&ids[0]), list(&ids[1]));
+    assert_eq!(vectors(&by_ids), mean);
+
+    // A chat answer after the embeddings is kestrel run's.
+    let body = chat_body(
+        &[(Role::User, PROMPTS[0])],
+        r#","temperature":0,"max_tokens":12"#,
+    );
+    let (st, b) = post(srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(
+        string_at(&b, &["choices", "0", "message", "content"]),
+        want_answer
+    );
+
+    for (body, says) in [
+        (r#"{"input":""}"#, "'input'"),
+        (r#"{"input":[]}"#, "'input'"),
+        (r#"{"input":{"a":1}}"#, "'input'"),
+        (r#"{"input":"x","pooling":"max"}"#, "'pooling'"),
+        (r#"{"input":"x","dimensions":8}"#, "'dimensions'"),
+        (
+            r#"{"input":"x","encoding_format":"base64"}"#,
+            "'encoding_format'",
+        ),
+        (r#"{"input":[99999999]}"#, "vocabulary"),
+        (r#"{"model":"m"}"#, "'input'"),
+    ] {
+        let (st, b) = post(srv.addr, "/v1/embeddings", body, None);
+        assert_eq!(st, 400, "{body}: {b}");
+        assert!(b.contains(says), "{body}: {b}");
+    }
+    let (st, b) = get(srv.addr, "/metrics");
+    assert_eq!(st, 200);
+    assert!(
+        b.contains(r#"endpoint="/v1/embeddings",status="200"} 3"#),
+        "{b}"
+    );
+}

@@ -123,6 +123,19 @@ pub fn forward_step<'s, P: Parallel>(
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
 
+/// [`forward_step`] showing `observer` each matrix's input (and the final
+/// norm's rows when it asks); returns the number of logit rows written.
+pub fn forward_step_observed<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    step: &Step,
+    observer: &mut dyn Observer,
+) -> Result<usize, Error> {
+    run_step(w, s, k, pool, step, observer)
+}
+
 /// [`forward`] without the lm_head's logits, showing `observer` the input
 /// of every decoder matrix (the lm_head's too when it asks): fills the KV
 /// cache for `tokens` and advances `state.pos`. The computation is

@@ -1186,6 +1186,68 @@ pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest> {
     })
 }
 
+/// A parsed `/v1/embeddings` body: each input (a text, or token ids) and
+/// how its rows are pooled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingRequest {
+    pub inputs: Vec<Prompt>,
+    pub pooling: kestrel_core::embed::Pooling,
+}
+
+/// `/v1/embeddings`' fields: OpenAI's, and `pooling` ("mean", the
+/// default, or "last": Qwen3-Embedding's, its texts ending in
+/// `<|endoftext|>`).
+const EMBEDDING_FIELDS: &[(&str, Field)] = &[
+    ("model", Unused),
+    ("user", Unused),
+    ("input", Used),
+    ("pooling", Used),
+    ("encoding_format", OnlyNeutral(is_float_format)),
+];
+
+fn is_float_format(v: &Value) -> bool {
+    v.str_eq("float")
+}
+
+/// Parses an embeddings request: `input` is a string, token ids, or an
+/// array of either (at most 256 inputs, none empty).
+pub fn parse_embeddings(body: &[u8]) -> Result<EmbeddingRequest> {
+    let v = object_of(body)?;
+    check_fields_at(&v, "", EMBEDDING_FIELDS, &[])?;
+    let bad = "'input' must be a string, token ids, or an array of strings or of token ids";
+    let one = |x: &Value| -> Result<Prompt> {
+        if let Some(t) = x.as_str() {
+            return Ok(Prompt::Text(t.chars().collect()));
+        }
+        let ids: Option<Vec<u32>> = x.iter_array().and_then(|a| {
+            a.map(|i| i.as_u64().and_then(|n| u32::try_from(n).ok()))
+                .collect()
+        });
+        ids.map(Prompt::Ids).ok_or_else(|| bad.into())
+    };
+    let inputs = match v.get("input") {
+        Some(Value::Array(a)) if a.get(0).is_some_and(|x| x.as_u64().is_none()) => {
+            a.iter().map(|x| one(&x)).collect::<Result<Vec<_>>>()?
+        }
+        Some(x) => vec![one(&x)?],
+        None => return Err("'input' is required".into()),
+    };
+    let empty = |p: &Prompt| match p {
+        Prompt::Text(t) => t.is_empty(),
+        Prompt::Ids(ids) => ids.is_empty(),
+    };
+    if inputs.is_empty() || inputs.len() > 256 || inputs.iter().any(empty) {
+        return Err("'input' must hold 1 to 256 inputs, none empty".into());
+    }
+    let pooling = match v.get("pooling") {
+        None | Some(Value::Null) => kestrel_core::embed::Pooling::Mean,
+        Some(p) if p.str_eq("mean") => kestrel_core::embed::Pooling::Mean,
+        Some(p) if p.str_eq("last") => kestrel_core::embed::Pooling::Last,
+        Some(_) => return Err("'pooling' must be \"mean\" or \"last\"".into()),
+    };
+    Ok(EmbeddingRequest { inputs, pooling })
+}
+
 /// Appends `s` as a JSON string literal.
 pub fn push_json_str(out: &mut String, s: &str) {
     let _ = json::write_json_str(out, s);

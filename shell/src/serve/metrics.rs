@@ -57,9 +57,10 @@ impl Histogram {
 }
 
 /// The routes counted by name; any other path counts as `other`.
-pub const ENDPOINTS: [&str; 6] = [
+pub const ENDPOINTS: [&str; 7] = [
     "/v1/chat/completions",
     "/v1/completions",
+    "/v1/embeddings",
     "/v1/models",
     "/health",
     "/metrics",

@@ -593,7 +593,7 @@ fn handle(stream: TcpStream, sh: &Shared, jobs: &Sender<Job>, open: &AtomicUsize
 /// `/metrics`); without one, a POST that says it is JSON.
 fn admit(sh: &Shared, head: &http::Head) -> Result<(), HttpError> {
     let route = (head.method.as_str(), head.path.as_str());
-    if !metrics::ENDPOINTS[..5].contains(&route.1) {
+    if !metrics::ENDPOINTS[..metrics::ENDPOINTS.len() - 1].contains(&route.1) {
         return Err(HttpError::new(404, format!("no route {}", route.1)));
     }
     if matches!(route, ("GET", "/health") | ("GET", "/metrics")) {
@@ -656,6 +656,7 @@ fn answer(
         }
         ("POST", "/v1/chat/completions") => chat(conn, sh, jobs, body)?,
         ("POST", "/v1/completions") => completion(conn, sh, jobs, body)?,
+        ("POST", "/v1/embeddings") => embeddings(conn, sh, jobs, body)?,
         _ => {
             return Err(HttpError::new(
                 405,
@@ -787,19 +788,7 @@ fn completion(
     body: &[u8],
 ) -> Result<(), HttpError> {
     let req = api::parse_completion(body).map_err(|m| HttpError::new(400, m))?;
-    let ids = match req.prompt {
-        Prompt::Text(t) => generate::encode(&sh.tok, &t).map_err(|e| HttpError::new(400, e))?,
-        Prompt::Ids(ids) => {
-            let vocab = sh.w.cfg.vocab_size;
-            if let Some(bad) = ids.iter().find(|&&i| i >= vocab) {
-                return Err(HttpError::new(
-                    400,
-                    format!("token id {bad} is not below the vocabulary size {vocab}"),
-                ));
-            }
-            ids
-        }
-    };
+    let ids = prompt_ids(sh, req.prompt)?;
     let prompt = Prompted {
         ids,
         images: Vec::new(),
@@ -808,6 +797,24 @@ fn completion(
         call_open: false,
     };
     generate_answer(conn, sh, jobs, prompt, &req.params, Kind::Completion)
+}
+
+/// A prompt's token ids: a text tokenized (special tokens read, as the
+/// raw prompt of `/v1/completions`), or ids each below the vocabulary.
+fn prompt_ids(sh: &Shared, prompt: Prompt) -> Result<Vec<u32>, HttpError> {
+    match prompt {
+        Prompt::Text(t) => generate::encode(&sh.tok, &t).map_err(|e| HttpError::new(400, e)),
+        Prompt::Ids(ids) => {
+            let vocab = sh.w.cfg.vocab_size;
+            match ids.iter().find(|&&i| i >= vocab) {
+                Some(bad) => Err(HttpError::new(
+                    400,
+                    format!("token id {bad} is not below the vocabulary size {vocab}"),
+                )),
+                None => Ok(ids),
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1109,6 +1116,7 @@ fn generate_answer(
             },
             _ => None,
         },
+        embed: None,
         prediction: match p.prediction.is_empty() {
             true => Vec::new(),
             false => {
@@ -1124,34 +1132,7 @@ fn generate_answer(
         events: tx,
     };
     let queued_at = Instant::now();
-    // Counted before the engine can take it (which counts it out).
-    sh.metrics.queued.fetch_add(1, Ordering::Relaxed);
-    let sent = jobs.send(job);
-    if sent.is_err() {
-        sh.metrics.queued.fetch_sub(1, Ordering::Relaxed);
-    }
-    match sent {
-        Ok(()) => {
-            sh.metrics
-                .prompt_tokens
-                .fetch_add(n as u64, Ordering::Relaxed);
-        }
-        Err(SendError::Full) => {
-            return Err(HttpError::new(
-                429,
-                format!("server busy: {} requests are already waiting", sh.queue),
-            ))
-        }
-        Err(SendError::Disconnected) => return Err(HttpError::new(503, "the engine has stopped")),
-    }
-    // Whatever happens below, the engine stops this job when we leave.
-    struct CancelOnDrop(Arc<AtomicBool>);
-    impl Drop for CancelOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let _guard = CancelOnDrop(cancel);
+    let _guard = submit(sh, jobs, job)?;
     let id_num = sh.next_id.fetch_add(1, Ordering::Relaxed);
     let id = match kind {
         Kind::Chat => format!("chatcmpl-{id_num}"),
@@ -1196,6 +1177,8 @@ fn generate_answer(
         let mut new_call = None;
         match ev {
             Event::Prefilled { cached: c } => cached = c,
+            // Only embedding jobs get one.
+            Event::Embedding(_) => {}
             Event::Drafted { drafted, accepted } => drafts = (drafted, accepted),
             Event::Token(t, lp) => {
                 generated += 1;
@@ -1516,6 +1499,109 @@ impl Logprobs {
 }
 
 /// The client went away: nothing more to write.
+/// Stops its job when the handler leaves, whatever happened.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Queues `job` for the engine (429 when the queue is full), counting its
+/// prompt tokens; the guard cancels it when dropped.
+fn submit(sh: &Shared, jobs: &Sender<Job>, job: Job) -> Result<CancelOnDrop, HttpError> {
+    let (n, guard) = (job.prompt.len(), CancelOnDrop(job.cancel.clone()));
+    // Counted before the engine can take it (which counts it out).
+    sh.metrics.queued.fetch_add(1, Ordering::Relaxed);
+    let sent = jobs.send(job);
+    if sent.is_err() {
+        sh.metrics.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+    match sent {
+        Ok(()) => {
+            sh.metrics
+                .prompt_tokens
+                .fetch_add(n as u64, Ordering::Relaxed);
+            Ok(guard)
+        }
+        Err(SendError::Full) => Err(HttpError::new(
+            429,
+            format!("server busy: {} requests are already waiting", sh.queue),
+        )),
+        Err(SendError::Disconnected) => Err(HttpError::new(503, "the engine has stopped")),
+    }
+}
+
+/// `POST /v1/embeddings`: each input embedded in turn (a job of its own,
+/// run at once in a free slot), answered in OpenAI's shape.
+fn embeddings(
+    conn: &mut Conn,
+    sh: &Shared,
+    jobs: &Sender<Job>,
+    body: &[u8],
+) -> Result<(), HttpError> {
+    let req = api::parse_embeddings(body).map_err(|m| HttpError::new(400, m))?;
+    let mut out = String::from("{\"object\":\"list\",\"data\":[");
+    let mut tokens = 0;
+    for (i, input) in req.inputs.into_iter().enumerate() {
+        let ids = prompt_ids(sh, input)?;
+        if ids.len() > sh.ctx {
+            return Err(HttpError::new(
+                400,
+                format!(
+                    "input {i} is {} tokens; the context is {} (--ctx)",
+                    ids.len(),
+                    sh.ctx
+                ),
+            ));
+        }
+        tokens += ids.len();
+        let (tx, rx) = channel::channel(usize::MAX);
+        let job = Job {
+            prompt: ids,
+            images: Vec::new(),
+            max_tokens: 1,
+            sampler: kestrel_core::sampler::SamplerConfig::default(),
+            logit_bias: Vec::new(),
+            logprobs: None,
+            json: None,
+            call: None,
+            prediction: Vec::new(),
+            embed: Some(req.pooling),
+            cancel: Arc::new(AtomicBool::new(false)),
+            events: tx,
+        };
+        let _guard = submit(sh, jobs, job)?;
+        let v = loop {
+            match rx.recv(Some(PEER_CHECK)) {
+                Ok(Event::Embedding(v)) => break v,
+                Err(RecvError::Empty) if !http::peer_closed(conn) => continue,
+                Err(RecvError::Empty) => return Err(gone()),
+                Ok(Event::Error(m)) => return Err(HttpError::new(500, m)),
+                _ => return Err(HttpError::new(500, "the engine dropped the request")),
+            }
+        };
+        let sep = if i > 0 { "," } else { "" };
+        let _ = write!(
+            out,
+            "{sep}{{\"object\":\"embedding\",\"index\":{i},\"embedding\":["
+        );
+        for (j, x) in v.iter().enumerate() {
+            let _ = write!(out, "{}{x}", if j > 0 { "," } else { "" });
+        }
+        out.push_str("]}");
+    }
+    out.push_str("],\"model\":");
+    push_json_str(&mut out, &sh.model_name);
+    let _ = write!(
+        out,
+        ",\"usage\":{{\"prompt_tokens\":{tokens},\"total_tokens\":{tokens}}}}}"
+    );
+    json_response(conn, 200, &out);
+    Ok(())
+}
+
 fn gone() -> HttpError {
     HttpError::new(499, "client closed the connection")
 }

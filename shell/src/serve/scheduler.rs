@@ -28,8 +28,8 @@
 use super::channel::{Receiver, RecvError, Sender};
 use kestrel_core::error::Error;
 use kestrel_core::generate::{
-    prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Driver, Ending, Limits, Prefill,
-    Sampled, Sequence, StopSet, Streams, PREFILL_CHUNK,
+    embed_rows, prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Driver, Ending,
+    Limits, Pooling, Prefill, Sampled, Sequence, StopSet, Streams, Text, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -61,6 +61,8 @@ pub enum Event {
         accepted: usize,
     },
     Done(Finish),
+    /// An embedding job's unit vector.
+    Embedding(Vec<f32>),
     Error(String),
 }
 
@@ -117,6 +119,9 @@ pub struct Job {
     /// `prediction`'s tokens: drafts are looked up in them first (empty:
     /// none).
     pub prediction: Vec<u32>,
+    /// `/v1/embeddings`: the prompt is embedded (pooled this way) instead
+    /// of answered: one [`Event::Embedding`].
+    pub embed: Option<Pooling>,
     /// Set by the handler when its client went away or a stop string matched.
     pub cancel: Arc<AtomicBool>,
     pub events: Sender<Event>,
@@ -271,6 +276,10 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 if job.cancel.load(Ordering::Relaxed) {
                     continue;
                 }
+                if let Some(pooling) = job.embed {
+                    self.embed(&mut slots, &job, pooling);
+                    continue;
+                }
                 // The free slot sharing the longest prefix, then the least recently used.
                 let Some(i) = (0..slots.len())
                     .filter(|&i| slots[i].free())
@@ -365,6 +374,38 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
             metrics: self.metrics,
         };
         (lanes, &mut self.state.logits[..])
+    }
+
+    /// Runs an embedding job at once in the least recently used free slot
+    /// (its cached tokens are overwritten) and sends its vector.
+    fn embed(&mut self, slots: &mut [Slot], job: &Job, pooling: Pooling) {
+        let free = (0..slots.len()).filter(|&i| slots[i].free());
+        let Some(i) = free.min_by_key(|&i| slots[i].used) else {
+            return;
+        };
+        slots[i].tokens.clear();
+        slots[i].copies.clear();
+        let text = Text {
+            slot: i,
+            ids: &job.prompt,
+            chunk: PREFILL_CHUNK,
+            pooling,
+        };
+        let mut out = vec![0f32; self.w.cfg.hidden_size as usize];
+        let (w, k) = (self.w, &self.kernels);
+        let r = embed_rows(
+            w,
+            &mut self.state,
+            k,
+            self.pool,
+            &text,
+            &mut out,
+            &job.cancel,
+        );
+        let _ = job.events.send(match r {
+            Ok(_) => Event::Embedding(out),
+            Err(e) => Event::Error(format!("inference failed: {e}")),
+        });
     }
 
     /// Sets the slot and KV gauges.

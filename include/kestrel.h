@@ -43,7 +43,7 @@ extern "C" {
 
 typedef enum kestrel_status {
     KESTREL_OK = 0,           /* done */
-    KESTREL_END = 1,          /* kestrel_next / kestrel_generate: the answer ended on an end token */
+    KESTREL_END = 1,          /* kestrel_next / kestrel_generate: the answer ended on an end token (generate: or a stop string) */
     KESTREL_E_ARGUMENT = -1,  /* NULL pointer, length mismatch, setting out of range, text not UTF-8, bad handle */
     KESTREL_E_MEMORY = -2,    /* memory block too small or not 64-byte aligned */
     KESTREL_E_MODEL = -3,     /* model bytes damaged, truncated, misaligned or unsupported */
@@ -174,6 +174,8 @@ kestrel_status kestrel_state_save(kestrel_engine *engine, void *out, size_t cap,
 kestrel_status kestrel_state_load(kestrel_engine *engine, const void *state, size_t len);
 /* Keeps the first `tokens` tokens (kestrel_history's count at an earlier turn's end) and forgets the rest; the next call is a feed. Owner thread. */
 kestrel_status kestrel_rollback(kestrel_engine *engine, size_t tokens);
+/* Texts that end kestrel_generate's answers from now on: n (at most 4) NUL-terminated UTF-8 strings of 1 to 64 bytes (n 0: none). The text stops before the first one found and the call returns KESTREL_END; the tokens sampled up to it stay cached (the next kestrel_chat_turn closes the answer). kestrel_next does not look for them. Otherwise KESTREL_E_ARGUMENT, nothing changed. Owner thread. */
+kestrel_status kestrel_stop_strings_set(kestrel_engine *engine, const char *const *stops, size_t n);
 /* The last fed row's logits (after a feed, or the token kestrel_next pulled last), before any sampling setting: one float per vocabulary id into out (room for cap), *n the count, or the count needed with KESTREL_E_BUFFER. Nothing fed since the answer ended: KESTREL_E_ORDER. Owner thread. */
 kestrel_status kestrel_logits(kestrel_engine *engine, float *out, size_t cap, size_t *n);
 /* kestrel_embed's pooling of the final norm's rows: their mean, or the last token's (Qwen3-Embedding's, its texts ending in <|endoftext|>). */

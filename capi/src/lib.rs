@@ -1520,6 +1520,47 @@ pub unsafe extern "C" fn kestrel_rollback(h: *mut Handle, tokens: usize) -> Stat
     unsafe { with_engine(h, call) }
 }
 
+/// Texts that end [`kestrel_generate`]'s answers from now on: `n` (at most
+/// 4) NUL-terminated UTF-8 strings of 1 to 64 bytes each at `stops` (`n`
+/// 0: none). The answer's text stops before the first one found, and the
+/// call returns [`Status::End`]; the tokens sampled up to it stay cached
+/// (the next [`kestrel_chat_turn`] closes the answer). [`kestrel_next`]
+/// does not look for them. Too many, empty, too long or not UTF-8:
+/// [`Status::Argument`], nothing changed.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `stops` NULL (`n` 0) or readable for `n`
+/// pointers, each to a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_stop_strings_set(
+    h: *mut Handle,
+    stops: *const *const c_char,
+    n: usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        const LIMIT: &str = "stop strings: at most 4, each 1 to 64 bytes of UTF-8";
+        if n > kestrel_core::embed::MAX_STOP_STRINGS || (n > 0 && stops.is_null()) {
+            return Err(argument(LIMIT));
+        }
+        let mut texts = [""; kestrel_core::embed::MAX_STOP_STRINGS];
+        for (i, text) in texts.iter_mut().enumerate().take(n) {
+            // SAFETY: `stops` is readable for `n` pointers (the contract).
+            let p = unsafe { *stops.add(i) };
+            if p.is_null() {
+                return Err(argument(LIMIT));
+            }
+            // SAFETY: a NUL-terminated string (the contract).
+            let bytes = unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes();
+            *text = core::str::from_utf8(bytes).map_err(|_| argument(LIMIT))?;
+        }
+        e.set_stop_strings(&texts[..n])
+            .map_err(|_| argument(LIMIT))?;
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
 /// The last fed row's logits (after a feed, or the token [`kestrel_next`]
 /// pulled last): what the next token is sampled from, before any sampling
 /// setting applies; one float per vocabulary id into `out` (room for

@@ -19,8 +19,9 @@
 //! [`Conversation::generate`] decodes a whole answer the way `kestrel run` does
 //! (speculatively by prompt lookup when [`Config::draft`] is set);
 //! [`Conversation::logits`] and [`Conversation::embed`] give the last row's
-//! logits and a pooled embedding. Not here yet: JSON-schema constraints,
-//! stop strings, images, a draft model and several
+//! logits and a pooled embedding; [`Conversation::set_stop_strings`] ends
+//! answers at texts. Not here yet: JSON-schema constraints, images, a
+//! draft model and several
 //! sequences (the shell and the server drive [`crate::generate`] directly
 //! for those). docs/embedding.md is the guide; `capi/` puts this API
 //! behind a C ABI.
@@ -28,7 +29,7 @@
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
 pub use crate::generate::Pooling;
-use crate::generate::{embed_rows, Generator, Sampled, Text, PREFILL_CHUNK};
+use crate::generate::{embed_rows, stop_scan, Generator, Sampled, Text, PREFILL_CHUNK};
 use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
@@ -291,7 +292,7 @@ pub struct Generated {
     /// of [`Conversation::history`] from where it ended before the call (all but
     /// the last when [`Generated::full`]).
     pub tokens: usize,
-    /// It ended on an end token.
+    /// It ended on an end token or a stop string.
     pub stopped: bool,
     /// The cancel flag ended it (the tokens so far are cached, the last one
     /// run: [`Conversation::next`] or [`Conversation::generate`] may go on).
@@ -331,7 +332,18 @@ pub struct Conversation<'w, 's, 'p, P: Parallel> {
     answer_open: bool,
     /// Longest text `tokenize` and `chat_turn` take ([`Config::text_bytes`]).
     text_bytes: usize,
+    /// Texts that end an answer of [`Conversation::generate`]
+    /// ([`Conversation::set_stop_strings`]).
+    stop_strings: heapless::Vec<heapless::String<MAX_STOP_BYTES>, MAX_STOP_STRINGS>,
 }
+
+/// Most stop strings [`Conversation::set_stop_strings`] takes.
+pub const MAX_STOP_STRINGS: usize = 4;
+/// Most bytes of one stop string.
+pub const MAX_STOP_BYTES: usize = 64;
+/// Text held back while it may begin a stop string: the longest one's
+/// bytes but one, and the longest piece one token completes.
+const HELD_BYTES: usize = MAX_STOP_BYTES + 2 * crate::constrain::MAX_TOKEN_BYTES;
 
 impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// An engine over `model` with an empty cache; `kernels` as the host
@@ -374,6 +386,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             ready: false,
             answer_open: false,
             text_bytes: config.text_bytes,
+            stop_strings: heapless::Vec::new(),
         })
     }
 
@@ -576,10 +589,51 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         };
         let mut stats = SpecStats::default();
         self.ready = false;
-        let answer = self
-            .gen
-            .decode_speculative(max_tokens, cancel, emit, None, &mut spec, &mut stats)?;
-        let (n, stopped) = (answer.generated, answer.stopped);
+        // Text that may begin a stop string waits in `held`; one found sets
+        // the flag the decoder reads between steps.
+        let stops = &self.stop_strings;
+        let mut held: heapless::String<HELD_BYTES> = heapless::String::new();
+        let mut stop_found = false;
+        let mut filter = |piece: &str| {
+            if stops.is_empty() {
+                return emit(piece);
+            }
+            if stop_found {
+                return;
+            }
+            if held.push_str(piece).is_err() {
+                emit(&held);
+                held.clear();
+                if held.push_str(piece).is_err() {
+                    return emit(piece);
+                }
+            }
+            let (send, found) = stop_scan(&held, stops);
+            emit(&held[..send]);
+            if found {
+                stop_found = true;
+                cancel.store(true, Ordering::Relaxed);
+                held.clear();
+                return;
+            }
+            let rest: heapless::String<HELD_BYTES> = held[send..].try_into().unwrap_or_default();
+            held = rest;
+        };
+        let answer = self.gen.decode_speculative(
+            max_tokens,
+            cancel,
+            &mut filter,
+            None,
+            &mut spec,
+            &mut stats,
+        );
+        if stop_found {
+            cancel.store(false, Ordering::Relaxed);
+        } else if !held.is_empty() {
+            emit(&held);
+        }
+        let answer = answer?;
+        let (n, stopped) = (answer.generated, answer.stopped || stop_found);
         // Cut short: by the flag (consumed), else by a full cache.
         let short = !stopped && n < max_tokens;
         let cancelled = short && cancel.swap(false, Ordering::Relaxed);
@@ -587,7 +641,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         // flag or a full cache stopped it first.
         let last_fed = self.gen.history().len() == before + n;
         self.ready = !stopped && n > 0 && last_fed;
-        self.answer_open = !stopped && n > 0;
+        // Cut by a stop string, the answer still needs its end of turn.
+        self.answer_open = !answer.stopped && n > 0;
         Ok(Generated {
             tokens: n,
             stopped,
@@ -705,6 +760,28 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         self.stream = StreamDecoder::new(true);
         self.ready = false;
         self.answer_open = false;
+    }
+
+    /// Texts that end [`Conversation::generate`]'s answers from now on (at
+    /// most [`MAX_STOP_STRINGS`], each 1 to [`MAX_STOP_BYTES`] bytes; none:
+    /// only end tokens and the limits end them). The answer's text stops
+    /// before the first one found; the tokens sampled up to it stay cached
+    /// (the next `chat_turn` closes the answer). Refused, nothing changed,
+    /// when there are too many or one is empty or too long.
+    pub fn set_stop_strings(&mut self, stops: &[&str]) -> Result<(), Error> {
+        let mut all = heapless::Vec::new();
+        for &s in stops {
+            let mut one = heapless::String::new();
+            if s.is_empty() || one.push_str(s).is_err() || all.push(one).is_err() {
+                return Err(Error::OutOfRange {
+                    what: "stop strings (at most 4, each of 1 to 64 bytes)",
+                    value: stops.len(),
+                    max: MAX_STOP_STRINGS,
+                });
+            }
+        }
+        self.stop_strings = all;
+        Ok(())
     }
 
     /// The logits of the last row fed (a prompt's last token, or the token

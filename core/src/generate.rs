@@ -464,6 +464,27 @@ impl Finish {
     }
 }
 
+/// Holds back text that may be the start of a stop string. Returns how many
+/// leading bytes of `pending` can be sent, and whether a stop string starts
+/// there (then nothing after it is sent). The server and the embedding API
+/// end answers with it.
+pub fn stop_scan<S: AsRef<str>>(pending: &str, stops: &[S]) -> (usize, bool) {
+    let found = stops.iter().filter_map(|s| pending.find(s.as_ref())).min();
+    if let Some(at) = found {
+        return (at, true);
+    }
+    let mut keep = 0;
+    for s in stops.iter().map(AsRef::as_ref) {
+        for k in (1..s.len().min(pending.len() + 1)).rev() {
+            if s.is_char_boundary(k) && pending.ends_with(&s[..k]) {
+                keep = keep.max(k);
+                break;
+            }
+        }
+    }
+    (pending.len() - keep, false)
+}
+
 /// What sampling one row decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sampled {

@@ -161,6 +161,7 @@ def library():
                 "kestrel_state_save": (C.c_int, [_P, _P, _Z, C.POINTER(_Z)]),
                 "kestrel_state_load": (C.c_int, [_P, _P, _Z]),
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
+                "kestrel_stop_strings_set": (C.c_int, [_P, C.POINTER(C.c_char_p), _Z]),
                 "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
                 "kestrel_embed": (C.c_int, [_P, C.POINTER(_U), _Z, C.c_int, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
             }
@@ -418,6 +419,13 @@ class Session:
         """Keeps the first `tokens` tokens (len(history) at an earlier turn's
         end) and forgets the rest."""
         self._check(self._lib.kestrel_rollback(self._h, tokens))
+
+    def set_stop_strings(self, stops):
+        """Texts that end `generate`/`chat`/`stream` answers from now on (at
+        most 4, each 1 to 64 bytes of UTF-8; [] for none): the text stops
+        before the first one found."""
+        arr = (C.c_char_p * max(len(stops), 1))(*[s.encode() for s in stops])
+        self._check(self._lib.kestrel_stop_strings_set(self._h, arr, len(stops)))
 
     # -- logits and embeddings
     def logits(self):

@@ -152,5 +152,20 @@ class Package(unittest.TestCase):
                 s.logits()
 
 
+    def test_stop_strings_cut_the_answer_before_them(self):
+        with self.greedy() as s:
+            whole = s.chat(PROMPT, max_tokens=48)
+        cut = whole[20:26]
+        with self.greedy() as s:
+            s.set_stop_strings(["\x01never", cut])
+            self.assertEqual(s.chat(PROMPT, max_tokens=48), whole[: whole.find(cut)])
+            with self.assertRaises(kestrel.ArgumentError):
+                s.set_stop_strings(["a", "b", "c", "d", "e"])
+        with self.greedy() as s:
+            s.set_stop_strings([cut])
+            s.set_stop_strings([])
+            self.assertEqual(s.chat(PROMPT, max_tokens=48), whole)
+
+
 if __name__ == "__main__":
     unittest.main()

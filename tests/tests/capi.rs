@@ -413,6 +413,90 @@ fn logits_and_embeddings() {
     assert_ne!(embed(b.h, &bad, 0, hidden).0, Status::Ok);
 }
 
+/// `kestrel_stop_strings_set`: `kestrel_generate`'s text stops before the
+/// first stop string found (one split over tokens too), the call says
+/// `End`; the next turn closes the cut answer; bad lists are refused with
+/// nothing changed.
+#[test]
+fn stop_strings_end_generated_answers() {
+    use std::ffi::CString;
+    let model = fixture("capi-stops", WeightMode::Dual);
+    let (_, want) = kestrel_run(&model, 24);
+    // A stop string in the middle of the answer, and one never written.
+    let at = want
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(want.chars().count() / 2)
+        .unwrap();
+    let cut: String = want[at..].chars().take(3).collect();
+    assert!(!cut.is_empty() && !cut.contains('\0'));
+    let first = want.find(&cut).unwrap();
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let set = |h: *mut Handle, stops: &[&[u8]]| {
+        let owned: Vec<CString> = stops.iter().map(|s| CString::new(*s).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: `ptrs` holds NUL-terminated strings alive for the call.
+        unsafe { kestrel_stop_strings_set(h, ptrs.as_ptr(), ptrs.len()) }
+    };
+    assert_eq!(
+        set(a.h, &[b"never written \x01", cut.as_bytes()]),
+        Status::Ok
+    );
+    let generate = |o: &Open, n: u32| {
+        let (mut text, mut generated) = (Vec::<u8>::new(), 0u32);
+        let user = (&mut text as *mut Vec<u8>).cast();
+        // SAFETY: `collect` gets the Vec it expects.
+        let st = unsafe { kestrel_generate(o.h, n, Some(collect), user, &mut generated) };
+        (st, String::from_utf8(text).unwrap(), generated)
+    };
+    let prompt = a.chat_turn(PROMPT);
+    assert_eq!(a.feed(&prompt), Status::Ok);
+    let (st, text, n) = generate(&a, 24);
+    assert_eq!(st, Status::End, "{}", a.error());
+    assert_eq!(text, want[..first], "the text before the stop string");
+    assert!((n as usize) < 24 && a.history().len() <= prompt.len() + n as usize + 1);
+    // The next turn closes the cut answer first, as after max_tokens.
+    let next = a.chat_turn("Again?");
+    let b = Open::new(&model, &cfg);
+    let fresh_second = b.chat_turn("Again?");
+    assert!(next.len() > fresh_second.len(), "{next:?}");
+    assert_eq!(next[next.len() - fresh_second.len()..], fresh_second[..]);
+    let mut end = [0u32; 1];
+    let mut n = 0usize;
+    // SAFETY: valid buffers for their lengths (special tokens read).
+    let st = unsafe {
+        kestrel_tokenize(
+            a.h,
+            c"<|im_end|>".as_ptr(),
+            10,
+            1,
+            end.as_mut_ptr(),
+            1,
+            &mut n,
+        )
+    };
+    assert_eq!((st, n), (Status::Ok, 1));
+    assert_eq!(next[0], end[0], "the cut answer is closed first: {next:?}");
+    // Without stop strings: the whole answer again.
+    assert_eq!(set(b.h, &[cut.as_bytes()]), Status::Ok);
+    assert_eq!(set(b.h, &[]), Status::Ok);
+    assert_eq!(b.feed(&b.chat_turn(PROMPT)), Status::Ok);
+    assert_eq!(generate(&b, 24).1, want);
+    // Refused, nothing changed: too many, empty, too long, not UTF-8, NULL.
+    assert_eq!(set(b.h, &[b"a", b"b", b"c", b"d", b"e"]), Status::Argument);
+    assert!(b.error().contains("stop strings"), "{}", b.error());
+    assert_eq!(set(b.h, &[b""]), Status::Argument);
+    assert_eq!(set(b.h, &[&[b'x'; 65]]), Status::Argument);
+    assert_eq!(set(b.h, &[&[b'x'; 64]]), Status::Ok);
+    assert_eq!(set(b.h, &[b"\xff"]), Status::Argument);
+    // SAFETY: a NULL list with a count is refused before any read.
+    assert_eq!(
+        unsafe { kestrel_stop_strings_set(b.h, null(), 1) },
+        Status::Argument
+    );
+}
+
 /// A second turn follows the first in the kept cache: its ids start after
 /// the first answer, and its tokens are those of one fresh feed of the
 /// whole conversation.

@@ -823,24 +823,7 @@ enum Kind {
     Completion,
 }
 
-/// Holds back text that may be the start of a stop string. Returns how many
-/// leading bytes of `pending` can be sent, and whether a stop string starts
-/// there (then nothing after it is sent).
-pub fn stop_scan(pending: &str, stops: &[String]) -> (usize, bool) {
-    if let Some(at) = stops.iter().filter_map(|s| pending.find(s.as_str())).min() {
-        return (at, true);
-    }
-    let mut keep = 0;
-    for s in stops {
-        for k in (1..s.len().min(pending.len() + 1)).rev() {
-            if s.is_char_boundary(k) && pending.ends_with(&s[..k]) {
-                keep = keep.max(k);
-                break;
-            }
-        }
-    }
-    (pending.len() - keep, false)
-}
+pub use kestrel_core::generate::stop_scan;
 
 /// Tokens of one answer: the prompt's, those of it reused from the cache,
 /// and the generated ones.

@@ -491,10 +491,8 @@ fn stop_strings_end_generated_answers() {
     assert_eq!(set(b.h, &[&[b'x'; 64]]), Status::Ok);
     assert_eq!(set(b.h, &[b"\xff"]), Status::Argument);
     // SAFETY: a NULL list with a count is refused before any read.
-    assert_eq!(
-        unsafe { kestrel_stop_strings_set(b.h, null(), 1) },
-        Status::Argument
-    );
+    let st = unsafe { kestrel_stop_strings_set(b.h, null(), 1) };
+    assert_eq!(st, Status::Argument);
 }
 
 /// A second turn follows the first in the kept cache: its ids start after

@@ -143,7 +143,7 @@ kestrel_status kestrel_chat_turn(kestrel_engine *engine, const char *system, siz
 /* The text of ids[n] (special tokens included) into out[cap], not NUL-terminated; *len its length. Owner thread. */
 kestrel_status kestrel_detokenize(kestrel_engine *engine, const uint32_t *ids, size_t n, char *out,
                                   size_t cap, size_t *len);
-/* Runs ids[n] through the model after the cached tokens (the cache is kept across turns); cancellable between chunks. Owner thread. */
+/* Runs ids[n] through the model after the cached tokens (the cache is kept across turns); a cancel stops it within one layer of the chunk running, the chunks completed kept. Owner thread. */
 kestrel_status kestrel_feed(kestrel_engine *engine, const uint32_t *ids, size_t n);
 /* Samples the next token into *id and runs it through the model: KESTREL_OK a token of the answer, KESTREL_END an end token (the answer is over). Owner thread. */
 kestrel_status kestrel_next(kestrel_engine *engine, uint32_t *id);
@@ -181,7 +181,7 @@ kestrel_status kestrel_logits(kestrel_engine *engine, float *out, size_t cap, si
 /* kestrel_embed's pooling of the final norm's rows: their mean, or the last token's (Qwen3-Embedding's, its texts ending in <|endoftext|>). */
 #define KESTREL_POOLING_MEAN 0
 #define KESTREL_POOLING_LAST 1
-/* The unit-length embedding of the tokens ids (1 to the context) into out (room for cap floats): *n the hidden size, or the size needed with KESTREL_E_BUFFER. The text runs as a conversation of its own: the handle's conversation is forgotten (as kestrel_reset; use a second handle to keep one). Cancellable between chunks. Owner thread. */
+/* The unit-length embedding of the tokens ids (1 to the context) into out (room for cap floats): *n the hidden size, or the size needed with KESTREL_E_BUFFER. The text runs as a conversation of its own: the handle's conversation is forgotten (as kestrel_reset; use a second handle to keep one). Cancellable within a layer. Owner thread. */
 kestrel_status kestrel_embed(kestrel_engine *engine, const uint32_t *ids, size_t len, int pooling, float *out,
                              size_t cap, size_t *n);
 /* Sets the panic report callback (process-wide, the library's one global, stored atomically; NULL: trap silently). Any thread. */

@@ -1607,7 +1607,7 @@ pub unsafe extern "C" fn kestrel_logits(
 /// Qwen3-Embedding does with its texts ending in `<|endoftext|>`), scaled
 /// to unit length. The text runs as a conversation of its own: the
 /// handle's conversation is forgotten (as [`kestrel_reset`]); use a second
-/// handle over the same model to keep one. Cancellable between chunks.
+/// handle over the same model to keep one. Cancellable within a layer.
 ///
 /// # Safety
 /// As [`kestrel_tokenize`], with `ids` readable for `len` ids, `out`

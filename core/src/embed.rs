@@ -486,8 +486,9 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
 
     /// Runs `ids` through the model after the cached tokens (a whole
     /// prompt, or the next turn of a conversation: the cache is kept), in
-    /// chunks of the config's batch; `cancel` is read between chunks (the
-    /// chunks run stay cached). Ids must be below [`Conversation::vocab`].
+    /// chunks of the config's batch; `cancel` is read before each layer
+    /// (the chunks completed stay cached; the one it stopped in does not
+    /// count). Ids must be below [`Conversation::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
         let room = self.context() - self.gen.history().len();

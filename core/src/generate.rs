@@ -232,6 +232,10 @@ pub struct Prefill<'a> {
     pub chunk: usize,
     /// The prompt's images (Qwen3-VL), if any.
     pub images: Option<PromptImages<'a>>,
+    /// Read before each layer of each chunk ([`Step::interrupt`]): set, the
+    /// chunk running stops with [`Error::Cancelled`] and does not count
+    /// (`keep` stays at the chunks completed).
+    pub interrupt: Option<&'a AtomicBool>,
 }
 
 /// Runs a prompt's prefill plan through the model: each chunk as one
@@ -413,6 +417,7 @@ fn run_plan<P: Parallel>(
             copy: c.copy,
             images: mm.as_ref(),
             logits: chunk_logits || then.iter().any(|r| r.logits),
+            interrupt: p.interrupt,
         };
         let logits = forward_step(w, s, k, pool, &step)?;
         // The chunk's rows come first: its last row, or all of them.
@@ -1119,6 +1124,7 @@ impl<const K: usize> Driver<K> {
             copy: w.routing.decode,
             images: None,
             logits: true,
+            interrupt: None,
         };
         forward_step(w, state, kernels, pool, &step)?;
         self.accept(streams, &rows[..n], state.logits);
@@ -1144,7 +1150,7 @@ pub struct Text<'a> {
 /// returned): the final norm's rows (what the lm_head reads) pooled as
 /// `text.pooling` says, scaled to unit length. Its keys and values
 /// overwrite the slot's region from position 0 (the slot's rotary offset
-/// is reset); `cancel` is read before each chunk. The embedding API and the
+/// is reset); `cancel` is read before each layer. The embedding API and the
 /// server's `/v1/embeddings` run it.
 pub fn embed_rows<P: Parallel>(
     w: &Weights,
@@ -1182,9 +1188,6 @@ pub fn embed_rows<P: Parallel>(
         pooling: text.pooling,
     };
     for (c, part) in ids.chunks(text.chunk.max(1)).enumerate() {
-        if cancel.swap(false, Ordering::Relaxed) {
-            return Err(Error::Cancelled);
-        }
         let step = Step {
             rows: Rows::Run {
                 slot: text.slot,
@@ -1196,8 +1199,15 @@ pub fn embed_rows<P: Parallel>(
             copy: w.routing.for_batch(part.len()),
             images: None,
             logits: false,
+            interrupt: Some(cancel),
         };
-        forward_step_observed(w, s, k, pool, &step, &mut pooler)?;
+        if let Err(e) = forward_step_observed(w, s, k, pool, &step, &mut pooler) {
+            if e == Error::Cancelled {
+                // Seen: the flag is cleared, as a cancelled feed clears it.
+                cancel.store(false, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
     }
     let out = pooler.out;
     if text.pooling == Pooling::Mean {
@@ -1357,11 +1367,12 @@ where
         self.feed_until(ids, images, &AtomicBool::new(false), &mut |_, _| {})
     }
 
-    /// [`Generator::feed`], reading `interrupt` before each chunk of the
-    /// plan (the same chunks, so the same bits): set, it is cleared and the
-    /// feed stops with [`Error::Cancelled`], the chunks run staying in the
-    /// cache and the history (the last row's logits are then not those of
-    /// `ids`' last token). `on_chunk` is shown each chunk's logit rows
+    /// [`Generator::feed`], reading `interrupt` before each layer of each
+    /// chunk of the plan (the same chunks, so the same bits): set, it is
+    /// cleared and the feed stops with [`Error::Cancelled`] within one
+    /// layer's work, the chunks completed staying in the cache and the
+    /// history (the chunk it stopped in does not count; the last row's
+    /// logits are then not those of `ids`' last token). `on_chunk` is shown each chunk's logit rows
     /// (every row's when the state keeps all logits: `kestrel logits`).
     pub fn feed_until(
         &mut self,
@@ -1390,19 +1401,23 @@ where
             keep: 0,
             chunk: self.chunk,
             images,
+            interrupt: Some(interrupt),
         };
         let at = loop {
-            if interrupt.swap(false, Ordering::Relaxed) {
-                let ran = p.keep;
-                self.state.pos = base + ran;
-                self.history.as_mut()[base..base + ran].copy_from_slice(&ids[..ran]);
-                self.len = base + ran;
-                return Err(Error::Cancelled);
-            }
             let (w, k) = (self.weights, &self.kernels);
-            let step = prefill_some(w, &mut self.state, k, self.pool, &mut p, 1, on_chunk)?;
-            if let Some(at) = step {
-                break at;
+            match prefill_some(w, &mut self.state, k, self.pool, &mut p, 1, on_chunk) {
+                Ok(Some(at)) => break at,
+                Ok(None) => {}
+                Err(Error::Cancelled) => {
+                    // The chunks completed stay; the one stopped does not count.
+                    interrupt.store(false, Ordering::Relaxed);
+                    let ran = p.keep;
+                    self.state.pos = base + ran;
+                    self.history.as_mut()[base..base + ran].copy_from_slice(&ids[..ran]);
+                    self.len = base + ran;
+                    return Err(Error::Cancelled);
+                }
+                Err(e) => return Err(e),
             }
         };
         self.logits_at = at;
@@ -1701,6 +1716,7 @@ impl<'w, 's, 'p, P: Parallel, H: AsMut<[u32]> + AsRef<[u32]>> DraftModel<'w, 's,
             keep: 0,
             chunk: self.state.opts.max_batch,
             images: None,
+            interrupt: None,
         };
         let at = prefill(
             self.weights,

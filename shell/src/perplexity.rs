@@ -284,6 +284,7 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<Report> {
                 keep: 0,
                 chunk: opts.max_batch,
                 images: None,
+                interrupt: None,
             };
             generate::prefill(w, &mut s, &k, pool, &mut plan, &mut |step, logits| {
                 for (r, j) in (step.start..step.end).enumerate() {

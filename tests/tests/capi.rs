@@ -843,6 +843,75 @@ fn the_parallel_callback_gives_the_same_tokens() {
     assert_eq!(got[0], got[1]);
 }
 
+/// The host's parallel for that counts its calls and cancels the handle
+/// at call `at` (from inside the library's work, as another thread would).
+struct CancelAt {
+    h: std::sync::atomic::AtomicPtr<Handle>,
+    calls: std::sync::atomic::AtomicUsize,
+    at: usize,
+}
+
+unsafe extern "C" fn cancelling(pool: *mut c_void, n: usize, task_fn: TaskFn, task: *mut c_void) {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: `pool` is the test's `CancelAt`, alive while the handle is.
+    let c = unsafe { &*(pool as *const CancelAt) };
+    if c.calls.fetch_add(1, SeqCst) + 1 == c.at {
+        // SAFETY: a live handle; cancel is allowed from any thread, any time.
+        unsafe { kestrel_cancel(c.h.load(SeqCst)) };
+    }
+    for i in 0..n {
+        // SAFETY: the library's task, each index once.
+        unsafe { task_fn(task, i) };
+    }
+}
+
+/// A cancel that arrives inside a prompt chunk stops the feed within that
+/// chunk's layer: the chunks completed stay, the one stopped does not
+/// count, and the message says how many ran (it waited for the chunk's
+/// end before, and counted it).
+#[test]
+fn a_cancelled_feed_stops_inside_its_chunk() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let model = fixture("capi-cancel-chunk", WeightMode::Dual);
+    let count = |at: usize, feed: &dyn Fn(&Open) -> Status| {
+        let c = Box::new(CancelAt {
+            h: std::sync::atomic::AtomicPtr::new(null_mut()),
+            calls: std::sync::atomic::AtomicUsize::new(0),
+            at,
+        });
+        let cfg = KestrelConfig {
+            context: 64,
+            batch: 8,
+            threads: 2,
+            parallel: Some(cancelling),
+            parallel_ctx: &*c as *const CancelAt as *mut c_void,
+            ..greedy_config()
+        };
+        let o = Open::new(&model, &cfg);
+        c.h.store(o.h, SeqCst);
+        let st = feed(&o);
+        (st, c.calls.load(SeqCst), o.error(), o.history().len())
+    };
+    let prompt: Vec<u32> = (0..39).map(|i| 40 + i).collect();
+    // One chunk of 8 tokens: the calls it takes.
+    let (st, per_chunk, _, _) = count(0, &|o| o.feed(&prompt[..8]));
+    assert_eq!(st, Status::Ok);
+    assert!(per_chunk >= 4, "{per_chunk}");
+    // Cancelled two calls into the third chunk.
+    let at = 2 * per_chunk + 2;
+    let (st, calls, err, cached) = count(at, &|o| o.feed(&prompt));
+    assert_eq!(st, Status::Cancelled, "{err}");
+    assert!(
+        err.contains("cancelled after 16 of 39 prompt tokens"),
+        "{err}"
+    );
+    assert_eq!(cached, 16);
+    assert!(
+        calls < 3 * per_chunk,
+        "the third chunk did not run to its end: {calls}"
+    );
+}
+
 /// Opens with `model[..len]` in `memory` (at `offset` from 64-byte
 /// alignment); the status and the error buffer's text.
 fn try_open(

@@ -110,6 +110,7 @@ fn prefill_a_chunk_at_a_time_equals_one_call() {
             keep,
             chunk: 32,
             images: None,
+            interrupt: None,
         };
         // The kept prefix: the same tokens, run the same way in both.
         if keep > 0 {
@@ -200,6 +201,7 @@ fn decode_rows_riding_a_prompt_chunk_equal_their_own_steps() {
                 keep: 0,
                 chunk: 32,
                 images: None,
+                interrupt: None,
             };
             let mut arenas = [
                 loader::arena(&w, &opts).unwrap(),

@@ -235,6 +235,7 @@ fn verify_rows_equal_single_decode_steps_bit_for_bit() {
                         copy: decode,
                         images: None,
                         logits: true,
+                        interrupt: None,
                     };
                     forward_step(w, s, &k, pool, &st).unwrap().to_vec()
                 };
@@ -329,6 +330,7 @@ fn a_verify_step_larger_than_the_state_is_an_error() {
             copy: w.routing.decode,
             images: None,
             logits: true,
+            interrupt: None,
         };
         assert!(forward_step(w, &mut s, &k, pool, &step(4)).is_ok());
         assert!(forward_step(w, &mut s, &k, pool, &step(5)).is_err());
@@ -455,6 +457,7 @@ fn sampled_answers_keep_the_targets_distribution() {
             copy: w.routing.decode,
             images: None,
             logits: true,
+            interrupt: None,
         };
         Ok(forward_step(w, &mut st, &k, pool, &step).unwrap().to_vec())
     })

@@ -284,6 +284,7 @@ fn case_logits(bytes: &[u8], c: &Case, kv: KvType) -> Vec<f32> {
         copy: w.routing.for_batch(n),
         images: Some(&mm),
         logits: true,
+        interrupt: None,
     };
     let mut out = forward_step(&w, &mut s, &k, &Serial, &step)
         .unwrap()

@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
 use crate::state::{attention_work, State, BLOCK_TOKENS};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
 /// slot `slot` (`slot < opts.slots`, `pos < opts.max_seq`; positions
@@ -107,6 +108,10 @@ pub struct Step<'r> {
     /// Run the lm_head for the rows that keep logits (else the logits
     /// buffer is left as it was).
     pub logits: bool,
+    /// Read before each layer: set, the step stops with
+    /// [`Error::Cancelled`] (its rows' keys and values partly written: they
+    /// count as not run). `None`: the step runs whole.
+    pub interrupt: Option<&'r AtomicBool>,
 }
 
 /// Runs one [`Step`] and returns the logits of the rows that keep them, one
@@ -206,6 +211,7 @@ fn run_prompt<'s, P: Parallel>(
         copy: w.routing.for_batch(tokens.len()),
         images: None,
         logits,
+        interrupt: None,
     };
     let n = run_step(w, s, k, pool, &step, observer)?;
     s.pos += tokens.len();
@@ -233,6 +239,7 @@ pub fn forward_rows<'s, P: Parallel>(
         copy,
         images,
         logits: rows.iter().any(|r| r.logits),
+        interrupt: None,
     };
     forward_step(w, s, k, pool, &step)
 }
@@ -337,6 +344,7 @@ fn run_step<P: Parallel>(
         copy,
         images: mm,
         logits,
+        interrupt,
     } = *step;
     let cx = Exec { kernels: k, pool };
     let cfg = &w.cfg;
@@ -421,6 +429,9 @@ fn run_step<P: Parallel>(
     }
 
     for l in 0..cfg.num_layers as usize {
+        if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Err(Error::Cancelled);
+        }
         let lw: &LayerWeights = w.layer(l, copy)?;
 
         // --- attention ---

@@ -491,6 +491,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
             keep: adm.done,
             chunk: PREFILL_CHUNK,
             images: adm.encoded.for_prompt(n, &mut adm.scratch),
+            interrupt: None,
         };
         let (tokens, copies) = (&mut s.tokens, &mut s.copies);
         let mut on_chunk = |c: &Chunk, _: &[f32]| {

@@ -27,8 +27,9 @@
 
 use crate::error::Error;
 use crate::generate::Generator;
+use crate::model::weights::Weights;
 use crate::parallel::Parallel;
-use crate::state::{KvCache, KvType};
+use crate::state::{KvCache, KvType, State};
 
 /// The first bytes of a saved state.
 pub const MAGIC: [u8; 8] = *b"KSTATE\0\0";
@@ -193,168 +194,272 @@ fn malformed(what: &'static str, at: u64) -> Error {
     Error::Malformed { what, at }
 }
 
+/// The header of `tokens` cached tokens of one slot of `s` (`logits`: the
+/// last row's logits wait to be sampled); `model`: the file's
+/// [`fingerprint`] (read from the whole map: only where it is written or
+/// checked).
+fn header(
+    w: &Weights,
+    s: &State,
+    slot: usize,
+    tokens: usize,
+    rng: u64,
+    logits: bool,
+    model: u64,
+) -> Header {
+    let cfg = &w.cfg;
+    Header {
+        kv: s.opts.kv,
+        model,
+        layers: cfg.num_layers as usize,
+        kv_dim: cfg.kv_dim(),
+        vocab: cfg.vocab_size as usize,
+        tokens,
+        rope_delta: s.rope_delta.get(slot).copied().unwrap_or(0),
+        rng,
+        logits,
+    }
+}
+
+/// Bytes [`save_slot`] writes for `tokens` cached tokens (`logits`: with
+/// the waiting logits).
+pub fn slot_size(w: &Weights, s: &State, tokens: usize, logits: bool) -> Result<usize, Error> {
+    header(w, s, 0, tokens, 0, logits, 0)
+        .total()
+        .ok_or(Error::Overflow {
+            what: "saved state size",
+        })
+}
+
+/// Writes the state of sequence slot `slot` of `s` to the front of `out`
+/// and returns its length: `history` its cached tokens (their KV rows are
+/// the slot's first `history.len()`), `rng` the sampler's generator, and
+/// `logits`, when a token waits to be sampled, the last row's logits. Too
+/// small an `out` is an error naming the size needed (nothing written).
+pub fn save_slot(
+    w: &Weights,
+    s: &State,
+    slot: usize,
+    history: &[u32],
+    rng: u64,
+    logits: Option<&[f32]>,
+    out: &mut [u8],
+) -> Result<usize, Error> {
+    let fingerprint = fingerprint(w.vqf.bytes());
+    let header = header(
+        w,
+        s,
+        slot,
+        history.len(),
+        rng,
+        logits.is_some(),
+        fingerprint,
+    );
+    let total = slot_size(w, s, history.len(), logits.is_some())?;
+    if out.len() < total {
+        return Err(Error::BufferTooSmall {
+            what: "saved state (bytes)",
+            need: total,
+            have: out.len(),
+        });
+    }
+    if slot >= s.opts.slots {
+        return Err(Error::OutOfRange {
+            what: "saved state: slot",
+            value: slot,
+            max: s.opts.slots - 1,
+        });
+    }
+    if history.len() > s.opts.max_seq {
+        return Err(Error::ContextFull {
+            need: history.len(),
+            max: s.opts.max_seq,
+        });
+    }
+    header.write(out);
+    let mut w = Cursor {
+        bytes: &mut out[HEADER_BYTES..total],
+    };
+    for &id in history {
+        w.put(&id.to_le_bytes());
+    }
+    let (n, width, seq) = (header.tokens, header.kv_dim, s.opts.max_seq);
+    for cache in [&s.k_cache, &s.v_cache] {
+        for layer in 0..header.layers {
+            // The slot's rows of `layer`: (slot, layer, seq, kv_dim).
+            let at = (slot * header.layers + layer) * seq;
+            let rows = at * width..(at + n) * width;
+            match cache {
+                KvCache::F16(c) => c[rows].iter().for_each(|v| w.put(&v.to_le_bytes())),
+                KvCache::F32(c) => c[rows].iter().for_each(|v| w.put(&v.to_le_bytes())),
+            }
+        }
+    }
+    for v in logits.unwrap_or(&[]).iter().take(header.vocab) {
+        w.put(&v.to_le_bytes());
+    }
+    Ok(total)
+}
+
+/// What [`restore_slot`] restored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// Cached tokens (in `history[..tokens]`).
+    pub tokens: usize,
+    /// The sampler's generator state.
+    pub rng: u64,
+    /// The last row's logits wait to be sampled (they are in
+    /// `s.logits[..vocab]`).
+    pub logits: bool,
+}
+
+/// Replaces sequence slot `slot` of `s` with the state in `bytes` (as
+/// [`save_slot`] wrote it): its KV rows, its rotary offset, its tokens into
+/// `history`, and waiting logits into the front of `s.logits`. Refused,
+/// nothing changed, when the state is malformed or truncated, was saved
+/// from another model file, with another KV element type, or holds more
+/// tokens than the slot (or `history`) has room for.
+pub fn restore_slot(
+    w: &Weights,
+    s: &mut State,
+    slot: usize,
+    bytes: &[u8],
+    history: &mut [u32],
+) -> Result<Restored, Error> {
+    let h = Header::read(bytes)?;
+    let mine = header(w, s, slot, 0, 0, false, fingerprint(w.vqf.bytes()));
+    if h.model != mine.model
+        || (h.layers, h.kv_dim, h.vocab) != (mine.layers, mine.kv_dim, mine.vocab)
+    {
+        return Err(malformed(
+            "saved state: it was saved from another model file (its fingerprint differs)",
+            16,
+        ));
+    }
+    if h.kv != mine.kv {
+        return Err(malformed(
+            "saved state: its KV element type (f16 or f32) is not this engine's",
+            12,
+        ));
+    }
+    let max = s.opts.max_seq.min(history.len());
+    if h.tokens > max {
+        return Err(Error::ContextFull {
+            need: h.tokens,
+            max,
+        });
+    }
+    if slot >= s.opts.slots {
+        return Err(Error::OutOfRange {
+            what: "saved state: slot",
+            value: slot,
+            max: s.opts.slots - 1,
+        });
+    }
+    let total = h.total().ok_or(Error::Overflow {
+        what: "saved state size",
+    })?;
+    if bytes.len() != total {
+        return Err(Error::SizeMismatch {
+            what: "saved state (bytes)",
+            expected: total,
+            actual: bytes.len(),
+        });
+    }
+    let mut r = Reader {
+        bytes: &bytes[HEADER_BYTES..],
+    };
+    let vocab = h.vocab as u32;
+    let ids = r.take(h.tokens * 4);
+    if let Some(id) = ids.chunks_exact(4).map(word).find(|&id| id >= vocab) {
+        return Err(Error::BadToken { id, vocab });
+    }
+    // Checked: now the slot is replaced.
+    for (dst, id) in history.iter_mut().zip(ids.chunks_exact(4)) {
+        *dst = word(id);
+    }
+    let (n, width, seq) = (h.tokens, h.kv_dim, s.opts.max_seq);
+    for cache in [&mut s.k_cache, &mut s.v_cache] {
+        for layer in 0..h.layers {
+            let at = (slot * h.layers + layer) * seq;
+            let rows = at * width..(at + n) * width;
+            match cache {
+                KvCache::F16(c) => {
+                    for (v, b) in c[rows]
+                        .iter_mut()
+                        .zip(r.take(n * width * 2).chunks_exact(2))
+                    {
+                        *v = u16::from_le_bytes([b[0], b[1]]);
+                    }
+                }
+                KvCache::F32(c) => {
+                    for (v, b) in c[rows]
+                        .iter_mut()
+                        .zip(r.take(n * width * 4).chunks_exact(4))
+                    {
+                        *v = f32::from_bits(word(b));
+                    }
+                }
+            }
+        }
+    }
+    if h.logits {
+        let logits = r.take(h.vocab * 4);
+        for (v, b) in s.logits.iter_mut().zip(logits.chunks_exact(4)) {
+            *v = f32::from_bits(word(b));
+        }
+    }
+    s.rope_delta[slot] = h.rope_delta;
+    Ok(Restored {
+        tokens: n,
+        rng: h.rng,
+        logits: h.logits,
+    })
+}
+
 impl<P, H, C> Generator<'_, '_, '_, P, H, C>
 where
     P: Parallel,
     H: AsMut<[u32]> + AsRef<[u32]>,
     C: AsMut<[u32]>,
 {
-    /// The header of this conversation's state; `logits`: the last row's
-    /// logits wait to be sampled and are saved too; `model`: the file's
-    /// [`fingerprint`] (read from the whole map: only where it is written
-    /// or checked).
-    fn header(&self, logits: bool, model: u64) -> Header {
-        let cfg = &self.weights.cfg;
-        Header {
-            kv: self.state.opts.kv,
-            model,
-            layers: cfg.num_layers as usize,
-            kv_dim: cfg.kv_dim(),
-            vocab: cfg.vocab_size as usize,
-            tokens: self.len,
-            rope_delta: self.state.rope_delta[0],
-            rng: self.sampler.rng_state(),
-            logits,
-        }
-    }
-
     /// Bytes [`Generator::save_state`] writes now (`logits`: with the
     /// waiting logits).
     pub fn state_size(&self, logits: bool) -> Result<usize, Error> {
-        self.header(logits, 0).total().ok_or(Error::Overflow {
-            what: "saved state size",
-        })
+        slot_size(self.weights, &self.state, self.len, logits)
     }
 
-    /// Writes the conversation's state to the front of `out` and returns
-    /// its length; `logits`: the last fed row's logits wait to be sampled
-    /// and are saved with it. Too small an `out` is an error naming the
-    /// size needed (nothing written).
+    /// Writes the conversation's state (slot 0: [`save_slot`]) to the
+    /// front of `out` and returns its length; `logits`: the last fed row's
+    /// logits wait to be sampled and are saved with it.
     pub fn save_state(&self, logits: bool, out: &mut [u8]) -> Result<usize, Error> {
-        let header = self.header(logits, fingerprint(self.weights.vqf.bytes()));
-        let total = self.state_size(logits)?;
-        if out.len() < total {
-            return Err(Error::BufferTooSmall {
-                what: "saved state (bytes)",
-                need: total,
-                have: out.len(),
-            });
-        }
-        header.write(out);
-        let mut w = Cursor {
-            bytes: &mut out[HEADER_BYTES..total],
-        };
-        for &id in self.history() {
-            w.put(&id.to_le_bytes());
-        }
-        let (n, width, seq) = (header.tokens, header.kv_dim, self.state.opts.max_seq);
-        for cache in [&self.state.k_cache, &self.state.v_cache] {
-            for layer in 0..header.layers {
-                // Slot 0's rows of `layer`: (slot, layer, seq, kv_dim).
-                let rows = layer * seq * width..(layer * seq + n) * width;
-                match cache {
-                    KvCache::F16(c) => c[rows].iter().for_each(|v| w.put(&v.to_le_bytes())),
-                    KvCache::F32(c) => c[rows].iter().for_each(|v| w.put(&v.to_le_bytes())),
-                }
-            }
-        }
-        if logits {
-            let at = self.logits_at;
-            for v in &self.state.logits[at..at + header.vocab] {
-                w.put(&v.to_le_bytes());
-            }
-        }
-        Ok(total)
+        let waiting = logits.then(|| self.last_logits());
+        let rng = self.sampler.rng_state();
+        save_slot(
+            self.weights,
+            &self.state,
+            0,
+            self.history(),
+            rng,
+            waiting,
+            out,
+        )
     }
 
-    /// Replaces the conversation with the state in `bytes` (as
-    /// [`Generator::save_state`] wrote it): returns whether its last row's
-    /// logits wait to be sampled. Refused, the conversation unchanged, when
-    /// the state is malformed or truncated, was saved from another model
-    /// file, with another KV element type, or holds more tokens than this
-    /// context.
+    /// Replaces the conversation with the state in `bytes` ([`restore_slot`]
+    /// into slot 0): returns whether its last row's logits wait to be
+    /// sampled. Refused, the conversation unchanged, as `restore_slot`
+    /// refuses.
     pub fn restore_state(&mut self, bytes: &[u8]) -> Result<bool, Error> {
-        let h = Header::read(bytes)?;
-        let mine = self.header(false, fingerprint(self.weights.vqf.bytes()));
-        if h.model != mine.model
-            || (h.layers, h.kv_dim, h.vocab) != (mine.layers, mine.kv_dim, mine.vocab)
-        {
-            return Err(malformed(
-                "saved state: it was saved from another model file (its fingerprint differs)",
-                16,
-            ));
-        }
-        if h.kv != mine.kv {
-            return Err(malformed(
-                "saved state: its KV element type (f16 or f32) is not this engine's",
-                12,
-            ));
-        }
-        let max = self.state.opts.max_seq;
-        if h.tokens > max {
-            return Err(Error::ContextFull {
-                need: h.tokens,
-                max,
-            });
-        }
-        let total = h.total().ok_or(Error::Overflow {
-            what: "saved state size",
-        })?;
-        if bytes.len() != total {
-            return Err(Error::SizeMismatch {
-                what: "saved state (bytes)",
-                expected: total,
-                actual: bytes.len(),
-            });
-        }
-        let mut r = Reader {
-            bytes: &bytes[HEADER_BYTES..],
-        };
-        let vocab = h.vocab as u32;
-        let ids = r.take(h.tokens * 4);
-        if let Some(id) = ids.chunks_exact(4).map(word).find(|&id| id >= vocab) {
-            return Err(Error::BadToken { id, vocab });
-        }
-        // Checked: now the conversation is replaced.
-        for (slot, id) in self.history.as_mut().iter_mut().zip(ids.chunks_exact(4)) {
-            *slot = word(id);
-        }
-        let (n, width) = (h.tokens, h.kv_dim);
-        for cache in [&mut self.state.k_cache, &mut self.state.v_cache] {
-            for layer in 0..h.layers {
-                let rows = layer * max * width..(layer * max + n) * width;
-                match cache {
-                    KvCache::F16(c) => {
-                        for (v, b) in c[rows]
-                            .iter_mut()
-                            .zip(r.take(n * width * 2).chunks_exact(2))
-                        {
-                            *v = u16::from_le_bytes([b[0], b[1]]);
-                        }
-                    }
-                    KvCache::F32(c) => {
-                        for (v, b) in c[rows]
-                            .iter_mut()
-                            .zip(r.take(n * width * 4).chunks_exact(4))
-                        {
-                            *v = f32::from_bits(word(b));
-                        }
-                    }
-                }
-            }
-        }
-        if h.logits {
-            let logits = r.take(h.vocab * 4);
-            for (v, b) in self.state.logits.iter_mut().zip(logits.chunks_exact(4)) {
-                *v = f32::from_bits(word(b));
-            }
+        let (w, history) = (self.weights, self.history.as_mut());
+        let r = restore_slot(w, &mut self.state, 0, bytes, history)?;
+        if r.logits {
             self.logits_at = 0;
         }
-        self.len = n;
-        self.state.pos = n;
-        self.state.rope_delta[0] = h.rope_delta;
-        self.sampler.set_rng_state(h.rng);
-        Ok(h.logits)
+        self.len = r.tokens;
+        self.state.pos = r.tokens;
+        self.sampler.set_rng_state(r.rng);
+        Ok(r.logits)
     }
 
     /// Forgets every token after the first `tokens` (an earlier turn's

@@ -1897,3 +1897,58 @@ fn embeddings_are_the_cores_and_leave_answers_unchanged() {
         "{b}"
     );
 }
+
+/// `--slot-dir`: a conversation's cache outlives the server. Turn 1 on one
+/// server, turn 2 on a new one over the same directory: turn 2 reuses the
+/// cached prefix (as a server that never stopped does) and answers as
+/// `kestrel run` does; a server over another model file ignores the kept
+/// slots (and says so) and still answers right.
+#[test]
+fn slot_dir_keeps_the_cache_across_restarts() {
+    let dir = temp_dir("serve-slot-dir");
+    let slots = dir.join("slots");
+    let slots_arg = slots.to_str().unwrap().to_string();
+    let cfg = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let turn = |srv: &Server, msgs: &[(Role, &str)]| {
+        let body = chat_body(msgs, ",\"temperature\":0,\"max_tokens\":12");
+        let (st, b) = post(srv.addr, "/v1/chat/completions", &body, None);
+        assert_eq!(st, 200, "{b}");
+        let text = string_at(&b, &["choices", "0", "message", "content"]);
+        let cached: usize = string_at(&b, &["usage", "prompt_tokens_details", "cached_tokens"])
+            .parse()
+            .unwrap();
+        (text, cached)
+    };
+    let first = [(Role::User, "Hello there")];
+    let answer = {
+        let srv = Server::start(1, &["--slot-dir", &slots_arg]);
+        turn(&srv, &first).0
+    };
+    assert!(slots.join("slot-0.kstate").is_file() && slots.join("slot-0.copies").is_file());
+    let second = [
+        (Role::User, "Hello there"),
+        (Role::Assistant, answer.as_str()),
+        (Role::User, "And then?"),
+    ];
+    let (want, _) = kestrel_run(&second, cfg, 12);
+    // A server that never stopped: its cached tokens for turn 2.
+    let kept = {
+        let srv = Server::start(1, &[]);
+        turn(&srv, &first);
+        turn(&srv, &second)
+    };
+    assert_eq!(kept.0, want);
+    assert!(kept.1 > 10, "{kept:?}");
+    // Restarted over the directory: the same answer and the same reuse.
+    let srv = Server::start(1, &["--slot-dir", &slots_arg]);
+    assert_eq!(turn(&srv, &second), kept);
+    drop(srv);
+    // Another model file: the kept slot is not used.
+    let srv = Server::start_with(&one_copy_model(), 1, &["--slot-dir", &slots_arg]);
+    let (text, cached) = turn(&srv, &second);
+    assert_eq!(cached, 0);
+    assert_eq!(text, kestrel_run_on(&one_copy_model(), &second, cfg, 12).0);
+}

@@ -28,7 +28,7 @@ pub mod scheduler;
 
 use crate::cli::{get, in_range, model_arg, opt, switch, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Need};
-use crate::error::Result;
+use crate::error::{Context, Result};
 use crate::generate;
 use api::{error_body, push_json_str, Params, Prompt, ToolChoice};
 use channel::{RecvError, SendError, Sender};
@@ -89,6 +89,9 @@ pub struct ServeArgs {
     pub draft: Option<PathBuf>,
     /// Most tokens drafted per slot and step (lookup, `prediction`).
     pub draft_max: usize,
+    /// Each slot's cache is kept in this directory (`slot-N.kstate`), saved
+    /// whenever the slot goes idle and restored at start.
+    pub slot_dir: Option<PathBuf>,
     /// Threads, pinning, context length per slot, KV type, prefill copy.
     pub engine: EngineArgs,
 }
@@ -181,6 +184,12 @@ impl CommandArgs for ServeArgs {
                 )
                 .value_parser(in_range(1, kestrel_core::speculate::MAX_DRAFT))
                 .default_value("8"),
+                value(
+                    "slot-dir",
+                    "DIR",
+                    "Keep each slot's cached conversation in DIR: saved when the slot goes idle, restored at start.",
+                )
+                .value_parser(value_parser!(PathBuf)),
             ])
             .args(EngineArgs::args())
     }
@@ -203,6 +212,7 @@ impl CommandArgs for ServeArgs {
             lookup: m.get_flag("lookup"),
             draft: opt(m, "draft"),
             draft_max: get(m, "draft-max"),
+            slot_dir: opt(m, "slot-dir"),
             engine: EngineArgs::from_matches(m),
         }
     }
@@ -381,6 +391,10 @@ pub fn serve(
             let stops = StopSet::new(&w.cfg, Some(&tok));
             let (threads, no_pin) = (args.engine.threads, args.engine.no_pin);
             let lookup = args.lookup;
+            let slot_dir = args.slot_dir.clone();
+            if let Some(d) = &slot_dir {
+                std::fs::create_dir_all(d).with_context(|| d.display())?;
+            }
             let setup: Result<()> = std::thread::scope(|sc| {
                 let state_w = w;
                 let arena = e.arena;
@@ -422,6 +436,7 @@ pub fn serve(
                         vocab: None,
                         lookup,
                         draft,
+                        slot_dir,
                     }
                     .run(job_rx);
                 });

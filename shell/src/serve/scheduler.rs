@@ -183,6 +183,8 @@ struct Slot {
     /// Positions a later prompt may reuse: all, or those before the first
     /// image token (equal placeholder ids do not mean equal images).
     reusable_upto: usize,
+    /// Took a job since its cache was last kept in `--slot-dir`.
+    dirty: bool,
 }
 
 /// The scheduler: the slots, the state and everything a step needs; it
@@ -201,6 +203,8 @@ pub struct Scheduler<'a, P: Parallel> {
     pub lookup: bool,
     /// Every request drafts with this model (`--draft`), in its slot.
     pub draft: Option<DraftModel<'a, 'a, 'a, P, Vec<u32>>>,
+    /// `--slot-dir`: where each slot's cache is kept across restarts.
+    pub slot_dir: Option<std::path::PathBuf>,
 }
 
 /// How many leading positions of `slot` a new `prompt` can keep.
@@ -228,8 +232,12 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 active: None,
                 used: 0,
                 reusable_upto: usize::MAX,
+                dirty: false,
             })
             .collect();
+        for (i, slot) in slots.iter_mut().enumerate() {
+            self.load_slot(slot, i);
+        }
         let mut candidates = vec![0u32; vocab];
         let mut clock = 0u64;
         let mut driver = Box::new(Driver::<MAX_SLOTS>::new(self.w, &self.state));
@@ -255,6 +263,11 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                     .is_some_and(|a| a.job.cancel.load(Ordering::Relaxed))
                 {
                     s.admitting = None;
+                }
+            }
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if slot.dirty && slot.free() {
+                    self.save_slot(slot, i);
                 }
             }
             self.publish(&slots);
@@ -376,6 +389,85 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
         (lanes, &mut self.state.logits[..])
     }
 
+    /// `--slot-dir`'s files of slot `i`: its state (the core's saved
+    /// format) and the weight copy of each position (prefix reuse needs it).
+    fn slot_files(&self, i: usize) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+        let d = self.slot_dir.as_ref()?;
+        Some((
+            d.join(format!("slot-{i}.kstate")),
+            d.join(format!("slot-{i}.copies")),
+        ))
+    }
+
+    /// Restores slot `i`'s cache from `--slot-dir`, if it was kept there
+    /// by a server over the same model file (else the slot starts empty).
+    fn load_slot(&mut self, s: &mut Slot, i: usize) {
+        let Some((state, copies)) = self.slot_files(i) else {
+            return;
+        };
+        let (Ok(bytes), Ok(copies)) = (std::fs::read(&state), std::fs::read(copies)) else {
+            return;
+        };
+        let mut tokens = vec![0u32; self.state.opts.max_seq];
+        let r = kestrel_core::saved::restore_slot(self.w, &mut self.state, i, &bytes, &mut tokens);
+        match r {
+            Ok(r) if r.tokens == copies.len() && !r.logits => {
+                tokens.truncate(r.tokens);
+                s.tokens = tokens;
+                s.copies = copies
+                    .iter()
+                    .map(|&c| match c {
+                        0 => WeightCopy::Prefill,
+                        _ => WeightCopy::Decode,
+                    })
+                    .collect();
+                eprintln!(
+                    "[kestrel] slot {i}: {} cached tokens from {}",
+                    r.tokens,
+                    state.display()
+                );
+            }
+            Ok(_) => eprintln!(
+                "[kestrel] slot {i}: {} does not match its .copies file: not used",
+                state.display()
+            ),
+            Err(e) => eprintln!("[kestrel] slot {i}: {} not used: {e}", state.display()),
+        }
+    }
+
+    /// Keeps idle slot `i`'s cache in `--slot-dir` (each file written whole
+    /// under a temporary name, then renamed over the old one).
+    fn save_slot(&self, s: &mut Slot, i: usize) {
+        s.dirty = false;
+        let Some((state, copies)) = self.slot_files(i) else {
+            return;
+        };
+        // What a later prompt may reuse: not image positions.
+        let n = s.tokens.len().min(s.copies.len()).min(s.reusable_upto);
+        let saved =
+            kestrel_core::saved::slot_size(self.w, &self.state, n, false).and_then(|size| {
+                let mut out = vec![0u8; size];
+                let (w, tokens) = (self.w, &s.tokens[..n]);
+                kestrel_core::saved::save_slot(w, &self.state, i, tokens, 0, None, &mut out)?;
+                Ok(out)
+            });
+        let write = |path: &std::path::Path, bytes: &[u8]| {
+            let tmp = path.with_extension("partial");
+            std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path))
+        };
+        let copies_bytes: Vec<u8> = s.copies[..n]
+            .iter()
+            .map(|&c| (c == WeightCopy::Decode) as u8)
+            .collect();
+        let r = match saved {
+            Ok(bytes) => write(&copies, &copies_bytes).and_then(|()| write(&state, &bytes)),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        if let Err(e) = r {
+            eprintln!("[kestrel] slot {i}: not saved to {}: {e}", state.display());
+        }
+    }
+
     /// Runs an embedding job at once in the least recently used free slot
     /// (its cached tokens are overwritten) and sends its vector.
     fn embed(&mut self, slots: &mut [Slot], job: &Job, pooling: Pooling) {
@@ -385,6 +477,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
         };
         slots[i].tokens.clear();
         slots[i].copies.clear();
+        slots[i].dirty = true;
         let text = Text {
             slot: i,
             ids: &job.prompt,
@@ -420,6 +513,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
     /// and keeps the slot's reusable prefix; [`Scheduler::prefill_turn`] runs
     /// the rest of the prompt.
     fn admit(&mut self, s: &mut Slot, i: usize, job: Job) {
+        s.dirty = true;
         let n = job.prompt.len();
         if n == 0 || n >= self.state.opts.max_seq {
             let _ = job

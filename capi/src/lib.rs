@@ -1520,6 +1520,45 @@ pub unsafe extern "C" fn kestrel_rollback(h: *mut Handle, tokens: usize) -> Stat
     unsafe { with_engine(h, call) }
 }
 
+/// [`kestrel_context_policy`]: a feed that does not fit the context is
+/// [`Status::Context`] (the default).
+pub const KESTREL_CONTEXT_REFUSE: c_int = 0;
+/// [`kestrel_context_policy`]: a feed that does not fit makes room by
+/// keeping the first `keep` tokens and dropping the oldest turns.
+pub const KESTREL_CONTEXT_DROP_OLDEST: c_int = 1;
+
+/// The context policy of the feeds from now on: [`KESTREL_CONTEXT_REFUSE`],
+/// or [`KESTREL_CONTEXT_DROP_OLDEST`] keeping the first `keep` tokens (a
+/// system prompt, say): the oldest turns after them are dropped, whole
+/// (a turn begins at `<|im_start|>`) until the feed and an answer of a
+/// quarter of the context after `keep` fit (or at least the feed), and the
+/// turns kept are run again at their new positions. A feed that still cannot fit is
+/// [`Status::Context`], nothing changed. Another policy: [`Status::Argument`].
+///
+/// # Safety
+/// As [`kestrel_tokenize`].
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_context_policy(
+    h: *mut Handle,
+    policy: c_int,
+    keep: usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        match policy {
+            KESTREL_CONTEXT_REFUSE => e.set_context_keep(None),
+            KESTREL_CONTEXT_DROP_OLDEST => e.set_context_keep(Some(keep)),
+            _ => {
+                return Err(argument(
+                    "policy is neither KESTREL_CONTEXT_REFUSE nor _DROP_OLDEST",
+                ))
+            }
+        }
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
 /// Texts that end [`kestrel_generate`]'s answers from now on: `n` (at most
 /// 4) NUL-terminated UTF-8 strings of 1 to 64 bytes each at `stops` (`n`
 /// 0: none). The answer's text stops before the first one found, and the

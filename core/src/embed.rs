@@ -335,6 +335,10 @@ pub struct Conversation<'w, 's, 'p, P: Parallel> {
     /// Texts that end an answer of [`Conversation::generate`]
     /// ([`Conversation::set_stop_strings`]).
     stop_strings: heapless::Vec<heapless::String<MAX_STOP_BYTES>, MAX_STOP_STRINGS>,
+    /// The context policy: `None` refuses a feed that does not fit;
+    /// `Some(keep)` keeps the first `keep` tokens and drops the oldest
+    /// turns ([`Generator::make_room`]).
+    keep: Option<usize>,
 }
 
 /// Most stop strings [`Conversation::set_stop_strings`] takes.
@@ -387,6 +391,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             answer_open: false,
             text_bytes: config.text_bytes,
             stop_strings: heapless::Vec::new(),
+            keep: None,
         })
     }
 
@@ -491,6 +496,14 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// count). Ids must be below [`Conversation::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
+        if let Some(keep) = self.keep {
+            // Room for the answer too: a quarter of what follows `keep`.
+            let answer = self.context().saturating_sub(keep) / 4;
+            let need = ids.len().saturating_add(answer);
+            if self.gen.make_room(need, keep).is_err() {
+                self.gen.make_room(ids.len(), keep)?;
+            }
+        }
         let room = self.context() - self.gen.history().len();
         if ids.len() > room {
             return Err(Error::ContextFull {
@@ -761,6 +774,18 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         self.stream = StreamDecoder::new(true);
         self.ready = false;
         self.answer_open = false;
+    }
+
+    /// The context policy for the feeds from now on: `None` (the default)
+    /// refuses a feed that does not fit the context
+    /// ([`Error::ContextFull`]); `Some(keep)` makes room first by keeping
+    /// the first `keep` tokens (a system prompt, say) and dropping the
+    /// oldest turns after them, whole, the turns kept run again at their
+    /// new positions ([`Generator::make_room`]), so that the feed and an
+    /// answer of a quarter of the context after `keep` fit (or at least
+    /// the feed).
+    pub fn set_context_keep(&mut self, keep: Option<usize>) {
+        self.keep = keep;
     }
 
     /// Texts that end [`Conversation::generate`]'s answers from now on (at

@@ -1573,6 +1573,60 @@ where
         })
     }
 
+    /// Room for `need` more tokens by the context policy "keep the first
+    /// `keep` tokens, drop the oldest turns": when the cached tokens and
+    /// `need` do not fit the context, the turns after the first `keep`
+    /// tokens are dropped, oldest first and whole (a turn begins at
+    /// `<|im_start|>`; without that token, at any token), until they fit;
+    /// the turns kept after them are run again at their new positions (a
+    /// prefill of those tokens). Returns how many tokens were dropped (0
+    /// when they fit). When even dropping every turn after `keep` leaves no
+    /// room (or the turns hold images: their positions cannot move), it is
+    /// [`Error::ContextFull`] and nothing changes.
+    pub fn make_room(&mut self, need: usize, keep: usize) -> Result<usize, Error> {
+        let (len, max) = (self.len, self.state.opts.max_seq);
+        if len.saturating_add(need) <= max {
+            return Ok(0);
+        }
+        let keep = keep.min(len);
+        let full = Error::ContextFull {
+            need: len.saturating_add(need),
+            max,
+        };
+        let room = max.checked_sub(keep).and_then(|r| r.checked_sub(need));
+        let images = self.weights.cfg.vision.is_some() && self.state.rope_delta[0] != 0;
+        let (Some(room), false) = (room, images) else {
+            return Err(full);
+        };
+        // The earliest turn start after `keep` whose tail fits.
+        let start = self.tokenizer.token_id("<|im_start|>");
+        let history = self.history.as_mut();
+        let first = keep.max(len - room.min(len));
+        let cut = (first..len)
+            .find(|&c| start.is_none_or(|s| history[c] == s))
+            .unwrap_or(len);
+        history.copy_within(cut..len, keep);
+        let end = keep + (len - cut);
+        self.len = keep;
+        self.state.pos = keep;
+        if end > keep {
+            let mut p = Prefill {
+                slot: 0,
+                base: keep,
+                prompt: &self.history.as_ref()[keep..end],
+                keep: 0,
+                chunk: self.chunk,
+                images: None,
+                interrupt: None,
+            };
+            let (w, k) = (self.weights, &self.kernels);
+            self.logits_at = prefill(w, &mut self.state, k, self.pool, &mut p, &mut |_, _| {})?;
+            self.len = end;
+            self.state.pos = end;
+        }
+        Ok(cut - keep)
+    }
+
     /// Forgets the conversation.
     pub fn reset(&mut self) {
         self.state.pos = 0;

@@ -161,6 +161,7 @@ def library():
                 "kestrel_state_save": (C.c_int, [_P, _P, _Z, C.POINTER(_Z)]),
                 "kestrel_state_load": (C.c_int, [_P, _P, _Z]),
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
+                "kestrel_context_policy": (C.c_int, [_P, C.c_int, _Z]),
                 "kestrel_stop_strings_set": (C.c_int, [_P, C.POINTER(C.c_char_p), _Z]),
                 "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
                 "kestrel_embed": (C.c_int, [_P, C.POINTER(_U), _Z, C.c_int, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
@@ -419,6 +420,14 @@ class Session:
         """Keeps the first `tokens` tokens (len(history) at an earlier turn's
         end) and forgets the rest."""
         self._check(self._lib.kestrel_rollback(self._h, tokens))
+
+    def set_context_policy(self, keep=None):
+        """What a feed that does not fit the context does from now on: with
+        `keep` None (the default) it raises `ContextError`; with `keep` N the
+        first N tokens stay and the oldest turns after them are dropped
+        (the turns kept are run again at their new positions)."""
+        policy = 0 if keep is None else 1
+        self._check(self._lib.kestrel_context_policy(self._h, policy, keep or 0))
 
     def set_stop_strings(self, stops):
         """Texts that end `generate`/`chat`/`stream` answers from now on (at

@@ -167,5 +167,19 @@ class Package(unittest.TestCase):
             self.assertEqual(s.chat(PROMPT, max_tokens=48), whole)
 
 
+    def test_a_conversation_longer_than_the_context_drops_its_oldest_turns(self):
+        small = kestrel.Model(MODEL, context=160)
+        questions = [f"Name a prime number above {10 * i}." for i in range(8)]
+        with small.session(temperature=0) as s:
+            with self.assertRaises(kestrel.ContextError):
+                for q in questions:
+                    s.chat(q, max_tokens=12)
+        with small.session(temperature=0) as s:
+            s.set_context_policy(keep=0)
+            answers = [s.chat(q, max_tokens=12) for q in questions]
+            self.assertTrue(all(answers))
+            self.assertLessEqual(len(s.history), 160)
+
+
 if __name__ == "__main__":
     unittest.main()

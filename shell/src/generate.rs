@@ -615,6 +615,9 @@ pub struct ChatArgs {
     pub n_predict: usize,
     /// Qwen3 thinking off.
     pub no_think: bool,
+    /// When the context is full: keep this many first tokens and drop the
+    /// oldest turns (else stop).
+    pub keep: Option<usize>,
     /// Images for the first turn (Qwen3-VL); `/image PATH` adds one to the next.
     pub images: Vec<PathBuf>,
     /// Resize images to at most this many pixels (default: the model's).
@@ -636,6 +639,12 @@ impl CommandArgs for ChatArgs {
                     .value_parser(value_parser!(usize))
                     .default_value("1024"),
                 switch("no-think", "Qwen3 thinking off."),
+                value(
+                    "keep",
+                    "N",
+                    "When the context is full, keep the first N tokens and drop the oldest turns (else: stop).",
+                )
+                .value_parser(value_parser!(usize)),
             ])
             .args(crate::vision::image_args())
             .args(SampleArgs::args())
@@ -649,6 +658,7 @@ impl CommandArgs for ChatArgs {
             system: opt(m, "system"),
             n_predict: get(m, "n-predict"),
             no_think: m.get_flag("no-think"),
+            keep: opt(m, "keep"),
             images: all(m, "image"),
             image_max_pixels: opt(m, "image-max-pixels"),
             sample: SampleArgs::from_matches(m),
@@ -770,8 +780,20 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             ids = crate::vision::expand_placeholders(&ids, v.image_token_id, &encoded.grids)?;
         }
         images.clear();
-        if s.gen.state.pos + ids.len() + 1 >= s.gen.state.opts.max_seq {
-            eprintln!("(context full: /reset to start over)");
+        let max_seq = s.gen.state.opts.max_seq;
+        if let Some(keep) = a.keep {
+            // The turn and a quarter of the context after `keep` for the answer.
+            let need = ids.len() + 1 + max_seq.saturating_sub(keep) / 4;
+            let made = s
+                .gen
+                .make_room(need, keep)
+                .or_else(|_| s.gen.make_room(ids.len() + 1, keep));
+            if let Ok(n @ 1..) = made {
+                eprintln!("(context full: the oldest {n} tokens after the first {keep} dropped)");
+            }
+        }
+        if s.gen.state.pos + ids.len() + 1 >= max_seq {
+            eprintln!("(context full: /reset to start over, or --keep N)");
             continue;
         }
         first = false;

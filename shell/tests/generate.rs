@@ -396,3 +396,43 @@ fn bench_times_speculation_against_plain_decoding() {
         }
     }
 }
+
+/// `kestrel chat --keep N`: a conversation longer than `--ctx` goes on,
+/// the oldest turns after the first N tokens dropped (said on stderr);
+/// without it the chat says the context is full.
+#[test]
+fn chat_keep_drops_the_oldest_turns_when_the_context_is_full() {
+    let m = model();
+    let turns: String = (0..12)
+        .map(|i| format!("Tell me about the number {i}.\n"))
+        .collect();
+    let run = |extra: &[&str]| {
+        let mut child = kestrel()
+            .arg("chat")
+            .arg(&m)
+            .args(["-n", "8", "--temp", "0", "--ctx", "160"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(turns.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let answers = |err: &str| err.lines().filter(|l| l.starts_with("[kestrel]")).count();
+    let refused = run(&[]);
+    assert!(
+        refused.contains("(context full: /reset to start over"),
+        "{refused}"
+    );
+    assert!(answers(&refused) < 12, "{refused}");
+    let kept = run(&["--keep", "4"]);
+    assert!(kept.contains("tokens after the first 4 dropped)"), "{kept}");
+    assert!(!kept.contains("/reset to start over"), "{kept}");
+    assert_eq!(answers(&kept), 12, "{kept}");
+}

@@ -495,6 +495,82 @@ fn stop_strings_end_generated_answers() {
     assert_eq!(st, Status::Argument);
 }
 
+/// `kestrel_context_policy(DROP_OLDEST, keep)`: a conversation longer than
+/// the context goes on; each feed that would not fit first drops the
+/// oldest turns after the first `keep` tokens, and the state is that of a
+/// fresh engine fed the conversation kept (the same logits, bit for bit,
+/// on a one-copy file); under REFUSE the same feed is a context error.
+#[test]
+fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
+    let model = fixture("capi-keep", WeightMode::Q8);
+    let cfg = KestrelConfig {
+        context: 96,
+        batch: 16,
+        ..greedy_config()
+    };
+    let a = Open::new(&model, &cfg);
+    let keep = 6;
+    // SAFETY: a live handle.
+    unsafe {
+        assert_eq!(kestrel_context_policy(a.h, 7, 0), Status::Argument);
+        assert_eq!(
+            kestrel_context_policy(a.h, KESTREL_CONTEXT_DROP_OLDEST, keep),
+            Status::Ok
+        );
+    }
+    let logits = |o: &Open| {
+        let (mut out, mut n) = (vec![0f32; 1024], 0usize);
+        // SAFETY: `out` holds 1024 floats.
+        let st = unsafe { kestrel_logits(o.h, out.as_mut_ptr(), 1024, &mut n) };
+        assert_eq!(st, Status::Ok, "{}", o.error());
+        out.truncate(n);
+        out
+    };
+    let mut start = Vec::new();
+    let mut dropped_any = false;
+    for i in 0..10 {
+        let before = a.history().len();
+        let ids = a.chat_turn(&format!("Question number {i}, please answer briefly?"));
+        assert_eq!(a.feed(&ids), Status::Ok, "turn {i}: {}", a.error());
+        let h = a.history();
+        if start.is_empty() {
+            start = h[..keep].to_vec();
+        }
+        assert_eq!(h[..keep], start[..], "the first tokens stay");
+        if h.len() < before + ids.len() {
+            dropped_any = true;
+            let (mut im_start, mut n) = (0u32, 0usize);
+            let text = c"<|im_start|>";
+            // SAFETY: valid buffers for their lengths (special tokens read).
+            let st =
+                unsafe { kestrel_tokenize(a.h, text.as_ptr(), 12, 1, &mut im_start, 1, &mut n) };
+            assert_eq!((st, n), (Status::Ok, 1));
+            assert_eq!(
+                h[keep], im_start,
+                "a whole turn follows the kept tokens: {h:?}"
+            );
+        }
+        // A fresh engine fed the conversation kept: the same logits.
+        let b = Open::new(&model, &cfg);
+        assert_eq!(b.feed(&h), Status::Ok);
+        assert_eq!(logits(&a), logits(&b), "turn {i}");
+        a.pull(6);
+    }
+    assert!(dropped_any, "the conversation outgrew the context");
+    // Under REFUSE (the default) the same feed does not fit.
+    let c = Open::new(&model, &cfg);
+    let mut status = Status::Ok;
+    for i in 0..10 {
+        let ids = c.chat_turn(&format!("Question number {i}, please answer briefly?"));
+        status = c.feed(&ids);
+        if status != Status::Ok {
+            break;
+        }
+        c.pull(6);
+    }
+    assert_eq!(status, Status::Context, "{}", c.error());
+}
+
 /// A second turn follows the first in the kept cache: its ids start after
 /// the first answer, and its tokens are those of one fresh feed of the
 /// whole conversation.

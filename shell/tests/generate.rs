@@ -150,32 +150,24 @@ fn chat_keeps_the_conversation_and_resets() {
     assert!(err.contains("(conversation reset)"), "{err}");
     // Three answers were generated; the second turn's prompt sits after the
     // first turn in the cache (its prefill is only the new turn's tokens).
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("[kestrel]")).collect();
-    assert_eq!(lines.len(), 3, "{err}");
-    let prefill = |l: &str| {
-        l.split("prefill ")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
-    assert!(prefill(lines[1]) < prefill(lines[0]), "{err}");
-    assert_eq!(
-        prefill(lines[2]),
-        prefill(lines[0]),
-        "after /reset the first turn is fed again"
-    );
+    let p = common::prefills(&err);
+    assert_eq!(p.len(), 3, "{err}");
+    assert!(p[1] < p[0], "{err}");
+    assert_eq!(p[2], p[0], "after /reset the first turn is fed again");
 }
 
 /// `kestrel chat` with `input` on stdin: (stdout, stderr).
 fn chat_with(model: &std::path::Path, input: &str) -> (String, String) {
+    chat_args(model, &[], input)
+}
+
+/// [`chat_with`] with `extra` arguments.
+fn chat_args(model: &std::path::Path, extra: &[&str], input: &str) -> (String, String) {
     let mut child = kestrel()
         .arg("chat")
         .arg(model)
         .args(["-n", "8", "--temp", "0"])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -218,24 +210,9 @@ fn chat_saves_and_loads_the_conversation() {
         loaded,
         "the turn after /load is the whole chat's"
     );
-    let prefill = |err: &str, i: usize| {
-        let l = err
-            .lines()
-            .filter(|l| l.starts_with("[kestrel]"))
-            .nth(i)
-            .unwrap();
-        l.split("prefill ")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
     assert_eq!(
-        prefill(&err2, 0),
-        prefill(&err, 1),
+        common::prefills(&err2)[0],
+        common::prefills(&err)[1],
         "only the new turn is prefilled"
     );
 
@@ -407,24 +384,10 @@ fn chat_keep_drops_the_oldest_turns_when_the_context_is_full() {
         .map(|i| format!("Tell me about the number {i}.\n"))
         .collect();
     let run = |extra: &[&str]| {
-        let mut child = kestrel()
-            .arg("chat")
-            .arg(&m)
-            .args(["-n", "8", "--temp", "0", "--ctx", "160"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(turns.as_bytes()).unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        let args: Vec<&str> = ["--ctx", "160"].iter().chain(extra).copied().collect();
+        chat_args(&m, &args, &turns).1
     };
-    let answers = |err: &str| err.lines().filter(|l| l.starts_with("[kestrel]")).count();
+    let answers = |err: &str| common::prefills(err).len();
     let refused = run(&[]);
     assert!(
         refused.contains("(context full: /reset to start over"),

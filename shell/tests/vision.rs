@@ -243,20 +243,7 @@ fn chat_takes_images_as_run_does() {
         err.contains("(images not used, message not sent:") && err.contains("x.png"),
         "{err}"
     );
-    let prefills: Vec<usize> = err
-        .lines()
-        .filter(|l| l.starts_with("[kestrel]"))
-        .map(|l| {
-            l.split("prefill ")
-                .nth(1)
-                .unwrap()
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
+    let prefills = common::prefills(&err);
     assert_eq!(prefills.len(), 3, "{err}");
     // The image turn fed the image's tokens on top of the same text.
     assert!(prefills[1] > prefills[2], "{prefills:?}");

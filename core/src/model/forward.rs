@@ -124,21 +124,8 @@ pub fn forward_step<'s, P: Parallel>(
     pool: &P,
     step: &Step,
 ) -> Result<&'s [f32], Error> {
-    let n = run_step(w, s, k, pool, step, &mut NoObserver)?;
+    let n = forward_step_observed(w, s, k, pool, step, &mut NoObserver)?;
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
-}
-
-/// [`forward_step`] showing `observer` each matrix's input (and the final
-/// norm's rows when it asks); returns the number of logit rows written.
-pub fn forward_step_observed<P: Parallel>(
-    w: &Weights,
-    s: &mut State,
-    k: &Kernels,
-    pool: &P,
-    step: &Step,
-    observer: &mut dyn Observer,
-) -> Result<usize, Error> {
-    run_step(w, s, k, pool, step, observer)
 }
 
 /// [`forward`] without the lm_head's logits, showing `observer` the input
@@ -213,7 +200,7 @@ fn run_prompt<'s, P: Parallel>(
         logits,
         interrupt: None,
     };
-    let n = run_step(w, s, k, pool, &step, observer)?;
+    let n = forward_step_observed(w, s, k, pool, &step, observer)?;
     s.pos += tokens.len();
     Ok(&s.logits[..n * w.cfg.vocab_size as usize])
 }
@@ -328,10 +315,11 @@ fn norm_rows<P: Parallel>(pool: &P, out: &mut [f32], x: &[f32], h: usize, weight
     });
 }
 
-/// Runs `step`, showing `observer` each matrix's input; returns the number
-/// of logit rows written (0 without `step.logits`).
+/// [`forward_step`] showing `observer` each matrix's input (and the final
+/// norm's rows when it asks); returns the number of logit rows written (0
+/// without `step.logits`).
 #[cfg_attr(kestrel_shipped, optimize(speed))]
-fn run_step<P: Parallel>(
+pub fn forward_step_observed<P: Parallel>(
     w: &Weights,
     s: &mut State,
     k: &Kernels,

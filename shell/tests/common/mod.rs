@@ -99,3 +99,14 @@ pub fn temp(name: &str) -> Temp {
     std::fs::create_dir_all(&d).unwrap();
     Temp(d)
 }
+
+/// The prompt tokens of each answer's `[kestrel] ... prefill N tok` line on
+/// stderr, in order.
+#[allow(dead_code)]
+pub fn prefills(stderr: &str) -> Vec<usize> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("[kestrel]"))
+        .filter_map(|l| l.split("prefill ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect()
+}

@@ -172,13 +172,13 @@ kestrel_status kestrel_state_size(kestrel_engine *engine, size_t *size);
 kestrel_status kestrel_state_save(kestrel_engine *engine, void *out, size_t cap, size_t *len);
 /* Replaces the conversation with saved bytes from an engine over the same model file with the same kv_f32; the next call goes on as the saved engine's would have. KESTREL_E_STATE: damaged, or another model or KV type; KESTREL_E_CONTEXT: longer than this context; nothing changes then. Owner thread. */
 kestrel_status kestrel_state_load(kestrel_engine *engine, const void *state, size_t len);
-/* Keeps the first `tokens` tokens (kestrel_history's count at an earlier turn's end) and forgets the rest; the next call is a feed. Owner thread. */
+/* Keeps the first `tokens` tokens (kestrel_history's count at an earlier turn's end; counts taken before KESTREL_CONTEXT_DROP_OLDEST dropped turns no longer mark those turns) and forgets the rest; the next call is a feed. Owner thread. */
 kestrel_status kestrel_rollback(kestrel_engine *engine, size_t tokens);
 /* The context policy of the feeds from now on: KESTREL_CONTEXT_REFUSE (the default: a feed that does not fit is KESTREL_E_CONTEXT), or KESTREL_CONTEXT_DROP_OLDEST keeping the first `keep` tokens (a system prompt, say) and dropping the oldest turns after them, whole, until the feed and an answer of a quarter of the context after `keep` fit (or at least the feed), the turns kept run again at their new positions; a feed that still cannot fit is KESTREL_E_CONTEXT, nothing changed. Owner thread. */
 #define KESTREL_CONTEXT_REFUSE 0
 #define KESTREL_CONTEXT_DROP_OLDEST 1
 kestrel_status kestrel_context_policy(kestrel_engine *engine, int policy, size_t keep);
-/* Texts that end kestrel_generate's answers from now on: n (at most 4) NUL-terminated UTF-8 strings of 1 to 64 bytes (n 0: none). The text stops before the first one found and the call returns KESTREL_END; the tokens sampled up to it stay cached (the next kestrel_chat_turn closes the answer). kestrel_next does not look for them. Otherwise KESTREL_E_ARGUMENT, nothing changed. Owner thread. */
+/* Texts that end kestrel_generate's answers from now on: n (at most 4) NUL-terminated UTF-8 strings of 1 to 64 bytes (n 0: none). The text stops before the first one found within the call and the call returns KESTREL_END; the tokens of the step that found it stay cached (the next kestrel_chat_turn closes the answer). kestrel_next does not look for them; while they are set, a cancel is seen with the next piece of text. Otherwise KESTREL_E_ARGUMENT, nothing changed. Owner thread. */
 kestrel_status kestrel_stop_strings_set(kestrel_engine *engine, const char *const *stops, size_t n);
 /* The last fed row's logits (after a feed, or the token kestrel_next pulled last), before any sampling setting: one float per vocabulary id into out (room for cap), *n the count, or the count needed with KESTREL_E_BUFFER. Nothing fed since the answer ended: KESTREL_E_ORDER. Owner thread. */
 kestrel_status kestrel_logits(kestrel_engine *engine, float *out, size_t cap, size_t *n);

@@ -1561,10 +1561,11 @@ pub unsafe extern "C" fn kestrel_context_policy(
 
 /// Texts that end [`kestrel_generate`]'s answers from now on: `n` (at most
 /// 4) NUL-terminated UTF-8 strings of 1 to 64 bytes each at `stops` (`n`
-/// 0: none). The answer's text stops before the first one found, and the
-/// call returns [`Status::End`]; the tokens sampled up to it stay cached
-/// (the next [`kestrel_chat_turn`] closes the answer). [`kestrel_next`]
-/// does not look for them. Too many, empty, too long or not UTF-8:
+/// 0: none). The answer's text stops before the first one found within
+/// the call, and the call returns [`Status::End`]; the tokens of the step
+/// that found it stay cached (the next [`kestrel_chat_turn`] closes the
+/// answer). [`kestrel_next`] does not look for them; while they are set, a
+/// cancel is seen with the next piece of text. Too many, empty, too long or not UTF-8:
 /// [`Status::Argument`], nothing changed.
 ///
 /// # Safety

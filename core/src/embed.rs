@@ -29,7 +29,7 @@
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
 pub use crate::generate::Pooling;
-use crate::generate::{embed_rows, stop_scan, Generator, Sampled, Text, PREFILL_CHUNK};
+use crate::generate::{check_text, embed_rows, stop_scan, Generator, Sampled, Text, PREFILL_CHUNK};
 use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
@@ -496,7 +496,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// count). Ids must be below [`Conversation::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
-        if let Some(keep) = self.keep {
+        if let (Some(keep), false) = (self.keep, ids.is_empty()) {
             // Room for the answer too: a quarter of what follows `keep`.
             let answer = self.context().saturating_sub(keep) / 4;
             let need = ids.len().saturating_add(answer);
@@ -608,9 +608,17 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         let stops = &self.stop_strings;
         let mut held: heapless::String<HELD_BYTES> = heapless::String::new();
         let mut stop_found = false;
+        // With stop strings the decoder reads a flag of its own: a stop
+        // string found sets it, and so does the host's cancel (seen with
+        // each piece of text), which stays the host's to see.
+        let halt = AtomicBool::new(false);
+        let flag = if stops.is_empty() { cancel } else { &halt };
         let mut filter = |piece: &str| {
             if stops.is_empty() {
                 return emit(piece);
+            }
+            if cancel.load(Ordering::Relaxed) {
+                halt.store(true, Ordering::Relaxed);
             }
             if stop_found {
                 return;
@@ -626,24 +634,17 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             emit(&held[..send]);
             if found {
                 stop_found = true;
-                cancel.store(true, Ordering::Relaxed);
+                halt.store(true, Ordering::Relaxed);
                 held.clear();
                 return;
             }
             let rest: heapless::String<HELD_BYTES> = held[send..].try_into().unwrap_or_default();
             held = rest;
         };
-        let answer = self.gen.decode_speculative(
-            max_tokens,
-            cancel,
-            &mut filter,
-            None,
-            &mut spec,
-            &mut stats,
-        );
-        if stop_found {
-            cancel.store(false, Ordering::Relaxed);
-        } else if !held.is_empty() {
+        let answer =
+            self.gen
+                .decode_speculative(max_tokens, flag, &mut filter, None, &mut spec, &mut stats);
+        if !stop_found && !held.is_empty() {
             emit(&held);
         }
         let answer = answer?;
@@ -791,9 +792,11 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// Texts that end [`Conversation::generate`]'s answers from now on (at
     /// most [`MAX_STOP_STRINGS`], each 1 to [`MAX_STOP_BYTES`] bytes; none:
     /// only end tokens and the limits end them). The answer's text stops
-    /// before the first one found; the tokens sampled up to it stay cached
-    /// (the next `chat_turn` closes the answer). Refused, nothing changed,
-    /// when there are too many or one is empty or too long.
+    /// before the first one found within one `generate` call; the tokens of
+    /// the step that found it stay cached (the next `chat_turn` closes the
+    /// answer). While they are set, a cancel is seen with the next piece of
+    /// text. Refused, nothing changed, when there are too many or one is
+    /// empty or too long.
     pub fn set_stop_strings(&mut self, stops: &[&str]) -> Result<(), Error> {
         let mut all = heapless::Vec::new();
         for &s in stops {
@@ -824,8 +827,10 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// front of `out` (`hidden` floats, returned): the final norm's rows
     /// (what the lm_head reads) pooled as `pooling` says, scaled to unit
     /// length. The text runs as a conversation of its own, in chunks of the
-    /// config's batch (`cancel` read between them): the conversation is
-    /// forgotten, as by [`Conversation::reset`].
+    /// config's batch (`cancel` read before each layer): the conversation
+    /// is forgotten, as by [`Conversation::reset`] (not when the call is
+    /// refused: a short `out`, no ids or too many, an id past the
+    /// vocabulary).
     pub fn embed(
         &mut self,
         ids: &[u32],
@@ -833,14 +838,16 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         out: &mut [f32],
         cancel: &AtomicBool,
     ) -> Result<usize, Error> {
-        self.reset();
-        let g = &mut self.gen;
         let text = Text {
             slot: 0,
             ids,
-            chunk: g.chunk,
+            chunk: self.gen.chunk,
             pooling,
         };
+        // Refused before the conversation is forgotten.
+        check_text(self.gen.weights, &self.gen.state, &text, out.len())?;
+        self.reset();
+        let g = &mut self.gen;
         let (w, k) = (g.weights, &g.kernels);
         let done = embed_rows(w, &mut g.state, k, g.pool, &text, out, cancel);
         g.reset();

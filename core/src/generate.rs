@@ -1146,6 +1146,32 @@ pub struct Text<'a> {
     pub pooling: Pooling,
 }
 
+/// What [`embed_rows`] refuses before it changes anything: `out_len`
+/// floats fewer than the hidden size (returned when they suffice), no ids
+/// or more than the context, an id past the vocabulary.
+pub fn check_text(w: &Weights, s: &State, text: &Text, out_len: usize) -> Result<usize, Error> {
+    let (hidden, vocab) = (w.cfg.hidden_size as usize, w.cfg.vocab_size);
+    if out_len < hidden {
+        return Err(Error::BufferTooSmall {
+            what: "embedding (floats)",
+            need: hidden,
+            have: out_len,
+        });
+    }
+    let (ids, max) = (text.ids, s.opts.max_seq);
+    if ids.is_empty() || ids.len() > max {
+        return Err(Error::OutOfRange {
+            what: "tokens to embed (at least 1)",
+            value: ids.len(),
+            max,
+        });
+    }
+    match ids.iter().find(|&&id| id >= vocab) {
+        Some(&id) => Err(Error::BadToken { id, vocab }),
+        None => Ok(hidden),
+    }
+}
+
 /// The embedding of `text` into the front of `out` (`hidden` floats,
 /// returned): the final norm's rows (what the lm_head reads) pooled as
 /// `text.pooling` says, scaled to unit length. Its keys and values
@@ -1161,24 +1187,8 @@ pub fn embed_rows<P: Parallel>(
     out: &mut [f32],
     cancel: &AtomicBool,
 ) -> Result<usize, Error> {
-    let (hidden, vocab) = (w.cfg.hidden_size as usize, w.cfg.vocab_size);
-    let have = out.len();
-    let out = out.get_mut(..hidden).ok_or(Error::BufferTooSmall {
-        what: "embedding (floats)",
-        need: hidden,
-        have,
-    })?;
-    let (ids, max) = (text.ids, s.opts.max_seq);
-    if ids.is_empty() || ids.len() > max {
-        return Err(Error::OutOfRange {
-            what: "tokens to embed (at least 1)",
-            value: ids.len(),
-            max,
-        });
-    }
-    if let Some(&id) = ids.iter().find(|&&id| id >= vocab) {
-        return Err(Error::BadToken { id, vocab });
-    }
+    let hidden = check_text(w, s, text, out.len())?;
+    let (ids, out) = (text.ids, &mut out[..hidden]);
     if let Some(delta) = s.rope_delta.get_mut(text.slot) {
         *delta = 0;
     }
@@ -1581,8 +1591,9 @@ where
     /// the turns kept after them are run again at their new positions (a
     /// prefill of those tokens). Returns how many tokens were dropped (0
     /// when they fit). When even dropping every turn after `keep` leaves no
-    /// room (or the turns hold images: their positions cannot move), it is
-    /// [`Error::ContextFull`] and nothing changes.
+    /// room (or the turns after `keep` hold an image: its rows cannot be
+    /// run again), it is [`Error::ContextFull`] and nothing changes; an
+    /// error while the kept turns run again leaves the first `keep` tokens.
     pub fn make_room(&mut self, need: usize, keep: usize) -> Result<usize, Error> {
         let (len, max) = (self.len, self.state.opts.max_seq);
         if len.saturating_add(need) <= max {
@@ -1594,7 +1605,10 @@ where
             max,
         };
         let room = max.checked_sub(keep).and_then(|r| r.checked_sub(need));
-        let images = self.weights.cfg.vision.is_some() && self.state.rope_delta[0] != 0;
+        // Image rows cannot move (their embeddings are not kept): turns
+        // after `keep` that hold one are never run again.
+        let image = self.weights.cfg.vision.map(|v| v.image_token_id);
+        let images = image.is_some_and(|t| self.history.as_ref()[keep..len].contains(&t));
         let (Some(room), false) = (room, images) else {
             return Err(full);
         };

@@ -787,7 +787,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             let made = s
                 .gen
                 .make_room(need, keep)
-                .or_else(|_| s.gen.make_room(ids.len() + 1, keep));
+                .or_else(|_| s.gen.make_room(ids.len() + 2, keep));
             if let Ok(n @ 1..) = made {
                 eprintln!("(context full: the oldest {n} tokens after the first {keep} dropped)");
             }
@@ -829,9 +829,16 @@ fn save_chat(s: &Session, path: &Path) -> Result<usize> {
 /// saved it or it does not fit the context); returns its tokens.
 fn load_chat(s: &mut Session, path: &Path) -> Result<usize> {
     let bytes = std::fs::read(path).with_context(|| path.display())?;
-    s.gen
+    // A state saved mid-answer (its logits waiting, by a C host) is closed
+    // as a cut answer is, so the next turn is well formed.
+    let close = s.encode(chat::END_OF_TURN)?;
+    let waiting = s
+        .gen
         .restore_state(&bytes)
         .map_err(|e| Error::from(e).context(path.display()))?;
+    if waiting && !s.history().is_empty() {
+        s.feed(&close)?;
+    }
     Ok(s.history().len())
 }
 

@@ -382,6 +382,17 @@ fn logits_and_embeddings() {
     };
     let mean = mean_of(&rows);
     let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-6);
+    // Refused (a size query, a bad id): the conversation is kept.
+    let kept = a.history();
+    assert_eq!(
+        embed(a.h, &prompt, KESTREL_POOLING_LAST, 0).0,
+        Status::Buffer
+    );
+    assert_eq!(
+        embed(a.h, &[vocab as u32], KESTREL_POOLING_LAST, hidden).0,
+        Status::Token
+    );
+    assert_eq!(a.history(), kept);
     // After a turn and a pulled token: the conversation does not matter.
     let (st, e_last, n) = embed(a.h, &prompt, KESTREL_POOLING_LAST, hidden);
     assert_eq!((st, n), (Status::Ok, hidden), "{}", a.error());

@@ -291,6 +291,10 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 }
                 if let Some(pooling) = job.embed {
                     self.embed(&mut slots, &job, pooling);
+                    // One input per turn while streams wait for their steps.
+                    if slots.iter().any(|s| !s.free()) {
+                        break;
+                    }
                     continue;
                 }
                 // The free slot sharing the longest prefix, then the least recently used.
@@ -437,13 +441,17 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
 
     /// Keeps idle slot `i`'s cache in `--slot-dir` (each file written whole
     /// under a temporary name, then renamed over the old one).
-    fn save_slot(&self, s: &mut Slot, i: usize) {
+    fn save_slot(&mut self, s: &mut Slot, i: usize) {
         s.dirty = false;
         let Some((state, copies)) = self.slot_files(i) else {
             return;
         };
-        // What a later prompt may reuse: not image positions.
+        // What a later prompt may reuse: not image positions (and so no
+        // image's rotary offset: the slot is idle, its next job resets it).
         let n = s.tokens.len().min(s.copies.len()).min(s.reusable_upto);
+        if n < s.tokens.len() {
+            self.state.rope_delta[i] = 0;
+        }
         let saved =
             kestrel_core::saved::slot_size(self.w, &self.state, n, false).and_then(|size| {
                 let mut out = vec![0u8; size];

@@ -8,36 +8,16 @@ delay that moves through the rounds (0.30 s, 0.37 s, ... so the cancel lands at 
 chunk), then waits for the feed to return. Prints, per round, the delay, the time from the cancel to the
 feed's return and the prompt tokens the feed kept (from kestrel_error); then the median and the largest
 latency, and the time one chunk takes (a whole feed's time over its chunks), for comparison."""
-import ctypes as C, mmap, statistics, struct, sys, threading, time
+import ctypes as C, os, statistics, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capi_engine import Engines, U, Z  # noqa: E402
 
 lib, path = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 128
-k = C.CDLL(lib)
-k.kestrel_error.restype, P, Z, U = C.c_char_p, C.c_void_p, C.c_size_t, C.c_uint32
-f = open(path, "rb")
-model = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # page-aligned: the model needs 64
-flags = open("/proc/cpuinfo").read().split()
-avx2 = all(x in flags for x in ("avx2", "fma", "f16c"))
-vnni = avx2 and all(x in flags for x in ("avx512_vnni", "avx512f", "avx512bw", "avx512vl"))
-cfg = C.create_string_buffer(128)
-k.kestrel_config_init(cfg)
-# kestrel_config's x86_64 offsets: context 4, batch 8, text_bytes 16, cpu_features 24, threads 28.
-struct.pack_into("I", cfg, 4, 2048)
-struct.pack_into("I", cfg, 8, batch)
-struct.pack_into("I", cfg, 16, 1 << 16)
-struct.pack_into("I", cfg, 24, 2 * avx2 | 4 * vnni)
-struct.pack_into("I", cfg, 28, 1)
-mp, ml = P(C.addressof(C.c_char.from_buffer(model))), Z(len(model))
-err, size = C.create_string_buffer(256), Z()
-assert k.kestrel_memory_size(mp, ml, cfg, C.byref(size), err, Z(256)) == 0, err.value
-mem = C.create_string_buffer(size.value + 64)  # the block must be 64-byte aligned
-
-
-def engine():
-    e = P()
-    assert k.kestrel_open(mp, ml, cfg, P(C.addressof(mem) + 63 & ~63), size, C.byref(e), err, Z(256)) == 0, err.value
-    return e
+engines = Engines(lib, path, context=2048, batch=batch, threads=1)
+k, engine = engines.k, engines.open
 
 
 def tokens(e, text):
@@ -55,6 +35,7 @@ t = time.perf_counter()
 assert k.kestrel_feed(e, arr, Z(len(ids))) == 0, k.kestrel_error(e)
 chunk = (time.perf_counter() - t) / -(-len(ids) // batch)
 k.kestrel_close(e)
+engines.release()
 latencies = []
 for r in range(rounds):
     e = engine()
@@ -76,5 +57,6 @@ for r in range(rounds):
     print(f"delay {delay:.2f} s: returned {1e3 * latency:7.1f} ms after the cancel, status {done['status']}: "
           f"{k.kestrel_error(e).decode()}")
     k.kestrel_close(e)
+    engines.release()
 print(f"cancel to return: median {1e3 * statistics.median(latencies):.1f} ms, largest {1e3 * max(latencies):.1f} ms; "
       f"one chunk of {batch} tokens: {1e3 * chunk:.0f} ms ({len(ids)} tokens, one thread)")

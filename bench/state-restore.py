@@ -4,42 +4,22 @@ python3 bench/state-restore.py LIBRARY MODEL [TOKENS] [ROUNDS]
 
 Per round: engine A feeds a conversation of about TOKENS tokens (one user turn of source text) and answers
 it (16 tokens, greedy), then saves its state (kestrel_state_save). Engine B restores it (kestrel_state_load)
-and answers a next turn; engine C prefills the whole conversation again and answers the same next turn.
+and answers a next turn; engine C prefills the whole conversation again and answers the same next turn
+(the same ids: B's, which close A's answer cut by its 16 tokens first).
 The answers (16 tokens) must be the same tokens. Prints the medians of: A's prefill, the save, the
 restore, B's next turn to its first token (the turn's feed and one token), C's prefill of the
 conversation and its next turn to its first token; and the time to the next turn's first token after a
 restore against after a prefill again."""
-import ctypes as C, mmap, statistics, struct, sys, time
+import ctypes as C, os, statistics, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capi_engine import Engines, P, U, Z  # noqa: E402
 
 lib, path = sys.argv[1], sys.argv[2]
 want = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-k = C.CDLL(lib)
-k.kestrel_error.restype, P, Z, U = C.c_char_p, C.c_void_p, C.c_size_t, C.c_uint32
-f = open(path, "rb")
-model = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # page-aligned: the model needs 64
-flags = open("/proc/cpuinfo").read().split()
-avx2 = all(x in flags for x in ("avx2", "fma", "f16c"))
-vnni = avx2 and all(x in flags for x in ("avx512_vnni", "avx512f", "avx512bw", "avx512vl"))
-cfg = C.create_string_buffer(128)
-k.kestrel_config_init(cfg)
-# kestrel_config's x86_64 offsets: context 4, text_bytes 16, cpu_features 24, temperature 48.
-struct.pack_into("I", cfg, 4, 4096)
-struct.pack_into("I", cfg, 16, 1 << 16)
-struct.pack_into("I", cfg, 24, 2 * avx2 | 4 * vnni)
-struct.pack_into("f", cfg, 48, 0.0)
-mp, ml = P(C.addressof(C.c_char.from_buffer(model))), Z(len(model))
-err, size = C.create_string_buffer(256), Z()
-assert k.kestrel_memory_size(mp, ml, cfg, C.byref(size), err, Z(256)) == 0, err.value
-blocks = []
-
-
-def engine():
-    mem = C.create_string_buffer(size.value + 64)  # the block must be 64-byte aligned
-    blocks.append(mem)
-    e = P()
-    assert k.kestrel_open(mp, ml, cfg, P(C.addressof(mem) + 63 & ~63), size, C.byref(e), err, Z(256)) == 0, err.value
-    return e
+engines = Engines(lib, path, context=4096, temperature=0.0)
+k, engine = engines.k, engines.open
 
 
 def ok(e, st, allowed=(0,)):
@@ -93,21 +73,24 @@ for _ in range(rounds):
     conversation = history(a)
     t = time.perf_counter(); ok(b, k.kestrel_state_load(b, buf, wrote)); times["restore"].append(time.perf_counter() - t)
     t = time.perf_counter()
-    feed(b, turn(b, next_turn)); nb = answer(b, 1)
+    # The next turn as B formats it (it closes A's cut answer first); C is
+    # fed the same ids.
+    next_ids = turn(b, next_turn)
+    feed(b, next_ids); nb = answer(b, 1)
     times["next turn after restore"].append(time.perf_counter() - t)
     nb += answer(b, 15)
     t = time.perf_counter(); feed(c, conversation); times["prefill again"].append(time.perf_counter() - t)
     t = time.perf_counter()
-    feed(c, turn(c, next_turn)); nc = answer(c, 1)
+    feed(c, next_ids); nc = answer(c, 1)
     times["next turn after prefill again"].append(time.perf_counter() - t)
     nc += answer(c, 15)
     hb, hc = history(b), history(c)
     assert hb == hc and nb == nc, "the restored answer differs from the re-prefilled one"
     for e in (a, b, c, probe) if _ == rounds - 1 else (a, b, c):
         k.kestrel_close(e)
-    blocks.clear() if _ < rounds - 1 else None
+    engines.release() if _ < rounds - 1 else None
 print(f"conversation: {len(conversation)} tokens ({len(ids)} of the first turn, then a 16-token answer); "
-      f"state: {wrote.value:,} bytes; kernels: {'avx512-vnni' if vnni else 'avx2' if avx2 else 'scalar'}, 1 thread; {rounds} rounds")
+      f"state: {wrote.value:,} bytes; kernels: {engines.kernels}, 1 thread; {rounds} rounds")
 med = {k_: statistics.median(v) for k_, v in times.items()}
 for k_, v in med.items():
     print(f"{k_:32s} {v * 1000:10.2f} ms")

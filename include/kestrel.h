@@ -22,8 +22,8 @@
  *   share one model's bytes). From inside a callback of a call (on_text, a
  *   parallel task) only kestrel_cancel may be called with that handle; any
  *   other call returns KESTREL_E_ORDER.
- * - Versions: check kestrel_abi_version() == KESTREL_ABI_VERSION before
- *   kestrel_config_init (the struct's layout belongs to the ABI).
+ * - Versions: check kestrel_abi_version() >= KESTREL_ABI_VERSION before
+ *   kestrel_config_init (the library serves the ABI of this header).
  * - The one promise the library cannot check: the CPU features the host
  *   states in kestrel_config.cpu_features. Claiming one the CPU lacks runs
  *   an undefined instruction.
@@ -38,8 +38,17 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes: kestrel_abi_version() must return it. */
-#define KESTREL_ABI_VERSION 1
+/* The ABI this header describes. A library of ABI N serves hosts built with
+   the header of any version from KESTREL_ABI_OLDEST to N (each version adds
+   functions and constants; a struct that grows keeps its old struct_size
+   valid): check kestrel_abi_version() >= KESTREL_ABI_VERSION. Version 2
+   (2026-12-07) added stop strings, logits, embeddings, the context policy,
+   logit bias and JSON schemas. */
+#define KESTREL_ABI_VERSION 2
+/* The oldest ABI version this library serves: the shared library's SONAME
+   (libkestrel.so.1) carries it, and changes only when a version drops old
+   hosts. */
+#define KESTREL_ABI_OLDEST 1
 
 typedef enum kestrel_status {
     KESTREL_OK = 0,           /* done */
@@ -110,7 +119,7 @@ typedef struct kestrel_sampling {
 
 /* Library version string (static, NUL-terminated). Any thread. */
 const char *kestrel_version(void);
-/* The library's ABI number (compare with KESTREL_ABI_VERSION). Any thread. */
+/* The library's ABI number (at least KESTREL_ABI_VERSION for this header's hosts). Any thread. */
 uint32_t kestrel_abi_version(void);
 /* Fills *config with `kestrel run`'s defaults. Writes only *config; any thread. */
 kestrel_status kestrel_config_init(kestrel_config *config);
@@ -180,6 +189,10 @@ kestrel_status kestrel_rollback(kestrel_engine *engine, size_t tokens);
 kestrel_status kestrel_context_policy(kestrel_engine *engine, int policy, size_t keep);
 /* Texts that end kestrel_generate's answers from now on: n (at most 4) NUL-terminated UTF-8 strings of 1 to 64 bytes (n 0: none). The text stops before the first one found within the call and the call returns KESTREL_END; the tokens of the step that found it stay cached (the next kestrel_chat_turn closes the answer). kestrel_next does not look for them; while they are set, a cancel is seen with the next piece of text. Otherwise KESTREL_E_ARGUMENT, nothing changed. Owner thread. */
 kestrel_status kestrel_stop_strings_set(kestrel_engine *engine, const char *const *stops, size_t n);
+/* The JSON schema every answer keeps to from the next sampled token on, until set again: len bytes of a JSON Schema (len 0: none). Each answer (from the first token after a feed or a restored state) is a JSON value the schema accepts: no token that cannot continue one is sampled, and an end token only once the value is complete (an answer cut by max_tokens goes on with the next call). Compiled strictly, as the server's strict: true: a keyword not enforced is KESTREL_E_ARGUMENT naming it and its path (as `kestrel schema check --strict`), nothing changed. The first schema sorts the vocabulary (once per handle, allocated). Hosted library only: the freestanding one refuses any schema with KESTREL_E_ARGUMENT. Owner thread. */
+kestrel_status kestrel_json_schema_set(kestrel_engine *engine, const char *schema, size_t len);
+/* Values added to the logits of the tokens named, from the next sampled token on, until set again (OpenAI's logit_bias): n (at most 300) pairs ids[i] (below the vocabulary) and bias[i] (-100 to 100; -100 bans a token), the last of an id given twice counting (n 0: none). Applied before the penalties and sampling settings; kestrel_logits stays the model's. Otherwise KESTREL_E_ARGUMENT naming the fault, nothing changed. Owner thread. */
+kestrel_status kestrel_logit_bias_set(kestrel_engine *engine, const uint32_t *ids, const float *bias, size_t n);
 /* The last fed row's logits (after a feed, or the token kestrel_next pulled last), before any sampling setting: one float per vocabulary id into out (room for cap), *n the count, or the count needed with KESTREL_E_BUFFER. Nothing fed since the answer ended: KESTREL_E_ORDER. Owner thread. */
 kestrel_status kestrel_logits(kestrel_engine *engine, float *out, size_t cap, size_t *n);
 /* kestrel_embed's pooling of the final norm's rows: their mean, or the last token's (Qwen3-Embedding's, its texts ending in <|endoftext|>). */

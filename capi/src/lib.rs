@@ -28,6 +28,9 @@
 #[cfg(feature = "hosted")]
 extern crate std;
 
+#[cfg(feature = "constrain")]
+extern crate alloc;
+
 #[cfg(all(feature = "hosted", feature = "panic-handler"))]
 compile_error!("the hosted library uses std's panic handler: build it without panic-handler");
 
@@ -45,9 +48,17 @@ use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
-/// The ABI's number: bumped when a function, a type or a constant of
-/// `kestrel.h` changes incompatibly.
-pub const ABI_VERSION: u32 = 1;
+/// The ABI's number: bumped when `kestrel.h` gains functions, types or
+/// constants. A library serves hosts of every version from [`ABI_OLDEST`]
+/// up to its own (they check `kestrel_abi_version() >=
+/// KESTREL_ABI_VERSION`). 2: stop strings, logits, embeddings, the
+/// context policy, logit bias, JSON schemas.
+pub const ABI_VERSION: u32 = 2;
+
+/// The oldest ABI version this library serves (the SONAME's number):
+/// changes only when a function, a type or a constant changes
+/// incompatibly.
+pub const ABI_OLDEST: u32 = 1;
 
 /// What a call did (`kestrel_status` in C).
 #[repr(C)]
@@ -275,7 +286,66 @@ pub struct Handle {
     /// The built-in pool this handle made (hosted library, `threads` 0),
     /// dropped by [`kestrel_close`]; NULL otherwise.
     owned_pool: *mut c_void,
+    /// The JSON schema answers keep to ([`kestrel_json_schema_set`]).
+    json: Json,
     engine: Eng,
+}
+
+/// A handle's JSON-schema constraint (feature `constrain`, the hosted
+/// library): the schema's answer state, the vocabulary sorted once, and
+/// whether the next sampled token begins an answer. Without the feature,
+/// nothing.
+#[derive(Default)]
+struct Json {
+    #[cfg(feature = "constrain")]
+    output: Option<alloc::boxed::Box<kestrel_core::constrain::sorted::JsonOutput>>,
+    #[cfg(feature = "constrain")]
+    vocab: Option<alloc::boxed::Box<kestrel_core::constrain::sorted::SortedVocab>>,
+    #[cfg(feature = "constrain")]
+    restart: bool,
+}
+
+impl Json {
+    /// Frees the schema's tables (the handle closes).
+    fn free(&mut self) {
+        *self = Json::default();
+    }
+
+    /// The next sampled token begins an answer (after a feed or a restore).
+    fn answer_begins(&mut self) {
+        #[cfg(feature = "constrain")]
+        {
+            self.restart = true;
+        }
+    }
+
+    /// `f` with the constraint of the answer, if a schema is set.
+    #[cfg(feature = "constrain")]
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(Option<&mut kestrel_core::generate::Constraint>) -> R,
+    ) -> R {
+        match (self.output.as_mut(), self.vocab.as_ref()) {
+            (Some(out), Some(vocab)) => {
+                if core::mem::take(&mut self.restart) {
+                    out.restart();
+                }
+                let view = vocab.view();
+                let mut c = out.constraint(&view);
+                f(Some(&mut c))
+            }
+            _ => f(None),
+        }
+    }
+
+    /// `f` with no constraint (a build without the feature).
+    #[cfg(not(feature = "constrain"))]
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(Option<&mut kestrel_core::generate::Constraint>) -> R,
+    ) -> R {
+        f(None)
+    }
 }
 
 /// Where each part of a handle's block starts, and its size.
@@ -399,6 +469,9 @@ struct Failure {
 enum Reason {
     Core(Error),
     Text(&'static str),
+    /// A message made for the call (the hosted library's: it allocates).
+    #[cfg(feature = "constrain")]
+    Owned(alloc::string::String),
 }
 
 impl fmt::Display for Reason {
@@ -406,6 +479,8 @@ impl fmt::Display for Reason {
         match self {
             Reason::Core(e) => write!(f, "{e}"),
             Reason::Text(s) => f.write_str(s),
+            #[cfg(feature = "constrain")]
+            Reason::Owned(s) => f.write_str(s),
         }
     }
 }
@@ -594,6 +669,18 @@ unsafe fn with_engine(
     f: impl FnOnce(&mut Eng, &AtomicBool) -> Result<Status, Failure>,
 ) -> Status {
     // SAFETY: the caller's contract, passed on.
+    unsafe { with_parts(h, |e, _, cancel| f(e, cancel)) }
+}
+
+/// [`with_engine`], `f` also given the handle's JSON-schema constraint.
+///
+/// # Safety
+/// As [`with_engine`].
+unsafe fn with_parts(
+    h: *mut Handle,
+    f: impl FnOnce(&mut Eng, &mut Json, &AtomicBool) -> Result<Status, Failure>,
+) -> Status {
+    // SAFETY: the caller's contract, passed on.
     let Some(h) = (unsafe { live(h) }) else {
         return Status::Argument;
     };
@@ -608,8 +695,14 @@ unsafe fn with_engine(
     // call on it is running (`busy`); the engine and the flag are distinct
     // fields, and `kestrel_cancel` on other threads only ever makes a
     // shared reference to the atomic flag.
-    let (engine, cancel) = unsafe { (&mut *addr_of_mut!((*h).engine), &*addr_of!((*h).cancel)) };
-    let result = f(engine, cancel);
+    let (engine, json, cancel) = unsafe {
+        (
+            &mut *addr_of_mut!((*h).engine),
+            &mut *addr_of_mut!((*h).json),
+            &*addr_of!((*h).cancel),
+        )
+    };
+    let result = f(engine, json, cancel);
     busy.store(false, Ordering::Release);
     // SAFETY: as above: the message is this thread's to write.
     let message = unsafe { &mut *addr_of_mut!((*h).message) };
@@ -860,6 +953,7 @@ unsafe fn open(
         addr_of_mut!((*h).busy).write(AtomicBool::new(false));
         addr_of_mut!((*h).message).write([0; MESSAGE_BYTES]);
         addr_of_mut!((*h).owned_pool).write(owned_pool);
+        addr_of_mut!((*h).json).write(Json::default());
         // Last: every field above is written before a thread can see it live.
         (*addr_of!((*h).magic)).store(MAGIC, Ordering::Release);
         out.write(h);
@@ -894,6 +988,9 @@ pub unsafe extern "C" fn kestrel_close(h: *mut Handle) -> Status {
     // SAFETY: `owned` is NULL or the pool `hosted::builtin_pool` made for
     // this handle, dropped once (the field was cleared above).
     unsafe { hosted::drop_pool(owned) };
+    // SAFETY: live, no call runs: the constraint's memory is freed once
+    // (the field left empty).
+    unsafe { (*addr_of_mut!((*h).json)).free() };
     Status::Ok
 }
 
@@ -1144,14 +1241,15 @@ unsafe fn ids_in<'a>(p: *const u32, n: usize) -> Result<&'a [u32], Failure> {
 /// As [`kestrel_tokenize`], with `ids` readable for `n`.
 #[no_mangle]
 pub unsafe extern "C" fn kestrel_feed(h: *mut Handle, ids: *const u32, n: usize) -> Status {
-    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+    let call = |e: &mut Eng, json: &mut Json, cancel: &AtomicBool| -> Result<Status, Failure> {
         // SAFETY: the pointers' contract (this function's Safety section).
         let ids = unsafe { ids_in(ids, n) }?;
         e.feed(ids, cancel)?;
+        json.answer_begins();
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.
-    unsafe { with_engine(h, call) }
+    unsafe { with_parts(h, call) }
 }
 
 /// Samples the next token into `*id` and runs it through the model:
@@ -1162,9 +1260,9 @@ pub unsafe extern "C" fn kestrel_feed(h: *mut Handle, ids: *const u32, n: usize)
 /// As [`kestrel_tokenize`]; `id` writable.
 #[no_mangle]
 pub unsafe extern "C" fn kestrel_next(h: *mut Handle, id: *mut u32) -> Status {
-    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+    let call = |e: &mut Eng, json: &mut Json, cancel: &AtomicBool| -> Result<Status, Failure> {
         out_param(id, false, "id is NULL or misaligned")?;
-        let (status, token) = match e.next(cancel)? {
+        let (status, token) = match json.with(|c| e.next(cancel, c))? {
             Next::Token(t) => (Status::Ok, t),
             Next::End(t) => (Status::End, t),
         };
@@ -1173,7 +1271,7 @@ pub unsafe extern "C" fn kestrel_next(h: *mut Handle, id: *mut u32) -> Status {
         Ok(status)
     };
     // SAFETY: the caller's contract.
-    unsafe { with_engine(h, call) }
+    unsafe { with_parts(h, call) }
 }
 
 /// The text `id` completes in the answer's stream into `out` (`*len`
@@ -1242,7 +1340,7 @@ pub unsafe extern "C" fn kestrel_generate(
     user: *mut c_void,
     generated: *mut u32,
 ) -> Status {
-    let call = |e: &mut Eng, cancel: &AtomicBool| -> Result<Status, Failure> {
+    let call = |e: &mut Eng, json: &mut Json, cancel: &AtomicBool| -> Result<Status, Failure> {
         let mut emit = |s: &str| {
             if let Some(f) = on_text {
                 // SAFETY: the host's callback, with its pointer and the
@@ -1251,7 +1349,7 @@ pub unsafe extern "C" fn kestrel_generate(
             }
         };
         out_param(generated, true, "generated is misaligned")?;
-        let g = e.generate(max_tokens as usize, cancel, &mut emit)?;
+        let g = json.with(|c| e.generate(max_tokens as usize, cancel, &mut emit, c))?;
         // SAFETY: the pointers' contract (this function's Safety section).
         unsafe { put(generated, g.tokens as u32) };
         if g.cancelled {
@@ -1266,7 +1364,7 @@ pub unsafe extern "C" fn kestrel_generate(
         Ok(if g.stopped { Status::End } else { Status::Ok })
     };
     // SAFETY: the caller's contract.
-    unsafe { with_engine(h, call) }
+    unsafe { with_parts(h, call) }
 }
 
 /// Asks the call running on the handle (or its next one) to stop with
@@ -1485,7 +1583,7 @@ pub unsafe extern "C" fn kestrel_state_load(
     state: *const c_void,
     len: usize,
 ) -> Status {
-    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+    let call = |e: &mut Eng, json: &mut Json, _: &AtomicBool| -> Result<Status, Failure> {
         // SAFETY: the pointer's contract (this function's Safety section).
         let saved = unsafe { bytes(state, len, "state is NULL") }?;
         e.load_state(saved).map_err(|err| {
@@ -1498,10 +1596,11 @@ pub unsafe extern "C" fn kestrel_state_load(
                 message: Reason::Core(err),
             }
         })?;
+        json.answer_begins();
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.
-    unsafe { with_engine(h, call) }
+    unsafe { with_parts(h, call) }
 }
 
 /// Keeps the first `tokens` tokens of the conversation ([`kestrel_history`]'s
@@ -1595,6 +1694,114 @@ pub unsafe extern "C" fn kestrel_stop_strings_set(
         }
         e.set_stop_strings(&texts[..n])
             .map_err(|_| argument(LIMIT))?;
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The JSON schema every answer keeps to from the next sampled token on,
+/// until set again: `len` bytes of a JSON Schema at `schema` (`len` 0:
+/// none). Each answer (from the first token after a feed, or after a
+/// restored state) is a JSON value the schema accepts: a token that cannot
+/// continue one is never sampled, and an end token only once the value is
+/// complete (an answer cut by `max_tokens` goes on with the next call).
+/// The schema is compiled strictly, as the server's `strict: true`: a
+/// keyword the compiler does not enforce is [`Status::Argument`] naming
+/// it and its path (`kestrel schema check --strict` says the same);
+/// nothing changed then. The first schema set sorts the vocabulary (once
+/// per handle). Only in the hosted library (feature `constrain`); the
+/// freestanding one refuses any schema with [`Status::Argument`].
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `schema` readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_json_schema_set(
+    h: *mut Handle,
+    schema: *const c_char,
+    len: usize,
+) -> Status {
+    let call = |e: &mut Eng, json: &mut Json, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointer's contract (this function's Safety section).
+        let text = unsafe { bytes(schema.cast(), len, "schema is NULL") }?;
+        json_schema_set(e, json, text)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_parts(h, call) }
+}
+
+/// [`kestrel_json_schema_set`] of the hosted library.
+#[cfg(feature = "constrain")]
+fn json_schema_set(e: &Eng, json: &mut Json, text: &[u8]) -> Result<Status, Failure> {
+    use alloc::boxed::Box;
+    use kestrel_core::constrain::{sorted, Schema};
+    if text.is_empty() {
+        json.output = None;
+        return Ok(Status::Ok);
+    }
+    let value = kestrel_core::json::parse(text).map_err(|err| Failure {
+        status: Status::Argument,
+        message: Reason::Core(err),
+    })?;
+    let compiled = Schema::compile(&value).map_err(|err| Failure {
+        status: Status::Argument,
+        message: Reason::Owned(alloc::string::ToString::to_string(
+            &err.at("schema", &value),
+        )),
+    })?;
+    let vocab = e.vocab();
+    if json.vocab.is_none() {
+        json.vocab = Some(Box::new(sorted::SortedVocab::new(e.tokenizer(), vocab)));
+    }
+    json.output = Some(Box::new(sorted::JsonOutput::new(compiled, vocab)));
+    json.restart = true;
+    Ok(Status::Ok)
+}
+
+/// [`kestrel_json_schema_set`] of the freestanding library: no schema.
+#[cfg(not(feature = "constrain"))]
+fn json_schema_set(_: &Eng, _: &mut Json, text: &[u8]) -> Result<Status, Failure> {
+    match text.is_empty() {
+        true => Ok(Status::Ok),
+        false => Err(argument(
+            "JSON schemas need the hosted library (this one was built without them)",
+        )),
+    }
+}
+
+/// Values added to the logits of the tokens named, from the next sampled
+/// token on, until set again: `n` (at most 300) pairs of `ids[i]` (below
+/// the vocabulary) and `bias[i]` (-100 to 100; -100 bans a token), the
+/// last of an id given twice counting (`n` 0: none). Applied before the
+/// penalties and the sampling settings; [`kestrel_logits`] stays the
+/// model's. Otherwise [`Status::Argument`] naming the fault, nothing
+/// changed.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `ids` and `bias` NULL (`n` 0) or readable
+/// for `n` values each.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_logit_bias_set(
+    h: *mut Handle,
+    ids: *const u32,
+    bias: *const f32,
+    n: usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        use kestrel_core::sampler::MAX_LOGIT_BIAS;
+        if n > MAX_LOGIT_BIAS {
+            return Err(argument("logit_bias: at most 300 entries"));
+        }
+        if n > 0 && (ids.is_null() || bias.is_null()) {
+            return Err(argument("logit_bias: ids or bias is NULL"));
+        }
+        let mut entries = [(0u32, 0f32); MAX_LOGIT_BIAS];
+        for (i, entry) in entries.iter_mut().enumerate().take(n) {
+            // SAFETY: `ids` and `bias` are readable for `n` values (the
+            // contract) and `i < n`.
+            *entry = unsafe { (*ids.add(i), *bias.add(i)) };
+        }
+        e.set_logit_bias(&entries[..n]).map_err(argument)?;
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.

@@ -55,6 +55,8 @@ use core::fmt::{self, Write};
 
 mod format;
 mod pattern;
+#[cfg(all(feature = "alloc", feature = "constrain"))]
+pub mod sorted;
 
 /// Most schema nodes (each subschema is one).
 pub const MAX_NODES: usize = 1024;
@@ -416,6 +418,132 @@ impl fmt::Display for SchemaError {
             SchemaError::TooLarge(what) => write!(f, "JSON schema too large: {what}"),
             SchemaError::Invalid(what) => write!(f, "invalid JSON schema: {what}"),
         }
+    }
+}
+
+impl SchemaError {
+    /// The error as `'{root}{path}': {error}`, the path (`.key`, `[i]`)
+    /// leading from `schema`, the value compiled, to the subschema the
+    /// error is about (none when it is the whole schema or not known):
+    /// the one wording of the server's 400, `kestrel schema check` and the
+    /// C ABI.
+    pub fn at<'a>(&'a self, root: &'a str, schema: &'a Value<'a>) -> SchemaErrorAt<'a> {
+        SchemaErrorAt {
+            error: self,
+            root,
+            schema,
+        }
+    }
+}
+
+/// [`SchemaError::at`].
+pub struct SchemaErrorAt<'a> {
+    error: &'a SchemaError,
+    root: &'a str,
+    schema: &'a Value<'a>,
+}
+
+/// One step of a path into a JSON value.
+#[derive(Clone, Copy)]
+enum PathStep<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Deepest path [`SchemaError::at`] names (deeper: none).
+const PATH_STEPS: usize = 64;
+
+/// Where an object's or array's text begins in memory.
+fn text_start(v: &Value) -> Option<usize> {
+    match v {
+        Value::Object(o) => Some(o.raw().as_ptr() as usize),
+        Value::Array(a) => Some(a.raw().as_ptr() as usize),
+        _ => None,
+    }
+}
+
+/// Pushes the steps from `v` to the object or array inside it whose text
+/// begins at address `target`; whether there is one (the steps pushed
+/// are then left, else taken back).
+fn path_to<'a>(
+    v: &Value<'a>,
+    target: usize,
+    path: &mut heapless::Vec<PathStep<'a>, PATH_STEPS>,
+) -> bool {
+    let inside = |x: &Value| {
+        let raw = match x {
+            Value::Object(o) => o.raw(),
+            Value::Array(a) => a.raw(),
+            _ => return false,
+        };
+        let base = raw.as_ptr() as usize;
+        base <= target && target < base + raw.len()
+    };
+    let step = |at: PathStep<'a>, x: Value<'a>, path: &mut heapless::Vec<_, PATH_STEPS>| {
+        if path.push(at).is_err() {
+            return false;
+        }
+        let found = text_start(&x) == Some(target) || (inside(&x) && path_to(&x, target, path));
+        if !found {
+            path.pop();
+        }
+        found
+    };
+    if let Some(items) = v.iter_object() {
+        for (key, x) in items {
+            if step(PathStep::Key(key.raw()), x, path) {
+                return true;
+            }
+        }
+    } else if let Some(items) = v.as_array() {
+        for (i, x) in items.iter().enumerate() {
+            if step(PathStep::Index(i), x, path) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+impl fmt::Display for SchemaErrorAt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let path = SchemaPath::new(self.schema, self.error.offset().unwrap_or(0));
+        write!(f, "'{}{path}': {}", self.root, self.error)
+    }
+}
+
+/// The path (`.key`, `[i]`) from a schema's value to the subschema whose
+/// text starts `offset` bytes into it (what [`SchemaError::offset`] and
+/// [`Schema::dropped`] give), as text; empty for offset 0 or a place not
+/// found.
+pub struct SchemaPath<'a> {
+    schema: &'a Value<'a>,
+    offset: usize,
+}
+
+impl<'a> SchemaPath<'a> {
+    /// The path to `offset` in `schema`.
+    pub fn new(schema: &'a Value<'a>, offset: usize) -> SchemaPath<'a> {
+        SchemaPath { schema, offset }
+    }
+}
+
+impl fmt::Display for SchemaPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let mut path = heapless::Vec::new();
+        let Some(base) = text_start(self.schema) else {
+            return Ok(());
+        };
+        if self.offset == 0 || !path_to(self.schema, base + self.offset, &mut path) {
+            return Ok(());
+        }
+        for step in &path {
+            match step {
+                PathStep::Key(k) => write!(f, ".{k}")?,
+                PathStep::Index(i) => write!(f, "[{i}]")?,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@
 //! let mut engine = Conversation::new(&model, kernels, &Serial, &config, sampler, memory)?; // sizes.memory bytes
 //! let n = engine.chat_turn(None, "Hello", &mut ids)?;    // the message is data
 //! engine.feed(&ids[..n], &cancel)?;                      // after the cached turns
-//! while let Next::Token(id) = engine.next(&cancel)? {    // sample, then run it
+//! while let Next::Token(id) = engine.next(&cancel, None)? { // sample, then run it
 //!     print(engine.piece(id, &mut text)?);               // streamed UTF-8
 //! }
 //! ```
@@ -20,20 +20,23 @@
 //! (speculatively by prompt lookup when [`Config::draft`] is set);
 //! [`Conversation::logits`] and [`Conversation::embed`] give the last row's
 //! logits and a pooled embedding; [`Conversation::set_stop_strings`] ends
-//! answers at texts. Not here yet: JSON-schema constraints, images, a
-//! draft model and several
-//! sequences (the shell and the server drive [`crate::generate`] directly
-//! for those). docs/embedding.md is the guide; `capi/` puts this API
+//! answers at texts; a [`Constraint`] given to `next` or `generate` keeps
+//! the answer to a JSON schema (the host owns it: its tables need an
+//! allocator, `constrain::sorted`). Not here yet: images, a draft model
+//! and several sequences (the shell and the server drive
+//! [`crate::generate`] directly for those). docs/embedding.md is the guide; `capi/` puts this API
 //! behind a C ABI.
 
 use crate::chat::{self, BufWriter, ChatStyle, Message, Role};
 use crate::error::Error;
 pub use crate::generate::Pooling;
-use crate::generate::{check_text, embed_rows, stop_scan, Generator, Sampled, Text, PREFILL_CHUNK};
+use crate::generate::{
+    check_text, embed_rows, stop_scan, Constraint, Generator, Sampled, Text, PREFILL_CHUNK,
+};
 use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::SamplerConfig;
 use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation, MAX_DRAFT};
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
@@ -537,9 +540,15 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// Samples the next token from the last fed row (the sampler, the stop
     /// set, the history) and runs it through the model, so the call after
     /// has its logits. An end token ends the answer and is cached too
-    /// (while there is room). Errors: nothing fed yet (or the answer
-    /// ended), a full cache, `cancel` set.
-    pub fn next(&mut self, cancel: &AtomicBool) -> Result<Next, Error> {
+    /// (while there is room). With `constraint`, only tokens that keep the
+    /// answer within its schema (and an end token only once it is
+    /// complete). Errors: nothing fed yet (or the answer ended), a full
+    /// cache, `cancel` set.
+    pub fn next(
+        &mut self,
+        cancel: &AtomicBool,
+        constraint: Option<&mut Constraint>,
+    ) -> Result<Next, Error> {
         if cancel.swap(false, Ordering::Relaxed) {
             return Err(Error::Cancelled);
         }
@@ -548,7 +557,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         }
         self.ready = false;
         self.answer_open = true;
-        let next = match self.gen.next_token()? {
+        let next = match self.gen.next_token(constraint)? {
             Sampled::End(id) => {
                 self.answer_open = false;
                 Next::End(id)
@@ -574,11 +583,13 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// ([`Generated::cancelled`]; the flag is cleared; set before the call,
     /// it is [`Error::Cancelled`] and nothing runs). After an answer cut by
     /// `max_tokens`, [`Conversation::next`] or this goes on with it.
+    /// `constraint`: as for [`Conversation::next`].
     pub fn generate(
         &mut self,
         max_tokens: usize,
         cancel: &AtomicBool,
         emit: &mut dyn FnMut(&str),
+        constraint: Option<&mut Constraint>,
     ) -> Result<Generated, Error> {
         if cancel.swap(false, Ordering::Relaxed) {
             return Err(Error::Cancelled);
@@ -641,9 +652,14 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             let rest: heapless::String<HELD_BYTES> = held[send..].try_into().unwrap_or_default();
             held = rest;
         };
-        let answer =
-            self.gen
-                .decode_speculative(max_tokens, flag, &mut filter, None, &mut spec, &mut stats);
+        let answer = self.gen.decode_speculative(
+            max_tokens,
+            flag,
+            &mut filter,
+            constraint,
+            &mut spec,
+            &mut stats,
+        );
         if !stop_found && !held.is_empty() {
             emit(&held);
         }
@@ -711,6 +727,11 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         }
     }
 
+    /// The model file's tokenizer.
+    pub fn tokenizer(&self) -> &crate::tokenizer::Tokenizer<'w> {
+        &self.gen.tokenizer
+    }
+
     /// The sampler's settings now.
     pub fn sampler(&self) -> SamplerConfig {
         self.gen.sampler.cfg
@@ -724,12 +745,20 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// ([`SamplerConfig::check`]) and nothing changes.
     pub fn set_sampler(&mut self, cfg: SamplerConfig, reseed: bool) -> Result<(), &'static str> {
         cfg.check()?;
+        self.gen.sampler.cfg = cfg;
         if reseed {
-            self.gen.sampler = Sampler::new(cfg);
-        } else {
-            self.gen.sampler.cfg = cfg;
+            self.gen.sampler.reseed();
         }
         Ok(())
+    }
+
+    /// Values added to the logits of the tokens named, from the next
+    /// sampled token on, until set again (none: `&[]`): OpenAI's
+    /// `logit_bias`, checked by [`crate::sampler::LogitBias::set`] (refused by name,
+    /// nothing changed).
+    pub fn set_logit_bias(&mut self, entries: &[(u32, f32)]) -> Result<(), &'static str> {
+        let vocab = self.vocab();
+        self.gen.sampler.bias.set(entries, vocab)
     }
 
     /// Bytes [`Conversation::save_state`] writes now.

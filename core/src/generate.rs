@@ -718,9 +718,9 @@ impl Constraint<'_> {
     }
 }
 
-/// Samples the next token from `logits` (modified: penalties, and the
-/// constraint's mask), with `history` the sequence's tokens so far, and
-/// decides whether the answer goes on.
+/// Samples the next token from `logits` (modified: the sampler's logit
+/// bias, penalties, and the constraint's mask), with `history` the
+/// sequence's tokens so far, and decides whether the answer goes on.
 pub fn sample_next(
     sampler: &mut Sampler,
     logits: &mut [f32],
@@ -730,6 +730,7 @@ pub fn sample_next(
     limits: Limits,
     constraint: Option<&mut Constraint>,
 ) -> Sampled {
+    sampler.bias.apply(logits);
     let id = match constraint {
         #[cfg(not(feature = "constrain"))]
         Some(c) => match c.unmade {},
@@ -1445,9 +1446,9 @@ where
     /// `Sampled::Token`'s `last` says the cache had no room for the token
     /// (it is not cached: nothing more can be pulled). The caller samples
     /// only after a feed or a token that was run.
-    pub fn next_token(&mut self) -> Result<Sampled, Error> {
+    pub fn next_token(&mut self, constraint: Option<&mut Constraint>) -> Result<Sampled, Error> {
         let before = self.len;
-        let answer = self.decode(1, &AtomicBool::new(false), &mut |_| {}, None)?;
+        let answer = self.decode(1, &AtomicBool::new(false), &mut |_| {}, constraint)?;
         let id = answer.last;
         Ok(match answer.stopped {
             true => Sampled::End(id),

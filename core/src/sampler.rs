@@ -67,7 +67,62 @@ const TOP_K_BY_INSERTION: usize = 64;
 pub struct Sampler {
     /// Its settings.
     pub cfg: SamplerConfig,
+    /// Added to the logits before anything else ([`LogitBias::apply`]).
+    pub bias: LogitBias,
     state: u64,
+}
+
+/// Most entries a [`LogitBias`] holds (OpenAI's `logit_bias` limit).
+pub const MAX_LOGIT_BIAS: usize = 300;
+
+/// Per-token values added to the logits before sampling, the penalties
+/// and a constraint's mask (OpenAI's `logit_bias`: -100 bans a token, 100
+/// all but forces it): at most [`MAX_LOGIT_BIAS`] (token id, bias) pairs.
+#[derive(Clone, Debug, Default)]
+pub struct LogitBias {
+    entries: heapless::Vec<(u32, f32), MAX_LOGIT_BIAS>,
+}
+
+impl LogitBias {
+    /// The entries for a vocabulary of `vocab` ids, checked once for every
+    /// host (the server's `logit_bias`, the C ABI, Python): each id below
+    /// `vocab`, each bias a number in -100 ..= 100, at most
+    /// [`MAX_LOGIT_BIAS`] entries; the first that is not is refused by
+    /// name and nothing changes. An id given twice: the last value.
+    pub fn set(&mut self, entries: &[(u32, f32)], vocab: usize) -> Result<(), &'static str> {
+        if entries.len() > MAX_LOGIT_BIAS {
+            return Err("logit_bias: at most 300 entries");
+        }
+        let mut all = heapless::Vec::new();
+        for &(id, bias) in entries {
+            if id as usize >= vocab {
+                return Err("logit_bias: a token id past the vocabulary");
+            }
+            if !(-100.0..=100.0).contains(&bias) {
+                return Err("logit_bias: a bias outside -100 ..= 100 (or NaN)");
+            }
+            match all.iter_mut().find(|(seen, _)| *seen == id) {
+                Some(e) => *e = (id, bias),
+                None => all.push((id, bias)).map_err(|_| "logit_bias: too many")?,
+            }
+        }
+        self.entries = all;
+        Ok(())
+    }
+
+    /// The entries, in the order given.
+    pub fn entries(&self) -> &[(u32, f32)] {
+        &self.entries
+    }
+
+    /// Adds each entry's bias to its token's logit.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for &(id, bias) in &self.entries {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += bias;
+            }
+        }
+    }
 }
 
 /// Lanes of [`argmax`]'s pass: two vector registers of f32 on every
@@ -194,10 +249,18 @@ impl Sampler {
 
     /// A sampler with its generator seeded from `cfg.seed`.
     pub fn new(cfg: SamplerConfig) -> Sampler {
-        Sampler {
+        let mut s = Sampler {
             cfg,
-            state: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
-        }
+            bias: LogitBias::default(),
+            state: 0,
+        };
+        s.reseed();
+        s
+    }
+
+    /// Restarts the generator from `cfg.seed`, as a new sampler's.
+    pub fn reseed(&mut self) {
+        self.state = self.cfg.seed ^ 0x9e37_79b9_7f4a_7c15;
     }
 
     /// The next value of the generator (SplitMix64).

@@ -17,6 +17,7 @@ subclasses named by the C status (`ArgumentError`, `ModelError`,
 library's one-line message.
 """
 import ctypes as C
+import json
 import mmap
 import os
 import threading
@@ -39,7 +40,7 @@ __all__ = [
     "library",
 ]
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 OK, END = 0, 1
 
 
@@ -163,14 +164,16 @@ def library():
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
                 "kestrel_context_policy": (C.c_int, [_P, C.c_int, _Z]),
                 "kestrel_stop_strings_set": (C.c_int, [_P, C.POINTER(C.c_char_p), _Z]),
+                "kestrel_json_schema_set": (C.c_int, [_P, C.c_char_p, _Z]),
+                "kestrel_logit_bias_set": (C.c_int, [_P, C.POINTER(_U), C.POINTER(C.c_float), _Z]),
                 "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
                 "kestrel_embed": (C.c_int, [_P, C.POINTER(_U), _Z, C.c_int, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
             }
             for name, (res, args) in sigs.items():
                 f = getattr(lib, name)
                 f.restype, f.argtypes = res, args
-            if lib.kestrel_abi_version() != ABI_VERSION:
-                raise KestrelError(f"{path}: ABI {lib.kestrel_abi_version()}, this package speaks {ABI_VERSION}")
+            if lib.kestrel_abi_version() < ABI_VERSION:
+                raise KestrelError(f"{path}: ABI {lib.kestrel_abi_version()}, this package needs {ABI_VERSION} or later")
             _lib = lib
         return _lib
 
@@ -435,6 +438,29 @@ class Session:
         before the first one found."""
         arr = (C.c_char_p * max(len(stops), 1))(*[s.encode() for s in stops])
         self._check(self._lib.kestrel_stop_strings_set(self._h, arr, len(stops)))
+
+    def set_json_schema(self, schema):
+        """The JSON schema every answer keeps to from now on (a dict, or
+        its JSON text; None for none): each answer after a feed is a JSON
+        value the schema accepts. A keyword the engine does not enforce
+        raises `ArgumentError` naming it and its path."""
+        if schema is None:
+            text = b""
+        elif isinstance(schema, (str, bytes)):
+            text = schema.encode() if isinstance(schema, str) else schema
+        else:
+            text = json.dumps(schema).encode()
+        self._check(self._lib.kestrel_json_schema_set(self._h, text, len(text)))
+
+    def set_logit_bias(self, bias):
+        """Values added to the logits of the tokens named, from the next
+        sampled token on ({token id: bias}, at most 300, each -100 to 100;
+        {} for none), before the penalties and sampling settings."""
+        items = list(bias.items())
+        n = max(len(items), 1)
+        ids = (_U * n)(*[int(i) for i, _ in items])
+        values = (C.c_float * n)(*[float(b) for _, b in items])
+        self._check(self._lib.kestrel_logit_bias_set(self._h, ids, values, len(items)))
 
     # -- logits and embeddings
     def logits(self):

@@ -5,8 +5,10 @@
 (scripts/capi.sh test runs it in a fresh venv with the package installed by
 `pip install ./python`, on the real 0.5B file.) Both variables are required:
 a missing one is a failure, not a skip."""
+import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import kestrel
@@ -166,6 +168,45 @@ class Package(unittest.TestCase):
             s.set_stop_strings([])
             self.assertEqual(s.chat(PROMPT, max_tokens=48), whole)
 
+    def test_json_schema_answers_are_kestrel_runs_and_valid(self):
+        schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                  "legs": {"type": "integer", "minimum": 0, "maximum": 8}},
+                  "required": ["name", "legs"], "additionalProperties": False}
+        prompt = "Describe a cat as JSON."
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(schema, f)
+            f.flush()
+            want = kestrel_run("-p", prompt, "-n", "96", "--temp", "0", "--json-schema", f.name)
+        with self.greedy() as s:
+            s.set_json_schema(schema)
+            text = s.chat(prompt, max_tokens=96)
+            with self.assertRaises(kestrel.ArgumentError) as refused:
+                s.set_json_schema({"type": "object", "properties": {"s": {"type": "string", "pattern": "(?=a)"}}})
+            self.assertIn("properties.s", str(refused.exception))
+            # The schema set before holds, for the next answer from its start.
+            second = json.loads(s.chat("Another one.", max_tokens=96))
+            self.assertEqual(sorted(second), ["legs", "name"])
+        self.assertEqual(text + "\n", want)
+        value = json.loads(text)
+        self.assertEqual(sorted(value), ["legs", "name"])
+        self.assertTrue(0 <= value["legs"] <= 8 and len(value["name"]) <= 20)
+
+    def test_logit_bias_bans_a_token(self):
+        with self.greedy() as s:
+            prompt = s.chat_turn(PROMPT)
+            s.feed(prompt)
+            whole = [t for t, _ in s.tokens(8) if t is not None]
+            s.rollback(0)
+            s.set_logit_bias({whole[0]: -100})
+            s.feed(prompt)
+            banned = [t for t, _ in s.tokens(8) if t is not None]
+            self.assertNotEqual(banned[0], whole[0])
+            with self.assertRaises(kestrel.ArgumentError):
+                s.set_logit_bias({whole[0]: 101})
+            s.set_logit_bias({})
+            s.rollback(0)
+            s.feed(prompt)
+            self.assertEqual([t for t, _ in s.tokens(8) if t is not None], whole)
 
     def test_a_conversation_longer_than_the_context_drops_its_oldest_turns(self):
         small = kestrel.Model(MODEL, context=160)

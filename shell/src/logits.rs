@@ -156,7 +156,7 @@ fn logits_on(
     }
     let mut generated = Vec::with_capacity(greedy);
     for _ in 0..greedy {
-        match gen.next_token()? {
+        match gen.next_token(None)? {
             Sampled::Token { id, last: false } => generated.push(id),
             _ => return Err(Error::msg("the context is full: raise --ctx")),
         }

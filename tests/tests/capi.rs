@@ -511,6 +511,162 @@ fn stop_strings_end_generated_answers() {
 /// oldest turns after the first `keep` tokens, and the state is that of a
 /// fresh engine fed the conversation kept (the same logits, bit for bit,
 /// on a one-copy file); under REFUSE the same feed is a context error.
+/// The first index of the largest value (the greedy sampler's choice).
+fn first_argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[test]
+fn logit_bias_bans_and_forces_tokens() {
+    let model = fixture("capi-bias", WeightMode::F32);
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    let vocab = {
+        // SAFETY: a live handle.
+        unsafe { kestrel_vocab(a.h) as usize }
+    };
+    // SAFETY: `ids` and `bias` hold `ids.len()` values each.
+    let set = |o: &Open, ids: &[u32], bias: &[f32]| unsafe {
+        kestrel_logit_bias_set(o.h, ids.as_ptr(), bias.as_ptr(), ids.len())
+    };
+    assert_eq!(a.feed(&prompt), Status::Ok);
+    let mut logits = vec![0f32; vocab];
+    let mut n = 0usize;
+    // SAFETY: `logits` holds `vocab` floats.
+    let st = unsafe { kestrel_logits(a.h, logits.as_mut_ptr(), vocab, &mut n) };
+    assert_eq!((st, n), (Status::Ok, vocab));
+    let first = first_argmax(&logits);
+
+    // Banned: the greedy choice is the best of the others.
+    assert_eq!(set(&a, &[first], &[-100.0]), Status::Ok, "{}", a.error());
+    let mut banned = logits.clone();
+    banned[first as usize] -= 100.0;
+    let second = first_argmax(&banned);
+    assert_ne!(second, first);
+    // Refusals name the fault and change nothing: the ban holds.
+    for (ids, bias, what) in [
+        (vec![vocab as u32], vec![1.0], "vocabulary"),
+        (vec![first], vec![100.5], "-100"),
+        (vec![first], vec![f32::NAN], "-100"),
+        (vec![7; 301], vec![1.0; 301], "300"),
+    ] {
+        assert_eq!(set(&a, &ids, &bias), Status::Argument, "{what}");
+        assert!(a.error().contains(what), "{what}: {}", a.error());
+    }
+    // SAFETY: NULL with a count is what is tested.
+    let st = unsafe { kestrel_logit_bias_set(a.h, null(), null(), 1) };
+    assert_eq!(st, Status::Argument);
+    assert_eq!(a.pull(1).0, vec![second]);
+
+    // Forced: +100 on one ordinary token makes every greedy pick it.
+    let forced = a.tokenize(" the")[0];
+    assert_eq!(set(&a, &[forced], &[100.0]), Status::Ok);
+    assert_eq!(a.pull(4).0, vec![forced; 4]);
+
+    // Cleared (n 0): the answer is the unbiased one again.
+    let b = Open::new(&model, &cfg);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    let (want, _) = b.pull(6);
+    let c = Open::new(&model, &cfg);
+    assert_eq!(c.feed(&prompt), Status::Ok);
+    assert_eq!(set(&c, &[first], &[-100.0]), Status::Ok);
+    assert_eq!(set(&c, &[], &[]), Status::Ok);
+    assert_eq!(c.pull(6).0, want);
+    assert_eq!(want[0], first);
+}
+
+#[test]
+fn json_schema_answers_are_kestrel_runs_and_valid() {
+    use kestrel::json_output::{schema_from_json, JsonOutput, SortedVocab};
+    use kestrel_core::json;
+    let model = fixture("capi-json", WeightMode::F32);
+    // Small enough for the random fixture to close within the limit.
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean"},"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":3,"maximum":12}},"required":["ok","kind","age"],"additionalProperties":false}"#;
+    let limit = 400;
+    // `kestrel run --json-schema`: the shell's session, constrained.
+    let (want_ids, want) = shell_session(&model, |s, prompt| {
+        let vocab = s.weights().cfg.vocab_size as usize;
+        s.json = Some((
+            JsonOutput::new(schema_from_json(schema.as_bytes()).unwrap(), vocab),
+            SortedVocab::new(&s.gen.tokenizer, vocab),
+        ));
+        let mut text = String::new();
+        let st = s
+            .generate(prompt, limit, &AtomicBool::new(false), &mut |t| {
+                text.push_str(t)
+            })
+            .unwrap();
+        assert!(st.stopped, "the answer closed within {limit}: {text}");
+        let ids = s.history()[prompt.len()..prompt.len() + st.generated].to_vec();
+        (ids, text)
+    });
+    let v = json::parse(want.as_bytes()).unwrap_or_else(|e| panic!("{e}: {want}"));
+    let age = v.get("age").and_then(|a| a.as_i64()).unwrap();
+    assert!((3..=12).contains(&age), "{want}");
+    let (unconstrained, _) = kestrel_run(&model, 8);
+    assert_ne!(want_ids[..8], unconstrained[..], "the schema matters here");
+
+    let cfg = greedy_config();
+    let set = |o: &Open, text: &str| {
+        // SAFETY: `text` is readable for its length.
+        unsafe { kestrel_json_schema_set(o.h, text.as_ptr().cast(), text.len()) }
+    };
+    let generate = |o: &Open, n: u32| {
+        let (mut text, mut generated) = (Vec::<u8>::new(), 0u32);
+        let user = (&mut text as *mut Vec<u8>).cast();
+        // SAFETY: `collect` gets the Vec it expects.
+        let st = unsafe { kestrel_generate(o.h, n, Some(collect), user, &mut generated) };
+        (st, String::from_utf8(text).unwrap(), generated)
+    };
+    // Generated, in two calls (an answer cut by max_tokens goes on).
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    assert_eq!(set(&a, schema), Status::Ok, "{}", a.error());
+    assert_eq!(a.feed(&prompt), Status::Ok);
+    let (st, first, n1) = generate(&a, 5);
+    assert_eq!((st, n1), (Status::Ok, 5), "{}", a.error());
+    let (st, rest, n2) = generate(&a, limit as u32);
+    assert_eq!(st, Status::End, "{}", a.error());
+    assert_eq!(format!("{first}{rest}"), want);
+    assert_eq!((n1 + n2) as usize, want_ids.len());
+    // Pulled, after a feed of the same prompt: the constraint starts again.
+    let b = Open::new(&model, &cfg);
+    // SAFETY: a live handle.
+    let restart = |o: &Open| assert_eq!(unsafe { kestrel_rollback(o.h, 0) }, Status::Ok);
+    assert_eq!(set(&b, schema), Status::Ok);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    let (ids, text) = b.pull(limit);
+    assert_eq!((ids, text), (want_ids.clone(), want.clone()));
+    restart(&b);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    assert_eq!(b.pull(limit).0, want_ids, "a second answer, from its start");
+    // Refused, naming the keyword; nothing changed.
+    let strict_refusal =
+        r#"{"type":"object","properties":{"s":{"type":"string","pattern":"(?=a)"}}}"#;
+    assert_eq!(set(&b, strict_refusal), Status::Argument);
+    assert!(
+        b.error().contains("pattern") && b.error().contains("properties.s"),
+        "{}",
+        b.error()
+    );
+    assert_eq!(set(&b, "{\"type\":"), Status::Argument, "not JSON");
+    restart(&b);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    assert_eq!(b.pull(limit).0, want_ids, "the schema set before holds");
+    // Cleared (len 0): the unconstrained answer.
+    assert_eq!(set(&b, ""), Status::Ok);
+    restart(&b);
+    assert_eq!(b.feed(&prompt), Status::Ok);
+    assert_eq!(b.pull(8).0, unconstrained);
+}
+
 #[test]
 fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
     let model = fixture("capi-keep", WeightMode::Q8);

@@ -324,60 +324,7 @@ impl ChatRequest {
 /// (`'tools[1].function.parameters.properties.q': unsupported JSON schema
 /// keyword 'pattern'`).
 pub fn schema_error(at: &str, schema: &Value, e: &kestrel_core::constrain::SchemaError) -> String {
-    let mut path = String::new();
-    if let (Some(o), Some(base)) = (e.offset(), text_start(schema)) {
-        if o == 0 || !path_to(schema, base + o, &mut path) {
-            path.clear();
-        }
-    }
-    format!("'{at}{path}': {e}")
-}
-
-/// Where an object's or array's text begins in memory.
-fn text_start(v: &Value) -> Option<usize> {
-    match v {
-        Value::Object(o) => Some(o.raw().as_ptr() as usize),
-        Value::Array(a) => Some(a.raw().as_ptr() as usize),
-        _ => None,
-    }
-}
-
-/// Appends the path (`.key`, `[i]`) from `v` to the object or array inside
-/// it whose text begins at address `target`; whether there is one.
-fn path_to(v: &Value, target: usize, path: &mut String) -> bool {
-    let inside = |x: &Value| {
-        let raw = match x {
-            Value::Object(o) => o.raw(),
-            Value::Array(a) => a.raw(),
-            _ => return false,
-        };
-        let base = raw.as_ptr() as usize;
-        base <= target && target < base + raw.len()
-    };
-    let len = path.len();
-    let step = |x: Value, path: &mut String| {
-        let found = text_start(&x) == Some(target) || (inside(&x) && path_to(&x, target, path));
-        if !found {
-            path.truncate(len);
-        }
-        found
-    };
-    if let Some(items) = v.iter_object() {
-        for (key, x) in items {
-            let _ = write!(path, ".{}", key.raw());
-            if step(x, path) {
-                return true;
-            }
-        }
-    } else if let Some(items) = v.as_array() {
-        for (i, x) in items.iter().enumerate() {
-            let _ = write!(path, "[{i}]");
-            if step(x, path) {
-                return true;
-            }
-        }
-    }
-    false
+    e.at(at, schema).to_string()
 }
 
 /// A `/v1/completions` prompt.
@@ -720,14 +667,10 @@ pub fn dropped_paths(
     at: &str,
     schema: &Value,
 ) -> Vec<String> {
-    let base = text_start(schema).unwrap_or(0);
     let mut out: Vec<String> = compiled
         .dropped()
         .map(|(name, offset)| {
-            let mut path = String::new();
-            if offset != 0 && !path_to(schema, base + offset, &mut path) {
-                path.clear();
-            }
+            let path = kestrel_core::constrain::SchemaPath::new(schema, offset);
             format!("{at}{path}.{name}")
         })
         .collect();

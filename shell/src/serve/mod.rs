@@ -1083,6 +1083,10 @@ fn generate_answer(
             format!("'logit_bias.{id}': no such token (the vocabulary has {vocab})"),
         ));
     }
+    let mut logit_bias = kestrel_core::sampler::LogitBias::default();
+    logit_bias
+        .set(&p.logit_bias, vocab as usize)
+        .map_err(|e| HttpError::new(400, e))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let (tx, rx) = channel::channel(usize::MAX);
     let job = Job {
@@ -1090,7 +1094,7 @@ fn generate_answer(
         images,
         max_tokens,
         sampler: p.sampler,
-        logit_bias: p.logit_bias.clone(),
+        logit_bias,
         logprobs: p.logprobs,
         json: match &p.json {
             Some(f) => Some(crate::json_output::JsonOutput::new(
@@ -1561,7 +1565,7 @@ fn embeddings(
             images: Vec::new(),
             max_tokens: 1,
             sampler: kestrel_core::sampler::SamplerConfig::default(),
-            logit_bias: Vec::new(),
+            logit_bias: Default::default(),
             logprobs: None,
             json: None,
             call: None,

@@ -36,7 +36,7 @@ use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
-use kestrel_core::sampler::{log_sum_exp, top_ids, Sampler, SamplerConfig};
+use kestrel_core::sampler::{log_sum_exp, top_ids, LogitBias, Sampler, SamplerConfig};
 use kestrel_core::speculate::{Adaptive, Drafter, Lookup};
 use kestrel_core::state::{State, MAX_SLOTS};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,7 +107,7 @@ pub struct Job {
     /// `logit_bias`: (id < vocabulary, bias) added to the logits before
     /// each sampling (after the log-probabilities are taken: those are the
     /// model's own).
-    pub logit_bias: Vec<(u32, f32)>,
+    pub logit_bias: LogitBias,
     /// Send each token's log-probabilities, with this many alternatives.
     pub logprobs: Option<usize>,
     /// Constrain the answer to JSON (`response_format`, or a call that
@@ -649,8 +649,10 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 self.vocab = Some(crate::json_output::SortedVocab::new(&tok, vocab));
             }
         }
+        let mut sampler = Sampler::new(adm.job.sampler);
+        sampler.bias = adm.job.logit_bias.clone();
         s.active = Some(Active {
-            sampler: Sampler::new(adm.job.sampler),
+            sampler,
             job: adm.job,
             logits: Vec::new(),
             sample_ns: Vec::new(),
@@ -719,11 +721,6 @@ impl<P: Parallel> Streams for Lanes<'_, '_, P> {
         if a.job.logprobs.is_some() {
             a.logits.clear();
             a.logits.extend_from_slice(logits);
-        }
-        for &(id, bias) in &a.job.logit_bias {
-            if let Some(l) = logits.get_mut(id as usize) {
-                *l += bias;
-            }
         }
         let t = std::time::Instant::now();
         let view = self.vocab.map(|v| v.view());

@@ -225,9 +225,14 @@ fn run() -> Result<(), Failure> {
     let cancel = AtomicBool::new(false);
     engine.feed(&prompt[..n], &cancel)?;
     let mut out = Fd(1);
-    let answer = engine.generate(N_PREDICT, &cancel, &mut |s| {
-        let _ = out.write_str(s);
-    })?;
+    let answer = engine.generate(
+        N_PREDICT,
+        &cancel,
+        &mut |s| {
+            let _ = out.write_str(s);
+        },
+        None,
+    )?;
     let ids = &engine.history()[n..n + answer.tokens];
     let _ = writeln!(out, "\n{ids:?}");
     let _ = writeln!(

@@ -156,8 +156,8 @@ pub struct ChatStyle<'t> {
 
 /// What closes an answer that did not end on its own (cut by a token
 /// limit, cancelled, or the context) before the next turn: the end-of-turn
-/// marker the model would have written. `kestrel chat` and the embedding
-/// facade's `chat_turn` both close with it.
+/// marker the model would have written, written by [`format_turn`] (the
+/// one place: `kestrel chat` and the embedding facade's `chat_turn`).
 pub const END_OF_TURN: &str = "<|im_end|>";
 
 const QWEN25_SYSTEM: &str = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
@@ -273,19 +273,25 @@ pub fn format(
 /// One user turn of a conversation, the one place its shape is decided
 /// (`kestrel chat`, the embedding API): on an empty conversation
 /// (`first`) the system turn (`system`, else the template's default) and
-/// the message; after earlier turns, whose last answer ended with its end
-/// token, ChatML's newline and the message with no system turn; then the
-/// opened assistant turn (`think` as [`format`] takes it). The first turn
-/// is what [`format`] writes for `[system, user]` (`kestrel run`).
+/// the message; after earlier turns, the last answer closed with
+/// [`END_OF_TURN`] when it did not end on its own (`answer_open`: cut by a
+/// token limit or cancelled), ChatML's newline and the message with no
+/// system turn; then the opened assistant turn (`think` as [`format`]
+/// takes it). The first turn is what [`format`] writes for `[system,
+/// user]` (`kestrel run`).
 pub fn format_turn(
     style: &ChatStyle,
     system: Option<&str>,
     user: &Message,
     first: bool,
+    answer_open: bool,
     think: Option<bool>,
     out: &mut dyn ChatWrite,
 ) -> fmt::Result {
     if !first {
+        if answer_open {
+            out.write_str(END_OF_TURN)?;
+        }
         out.write_str("\n")?;
     }
     let style = ChatStyle {
@@ -370,7 +376,7 @@ mod tests {
             let mut buf = [0u8; 256];
             let mut ranges: [Range<usize>; 4] = core::array::from_fn(|_| 0..0);
             let mut w = BufWriter::new(&mut buf, &mut ranges);
-            format_turn(&style, system, &user, first, None, &mut w).unwrap();
+            format_turn(&style, system, &user, first, false, None, &mut w).unwrap();
             let mut out = [0u8; 256];
             let n = w.as_str().len();
             out[..n].copy_from_slice(w.as_str().as_bytes());

@@ -41,7 +41,6 @@ use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculatio
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
 use crate::vqf::Vqf;
-use core::fmt::Write;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kestrel_kernels::cast;
@@ -467,14 +466,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         let mut w = BufWriter::new(&mut *self.text, &mut ranges);
         let message = Message::text(Role::User, user);
         // An answer cut short is closed first, as the model would have.
-        let close = if self.answer_open && !first {
-            chat::END_OF_TURN
-        } else {
-            ""
-        };
-        let written = w
-            .write_str(close)
-            .and_then(|()| chat::format_turn(&self.style, system, &message, first, None, &mut w));
+        let open = self.answer_open;
+        let written = chat::format_turn(&self.style, system, &message, first, open, None, &mut w);
         if written.is_err() {
             // The texts fit `text_bytes` (checked above): a turn whose
             // template parts outgrow TURN_OVERHEAD.
@@ -500,12 +493,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
         if let (Some(keep), false) = (self.keep, ids.is_empty()) {
-            // Room for the answer too: a quarter of what follows `keep`.
-            let answer = self.context().saturating_sub(keep) / 4;
-            let need = ids.len().saturating_add(answer);
-            if self.gen.make_room(need, keep).is_err() {
-                self.gen.make_room(ids.len(), keep)?;
-            }
+            self.gen.make_room_for_turn(ids.len(), keep)?;
         }
         let room = self.context() - self.gen.history().len();
         if ids.len() > room {
@@ -811,9 +799,9 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// ([`Error::ContextFull`]); `Some(keep)` makes room first by keeping
     /// the first `keep` tokens (a system prompt, say) and dropping the
     /// oldest turns after them, whole, the turns kept run again at their
-    /// new positions ([`Generator::make_room`]), so that the feed and an
-    /// answer of a quarter of the context after `keep` fit (or at least
-    /// the feed).
+    /// new positions, so that the feed and an answer of a quarter of the
+    /// context after `keep` fit (or at least the feed, one answer token
+    /// and its end: [`Generator::make_room_for_turn`]).
     pub fn set_context_keep(&mut self, keep: Option<usize>) {
         self.keep = keep;
     }

@@ -697,6 +697,9 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
     let mut images = a.images.clone();
     let stdin = std::io::stdin();
     let mut first = true;
+    // The last answer did not end on its own (cut by -n, Ctrl-C, or loaded
+    // mid-answer): the next turn closes it (chat::format_turn).
+    let mut answer_open = false;
     loop {
         eprint!("\n> ");
         let mut line = String::new();
@@ -710,6 +713,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
                 s.reset();
                 images.clear();
                 first = true;
+                answer_open = false;
                 eprintln!("(conversation reset)");
                 continue;
             }
@@ -717,8 +721,13 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             cmd if cmd.starts_with("/save ") || cmd.starts_with("/load ") => {
                 let path = Path::new(cmd[6..].trim());
                 let done = match cmd.starts_with("/save") {
-                    true => save_chat(&s, path).map(|n| format!("saved {n} tokens to")),
-                    false => load_chat(&mut s, path).map(|n| format!("loaded {n} tokens from")),
+                    true => {
+                        save_chat(&s, answer_open, path).map(|n| format!("saved {n} tokens to"))
+                    }
+                    false => load_chat(&mut s, path).map(|(n, open)| {
+                        answer_open = open;
+                        format!("loaded {n} tokens from")
+                    }),
                 };
                 match done {
                     Ok(what) => eprintln!("({what} {})", path.display()),
@@ -772,6 +781,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             a.system.as_deref(),
             &message,
             first,
+            answer_open,
             if a.no_think { Some(false) } else { None },
             &mut text,
         );
@@ -782,13 +792,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         images.clear();
         let max_seq = s.gen.state.opts.max_seq;
         if let Some(keep) = a.keep {
-            // The turn and a quarter of the context after `keep` for the answer.
-            let need = ids.len() + 1 + max_seq.saturating_sub(keep) / 4;
-            let made = s
-                .gen
-                .make_room(need, keep)
-                .or_else(|_| s.gen.make_room(ids.len() + 2, keep));
-            if let Ok(n @ 1..) = made {
+            if let Ok(n @ 1..) = s.gen.make_room_for_turn(ids.len(), keep) {
                 eprintln!("(context full: the oldest {n} tokens after the first {keep} dropped)");
             }
         }
@@ -803,21 +807,19 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             let _ = out.write_all(t.as_bytes());
             let _ = out.flush();
         })?;
-        if !stats.stopped {
-            // Interrupted or cut: close the turn so the next one is well formed.
-            let end = s.encode(chat::END_OF_TURN)?;
-            s.feed(&end)?;
-        }
+        answer_open = !stats.stopped;
         s.report(&stats, load_ms);
     }
     Ok(())
 }
 
 /// `kestrel chat`'s `/save PATH`: the conversation's state (history and
-/// KV rows, between turns) to a file; returns its tokens.
-fn save_chat(s: &Session, path: &Path) -> Result<usize> {
-    let mut bytes = vec![0u8; s.gen.state_size(false)?];
-    s.gen.save_state(false, &mut bytes)?;
+/// KV rows, between turns; with the last row's logits when the answer is
+/// open, as the C ABI saves one mid-answer, so whoever loads it closes
+/// the answer) to a file; returns its tokens.
+fn save_chat(s: &Session, answer_open: bool, path: &Path) -> Result<usize> {
+    let mut bytes = vec![0u8; s.gen.state_size(answer_open)?];
+    s.gen.save_state(answer_open, &mut bytes)?;
     let mut out = Output::create(path)?;
     out.write(&bytes).map_err(|e| out.explain(e.into()))?;
     out.commit()?;
@@ -826,20 +828,16 @@ fn save_chat(s: &Session, path: &Path) -> Result<usize> {
 
 /// `kestrel chat`'s `/load PATH`: the conversation saved there replaces
 /// this one (refused, nothing changed, when another model file or KV type
-/// saved it or it does not fit the context); returns its tokens.
-fn load_chat(s: &mut Session, path: &Path) -> Result<usize> {
+/// saved it or it does not fit the context); returns its tokens and
+/// whether it was saved mid-answer (its logits waiting: the next turn
+/// closes the answer, as after a cut one).
+fn load_chat(s: &mut Session, path: &Path) -> Result<(usize, bool)> {
     let bytes = std::fs::read(path).with_context(|| path.display())?;
-    // A state saved mid-answer (its logits waiting, by a C host) is closed
-    // as a cut answer is, so the next turn is well formed.
-    let close = s.encode(chat::END_OF_TURN)?;
     let waiting = s
         .gen
         .restore_state(&bytes)
         .map_err(|e| Error::from(e).context(path.display()))?;
-    if waiting && !s.history().is_empty() {
-        s.feed(&close)?;
-    }
-    Ok(s.history().len())
+    Ok((s.history().len(), waiting && !s.history().is_empty()))
 }
 
 pub fn tokenize(model: &Path, text: &str) -> Result<()> {

@@ -1013,12 +1013,10 @@ fn kestrel_chat_two_turns(model: &[u8], second: &str, n: usize) -> Vec<u32> {
         let no = AtomicBool::new(false);
         let st = s.generate(first, n, &no, &mut |_| {}).unwrap();
         assert!(!st.stopped, "the first answer is cut at {n} tokens");
-        s.feed(&s.encode(kestrel_core::chat::END_OF_TURN).unwrap())
-            .unwrap();
         let mut text = kestrel::generate::ChatText::default();
         let style = kestrel::generate::chat_style(s.gen.weights);
         let user = Message::text(Role::User, second);
-        kestrel_core::chat::format_turn(&style, None, &user, false, None, &mut text).unwrap();
+        kestrel_core::chat::format_turn(&style, None, &user, false, true, None, &mut text).unwrap();
         let next = text.encode(&s.gen.tokenizer).unwrap();
         s.generate(&next, n, &no, &mut |_| {}).unwrap();
         s.history().to_vec()

@@ -37,7 +37,7 @@ use crate::kernels::Kernels;
 use crate::model::weights::{LayerWeights, Weights};
 use crate::parallel::Parallel;
 use crate::sampler::SamplerConfig;
-use crate::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation, MAX_DRAFT};
+use crate::speculate::{Adaptive, DraftSource, SpecStats, Speculation, MAX_DRAFT};
 use crate::state::{ArenaSizes, KvType, Options, State};
 use crate::tokenizer::{EncodeOptions, EncodeScratch, StreamDecoder};
 use crate::vqf::Vqf;
@@ -591,13 +591,9 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         let before = self.gen.history().len();
         self.stream = StreamDecoder::new(true);
         let draft = self.gen.state.opts.draft;
-        let (mut lookup, mut none) = (Lookup::new(), NoDraft);
-        let drafter: &mut dyn Drafter = match draft {
-            0 => &mut none,
-            _ => &mut lookup,
-        };
+        let mut drafter = DraftSource::choose(&[], None, draft > 0);
         let mut spec = Speculation {
-            drafter,
+            drafter: &mut drafter,
             length: Adaptive::new(draft),
         };
         let mut stats = SpecStats::default();

@@ -211,6 +211,47 @@ impl Drafter for NoDraft {
     }
 }
 
+/// The draft source of one answer, as every host chooses it
+/// ([`DraftSource::choose`]: the embedding API, `kestrel run`/`chat`, the
+/// server's slots).
+pub enum DraftSource<'a> {
+    /// Plain decoding.
+    None,
+    /// Prompt lookup (over a prediction, then the sequence).
+    Lookup(Lookup<'a>),
+    /// A draft model (the host's: it owns its weights and cache).
+    Model(&'a mut dyn Drafter),
+}
+
+impl<'a> DraftSource<'a> {
+    /// The one policy: a `prediction` (OpenAI's predicted outputs: text
+    /// the answer is expected to resemble) is looked up first, then the
+    /// sequence; else the draft `model`, when the host has one; else
+    /// prompt lookup when `lookup`; else none.
+    pub fn choose(
+        prediction: &'a [u32],
+        model: Option<&'a mut dyn Drafter>,
+        lookup: bool,
+    ) -> DraftSource<'a> {
+        match model {
+            _ if !prediction.is_empty() => DraftSource::Lookup(Lookup::with_prediction(prediction)),
+            Some(m) => DraftSource::Model(m),
+            None if lookup => DraftSource::Lookup(Lookup::new()),
+            None => DraftSource::None,
+        }
+    }
+}
+
+impl Drafter for DraftSource<'_> {
+    fn draft(&mut self, history: &[u32], out: &mut [u32]) -> Result<usize, Error> {
+        match self {
+            DraftSource::None => Ok(0),
+            DraftSource::Lookup(l) => l.draft(history, out),
+            DraftSource::Model(m) => m.draft(history, out),
+        }
+    }
+}
+
 /// Speculation settings for one answer: where drafts come from and the
 /// longest draft (also bounded by the state's `opts.draft`).
 pub struct Speculation<'d> {

@@ -12,7 +12,7 @@ use kestrel_core::generate::{DraftModel, Generator, StopSet, PREFILL_CHUNK};
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::sampler::SamplerConfig;
-use kestrel_core::speculate::{Adaptive, Drafter, Lookup, NoDraft, SpecStats, Speculation};
+use kestrel_core::speculate::{Adaptive, DraftSource, Drafter, SpecStats, Speculation};
 use kestrel_core::state::State;
 use kestrel_core::tokenizer::{EncodeScratch, StreamDecoder, Tokenizer};
 use kestrel_core::vqf::write::Sink;
@@ -374,15 +374,14 @@ impl<'a> Session<'a> {
         self.gen.feed(prompt, prompt_images)?;
         let prefill_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let mut lookup = Lookup::new();
-        let mut none = NoDraft;
-        let drafter: &mut dyn Drafter = match &mut self.drafts {
-            Drafts::None => &mut none,
-            Drafts::Lookup => &mut lookup,
-            Drafts::Model(m) => m.as_mut(),
+        let (model, lookup): (Option<&mut dyn Drafter>, bool) = match &mut self.drafts {
+            Drafts::None => (None, false),
+            Drafts::Lookup => (None, true),
+            Drafts::Model(m) => (Some(m.as_mut()), false),
         };
+        let mut drafter = DraftSource::choose(&[], model, lookup);
         let mut spec = Speculation {
-            drafter,
+            drafter: &mut drafter,
             length: Adaptive::new(self.draft_max),
         };
         let mut counts = SpecStats::default();

@@ -37,7 +37,7 @@ use kestrel_core::model::weights::WeightCopy;
 use kestrel_core::model::weights::Weights;
 use kestrel_core::parallel::Parallel;
 use kestrel_core::sampler::{log_sum_exp, top_ids, LogitBias, Sampler, SamplerConfig};
-use kestrel_core::speculate::{Adaptive, Drafter, Lookup};
+use kestrel_core::speculate::{Adaptive, DraftSource, Drafter};
 use kestrel_core::state::{State, MAX_SLOTS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -696,13 +696,11 @@ impl<P: Parallel> Streams for Lanes<'_, '_, P> {
             return Ok(0);
         };
         s.tokens.push(next);
-        let r = match self.draft.as_deref_mut() {
-            Some(m) if a.job.prediction.is_empty() => {
-                m.slot = slot;
-                m.draft(&s.tokens, out)
-            }
-            _ => Lookup::with_prediction(&a.job.prediction).draft(&s.tokens, out),
-        };
+        let model = self.draft.as_deref_mut().map(|m| {
+            m.slot = slot;
+            m as &mut dyn Drafter
+        });
+        let r = DraftSource::choose(&a.job.prediction, model, true).draft(&s.tokens, out);
         s.tokens.pop();
         r
     }

@@ -1323,8 +1323,68 @@ pub unsafe extern "C" fn kestrel_piece_end(
     unsafe { with_engine(h, call) }
 }
 
+/// How [`kestrel_generate`] drafts from now on (speculative decoding: the
+/// same tokens, fewer steps): up to `max_draft` tokens per verify step (0:
+/// plain decoding; at most the config's `draft`, which sized the verify
+/// rows), looked up first in `prediction[n]` (the ids of the text the
+/// answer is expected to resemble, copied; `n` 0: none; at most the
+/// context), then in the conversation. Otherwise [`Status::Argument`]
+/// (an id past the vocabulary: [`Status::Token`]), nothing changed.
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `prediction` readable for `n` ids.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_drafting_set(
+    h: *mut Handle,
+    max_draft: u32,
+    prediction: *const u32,
+    n: usize,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let ids = unsafe { ids_in(prediction, n) }?;
+        e.set_drafting(max_draft as usize, ids)
+            .map_err(|err| Failure {
+                status: match err {
+                    Error::BadToken { .. } => Status::Token,
+                    _ => Status::Argument,
+                },
+                message: Reason::Core(err),
+            })?;
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
+/// The tokens the last [`kestrel_generate`] drafted into `*drafted` and
+/// how many of them it kept into `*accepted` (0 before any).
+///
+/// # Safety
+/// As [`kestrel_tokenize`], with `drafted` and `accepted` writable.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_draft_stats(
+    h: *mut Handle,
+    drafted: *mut u32,
+    accepted: *mut u32,
+) -> Status {
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        out_param(drafted, false, "drafted is NULL or misaligned")?;
+        out_param(accepted, false, "accepted is NULL or misaligned")?;
+        let (d, a) = e.drafts();
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe {
+            put(drafted, d as u32);
+            put(accepted, a as u32);
+        }
+        Ok(Status::Ok)
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
 /// Samples up to `max_tokens` tokens as `kestrel run` does (drafting by
-/// prompt lookup when the config's `draft` is set), streaming text to
+/// prompt lookup when the config's `draft` is set: [`kestrel_drafting_set`]), streaming text to
 /// `on_text` (may be NULL); `*generated` the answer's tokens. Ends at an
 /// end token ([`Status::End`]), at `max_tokens` ([`Status::Ok`]), or
 /// cancelled ([`Status::Cancelled`]).

@@ -96,6 +96,9 @@ pub struct Sizes {
     pub history: usize,
     /// Token ids of the sampler's scratch: the vocabulary size.
     pub candidates: usize,
+    /// Token ids of a predicted answer ([`Conversation::set_drafting`]):
+    /// the context, or none when the config drafts nothing.
+    pub prediction: usize,
     /// Bytes of a formatted chat turn.
     pub text: usize,
     /// Bytes of the tokenizer's normalization scratch.
@@ -134,6 +137,7 @@ impl Sizes {
             arena: ArenaSizes::new(cfg, &opts)?.total,
             history: opts.max_seq,
             candidates: cfg.vocab_size as usize,
+            prediction: if config.draft > 0 { opts.max_seq } else { 0 },
             text: Sizes::text_len(config.text_bytes),
             norm: Sizes::norm_len(config.text_bytes),
             work: Sizes::work_len(config.text_bytes),
@@ -153,12 +157,13 @@ impl Sizes {
     }
 
     /// The byte sizes of the memory block's parts, in order: arena,
-    /// history, candidates, text, norm, work.
-    fn parts(&self) -> [usize; 6] {
+    /// history, candidates, prediction, text, norm, work.
+    fn parts(&self) -> [usize; 7] {
         [
             self.arena,
             self.history.saturating_mul(4),
             self.candidates.saturating_mul(4),
+            self.prediction.saturating_mul(4),
             self.text,
             self.norm,
             self.work.saturating_mul(4),
@@ -302,7 +307,8 @@ pub struct Generated {
     /// The cache filled up: the answer's last token has no row (it is not
     /// in [`Conversation::history`]; the conversation cannot go on).
     pub full: bool,
-    /// Tokens drafted by prompt lookup, and how many were kept.
+    /// Tokens drafted by prompt lookup (over the prediction, then the
+    /// conversation).
     pub drafted: usize,
     /// Drafted tokens kept.
     pub accepted: usize,
@@ -341,6 +347,14 @@ pub struct Conversation<'w, 's, 'p, P: Parallel> {
     /// `Some(keep)` keeps the first `keep` tokens and drops the oldest
     /// turns ([`Generator::make_room`]).
     keep: Option<usize>,
+    /// Most tokens drafted per verify step ([`Conversation::set_drafting`];
+    /// at most the config's `draft`).
+    draft: usize,
+    /// The predicted answer's ids (the first `predicted`).
+    prediction: &'s mut [u32],
+    predicted: usize,
+    /// The last `generate`'s drafted and accepted tokens.
+    drafts: (usize, usize),
 }
 
 /// Most stop strings [`Conversation::set_stop_strings`] takes.
@@ -373,10 +387,11 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         }
         let skip = memory.as_ptr().align_offset(ALIGN).min(ALIGN - 1);
         let mut rest = &mut memory[skip..];
-        let [arena, history, candidates, text, norm, work] = sizes.parts();
+        let [arena, history, candidates, prediction, text, norm, work] = sizes.parts();
         let arena = carve(&mut rest, arena);
         let history = words(carve(&mut rest, history))?;
         let candidates = words(carve(&mut rest, candidates))?;
+        let prediction = words(carve(&mut rest, prediction))?;
         let (text, norm) = (carve(&mut rest, text), carve(&mut rest, norm));
         let work = words(carve(&mut rest, work))?;
         let state = State::new(&w.cfg, options(&w.vqf, config)?, arena)?;
@@ -394,6 +409,10 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             text_bytes: config.text_bytes,
             stop_strings: heapless::Vec::new(),
             keep: None,
+            draft: config.draft,
+            prediction,
+            predicted: 0,
+            drafts: (0, 0),
         })
     }
 
@@ -564,8 +583,9 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     }
 
     /// Samples up to `max_tokens` tokens as `kestrel run` does (the same
-    /// path: [`Generator::decode_speculative`], drafting by prompt lookup
-    /// when the config's `draft` is set), streaming their text to `emit`.
+    /// path: [`Generator::decode_speculative`], drafting by prompt lookup,
+    /// over the prediction first, when the config's `draft` is set: see
+    /// [`Conversation::set_drafting`]), streaming their text to `emit`.
     /// Ends at an end token, at `max_tokens`, at a full cache
     /// ([`Generated::full`]), or when `cancel` is set during it
     /// ([`Generated::cancelled`]; the flag is cleared; set before the call,
@@ -590,8 +610,9 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         }
         let before = self.gen.history().len();
         self.stream = StreamDecoder::new(true);
-        let draft = self.gen.state.opts.draft;
-        let mut drafter = DraftSource::choose(&[], None, draft > 0);
+        let draft = self.draft;
+        let prediction = &self.prediction[..self.predicted];
+        let mut drafter = DraftSource::choose(prediction, None, draft > 0);
         let mut spec = Speculation {
             drafter: &mut drafter,
             length: Adaptive::new(draft),
@@ -658,6 +679,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         self.ready = !stopped && n > 0 && last_fed;
         // Cut by a stop string, the answer still needs its end of turn.
         self.answer_open = !answer.stopped && n > 0;
+        self.drafts = (stats.drafted, stats.accepted);
         Ok(Generated {
             tokens: n,
             stopped,
@@ -666,6 +688,12 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
             drafted: stats.drafted,
             accepted: stats.accepted,
         })
+    }
+
+    /// Tokens the last [`Conversation::generate`] drafted, and how many
+    /// of them it kept (both 0 before any).
+    pub fn drafts(&self) -> (usize, usize) {
+        self.drafts
     }
 
     /// The text token `id` completes in the answer's stream, into `out`
@@ -800,6 +828,37 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// and its end: [`Generator::make_room_for_turn`]).
     pub fn set_context_keep(&mut self, keep: Option<usize>) {
         self.keep = keep;
+    }
+
+    /// How [`Conversation::generate`] drafts from now on (speculative
+    /// decoding: the same tokens, fewer steps): up to `max_draft` tokens
+    /// per verify step (0: plain decoding; at most the config's `draft`,
+    /// which sized the verify rows), looked up first in `prediction` (the
+    /// text the answer is expected to resemble, as ids: OpenAI's predicted
+    /// outputs; empty: none; at most the context), then in the
+    /// conversation. Refused by name, nothing changed, past those limits
+    /// or for an id past the vocabulary.
+    pub fn set_drafting(&mut self, max_draft: usize, prediction: &[u32]) -> Result<(), Error> {
+        let max = self.gen.state.opts.draft;
+        if max_draft > max {
+            return Err(Error::OutOfRange {
+                what: "max_draft (the config's draft sized the verify rows)",
+                value: max_draft,
+                max,
+            });
+        }
+        if prediction.len() > self.prediction.len() {
+            return Err(Error::OutOfRange {
+                what: "prediction tokens (the context; none when the config's draft is 0)",
+                value: prediction.len(),
+                max: self.prediction.len(),
+            });
+        }
+        self.check_ids(prediction)?;
+        self.prediction[..prediction.len()].copy_from_slice(prediction);
+        self.predicted = prediction.len();
+        self.draft = max_draft;
+        Ok(())
     }
 
     /// Texts that end [`Conversation::generate`]'s answers from now on (at

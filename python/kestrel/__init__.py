@@ -164,6 +164,8 @@ def library():
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
                 "kestrel_context_policy": (C.c_int, [_P, C.c_int, _Z]),
                 "kestrel_stop_strings_set": (C.c_int, [_P, C.POINTER(C.c_char_p), _Z]),
+                "kestrel_drafting_set": (C.c_int, [_P, _U, C.POINTER(_U), _Z]),
+                "kestrel_draft_stats": (C.c_int, [_P, C.POINTER(_U), C.POINTER(_U)]),
                 "kestrel_json_schema_set": (C.c_int, [_P, C.c_char_p, _Z]),
                 "kestrel_logit_bias_set": (C.c_int, [_P, C.POINTER(_U), C.POINTER(C.c_float), _Z]),
                 "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
@@ -438,6 +440,23 @@ class Session:
         before the first one found."""
         arr = (C.c_char_p * max(len(stops), 1))(*[s.encode() for s in stops])
         self._check(self._lib.kestrel_stop_strings_set(self._h, arr, len(stops)))
+
+    def set_drafting(self, max_draft, prediction=None):
+        """How `generate` drafts from now on (the same tokens, fewer steps):
+        up to `max_draft` tokens per step (0: none; at most the model's
+        `draft=`), looked up first in `prediction` (text or ids the answer
+        is expected to resemble; None: none), then in the conversation."""
+        if isinstance(prediction, str):
+            prediction = self.tokenize(prediction)
+        ids = list(prediction or [])
+        arr = (_U * max(len(ids), 1))(*ids)
+        self._check(self._lib.kestrel_drafting_set(self._h, max_draft, arr, len(ids)))
+
+    def draft_stats(self):
+        """(drafted, accepted) tokens of the last `generate`."""
+        drafted, accepted = _U(), _U()
+        self._check(self._lib.kestrel_draft_stats(self._h, C.byref(drafted), C.byref(accepted)))
+        return drafted.value, accepted.value
 
     def set_json_schema(self, schema):
         """The JSON schema every answer keeps to from now on (a dict, or

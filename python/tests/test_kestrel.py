@@ -191,6 +191,19 @@ class Package(unittest.TestCase):
         self.assertEqual(sorted(value), ["legs", "name"])
         self.assertTrue(0 <= value["legs"] <= 8 and len(value["name"]) <= 20)
 
+    def test_a_prediction_drafts_the_same_answer(self):
+        with self.greedy() as s:
+            want = s.chat(PROMPT, max_tokens=48)
+        drafting = kestrel.Model(MODEL, draft=8)
+        with drafting.session(temperature=0) as s:
+            s.set_drafting(8, prediction=want)
+            self.assertEqual(s.chat(PROMPT, max_tokens=48), want)
+            drafted, accepted = s.draft_stats()
+            self.assertGreater(accepted, 16)
+            self.assertGreaterEqual(drafted, accepted)
+            with self.assertRaises(kestrel.ArgumentError):
+                s.set_drafting(9)
+
     def test_logit_bias_bans_a_token(self):
         with self.greedy() as s:
             prompt = s.chat_turn(PROMPT)

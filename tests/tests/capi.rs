@@ -668,6 +668,74 @@ fn json_schema_answers_are_kestrel_runs_and_valid() {
 }
 
 #[test]
+fn drafting_by_a_prediction_keeps_the_answer() {
+    let model = fixture("capi-drafting", WeightMode::Dual);
+    let (want_ids, want) = kestrel_run(&model, 24);
+    let cfg = KestrelConfig {
+        draft: 8,
+        ..greedy_config()
+    };
+    let generate = |o: &Open| {
+        let (mut text, mut generated) = (Vec::<u8>::new(), 0u32);
+        let user = (&mut text as *mut Vec<u8>).cast();
+        // SAFETY: `collect` gets the Vec it expects.
+        let st = unsafe { kestrel_generate(o.h, 24, Some(collect), user, &mut generated) };
+        assert!(matches!(st, Status::Ok | Status::End), "{}", o.error());
+        let (mut drafted, mut accepted) = (0u32, 0u32);
+        // SAFETY: writable out-parameters.
+        let st = unsafe { kestrel_draft_stats(o.h, &mut drafted, &mut accepted) };
+        assert_eq!(st, Status::Ok);
+        let ids = o.history()[o.history().len() - generated as usize..].to_vec();
+        (String::from_utf8(text).unwrap(), ids, drafted, accepted)
+    };
+    // SAFETY: `ids` is readable for its length.
+    let set = |o: &Open, max: u32, ids: &[u32]| unsafe {
+        kestrel_drafting_set(o.h, max, ids.as_ptr(), ids.len())
+    };
+    let restart = |o: &Open, prompt: &[u32]| {
+        // SAFETY: a live handle.
+        assert_eq!(unsafe { kestrel_rollback(o.h, 0) }, Status::Ok);
+        assert_eq!(o.feed(prompt), Status::Ok);
+    };
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    // The expected answer as the prediction: the same answer, mostly drafted.
+    assert_eq!(set(&a, 8, &want_ids), Status::Ok, "{}", a.error());
+    restart(&a, &prompt);
+    let (text, ids, drafted, accepted) = generate(&a);
+    assert_eq!((&text, &ids), (&want, &want_ids));
+    assert!(
+        accepted as usize >= want_ids.len() / 2 && drafted >= accepted,
+        "{drafted} drafted, {accepted} accepted"
+    );
+    // A wrong prediction: the same answer, its drafts rejected.
+    let wrong: Vec<u32> = want_ids.iter().map(|&t| (t + 1) % 200).collect();
+    assert_eq!(set(&a, 8, &wrong), Status::Ok);
+    restart(&a, &prompt);
+    let (text, _, _, accepted_wrong) = generate(&a);
+    assert_eq!(text, want);
+    assert!(
+        accepted_wrong < accepted,
+        "{accepted_wrong} of a wrong prediction kept"
+    );
+    // Plain decoding: nothing drafted.
+    assert_eq!(set(&a, 0, &[]), Status::Ok);
+    restart(&a, &prompt);
+    let (text, _, drafted, _) = generate(&a);
+    assert_eq!((text.as_str(), drafted), (want.as_str(), 0));
+    // Refusals: a longer draft than the config sized, a prediction longer
+    // than the context, an id past the vocabulary.
+    assert_eq!(set(&a, 9, &[]), Status::Argument);
+    assert!(a.error().contains("max_draft"), "{}", a.error());
+    assert_eq!(set(&a, 4, &vec![1; 100_000]), Status::Argument);
+    assert_eq!(set(&a, 4, &[u32::MAX]), Status::Token);
+    // Without drafting in the config, no prediction fits.
+    let b = Open::new(&model, &greedy_config());
+    assert_eq!(set(&b, 0, &want_ids), Status::Argument);
+    assert_eq!(set(&b, 0, &[]), Status::Ok);
+}
+
+#[test]
 fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
     let model = fixture("capi-keep", WeightMode::Q8);
     let cfg = KestrelConfig {

@@ -149,6 +149,19 @@ kestrel_status kestrel_tokenize(kestrel_engine *engine, const char *text, size_t
 kestrel_status kestrel_chat_turn(kestrel_engine *engine, const char *system, size_t system_len,
                                  const char *user, size_t user_len, uint32_t *ids, size_t cap,
                                  size_t *n);
+/* A message of kestrel_chat_messages: its role (KESTREL_ROLE_*) and len bytes of UTF-8 text (data). */
+#define KESTREL_ROLE_SYSTEM 0
+#define KESTREL_ROLE_USER 1
+#define KESTREL_ROLE_ASSISTANT 2
+#define KESTREL_ROLE_TOOL 3
+typedef struct kestrel_message {
+    int role;
+    const char *text;
+    size_t len;
+} kestrel_message;
+/* Token ids of messages[count] (at most 32: system, user, assistant and tool turns) in the model's chat format and the opened assistant turn, as the server formats a request's messages (no tools' schemas): on an empty cache from the start, after cached turns following them (an open answer closed first, as kestrel_chat_turn does). The texts are data, never control tokens, and fit text_bytes together. Owner thread. */
+kestrel_status kestrel_chat_messages(kestrel_engine *engine, const kestrel_message *messages, size_t count, uint32_t *ids,
+                                     size_t cap, size_t *n);
 /* The text of ids[n] (special tokens included) into out[cap], not NUL-terminated; *len its length. Owner thread. */
 kestrel_status kestrel_detokenize(kestrel_engine *engine, const uint32_t *ids, size_t n, char *out,
                                   size_t cap, size_t *len);

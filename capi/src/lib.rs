@@ -1191,6 +1191,80 @@ pub unsafe extern "C" fn kestrel_chat_turn(
     unsafe { with_engine(h, call) }
 }
 
+/// One message of [`kestrel_chat_messages`] (`kestrel_message` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KestrelMessage {
+    /// `KESTREL_ROLE_*`.
+    pub role: c_int,
+    /// Its text, `len` bytes of UTF-8 (data, never control tokens).
+    pub text: *const c_char,
+    /// Bytes of `text`.
+    pub len: usize,
+}
+
+/// [`KestrelMessage::role`]: instructions.
+pub const KESTREL_ROLE_SYSTEM: c_int = 0;
+/// [`KestrelMessage::role`]: the user.
+pub const KESTREL_ROLE_USER: c_int = 1;
+/// [`KestrelMessage::role`]: the model's answer.
+pub const KESTREL_ROLE_ASSISTANT: c_int = 2;
+/// [`KestrelMessage::role`]: a tool's answer to the model's call.
+pub const KESTREL_ROLE_TOOL: c_int = 3;
+
+/// Token ids of `messages[n]` (at most 32; system, user, assistant and
+/// tool turns) in the model's chat format and the opened assistant turn,
+/// as the server formats a request's messages (without tools' schemas):
+/// on an empty cache from the start, after cached turns following them
+/// (an open answer closed first). The texts are data, never control
+/// tokens, and fit `text_bytes` together.
+///
+/// # Safety
+/// As [`kestrel_tokenize`]; `messages` readable for `n`, each one's text
+/// readable for its `len`.
+#[no_mangle]
+pub unsafe extern "C" fn kestrel_chat_messages(
+    h: *mut Handle,
+    messages: *const KestrelMessage,
+    count: usize,
+    ids: *mut u32,
+    cap: usize,
+    n: *mut usize,
+) -> Status {
+    use kestrel_core::chat::{Message, Role};
+    use kestrel_core::embed::MAX_MESSAGES;
+    let call = |e: &mut Eng, _: &AtomicBool| -> Result<Status, Failure> {
+        if count > MAX_MESSAGES {
+            return Err(argument("messages: at most 32"));
+        }
+        if count > 0 && (messages.is_null() || !messages.is_aligned()) {
+            return Err(argument("messages is NULL or misaligned"));
+        }
+        let mut parsed = [Message::text(Role::User, ""); MAX_MESSAGES];
+        for (i, m) in parsed.iter_mut().enumerate().take(count) {
+            // SAFETY: `messages` is readable for `count` (the contract).
+            let given = unsafe { *messages.add(i) };
+            let role = match given.role {
+                KESTREL_ROLE_SYSTEM => Role::System,
+                KESTREL_ROLE_USER => Role::User,
+                KESTREL_ROLE_ASSISTANT => Role::Assistant,
+                KESTREL_ROLE_TOOL => Role::Tool,
+                _ => return Err(argument("messages: a role that is not KESTREL_ROLE_*")),
+            };
+            // SAFETY: each text is readable for its `len` (the contract).
+            let content = unsafe { text(given.text, given.len, "a message's text is NULL") }?;
+            *m = Message::text(role, content);
+        }
+        out_param(n, false, "n is NULL or misaligned")?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        let out = unsafe { out_slice(ids, cap, "ids is NULL") }?;
+        // SAFETY: the pointers' contract (this function's Safety section).
+        unsafe { counted(n, e.chat_messages(&parsed[..count], out)) }
+    };
+    // SAFETY: the caller's contract.
+    unsafe { with_engine(h, call) }
+}
+
 /// The text of `ids` (special tokens included) into `out` (room for `cap`
 /// bytes, not NUL-terminated); `*len` its length, or the size needed.
 ///

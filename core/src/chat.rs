@@ -288,6 +288,27 @@ pub fn format_turn(
     think: Option<bool>,
     out: &mut dyn ChatWrite,
 ) -> fmt::Result {
+    let both = [Message::text(Role::System, system.unwrap_or("")), *user];
+    let msgs = match system.filter(|_| first) {
+        Some(_) => &both[..],
+        None => &both[1..],
+    };
+    format_turns(style, msgs, first, answer_open, think, out)
+}
+
+/// [`format_turn`] for any messages (system, user, assistant, tool; no
+/// tools' schemas): on an empty conversation (`first`) as [`format`]
+/// writes them (the template's default system turn when the first is not
+/// one); after earlier turns, the last answer closed when `answer_open`,
+/// ChatML's newline and the messages; then the opened assistant turn.
+pub fn format_turns(
+    style: &ChatStyle,
+    messages: &[Message],
+    first: bool,
+    answer_open: bool,
+    think: Option<bool>,
+    out: &mut dyn ChatWrite,
+) -> fmt::Result {
     if !first {
         if answer_open {
             out.write_str(END_OF_TURN)?;
@@ -298,12 +319,7 @@ pub fn format_turn(
         default_system: style.default_system.filter(|_| first),
         ..*style
     };
-    let both = [Message::text(Role::System, system.unwrap_or("")), *user];
-    let msgs = match system.filter(|_| first) {
-        Some(_) => &both[..],
-        None => &both[1..],
-    };
-    format(&style, msgs, &[], true, think, out)
+    format(&style, messages, &[], true, think, out)
 }
 
 /// A [`ChatWrite`] into a byte buffer, the data's byte ranges into a

@@ -78,11 +78,19 @@ impl Default for Config {
     }
 }
 
-/// Chat-template bytes a turn adds around its message (ChatML tags, the
-/// default system prompt of Qwen2.5).
-const TURN_OVERHEAD: usize = 256;
-/// Data ranges of one formatted turn (system, user).
-const DATA_RANGES: usize = 4;
+/// Chat-template bytes a turn adds around its texts: ChatML tags and the
+/// default system prompt of Qwen2.5, and up to [`MESSAGE_OVERHEAD`] for
+/// each of [`MAX_MESSAGES`] messages.
+const TURN_OVERHEAD: usize = 256 + MESSAGE_OVERHEAD * MAX_MESSAGES;
+/// Template bytes around one message (a tool's answer's tags are the
+/// longest: `<|im_start|>user\n<tool_response>\n`, its end).
+const MESSAGE_OVERHEAD: usize = 64;
+/// Data ranges of one formatted turn: a system and a user text, or
+/// [`MAX_MESSAGES`] messages' texts.
+const DATA_RANGES: usize = MAX_MESSAGES + 1;
+
+/// Most messages [`Conversation::chat_messages`] formats at once.
+pub const MAX_MESSAGES: usize = 32;
 
 /// The buffers an engine needs for a model and a [`Config`], in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -479,21 +487,61 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         user: &str,
         out: &mut [u32],
     ) -> Result<usize, Error> {
-        self.check_text(user.len().saturating_add(system.map_or(0, str::len)))?;
-        let first = self.gen.history().is_empty();
-        let mut ranges: [Range<usize>; DATA_RANGES] = core::array::from_fn(|_| 0..0);
-        let mut w = BufWriter::new(&mut *self.text, &mut ranges);
+        let bytes = user.len().saturating_add(system.map_or(0, str::len));
+        self.check_text(bytes)?;
+        let (first, open) = (self.gen.history().is_empty(), self.answer_open);
         let message = Message::text(Role::User, user);
         // An answer cut short is closed first, as the model would have.
-        let open = self.answer_open;
-        let written = chat::format_turn(&self.style, system, &message, first, open, None, &mut w);
-        if written.is_err() {
-            // The texts fit `text_bytes` (checked above): a turn whose
-            // template parts outgrow TURN_OVERHEAD.
+        self.encode_formatted(bytes, out, |style, w| {
+            chat::format_turn(style, system, &message, first, open, None, w)
+        })
+    }
+
+    /// Token ids of `messages` (system, user, assistant and tool turns, at
+    /// most [`MAX_MESSAGES`]) in the model's chat format, then the opened
+    /// assistant turn, as the server formats a request's messages (without
+    /// tools' schemas): on an empty cache from the start (the template's
+    /// default system turn when the first message is not one), after
+    /// cached turns following them (an open answer closed first, as by
+    /// [`Conversation::chat_turn`]). The texts are data, never control
+    /// tokens; together they fit the config's `text_bytes` (the
+    /// template's parts have room of their own). Returns how many ids.
+    pub fn chat_messages(&mut self, messages: &[Message], out: &mut [u32]) -> Result<usize, Error> {
+        if messages.len() > MAX_MESSAGES {
+            return Err(Error::OutOfRange {
+                what: "messages",
+                value: messages.len(),
+                max: MAX_MESSAGES,
+            });
+        }
+        let bytes = messages
+            .iter()
+            .fold(0usize, |n, m| n.saturating_add(m.content.len()));
+        self.check_text(bytes)?;
+        let (first, open) = (self.gen.history().is_empty(), self.answer_open);
+        self.encode_formatted(bytes, out, |style, w| {
+            chat::format_turns(style, messages, first, open, None, w)
+        })
+    }
+
+    /// Formats a turn with `write` (the texts `bytes` long) and encodes
+    /// it, its data ranges as data, into `out`.
+    fn encode_formatted(
+        &mut self,
+        bytes: usize,
+        out: &mut [u32],
+        write: impl FnOnce(&ChatStyle, &mut BufWriter) -> core::fmt::Result,
+    ) -> Result<usize, Error> {
+        let mut ranges: [Range<usize>; DATA_RANGES] = core::array::from_fn(|_| 0..0);
+        let have = self.text.len();
+        let mut w = BufWriter::new(&mut *self.text, &mut ranges);
+        if write(&self.style, &mut w).is_err() {
+            // The texts fit `text_bytes` (checked): template parts that
+            // outgrow TURN_OVERHEAD.
             return Err(Error::BufferTooSmall {
-                what: "chat turn scratch (the template's text)",
-                need: user.len() + system.map_or(0, str::len) + TURN_OVERHEAD,
-                have: self.text.len(),
+                what: "chat turn scratch (the texts and the template's parts: raise text_bytes)",
+                need: bytes.saturating_add(TURN_OVERHEAD),
+                have,
             });
         }
         let (text, data) = (w.as_str(), w.data_ranges());

@@ -121,6 +121,13 @@ class _Sampling(C.Structure):
 SAMPLING_FIELDS = ("temperature", "top_p", "min_p", "repeat_penalty", "top_k", "repeat_last_n", "seed")
 _TEXT_FN = C.CFUNCTYPE(None, C.c_void_p, C.POINTER(C.c_char), C.c_size_t)
 _P, _Z, _U = C.c_void_p, C.c_size_t, C.c_uint32
+
+
+class _Message(C.Structure):
+    _fields_ = [("role", C.c_int), ("text", C.c_char_p), ("len", C.c_size_t)]
+
+
+_ROLES = {"system": 0, "user": 1, "assistant": 2, "tool": 3}
 _lib = None
 _lib_lock = threading.Lock()
 
@@ -164,6 +171,7 @@ def library():
                 "kestrel_rollback": (C.c_int, [_P, _Z]),
                 "kestrel_context_policy": (C.c_int, [_P, C.c_int, _Z]),
                 "kestrel_stop_strings_set": (C.c_int, [_P, C.POINTER(C.c_char_p), _Z]),
+                "kestrel_chat_messages": (C.c_int, [_P, C.POINTER(_Message), _Z, C.POINTER(_U), _Z, C.POINTER(_Z)]),
                 "kestrel_drafting_set": (C.c_int, [_P, _U, C.POINTER(_U), _Z]),
                 "kestrel_draft_stats": (C.c_int, [_P, C.POINTER(_U), C.POINTER(_U)]),
                 "kestrel_json_schema_set": (C.c_int, [_P, C.c_char_p, _Z]),
@@ -308,6 +316,20 @@ class Session:
         s = system.encode() if system is not None else None
         return self._ids_out(lambda buf, cap, n: self._lib.kestrel_chat_turn(
             self._h, s, len(s) if s else 0, u, len(u), buf, cap, n))
+
+    def chat_messages(self, messages):
+        """Token ids of `messages` ({"role": "system"|"user"|"assistant"|
+        "tool", "content": text}, at most 32) in the model's chat format,
+        then the opened assistant turn, as the server formats a request's
+        messages (after cached turns: following them)."""
+        texts = [m["content"].encode() for m in messages]
+        arr = (_Message * max(len(messages), 1))()
+        for i, (m, t) in enumerate(zip(messages, texts)):
+            if m["role"] not in _ROLES:
+                raise ArgumentError(f"role {m['role']!r}: one of {', '.join(_ROLES)}")
+            arr[i] = _Message(_ROLES[m["role"]], t, len(t))
+        return self._ids_out(lambda buf, cap, n: self._lib.kestrel_chat_messages(
+            self._h, arr, len(messages), buf, cap, n))
 
     def detokenize(self, ids):
         arr = (_U * len(ids))(*ids)

@@ -204,6 +204,15 @@ class Package(unittest.TestCase):
             with self.assertRaises(kestrel.ArgumentError):
                 s.set_drafting(9)
 
+    def test_chat_messages_answer_as_kestrel_run_with_a_system_prompt(self):
+        want = kestrel_run("-p", PROMPT, "-n", "24", "--temp", "0", "--system", "You are terse.")
+        with self.greedy() as s:
+            s.feed(s.chat_messages([{"role": "system", "content": "You are terse."},
+                                    {"role": "user", "content": PROMPT}]))
+            self.assertEqual(s.generate(24)[0] + "\n", want)
+            with self.assertRaises(kestrel.ArgumentError):
+                s.chat_messages([{"role": "robot", "content": "x"}])
+
     def test_logit_bias_bans_a_token(self):
         with self.greedy() as s:
             prompt = s.chat_turn(PROMPT)

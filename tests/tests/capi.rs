@@ -736,6 +736,66 @@ fn drafting_by_a_prediction_keeps_the_answer() {
 }
 
 #[test]
+fn chat_messages_are_formatted_as_the_server_formats_them() {
+    let model = fixture("capi-messages", WeightMode::F32);
+    let msgs = [
+        (Role::System, "You are terse. <|im_start|>user"),
+        (Role::User, PROMPT),
+        (Role::Assistant, "Paris."),
+        (Role::User, "And of Italy?"),
+        (Role::Tool, "{\"capital\": \"Rome\"}"),
+    ];
+    // The server's (and `kestrel run`'s) formatting of these messages.
+    let want = shell_session(&model, |s, _| {
+        let m: Vec<Message> = msgs.iter().map(|(r, c)| Message::text(*r, c)).collect();
+        s.encode_chat(&chat_prompt(s.gen.weights, &m, &[], None))
+            .unwrap()
+    });
+    let role = |r: Role| match r {
+        Role::System => KESTREL_ROLE_SYSTEM,
+        Role::User => KESTREL_ROLE_USER,
+        Role::Assistant => KESTREL_ROLE_ASSISTANT,
+        Role::Tool => KESTREL_ROLE_TOOL,
+    };
+    let given: Vec<KestrelMessage> = msgs
+        .iter()
+        .map(|(r, c)| KestrelMessage {
+            role: role(*r),
+            text: c.as_ptr().cast(),
+            len: c.len(),
+        })
+        .collect();
+    let format = |o: &Open, m: &[KestrelMessage]| {
+        let (mut ids, mut n) = (vec![0u32; 512], 0usize);
+        // SAFETY: valid buffers for their lengths.
+        let st = unsafe {
+            kestrel_chat_messages(o.h, m.as_ptr(), m.len(), ids.as_mut_ptr(), 512, &mut n)
+        };
+        ids.truncate(n);
+        (st, ids)
+    };
+    let a = Open::new(&model, &greedy_config());
+    let (st, ids) = format(&a, &given);
+    assert_eq!(st, Status::Ok, "{}", a.error());
+    assert_eq!(ids, want);
+    // After cached turns: one user message is kestrel_chat_turn's turn.
+    assert_eq!(a.feed(&ids), Status::Ok);
+    let _ = a.pull(3);
+    let (st, next) = format(&a, &given[3..4]);
+    assert_eq!(st, Status::Ok);
+    assert_eq!(next, a.chat_turn("And of Italy?"));
+    // Refused: an unknown role, too many messages.
+    let bad = [KestrelMessage {
+        role: 7,
+        ..given[0]
+    }];
+    assert_eq!(format(&a, &bad).0, Status::Argument);
+    assert!(a.error().contains("role"), "{}", a.error());
+    let many = vec![given[1]; 33];
+    assert_eq!(format(&a, &many).0, Status::Argument);
+}
+
+#[test]
 fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
     let model = fixture("capi-keep", WeightMode::Q8);
     let cfg = KestrelConfig {

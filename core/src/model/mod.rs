@@ -3,6 +3,7 @@
 //! tower.
 
 pub mod attend;
+pub mod deltanet;
 pub mod forward;
 pub mod linear;
 pub mod moe;

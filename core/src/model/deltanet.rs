@@ -1,0 +1,210 @@
+//! Gated DeltaNet, Qwen3.5's linear attention: the per-token rules of its mixer, in f32, over a state that does not grow.
+//!
+//! Three of every four Qwen3.5 layers mix tokens this way instead of
+//! attending over a KV cache (transformers' `Qwen3_5GatedDeltaNet`). For
+//! each token, after the input projections (`in_proj_qkv`, `in_proj_z`,
+//! `in_proj_b`, `in_proj_a`, run by the caller with the layouts every
+//! matrix uses):
+//!
+//! 1. [`conv_step`]: the q|k|v channels through a depthwise causal
+//!    convolution of `conv_kernel` taps (the previous `conv_kernel - 1`
+//!    tokens' inputs kept in a window), then SiLU;
+//! 2. [`gates`]: per value head, the write strength `beta = sigmoid(b)`
+//!    and the log decay `g = -exp(A_log) * softplus(a + dt_bias)`;
+//! 3. [`delta_step`]: q and k L2-normalised (q scaled by 1/sqrt(dk)); per
+//!    value head `h` (reading key head `h / (value_heads / key_heads)`),
+//!    the state `S` [dk, dv] decays by `exp(g)`, takes the delta rule's
+//!    write `S += k (beta (v - S^T k))^T`, and the output is `S^T q`;
+//! 4. [`gated_norm`]: each head's output RMS-normalised, times the norm's
+//!    weight (not zero-centred) and `silu(z)`; then `out_proj`.
+//!
+//! The state per sequence is the convolution window and the `[value_heads,
+//! dk, dv]` matrix: a prompt fed in any chunks leaves the same state, bit
+//! for bit, because every token runs the same rule in the same order.
+//! These are the scalar reference; `tests/tests/qwen35.rs` checks them
+//! layer by layer against transformers' outputs on the Qwen3.5 fixture.
+
+/// The shape of one Gated DeltaNet mixer (Qwen3.5's `linear_*` config
+/// keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaShape {
+    /// `linear_num_key_heads`: heads of q and k.
+    pub key_heads: usize,
+    /// `linear_num_value_heads`: heads of v, of the state and the output
+    /// (a multiple of `key_heads`).
+    pub value_heads: usize,
+    /// `linear_key_head_dim`: dk.
+    pub key_dim: usize,
+    /// `linear_value_head_dim`: dv.
+    pub value_dim: usize,
+    /// `linear_conv_kernel_dim`: the convolution's taps.
+    pub conv_kernel: usize,
+}
+
+impl DeltaShape {
+    /// Channels of the convolution: q, k and v side by side.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+    }
+
+    /// Floats of the convolution window: the previous `conv_kernel - 1`
+    /// tokens' inputs, `[conv_kernel - 1, conv_channels]`, oldest first.
+    pub fn window_len(&self) -> usize {
+        self.conv_kernel.saturating_sub(1) * self.conv_channels()
+    }
+
+    /// Floats of the recurrent state, `[value_heads, key_dim, value_dim]`.
+    pub fn state_len(&self) -> usize {
+        self.value_heads * self.key_dim * self.value_dim
+    }
+
+    /// Floats of the output (and of the gate `z`): `value_heads x
+    /// value_dim`.
+    pub fn value_len(&self) -> usize {
+        self.value_heads * self.value_dim
+    }
+}
+
+/// `x / (1 + e^-x)`.
+fn silu(x: f32) -> f32 {
+    x / (1.0 + libm::expf(-x))
+}
+
+/// `1 / (1 + e^-x)`.
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + libm::expf(-x))
+}
+
+/// `ln(1 + e^x)`, `x` itself above 20 (torch's threshold).
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        libm::log1pf(libm::expf(x))
+    }
+}
+
+/// One token through the depthwise causal convolution, then SiLU: `x`
+/// [conv_channels] (the token's q|k|v projection) becomes the output;
+/// `window` [`DeltaShape::window_len`] holds the previous tokens' inputs
+/// (zeros before the first) and moves on by this one; `weight`
+/// [conv_channels, conv_kernel] (transformers' `conv1d.weight` [C, 1, K]),
+/// the last tap on the token itself.
+pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[f32], x: &mut [f32]) {
+    let (c, k) = (shape.conv_channels(), shape.conv_kernel);
+    let window = &mut window[..shape.window_len()];
+    for (ch, (v, taps)) in x[..c].iter_mut().zip(weight.chunks_exact(k)).enumerate() {
+        let mut acc = 0.0f32;
+        for (t, &w) in taps[..k - 1].iter().enumerate() {
+            acc += w * window[t * c + ch];
+        }
+        acc += taps[k - 1] * *v;
+        let input = *v;
+        *v = silu(acc);
+        // The window moves on: drop the oldest input, keep this one.
+        for t in 0..k.saturating_sub(2) {
+            window[t * c + ch] = window[(t + 1) * c + ch];
+        }
+        if k > 1 {
+            window[(k - 2) * c + ch] = input;
+        }
+    }
+}
+
+/// The gates of one token per value head: `beta = sigmoid(b)`, `g =
+/// -exp(a_log) * softplus(a + dt_bias)` (the log of the state's decay),
+/// from the token's `a` and `b` projections [value_heads] and the layer's
+/// `A_log` and `dt_bias` [value_heads].
+pub fn gates(
+    a: &[f32],
+    b: &[f32],
+    a_log: &[f32],
+    dt_bias: &[f32],
+    g: &mut [f32],
+    beta: &mut [f32],
+) {
+    for (h, (g, beta)) in g.iter_mut().zip(beta.iter_mut()).enumerate() {
+        *beta = sigmoid(b[h]);
+        *g = -libm::expf(a_log[h]) * softplus(a[h] + dt_bias[h]);
+    }
+}
+
+/// `x * rsqrt(sum(x^2) + 1e-6)`, in place (transformers' `l2norm`).
+fn l2_normalize(x: &mut [f32]) {
+    let ss: f32 = x.iter().map(|v| v * v).sum();
+    let r = 1.0 / libm::sqrtf(ss + 1e-6);
+    x.iter_mut().for_each(|v| *v *= r);
+}
+
+/// One token through the gated delta rule: `q`, `k` [key_heads x key_dim]
+/// (the convolution's output; normalised here, in place), `v`
+/// [value_heads x value_dim], `g` and `beta` [value_heads] ([`gates`]);
+/// `state` [`DeltaShape::state_len`] (zeros before the first token)
+/// decays, takes the token's write and gives `out` [value_heads x
+/// value_dim].
+#[allow(clippy::too_many_arguments)]
+pub fn delta_step(
+    shape: &DeltaShape,
+    state: &mut [f32],
+    q: &mut [f32],
+    k: &mut [f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    out: &mut [f32],
+) {
+    let (dk, dv) = (shape.key_dim, shape.value_dim);
+    let scale = 1.0 / libm::sqrtf(dk as f32);
+    for h in 0..shape.key_heads {
+        l2_normalize(&mut q[h * dk..(h + 1) * dk]);
+        l2_normalize(&mut k[h * dk..(h + 1) * dk]);
+        q[h * dk..(h + 1) * dk].iter_mut().for_each(|x| *x *= scale);
+    }
+    let group = (shape.value_heads / shape.key_heads.max(1)).max(1);
+    for h in 0..shape.value_heads {
+        let kh = h / group;
+        let (qh, kh) = (&q[kh * dk..(kh + 1) * dk], &k[kh * dk..(kh + 1) * dk]);
+        let vh = &v[h * dv..(h + 1) * dv];
+        let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
+        let decay = libm::expf(g[h]);
+        s.iter_mut().for_each(|x| *x *= decay);
+        let oh = &mut out[h * dv..(h + 1) * dv];
+        // kv = S^T k, then delta = beta (v - kv), reusing `oh`.
+        oh.fill(0.0);
+        for (row, &ki) in s.chunks_exact(dv).zip(kh) {
+            for (o, &x) in oh.iter_mut().zip(row) {
+                *o += x * ki;
+            }
+        }
+        for (o, &x) in oh.iter_mut().zip(vh) {
+            *o = (x - *o) * beta[h];
+        }
+        // S += k delta^T.
+        for (row, &ki) in s.chunks_exact_mut(dv).zip(kh) {
+            for (x, &d) in row.iter_mut().zip(oh.iter()) {
+                *x += ki * d;
+            }
+        }
+        // out = S^T q.
+        oh.fill(0.0);
+        for (row, &qi) in s.chunks_exact(dv).zip(qh) {
+            for (o, &x) in oh.iter_mut().zip(row) {
+                *o += x * qi;
+            }
+        }
+    }
+}
+
+/// The mixer's output norm, per value head: `rmsnorm(out) * weight *
+/// silu(z)` (transformers' `RMSNormGated`; `weight` [value_dim], not
+/// zero-centred), in place on `out` [value_heads x value_dim].
+pub fn gated_norm(shape: &DeltaShape, out: &mut [f32], z: &[f32], weight: &[f32], eps: f32) {
+    let dv = shape.value_dim;
+    for (o, z) in out.chunks_exact_mut(dv).zip(z.chunks_exact(dv)) {
+        let ms = o.iter().map(|v| v * v).sum::<f32>() / dv as f32;
+        let r = 1.0 / libm::sqrtf(ms + eps);
+        for ((x, &w), &zi) in o.iter_mut().zip(weight).zip(z) {
+            *x = w * (*x * r) * silu(zi);
+        }
+    }
+}

@@ -1188,48 +1188,94 @@ pub fn embed_rows<P: Parallel>(
     out: &mut [f32],
     cancel: &AtomicBool,
 ) -> Result<usize, Error> {
+    let hidden = embed_start(w, s, text, out)?;
+    let out = &mut out[..hidden];
+    for c in 0..text.chunks() {
+        embed_chunk(w, s, k, pool, text, c, out, cancel)?;
+    }
+    embed_finish(text, out);
+    Ok(hidden)
+}
+
+impl Text<'_> {
+    /// Forward steps of [`embed_rows`]: the ids in chunks of `chunk`.
+    pub fn chunks(&self) -> usize {
+        self.ids.len().div_ceil(self.chunk.max(1))
+    }
+}
+
+/// [`embed_rows`]'s start, for a host that runs the chunks one at a time
+/// ([`embed_chunk`], then [`embed_finish`]: the server, one chunk per
+/// engine turn beside its streams; the same bits): the checks of
+/// [`check_text`], the slot's rotary offset reset, `out` zeroed; returns
+/// the hidden size (`out`'s first floats are the embedding's).
+pub fn embed_start(
+    w: &Weights,
+    s: &mut State,
+    text: &Text,
+    out: &mut [f32],
+) -> Result<usize, Error> {
     let hidden = check_text(w, s, text, out.len())?;
-    let (ids, out) = (text.ids, &mut out[..hidden]);
     if let Some(delta) = s.rope_delta.get_mut(text.slot) {
         *delta = 0;
     }
-    out.fill(0.0);
+    out[..hidden].fill(0.0);
+    Ok(hidden)
+}
+
+/// Chunk `c` of `text` (below [`Text::chunks`], after the chunks before
+/// it) through the model, its final norm's rows pooled into `out`
+/// (`hidden` floats, as [`embed_start`] left them); `cancel` read before
+/// each layer (then [`Error::Cancelled`], the flag cleared).
+#[allow(clippy::too_many_arguments)]
+pub fn embed_chunk<P: Parallel>(
+    w: &Weights,
+    s: &mut State,
+    k: &Kernels,
+    pool: &P,
+    text: &Text,
+    c: usize,
+    out: &mut [f32],
+    cancel: &AtomicBool,
+) -> Result<(), Error> {
+    let chunk = text.chunk.max(1);
+    let part = text.ids.chunks(chunk).nth(c).unwrap_or(&[]);
     let mut pooler = Pooler {
         out,
         pooling: text.pooling,
     };
-    for (c, part) in ids.chunks(text.chunk.max(1)).enumerate() {
-        let step = Step {
-            rows: Rows::Run {
-                slot: text.slot,
-                pos: c * text.chunk.max(1),
-                tokens: part,
-                last_logits: false,
-                then: &[],
-            },
-            copy: w.routing.for_batch(part.len()),
-            images: None,
-            logits: false,
-            interrupt: Some(cancel),
-        };
-        if let Err(e) = forward_step_observed(w, s, k, pool, &step, &mut pooler) {
-            if e == Error::Cancelled {
-                // Seen: the flag is cleared, as a cancelled feed clears it.
-                cancel.store(false, Ordering::Relaxed);
-            }
-            return Err(e);
-        }
+    let step = Step {
+        rows: Rows::Run {
+            slot: text.slot,
+            pos: c * chunk,
+            tokens: part,
+            last_logits: false,
+            then: &[],
+        },
+        copy: w.routing.for_batch(part.len()),
+        images: None,
+        logits: false,
+        interrupt: Some(cancel),
+    };
+    let r = forward_step_observed(w, s, k, pool, &step, &mut pooler).map(|_| ());
+    if r == Err(Error::Cancelled) {
+        // Seen: the flag is cleared, as a cancelled feed clears it.
+        cancel.store(false, Ordering::Relaxed);
     }
-    let out = pooler.out;
+    r
+}
+
+/// [`embed_rows`]'s end: the pooled rows of every chunk in `out`
+/// (`hidden` floats) averaged (mean pooling) and scaled to unit length.
+pub fn embed_finish(text: &Text, out: &mut [f32]) {
     if text.pooling == Pooling::Mean {
-        let scale = 1.0 / ids.len() as f32;
+        let scale = 1.0 / text.ids.len() as f32;
         out.iter_mut().for_each(|v| *v *= scale);
     }
     let norm = libm::sqrtf(out.iter().map(|v| v * v).sum::<f32>());
     if norm > 0.0 {
         out.iter_mut().for_each(|v| *v /= norm);
     }
-    Ok(hidden)
 }
 
 /// How [`embed_rows`] pools a text's rows into one vector.

@@ -1951,6 +1951,92 @@ fn embeddings_are_the_cores_and_leave_answers_unchanged() {
     );
 }
 
+/// An embedding input longer than a prefill chunk, sent while a stream
+/// runs: the engine runs it a chunk per turn beside the stream's steps
+/// (`Scheduler::embedding_turn`); the vector is `embed_rows`' and the
+/// stream's answer `kestrel run`'s.
+#[test]
+fn a_long_embedding_beside_a_stream_is_the_cores() {
+    use kestrel_core::generate::{embed_rows, Pooling, Text, PREFILL_CHUNK};
+    let long_text = "one two three four five six seven eight nine ten ".repeat(6);
+    let cfg = SamplerConfig {
+        temperature: 0.8,
+        seed: 3,
+        ..SamplerConfig::default()
+    };
+    let (want_a, _) = kestrel_run(&[(Role::User, PROMPTS[1])], cfg, 120);
+    let want_vector = with_session(&model(), cfg, |s| {
+        let ids = s.encode(&long_text).unwrap();
+        assert!(ids.len() > PREFILL_CHUNK, "{} tokens", ids.len());
+        let text = Text {
+            slot: 0,
+            ids: &ids,
+            chunk: PREFILL_CHUNK,
+            pooling: Pooling::Mean,
+        };
+        let g = &mut s.gen;
+        let mut out = vec![0f32; g.weights.cfg.hidden_size as usize];
+        let no = AtomicBool::new(false);
+        embed_rows(
+            g.weights,
+            &mut g.state,
+            &g.kernels,
+            g.pool,
+            &text,
+            &mut out,
+            &no,
+        )
+        .unwrap();
+        out
+    });
+    let srv = Server::start(2, &[]);
+    let body_a = chat_body(
+        &[(Role::User, PROMPTS[1])],
+        ",\"temperature\":0.8,\"seed\":3,\"max_tokens\":120,\"stream\":true",
+    );
+    let mut a = TcpStream::connect(srv.addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    a.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body_a}",
+            body_a.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut got_a = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got_a).contains("data: ") {
+        let n = a.read(&mut buf).unwrap();
+        assert!(n > 0, "stream A closed early");
+        got_a.extend_from_slice(&buf[..n]);
+    }
+    let mut input = String::new();
+    json::write_json_str(&mut input, &long_text).unwrap();
+    let (st, b) = post(
+        srv.addr,
+        "/v1/embeddings",
+        &format!(r#"{{"input":{input}}}"#),
+        None,
+    );
+    assert_eq!(st, 200, "{b}");
+    let v = json::parse(b.as_bytes()).unwrap();
+    let got: Vec<f32> = numbers(
+        v.get("data")
+            .and_then(|d| d.iter_array().unwrap().next())
+            .and_then(|d| d.get("embedding"))
+            .unwrap(),
+    )
+    .iter()
+    .map(|&x| x as f32)
+    .collect();
+    assert_eq!(got, want_vector);
+    a.read_to_end(&mut got_a).unwrap();
+    let raw_a = String::from_utf8_lossy(&got_a).into_owned();
+    let (text_a, _) = sse_text(raw_a.split_once("\r\n\r\n").unwrap().1);
+    assert_eq!(text_a, want_a);
+}
+
 /// `--slot-dir`: a conversation's cache outlives the server. Turn 1 on one
 /// server, turn 2 on a new one over the same directory: turn 2 reuses the
 /// cached prefix (as a server that never stopped does) and answers as

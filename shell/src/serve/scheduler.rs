@@ -28,8 +28,9 @@
 use super::channel::{Receiver, RecvError, Sender};
 use kestrel_core::error::Error;
 use kestrel_core::generate::{
-    embed_rows, prefill_turn, reusable_prefix, sample_next, Chunk, DraftModel, Driver, Ending,
-    Limits, Pooling, Prefill, Sampled, Sequence, StopSet, Streams, Text, PREFILL_CHUNK,
+    embed_chunk, embed_finish, embed_start, prefill_turn, reusable_prefix, sample_next, Chunk,
+    DraftModel, Driver, Ending, Limits, Pooling, Prefill, Sampled, Sequence, StopSet, Streams,
+    Text, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -185,6 +186,19 @@ struct Slot {
     reusable_upto: usize,
     /// Took a job since its cache was last kept in `--slot-dir`.
     dirty: bool,
+    /// An embedding input under way, one chunk per engine turn while
+    /// streams wait for their steps.
+    embedding: Option<Embedding>,
+}
+
+/// A `/v1/embeddings` input running in a slot.
+struct Embedding {
+    job: Job,
+    pooling: Pooling,
+    /// The next chunk to run.
+    next: usize,
+    /// The pooled rows so far (hidden).
+    out: Vec<f32>,
 }
 
 /// The scheduler: the slots, the state and everything a step needs; it
@@ -233,6 +247,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 used: 0,
                 reusable_upto: usize::MAX,
                 dirty: false,
+                embedding: None,
             })
             .collect();
         for (i, slot) in slots.iter_mut().enumerate() {
@@ -264,6 +279,12 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 {
                     s.admitting = None;
                 }
+                if s.embedding
+                    .as_ref()
+                    .is_some_and(|e| e.job.cancel.load(Ordering::Relaxed))
+                {
+                    s.embedding = None;
+                }
             }
             for (i, slot) in slots.iter_mut().enumerate() {
                 if slot.dirty && slot.free() {
@@ -290,8 +311,9 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                     continue;
                 }
                 if let Some(pooling) = job.embed {
-                    self.embed(&mut slots, &job, pooling);
-                    // One input per turn while streams wait for their steps.
+                    // Run whole when nothing else waits, else a chunk a
+                    // turn (below), one input at a time.
+                    self.start_embedding(&mut slots, job, pooling);
                     if slots.iter().any(|s| !s.free()) {
                         break;
                     }
@@ -312,6 +334,15 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 clock += 1;
                 slots[i].used = clock;
                 self.admit(&mut slots[i], i, job);
+            }
+            // An embedding under way beside streams: its next chunk.
+            let streams = slots
+                .iter()
+                .any(|s| s.active.is_some() || s.admitting.is_some());
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if slot.embedding.is_some() {
+                    self.embedding_turn(slot, i, !streams);
+                }
             }
             self.publish(&slots);
             // The streams' drafts and decode rows (the driver's), then one
@@ -478,14 +509,14 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
 
     /// Runs an embedding job at once in the least recently used free slot
     /// (its cached tokens are overwritten) and sends its vector.
-    fn embed(&mut self, slots: &mut [Slot], job: &Job, pooling: Pooling) {
+    /// Starts `job`'s embedding in the free slot used least recently
+    /// (its cache is overwritten from position 0) and runs it whole when no
+    /// other slot is busy ([`Scheduler::embedding_turn`]).
+    fn start_embedding(&mut self, slots: &mut [Slot], job: Job, pooling: Pooling) {
         let free = (0..slots.len()).filter(|&i| slots[i].free());
         let Some(i) = free.min_by_key(|&i| slots[i].used) else {
             return;
         };
-        slots[i].tokens.clear();
-        slots[i].copies.clear();
-        slots[i].dirty = true;
         let text = Text {
             slot: i,
             ids: &job.prompt,
@@ -493,20 +524,72 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
             pooling,
         };
         let mut out = vec![0f32; self.w.cfg.hidden_size as usize];
-        let (w, k) = (self.w, &self.kernels);
-        let r = embed_rows(
-            w,
-            &mut self.state,
-            k,
-            self.pool,
-            &text,
-            &mut out,
-            &job.cancel,
-        );
-        let _ = job.events.send(match r {
-            Ok(_) => Event::Embedding(out),
-            Err(e) => Event::Error(format!("inference failed: {e}")),
+        if let Err(e) = embed_start(self.w, &mut self.state, &text, &mut out) {
+            let _ = job
+                .events
+                .send(Event::Error(format!("inference failed: {e}")));
+            return;
+        }
+        let s = &mut slots[i];
+        s.tokens.clear();
+        s.copies.clear();
+        s.dirty = true;
+        s.embedding = Some(Embedding {
+            job,
+            pooling,
+            next: 0,
+            out,
         });
+        let alone = slots
+            .iter()
+            .all(|s| s.active.is_none() && s.admitting.is_none());
+        self.embedding_turn(&mut slots[i], i, alone);
+    }
+
+    /// The next chunk of the slot's embedding (every chunk left when
+    /// `all`), the same steps as `embed_rows`'; at its end the vector is
+    /// sent and the slot is free.
+    fn embedding_turn(&mut self, slot: &mut Slot, i: usize, all: bool) {
+        let Some(e) = slot.embedding.as_mut() else {
+            return;
+        };
+        let text = Text {
+            slot: i,
+            ids: &e.job.prompt,
+            chunk: PREFILL_CHUNK,
+            pooling: e.pooling,
+        };
+        let (w, k) = (self.w, &self.kernels);
+        while e.next < text.chunks() {
+            let r = embed_chunk(
+                w,
+                &mut self.state,
+                k,
+                self.pool,
+                &text,
+                e.next,
+                &mut e.out,
+                &e.job.cancel,
+            );
+            if let Err(err) = r {
+                let _ = e
+                    .job
+                    .events
+                    .send(Event::Error(format!("inference failed: {err}")));
+                slot.embedding = None;
+                return;
+            }
+            e.next += 1;
+            if !all {
+                break;
+            }
+        }
+        if e.next == text.chunks() {
+            embed_finish(&text, &mut e.out);
+            let out = std::mem::take(&mut e.out);
+            let _ = e.job.events.send(Event::Embedding(out));
+            slot.embedding = None;
+        }
     }
 
     /// Sets the slot and KV gauges.
@@ -664,7 +747,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
 impl Slot {
     /// Neither admitting a prompt nor generating.
     fn free(&self) -> bool {
-        self.admitting.is_none() && self.active.is_none()
+        self.admitting.is_none() && self.active.is_none() && self.embedding.is_none()
     }
 }
 

@@ -1,6 +1,6 @@
 //! Qwen3.5's Gated DeltaNet layers (`kestrel_core::model::deltanet`)
-//! against transformers, layer by layer, on the dense fixture
-//! (`tests/fixtures/dev_qwen35_dense`, PROVENANCE.md): each linear layer
+//! against transformers, layer by layer, on the dense and the MoE
+//! fixtures (`tests/fixtures/dev_qwen35_{dense,moe}`, PROVENANCE.md): each linear layer
 //! runs the reference's input to that layer (the hidden state after the
 //! layer before it, or the embeddings) through its norm, projections,
 //! convolution, gates, delta rule, gated norm, output projection and MLP,
@@ -8,44 +8,76 @@
 //! convolution window and recurrent state. The gated full-attention
 //! layers (3 and 7) are written out here in plain f32 (the architecture's
 //! facts, checked before the forward carries them), and the whole model
-//! gives the reference's logits. The projections here are plain f32 loops
-//! (the forward will use the matrix layouts).
+//! gives the reference's logits. The MoE feed-forward (softmax router over
+//! every expert, top-k renormalised, a shared expert scaled by a sigmoid
+//! gate) chooses the reference's experts. The projections here are plain
+//! f32 loops (the forward will use the matrix layouts).
 
 use kestrel_core::model::deltanet::{conv_step, delta_step, gated_norm, gates, DeltaShape};
 use kestrel_core::safetensors::SafeTensors;
-use kestrel_tests::{fixtures, read_npy_f32};
+use kestrel_tests::{fixtures, read_npy, read_npy_f32};
 
 const HIDDEN: usize = 160;
 const TOKENS: usize = 40;
 const VOCAB: usize = 600;
-/// Full attention: 4 query heads (each with its gate), 2 KV heads, of 64.
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HEAD_DIM: usize = 64;
-/// Rotated dimensions: a quarter of the head (`partial_rotary_factor`).
-const ROTARY: usize = 16;
 const ROPE_THETA: f64 = 1e7;
-const FFN: usize = 384;
 const EPS: f32 = 1e-6;
-const SHAPE: DeltaShape = DeltaShape {
-    key_heads: 2,
-    value_heads: 6,
-    key_dim: 32,
-    value_dim: 32,
-    conv_kernel: 4,
-};
 
-/// The fixture's tensors as f32.
+/// One fixture: its tensors (as f32, on demand) and shapes.
 struct Weights {
     file: Vec<u8>,
+    /// `dev_qwen35_dense` or `dev_qwen35_moe`.
+    name: &'static str,
+    /// The linear layers' mixer.
+    shape: DeltaShape,
+    /// Full attention: query heads (each with its gate), KV heads, head
+    /// dimension; RoPE on a quarter of it (`partial_rotary_factor`).
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    /// MoE: experts, and how many each token takes.
+    experts: Option<(usize, usize)>,
 }
 
 impl Weights {
-    fn open() -> Weights {
-        let path = fixtures().join("dev_qwen35_dense/hf_bf16/model.safetensors");
+    /// The dense fixture: 2 key / 6 value heads of 32 in the linear
+    /// layers, 4/2 heads of 64 in the full ones, SwiGLU 384.
+    fn dense() -> Weights {
+        Weights::open("dev_qwen35_dense", 6, (4, 2, 64), None)
+    }
+
+    /// The MoE fixture: 2 key / 4 value heads of 32, 8/2 heads of 32, 8
+    /// experts of 64 (top 2) and a shared expert of 96.
+    fn moe() -> Weights {
+        Weights::open("dev_qwen35_moe", 4, (8, 2, 32), Some((8, 2)))
+    }
+
+    fn open(
+        name: &'static str,
+        value_heads: usize,
+        (heads, kv_heads, head_dim): (usize, usize, usize),
+        experts: Option<(usize, usize)>,
+    ) -> Weights {
+        let path = fixtures().join(name).join("hf_bf16/model.safetensors");
         Weights {
             file: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+            name,
+            shape: DeltaShape {
+                key_heads: 2,
+                value_heads,
+                key_dim: 32,
+                value_dim: 32,
+                conv_kernel: 4,
+            },
+            heads,
+            kv_heads,
+            head_dim,
+            experts,
         }
+    }
+
+    fn reference(&self, file: &str) -> (Vec<usize>, Vec<f32>) {
+        read_npy_f32(&fixtures().join(self.name).join("ref").join(file))
     }
 
     /// The text model's tensor `name` (under `model.language_model.`).
@@ -101,14 +133,13 @@ struct LayerRun {
     out: Vec<f32>,
     window: Vec<f32>,
     state: Vec<f32>,
+    /// Per token, the experts it took and their weights (MoE).
+    chosen: Vec<Vec<(usize, f32)>>,
 }
 
 fn run_linear_layer(w: &Weights, layer: usize, input: &[f32], chunks: &[usize]) -> LayerRun {
     let p = |n: &str| w.get(&format!("layers.{layer}.{n}"));
-    let (ln1, ln2) = (
-        p("input_layernorm.weight"),
-        p("post_attention_layernorm.weight"),
-    );
+    let ln1 = p("input_layernorm.weight");
     let (qkv_w, z_w) = (
         p("linear_attn.in_proj_qkv.weight"),
         p("linear_attn.in_proj_z.weight"),
@@ -126,16 +157,12 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32], chunks: &[usize]) 
         p("linear_attn.norm.weight"),
         p("linear_attn.out_proj.weight"),
     );
-    let (gate_w, up_w, down_w) = (
-        p("mlp.gate_proj.weight"),
-        p("mlp.up_proj.weight"),
-        p("mlp.down_proj.weight"),
-    );
-    assert_eq!(conv_w.len(), SHAPE.conv_channels() * SHAPE.conv_kernel);
-    let mut window = vec![0f32; SHAPE.window_len()];
-    let mut state = vec![0f32; SHAPE.state_len()];
-    let mut out = Vec::with_capacity(input.len());
-    let key = SHAPE.key_heads * SHAPE.key_dim;
+    let shape = w.shape;
+    assert_eq!(conv_w.len(), shape.conv_channels() * shape.conv_kernel);
+    let mut window = vec![0f32; shape.window_len()];
+    let mut state = vec![0f32; shape.state_len()];
+    let (mut out, mut chosen) = (Vec::with_capacity(input.len()), vec![]);
+    let key = shape.key_heads * shape.key_dim;
     let mut rows = input.chunks_exact(HIDDEN);
     for &chunk in chunks {
         // A chunk's rows in order: the state carries over between chunks
@@ -145,48 +172,87 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32], chunks: &[usize]) 
             let mut qkv = matvec(&qkv_w, &h);
             let z = matvec(&z_w, &h);
             let (a, b) = (matvec(&a_w, &h), matvec(&b_w, &h));
-            conv_step(&SHAPE, &mut window, &conv_w, &mut qkv);
-            let (mut g, mut beta) = (vec![0f32; 6], vec![0f32; 6]);
+            conv_step(&shape, &mut window, &conv_w, &mut qkv);
+            let heads = shape.value_heads;
+            let (mut g, mut beta) = (vec![0f32; heads], vec![0f32; heads]);
             gates(&a, &b, &a_log, &dt_bias, &mut g, &mut beta);
             let (q, rest) = qkv.split_at_mut(key);
             let (k, v) = rest.split_at_mut(key);
-            let mut o = vec![0f32; SHAPE.value_len()];
-            delta_step(&SHAPE, &mut state, q, k, v, &g, &beta, &mut o);
-            gated_norm(&SHAPE, &mut o, &z, &norm_w, EPS);
+            let mut o = vec![0f32; shape.value_len()];
+            delta_step(&shape, &mut state, q, k, v, &g, &beta, &mut o);
+            gated_norm(&shape, &mut o, &z, &norm_w, EPS);
             let mixed = matvec(&out_w, &o);
             let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
-            let h = norm(&r, &ln2);
-            let (gate, up) = (matvec(&gate_w, &h), matvec(&up_w, &h));
-            let act: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-            let down = matvec(&down_w, &act);
-            assert_eq!(down.len(), HIDDEN);
-            out.extend(r.iter().zip(&down).map(|(a, b)| a + b));
+            let (y, experts) = ffn_block(w, layer, &r);
+            out.extend(y);
+            chosen.push(experts);
         }
     }
-    LayerRun { out, window, state }
+    LayerRun {
+        out,
+        window,
+        state,
+        chosen,
+    }
 }
 
-/// The MLP block after a mixer: `r` (the residual after the mixer) plus
-/// the SwiGLU of its post-attention norm.
-fn mlp_block(w: &Weights, layer: usize, r: &[f32]) -> Vec<f32> {
-    let p = |n: &str| w.get(&format!("layers.{layer}.{n}"));
-    let h = norm(r, &p("post_attention_layernorm.weight"));
+/// SwiGLU: `down(silu(gate(h)) * up(h))` of the matrices under `at`.
+fn swiglu(w: &Weights, at: &str, h: &[f32]) -> Vec<f32> {
     let (gate, up) = (
-        matvec(&p("mlp.gate_proj.weight"), &h),
-        matvec(&p("mlp.up_proj.weight"), &h),
+        matvec(&w.get(&format!("{at}.gate_proj.weight")), h),
+        matvec(&w.get(&format!("{at}.up_proj.weight")), h),
     );
     let act: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-    let down = matvec(&p("mlp.down_proj.weight"), &act);
-    r.iter().zip(&down).map(|(a, b)| a + b).collect()
+    matvec(&w.get(&format!("{at}.down_proj.weight")), &act)
+}
+
+/// The feed-forward block after a mixer: `r` (the residual after the
+/// mixer) plus the MLP of its post-attention norm, and (MoE) the experts
+/// the token took with their weights. MoE: a softmax over every expert's
+/// router logit, the top k renormalised, their SwiGLUs weighted, plus the
+/// shared expert times `sigmoid(shared_expert_gate(h))`.
+fn ffn_block(w: &Weights, layer: usize, r: &[f32]) -> (Vec<f32>, Vec<(usize, f32)>) {
+    let at = format!("layers.{layer}.mlp");
+    let h = norm(
+        r,
+        &w.get(&format!("layers.{layer}.post_attention_layernorm.weight")),
+    );
+    let (down, chosen) = match w.experts {
+        None => (swiglu(w, &at, &h), vec![]),
+        Some((n, top)) => {
+            let logits = matvec(&w.get(&format!("{at}.gate.weight")), &h);
+            assert_eq!(logits.len(), n);
+            let max = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+            let sum: f32 = e.iter().sum();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| e[b].partial_cmp(&e[a]).unwrap().then(a.cmp(&b)));
+            let picked: f32 = order[..top].iter().map(|&i| e[i] / sum).sum();
+            let chosen: Vec<(usize, f32)> = order[..top]
+                .iter()
+                .map(|&i| (i, e[i] / sum / picked))
+                .collect();
+            let mut down = vec![0f32; HIDDEN];
+            for &(i, weight) in &chosen {
+                let y = swiglu(w, &format!("{at}.experts.{i}"), &h);
+                down.iter_mut().zip(&y).for_each(|(d, v)| *d += weight * v);
+            }
+            let shared = swiglu(w, &format!("{at}.shared_expert"), &h);
+            let gate = matvec(&w.get(&format!("{at}.shared_expert_gate.weight")), &h)[0];
+            let g = 1.0 / (1.0 + (-gate).exp());
+            down.iter_mut().zip(&shared).for_each(|(d, v)| *d += g * v);
+            (down, chosen)
+        }
+    };
+    (r.iter().zip(&down).map(|(a, b)| a + b).collect(), chosen)
 }
 
 /// A gated full-attention layer over `input` [TOKENS, HIDDEN] (positions
 /// 0..): `q_proj` gives each head's query and then its gate; per-head
-/// zero-centred q/k norms; RoPE on the first [`ROTARY`] dimensions of
-/// each head (text positions: the three M-RoPE sections agree), halves
+/// zero-centred q/k norms; RoPE on the first quarter of each head (text positions: the three M-RoPE sections agree), halves
 /// rotated; causal softmax attention (query head `h` reads KV head `h /
 /// 2`); the output times `sigmoid(gate)` into `o_proj`; then the MLP.
-fn run_attention_layer(w: &Weights, layer: usize, input: &[f32]) -> Vec<f32> {
+fn run_attention_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
     let p = |n: &str| w.get(&format!("layers.{layer}.{n}"));
     let ln1 = p("input_layernorm.weight");
     let (q_w, k_w, v_w, o_w) = (
@@ -196,10 +262,12 @@ fn run_attention_layer(w: &Weights, layer: usize, input: &[f32]) -> Vec<f32> {
         p("self_attn.o_proj.weight"),
     );
     let (q_norm, k_norm) = (p("self_attn.q_norm.weight"), p("self_attn.k_norm.weight"));
+    let (heads, kv_heads, head_dim) = (w.heads, w.kv_heads, w.head_dim);
+    let rotary = head_dim / 4;
     let rope = |x: &mut [f32], pos: usize| {
-        let half = ROTARY / 2;
+        let half = rotary / 2;
         for i in 0..half {
-            let inv = 1.0 / ROPE_THETA.powf(2.0 * i as f64 / ROTARY as f64);
+            let inv = 1.0 / ROPE_THETA.powf(2.0 * i as f64 / rotary as f64);
             let angle = (pos as f64 * inv) as f32;
             let (sin, cos) = angle.sin_cos();
             let (a, b) = (x[i], x[i + half]);
@@ -212,129 +280,177 @@ fn run_attention_layer(w: &Weights, layer: usize, input: &[f32]) -> Vec<f32> {
         let h = norm(x, &ln1);
         let q = matvec(&q_w, &h);
         let (k, v) = (matvec(&k_w, &h), matvec(&v_w, &h));
-        for head in 0..HEADS {
-            let at = head * 2 * HEAD_DIM;
-            let mut qh = norm(&q[at..at + HEAD_DIM], &q_norm);
+        for head in 0..heads {
+            let at = head * 2 * head_dim;
+            let mut qh = norm(&q[at..at + head_dim], &q_norm);
             rope(&mut qh, pos);
             qs.push(qh);
-            gates.push(q[at + HEAD_DIM..at + 2 * HEAD_DIM].to_vec());
+            gates.push(q[at + head_dim..at + 2 * head_dim].to_vec());
         }
-        for head in 0..KV_HEADS {
-            let mut kh = norm(&k[head * HEAD_DIM..(head + 1) * HEAD_DIM], &k_norm);
+        for head in 0..kv_heads {
+            let mut kh = norm(&k[head * head_dim..(head + 1) * head_dim], &k_norm);
             rope(&mut kh, pos);
             ks.push(kh);
-            vs.push(v[head * HEAD_DIM..(head + 1) * HEAD_DIM].to_vec());
+            vs.push(v[head * head_dim..(head + 1) * head_dim].to_vec());
         }
     }
-    let scale = 1.0 / (HEAD_DIM as f32).sqrt();
-    let mut out = Vec::with_capacity(input.len());
+    let scale = 1.0 / (head_dim as f32).sqrt();
+    let (mut out, mut chosen) = (Vec::with_capacity(input.len()), vec![]);
     for (pos, x) in input.chunks_exact(HIDDEN).enumerate() {
-        let mut attended = Vec::with_capacity(HEADS * HEAD_DIM);
-        for head in 0..HEADS {
-            let q = &qs[pos * HEADS + head];
-            let kv = head / (HEADS / KV_HEADS);
+        let mut attended = Vec::with_capacity(heads * head_dim);
+        for head in 0..heads {
+            let q = &qs[pos * heads + head];
+            let kv = head / (heads / kv_heads);
             let scores: Vec<f32> = (0..=pos)
                 .map(|j| {
-                    let k = &ks[j * KV_HEADS + kv];
+                    let k = &ks[j * kv_heads + kv];
                     q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
                 })
                 .collect();
             let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
             let e: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
             let sum: f32 = e.iter().sum();
-            let gate = &gates[pos * HEADS + head];
-            for d in 0..HEAD_DIM {
+            let gate = &gates[pos * heads + head];
+            for d in 0..head_dim {
                 let v: f32 = (0..=pos)
-                    .map(|j| e[j] / sum * vs[j * KV_HEADS + kv][d])
+                    .map(|j| e[j] / sum * vs[j * kv_heads + kv][d])
                     .sum();
                 attended.push(v / (1.0 + (-gate[d]).exp()));
             }
         }
         let mixed = matvec(&o_w, &attended);
         let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
-        out.extend(mlp_block(w, layer, &r));
+        let (y, experts) = ffn_block(w, layer, &r);
+        out.extend(y);
+        chosen.push(experts);
     }
-    out
+    LayerRun {
+        out,
+        window: vec![],
+        state: vec![],
+        chosen,
+    }
 }
 
 #[test]
 fn attention_layers_and_the_whole_model_match_transformers() {
-    let w = Weights::open();
-    let ref_dir = fixtures().join("dev_qwen35_dense/ref");
-    let (_, after) = read_npy_f32(&ref_dir.join("p40_hidden_after_layer.npy"));
-    let layer_rows = |l: usize| &after[l * TOKENS * HIDDEN..(l + 1) * TOKENS * HIDDEN];
-    for layer in [3, 7] {
-        let out = run_attention_layer(&w, layer, layer_rows(layer - 1));
-        let err = rel_err(&out, layer_rows(layer));
-        eprintln!("layer {layer} (attention): output error {err:.2e} of its largest value");
-        assert!(err < 2e-5, "layer {layer}: output error {err}");
+    for w in [Weights::dense(), Weights::moe()] {
+        let (_, after) = w.reference("p40_hidden_after_layer.npy");
+        let layer_rows = |l: usize| &after[l * TOKENS * HIDDEN..(l + 1) * TOKENS * HIDDEN];
+        for layer in [3, 7] {
+            let out = run_attention_layer(&w, layer, layer_rows(layer - 1)).out;
+            let err = rel_err(&out, layer_rows(layer));
+            eprintln!(
+                "{} layer {layer} (attention): output error {err:.2e}",
+                w.name
+            );
+            assert!(err < 2e-5, "{} layer {layer}: output error {err}", w.name);
+        }
+        // Every layer on the last one's output, the final (zero-centred)
+        // norm, the lm_head: the reference's logits.
+        let (_, mut x) = w.reference("p40_embeddings.npy");
+        for layer in 0..8 {
+            x = match layer % 4 {
+                3 => run_attention_layer(&w, layer, &x).out,
+                _ => run_linear_layer(&w, layer, &x, &[TOKENS]).out,
+            };
+        }
+        let (final_norm, head) = (w.get("norm.weight"), w.get_full("lm_head.weight"));
+        let logits: Vec<f32> = x
+            .chunks_exact(HIDDEN)
+            .flat_map(|row| matvec(&head, &norm(row, &final_norm)))
+            .collect();
+        let (shape, want) = w.reference("logits_p40.npy");
+        assert_eq!(shape, [TOKENS, VOCAB]);
+        let max = logits
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!("{} logits: max |diff| {max:.2e}", w.name);
+        assert!(max <= 1e-3, "{} logits: max |diff| {max}", w.name);
     }
-    // Every layer on the last one's output, the final (zero-centred)
-    // norm, the lm_head: the reference's logits.
-    let (_, mut x) = read_npy_f32(&ref_dir.join("p40_embeddings.npy"));
-    for layer in 0..8 {
-        x = match layer % 4 {
-            3 => run_attention_layer(&w, layer, &x),
-            _ => run_linear_layer(&w, layer, &x, &[TOKENS]).out,
-        };
-    }
-    let (final_norm, head) = (w.get("norm.weight"), w.get_full("lm_head.weight"));
-    let logits: Vec<f32> = x
-        .chunks_exact(HIDDEN)
-        .flat_map(|row| matvec(&head, &norm(row, &final_norm)))
-        .collect();
-    let (shape, want) = read_npy_f32(&ref_dir.join("logits_p40.npy"));
-    assert_eq!(shape, [TOKENS, VOCAB]);
-    let max = logits
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
-    eprintln!("logits: max |diff| {max:.2e}");
-    assert!(max <= 1e-3, "logits: max |diff| {max}");
 }
 
 #[test]
 fn linear_layers_match_transformers_and_any_chunking() {
-    let w = Weights::open();
-    let ref_dir = fixtures().join("dev_qwen35_dense/ref");
-    let (shape, after) = read_npy_f32(&ref_dir.join("p40_hidden_after_layer.npy"));
-    assert_eq!(shape, [8, 40, HIDDEN]);
-    let (_, embeddings) = read_npy_f32(&ref_dir.join("p40_embeddings.npy"));
-    let layer_rows = |l: usize| &after[l * 40 * HIDDEN..(l + 1) * 40 * HIDDEN];
-    assert_eq!(FFN * HIDDEN, w.get("layers.0.mlp.up_proj.weight").len());
-    for layer in [0, 1, 2, 4, 5, 6] {
+    for w in [Weights::dense(), Weights::moe()] {
+        let (shape, after) = w.reference("p40_hidden_after_layer.npy");
+        assert_eq!(shape, [8, TOKENS, HIDDEN]);
+        let (_, embeddings) = w.reference("p40_embeddings.npy");
+        let layer_rows = |l: usize| &after[l * TOKENS * HIDDEN..(l + 1) * TOKENS * HIDDEN];
+        for layer in [0, 1, 2, 4, 5, 6] {
+            let input = match layer {
+                0 => &embeddings[..],
+                _ => layer_rows(layer - 1),
+            };
+            let whole = run_linear_layer(&w, layer, input, &[TOKENS]);
+            let err = rel_err(&whole.out, layer_rows(layer));
+            eprintln!("{} layer {layer}: output error {err:.2e}", w.name);
+            assert!(err < 2e-5, "{} layer {layer}: output error {err}", w.name);
+            // Fed in chunks (as the fixture's chunked references split the
+            // prompt, and one token at a time): the same bits.
+            for chunks in [&[23, 17][..], &[16, 1, 1, 22], &[1; TOKENS]] {
+                let split = run_linear_layer(&w, layer, input, chunks);
+                assert_eq!(split.out, whole.out, "layer {layer}, chunks {chunks:?}");
+                assert_eq!(split.state, whole.state, "layer {layer}, chunks {chunks:?}");
+            }
+            // The states it ends with (the dense fixture keeps them): the
+            // window is the last 3 of the 4 inputs transformers keeps ([1,
+            // channels, 4]).
+            if w.experts.is_some() {
+                continue;
+            }
+            let (_, conv) = w.reference(&format!("p40_state_L{layer}_conv.npy"));
+            let c = w.shape.conv_channels();
+            let want_window: Vec<f32> = (1..4)
+                .flat_map(|t| (0..c).map(move |ch| (ch, t)))
+                .map(|(ch, t)| conv[ch * 4 + t])
+                .collect();
+            let err = rel_err(&whole.window, &want_window);
+            assert!(err < 2e-5, "layer {layer}: the window: error {err}");
+            let (_, recurrent) = w.reference(&format!("p40_state_L{layer}_recurrent.npy"));
+            let err = rel_err(&whole.state, &recurrent);
+            assert!(err < 2e-5, "layer {layer}: recurrent state error {err}");
+        }
+    }
+}
+
+#[test]
+fn moe_layers_choose_the_references_experts() {
+    let w = Weights::moe();
+    let (_, after) = w.reference("p40_hidden_after_layer.npy");
+    let (_, embeddings) = w.reference("p40_embeddings.npy");
+    let layer_rows = |l: usize| &after[l * TOKENS * HIDDEN..(l + 1) * TOKENS * HIDDEN];
+    let dir = fixtures().join(w.name).join("ref");
+    let (shape, experts) = read_npy(&dir.join("p40_router_topk_experts.npy"), "<i8");
+    assert_eq!(shape, [8, TOKENS, 2]);
+    let experts: Vec<i64> = experts
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let (_, weights) = w.reference("p40_router_topk_weights.npy");
+    for layer in 0..8 {
+        // The reference's input to the layer, through its mixer and router.
         let input = match layer {
             0 => &embeddings[..],
             _ => layer_rows(layer - 1),
         };
-        let whole = run_linear_layer(&w, layer, input, &[40]);
-        let err = rel_err(&whole.out, layer_rows(layer));
-        eprintln!("layer {layer}: output error {err:.2e} of its largest value");
-        assert!(err < 2e-5, "layer {layer}: output error {err}");
-        // The states it ends with: the window is the last 3 of the 4
-        // inputs transformers keeps ([1, channels, 4]).
-        let (_, conv) = read_npy_f32(&ref_dir.join(format!("p40_state_L{layer}_conv.npy")));
-        let c = SHAPE.conv_channels();
-        let want_window: Vec<f32> = (1..4)
-            .flat_map(|t| (0..c).map(move |ch| (ch, t)))
-            .map(|(ch, t)| conv[ch * 4 + t])
-            .collect();
-        let err = rel_err(&whole.window, &want_window);
-        assert!(
-            err < 2e-5,
-            "layer {layer}: the window holds the inputs: error {err}"
-        );
-        let (_, recurrent) =
-            read_npy_f32(&ref_dir.join(format!("p40_state_L{layer}_recurrent.npy")));
-        let err = rel_err(&whole.state, &recurrent);
-        assert!(err < 2e-5, "layer {layer}: recurrent state error {err}");
-        // Fed in chunks (as the fixture's chunked references split the
-        // prompt, and one token at a time): the same bits.
-        for chunks in [&[23, 17][..], &[16, 1, 1, 22], &[1; 40]] {
-            let split = run_linear_layer(&w, layer, input, chunks);
-            assert_eq!(split.out, whole.out, "layer {layer}, chunks {chunks:?}");
-            assert_eq!(split.state, whole.state, "layer {layer}, chunks {chunks:?}");
+        let out = match layer % 4 {
+            3 => run_attention_layer(&w, layer, input).chosen,
+            _ => run_linear_layer(&w, layer, input, &[TOKENS]).chosen,
+        };
+        for (t, chosen) in out.iter().enumerate() {
+            let at = (layer * TOKENS + t) * 2;
+            let got: Vec<i64> = chosen.iter().map(|&(i, _)| i as i64).collect();
+            assert_eq!(got, experts[at..at + 2], "layer {layer} token {t}");
+            for (k, &(_, weight)) in chosen.iter().enumerate() {
+                let want = weights[at + k];
+                assert!(
+                    (weight - want).abs() < 1e-5,
+                    "layer {layer} token {t}: {weight} {want}"
+                );
+            }
         }
     }
 }

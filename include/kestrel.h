@@ -1,7 +1,9 @@
 /*
  * kestrel.h: Kestrel's C ABI (C11, usable from C++). Run Qwen models from a
- * VQF file in memory the host provides: no allocation, no global state (but
- * the abort handler), no operating system needed. Guide: docs/embedding.md.
+ * VQF file in memory the host provides: no allocation (but a JSON schema's
+ * tables in the hosted library, freed by kestrel_close), no global state
+ * (but the abort handler), no operating system needed. Guide:
+ * docs/embedding.md.
  *
  * Conventions:
  * - Every function returns a kestrel_status (or a plain value, as noted).
@@ -22,8 +24,8 @@
  *   share one model's bytes). From inside a callback of a call (on_text, a
  *   parallel task) only kestrel_cancel may be called with that handle; any
  *   other call returns KESTREL_E_ORDER.
- * - Versions: check kestrel_abi_version() >= KESTREL_ABI_VERSION before
- *   kestrel_config_init (the library serves the ABI of this header).
+ * - Versions: check kestrel_abi_version() == KESTREL_ABI_VERSION and
+ *   kestrel_abi_minor() >= KESTREL_ABI_MINOR before kestrel_config_init.
  * - The one promise the library cannot check: the CPU features the host
  *   states in kestrel_config.cpu_features. Claiming one the CPU lacks runs
  *   an undefined instruction.
@@ -38,17 +40,18 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes. A library of ABI N serves hosts built with
-   the header of any version from KESTREL_ABI_OLDEST to N (each version adds
-   functions and constants; a struct that grows keeps its old struct_size
-   valid): check kestrel_abi_version() >= KESTREL_ABI_VERSION. Version 2
-   (2026-12-07) added stop strings, logits, embeddings, the context policy,
-   logit bias and JSON schemas. */
-#define KESTREL_ABI_VERSION 2
-/* The oldest ABI version this library serves: the shared library's SONAME
-   (libkestrel.so.1) carries it, and changes only when a version drops old
-   hosts. */
-#define KESTREL_ABI_OLDEST 1
+/* The ABI this header describes: its major number, bumped only by an
+   incompatible change (the shared library's SONAME, libkestrel.so.1,
+   carries it), and its minor number, bumped when functions, types or
+   constants are added (a struct that grows keeps its old struct_size
+   valid). A library serves every host of its major number whose minor is at
+   most its own: check kestrel_abi_version() == KESTREL_ABI_VERSION and
+   kestrel_abi_minor() >= KESTREL_ABI_MINOR (a host built before the minor
+   number existed checks the major alone, and is served). Minor 1
+   (2026-12-07): stop strings, logits, embeddings, the context policy, logit
+   bias, JSON schemas, drafting per call, chat messages. */
+#define KESTREL_ABI_VERSION 1
+#define KESTREL_ABI_MINOR 1
 
 typedef enum kestrel_status {
     KESTREL_OK = 0,           /* done */
@@ -119,8 +122,10 @@ typedef struct kestrel_sampling {
 
 /* Library version string (static, NUL-terminated). Any thread. */
 const char *kestrel_version(void);
-/* The library's ABI number (at least KESTREL_ABI_VERSION for this header's hosts). Any thread. */
+/* The library's ABI major number (KESTREL_ABI_VERSION for this header's hosts). Any thread. */
 uint32_t kestrel_abi_version(void);
+/* The library's ABI minor number (at least KESTREL_ABI_MINOR for this header's hosts). Any thread. */
+uint32_t kestrel_abi_minor(void);
 /* Fills *config with `kestrel run`'s defaults. Writes only *config; any thread. */
 kestrel_status kestrel_config_init(kestrel_config *config);
 /* Checks the model and writes the memory block's size for it and *config to *bytes (not NULL); messages into err[err_len]. Reads model only during the call; any thread. */
@@ -159,7 +164,7 @@ typedef struct kestrel_message {
     const char *text;
     size_t len;
 } kestrel_message;
-/* Token ids of messages[count] (at most 32: system, user, assistant and tool turns) in the model's chat format and the opened assistant turn, as the server formats a request's messages (no tools' schemas): on an empty cache from the start, after cached turns following them (an open answer closed first, as kestrel_chat_turn does). The texts are data, never control tokens, and fit text_bytes together. Owner thread. */
+/* Token ids of messages[count] (at most 32: system, user, assistant and tool turns) in the model's chat format and the opened assistant turn, as the server formats a request's messages (no tools' schemas): on an empty cache from the start, after cached turns following them (an open answer closed first, as kestrel_chat_turn does). The texts are data, never control tokens, and fit text_bytes together, with 64 bytes for each message past two. Owner thread. */
 kestrel_status kestrel_chat_messages(kestrel_engine *engine, const kestrel_message *messages, size_t count, uint32_t *ids,
                                      size_t cap, size_t *n);
 /* The text of ids[n] (special tokens included) into out[cap], not NUL-terminated; *len its length. Owner thread. */
@@ -206,7 +211,7 @@ kestrel_status kestrel_stop_strings_set(kestrel_engine *engine, const char *cons
 kestrel_status kestrel_drafting_set(kestrel_engine *engine, uint32_t max_draft, const uint32_t *prediction, size_t n);
 /* The tokens the last kestrel_generate drafted (*drafted) and kept (*accepted); 0 before any. Owner thread. */
 kestrel_status kestrel_draft_stats(kestrel_engine *engine, uint32_t *drafted, uint32_t *accepted);
-/* The JSON schema every answer keeps to from the next sampled token on, until set again: len bytes of a JSON Schema (len 0: none). Each answer (from the first token after a feed or a restored state) is a JSON value the schema accepts: no token that cannot continue one is sampled, and an end token only once the value is complete (an answer cut by max_tokens goes on with the next call). Compiled strictly, as the server's strict: true: a keyword not enforced is KESTREL_E_ARGUMENT naming it and its path (as `kestrel schema check --strict`), nothing changed. The first schema sorts the vocabulary (once per handle, allocated). Hosted library only: the freestanding one refuses any schema with KESTREL_E_ARGUMENT. Owner thread. */
+/* The JSON schema every answer keeps to from the next sampled token on, until set again: len bytes of a JSON Schema (len 0: none). Each answer (from the first token after a feed or a restored state; the saved format does not keep where a constrained value stands, so a state saved mid-answer starts a new value there) is a JSON value the schema accepts: no token that cannot continue one is sampled, and an end token only once the value is complete (an answer cut by max_tokens goes on with the next call). Compiled strictly, as the server's strict: true: a keyword not enforced is KESTREL_E_ARGUMENT naming it and its path (as `kestrel schema check --strict`), nothing changed. The first schema sorts the vocabulary (once per handle) in memory the library allocates, freed by kestrel_close (call it before reusing the block). Hosted library only: the freestanding one refuses any schema with KESTREL_E_ARGUMENT. Owner thread. */
 kestrel_status kestrel_json_schema_set(kestrel_engine *engine, const char *schema, size_t len);
 /* Values added to the logits of the tokens named, from the next sampled token on, until set again (OpenAI's logit_bias): n (at most 300) pairs ids[i] (below the vocabulary) and bias[i] (-100 to 100; -100 bans a token), the last of an id given twice counting (n 0: none). Applied before the penalties and sampling settings; kestrel_logits stays the model's. Otherwise KESTREL_E_ARGUMENT naming the fault, nothing changed. Owner thread. */
 kestrel_status kestrel_logit_bias_set(kestrel_engine *engine, const uint32_t *ids, const float *bias, size_t n);

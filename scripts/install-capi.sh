@@ -4,7 +4,7 @@
 #   PREFIX/include/kestrel.h
 #   PREFIX/lib/libkestrel.a              the static library
 #   PREFIX/lib/libkestrel.so.N           the shared one, SONAME libkestrel.so.N
-#                                        (N: KESTREL_ABI_OLDEST, the oldest ABI it serves)
+#                                        (N: KESTREL_ABI_VERSION, the ABI's major number)
 #   PREFIX/lib/libkestrel.so -> libkestrel.so.N
 #   PREFIX/lib/pkgconfig/kestrel.pc      for `pkg-config --cflags --libs kestrel`
 # Both libraries are the hosted build (feature hosted: std linked;
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(realpath -m "${1:-/usr/local}")
 target=$(rustc -vV | sed -n 's/^host: //p')
-abi=$(sed -n 's/^#define KESTREL_ABI_OLDEST \([0-9]*\)$/\1/p' include/kestrel.h)
+abi=$(sed -n 's/^#define KESTREL_ABI_VERSION \([0-9]*\)$/\1/p' include/kestrel.h)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 [ -n "$abi" ] && [ -n "$version" ] || { echo "install-capi: cannot read the ABI or the version"; exit 1; }
 soname=libkestrel.so.$abi

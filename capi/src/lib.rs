@@ -48,17 +48,18 @@ use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
 use kestrel_core::Error;
 
-/// The ABI's number: bumped when `kestrel.h` gains functions, types or
-/// constants. A library serves hosts of every version from [`ABI_OLDEST`]
-/// up to its own (they check `kestrel_abi_version() >=
-/// KESTREL_ABI_VERSION`). 2: stop strings, logits, embeddings, the
-/// context policy, logit bias, JSON schemas.
-pub const ABI_VERSION: u32 = 2;
+/// The ABI's major number (the SONAME's): bumped only when a function, a
+/// type or a constant of `kestrel.h` changes incompatibly. Hosts check
+/// `kestrel_abi_version() == KESTREL_ABI_VERSION`.
+pub const ABI_VERSION: u32 = 1;
 
-/// The oldest ABI version this library serves (the SONAME's number):
-/// changes only when a function, a type or a constant changes
-/// incompatibly.
-pub const ABI_OLDEST: u32 = 1;
+/// The ABI's minor number: bumped when `kestrel.h` gains functions, types
+/// or constants (a library serves every host of its major number whose
+/// minor is at most its own: they check `kestrel_abi_minor() >=
+/// KESTREL_ABI_MINOR`). 1 (2026-12-07): stop strings, logits, embeddings,
+/// the context policy, logit bias, JSON schemas, drafting per call, chat
+/// messages.
+pub const ABI_MINOR: u32 = 1;
 
 /// What a call did (`kestrel_status` in C).
 #[repr(C)]
@@ -726,7 +727,13 @@ pub extern "C" fn kestrel_version() -> *const c_char {
         .cast::<c_char>()
 }
 
-/// The ABI's number ([`ABI_VERSION`]).
+/// The ABI's minor number ([`ABI_MINOR`]).
+#[no_mangle]
+pub extern "C" fn kestrel_abi_minor() -> u32 {
+    ABI_MINOR
+}
+
+/// The ABI's major number ([`ABI_VERSION`]).
 #[no_mangle]
 pub extern "C" fn kestrel_abi_version() -> u32 {
     ABI_VERSION
@@ -981,7 +988,8 @@ pub unsafe extern "C" fn kestrel_close(h: *mut Handle) -> Status {
     // The magic goes, so later calls with this pointer fail while the host
     // leaves the block alone (best effort: after close the pointer is
     // dead). Nothing in the engine needs dropping (it owns no resources)
-    // but the hosted library's built-in pool, whose threads end here.
+    // but the hosted library's built-in pool, whose threads end here, and
+    // a JSON schema's tables (hosted library), freed here.
     magic.store(0, Ordering::Release);
     // SAFETY: live, and no call runs (checked above): the pool is unused.
     let owned = unsafe { ptr::replace(addr_of_mut!((*h).owned_pool), ptr::null_mut()) };
@@ -1217,7 +1225,8 @@ pub const KESTREL_ROLE_TOOL: c_int = 3;
 /// as the server formats a request's messages (without tools' schemas):
 /// on an empty cache from the start, after cached turns following them
 /// (an open answer closed first). The texts are data, never control
-/// tokens, and fit `text_bytes` together.
+/// tokens, and fit `text_bytes` together, with 64 bytes for each message
+/// past two.
 ///
 /// # Safety
 /// As [`kestrel_tokenize`]; `messages` readable for `n`, each one's text
@@ -1319,7 +1328,9 @@ pub unsafe extern "C" fn kestrel_feed(h: *mut Handle, ids: *const u32, n: usize)
         // SAFETY: the pointers' contract (this function's Safety section).
         let ids = unsafe { ids_in(ids, n) }?;
         e.feed(ids, cancel)?;
-        json.answer_begins();
+        if !ids.is_empty() {
+            json.answer_begins();
+        }
         Ok(Status::Ok)
     };
     // SAFETY: the caller's contract.
@@ -1837,7 +1848,9 @@ pub unsafe extern "C" fn kestrel_stop_strings_set(
 /// The JSON schema every answer keeps to from the next sampled token on,
 /// until set again: `len` bytes of a JSON Schema at `schema` (`len` 0:
 /// none). Each answer (from the first token after a feed, or after a
-/// restored state) is a JSON value the schema accepts: a token that cannot
+/// restored state: the saved format does not keep where a constrained
+/// value stands, so a state saved mid-answer starts a new value there) is
+/// a JSON value the schema accepts: a token that cannot
 /// continue one is never sampled, and an end token only once the value is
 /// complete (an answer cut by `max_tokens` goes on with the next call).
 /// The schema is compiled strictly, as the server's `strict: true`: a
@@ -1926,14 +1939,17 @@ pub unsafe extern "C" fn kestrel_logit_bias_set(
         if n > MAX_LOGIT_BIAS {
             return Err(argument("logit_bias: at most 300 entries"));
         }
-        if n > 0 && (ids.is_null() || bias.is_null()) {
-            return Err(argument("logit_bias: ids or bias is NULL"));
+        if n > 0 && (bias.is_null() || !bias.is_aligned()) {
+            return Err(argument("logit_bias: bias is NULL or misaligned"));
         }
+        // SAFETY: the pointers' contract (this function's Safety section);
+        // `ids_in` checks NULL and alignment.
+        let ids = unsafe { ids_in(ids, n) }?;
         let mut entries = [(0u32, 0f32); MAX_LOGIT_BIAS];
-        for (i, entry) in entries.iter_mut().enumerate().take(n) {
-            // SAFETY: `ids` and `bias` are readable for `n` values (the
-            // contract) and `i < n`.
-            *entry = unsafe { (*ids.add(i), *bias.add(i)) };
+        for (i, (entry, &id)) in entries.iter_mut().zip(ids).enumerate() {
+            // SAFETY: `bias` is non-NULL, aligned (checked above) and
+            // readable for `n` floats (the contract), and `i < n`.
+            *entry = (id, unsafe { *bias.add(i) });
         }
         e.set_logit_bias(&entries[..n]).map_err(argument)?;
         Ok(Status::Ok)

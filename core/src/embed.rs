@@ -78,12 +78,13 @@ impl Default for Config {
     }
 }
 
-/// Chat-template bytes a turn adds around its texts: ChatML tags and the
-/// default system prompt of Qwen2.5, and up to [`MESSAGE_OVERHEAD`] for
-/// each of [`MAX_MESSAGES`] messages.
-const TURN_OVERHEAD: usize = 256 + MESSAGE_OVERHEAD * MAX_MESSAGES;
-/// Template bytes around one message (a tool's answer's tags are the
-/// longest: `<|im_start|>user\n<tool_response>\n`, its end).
+/// Chat-template bytes a turn adds around its message (ChatML tags, the
+/// default system prompt of Qwen2.5).
+const TURN_OVERHEAD: usize = 256;
+/// Template bytes counted for each message of
+/// [`Conversation::chat_messages`] beyond the first two, against the
+/// config's `text_bytes` (a tool's answer's tags are the longest:
+/// `<|im_start|>user\n<tool_response>\n`, its end).
 const MESSAGE_OVERHEAD: usize = 64;
 /// Data ranges of one formatted turn: a system and a user text, or
 /// [`MAX_MESSAGES`] messages' texts.
@@ -343,8 +344,8 @@ pub struct Conversation<'w, 's, 'p, P: Parallel> {
     ready: bool,
     /// An answer was pulled or generated and did not end on an end token
     /// (cut by `max_tokens`, cancelled, the cache full): the next
-    /// `chat_turn` closes it first ([`chat::END_OF_TURN`]), as `kestrel
-    /// chat` does.
+    /// `chat_turn` closes it first (`chat::format_turn` writes
+    /// [`chat::END_OF_TURN`]), as `kestrel chat`'s next turn does.
     answer_open: bool,
     /// Longest text `tokenize` and `chat_turn` take ([`Config::text_bytes`]).
     text_bytes: usize,
@@ -479,7 +480,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// opened assistant turn; after cached turns the same without a system
     /// turn, following the previous answer's end token (an answer that did
     /// not end on one, cut by `max_tokens` or cancelled, is closed first
-    /// with [`chat::END_OF_TURN`], as `kestrel chat` closes it). The message and
+    /// with [`chat::END_OF_TURN`] by `chat::format_turn`, as in `kestrel
+    /// chat`). The message and
     /// `system` are data, never control tokens. Returns how many ids.
     pub fn chat_turn(
         &mut self,
@@ -504,8 +506,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// default system turn when the first message is not one), after
     /// cached turns following them (an open answer closed first, as by
     /// [`Conversation::chat_turn`]). The texts are data, never control
-    /// tokens; together they fit the config's `text_bytes` (the
-    /// template's parts have room of their own). Returns how many ids.
+    /// tokens; together, with 64 bytes for each message past two, they fit
+    /// the config's `text_bytes`. Returns how many ids.
     pub fn chat_messages(&mut self, messages: &[Message], out: &mut [u32]) -> Result<usize, Error> {
         if messages.len() > MAX_MESSAGES {
             return Err(Error::OutOfRange {
@@ -514,9 +516,12 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
                 max: MAX_MESSAGES,
             });
         }
+        // The tags of messages past two (the turn's own room holds those of
+        // a system and a user message) count against `text_bytes`.
+        let tags = MESSAGE_OVERHEAD * messages.len().saturating_sub(2);
         let bytes = messages
             .iter()
-            .fold(0usize, |n, m| n.saturating_add(m.content.len()));
+            .fold(tags, |n, m| n.saturating_add(m.content.len()));
         self.check_text(bytes)?;
         let (first, open) = (self.gen.history().is_empty(), self.answer_open);
         self.encode_formatted(bytes, out, |style, w| {
@@ -560,7 +565,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
         if let (Some(keep), false) = (self.keep, ids.is_empty()) {
-            self.gen.make_room_for_turn(ids.len(), keep)?;
+            self.gen.make_room_for_turn(ids.len(), keep, 0)?;
         }
         let room = self.context() - self.gen.history().len();
         if ids.len() > room {
@@ -647,6 +652,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         emit: &mut dyn FnMut(&str),
         constraint: Option<&mut Constraint>,
     ) -> Result<Generated, Error> {
+        self.drafts = (0, 0);
         if cancel.swap(false, Ordering::Relaxed) {
             return Err(Error::Cancelled);
         }
@@ -659,7 +665,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         let before = self.gen.history().len();
         self.stream = StreamDecoder::new(true);
         let draft = self.draft;
-        let prediction = &self.prediction[..self.predicted];
+        // A draft length of 0 is plain decoding, prediction or not.
+        let prediction = &self.prediction[..self.predicted * usize::from(draft > 0)];
         let mut drafter = DraftSource::choose(prediction, None, draft > 0);
         let mut spec = Speculation {
             drafter: &mut drafter,
@@ -726,7 +733,7 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
         let last_fed = self.gen.history().len() == before + n;
         self.ready = !stopped && n > 0 && last_fed;
         // Cut by a stop string, the answer still needs its end of turn.
-        self.answer_open = !answer.stopped && n > 0;
+        self.answer_open = !answer.stopped;
         self.drafts = (stats.drafted, stats.accepted);
         Ok(Generated {
             tokens: n,
@@ -872,8 +879,8 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// the first `keep` tokens (a system prompt, say) and dropping the
     /// oldest turns after them, whole, the turns kept run again at their
     /// new positions, so that the feed and an answer of a quarter of the
-    /// context after `keep` fit (or at least the feed, one answer token
-    /// and its end: [`Generator::make_room_for_turn`]).
+    /// context after `keep` fit (or at least the feed:
+    /// [`Generator::make_room_for_turn`]).
     pub fn set_context_keep(&mut self, keep: Option<usize>) {
         self.keep = keep;
     }

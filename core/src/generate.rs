@@ -1633,14 +1633,19 @@ where
     /// [`Generator::make_room`] for a turn of `turn` tokens and its
     /// answer, the one policy of every host that keeps `keep` tokens
     /// (`kestrel chat --keep`, the embedding API's context policy): room
-    /// for the turn and a quarter of the context after `keep` when
-    /// dropping turns can make it, else for the turn, one answer token and
-    /// its end.
-    pub fn make_room_for_turn(&mut self, turn: usize, keep: usize) -> Result<usize, Error> {
+    /// for the turn and an answer of a quarter of the context after `keep`
+    /// when dropping turns can make it, else for the turn and `least` more
+    /// (the embedding API: 0, the feed alone; `kestrel chat`: 2, one
+    /// answer token and its end).
+    pub fn make_room_for_turn(
+        &mut self,
+        turn: usize,
+        keep: usize,
+        least: usize,
+    ) -> Result<usize, Error> {
         let answer = self.state.opts.max_seq.saturating_sub(keep) / 4;
-        let need = turn.saturating_add(1).saturating_add(answer);
-        self.make_room(need, keep)
-            .or_else(|_| self.make_room(turn.saturating_add(2), keep))
+        self.make_room(turn.saturating_add(answer.max(least)), keep)
+            .or_else(|_| self.make_room(turn.saturating_add(least), keep))
     }
 
     /// Room for `need` more tokens by the context policy "keep the first

@@ -98,7 +98,7 @@ impl LogitBias {
             if id as usize >= vocab {
                 return Err("logit_bias: a token id past the vocabulary");
             }
-            if !(-100.0..=100.0).contains(&bias) {
+            if !LogitBias::in_range(bias) {
                 return Err("logit_bias: a bias outside -100 ..= 100 (or NaN)");
             }
             match all.iter_mut().find(|(seen, _)| *seen == id) {
@@ -108,6 +108,11 @@ impl LogitBias {
         }
         self.entries = all;
         Ok(())
+    }
+
+    /// A bias the entries may hold: a number in -100 ..= 100 (not NaN).
+    pub fn in_range(bias: f32) -> bool {
+        (-100.0..=100.0).contains(&bias)
     }
 
     /// The entries, in the order given.

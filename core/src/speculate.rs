@@ -240,6 +240,12 @@ impl<'a> DraftSource<'a> {
             None => DraftSource::None,
         }
     }
+
+    /// Whether [`DraftSource::choose`] drafts at all with these (a host
+    /// that decides before it has the model at hand: the server's slots).
+    pub fn drafts(prediction: &[u32], model: bool, lookup: bool) -> bool {
+        !prediction.is_empty() || model || lookup
+    }
 }
 
 impl Drafter for DraftSource<'_> {

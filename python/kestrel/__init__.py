@@ -40,7 +40,8 @@ __all__ = [
     "library",
 ]
 
-ABI_VERSION = 2
+ABI_VERSION = 1
+ABI_MINOR = 1
 OK, END = 0, 1
 
 
@@ -142,6 +143,7 @@ def library():
             sigs = {
                 "kestrel_version": (C.c_char_p, []),
                 "kestrel_abi_version": (C.c_uint32, []),
+                "kestrel_abi_minor": (C.c_uint32, []),
                 "kestrel_config_init": (C.c_int, [C.POINTER(_Config)]),
                 "kestrel_memory_size": (C.c_int, [_P, _Z, C.POINTER(_Config), C.POINTER(_Z), C.c_char_p, _Z]),
                 "kestrel_open": (C.c_int, [_P, _Z, C.POINTER(_Config), _P, _Z, C.POINTER(_P), C.c_char_p, _Z]),
@@ -179,11 +181,18 @@ def library():
                 "kestrel_logits": (C.c_int, [_P, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
                 "kestrel_embed": (C.c_int, [_P, C.POINTER(_U), _Z, C.c_int, C.POINTER(C.c_float), _Z, C.POINTER(_Z)]),
             }
+            # The ABI first: a library too old for this package lacks calls.
+            for name in ("kestrel_abi_version", "kestrel_abi_minor"):
+                f = getattr(lib, name, None)
+                if f is not None:
+                    f.restype, f.argtypes = C.c_uint32, []
+            major = lib.kestrel_abi_version()
+            minor = lib.kestrel_abi_minor() if hasattr(lib, "kestrel_abi_minor") else 0
+            if major != ABI_VERSION or minor < ABI_MINOR:
+                raise KestrelError(f"{path}: ABI {major}.{minor}, this package needs {ABI_VERSION}.{ABI_MINOR} or a later minor")
             for name, (res, args) in sigs.items():
                 f = getattr(lib, name)
                 f.restype, f.argtypes = res, args
-            if lib.kestrel_abi_version() < ABI_VERSION:
-                raise KestrelError(f"{path}: ABI {lib.kestrel_abi_version()}, this package needs {ABI_VERSION} or later")
             _lib = lib
         return _lib
 

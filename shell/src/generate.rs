@@ -699,6 +699,8 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
     // The last answer did not end on its own (cut by -n, Ctrl-C, or loaded
     // mid-answer): the next turn closes it (chat::format_turn).
     let mut answer_open = false;
+    // Its last token's logits are the last row's (`/save` keeps them).
+    let mut logits_waiting = false;
     loop {
         eprint!("\n> ");
         let mut line = String::new();
@@ -712,7 +714,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
                 s.reset();
                 images.clear();
                 first = true;
-                answer_open = false;
+                (answer_open, logits_waiting) = (false, false);
                 eprintln!("(conversation reset)");
                 continue;
             }
@@ -721,10 +723,10 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
                 let path = Path::new(cmd[6..].trim());
                 let done = match cmd.starts_with("/save") {
                     true => {
-                        save_chat(&s, answer_open, path).map(|n| format!("saved {n} tokens to"))
+                        save_chat(&s, logits_waiting, path).map(|n| format!("saved {n} tokens to"))
                     }
                     false => load_chat(&mut s, path).map(|(n, open)| {
-                        answer_open = open;
+                        (answer_open, logits_waiting) = (open, open);
                         format!("loaded {n} tokens from")
                     }),
                 };
@@ -791,7 +793,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         images.clear();
         let max_seq = s.gen.state.opts.max_seq;
         if let Some(keep) = a.keep {
-            if let Ok(n @ 1..) = s.gen.make_room_for_turn(ids.len(), keep) {
+            if let Ok(n @ 1..) = s.gen.make_room_for_turn(ids.len(), keep, 2) {
                 eprintln!("(context full: the oldest {n} tokens after the first {keep} dropped)");
             }
         }
@@ -802,23 +804,28 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         first = false;
         INTERRUPT.store(false, Ordering::Relaxed);
         let mut out = std::io::stdout().lock();
+        let before = s.history().len();
         let stats = s.generate_with_images(&ids, &encoded, a.n_predict, &INTERRUPT, &mut |t| {
             let _ = out.write_all(t.as_bytes());
             let _ = out.flush();
         })?;
         answer_open = !stats.stopped;
+        // The answer's last token was run (its logits wait: `/save` keeps
+        // them) unless the context filled first.
+        logits_waiting = answer_open && s.history().len() == before + ids.len() + stats.generated;
         s.report(&stats, load_ms);
     }
     Ok(())
 }
 
 /// `kestrel chat`'s `/save PATH`: the conversation's state (history and
-/// KV rows, between turns; with the last row's logits when the answer is
-/// open, as the C ABI saves one mid-answer, so whoever loads it closes
-/// the answer) to a file; returns its tokens.
-fn save_chat(s: &Session, answer_open: bool, path: &Path) -> Result<usize> {
-    let mut bytes = vec![0u8; s.gen.state_size(answer_open)?];
-    s.gen.save_state(answer_open, &mut bytes)?;
+/// KV rows, between turns; with the last row's logits when an open
+/// answer's last token was run (`logits_waiting`), as the C ABI saves one
+/// mid-answer, so whoever loads it closes the answer) to a file; returns
+/// its tokens.
+fn save_chat(s: &Session, logits_waiting: bool, path: &Path) -> Result<usize> {
+    let mut bytes = vec![0u8; s.gen.state_size(logits_waiting)?];
+    s.gen.save_state(logits_waiting, &mut bytes)?;
     let mut out = Output::create(path)?;
     out.write(&bytes).map_err(|e| out.explain(e.into()))?;
     out.commit()?;

@@ -206,7 +206,7 @@ static int generate(const void *model, size_t len, void *memory, size_t cap, kes
     uint64_t t0, t1, t2;
     kestrel_engine *e;
     kestrel_status st;
-    if (kestrel_abi_version() < KESTREL_ABI_VERSION) return say(2, "c-host: ABI mismatch\n"), 1;
+    if (kestrel_abi_version() != KESTREL_ABI_VERSION || kestrel_abi_minor() < KESTREL_ABI_MINOR) return say(2, "c-host: ABI mismatch\n"), 1;
     if (kestrel_memory_size(model, len, cfg, &need, err, sizeof err) != KESTREL_OK ||
         kestrel_open(model, len, cfg, memory, cap, &e, err, sizeof err) != KESTREL_OK)
         return say(2, "c-host: "), say(2, err), say(2, "\n"), 1;

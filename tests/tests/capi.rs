@@ -506,11 +506,6 @@ fn stop_strings_end_generated_answers() {
     assert_eq!(st, Status::Argument);
 }
 
-/// `kestrel_context_policy(DROP_OLDEST, keep)`: a conversation longer than
-/// the context goes on; each feed that would not fit first drops the
-/// oldest turns after the first `keep` tokens, and the state is that of a
-/// fresh engine fed the conversation kept (the same logits, bit for bit,
-/// on a one-copy file); under REFUSE the same feed is a context error.
 /// The first index of the largest value (the greedy sampler's choice).
 fn first_argmax(x: &[f32]) -> u32 {
     let mut best = 0;
@@ -632,6 +627,8 @@ fn json_schema_answers_are_kestrel_runs_and_valid() {
     assert_eq!(a.feed(&prompt), Status::Ok);
     let (st, first, n1) = generate(&a, 5);
     assert_eq!((st, n1), (Status::Ok, 5), "{}", a.error());
+    // An empty feed is no new answer: the value goes on.
+    assert_eq!(a.feed(&[]), Status::Ok);
     let (st, rest, n2) = generate(&a, limit as u32);
     assert_eq!(st, Status::End, "{}", a.error());
     assert_eq!(format!("{first}{rest}"), want);
@@ -718,11 +715,13 @@ fn drafting_by_a_prediction_keeps_the_answer() {
         accepted_wrong < accepted,
         "{accepted_wrong} of a wrong prediction kept"
     );
-    // Plain decoding: nothing drafted.
-    assert_eq!(set(&a, 0, &[]), Status::Ok);
-    restart(&a, &prompt);
-    let (text, _, drafted, _) = generate(&a);
-    assert_eq!((text.as_str(), drafted), (want.as_str(), 0));
+    // Plain decoding, with a prediction set or not: nothing drafted.
+    for prediction in [&want_ids[..], &[]] {
+        assert_eq!(set(&a, 0, prediction), Status::Ok);
+        restart(&a, &prompt);
+        let (text, _, drafted, _) = generate(&a);
+        assert_eq!((text.as_str(), drafted), (want.as_str(), 0));
+    }
     // Refusals: a longer draft than the config sized, a prediction longer
     // than the context, an id past the vocabulary.
     assert_eq!(set(&a, 9, &[]), Status::Argument);
@@ -795,6 +794,11 @@ fn chat_messages_are_formatted_as_the_server_formats_them() {
     assert_eq!(format(&a, &many).0, Status::Argument);
 }
 
+/// `kestrel_context_policy(DROP_OLDEST, keep)`: a conversation longer than
+/// the context goes on; each feed that would not fit first drops the
+/// oldest turns after the first `keep` tokens, and the state is that of a
+/// fresh engine fed the conversation kept (the same logits, bit for bit,
+/// on a one-copy file); under REFUSE the same feed is a context error.
 #[test]
 fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
     let model = fixture("capi-keep", WeightMode::Q8);
@@ -1132,9 +1136,9 @@ fn at_turn1_history(state: &[u8], via: &Open, n: usize) -> Vec<u32> {
 }
 
 /// `kestrel chat`'s way with two turns, the first cut at `n` tokens: the
-/// shell's session generates, closes a cut answer with
-/// [`chat::END_OF_TURN`], formats the next turn after the cached ones and
-/// generates again (shell/src/generate.rs, `chat_on`); the whole
+/// shell's session generates, formats the next turn after the cached ones
+/// (`chat::format_turn` closing the cut answer with `END_OF_TURN` first)
+/// and generates again (shell/src/generate.rs, `chat_on`); the whole
 /// conversation's tokens.
 fn kestrel_chat_two_turns(model: &[u8], second: &str, n: usize) -> Vec<u32> {
     shell_session(model, |s, first| {

@@ -126,9 +126,10 @@ fn rel_err(a: &[f32], b: &[f32]) -> f32 {
     diff / scale
 }
 
-/// The final states of layer `layer` after `tokens` rows of `input`
-/// [tokens, HIDDEN], fed in chunks of the sizes `chunks` (summing to the
-/// rows), and its output rows.
+/// A layer's output rows for `input` [tokens, HIDDEN] (token by token:
+/// the recurrent rule has no chunked form yet, so a prompt in chunks runs
+/// the same steps), the convolution window and recurrent state it ends
+/// with (linear layers) and each token's experts (MoE).
 struct LayerRun {
     out: Vec<f32>,
     window: Vec<f32>,
@@ -137,7 +138,7 @@ struct LayerRun {
     chosen: Vec<Vec<(usize, f32)>>,
 }
 
-fn run_linear_layer(w: &Weights, layer: usize, input: &[f32], chunks: &[usize]) -> LayerRun {
+fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
     let p = |n: &str| w.get(&format!("layers.{layer}.{n}"));
     let ln1 = p("input_layernorm.weight");
     let (qkv_w, z_w) = (
@@ -158,35 +159,31 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32], chunks: &[usize]) 
         p("linear_attn.out_proj.weight"),
     );
     let shape = w.shape;
+    assert!(shape.is_valid());
     assert_eq!(conv_w.len(), shape.conv_channels() * shape.conv_kernel);
     let mut window = vec![0f32; shape.window_len()];
     let mut state = vec![0f32; shape.state_len()];
     let (mut out, mut chosen) = (Vec::with_capacity(input.len()), vec![]);
     let key = shape.key_heads * shape.key_dim;
-    let mut rows = input.chunks_exact(HIDDEN);
-    for &chunk in chunks {
-        // A chunk's rows in order: the state carries over between chunks
-        // as between tokens.
-        for x in rows.by_ref().take(chunk) {
-            let h = norm(x, &ln1);
-            let mut qkv = matvec(&qkv_w, &h);
-            let z = matvec(&z_w, &h);
-            let (a, b) = (matvec(&a_w, &h), matvec(&b_w, &h));
-            conv_step(&shape, &mut window, &conv_w, &mut qkv);
-            let heads = shape.value_heads;
-            let (mut g, mut beta) = (vec![0f32; heads], vec![0f32; heads]);
-            gates(&a, &b, &a_log, &dt_bias, &mut g, &mut beta);
-            let (q, rest) = qkv.split_at_mut(key);
-            let (k, v) = rest.split_at_mut(key);
-            let mut o = vec![0f32; shape.value_len()];
-            delta_step(&shape, &mut state, q, k, v, &g, &beta, &mut o);
-            gated_norm(&shape, &mut o, &z, &norm_w, EPS);
-            let mixed = matvec(&out_w, &o);
-            let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
-            let (y, experts) = ffn_block(w, layer, &r);
-            out.extend(y);
-            chosen.push(experts);
-        }
+    for x in input.chunks_exact(HIDDEN) {
+        let h = norm(x, &ln1);
+        let mut qkv = matvec(&qkv_w, &h);
+        let z = matvec(&z_w, &h);
+        let (a, b) = (matvec(&a_w, &h), matvec(&b_w, &h));
+        conv_step(&shape, &mut window, &conv_w, &mut qkv);
+        let heads = shape.value_heads;
+        let (mut g, mut beta) = (vec![0f32; heads], vec![0f32; heads]);
+        gates(&a, &b, &a_log, &dt_bias, &mut g, &mut beta);
+        let (q, rest) = qkv.split_at_mut(key);
+        let (k, v) = rest.split_at_mut(key);
+        let mut o = vec![0f32; shape.value_len()];
+        delta_step(&shape, &mut state, q, k, v, &g, &beta, &mut o);
+        gated_norm(&shape, &mut o, &z, &norm_w, EPS);
+        let mixed = matvec(&out_w, &o);
+        let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
+        let (y, experts) = ffn_block(w, layer, &r);
+        out.extend(y);
+        chosen.push(experts);
     }
     LayerRun {
         out,
@@ -352,7 +349,7 @@ fn attention_layers_and_the_whole_model_match_transformers() {
         for layer in 0..8 {
             x = match layer % 4 {
                 3 => run_attention_layer(&w, layer, &x).out,
-                _ => run_linear_layer(&w, layer, &x, &[TOKENS]).out,
+                _ => run_linear_layer(&w, layer, &x).out,
             };
         }
         let (final_norm, head) = (w.get("norm.weight"), w.get_full("lm_head.weight"));
@@ -373,7 +370,7 @@ fn attention_layers_and_the_whole_model_match_transformers() {
 }
 
 #[test]
-fn linear_layers_match_transformers_and_any_chunking() {
+fn linear_layers_and_their_states_match_transformers() {
     for w in [Weights::dense(), Weights::moe()] {
         let (shape, after) = w.reference("p40_hidden_after_layer.npy");
         assert_eq!(shape, [8, TOKENS, HIDDEN]);
@@ -384,17 +381,10 @@ fn linear_layers_match_transformers_and_any_chunking() {
                 0 => &embeddings[..],
                 _ => layer_rows(layer - 1),
             };
-            let whole = run_linear_layer(&w, layer, input, &[TOKENS]);
+            let whole = run_linear_layer(&w, layer, input);
             let err = rel_err(&whole.out, layer_rows(layer));
             eprintln!("{} layer {layer}: output error {err:.2e}", w.name);
             assert!(err < 2e-5, "{} layer {layer}: output error {err}", w.name);
-            // Fed in chunks (as the fixture's chunked references split the
-            // prompt, and one token at a time): the same bits.
-            for chunks in [&[23, 17][..], &[16, 1, 1, 22], &[1; TOKENS]] {
-                let split = run_linear_layer(&w, layer, input, chunks);
-                assert_eq!(split.out, whole.out, "layer {layer}, chunks {chunks:?}");
-                assert_eq!(split.state, whole.state, "layer {layer}, chunks {chunks:?}");
-            }
             // The states it ends with (the dense fixture keeps them): the
             // window is the last 3 of the 4 inputs transformers keeps ([1,
             // channels, 4]).
@@ -438,7 +428,7 @@ fn moe_layers_choose_the_references_experts() {
         };
         let out = match layer % 4 {
             3 => run_attention_layer(&w, layer, input).chosen,
-            _ => run_linear_layer(&w, layer, input, &[TOKENS]).chosen,
+            _ => run_linear_layer(&w, layer, input).chosen,
         };
         for (t, chosen) in out.iter().enumerate() {
             let at = (layer * TOKENS + t) * 2;

@@ -9,7 +9,7 @@ use crate::error::{Context, Result};
 use crate::generate::ChatText;
 use kestrel_core::chat::Role;
 use kestrel_core::json::{self, Value};
-use kestrel_core::sampler::SamplerConfig;
+use kestrel_core::sampler::{LogitBias, SamplerConfig, MAX_LOGIT_BIAS};
 use std::fmt::Write;
 
 /// Most messages in one chat request.
@@ -681,11 +681,9 @@ pub fn dropped_paths(
     out
 }
 
-/// The most entries `logit_bias` may have (OpenAI's limit).
-const MAX_LOGIT_BIAS: usize = 300;
-
 /// `logit_bias`: an object from token ids (decimal strings) to numbers in
-/// -100 ..= 100, at most [`MAX_LOGIT_BIAS`] of them.
+/// -100 ..= 100, at most `MAX_LOGIT_BIAS` of them (the core's limits,
+/// `sampler::LogitBias`, named here by the request's field).
 fn logit_bias(v: &Value) -> Result<Vec<(u32, f32)>> {
     let obj = match v.get("logit_bias") {
         None | Some(Value::Null) => return Ok(Vec::new()),
@@ -706,12 +704,13 @@ fn logit_bias(v: &Value) -> Result<Vec<(u32, f32)>> {
             .ok_or_else(|| format!("'logit_bias' keys must be token ids, not '{key}'"))?;
         let b = value
             .as_f64()
-            .filter(|b| (-100.0..=100.0).contains(b))
+            .map(|b| b as f32)
+            .filter(|&b| LogitBias::in_range(b))
             .ok_or_else(|| format!("'logit_bias.{key}' must be a number in -100 ..= 100"))?;
         if bias.len() == MAX_LOGIT_BIAS {
             return Err(format!("at most {MAX_LOGIT_BIAS} 'logit_bias' entries").into());
         }
-        bias.push((id, b as f32));
+        bias.push((id, b));
     }
     Ok(bias)
 }

@@ -364,7 +364,8 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 // last row samples.
                 let a = slots[i].active.as_ref().expect("a started slot is active");
                 let max_tokens = a.job.max_tokens;
-                let speculate = self.lookup || self.draft.is_some() || !a.job.prediction.is_empty();
+                let speculate =
+                    DraftSource::drafts(&a.job.prediction, self.draft.is_some(), self.lookup);
                 let length = Adaptive::new(self.state.opts.draft);
                 let (mut lanes, logits) = self.lanes(&mut slots, &mut candidates);
                 let logits = &mut logits[at..at + vocab];
@@ -418,6 +419,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
             candidates,
             vocab: self.vocab.as_ref(),
             draft: self.draft.as_mut(),
+            lookup: self.lookup,
             decode: self.w.routing.decode,
             metrics: self.metrics,
         };
@@ -507,8 +509,6 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
         }
     }
 
-    /// Runs an embedding job at once in the least recently used free slot
-    /// (its cached tokens are overwritten) and sends its vector.
     /// Starts `job`'s embedding in the free slot used least recently
     /// (its cache is overwritten from position 0) and runs it whole when no
     /// other slot is busy ([`Scheduler::embedding_turn`]).
@@ -760,6 +760,8 @@ struct Lanes<'x, 'a, P: Parallel> {
     /// The vocabulary sorted by bytes (JSON answers).
     vocab: Option<&'x crate::json_output::SortedVocab>,
     draft: Option<&'x mut DraftModel<'a, 'a, 'a, P, Vec<u32>>>,
+    /// Every request drafts by prompt lookup (`--lookup`).
+    lookup: bool,
     /// The copy decode rows multiply (the positions they fill were
     /// computed with it).
     decode: WeightCopy,
@@ -783,7 +785,7 @@ impl<P: Parallel> Streams for Lanes<'_, '_, P> {
             m.slot = slot;
             m as &mut dyn Drafter
         });
-        let r = DraftSource::choose(&a.job.prediction, model, true).draft(&s.tokens, out);
+        let r = DraftSource::choose(&a.job.prediction, model, self.lookup).draft(&s.tokens, out);
         s.tokens.pop();
         r
     }

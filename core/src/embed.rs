@@ -564,8 +564,12 @@ impl<'w, 's, 'p, P: Parallel> Conversation<'w, 's, 'p, P> {
     /// count). Ids must be below [`Conversation::vocab`].
     pub fn feed(&mut self, ids: &[u32], cancel: &AtomicBool) -> Result<(), Error> {
         self.check_ids(ids)?;
+        let mut ids = ids;
         if let (Some(keep), false) = (self.keep, ids.is_empty()) {
-            self.gen.make_room_for_turn(ids.len(), keep, 0)?;
+            let dropped = self.gen.make_room_for_turn(ids.len(), keep, 0)?;
+            if self.answer_open && self.gen.closes_a_dropped_answer(ids, keep, dropped) {
+                ids = &ids[1..];
+            }
         }
         let room = self.context() - self.gen.history().len();
         if ids.len() > room {

@@ -1648,6 +1648,16 @@ where
             .or_else(|_| self.make_room(turn.saturating_add(least), keep))
     }
 
+    /// After [`Generator::make_room_for_turn`] dropped `dropped` tokens:
+    /// whether `turn` begins by closing an open answer (the end-of-turn
+    /// token [`crate::chat::format_turn`] writes first) that went with
+    /// every turn after `keep`, so there is nothing left to close and the
+    /// caller skips that first id.
+    pub fn closes_a_dropped_answer(&self, turn: &[u32], keep: usize, dropped: usize) -> bool {
+        let end = self.tokenizer.token_id(crate::chat::END_OF_TURN);
+        dropped > 0 && self.len <= keep && end.is_some() && turn.first() == end.as_ref()
+    }
+
     /// Room for `need` more tokens by the context policy "keep the first
     /// `keep` tokens, drop the oldest turns": when the cached tokens and
     /// `need` do not fit the context, the turns after the first `keep`

@@ -794,6 +794,9 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         let max_seq = s.gen.state.opts.max_seq;
         if let Some(keep) = a.keep {
             if let Ok(n @ 1..) = s.gen.make_room_for_turn(ids.len(), keep, 2) {
+                if answer_open && s.gen.closes_a_dropped_answer(&ids, keep, n) {
+                    ids.remove(0);
+                }
                 eprintln!("(context full: the oldest {n} tokens after the first {keep} dropped)");
             }
         }

@@ -856,6 +856,19 @@ fn a_conversation_longer_than_the_context_drops_its_oldest_turns() {
         a.pull(6);
     }
     assert!(dropped_any, "the conversation outgrew the context");
+    // A turn that needs every turn after `keep` gone, after a cut answer:
+    // its close has no answer left to close, and is not fed.
+    let long = format!("Please answer: {}", "one two three ".repeat(8));
+    let ids = a.chat_turn(&long);
+    assert_eq!(a.feed(&ids), Status::Ok, "{}", a.error());
+    let h = a.history();
+    assert_eq!(h[..keep], start[..]);
+    assert_eq!(
+        h.len(),
+        keep + ids.len() - 1,
+        "every turn after keep dropped, the close too"
+    );
+    assert_eq!(h[keep..], ids[1..]);
     // Under REFUSE (the default) the same feed does not fit.
     let c = Open::new(&model, &cfg);
     let mut status = Status::Ok;

@@ -180,10 +180,7 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         delta_step(&shape, &mut state, q, k, v, &g, &beta, &mut o);
         gated_norm(&shape, &mut o, &z, &norm_w, EPS);
         let mixed = matvec(&out_w, &o);
-        let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
-        let (y, experts) = ffn_block(w, layer, &r);
-        out.extend(y);
-        chosen.push(experts);
+        chosen.push(residual_and_ffn(w, layer, x, &mixed, &mut out));
     }
     LayerRun {
         out,
@@ -191,6 +188,21 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         state,
         chosen,
     }
+}
+
+/// A token's layer output after its mixer gave `mixed`: the residual `x +
+/// mixed` through [`ffn_block`], appended to `out`; the experts it took.
+fn residual_and_ffn(
+    w: &Weights,
+    layer: usize,
+    x: &[f32],
+    mixed: &[f32],
+    out: &mut Vec<f32>,
+) -> Vec<(usize, f32)> {
+    let r: Vec<f32> = x.iter().zip(mixed).map(|(a, b)| a + b).collect();
+    let (y, experts) = ffn_block(w, layer, &r);
+    out.extend(y);
+    experts
 }
 
 /// SwiGLU: `down(silu(gate(h)) * up(h))` of the matrices under `at`.
@@ -316,10 +328,7 @@ fn run_attention_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
             }
         }
         let mixed = matvec(&o_w, &attended);
-        let r: Vec<f32> = x.iter().zip(&mixed).map(|(a, b)| a + b).collect();
-        let (y, experts) = ffn_block(w, layer, &r);
-        out.extend(y);
-        chosen.push(experts);
+        chosen.push(residual_and_ffn(w, layer, x, &mixed, &mut out));
     }
     LayerRun {
         out,

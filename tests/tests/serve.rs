@@ -399,6 +399,36 @@ fn a_long_prompt_admitted_in_chunks_beside_a_stream_answers_as_kestrel_run() {
     long_prompt_beside_a_stream(&one_copy_model());
 }
 
+/// Sends a streamed chat request `body` and reads until its first event:
+/// the connection and what came so far.
+fn start_stream(addr: SocketAddr, body: &str) -> (TcpStream, Vec<u8>) {
+    let mut a = TcpStream::connect(addr).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    a.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("data: ") {
+        let n = a.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    (a, got)
+}
+
+/// The rest of a stream [`start_stream`] began: its answer's text.
+fn finish_stream(a: &mut TcpStream, mut got: Vec<u8>) -> String {
+    a.read_to_end(&mut got).unwrap();
+    let raw = String::from_utf8_lossy(&got).into_owned();
+    sse_text(raw.split_once("\r\n\r\n").unwrap().1).0
+}
+
 fn long_prompt_beside_a_stream(model: &std::path::Path) {
     let long_text = "one two three four five six seven eight nine ten ".repeat(6);
     let cfg = |seed| SamplerConfig {
@@ -424,23 +454,7 @@ fn long_prompt_beside_a_stream(model: &std::path::Path) {
         &[(Role::User, PROMPTS[1])],
         ",\"temperature\":0.8,\"seed\":3,\"max_tokens\":120,\"stream\":true",
     );
-    let mut a = TcpStream::connect(srv.addr).unwrap();
-    a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
-    a.write_all(
-        format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body_a}",
-            body_a.len()
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    let mut got_a = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got_a).contains("data: ") {
-        let n = a.read(&mut buf).unwrap();
-        assert!(n > 0, "stream A closed early");
-        got_a.extend_from_slice(&buf[..n]);
-    }
+    let (mut a, got_a) = start_stream(srv.addr, &body_a);
     let body_b = chat_body(
         &[(Role::User, &long_text)],
         ",\"temperature\":0.8,\"seed\":5,\"max_tokens\":8",
@@ -451,10 +465,7 @@ fn long_prompt_beside_a_stream(model: &std::path::Path) {
         string_at(&b, &["choices", "0", "message", "content"]),
         want_b
     );
-    a.read_to_end(&mut got_a).unwrap();
-    let raw_a = String::from_utf8_lossy(&got_a).into_owned();
-    let (text_a, _) = sse_text(raw_a.split_once("\r\n\r\n").unwrap().1);
-    assert_eq!(text_a, want_a);
+    assert_eq!(finish_stream(&mut a, got_a), want_a);
 }
 
 #[test]
@@ -1994,23 +2005,7 @@ fn a_long_embedding_beside_a_stream_is_the_cores() {
         &[(Role::User, PROMPTS[1])],
         ",\"temperature\":0.8,\"seed\":3,\"max_tokens\":120,\"stream\":true",
     );
-    let mut a = TcpStream::connect(srv.addr).unwrap();
-    a.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
-    a.write_all(
-        format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body_a}",
-            body_a.len()
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    let mut got_a = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got_a).contains("data: ") {
-        let n = a.read(&mut buf).unwrap();
-        assert!(n > 0, "stream A closed early");
-        got_a.extend_from_slice(&buf[..n]);
-    }
+    let (mut a, got_a) = start_stream(srv.addr, &body_a);
     let mut input = String::new();
     json::write_json_str(&mut input, &long_text).unwrap();
     let (st, b) = post(
@@ -2031,10 +2026,7 @@ fn a_long_embedding_beside_a_stream_is_the_cores() {
     .map(|&x| x as f32)
     .collect();
     assert_eq!(got, want_vector);
-    a.read_to_end(&mut got_a).unwrap();
-    let raw_a = String::from_utf8_lossy(&got_a).into_owned();
-    let (text_a, _) = sse_text(raw_a.split_once("\r\n\r\n").unwrap().1);
-    assert_eq!(text_a, want_a);
+    assert_eq!(finish_stream(&mut a, got_a), want_a);
 }
 
 /// `--slot-dir`: a conversation's cache outlives the server. Turn 1 on one

@@ -1830,6 +1830,36 @@ fn idle_connections_give_way_near_the_cap() {
     drop(silent);
 }
 
+/// The core's embedding of `ids` (`embed_rows` in slot 0 of the session,
+/// chunks of `PREFILL_CHUNK`), as the server must answer it.
+fn core_embedding(
+    s: &mut Session,
+    ids: &[u32],
+    pooling: kestrel_core::generate::Pooling,
+) -> Vec<f32> {
+    use kestrel_core::generate::{embed_rows, Text, PREFILL_CHUNK};
+    let text = Text {
+        slot: 0,
+        ids,
+        chunk: PREFILL_CHUNK,
+        pooling,
+    };
+    let g = &mut s.gen;
+    let mut out = vec![0f32; g.weights.cfg.hidden_size as usize];
+    let no = AtomicBool::new(false);
+    embed_rows(
+        g.weights,
+        &mut g.state,
+        &g.kernels,
+        g.pool,
+        &text,
+        &mut out,
+        &no,
+    )
+    .unwrap();
+    out
+}
+
 /// `POST /v1/embeddings`: OpenAI's shape; each input's vector is
 /// `embed_rows` of its ids on the same model (the prompt's chunks of
 /// `PREFILL_CHUNK`), mean or last pooling; texts are tokenized as
@@ -1838,7 +1868,7 @@ fn idle_connections_give_way_near_the_cap() {
 /// fields we do not implement are 400s naming them.
 #[test]
 fn embeddings_are_the_cores_and_leave_answers_unchanged() {
-    use kestrel_core::generate::{embed_rows, Pooling, Text, PREFILL_CHUNK};
+    use kestrel_core::generate::Pooling;
     let texts = ["The capital of France", "1, 2, 3,"];
     let want = |pooling: Pooling| -> (Vec<Vec<f32>>, usize) {
         with_session(&model(), SamplerConfig::default(), |s| {
@@ -1847,26 +1877,7 @@ fn embeddings_are_the_cores_and_leave_answers_unchanged() {
             for t in texts {
                 let ids = s.encode(t).unwrap();
                 tokens += ids.len();
-                let text = Text {
-                    slot: 0,
-                    ids: &ids,
-                    chunk: PREFILL_CHUNK,
-                    pooling,
-                };
-                let g = &mut s.gen;
-                let mut out = vec![0f32; g.weights.cfg.hidden_size as usize];
-                let no = AtomicBool::new(false);
-                embed_rows(
-                    g.weights,
-                    &mut g.state,
-                    &g.kernels,
-                    g.pool,
-                    &text,
-                    &mut out,
-                    &no,
-                )
-                .unwrap();
-                vs.push(out);
+                vs.push(core_embedding(s, &ids, pooling));
             }
             (vs, tokens)
         })
@@ -1968,7 +1979,7 @@ fn embeddings_are_the_cores_and_leave_answers_unchanged() {
 /// stream's answer `kestrel run`'s.
 #[test]
 fn a_long_embedding_beside_a_stream_is_the_cores() {
-    use kestrel_core::generate::{embed_rows, Pooling, Text, PREFILL_CHUNK};
+    use kestrel_core::generate::{Pooling, PREFILL_CHUNK};
     let long_text = "one two three four five six seven eight nine ten ".repeat(6);
     let cfg = SamplerConfig {
         temperature: 0.8,
@@ -1979,26 +1990,7 @@ fn a_long_embedding_beside_a_stream_is_the_cores() {
     let want_vector = with_session(&model(), cfg, |s| {
         let ids = s.encode(&long_text).unwrap();
         assert!(ids.len() > PREFILL_CHUNK, "{} tokens", ids.len());
-        let text = Text {
-            slot: 0,
-            ids: &ids,
-            chunk: PREFILL_CHUNK,
-            pooling: Pooling::Mean,
-        };
-        let g = &mut s.gen;
-        let mut out = vec![0f32; g.weights.cfg.hidden_size as usize];
-        let no = AtomicBool::new(false);
-        embed_rows(
-            g.weights,
-            &mut g.state,
-            &g.kernels,
-            g.pool,
-            &text,
-            &mut out,
-            &no,
-        )
-        .unwrap();
-        out
+        core_embedding(s, &ids, Pooling::Mean)
     });
     let srv = Server::start(2, &[]);
     let body_a = chat_body(

@@ -60,6 +60,23 @@ class Package(unittest.TestCase):
             both = s.chat(PROMPT, max_tokens=24) + s.chat("Shorter, please.", max_tokens=24)
         self.assertEqual(both, chat)
 
+    def test_a_state_kestrel_chat_saved_mid_answer_goes_on_here(self):
+        # kestrel chat's /save after an answer cut by -n keeps its last
+        # row's logits, so the library loading it closes that answer before
+        # the next turn, as kestrel chat's own next turn does.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "chat.kstate")
+            chat = subprocess.run([BIN, "chat", MODEL, "--temp", "0", "-n", "24"],
+                                  input=f"{PROMPT}\n/save {path}\nShorter, please.\n",
+                                  check=True, capture_output=True, text=True).stdout
+            with open(path, "rb") as f:
+                saved = f.read()
+        with self.greedy() as s:
+            first = s.chat(PROMPT, max_tokens=24)
+        with self.greedy() as s:
+            s.load_state(saved)
+            self.assertEqual(first + s.chat("Shorter, please.", max_tokens=24), chat)
+
     def test_saved_state_and_rollback(self):
         with self.greedy() as a:
             a.chat(PROMPT, max_tokens=16)

@@ -115,11 +115,6 @@ impl LogitBias {
         (-100.0..=100.0).contains(&bias)
     }
 
-    /// The entries, in the order given.
-    pub fn entries(&self) -> &[(u32, f32)] {
-        &self.entries
-    }
-
     /// Adds each entry's bias to its token's logit.
     pub fn apply(&self, logits: &mut [f32]) {
         for &(id, bias) in &self.entries {

@@ -28,6 +28,9 @@
 //! only where the generic code writes one (attention: `libm::fmaf`). Values
 //! that pass through the subnormal range are the only exception.
 #![cfg_attr(not(feature = "std"), no_std)]
+// The shipped build (scripts/build-shipped.sh) compiles the conversion-time
+// repackers for size; nothing else changes.
+#![cfg_attr(kestrel_shipped, feature(optimize_attribute))]
 #![deny(missing_docs)]
 
 #[cfg(test)]

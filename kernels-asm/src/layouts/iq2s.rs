@@ -98,6 +98,7 @@ pub fn scale_place(r: usize, p: usize) -> usize {
 
 /// Writes one IQ2_Sx8 super-block from up to 8 GGUF IQ2_S blocks (`src[r]`
 /// for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

@@ -89,6 +89,7 @@ pub fn scale_place(r: usize, p: usize) -> usize {
 
 /// Writes one IQ2_XSx8 super-block from up to 8 GGUF IQ2_XS blocks
 /// (`src[r]` for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

@@ -93,6 +93,7 @@ pub fn scale_place(r: usize, p: usize) -> (usize, u32) {
 
 /// Writes one IQ3_Sx8 super-block from up to 8 GGUF IQ3_S blocks (`src[r]`
 /// for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

@@ -75,6 +75,7 @@ pub fn word_place(r: usize, p: usize) -> usize {
 
 /// Writes one IQ3_XXSx8 super-block from up to 8 GGUF IQ3_XXS blocks
 /// (`src[r]` for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

@@ -108,6 +108,7 @@ pub fn scale_places(s: usize) -> ((usize, u32), (usize, u32)) {
 
 /// Writes one IQ4_XSx8 super-block from up to 8 GGUF IQ4_XS blocks
 /// (`src[r]` for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

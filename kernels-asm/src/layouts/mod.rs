@@ -58,6 +58,7 @@ pub(crate) fn gguf_bytes(rows: usize, cols: usize, block_bytes: usize) -> Option
 /// group and super-block column of `out` (`super_bytes` each) from the
 /// blocks of its up to 8 real rows through `pack` (missing rows are
 /// padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 pub(crate) fn repack_row_groups(
     names: [&'static str; 3],
     src: &[u8],
@@ -82,6 +83,7 @@ pub(crate) fn repack_row_groups(
 /// super-blocks of `block_cols` columns (32 or 256) of each row.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)] // one copy for every layout (it runs only at conversion)
+#[cfg_attr(kestrel_shipped, optimize(size))]
 pub(crate) fn repack_row_groups_of(
     group_rows: usize,
     block_cols: usize,

@@ -86,6 +86,7 @@ pub fn scale_place(r: usize, j: usize) -> usize {
 
 /// Writes one Q2_Kx8 super-block from up to 8 GGUF Q2_K blocks (`src[r]`
 /// for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

@@ -116,6 +116,7 @@ pub fn places(r: usize, i: usize) -> (usize, usize, u32) {
 
 /// Writes one Q3_Kx8 super-block from up to 8 GGUF Q3_K blocks (`src[r]`
 /// for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     let mut u = [[0u8; 16]; QK_K / QK];

@@ -66,6 +66,7 @@ pub fn repack_nibble_x4<const XOR: u8>(
 /// One super-block from its rows' blocks, each nibble byte XOR `xor`
 /// (missing rows: zeros).
 #[inline(never)] // one copy for every XOR (it runs only at conversion)
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_nibbles(blocks: &[&[u8]], sb: &mut [u8], xor: u8) {
     sb.fill(0);
     for (r, src) in blocks.iter().enumerate() {

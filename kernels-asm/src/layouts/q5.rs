@@ -115,6 +115,7 @@ pub fn check(
     Ok((nb, row_len))
 }
 
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn repack(
     f: Q5Format,
     src: &[u8],

@@ -83,6 +83,7 @@ pub fn gguf_q(block: &[u8], i: usize) -> u8 {
 
 /// Writes one Q6_Kx8 super-block from up to 8 GGUF Q6_K blocks (`src[r]`
 /// for row `r`; missing rows are padding).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack_super_block(src: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, block) in src.iter().enumerate() {

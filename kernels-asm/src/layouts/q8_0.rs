@@ -42,6 +42,7 @@ pub fn repack_q8_0(src: &[u8], rows: usize, cols: usize, out: &mut [u8]) -> Resu
 }
 
 /// One super-block from its rows' blocks (missing rows: zeros).
+#[cfg_attr(kestrel_shipped, optimize(size))]
 fn pack(blocks: &[&[u8]], sb: &mut [u8]) {
     sb.fill(0);
     for (r, src) in blocks.iter().enumerate() {

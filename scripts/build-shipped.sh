@@ -24,13 +24,24 @@ profile="${2:-release}"
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
 # Feature `shipped`: with no tables to read, libunwind is not linked
 # either (shell/src/no_unwinder.rs; about 40 KB).
+# No `Debug` output (`-Z fmt-debug=none`: `{:?}` writes nothing, derived
+# `Debug` impls are empty): what a user reads is written with `Display`
+# (strings quoted by `error::quoted`, lists by `error::listed`), which
+# tests/tests/module_order.rs checks for every non-test source line; a
+# panic's message keeps its text without the values it would show (7.6 KB,
+# docs/size.md).
 # Identical code folding (`--icf=all`, rust-lld): functions whose machine
 # code is the same (monomorphized copies, trivial closures) share one body;
 # Rust does not promise distinct addresses to distinct functions (5.9 KB,
 # docs/size.md).
-RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=none --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
+RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=none -Z fmt-debug=none --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     --config "profile.$profile.package.kestrel-core.opt-level=\"z\"" \
     --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \
     --target-dir target/shipped
+# The release binary without section headers (scripts/strip-sections.py:
+# 1.5 KB); `size-report` keeps them, and its symbols.
+if [ "$profile" = release ]; then
+    python3 scripts/strip-sections.py "target/shipped/$target/$profile/kestrel"
+fi
 echo "target/shipped/$target/$profile/kestrel"

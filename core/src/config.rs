@@ -18,6 +18,12 @@ pub enum Arch {
     Qwen3Moe = 3,
     /// Qwen3-VL (text side).
     Qwen3Vl = 4,
+    /// Qwen3.5 dense: Gated DeltaNet layers beside gated full attention
+    /// ([`LinearConfig`]), zero-centred norms folded at conversion.
+    Qwen35 = 5,
+    /// Qwen3.5-MoE: as [`Arch::Qwen35`], every layer's FFN an MoE with a
+    /// shared expert.
+    Qwen35Moe = 6,
 }
 
 impl Arch {
@@ -28,18 +34,28 @@ impl Arch {
             2 => Some(Arch::Qwen3),
             3 => Some(Arch::Qwen3Moe),
             4 => Some(Arch::Qwen3Vl),
+            5 => Some(Arch::Qwen35),
+            6 => Some(Arch::Qwen35Moe),
             _ => None,
         }
     }
 
-    /// A short name (`qwen2`, `qwen3`, `qwen3moe`, `qwen3vl`).
+    /// A short name (`qwen2`, `qwen3`, `qwen3moe`, `qwen3vl`, `qwen35`,
+    /// `qwen35moe`: llama.cpp's).
     pub fn name(self) -> &'static str {
         match self {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen3Vl => "qwen3vl",
+            Arch::Qwen35 => "qwen35",
+            Arch::Qwen35Moe => "qwen35moe",
         }
+    }
+
+    /// Whether the family is Qwen3.5's (hybrid layers, gated attention).
+    pub fn is_qwen35(self) -> bool {
+        matches!(self, Arch::Qwen35 | Arch::Qwen35Moe)
     }
 }
 
@@ -58,6 +74,101 @@ pub struct MoeConfig {
     pub decoder_sparse_step: u32,
     /// Layers forced dense, as a bitset over layer indices.
     pub mlp_only_layers: [u64; MAX_LAYERS / 64],
+    /// The shared expert's FFN width (Qwen3.5-MoE: every token runs it,
+    /// scaled by a sigmoid gate); 0 for none.
+    pub shared_ffn_size: u32,
+}
+
+/// Qwen3.5's Gated DeltaNet layers: every layer but each `interval`-th
+/// (`(l + 1) % interval == 0` is full attention) mixes tokens with the
+/// gated delta rule over a fixed state (`model::deltanet`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinearConfig {
+    /// `full_attention_interval`.
+    pub interval: u32,
+    /// `linear_num_key_heads`.
+    pub key_heads: u32,
+    /// `linear_num_value_heads` (a multiple of `key_heads`).
+    pub value_heads: u32,
+    /// `linear_key_head_dim`.
+    pub key_dim: u32,
+    /// `linear_value_head_dim`.
+    pub value_dim: u32,
+    /// `linear_conv_kernel_dim`.
+    pub conv_kernel: u32,
+}
+
+impl LinearConfig {
+    /// The mixer's shape, for `model::deltanet`.
+    pub fn shape(&self) -> DeltaShape {
+        DeltaShape {
+            key_heads: self.key_heads as usize,
+            value_heads: self.value_heads as usize,
+            key_dim: self.key_dim as usize,
+            value_dim: self.value_dim as usize,
+            conv_kernel: self.conv_kernel as usize,
+        }
+    }
+}
+
+/// The shape of one Gated DeltaNet mixer (Qwen3.5's `linear_*` config
+/// keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaShape {
+    /// `linear_num_key_heads`: heads of q and k.
+    pub key_heads: usize,
+    /// `linear_num_value_heads`: heads of v, of the state and the output
+    /// (a multiple of `key_heads`).
+    pub value_heads: usize,
+    /// `linear_key_head_dim`: dk.
+    pub key_dim: usize,
+    /// `linear_value_head_dim`: dv.
+    pub value_dim: usize,
+    /// `linear_conv_kernel_dim`: the convolution's taps.
+    pub conv_kernel: usize,
+}
+
+impl DeltaShape {
+    /// Whether the rules below can run this shape (every count above 0,
+    /// the value heads a multiple of the key heads): a config is checked
+    /// with it before any of them runs (they index by these counts).
+    pub fn is_valid(&self) -> bool {
+        let DeltaShape {
+            key_heads,
+            value_heads,
+            key_dim,
+            value_dim,
+            conv_kernel,
+        } = *self;
+        key_heads > 0
+            && value_heads > 0
+            && key_dim > 0
+            && value_dim > 0
+            && conv_kernel > 0
+            && value_heads % key_heads == 0
+    }
+
+    /// Channels of the convolution: q, k and v side by side.
+    pub fn conv_channels(&self) -> usize {
+        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+    }
+
+    /// Floats of the convolution window: the previous `conv_kernel - 1`
+    /// tokens' inputs, `[conv_kernel - 1, conv_channels]`, oldest first.
+    pub fn window_len(&self) -> usize {
+        self.conv_kernel.saturating_sub(1) * self.conv_channels()
+    }
+
+    /// Floats of the recurrent state, `[value_heads, key_dim, value_dim]`.
+    pub fn state_len(&self) -> usize {
+        self.value_heads * self.key_dim * self.value_dim
+    }
+
+    /// Floats of the output (and of the gate `z`): `value_heads x
+    /// value_dim`.
+    pub fn value_len(&self) -> usize {
+        self.value_heads * self.value_dim
+    }
 }
 
 /// Most DeepStack feature levels a vision tower may declare.
@@ -220,6 +331,11 @@ pub struct Config {
     pub moe: Option<MoeConfig>,
     /// M-RoPE sections (t, h, w), for VL models; zeros otherwise.
     pub mrope_section: [u32; 3],
+    /// Leading dimensions of each head the rotary step turns (even; the
+    /// whole `head_dim` but for Qwen3.5's partial rotary).
+    pub rotary_dim: u32,
+    /// Qwen3.5's Gated DeltaNet layers.
+    pub linear: Option<LinearConfig>,
     /// The vision tower, for VL files converted with it.
     pub vision: Option<VisionConfig>,
     /// Beginning-of-text token, if any.
@@ -247,13 +363,21 @@ pub mod key {
     pub const TIED_EMBEDDINGS: u32 = 12;
     pub const QKV_BIAS: u32 = 13;
     pub const QK_NORM: u32 = 14;
+    pub const ROTARY_DIM: u32 = 15;
     pub const NUM_EXPERTS: u32 = 20;
     pub const EXPERTS_PER_TOKEN: u32 = 21;
     pub const MOE_FFN_SIZE: u32 = 22;
     pub const NORM_TOPK_PROB: u32 = 23;
     pub const DECODER_SPARSE_STEP: u32 = 24;
     pub const MLP_ONLY_LAYERS: u32 = 25;
+    pub const SHARED_FFN_SIZE: u32 = 26;
     pub const MROPE_SECTION: u32 = 30;
+    pub const LINEAR_INTERVAL: u32 = 40;
+    pub const LINEAR_KEY_HEADS: u32 = 41;
+    pub const LINEAR_VALUE_HEADS: u32 = 42;
+    pub const LINEAR_KEY_DIM: u32 = 43;
+    pub const LINEAR_VALUE_DIM: u32 = 44;
+    pub const LINEAR_CONV_KERNEL: u32 = 45;
     pub const VISION_DEPTH: u32 = 60;
     pub const VISION_HIDDEN: u32 = 61;
     pub const VISION_HEADS: u32 = 62;
@@ -287,9 +411,56 @@ impl Config {
         self.num_kv_heads as usize * self.head_dim as usize
     }
 
-    /// Rows of the fused QKV projection.
+    /// Whether attention has an output gate (Qwen3.5: `q_proj` gives a
+    /// gate per query value, stored after V in the fused QKV).
+    pub fn attn_gate(&self) -> bool {
+        self.arch.is_qwen35()
+    }
+
+    /// Rows of the fused QKV projection: Q, K, V, then (gated attention)
+    /// the gate's `q_dim` rows.
+    #[inline(never)]
     pub fn qkv_rows(&self) -> usize {
-        self.q_dim() + 2 * self.kv_dim()
+        self.q_dim() * (1 + self.attn_gate() as usize) + 2 * self.kv_dim()
+    }
+
+    /// Whether layer `l` is a Gated DeltaNet layer (Qwen3.5).
+    pub fn is_linear_layer(&self, l: usize) -> bool {
+        self.linear
+            .is_some_and(|c| !(l + 1).is_multiple_of(c.interval.max(1) as usize))
+    }
+
+    /// Layers with a KV cache (every layer but Gated DeltaNet ones).
+    #[inline(never)]
+    pub fn kv_layers(&self) -> usize {
+        let n = self.num_layers as usize;
+        match self.linear {
+            Some(c) => n / c.interval.max(1) as usize,
+            None => n,
+        }
+    }
+
+    /// Attention layer `l`'s index among [`Config::kv_layers`] (its KV
+    /// region); for a Gated DeltaNet layer `l`, its index among the
+    /// others ([`Config::linear_layers`]).
+    #[inline(never)]
+    pub fn layer_slot(&self, l: usize) -> usize {
+        match self.linear {
+            Some(c) => {
+                let before = l / c.interval.max(1) as usize;
+                if self.is_linear_layer(l) {
+                    l - before
+                } else {
+                    before
+                }
+            }
+            None => l,
+        }
+    }
+
+    /// Gated DeltaNet layers.
+    pub fn linear_layers(&self) -> usize {
+        self.num_layers as usize - self.kv_layers()
     }
 
     /// The EOS ids.
@@ -348,8 +519,29 @@ impl Config {
         if self.eos_count as usize > MAX_EOS {
             return bad("too many eos_token_ids (at most 8)");
         }
-        if (self.arch == Arch::Qwen3Moe) != self.moe.is_some() {
-            return bad("MoE settings must be present exactly for arch qwen3moe");
+        let moe_arch = matches!(self.arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
+        if moe_arch != self.moe.is_some() {
+            return bad("MoE settings must be present exactly for arch qwen3moe and qwen35moe");
+        }
+        if !self.rotary_dim.is_multiple_of(2) || !in_range(self.rotary_dim, self.head_dim) {
+            return bad("rotary_dim must be even and 2..=head_dim");
+        }
+        if self.arch.is_qwen35() != self.linear.is_some() {
+            return bad("Gated DeltaNet settings must be present exactly for arch qwen35*");
+        }
+        if let Some(c) = &self.linear {
+            let dims = [c.key_heads, c.value_heads, c.key_dim, c.value_dim];
+            if !in_range(c.interval, MAX_LAYERS as u32)
+                || !dims.iter().all(|&d| in_range(d, 1024))
+                || !in_range(c.conv_kernel, 16)
+                || !c.value_heads.is_multiple_of(c.key_heads)
+                || !c.shape().is_valid()
+            {
+                return bad(
+                    "linear attention: interval 1..=1024, heads and dims 1..=1024 \
+                            (value heads a multiple of key heads), conv kernel 1..=16",
+                );
+            }
         }
         if self.arch == Arch::Qwen3Vl {
             let sec = self.mrope_section;
@@ -372,8 +564,11 @@ impl Config {
             {
                 return bad("MoE sizes must be positive, with experts_per_token <= num_experts");
             }
-            if !m.moe_ffn_size.is_multiple_of(8) {
-                return bad("moe_ffn_size must be a multiple of 8 (fused gate/up runs)");
+            if !m.moe_ffn_size.is_multiple_of(8) || !m.shared_ffn_size.is_multiple_of(8) {
+                return bad("moe_ffn_size and the shared expert's must be multiples of 8 (fused gate/up runs)");
+            }
+            if m.shared_ffn_size > 1 << 20 || (m.shared_ffn_size > 0) != self.arch.is_qwen35() {
+                return bad("a shared expert (of at most 1048576) exactly for arch qwen35moe");
             }
         }
         Ok(())

@@ -44,6 +44,24 @@ pub enum Part {
     ExpGate,
     ExpUp,
     ExpDown,
+    /// Qwen3.5-MoE's shared expert: gate, up, down and its sigmoid gate's
+    /// row.
+    ShGate,
+    ShUp,
+    ShDown,
+    ShGateInp,
+    /// A Gated DeltaNet layer's tensors: `in_proj_qkv`, `in_proj_z`,
+    /// `in_proj_b`, `in_proj_a`, `conv1d` (as `(channels, kernel)`),
+    /// `A_log`, `dt_bias`, `norm`, `out_proj`.
+    LinQkv,
+    LinZ,
+    LinB,
+    LinA,
+    LinConv,
+    LinALog,
+    LinDtBias,
+    LinNorm,
+    LinOut,
     /// A vision-tower tensor: each vision role is one source tensor (of
     /// ViT block or DeepStack merger `layer`).
     Vision(Role),
@@ -351,6 +369,10 @@ pub fn parts_of(role: Role) -> &'static [Part] {
         Role::FfnDown => &[Part::Down],
         Role::FfnGateUpExps => &[Part::ExpGate, Part::ExpUp],
         Role::FfnDownExps => &[Part::ExpDown],
+        Role::FfnGateUpShexp => &[Part::ShGate, Part::ShUp],
+        Role::FfnDownShexp => &[Part::ShDown],
+        Role::LinQkvz => &[Part::LinQkv, Part::LinZ],
+        Role::LinOut => &[Part::LinOut],
         Role::Output => &[Part::LmHead],
         _ => &[],
     }
@@ -630,25 +652,47 @@ pub fn directory(
 }
 
 /// The source part and its row that row `r` of a stored linear role comes
-/// from: QKV rows are Q (q_dim), then K (kv_dim), then V (kv_dim); fused
-/// gate/up rows come in runs of 8 gate then 8 up rows.
+/// from: QKV rows are Q (q_dim), then K (kv_dim), then V (kv_dim), then
+/// (gated attention) the gate (q_dim): the source's `q_proj` holds each
+/// head's query then its gate, `2 head_dim` rows a head; fused gate/up rows
+/// come in runs of 8 gate then 8 up rows; a Gated DeltaNet layer's
+/// projections are `in_proj_qkv`'s rows, then `in_proj_z`'s.
 fn row_source(cfg: &Config, role: Role, r: usize) -> (Part, usize) {
     match role {
         Role::AttnQkv => {
-            let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
+            let (q, kv, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim as usize);
+            let gated = cfg.attn_gate();
+            // Row j of the query (gate: `hd` on) in the source.
+            let q_row = |j: usize, gate: usize| {
+                if gated {
+                    (Part::Q, j / hd * 2 * hd + gate + j % hd)
+                } else {
+                    (Part::Q, j)
+                }
+            };
             if r < q {
-                (Part::Q, r)
+                q_row(r, 0)
             } else if r < q + kv {
                 (Part::K, r - q)
-            } else {
+            } else if r < q + 2 * kv {
                 (Part::V, r - q - kv)
+            } else {
+                q_row(r - q - 2 * kv, hd)
             }
         }
-        Role::FfnGateUp | Role::FfnGateUpExps => {
-            let (gate, up) = if role == Role::FfnGateUp {
-                (Part::Gate, Part::Up)
+        Role::LinQkvz => {
+            let conv = cfg.linear.map_or(0, |c| c.shape().conv_channels());
+            if r < conv {
+                (Part::LinQkv, r)
             } else {
-                (Part::ExpGate, Part::ExpUp)
+                (Part::LinZ, r - conv)
+            }
+        }
+        Role::FfnGateUp | Role::FfnGateUpExps | Role::FfnGateUpShexp => {
+            let (gate, up) = match role {
+                Role::FfnGateUp => (Part::Gate, Part::Up),
+                Role::FfnGateUpShexp => (Part::ShGate, Part::ShUp),
+                _ => (Part::ExpGate, Part::ExpUp),
             };
             let (run, within) = (r / 16, r % 16);
             if within < 8 {
@@ -683,6 +727,25 @@ fn read_role_rows(
         Role::AttnKNorm => simple(Part::KNorm, out),
         Role::FfnNorm => simple(Part::FfnNorm, out),
         Role::FfnRouter => simple(Part::Router, out),
+        Role::FfnGateShexp => simple(Part::ShGateInp, out),
+        Role::LinConv => simple(Part::LinConv, out),
+        Role::LinALog => simple(Part::LinALog, out),
+        Role::LinDtBias => simple(Part::LinDtBias, out),
+        Role::LinNorm => simple(Part::LinNorm, out),
+        Role::LinBa => {
+            // b's rows, then a's (each `value_heads` of them).
+            let vh = cfg.linear.map_or(0, |c| c.value_heads as usize);
+            for i in 0..n {
+                let r = row0 + i;
+                let (part, pr) = if r < vh {
+                    (Part::LinB, r)
+                } else {
+                    (Part::LinA, r - vh)
+                };
+                src.read_rows(part, layer, 0, pr, &mut out[i * cols..(i + 1) * cols])?;
+            }
+            Ok(())
+        }
         Role::AttnQkvBias => {
             let (q, kv) = (cfg.q_dim(), cfg.kv_dim());
             let (a, rest) = out.split_at_mut(q.min(out.len()));
@@ -691,7 +754,11 @@ fn read_role_rows(
             src.read_rows(Part::KBias, layer, 0, 0, b)?;
             src.read_rows(Part::VBias, layer, 0, 0, c)
         }
-        Role::AttnQkv | Role::FfnGateUp | Role::FfnGateUpExps => {
+        Role::AttnQkv
+        | Role::FfnGateUp
+        | Role::FfnGateUpExps
+        | Role::FfnGateUpShexp
+        | Role::LinQkvz => {
             for i in 0..n {
                 let (part, pr) = row_source(cfg, e.role, row0 + i);
                 src.read_rows(part, layer, expert, pr, &mut out[i * cols..(i + 1) * cols])?;

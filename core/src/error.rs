@@ -102,6 +102,18 @@ pub enum Error {
         /// Positions the cache holds.
         max: usize,
     },
+    /// A Qwen3.5 step's row does not continue its slot's Gated DeltaNet
+    /// state (which holds positions `0..holds`, and cannot be cut back as
+    /// a KV cache can), nor start it at position 0.
+    RecurrentState {
+        /// The sequence slot.
+        slot: usize,
+        /// The row's position.
+        pos: usize,
+        /// Tokens the state holds ([`crate::state::RECURRENT_LOST`]: left
+        /// part-way by a failed or cancelled step).
+        holds: usize,
+    },
     /// A token id outside the vocabulary.
     BadToken {
         /// The id.
@@ -201,6 +213,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::ArenaTooSmall { .. } => "arena-too-small",
             Error::ContextFull { .. } => "context-full",
+            Error::RecurrentState { .. } => "recurrent-state",
             Error::BadToken { .. } => "bad-token",
             Error::Cancelled | Error::FeedCancelled { .. } => "cancelled",
             Error::NotReady { .. } => "not-ready",
@@ -255,6 +268,16 @@ impl fmt::Display for Error {
             Error::ArenaTooSmall { need, have } => {
                 write!(f, "arena too small: the state needs {need} bytes, got {have}")
             }
+            Error::RecurrentState { slot, pos, holds } if holds == usize::MAX => write!(
+                f,
+                "slot {slot}: the Gated DeltaNet state was left part-way by a failed step; \
+                 position {pos} cannot follow (feed the conversation again from the start)"
+            ),
+            Error::RecurrentState { slot, pos, holds } => write!(
+                f,
+                "slot {slot}: the Gated DeltaNet state holds {holds} tokens; position {pos} \
+                 cannot follow (a recurrent state is not cut back: feed from the start)"
+            ),
             Error::ContextFull { need, max } => write!(
                 f,
                 "context full: {need} positions needed, the KV cache holds {max} (open with a longer context, or start a new conversation)"

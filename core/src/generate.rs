@@ -348,6 +348,12 @@ fn run_plan<P: Parallel>(
             max: s.opts.max_batch,
         });
     }
+    // Qwen3.5: a Gated DeltaNet state holds every token fed to its slot and
+    // cannot be cut back, so a cached prefix it has gone past runs again
+    // (from the prompt's start; elsewhere the step refuses the rows).
+    if w.cfg.linear.is_some() && p.base == 0 && s.recurrent_pos.get(p.slot) != Some(&p.keep) {
+        p.keep = 0;
+    }
     let slot_delta = *s.rope_delta.get(p.slot).ok_or(Error::OutOfRange {
         what: "sequence slot",
         value: p.slot,
@@ -878,7 +884,13 @@ impl<const K: usize> Driver<K> {
             seqs: [None; K],
             max_seq: state.opts.max_seq,
             max_batch: state.opts.max_batch,
-            max_draft: state.opts.draft.min(MAX_DRAFT),
+            // Qwen3.5: no drafts yet (a rejected draft would leave the Gated
+            // DeltaNet states past the answer: they are not rolled back).
+            max_draft: if w.cfg.linear.is_some() {
+                0
+            } else {
+                state.opts.draft.min(MAX_DRAFT)
+            },
             vocab: w.cfg.vocab_size as usize,
         }
     }

@@ -87,6 +87,10 @@ struct Header {
     rope_delta: i64,
     rng: u64,
     logits: bool,
+    /// Qwen3.5: f32s of the slot's Gated DeltaNet windows and states, after
+    /// the KV rows (not in the header's bytes: the model, which the
+    /// fingerprint names, fixes it).
+    recurrent: usize,
 }
 
 impl Header {
@@ -104,6 +108,7 @@ impl Header {
         HEADER_BYTES
             .checked_add(self.tokens.checked_mul(4)?)?
             .checked_add(rows.checked_mul(2 * elem)?)?
+            .checked_add(self.recurrent.checked_mul(4)?)?
             .checked_add(logits.checked_mul(4)?)
     }
 
@@ -186,6 +191,7 @@ impl Header {
             rope_delta: u64_at(40) as i64,
             rng: u64_at(48),
             logits,
+            recurrent: 0,
         })
     }
 }
@@ -211,14 +217,37 @@ fn header(
     Header {
         kv: s.opts.kv,
         model,
-        layers: cfg.num_layers as usize,
+        layers: cfg.kv_layers(),
         kv_dim: cfg.kv_dim(),
         vocab: cfg.vocab_size as usize,
         tokens,
         rope_delta: s.rope_delta.get(slot).copied().unwrap_or(0),
         rng,
         logits,
+        recurrent: {
+            let (wl, sl) = recurrent_lens(w);
+            wl + sl
+        },
     }
+}
+
+/// f32s of one slot's Gated DeltaNet windows and of its states (Qwen3.5;
+/// 0 otherwise).
+fn recurrent_lens(w: &Weights) -> (usize, usize) {
+    w.cfg.linear.map_or((0, 0), |c| {
+        let n = w.cfg.linear_layers();
+        (n * c.shape().window_len(), n * c.shape().state_len())
+    })
+}
+
+/// Slot `slot`'s Gated DeltaNet windows, then its states (Qwen3.5; empty
+/// otherwise).
+fn recurrent_of<'s>(w: &Weights, s: &'s mut State, slot: usize) -> [&'s mut [f32]; 2] {
+    let (wl, sl) = recurrent_lens(w);
+    [
+        &mut s.conv_windows[slot * wl..(slot + 1) * wl],
+        &mut s.recurrent[slot * sl..(slot + 1) * sl],
+    ]
 }
 
 /// Bytes [`save_slot`] writes for `tokens` cached tokens (`logits`: with
@@ -276,6 +305,14 @@ pub fn save_slot(
             max: s.opts.max_seq,
         });
     }
+    if w.cfg.linear.is_some() && s.recurrent_pos[slot] != history.len() {
+        return Err(Error::RecurrentState {
+            slot,
+            pos: history.len(),
+            holds: s.recurrent_pos[slot],
+        });
+    }
+    let (wl, sl) = recurrent_lens(w);
     header.write(out);
     let mut w = Cursor {
         bytes: &mut out[HEADER_BYTES..total],
@@ -294,6 +331,11 @@ pub fn save_slot(
                 KvCache::F32(c) => c[rows].iter().for_each(|v| w.put(&v.to_le_bytes())),
             }
         }
+    }
+    let windows = &s.conv_windows[slot * wl..(slot + 1) * wl];
+    let states = &s.recurrent[slot * sl..(slot + 1) * sl];
+    for v in windows.iter().chain(states) {
+        w.put(&v.to_le_bytes());
     }
     for v in logits.unwrap_or(&[]).iter().take(header.vocab) {
         w.put(&v.to_le_bytes());
@@ -326,8 +368,9 @@ pub fn restore_slot(
     bytes: &[u8],
     history: &mut [u32],
 ) -> Result<Restored, Error> {
-    let h = Header::read(bytes)?;
+    let mut h = Header::read(bytes)?;
     let mine = header(w, s, slot, 0, 0, false, fingerprint(w.vqf.bytes()));
+    h.recurrent = mine.recurrent;
     if h.model != mine.model
         || (h.layers, h.kv_dim, h.vocab) != (mine.layers, mine.kv_dim, mine.vocab)
     {
@@ -403,6 +446,13 @@ pub fn restore_slot(
             }
         }
     }
+    for part in recurrent_of(w, s, slot) {
+        let len = part.len();
+        for (v, b) in part.iter_mut().zip(r.take(len * 4).chunks_exact(4)) {
+            *v = f32::from_bits(word(b));
+        }
+    }
+    s.recurrent_pos[slot] = n;
     if h.logits {
         let logits = r.take(h.vocab * 4);
         for (v, b) in s.logits.iter_mut().zip(logits.chunks_exact(4)) {

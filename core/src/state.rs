@@ -14,6 +14,11 @@ pub const MAX_BATCH: usize = 256;
 /// Most sequence slots one state holds (each its own KV region).
 pub const MAX_SLOTS: usize = 64;
 
+/// A [`State::recurrent_pos`] whose windows and states were left part-way
+/// through a step (it failed or was cancelled): only a prompt from position
+/// 0 can follow.
+pub const RECURRENT_LOST: usize = usize::MAX;
+
 /// How the KV cache stores keys and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvType {
@@ -65,10 +70,17 @@ impl Options {
 pub struct ArenaSizes {
     /// Bytes needed, including up to 63 bytes to align the start.
     pub total: usize,
-    /// Keys: (slot, layer, seq, kv_dim) f16 or f32.
+    /// Keys: (slot, attention layer, seq, kv_dim) f16 or f32 (Qwen3.5's
+    /// Gated DeltaNet layers keep none).
     pub keys: usize,
-    /// Values: (slot, layer, seq, kv_dim).
+    /// Values: (slot, attention layer, seq, kv_dim).
     pub values: usize,
+    /// Qwen3.5's convolution windows: (slot, DeltaNet layer, conv_kernel -
+    /// 1, conv_channels) f32 (0 bytes for other models).
+    pub conv_windows: usize,
+    /// Qwen3.5's recurrent states: (slot, DeltaNet layer, value_heads,
+    /// key_dim, value_dim) f32 (0 bytes for other models).
+    pub recurrent: usize,
     /// x: (batch, hidden) f32 residual stream.
     pub x: usize,
     /// xb: (batch, hidden) f32 normed input.
@@ -88,7 +100,7 @@ pub struct ArenaSizes {
     /// scores: (heads, BLOCK_TOKENS, attention work per query row) f32:
     /// the attention blocks' work space (`model::attend`).
     pub scores: usize,
-    /// rope: (seq, head_dim / 2) f32 cosines, then as many sines.
+    /// rope: (seq, rotary_dim / 2) f32 cosines, then as many sines.
     pub rope: usize,
     /// act_qs: (batch, widest input) i8.
     pub act_qs: usize,
@@ -111,6 +123,17 @@ pub struct ArenaSizes {
 /// Widths the state needs, from the config.
 struct Dims {
     hidden: usize,
+    /// Attention layers (with a KV cache), DeltaNet layers.
+    kv_layers: usize,
+    linear_layers: usize,
+    /// Per slot and DeltaNet layer: window and state floats.
+    window: usize,
+    recurrent: usize,
+    /// A DeltaNet layer's projections, and its output's width.
+    qkvz: usize,
+    value_len: usize,
+    /// Its b and a rows.
+    ba: usize,
     q_dim: usize,
     kv_dim: usize,
     qkv: usize,
@@ -126,9 +149,21 @@ struct Dims {
 
 impl Dims {
     fn of(cfg: &Config) -> Dims {
-        let moe_ffn = cfg.moe.map(|m| m.moe_ffn_size as usize).unwrap_or(0);
+        let moe_ffn = cfg
+            .moe
+            .map(|m| (m.moe_ffn_size.max(m.shared_ffn_size)) as usize)
+            .unwrap_or(0);
+        let lin = cfg.linear.map(|c| c.shape());
+        let lin_dim = |f: fn(&crate::config::DeltaShape) -> usize| lin.as_ref().map_or(0, f);
         Dims {
             hidden: cfg.hidden_size as usize,
+            kv_layers: cfg.kv_layers(),
+            linear_layers: cfg.linear_layers(),
+            window: lin_dim(|d| d.window_len()),
+            recurrent: lin_dim(|d| d.state_len()),
+            qkvz: lin_dim(|d| d.conv_channels() + d.value_len()),
+            value_len: lin_dim(|d| d.value_len()),
+            ba: lin_dim(|d| 2 * d.value_heads),
             q_dim: cfg.q_dim(),
             kv_dim: cfg.kv_dim(),
             qkv: cfg.qkv_rows(),
@@ -136,7 +171,7 @@ impl Dims {
             vocab: cfg.vocab_size as usize,
             heads: cfg.num_heads as usize,
             head_dim: cfg.head_dim as usize,
-            half_dim: cfg.head_dim as usize / 2,
+            half_dim: cfg.rotary_dim as usize / 2,
             layers: cfg.num_layers as usize,
             experts: cfg.moe.map(|m| m.num_experts as usize).unwrap_or(0),
             top_k: cfg.moe.map(|m| m.experts_per_token as usize).unwrap_or(0),
@@ -204,29 +239,32 @@ impl ArenaSizes {
         }
         let d = Dims::of(cfg);
         let b = opts.max_batch;
-        let max_in = d.hidden.max(d.q_dim).max(d.ffn);
+        let max_in = d.hidden.max(d.q_dim).max(d.ffn).max(d.value_len);
         let logit_rows = opts.logit_rows();
-        let max_rows = d
-            .qkv
+        let (qkv, att) = (d.qkv.max(d.qkvz), d.q_dim.max(d.value_len));
+        let max_rows = qkv
             .max(2 * d.ffn)
             .max(d.hidden)
             .max(d.experts)
             .max(if opts.all_logits { d.vocab } else { 0 });
         let kv_elem = if opts.kv == KvType::F16 { 2 } else { 4 };
         let kv = mul(
-            mul(mul(mul(opts.slots, d.layers)?, opts.max_seq)?, d.kv_dim)?,
+            mul(mul(mul(opts.slots, d.kv_layers)?, opts.max_seq)?, d.kv_dim)?,
             kv_elem,
         )?;
+        let per_slot = |floats: usize| mul(mul(mul(opts.slots, d.linear_layers)?, floats)?, 4);
         let f = 4;
         let mut layout = ArenaSizes {
             total: 0,
             keys: kv,
             values: kv,
+            conv_windows: per_slot(d.window)?,
+            recurrent: per_slot(d.recurrent)?,
             x: mul(mul(b, d.hidden)?, f)?,
             xb: mul(mul(b, d.hidden)?, f)?,
-            qkv: mul(mul(b, d.qkv)?, f)?,
-            att: mul(mul(b, d.q_dim)?, f)?,
-            hb: mul(mul(b, d.ffn)?, f)?,
+            qkv: mul(mul(b, qkv)?, f)?,
+            att: mul(mul(b, att)?, f)?,
+            hb: mul(mul(b, d.ffn.max(d.ba))?, f)?,
             proj: mul(mul(b, d.hidden)?, f)?,
             // Also the lm_head of a step of several sequences: one row of
             // logits per slot (a one-row step writes `logits` directly).
@@ -252,10 +290,12 @@ impl ArenaSizes {
     }
 
     /// Every buffer's size in carving order.
-    fn in_order(&self) -> [usize; 20] {
+    fn in_order(&self) -> [usize; 22] {
         [
             self.keys,
             self.values,
+            self.conv_windows,
+            self.recurrent,
             self.x,
             self.xb,
             self.qkv,
@@ -369,19 +409,33 @@ pub struct State<'a> {
     /// explicit M-RoPE positions: 0, or (Qwen3-VL, after an image) the
     /// prompt's `rope_delta` (images span fewer positions than tokens).
     pub rope_delta: [i64; MAX_SLOTS],
-    /// Keys: (slot, layer, seq, kv_dim).
+    /// Keys: (slot, attention layer, seq, kv_dim).
     pub k_cache: KvCache<'a>,
-    /// Values: (slot, layer, seq, kv_dim).
+    /// Values: (slot, attention layer, seq, kv_dim).
     pub v_cache: KvCache<'a>,
+    /// Qwen3.5: (slot, DeltaNet layer, conv_kernel - 1, conv_channels)
+    /// convolution windows.
+    pub conv_windows: &'a mut [f32],
+    /// Qwen3.5: (slot, DeltaNet layer, value_heads, key_dim, value_dim)
+    /// recurrent states.
+    pub recurrent: &'a mut [f32],
+    /// Qwen3.5, per slot: the tokens its windows and recurrent states hold
+    /// (positions `0..n` fed in order), or [`RECURRENT_LOST`]. A step's rows
+    /// must continue from there, or start the slot at position 0; a
+    /// recurrent state cannot be cut back as a KV cache can.
+    pub recurrent_pos: [usize; MAX_SLOTS],
     /// (batch, hidden) residual stream.
     pub x: &'a mut [f32],
     /// (batch, hidden) normed input.
     pub xb: &'a mut [f32],
-    /// (batch, q_dim + 2 kv_dim) fused projections.
+    /// (batch, q_dim + 2 kv_dim (+ q_dim: the gate)) fused projections; a
+    /// DeltaNet layer's (batch, conv_channels + value_heads x value_dim).
     pub qkv: &'a mut [f32],
-    /// (batch, q_dim) attention output.
+    /// (batch, q_dim) attention output; a DeltaNet layer's (batch,
+    /// value_heads x value_dim).
     pub att: &'a mut [f32],
-    /// (batch, ffn) SwiGLU output.
+    /// (batch, ffn) SwiGLU output; a DeltaNet layer's (batch, 2
+    /// value_heads) b and a.
     pub hb: &'a mut [f32],
     /// (batch, hidden) projection output.
     pub proj: &'a mut [f32],
@@ -556,6 +610,8 @@ impl<'a> State<'a> {
         let mut arena = Carver::new(arena, s.total)?;
         let k_cache = arena.kv(s.keys, opts.kv)?;
         let v_cache = arena.kv(s.values, opts.kv)?;
+        let conv_windows = arena.f32s(s.conv_windows)?;
+        let recurrent = arena.f32s(s.recurrent)?;
         let x = arena.f32s(s.x)?;
         let xb = arena.f32s(s.xb)?;
         let qkv = arena.f32s(s.qkv)?;
@@ -583,6 +639,9 @@ impl<'a> State<'a> {
             rope_delta: [0; MAX_SLOTS],
             k_cache,
             v_cache,
+            conv_windows,
+            recurrent,
+            recurrent_pos: [0; MAX_SLOTS],
             x,
             xb,
             qkv,
@@ -614,10 +673,11 @@ impl<'a> State<'a> {
 }
 
 /// RoPE tables as Hugging Face computes them: `inv_freq[i] = 1 /
-/// theta^(2i/d)` and the angle `pos * inv_freq[i]` in f32, then cos/sin (here
-/// in f64, rounded once, so every platform gets the same bits).
+/// theta^(2i/d)` (`d` the rotary width) and the angle `pos * inv_freq[i]`
+/// in f32, then cos/sin (here in f64, rounded once, so every platform gets
+/// the same bits).
 fn fill_rope(cfg: &Config, cos: &mut [f32], sin: &mut [f32]) {
-    let d = cfg.head_dim as usize;
+    let d = cfg.rotary_dim as usize;
     let half = d / 2;
     if half == 0 {
         return;

@@ -35,6 +35,30 @@ pub enum Role {
     FfnRouter = 30,
     FfnGateUpExps = 31,
     FfnDownExps = 32,
+    /// Qwen3.5-MoE's shared expert: fused gate/up `(2 shared_ffn, hidden)`
+    /// in runs of 8 rows, as [`Role::FfnGateUp`].
+    FfnGateUpShexp = 33,
+    /// The shared expert's down, `(hidden, shared_ffn)`.
+    FfnDownShexp = 34,
+    /// The shared expert's gate, `(1, hidden)` F32: its output is scaled
+    /// by `sigmoid` of this row times the normed input.
+    FfnGateShexp = 35,
+    /// A Gated DeltaNet layer's input projections `(conv_channels +
+    /// value_heads x value_dim, hidden)`: q, k, v (`in_proj_qkv`), then
+    /// the output gate z (`in_proj_z`).
+    LinQkvz = 40,
+    /// Its `b` then `a` projections, `(2 value_heads, hidden)` F32.
+    LinBa = 41,
+    /// Its depthwise convolution, `(conv_channels, conv_kernel)` F32.
+    LinConv = 42,
+    /// Its `A_log`, `(value_heads)` F32.
+    LinALog = 43,
+    /// Its `dt_bias`, `(value_heads)` F32.
+    LinDtBias = 44,
+    /// Its output norm's weight, `(value_dim)` F32 (not zero-centred).
+    LinNorm = 45,
+    /// Its output projection, `(hidden, value_heads x value_dim)`.
+    LinOut = 46,
     // Vision tower (docs/vqf.md): ViT block `layer`, then DeepStack merger
     // `layer`, then the tensors outside the blocks.
     VNorm1 = 100,
@@ -68,7 +92,7 @@ pub enum Role {
 
 impl Role {
     /// Every role, in id order.
-    pub const ALL: [Role; 45] = [
+    pub const ALL: [Role; 55] = [
         Role::TokenEmbd,
         Role::Output,
         Role::OutputNorm,
@@ -87,6 +111,16 @@ impl Role {
         Role::FfnRouter,
         Role::FfnGateUpExps,
         Role::FfnDownExps,
+        Role::FfnGateUpShexp,
+        Role::FfnDownShexp,
+        Role::FfnGateShexp,
+        Role::LinQkvz,
+        Role::LinBa,
+        Role::LinConv,
+        Role::LinALog,
+        Role::LinDtBias,
+        Role::LinNorm,
+        Role::LinOut,
         Role::VNorm1,
         Role::VNorm1Bias,
         Role::VQkv,
@@ -168,6 +202,16 @@ impl Role {
             Role::FfnRouter => "ffn_gate_inp",
             Role::FfnGateUpExps => "ffn_gate_up_exps",
             Role::FfnDownExps => "ffn_down_exps",
+            Role::FfnGateUpShexp => "ffn_gate_up_shexp",
+            Role::FfnDownShexp => "ffn_down_shexp",
+            Role::FfnGateShexp => "ffn_gate_inp_shexp",
+            Role::LinQkvz => "ssm_qkvz",
+            Role::LinBa => "ssm_ba",
+            Role::LinConv => "ssm_conv1d",
+            Role::LinALog => "ssm_a_log",
+            Role::LinDtBias => "ssm_dt_bias",
+            Role::LinNorm => "ssm_norm",
+            Role::LinOut => "ssm_out",
             Role::VNorm1 => "v_norm1",
             Role::VNorm1Bias => "v_norm1_bias",
             Role::VQkv => "v_attn_qkv",
@@ -227,6 +271,7 @@ pub struct Spec {
     pub ndim: u8,
 }
 
+#[inline(never)]
 fn spec(layer: u16, role: Role, kind: Kind, dims: &[usize]) -> Result<Spec, Error> {
     let mut shape = [0u32; 4];
     for (s, &d) in shape.iter_mut().zip(dims) {
@@ -351,7 +396,24 @@ fn text_layer(
     let h = cfg.hidden_size as usize;
     let hd = cfg.head_dim as usize;
     let qkv = cfg.qkv_rows();
-    {
+    if let Some(lin) = cfg.linear.filter(|_| cfg.is_linear_layer(l)) {
+        let shape = lin.shape();
+        let (conv, vlen) = (shape.conv_channels(), shape.value_len());
+        let vh = shape.value_heads;
+        f(spec(layer, Role::AttnNorm, Kind::F32, &[h])?)?;
+        f(spec(layer, Role::LinQkvz, Kind::Linear, &[conv + vlen, h])?)?;
+        f(spec(layer, Role::LinBa, Kind::F32, &[2 * vh, h])?)?;
+        f(spec(
+            layer,
+            Role::LinConv,
+            Kind::F32,
+            &[conv, shape.conv_kernel],
+        )?)?;
+        f(spec(layer, Role::LinALog, Kind::F32, &[vh])?)?;
+        f(spec(layer, Role::LinDtBias, Kind::F32, &[vh])?)?;
+        f(spec(layer, Role::LinNorm, Kind::F32, &[shape.value_dim])?)?;
+        f(spec(layer, Role::LinOut, Kind::Linear, &[h, vlen])?)?;
+    } else {
         f(spec(layer, Role::AttnNorm, Kind::F32, &[h])?)?;
         f(spec(layer, Role::AttnQkv, Kind::Linear, &[qkv, h])?)?;
         if cfg.qkv_bias {
@@ -367,6 +429,8 @@ fn text_layer(
             Kind::Linear,
             &[h, cfg.q_dim()],
         )?)?;
+    }
+    {
         f(spec(layer, Role::FfnNorm, Kind::F32, &[h])?)?;
         match (&cfg.moe, cfg.is_moe_layer(l)) {
             (Some(m), true) => {
@@ -380,6 +444,17 @@ fn text_layer(
                     &[e, 2 * ffn, h],
                 )?)?;
                 f(spec(layer, Role::FfnDownExps, Kind::Linear, &[e, h, ffn])?)?;
+                let shared = m.shared_ffn_size as usize;
+                if shared > 0 {
+                    f(spec(
+                        layer,
+                        Role::FfnGateUpShexp,
+                        Kind::Linear,
+                        &[2 * shared, h],
+                    )?)?;
+                    f(spec(layer, Role::FfnDownShexp, Kind::Linear, &[h, shared])?)?;
+                    f(spec(layer, Role::FfnGateShexp, Kind::F32, &[1, h])?)?;
+                }
             }
             _ => {
                 let ffn = cfg.ffn_size as usize;

@@ -298,7 +298,7 @@ fn check_draft(target: &Weights, draft: &Weights, path: &Path) -> Result<()> {
     let (ta, tb) = (Tokenizer::new(*a), Tokenizer::new(*b));
     if let Err(id) = kestrel_core::speculate::same_vocabulary(&ta, &tb) {
         let show = |t: &Tokenizer| match t.tables().token_bytes(id) {
-            Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
+            Some(b) => crate::error::quoted(&String::from_utf8_lossy(b)),
             None => "none".to_string(),
         };
         return Err(format!(

@@ -61,6 +61,18 @@ impl Error {
     }
 }
 
+/// `s` in double quotes, escaped as Rust's `{:?}` writes a string (the
+/// shipped binary prints no `Debug` output: `-Z fmt-debug=none`).
+pub fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.escape_debug())
+}
+
+/// Numbers as `[a, b, c]` (likewise).
+pub fn listed<T: fmt::Display>(items: &[T]) -> String {
+    let parts: Vec<String> = items.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for c in &self.context {

@@ -601,7 +601,8 @@ fn run_on(a: &RunArgs, e: OpenModel<'_>) -> Result<()> {
     let _ = writeln!(out);
     if a.ids {
         let gen = &s.history()[ids.len()..];
-        let _ = writeln!(out, "{:?}", &gen[..stats.generated.min(gen.len())]);
+        let shown = &gen[..stats.generated.min(gen.len())];
+        let _ = writeln!(out, "{}", crate::error::listed(shown));
     }
     s.report(&stats, load_ms);
     Ok(())

@@ -31,6 +31,20 @@ pub fn gguf_name(part: Part, layer: u16, tied: bool) -> String {
         Part::ExpGate => format!("{l}ffn_gate_exps.weight"),
         Part::ExpUp => format!("{l}ffn_up_exps.weight"),
         Part::ExpDown => format!("{l}ffn_down_exps.weight"),
+        // Qwen3.5's own tensors: its GGUF files (`qwen35`) are not read yet.
+        Part::ShGate
+        | Part::ShUp
+        | Part::ShDown
+        | Part::ShGateInp
+        | Part::LinQkv
+        | Part::LinZ
+        | Part::LinB
+        | Part::LinA
+        | Part::LinConv
+        | Part::LinALog
+        | Part::LinDtBias
+        | Part::LinNorm
+        | Part::LinOut => "(Qwen3.5 tensors are not read from GGUF files yet)".into(),
         // GGUF text files carry no vision tower (llama.cpp keeps it in
         // a separate mmproj file).
         Part::Vision(role) => {

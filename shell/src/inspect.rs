@@ -77,10 +77,10 @@ fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
         v.push(("mlp_only_layers", format!("[{}]", dense.join(", "))));
     }
     if c.mrope_section != [0; 3] {
-        v.push(("mrope_section", format!("{:?}", c.mrope_section)));
+        v.push(("mrope_section", crate::error::listed(&c.mrope_section)));
     }
     if let Some(x) = &c.vision {
-        let list = |a: &[u32]| format!("{a:?}");
+        let list = |a: &[u32]| crate::error::listed(a);
         let floats = |a: &[f32; 3]| format!("[{}, {}, {}]", a[0], a[1], a[2]);
         v.extend([
             ("vision_depth", x.depth.to_string()),

@@ -26,8 +26,8 @@ fn dispatch(name: &str, m: &clap::ArgMatches) -> kestrel::error::Result<()> {
             let k = cpu::detect_kernels();
             println!("kernels: {}", k.name());
             println!(
-                "pool cores: {:?} (default threads: {})",
-                kestrel::pool::system_big_cores(),
+                "pool cores: {} (default threads: {})",
+                kestrel::error::listed(&kestrel::pool::system_big_cores()),
                 kestrel::engine::default_threads()
             );
             Ok(())

@@ -84,6 +84,8 @@ pub fn tiny_config(arch: Arch) -> Config {
         qk_norm: arch != Arch::Qwen2,
         moe: None,
         mrope_section: [0; 3],
+        rotary_dim: 16,
+        linear: None,
         vision: None,
         bos_token_id: None,
         eos_token_ids: eos,

@@ -120,6 +120,7 @@ fn grouped_heads_give_the_scalar_logits_on_any_thread_count() {
         cfg.num_heads = heads;
         cfg.num_kv_heads = kv_heads;
         cfg.head_dim = head_dim;
+        cfg.rotary_dim = head_dim;
         let bytes = build_vqf(&cfg, WeightMode::Q8, &SyntheticSource { cfg });
         for kv in [KvType::F16, KvType::F32] {
             for batch in [1, 4, 11] {

@@ -496,3 +496,47 @@ fn the_architecture_doc_lists_every_source_file() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The shipped binary is built with `-Z fmt-debug=none`
+/// (scripts/build-shipped.sh): `{:?}` writes nothing there, so no text a
+/// user reads may come from `Debug`. A `{...:?}` format spec in the code of
+/// the crates it links (test modules and files, assertions and panics
+/// aside) fails here with its file and line: write it with `Display`
+/// (`kestrel::error::quoted` for a string, `listed` for numbers).
+#[test]
+fn shipped_code_formats_nothing_with_debug() {
+    let mut found = Vec::new();
+    for dir in ["core/src", "shell/src", "kernels-asm/src", "pool/src"] {
+        let mut files = Vec::new();
+        sources(&repo().join(dir), &mut files);
+        for f in files {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if name.contains("tests") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in code(&text) {
+                let checks = ["assert", "panic!", "unreachable!", "expect("];
+                if checks.iter().any(|c| line.contains(c)) {
+                    continue;
+                }
+                // A `{`, then a spec without braces that ends in `?}`.
+                let debug = line.match_indices("?}").any(|(at, _)| {
+                    let spec = &line[..at];
+                    spec.rfind('{').is_some_and(|open| {
+                        let inner = &spec[open + 1..];
+                        !inner.contains('}') && inner.contains(':')
+                    })
+                });
+                if debug {
+                    found.push(format!("{}:{n}: {}", f.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "Debug formatting in shipped code:\n{}",
+        found.join("\n")
+    );
+}

@@ -464,6 +464,7 @@ fn dense_layers_and_sparse_steps_work() {
             norm_topk_prob: step == 1,
             decoder_sparse_step: step,
             mlp_only_layers: only,
+            shared_ffn_size: 0,
         });
         let moe_layers: Vec<usize> = (0..layers as usize)
             .filter(|&l| cfg.is_moe_layer(l))
@@ -583,6 +584,7 @@ fn small_moe() -> kestrel_core::config::Config {
         norm_topk_prob: true,
         decoder_sparse_step: 1,
         mlp_only_layers: only,
+        shared_ffn_size: 0,
     });
     cfg
 }

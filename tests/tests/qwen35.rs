@@ -13,9 +13,16 @@
 //! gate) chooses the reference's experts. The projections here are plain
 //! f32 loops (the forward will use the matrix layouts).
 
+use kestrel::engine::EngineArgs;
+use kestrel::generate::Session;
+use kestrel::logits::logits;
+use kestrel_core::convert::WeightMode;
+use kestrel_core::generate::{prefill, Prefill};
 use kestrel_core::model::deltanet::{conv_step, delta_step, gated_norm, gates, DeltaShape};
+use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::safetensors::SafeTensors;
-use kestrel_tests::{fixtures, read_npy, read_npy_f32};
+use kestrel_core::sampler::SamplerConfig;
+use kestrel_tests::{diff, fixtures, loader, read_npy, read_npy_f32, temp_dir};
 
 const HIDDEN: usize = 160;
 const TOKENS: usize = 40;
@@ -138,6 +145,11 @@ struct LayerRun {
     chosen: Vec<Vec<(usize, f32)>>,
 }
 
+/// f32 values as the little-endian bytes a VQF file stores.
+fn le_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
 fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
     let p = |n: &str| w.get(&format!("layers.{layer}.{n}"));
     let ln1 = p("input_layernorm.weight");
@@ -170,15 +182,17 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         let mut qkv = matvec(&qkv_w, &h);
         let z = matvec(&z_w, &h);
         let (a, b) = (matvec(&a_w, &h), matvec(&b_w, &h));
-        conv_step(&shape, &mut window, &conv_w, &mut qkv);
+        conv_step(&shape, &mut window, &le_bytes(&conv_w), &mut qkv);
         let heads = shape.value_heads;
-        let (mut g, mut beta) = (vec![0f32; heads], vec![0f32; heads]);
-        gates(&a, &b, &a_log, &dt_bias, &mut g, &mut beta);
+        // [b | a] becomes [beta | g].
+        let mut ba: Vec<f32> = b.iter().chain(&a).copied().collect();
+        gates(&mut ba, &le_bytes(&a_log), &le_bytes(&dt_bias));
+        let (beta, g) = ba.split_at(heads);
         let (q, rest) = qkv.split_at_mut(key);
         let (k, v) = rest.split_at_mut(key);
         let mut o = vec![0f32; shape.value_len()];
-        delta_step(&shape, &mut state, q, k, v, &g, &beta, &mut o);
-        gated_norm(&shape, &mut o, &z, &norm_w, EPS);
+        delta_step(&shape, &mut state, q, k, v, g, beta, &mut o);
+        gated_norm(&shape, &mut o, &z, &le_bytes(&norm_w), EPS);
         let mixed = matvec(&out_w, &o);
         chosen.push(residual_and_ffn(w, layer, x, &mixed, &mut out));
     }
@@ -451,5 +465,212 @@ fn moe_layers_choose_the_references_experts() {
                 );
             }
         }
+    }
+}
+
+// --- The engine on the converted fixtures ---
+
+/// A fixture's prompt `name` (`p1`, `p7`, `p40`) from ref.json: its ids
+/// and transformers' 16 greedy tokens after it.
+fn prompt(model: &str, name: &str) -> (Vec<u32>, Vec<u32>) {
+    let doc = std::fs::read(fixtures().join(model).join("ref/ref.json")).unwrap();
+    let root = kestrel_core::json::parse(&doc).unwrap();
+    let p = root.get("prompts").and_then(|p| p.get(name)).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        p.get(key)
+            .and_then(|v| v.iter_array())
+            .unwrap_or_else(|| panic!("{model} {name}: no {key}"))
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    (ids("token_ids"), ids("greedy_tokens"))
+}
+
+/// `model`'s Hugging Face folder converted in `mode` into `dir`.
+fn converted(model: &str, dir: &std::path::Path, mode: WeightMode) -> std::path::PathBuf {
+    let vqf = dir.join(format!("{model}-{}.vqf", mode.name()));
+    kestrel::convert::convert(
+        &fixtures().join(model).join("hf_bf16"),
+        &vqf,
+        mode,
+        None,
+        false,
+    )
+    .unwrap();
+    vqf
+}
+
+fn engine(kv_f32: bool) -> EngineArgs {
+    EngineArgs {
+        threads: Some(2),
+        kv_f32,
+        ..EngineArgs::default()
+    }
+}
+
+/// Both fixtures converted from their Hugging Face folders (f32) through
+/// `kestrel logits`: every row of the 40-token prompt within 1e-3 of
+/// transformers' logits with the f32 KV cache (relative L2 at most 2e-3
+/// with f16), the same bits whether the prompt runs in chunks of 40, 7 or 1
+/// (the Gated DeltaNet rule runs token by token in every chunking), and
+/// transformers' 16 greedy tokens after each of the prompts p1, p7 and p40.
+#[test]
+fn converted_fixtures_match_transformers() {
+    let dir = temp_dir("qwen35-convert");
+    for model in ["dev_qwen35_dense", "dev_qwen35_moe"] {
+        let vqf = converted(model, &dir, WeightMode::F32);
+        let (tokens, _) = prompt(model, "p40");
+        let (_, want) = read_npy_f32(&fixtures().join(model).join("ref/logits_p40.npy"));
+        let (rows, _) = logits(&vqf, &tokens, 0, 40, &engine(true)).unwrap();
+        let (max, rel) = diff(&rows, &want);
+        eprintln!("{model}: f32 KV max |diff| {max:.2e}, rel L2 {rel:.2e}");
+        assert!(max <= 1e-3, "{model}: max |diff| {max}");
+        for batch in [7, 1] {
+            let (chunked, _) = logits(&vqf, &tokens, 0, batch, &engine(true)).unwrap();
+            assert!(
+                chunked
+                    .iter()
+                    .zip(&rows)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{model}: chunks of {batch} differ from one chunk"
+            );
+        }
+        let (rows, _) = logits(&vqf, &tokens, 0, 40, &engine(false)).unwrap();
+        let (max, rel) = diff(&rows, &want);
+        eprintln!("{model}: f16 KV max |diff| {max:.2e}, rel L2 {rel:.2e}");
+        assert!(rel <= 2e-3, "{model}: f16 KV rel L2 {rel}");
+        for name in ["p1", "p7", "p40"] {
+            let (ids, greedy) = prompt(model, name);
+            let (_, got) = logits(&vqf, &ids, greedy.len(), 32, &engine(true)).unwrap();
+            assert_eq!(got, greedy, "{model} {name}: greedy tokens");
+        }
+    }
+}
+
+/// The Gated DeltaNet state across calls: a prompt fed in two turns is the
+/// prompt fed in one, bit for bit; a state saved after 40 tokens and
+/// restored into a new session goes on as the session that kept it; a
+/// cached prefix the prefill keeps continues the state when the state
+/// holds exactly that prefix, and runs again from the start when it holds
+/// more (a recurrent state is not cut back); a step that would rewind it
+/// is refused and leaves it as it was.
+#[test]
+fn the_recurrent_state_across_turns_saves_and_reuse() {
+    let dir = temp_dir("qwen35-state");
+    let vqf = converted("dev_qwen35_dense", &dir, WeightMode::F32);
+    let model = loader::Model::open(&vqf).unwrap();
+    let mut layers = Vec::new();
+    let w = model.weights(true, &mut layers).unwrap();
+    let (k, pool, opts) = loader::setup(&w, &engine(true), false, 32);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let (tokens, _) = prompt("dev_qwen35_dense", "p40");
+    let (more, _) = prompt("dev_qwen35_dense", "p7");
+    let all: Vec<u32> = tokens.iter().chain(&more).copied().collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut arenas: Vec<Vec<u8>> = (0..4).map(|_| loader::arena(&w, &opts).unwrap()).collect();
+    let [a0, a1, a2, a3] = &mut arenas[..] else {
+        unreachable!()
+    };
+    let session = |arena| {
+        Session::new(
+            &w,
+            k,
+            &pool,
+            loader::state(&w, opts, arena).unwrap(),
+            greedy,
+        )
+        .unwrap()
+    };
+
+    // One turn of 47 tokens; the same in turns of 23, 17 and 7.
+    let mut whole = session(a0);
+    whole.feed(&all).unwrap();
+    let want = bits(whole.gen.last_logits());
+    let mut turns = session(a1);
+    for part in [&tokens[..23], &tokens[23..], &more[..]] {
+        turns.feed(part).unwrap();
+    }
+    assert_eq!(bits(turns.gen.last_logits()), want, "turns");
+
+    // Saved after 40 tokens, restored into a new session, then 7 more.
+    turns.reset();
+    turns.feed(&tokens).unwrap();
+    let mut saved = vec![0u8; turns.gen.state_size(false).unwrap()];
+    let n = turns.gen.save_state(false, &mut saved).unwrap();
+    let mut restored = session(a2);
+    restored.gen.restore_state(&saved[..n]).unwrap();
+    restored.feed(&more).unwrap();
+    assert_eq!(bits(restored.gen.last_logits()), want, "restored");
+
+    // A rewind is refused, the state unchanged: the next token goes on.
+    let rewind = [Row {
+        slot: 0,
+        pos: 10,
+        token: 5,
+        logits: true,
+    }];
+    let err = forward_rows(
+        &w,
+        &mut turns.gen.state,
+        &k,
+        &pool,
+        &rewind,
+        w.routing.decode,
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            kestrel_core::Error::RecurrentState {
+                pos: 10,
+                holds: 40,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    turns.feed(&more).unwrap();
+    assert_eq!(
+        bits(turns.gen.last_logits()),
+        want,
+        "after a refused rewind"
+    );
+
+    // Prefix reuse: the state holds 47 tokens. Keeping all 47 of a longer
+    // prompt runs only the rest; keeping 30 of it runs it all again.
+    let longer: Vec<u32> = all.iter().chain(&tokens[..5]).copied().collect();
+    let mut fresh = session(a3);
+    fresh.feed(&longer).unwrap();
+    let want_longer = bits(fresh.gen.last_logits());
+    let vocab = w.cfg.vocab_size as usize;
+    for (keep, first_run) in [(47, 47), (30, 0)] {
+        let mut arena = loader::arena(&w, &opts).unwrap();
+        let state = loader::state(&w, opts, &mut arena).unwrap();
+        let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
+        s.feed(&all).unwrap();
+        let mut p = Prefill {
+            slot: 0,
+            base: 0,
+            prompt: &longer,
+            keep,
+            chunk: 32,
+            images: None,
+            interrupt: None,
+        };
+        let mut starts = Vec::new();
+        let at = prefill(&w, &mut s.gen.state, &k, &pool, &mut p, &mut |c, _| {
+            starts.push(c.start)
+        })
+        .unwrap();
+        assert_eq!(starts[0], first_run, "keep {keep}: the first row run");
+        assert_eq!(
+            bits(&s.gen.state.logits[at..at + vocab]),
+            want_longer,
+            "keep {keep}"
+        );
     }
 }

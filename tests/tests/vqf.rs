@@ -141,6 +141,7 @@ fn moe_experts_are_stored_per_expert() {
             m[0] = 0b10; // layer 1 dense
             m
         },
+        shared_ffn_size: 0,
     });
     let src = SyntheticSource { cfg };
     let bytes = build_vqf(&cfg, WeightMode::Q8, &src);

@@ -218,7 +218,10 @@ pub struct Array<'a> {
 
 impl core::fmt::Debug for Array<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Array {{ elem: {:?}, len: {} }}", self.elem, self.len)
+        f.debug_struct("Array")
+            .field("elem", &self.elem)
+            .field("len", &self.len)
+            .finish()
     }
 }
 

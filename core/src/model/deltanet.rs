@@ -24,65 +24,10 @@
 //! These are the scalar reference; `tests/tests/qwen35.rs` checks them
 //! layer by layer against transformers' outputs on the Qwen3.5 fixture.
 
-/// The shape of one Gated DeltaNet mixer (Qwen3.5's `linear_*` config
-/// keys).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeltaShape {
-    /// `linear_num_key_heads`: heads of q and k.
-    pub key_heads: usize,
-    /// `linear_num_value_heads`: heads of v, of the state and the output
-    /// (a multiple of `key_heads`).
-    pub value_heads: usize,
-    /// `linear_key_head_dim`: dk.
-    pub key_dim: usize,
-    /// `linear_value_head_dim`: dv.
-    pub value_dim: usize,
-    /// `linear_conv_kernel_dim`: the convolution's taps.
-    pub conv_kernel: usize,
-}
+pub use crate::config::DeltaShape;
 
-impl DeltaShape {
-    /// Whether the rules below can run this shape (every count above 0,
-    /// the value heads a multiple of the key heads): a config is checked
-    /// with it before any of them runs (they index by these counts).
-    pub fn is_valid(&self) -> bool {
-        let DeltaShape {
-            key_heads,
-            value_heads,
-            key_dim,
-            value_dim,
-            conv_kernel,
-        } = *self;
-        key_heads > 0
-            && value_heads > 0
-            && key_dim > 0
-            && value_dim > 0
-            && conv_kernel > 0
-            && value_heads % key_heads == 0
-    }
-
-    /// Channels of the convolution: q, k and v side by side.
-    pub fn conv_channels(&self) -> usize {
-        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
-    }
-
-    /// Floats of the convolution window: the previous `conv_kernel - 1`
-    /// tokens' inputs, `[conv_kernel - 1, conv_channels]`, oldest first.
-    pub fn window_len(&self) -> usize {
-        self.conv_kernel.saturating_sub(1) * self.conv_channels()
-    }
-
-    /// Floats of the recurrent state, `[value_heads, key_dim, value_dim]`.
-    pub fn state_len(&self) -> usize {
-        self.value_heads * self.key_dim * self.value_dim
-    }
-
-    /// Floats of the output (and of the gate `z`): `value_heads x
-    /// value_dim`.
-    pub fn value_len(&self) -> usize {
-        self.value_heads * self.value_dim
-    }
-}
+use super::ops::f32_at;
+use super::weights::LinearLayer;
 
 /// `x / (1 + e^-x)`.
 fn silu(x: f32) -> f32 {
@@ -107,17 +52,18 @@ fn softplus(x: f32) -> f32 {
 /// [conv_channels] (the token's q|k|v projection) becomes the output;
 /// `window` [`DeltaShape::window_len`] holds the previous tokens' inputs
 /// (zeros before the first) and moves on by this one; `weight`
-/// [conv_channels, conv_kernel] (transformers' `conv1d.weight` [C, 1, K]),
-/// the last tap on the token itself.
-pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[f32], x: &mut [f32]) {
+/// [conv_channels, conv_kernel] f32 bytes (transformers' `conv1d.weight`
+/// [C, 1, K]), the last tap on the token itself.
+pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[u8], x: &mut [f32]) {
     let (c, k) = (shape.conv_channels(), shape.conv_kernel);
     let window = &mut window[..shape.window_len()];
-    for (ch, (v, taps)) in x[..c].iter_mut().zip(weight.chunks_exact(k)).enumerate() {
+    for (ch, v) in x[..c].iter_mut().enumerate() {
+        let tap = |t: usize| f32_at(weight, ch * k + t);
         let mut acc = 0.0f32;
-        for (t, &w) in taps[..k - 1].iter().enumerate() {
-            acc += w * window[t * c + ch];
+        for t in 0..k - 1 {
+            acc += tap(t) * window[t * c + ch];
         }
-        acc += taps[k - 1] * *v;
+        acc += tap(k - 1) * *v;
         let input = *v;
         *v = silu(acc);
         // The window moves on: drop the oldest input, keep this one.
@@ -130,21 +76,16 @@ pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[f32], x: &mut
     }
 }
 
-/// The gates of one token per value head: `beta = sigmoid(b)`, `g =
-/// -exp(a_log) * softplus(a + dt_bias)` (the log of the state's decay),
-/// from the token's `a` and `b` projections [value_heads] and the layer's
-/// `A_log` and `dt_bias` [value_heads].
-pub fn gates(
-    a: &[f32],
-    b: &[f32],
-    a_log: &[f32],
-    dt_bias: &[f32],
-    g: &mut [f32],
-    beta: &mut [f32],
-) {
-    for (h, (g, beta)) in g.iter_mut().zip(beta.iter_mut()).enumerate() {
-        *beta = sigmoid(b[h]);
-        *g = -libm::expf(a_log[h]) * softplus(a[h] + dt_bias[h]);
+/// The gates of one token per value head, in place: `ba` [2 value_heads]
+/// holds the token's `b` then `a` projections and becomes `beta =
+/// sigmoid(b)` then `g = -exp(A_log) * softplus(a + dt_bias)` (the log of
+/// the state's decay); `a_log` and `dt_bias` [value_heads] are the layer's,
+/// f32 bytes.
+pub fn gates(ba: &mut [f32], a_log: &[u8], dt_bias: &[u8]) {
+    let (b, a) = ba.split_at_mut(ba.len() / 2);
+    for (h, (b, a)) in b.iter_mut().zip(a.iter_mut()).enumerate() {
+        *b = sigmoid(*b);
+        *a = -libm::expf(f32_at(a_log, h)) * softplus(*a + f32_at(dt_bias, h));
     }
 }
 
@@ -215,15 +156,41 @@ pub fn delta_step(
 }
 
 /// The mixer's output norm, per value head: `rmsnorm(out) * weight *
-/// silu(z)` (transformers' `RMSNormGated`; `weight` [value_dim], not
-/// zero-centred), in place on `out` [value_heads x value_dim].
-pub fn gated_norm(shape: &DeltaShape, out: &mut [f32], z: &[f32], weight: &[f32], eps: f32) {
+/// silu(z)` (transformers' `RMSNormGated`; `weight` [value_dim] f32 bytes,
+/// not zero-centred), in place on `out` [value_heads x value_dim].
+pub fn gated_norm(shape: &DeltaShape, out: &mut [f32], z: &[f32], weight: &[u8], eps: f32) {
     let dv = shape.value_dim;
     for (o, z) in out.chunks_exact_mut(dv).zip(z.chunks_exact(dv)) {
         let ms = o.iter().map(|v| v * v).sum::<f32>() / dv as f32;
         let r = 1.0 / libm::sqrtf(ms + eps);
-        for ((x, &w), &zi) in o.iter_mut().zip(weight).zip(z) {
-            *x = w * (*x * r) * silu(zi);
+        for (i, (x, &zi)) in o.iter_mut().zip(z).enumerate() {
+            *x = f32_at(weight, i) * (*x * r) * silu(zi);
         }
     }
+}
+
+/// One token of one Gated DeltaNet layer, after its input projections:
+/// `qkvz` [conv_channels + value_heads x value_dim] (q, k, v, then z) and
+/// `ba` [2 value_heads] (b, then a) are the token's projections (used up),
+/// `window` and `state` its sequence's, moved on by the token; `out`
+/// [value_heads x value_dim] gets the normed, gated output for `out_proj`.
+#[allow(clippy::too_many_arguments)]
+pub fn token(
+    shape: &DeltaShape,
+    w: &LinearLayer,
+    window: &mut [f32],
+    state: &mut [f32],
+    qkvz: &mut [f32],
+    ba: &mut [f32],
+    out: &mut [f32],
+    eps: f32,
+) {
+    let (qkv, z) = qkvz.split_at_mut(shape.conv_channels());
+    conv_step(shape, window, w.conv, qkv);
+    gates(ba, w.a_log, w.dt_bias);
+    let (beta, g) = ba.split_at(shape.value_heads);
+    let (q, kv) = qkv.split_at_mut(shape.key_heads * shape.key_dim);
+    let (k, v) = kv.split_at_mut(shape.key_heads * shape.key_dim);
+    delta_step(shape, state, q, k, v, g, beta, out);
+    gated_norm(shape, out, z, w.norm, eps);
 }

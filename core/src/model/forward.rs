@@ -14,14 +14,15 @@
 //! same weight copy, bit for bit.
 
 use super::attend;
+use super::deltanet;
 use super::linear::Exec;
 pub use super::observe::{Input, NoObserver, Observer};
 use super::ops;
-use super::weights::{LayerWeights, WeightCopy, Weights};
+use super::weights::{LayerWeights, LinearLayer, WeightCopy, Weights};
 use crate::error::Error;
 use crate::kernels::{Epilogue, Kernels};
 use crate::parallel::{rows_parallel, try_rows_parallel, Parallel, MAX_PARTS};
-use crate::state::{attention_work, State, BLOCK_TOKENS};
+use crate::state::{attention_work, State, BLOCK_TOKENS, MAX_SLOTS, RECURRENT_LOST};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 /// One row of a multi-sequence step: `token` at position `pos` of sequence
@@ -268,7 +269,7 @@ fn row_rope(
     row: &Row,
     out: &mut [f32; 2 * MAX_HALF],
 ) -> Result<(), Error> {
-    let half = w.cfg.head_dim as usize / 2;
+    let half = w.cfg.rotary_dim as usize / 2;
     let limit = s.max_seq;
     let pos3 = match mm {
         Some(mm) => mm.positions[t].map(|x| x as usize),
@@ -396,9 +397,16 @@ pub fn forward_step_observed<P: Parallel>(
     let layers = cfg.num_layers as usize;
     let h = cfg.hidden_size as usize;
     let hd = cfg.head_dim as usize;
+    let rot = cfg.rotary_dim as usize;
     let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
     let qkv_rows = cfg.qkv_rows();
     let eps = cfg.rms_norm_eps as f32;
+    // Qwen3.5: what each slot's Gated DeltaNet states will hold after the
+    // step (they hold nothing usable while it runs).
+    let recurrent_after = match cfg.linear {
+        Some(_) => Some(recurrent_begin(w, s, rows)?),
+        None => None,
+    };
 
     // x: (m, hidden) <- embedding rows (an image's rows from the vision
     // tower).
@@ -422,73 +430,102 @@ pub fn forward_step_observed<P: Parallel>(
         }
         let lw: &LayerWeights = w.layer(l, copy)?;
 
-        // --- attention ---
-        // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
-        norm_rows(
-            pool,
-            &mut s.xb[..m * h],
-            &s.x[..m * h],
-            h,
-            lw.attn_norm,
-            eps,
-        );
-        observer.observe(l, Input::Qkv, &s.xb[..m * h]);
-        // s.att is free until attention fills it: a split QKV's parts
-        // land there first.
-        cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
-        // Per row of qkv: the bias, the q/k norms and the rotary step (the
-        // rows split over the pool).
-        let rotary = Rotary {
-            rope_cos: s.rope_cos,
-            rope_sin: s.rope_sin,
-            rope_delta: &s.rope_delta,
-            max_seq: s.opts.max_seq,
-        };
-        try_rows_parallel(
-            pool,
-            &mut s.qkv[..m * qkv_rows],
-            qkv_rows,
-            &|first, part| {
-                let mut rope = [0f32; 2 * MAX_HALF];
-                for (i, row) in part.chunks_exact_mut(qkv_rows).enumerate() {
-                    let t = first + i;
-                    row_rope(w, &rotary, mm, t, &rows.get(t, all_logits), &mut rope)?;
-                    let (cos, sin) = (&rope[..hd / 2], &rope[MAX_HALF..MAX_HALF + hd / 2]);
-                    if let Some(b) = lw.qkv_bias {
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v += ops::f32_at(b, j);
+        if let Some(lin) = &lw.linear {
+            // --- Gated DeltaNet (Qwen3.5) ---
+            // xb = rmsnorm(x); qkvz (m, conv + value) = Wqkvz xb; ba (m, 2
+            // value heads) = Wba xb; then each row in order through its
+            // slot's window and state into att (m, value); x += Wout att.
+            norm_rows(
+                pool,
+                &mut s.xb[..m * h],
+                &s.x[..m * h],
+                h,
+                lw.attn_norm,
+                eps,
+            );
+            cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
+            cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
+            delta_rows(w, s, lin, l, rows)?;
+            cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
+        } else {
+            // --- attention ---
+            // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
+            norm_rows(
+                pool,
+                &mut s.xb[..m * h],
+                &s.x[..m * h],
+                h,
+                lw.attn_norm,
+                eps,
+            );
+            observer.observe(l, Input::Qkv, &s.xb[..m * h]);
+            // s.att is free until attention fills it: a split QKV's parts
+            // land there first.
+            cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
+            // Per row of qkv: the bias, the q/k norms and the rotary step (the
+            // rows split over the pool).
+            let rotary = Rotary {
+                rope_cos: s.rope_cos,
+                rope_sin: s.rope_sin,
+                rope_delta: &s.rope_delta,
+                max_seq: s.opts.max_seq,
+            };
+            try_rows_parallel(
+                pool,
+                &mut s.qkv[..m * qkv_rows],
+                qkv_rows,
+                &|first, part| {
+                    let mut rope = [0f32; 2 * MAX_HALF];
+                    for (i, row) in part.chunks_exact_mut(qkv_rows).enumerate() {
+                        let t = first + i;
+                        row_rope(w, &rotary, mm, t, &rows.get(t, all_logits), &mut rope)?;
+                        let (cos, sin) = (&rope[..rot / 2], &rope[MAX_HALF..MAX_HALF + rot / 2]);
+                        if let Some(b) = lw.qkv_bias {
+                            for (j, v) in row.iter_mut().enumerate() {
+                                *v += ops::f32_at(b, j);
+                            }
+                        }
+                        let (q, kv) = row.split_at_mut(q_dim);
+                        for head in q.chunks_exact_mut(hd) {
+                            if let Some(n) = lw.q_norm {
+                                ops::rmsnorm_in_place(head, n, eps);
+                            }
+                            ops::rope(&mut head[..rot], cos, sin);
+                        }
+                        for head in kv[..kv_dim].chunks_exact_mut(hd) {
+                            if let Some(n) = lw.k_norm {
+                                ops::rmsnorm_in_place(head, n, eps);
+                            }
+                            ops::rope(&mut head[..rot], cos, sin);
                         }
                     }
-                    let (q, kv) = row.split_at_mut(q_dim);
-                    for head in q.chunks_exact_mut(hd) {
-                        if let Some(n) = lw.q_norm {
-                            ops::rmsnorm_in_place(head, n, eps);
-                        }
-                        ops::rope(head, cos, sin);
-                    }
-                    for head in kv[..kv_dim].chunks_exact_mut(hd) {
-                        if let Some(n) = lw.k_norm {
-                            ops::rmsnorm_in_place(head, n, eps);
-                        }
-                        ops::rope(head, cos, sin);
+                    Ok(())
+                },
+            )?;
+            let kv_layer = cfg.layer_slot(l);
+            for t in 0..m {
+                let Row { slot, pos: p, .. } = rows.get(t, all_logits);
+                let kv = &s.qkv[t * qkv_rows + q_dim..(t + 1) * qkv_rows];
+                // Cache: (slot, attention layer, seq, kv_dim).
+                let at = ((slot * cfg.kv_layers() + kv_layer) * s.opts.max_seq + p) * kv_dim;
+                s.k_cache.store(at, &kv[..kv_dim]);
+                s.v_cache.store(at, &kv[kv_dim..2 * kv_dim]);
+            }
+            // att (m, q_dim): causal attention of each token over the cache.
+            attention(w, s, k, pool, l, rows)?;
+            if cfg.attn_gate() {
+                // Qwen3.5: att *= sigmoid(gate), the gate after V in each row.
+                for t in 0..m {
+                    let gate = &s.qkv[t * qkv_rows + q_dim + 2 * kv_dim..(t + 1) * qkv_rows];
+                    for (a, &g) in s.att[t * q_dim..(t + 1) * q_dim].iter_mut().zip(gate) {
+                        *a *= 1.0 / (1.0 + libm::expf(-g));
                     }
                 }
-                Ok(())
-            },
-        )?;
-        for t in 0..m {
-            let Row { slot, pos: p, .. } = rows.get(t, all_logits);
-            let kv = &s.qkv[t * qkv_rows + q_dim..(t + 1) * qkv_rows];
-            // Cache: (slot, layer, seq, kv_dim).
-            let at = ((slot * layers + l) * s.opts.max_seq + p) * kv_dim;
-            s.k_cache.store(at, &kv[..kv_dim]);
-            s.v_cache.store(at, &kv[kv_dim..]);
+            }
+            // x += Wo att
+            observer.observe(l, Input::O, &s.att[..m * q_dim]);
+            cx.linear(&lw.o, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         }
-        // att (m, q_dim): causal attention of each token over the cache.
-        attention(w, s, k, pool, l, rows)?;
-        // x += Wo att
-        observer.observe(l, Input::O, &s.att[..m * q_dim]);
-        cx.linear(&lw.o, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
 
         // --- feed-forward ---
         norm_rows(pool, &mut s.xb[..m * h], &s.x[..m * h], h, lw.ffn_norm, eps);
@@ -515,6 +552,9 @@ pub fn forward_step_observed<P: Parallel>(
         }
     }
 
+    if let Some(after) = recurrent_after {
+        s.recurrent_pos = after;
+    }
     if observer.observes_output() {
         let norm = w.output_norm();
         for t in 0..m {
@@ -553,6 +593,85 @@ pub fn forward_step_observed<P: Parallel>(
     Ok(logit_rows)
 }
 
+/// Qwen3.5: checks that each slot's rows continue what its Gated DeltaNet
+/// states hold (`s.recurrent_pos`), in row order, or start the slot anew
+/// at position 0 (its windows and states cleared); returns what each slot
+/// will hold after the step, and marks the step's slots
+/// [`RECURRENT_LOST`] until it ends (a step that fails part-way leaves
+/// them so).
+fn recurrent_begin(w: &Weights, s: &mut State, rows: Rows) -> Result<[usize; MAX_SLOTS], Error> {
+    let shape = w.cfg.linear.map(|c| c.shape()).ok_or(Error::BadConfig {
+        what: "Gated DeltaNet steps for a model without linear attention",
+    })?;
+    let nlin = w.cfg.linear_layers();
+    let mut after = s.recurrent_pos;
+    let mut seen = 0u64;
+    let mut fresh = 0u64;
+    for t in 0..rows.len() {
+        let r = rows.get(t, false);
+        let bit = 1u64 << r.slot;
+        if seen & bit == 0 && r.pos == 0 {
+            after[r.slot] = 0;
+            fresh |= bit;
+        }
+        if r.pos != after[r.slot] {
+            return Err(Error::RecurrentState {
+                slot: r.slot,
+                pos: r.pos,
+                holds: after[r.slot],
+            });
+        }
+        after[r.slot] += 1;
+        seen |= bit;
+    }
+    for slot in 0..MAX_SLOTS {
+        if fresh >> slot & 1 == 1 {
+            let (wl, sl) = (shape.window_len(), shape.state_len());
+            s.conv_windows[slot * nlin * wl..(slot + 1) * nlin * wl].fill(0.0);
+            s.recurrent[slot * nlin * sl..(slot + 1) * nlin * sl].fill(0.0);
+        }
+        if seen >> slot & 1 == 1 {
+            s.recurrent_pos[slot] = RECURRENT_LOST;
+        }
+    }
+    Ok(after)
+}
+
+/// Gated DeltaNet layer `l` for the step's rows, in row order: each row's
+/// projections (`s.qkv`: q, k, v, z; `s.hb`: b, a) through its slot's
+/// window and state ([`deltanet::token`]) into `s.att` (m, value_heads x
+/// value_dim).
+fn delta_rows(
+    w: &Weights,
+    s: &mut State,
+    lin: &LinearLayer,
+    l: usize,
+    rows: Rows,
+) -> Result<(), Error> {
+    let cfg = &w.cfg;
+    let shape = cfg.linear.map(|c| c.shape()).ok_or(Error::BadConfig {
+        what: "Gated DeltaNet weights for a model without linear attention",
+    })?;
+    let (wl, sl) = (shape.window_len(), shape.state_len());
+    let width = shape.conv_channels() + shape.value_len();
+    let (vh2, vlen) = (2 * shape.value_heads, shape.value_len());
+    let at = |slot: usize| slot * cfg.linear_layers() + cfg.layer_slot(l);
+    for t in 0..rows.len() {
+        let cell = at(rows.get(t, false).slot);
+        deltanet::token(
+            &shape,
+            lin,
+            &mut s.conv_windows[cell * wl..(cell + 1) * wl],
+            &mut s.recurrent[cell * sl..(cell + 1) * sl],
+            &mut s.qkv[t * width..(t + 1) * width],
+            &mut s.hb[t * vh2..(t + 1) * vh2],
+            &mut s.att[t * vlen..(t + 1) * vlen],
+            cfg.rms_norm_eps as f32,
+        );
+    }
+    Ok(())
+}
+
 /// The query heads `h0..h1` of one attention part: its work space and
 /// its output, (heads, m, head_dim) head-major.
 struct HeadRange<'a> {
@@ -585,7 +704,8 @@ fn attention<P: Parallel>(
 ) -> Result<(), Error> {
     let m = rows.len();
     let all_logits = s.opts.all_logits;
-    let layers = w.cfg.num_layers as usize;
+    let layers = w.cfg.kv_layers();
+    let l = w.cfg.layer_slot(l);
     let cfg = &w.cfg;
     let hd = cfg.head_dim as usize;
     let heads = cfg.num_heads as usize;

@@ -173,6 +173,32 @@ pub fn ffn<P: Parallel>(
         s.moe.expert_calls += 1;
         s.moe.expert_bytes += (gu.bytes.len() + dn.bytes.len()) as u64;
     }
+    // 4. Qwen3.5-MoE's shared expert, every token: its output scaled by
+    // sigmoid(gate . xb), added to the experts' sum.
+    if let Some(sh) = &lw.shared {
+        let ffn = sh.down.cols;
+        cx.linear(
+            &sh.gate_up,
+            s.xb,
+            m,
+            &mut s.scratch,
+            Epilogue::SwiGlu,
+            &mut s.hb[..m * ffn],
+        )?;
+        cx.linear(&sh.down, s.hb, m, &mut s.scratch, Epilogue::Store, s.proj)?;
+        for t in 0..m {
+            let xb = &s.xb[t * h..(t + 1) * h];
+            let mut dot = 0.0f32;
+            for (j, &v) in xb.iter().enumerate() {
+                dot += ops::f32_at(sh.gate, j) * v;
+            }
+            let gate = 1.0 / (1.0 + libm::expf(-dot));
+            let out = &s.proj[t * h..(t + 1) * h];
+            for (a, &o) in acc[t * h..(t + 1) * h].iter_mut().zip(out) {
+                *a += o * gate;
+            }
+        }
+    }
     ops::add_in_place(&mut s.x[..m * h], acc);
     Ok(())
 }

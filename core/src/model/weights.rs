@@ -139,6 +139,29 @@ pub struct LayerWeights<'a> {
     pub down: PackedMatrix<'a>,
     /// The router and experts, on MoE layers.
     pub moe: Option<MoeLayer<'a>>,
+    /// A Gated DeltaNet layer's tensors (Qwen3.5), on those layers (whose
+    /// `qkv` and `o` are 0 x 0).
+    pub linear: Option<LinearLayer<'a>>,
+}
+
+/// One Gated DeltaNet layer's tensors for one weight copy
+/// (`model::deltanet`).
+#[derive(Clone, Copy, Debug)]
+pub struct LinearLayer<'a> {
+    /// (conv_channels + value_heads x value_dim, hidden): q, k, v, then z.
+    pub qkvz: PackedMatrix<'a>,
+    /// (2 value_heads, hidden) F32: b, then a.
+    pub ba: PackedMatrix<'a>,
+    /// (conv_channels, conv_kernel) f32.
+    pub conv: &'a [u8],
+    /// (value_heads) f32.
+    pub a_log: &'a [u8],
+    /// (value_heads) f32.
+    pub dt_bias: &'a [u8],
+    /// (value_dim) f32.
+    pub norm: &'a [u8],
+    /// (hidden, value_heads x value_dim).
+    pub out: PackedMatrix<'a>,
 }
 
 /// The QKV projection of one copy: `(q_dim + 2 kv_dim, hidden)` rows, Q
@@ -173,6 +196,7 @@ impl<'a> LayerWeights<'a> {
         gate_up: NO_MATRIX,
         down: NO_MATRIX,
         moe: None,
+        linear: None,
     };
 }
 
@@ -239,6 +263,7 @@ impl<'a> Weights<'a> {
     }
 
     /// The directory entry of a tensor the model needs.
+    #[inline(never)]
     fn entry(&self, layer: u16, role: Role, layout: Layout) -> Result<Entry, Error> {
         self.vqf
             .find(layer, role, layout)
@@ -250,6 +275,7 @@ impl<'a> Weights<'a> {
 
     /// The entry of linear weight `(layer, role)` in `copy`: by its tag in
     /// a COPY_TAGS file, else by the copy's layout.
+    #[inline(never)]
     fn copy_entry(&self, layer: u16, role: Role, copy: WeightCopy) -> Result<Entry, Error> {
         match self.routing.layout(copy) {
             Some(layout) => self.entry(layer, role, layout),
@@ -272,16 +298,19 @@ impl<'a> Weights<'a> {
         Ok(self.vqf.data(&self.entry(layer, role, layout)?))
     }
 
+    #[inline(never)]
     pub(crate) fn vector(&self, layer: u16, role: Role) -> Result<&'a [u8], Error> {
         self.find(layer, role, Layout::F32)
     }
 
+    #[inline(never)]
     fn matrix(&self, layer: u16, role: Role, copy: WeightCopy) -> Result<PackedMatrix<'a>, Error> {
         self.vqf.matrix(&self.copy_entry(layer, role, copy)?, 0)
     }
 
     /// Layer `layer`'s QKV projection in `copy`: fused, or (a COPY_TAGS
     /// file whose Q, K and V differ in type) three matrices.
+    #[inline(never)]
     fn qkv(&self, layer: u16, copy: WeightCopy) -> Result<Qkv<'a>, Error> {
         match self.copy_entry(layer, Role::AttnQkv, copy) {
             Ok(e) => Ok(Qkv::Fused(self.vqf.matrix(&e, 0)?)),
@@ -298,6 +327,7 @@ impl<'a> Weights<'a> {
     }
 
     /// MoE layer `layer`'s router and expert stacks in `copy`.
+    #[inline(never)]
     fn moe_layer(&self, layer: u16, copy: WeightCopy) -> Result<Option<MoeLayer<'a>>, Error> {
         let Some(m) = self.cfg.moe else {
             return Ok(None);
@@ -307,7 +337,17 @@ impl<'a> Weights<'a> {
         }
         let gate_up = self.copy_entry(layer, Role::FfnGateUpExps, copy)?;
         let down = self.copy_entry(layer, Role::FfnDownExps, copy)?;
+        let shared = if m.shared_ffn_size > 0 {
+            Some(SharedExpert {
+                gate_up: self.matrix(layer, Role::FfnGateUpShexp, copy)?,
+                down: self.matrix(layer, Role::FfnDownShexp, copy)?,
+                gate: self.vector(layer, Role::FfnGateShexp)?,
+            })
+        } else {
+            None
+        };
         Ok(Some(MoeLayer {
+            shared,
             router: self
                 .vqf
                 .matrix(&self.entry(layer, Role::FfnRouter, Layout::F32)?, 0)?,
@@ -339,11 +379,13 @@ impl<'a> Weights<'a> {
 
     /// Looks up layer `l`'s tensors in `copy` (the parser checked they
     /// all exist).
+    #[inline(never)]
     fn resolve_layer(&self, l: usize, copy: WeightCopy) -> Result<LayerWeights<'a>, Error> {
         let layer = u16::try_from(l).map_err(|_| Error::Overflow {
             what: "layer index",
         })?;
         let moe = self.moe_layer(layer, copy)?;
+        let ffn_norm = self.vector(layer, Role::FfnNorm)?;
         let (gate_up, down) = if moe.is_some() {
             (NO_MATRIX, NO_MATRIX)
         } else {
@@ -352,6 +394,26 @@ impl<'a> Weights<'a> {
                 self.matrix(layer, Role::FfnDown, copy)?,
             )
         };
+        if self.cfg.is_linear_layer(l) {
+            let f32_matrix = |role| self.vqf.matrix(&self.entry(layer, role, Layout::F32)?, 0);
+            return Ok(LayerWeights {
+                attn_norm: self.vector(layer, Role::AttnNorm)?,
+                ffn_norm,
+                gate_up,
+                down,
+                moe,
+                linear: Some(LinearLayer {
+                    qkvz: self.matrix(layer, Role::LinQkvz, copy)?,
+                    ba: f32_matrix(Role::LinBa)?,
+                    conv: self.vector(layer, Role::LinConv)?,
+                    a_log: self.vector(layer, Role::LinALog)?,
+                    dt_bias: self.vector(layer, Role::LinDtBias)?,
+                    norm: self.vector(layer, Role::LinNorm)?,
+                    out: self.matrix(layer, Role::LinOut, copy)?,
+                }),
+                ..LayerWeights::EMPTY
+            });
+        }
         Ok(LayerWeights {
             attn_norm: self.vector(layer, Role::AttnNorm)?,
             qkv: self.qkv(layer, copy)?,
@@ -371,10 +433,11 @@ impl<'a> Weights<'a> {
                 None
             },
             o: self.matrix(layer, Role::AttnOutput, copy)?,
-            ffn_norm: self.vector(layer, Role::FfnNorm)?,
+            ffn_norm,
             gate_up,
             down,
             moe,
+            linear: None,
         })
     }
 
@@ -459,6 +522,10 @@ impl<'a> Weights<'a> {
                 | Role::AttnOutput
                 | Role::FfnGateUp
                 | Role::FfnDown
+                | Role::FfnGateUpShexp
+                | Role::FfnDownShexp
+                | Role::LinQkvz
+                | Role::LinOut
                 | Role::Output => in_decode_copy(&e),
                 role => !role.is_vision(),
             };
@@ -470,9 +537,23 @@ impl<'a> Weights<'a> {
     }
 }
 
+/// Qwen3.5-MoE's shared expert: every token runs it, its output scaled by
+/// `sigmoid(gate . x)`.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedExpert<'a> {
+    /// (2 shared_ffn, hidden): gate and up in runs of 8 rows.
+    pub gate_up: PackedMatrix<'a>,
+    /// (hidden, shared_ffn).
+    pub down: PackedMatrix<'a>,
+    /// (hidden) f32: the sigmoid gate's row.
+    pub gate: &'a [u8],
+}
+
 /// One MoE layer's tensors for one weight copy.
 #[derive(Clone, Copy, Debug)]
 pub struct MoeLayer<'a> {
+    /// The shared expert (Qwen3.5-MoE), if any.
+    pub shared: Option<SharedExpert<'a>>,
     /// (experts, hidden) F32 router.
     pub router: PackedMatrix<'a>,
     /// Stacked experts' fused gate/up, `experts x (2 ffn, hidden)`, each

@@ -158,8 +158,9 @@ def main():
         "//! Character classes: Unicode 16.0.0 (as Oniguruma in `tokenizers` 0.23.3).",
         "//! Normalization: Unicode 9.0.0 (as `unicode-normalization-alignments` 0.1.12).",
         "",
-        arr("CLASS_RUNS", "u32", class_runs,
-            "Runs of character classes: `(first code point << 3) | class`, sorted."),
+        arr("CLASS_RUNS", "u8", [v >> k & 255 for v in class_runs for k in (0, 8, 16)],
+            "Runs of character classes: `(first code point << 3) | class`, sorted,\n"
+            "/// 3 little-endian bytes each.", per=16),
         "",
         arr("NORM_RUNS", "u32", norm_runs,
             "Runs of `(first code point << 10) | (NFC_QC << 8) | ccc`, sorted; QC 0 yes, 1 maybe, 2 no."),
@@ -179,7 +180,8 @@ def main():
         "",
     ]
     OUT.write_text("\n".join(src))
-    size = 4 * len(class_runs) + 4 * len(norm_runs) + 6 * len(decomp) + 4 * len(seconds) + 2 * len(comp)
+    assert all(v < 1 << 24 for v in class_runs)
+    size = 3 * len(class_runs) + 4 * len(norm_runs) + 6 * len(decomp) + 4 * len(seconds) + 2 * len(comp)
     print(f"{OUT}: CLASS_RUNS {len(class_runs)}, NORM_RUNS {len(norm_runs)}, DECOMP {len(decomp)}, "
           f"COMPOSE {len(comp)}; {size} bytes")
 

@@ -60,10 +60,21 @@ pub fn class(c: char) -> Class {
             _ => Class::Other,
         };
     }
-    let e = CLASS_RUNS
-        .get(run_index(&CLASS_RUNS, 3, cp))
-        .copied()
-        .unwrap_or(0);
+    // The last run starting at or before `cp` (the first starts at 0).
+    let run = |i: usize| {
+        let b = &CLASS_RUNS[3 * i..3 * i + 3];
+        u32::from_le_bytes([b[0], b[1], b[2], 0])
+    };
+    let (mut lo, mut hi) = (0, CLASS_RUNS.len() / 3);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if run(mid) >> 3 <= cp {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let e = run(lo.saturating_sub(1));
     match e & 7 {
         1 => Class::Letter,
         2 => Class::Digit,

@@ -2,7 +2,7 @@
 
 use super::write::{Sink, Tally};
 use crate::config::{
-    key, Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+    key, Arch, Config, LinearConfig, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
 use crate::error::Error;
 
@@ -41,6 +41,10 @@ fn records(
     f(key::TIED_EMBEDDINGS, b(cfg.tied_embeddings))?;
     f(key::QKV_BIAS, b(cfg.qkv_bias))?;
     f(key::QK_NORM, b(cfg.qk_norm))?;
+    // Absent: the whole head turns (files from before partial rotary).
+    if cfg.rotary_dim != cfg.head_dim {
+        f(key::ROTARY_DIM, Val::Int(cfg.rotary_dim as u64))?;
+    }
     if let Some(m) = &cfg.moe {
         f(key::NUM_EXPERTS, Val::Int(m.num_experts as u64))?;
         f(key::EXPERTS_PER_TOKEN, Val::Int(m.experts_per_token as u64))?;
@@ -59,9 +63,21 @@ fn records(
             }
         }
         f(key::MLP_ONLY_LAYERS, Val::Array(&dense[..n]))?;
+        if m.shared_ffn_size > 0 {
+            f(key::SHARED_FFN_SIZE, Val::Int(m.shared_ffn_size as u64))?;
+        }
     }
     if cfg.arch == Arch::Qwen3Vl {
         f(key::MROPE_SECTION, Val::Array(&cfg.mrope_section))?;
+    }
+    if let Some(c) = &cfg.linear {
+        let int = |x: u32| Val::Int(x as u64);
+        f(key::LINEAR_INTERVAL, int(c.interval))?;
+        f(key::LINEAR_KEY_HEADS, int(c.key_heads))?;
+        f(key::LINEAR_VALUE_HEADS, int(c.value_heads))?;
+        f(key::LINEAR_KEY_DIM, int(c.key_dim))?;
+        f(key::LINEAR_VALUE_DIM, int(c.value_dim))?;
+        f(key::LINEAR_CONV_KERNEL, int(c.conv_kernel))?;
     }
     if let Some(bos) = cfg.bos_token_id {
         f(key::BOS_TOKEN_ID, Val::Int(bos as u64))?;
@@ -182,6 +198,8 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         qk_norm: false,
         moe: None,
         mrope_section: [0; 3],
+        rotary_dim: 0,
+        linear: None,
         vision: None,
         bos_token_id: None,
         eos_token_ids: [0; MAX_EOS],
@@ -194,7 +212,17 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         norm_topk_prob: false,
         decoder_sparse_step: 1,
         mlp_only_layers: [0; MAX_LAYERS / 64],
+        shared_ffn_size: 0,
     };
+    let mut linear = LinearConfig {
+        interval: 0,
+        key_heads: 0,
+        value_heads: 0,
+        key_dim: 0,
+        value_dim: 0,
+        conv_kernel: 0,
+    };
+    let mut seen_linear = 0u32;
     let mut vision = VisionConfig {
         depth: 0,
         hidden_size: 0,
@@ -263,6 +291,9 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         if (key::NUM_EXPERTS..=key::MLP_ONLY_LAYERS).contains(&k) {
             seen_moe |= 1 << (k - key::NUM_EXPERTS);
         }
+        if (key::LINEAR_INTERVAL..=key::LINEAR_CONV_KERNEL).contains(&k) {
+            seen_linear |= 1 << (k - key::LINEAR_INTERVAL);
+        }
         if (key::VISION_DEPTH..=key::RESCALE_FACTOR).contains(&k) {
             seen_vision |= 1 << (k - key::VISION_DEPTH);
         }
@@ -289,6 +320,7 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
             key::TIED_EMBEDDINGS => cfg.tied_embeddings = flag()?,
             key::QKV_BIAS => cfg.qkv_bias = flag()?,
             key::QK_NORM => cfg.qk_norm = flag()?,
+            key::ROTARY_DIM => cfg.rotary_dim = int()?,
             key::NUM_EXPERTS => {
                 has_moe = true;
                 moe.num_experts = int()?
@@ -308,6 +340,13 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
                     moe.mlp_only_layers[l / 64] |= 1 << (l % 64);
                 }
             }
+            key::SHARED_FFN_SIZE => moe.shared_ffn_size = int()?,
+            key::LINEAR_INTERVAL => linear.interval = int()?,
+            key::LINEAR_KEY_HEADS => linear.key_heads = int()?,
+            key::LINEAR_VALUE_HEADS => linear.value_heads = int()?,
+            key::LINEAR_KEY_DIM => linear.key_dim = int()?,
+            key::LINEAR_VALUE_DIM => linear.value_dim = int()?,
+            key::LINEAR_CONV_KERNEL => linear.conv_kernel = int()?,
             key::MROPE_SECTION => {
                 if array(&mut cfg.mrope_section)? != 3 {
                     return Err(bad("mrope_section must have 3 entries"));
@@ -349,6 +388,19 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
     }
     if has_moe {
         cfg.moe = Some(moe);
+    }
+    if cfg.rotary_dim == 0 {
+        cfg.rotary_dim = cfg.head_dim;
+    }
+    // Keys 40..=45 come all together (a Qwen3.5 file) or not at all.
+    match seen_linear {
+        0 => {}
+        0b11_1111 => cfg.linear = Some(linear),
+        _ => {
+            return Err(bad(
+                "linear attention config keys 40-45 must all be present, or none",
+            ))
+        }
     }
     // Keys 60..=77 come all together (a file with a vision tower) or not at all.
     let all_vision = (1u32 << (key::RESCALE_FACTOR - key::VISION_DEPTH + 1)) - 1;

@@ -107,8 +107,8 @@ impl Tables {
                 None => {
                     let b = decode_byte_level(&t.text, &inverse).ok_or_else(|| {
                         format!(
-                            "tokenizer: token {id} ({:?}) is not byte-level text",
-                            t.text
+                            "tokenizer: token {id} (\"{}\") is not byte-level text",
+                            t.text.escape_debug()
                         )
                     })?;
                     bytes.push(b);
@@ -126,15 +126,24 @@ impl Tables {
         // Later duplicates of a pair win, as Hugging Face's BPE map does.
         let mut pairs: BTreeMap<(u32, u32), (u32, u32)> = BTreeMap::new();
         for (rank, (l, r)) in merges.iter().enumerate() {
-            let lid = *by_text
-                .get(l.as_str())
-                .ok_or_else(|| format!("tokenizer: merge {rank}: unknown token {l:?}"))?;
-            let rid = *by_text
-                .get(r.as_str())
-                .ok_or_else(|| format!("tokenizer: merge {rank}: unknown token {r:?}"))?;
+            let lid = *by_text.get(l.as_str()).ok_or_else(|| {
+                format!(
+                    "tokenizer: merge {rank}: unknown token \"{}\"",
+                    l.escape_debug()
+                )
+            })?;
+            let rid = *by_text.get(r.as_str()).ok_or_else(|| {
+                format!(
+                    "tokenizer: merge {rank}: unknown token \"{}\"",
+                    r.escape_debug()
+                )
+            })?;
             let joined = format!("{l}{r}");
             let mid = *by_text.get(joined.as_str()).ok_or_else(|| {
-                format!("tokenizer: merge {rank}: result {joined:?} not in the vocabulary")
+                format!(
+                    "tokenizer: merge {rank}: result \"{}\" not in the vocabulary",
+                    joined.escape_debug()
+                )
             })?;
             pairs.insert((lid, rid), (rank as u32, mid));
         }

@@ -46,8 +46,11 @@ pub(super) fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<()> 
             norm_topk_prob: true,
             decoder_sparse_step: 1,
             mlp_only_layers: [0; MAX_LAYERS / 64],
+            shared_ffn_size: 0,
         }),
         mrope_section: [0; 3],
+        rotary_dim: 128,
+        linear: None,
         vision: None,
         bos_token_id: None,
         eos_token_ids: [0; MAX_EOS],
@@ -68,6 +71,7 @@ pub(super) fn moe(kernels: &Kernels, pool: &Pool, repeats: usize) -> Result<()> 
         let gu = synthetic_packed(layout, 2 * F, H)?.repeat(E);
         let dn = synthetic_packed(layout, H, F)?.repeat(E);
         let layer = MoeLayer {
+            shared: None,
             router,
             gate_up: &gu,
             down: &dn,

@@ -68,6 +68,8 @@ pub(super) fn vision(kernels: &Kernels, pool: &Pool, repeats: usize, side: usize
         qk_norm: true,
         moe: None,
         mrope_section: [24, 20, 20],
+        rotary_dim: 128,
+        linear: None,
         vision: Some(vision),
         bos_token_id: None,
         eos_token_ids: [0; MAX_EOS],

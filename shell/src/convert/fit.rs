@@ -127,7 +127,7 @@ const NAMED_TYPES: [GgmlType; 8] = [
 ];
 
 fn type_name(t: GgmlType) -> String {
-    format!("{t:?}").to_ascii_lowercase()
+    t.name().to_ascii_lowercase()
 }
 
 /// A type's name on the command line.
@@ -137,7 +137,11 @@ fn parse_type(flag: &str, t: &str) -> std::result::Result<GgmlType, String> {
         .find(|&k| type_name(k) == t.trim().to_ascii_lowercase())
         .ok_or_else(|| {
             let names: Vec<_> = NAMED_TYPES.iter().map(|&k| type_name(k)).collect();
-            format!("{flag}: unknown type {t:?} (one of {})", names.join(", "))
+            format!(
+                "{flag}: unknown type {} (one of {})",
+                crate::error::quoted(t),
+                names.join(", ")
+            )
         })
 }
 
@@ -154,16 +158,20 @@ pub fn parse_types(list: &str) -> std::result::Result<Vec<GgmlType>, String> {
 pub fn parse_pins(list: &str) -> std::result::Result<Vec<(Class, GgmlType)>, String> {
     let mut v = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (c, t) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--tensor-type: {item:?} is not CLASS=TYPE"))?;
+        let (c, t) = item.split_once('=').ok_or_else(|| {
+            format!(
+                "--tensor-type: {} is not CLASS=TYPE",
+                crate::error::quoted(item)
+            )
+        })?;
         let class = Class::ALL
             .into_iter()
             .find(|k| k.name() == c.trim())
             .ok_or_else(|| {
                 let names: Vec<_> = Class::ALL.iter().map(|k| k.name()).collect();
                 format!(
-                    "--tensor-type: unknown class {c:?} (one of {})",
+                    "--tensor-type: unknown class {} (one of {})",
+                    crate::error::quoted(c),
                     names.join(", ")
                 )
             })?;

@@ -44,7 +44,8 @@ pub fn config(g: &Gguf) -> Result<Config> {
         "qwen3vl" => Arch::Qwen3Vl,
         other => {
             return Err(format!(
-                "unsupported GGUF architecture {other:?} (qwen2, qwen3, qwen3moe, qwen3vl)"
+                "unsupported GGUF architecture {} (qwen2, qwen3, qwen3moe, qwen3vl)",
+                crate::error::quoted(other)
             )
             .into())
         }
@@ -90,6 +91,7 @@ pub fn config(g: &Gguf) -> Result<Config> {
                 .unwrap_or(true),
             decoder_sparse_step: 1,
             mlp_only_layers: [0u64; MAX_LAYERS / 64],
+            shared_ffn_size: 0,
         })
     } else {
         None
@@ -130,6 +132,8 @@ pub fn config(g: &Gguf) -> Result<Config> {
         } else {
             [0; 3]
         },
+        rotary_dim: head_dim,
+        linear: None,
         vision: None,
         bos_token_id: g.get_u32("tokenizer.ggml.bos_token_id"),
         eos_token_ids: eos,
@@ -154,7 +158,8 @@ fn mrope_sections(g: &Gguf, arch_name: &str) -> Result<[u32; 3]> {
     match v.as_slice() {
         [t, h, w] | [t, h, w, 0] => Ok([*t, *h, *w]),
         _ => Err(format!(
-            "GGUF metadata {key} = {v:?}: three sections (and a fourth of 0) expected"
+            "GGUF metadata {key} = {}: three sections (and a fourth of 0) expected",
+            crate::error::listed(&v)
         )
         .into()),
     }
@@ -190,7 +195,8 @@ pub fn mmproj_vision(
         Some("qwen3vl_merger") => {}
         other => {
             return Err(fail(format!(
-                "clip.projector_type {other:?} is not supported (qwen3vl_merger: Qwen3-VL)"
+                "clip.projector_type {} is not supported (qwen3vl_merger: Qwen3-VL)",
+                other.map_or("(none)".to_string(), crate::error::quoted)
             )))
         }
     }
@@ -566,9 +572,11 @@ pub fn tokenizer(g: &Gguf) -> Result<Option<Tables>> {
         return Ok(None);
     };
     if model != "gpt2" {
-        return Err(
-            format!("GGUF tokenizer model {model:?} is not supported (gpt2 BPE only)").into(),
-        );
+        return Err(format!(
+            "GGUF tokenizer model {} is not supported (gpt2 BPE only)",
+            crate::error::quoted(model)
+        )
+        .into());
     }
     let tokens = g
         .get_array("tokenizer.ggml.tokens")

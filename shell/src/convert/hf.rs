@@ -4,7 +4,7 @@
 
 use crate::error::{Context, Result};
 use kestrel_core::config::{
-    Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+    Arch, Config, LinearConfig, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::json::{self, Value};
@@ -67,19 +67,27 @@ fn parse_config(
         .get("model_type")
         .and_then(|v| text(&v))
         .unwrap_or_default();
-    let arch = match model_type.as_str() {
-        "qwen2" => Arch::Qwen2,
-        "qwen3" => Arch::Qwen3,
-        "qwen3_moe" => Arch::Qwen3Moe,
-        "qwen3_vl" => Arch::Qwen3Vl,
+    // Qwen3.5's wrappers (`qwen3_5`, `qwen3_5_moe`) keep the text model's
+    // settings under text_config, as VL does; `*_text` is the text model
+    // alone.
+    let (arch, nested) = match model_type.as_str() {
+        "qwen2" => (Arch::Qwen2, false),
+        "qwen3" => (Arch::Qwen3, false),
+        "qwen3_moe" => (Arch::Qwen3Moe, false),
+        "qwen3_vl" => (Arch::Qwen3Vl, true),
+        "qwen3_5" => (Arch::Qwen35, true),
+        "qwen3_5_moe" => (Arch::Qwen35Moe, true),
+        "qwen3_5_text" => (Arch::Qwen35, false),
+        "qwen3_5_moe_text" => (Arch::Qwen35Moe, false),
         other => {
             return Err(fail(&format!(
-                "unsupported model_type {other:?} (qwen2, qwen3, qwen3_moe, qwen3_vl)"
+                "unsupported model_type {} (qwen2, qwen3, qwen3_moe, qwen3_vl, qwen3_5, \
+                 qwen3_5_moe)",
+                crate::error::quoted(other)
             )))
         }
     };
-    // VL keeps the text model's settings under text_config.
-    let c = if arch == Arch::Qwen3Vl {
+    let c = if nested {
         root.get("text_config")
             .ok_or_else(|| fail("no text_config"))?
     } else {
@@ -133,7 +141,8 @@ fn parse_config(
         }
         mrope.copy_from_slice(&vals);
     }
-    let moe = if arch == Arch::Qwen3Moe {
+    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
+    let moe = if moe_arch {
         let experts = match c.get("num_experts") {
             Some(v) if !v.is_null() => u("num_experts")?,
             _ => u("num_local_experts")?,
@@ -152,12 +161,24 @@ fn parse_config(
             num_experts: experts,
             experts_per_token: u("num_experts_per_tok")?,
             moe_ffn_size: u("moe_intermediate_size")?,
-            norm_topk_prob: b_or("norm_topk_prob", false),
+            // Qwen3.5-MoE renormalises the top k always (no key).
+            norm_topk_prob: b_or("norm_topk_prob", arch == Arch::Qwen35Moe),
             decoder_sparse_step: u_or("decoder_sparse_step", 1)?,
             mlp_only_layers: dense,
+            shared_ffn_size: u_or("shared_expert_intermediate_size", 0)?,
         })
     } else {
         None
+    };
+    let (linear, rotary_dim) = if arch.is_qwen35() {
+        linear_config(&c, rope, head_dim, &u)?
+    } else {
+        (None, head_dim)
+    };
+    // Qwen3.5-MoE has no dense FFN: any positive width validates.
+    let ffn_size = match (moe_arch, c.get("intermediate_size")) {
+        (true, None) => 8,
+        _ => u("intermediate_size")?,
     };
     let (eos, eos_count) = eos_ids(generation, &c);
     let cfg = Config {
@@ -168,7 +189,7 @@ fn parse_config(
         num_heads: heads,
         num_kv_heads: u_or("num_key_value_heads", heads)?,
         head_dim,
-        ffn_size: u("intermediate_size")?,
+        ffn_size,
         rope_theta: theta,
         rms_norm_eps: c
             .get("rms_norm_eps")
@@ -186,6 +207,8 @@ fn parse_config(
         qk_norm: arch != Arch::Qwen2,
         moe,
         mrope_section: mrope,
+        rotary_dim,
+        linear,
         vision: match vision {
             Some(pre) if arch == Arch::Qwen3Vl => Some(vision_config(&root, pre, &fail)?),
             _ => None,
@@ -199,6 +222,66 @@ fn parse_config(
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// Qwen3.5's Gated DeltaNet settings and rotary width from its text
+/// config: `layer_types` must be the `full_attention_interval` pattern
+/// (full attention at every `interval`-th layer), the attention gated
+/// (`attn_output_gate`), no multi-token-prediction layers beyond what the
+/// converter keeps (none yet: `mtp_num_hidden_layers` is ignored, as
+/// transformers does).
+fn linear_config(
+    c: &Value,
+    rope: Option<Value>,
+    head_dim: u32,
+    u: &dyn Fn(&str) -> Result<u32>,
+) -> Result<(Option<LinearConfig>, u32)> {
+    let fail = |what: &str| crate::error::Error::msg(what);
+    let interval = u("full_attention_interval")?;
+    if let Some(types) = c.get("layer_types").filter(|v| !v.is_null()) {
+        let (mut n, mut ok) = (0u32, true);
+        for v in types.iter_array().into_iter().flatten() {
+            n += 1;
+            let full = n % interval.max(1) == 0;
+            let want = if full {
+                "full_attention"
+            } else {
+                "linear_attention"
+            };
+            ok &= text(&v).as_deref() == Some(want);
+        }
+        if !ok || n != u("num_hidden_layers")? {
+            return Err(fail(
+                "layer_types must be linear_attention with full_attention at every \
+                 full_attention_interval-th layer",
+            ));
+        }
+    }
+    if c.get("attn_output_gate").and_then(|v| v.as_bool()) == Some(false) {
+        return Err(fail(
+            "attn_output_gate false is not supported (Qwen3.5 gates its attention)",
+        ));
+    }
+    let factor = c
+        .get("partial_rotary_factor")
+        .or_else(|| rope.and_then(|r| r.get("partial_rotary_factor")))
+        .and_then(|v| v.as_f64())
+        .unwrap_or(1.0);
+    let rotary = head_dim as f64 * factor;
+    if !(rotary >= 2.0 && rotary <= head_dim as f64 && rotary.fract() == 0.0) {
+        return Err(fail(
+            "partial_rotary_factor must give a whole number of dimensions",
+        ));
+    }
+    let linear = LinearConfig {
+        interval,
+        key_heads: u("linear_num_key_heads")?,
+        value_heads: u("linear_num_value_heads")?,
+        key_dim: u("linear_key_head_dim")?,
+        value_dim: u("linear_value_head_dim")?,
+        conv_kernel: u("linear_conv_kernel_dim")?,
+    };
+    Ok((Some(linear), rotary as u32))
 }
 
 /// The vision tower's settings (config.json `vision_config` and the token
@@ -223,7 +306,8 @@ fn vision_config(
         .unwrap_or_default();
     if act != "gelu_pytorch_tanh" {
         return Err(fail(&format!(
-            "vision hidden_act {act:?} is not supported (gelu_pytorch_tanh)"
+            "vision hidden_act {} is not supported (gelu_pytorch_tanh)",
+            crate::error::quoted(&act)
         )));
     }
     if v.get("in_channels").and_then(|c| c.as_u64()).unwrap_or(3) != 3 {
@@ -378,7 +462,9 @@ impl<'a> HfSource<'a> {
                 }
             }
         }
-        let prefix = if cfg.arch == Arch::Qwen3Vl {
+        let prefix = if cfg.arch == Arch::Qwen3Vl
+            || (cfg.arch.is_qwen35() && tensors.contains_key("model.language_model.norm.weight"))
+        {
             "model.language_model."
         } else {
             "model."
@@ -422,6 +508,19 @@ impl<'a> HfSource<'a> {
             Part::ExpGate => format!("{l}mlp.experts.{expert}.gate_proj.weight"),
             Part::ExpUp => format!("{l}mlp.experts.{expert}.up_proj.weight"),
             Part::ExpDown => format!("{l}mlp.experts.{expert}.down_proj.weight"),
+            Part::ShGate => format!("{l}mlp.shared_expert.gate_proj.weight"),
+            Part::ShUp => format!("{l}mlp.shared_expert.up_proj.weight"),
+            Part::ShDown => format!("{l}mlp.shared_expert.down_proj.weight"),
+            Part::ShGateInp => format!("{l}mlp.shared_expert_gate.weight"),
+            Part::LinQkv => format!("{l}linear_attn.in_proj_qkv.weight"),
+            Part::LinZ => format!("{l}linear_attn.in_proj_z.weight"),
+            Part::LinB => format!("{l}linear_attn.in_proj_b.weight"),
+            Part::LinA => format!("{l}linear_attn.in_proj_a.weight"),
+            Part::LinConv => format!("{l}linear_attn.conv1d.weight"),
+            Part::LinALog => format!("{l}linear_attn.A_log"),
+            Part::LinDtBias => format!("{l}linear_attn.dt_bias"),
+            Part::LinNorm => format!("{l}linear_attn.norm.weight"),
+            Part::LinOut => format!("{l}linear_attn.out_proj.weight"),
             Part::Vision(role) => self.vision_name(role, layer),
         }
     }
@@ -505,6 +604,16 @@ impl TensorSource for HfSource<'_> {
             for (j, part) in row.chunks_exact_mut(inner).enumerate() {
                 view.to_f32_row((row0 + i) * per + j, part)?;
             }
+        }
+        // Qwen3.5's RMSNorms scale by `1 + w` (zero-centred, in f32 as
+        // transformers computes it); stored folded, the forward's norm is
+        // every other model's. The DeltaNet output norm is not one of them.
+        let zero_centred = matches!(
+            part,
+            Part::AttnNorm | Part::FfnNorm | Part::FinalNorm | Part::QNorm | Part::KNorm
+        );
+        if self.cfg.arch.is_qwen35() && zero_centred {
+            out.iter_mut().for_each(|v| *v += 1.0);
         }
         Ok(())
     }

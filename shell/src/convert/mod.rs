@@ -275,19 +275,40 @@ fn required_parts(cfg: &Config) -> Vec<Needed> {
     if !cfg.tied_embeddings {
         need(Part::LmHead, 0, 0, &[vocab, h]);
     }
+    // Gated attention's q_proj also gives the gate: each head's query
+    // then its gate.
+    let q_rows = if cfg.attn_gate() { 2 * q } else { q };
     for l in 0..cfg.num_layers as u16 {
         need(Part::AttnNorm, l, 0, &[h]);
-        need(Part::Q, l, 0, &[q, h]);
-        need(Part::K, l, 0, &[kv, h]);
-        need(Part::V, l, 0, &[kv, h]);
-        need(Part::O, l, 0, &[h, q]);
         need(Part::FfnNorm, l, 0, &[h]);
+        if let Some(lin) = cfg.linear.filter(|_| cfg.is_linear_layer(l as usize)) {
+            let d = lin.shape();
+            let (conv, vlen, vh) = (
+                d.conv_channels() as u64,
+                d.value_len() as u64,
+                d.value_heads as u64,
+            );
+            need(Part::LinQkv, l, 0, &[conv, h]);
+            need(Part::LinZ, l, 0, &[vlen, h]);
+            need(Part::LinB, l, 0, &[vh, h]);
+            need(Part::LinA, l, 0, &[vh, h]);
+            need(Part::LinConv, l, 0, &[conv, 1, d.conv_kernel as u64]);
+            need(Part::LinALog, l, 0, &[vh]);
+            need(Part::LinDtBias, l, 0, &[vh]);
+            need(Part::LinNorm, l, 0, &[d.value_dim as u64]);
+            need(Part::LinOut, l, 0, &[h, vlen]);
+        } else {
+            need(Part::Q, l, 0, &[q_rows, h]);
+            need(Part::K, l, 0, &[kv, h]);
+            need(Part::V, l, 0, &[kv, h]);
+            need(Part::O, l, 0, &[h, q]);
+        }
         if cfg.qkv_bias {
             need(Part::QBias, l, 0, &[q]);
             need(Part::KBias, l, 0, &[kv]);
             need(Part::VBias, l, 0, &[kv]);
         }
-        if cfg.qk_norm {
+        if cfg.qk_norm && !cfg.is_linear_layer(l as usize) {
             need(Part::QNorm, l, 0, &[hd]);
             need(Part::KNorm, l, 0, &[hd]);
         }
@@ -299,6 +320,13 @@ fn required_parts(cfg: &Config) -> Vec<Needed> {
                     need(Part::ExpGate, l, e, &[f, h]);
                     need(Part::ExpUp, l, e, &[f, h]);
                     need(Part::ExpDown, l, e, &[h, f]);
+                }
+                let sh = m.shared_ffn_size as u64;
+                if sh > 0 {
+                    need(Part::ShGate, l, 0, &[sh, h]);
+                    need(Part::ShUp, l, 0, &[sh, h]);
+                    need(Part::ShDown, l, 0, &[h, sh]);
+                    need(Part::ShGateInp, l, 0, &[1, h]);
                 }
             }
             _ => {
@@ -365,14 +393,15 @@ fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<()>
             ));
         }
         let same = match n.part {
-            Part::Vision(_) => as_matrix(found_one) == as_matrix(&n.shape),
+            Part::Vision(_) | Part::LinConv => as_matrix(found_one) == as_matrix(&n.shape),
             _ => found_one == n.shape,
         };
         if !same {
             return fail(format!(
-                "tensor {} has shape {found_one:?}, the config implies {:?}",
+                "tensor {} has shape {}, the config implies {}",
                 name(),
-                n.shape
+                crate::error::listed(found_one),
+                crate::error::listed(&n.shape)
             ));
         }
     }
@@ -498,8 +527,9 @@ fn say_source_plan(
             };
             if !kept {
                 notes.push(format!(
-                    "{} ({ty:?}): stored in Q8_0 ({})",
+                    "{} ({}): stored in Q8_0 ({})",
                     src.tensor_name(part, spec.layer, 0),
+                    ty.name(),
                     if exact.is_none() {
                         "no layout holds this type exactly"
                     } else {
@@ -618,7 +648,10 @@ fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
                     .and_then(|n| n.parse::<u16>().ok())
                     .filter(|&n| n > 0)
                     .ok_or_else(|| {
-                        format!("--keep-q8: {name:?}: after @, endsN (N > 0: the first and last N layers)")
+                        format!(
+                            "--keep-q8: {}: after @, endsN (N > 0: the first and last N layers)",
+                            crate::error::quoted(name)
+                        )
                     })?;
                 (part, n)
             }
@@ -626,7 +659,8 @@ fn recipe(keep_q8: Option<&str>) -> Result<Recipe> {
         let part = RecipePart::from_name(name).ok_or_else(|| {
             let names: Vec<_> = RecipePart::ALL.iter().map(|p| p.name()).collect();
             format!(
-                "--keep-q8: unknown matrix {name:?} (one of {}, or none)",
+                "--keep-q8: unknown matrix {} (one of {}, or none)",
+                crate::error::quoted(name),
                 names.join(", ")
             )
         })?;

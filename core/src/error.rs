@@ -268,15 +268,10 @@ impl fmt::Display for Error {
             Error::ArenaTooSmall { need, have } => {
                 write!(f, "arena too small: the state needs {need} bytes, got {have}")
             }
-            Error::RecurrentState { slot, pos, holds } if holds == usize::MAX => write!(
-                f,
-                "slot {slot}: the Gated DeltaNet state was left part-way by a failed step; \
-                 position {pos} cannot follow (feed the conversation again from the start)"
-            ),
             Error::RecurrentState { slot, pos, holds } => write!(
                 f,
-                "slot {slot}: the Gated DeltaNet state holds {holds} tokens; position {pos} \
-                 cannot follow (a recurrent state is not cut back: feed from the start)"
+                "slot {slot}: position {pos} does not follow the Gated DeltaNet state's \
+                 {holds} tokens (2^64 - 1: left part-way by a failed step); feed from the start"
             ),
             Error::ContextFull { need, max } => write!(
                 f,

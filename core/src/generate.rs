@@ -178,7 +178,10 @@ pub fn prefill_chunks(
 /// tokens, lie before `upto` (a cached image: equal placeholder ids do not
 /// mean equal images), and were computed with the copy the prefill plan
 /// would use for them; at least one prompt token is left to run (its
-/// logits are needed).
+/// logits are needed). `holds`: a Qwen3.5 slot's Gated DeltaNet state
+/// holds that many tokens and its snapshot the second many (0: none); a
+/// recurrent state is not cut back, so the prefix is all the state holds,
+/// else all the snapshot holds, else nothing.
 pub fn reusable_prefix(
     routing: &Routing,
     chunk: usize,
@@ -186,6 +189,7 @@ pub fn reusable_prefix(
     copies: &[WeightCopy],
     upto: usize,
     prompt: &[u32],
+    holds: Option<(usize, usize)>,
 ) -> usize {
     let n = prompt.len();
     let limit = cached
@@ -193,9 +197,15 @@ pub fn reusable_prefix(
         .min(copies.len())
         .min(n.saturating_sub(1))
         .min(upto);
-    (0..limit)
+    let keep = (0..limit)
         .take_while(|&p| cached[p] == prompt[p] && copies[p] == prompt_copy(routing, chunk, p, n))
-        .count()
+        .count();
+    match holds {
+        Some((h, _)) if keep == h => h,
+        Some((_, snap)) if keep >= snap => snap,
+        Some(_) => 0,
+        None => keep,
+    }
 }
 
 /// The images of one prompt, as the vision tower gave them, and scratch for
@@ -348,17 +358,19 @@ fn run_plan<P: Parallel>(
             max: s.opts.max_batch,
         });
     }
-    // Qwen3.5: a Gated DeltaNet state holds every token fed to its slot and
-    // cannot be cut back, so a cached prefix it has gone past runs again
-    // (from the prompt's start; elsewhere the step refuses the rows).
-    if w.cfg.linear.is_some() && p.base == 0 && s.recurrent_pos.get(p.slot) != Some(&p.keep) {
-        p.keep = 0;
-    }
     let slot_delta = *s.rope_delta.get(p.slot).ok_or(Error::OutOfRange {
         what: "sequence slot",
         value: p.slot,
         max: s.opts.slots - 1,
     })?;
+    // Qwen3.5: a kept prefix its state has gone past goes on from the
+    // snapshot at the end of the slot's last prompt (`reusable_prefix`
+    // keeps exactly that much then).
+    let at = p.base + p.keep;
+    if w.cfg.linear.is_some() && at != s.recurrent_pos[p.slot] && at == s.snapshot_pos[p.slot] {
+        s.snapshot(p.slot, false);
+        s.recurrent_pos[p.slot] = at;
+    }
     let mut delta = 0i64;
     if let Some(img) = p.images.as_mut() {
         let v = w.cfg.vision.ok_or(Error::BadConfig {
@@ -449,6 +461,13 @@ fn run_plan<P: Parallel>(
     }
     if let Some(d) = s.rope_delta.get_mut(p.slot) {
         *d += delta;
+    }
+    // Qwen3.5: the state at a turn's boundary, for a follow-up that
+    // renders the answer otherwise (a prompt: not the one token that
+    // closes an answer).
+    if w.cfg.linear.is_some() && n > 1 {
+        s.snapshot(p.slot, true);
+        s.snapshot_pos[p.slot] = p.base + n;
     }
     Ok(ChunkStep {
         prompt_logits: Some(last_rows.saturating_sub(1) * vocab),
@@ -2118,20 +2137,23 @@ mod tests {
         let q8 = [WeightCopy::Prefill; 4];
         // Tokens 0..3 match and were computed with the plan's copy (Q8).
         assert_eq!(
-            reusable_prefix(&dual(), 128, &cached, &q8, usize::MAX, &prompt),
+            reusable_prefix(&dual(), 128, &cached, &q8, usize::MAX, &prompt, None),
             3
         );
         // An image at position 1 of the cache stops reuse there.
-        assert_eq!(reusable_prefix(&dual(), 128, &cached, &q8, 1, &prompt), 1);
+        assert_eq!(
+            reusable_prefix(&dual(), 128, &cached, &q8, 1, &prompt, None),
+            1
+        );
         // Positions decoded with Q4 are not what the plan would compute.
         let q4 = [WeightCopy::Decode; 4];
         assert_eq!(
-            reusable_prefix(&dual(), 128, &cached, &q4, usize::MAX, &prompt),
+            reusable_prefix(&dual(), 128, &cached, &q4, usize::MAX, &prompt, None),
             0
         );
         // At least one prompt token is left to run.
         assert_eq!(
-            reusable_prefix(&dual(), 128, &[1, 2, 3], &q8, usize::MAX, &[1, 2, 3]),
+            reusable_prefix(&dual(), 128, &[1, 2, 3], &q8, usize::MAX, &[1, 2, 3], None),
             2
         );
     }

@@ -224,30 +224,8 @@ fn header(
         rope_delta: s.rope_delta.get(slot).copied().unwrap_or(0),
         rng,
         logits,
-        recurrent: {
-            let (wl, sl) = recurrent_lens(w);
-            wl + sl
-        },
+        recurrent: (s.conv_windows.len() + s.recurrent.len()) / s.opts.slots,
     }
-}
-
-/// f32s of one slot's Gated DeltaNet windows and of its states (Qwen3.5;
-/// 0 otherwise).
-fn recurrent_lens(w: &Weights) -> (usize, usize) {
-    w.cfg.linear.map_or((0, 0), |c| {
-        let n = w.cfg.linear_layers();
-        (n * c.shape().window_len(), n * c.shape().state_len())
-    })
-}
-
-/// Slot `slot`'s Gated DeltaNet windows, then its states (Qwen3.5; empty
-/// otherwise).
-fn recurrent_of<'s>(w: &Weights, s: &'s mut State, slot: usize) -> [&'s mut [f32]; 2] {
-    let (wl, sl) = recurrent_lens(w);
-    [
-        &mut s.conv_windows[slot * wl..(slot + 1) * wl],
-        &mut s.recurrent[slot * sl..(slot + 1) * sl],
-    ]
 }
 
 /// Bytes [`save_slot`] writes for `tokens` cached tokens (`logits`: with
@@ -312,7 +290,6 @@ pub fn save_slot(
             holds: s.recurrent_pos[slot],
         });
     }
-    let (wl, sl) = recurrent_lens(w);
     header.write(out);
     let mut w = Cursor {
         bytes: &mut out[HEADER_BYTES..total],
@@ -332,6 +309,7 @@ pub fn save_slot(
             }
         }
     }
+    let (wl, sl) = (s.conv_windows.len() / s.opts.slots, s.recurrent.len() / s.opts.slots);
     let windows = &s.conv_windows[slot * wl..(slot + 1) * wl];
     let states = &s.recurrent[slot * sl..(slot + 1) * sl];
     for v in windows.iter().chain(states) {
@@ -446,13 +424,14 @@ pub fn restore_slot(
             }
         }
     }
-    for part in recurrent_of(w, s, slot) {
+    for part in s.recurrent_of(slot) {
         let len = part.len();
         for (v, b) in part.iter_mut().zip(r.take(len * 4).chunks_exact(4)) {
             *v = f32::from_bits(word(b));
         }
     }
     s.recurrent_pos[slot] = n;
+    s.snapshot_pos[slot] = 0;
     if h.logits {
         let logits = r.take(h.vocab * 4);
         for (v, b) in s.logits.iter_mut().zip(logits.chunks_exact(4)) {

@@ -81,6 +81,9 @@ pub struct ArenaSizes {
     /// Qwen3.5's recurrent states: (slot, DeltaNet layer, value_heads,
     /// key_dim, value_dim) f32 (0 bytes for other models).
     pub recurrent: usize,
+    /// Qwen3.5: each slot's windows and states as its last prompt left
+    /// them (a turn's boundary), f32.
+    pub snapshots: usize,
     /// x: (batch, hidden) f32 residual stream.
     pub x: usize,
     /// xb: (batch, hidden) f32 normed input.
@@ -260,6 +263,7 @@ impl ArenaSizes {
             values: kv,
             conv_windows: per_slot(d.window)?,
             recurrent: per_slot(d.recurrent)?,
+            snapshots: per_slot(d.window + d.recurrent)?,
             x: mul(mul(b, d.hidden)?, f)?,
             xb: mul(mul(b, d.hidden)?, f)?,
             qkv: mul(mul(b, qkv)?, f)?,
@@ -290,12 +294,13 @@ impl ArenaSizes {
     }
 
     /// Every buffer's size in carving order.
-    fn in_order(&self) -> [usize; 22] {
+    fn in_order(&self) -> [usize; 23] {
         [
             self.keys,
             self.values,
             self.conv_windows,
             self.recurrent,
+            self.snapshots,
             self.x,
             self.xb,
             self.qkv,
@@ -424,6 +429,12 @@ pub struct State<'a> {
     /// must continue from there, or start the slot at position 0; a
     /// recurrent state cannot be cut back as a KV cache can.
     pub recurrent_pos: [usize; MAX_SLOTS],
+    /// Qwen3.5, per slot: its windows and states as its last prompt left
+    /// them, (slot, windows then states).
+    pub snapshots: &'a mut [f32],
+    /// Per slot: the tokens the snapshot holds (0: none); a step that runs
+    /// the slot from before it drops it.
+    pub snapshot_pos: [usize; MAX_SLOTS],
     /// (batch, hidden) residual stream.
     pub x: &'a mut [f32],
     /// (batch, hidden) normed input.
@@ -612,6 +623,7 @@ impl<'a> State<'a> {
         let v_cache = arena.kv(s.values, opts.kv)?;
         let conv_windows = arena.f32s(s.conv_windows)?;
         let recurrent = arena.f32s(s.recurrent)?;
+        let snapshots = arena.f32s(s.snapshots)?;
         let x = arena.f32s(s.x)?;
         let xb = arena.f32s(s.xb)?;
         let qkv = arena.f32s(s.qkv)?;
@@ -642,6 +654,8 @@ impl<'a> State<'a> {
             conv_windows,
             recurrent,
             recurrent_pos: [0; MAX_SLOTS],
+            snapshots,
+            snapshot_pos: [0; MAX_SLOTS],
             x,
             xb,
             qkv,
@@ -669,6 +683,39 @@ impl<'a> State<'a> {
                 expert_calls: 0,
             },
         })
+    }
+}
+
+impl State<'_> {
+    /// Qwen3.5: slot `slot`'s Gated DeltaNet windows, then its states
+    /// (empty for other models).
+    pub fn recurrent_of(&mut self, slot: usize) -> [&mut [f32]; 2] {
+        let slots = self.opts.slots;
+        let (w, r) = (self.conv_windows.len() / slots, self.recurrent.len() / slots);
+        [
+            &mut self.conv_windows[slot * w..(slot + 1) * w],
+            &mut self.recurrent[slot * r..(slot + 1) * r],
+        ]
+    }
+
+    /// Qwen3.5: copies slot `slot`'s windows and states into its snapshot
+    /// (`take`), or the snapshot back into them.
+    pub fn snapshot(&mut self, slot: usize, take: bool) {
+        let slots = self.opts.slots;
+        let (w, r) = (
+            self.conv_windows.len() / slots,
+            self.recurrent.len() / slots,
+        );
+        let win = &mut self.conv_windows[slot * w..(slot + 1) * w];
+        let rec = &mut self.recurrent[slot * r..(slot + 1) * r];
+        let (sw, sr) = self.snapshots[slot * (w + r)..(slot + 1) * (w + r)].split_at_mut(w);
+        if take {
+            sw.copy_from_slice(win);
+            sr.copy_from_slice(rec);
+        } else {
+            win.copy_from_slice(sw);
+            rec.copy_from_slice(sr);
+        }
     }
 }
 

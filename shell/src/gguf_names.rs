@@ -44,7 +44,7 @@ pub fn gguf_name(part: Part, layer: u16, tied: bool) -> String {
         | Part::LinALog
         | Part::LinDtBias
         | Part::LinNorm
-        | Part::LinOut => "(Qwen3.5 tensors are not read from GGUF files yet)".into(),
+        | Part::LinOut => "(not read from GGUF yet)".into(),
         // GGUF text files carry no vision tower (llama.cpp keeps it in
         // a separate mmproj file).
         Part::Vision(role) => {

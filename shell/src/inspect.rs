@@ -64,12 +64,32 @@ fn config_pairs(c: &Config) -> Vec<(&'static str, String)> {
         ("qkv_bias", c.qkv_bias.to_string()),
         ("qk_norm", c.qk_norm.to_string()),
     ];
+    if c.rotary_dim != c.head_dim {
+        v.push(("rotary_dim", c.rotary_dim.to_string()));
+    }
+    if let Some(l) = &c.linear {
+        let (i, kh, vh, kd, vd, k) = (
+            l.interval,
+            l.key_heads,
+            l.value_heads,
+            l.key_dim,
+            l.value_dim,
+            l.conv_kernel,
+        );
+        v.push((
+            "linear_attention",
+            format!("full every {i}: {kh} key / {vh} value heads of {kd} / {vd}, conv {k}"),
+        ));
+    }
     if let Some(m) = &c.moe {
         v.push(("num_experts", m.num_experts.to_string()));
         v.push(("experts_per_token", m.experts_per_token.to_string()));
         v.push(("moe_ffn_size", m.moe_ffn_size.to_string()));
         v.push(("norm_topk_prob", m.norm_topk_prob.to_string()));
         v.push(("decoder_sparse_step", m.decoder_sparse_step.to_string()));
+        if m.shared_ffn_size > 0 {
+            v.push(("shared_ffn_size", m.shared_ffn_size.to_string()));
+        }
         let dense: Vec<String> = (0..c.num_layers as usize)
             .filter(|&l| m.mlp_only_layers[l / 64] >> (l % 64) & 1 == 1)
             .map(|l| l.to_string())
@@ -402,8 +422,16 @@ pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
         // Speculative decoding (--lookup, --draft, a server's prediction):
         // the verify step keeps 1 + draft rows of logits.
         let spec = ArenaSizes::new(&cfg, &Options { draft: 8, ..opts })?;
+        // Qwen3.5: the Gated DeltaNet layers' windows and states, the same
+        // at any context (the KV cache is the attention layers' alone).
+        let recurrent = (layout.conv_windows + layout.recurrent) as u64;
+        let states = if recurrent > 0 {
+            format!(", Gated DeltaNet states {}", mb(recurrent))
+        } else {
+            String::new()
+        };
         println!(
-            "{:>34}: {} (KV cache {}; with --draft-max 8: {})",
+            "{:>34}: {} (KV cache {}{states}; with --draft-max 8: {})",
             format!("--ctx {ctx}"),
             mb(layout.total as u64),
             mb(layout.kv_bytes() as u64),

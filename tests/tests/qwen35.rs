@@ -17,7 +17,7 @@ use kestrel::engine::EngineArgs;
 use kestrel::generate::Session;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
-use kestrel_core::generate::{prefill, Prefill};
+use kestrel_core::generate::{prefill, reusable_prefix, Prefill};
 use kestrel_core::model::deltanet::{conv_step, delta_step, gated_norm, gates, DeltaShape};
 use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::safetensors::SafeTensors;
@@ -570,8 +570,8 @@ fn the_recurrent_state_across_turns_saves_and_reuse() {
     let (more, _) = prompt("dev_qwen35_dense", "p7");
     let all: Vec<u32> = tokens.iter().chain(&more).copied().collect();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let mut arenas: Vec<Vec<u8>> = (0..4).map(|_| loader::arena(&w, &opts).unwrap()).collect();
-    let [a0, a1, a2, a3] = &mut arenas[..] else {
+    let mut arenas: Vec<Vec<u8>> = (0..3).map(|_| loader::arena(&w, &opts).unwrap()).collect();
+    let [a0, a1, a2] = &mut arenas[..] else {
         unreachable!()
     };
     let session = |arena| {
@@ -640,36 +640,71 @@ fn the_recurrent_state_across_turns_saves_and_reuse() {
         "after a refused rewind"
     );
 
-    // Prefix reuse: the state holds 47 tokens. Keeping all 47 of a longer
-    // prompt runs only the rest; keeping 30 of it runs it all again.
+    // Prefix reuse (the server's `reusable_prefix`): the state holds 47
+    // tokens. A prompt that extends them keeps all 47 and runs only the
+    // rest; one that shares only the first 30 keeps none (the state is not
+    // cut back), and a prefill told to keep 30 anyway is refused. After an
+    // answer of 5 tokens, a prompt that takes another turn there keeps the
+    // 47 of the snapshot the prompt left (the turn's boundary).
     let longer: Vec<u32> = all.iter().chain(&tokens[..5]).copied().collect();
-    let mut fresh = session(a3);
-    fresh.feed(&longer).unwrap();
-    let want_longer = bits(fresh.gen.last_logits());
+    let diverging: Vec<u32> = all[..30].iter().chain(&more).copied().collect();
     let vocab = w.cfg.vocab_size as usize;
-    for (keep, first_run) in [(47, 47), (30, 0)] {
+    for (prompt, want_keep, answer) in [(&longer, 47, 0), (&diverging, 0, 0), (&longer, 47, 5)] {
         let mut arena = loader::arena(&w, &opts).unwrap();
         let state = loader::state(&w, opts, &mut arena).unwrap();
+        let mut fresh = Session::new(&w, k, &pool, state, greedy).unwrap();
+        fresh.feed(prompt).unwrap();
+        let want = bits(fresh.gen.last_logits());
+        drop(fresh);
+        let state = loader::state(&w, opts, &mut arena).unwrap();
         let mut s = Session::new(&w, k, &pool, state, greedy).unwrap();
-        s.feed(&all).unwrap();
-        let mut p = Prefill {
+        let no = std::sync::atomic::AtomicBool::new(false);
+        s.generate(&all, answer, &no, &mut |_| {}).unwrap();
+        let state = &s.gen.state;
+        assert_eq!(state.snapshot_pos[0], 47);
+        assert_eq!(state.recurrent_pos[0], 47 + answer);
+        let holds = Some((state.recurrent_pos[0], state.snapshot_pos[0]));
+        let cached = s.history().to_vec();
+        let copies = vec![w.routing.decode; cached.len()];
+        let keep = reusable_prefix(&w.routing, 32, &cached, &copies, usize::MAX, prompt, holds);
+        assert_eq!(keep, want_keep, "answer of {answer}");
+        let plan = |keep| Prefill {
             slot: 0,
             base: 0,
-            prompt: &longer,
+            prompt,
             keep,
             chunk: 32,
             images: None,
             interrupt: None,
         };
+        if keep == 0 {
+            let err = prefill(
+                &w,
+                &mut s.gen.state,
+                &k,
+                &pool,
+                &mut plan(30),
+                &mut |_, _| {},
+            );
+            assert!(matches!(
+                err,
+                Err(kestrel_core::Error::RecurrentState { pos: 30, .. })
+            ));
+        }
         let mut starts = Vec::new();
-        let at = prefill(&w, &mut s.gen.state, &k, &pool, &mut p, &mut |c, _| {
-            starts.push(c.start)
-        })
+        let at = prefill(
+            &w,
+            &mut s.gen.state,
+            &k,
+            &pool,
+            &mut plan(keep),
+            &mut |c, _| starts.push(c.start),
+        )
         .unwrap();
-        assert_eq!(starts[0], first_run, "keep {keep}: the first row run");
+        assert_eq!(starts[0], keep, "the first row run");
         assert_eq!(
             bits(&s.gen.state.logits[at..at + vocab]),
-            want_longer,
+            want,
             "keep {keep}"
         );
     }

@@ -556,6 +556,54 @@ fn completions_models_health_and_multi_turn_reuse() {
     }
 }
 
+/// Qwen3.5 (the dense fixture, f32): a conversation of three turns,
+/// each answer the one `kestrel run` gives for the whole conversation, and
+/// every turn after the first continues the slot's Gated DeltaNet state
+/// where the previous turn left it (the cached prefix is reused, not
+/// prefilled again).
+#[test]
+fn qwen35_turns_continue_the_recurrent_state() {
+    static ONCE: OnceLock<PathBuf> = OnceLock::new();
+    let m = ONCE.get_or_init(|| {
+        let out = temp_dir("serve-qwen35").into_path().join("m.vqf");
+        convert(
+            &fixtures().join("dev_qwen35_dense/hf_bf16"),
+            &out,
+            WeightMode::F32,
+            Some(512),
+            false,
+        )
+        .unwrap();
+        out
+    });
+    let srv = Server::start_with(m, 1, &[]);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let mut conv: Vec<(Role, String)> = vec![(Role::System, "Be brief.".into())];
+    for q in ["Hello there", "And then?", "Thanks, bye"] {
+        conv.push((Role::User, q.into()));
+        let msgs: Vec<(Role, &str)> = conv.iter().map(|(r, s)| (*r, s.as_str())).collect();
+        let (want, _) = kestrel_run_on(m, &msgs, greedy, 12);
+        let (st, body) = post(
+            srv.addr,
+            "/v1/chat/completions",
+            &chat_body(&msgs, ",\"temperature\":0,\"max_tokens\":12"),
+            None,
+        );
+        assert_eq!(st, 200, "{body}");
+        let got = string_at(&body, &["choices", "0", "message", "content"]);
+        assert_eq!(got, want);
+        let cached: usize = string_at(&body, &["usage", "prompt_tokens_details", "cached_tokens"])
+            .parse()
+            .unwrap();
+        eprintln!("turn {}: {cached} cached tokens: {body}", conv.len() / 2);
+        assert_eq!(cached > 10, conv.len() > 2, "{body}");
+        conv.push((Role::Assistant, got));
+    }
+}
+
 #[test]
 fn bad_requests_get_errors_and_the_server_stays_up() {
     let srv = Server::start(1, &["--max-body", "4096"]);

@@ -14,7 +14,7 @@
 //! same weight copy, bit for bit.
 
 use super::attend;
-use super::deltanet;
+use super::deltanet::{self, DeltaShape};
 use super::linear::Exec;
 pub use super::observe::{Input, NoObserver, Observer};
 use super::ops;
@@ -403,8 +403,9 @@ pub fn forward_step_observed<P: Parallel>(
     let eps = cfg.rms_norm_eps as f32;
     // Qwen3.5: what each slot's Gated DeltaNet states will hold after the
     // step (they hold nothing usable while it runs).
-    let recurrent_after = match cfg.linear {
-        Some(_) => Some(recurrent_begin(w, s, rows)?),
+    let delta = cfg.linear.map(|c| c.shape());
+    let recurrent_after = match &delta {
+        Some(shape) => Some(recurrent_begin(w, shape, s, rows)?),
         None => None,
     };
 
@@ -445,7 +446,9 @@ pub fn forward_step_observed<P: Parallel>(
             );
             cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
-            delta_rows(w, s, lin, l, rows)?;
+            if let Some(shape) = &delta {
+                delta_rows(w, shape, s, lin, l, rows);
+            }
             cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         } else {
             // --- attention ---
@@ -599,10 +602,12 @@ pub fn forward_step_observed<P: Parallel>(
 /// will hold after the step, and marks the step's slots
 /// [`RECURRENT_LOST`] until it ends (a step that fails part-way leaves
 /// them so).
-fn recurrent_begin(w: &Weights, s: &mut State, rows: Rows) -> Result<[usize; MAX_SLOTS], Error> {
-    let shape = w.cfg.linear.map(|c| c.shape()).ok_or(Error::BadConfig {
-        what: "Gated DeltaNet steps for a model without linear attention",
-    })?;
+fn recurrent_begin(
+    w: &Weights,
+    shape: &DeltaShape,
+    s: &mut State,
+    rows: Rows,
+) -> Result<[usize; MAX_SLOTS], Error> {
     let nlin = w.cfg.linear_layers();
     let mut after = s.recurrent_pos;
     let mut seen = 0u64;
@@ -610,6 +615,10 @@ fn recurrent_begin(w: &Weights, s: &mut State, rows: Rows) -> Result<[usize; MAX
     for t in 0..rows.len() {
         let r = rows.get(t, false);
         let bit = 1u64 << r.slot;
+        // Rows from before the snapshot's end rewrite what it held.
+        if seen & bit == 0 && r.pos < s.snapshot_pos[r.slot] {
+            s.snapshot_pos[r.slot] = 0;
+        }
         if seen & bit == 0 && r.pos == 0 {
             after[r.slot] = 0;
             fresh |= bit;
@@ -643,15 +652,13 @@ fn recurrent_begin(w: &Weights, s: &mut State, rows: Rows) -> Result<[usize; MAX
 /// value_dim).
 fn delta_rows(
     w: &Weights,
+    shape: &DeltaShape,
     s: &mut State,
     lin: &LinearLayer,
     l: usize,
     rows: Rows,
-) -> Result<(), Error> {
+) {
     let cfg = &w.cfg;
-    let shape = cfg.linear.map(|c| c.shape()).ok_or(Error::BadConfig {
-        what: "Gated DeltaNet weights for a model without linear attention",
-    })?;
     let (wl, sl) = (shape.window_len(), shape.state_len());
     let width = shape.conv_channels() + shape.value_len();
     let (vh2, vlen) = (2 * shape.value_heads, shape.value_len());
@@ -659,7 +666,7 @@ fn delta_rows(
     for t in 0..rows.len() {
         let cell = at(rows.get(t, false).slot);
         deltanet::token(
-            &shape,
+            shape,
             lin,
             &mut s.conv_windows[cell * wl..(cell + 1) * wl],
             &mut s.recurrent[cell * sl..(cell + 1) * sl],
@@ -669,7 +676,6 @@ fn delta_rows(
             cfg.rms_norm_eps as f32,
         );
     }
-    Ok(())
 }
 
 /// The query heads `h0..h1` of one attention part: its work space and

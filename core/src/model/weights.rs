@@ -294,6 +294,7 @@ impl<'a> Weights<'a> {
         }
     }
 
+    #[inline(never)]
     fn find(&self, layer: u16, role: Role, layout: Layout) -> Result<&'a [u8], Error> {
         Ok(self.vqf.data(&self.entry(layer, role, layout)?))
     }

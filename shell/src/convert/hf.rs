@@ -251,16 +251,11 @@ fn linear_config(
             ok &= text(&v).as_deref() == Some(want);
         }
         if !ok || n != u("num_hidden_layers")? {
-            return Err(fail(
-                "layer_types must be linear_attention with full_attention at every \
-                 full_attention_interval-th layer",
-            ));
+            return Err(fail("layer_types must follow full_attention_interval"));
         }
     }
     if c.get("attn_output_gate").and_then(|v| v.as_bool()) == Some(false) {
-        return Err(fail(
-            "attn_output_gate false is not supported (Qwen3.5 gates its attention)",
-        ));
+        return Err(fail("attn_output_gate must be true"));
     }
     let factor = c
         .get("partial_rotary_factor")

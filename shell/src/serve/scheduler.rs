@@ -221,8 +221,9 @@ pub struct Scheduler<'a, P: Parallel> {
     pub slot_dir: Option<std::path::PathBuf>,
 }
 
-/// How many leading positions of `slot` a new `prompt` can keep.
-fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
+/// How many leading positions of `slot` (sequence slot `i` of `state`) a
+/// new `prompt` can keep.
+fn reusable(w: &Weights, state: &State, i: usize, slot: &Slot, prompt: &[u32]) -> usize {
     reusable_prefix(
         &w.routing,
         PREFILL_CHUNK,
@@ -230,6 +231,9 @@ fn reusable(w: &Weights, slot: &Slot, prompt: &[u32]) -> usize {
         &slot.copies,
         slot.reusable_upto,
         prompt,
+        w.cfg
+            .linear
+            .map(|_| (state.recurrent_pos[i], state.snapshot_pos[i])),
     )
 }
 
@@ -324,7 +328,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                     .filter(|&i| slots[i].free())
                     .max_by_key(|&i| {
                         (
-                            reusable(self.w, &slots[i], &job.prompt),
+                            reusable(self.w, &self.state, i, &slots[i], &job.prompt),
                             u64::MAX - slots[i].used,
                         )
                     })
@@ -635,7 +639,7 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
                 .position(|&t| t == v.image_token_id)
                 .unwrap_or(n);
         }
-        let keep = reusable(self.w, s, &job.prompt).min(first_image);
+        let keep = reusable(self.w, &self.state, i, s, &job.prompt).min(first_image);
         s.tokens.truncate(keep);
         s.copies.truncate(keep);
         s.reusable_upto = usize::MAX;

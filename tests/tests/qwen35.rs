@@ -11,7 +11,10 @@
 //! gives the reference's logits. The MoE feed-forward (softmax router over
 //! every expert, top-k renormalised, a shared expert scaled by a sigmoid
 //! gate) chooses the reference's experts. The projections here are plain
-//! f32 loops (the forward will use the matrix layouts).
+//! f32 loops. Then the engine itself: both fixtures converted from their
+//! Hugging Face folders give transformers' logits, bits independent of the
+//! chunking and its greedy tokens; the recurrent state across turns, saved
+//! and restored, and reused as the server reuses a cached prefix.
 
 use kestrel::engine::EngineArgs;
 use kestrel::generate::Session;

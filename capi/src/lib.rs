@@ -442,6 +442,9 @@ fn status_of(e: &Error) -> Status {
         Error::BufferTooSmall { what, .. } if is_output(what) => Status::Buffer,
         Error::ArenaTooSmall { .. } => Status::Memory,
         Error::ContextFull { .. } => Status::Context,
+        // Qwen3.5: a rollback or a dropped turn its recurrent state cannot
+        // go back to.
+        Error::RecurrentState { .. } => Status::Argument,
         Error::BadToken { .. } => Status::Token,
         Error::Cancelled | Error::FeedCancelled { .. } => Status::Cancelled,
         Error::NotReady { .. } => Status::Order,

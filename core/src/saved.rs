@@ -309,7 +309,10 @@ pub fn save_slot(
             }
         }
     }
-    let (wl, sl) = (s.conv_windows.len() / s.opts.slots, s.recurrent.len() / s.opts.slots);
+    let (wl, sl) = (
+        s.conv_windows.len() / s.opts.slots,
+        s.recurrent.len() / s.opts.slots,
+    );
     let windows = &s.conv_windows[slot * wl..(slot + 1) * wl];
     let states = &s.recurrent[slot * sl..(slot + 1) * sl];
     for v in windows.iter().chain(states) {
@@ -493,7 +496,9 @@ where
 
     /// Forgets every token after the first `tokens` (an earlier turn's
     /// end): their KV rows are left to be overwritten. More tokens than
-    /// cached is an error.
+    /// cached is an error. Qwen3.5: a Gated DeltaNet state is not cut back,
+    /// so it goes back only to the end of the last prompt (its snapshot),
+    /// or to 0; elsewhere [`Error::RecurrentState`], nothing changed.
     pub fn rollback(&mut self, tokens: usize) -> Result<(), Error> {
         if tokens > self.len {
             return Err(Error::OutOfRange {
@@ -501,6 +506,18 @@ where
                 value: tokens,
                 max: self.len,
             });
+        }
+        let s = &mut self.state;
+        if self.weights.cfg.linear.is_some() && tokens != s.recurrent_pos[0] && tokens > 0 {
+            if tokens != s.snapshot_pos[0] {
+                return Err(Error::RecurrentState {
+                    slot: 0,
+                    pos: tokens,
+                    holds: s.recurrent_pos[0],
+                });
+            }
+            s.snapshot(0, false);
+            s.recurrent_pos[0] = tokens;
         }
         self.len = tokens;
         self.state.pos = tokens;

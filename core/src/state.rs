@@ -691,7 +691,10 @@ impl State<'_> {
     /// (empty for other models).
     pub fn recurrent_of(&mut self, slot: usize) -> [&mut [f32]; 2] {
         let slots = self.opts.slots;
-        let (w, r) = (self.conv_windows.len() / slots, self.recurrent.len() / slots);
+        let (w, r) = (
+            self.conv_windows.len() / slots,
+            self.recurrent.len() / slots,
+        );
         [
             &mut self.conv_windows[slot * w..(slot + 1) * w],
             &mut self.recurrent[slot * r..(slot + 1) * r],

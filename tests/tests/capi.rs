@@ -1046,6 +1046,56 @@ fn saved_state_restores_rolls_back_and_is_checked() {
 /// set back to greedy, the greedy tokens. Out-of-range settings (NaN
 /// included), a bad `reseed` and a `struct_size` of another version are
 /// refused by name and change nothing.
+/// Qwen3.5 (the dense fixture) through the C ABI: the tokens `kestrel run`
+/// gives; a state saved mid-answer goes on in another engine; a rollback
+/// to the end of the prompt (the Gated DeltaNet snapshot) then a new turn
+/// answers as a fresh feed of both; a rollback the recurrent state cannot
+/// go back to is `Argument` with a message, the conversation unchanged.
+#[test]
+fn qwen35_through_the_abi() {
+    let dir = temp_dir("capi-qwen35");
+    let path = dir.join("m.vqf");
+    let hf = kestrel_tests::fixtures().join("dev_qwen35_dense/hf_bf16");
+    kestrel::convert::convert(&hf, &path, WeightMode::F32, Some(256), false).unwrap();
+    let model = std::fs::read(&path).unwrap();
+    let (want_ids, want_text) = kestrel_run(&model, 12);
+    let cfg = greedy_config();
+    let a = Open::new(&model, &cfg);
+    let prompt = a.chat_turn(PROMPT);
+    assert_eq!(a.feed(&prompt), Status::Ok, "{}", a.error());
+    let (head, _) = a.pull(5);
+    let cut = a.save();
+    let (tail, _) = a.pull(7);
+    assert_eq!([&head[..], &tail[..]].concat(), want_ids);
+    let b = Open::new(&model, &cfg);
+    assert_eq!(b.load(&cut), Status::Ok, "{}", b.error());
+    assert_eq!(b.pull(7).0, tail, "the restored answer goes on");
+    assert!(!want_text.is_empty());
+
+    // Back to 3 tokens before the prompt's end: refused, nothing changed.
+    let before = a.history();
+    // SAFETY: a live handle.
+    let st = unsafe { kestrel_rollback(a.h, prompt.len() - 3) };
+    assert_eq!(st, Status::Argument);
+    assert!(a.error().contains("Gated DeltaNet"), "{}", a.error());
+    assert_eq!(a.history(), before);
+    // Back to the prompt's end, then another turn: a fresh feed's answer.
+    // SAFETY: a live handle.
+    assert_eq!(
+        unsafe { kestrel_rollback(a.h, prompt.len()) },
+        Status::Ok,
+        "{}",
+        a.error()
+    );
+    let second = a.chat_turn("And of Italy?");
+    assert_eq!(a.feed(&second), Status::Ok, "{}", a.error());
+    let (answer, _) = a.pull(6);
+    let d = Open::new(&model, &cfg);
+    assert_eq!(d.feed(&[&prompt[..], &second[..]].concat()), Status::Ok);
+    assert_eq!(d.pull(6).0, answer);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn sampling_settings_change_between_calls() {
     let model = fixture("capi-sampling", WeightMode::F32);

@@ -1081,12 +1081,8 @@ fn qwen35_through_the_abi() {
     assert_eq!(a.history(), before);
     // Back to the prompt's end, then another turn: a fresh feed's answer.
     // SAFETY: a live handle.
-    assert_eq!(
-        unsafe { kestrel_rollback(a.h, prompt.len()) },
-        Status::Ok,
-        "{}",
-        a.error()
-    );
+    let st = unsafe { kestrel_rollback(a.h, prompt.len()) };
+    assert_eq!(st, Status::Ok, "{}", a.error());
     let second = a.chat_turn("And of Italy?");
     assert_eq!(a.feed(&second), Status::Ok, "{}", a.error());
     let (answer, _) = a.pull(6);

@@ -444,6 +444,12 @@ fn for_each_tensor(
                 (_, Some(src)) => source_plan(src, spec.layer, spec.role, cols),
                 (_, None) => SourcePlan::Shared,
             };
+            // Gated attention's QKV stays whole (split parts have no room
+            // for the gate's rows): in Q8_0.
+            let plan = match plan {
+                SourcePlan::SplitQkv(_) if cfg.attn_gate() => SourcePlan::Shared,
+                plan => plan,
+            };
             // A one-copy file (flag COPY_TAGS without Q8_8X8) stores only
             // the decode copy, tagged for both phases.
             let one_copy = file_flags & flags::Q8_8X8 == 0;

@@ -1729,11 +1729,18 @@ where
         let end = keep + (len - cut);
         self.len = keep;
         self.state.pos = keep;
-        if end > keep {
+        // Qwen3.5: a Gated DeltaNet state is not cut back: the first `keep`
+        // tokens run again too.
+        let from = if self.weights.cfg.linear.is_some() {
+            0
+        } else {
+            keep
+        };
+        if end > from {
             let mut p = Prefill {
                 slot: 0,
-                base: keep,
-                prompt: &self.history.as_ref()[keep..end],
+                base: from,
+                prompt: &self.history.as_ref()[from..end],
                 keep: 0,
                 chunk: self.chunk,
                 images: None,

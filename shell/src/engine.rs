@@ -288,6 +288,10 @@ fn open_with(
 /// Refuses a draft model whose vocabulary is not the target's, naming the
 /// first token that differs.
 fn check_draft(target: &Weights, draft: &Weights, path: &Path) -> Result<()> {
+    if draft.cfg.linear.is_some() {
+        // Its Gated DeltaNet state cannot go back past a rejected draft.
+        return Err(format!("{}: a Qwen3.5 model cannot draft yet", path.display()).into());
+    }
     let (Some(a), Some(b)) = (target.vqf.tokenizer(), draft.vqf.tokenizer()) else {
         return Err(format!(
             "{}: a draft model and its target need their tokenizers (convert them from directories with tokenizer.json)",

@@ -424,9 +424,9 @@ pub fn memory(path: &Path, board: Option<u64>) -> Result<()> {
         let spec = ArenaSizes::new(&cfg, &Options { draft: 8, ..opts })?;
         // Qwen3.5: the Gated DeltaNet layers' windows and states, the same
         // at any context (the KV cache is the attention layers' alone).
-        let recurrent = (layout.conv_windows + layout.recurrent) as u64;
+        let recurrent = (layout.conv_windows + layout.recurrent + layout.snapshots) as u64;
         let states = if recurrent > 0 {
-            format!(", Gated DeltaNet states {}", mb(recurrent))
+            format!(", Gated DeltaNet states and snapshots {}", mb(recurrent))
         } else {
             String::new()
         };

@@ -506,27 +506,12 @@ fn completions_models_health_and_multi_turn_reuse() {
         seed: 3,
         ..SamplerConfig::default()
     };
-    let mut conv: Vec<(Role, String)> = vec![(Role::System, "Be brief.".into())];
-    for q in ["Hello there", "And then?", "Thanks, bye"] {
-        conv.push((Role::User, q.into()));
-        let msgs: Vec<(Role, &str)> = conv.iter().map(|(r, s)| (*r, s.as_str())).collect();
-        let (want, _) = kestrel_run(&msgs, cfg, 12);
-        let (st, body) = post(
-            srv.addr,
-            "/v1/chat/completions",
-            &chat_body(&msgs, ",\"temperature\":0.7,\"seed\":3,\"max_tokens\":12"),
-            None,
-        );
-        assert_eq!(st, 200, "{body}");
-        let got = string_at(&body, &["choices", "0", "message", "content"]);
-        assert_eq!(got, want);
-        let cached: usize = string_at(&body, &["usage", "prompt_tokens_details", "cached_tokens"])
-            .parse()
-            .unwrap();
-        // Turns after the first reuse at least the previous turn's prompt.
-        assert_eq!(cached > 10, conv.len() > 2, "{body}");
-        conv.push((Role::Assistant, got));
-    }
+    three_turns(
+        &srv,
+        &model(),
+        cfg,
+        ",\"temperature\":0.7,\"seed\":3,\"max_tokens\":12",
+    );
     // Stop strings cut the text (and hold back a partial match).
     let (_, full) = post(
         srv.addr,
@@ -581,15 +566,23 @@ fn qwen35_turns_continue_the_recurrent_state() {
         temperature: 0.0,
         ..SamplerConfig::default()
     };
+    three_turns(&srv, m, greedy, ",\"temperature\":0,\"max_tokens\":12");
+}
+
+/// Three chat turns (12 tokens each, sampled with `cfg`, which `params`
+/// states in the request's JSON): each answer equals a fresh `kestrel run`
+/// of the whole conversation on `model`, and every turn after the first
+/// reuses the cached prefix (more than 10 tokens).
+fn three_turns(srv: &Server, model: &std::path::Path, cfg: SamplerConfig, params: &str) {
     let mut conv: Vec<(Role, String)> = vec![(Role::System, "Be brief.".into())];
     for q in ["Hello there", "And then?", "Thanks, bye"] {
         conv.push((Role::User, q.into()));
         let msgs: Vec<(Role, &str)> = conv.iter().map(|(r, s)| (*r, s.as_str())).collect();
-        let (want, _) = kestrel_run_on(m, &msgs, greedy, 12);
+        let (want, _) = kestrel_run_on(model, &msgs, cfg, 12);
         let (st, body) = post(
             srv.addr,
             "/v1/chat/completions",
-            &chat_body(&msgs, ",\"temperature\":0,\"max_tokens\":12"),
+            &chat_body(&msgs, params),
             None,
         );
         assert_eq!(st, 200, "{body}");
@@ -598,7 +591,6 @@ fn qwen35_turns_continue_the_recurrent_state() {
         let cached: usize = string_at(&body, &["usage", "prompt_tokens_details", "cached_tokens"])
             .parse()
             .unwrap();
-        eprintln!("turn {}: {cached} cached tokens: {body}", conv.len() / 2);
         assert_eq!(cached > 10, conv.len() > 2, "{body}");
         conv.push((Role::Assistant, got));
     }

@@ -403,11 +403,6 @@ pub fn forward_step_observed<P: Parallel>(
     let eps = cfg.rms_norm_eps as f32;
     // Qwen3.5: what each slot's Gated DeltaNet states will hold after the
     // step (they hold nothing usable while it runs).
-    let delta = cfg.linear.map(|c| c.shape());
-    let recurrent_after = match &delta {
-        Some(shape) => Some(recurrent_begin(w, shape, s, rows)?),
-        None => None,
-    };
 
     // x: (m, hidden) <- embedding rows (an image's rows from the vision
     // tower).
@@ -425,25 +420,37 @@ pub fn forward_step_observed<P: Parallel>(
         w.embedding_row(id, row)?;
     }
 
+    // Qwen3.5: what each slot's Gated DeltaNet states will hold after the
+    // step (they hold nothing usable while it runs, so a cancel is seen
+    // only here, before any of them changes).
+    let delta = cfg.linear.map(|c| c.shape());
+    let recurrent_after = match &delta {
+        Some(_) if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) => {
+            return Err(Error::Cancelled)
+        }
+        Some(shape) => Some(recurrent_begin(w, shape, s, rows)?),
+        None => None,
+    };
     for l in 0..cfg.num_layers as usize {
-        if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+        if delta.is_none() && interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
             return Err(Error::Cancelled);
         }
         let lw: &LayerWeights = w.layer(l, copy)?;
 
+        // xb = rmsnorm(x): the mixer's input.
+        norm_rows(
+            pool,
+            &mut s.xb[..m * h],
+            &s.x[..m * h],
+            h,
+            lw.attn_norm,
+            eps,
+        );
         if let Some(lin) = &lw.linear {
             // --- Gated DeltaNet (Qwen3.5) ---
-            // xb = rmsnorm(x); qkvz (m, conv + value) = Wqkvz xb; ba (m, 2
-            // value heads) = Wba xb; then each row in order through its
-            // slot's window and state into att (m, value); x += Wout att.
-            norm_rows(
-                pool,
-                &mut s.xb[..m * h],
-                &s.x[..m * h],
-                h,
-                lw.attn_norm,
-                eps,
-            );
+            // qkvz (m, conv + value) = Wqkvz xb; ba (m, 2 value heads) =
+            // Wba xb; then each row in order through its slot's window and
+            // state into att (m, value); x += Wout att.
             cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
             if let Some(shape) = &delta {
@@ -452,15 +459,7 @@ pub fn forward_step_observed<P: Parallel>(
             cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         } else {
             // --- attention ---
-            // xb = rmsnorm(x); qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
-            norm_rows(
-                pool,
-                &mut s.xb[..m * h],
-                &s.x[..m * h],
-                h,
-                lw.attn_norm,
-                eps,
-            );
+            // qkv (m, q_dim + 2 kv_dim) = Wqkv xb (+ bias)
             observer.observe(l, Input::Qkv, &s.xb[..m * h]);
             // s.att is free until attention fills it: a split QKV's parts
             // land there first.
@@ -612,12 +611,13 @@ fn recurrent_begin(
     let mut after = s.recurrent_pos;
     let mut seen = 0u64;
     let mut fresh = 0u64;
+    let mut rewinds = 0u64;
     for t in 0..rows.len() {
         let r = rows.get(t, false);
         let bit = 1u64 << r.slot;
         // Rows from before the snapshot's end rewrite what it held.
         if seen & bit == 0 && r.pos < s.snapshot_pos[r.slot] {
-            s.snapshot_pos[r.slot] = 0;
+            rewinds |= bit;
         }
         if seen & bit == 0 && r.pos == 0 {
             after[r.slot] = 0;
@@ -641,6 +641,9 @@ fn recurrent_begin(
         }
         if seen >> slot & 1 == 1 {
             s.recurrent_pos[slot] = RECURRENT_LOST;
+        }
+        if rewinds >> slot & 1 == 1 {
+            s.snapshot_pos[slot] = 0;
         }
     }
     Ok(after)

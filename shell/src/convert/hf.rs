@@ -176,8 +176,8 @@ fn parse_config(
         (None, head_dim)
     };
     // Qwen3.5-MoE has no dense FFN: any positive width validates.
-    let ffn_size = match (moe_arch, c.get("intermediate_size")) {
-        (true, None) => 8,
+    let ffn_size = match (arch, c.get("intermediate_size")) {
+        (Arch::Qwen35Moe, None) => 8,
         _ => u("intermediate_size")?,
     };
     let (eos, eos_count) = eos_ids(generation, &c);

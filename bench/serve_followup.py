@@ -13,6 +13,8 @@ Against a `kestrel serve --parallel 1` on loopback, ROUNDS times:
 Prints each round and the medians, with the ratio follow-up / cold.
 """
 
+import http.client
+import json
 import statistics
 import sys
 import time
@@ -32,22 +34,28 @@ def ttft(addr, messages):
     return (first[0] if first else time.monotonic()) - t0, usage
 
 
+def answer_of(addr, messages):
+    """One greedy answer of 16 tokens: its usage and its text, as the
+    client has it."""
+    host, port = addr.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=600)
+    c.request("POST", "/v1/chat/completions",
+              json.dumps({"messages": messages, "max_tokens": 16, "temperature": 0}),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200, r.status
+    body = json.loads(r.read())
+    c.close()
+    return body["usage"], body["choices"][0]["message"]["content"]
+
+
 def main():
     addr, words, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     warm, cold = [], []
     for r in range(rounds):
         conv = [{"role": "system", "content": "Be brief."},
                 {"role": "user", "content": long_prompt(words, 10 + r)}]
-        first = request(addr, {"messages": conv, "max_tokens": 16, "temperature": 0})
-        # The answer as the client has it: the non-streamed text.
-        import http.client, json
-        host, port = addr.rsplit(":", 1)
-        c = http.client.HTTPConnection(host, int(port), timeout=600)
-        c.request("POST", "/v1/chat/completions",
-                  json.dumps({"messages": conv, "max_tokens": 16, "temperature": 0}),
-                  {"Content-Type": "application/json"})
-        answer = json.loads(c.getresponse().read())["choices"][0]["message"]["content"]
-        c.close()
+        first, answer = answer_of(addr, conv)
         follow = conv + [{"role": "assistant", "content": answer},
                          {"role": "user", "content": "And then?"}]
         t_warm, u_warm = ttft(addr, follow)

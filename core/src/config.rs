@@ -129,25 +129,6 @@ pub struct DeltaShape {
 }
 
 impl DeltaShape {
-    /// Whether the rules below can run this shape (every count above 0,
-    /// the value heads a multiple of the key heads): a config is checked
-    /// with it before any of them runs (they index by these counts).
-    pub fn is_valid(&self) -> bool {
-        let DeltaShape {
-            key_heads,
-            value_heads,
-            key_dim,
-            value_dim,
-            conv_kernel,
-        } = *self;
-        key_heads > 0
-            && value_heads > 0
-            && key_dim > 0
-            && value_dim > 0
-            && conv_kernel > 0
-            && value_heads % key_heads == 0
-    }
-
     /// Channels of the convolution: q, k and v side by side.
     pub fn conv_channels(&self) -> usize {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim

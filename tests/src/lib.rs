@@ -93,6 +93,16 @@ pub fn tiny_config(arch: Arch) -> Config {
     }
 }
 
+/// The engine settings of the fixture tests: 2 threads, the KV cache in f32
+/// or f16.
+pub fn engine_args(kv_f32: bool) -> kestrel::engine::EngineArgs {
+    kestrel::engine::EngineArgs {
+        threads: Some(2),
+        kv_f32,
+        ..kestrel::engine::EngineArgs::default()
+    }
+}
+
 /// Deterministic weights for any config (shared with `kestrel bench`).
 pub use kestrel::bench::synthetic::SyntheticSource;
 

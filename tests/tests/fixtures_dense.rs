@@ -4,7 +4,6 @@
 //! every row of logits.
 
 use kestrel::convert::convert;
-use kestrel::engine::EngineArgs;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
 use kestrel_tests::{
@@ -37,13 +36,7 @@ fn case(model: &str) -> Case {
     }
 }
 
-fn engine(kv_f32: bool) -> EngineArgs {
-    EngineArgs {
-        threads: Some(2),
-        kv_f32,
-        ..EngineArgs::default()
-    }
-}
+use kestrel_tests::engine_args as engine;
 
 #[test]
 fn f32_mode_matches_the_reference() {

@@ -174,7 +174,6 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         p("linear_attn.out_proj.weight"),
     );
     let shape = w.shape;
-    assert!(shape.is_valid());
     assert_eq!(conv_w.len(), shape.conv_channels() * shape.conv_kernel);
     let mut window = vec![0f32; shape.window_len()];
     let mut state = vec![0f32; shape.state_len()];
@@ -503,13 +502,7 @@ fn converted(model: &str, dir: &std::path::Path, mode: WeightMode) -> std::path:
     vqf
 }
 
-fn engine(kv_f32: bool) -> EngineArgs {
-    EngineArgs {
-        threads: Some(2),
-        kv_f32,
-        ..EngineArgs::default()
-    }
-}
+use kestrel_tests::engine_args as engine;
 
 /// Both fixtures converted from their Hugging Face folders (f32) through
 /// `kestrel logits`: every row of the 40-token prompt within 1e-3 of

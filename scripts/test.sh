@@ -47,12 +47,24 @@ step "tests on x86_64"
 x86_kernels=scalar
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
     x86_kernels=x86_64-avx2
-    # ... and with AVX512-VNNI and AVX512-VL, its VNNI GEMM tiles.
+    # ... and with AVX512-VNNI and AVX512-VL, its VNNI GEMM tiles; else with
+    # AVX-VNNI, those.
     if grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
         x86_kernels=x86_64-avx512vnni
+    elif grep -qw avx_vnni /proc/cpuinfo; then
+        x86_kernels=x86_64-avxvnni
     fi
 fi
 KESTREL_EXPECT_KERNELS=$x86_kernels run_tests cargo test --locked --workspace
+
+if [ "$x86_kernels" = x86_64-avx512vnni ] && ! grep -qw avx_vnni /proc/cpuinfo; then
+    step "the AVX-VNNI tiles on this AVX512-VNNI CPU: their code built with the EVEX encoding of vpdpbusd"
+    # No AVX-VNNI here (nor in qemu's emulation), so the kernel tests run
+    # again in a build whose AVX-VNNI tiles use the EVEX form of the same
+    # instruction (x86_64::dpbusd_vex); the test fails unless they ran.
+    RUSTFLAGS="--cfg kestrel_avx_vnni_as_evex" CARGO_TARGET_DIR=target/avx-vnni-as-evex \
+        KESTREL_EXPECT_KERNELS=$x86_kernels run_tests cargo test --locked -p kestrel-kernels
+fi
 
 step "kestrel serve against the official openai Python client (fails if it cannot be installed)"
 bash scripts/openai-test.sh

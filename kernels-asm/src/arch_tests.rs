@@ -79,9 +79,10 @@ const ALL_VARIANTS: &[&str] = if cfg!(target_arch = "x86_64") {
 /// The kernel sets the bit-exact tests run on this CPU and those they
 /// cannot, named (a run that covers less says so); the sets
 /// `KESTREL_EXPECT_KERNELS` implies (scripts/test.sh sets it from the CPU's
-/// flags: `x86_64-avx512vnni` the AVX2 and AVX512-VNNI tiles,
-/// `x86_64-avx2` the AVX2 ones, `aarch64-dotprod`, `scalar` none) must all
-/// run, or the test fails.
+/// flags: `x86_64-avx512vnni` the AVX2 and AVX512-VNNI tiles, and the
+/// AVX-VNNI ones too in a build with `--cfg kestrel_avx_vnni_as_evex`;
+/// `x86_64-avxvnni` the AVX2 and AVX-VNNI tiles; `x86_64-avx2` the AVX2
+/// ones, `aarch64-dotprod`, `scalar` none) must all run, or the test fails.
 #[test]
 fn kernel_sets_run_and_skipped_are_named() {
     let run: Vec<&str> = cpus().into_iter().map(variant_name).collect();
@@ -90,12 +91,21 @@ fn kernel_sets_run_and_skipped_are_named() {
         .copied()
         .filter(|v| !run.contains(v))
         .collect();
-    std::println!("kernel sets tested: {run:?}; not on this CPU: {skipped:?}");
+    let encoding = if cfg!(kestrel_avx_vnni_as_evex) {
+        " (the AVX-VNNI tiles in the EVEX encoding: --cfg kestrel_avx_vnni_as_evex)"
+    } else {
+        ""
+    };
+    std::println!("kernel sets tested: {run:?}; not on this CPU: {skipped:?}{encoding}");
     let Ok(expect) = std::env::var("KESTREL_EXPECT_KERNELS") else {
         return;
     };
     let needed: &[&str] = match expect.as_str() {
+        "x86_64-avx512vnni" if cfg!(kestrel_avx_vnni_as_evex) => {
+            &["avx2", "avx512-vnni", "avx-vnni"]
+        }
         "x86_64-avx512vnni" => &["avx2", "avx512-vnni"],
+        "x86_64-avxvnni" => &["avx2", "avx-vnni"],
         "x86_64-avx2" => &["avx2"],
         "aarch64-dotprod" => &["dotprod"],
         _ => &[],

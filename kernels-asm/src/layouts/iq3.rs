@@ -1151,7 +1151,7 @@ pub(crate) mod x86_64 {
                 let u = _mm256_xor_si256(v, bias);
                 for (t, s_t) in s.iter_mut().enumerate() {
                     *s_t = if DOT == Dot::AVX_VNNI {
-                        _mm256_dpbusd_avx_epi32(*s_t, u, _mm256_set1_epi32(act4(t, cc)))
+                        crate::x86_64::dpbusd_vex(*s_t, u, _mm256_set1_epi32(act4(t, cc)))
                     } else {
                         _mm256_dpbusd_epi32(*s_t, u, _mm256_set1_epi32(act4(t, cc)))
                     };
@@ -1284,7 +1284,7 @@ pub(crate) mod x86_64 {
                                 .read_unaligned();
                             let au = _mm256_xor_si256(_mm256_set1_epi32(a), bias);
                             *isum_t = if DOT == Dot::AVX_VNNI {
-                                _mm256_dpbusd_avx_epi32(*isum_t, au, v)
+                                crate::x86_64::dpbusd_vex(*isum_t, au, v)
                             } else {
                                 _mm256_dpbusd_epi32(*isum_t, au, v)
                             };

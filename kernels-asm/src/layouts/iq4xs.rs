@@ -733,7 +733,7 @@ pub mod x86_64 {
                                         a.add(4 * c).cast::<i32>().read_unaligned(),
                                     );
                                     s = if DOT == Dot::AVX_VNNI {
-                                        _mm256_dpbusd_avx_epi32(s, *vc, av)
+                                        crate::x86_64::dpbusd_vex(s, *vc, av)
                                     } else {
                                         _mm256_dpbusd_epi32(s, *vc, av)
                                     };

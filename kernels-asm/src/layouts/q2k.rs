@@ -641,7 +641,7 @@ pub mod x86_64 {
                                 let av =
                                     _mm256_set1_epi32(a.add(4 * k).cast::<i32>().read_unaligned());
                                 isum = if DOT == Dot::AVX_VNNI {
-                                    _mm256_dpbusd_avx_epi32(isum, *ck, av)
+                                    crate::x86_64::dpbusd_vex(isum, *ck, av)
                                 } else {
                                     _mm256_dpbusd_epi32(isum, *ck, av)
                                 };

@@ -447,7 +447,7 @@ pub mod x86_64 {
                                 let av =
                                     _mm256_set1_epi32(a.add(4 * s).cast::<i32>().read_unaligned());
                                 v = if DOT == Dot::AVX_VNNI {
-                                    _mm256_dpbusd_avx_epi32(v, *us, av)
+                                    crate::x86_64::dpbusd_vex(v, *us, av)
                                 } else {
                                     _mm256_dpbusd_epi32(v, *us, av)
                                 };

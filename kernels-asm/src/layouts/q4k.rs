@@ -803,8 +803,8 @@ pub mod x86_64 {
                                     *sl = _mm256_add_epi16(*sl, _mm256_maddubs_epi16(lo[g], alo));
                                     *sh = _mm256_add_epi16(*sh, _mm256_maddubs_epi16(hi[g], ahi));
                                 } else if DOT == Dot::AVX_VNNI {
-                                    *sl = _mm256_dpbusd_avx_epi32(*sl, lo[g], alo);
-                                    *sh = _mm256_dpbusd_avx_epi32(*sh, hi[g], ahi);
+                                    *sl = crate::x86_64::dpbusd_vex(*sl, lo[g], alo);
+                                    *sh = crate::x86_64::dpbusd_vex(*sh, hi[g], ahi);
                                 } else {
                                     *sl = _mm256_dpbusd_epi32(*sl, lo[g], alo);
                                     *sh = _mm256_dpbusd_epi32(*sh, hi[g], ahi);

@@ -1223,7 +1223,7 @@ pub mod x86_64 {
                     let dot32 = |n: &[__m256i; 4]| {
                         let mut s = _mm256_setzero_si256();
                         for k in 0..4 {
-                            s = _mm256_dpbusd_avx_epi32(s, n[k], av[k]);
+                            s = crate::x86_64::dpbusd_vex(s, n[k], av[k]);
                         }
                         s
                     };

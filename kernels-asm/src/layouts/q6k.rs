@@ -439,7 +439,7 @@ pub mod x86_64 {
                                         ap.add(4 * k).cast::<i32>().read_unaligned(),
                                     );
                                     s = if DOT == Dot::AVX_VNNI {
-                                        _mm256_dpbusd_avx_epi32(s, *uk, a)
+                                        crate::x86_64::dpbusd_vex(s, *uk, a)
                                     } else {
                                         _mm256_dpbusd_epi32(s, *uk, a)
                                     };

@@ -269,7 +269,14 @@ pub(crate) mod avx {
     /// `wa.len()` and `wb.len()` must be at least `nb * 72`, `qs.len()` at least
     /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
     /// `1 <= T <= TILE_M`, and the CPU must implement AVX2, FMA, F16C and AVX-VNNI.
-    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    #[cfg_attr(
+        not(kestrel_avx_vnni_as_evex),
+        target_feature(enable = "avx2,fma,f16c,avxvnni")
+    )]
+    #[cfg_attr(
+        kestrel_avx_vnni_as_evex,
+        target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+    )]
     unsafe fn q4x4_tile<const T: usize>(
         wa: &[u8],
         wb: &[u8],
@@ -328,8 +335,8 @@ pub(crate) mod avx {
                 let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
                 let mut isum = _mm256_set1_epi32(c);
                 for (k, &(nl, nh)) in n.iter().enumerate() {
-                    isum = _mm256_dpbusd_avx_epi32(isum, nl, a(k));
-                    isum = _mm256_dpbusd_avx_epi32(isum, nh, a(4 + k));
+                    isum = crate::x86_64::dpbusd_vex(isum, nl, a(k));
+                    isum = crate::x86_64::dpbusd_vex(isum, nh, a(4 + k));
                 }
                 *acc_t = add_block(*acc_t, isum, sw, da);
             });
@@ -390,7 +397,14 @@ pub(crate) mod avx {
     /// `w.len()` must be at least `nb * 272`, `qs.len()` at least
     /// `T * nb * 32`, `d.len()` and `neg_corr.len()` at least `T * nb`,
     /// `1 <= T <= TILE_M`, and the CPU must implement AVX2, FMA, F16C and AVX-VNNI.
-    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    #[cfg_attr(
+        not(kestrel_avx_vnni_as_evex),
+        target_feature(enable = "avx2,fma,f16c,avxvnni")
+    )]
+    #[cfg_attr(
+        kestrel_avx_vnni_as_evex,
+        target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+    )]
     unsafe fn q8x8_tile<const T: usize>(
         w: &[u8],
         qs: &[i8],
@@ -430,7 +444,7 @@ pub(crate) mod avx {
                 let a = |k: usize| _mm256_set1_epi32(unsafe { ap.add(k).read_unaligned() });
                 let mut isum = _mm256_set1_epi32(c);
                 for (k, &u_k) in u.iter().enumerate() {
-                    isum = _mm256_dpbusd_avx_epi32(isum, u_k, a(k));
+                    isum = crate::x86_64::dpbusd_vex(isum, u_k, a(k));
                 }
                 *acc_t = add_block(*acc_t, isum, sw, da);
             });

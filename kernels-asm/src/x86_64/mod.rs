@@ -47,7 +47,14 @@ macro_rules! vnni_forms {
         /// # Safety
         /// The body's contract with a VNNI form, and the CPU must implement
         /// AVX-VNNI.
-        #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+        #[cfg_attr(
+            not(kestrel_avx_vnni_as_evex),
+            target_feature(enable = "avx2,fma,f16c,avxvnni")
+        )]
+        #[cfg_attr(
+            kestrel_avx_vnni_as_evex,
+            target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+        )]
         #[allow(clippy::too_many_arguments)]
         unsafe fn $avx<$(const $g: $gt),*>($($a: $t),*) {
             const DOT: u8 = $crate::x86_64::Dot::AVX_VNNI;
@@ -267,6 +274,17 @@ pub enum Vnni {
     Avx,
 }
 
+/// `vpdpbusd` on 256-bit registers as the AVX-VNNI tiles use it: the VEX form
+/// (`{vex} vpdpbusd`, AVX-VNNI). A test build with `--cfg
+/// kestrel_avx_vnni_as_evex` (scripts/test.sh, on a CPU with AVX512-VNNI and
+/// no AVX-VNNI) compiles those tiles with AVX512-VNNI and VL instead and this
+/// is the EVEX form of the same instruction (the same sums), so their code
+/// runs where only AVX512-VNNI exists; only the encoding is not the shipped one.
+#[cfg(not(kestrel_avx_vnni_as_evex))]
+pub(crate) use core::arch::x86_64::_mm256_dpbusd_avx_epi32 as dpbusd_vex;
+#[cfg(kestrel_avx_vnni_as_evex)]
+pub(crate) use core::arch::x86_64::_mm256_dpbusd_epi32 as dpbusd_vex;
+
 /// Which instructions multiply a tile's bytes: `vpmaddubsw` / `vpmaddwd`
 /// (AVX2), or `vpdpbusd` in its VEX (AVX-VNNI) or EVEX (AVX512-VNNI with
 /// VL, on 256-bit registers) form (the Q5, K-quant and Q6_Kx8 tiles' const
@@ -338,10 +356,18 @@ impl Avx2 {
     }
 
     /// The same token with the AVX-VNNI tiles, when the CPU has AVX-VNNI
-    /// (to test and compare them where it also has AVX512-VNNI).
+    /// (to test and compare them where it also has AVX512-VNNI); in a build
+    /// with `--cfg kestrel_avx_vnni_as_evex`, when it has AVX512-VNNI with
+    /// AVX512 F/BW/VL (those tiles then use the EVEX form: [`dpbusd_vex`]).
     #[cfg(any(feature = "std", test))]
     pub fn with_avx_vnni(self) -> Option<Self> {
-        std::arch::is_x86_feature_detected!("avxvnni").then_some(Avx2 { vnni: Vnni::Avx })
+        use std::arch::is_x86_feature_detected as has;
+        let runs = if cfg!(kestrel_avx_vnni_as_evex) {
+            has!("avx512vnni") && has!("avx512f") && has!("avx512bw") && has!("avx512vl")
+        } else {
+            has!("avxvnni")
+        };
+        runs.then_some(Avx2 { vnni: Vnni::Avx })
     }
 
     /// A token without checking (no VNNI).

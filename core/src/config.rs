@@ -96,6 +96,10 @@ pub struct LinearConfig {
     pub value_dim: u32,
     /// `linear_conv_kernel_dim`.
     pub conv_kernel: u32,
+    /// The value heads are in llama.cpp's GGUF order (tiled: value head `h`
+    /// reads key head `h % key_heads`) rather than transformers' (grouped:
+    /// key head `h / (value_heads / key_heads)`).
+    pub tiled: bool,
 }
 
 impl LinearConfig {
@@ -107,6 +111,7 @@ impl LinearConfig {
             key_dim: self.key_dim as usize,
             value_dim: self.value_dim as usize,
             conv_kernel: self.conv_kernel as usize,
+            tiled: self.tiled,
         }
     }
 }
@@ -126,9 +131,21 @@ pub struct DeltaShape {
     pub value_dim: usize,
     /// `linear_conv_kernel_dim`: the convolution's taps.
     pub conv_kernel: usize,
+    /// Value heads in llama.cpp's tiled order ([`LinearConfig::tiled`]).
+    pub tiled: bool,
 }
 
 impl DeltaShape {
+    /// The key head (of q and k) value head `h` reads.
+    pub fn key_head_of(&self, h: usize) -> usize {
+        let key_heads = self.key_heads.max(1);
+        if self.tiled {
+            h % key_heads
+        } else {
+            h / (self.value_heads / key_heads).max(1)
+        }
+    }
+
     /// Channels of the convolution: q, k and v side by side.
     pub fn conv_channels(&self) -> usize {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
@@ -359,6 +376,7 @@ pub mod key {
     pub const LINEAR_KEY_DIM: u32 = 43;
     pub const LINEAR_VALUE_DIM: u32 = 44;
     pub const LINEAR_CONV_KERNEL: u32 = 45;
+    pub const LINEAR_TILED: u32 = 46;
     pub const VISION_DEPTH: u32 = 60;
     pub const VISION_HIDDEN: u32 = 61;
     pub const VISION_HEADS: u32 = 62;

@@ -52,13 +52,13 @@ pub enum Part {
     ShGateInp,
     /// A Gated DeltaNet layer's tensors: `in_proj_qkv`, `in_proj_z`,
     /// `in_proj_b`, `in_proj_a`, `conv1d` (as `(channels, kernel)`),
-    /// `A_log`, `dt_bias`, `norm`, `out_proj`.
+    /// `-exp(A_log)` (llama.cpp's `ssm_a`), `dt_bias`, `norm`, `out_proj`.
     LinQkv,
     LinZ,
     LinB,
     LinA,
     LinConv,
-    LinALog,
+    LinDecayRate,
     LinDtBias,
     LinNorm,
     LinOut,
@@ -735,7 +735,7 @@ fn read_role_rows(
         Role::FfnRouter => simple(Part::Router, out),
         Role::FfnGateShexp => simple(Part::ShGateInp, out),
         Role::LinConv => simple(Part::LinConv, out),
-        Role::LinALog => simple(Part::LinALog, out),
+        Role::LinDecayRate => simple(Part::LinDecayRate, out),
         Role::LinDtBias => simple(Part::LinDtBias, out),
         Role::LinNorm => simple(Part::LinNorm, out),
         Role::LinBa => {

@@ -51,8 +51,10 @@ pub enum Role {
     LinBa = 41,
     /// Its depthwise convolution, `(conv_channels, conv_kernel)` F32.
     LinConv = 42,
-    /// Its `A_log`, `(value_heads)` F32.
-    LinALog = 43,
+    /// Its decay rate `-exp(A_log)` (llama.cpp's `ssm_a`), `(value_heads)`
+    /// F32. (Id 43, `A_log` itself, was the first Qwen3.5 files'; they
+    /// are refused and converted again.)
+    LinDecayRate = 47,
     /// Its `dt_bias`, `(value_heads)` F32.
     LinDtBias = 44,
     /// Its output norm's weight, `(value_dim)` F32 (not zero-centred).
@@ -117,10 +119,10 @@ impl Role {
         Role::LinQkvz,
         Role::LinBa,
         Role::LinConv,
-        Role::LinALog,
         Role::LinDtBias,
         Role::LinNorm,
         Role::LinOut,
+        Role::LinDecayRate,
         Role::VNorm1,
         Role::VNorm1Bias,
         Role::VQkv,
@@ -208,7 +210,7 @@ impl Role {
             Role::LinQkvz => "ssm_qkvz",
             Role::LinBa => "ssm_ba",
             Role::LinConv => "ssm_conv1d",
-            Role::LinALog => "ssm_a_log",
+            Role::LinDecayRate => "ssm_a",
             Role::LinDtBias => "ssm_dt_bias",
             Role::LinNorm => "ssm_norm",
             Role::LinOut => "ssm_out",
@@ -409,7 +411,7 @@ fn text_layer(
             Kind::F32,
             &[conv, shape.conv_kernel],
         )?)?;
-        f(spec(layer, Role::LinALog, Kind::F32, &[vh])?)?;
+        f(spec(layer, Role::LinDecayRate, Kind::F32, &[vh])?)?;
         f(spec(layer, Role::LinDtBias, Kind::F32, &[vh])?)?;
         f(spec(layer, Role::LinNorm, Kind::F32, &[shape.value_dim])?)?;
         f(spec(layer, Role::LinOut, Kind::Linear, &[h, vlen])?)?;

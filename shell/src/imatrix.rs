@@ -23,7 +23,7 @@
 use crate::cli::{get, model_arg, opt, value, CommandArgs};
 use crate::engine::{self, EngineArgs, Need};
 use crate::error::{Context, Error, Result};
-use crate::gguf_names::gguf_name;
+use crate::gguf_names::{gguf_name, gguf_name_in};
 use clap::{value_parser, ArgMatches, Command};
 use kestrel_core::config::Config;
 use kestrel_core::convert::{Importance, Part};
@@ -258,7 +258,7 @@ fn tensors(c: &Collector, cfg: &Config) -> Vec<Tensor> {
     for (&(layer, key), s) in &c.sums {
         let matrices = s.rows.len();
         for &part in key.parts() {
-            let name = gguf_name(part, layer as u16, cfg.tied_embeddings);
+            let name = gguf_name_in(cfg, part, layer as u16);
             out.push(Tensor {
                 name: format!("{name}.in_sum2"),
                 dims: [s.width as u64, matrices as u64],
@@ -435,7 +435,7 @@ impl ImportanceMatrix {
         let moe_ffn = cfg.moe.map_or(0, |m| m.moe_ffn_size as usize);
         let mut found = 0;
         let mut expect = |part: Part, layer: u16, width: usize, matrices: usize| {
-            let name = gguf_name(part, layer, cfg.tied_embeddings);
+            let name = gguf_name_in(cfg, part, layer);
             let Some(per) = self.columns.get(&name) else {
                 return Ok(());
             };

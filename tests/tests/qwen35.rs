@@ -78,6 +78,7 @@ impl Weights {
                 key_dim: 32,
                 value_dim: 32,
                 conv_kernel: 4,
+                tiled: false,
             },
             heads,
             kv_heads,
@@ -188,7 +189,8 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         let heads = shape.value_heads;
         // [b | a] becomes [beta | g].
         let mut ba: Vec<f32> = b.iter().chain(&a).copied().collect();
-        gates(&mut ba, &le_bytes(&a_log), &le_bytes(&dt_bias));
+        let rate: Vec<f32> = a_log.iter().map(|&x| -x.exp()).collect();
+        gates(&mut ba, &le_bytes(&rate), &le_bytes(&dt_bias));
         let (beta, g) = ba.split_at(heads);
         let (q, rest) = qkv.split_at_mut(key);
         let (k, v) = rest.split_at_mut(key);
@@ -490,9 +492,25 @@ fn prompt(model: &str, name: &str) -> (Vec<u32>, Vec<u32>) {
 
 /// `model`'s Hugging Face folder converted in `mode` into `dir`.
 fn converted(model: &str, dir: &std::path::Path, mode: WeightMode) -> std::path::PathBuf {
-    let vqf = dir.join(format!("{model}-{}.vqf", mode.name()));
+    converted_from(model, HF, dir, mode)
+}
+
+/// The fixture's Hugging Face folder, and the GGUF llama.cpp's converter
+/// wrote of it (BF16, the same values; `gguf/PROVENANCE`).
+const HF: &str = "hf_bf16";
+const GGUF: &str = "gguf/model-bf16.gguf";
+
+/// `model`'s `source` (`HF` or `GGUF`) converted in `mode` into `dir`.
+fn converted_from(
+    model: &str,
+    source: &str,
+    dir: &std::path::Path,
+    mode: WeightMode,
+) -> std::path::PathBuf {
+    let kind = if source == HF { "hf" } else { "gguf" };
+    let vqf = dir.join(format!("{model}-{kind}-{}.vqf", mode.name()));
     kestrel::convert::convert(
-        &fixtures().join(model).join("hf_bf16"),
+        &fixtures().join(model).join(source),
         &vqf,
         mode,
         None,
@@ -504,21 +522,26 @@ fn converted(model: &str, dir: &std::path::Path, mode: WeightMode) -> std::path:
 
 use kestrel_tests::engine_args as engine;
 
-/// Both fixtures converted from their Hugging Face folders (f32) through
-/// `kestrel logits`: every row of the 40-token prompt within 1e-3 of
-/// transformers' logits with the f32 KV cache (relative L2 at most 2e-3
-/// with f16), the same bits whether the prompt runs in chunks of 40, 7 or 1
-/// (the Gated DeltaNet rule runs token by token in every chunking), and
-/// transformers' 16 greedy tokens after each of the prompts p1, p7 and p40.
+/// Both fixtures converted (f32) from their Hugging Face folders and from
+/// the GGUF files llama.cpp's converter wrote of them (`qwen35`,
+/// `qwen35moe`: value heads in its tiled order, `ssm_a` = `-exp(A_log)`,
+/// norms with their `+ 1`), through `kestrel logits`: every row of the
+/// 40-token prompt within 1e-3 of transformers' logits with the f32 KV
+/// cache (relative L2 at most 2e-3 with f16), the same bits whether the
+/// prompt runs in chunks of 40, 7 or 1 (the Gated DeltaNet rule runs token
+/// by token in every chunking), and transformers' 16 greedy tokens after
+/// each of the prompts p1, p7 and p40.
 #[test]
 fn converted_fixtures_match_transformers() {
     let dir = temp_dir("qwen35-convert");
-    for model in ["dev_qwen35_dense", "dev_qwen35_moe"] {
-        let vqf = converted(model, &dir, WeightMode::F32);
+    let models = ["dev_qwen35_dense", "dev_qwen35_moe"];
+    for (model, source) in models.iter().flat_map(|m| [(*m, HF), (*m, GGUF)]) {
+        let vqf = converted_from(model, source, &dir, WeightMode::F32);
         let (tokens, _) = prompt(model, "p40");
         let (_, want) = read_npy_f32(&fixtures().join(model).join("ref/logits_p40.npy"));
         let (rows, _) = logits(&vqf, &tokens, 0, 40, &engine(true)).unwrap();
         let (max, rel) = diff(&rows, &want);
+        let model = format!("{model} from {source}");
         eprintln!("{model}: f32 KV max |diff| {max:.2e}, rel L2 {rel:.2e}");
         assert!(max <= 1e-3, "{model}: max |diff| {max}");
         for batch in [7, 1] {
@@ -536,7 +559,7 @@ fn converted_fixtures_match_transformers() {
         eprintln!("{model}: f16 KV max |diff| {max:.2e}, rel L2 {rel:.2e}");
         assert!(rel <= 2e-3, "{model}: f16 KV rel L2 {rel}");
         for name in ["p1", "p7", "p40"] {
-            let (ids, greedy) = prompt(model, name);
+            let (ids, greedy) = prompt(&model[..model.find(' ').unwrap()], name);
             let (_, got) = logits(&vqf, &ids, greedy.len(), 32, &engine(true)).unwrap();
             assert_eq!(got, greedy, "{model} {name}: greedy tokens");
         }

@@ -80,6 +80,8 @@ fn own_fixtures() -> Vec<PathBuf> {
         "dev_qwen2_dense",
         "dev_qwen3_moe",
         "dev_qwen2_kquant",
+        "dev_qwen35_dense",
+        "dev_qwen35_moe",
     ] {
         for f in [
             "model-q8_0.gguf",
@@ -115,6 +117,8 @@ fn source_name(role: Role, layer: u16, tied: bool) -> Option<String> {
         Role::AttnV => format!("{l}attn_v.weight"),
         Role::AttnOutput => format!("{l}attn_output.weight"),
         Role::FfnDown => format!("{l}ffn_down.weight"),
+        Role::FfnDownShexp => format!("{l}ffn_down_shexp.weight"),
+        Role::LinOut => format!("{l}ssm_out.weight"),
         Role::Output if tied => "token_embd.weight".into(),
         Role::Output => "output.weight".into(),
         _ => return None,
@@ -231,7 +235,10 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
             src.display()
         );
         // MoE routing flips on near ties once weights are 4-bit: a looser
-        // bound. The IQ2 fixtures (random blocks requantized to 2 bits)
+        // bound. The Qwen3.5 fixtures' random weights amplify rounding
+        // through the recurrent state: Q8_0 activations alone move the
+        // dense one's logits 0.11, and flip the MoE one's routing (0.52);
+        // what holds there is the bits and the order against dual. The IQ2 fixtures (random blocks requantized to 2 bits)
         // amplify rounding: IQ2_XXS's `q8` file is 6.5% off f32 too
         // (IQ3_XXS's: 1.0%), and Q8_K activations round more than Q8_0's.
         let iq2 = [
@@ -242,6 +249,7 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
         .iter()
         .any(|f| src.ends_with(f));
         let bound = match (v.config().moe.is_some(), iq2) {
+            _ if v.config().arch.is_qwen35() => 0.6,
             (true, _) => 0.3,
             (false, true) => 0.15,
             _ => 0.05,

@@ -12,7 +12,8 @@
 //! 2. [`gates`]: per value head, the write strength `beta = sigmoid(b)`
 //!    and the log decay `g = -exp(A_log) * softplus(a + dt_bias)`;
 //! 3. [`delta_step`]: q and k L2-normalised (q scaled by 1/sqrt(dk)); per
-//!    value head `h` (reading key head `h / (value_heads / key_heads)`),
+//!    value head `h` (reading key head `h / (value_heads / key_heads)`, or
+//!    `h % key_heads` in llama.cpp's order: [`DeltaShape::key_head_of`]),
 //!    the state `S` [dk, dv] decays by `exp(g)`, takes the delta rule's
 //!    write `S += k (beta (v - S^T k))^T`, and the output is `S^T q`;
 //! 4. [`gated_norm`]: each head's output RMS-normalised, times the norm's
@@ -78,14 +79,15 @@ pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[u8], x: &mut 
 
 /// The gates of one token per value head, in place: `ba` [2 value_heads]
 /// holds the token's `b` then `a` projections and becomes `beta =
-/// sigmoid(b)` then `g = -exp(A_log) * softplus(a + dt_bias)` (the log of
-/// the state's decay); `a_log` and `dt_bias` [value_heads] are the layer's,
+/// sigmoid(b)` then `g = rate * softplus(a + dt_bias)` (the log of the
+/// state's decay); `rate` (`-exp(A_log)`, computed at conversion as
+/// llama.cpp's files store it) and `dt_bias` [value_heads] are the layer's,
 /// f32 bytes.
-pub fn gates(ba: &mut [f32], a_log: &[u8], dt_bias: &[u8]) {
+pub fn gates(ba: &mut [f32], rate: &[u8], dt_bias: &[u8]) {
     let (b, a) = ba.split_at_mut(ba.len() / 2);
     for (h, (b, a)) in b.iter_mut().zip(a.iter_mut()).enumerate() {
         *b = sigmoid(*b);
-        *a = -libm::expf(f32_at(a_log, h)) * softplus(*a + f32_at(dt_bias, h));
+        *a = f32_at(rate, h) * softplus(*a + f32_at(dt_bias, h));
     }
 }
 
@@ -120,9 +122,8 @@ pub fn delta_step(
         l2_normalize(&mut k[h * dk..(h + 1) * dk]);
         q[h * dk..(h + 1) * dk].iter_mut().for_each(|x| *x *= scale);
     }
-    let group = (shape.value_heads / shape.key_heads.max(1)).max(1);
     for h in 0..shape.value_heads {
-        let kh = h / group;
+        let kh = shape.key_head_of(h);
         let (qh, kh) = (&q[kh * dk..(kh + 1) * dk], &k[kh * dk..(kh + 1) * dk]);
         let vh = &v[h * dv..(h + 1) * dv];
         let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
@@ -187,7 +188,7 @@ pub fn token(
 ) {
     let (qkv, z) = qkvz.split_at_mut(shape.conv_channels());
     conv_step(shape, window, w.conv, qkv);
-    gates(ba, w.a_log, w.dt_bias);
+    gates(ba, w.decay_rate, w.dt_bias);
     let (beta, g) = ba.split_at(shape.value_heads);
     let (q, kv) = qkv.split_at_mut(shape.key_heads * shape.key_dim);
     let (k, v) = kv.split_at_mut(shape.key_heads * shape.key_dim);

@@ -154,8 +154,8 @@ pub struct LinearLayer<'a> {
     pub ba: PackedMatrix<'a>,
     /// (conv_channels, conv_kernel) f32.
     pub conv: &'a [u8],
-    /// (value_heads) f32.
-    pub a_log: &'a [u8],
+    /// (value_heads) f32: `-exp(A_log)`.
+    pub decay_rate: &'a [u8],
     /// (value_heads) f32.
     pub dt_bias: &'a [u8],
     /// (value_dim) f32.
@@ -407,7 +407,7 @@ impl<'a> Weights<'a> {
                     qkvz: self.matrix(layer, Role::LinQkvz, copy)?,
                     ba: f32_matrix(Role::LinBa)?,
                     conv: self.vector(layer, Role::LinConv)?,
-                    a_log: self.vector(layer, Role::LinALog)?,
+                    decay_rate: self.vector(layer, Role::LinDecayRate)?,
                     dt_bias: self.vector(layer, Role::LinDtBias)?,
                     norm: self.vector(layer, Role::LinNorm)?,
                     out: self.matrix(layer, Role::LinOut, copy)?,

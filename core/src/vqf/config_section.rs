@@ -78,6 +78,9 @@ fn records(
         f(key::LINEAR_KEY_DIM, int(c.key_dim))?;
         f(key::LINEAR_VALUE_DIM, int(c.value_dim))?;
         f(key::LINEAR_CONV_KERNEL, int(c.conv_kernel))?;
+        if c.tiled {
+            f(key::LINEAR_TILED, Val::Int(1))?;
+        }
     }
     if let Some(bos) = cfg.bos_token_id {
         f(key::BOS_TOKEN_ID, Val::Int(bos as u64))?;
@@ -221,6 +224,7 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
         key_dim: 0,
         value_dim: 0,
         conv_kernel: 0,
+        tiled: false,
     };
     let mut seen_linear = 0u32;
     let mut vision = VisionConfig {
@@ -347,6 +351,7 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
             key::LINEAR_KEY_DIM => linear.key_dim = int()?,
             key::LINEAR_VALUE_DIM => linear.value_dim = int()?,
             key::LINEAR_CONV_KERNEL => linear.conv_kernel = int()?,
+            key::LINEAR_TILED => linear.tiled = flag()?,
             key::MROPE_SECTION => {
                 if array(&mut cfg.mrope_section)? != 3 {
                     return Err(bad("mrope_section must have 3 entries"));

@@ -919,7 +919,7 @@ impl TensorSource for GaussianSource {
 
 impl NamedSource for GaussianSource {
     fn tensor_name(&self, part: Part, layer: u16, _expert: usize) -> String {
-        crate::gguf_names::gguf_name(part, layer, self.cfg.tied_embeddings)
+        crate::gguf_names::gguf_name_in(&self.cfg, part, layer)
     }
 
     fn has(&self, _part: Part, _layer: u16, _expert: usize) -> bool {

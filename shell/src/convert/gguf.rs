@@ -1,13 +1,14 @@
-//! GGUF files (v2/v3, llama.cpp names for qwen2, qwen3, qwen3moe, qwen3vl):
+//! GGUF files (v2/v3, llama.cpp names for qwen2, qwen3, qwen3moe, qwen3vl,
+//! qwen35, qwen35moe):
 //! config from metadata, tensors dequantized row by row, tokenizer from
 //! `tokenizer.ggml.*`, chat template from `tokenizer.chat_template`; a
 //! Qwen3-VL vision tower from llama.cpp's mmproj file beside the text file
 //! (`clip`, projector `qwen3vl_merger`).
 
 use crate::error::Result;
-use crate::gguf_names::gguf_name;
+use crate::gguf_names::gguf_name_in;
 use kestrel_core::config::{
-    Arch, Config, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
+    Arch, Config, LinearConfig, MoeConfig, VisionConfig, MAX_DEEPSTACK, MAX_EOS, MAX_LAYERS,
 };
 use kestrel_core::convert::{Part, TensorSource};
 use kestrel_core::gguf::{dequantize_row, GgmlType, Gguf, TensorInfo};
@@ -23,6 +24,8 @@ const TOKEN_USER_DEFINED: i64 = 4;
 
 pub struct GgufSource<'a> {
     pub cfg: Config,
+    /// Qwen3.5's MTP blocks after the layers ([`mtp_layers`]).
+    mtp_layers: u32,
     tensors: HashMap<String, TensorInfo<'a>>,
     /// The mmproj file's tensors (the vision tower), when one is given.
     mmproj: HashMap<String, TensorInfo<'a>>,
@@ -42,13 +45,13 @@ pub fn config(g: &Gguf) -> Result<Config> {
         "qwen3" => Arch::Qwen3,
         "qwen3moe" => Arch::Qwen3Moe,
         "qwen3vl" => Arch::Qwen3Vl,
-        other => {
-            return Err(format!(
-                "unsupported GGUF architecture {} (qwen2, qwen3, qwen3moe, qwen3vl)",
-                crate::error::quoted(other)
-            )
-            .into())
-        }
+        "qwen35" => Arch::Qwen35,
+        "qwen35moe" => Arch::Qwen35Moe,
+        other => return Err(format!(
+            "unsupported GGUF architecture {} (qwen2, qwen3, qwen3moe, qwen3vl, qwen35, qwen35moe)",
+            crate::error::quoted(other)
+        )
+        .into()),
     };
     // An optional u32 key: absent is None, present but out of range an error
     // (a cast would wrap it into a wrong model).
@@ -80,7 +83,8 @@ pub fn config(g: &Gguf) -> Result<Config> {
             u32::try_from(t.ne()[1])
                 .map_err(|_| "GGUF tensor token_embd.weight: more rows than a u32 holds")
         })?;
-    let moe = if arch == Arch::Qwen3Moe {
+    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
+    let moe = if moe_arch {
         Some(MoeConfig {
             num_experts: need("expert_count")?,
             experts_per_token: need("expert_used_count")?,
@@ -91,11 +95,24 @@ pub fn config(g: &Gguf) -> Result<Config> {
                 .unwrap_or(true),
             decoder_sparse_step: 1,
             mlp_only_layers: [0u64; MAX_LAYERS / 64],
-            shared_ffn_size: 0,
+            shared_ffn_size: optional("expert_shared_feed_forward_length")?.unwrap_or(0),
         })
     } else {
         None
     };
+    let num_layers = need("block_count")?
+        .checked_sub(mtp_layers(g, arch_name))
+        .filter(|&n| n > 0)
+        .ok_or("GGUF metadata: nextn_predict_layers leaves no layer of block_count")?;
+    let linear = if arch.is_qwen35() {
+        Some(linear_config(g, arch_name, num_layers, &need)?)
+    } else {
+        None
+    };
+    // The first attention layer's tensors tell the attention's options
+    // (in Qwen3.5, layers before it are Gated DeltaNet).
+    let first_attn = format!("blk.{}.", linear.map_or(0, |c| c.interval - 1));
+    let has = |name: &str| g.tensor(&format!("{first_attn}{name}")).is_some();
     let mut eos = [0u32; MAX_EOS];
     let mut eos_count = 0;
     if let Some(e) = g.get_u32("tokenizer.ggml.eos_token_id") {
@@ -106,13 +123,13 @@ pub fn config(g: &Gguf) -> Result<Config> {
         arch,
         vocab_size: vocab,
         hidden_size: hidden,
-        num_layers: need("block_count")?,
+        num_layers,
         num_heads: heads,
         num_kv_heads: optional("attention.head_count_kv")?.unwrap_or(heads),
         head_dim,
         ffn_size: optional("feed_forward_length")?.unwrap_or(0).max(
             // MoE files may give 0 for the dense width; any positive value validates.
-            if arch == Arch::Qwen3Moe { 8 } else { 0 },
+            if moe_arch { 8 } else { 0 },
         ),
         rope_theta: g
             .get_f32(&format!("{arch_name}.rope.freq_base"))
@@ -124,16 +141,20 @@ pub fn config(g: &Gguf) -> Result<Config> {
             .unwrap_or(1e-6),
         max_position: need("context_length")?,
         tied_embeddings: g.tensor("output.weight").is_none(),
-        qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
-        qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
+        qkv_bias: has("attn_q.bias"),
+        qk_norm: has("attn_q_norm.weight"),
         moe,
         mrope_section: if arch == Arch::Qwen3Vl {
             mrope_sections(g, arch_name)?
         } else {
             [0; 3]
         },
-        rotary_dim: head_dim,
-        linear: None,
+        rotary_dim: if arch.is_qwen35() {
+            need("rope.dimension_count")?
+        } else {
+            head_dim
+        },
+        linear,
         vision: None,
         bos_token_id: g.get_u32("tokenizer.ggml.bos_token_id"),
         eos_token_ids: eos,
@@ -141,6 +162,58 @@ pub fn config(g: &Gguf) -> Result<Config> {
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// Qwen3.5's Gated DeltaNet settings (`ssm.*`, llama.cpp's names for
+/// them), its value heads in llama.cpp's tiled order; the recurrent layers
+/// the file lists, when it does, must be those of its interval.
+fn linear_config(
+    g: &Gguf,
+    arch_name: &str,
+    num_layers: u32,
+    need: &dyn Fn(&str) -> Result<u32>,
+) -> Result<LinearConfig> {
+    let interval = need("full_attention_interval")?;
+    let value_heads = need("ssm.time_step_rank")?;
+    let inner = need("ssm.inner_size")?;
+    if value_heads == 0 || interval == 0 || !inner.is_multiple_of(value_heads) {
+        return Err(format!(
+            "GGUF metadata {arch_name}.ssm.inner_size {inner} is not a multiple of \
+             ssm.time_step_rank {value_heads}, or a count is 0"
+        )
+        .into());
+    }
+    let key = format!("{arch_name}.attention.recurrent_layers");
+    if let Some(a) = g.get_array(&key) {
+        for (l, x) in a.iter().enumerate().take(num_layers as usize) {
+            if x.as_bool() != Some((l + 1) % interval as usize != 0) {
+                return Err(format!(
+                    "GGUF metadata {key}: layer {l} is not as full_attention_interval {interval} says"
+                )
+                .into());
+            }
+        }
+    }
+    Ok(LinearConfig {
+        interval,
+        key_heads: need("ssm.group_count")?,
+        value_heads,
+        key_dim: need("ssm.state_size")?,
+        value_dim: inner / value_heads,
+        conv_kernel: need("ssm.conv_kernel")?,
+        tiled: true,
+    })
+}
+
+/// The multi-token-prediction blocks a Qwen3.5 file holds after its layers
+/// (`nextn_predict_layers`; llama.cpp's converter counts them in
+/// `block_count`). They are not read: the model is the layers before them.
+fn mtp_layers(g: &Gguf, arch_name: &str) -> u32 {
+    if arch_name.starts_with("qwen35") {
+        arch_key(g, arch_name, "nextn_predict_layers").map_or(0, |n| n.min(u32::MAX as u64) as u32)
+    } else {
+        0
+    }
 }
 
 /// `qwen3vl.rope.dimension_sections`: the M-RoPE sections of the
@@ -352,6 +425,9 @@ impl<'a> GgufSource<'a> {
     pub fn new(cfg: Config, g: &Gguf<'a>) -> GgufSource<'a> {
         let tensors = g.tensors().map(|t| (t.name().to_string(), t)).collect();
         GgufSource {
+            mtp_layers: g
+                .get_str("general.architecture")
+                .map_or(0, |a| mtp_layers(g, a)),
             cfg,
             tensors,
             mmproj: HashMap::new(),
@@ -368,7 +444,7 @@ impl<'a> GgufSource<'a> {
     fn name(&self, part: Part, layer: u16) -> String {
         match part {
             Part::Vision(role) => mmproj_name(role, layer, self.cfg.vision.as_ref()),
-            _ => gguf_name(part, layer, self.cfg.tied_embeddings),
+            _ => gguf_name_in(&self.cfg, part, layer),
         }
     }
 
@@ -562,7 +638,13 @@ impl super::NamedSource for GgufSource<'_> {
 
     fn index_of(&self, name: &str) -> Option<(u64, Option<u64>)> {
         let (layer, _) = name.strip_prefix("blk.")?.split_once('.')?;
-        Some((layer.parse().ok()?, None))
+        let layer: u64 = layer.parse().ok()?;
+        // A Qwen3.5 file's MTP blocks follow its layers: kept, not read.
+        let layers = self.cfg.num_layers as u64;
+        if (layers..layers + self.mtp_layers as u64).contains(&layer) {
+            return None;
+        }
+        Some((layer, None))
     }
 }
 

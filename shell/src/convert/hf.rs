@@ -275,6 +275,8 @@ fn linear_config(
         key_dim: u("linear_key_head_dim")?,
         value_dim: u("linear_value_head_dim")?,
         conv_kernel: u("linear_conv_kernel_dim")?,
+        // transformers' order: value heads grouped by key head.
+        tiled: false,
     };
     Ok((Some(linear), rotary as u32))
 }
@@ -512,7 +514,7 @@ impl<'a> HfSource<'a> {
             Part::LinB => format!("{l}linear_attn.in_proj_b.weight"),
             Part::LinA => format!("{l}linear_attn.in_proj_a.weight"),
             Part::LinConv => format!("{l}linear_attn.conv1d.weight"),
-            Part::LinALog => format!("{l}linear_attn.A_log"),
+            Part::LinDecayRate => format!("{l}linear_attn.A_log"),
             Part::LinDtBias => format!("{l}linear_attn.dt_bias"),
             Part::LinNorm => format!("{l}linear_attn.norm.weight"),
             Part::LinOut => format!("{l}linear_attn.out_proj.weight"),
@@ -609,6 +611,10 @@ impl TensorSource for HfSource<'_> {
         );
         if self.cfg.arch.is_qwen35() && zero_centred {
             out.iter_mut().for_each(|v| *v += 1.0);
+        }
+        // The decay rate is stored as llama.cpp's files hold it.
+        if part == Part::LinDecayRate {
+            out.iter_mut().for_each(|v| *v = -libm::expf(*v));
         }
         Ok(())
     }

@@ -293,7 +293,7 @@ fn required_parts(cfg: &Config) -> Vec<Needed> {
             need(Part::LinB, l, 0, &[vh, h]);
             need(Part::LinA, l, 0, &[vh, h]);
             need(Part::LinConv, l, 0, &[conv, 1, d.conv_kernel as u64]);
-            need(Part::LinALog, l, 0, &[vh]);
+            need(Part::LinDecayRate, l, 0, &[vh]);
             need(Part::LinDtBias, l, 0, &[vh]);
             need(Part::LinNorm, l, 0, &[d.value_dim as u64]);
             need(Part::LinOut, l, 0, &[h, vlen]);
@@ -394,6 +394,8 @@ fn check_parts(src: &dyn NamedSource, cfg: &Config, origin: &Path) -> Result<()>
         }
         let same = match n.part {
             Part::Vision(_) | Part::LinConv => as_matrix(found_one) == as_matrix(&n.shape),
+            // A row of `hidden`: llama-quantize writes it as a vector.
+            Part::ShGateInp => found_one.iter().filter(|&&d| d != 1).eq(&n.shape[1..]),
             _ => found_one == n.shape,
         };
         if !same {
@@ -502,7 +504,8 @@ fn say_source_plan(
     verbose: bool,
 ) -> Result<()> {
     use kestrel_core::tensors::{self, Kind};
-    if src.block_type(Part::Q, 0).is_none() {
+    // Every model has an embedding (layer 0 of Qwen3.5 has no `Q`).
+    if src.block_type(Part::Embed, 0).is_none() {
         return Err(format!(
             "--wmode {} keeps a GGUF file's own blocks; this source has none (use dual)",
             mode.name()

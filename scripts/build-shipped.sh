@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds the shipped `kestrel` binary: static, for TARGET (default
 # aarch64-unknown-linux-musl), with the standard library rebuilt from source
-# under the project's release profile (opt-level z, fat LTO, panic=abort) and
-# without std's backtrace symbolizer. Panic messages are kept, without
-# their source location.
+# under the project's release profile (opt-level z, fat LTO) and without
+# std's backtrace symbolizer, a panic ending the process at once.
 #
 #   bash scripts/build-shipped.sh [TARGET] [PROFILE]     (PROFILE: release | size-report)
 #
@@ -16,10 +15,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-aarch64-unknown-linux-musl}"
 profile="${2:-release}"
-# Panic locations are not recorded (`-Z location-detail=none`): a panic is a
-# bug, its message keeps its text, and the same input in a debug build shows
-# the file and line; the per-site file, line and column records cost 44 KB
-# (`file` alone kept 21.5 KB of them until 2026-12-07; docs/size.md).
+# A panic is a bug (bad input is an error, never a panic): in this binary it
+# ends the process at once (`panic = "immediate-abort"`, std built with it:
+# the shell reports a trap, SIGTRAP on aarch64), without formatting a
+# message; the same input in a debug build (`cargo run`) prints the message
+# with its file and line. The panic machinery, the messages and their
+# formatting at every panic site cost 42 KB (docs/size.md, 2026-12-07
+# night: it paid for reading Qwen3.5 GGUF files). Locations are not
+# recorded either (`-Z location-detail=none`, for what remains).
 # No unwind tables: the release profile aborts on panic and std is built
 # without the backtrace symbolizer, so nothing reads .eh_frame (90 KB).
 # Feature `shipped`: with no tables to read, libunwind is not linked
@@ -36,6 +39,7 @@ profile="${2:-release}"
 # docs/size.md).
 RUSTFLAGS="${RUSTFLAGS:-} -C force-unwind-tables=no -Z location-detail=none -Z fmt-debug=none --cfg kestrel_shipped -C link-arg=--icf=all" RUSTC_BOOTSTRAP=1 cargo build --locked --profile "$profile" --target "$target" -p kestrel \
     --config "profile.$profile.package.kestrel-core.opt-level=\"z\"" \
+    --config "profile.$profile.panic=\"immediate-abort\"" -Z panic-immediate-abort \
     --features shipped \
     -Z build-std=std,panic_abort -Z build-std-features= \
     --target-dir target/shipped

@@ -110,7 +110,7 @@ for src in tests/fixtures/dev_qwen2_dense/gguf/model-q4_0.gguf tests/fixtures/de
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq4_xs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-q2_k.gguf \
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq3_xxs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-iq3_s.gguf \
     tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_xxs.gguf tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_xs.gguf \
-    tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_s.gguf \
+    tests/fixtures/dev_qwen2_kquant/gguf/model-iq2_s.gguf tests/fixtures/dev_qwen35_moe/gguf/model-q8_0.gguf \
     tests/fixtures/dev_qwen3_dense_tied/hf tests/fixtures/dev_qwen3_moe/hf; do
     modes="dual mix q8 f32"
     case "$src" in *.gguf) modes="$modes source" ;; esac
@@ -162,12 +162,15 @@ a=$(qemu-aarch64 -cpu cortex-a76 "$shipped" run "$tmp/s.vqf" -p "The capital of 
 b=$(KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
     run "$tmp/s.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
 if [ "$a" != "$b" ]; then echo "shipped binary differs: [$a] vs [$b]"; exit 1; fi
-# Qwen3.5 (Gated DeltaNet layers, gated attention) in the shipped binary too.
-qemu-aarch64 -cpu cortex-a76 "$shipped" convert tests/fixtures/dev_qwen35_dense/hf_bf16 -o "$tmp/q35.vqf" 2>/dev/null
-a=$(qemu-aarch64 -cpu cortex-a76 "$shipped" run "$tmp/q35.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
-b=$(KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
-    run "$tmp/q35.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
-if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "shipped binary differs on Qwen3.5: [$a] vs [$b]"; exit 1; fi
+# Qwen3.5 (Gated DeltaNet layers, gated attention) in the shipped binary too,
+# from its Hugging Face folder and from llama.cpp's Q8_0 GGUF.
+for src in tests/fixtures/dev_qwen35_dense/hf_bf16 tests/fixtures/dev_qwen35_dense/gguf/model-q8_0.gguf; do
+    qemu-aarch64 -cpu cortex-a76 "$shipped" convert "$src" -o "$tmp/q35.vqf" 2>/dev/null
+    a=$(qemu-aarch64 -cpu cortex-a76 "$shipped" run "$tmp/q35.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
+    b=$(KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+        run "$tmp/q35.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
+    if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "shipped binary differs on Qwen3.5 ($src): [$a] vs [$b]"; exit 1; fi
+done
 if qemu-aarch64 "$shipped" run "$tmp/missing.vqf" -p x 2>/dev/null; then echo "missing file accepted"; exit 1; fi
 echo "shipped binary: same text as the test build; errors exit non-zero"
 rm -rf "$tmp"

@@ -176,6 +176,7 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
     );
     let shape = w.shape;
     assert_eq!(conv_w.len(), shape.conv_channels() * shape.conv_kernel);
+    let kernels = kestrel_tests::detected_kernels();
     let mut window = vec![0f32; shape.window_len()];
     let mut state = vec![0f32; shape.state_len()];
     let (mut out, mut chosen) = (Vec::with_capacity(input.len()), vec![]);
@@ -195,7 +196,7 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         let (q, rest) = qkv.split_at_mut(key);
         let (k, v) = rest.split_at_mut(key);
         let mut o = vec![0f32; shape.value_len()];
-        delta_step(&shape, &mut state, q, k, v, g, beta, &mut o);
+        delta_step(&kernels, &shape, &mut state, q, k, v, g, beta, &mut o);
         gated_norm(&shape, &mut o, &z, &le_bytes(&norm_w), EPS);
         let mixed = matvec(&out_w, &o);
         chosen.push(residual_and_ffn(w, layer, x, &mixed, &mut out));
@@ -529,8 +530,9 @@ use kestrel_tests::engine_args as engine;
 /// 40-token prompt within 1e-3 of transformers' logits with the f32 KV
 /// cache (relative L2 at most 2e-3 with f16), the same bits whether the
 /// prompt runs in chunks of 40, 7 or 1 (the Gated DeltaNet rule runs token
-/// by token in every chunking), and transformers' 16 greedy tokens after
-/// each of the prompts p1, p7 and p40.
+/// by token in every chunking) and on 1, 2 or 3 threads (the value heads
+/// split over them), and transformers' 16 greedy tokens after each of the
+/// prompts p1, p7 and p40.
 #[test]
 fn converted_fixtures_match_transformers() {
     let dir = temp_dir("qwen35-convert");
@@ -552,6 +554,21 @@ fn converted_fixtures_match_transformers() {
                     .zip(&rows)
                     .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "{model}: chunks of {batch} differ from one chunk"
+            );
+        }
+        // The value heads split over 1, 2 (above) or 3 threads: the same bits.
+        for threads in [1, 3] {
+            let args = kestrel::engine::EngineArgs {
+                threads: Some(threads),
+                ..engine(true)
+            };
+            let (split, _) = logits(&vqf, &tokens, 0, 40, &args).unwrap();
+            assert!(
+                split
+                    .iter()
+                    .zip(&rows)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{model}: {threads} threads differ from 2"
             );
         }
         let (rows, _) = logits(&vqf, &tokens, 0, 40, &engine(false)).unwrap();

@@ -191,6 +191,28 @@ impl Kernels {
         sized_by_caller(dispatch!(self, swiglu_runs(out, gate_up)))
     }
 
+    /// One value head of the gated delta rule for one token (Qwen3.5's
+    /// Gated DeltaNet): `state` [k.len(), v.len()] decays by `decay`, takes
+    /// the write `state += k (beta (v - state^T k))^T`, and `out` gets
+    /// `state^T q`: the bits of [`generic::delta_rule`], with the fastest
+    /// code the kernel set has.
+    #[allow(clippy::too_many_arguments)]
+    pub fn delta_rule(
+        &self,
+        state: &mut [f32],
+        k: &[f32],
+        q: &[f32],
+        v: &[f32],
+        decay: f32,
+        beta: f32,
+        out: &mut [f32],
+    ) {
+        sized_by_caller(dispatch!(
+            self,
+            delta_rule(state, k, q, v, decay, beta, out)
+        ))
+    }
+
     /// GELU (tanh approximation) in place: the bits of
     /// [`generic::gelu_tanh`] on every value, with the fastest code the
     /// kernel set has.

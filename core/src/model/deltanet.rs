@@ -22,13 +22,16 @@
 //! The state per sequence is the convolution window and the `[value_heads,
 //! dk, dv]` matrix: a prompt fed in any chunks leaves the same state, bit
 //! for bit, because every token runs the same rule in the same order.
-//! These are the scalar reference; `tests/tests/qwen35.rs` checks them
-//! layer by layer against transformers' outputs on the Qwen3.5 fixture.
+//! The state's update is a kernel ([`Kernels::delta_rule`]: scalar
+//! reference, NEON, AVX2, the same bits); `forward::delta_rows` runs the
+//! value heads over the pool, each head's tokens in order.
+//! `tests/tests/qwen35.rs` checks these rules layer by layer against
+//! transformers' outputs on the Qwen3.5 fixture.
 
 pub use crate::config::DeltaShape;
 
 use super::ops::f32_at;
-use super::weights::LinearLayer;
+use crate::kernels::Kernels;
 
 /// `x / (1 + e^-x)`.
 fn silu(x: f32) -> f32 {
@@ -98,14 +101,45 @@ fn l2_normalize(x: &mut [f32]) {
     x.iter_mut().for_each(|v| *v *= r);
 }
 
+/// q and k of one token, [key_heads x key_dim] each, L2-normalised per
+/// head in place, q then scaled by `1/sqrt(key_dim)`.
+pub fn normalize_qk(shape: &DeltaShape, q: &mut [f32], k: &mut [f32]) {
+    let dk = shape.key_dim;
+    let scale = 1.0 / libm::sqrtf(dk as f32);
+    for h in 0..shape.key_heads {
+        l2_normalize(&mut q[h * dk..(h + 1) * dk]);
+        l2_normalize(&mut k[h * dk..(h + 1) * dk]);
+        q[h * dk..(h + 1) * dk].iter_mut().for_each(|x| *x *= scale);
+    }
+}
+
+/// Value head `h` of one token through the gated delta rule: its state
+/// `s` [dk, dv] decays by `exp(g)`, takes the delta rule's write `S += k
+/// (beta (v - S^T k))^T`, and `out` [dv] = `S^T q` (`q` and `k` of its key
+/// head, normalised: [`normalize_qk`]; [`Kernels::delta_rule`]).
+#[allow(clippy::too_many_arguments)]
+pub fn head_step(
+    kernels: &Kernels,
+    s: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: f32,
+    beta: f32,
+    out: &mut [f32],
+) {
+    kernels.delta_rule(s, k, q, v, libm::expf(g), beta, out);
+}
+
 /// One token through the gated delta rule: `q`, `k` [key_heads x key_dim]
 /// (the convolution's output; normalised here, in place), `v`
 /// [value_heads x value_dim], `g` and `beta` [value_heads] ([`gates`]);
 /// `state` [`DeltaShape::state_len`] (zeros before the first token)
 /// decays, takes the token's write and gives `out` [value_heads x
-/// value_dim].
+/// value_dim]: [`normalize_qk`], then [`head_step`] for each value head.
 #[allow(clippy::too_many_arguments)]
 pub fn delta_step(
+    kernels: &Kernels,
     shape: &DeltaShape,
     state: &mut [f32],
     q: &mut [f32],
@@ -115,44 +149,20 @@ pub fn delta_step(
     beta: &[f32],
     out: &mut [f32],
 ) {
+    normalize_qk(shape, q, k);
     let (dk, dv) = (shape.key_dim, shape.value_dim);
-    let scale = 1.0 / libm::sqrtf(dk as f32);
-    for h in 0..shape.key_heads {
-        l2_normalize(&mut q[h * dk..(h + 1) * dk]);
-        l2_normalize(&mut k[h * dk..(h + 1) * dk]);
-        q[h * dk..(h + 1) * dk].iter_mut().for_each(|x| *x *= scale);
-    }
     for h in 0..shape.value_heads {
         let kh = shape.key_head_of(h);
-        let (qh, kh) = (&q[kh * dk..(kh + 1) * dk], &k[kh * dk..(kh + 1) * dk]);
-        let vh = &v[h * dv..(h + 1) * dv];
-        let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
-        let decay = libm::expf(g[h]);
-        s.iter_mut().for_each(|x| *x *= decay);
-        let oh = &mut out[h * dv..(h + 1) * dv];
-        // kv = S^T k, then delta = beta (v - kv), reusing `oh`.
-        oh.fill(0.0);
-        for (row, &ki) in s.chunks_exact(dv).zip(kh) {
-            for (o, &x) in oh.iter_mut().zip(row) {
-                *o += x * ki;
-            }
-        }
-        for (o, &x) in oh.iter_mut().zip(vh) {
-            *o = (x - *o) * beta[h];
-        }
-        // S += k delta^T.
-        for (row, &ki) in s.chunks_exact_mut(dv).zip(kh) {
-            for (x, &d) in row.iter_mut().zip(oh.iter()) {
-                *x += ki * d;
-            }
-        }
-        // out = S^T q.
-        oh.fill(0.0);
-        for (row, &qi) in s.chunks_exact(dv).zip(qh) {
-            for (o, &x) in oh.iter_mut().zip(row) {
-                *o += x * qi;
-            }
-        }
+        head_step(
+            kernels,
+            &mut state[h * dk * dv..(h + 1) * dk * dv],
+            &q[kh * dk..(kh + 1) * dk],
+            &k[kh * dk..(kh + 1) * dk],
+            &v[h * dv..(h + 1) * dv],
+            g[h],
+            beta[h],
+            &mut out[h * dv..(h + 1) * dv],
+        );
     }
 }
 
@@ -168,30 +178,4 @@ pub fn gated_norm(shape: &DeltaShape, out: &mut [f32], z: &[f32], weight: &[u8],
             *x = f32_at(weight, i) * (*x * r) * silu(zi);
         }
     }
-}
-
-/// One token of one Gated DeltaNet layer, after its input projections:
-/// `qkvz` [conv_channels + value_heads x value_dim] (q, k, v, then z) and
-/// `ba` [2 value_heads] (b, then a) are the token's projections (used up),
-/// `window` and `state` its sequence's, moved on by the token; `out`
-/// [value_heads x value_dim] gets the normed, gated output for `out_proj`.
-#[allow(clippy::too_many_arguments)]
-pub fn token(
-    shape: &DeltaShape,
-    w: &LinearLayer,
-    window: &mut [f32],
-    state: &mut [f32],
-    qkvz: &mut [f32],
-    ba: &mut [f32],
-    out: &mut [f32],
-    eps: f32,
-) {
-    let (qkv, z) = qkvz.split_at_mut(shape.conv_channels());
-    conv_step(shape, window, w.conv, qkv);
-    gates(ba, w.decay_rate, w.dt_bias);
-    let (beta, g) = ba.split_at(shape.value_heads);
-    let (q, kv) = qkv.split_at_mut(shape.key_heads * shape.key_dim);
-    let (k, v) = kv.split_at_mut(shape.key_heads * shape.key_dim);
-    delta_step(shape, state, q, k, v, g, beta, out);
-    gated_norm(shape, out, z, w.norm, eps);
 }

@@ -454,7 +454,7 @@ pub fn forward_step_observed<P: Parallel>(
             cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
             if let Some(shape) = &delta {
-                delta_rows(w, shape, s, lin, l, rows);
+                delta_rows(w, shape, s, k, pool, lin, l, rows);
             }
             cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         } else {
@@ -649,35 +649,93 @@ fn recurrent_begin(
     Ok(after)
 }
 
-/// Gated DeltaNet layer `l` for the step's rows, in row order: each row's
-/// projections (`s.qkv`: q, k, v, z; `s.hb`: b, a) through its slot's
-/// window and state ([`deltanet::token`]) into `s.att` (m, value_heads x
-/// value_dim).
-fn delta_rows(
+/// Gated DeltaNet layer `l` for the step's rows: each row's projections
+/// (`s.qkv`: q, k, v, z; `s.hb`: b, a) through its slot's window and state
+/// into `s.att` (m, value_heads x value_dim). Each row in order: its
+/// convolution, gates and normalised q and k; then per slot, its rows in
+/// order through the delta rule, the value heads split over the pool
+/// (each head's state and output one part's; the bits do not depend on
+/// the split), into `s.scratch.tmp` head-major (value_heads, m,
+/// value_dim); then each row's gated norm.
+#[allow(clippy::too_many_arguments)]
+fn delta_rows<P: Parallel>(
     w: &Weights,
     shape: &DeltaShape,
     s: &mut State,
+    k: &Kernels,
+    pool: &P,
     lin: &LinearLayer,
     l: usize,
     rows: Rows,
 ) {
     let cfg = &w.cfg;
+    let m = rows.len();
     let (wl, sl) = (shape.window_len(), shape.state_len());
-    let width = shape.conv_channels() + shape.value_len();
-    let (vh2, vlen) = (2 * shape.value_heads, shape.value_len());
+    let (conv, vlen) = (shape.conv_channels(), shape.value_len());
+    let (vh, dk, dv) = (shape.value_heads, shape.key_dim, shape.value_dim);
+    let (width, vh2, key) = (conv + vlen, 2 * vh, shape.key_heads * dk);
     let at = |slot: usize| slot * cfg.linear_layers() + cfg.layer_slot(l);
-    for t in 0..rows.len() {
+    for t in 0..m {
         let cell = at(rows.get(t, false).slot);
-        deltanet::token(
+        let qkv = &mut s.qkv[t * width..t * width + conv];
+        deltanet::conv_step(
             shape,
-            lin,
             &mut s.conv_windows[cell * wl..(cell + 1) * wl],
-            &mut s.recurrent[cell * sl..(cell + 1) * sl],
-            &mut s.qkv[t * width..(t + 1) * width],
-            &mut s.hb[t * vh2..(t + 1) * vh2],
-            &mut s.att[t * vlen..(t + 1) * vlen],
-            cfg.rms_norm_eps as f32,
+            lin.conv,
+            qkv,
         );
+        deltanet::gates(
+            &mut s.hb[t * vh2..(t + 1) * vh2],
+            lin.decay_rate,
+            lin.dt_bias,
+        );
+        let (q, rest) = qkv.split_at_mut(key);
+        deltanet::normalize_qk(shape, q, &mut rest[..key]);
+    }
+    let out = &mut s.scratch.tmp[..m * vlen];
+    let (qkv, hb) = (&*s.qkv, &*s.hb);
+    let per = vh.div_ceil(pool.threads().clamp(1, MAX_PARTS).min(vh));
+    let mut seen = [false; MAX_SLOTS];
+    for t0 in 0..m {
+        let slot = rows.get(t0, false).slot;
+        if core::mem::replace(&mut seen[slot], true) {
+            continue;
+        }
+        let cell = at(slot);
+        let state = &mut s.recurrent[cell * sl..(cell + 1) * sl];
+        let mut parts: heapless::Vec<(usize, &mut [f32], &mut [f32]), MAX_PARTS> = state
+            .chunks_mut(per * dk * dv)
+            .zip(out.chunks_mut(per * m * dv))
+            .enumerate()
+            .map(|(i, (st, o))| (i * per, st, o))
+            .collect();
+        pool.for_each_mut(&mut parts, &|_, (h0, st, o)| {
+            let heads = st.chunks_exact_mut(dk * dv).zip(o.chunks_exact_mut(m * dv));
+            for (h, (st, o)) in heads.enumerate().map(|(j, x)| (*h0 + j, x)) {
+                let kh = shape.key_head_of(h);
+                for t in (t0..m).filter(|&t| rows.get(t, false).slot == slot) {
+                    let row = &qkv[t * width..(t + 1) * width];
+                    deltanet::head_step(
+                        k,
+                        st,
+                        &row[kh * dk..(kh + 1) * dk],
+                        &row[key + kh * dk..key + (kh + 1) * dk],
+                        &row[2 * key + h * dv..2 * key + (h + 1) * dv],
+                        hb[t * vh2 + vh + h],
+                        hb[t * vh2 + h],
+                        &mut o[t * dv..(t + 1) * dv],
+                    );
+                }
+            }
+        });
+    }
+    for t in 0..m {
+        let att = &mut s.att[t * vlen..(t + 1) * vlen];
+        for (h, a) in att.chunks_exact_mut(dv).enumerate() {
+            a.copy_from_slice(&out[(h * m + t) * dv..(h * m + t + 1) * dv]);
+        }
+        let z = &s.qkv[t * width + conv..(t + 1) * width];
+        deltanet::gated_norm(shape, att, z, lin.norm, cfg.rms_norm_eps as f32);
     }
 }
 

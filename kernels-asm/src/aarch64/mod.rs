@@ -9,6 +9,7 @@
 
 mod activation;
 mod attention;
+mod deltanet;
 pub(crate) mod gemm;
 pub(crate) mod gemv;
 pub(crate) mod k8;
@@ -23,6 +24,7 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
+pub use deltanet::delta_rule;
 pub use matvec::{matvec_f16, matvec_f32};
 pub use quantize::{quantize_acts_q8_0, quantize_acts_q8_k};
 

@@ -13,6 +13,7 @@
 
 mod activation;
 mod attention;
+mod deltanet;
 mod gemm;
 mod k8;
 mod matvec;
@@ -34,6 +35,9 @@ pub use attention::{
     attn_scores_f16, attn_scores_f16_heads, attn_scores_f32, attn_scores_f32_heads,
     attn_values_f16, attn_values_f16_heads, attn_values_f32, attn_values_f32_heads,
 };
+pub use deltanet::delta_rule;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use deltanet::{delta_rule_columns, delta_rule_shape};
 // Used by the x86_64 and aarch64 grouped-attention kernels only.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use attention::{

@@ -47,11 +47,13 @@ pub fn config(g: &Gguf) -> Result<Config> {
         "qwen3vl" => Arch::Qwen3Vl,
         "qwen35" => Arch::Qwen35,
         "qwen35moe" => Arch::Qwen35Moe,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "unsupported GGUF architecture {} (qwen2, qwen3, qwen3moe, qwen3vl, qwen35, qwen35moe)",
             crate::error::quoted(other)
         )
-        .into()),
+            .into())
+        }
     };
     // An optional u32 key: absent is None, present but out of range an error
     // (a cast would wrap it into a wrong model).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kestrel against llama.cpp on a real model, side by side, interleaved,
 # same thread count. From a fresh clone (root or sudo, Debian/Ubuntu):
-#   bash bench/compare-llamacpp.sh [--model 0.5b|1.5b|moeN] [-t THREADS] [-r REPEATS]
+#   bash bench/compare-llamacpp.sh [--model 0.5b|1.5b|moeN|q35-2b] [-t THREADS] [-r REPEATS]
 #        [--rounds N] [--modes "q4 q8 dual"] [--llama "Q4_0 Q8_0"]
 #        [-p "512 2048"]
 # 1. bench/prepare.sh: fetches the model (scripts/fetch-model.sh, the
@@ -138,7 +138,9 @@ for r in runs:
     if (r["engine"], r["file"]) not in order:
         order.append((r["engine"], r["file"]))
 name = (f"Qwen3-30B-A3B's layer shape, {model[3:]} layers, random weights (bench/moe_gguf.py)"
-        if model.startswith("moe") else f"Qwen2.5-Coder-{model.upper()}-Instruct")
+        if model.startswith("moe") else
+        "Qwen3.5-2B's shape, random weights (bench/qwen35_checkpoint.py, llama.cpp's converter)"
+        if model == "q35-2b" else f"Qwen2.5-Coder-{model.upper()}-Instruct")
 print(f"## Kestrel vs llama.cpp, {name}, {threads} threads\n")
 print(f"- machine: {arch}, {cpu}, {ncpu} CPUs, flags: {cpuflags.strip()}; Kestrel commit {commit}; llama.cpp from llama-cpp-python 0.3.36")
 print(f"- load before: `{up0.strip()}`")

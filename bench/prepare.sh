@@ -3,7 +3,11 @@
 #   bash bench/prepare.sh MODEL "MODES" "LLAMA_TYPES"
 # MODEL is 0.5b or 1.5b (scripts/fetch-model.sh fetches the Q4_K_M GGUF),
 # or moeN: N layers of Qwen3-30B-A3B's shape with random weights
-# (bench/moe_gguf.py writes the F16 GGUF; every type is quantized from it);
+# (bench/moe_gguf.py writes the F16 GGUF; every type is quantized from it),
+# or q35-2b: Qwen3.5-2B's text model with random weights
+# (bench/qwen35_checkpoint.py writes the Hugging Face checkpoint,
+# llama.cpp's convert_hf_to_gguf.py the BF16 GGUF, in a venv with torch and
+# transformers; every type is quantized from it);
 # each Kestrel mode (q4 q8 dual f16 f32) is `kestrel convert --wmode MODE`
 # of that file, in .cache/vqf/MODEL-MODE.vqf (`source@TYPE`, `exact@TYPE`: `--wmode
 # source` or `exact` of llama.cpp's TYPE file below; `fit@TYPE`: `--fit` of
@@ -32,6 +36,39 @@ moe[0-9]*)
         log "bench/moe_gguf.py --layers ${model#moe}"
         "$py" bench/moe_gguf.py --layers "${model#moe}" \
             --tokenizer-from "$(bash scripts/fetch-model.sh 0.5b)" -o "$gguf.partial" >&2
+        mv "$gguf.partial" "$gguf"
+    fi
+    ;;
+q35-2b)
+    gguf=.cache/llamacpp/models/$model-BF16.gguf
+    if [ ! -f "$gguf" ]; then
+        py=.cache/convert-venv/bin/python
+        if ! "$py" -c "import torch, transformers, numpy, sentencepiece" 2>/dev/null; then
+            python3 -m venv .cache/convert-venv >&2
+            "$py" -m pip install --quiet --disable-pip-version-check torch transformers==5.25.0 numpy sentencepiece >&2
+        fi
+        log "bench/qwen35_checkpoint.py"
+        "$py" bench/qwen35_checkpoint.py --tokenizer-from tests/fixtures/dev_qwen35_dense/hf_bf16 -o .cache/q35/hf >&2
+        # llama.cpp's converter, unmodified but for its pre-tokenizer check
+        # (the fixture's tiny tokenizer is unknown to it: "qwen35", as
+        # tests/fixtures/gen_qwen35_gguf.py answers).
+        src=$(ls -d .cache/llamacpp/llama_cpp_python-*/vendor/llama.cpp | head -1)
+        "$py" - "$src" .cache/q35/hf "$gguf.partial" >&2 <<'PY'
+import sys
+src, hf, out = sys.argv[1:4]
+sys.path[:0] = [src, f"{src}/gguf-py"]
+import conversion.base as base
+orig = base.TextModel.get_vocab_base_pre
+def pre(self, tokenizer):
+    try:
+        return orig(self, tokenizer)
+    except NotImplementedError:
+        return "qwen35"
+base.TextModel.get_vocab_base_pre = pre
+import convert_hf_to_gguf
+sys.argv = ["convert_hf_to_gguf.py", hf, "--outfile", out, "--outtype", "bf16"]
+convert_hf_to_gguf.main()
+PY
         mv "$gguf.partial" "$gguf"
     fi
     ;;
@@ -85,12 +122,12 @@ quantize() { # type output source
 f32=".cache/llamacpp/models/$model-F32.gguf"
 for t in $types; do
     out=".cache/llamacpp/models/$model-$t.gguf"
-    if [ "$t" = Q4_K_M ] && [ "${model#moe}" = "$model" ]; then
+    if [ "$t" = Q4_K_M ] && [ "${model#moe}" = "$model" ] && [ "$model" != q35-2b ]; then
         ln -sf "$(realpath "$gguf")" "$out"
     elif [ ! -f "$out" ]; then
         case "$model:$t" in
-        moe*:F16) ;;
-        moe*:*) quantize "$t" "$out" "$gguf" ;;
+        moe*:F16 | q35-2b:BF16) ;;
+        moe*:* | q35-2b:*) quantize "$t" "$out" "$gguf" ;;
         *:IQ* | *:Q2_K* | *:Q3_K_*)
             [ -f "$f32" ] || quantize F32 "$f32" "$gguf"
             quantize "$t" "$out" "$f32"

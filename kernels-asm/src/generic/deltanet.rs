@@ -27,12 +27,13 @@ pub(crate) fn delta_rule_shape(
 /// `state^T q` of the new state (`k` and `q` [dk], normalised by the
 /// caller; `v` [dv]).
 ///
-/// In two passes over the rows, each element's operations in this order
-/// (plain IEEE f32, no fused multiply-add; every sum from `+0.0`, over the
-/// rows in order): pass 1, per row `i`, `s *= decay` then `kv += s * k[i]`;
-/// then `delta = (v - kv) * beta`; pass 2, per row `i`, `s += k[i] *
-/// delta` then `o += s * q[i]`. The architecture kernels take the columns
-/// in vector lanes, each lane the same sequence.
+/// Column by column (each column of the state is independent), in two
+/// passes over the rows, each element's operations in this order (plain
+/// IEEE f32, no fused multiply-add; every sum from `+0.0`, over the rows in
+/// order): pass 1, per row `i`, `s *= decay` then `kv += s * k[i]`; then
+/// `delta = (v - kv) * beta`; pass 2, per row `i`, `s += k[i] * delta`
+/// then `o += s * q[i]`. The architecture kernels take the columns in
+/// vector lanes, each lane the same sequence.
 pub fn delta_rule(
     state: &mut [f32],
     k: &[f32],
@@ -61,33 +62,21 @@ pub(crate) fn delta_rule_columns(
     from: usize,
 ) {
     let dv = v.len();
-    if dv == 0 {
-        return;
-    }
-    let out = &mut out[from..];
-    out.fill(0.0);
-    for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
-        for (s, kv) in row[from..].iter_mut().zip(out.iter_mut()) {
+    for j in from..dv {
+        let mut kv = 0.0f32;
+        for (i, &ki) in k.iter().enumerate() {
+            let s = &mut state[i * dv + j];
             *s *= decay;
-            *kv += *s * ki;
+            kv += *s * ki;
         }
-    }
-    for (d, &vj) in out.iter_mut().zip(&v[from..]) {
-        *d = (vj - *d) * beta;
-    }
-    let mut delta = [0f32; 64];
-    for at in (0..out.len()).step_by(delta.len()) {
-        let n = (out.len() - at).min(delta.len());
-        let (delta, out) = (&mut delta[..n], &mut out[at..at + n]);
-        delta.copy_from_slice(out);
-        out.fill(0.0);
-        for ((row, &ki), &qi) in state.chunks_exact_mut(dv).zip(k).zip(q) {
-            let row = &mut row[from + at..from + at + n];
-            for ((s, &d), o) in row.iter_mut().zip(delta.iter()).zip(out.iter_mut()) {
-                *s += ki * d;
-                *o += *s * qi;
-            }
+        let delta = (v[j] - kv) * beta;
+        let mut o = 0.0f32;
+        for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
+            let s = &mut state[i * dv + j];
+            *s += ki * delta;
+            o += *s * qi;
         }
+        out[j] = o;
     }
 }
 

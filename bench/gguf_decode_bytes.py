@@ -1,7 +1,7 @@
 """Bytes of weights llama.cpp reads per decoded token from a GGUF file:
 every tensor but the token embedding, plus one embedding row (the whole
-embedding when the file has no `output.weight`: the tied lm_head reads it
-every token), and of each expert stack (`*_exps`) the
+embedding instead when the file has no `output.weight`: the tied lm_head
+reads it every token), and of each expert stack (`*_exps`) the
 `expert_used_count` chosen experts' share
 (what `kestrel bench` reports as decode_bytes for a VQF file).
     python3 bench/gguf_decode_bytes.py FILE.gguf"""
@@ -47,7 +47,7 @@ def main(path):
         key = string()
         meta[key.rsplit(".", 1)[-1]] = value(u32())
     experts, used = meta.get("expert_count"), meta.get("expert_used_count")
-    total, embd, tied = 0, 0, True
+    total, embd, row, tied = 0, 0, 0, True
     for _ in range(n_tensors):
         name = string()
         dims = [u64() for _ in range(u32())]
@@ -60,13 +60,14 @@ def main(path):
         if name == "output.weight":
             tied = False
         if name == "token_embd.weight":
-            total += dims[0] // per * size  # one row
+            row = dims[0] // per * size  # one row
+            total += row
             embd = n // per * size
         elif "_exps." in name and experts and used:
             total += n // per * size // experts * used
         else:
             total += n // per * size
-    print(total + embd if tied else total)
+    print(total - row + embd if tied else total)
 
 
 main(sys.argv[1])

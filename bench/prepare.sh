@@ -66,7 +66,7 @@ def pre(self, tokenizer):
         return "qwen35"
 base.TextModel.get_vocab_base_pre = pre
 import convert_hf_to_gguf
-sys.argv = ["convert_hf_to_gguf.py", hf, "--outfile", out, "--outtype", "bf16"]
+sys.argv = ["convert_hf_to_gguf.py", hf, "--outfile", out, "--outtype", "bf16", "--no-mtp"]
 convert_hf_to_gguf.main()
 PY
         mv "$gguf.partial" "$gguf"

@@ -30,8 +30,7 @@ profile="${2:-release}"
 # No `Debug` output (`-Z fmt-debug=none`: `{:?}` writes nothing, derived
 # `Debug` impls are empty): what a user reads is written with `Display`
 # (strings quoted by `error::quoted`, lists by `error::listed`), which
-# tests/tests/module_order.rs checks for every non-test source line; a
-# panic's message keeps its text without the values it would show (7.6 KB,
+# tests/tests/module_order.rs checks for every non-test source line (7.6 KB,
 # docs/size.md).
 # Identical code folding (`--icf=all`, rust-lld): functions whose machine
 # code is the same (monomorphized copies, trivial closures) share one body;

@@ -411,10 +411,10 @@ fn text_layer(
             Kind::F32,
             &[conv, shape.conv_kernel],
         )?)?;
-        f(spec(layer, Role::LinDecayRate, Kind::F32, &[vh])?)?;
         f(spec(layer, Role::LinDtBias, Kind::F32, &[vh])?)?;
         f(spec(layer, Role::LinNorm, Kind::F32, &[shape.value_dim])?)?;
         f(spec(layer, Role::LinOut, Kind::Linear, &[h, vlen])?)?;
+        f(spec(layer, Role::LinDecayRate, Kind::F32, &[vh])?)?;
     } else {
         f(spec(layer, Role::AttnNorm, Kind::F32, &[h])?)?;
         f(spec(layer, Role::AttnQkv, Kind::Linear, &[qkv, h])?)?;

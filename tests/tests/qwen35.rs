@@ -849,3 +849,49 @@ fn dropped_turns_and_a_cancelled_feed() {
     assert!(matches!(r, Err(kestrel_core::Error::Cancelled)));
     assert_eq!(fresh.gen.state.recurrent_pos[0], holds);
 }
+
+/// llama.cpp's Qwen3.5 GGUF metadata that disagrees with itself is refused
+/// by name: a `recurrent_layers` entry that `full_attention_interval`
+/// contradicts, and a Qwen3.5-MoE file without its shared expert's width
+/// (its `*_shexp` tensors would be left out).
+#[test]
+fn qwen35_gguf_metadata_is_checked() {
+    let dir = temp_dir("qwen35-gguf-meta");
+    let patched = |model: &str, name: &str, patch: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = std::fs::read(fixtures().join(model).join(GGUF)).unwrap();
+        patch(&mut bytes);
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let out = dir.join(format!("{name}.vqf"));
+        kestrel::convert::convert(&path, &out, WeightMode::F32, None, false)
+            .err()
+            .map(|e| e.to_string())
+    };
+    let find = |bytes: &[u8], what: &[u8]| {
+        bytes
+            .windows(what.len())
+            .position(|w| w == what)
+            .unwrap_or_else(|| panic!("{} not in the fixture", String::from_utf8_lossy(what)))
+    };
+    // The array: key, type 9 (array), element type 7 (bool), count 8, then
+    // one byte a layer; layer 0 made a full-attention layer.
+    let key = b"qwen35.attention.recurrent_layers";
+    let err = patched("dev_qwen35_dense", "layers.gguf", &|b| {
+        let at = find(b, key) + key.len() + 4 + 4 + 8;
+        assert_eq!(b[at], 1, "layer 0 is recurrent in the fixture");
+        b[at] = 0;
+    });
+    let err = err.expect("a contradicted recurrent layer was accepted");
+    assert!(err.contains("recurrent_layers: layer 0"), "{err}");
+    let key = b"qwen35moe.expert_shared_feed_forward_length";
+    let err = patched("dev_qwen35_moe", "shared.gguf", &|b| {
+        let at = find(b, key);
+        b[at + key.len() - 1] = b'X';
+    });
+    let err = err.expect("a Qwen3.5-MoE file without its shared expert's width was accepted");
+    assert!(
+        err.contains("expert_shared_feed_forward_length missing"),
+        "{err}"
+    );
+    assert!(patched("dev_qwen35_dense", "same.gguf", &|_| {}).is_none());
+}

@@ -397,8 +397,10 @@ pub fn decode(section: &[u8]) -> Result<Config, Error> {
     if cfg.rotary_dim == 0 {
         cfg.rotary_dim = cfg.head_dim;
     }
-    // Keys 40..=45 come all together (a Qwen3.5 file) or not at all.
+    // Keys 40..=45 come all together (a Qwen3.5 file) or not at all; 46
+    // only with them.
     match seen_linear {
+        0 if linear.tiled => return Err(bad("linear_tiled without the linear attention keys")),
         0 => {}
         0b11_1111 => cfg.linear = Some(linear),
         _ => {

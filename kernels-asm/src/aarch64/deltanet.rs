@@ -36,7 +36,8 @@ pub fn delta_rule(
         // SAFETY: the shapes were checked: `state` holds dk rows of dv
         // floats, so rows 0..dk at columns c..c+16 (c + 16 <= dv) are in
         // bounds, read and written by the two passes (`stride` = dv * 4
-        // bytes after each row; the pointer ends one row past the last);
+        // bytes after each row; the pointers end one stride past the last
+        // row read, never dereferenced there);
         // `k` and `q` hold dk floats (read one a row), `v` and `out` 16
         // floats at c. `dk >= 1`, so each loop runs at least once. Only
         // the listed registers are written; no stack is used.

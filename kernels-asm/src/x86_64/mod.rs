@@ -346,7 +346,9 @@ impl Avx2 {
             let vnni =
                 if has!("avx512vnni") && has!("avx512f") && has!("avx512bw") && has!("avx512vl") {
                     Vnni::Avx512
-                } else if has!("avxvnni") {
+                } else if has!("avxvnni") && !cfg!(kestrel_avx_vnni_as_evex) {
+                    // (A `kestrel_avx_vnni_as_evex` test build compiles the
+                    // AVX-VNNI tiles for AVX512: not for this CPU.)
                     Vnni::Avx
                 } else {
                     Vnni::No

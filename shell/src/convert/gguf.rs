@@ -97,7 +97,12 @@ pub fn config(g: &Gguf) -> Result<Config> {
                 .unwrap_or(true),
             decoder_sparse_step: 1,
             mlp_only_layers: [0u64; MAX_LAYERS / 64],
-            shared_ffn_size: optional("expert_shared_feed_forward_length")?.unwrap_or(0),
+            // Qwen3.5-MoE has a shared expert; Qwen3-MoE none.
+            shared_ffn_size: if arch.is_qwen35() {
+                need("expert_shared_feed_forward_length")?
+            } else {
+                0
+            },
         })
     } else {
         None
@@ -187,6 +192,9 @@ fn linear_config(
     }
     let key = format!("{arch_name}.attention.recurrent_layers");
     if let Some(a) = g.get_array(&key) {
+        if a.len() < num_layers as usize {
+            return Err(format!("GGUF metadata {key}: fewer entries than layers").into());
+        }
         for (l, x) in a.iter().enumerate().take(num_layers as usize) {
             if x.as_bool() != Some((l + 1) % interval as usize != 0) {
                 return Err(format!(

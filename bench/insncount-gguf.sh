@@ -3,10 +3,12 @@
 # per decoded token of Kestrel's default conversion (`--wmode exact`) and of
 # llama.cpp running the same Q4_K_M file, both under qemu-aarch64 -cpu
 # cortex-a76, 1 thread, counted with the qemu-insncount TCG plugin.
-#   bash bench/insncount-gguf.sh [--model 0.5b|1.5b] [--type TYPE] [INSNCOUNT_DIR]
+#   bash bench/insncount-gguf.sh [--model 0.5b|1.5b|q35-2b] [--type TYPE] [INSNCOUNT_DIR]
 # --type: a llama.cpp type other than the fetched Q4_K_M file (IQ4_XS,
 # Q2_K, Q3_K_M, ...: bench/prepare.sh makes it from the F32 GGUF, and
 # Kestrel's file is that GGUF converted with --wmode exact, `exact@TYPE`).
+# q35-2b: Qwen3.5-2B's shape with random weights, every type made by
+# bench/prepare.sh from its BF16 GGUF (Q4_K_M too).
 # INSNCOUNT_DIR (or QEMU_INSNCOUNT_DIR) holds the plugin source `insncount.c`
 # (default ../shared/tools/qemu-insncount; see bench/insncount.sh).
 #
@@ -42,13 +44,19 @@ if [ ! -f "$lib" ] || [ "$dir/insncount.c" -nt "$lib" ]; then
     gcc -shared -fPIC -O2 -fvisibility=hidden -o "$lib" "$dir/insncount.c"
 fi
 llama=$(bash bench/llamacpp-aarch64.sh)
-gguf=$(bash scripts/fetch-model.sh "$model")
-if [ "$type" = Q4_K_M ]; then
-    mode=exact
-else
+if [ "$model" = q35-2b ]; then
     mode=exact@$type
-    bash bench/prepare.sh "$model" "f32" "F32 $type"
+    bash bench/prepare.sh "$model" "" "$type"
     gguf=.cache/llamacpp/models/$model-$type.gguf
+else
+    gguf=$(bash scripts/fetch-model.sh "$model")
+    if [ "$type" = Q4_K_M ]; then
+        mode=exact
+    else
+        mode=exact@$type
+        bash bench/prepare.sh "$model" "f32" "F32 $type"
+        gguf=.cache/llamacpp/models/$model-$type.gguf
+    fi
 fi
 bash bench/prepare.sh "$model" "$mode" ""
 vqf=.cache/vqf/$model-$mode.vqf

@@ -21,7 +21,9 @@ use kestrel::generate::Session;
 use kestrel::logits::logits;
 use kestrel_core::convert::WeightMode;
 use kestrel_core::generate::{prefill, reusable_prefix, Prefill};
-use kestrel_core::model::deltanet::{conv_step, delta_step, gated_norm, gates, DeltaShape};
+use kestrel_core::model::deltanet::{
+    conv_step, gated_norm, gates, head_step, normalize_qk, DeltaShape,
+};
 use kestrel_core::model::forward::{forward_rows, Row};
 use kestrel_core::safetensors::SafeTensors;
 use kestrel_core::sampler::SamplerConfig;
@@ -196,7 +198,22 @@ fn run_linear_layer(w: &Weights, layer: usize, input: &[f32]) -> LayerRun {
         let (q, rest) = qkv.split_at_mut(key);
         let (k, v) = rest.split_at_mut(key);
         let mut o = vec![0f32; shape.value_len()];
-        delta_step(&kernels, &shape, &mut state, q, k, v, g, beta, &mut o);
+        // The rule per value head, as the forward's delta rows run it.
+        normalize_qk(&shape, q, k);
+        let (dk, dv) = (shape.key_dim, shape.value_dim);
+        for h in 0..heads {
+            let kh = shape.key_head_of(h);
+            head_step(
+                &kernels,
+                &mut state[h * dk * dv..(h + 1) * dk * dv],
+                &q[kh * dk..(kh + 1) * dk],
+                &k[kh * dk..(kh + 1) * dk],
+                &v[h * dv..(h + 1) * dv],
+                g[h],
+                beta[h],
+                &mut o[h * dv..(h + 1) * dv],
+            );
+        }
         gated_norm(&shape, &mut o, &z, &le_bytes(&norm_w), EPS);
         let mixed = matvec(&out_w, &o);
         chosen.push(residual_and_ffn(w, layer, x, &mixed, &mut out));

@@ -11,9 +11,10 @@
 //!    tokens' inputs kept in a window), then SiLU;
 //! 2. [`gates`]: per value head, the write strength `beta = sigmoid(b)`
 //!    and the log decay `g = -exp(A_log) * softplus(a + dt_bias)`;
-//! 3. [`delta_step`]: q and k L2-normalised (q scaled by 1/sqrt(dk)); per
-//!    value head `h` (reading key head `h / (value_heads / key_heads)`, or
-//!    `h % key_heads` in llama.cpp's order: [`DeltaShape::key_head_of`]),
+//! 3. [`normalize_qk`]: q and k L2-normalised (q scaled by 1/sqrt(dk));
+//!    then [`head_step`] per value head `h` (reading key head `h /
+//!    (value_heads / key_heads)`, or `h % key_heads` in llama.cpp's
+//!    order: [`DeltaShape::key_head_of`]),
 //!    the state `S` [dk, dv] decays by `exp(g)`, takes the delta rule's
 //!    write `S += k (beta (v - S^T k))^T`, and the output is `S^T q`;
 //! 4. [`gated_norm`]: each head's output RMS-normalised, times the norm's
@@ -129,41 +130,6 @@ pub fn head_step(
     out: &mut [f32],
 ) {
     kernels.delta_rule(s, k, q, v, libm::expf(g), beta, out);
-}
-
-/// One token through the gated delta rule: `q`, `k` [key_heads x key_dim]
-/// (the convolution's output; normalised here, in place), `v`
-/// [value_heads x value_dim], `g` and `beta` [value_heads] ([`gates`]);
-/// `state` [`DeltaShape::state_len`] (zeros before the first token)
-/// decays, takes the token's write and gives `out` [value_heads x
-/// value_dim]: [`normalize_qk`], then [`head_step`] for each value head.
-#[allow(clippy::too_many_arguments)]
-pub fn delta_step(
-    kernels: &Kernels,
-    shape: &DeltaShape,
-    state: &mut [f32],
-    q: &mut [f32],
-    k: &mut [f32],
-    v: &[f32],
-    g: &[f32],
-    beta: &[f32],
-    out: &mut [f32],
-) {
-    normalize_qk(shape, q, k);
-    let (dk, dv) = (shape.key_dim, shape.value_dim);
-    for h in 0..shape.value_heads {
-        let kh = shape.key_head_of(h);
-        head_step(
-            kernels,
-            &mut state[h * dk * dv..(h + 1) * dk * dv],
-            &q[kh * dk..(kh + 1) * dk],
-            &k[kh * dk..(kh + 1) * dk],
-            &v[h * dv..(h + 1) * dv],
-            g[h],
-            beta[h],
-            &mut out[h * dv..(h + 1) * dv],
-        );
-    }
 }
 
 /// The mixer's output norm, per value head: `rmsnorm(out) * weight *

@@ -171,6 +171,19 @@ for src in tests/fixtures/dev_qwen35_dense/hf_bf16 tests/fixtures/dev_qwen35_den
         run "$tmp/q35.vqf" -p "The capital of France" -n 12 --temp 0 -t 2 2>/dev/null)
     if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "shipped binary differs on Qwen3.5 ($src): [$a] vs [$b]"; exit 1; fi
 done
+# Qwen3.5 with an image: the folder's vision tower, and llama.cpp's GGUF
+# with its mmproj.
+q35=tests/fixtures/dev_qwen35_dense
+qemu-aarch64 -cpu cortex-a76 "$shipped" convert $q35/hf_bf16 -o "$tmp/q35-hf.vqf" 2>/dev/null
+qemu-aarch64 -cpu cortex-a76 "$shipped" convert $q35/gguf/model-q8_0.gguf --mmproj $q35/gguf/mmproj-bf16.gguf \
+    --image-min-tokens 4 -o "$tmp/q35-gguf.vqf" 2>/dev/null
+for f in q35-hf q35-gguf; do
+    a=$(qemu-aarch64 -cpu cortex-a76 "$shipped" run "$tmp/$f.vqf" --image $q35/image/test_image_64x64.png \
+        -p "Describe this image." -n 12 --temp 0 -t 2 --ids 2>/dev/null)
+    b=$(KESTREL_QEMU_CPU=cortex-a76 cargo run -q --locked --target aarch64-unknown-linux-gnu -p kestrel -- \
+        run "$tmp/$f.vqf" --image $q35/image/test_image_64x64.png -p "Describe this image." -n 12 --temp 0 -t 2 --ids 2>/dev/null)
+    if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "shipped binary differs on a Qwen3.5 image ($f): [$a] vs [$b]"; exit 1; fi
+done
 if qemu-aarch64 "$shipped" run "$tmp/missing.vqf" -p x 2>/dev/null; then echo "missing file accepted"; exit 1; fi
 echo "shipped binary: same text as the test build; errors exit non-zero"
 rm -rf "$tmp"

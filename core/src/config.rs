@@ -541,16 +541,21 @@ impl Config {
                 );
             }
         }
-        if self.arch == Arch::Qwen3Vl {
+        // Interleaved M-RoPE: Qwen3-VL's, and Qwen3.5's when it keeps its
+        // vision tower (over the rotary quarter of head_dim).
+        if self.arch == Arch::Qwen3Vl || self.mrope_section != [0; 3] {
             let sec = self.mrope_section;
             let total = sec.iter().try_fold(0u32, |a, &b| a.checked_add(b));
-            if total != Some(self.head_dim / 2) {
-                return bad("mrope_section must sum to head_dim / 2");
+            if total != Some(self.rotary_dim / 2) {
+                return bad("mrope_section must sum to the rotary width / 2");
             }
         }
         if let Some(v) = &self.vision {
-            if self.arch != Arch::Qwen3Vl {
-                return bad("a vision tower needs arch qwen3vl");
+            if self.arch != Arch::Qwen3Vl && !self.arch.is_qwen35() {
+                return bad("a vision tower needs arch qwen3vl, qwen35 or qwen35moe");
+            }
+            if self.mrope_section == [0; 3] {
+                return bad("a vision tower needs mrope_section");
             }
             v.validate(self.hidden_size)?;
         }

@@ -689,7 +689,7 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
         eprintln!("/image PATH adds an image (JPEG or PNG) to your next message.");
     } else if !a.images.is_empty() {
         return Err(
-            "this model has no vision tower (convert a Qwen3-VL model without --text-only to use --image)"
+            "this model has no vision tower (convert a Qwen3-VL or Qwen3.5 model without --text-only to use --image)"
                 .into(),
         );
     }
@@ -741,7 +741,9 @@ fn chat_on(a: &ChatArgs, e: OpenModel<'_>) -> Result<()> {
             cmd if cmd == "/image" || cmd.starts_with("/image ") => {
                 let path = cmd["/image".len()..].trim();
                 if w.cfg.vision.is_none() {
-                    eprintln!("(this model has no vision tower: /image needs a Qwen3-VL file)");
+                    eprintln!(
+                        "(this model has no vision tower: /image needs a Qwen3-VL or Qwen3.5 file)"
+                    );
                 } else if path.is_empty() {
                     eprintln!("(usage: /image PATH)");
                 } else {

@@ -1,4 +1,4 @@
-//! Images for Qwen3-VL models: preprocessed pixels through the vision
+//! Images for Qwen3-VL and Qwen3.5 models: preprocessed pixels through the vision
 //! tower, `<|image_pad|>` placeholders expanded to each image's token
 //! count (the multimodal prefill itself is the core's
 //! `generate::prefill`).
@@ -26,7 +26,7 @@ pub fn image_args() -> [Arg; 2] {
         value(
             "image",
             "PATH",
-            "A JPEG or PNG image for the prompt (Qwen3-VL models; repeatable, in order).",
+            "A JPEG or PNG image for the prompt (Qwen3-VL and Qwen3.5 models; repeatable, in order).",
         )
         .action(ArgAction::Append)
         .value_parser(value_parser!(PathBuf)),
@@ -108,7 +108,7 @@ pub fn encode_files(
         return Ok(Encoded::default());
     }
     let v = w.cfg.vision.ok_or(
-        "this model has no vision tower (convert a Qwen3-VL model without --text-only to use --image)",
+        "this model has no vision tower (convert a Qwen3-VL or Qwen3.5 model without --text-only to use --image)",
     )?;
     let t = std::time::Instant::now();
     let mut pixels = Vec::with_capacity(paths.len());
@@ -187,7 +187,7 @@ pub fn encode<P: Parallel>(
     let v = w
         .cfg
         .vision
-        .ok_or("this model has no vision tower (a Qwen3-VL file converted without --text-only takes images)")?;
+        .ok_or("this model has no vision tower (a Qwen3-VL or Qwen3.5 file converted without --text-only takes images)")?;
     let t = Instant::now();
     let hidden = v.out_hidden as usize;
     let levels = v.deepstack().len();

@@ -252,7 +252,10 @@ fn chat_takes_images_as_run_does() {
     let (_, err, ok) = chat(&text_model, &["--image", image_a], "hi\n/exit\n");
     assert!(!ok && err.contains("no vision tower"), "{err}");
     let (_, err, ok) = chat(&text_model, &[], "/image x.png\n/exit\n");
-    assert!(ok && err.contains("/image needs a Qwen3-VL file"), "{err}");
+    assert!(
+        ok && err.contains("/image needs a Qwen3-VL or Qwen3.5 file"),
+        "{err}"
+    );
     if let Some(dir) = text_model.parent() {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -430,7 +433,12 @@ fn a_qwen3vl_gguf_alone_is_the_text_model_and_mmproj_misuse_is_refused() {
     for (src, says) in [
         (
             "dev_qwen3_dense_tied/gguf/model-f32.gguf",
-            "qwen3vl expected",
+            "qwen35moe expected",
+        ),
+        // Qwen3.5 takes an mmproj, but not Qwen3-VL's (DeepStack).
+        (
+            "dev_qwen35_dense/gguf/model-q8_0.gguf",
+            "2 DeepStack layers, the text file's qwen35.n_deepstack_layers is 0",
         ),
         ("dev_qwen3_vl/hf", "--mmproj applies to a GGUF"),
     ] {
@@ -504,4 +512,73 @@ fn damaged_mmproj_files_are_errors_not_crashes() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Qwen3.5 (hybrid layers; its tower is Qwen3-VL's without DeepStack):
+/// `kestrel run --image` on the dense fixture converted with its tower
+/// gives transformers' 16 greedy ids for the fixture's image prompt (the
+/// chat template renders it as the reference does), and `kestrel chat`
+/// gives the same answer, then a second turn on top of the image's
+/// recurrent state (only the new turn runs).
+#[test]
+fn qwen35_run_and_chat_take_an_image() {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let model = ONCE
+        .get_or_init(|| common::convert_f32("dev_qwen35_dense/hf_bf16", "q35-vision"))
+        .clone();
+    let b = std::fs::read(common::fixture("dev_qwen35_dense/ref/ref.json")).unwrap();
+    let root = kestrel_core::json::parse(&b).unwrap();
+    let ids: Vec<String> = root
+        .get("image")
+        .and_then(|c| c.get("greedy_tokens"))
+        .unwrap()
+        .iter_array()
+        .unwrap()
+        .map(|v| v.as_u64().unwrap().to_string())
+        .collect();
+    let want_ids = format!("[{}]", ids.join(", "));
+    let image = common::fixture("dev_qwen35_dense/image/test_image_64x64.png");
+    let run = |extra: &[&str]| {
+        let out = kestrel()
+            .arg("run")
+            .arg(&model)
+            .arg("--image")
+            .arg(&image)
+            .args([
+                "-p",
+                "Describe this image.",
+                "--temp",
+                "0",
+                "--kv-f32",
+                "-t",
+                "1",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("16 patches -> 4 tokens"), "{stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let stdout = run(&["-n", "16", "--ids"]);
+    assert!(stdout.trim_end().ends_with(&want_ids), "{stdout}");
+    let answer = run(&["-n", "8"]);
+    let answer = answer.strip_suffix('\n').unwrap();
+    let image = image.to_str().unwrap();
+    let (got, err, ok) = chat(&model, &["--image", image], "Describe this image.\n/exit\n");
+    assert!(ok, "{err}");
+    assert_eq!(got, answer, "{err}");
+    let (got, err, ok) = chat(
+        &model,
+        &["--image", image],
+        "Describe this image.\nAnd again?\n/exit\n",
+    );
+    assert!(ok, "{err}");
+    assert!(got.starts_with(answer), "{got:?} {err}");
+    let prefills = common::prefills(&err);
+    assert_eq!(prefills.len(), 2, "{err}");
+    // The second turn goes on from the state the first left: only the
+    // new turn's tokens run.
+    assert!(prefills[1] < prefills[0], "{prefills:?}");
 }

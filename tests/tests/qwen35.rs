@@ -912,3 +912,188 @@ fn qwen35_gguf_metadata_is_checked() {
     );
     assert!(patched("dev_qwen35_dense", "same.gguf", &|_| {}).is_none());
 }
+
+/// `model`'s BF16 GGUF with the mmproj file llama.cpp's `--mmproj` wrote
+/// of its vision tower, converted (f32) into `dir`.
+fn converted_with_mmproj(model: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let vqf = dir.join(format!("{model}-gguf-mmproj.vqf"));
+    let mmproj = fixtures().join(model).join("gguf/mmproj-bf16.gguf");
+    kestrel::convert::convert_model(
+        &fixtures().join(model).join(GGUF),
+        &vqf,
+        WeightMode::F32,
+        kestrel::convert::Quantize::default(),
+        None,
+        false,
+        // The checkpoint's preprocessor allows 4 image tokens at least;
+        // llama.cpp's default for this tower is 8.
+        kestrel::convert::Tower::Mmproj(
+            &mmproj,
+            kestrel::convert::gguf::ImageTokens {
+                min: Some(4),
+                max: None,
+            },
+        ),
+    )
+    .unwrap();
+    vqf
+}
+
+/// Qwen3.5's vision tower (Qwen3-VL's without DeepStack) and its
+/// interleaved M-RoPE over the rotary quarter of head_dim, on both
+/// fixtures converted with the tower from their Hugging Face folders and
+/// from llama.cpp's GGUF and mmproj files: the path a user takes (the PNG decoded, patchified, encoded, its
+/// placeholder expanded to the image's 4 tokens, the prompt fed in chunks
+/// of 8 so the image straddles two, then greedy decode) gives
+/// transformers' logits for every prompt row and every greedy step within
+/// 1e-3 and its 16 greedy tokens; one chunk gives the same bits.
+#[test]
+fn image_prompts_match_transformers() {
+    use kestrel::logits::logits_with_images;
+    const IMAGE_PAD: u32 = 524;
+    let dir = temp_dir("qwen35-image");
+    let png = fixtures().join("dev_qwen35_dense/image/test_image_64x64.png");
+    let models = ["dev_qwen35_dense", "dev_qwen35_moe"];
+    for (model, source) in models.iter().flat_map(|m| [(*m, HF), (*m, GGUF)]) {
+        let vqf = match source {
+            HF => converted(model, &dir, WeightMode::F32),
+            _ => converted_with_mmproj(model, &dir),
+        };
+        let file = std::fs::read(&vqf).unwrap();
+        let parsed = kestrel_core::vqf::Vqf::parse(&file).unwrap();
+        let cfg = parsed.config();
+        let v = cfg.vision.expect("the tower is converted by default");
+        assert!(v.deepstack().is_empty(), "{model}: no DeepStack");
+        let sections: u32 = cfg.mrope_section.iter().sum();
+        assert_eq!(sections, cfg.rotary_dim / 2, "{model}: M-RoPE sections");
+        let doc = std::fs::read(fixtures().join(model).join("ref/ref.json")).unwrap();
+        let root = kestrel_core::json::parse(&doc).unwrap();
+        let image = root.get("image").unwrap();
+        let ids = |key: &str| -> Vec<u32> {
+            image
+                .get(key)
+                .and_then(|v| v.iter_array())
+                .unwrap()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect()
+        };
+        let (expanded, greedy) = (ids("token_ids"), ids("greedy_tokens"));
+        // The prompt as a user writes it: one placeholder for the image.
+        let mut short: Vec<u32> = Vec::new();
+        for &t in &expanded {
+            if t != IMAGE_PAD || short.last() != Some(&IMAGE_PAD) {
+                short.push(t);
+            }
+        }
+        let run = |batch: usize| {
+            logits_with_images(
+                &vqf,
+                &short,
+                std::slice::from_ref(&png),
+                None,
+                greedy.len(),
+                batch,
+                &engine(true),
+            )
+            .unwrap()
+        };
+        let (rows, generated, tokens) = run(8);
+        assert_eq!(tokens, expanded, "{model}: the expanded prompt");
+        assert_eq!(generated, greedy, "{model}: greedy tokens");
+        let (_, prompt_rows) = read_npy_f32(&fixtures().join(model).join("ref/image_logits.npy"));
+        let (_, steps) = read_npy_f32(&fixtures().join(model).join("ref/image_greedy_logits.npy"));
+        // Step i's logits chose greedy token i: step 0 is the prompt's last
+        // row; the rows after the prompt are steps 1.. (the last token fed
+        // has no step in the reference).
+        let mut want = prompt_rows.clone();
+        want.extend_from_slice(&steps[VOCAB..]);
+        let got = &rows[..want.len()];
+        let (max, rel) = diff(got, &want);
+        let label = format!("{model} from {source}");
+        eprintln!("{label} image prompt: max |diff| {max:.2e}, rel L2 {rel:.2e}");
+        assert!(max <= 1e-3, "{label}: image prompt max |diff| {max}");
+        let (whole, _, _) = run(64);
+        assert!(
+            whole
+                .iter()
+                .zip(&rows)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{model}: one chunk differs from chunks of 8"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Below the logits: the tower's output for the reference's 16 patches
+/// (4 merged rows) and the prompt's M-RoPE positions (the image's 2x2
+/// tokens at t 6, rows and columns 6-7; the text after it at 8, a rope
+/// delta of -2), for both fixtures.
+#[test]
+fn vision_tower_and_image_positions_match_transformers() {
+    use kestrel_core::model::linear::Exec;
+    use kestrel_core::model::vision::{
+        encode_image, mrope_positions, Patches, VisionArenaSizes, VisionState,
+    };
+    use kestrel_core::parallel::Serial;
+    use kestrel_core::state::KvType;
+    let dir = temp_dir("qwen35-tower");
+    for model in ["dev_qwen35_dense", "dev_qwen35_moe"] {
+        let vqf = converted(model, &dir, WeightMode::F32);
+        let file = std::fs::read(&vqf).unwrap();
+        let w =
+            kestrel_tests::weights(kestrel_core::vqf::Vqf::parse(&file).unwrap(), true).unwrap();
+        let v = w.cfg.vision.unwrap();
+        let at = |f: &str| fixtures().join(model).join("ref").join(f);
+        let (shape, pixels) = read_npy_f32(&at("image_pixel_values.npy"));
+        assert_eq!(shape, [16, v.patch_values()], "{model}: patches");
+        let layout = VisionArenaSizes::new(&v, 16, KvType::F32, 1).unwrap();
+        let mut arena = vec![0u8; layout.total];
+        let mut s = VisionState::new(layout, &mut arena).unwrap();
+        let mut embeds = vec![0f32; 4 * HIDDEN];
+        let k = kestrel_tests::detected_kernels();
+        let cx = Exec {
+            kernels: &k,
+            pool: &Serial,
+        };
+        let image = Patches {
+            values: &pixels,
+            grid_h: 4,
+            grid_w: 4,
+        };
+        encode_image(&w, &mut s, &cx, image, &mut embeds, &mut []).unwrap();
+        let (_, want) = read_npy_f32(&at("image_embeds.npy"));
+        let (max, rel) = diff(&embeds, &want);
+        eprintln!("{model} tower: max |diff| {max:.2e}, rel L2 {rel:.2e}");
+        assert!(max <= 1e-4, "{model}: tower max |diff| {max}");
+        // The positions of the expanded prompt.
+        let doc = std::fs::read(at("ref.json")).unwrap();
+        let root = kestrel_core::json::parse(&doc).unwrap();
+        let prompt: Vec<u32> = root
+            .get("image")
+            .and_then(|i| i.get("token_ids"))
+            .and_then(|v| v.iter_array())
+            .unwrap()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let n = prompt.len();
+        let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
+        let delta =
+            mrope_positions(&prompt, v.image_token_id, &[(2, 2)], &mut pos, &mut rows).unwrap();
+        let (_, want) = read_npy(&at("image_position_ids.npy"), "<i8");
+        let want: Vec<i64> = want
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        for (t, p) in pos.iter().enumerate() {
+            for axis in 0..3 {
+                assert_eq!(
+                    p[axis] as i64,
+                    want[axis * n + t],
+                    "{model} row {t} axis {axis}"
+                );
+            }
+        }
+        assert_eq!(delta, -2, "{model}: rope delta");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

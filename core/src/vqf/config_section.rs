@@ -67,7 +67,7 @@ fn records(
             f(key::SHARED_FFN_SIZE, Val::Int(m.shared_ffn_size as u64))?;
         }
     }
-    if cfg.arch == Arch::Qwen3Vl {
+    if cfg.arch == Arch::Qwen3Vl || cfg.mrope_section != [0; 3] {
         f(key::MROPE_SECTION, Val::Array(&cfg.mrope_section))?;
     }
     if let Some(c) = &cfg.linear {

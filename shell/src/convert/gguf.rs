@@ -228,7 +228,7 @@ fn mtp_layers(g: &Gguf, arch_name: &str) -> u32 {
 
 /// `qwen3vl.rope.dimension_sections`: the M-RoPE sections of the
 /// temporal, height and width positions (a fourth, llama.cpp's, must be 0).
-fn mrope_sections(g: &Gguf, arch_name: &str) -> Result<[u32; 3]> {
+pub fn mrope_sections(g: &Gguf, arch_name: &str) -> Result<[u32; 3]> {
     let key = format!("{arch_name}.rope.dimension_sections");
     let a = g
         .get_array(&key)
@@ -283,9 +283,9 @@ pub fn mmproj_vision(
             )))
         }
     }
-    if cfg.arch != Arch::Qwen3Vl {
+    if cfg.arch != Arch::Qwen3Vl && !cfg.arch.is_qwen35() {
         return Err(fail(format!(
-            "a Qwen3-VL vision tower, but the text file is {} (qwen3vl expected)",
+            "a Qwen3-VL vision tower, but the text file is {} (qwen3vl, qwen35 or qwen35moe expected)",
             cfg.arch.name()
         )));
     }
@@ -328,10 +328,11 @@ pub fn mmproj_vision(
             }
         }
     }
-    let text_deepstack = text.get_u32("qwen3vl.n_deepstack_layers").unwrap_or(0);
+    let deepstack_key = format!("{}.n_deepstack_layers", cfg.arch.name());
+    let text_deepstack = text.get_u32(&deepstack_key).unwrap_or(0);
     if text_deepstack as usize != deepstack_count {
         return Err(fail(format!(
-            "{deepstack_count} DeepStack layers, the text file's qwen3vl.n_deepstack_layers is {text_deepstack}"
+            "{deepstack_count} DeepStack layers, the text file's {deepstack_key} is {text_deepstack}"
         )));
     }
     let three = |key: &str| -> Result<[f32; 3]> {

@@ -24,9 +24,9 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Parses `DIR/config.json` (and `DIR/generation_config.json` for the EOS
-/// ids, when present) into a [`Config`]; for Qwen3-VL with `vision`, the
-/// vision tower and `DIR/preprocessor_config.json` too (else the text
-/// model only).
+/// ids, when present) into a [`Config`]; for Qwen3-VL or a Qwen3.5 wrapper
+/// with `vision`, the vision tower and `DIR/preprocessor_config.json` too
+/// (else the text model only).
 pub fn config(dir: &Path, vision: bool) -> Result<Config> {
     let path = dir.join("config.json");
     let bytes = read(&path)?;
@@ -36,7 +36,7 @@ pub fn config(dir: &Path, vision: bool) -> Result<Config> {
     parse_config(&bytes, gen.as_deref(), vision).with_context(|| path.display())
 }
 
-/// [`config_from_json`] keeping a Qwen3-VL model's vision tower, with the
+/// [`config_from_json`] keeping a Qwen3-VL or Qwen3.5 model's vision tower, with the
 /// bytes of its preprocessor_config.json (`None`: missing, an error for a
 /// VL model).
 pub fn config_from_json_vl(
@@ -123,8 +123,11 @@ fn parse_config(
                 .and_then(|v| v.as_f64())
         })
         .ok_or_else(|| fail("rope_theta missing (top level or rope_parameters)"))?;
+    // Interleaved M-RoPE sections: Qwen3-VL's, and a Qwen3.5 wrapper's
+    // when its vision tower is kept (text alone has one position per row).
+    let multimodal = arch == Arch::Qwen3Vl || (arch.is_qwen35() && nested && vision.is_some());
     let mut mrope = [0u32; 3];
-    if arch == Arch::Qwen3Vl {
+    if multimodal {
         let scaling = c.get("rope_scaling").filter(|v| !v.is_null()).or(rope);
         let sec = scaling
             .and_then(|s| s.get("mrope_section"))
@@ -210,7 +213,7 @@ fn parse_config(
         rotary_dim,
         linear,
         vision: match vision {
-            Some(pre) if arch == Arch::Qwen3Vl => Some(vision_config(&root, pre, &fail)?),
+            Some(pre) if multimodal => Some(vision_config(&root, pre, &fail)?),
             _ => None,
         },
         bos_token_id: c

@@ -154,12 +154,12 @@ impl CommandArgs for ConvertArgs {
                 .value_parser(value_parser!(u32)),
                 switch(
                     "text-only",
-                    "For a Qwen3-VL model, convert the text model only (no vision tower).",
+                    "For a Qwen3-VL or Qwen3.5 model, convert the text model only (no vision tower).",
                 ),
                 value(
                     "mmproj",
                     "FILE",
-                    "For a Qwen3-VL GGUF: the mmproj GGUF holding its vision tower.",
+                    "For a Qwen3-VL or Qwen3.5 GGUF: the mmproj GGUF holding its vision tower.",
                 )
                 .value_parser(value_parser!(PathBuf)),
                 value(
@@ -842,7 +842,7 @@ pub fn run(a: &ConvertArgs) -> Result<()> {
 pub enum Tower<'p> {
     /// None: the text model only (`--text-only`).
     None,
-    /// The source's own (a Qwen3-VL Hugging Face directory's; a GGUF text
+    /// The source's own (a Qwen3-VL or Qwen3.5 Hugging Face directory's; a GGUF text
     /// file has none).
     FromSource,
     /// llama.cpp's mmproj file beside a GGUF text file (`--mmproj`).
@@ -894,7 +894,7 @@ pub fn convert(
     )
 }
 
-/// [`convert`], with or without a Qwen3-VL model's vision tower.
+/// [`convert`], with or without a Qwen3-VL or Qwen3.5 model's vision tower.
 #[allow(clippy::too_many_arguments)]
 pub fn convert_model(
     src: &Path,
@@ -981,6 +981,12 @@ pub fn convert_model(
                 mmproj_map = Mapped::open(path)?;
                 mmproj = kestrel_core::gguf::Gguf::parse(mmproj_map.bytes())
                     .with_context(|| path.display())?;
+                if cfg.arch.is_qwen35() {
+                    // Qwen3.5's interleaved M-RoPE matters once images
+                    // give a row three positions.
+                    cfg.mrope_section = gguf::mrope_sections(&g, cfg.arch.name())
+                        .with_context(|| a.src.display())?;
+                }
                 cfg.vision = Some(
                     gguf::mmproj_vision(&mmproj, &g, &cfg, limits)
                         .with_context(|| path.display())?,
@@ -989,9 +995,10 @@ pub fn convert_model(
                 gguf::GgufSource::with_mmproj(cfg, &g, &mmproj)
             }
             _ => {
-                if cfg.arch == Arch::Qwen3Vl && matches!(tower, Tower::FromSource) && a.verbose {
+                let towered = cfg.arch == Arch::Qwen3Vl || cfg.arch.is_qwen35();
+                if towered && matches!(tower, Tower::FromSource) && a.verbose {
                     eprintln!(
-                        "[VQF] {}: the text model only: llama.cpp keeps Qwen3-VL's vision tower in an mmproj file (--mmproj FILE)",
+                        "[VQF] {}: the text model only: llama.cpp keeps the vision tower in an mmproj file (--mmproj FILE)",
                         a.src.display()
                     );
                 }

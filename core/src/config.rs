@@ -551,11 +551,11 @@ impl Config {
             }
         }
         if let Some(v) = &self.vision {
-            if self.arch != Arch::Qwen3Vl && !self.arch.is_qwen35() {
-                return bad("a vision tower needs arch qwen3vl, qwen35 or qwen35moe");
-            }
-            if self.mrope_section == [0; 3] {
-                return bad("a vision tower needs mrope_section");
+            let towered = self.arch == Arch::Qwen3Vl || self.arch.is_qwen35();
+            if !towered || self.mrope_section == [0; 3] {
+                return bad(
+                    "a vision tower needs arch qwen3vl, qwen35 or qwen35moe, and mrope_section",
+                );
             }
             v.validate(self.hidden_size)?;
         }

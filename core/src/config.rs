@@ -167,6 +167,15 @@ impl DeltaShape {
     pub fn value_len(&self) -> usize {
         self.value_heads * self.value_dim
     }
+
+    /// Floats of one verify row's record (`State::verify_rows`): the
+    /// row's convolution input, its q, k (normalised) and v after the
+    /// convolution (conv_channels each), its gates (beta, then g: value
+    /// heads each). Replaying the kept rows from the state before the step
+    /// gives the state after them, bit for bit.
+    pub fn record_len(&self) -> usize {
+        2 * self.conv_channels() + 2 * self.value_heads
+    }
 }
 
 /// Most DeepStack feature levels a vision tower may declare.

@@ -34,7 +34,7 @@ use crate::constrain::{Matcher, Schema, Vocab};
 use crate::error::Error;
 use crate::kernels::Kernels;
 use crate::model::forward::{forward_step, forward_step_observed, Input, Multimodal, Observer};
-use crate::model::forward::{Row, Rows, Step};
+use crate::model::forward::{recurrent_settle, Row, Rows, Step};
 use crate::model::vision::mrope_positions;
 use crate::model::weights::{Routing, WeightCopy, Weights};
 use crate::parallel::Parallel;
@@ -903,13 +903,7 @@ impl<const K: usize> Driver<K> {
             seqs: [None; K],
             max_seq: state.opts.max_seq,
             max_batch: state.opts.max_batch,
-            // Qwen3.5: no drafts yet (a rejected draft would leave the Gated
-            // DeltaNet states past the answer: they are not rolled back).
-            max_draft: if w.cfg.linear.is_some() {
-                0
-            } else {
-                state.opts.draft.min(MAX_DRAFT)
-            },
+            max_draft: state.opts.draft.min(MAX_DRAFT),
             vocab: w.cfg.vocab_size as usize,
         }
     }
@@ -1160,7 +1154,33 @@ impl<const K: usize> Driver<K> {
         };
         forward_step(w, state, kernels, pool, &step)?;
         self.accept(streams, &rows[..n], state.logits);
+        settle(w, state, kernels, &rows[..n], &|slot| {
+            streams.history(slot).len()
+        });
         Ok(())
+    }
+}
+
+/// Qwen3.5, after [`Driver::accept`] took a step's `rows`: each slot whose
+/// verify step fed drafts the sampler dropped goes back to the end of its
+/// history (`history_len(slot)` tokens; [`recurrent_settle`]: its Gated
+/// DeltaNet states are not cut back as a KV cache is by its position
+/// alone). A slot it cannot bring back keeps what it holds (its next
+/// prompt then runs from its snapshot or from the start).
+pub fn settle(
+    w: &Weights,
+    state: &mut State,
+    k: &Kernels,
+    rows: &[Row],
+    history_len: &dyn Fn(usize) -> usize,
+) {
+    if w.cfg.linear.is_none() {
+        return;
+    }
+    for (i, r) in rows.iter().enumerate() {
+        if i == 0 || rows[i - 1].slot != r.slot {
+            recurrent_settle(w, state, k, r.slot, history_len(r.slot));
+        }
     }
 }
 

@@ -435,6 +435,7 @@ pub fn restore_slot(
     }
     s.recurrent_pos[slot] = n;
     s.snapshot_pos[slot] = 0;
+    s.verify[slot] = (0, 0);
     if h.logits {
         let logits = r.take(h.vocab * 4);
         for (v, b) in s.logits.iter_mut().zip(logits.chunks_exact(4)) {

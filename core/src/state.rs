@@ -84,6 +84,13 @@ pub struct ArenaSizes {
     /// Qwen3.5: each slot's windows and states as its last prompt left
     /// them (a turn's boundary), f32.
     pub snapshots: usize,
+    /// Qwen3.5 with drafts (`draft > 0`): each slot's windows and states
+    /// before its last verify step, f32.
+    pub verify_base: usize,
+    /// Qwen3.5 with drafts: (slot, DeltaNet layer, draft + 1, 2
+    /// conv_channels + 2 value_heads) f32, each row of the slot's last
+    /// verify step as its delta rule took it (`DeltaShape::record_len`).
+    pub verify_rows: usize,
     /// x: (batch, hidden) f32 residual stream.
     pub x: usize,
     /// xb: (batch, hidden) f32 normed input.
@@ -132,6 +139,8 @@ struct Dims {
     /// Per slot and DeltaNet layer: window and state floats.
     window: usize,
     recurrent: usize,
+    /// A verify row's record ([`DeltaShape::record_len`](crate::config::DeltaShape::record_len)).
+    record: usize,
     /// A DeltaNet layer's projections, and its output's width.
     qkvz: usize,
     value_len: usize,
@@ -164,6 +173,7 @@ impl Dims {
             linear_layers: cfg.linear_layers(),
             window: lin_dim(|d| d.window_len()),
             recurrent: lin_dim(|d| d.state_len()),
+            record: lin_dim(|d| d.record_len()),
             qkvz: lin_dim(|d| d.conv_channels() + d.value_len()),
             value_len: lin_dim(|d| d.value_len()),
             ba: lin_dim(|d| 2 * d.value_heads),
@@ -264,6 +274,13 @@ impl ArenaSizes {
             conv_windows: per_slot(d.window)?,
             recurrent: per_slot(d.recurrent)?,
             snapshots: per_slot(d.window + d.recurrent)?,
+            verify_base: if opts.draft > 0 {
+                per_slot(d.window + d.recurrent)?
+            } else {
+                0
+            },
+            verify_rows: per_slot(mul(opts.draft, d.record)?.saturating_add(d.record))?
+                * usize::from(opts.draft > 0),
             x: mul(mul(b, d.hidden)?, f)?,
             xb: mul(mul(b, d.hidden)?, f)?,
             qkv: mul(mul(b, qkv)?, f)?,
@@ -294,13 +311,15 @@ impl ArenaSizes {
     }
 
     /// Every buffer's size in carving order.
-    fn in_order(&self) -> [usize; 23] {
+    fn in_order(&self) -> [usize; 25] {
         [
             self.keys,
             self.values,
             self.conv_windows,
             self.recurrent,
             self.snapshots,
+            self.verify_base,
+            self.verify_rows,
             self.x,
             self.xb,
             self.qkv,
@@ -435,6 +454,16 @@ pub struct State<'a> {
     /// Per slot: the tokens the snapshot holds (0: none); a step that runs
     /// the slot from before it drops it.
     pub snapshot_pos: [usize; MAX_SLOTS],
+    /// Qwen3.5 with drafts, per slot: its windows and states before its
+    /// last verify step (a step of 2 to `1 + draft` rows of the slot),
+    /// (slot, windows then states).
+    pub verify_base: &'a mut [f32],
+    /// (slot, DeltaNet layer, draft + 1, `DeltaShape::record_len`): that
+    /// step's rows, recorded for [`crate::model::forward::recurrent_settle`].
+    pub verify_rows: &'a mut [f32],
+    /// Per slot: (the tokens `verify_base` holds, the rows recorded after
+    /// them); 0 rows: none (any other step of the slot drops them).
+    pub verify: [(usize, usize); MAX_SLOTS],
     /// (batch, hidden) residual stream.
     pub x: &'a mut [f32],
     /// (batch, hidden) normed input.
@@ -624,6 +653,8 @@ impl<'a> State<'a> {
         let conv_windows = arena.f32s(s.conv_windows)?;
         let recurrent = arena.f32s(s.recurrent)?;
         let snapshots = arena.f32s(s.snapshots)?;
+        let verify_base = arena.f32s(s.verify_base)?;
+        let verify_rows = arena.f32s(s.verify_rows)?;
         let x = arena.f32s(s.x)?;
         let xb = arena.f32s(s.xb)?;
         let qkv = arena.f32s(s.qkv)?;
@@ -656,6 +687,9 @@ impl<'a> State<'a> {
             recurrent_pos: [0; MAX_SLOTS],
             snapshots,
             snapshot_pos: [0; MAX_SLOTS],
+            verify_base,
+            verify_rows,
+            verify: [(0, 0); MAX_SLOTS],
             x,
             xb,
             qkv,
@@ -704,6 +738,15 @@ impl State<'_> {
     /// Qwen3.5: copies slot `slot`'s windows and states into its snapshot
     /// (`take`), or the snapshot back into them.
     pub fn snapshot(&mut self, slot: usize, take: bool) {
+        self.copy_recurrent(slot, false, take);
+        if !take {
+            self.verify[slot] = (0, 0);
+        }
+    }
+
+    /// Qwen3.5: copies slot `slot`'s windows and states into its snapshot,
+    /// or with `verify` its [`State::verify_base`] (`take`), or back.
+    pub(crate) fn copy_recurrent(&mut self, slot: usize, verify: bool, take: bool) {
         let slots = self.opts.slots;
         let (w, r) = (
             self.conv_windows.len() / slots,
@@ -711,7 +754,12 @@ impl State<'_> {
         );
         let win = &mut self.conv_windows[slot * w..(slot + 1) * w];
         let rec = &mut self.recurrent[slot * r..(slot + 1) * r];
-        let (sw, sr) = self.snapshots[slot * (w + r)..(slot + 1) * (w + r)].split_at_mut(w);
+        let copies = if verify {
+            &mut *self.verify_base
+        } else {
+            &mut *self.snapshots
+        };
+        let (sw, sr) = copies[slot * (w + r)..(slot + 1) * (w + r)].split_at_mut(w);
         if take {
             sw.copy_from_slice(win);
             sr.copy_from_slice(rec);

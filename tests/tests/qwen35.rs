@@ -1097,3 +1097,134 @@ fn vision_tower_and_image_positions_match_transformers() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Speculative decoding on the hybrid layers: a verify step records its
+/// rows, and when the sampler drops drafts the Gated DeltaNet states go
+/// back to the kept rows (the states before the step, the kept rows
+/// replayed). On both fixtures, greedy and sampled (same seed), prompt
+/// lookup (8 and 3 drafts) and a prediction (the plain answer's first
+/// half, then noise) give plain decoding's tokens, leave the windows and
+/// states plain decoding leaves, bit for bit, with drafts both kept and
+/// dropped; and a follow-up turn after the speculative answer runs only
+/// its own tokens and gives plain decoding's next logits.
+#[test]
+fn speculative_answers_equal_plain_decoding() {
+    use kestrel::engine::{self, Need};
+    use kestrel::generate::SpecArgs;
+    use kestrel_core::speculate::{Adaptive, Lookup, SpecStats, Speculation};
+    use std::sync::atomic::AtomicBool;
+    struct Run {
+        ids: Vec<u32>,
+        stats: SpecStats,
+        states: Vec<u32>,
+        next: Vec<u32>,
+    }
+    let dir = temp_dir("qwen35-speculate");
+    let run = |vqf: &std::path::Path,
+               sample: SamplerConfig,
+               prompt: &[u32],
+               lookup: Option<usize>,
+               prediction: Option<&[u32]>| {
+        let spec = SpecArgs {
+            lookup: lookup.is_some(),
+            draft: None,
+            draft_max: lookup.unwrap_or(8),
+        };
+        let need = Need {
+            draft: 8,
+            ..Need::one(32)
+        };
+        engine::open(vqf, &engine(true), need, None, |e| {
+            let mut s = Session::of_model(e, sample, &spec).unwrap();
+            let no = AtomicBool::new(false);
+            let stats = match prediction {
+                Some(p) => {
+                    s.feed(prompt).unwrap();
+                    let mut lookup = Lookup::with_prediction(p);
+                    let mut spec_state = Speculation {
+                        drafter: &mut lookup,
+                        length: Adaptive::new(8),
+                    };
+                    let mut counts = SpecStats::default();
+                    s.gen
+                        .decode_speculative(
+                            40,
+                            &no,
+                            &mut |_| {},
+                            None,
+                            &mut spec_state,
+                            &mut counts,
+                        )
+                        .unwrap();
+                    counts
+                }
+                None => s.generate(prompt, 40, &no, &mut |_| {}).unwrap().spec,
+            };
+            let st = &s.gen.state;
+            assert_eq!(
+                st.recurrent_pos[0],
+                s.history().len(),
+                "the states hold the history"
+            );
+            let states = st
+                .conv_windows
+                .iter()
+                .chain(st.recurrent.iter())
+                .map(|x| x.to_bits())
+                .collect();
+            let ids = s.history()[prompt.len()..].to_vec();
+            // A follow-up turn: only its tokens run.
+            let before = s.gen.state.pos;
+            let more = [7u32, 8, 9];
+            s.feed(&more).unwrap();
+            let logits = s.gen.last_logits();
+            assert_eq!(s.gen.state.pos, before + more.len());
+            Ok(Run {
+                ids,
+                stats,
+                states,
+                next: logits.iter().map(|x| x.to_bits()).collect(),
+            })
+        })
+        .unwrap()
+    };
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let sampled = SamplerConfig {
+        temperature: 0.9,
+        top_k: 20,
+        top_p: 0.95,
+        seed: 7,
+        ..SamplerConfig::default()
+    };
+    let (mut kept, mut dropped) = (0, 0);
+    for model in ["dev_qwen35_dense", "dev_qwen35_moe"] {
+        let vqf = converted(model, &dir, WeightMode::F32);
+        let (p40, _) = prompt(model, "p40");
+        let twice = [p40.clone(), p40].concat();
+        for sample in [greedy, sampled] {
+            let plain = run(&vqf, sample, &twice, None, None);
+            assert_eq!(plain.stats, SpecStats::default());
+            let mut pred = plain.ids[..20].to_vec();
+            pred.extend([5u32, 6, 7, 8]);
+            for (what, lookup, prediction) in [
+                ("lookup 8", Some(8), None),
+                ("lookup 3", Some(3), None),
+                ("prediction", None, Some(&pred[..])),
+            ] {
+                let s = run(&vqf, sample, &twice, lookup, prediction);
+                let what = format!("{model} {what} t={}", sample.temperature);
+                assert_eq!(s.ids, plain.ids, "{what}: tokens");
+                assert!(s.states == plain.states, "{what}: windows and states");
+                assert!(s.next == plain.next, "{what}: the follow-up's logits");
+                kept += s.stats.accepted;
+                dropped += s.stats.drafted - s.stats.accepted;
+                eprintln!("{what}: {:?}", s.stats);
+            }
+        }
+    }
+    assert!(kept > 0 && dropped > 0, "kept {kept}, dropped {dropped}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

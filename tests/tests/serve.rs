@@ -569,6 +569,78 @@ fn qwen35_turns_continue_the_recurrent_state() {
     three_turns(&srv, m, greedy, ",\"temperature\":0,\"max_tokens\":12");
 }
 
+/// Qwen3.5 with drafts (two slots, `--lookup`, each request predicting
+/// the first half of its answer): the answers are `kestrel run`'s while
+/// drafts are kept and dropped (the Gated DeltaNet states brought back to
+/// the kept rows), and a follow-up turn in each conversation reuses the
+/// cached prefix the speculative answer left.
+#[test]
+fn qwen35_predictions_answer_as_kestrel_run() {
+    let m = temp_dir("serve-qwen35-spec").into_path().join("m.vqf");
+    convert(
+        &fixtures().join("dev_qwen35_dense/hf_bf16"),
+        &m,
+        WeightMode::F32,
+        Some(512),
+        false,
+    )
+    .unwrap();
+    let srv = Server::start_with(&m, 2, &["--lookup"]);
+    let greedy = SamplerConfig {
+        temperature: 0.0,
+        ..SamplerConfig::default()
+    };
+    let params = |prediction: &str| {
+        let mut pred = String::new();
+        json::write_json_str(&mut pred, prediction).unwrap();
+        format!(",\"temperature\":0,\"max_tokens\":24,\"prediction\":{{\"type\":\"content\",\"content\":{pred}}}")
+    };
+    let accepted: usize = std::thread::scope(|sc| {
+        let hs: Vec<_> = ["Hello there", "Tell me more"]
+            .into_iter()
+            .map(|q| {
+                let (addr, m) = (srv.addr, &m);
+                sc.spawn(move || {
+                    let mut conv = vec![(Role::User, q.to_string())];
+                    let mut accepted = 0;
+                    for turn in 0..2 {
+                        let msgs: Vec<(Role, &str)> =
+                            conv.iter().map(|(r, s)| (*r, s.as_str())).collect();
+                        let (want, _) = kestrel_run_on(m, &msgs, greedy, 24);
+                        let half: String = want.chars().take(want.chars().count() / 2).collect();
+                        let (st, body) = post(
+                            addr,
+                            "/v1/chat/completions",
+                            &chat_body(&msgs, &params(&half)),
+                            None,
+                        );
+                        assert_eq!(st, 200, "{body}");
+                        let got = string_at(&body, &["choices", "0", "message", "content"]);
+                        assert_eq!(got, want, "{q} turn {turn}");
+                        let details = ["usage", "completion_tokens_details"];
+                        accepted += string_at(
+                            &body,
+                            &[details[0], details[1], "accepted_prediction_tokens"],
+                        )
+                        .parse::<usize>()
+                        .unwrap();
+                        let cached: usize =
+                            string_at(&body, &["usage", "prompt_tokens_details", "cached_tokens"])
+                                .parse()
+                                .unwrap();
+                        assert_eq!(cached > 10, turn > 0, "{q} turn {turn}: {body}");
+                        conv.push((Role::Assistant, got));
+                        conv.push((Role::User, "And then?".into()));
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert!(accepted > 4, "accepted {accepted}");
+}
+
 /// Three chat turns (12 tokens each, sampled with `cfg`, which `params`
 /// states in the request's JSON): each answer equals a fresh `kestrel run`
 /// of the whole conversation on `model`, and every turn after the first

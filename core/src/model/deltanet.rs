@@ -69,15 +69,29 @@ pub fn conv_step(shape: &DeltaShape, window: &mut [f32], weight: &[u8], x: &mut 
             acc += tap(t) * window[t * c + ch];
         }
         acc += tap(k - 1) * *v;
-        let input = *v;
+        push_channel(window, c, k, ch, *v);
         *v = silu(acc);
-        // The window moves on: drop the oldest input, keep this one.
-        for t in 0..k.saturating_sub(2) {
-            window[t * c + ch] = window[(t + 1) * c + ch];
-        }
-        if k > 1 {
-            window[(k - 2) * c + ch] = input;
-        }
+    }
+}
+
+/// The window moves on by one token without the convolution: `input`
+/// [conv_channels] is the token's convolution input (a verify row
+/// replayed by `forward::recurrent_settle`).
+pub fn window_push(shape: &DeltaShape, window: &mut [f32], input: &[f32]) {
+    let (c, k) = (shape.conv_channels(), shape.conv_kernel);
+    for (ch, &v) in input[..c].iter().enumerate() {
+        push_channel(window, c, k, ch, v);
+    }
+}
+
+/// Channel `ch` of the window ([k - 1, c], oldest first) drops its oldest
+/// input and keeps `input`.
+fn push_channel(window: &mut [f32], c: usize, k: usize, ch: usize, input: f32) {
+    for t in 0..k.saturating_sub(2) {
+        window[t * c + ch] = window[(t + 1) * c + ch];
+    }
+    if k > 1 {
+        window[(k - 2) * c + ch] = input;
     }
 }
 

@@ -424,7 +424,7 @@ pub fn forward_step_observed<P: Parallel>(
     // step (they hold nothing usable while it runs, so a cancel is seen
     // only here, before any of them changes).
     let delta = cfg.linear.map(|c| c.shape());
-    let recurrent_after = match &delta {
+    let recurrent = match &delta {
         Some(_) if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) => {
             return Err(Error::Cancelled)
         }
@@ -453,8 +453,8 @@ pub fn forward_step_observed<P: Parallel>(
             // state into att (m, value); x += Wout att.
             cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
-            if let Some(shape) = &delta {
-                delta_rows(w, shape, s, k, pool, lin, l, rows);
+            if let (Some(shape), Some(plan)) = (&delta, &recurrent) {
+                delta_rows(w, shape, s, k, pool, lin, l, rows, &plan.record);
             }
             cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         } else {
@@ -554,8 +554,13 @@ pub fn forward_step_observed<P: Parallel>(
         }
     }
 
-    if let Some(after) = recurrent_after {
-        s.recurrent_pos = after;
+    if let Some(plan) = recurrent {
+        s.recurrent_pos = plan.after;
+        for (slot, &(base, n)) in plan.record.iter().enumerate() {
+            if n > 0 {
+                s.verify[slot] = (base, n);
+            }
+        }
     }
     if observer.observes_output() {
         let norm = w.output_norm();
@@ -595,20 +600,31 @@ pub fn forward_step_observed<P: Parallel>(
     Ok(logit_rows)
 }
 
+/// What a step does to each slot's Gated DeltaNet states.
+struct RecurrentPlan {
+    /// The tokens each slot's states hold after the step.
+    after: [usize; MAX_SLOTS],
+    /// Per slot: (its first row's position, its rows) when the step
+    /// records them (a verify step: 2 to `1 + draft` rows), else 0 rows.
+    record: [(usize, usize); MAX_SLOTS],
+}
+
 /// Qwen3.5: checks that each slot's rows continue what its Gated DeltaNet
 /// states hold (`s.recurrent_pos`), in row order, or start the slot anew
 /// at position 0 (its windows and states cleared); returns what each slot
-/// will hold after the step, and marks the step's slots
-/// [`RECURRENT_LOST`] until it ends (a step that fails part-way leaves
-/// them so).
+/// will hold after the step and which slots' rows the step records (their
+/// states before it kept in `s.verify_base`), and marks the step's slots
+/// [`RECURRENT_LOST`], their records gone, until it ends (a step that
+/// fails part-way leaves them so).
 fn recurrent_begin(
     w: &Weights,
     shape: &DeltaShape,
     s: &mut State,
     rows: Rows,
-) -> Result<[usize; MAX_SLOTS], Error> {
+) -> Result<RecurrentPlan, Error> {
     let nlin = w.cfg.linear_layers();
     let mut after = s.recurrent_pos;
+    let mut record = [(0usize, 0usize); MAX_SLOTS];
     let mut seen = 0u64;
     let mut fresh = 0u64;
     let mut rewinds = 0u64;
@@ -623,6 +639,10 @@ fn recurrent_begin(
             after[r.slot] = 0;
             fresh |= bit;
         }
+        if seen & bit == 0 {
+            record[r.slot] = (r.pos, 0);
+        }
+        record[r.slot].1 += 1;
         if r.pos != after[r.slot] {
             return Err(Error::RecurrentState {
                 slot: r.slot,
@@ -633,20 +653,89 @@ fn recurrent_begin(
         after[r.slot] += 1;
         seen |= bit;
     }
-    for slot in 0..MAX_SLOTS {
+    for (slot, rec) in record.iter_mut().enumerate() {
         if fresh >> slot & 1 == 1 {
             let (wl, sl) = (shape.window_len(), shape.state_len());
             s.conv_windows[slot * nlin * wl..(slot + 1) * nlin * wl].fill(0.0);
             s.recurrent[slot * nlin * sl..(slot + 1) * nlin * sl].fill(0.0);
         }
-        if seen >> slot & 1 == 1 {
-            s.recurrent_pos[slot] = RECURRENT_LOST;
-        }
         if rewinds >> slot & 1 == 1 {
             s.snapshot_pos[slot] = 0;
         }
+        if seen >> slot & 1 == 0 {
+            continue;
+        }
+        // A verify step's rows (2 to 1 + draft) are recorded, with the
+        // states before them, for `recurrent_settle`.
+        if (2..=s.opts.draft + 1).contains(&rec.1) && !s.verify_base.is_empty() {
+            s.copy_recurrent(slot, true, true);
+        } else {
+            rec.1 = 0;
+        }
+        s.recurrent_pos[slot] = RECURRENT_LOST;
+        s.verify[slot] = (0, 0);
     }
-    Ok(after)
+    Ok(RecurrentPlan { after, record })
+}
+
+/// Qwen3.5 after a verify step: brings slot `slot`'s Gated DeltaNet
+/// windows and states back to holding its first `pos` tokens when the
+/// step fed rows past them (drafts the sampler dropped): the states
+/// before the step, then the step's first `pos - base` rows replayed
+/// from their records through the same kernels (the same bits as the
+/// step computed for them). Returns whether the states hold `pos` tokens
+/// (false, nothing changed: `pos` is outside the last verify step's rows).
+pub fn recurrent_settle(w: &Weights, s: &mut State, k: &Kernels, slot: usize, pos: usize) -> bool {
+    let Some(shape) = w.cfg.linear.map(|c| c.shape()) else {
+        return true;
+    };
+    let (Some(&holds), Some(&(base, n))) = (s.recurrent_pos.get(slot), s.verify.get(slot)) else {
+        return false;
+    };
+    if holds == pos {
+        return true;
+    }
+    if n == 0 || pos < base || pos > base + n || slot >= s.opts.slots {
+        return false;
+    }
+    s.copy_recurrent(slot, true, false);
+    let nlin = w.cfg.linear_layers();
+    let (wl, sl, rec) = (shape.window_len(), shape.state_len(), shape.record_len());
+    let (conv, vh, dk, dv) = (
+        shape.conv_channels(),
+        shape.value_heads,
+        shape.key_dim,
+        shape.value_dim,
+    );
+    let key = shape.key_heads * dk;
+    let per_cell = (s.opts.draft + 1) * rec;
+    let out = &mut s.scratch.tmp[..dv];
+    for cell in slot * nlin..(slot + 1) * nlin {
+        let window = &mut s.conv_windows[cell * wl..(cell + 1) * wl];
+        let state = &mut s.recurrent[cell * sl..(cell + 1) * sl];
+        let records = &s.verify_rows[cell * per_cell..(cell + 1) * per_cell];
+        for r in records.chunks_exact(rec).take(pos - base) {
+            let (input, rest) = r.split_at(conv);
+            let (qkv, gates) = rest.split_at(conv);
+            deltanet::window_push(&shape, window, input);
+            for (h, st) in state.chunks_exact_mut(dk * dv).enumerate() {
+                let kh = shape.key_head_of(h);
+                deltanet::head_step(
+                    k,
+                    st,
+                    &qkv[kh * dk..(kh + 1) * dk],
+                    &qkv[key + kh * dk..key + (kh + 1) * dk],
+                    &qkv[2 * key + h * dv..2 * key + (h + 1) * dv],
+                    gates[vh + h],
+                    gates[h],
+                    out,
+                );
+            }
+        }
+    }
+    s.recurrent_pos[slot] = pos;
+    s.verify[slot] = (0, 0);
+    true
 }
 
 /// Gated DeltaNet layer `l` for the step's rows: each row's projections
@@ -656,7 +745,9 @@ fn recurrent_begin(
 /// order through the delta rule, the value heads split over the pool
 /// (each head's state and output one part's; the bits do not depend on
 /// the split), into `s.scratch.tmp` head-major (value_heads, m,
-/// value_dim); then each row's gated norm.
+/// value_dim); then each row's gated norm. The rows of a slot `record`
+/// names (a verify step) leave their record in `s.verify_rows`
+/// ([`DeltaShape::record_len`]) for [`recurrent_settle`].
 #[allow(clippy::too_many_arguments)]
 fn delta_rows<P: Parallel>(
     w: &Weights,
@@ -667,17 +758,32 @@ fn delta_rows<P: Parallel>(
     lin: &LinearLayer,
     l: usize,
     rows: Rows,
+    record: &[(usize, usize); MAX_SLOTS],
 ) {
     let cfg = &w.cfg;
     let m = rows.len();
     let (wl, sl) = (shape.window_len(), shape.state_len());
+    let (rec, per_cell) = (shape.record_len(), (s.opts.draft + 1) * shape.record_len());
     let (conv, vlen) = (shape.conv_channels(), shape.value_len());
     let (vh, dk, dv) = (shape.value_heads, shape.key_dim, shape.value_dim);
     let (width, vh2, key) = (conv + vlen, 2 * vh, shape.key_heads * dk);
     let at = |slot: usize| slot * cfg.linear_layers() + cfg.layer_slot(l);
+    let mut nth = [0usize; MAX_SLOTS];
     for t in 0..m {
-        let cell = at(rows.get(t, false).slot);
+        let slot = rows.get(t, false).slot;
+        let cell = at(slot);
         let qkv = &mut s.qkv[t * width..t * width + conv];
+        // A verify row's record: its convolution input, then (below) what
+        // the delta rule takes.
+        let j = nth[slot];
+        nth[slot] += 1;
+        let mut recorded = (record[slot].1 > 0).then(|| {
+            let at = cell * per_cell + j * rec;
+            &mut s.verify_rows[at..at + rec]
+        });
+        if let Some(r) = recorded.as_deref_mut() {
+            r[..conv].copy_from_slice(qkv);
+        }
         deltanet::conv_step(
             shape,
             &mut s.conv_windows[cell * wl..(cell + 1) * wl],
@@ -691,6 +797,10 @@ fn delta_rows<P: Parallel>(
         );
         let (q, rest) = qkv.split_at_mut(key);
         deltanet::normalize_qk(shape, q, &mut rest[..key]);
+        if let Some(r) = recorded {
+            r[conv..2 * conv].copy_from_slice(qkv);
+            r[2 * conv..].copy_from_slice(&s.hb[t * vh2..(t + 1) * vh2]);
+        }
     }
     let out = &mut s.scratch.tmp[..m * vlen];
     let (qkv, hb) = (&*s.qkv, &*s.hb);

@@ -28,9 +28,9 @@
 use super::channel::{Receiver, RecvError, Sender};
 use kestrel_core::error::Error;
 use kestrel_core::generate::{
-    embed_chunk, embed_finish, embed_start, prefill_turn, reusable_prefix, sample_next, Chunk,
-    DraftModel, Driver, Ending, Limits, Pooling, Prefill, Sampled, Sequence, StopSet, Streams,
-    Text, PREFILL_CHUNK,
+    embed_chunk, embed_finish, embed_start, prefill_turn, reusable_prefix, sample_next, settle,
+    Chunk, DraftModel, Driver, Ending, Limits, Pooling, Prefill, Sampled, Sequence, StopSet,
+    Streams, Text, PREFILL_CHUNK,
 };
 use kestrel_core::kernels::Kernels;
 use kestrel_core::model::forward::{forward_rows, Row};
@@ -408,6 +408,12 @@ impl<'a, P: Parallel> Scheduler<'a, P> {
             // sampler picks them again (the driver's acceptance).
             let (mut lanes, logits) = self.lanes(&mut slots, &mut candidates);
             driver.accept(&mut lanes, &rows[..n], &mut logits[logits_at..]);
+            // Qwen3.5: the states of a slot whose drafts were dropped go
+            // back to the end of its tokens.
+            let (w, k) = (self.w, &self.kernels);
+            settle(w, &mut self.state, k, &rows[..n], &|i| {
+                slots[i].tokens.len()
+            });
         }
     }
 

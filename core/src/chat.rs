@@ -169,11 +169,11 @@ const TOOLS_TAIL: &str = "\n</tools>\n\nFor each function call, return a json ob
 impl<'t> ChatStyle<'t> {
     /// Reads the style from a chat template's text.
     pub fn from_template(template: &'t [u8]) -> ChatStyle<'t> {
-        let text = core::str::from_utf8(template).unwrap_or("");
+        let has = |s: &str| template.windows(s.len()).any(|w| w == s.as_bytes());
         ChatStyle {
-            default_system: text.contains(QWEN25_SYSTEM).then_some(QWEN25_SYSTEM),
-            thinking_switch: text.contains("enable_thinking"),
-            tools: text.contains("<tool_call>"),
+            default_system: has(QWEN25_SYSTEM).then_some(QWEN25_SYSTEM),
+            thinking_switch: has("enable_thinking"),
+            tools: has("<tool_call>"),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::quant::layout::{BlockValues, QuantizeFn};
 use crate::quant::repack::{Layout, Q8X8_ROWS};
 use crate::quant::{f16, Quantizer, QK_K};
 use crate::tensors::{self, Kind, Spec};
-use crate::tensors::{Role, NO_LAYER};
+use crate::tensors::{split_roles, split_rows, Role, NO_LAYER};
 use crate::vqf::config_section;
 use crate::vqf::format::{copies, copy_flag, flags, name_field, vision_layout, Entry};
 use crate::vqf::tokenizer_section::{self, TokenizerInput};
@@ -292,7 +292,7 @@ impl Recipe {
                 } else if l.iter().all(|&x| x == Layout::Q4_0x4) {
                     SourcePlan::Decode(Layout::Q4_0x4)
                 } else {
-                    SourcePlan::SplitQkv(l)
+                    SourcePlan::Split(l)
                 };
             }
             // Any other linear weight (a router) decodes in Q8_0.
@@ -372,6 +372,8 @@ pub fn parts_of(role: Role) -> &'static [Part] {
         Role::FfnGateUpShexp => &[Part::ShGate, Part::ShUp],
         Role::FfnDownShexp => &[Part::ShDown],
         Role::LinQkvz => &[Part::LinQkv, Part::LinZ],
+        Role::LinQkv => &[Part::LinQkv],
+        Role::LinZ => &[Part::LinZ],
         Role::LinOut => &[Part::LinOut],
         Role::Output => &[Part::LmHead],
         _ => &[],
@@ -387,9 +389,11 @@ pub enum SourcePlan {
     Shared,
     /// The Q8_0x8 prefill entry and a decode entry in this layout.
     Decode(Layout),
-    /// The fused QKV's Q8_0x8 prefill entry, and Q, K, V apart in the
-    /// decode copy, each in its own layout.
-    SplitQkv([Layout; 3]),
+    /// The fused weight's Q8_0x8 prefill entry, and its parts apart in
+    /// the decode copy, each in its own layout ([`split_roles`]: a QKV's
+    /// Q, K and V; a Gated DeltaNet layer's q|k|v and z, the third
+    /// unused).
+    Split([Layout; 3]),
 }
 
 /// The plan of linear weight `(layer, role)` of a `source` file: each
@@ -411,8 +415,8 @@ pub fn source_plan(src: &dyn TensorSource, layer: u16, role: Role, cols: usize) 
         } else {
             SourcePlan::Decode(used[0])
         }
-    } else if role == Role::AttnQkv {
-        SourcePlan::SplitQkv(layouts)
+    } else if !split_roles(role).is_empty() {
+        SourcePlan::Split(layouts)
     } else {
         SourcePlan::Shared
     }
@@ -447,7 +451,9 @@ fn for_each_tensor(
             // Gated attention's QKV stays whole (split parts have no room
             // for the gate's rows): in Q8_0.
             let plan = match plan {
-                SourcePlan::SplitQkv(_) if cfg.attn_gate() => SourcePlan::Shared,
+                SourcePlan::Split(_) if spec.role == Role::AttnQkv && cfg.attn_gate() => {
+                    SourcePlan::Shared
+                }
                 plan => plan,
             };
             // A one-copy file (flag COPY_TAGS without Q8_8X8) stores only
@@ -466,17 +472,14 @@ fn for_each_tensor(
                     }
                     f(spec, layout, decode_tag)
                 }
-                SourcePlan::SplitQkv(layouts) => {
+                SourcePlan::Split(layouts) => {
                     if !one_copy {
                         f(spec, Layout::Q8_0x8, copies::PREFILL)?;
                     }
-                    let h = cfg.hidden_size;
-                    let (q, kv) = (cfg.q_dim() as u32, cfg.kv_dim() as u32);
-                    let roles = [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)];
-                    for ((role, rows), layout) in roles.into_iter().zip(layouts) {
+                    for (&(role, rows), layout) in split_roles(spec.role).iter().zip(layouts) {
                         let part = Spec {
                             role,
-                            shape: [rows, h, 0, 0],
+                            shape: [split_rows(cfg, rows), cfg.hidden_size, 0, 0],
                             ..spec
                         };
                         f(part, layout, decode_tag)?;

@@ -141,8 +141,10 @@ struct Dims {
     recurrent: usize,
     /// A verify row's record ([`DeltaShape::record_len`](crate::config::DeltaShape::record_len)).
     record: usize,
-    /// A DeltaNet layer's projections, and its output's width.
+    /// A DeltaNet layer's projections, its convolution's channels, and
+    /// its output's width.
     qkvz: usize,
+    conv: usize,
     value_len: usize,
     /// Its b and a rows.
     ba: usize,
@@ -175,6 +177,7 @@ impl Dims {
             recurrent: lin_dim(|d| d.state_len()),
             record: lin_dim(|d| d.record_len()),
             qkvz: lin_dim(|d| d.conv_channels() + d.value_len()),
+            conv: lin_dim(|d| d.conv_channels()),
             value_len: lin_dim(|d| d.value_len()),
             ba: lin_dim(|d| 2 * d.value_heads),
             q_dim: cfg.q_dim(),
@@ -254,7 +257,9 @@ impl ArenaSizes {
         let b = opts.max_batch;
         let max_in = d.hidden.max(d.q_dim).max(d.ffn).max(d.value_len);
         let logit_rows = opts.logit_rows();
-        let (qkv, att) = (d.qkv.max(d.qkvz), d.q_dim.max(d.value_len));
+        // att is also a split projection's parts' room (the widest: Q, or
+        // a Gated DeltaNet layer's q|k|v).
+        let (qkv, att) = (d.qkv.max(d.qkvz), d.q_dim.max(d.value_len).max(d.conv));
         let max_rows = qkv
             .max(2 * d.ffn)
             .max(d.hidden)

@@ -61,6 +61,12 @@ pub enum Role {
     LinNorm = 45,
     /// Its output projection, `(hidden, value_heads x value_dim)`.
     LinOut = 46,
+    /// The q, k, v rows of [`Role::LinQkvz`] when they and z differ in
+    /// type, stored apart in a copy in the source's types (flag
+    /// COPY_TAGS): `(conv_channels, hidden)`.
+    LinQkv = 48,
+    /// The z rows, likewise: `(value_heads x value_dim, hidden)`.
+    LinZ = 49,
     // Vision tower (docs/vqf.md): ViT block `layer`, then DeepStack merger
     // `layer`, then the tensors outside the blocks.
     VNorm1 = 100,
@@ -94,7 +100,7 @@ pub enum Role {
 
 impl Role {
     /// Every role, in id order.
-    pub const ALL: [Role; 55] = [
+    pub const ALL: [Role; 57] = [
         Role::TokenEmbd,
         Role::Output,
         Role::OutputNorm,
@@ -123,6 +129,8 @@ impl Role {
         Role::LinNorm,
         Role::LinOut,
         Role::LinDecayRate,
+        Role::LinQkv,
+        Role::LinZ,
         Role::VNorm1,
         Role::VNorm1Bias,
         Role::VQkv,
@@ -214,6 +222,8 @@ impl Role {
             Role::LinDtBias => "ssm_dt_bias",
             Role::LinNorm => "ssm_norm",
             Role::LinOut => "ssm_out",
+            Role::LinQkv => "ssm_qkv",
+            Role::LinZ => "ssm_z",
             Role::VNorm1 => "v_norm1",
             Role::VNorm1Bias => "v_norm1_bias",
             Role::VQkv => "v_attn_qkv",
@@ -466,4 +476,47 @@ fn text_layer(
         }
     }
     Ok(())
+}
+
+/// The rows of one part of a split weight ([`split_roles`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitRows {
+    /// `q_dim`.
+    Q,
+    /// `kv_dim`.
+    Kv,
+    /// A Gated DeltaNet layer's `conv_channels`.
+    Conv,
+    /// Its `value_heads x value_dim`.
+    Value,
+}
+
+/// The roles a fused linear weight is stored as when its parts differ in
+/// type (a `source` file's decode copy), with their rows, in row order:
+/// QKV as Q, K, V; a Gated DeltaNet layer's projections as q|k|v and z;
+/// empty for the others (stored whole).
+pub fn split_roles(role: Role) -> &'static [(Role, SplitRows)] {
+    match role {
+        Role::AttnQkv => &[
+            (Role::AttnQ, SplitRows::Q),
+            (Role::AttnK, SplitRows::Kv),
+            (Role::AttnV, SplitRows::Kv),
+        ],
+        Role::LinQkvz => &[
+            (Role::LinQkv, SplitRows::Conv),
+            (Role::LinZ, SplitRows::Value),
+        ],
+        _ => &[],
+    }
+}
+
+/// How many rows `rows` is for `cfg`.
+pub fn split_rows(cfg: &Config, rows: SplitRows) -> u32 {
+    let lin = cfg.linear.map(|c| c.shape());
+    (match rows {
+        SplitRows::Q => cfg.q_dim(),
+        SplitRows::Kv => cfg.kv_dim(),
+        SplitRows::Conv => lin.map_or(0, |d| d.conv_channels()),
+        SplitRows::Value => lin.map_or(0, |d| d.value_len()),
+    }) as u32
 }

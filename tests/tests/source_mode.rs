@@ -97,6 +97,7 @@ fn own_fixtures() -> Vec<PathBuf> {
             "model-iq2_xs.gguf",
             "model-iq2_s.gguf",
             "model-q2_k.gguf",
+            "model-ssm-mix.gguf",
         ] {
             let p = fixtures().join(m).join("gguf").join(f);
             if p.exists() {
@@ -119,6 +120,8 @@ fn source_name(role: Role, layer: u16, tied: bool) -> Option<String> {
         Role::FfnDown => format!("{l}ffn_down.weight"),
         Role::FfnDownShexp => format!("{l}ffn_down_shexp.weight"),
         Role::LinOut => format!("{l}ssm_out.weight"),
+        Role::LinQkv => format!("{l}attn_qkv.weight"),
+        Role::LinZ => format!("{l}attn_gate.weight"),
         Role::Output if tied => "token_embd.weight".into(),
         Role::Output => "output.weight".into(),
         _ => return None,
@@ -203,7 +206,7 @@ fn decode_logits(bytes: &[u8], tokens: &[u32], batch: usize, prefill_q8: bool) -
 fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
     let dir = temp_dir("source-logits");
     let tokens = [1u32, 5, 9, 2, 33, 7, 0, 39, 12, 3];
-    let mut split = 0;
+    let (mut split, mut split_qkvz) = (0, 0);
     for src in gguf_fixtures("logits") {
         let file = |mode: WeightMode| {
             let p = dir.join(format!("{}.vqf", mode.name()));
@@ -217,6 +220,7 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
         );
         let v = Vqf::parse(&source).unwrap();
         split += v.entries().filter(|e| e.role == Role::AttnQ).count();
+        split_qkvz += v.entries().filter(|e| e.role == Role::LinQkv).count();
         let stepped = decode_logits(&source, &tokens, 1, false);
         let batched = decode_logits(&source, &tokens, 5, false);
         assert!(
@@ -262,6 +266,10 @@ fn the_decode_copy_runs_batched_as_stepped_and_closer_to_f32_than_dual() {
         );
     }
     assert!(split > 0, "no fixture exercised a split QKV");
+    assert!(
+        split_qkvz > 0,
+        "no fixture exercised a split Gated DeltaNet projection"
+    );
 }
 
 /// `--wmode exact`: `source`'s decode copy alone, which prompts read too.
@@ -461,7 +469,7 @@ fn a_recipe_can_keep_only_the_end_layers() {
         assert_eq!(
             qkv,
             if end1 {
-                SourcePlan::SplitQkv([Layout::Q4_0x4, Layout::Q4_0x4, Layout::Q8_0x8])
+                SourcePlan::Split([Layout::Q4_0x4, Layout::Q4_0x4, Layout::Q8_0x8])
             } else {
                 SourcePlan::Decode(Layout::Q4_0x4)
             },

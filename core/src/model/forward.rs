@@ -451,7 +451,7 @@ pub fn forward_step_observed<P: Parallel>(
             // qkvz (m, conv + value) = Wqkvz xb; ba (m, 2 value heads) =
             // Wba xb; then each row in order through its slot's window and
             // state into att (m, value); x += Wout att.
-            cx.linear(&lin.qkvz, s.xb, m, &mut s.scratch, Epilogue::Store, s.qkv)?;
+            cx.linear_fusable(&lin.qkvz, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
             if let (Some(shape), Some(plan)) = (&delta, &recurrent) {
                 delta_rows(w, shape, s, k, pool, lin, l, rows, &plan.record);
@@ -463,7 +463,7 @@ pub fn forward_step_observed<P: Parallel>(
             observer.observe(l, Input::Qkv, &s.xb[..m * h]);
             // s.att is free until attention fills it: a split QKV's parts
             // land there first.
-            cx.linear_qkv(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
+            cx.linear_fusable(&lw.qkv, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
             // Per row of qkv: the bias, the q/k norms and the rotary step (the
             // rows split over the pool).
             let rotary = Rotary {

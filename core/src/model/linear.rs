@@ -8,7 +8,7 @@ use crate::quant::repack::{ActFormat, PackedMatrix};
 use crate::quant::{QK, QK_K};
 use crate::state::Scratch;
 
-use super::weights::Qkv;
+use super::weights::Fusable;
 
 /// What a step computes with: the kernels and the threads.
 pub struct Exec<'a, P: Parallel> {
@@ -123,15 +123,16 @@ impl<P: Parallel> Exec<'_, P> {
         items.into_iter().try_for_each(|item| item.4)
     }
 
-    /// `out = Wqkv x` (`m x (q_dim + 2 kv_dim)`, Q then K then V rows per
-    /// token) for a fused or a split QKV. A split QKV multiplies each part
-    /// for all `m` tokens into `spare` (at least `m x` the widest part's
-    /// rows), then places each token's rows (a row's result does not depend
+    /// `out = W x` for a fused projection whole or split (the attention's
+    /// QKV: `m x (q_dim + 2 kv_dim)`, Q then K then V rows per token; a
+    /// Gated DeltaNet layer's q|k|v then z). Split, each part multiplies
+    /// all `m` tokens into `spare` (at least `m x` the widest part's rows),
+    /// then each token's rows are placed (a row's result does not depend
     /// on the batch: every kernel computes rows independently).
     #[cfg_attr(kestrel_shipped, optimize(speed))]
-    pub fn linear_qkv(
+    pub fn linear_fusable(
         &self,
-        qkv: &Qkv,
+        qkv: &Fusable,
         x: &[f32],
         m: usize,
         scratch: &mut Scratch,
@@ -139,8 +140,8 @@ impl<P: Parallel> Exec<'_, P> {
         out: &mut [f32],
     ) -> Result<(), Error> {
         let parts = match qkv {
-            Qkv::Fused(w) => return self.linear(w, x, m, scratch, Epilogue::Store, out),
-            Qkv::Split(parts) => parts,
+            Fusable::Fused(w) => return self.linear(w, x, m, scratch, Epilogue::Store, out),
+            Fusable::Split(parts) => parts,
         };
         let cols = parts[0].cols;
         let width: usize = parts.iter().map(|p| p.rows).sum();
@@ -158,7 +159,7 @@ impl<P: Parallel> Exec<'_, P> {
             actual: have,
         })?;
         let mut at = 0;
-        for p in parts {
+        for p in parts.iter().filter(|p| p.rows > 0) {
             let have = spare.len();
             let part_out = spare.get_mut(..m * p.rows).ok_or(Error::SizeMismatch {
                 what: "qkv part output",

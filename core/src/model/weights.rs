@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gguf::GgmlType;
 use crate::quant::repack::{Layout, PackedMatrix};
-use crate::tensors::{Role, NO_LAYER};
+use crate::tensors::{split_roles, Role, NO_LAYER};
 use crate::vqf::format::{copies, flags, Entry};
 use crate::vqf::Vqf;
 
@@ -122,7 +122,7 @@ pub struct LayerWeights<'a> {
     /// (hidden) f32.
     pub attn_norm: &'a [u8],
     /// (q_dim + 2 kv_dim, hidden): Q, K, V rows.
-    pub qkv: Qkv<'a>,
+    pub qkv: Fusable<'a>,
     /// (q_dim + 2 kv_dim) f32, Qwen2 only.
     pub qkv_bias: Option<&'a [u8]>,
     /// (head_dim) f32, Qwen3 only.
@@ -149,7 +149,7 @@ pub struct LayerWeights<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct LinearLayer<'a> {
     /// (conv_channels + value_heads x value_dim, hidden): q, k, v, then z.
-    pub qkvz: PackedMatrix<'a>,
+    pub qkvz: Fusable<'a>,
     /// (2 value_heads, hidden) F32: b, then a.
     pub ba: PackedMatrix<'a>,
     /// (conv_channels, conv_kernel) f32.
@@ -164,14 +164,16 @@ pub struct LinearLayer<'a> {
     pub out: PackedMatrix<'a>,
 }
 
-/// The QKV projection of one copy: `(q_dim + 2 kv_dim, hidden)` rows, Q
-/// then K then V.
+/// A fused projection of one copy (the attention's QKV, `(q_dim + 2
+/// kv_dim, hidden)` rows, Q then K then V; a Gated DeltaNet layer's
+/// `(conv_channels + value_len, hidden)`, q|k|v then z), whole or in its
+/// parts.
 #[derive(Clone, Copy, Debug)]
-pub enum Qkv<'a> {
+pub enum Fusable<'a> {
     /// One matrix.
     Fused(PackedMatrix<'a>),
-    /// Three matrices, `[(q_dim, hidden), (kv_dim, hidden), (kv_dim,
-    /// hidden)]`: a copy in the source's types where Q, K and V differ.
+    /// Its parts in row order (`tensors::split_roles`; unused ones 0 x
+    /// 0): a copy in the source's types where the parts differ.
     Split([PackedMatrix<'a>; 3]),
 }
 
@@ -187,7 +189,7 @@ impl<'a> LayerWeights<'a> {
     /// A placeholder to fill storage with before [`Weights::new`].
     pub const EMPTY: LayerWeights<'static> = LayerWeights {
         attn_norm: &[],
-        qkv: Qkv::Fused(NO_MATRIX),
+        qkv: Fusable::Fused(NO_MATRIX),
         qkv_bias: None,
         q_norm: None,
         k_norm: None,
@@ -309,19 +311,21 @@ impl<'a> Weights<'a> {
         self.vqf.matrix(&self.copy_entry(layer, role, copy)?, 0)
     }
 
-    /// Layer `layer`'s QKV projection in `copy`: fused, or (a COPY_TAGS
-    /// file whose Q, K and V differ in type) three matrices.
+    /// Layer `layer`'s fused projection `role` (QKV, a Gated DeltaNet
+    /// layer's projections) in `copy`: one matrix, or (a COPY_TAGS file
+    /// whose parts differ in type) its parts.
     #[inline(never)]
-    fn qkv(&self, layer: u16, copy: WeightCopy) -> Result<Qkv<'a>, Error> {
-        match self.copy_entry(layer, Role::AttnQkv, copy) {
-            Ok(e) => Ok(Qkv::Fused(self.vqf.matrix(&e, 0)?)),
-            Err(missing) if self.routing.layout(copy).is_none() => {
-                let part = |role| self.matrix(layer, role, copy).map_err(|_| missing);
-                Ok(Qkv::Split([
-                    part(Role::AttnQ)?,
-                    part(Role::AttnK)?,
-                    part(Role::AttnV)?,
-                ]))
+    fn fusable(&self, layer: u16, role: Role, copy: WeightCopy) -> Result<Fusable<'a>, Error> {
+        match self.copy_entry(layer, role, copy) {
+            Ok(e) => Ok(Fusable::Fused(self.vqf.matrix(&e, 0)?)),
+            Err(missing)
+                if self.routing.layout(copy).is_none() && !split_roles(role).is_empty() =>
+            {
+                let mut parts = [NO_MATRIX; 3];
+                for (p, &(part, _)) in parts.iter_mut().zip(split_roles(role)) {
+                    *p = self.matrix(layer, part, copy).map_err(|_| missing)?;
+                }
+                Ok(Fusable::Split(parts))
             }
             Err(e) => Err(e),
         }
@@ -404,7 +408,7 @@ impl<'a> Weights<'a> {
                 down,
                 moe,
                 linear: Some(LinearLayer {
-                    qkvz: self.matrix(layer, Role::LinQkvz, copy)?,
+                    qkvz: self.fusable(layer, Role::LinQkvz, copy)?,
                     ba: f32_matrix(Role::LinBa)?,
                     conv: self.vector(layer, Role::LinConv)?,
                     decay_rate: self.vector(layer, Role::LinDecayRate)?,
@@ -417,7 +421,7 @@ impl<'a> Weights<'a> {
         }
         Ok(LayerWeights {
             attn_norm: self.vector(layer, Role::AttnNorm)?,
-            qkv: self.qkv(layer, copy)?,
+            qkv: self.fusable(layer, Role::AttnQkv, copy)?,
             qkv_bias: if self.cfg.qkv_bias {
                 Some(self.vector(layer, Role::AttnQkvBias)?)
             } else {
@@ -526,6 +530,8 @@ impl<'a> Weights<'a> {
                 | Role::FfnGateUpShexp
                 | Role::FfnDownShexp
                 | Role::LinQkvz
+                | Role::LinQkv
+                | Role::LinZ
                 | Role::LinOut
                 | Role::Output => in_decode_copy(&e),
                 role => !role.is_vision(),

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{self, Kind};
-use crate::tensors::{Role, NO_LAYER};
+use crate::tensors::{split_roles, split_rows, Role, SplitRows, NO_LAYER};
 pub use format::checksum;
 use format::{
     copies, copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS,
@@ -285,20 +285,21 @@ impl<'a> Vqf<'a> {
                     let fused = self
                         .find_copy(spec.layer, spec.role, copies::DECODE)
                         .is_some();
-                    if spec.role != Role::AttnQkv || fused {
+                    let parts = self.split_parts(spec.role);
+                    if parts.is_empty() || fused {
                         return one(spec.role, spec.shape);
                     }
                     let h = self.config.hidden_size;
-                    let (q, kv) = (self.config.q_dim() as u32, self.config.kv_dim() as u32);
-                    for (role, rows) in [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)] {
-                        one(role, [rows, h, 0, 0])?;
+                    for &(role, rows) in parts {
+                        one(role, [split_rows(&self.config, rows), h, 0, 0])?;
                     }
                     Ok(())
                 }
                 Kind::Linear => {
                     // The prefill copy is Q8_0x8; the decode copy is the
-                    // same entry, another entry of the role, or (QKV only)
-                    // the Q, K and V rows apart.
+                    // same entry, another entry of the role, or (a QKV or
+                    // a Gated DeltaNet layer's projections) its parts
+                    // apart.
                     let p = need(Layout::Q8_0x8)?;
                     if p.copies & copies::PREFILL == 0 {
                         return Err(Error::BadConfig {
@@ -317,15 +318,16 @@ impl<'a> Vqf<'a> {
                         }
                         return shape_ok(&d, spec.shape);
                     }
-                    if spec.role != Role::AttnQkv {
+                    let parts = self.split_parts(spec.role);
+                    if parts.is_empty() {
                         return Err(Error::MissingTensor {
                             role: spec.role.stem(),
                             layer: spec.layer,
                         });
                     }
                     let h = self.config.hidden_size;
-                    let (q, kv) = (self.config.q_dim() as u32, self.config.kv_dim() as u32);
-                    for (role, rows) in [(Role::AttnQ, q), (Role::AttnK, kv), (Role::AttnV, kv)] {
+                    for &(role, rows) in parts {
+                        let rows = split_rows(&self.config, rows);
                         expected.set(expected.get() + 1);
                         let e = self
                             .find_copy(spec.layer, role, copies::DECODE)
@@ -397,6 +399,17 @@ impl<'a> Vqf<'a> {
             }
         }
         None
+    }
+
+    /// The parts a file may store linear weight `role` as in its decode
+    /// copy ([`split_roles`]; none for gated attention's QKV, whose gate
+    /// rows no part holds).
+    fn split_parts(&self, role: Role) -> &'static [(Role, SplitRows)] {
+        if role == Role::AttnQkv && self.config.attn_gate() {
+            &[]
+        } else {
+            split_roles(role)
+        }
     }
 
     /// The entry of `(layer, role)` that belongs to weight copy `copy`

@@ -136,11 +136,14 @@ fn content(out: &mut dyn ChatWrite, m: &Message) -> fmt::Result {
         let at = (at..=m.content.len())
             .find(|&i| m.content.is_char_boundary(i))
             .unwrap_or(m.content.len());
-        out.data(&m.content[done..at])?;
+        // `get`, not indexing: both ends are char boundaries, and no
+        // panicking slice pulls core's slice-error formatting (2.9 KB of
+        // the freestanding C host) in.
+        out.data(m.content.get(done..at).unwrap_or_default())?;
         out.write_str(IMAGE_PLACEHOLDER)?;
         done = at;
     }
-    out.data(&m.content[done..])
+    out.data(m.content.get(done..).unwrap_or_default())
 }
 
 /// What the chat template implies.

@@ -12,7 +12,7 @@ use crate::quant::layout::{BlockValues, QuantizeFn};
 use crate::quant::repack::{Layout, Q8X8_ROWS};
 use crate::quant::{f16, Quantizer, QK_K};
 use crate::tensors::{self, Kind, Spec};
-use crate::tensors::{split_roles, split_rows, Role, NO_LAYER};
+use crate::tensors::{split_parts, split_rows, Role, NO_LAYER};
 use crate::vqf::config_section;
 use crate::vqf::format::{copies, copy_flag, flags, name_field, vision_layout, Entry};
 use crate::vqf::tokenizer_section::{self, TokenizerInput};
@@ -399,7 +399,13 @@ pub enum SourcePlan {
 /// The plan of linear weight `(layer, role)` of a `source` file: each
 /// part's exact layout ([`exact_layout`]; Q8_0x8 for a source without
 /// blocks or a type without one).
-pub fn source_plan(src: &dyn TensorSource, layer: u16, role: Role, cols: usize) -> SourcePlan {
+pub fn source_plan(
+    cfg: &Config,
+    src: &dyn TensorSource,
+    layer: u16,
+    role: Role,
+    cols: usize,
+) -> SourcePlan {
     let parts = parts_of(role);
     let mut layouts = [Layout::Q8_0x8; 3];
     for (l, &part) in layouts.iter_mut().zip(parts) {
@@ -415,7 +421,7 @@ pub fn source_plan(src: &dyn TensorSource, layer: u16, role: Role, cols: usize) 
         } else {
             SourcePlan::Decode(used[0])
         }
-    } else if !split_roles(role).is_empty() {
+    } else if !split_parts(cfg, role).is_empty() {
         SourcePlan::Split(layouts)
     } else {
         SourcePlan::Shared
@@ -445,13 +451,13 @@ fn for_each_tensor(
                 (WeightMode::Mix(recipe) | WeightMode::Small(recipe), _) => {
                     recipe.plan(spec.role, spec.layer, cfg.num_layers)
                 }
-                (_, Some(src)) => source_plan(src, spec.layer, spec.role, cols),
+                (_, Some(src)) => source_plan(cfg, src, spec.layer, spec.role, cols),
                 (_, None) => SourcePlan::Shared,
             };
-            // Gated attention's QKV stays whole (split parts have no room
-            // for the gate's rows): in Q8_0.
+            // Gated attention's QKV stays whole (no part holds the gate's
+            // rows): in Q8_0.
             let plan = match plan {
-                SourcePlan::Split(_) if spec.role == Role::AttnQkv && cfg.attn_gate() => {
+                SourcePlan::Split(_) if split_parts(cfg, spec.role).is_empty() => {
                     SourcePlan::Shared
                 }
                 plan => plan,
@@ -476,7 +482,7 @@ fn for_each_tensor(
                     if !one_copy {
                         f(spec, Layout::Q8_0x8, copies::PREFILL)?;
                     }
-                    for (&(role, rows), layout) in split_roles(spec.role).iter().zip(layouts) {
+                    for (&(role, rows), layout) in split_parts(cfg, spec.role).iter().zip(layouts) {
                         let part = Spec {
                             role,
                             shape: [split_rows(cfg, rows), cfg.hidden_size, 0, 0],

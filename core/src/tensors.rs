@@ -510,6 +510,16 @@ pub fn split_roles(role: Role) -> &'static [(Role, SplitRows)] {
     }
 }
 
+/// The parts `role` may be stored as in `cfg`'s files ([`split_roles`];
+/// none for gated attention's QKV, whose gate rows no part holds).
+pub fn split_parts(cfg: &Config, role: Role) -> &'static [(Role, SplitRows)] {
+    if role == Role::AttnQkv && cfg.attn_gate() {
+        &[]
+    } else {
+        split_roles(role)
+    }
+}
+
 /// How many rows `rows` is for `cfg`.
 pub fn split_rows(cfg: &Config, rows: SplitRows) -> u32 {
     let lin = cfg.linear.map(|c| c.shape());

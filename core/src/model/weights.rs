@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gguf::GgmlType;
 use crate::quant::repack::{Layout, PackedMatrix};
-use crate::tensors::{split_roles, Role, NO_LAYER};
+use crate::tensors::{split_parts, Role, NO_LAYER};
 use crate::vqf::format::{copies, flags, Entry};
 use crate::vqf::Vqf;
 
@@ -172,7 +172,7 @@ pub struct LinearLayer<'a> {
 pub enum Fusable<'a> {
     /// One matrix.
     Fused(PackedMatrix<'a>),
-    /// Its parts in row order (`tensors::split_roles`; unused ones 0 x
+    /// Its parts in row order (`tensors::split_parts`; unused ones 0 x
     /// 0): a copy in the source's types where the parts differ.
     Split([PackedMatrix<'a>; 3]),
 }
@@ -319,10 +319,11 @@ impl<'a> Weights<'a> {
         match self.copy_entry(layer, role, copy) {
             Ok(e) => Ok(Fusable::Fused(self.vqf.matrix(&e, 0)?)),
             Err(missing)
-                if self.routing.layout(copy).is_none() && !split_roles(role).is_empty() =>
+                if self.routing.layout(copy).is_none()
+                    && !split_parts(&self.cfg, role).is_empty() =>
             {
                 let mut parts = [NO_MATRIX; 3];
-                for (p, &(part, _)) in parts.iter_mut().zip(split_roles(role)) {
+                for (p, &(part, _)) in parts.iter_mut().zip(split_parts(&self.cfg, role)) {
                     *p = self.matrix(layer, part, copy).map_err(|_| missing)?;
                 }
                 Ok(Fusable::Split(parts))

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::quant::repack::{Layout, PackedMatrix};
 use crate::tensors::{self, Kind};
-use crate::tensors::{split_roles, split_rows, Role, SplitRows, NO_LAYER};
+use crate::tensors::{split_parts, split_rows, Role, NO_LAYER};
 pub use format::checksum;
 use format::{
     copies, copy_flag, flags, Entry, Header, ENTRY_SIZE, HEADER_SIZE, MAX_SEQ, MAX_TENSORS,
@@ -285,7 +285,7 @@ impl<'a> Vqf<'a> {
                     let fused = self
                         .find_copy(spec.layer, spec.role, copies::DECODE)
                         .is_some();
-                    let parts = self.split_parts(spec.role);
+                    let parts = split_parts(&self.config, spec.role);
                     if parts.is_empty() || fused {
                         return one(spec.role, spec.shape);
                     }
@@ -318,7 +318,7 @@ impl<'a> Vqf<'a> {
                         }
                         return shape_ok(&d, spec.shape);
                     }
-                    let parts = self.split_parts(spec.role);
+                    let parts = split_parts(&self.config, spec.role);
                     if parts.is_empty() {
                         return Err(Error::MissingTensor {
                             role: spec.role.stem(),
@@ -399,17 +399,6 @@ impl<'a> Vqf<'a> {
             }
         }
         None
-    }
-
-    /// The parts a file may store linear weight `role` as in its decode
-    /// copy ([`split_roles`]; none for gated attention's QKV, whose gate
-    /// rows no part holds).
-    fn split_parts(&self, role: Role) -> &'static [(Role, SplitRows)] {
-        if role == Role::AttnQkv && self.config.attn_gate() {
-            &[]
-        } else {
-            split_roles(role)
-        }
     }
 
     /// The entry of `(layer, role)` that belongs to weight copy `copy`

@@ -518,7 +518,7 @@ fn say_source_plan(
             return Ok(());
         }
         let cols = spec.shape[spec.ndim as usize - 1] as usize;
-        let plan = core_convert::source_plan(src, spec.layer, spec.role, cols);
+        let plan = core_convert::source_plan(cfg, src, spec.layer, spec.role, cols);
         for &part in core_convert::parts_of(spec.role) {
             let Some(ty) = src.block_type(part, spec.layer) else {
                 continue;

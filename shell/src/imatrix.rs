@@ -103,6 +103,10 @@ enum InputKey {
     Down,
     ExpertGateUp,
     ExpertDown,
+    SharedGateUp,
+    SharedDown,
+    LinIn,
+    LinOut,
     Output,
 }
 
@@ -116,6 +120,10 @@ impl InputKey {
             Input::Down => (InputKey::Down, 0),
             Input::ExpertGateUp(e) => (InputKey::ExpertGateUp, e),
             Input::ExpertDown(e) => (InputKey::ExpertDown, e),
+            Input::SharedGateUp => (InputKey::SharedGateUp, 0),
+            Input::SharedDown => (InputKey::SharedDown, 0),
+            Input::LinIn => (InputKey::LinIn, 0),
+            Input::LinOut => (InputKey::LinOut, 0),
             Input::Output => (InputKey::Output, 0),
         }
     }
@@ -129,6 +137,10 @@ impl InputKey {
             InputKey::Down => &[Part::Down],
             InputKey::ExpertGateUp => &[Part::ExpGate, Part::ExpUp],
             InputKey::ExpertDown => &[Part::ExpDown],
+            InputKey::SharedGateUp => &[Part::ShGate, Part::ShUp],
+            InputKey::SharedDown => &[Part::ShDown],
+            InputKey::LinIn => &[Part::LinQkv, Part::LinZ],
+            InputKey::LinOut => &[Part::LinOut],
             InputKey::Output => &[Part::LmHead],
         }
     }
@@ -173,13 +185,23 @@ impl Collector {
             };
             sums.insert((l, key), s);
         };
+        let value_len = cfg.linear.map_or(0, |c| c.shape().value_len());
         for l in 0..cfg.num_layers as usize {
-            add(l, InputKey::Qkv, h, 1);
-            add(l, InputKey::O, cfg.q_dim(), 1);
+            if cfg.is_linear_layer(l) {
+                add(l, InputKey::LinIn, h, 1);
+                add(l, InputKey::LinOut, value_len, 1);
+            } else {
+                add(l, InputKey::Qkv, h, 1);
+                add(l, InputKey::O, cfg.q_dim(), 1);
+            }
             match cfg.moe.filter(|_| cfg.is_moe_layer(l)) {
                 Some(m) => {
                     add(l, InputKey::ExpertGateUp, h, experts);
                     add(l, InputKey::ExpertDown, m.moe_ffn_size as usize, experts);
+                    if m.shared_ffn_size > 0 {
+                        add(l, InputKey::SharedGateUp, h, 1);
+                        add(l, InputKey::SharedDown, m.shared_ffn_size as usize, 1);
+                    }
                 }
                 None => {
                     add(l, InputKey::GateUp, h, 1);
@@ -433,6 +455,8 @@ impl ImportanceMatrix {
         let h = cfg.hidden_size as usize;
         let experts = cfg.moe.map_or(1, |m| m.num_experts as usize);
         let moe_ffn = cfg.moe.map_or(0, |m| m.moe_ffn_size as usize);
+        let shared_ffn = cfg.moe.map_or(0, |m| m.shared_ffn_size as usize);
+        let value_len = cfg.linear.map_or(0, |c| c.shape().value_len());
         let mut found = 0;
         let mut expect = |part: Part, layer: u16, width: usize, matrices: usize| {
             let name = gguf_name_in(cfg, part, layer);
@@ -460,6 +484,11 @@ impl ImportanceMatrix {
                 expect(p, l, h, experts)?;
             }
             expect(Part::ExpDown, l, moe_ffn, experts)?;
+            for p in [Part::ShGate, Part::ShUp, Part::LinQkv, Part::LinZ] {
+                expect(p, l, h, 1)?;
+            }
+            expect(Part::ShDown, l, shared_ffn, 1)?;
+            expect(Part::LinOut, l, value_len, 1)?;
         }
         if found == 0 {
             return Err(Error::msg(

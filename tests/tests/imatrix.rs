@@ -143,6 +143,87 @@ fn the_imatrix_sums_every_matrix_input_and_is_the_same_on_every_architecture() {
     assert!(head.iter().any(|&x| x > 0.0));
 }
 
+/// Qwen3.5 (both fixtures): a Gated DeltaNet layer's input is summed under
+/// `attn_qkv` and `attn_gate` (the same sums), its gated norm's output
+/// under `ssm_out`, the shared expert's under `ffn_{gate,up,down}_shexp`,
+/// every row counted, no attention name for a DeltaNet layer; the file
+/// checks against the model and gives the q|k|v matrix its columns; and it
+/// weighs the `q4` conversion of the DeltaNet projections.
+#[test]
+fn qwen35_inputs_are_summed_under_llama_cpp_names() {
+    let dir = temp_dir("imatrix-qwen35");
+    for name in ["dev_qwen35_dense", "dev_qwen35_moe"] {
+        let hf = fixtures().join(name).join("hf_bf16");
+        let model = dir.join(format!("{name}.vqf"));
+        convert(&hf, &model, WeightMode::F32, Some(256), false).unwrap();
+        let (bytes, read) = compute(&args(&model, &dir.join("unused"))).unwrap();
+        let map = kestrel::files::Mapped::open(&model).unwrap();
+        let cfg = *kestrel_core::vqf::Vqf::parse(map.bytes()).unwrap().config();
+        let g = Gguf::parse(&bytes).unwrap();
+        let h = cfg.hidden_size as usize;
+        let vlen = cfg.linear.unwrap().shape().value_len();
+        let summed = |t: &str, l: u32, width: usize| {
+            let n = format!("blk.{l}.{t}.weight");
+            let sums = tensor(&g, &format!("{n}.in_sum2"));
+            assert_eq!(sums.len(), width, "{name} {n}");
+            assert!(sums.iter().any(|&x| x > 0.0), "{name} {n} is all zeros");
+            assert_eq!(
+                tensor(&g, &format!("{n}.counts")),
+                [read as f32],
+                "{name} {n}"
+            );
+            sums
+        };
+        for l in 0..cfg.num_layers {
+            if cfg.is_linear_layer(l as usize) {
+                let qkv = summed("attn_qkv", l, h);
+                assert_eq!(qkv, summed("attn_gate", l, h), "{name} layer {l}");
+                summed("ssm_out", l, vlen);
+                assert!(g
+                    .tensor(&format!("blk.{l}.attn_q.weight.in_sum2"))
+                    .is_none());
+            } else {
+                summed("attn_q", l, h);
+                summed("attn_output", l, cfg.q_dim());
+            }
+            if let Some(m) = cfg.moe {
+                summed("ffn_gate_shexp", l, h);
+                summed("ffn_down_shexp", l, m.shared_ffn_size as usize);
+            }
+        }
+        let m = ImportanceMatrix::parse(&bytes).unwrap();
+        m.check(&cfg).unwrap();
+        assert_eq!(m.columns(Part::LinQkv, 0, 0).unwrap().len(), h);
+        assert_eq!(m.columns(Part::LinOut, 0, 0).unwrap().len(), vlen);
+        // It weighs the q4 search of the DeltaNet projections.
+        let im = dir.join(format!("{name}.imatrix"));
+        std::fs::write(&im, &bytes).unwrap();
+        let out = dir.join(format!("{name}-q4.vqf"));
+        let run = |extra: &[&str]| {
+            let mut v: Vec<String> = [hf.to_str().unwrap(), "-o", out.to_str().unwrap()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            v.extend(["--wmode", "q4", "--max-seq", "256"].map(String::from));
+            v.extend(extra.iter().map(|s| s.to_string()));
+            kestrel::convert::run(&ConvertArgs::parse(&v).unwrap()).unwrap();
+            let map = kestrel::files::Mapped::open(&out).unwrap();
+            let v = kestrel_core::vqf::Vqf::parse(map.bytes()).unwrap();
+            let e = v
+                .entries()
+                .find(|e| e.layer == 0 && e.role == kestrel_core::tensors::Role::LinQkvz)
+                .unwrap();
+            v.data(&e).to_vec()
+        };
+        let weighted = run(&["--imatrix", im.to_str().unwrap()]);
+        assert_ne!(
+            weighted,
+            run(&["--quantizer", "search"]),
+            "{name}: ssm_qkvz not weighed"
+        );
+    }
+}
+
 #[test]
 fn moe_expert_inputs_are_counted_per_expert() {
     let dir = temp_dir("imatrix-moe");

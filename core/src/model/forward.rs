@@ -451,11 +451,14 @@ pub fn forward_step_observed<P: Parallel>(
             // qkvz (m, conv + value) = Wqkvz xb; ba (m, 2 value heads) =
             // Wba xb; then each row in order through its slot's window and
             // state into att (m, value); x += Wout att.
+            observer.observe(l, Input::LinIn, &s.xb[..m * h]);
             cx.linear_fusable(&lin.qkvz, s.xb, m, &mut s.scratch, s.att, s.qkv)?;
             cx.linear(&lin.ba, s.xb, m, &mut s.scratch, Epilogue::Store, s.hb)?;
             if let (Some(shape), Some(plan)) = (&delta, &recurrent) {
                 delta_rows(w, shape, s, k, pool, lin, l, rows, &plan.record);
             }
+            let vlen = delta.map_or(0, |d| d.value_len());
+            observer.observe(l, Input::LinOut, &s.att[..m * vlen]);
             cx.linear(&lin.out, s.att, m, &mut s.scratch, Epilogue::Add, s.x)?;
         } else {
             // --- attention ---

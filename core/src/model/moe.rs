@@ -177,6 +177,7 @@ pub fn ffn<P: Parallel>(
     // sigmoid(gate . xb), added to the experts' sum.
     if let Some(sh) = &lw.shared {
         let ffn = sh.down.cols;
+        observer.observe(l, Input::SharedGateUp, &s.xb[..m * h]);
         cx.linear(
             &sh.gate_up,
             s.xb,
@@ -185,6 +186,7 @@ pub fn ffn<P: Parallel>(
             Epilogue::SwiGlu,
             &mut s.hb[..m * ffn],
         )?;
+        observer.observe(l, Input::SharedDown, &s.hb[..m * ffn]);
         cx.linear(&sh.down, s.hb, m, &mut s.scratch, Epilogue::Store, s.proj)?;
         for t in 0..m {
             let xb = &s.xb[t * h..(t + 1) * h];

@@ -21,6 +21,17 @@ pub enum Input {
     /// Expert `e`'s SwiGLU output, as its down matrix reads it: (tokens
     /// routed, moe_ffn).
     ExpertDown(usize),
+    /// Qwen3.5-MoE's shared expert: the normed residual its gate/up reads,
+    /// (m, hidden).
+    SharedGateUp,
+    /// Its SwiGLU output, as its down reads it: (m, shared_ffn).
+    SharedDown,
+    /// A Gated DeltaNet layer's normed residual, as its q|k|v and z
+    /// projections read it: (m, hidden).
+    LinIn,
+    /// Its gated norm's output, as `ssm_out` reads it: (m, value_heads x
+    /// value_dim).
+    LinOut,
     /// The final norm's output, as the lm_head reads it: (m, hidden); shown
     /// (with the layer count as its layer) only to an observer that asks
     /// ([`Observer::observes_output`]), for every row of the step.

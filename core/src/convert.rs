@@ -292,7 +292,8 @@ impl Recipe {
                 } else if l.iter().all(|&x| x == Layout::Q4_0x4) {
                     SourcePlan::Decode(Layout::Q4_0x4)
                 } else {
-                    SourcePlan::Split(l)
+                    // Gated attention's gate rows go with the query's.
+                    SourcePlan::Split([l[0], l[1], l[2], l[0]])
                 };
             }
             // Any other linear weight (a router) decodes in Q8_0.
@@ -364,6 +365,7 @@ pub fn parts_of(role: Role) -> &'static [Part] {
         Role::AttnQ => &[Part::Q],
         Role::AttnK => &[Part::K],
         Role::AttnV => &[Part::V],
+        Role::AttnGate => &[Part::Q],
         Role::AttnOutput => &[Part::O],
         Role::FfnGateUp => &[Part::Gate, Part::Up],
         Role::FfnDown => &[Part::Down],
@@ -390,10 +392,10 @@ pub enum SourcePlan {
     /// The Q8_0x8 prefill entry and a decode entry in this layout.
     Decode(Layout),
     /// The fused weight's Q8_0x8 prefill entry, and its parts apart in
-    /// the decode copy, each in its own layout ([`split_roles`]: a QKV's
-    /// Q, K and V; a Gated DeltaNet layer's q|k|v and z, the third
-    /// unused).
-    Split([Layout; 3]),
+    /// the decode copy, each in its own layout, in the order of
+    /// [`tensors::split_parts`] (a QKV's Q, K, V and, gated, its gate; a
+    /// Gated DeltaNet layer's q|k|v and z; the rest unused).
+    Split([Layout; 4]),
 }
 
 /// The plan of linear weight `(layer, role)` of a `source` file: each
@@ -406,26 +408,32 @@ pub fn source_plan(
     role: Role,
     cols: usize,
 ) -> SourcePlan {
-    let parts = parts_of(role);
-    let mut layouts = [Layout::Q8_0x8; 3];
-    for (l, &part) in layouts.iter_mut().zip(parts) {
-        *l = src
-            .block_type(part, layer)
+    let exact = |part: Part| {
+        src.block_type(part, layer)
             .and_then(|t| exact_layout(t, cols))
-            .unwrap_or(Layout::Q8_0x8);
-    }
-    let used = &layouts[..parts.len().min(3)];
-    if used.iter().all(|&l| l == used[0]) {
-        if used.first().is_none_or(|&l| l == Layout::Q8_0x8) {
+            .unwrap_or(Layout::Q8_0x8)
+    };
+    let parts = parts_of(role);
+    let first = parts.first().map_or(Layout::Q8_0x8, |&p| exact(p));
+    if parts.iter().all(|&p| exact(p) == first) {
+        return if first == Layout::Q8_0x8 {
             SourcePlan::Shared
         } else {
-            SourcePlan::Decode(used[0])
-        }
-    } else if !split_parts(cfg, role).is_empty() {
-        SourcePlan::Split(layouts)
-    } else {
-        SourcePlan::Shared
+            SourcePlan::Decode(first)
+        };
     }
+    let split = split_parts(cfg, role);
+    if split.is_empty() {
+        return SourcePlan::Shared;
+    }
+    // Each stored part in the layout of the source part its rows are.
+    let mut layouts = [Layout::Q8_0x8; 4];
+    for (l, &(part_role, _)) in layouts.iter_mut().zip(split) {
+        *l = parts_of(part_role)
+            .first()
+            .map_or(Layout::Q8_0x8, |&p| exact(p));
+    }
+    SourcePlan::Split(layouts)
 }
 
 /// Calls `f` with every (spec, layout, copies) the file will hold (copies
@@ -453,14 +461,6 @@ fn for_each_tensor(
                 }
                 (_, Some(src)) => source_plan(cfg, src, spec.layer, spec.role, cols),
                 (_, None) => SourcePlan::Shared,
-            };
-            // Gated attention's QKV stays whole (no part holds the gate's
-            // rows): in Q8_0.
-            let plan = match plan {
-                SourcePlan::Split(_) if split_parts(cfg, spec.role).is_empty() => {
-                    SourcePlan::Shared
-                }
-                plan => plan,
             };
             // A one-copy file (flag COPY_TAGS without Q8_8X8) stores only
             // the decode copy, tagged for both phases.
@@ -673,18 +673,20 @@ pub fn directory(
 /// come in runs of 8 gate then 8 up rows; a Gated DeltaNet layer's
 /// projections are `in_proj_qkv`'s rows, then `in_proj_z`'s.
 fn row_source(cfg: &Config, role: Role, r: usize) -> (Part, usize) {
+    let (q, kv, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim as usize);
+    let gated = cfg.attn_gate();
+    // Row j of the query (gate: `hd` on) in the source.
+    let q_row = |j: usize, gate: usize| {
+        if gated {
+            (Part::Q, j / hd * 2 * hd + gate + j % hd)
+        } else {
+            (Part::Q, j)
+        }
+    };
     match role {
+        Role::AttnQ => q_row(r, 0),
+        Role::AttnGate => q_row(r, hd),
         Role::AttnQkv => {
-            let (q, kv, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim as usize);
-            let gated = cfg.attn_gate();
-            // Row j of the query (gate: `hd` on) in the source.
-            let q_row = |j: usize, gate: usize| {
-                if gated {
-                    (Part::Q, j / hd * 2 * hd + gate + j % hd)
-                } else {
-                    (Part::Q, j)
-                }
-            };
             if r < q {
                 q_row(r, 0)
             } else if r < q + kv {
@@ -770,6 +772,8 @@ fn read_role_rows(
             src.read_rows(Part::VBias, layer, 0, 0, c)
         }
         Role::AttnQkv
+        | Role::AttnQ
+        | Role::AttnGate
         | Role::FfnGateUp
         | Role::FfnGateUpExps
         | Role::FfnGateUpShexp

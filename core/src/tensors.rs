@@ -29,6 +29,9 @@ pub enum Role {
     AttnK = 17,
     /// The V rows, likewise: `(kv_dim, hidden)`.
     AttnV = 18,
+    /// Gated attention's gate rows, likewise (after V, as in the fused
+    /// QKV; the query rows are then [`Role::AttnQ`]'s): `(q_dim, hidden)`.
+    AttnGate = 19,
     FfnNorm = 20,
     FfnGateUp = 21,
     FfnDown = 22,
@@ -100,7 +103,7 @@ pub enum Role {
 
 impl Role {
     /// Every role, in id order.
-    pub const ALL: [Role; 57] = [
+    pub const ALL: [Role; 58] = [
         Role::TokenEmbd,
         Role::Output,
         Role::OutputNorm,
@@ -113,6 +116,7 @@ impl Role {
         Role::AttnQ,
         Role::AttnK,
         Role::AttnV,
+        Role::AttnGate,
         Role::FfnNorm,
         Role::FfnGateUp,
         Role::FfnDown,
@@ -206,6 +210,7 @@ impl Role {
             Role::AttnQ => "attn_q",
             Role::AttnK => "attn_k",
             Role::AttnV => "attn_v",
+            Role::AttnGate => "attn_q_gate",
             Role::FfnNorm => "ffn_norm",
             Role::FfnGateUp => "ffn_gate_up",
             Role::FfnDown => "ffn_down",
@@ -495,7 +500,7 @@ pub enum SplitRows {
 /// type (a `source` file's decode copy), with their rows, in row order:
 /// QKV as Q, K, V; a Gated DeltaNet layer's projections as q|k|v and z;
 /// empty for the others (stored whole).
-pub fn split_roles(role: Role) -> &'static [(Role, SplitRows)] {
+fn split_roles(role: Role) -> &'static [(Role, SplitRows)] {
     match role {
         Role::AttnQkv => &[
             (Role::AttnQ, SplitRows::Q),
@@ -510,11 +515,17 @@ pub fn split_roles(role: Role) -> &'static [(Role, SplitRows)] {
     }
 }
 
-/// The parts `role` may be stored as in `cfg`'s files ([`split_roles`];
-/// none for gated attention's QKV, whose gate rows no part holds).
+/// The parts `role` is stored as in `cfg`'s files when they differ in
+/// type ([`split_roles`]; gated attention's QKV has its gate rows as a
+/// fourth, [`Role::AttnGate`]).
 pub fn split_parts(cfg: &Config, role: Role) -> &'static [(Role, SplitRows)] {
     if role == Role::AttnQkv && cfg.attn_gate() {
-        &[]
+        &[
+            (Role::AttnQ, SplitRows::Q),
+            (Role::AttnK, SplitRows::Kv),
+            (Role::AttnV, SplitRows::Kv),
+            (Role::AttnGate, SplitRows::Q),
+        ]
     } else {
         split_roles(role)
     }

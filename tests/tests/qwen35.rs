@@ -764,34 +764,39 @@ fn the_recurrent_state_across_turns_saves_and_reuse() {
 }
 
 /// The mixed files (`mix`, `small`: Q4 queries, Q8 keys and values by the
-/// default recipe) keep gated attention's QKV whole, in Q8_0 (split parts
-/// have no room for the gate's rows), and their decode copy gives logits
-/// near transformers' (this random fixture does not take Q4 well: its
-/// emulated Q4 weights alone are 0.99 away in relative L2; a QKV missing
-/// its gates is not near at all).
+/// default recipe) store gated attention's QKV in its four parts (Q, K, V,
+/// the gate rows after V, as the fused QKV holds them), each in its
+/// recipe's type, and their decode copy gives logits near transformers'
+/// (this random fixture does not take Q4 well: its emulated Q4 weights
+/// alone are 0.99 away in relative L2; a QKV whose gate rows are not where
+/// the forward reads them is not near at all).
 #[test]
-fn mixed_files_keep_the_gated_qkv_whole() {
+fn mixed_files_split_the_gated_qkv() {
     use kestrel_core::convert::Recipe;
+    use kestrel_core::quant::repack::Layout;
     use kestrel_core::tensors::Role;
     let dir = temp_dir("qwen35-mixed");
     let (tokens, _) = prompt("dev_qwen35_dense", "p40");
     let (_, want) = read_npy_f32(&fixtures().join("dev_qwen35_dense/ref/logits_p40.npy"));
     for mode in [
-        WeightMode::Mix(Recipe::default()),
-        WeightMode::Small(Recipe::default()),
+        WeightMode::Mix(Recipe::DEFAULT),
+        WeightMode::Small(Recipe::DEFAULT),
     ] {
         let vqf = converted("dev_qwen35_dense", &dir, mode);
         let bytes = std::fs::read(&vqf).unwrap();
         let v = kestrel_core::vqf::Vqf::parse(&bytes).unwrap();
         for layer in [3u16, 7] {
-            assert!(v
-                .entries()
-                .all(|e| e.layer != layer || e.role != Role::AttnQ));
-            let qkv: Vec<_> = v
-                .entries()
-                .filter(|e| e.layer == layer && e.role == Role::AttnQkv)
-                .collect();
-            assert!(!qkv.is_empty() && qkv.iter().all(|e| e.shape[0] == 2 * 256 + 2 * 128));
+            let part = |role| {
+                let e = v
+                    .entries()
+                    .find(|e| e.layer == layer && e.role == role)
+                    .unwrap_or_else(|| panic!("{} layer {layer}: no {role:?}", mode.name()));
+                (e.shape[0], e.layout)
+            };
+            assert_eq!(part(Role::AttnQ), (256, Layout::Q4_0x4));
+            assert_eq!(part(Role::AttnK), (128, Layout::Q8_0x8));
+            assert_eq!(part(Role::AttnV), (128, Layout::Q8_0x8));
+            assert_eq!(part(Role::AttnGate), (256, Layout::Q4_0x4));
         }
         // One token a step: the decode copy.
         let (rows, _) = logits(&vqf, &tokens, 0, 1, &engine(true)).unwrap();

@@ -174,7 +174,7 @@ pub enum Fusable<'a> {
     Fused(PackedMatrix<'a>),
     /// Its parts in row order (`tensors::split_parts`; unused ones 0 x
     /// 0): a copy in the source's types where the parts differ.
-    Split([PackedMatrix<'a>; 3]),
+    Split([PackedMatrix<'a>; 4]),
 }
 
 /// A 0 x 0 matrix: a placeholder.
@@ -322,7 +322,7 @@ impl<'a> Weights<'a> {
                 if self.routing.layout(copy).is_none()
                     && !split_parts(&self.cfg, role).is_empty() =>
             {
-                let mut parts = [NO_MATRIX; 3];
+                let mut parts = [NO_MATRIX; 4];
                 for (p, &(part, _)) in parts.iter_mut().zip(split_parts(&self.cfg, role)) {
                     *p = self.matrix(layer, part, copy).map_err(|_| missing)?;
                 }
@@ -525,6 +525,7 @@ impl<'a> Weights<'a> {
                 | Role::AttnQ
                 | Role::AttnK
                 | Role::AttnV
+                | Role::AttnGate
                 | Role::AttnOutput
                 | Role::FfnGateUp
                 | Role::FfnDown

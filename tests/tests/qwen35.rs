@@ -1233,3 +1233,76 @@ fn speculative_answers_equal_plain_decoding() {
     assert!(kept > 0 && dropped > 0, "kept {kept}, dropped {dropped}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kestrel convert --fit` on Qwen3.5: the plan takes every matrix (a
+/// Gated DeltaNet layer's q|k|v, z and output projection, gated attention's
+/// Q with its gate rows, a MoE layer's shared expert), the file is within
+/// the budget with DeltaNet matrices in fewer bits than Q8_0, and it runs.
+/// These random fixtures take 4 bits badly (an all-Q4 file is 1.0 away
+/// from transformers in relative L2): only the dense file at a budget
+/// that leaves most matrices in Q8_0 is held near transformers' logits,
+/// by the `mix` files' bound.
+#[test]
+fn fit_plans_every_qwen35_matrix() {
+    use kestrel::cli::CommandArgs;
+    use kestrel_core::quant::repack::Layout;
+    use kestrel_core::tensors::Role;
+    let dir = temp_dir("qwen35-fit");
+    for (model, budget, bound) in [
+        ("dev_qwen35_dense", 2_000_000u64, None),
+        ("dev_qwen35_dense", 2_700_000, Some(0.8)),
+        ("dev_qwen35_moe", 2_100_000, None),
+    ] {
+        let hf = fixtures().join(model).join("hf_bf16");
+        let out = dir.join(format!("{model}-fit.vqf"));
+        let argv: Vec<String> = [
+            hf.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--fit",
+            &budget.to_string(),
+            "--text-only",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        kestrel::convert::run(&kestrel::convert::ConvertArgs::parse(&argv).unwrap()).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(
+            bytes.len() as u64 <= budget,
+            "{model}: {} bytes",
+            bytes.len()
+        );
+        let v = kestrel_core::vqf::Vqf::parse(&bytes).unwrap();
+        let below_q8 = |roles: &[Role]| {
+            v.entries()
+                .filter(|e| roles.contains(&e.role) && e.layout != Layout::Q8_0x8)
+                .count()
+        };
+        let delta = below_q8(&[Role::LinQkvz, Role::LinQkv, Role::LinZ, Role::LinOut]);
+        assert!(
+            delta > 0,
+            "{model} --fit {budget}: every DeltaNet matrix in Q8_0"
+        );
+        if v.config().moe.is_some() {
+            let shared = below_q8(&[Role::FfnGateUpShexp, Role::FfnDownShexp]);
+            assert!(
+                shared > 0,
+                "{model} --fit {budget}: every shared expert in Q8_0"
+            );
+        }
+        let (tokens, _) = prompt(model, "p40");
+        let (_, want) = read_npy_f32(&fixtures().join(model).join("ref/logits_p40.npy"));
+        let (rows, _) = logits(&out, &tokens, 0, 1, &engine(true)).unwrap();
+        assert!(rows.iter().all(|x| x.is_finite()), "{model}");
+        let (_, rel) = diff(&rows, &want);
+        eprintln!(
+            "{model} --fit {budget}: {} bytes, {delta} DeltaNet matrices below Q8_0, decode copy rel L2 {rel:.3}",
+            bytes.len()
+        );
+        if let Some(bound) = bound {
+            assert!(rel < bound, "{model}: rel L2 {rel}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -51,10 +51,14 @@ pub enum Class {
     AttnOutput,
     FfnGateUp,
     FfnDown,
+    /// Qwen3.5's Gated DeltaNet layers: q|k|v, z, the output projection.
+    SsmQkv,
+    SsmGate,
+    SsmOut,
 }
 
 impl Class {
-    pub const ALL: [Class; 8] = [
+    pub const ALL: [Class; 11] = [
         Class::TokenEmbd,
         Class::Output,
         Class::AttnQ,
@@ -63,6 +67,9 @@ impl Class {
         Class::AttnOutput,
         Class::FfnGateUp,
         Class::FfnDown,
+        Class::SsmQkv,
+        Class::SsmGate,
+        Class::SsmOut,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +82,9 @@ impl Class {
             Class::AttnOutput => "attn_output",
             Class::FfnGateUp => "ffn_gate_up",
             Class::FfnDown => "ffn_down",
+            Class::SsmQkv => "attn_qkv",
+            Class::SsmGate => "attn_gate",
+            Class::SsmOut => "ssm_out",
         }
     }
 
@@ -86,8 +96,13 @@ impl Class {
             Part::K => Class::AttnK,
             Part::V => Class::AttnV,
             Part::O => Class::AttnOutput,
-            Part::Gate | Part::Up | Part::ExpGate | Part::ExpUp => Class::FfnGateUp,
-            Part::Down | Part::ExpDown => Class::FfnDown,
+            Part::Gate | Part::Up | Part::ExpGate | Part::ExpUp | Part::ShGate | Part::ShUp => {
+                Class::FfnGateUp
+            }
+            Part::Down | Part::ExpDown | Part::ShDown => Class::FfnDown,
+            Part::LinQkv => Class::SsmQkv,
+            Part::LinZ => Class::SsmGate,
+            Part::LinOut => Class::SsmOut,
             _ => return None,
         })
     }
@@ -100,7 +115,10 @@ impl Class {
 /// mean of its prose and code figures, on the Apache-2.0 text and
 /// argparse.py, which the quality tables do not score; docs/benchmarks.md,
 /// "`--fit`"). A MoE layer's experts take
-/// their dense counterparts' weights.
+/// their dense counterparts' weights, a shared expert too. Qwen3.5's Gated
+/// DeltaNet classes are not measured (no Qwen3.5 weights are reachable
+/// here): q|k|v takes the mean of attention's Q, K and V, z attention Q's,
+/// the output projection attention's.
 fn class_weight(c: Class) -> f64 {
     match c {
         Class::TokenEmbd => 0.0859,
@@ -111,6 +129,9 @@ fn class_weight(c: Class) -> f64 {
         Class::AttnOutput => 0.05035,
         Class::FfnGateUp => 0.18985,
         Class::FfnDown => 0.13155,
+        Class::SsmQkv => (0.00915 + 0.01125 + 0.03855) / 3.0,
+        Class::SsmGate => 0.00915,
+        Class::SsmOut => 0.05035,
     }
 }
 
@@ -259,6 +280,12 @@ fn part_code(p: Part) -> u8 {
         Part::ExpGate => 9,
         Part::ExpUp => 10,
         Part::ExpDown => 11,
+        Part::ShGate => 12,
+        Part::ShUp => 13,
+        Part::ShDown => 14,
+        Part::LinQkv => 15,
+        Part::LinZ => 16,
+        Part::LinOut => 17,
         _ => 255,
     }
 }
@@ -295,17 +322,34 @@ fn units(cfg: &Config) -> Vec<Unit> {
         add(&[Part::Embed], 0, 1, vocab, h, 1.0 / vocab.max(1) as f64);
         add(&[Part::LmHead], 0, 1, vocab, h, 1.0);
     }
+    // Gated attention's source Q rows hold each head's query and gate.
+    let q_rows = if cfg.attn_gate() { 2 * q } else { q };
+    let lin = cfg.linear.map(|c| c.shape());
     for l in 0..cfg.num_layers as u16 {
-        add(&[Part::Q], l, 1, q, h, 1.0);
-        add(&[Part::K], l, 1, kv, h, 1.0);
-        add(&[Part::V], l, 1, kv, h, 1.0);
-        add(&[Part::O], l, 1, h, q, 1.0);
+        match lin.filter(|_| cfg.is_linear_layer(l as usize)) {
+            Some(d) => {
+                add(&[Part::LinQkv], l, 1, d.conv_channels(), h, 1.0);
+                add(&[Part::LinZ], l, 1, d.value_len(), h, 1.0);
+                add(&[Part::LinOut], l, 1, h, d.value_len(), 1.0);
+            }
+            None => {
+                add(&[Part::Q], l, 1, q_rows, h, 1.0);
+                add(&[Part::K], l, 1, kv, h, 1.0);
+                add(&[Part::V], l, 1, kv, h, 1.0);
+                add(&[Part::O], l, 1, h, q, 1.0);
+            }
+        }
         match &cfg.moe {
             Some(m) if cfg.is_moe_layer(l as usize) => {
                 let (n, f) = (m.num_experts as usize, m.moe_ffn_size as usize);
                 let routed = (m.experts_per_token as f64 / n.max(1) as f64).min(1.0);
                 add(&[Part::ExpGate, Part::ExpUp], l, n, f, h, routed);
                 add(&[Part::ExpDown], l, n, h, f, routed);
+                let shared = m.shared_ffn_size as usize;
+                if shared > 0 {
+                    add(&[Part::ShGate, Part::ShUp], l, 1, shared, h, 1.0);
+                    add(&[Part::ShDown], l, 1, h, shared, 1.0);
+                }
             }
             _ => {
                 add(&[Part::Gate, Part::Up], l, 1, ffn, h, 1.0);
@@ -900,6 +944,8 @@ impl TensorSource for GaussianSource {
             Part::O => self.cfg.q_dim(),
             Part::Down => self.cfg.ffn_size as usize,
             Part::ExpDown => self.cfg.moe.map_or(h, |m| m.moe_ffn_size as usize),
+            Part::ShDown => self.cfg.moe.map_or(h, |m| m.shared_ffn_size as usize),
+            Part::LinOut => self.cfg.linear.map_or(h, |c| c.shape().value_len()),
             _ => h,
         }
         .max(1);

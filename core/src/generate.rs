@@ -1165,8 +1165,10 @@ impl<const K: usize> Driver<K> {
 /// verify step fed drafts the sampler dropped goes back to the end of its
 /// history (`history_len(slot)` tokens; [`recurrent_settle`]: its Gated
 /// DeltaNet states are not cut back as a KV cache is by its position
-/// alone). A slot it cannot bring back keeps what it holds (its next
-/// prompt then runs from its snapshot or from the start).
+/// alone). Every slot whose drafts the step fed was recorded (its rows
+/// are at most `1 + opts.draft`), so each is brought back; a slot that
+/// cannot be (its history gone) keeps what it holds, and a step that would
+/// run it past its history is refused ([`Error::RecurrentState`]).
 pub fn settle(
     w: &Weights,
     state: &mut State,

@@ -46,7 +46,8 @@ pub struct Options {
     pub slots: usize,
     /// Most drafted tokens one slot verifies in a step (speculative
     /// decoding, [`crate::generate::Speculation`]; 0: none): each slot
-    /// keeps the logits of `1 + draft` rows.
+    /// keeps the logits of `1 + draft` rows, and on Qwen3.5 its Gated
+    /// DeltaNet states before a verify step and that step's row records.
     pub draft: usize,
 }
 
@@ -97,7 +98,8 @@ pub struct ArenaSizes {
     pub xb: usize,
     /// qkv: (batch, q_dim + 2 kv_dim) f32.
     pub qkv: usize,
-    /// att: (batch, q_dim) f32 attention output.
+    /// att: (batch, max(q_dim, value_len, conv_channels)) f32 attention
+    /// output, and a split projection's parts while they are multiplied.
     pub att: usize,
     /// hb: (batch, ffn) f32 SwiGLU output.
     pub hb: usize,
@@ -477,7 +479,8 @@ pub struct State<'a> {
     /// DeltaNet layer's (batch, conv_channels + value_heads x value_dim).
     pub qkv: &'a mut [f32],
     /// (batch, q_dim) attention output; a DeltaNet layer's (batch,
-    /// value_heads x value_dim).
+    /// value_heads x value_dim); before either, a split projection's parts
+    /// (`Exec::linear_fusable`).
     pub att: &'a mut [f32],
     /// (batch, ffn) SwiGLU output; a DeltaNet layer's (batch, 2
     /// value_heads) b and a.

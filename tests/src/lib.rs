@@ -197,10 +197,14 @@ pub fn tied_fixture(
 }
 
 /// A fresh temporary directory for one test, removed with what it holds
-/// when dropped.
+/// when dropped. Each call has its own (a per-process count in the name):
+/// tests run in parallel threads, and a helper that two of them call must
+/// not hand both the same folder, which the first to finish removes.
 pub fn temp_dir(name: &str) -> ScratchDir {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     sweep_stale();
-    let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}", std::process::id()));
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("kestrel-test-{}-{name}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     ScratchDir(d)

@@ -104,7 +104,7 @@ pub struct Step<'r> {
     /// The weight copy multiplied: `w.routing.for_batch(n)` for a chunk of
     /// `n` prompt tokens, `w.routing.decode` for a decode step.
     pub copy: WeightCopy,
-    /// Qwen3-VL: the rows' M-RoPE positions and image rows.
+    /// Qwen3-VL and Qwen3.5: the rows' M-RoPE positions and image rows.
     pub images: Option<&'r Multimodal<'r>>,
     /// Run the lm_head for the rows that keep logits (else the logits
     /// buffer is left as it was).
@@ -608,7 +608,8 @@ struct RecurrentPlan {
     /// The tokens each slot's states hold after the step.
     after: [usize; MAX_SLOTS],
     /// Per slot: (its first row's position, its rows) when the step
-    /// records them (a verify step: 2 to `1 + draft` rows), else 0 rows.
+    /// records them (2 to `1 + draft` rows: a verify step's, or a short
+    /// prompt chunk's, recorded alike), else 0 rows.
     record: [(usize, usize); MAX_SLOTS],
 }
 
@@ -668,7 +669,8 @@ fn recurrent_begin(
         if seen >> slot & 1 == 0 {
             continue;
         }
-        // A verify step's rows (2 to 1 + draft) are recorded, with the
+        // A slot's 2 to 1 + draft rows (a verify step's; a short prompt
+        // chunk's alike, at the cost of the copy) are recorded, with the
         // states before them, for `recurrent_settle`.
         if (2..=s.opts.draft + 1).contains(&rec.1) && !s.verify_base.is_empty() {
             s.copy_recurrent(slot, true, true);

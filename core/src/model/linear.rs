@@ -124,7 +124,8 @@ impl<P: Parallel> Exec<'_, P> {
     }
 
     /// `out = W x` for a fused projection whole or split (the attention's
-    /// QKV: `m x (q_dim + 2 kv_dim)`, Q then K then V rows per token; a
+    /// QKV: `m x (q_dim + 2 kv_dim)`, Q then K then V rows per token, then
+    /// gated attention's gate rows; a
     /// Gated DeltaNet layer's q|k|v then z). Split, each part multiplies
     /// all `m` tokens into `spare` (at least `m x` the widest part's rows),
     /// then each token's rows are placed (a row's result does not depend

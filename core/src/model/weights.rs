@@ -121,7 +121,8 @@ pub struct Weights<'a> {
 pub struct LayerWeights<'a> {
     /// (hidden) f32.
     pub attn_norm: &'a [u8],
-    /// (q_dim + 2 kv_dim, hidden): Q, K, V rows.
+    /// (q_dim + 2 kv_dim (+ q_dim: gated attention's gate), hidden): Q,
+    /// K, V (then the gate) rows.
     pub qkv: Fusable<'a>,
     /// (q_dim + 2 kv_dim) f32, Qwen2 only.
     pub qkv_bias: Option<&'a [u8]>,
@@ -165,7 +166,8 @@ pub struct LinearLayer<'a> {
 }
 
 /// A fused projection of one copy (the attention's QKV, `(q_dim + 2
-/// kv_dim, hidden)` rows, Q then K then V; a Gated DeltaNet layer's
+/// kv_dim, hidden)` rows, Q then K then V, then gated attention's gate
+/// rows; a Gated DeltaNet layer's
 /// `(conv_channels + value_len, hidden)`, q|k|v then z), whole or in its
 /// parts.
 #[derive(Clone, Copy, Debug)]

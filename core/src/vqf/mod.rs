@@ -264,8 +264,8 @@ impl<'a> Vqf<'a> {
                 Kind::Linear if one_copy => {
                     // One entry tagged for both copies, in a block
                     // layout (Q4_0x4 or Q8_0x8 in a `small` file, the
-                    // source's own in an `exact` one); QKV fused or as
-                    // its Q, K and V rows.
+                    // source's own in an `exact` one); a fused weight
+                    // whole or as its parts (`tensors::split_parts`).
                     let one = |role: Role, shape: [u32; 4]| -> Result<(), Error> {
                         expected.set(expected.get() + 1);
                         let e = self.find_copy(spec.layer, role, copies::DECODE).ok_or(

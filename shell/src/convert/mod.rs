@@ -559,7 +559,9 @@ fn other_bytes(cfg: &Config, tables: Option<&Tables>) -> Result<u64> {
     use kestrel_core::vqf::format::{ALIGN, ENTRY_SIZE, HEADER_SIZE};
     let mut total = HEADER_SIZE as u64 + 4 * ALIGN;
     tensors::for_each(cfg, &mut |spec| {
-        total += ENTRY_SIZE as u64 + ALIGN;
+        // A fused weight may be stored as its parts (types that differ).
+        let entries = tensors::split_parts(cfg, spec.role).len().max(1) as u64;
+        total += entries * (ENTRY_SIZE as u64 + ALIGN);
         if spec.kind != Kind::Linear && spec.role != Role::TokenEmbd {
             let n: u64 = spec.shape[..spec.ndim as usize]
                 .iter()

@@ -136,6 +136,15 @@ pub fn build_vqf(cfg: &Config, mode: WeightMode, src: &dyn TensorSource) -> Vec<
     bytes
 }
 
+/// Reads a little-endian int64 `.npy` file's values.
+pub fn read_npy_i64(path: &std::path::Path) -> Vec<i64> {
+    read_npy(path, "<i8")
+        .1
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
 /// Reads a little-endian float32 `.npy` file: (shape, values).
 pub fn read_npy_f32(path: &std::path::Path) -> (Vec<usize>, Vec<f32>) {
     let (shape, data) = read_npy(path, "<f4");

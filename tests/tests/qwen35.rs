@@ -1084,11 +1084,7 @@ fn vision_tower_and_image_positions_match_transformers() {
         let (mut pos, mut rows) = (vec![[0u32; 3]; n], vec![0u32; n]);
         let delta =
             mrope_positions(&prompt, v.image_token_id, &[(2, 2)], &mut pos, &mut rows).unwrap();
-        let (_, want) = read_npy(&at("image_position_ids.npy"), "<i8");
-        let want: Vec<i64> = want
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let want = kestrel_tests::read_npy_i64(&at("image_position_ids.npy"));
         for (t, p) in pos.iter().enumerate() {
             for axis in 0..3 {
                 assert_eq!(

@@ -16,7 +16,7 @@ use kestrel_core::model::vision::{encode_image, Patches, VisionArenaSizes, Visio
 use kestrel_core::parallel::Serial;
 use kestrel_core::state::KvType;
 use kestrel_core::vqf::Vqf;
-use kestrel_tests::{detected_kernels, diff, fixtures, read_npy_f32, temp_dir};
+use kestrel_tests::{detected_kernels, diff, fixtures, read_npy_f32, read_npy_i64, temp_dir};
 use std::path::PathBuf;
 
 const MODEL: &str = "dev_qwen3_vl";
@@ -175,14 +175,6 @@ fn vision_tower_matches_the_reference() {
 }
 
 /// An int64 .npy file's values.
-fn read_npy_i64(path: &std::path::Path) -> Vec<i64> {
-    kestrel_tests::read_npy(path, "<i8")
-        .1
-        .chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 struct Case {
     name: &'static str,
     prompt: Vec<u32>,

@@ -55,7 +55,14 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /p
         x86_kernels=x86_64-avxvnni
     fi
 fi
-KESTREL_EXPECT_KERNELS=$x86_kernels run_tests cargo test --locked --workspace
+# A CPU with both VNNI forms runs the AVX-VNNI (VEX) tiles natively too:
+# kernel_sets_run_and_skipped_are_named then fails unless they ran.
+x86_avx_vnni=""
+if [ "$x86_kernels" = x86_64-avx512vnni ] && grep -qw avx_vnni /proc/cpuinfo; then
+    x86_avx_vnni=1
+fi
+KESTREL_EXPECT_AVX_VNNI=$x86_avx_vnni KESTREL_EXPECT_KERNELS=$x86_kernels \
+    run_tests cargo test --locked --workspace
 
 if [ "$x86_kernels" = x86_64-avx512vnni ] && ! grep -qw avx_vnni /proc/cpuinfo; then
     step "the AVX-VNNI tiles on this AVX512-VNNI CPU: their code built with the EVEX encoding of vpdpbusd"

@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 model=$1; modes=$2; types=$3
 log() { echo "prepare: $*" >&2; }
 bin=$(bash bench/llamacpp.sh)
+mkdir -p .cache/vqf .cache/llamacpp/models
 case "$model" in
 moe[0-9]*)
     # moeN: a random-weight GGUF of Qwen3-30B-A3B's layer shape with N
@@ -76,7 +77,6 @@ PY
 esac
 cargo build -q --release --locked -p kestrel >&2
 kestrel=./target/release/kestrel
-mkdir -p .cache/vqf .cache/llamacpp/models
 convert() { # mode vqf source
     if [ ! -f "$2" ] || ! "$kestrel" verify "$2" >/dev/null 2>&1; then
         log "kestrel convert $(basename "$3") --wmode $1"

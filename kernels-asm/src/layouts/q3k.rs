@@ -315,7 +315,8 @@ pub mod x86_64 {
         q3k_tile_body,
         Q3KX8_BLOCK_BYTES,
         false,
-        generic::gemm_q3_kx8_q8_k
+        generic::gemm_q3_kx8_q8_k,
+        wide = Some(avx512::gemm_q3kx8)
     );
 
     /// The 16 scales `sc - 32` of the 32-weight block at `pair` as `i8`,
@@ -470,6 +471,215 @@ pub mod x86_64 {
             }
             for (r, a) in res.iter_mut().zip(acc) {
                 _mm256_storeu_ps(r.as_mut_ptr(), a);
+            }
+        }
+    }
+
+    /// The 512-bit GEMM: two row groups per vector, up to 8 activation
+    /// rows per tile.
+    pub(crate) mod avx512 {
+        use super::pair_scales;
+        use crate::layout::QK_K;
+        use crate::layouts::q3k::{
+            Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES,
+        };
+        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
+        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
+        use crate::x86_64::{Avx2, RUN};
+        use core::arch::x86_64::*;
+
+        /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows with the 512-bit
+        /// tile on [`pair_groups_gemm`]: the contract of
+        /// [`super::gemm_q3_kx8_q8_k`] after its shape checks, for `1 <= nb`,
+        /// `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
+        /// (-128 too).
+        ///
+        /// # Safety
+        /// `w` holds `groups` row groups of `nb` 880-byte super-blocks with
+        /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
+        /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) unsafe fn gemm_q3kx8(
+            cpu: Avx2,
+            w: &[u8],
+            rows: usize,
+            groups: usize,
+            nb: usize,
+            act_qs: &[i8],
+            act_d: &[f32],
+            m: usize,
+            out: &mut [f32],
+        ) {
+            let shape = PairGroups {
+                rows,
+                groups,
+                nb,
+                block_bytes: Q3KX8_BLOCK_BYTES,
+            };
+            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], o: &[i32], tm, res: &mut _| {
+                // SAFETY: the driver passes whole row groups (`nb`
+                // super-blocks of 880 bytes) and `tm` (1 to TILE_M)
+                // activation rows of `nb * 256` quants, `nb` scales and `nb *
+                // 16` offsets; the token proves AVX512-VNNI with F/BW/VL.
+                unsafe { with_rows!(tm, q3kx8_tile(wa, wb, qs, d, o, nb, res)) }
+            };
+            // SAFETY: the contract of this function is the driver's, and
+            // `tile` is safe with the arguments it passes.
+            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
+        }
+
+        /// Two Q3_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
+        /// rows: `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
+        ///
+        /// The 256-bit VNNI tile's arithmetic on twice the rows: per
+        /// 16-weight group, the chunks of `wa` and of `wb` fill the two
+        /// 256-bit halves of one register (lane `i` = row `i`), each byte the
+        /// unsigned `32 (q + 4) = (low << 5) | (1 - top) << 7`; per activation
+        /// row four `vpdpbusd` with activation dwords broadcast add the
+        /// products to the run's `offsets` entry (`-128 * sum(a)`), giving
+        /// `32 * isum`; `vpmulld` by the rows' scales adds it to `sumi`. Per
+        /// super-block `acc + (d_w * d_a) * (sumi >> 5)`, the reference's
+        /// order; exact in i32 (as the 256-bit tile's).
+        ///
+        /// # Safety
+        /// `wa.len()` and `wb.len()` must be at least `nb * 880`, `qs.len()` at
+        /// least `T * nb * 256`, `d.len()` at least `T * nb`, `offsets.len()` at
+        /// least `T * nb * 16` (row `t`'s run `k` at `t * nb * 16 + k`), `1 <= T
+        /// <= TILE_M`, and the CPU must implement AVX512-VNNI with AVX512
+        /// F/BW/VL.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        unsafe fn q3kx8_tile<const T: usize>(
+            wa: &[u8],
+            wb: &[u8],
+            qs: &[i8],
+            d: &[f32],
+            offsets: &[i32],
+            nb: usize,
+            res: &mut [[f32; 16]; TILE_M],
+        ) {
+            debug_assert!(T <= TILE_M);
+            debug_assert!(wa.len() >= nb * Q3KX8_BLOCK_BYTES && wb.len() >= nb * Q3KX8_BLOCK_BYTES);
+            debug_assert!(qs.len() >= T * nb * QK_K && d.len() >= T * nb);
+            debug_assert!(offsets.len() >= T * nb * QK_K / RUN);
+            let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
+            let (m3, m1, m4) = (
+                _mm512_set1_epi8(3),
+                _mm512_set1_epi8(1),
+                _mm_set1_epi8(0x0F),
+            );
+            let flip = _mm512_set1_epi8(i8::MIN);
+            let mut acc = [_mm512_setzero_ps(); T];
+            for b in 0..nb {
+                // SAFETY: super-block b < nb of `wa` and `wb` is bytes 880b ..
+                // 880(b + 1) (the function contract).
+                let (sa, sb) = unsafe {
+                    (
+                        wa.as_ptr().add(b * Q3KX8_BLOCK_BYTES),
+                        wb.as_ptr().add(b * Q3KX8_BLOCK_BYTES),
+                    )
+                };
+                // The next two groups follow `wb` (when they exist).
+                prefetch(
+                    sb,
+                    nb * Q3KX8_BLOCK_BYTES + b * Q3KX8_BLOCK_BYTES,
+                    2 * Q3KX8_BLOCK_BYTES,
+                );
+                let mut sumi = [_mm512_setzero_si512(); T];
+                for p in 0..QK_K / 32 {
+                    let at = 2 * Q3KX8_ROWS + p * Q3KX8_PAIR_BYTES;
+                    // SAFETY: the pair's 12 scale bytes of both super-blocks
+                    // (p < 8).
+                    let (sca, scb) = unsafe { (pair_scales(sa.add(at)), pair_scales(sb.add(at))) };
+                    for h in 0..2 {
+                        // Group 2p + h's 8 scales of `wa`, then of `wb`.
+                        let sc = _mm512_cvtepi8_epi32(if h == 0 {
+                            _mm_unpacklo_epi64(sca, scb)
+                        } else {
+                            _mm_unpackhi_epi64(sca, scb)
+                        });
+                        let g = at + Q3KX8_SCALE_BYTES + 48 * h;
+                        // SAFETY: the group's 48 bytes at `g` of both
+                        // super-blocks (inside their 880); unaligned loads.
+                        let (r, n) = unsafe {
+                            let (ga, gb) = (sa.add(g), sb.add(g));
+                            let r = _mm512_inserti64x4::<1>(
+                                _mm512_castsi256_si512(_mm256_loadu_si256(ga.cast())),
+                                _mm256_loadu_si256(gb.cast()),
+                            );
+                            let half = |n: __m128i| {
+                                _mm256_setr_m128i(
+                                    _mm_and_si128(n, m4),
+                                    _mm_and_si128(_mm_srli_epi16::<4>(n), m4),
+                                )
+                            };
+                            let n = _mm512_inserti64x4::<1>(
+                                _mm512_castsi256_si512(half(_mm_loadu_si128(ga.add(32).cast()))),
+                                half(_mm_loadu_si128(gb.add(32).cast())),
+                            );
+                            (r, n)
+                        };
+                        let and = _mm512_and_si512;
+                        let low = [
+                            and(_mm512_srli_epi16::<5>(r), m3),
+                            and(_mm512_srli_epi16::<2>(r), m3),
+                            and(r, m3),
+                            and(n, m3),
+                        ];
+                        let top = [
+                            and(_mm512_srli_epi16::<7>(r), m1),
+                            and(_mm512_srli_epi16::<4>(r), m1),
+                            and(_mm512_srli_epi16::<3>(n), m1),
+                            and(_mm512_srli_epi16::<2>(n), m1),
+                        ];
+                        // (low << 5 | top << 7) ^ 0x80 (0x56: (a | b) ^ c;
+                        // 16-bit shifts: the bits stay in their byte).
+                        let u: [__m512i; 4] = core::array::from_fn(|s| {
+                            _mm512_ternarylogic_epi32::<0x56>(
+                                _mm512_slli_epi16::<5>(low[s]),
+                                _mm512_slli_epi16::<7>(top[s]),
+                                flip,
+                            )
+                        });
+                        for_each_row!(T, |t| {
+                            // SAFETY: row t < T, run `16b + 2p + h` < 16 nb of its
+                            // offsets and bytes `t * cols + 256b + 32p + 16h ..` +
+                            // 16 of `qs` (the function contract); unaligned reads.
+                            let (off, ap) = unsafe {
+                                (
+                                    *offsets.get_unchecked(t * runs + b * (QK_K / RUN) + 2 * p + h),
+                                    qs.as_ptr()
+                                        .add(t * cols + b * QK_K + 32 * p + 16 * h)
+                                        .cast::<i32>(),
+                                )
+                            };
+                            let mut v = _mm512_set1_epi32(off);
+                            for (k, &uk) in u.iter().enumerate() {
+                                // SAFETY: dword k < 4 of the run; unaligned read.
+                                let a = _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+                                v = _mm512_dpbusd_epi32(v, uk, a);
+                            }
+                            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, v));
+                        });
+                    }
+                }
+                // SAFETY: bytes 0..16 of both super-blocks: the rows' f16 `d`.
+                let dw = unsafe {
+                    _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_loadu_si128(sa.cast())),
+                        _mm_loadu_si128(sb.cast()),
+                    ))
+                };
+                for_each_row!(T, |t| {
+                    // SAFETY: t < T, b < nb (the function contract).
+                    let da = unsafe { *d.get_unchecked(t * nb + b) };
+                    let scale = _mm512_mul_ps(dw, _mm512_set1_ps(da));
+                    let f = _mm512_cvtepi32_ps(_mm512_srai_epi32::<5>(sumi[t]));
+                    acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, f));
+                });
+            }
+            for (r, a) in res.iter_mut().zip(acc) {
+                // SAFETY: `r` is 16 writable floats.
+                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
             }
         }
     }

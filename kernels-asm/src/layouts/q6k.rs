@@ -469,22 +469,16 @@ pub mod x86_64 {
     pub(crate) mod avx512 {
         use crate::layout::{QK, QK_K};
         use crate::layouts::q6k::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS};
-        use crate::x86_64::gemm::{gemm_run, Grid, Pass};
-        use crate::x86_64::gemm_vnni::avx512::prefetch;
-        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, MAX_BLOCKS, MAX_ROWS, TILE_M};
-        use crate::x86_64::{offset_table, Avx2, Vnni, RUN};
+        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
+        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
+        use crate::x86_64::{Avx2, RUN};
         use core::arch::x86_64::*;
-        use core::mem::MaybeUninit;
-
-        /// Activation rows per call of [`gemm_q6kx8`]: its offset table (one
-        /// i32 per 16 quants, rows of up to [`MAX_BLOCKS`] blocks) is 96 KB.
-        const Q6_CALL_ROWS: usize = MAX_ROWS / 2;
 
         /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows with the 512-bit
-        /// tile: the contract of [`super::gemm_q6_kx8_q8_k`] after its shape checks,
-        /// for `1 <= nb`, `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any
-        /// activation quant (-128 too). Calls of at most [`Q6_CALL_ROWS`]
-        /// activation rows, each forming its rows' offset table once.
+        /// tile on [`pair_groups_gemm`]: the contract of
+        /// [`super::gemm_q6_kx8_q8_k`] after its shape checks, for `1 <= nb`,
+        /// `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
+        /// (-128 too).
         ///
         /// # Safety
         /// `w` holds `groups` row groups of `nb` 1680-byte super-blocks with
@@ -502,35 +496,22 @@ pub mod x86_64 {
             m: usize,
             out: &mut [f32],
         ) {
-            debug_assert!(cpu.vnni() == Vnni::Avx512 && nb >= 1 && nb * 8 <= MAX_BLOCKS);
-            let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
-            let group_bytes = nb * Q6KX8_BLOCK_BYTES;
-            // Row groups in pairs (16 rows per vector); an odd last group is
-            // paired with itself and only its own rows are stored.
-            let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
-            let grid = Grid {
+            let shape = PairGroups {
                 rows,
-                units: groups.div_ceil(2),
-                m,
-                call_rows: Q6_CALL_ROWS,
+                groups,
+                nb,
+                block_bytes: Q6KX8_BLOCK_BYTES,
             };
-            gemm_run(grid, out, |pass: Pass<'_, 16, TILE_M>| {
-                let (c0, c1) = (pass.first, pass.end);
-                let mut table = [MaybeUninit::<i32>::uninit(); Q6_CALL_ROWS * 2 * MAX_BLOCKS];
-                let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
-                pass.tiles(|unit, t0, tm, res| {
-                    let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
-                    let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
-                    let d = &act_d[t0 * nb..(t0 + tm) * nb];
-                    let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
-                    // SAFETY: `wa` and `wb` are whole row groups (`nb`
-                    // super-blocks of 1680 bytes, sliced above); `qs`, `d` and
-                    // `o` hold `tm` (1 to TILE_M) activation rows of `cols`
-                    // quants, `nb` scales and `runs` offsets (sliced above); the
-                    // token proves AVX512-VNNI with F/BW/VL.
-                    unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) };
-                });
-            });
+            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], o: &[i32], tm, res: &mut _| {
+                // SAFETY: the driver passes whole row groups (`nb`
+                // super-blocks of 1680 bytes) and `tm` (1 to TILE_M)
+                // activation rows of `nb * 256` quants, `nb` scales and `nb *
+                // 16` offsets; the token proves AVX512-VNNI with F/BW/VL.
+                unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) }
+            };
+            // SAFETY: the contract of this function is the driver's, and
+            // `tile` is safe with the arguments it passes.
+            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
         }
 
         /// Two Q6_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation

@@ -464,13 +464,88 @@ pub(crate) mod avx {
 /// the multiplies per cycle; where a 512-bit operation takes two 256-bit
 /// passes it is the same multiplies in half the instructions.
 pub(crate) mod avx512 {
-    use super::{gemm_units, row_block, MAX_BLOCKS, TILE_M};
+    use super::{gemm_units, row_block, MAX_BLOCKS, MAX_ROWS, TILE_M};
+    use crate::layout::QK_K;
     use crate::layout::{
         Q4X4_BLOCK_BYTES, Q5_0X4_BLOCK_BYTES, Q5_0X4_NIBBLES, Q5_0X4_PLANE, Q5_1X4_BLOCK_BYTES,
         Q5_1X4_MINS, Q5_1X4_NIBBLES, Q5_1X4_PLANE, Q8X8_BLOCK_BYTES, QK,
     };
+    use crate::x86_64::gemm::{gemm_run, Grid, Pass};
+    use crate::x86_64::{offset_table, RUN};
     use crate::x86_64::{Avx2, Vnni};
     use core::arch::x86_64::*;
+    use core::mem::MaybeUninit;
+
+    /// The weights of [`pair_groups_gemm`]: `groups` row groups of 8 rows,
+    /// each `nb` super-blocks of `block_bytes`, holding `rows` rows.
+    pub(crate) struct PairGroups {
+        pub(crate) rows: usize,
+        pub(crate) groups: usize,
+        pub(crate) nb: usize,
+        pub(crate) block_bytes: usize,
+    }
+
+    /// Activation rows per call of [`pair_groups_gemm`]: its offset table (one
+    /// i32 per 16 quants, rows of up to [`MAX_BLOCKS`] blocks) is 96 KB.
+    const PAIR_CALL_ROWS: usize = MAX_ROWS / 2;
+
+    /// The 512-bit GEMM of an 8-row K layout (Q6_Kx8, Q3_Kx8) on the driver
+    /// [`gemm_run`]: row groups in pairs (16 rows per vector; an odd last
+    /// group is paired with itself and only its own rows are stored) x tiles
+    /// of up to [`TILE_M`] activation rows, in calls of at most
+    /// [`PAIR_CALL_ROWS`] rows that form their rows' offset table once.
+    /// `tile(wa, wb, qs, d, offsets, tm, res)` multiplies two whole row
+    /// groups by `tm` activation rows (`qs`, `d`, `offsets` sliced to them)
+    /// into `res[t]`: the 8 rows of `wa`, then the 8 of `wb`.
+    ///
+    /// # Safety
+    /// `w` holds `groups >= 1` row groups of `nb >= 1` super-blocks of
+    /// `block_bytes` with `rows <= 8 * groups`, `nb * 8 <= MAX_BLOCKS`;
+    /// `act_qs` `m * nb * 256` quants, `act_d` `m * nb` scales, `out` `m *
+    /// rows` floats, `m >= 1`; the token says `Vnni::Avx512`; `tile` is safe
+    /// to call with such arguments.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn pair_groups_gemm<F>(
+        cpu: Avx2,
+        shape: PairGroups,
+        w: &[u8],
+        act_qs: &[i8],
+        act_d: &[f32],
+        m: usize,
+        out: &mut [f32],
+        tile: F,
+    ) where
+        F: Fn(&[u8], &[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 16]; TILE_M]),
+    {
+        let PairGroups {
+            rows,
+            groups,
+            nb,
+            block_bytes,
+        } = shape;
+        debug_assert!(cpu.vnni() == Vnni::Avx512 && nb >= 1 && nb * 8 <= MAX_BLOCKS);
+        let (cols, runs) = (nb * QK_K, nb * QK_K / RUN);
+        let group_bytes = nb * block_bytes;
+        let group = |g: usize| &w[g.min(groups - 1) * group_bytes..][..group_bytes];
+        let grid = Grid {
+            rows,
+            units: groups.div_ceil(2),
+            m,
+            call_rows: PAIR_CALL_ROWS,
+        };
+        gemm_run(grid, out, |pass: Pass<'_, 16, TILE_M>| {
+            let (c0, c1) = (pass.first, pass.end);
+            let mut table = [MaybeUninit::<i32>::uninit(); PAIR_CALL_ROWS * 2 * MAX_BLOCKS];
+            let offsets = offset_table(&act_qs[c0 * cols..c1 * cols], &mut table);
+            pass.tiles(|unit, t0, tm, res| {
+                let (wa, wb) = (group(2 * unit), group(2 * unit + 1));
+                let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
+                let d = &act_d[t0 * nb..(t0 + tm) * nb];
+                let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
+                tile(wa, wb, qs, d, o, tm, res);
+            });
+        });
+    }
 
     /// One block's contribution to a tile row's 16 sums, in the scalar
     /// reference's order: `acc + isum as f32 * (dw * da)` per lane (`sw` the

@@ -1180,6 +1180,11 @@ fn speculative_answers_equal_plain_decoding() {
             s.feed(&more).unwrap();
             let logits = s.gen.last_logits();
             assert_eq!(s.gen.state.pos, before + more.len());
+            assert_eq!(
+                s.gen.state.verify[0],
+                (0, 0),
+                "a prompt chunk of 3 rows is not recorded as a verify step"
+            );
             Ok(Run {
                 ids,
                 stats,

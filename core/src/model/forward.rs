@@ -629,6 +629,12 @@ fn recurrent_begin(
     let nlin = w.cfg.linear_layers();
     let mut after = s.recurrent_pos;
     let mut record = [(0usize, 0usize); MAX_SLOTS];
+    // A prompt chunk's slot: its rows are never drafts (verify steps are
+    // explicit rows, alone or riding along a chunk as `then`).
+    let prompt_slot = match rows {
+        Rows::Run { slot, .. } => Some(slot),
+        Rows::Explicit(_) => None,
+    };
     let mut seen = 0u64;
     let mut fresh = 0u64;
     let mut rewinds = 0u64;
@@ -669,10 +675,13 @@ fn recurrent_begin(
         if seen >> slot & 1 == 0 {
             continue;
         }
-        // A slot's 2 to 1 + draft rows (a verify step's; a short prompt
-        // chunk's alike, at the cost of the copy) are recorded, with the
-        // states before them, for `recurrent_settle`.
-        if (2..=s.opts.draft + 1).contains(&rec.1) && !s.verify_base.is_empty() {
+        // A slot's 2 to 1 + draft explicit rows (a verify step's) are
+        // recorded, with the states before them, for `recurrent_settle`;
+        // a prompt chunk's are not (its tokens are kept whatever follows).
+        if (2..=s.opts.draft + 1).contains(&rec.1)
+            && prompt_slot != Some(slot)
+            && !s.verify_base.is_empty()
+        {
             s.copy_recurrent(slot, true, true);
         } else {
             rec.1 = 0;

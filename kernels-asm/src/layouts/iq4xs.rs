@@ -599,7 +599,7 @@ pub mod x86_64 {
         IQ4XSX8_BLOCK_BYTES,
         true,
         generic::gemm_iq4_xsx8_q8_k,
-        wide = Some(avx512::gemm_iq4xsx8)
+        wide = avx512::iq4xsx8_tile
     );
 
     /// The 64 scales of super-block `sb` as `i8` `ls - 32`, scale `8p + r`
@@ -766,50 +766,12 @@ pub mod x86_64 {
         use super::{scales, IQ4_NL_VALUES};
         use crate::layout::QK_K;
         use crate::layouts::iq4xs::{IQ4XSX8_BLOCK_BYTES, IQ4XSX8_QUANTS_AT, IQ4XSX8_SUB_BYTES};
-        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
-        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
-        use crate::x86_64::{Avx2, RUN};
+        use crate::x86_64::gemm_vnni::avx512::{
+            pair_blocks, pair_f16, pair_halves, run_dot, store_pair_rows,
+        };
+        use crate::x86_64::gemm_vnni::{for_each_row, TILE_M};
+        use crate::x86_64::RUN;
         use core::arch::x86_64::*;
-
-        /// GEMM, IQ4_XSx8 weights x `m` Q8_K activation rows with the
-        /// 512-bit tile on [`pair_groups_gemm`]: the contract of
-        /// [`super::gemm_iq4_xsx8_q8_k`] after its shape checks, for `1 <=
-        /// nb`, `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation
-        /// quant (-128 too).
-        ///
-        /// # Safety
-        /// `w` holds `groups` row groups of `nb` 1088-byte super-blocks with
-        /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
-        /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn gemm_iq4xsx8(
-            cpu: Avx2,
-            w: &[u8],
-            rows: usize,
-            groups: usize,
-            nb: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            m: usize,
-            out: &mut [f32],
-        ) {
-            let shape = PairGroups {
-                rows,
-                groups,
-                nb,
-                block_bytes: IQ4XSX8_BLOCK_BYTES,
-            };
-            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], o: &[i32], tm, res: &mut _| {
-                // SAFETY: the driver passes whole row groups (`nb`
-                // super-blocks of 1088 bytes) and `tm` (1 to TILE_M)
-                // activation rows of `nb * 256` quants, `nb` scales and `nb *
-                // 16` offsets; the token proves AVX512-VNNI with F/BW/VL.
-                unsafe { with_rows!(tm, iq4xsx8_tile(wa, wb, qs, d, o, nb, res)) }
-            };
-            // SAFETY: the contract of this function is the driver's, and
-            // `tile` is safe with the arguments it passes.
-            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
-        }
 
         /// Two IQ4_XSx8 row groups `wa`, `wb` (16 rows) against `T`
         /// activation rows: `res[t]` = the 8 rows of `wa`, then the 8 of
@@ -831,7 +793,7 @@ pub mod x86_64 {
         /// nb * 16 + k`), `1 <= T <= TILE_M`, and the CPU must implement
         /// AVX512-VNNI with AVX512 F/BW/VL.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn iq4xsx8_tile<const T: usize>(
+        pub(crate) unsafe fn iq4xsx8_tile<const T: usize>(
             wa: &[u8],
             wb: &[u8],
             qs: &[i8],
@@ -853,20 +815,9 @@ pub mod x86_64 {
             let table = _mm512_broadcast_i32x4(_mm_xor_si128(values, _mm_set1_epi8(i8::MIN)));
             let mut acc = [_mm512_setzero_ps(); T];
             for b in 0..nb {
-                // SAFETY: super-block b < nb of `wa` and `wb` is bytes 1088b ..
-                // 1088(b + 1) (the function contract).
-                let (sa, sb) = unsafe {
-                    (
-                        wa.as_ptr().add(b * IQ4XSX8_BLOCK_BYTES),
-                        wb.as_ptr().add(b * IQ4XSX8_BLOCK_BYTES),
-                    )
-                };
-                // The next two groups follow `wb` (when they exist).
-                prefetch(
-                    sb,
-                    nb * IQ4XSX8_BLOCK_BYTES + b * IQ4XSX8_BLOCK_BYTES,
-                    2 * IQ4XSX8_BLOCK_BYTES,
-                );
+                // SAFETY: b < nb, both groups hold `nb` super-blocks (the
+                // function contract).
+                let (sa, sb) = unsafe { pair_blocks(wa, wb, b, nb, IQ4XSX8_BLOCK_BYTES) };
                 // SAFETY: whole super-blocks (above).
                 let (sca, scb) = unsafe { (scales(sa), scales(sb)) };
                 let mut sumi = [_mm512_setzero_si512(); T];
@@ -885,13 +836,7 @@ pub mod x86_64 {
                         // super-blocks (inside their 1088); unaligned loads.
                         let (q01, q23) = unsafe {
                             let (ga, gb) = (sa.add(sub + 64 * h), sb.add(sub + 64 * h));
-                            let pair = |k: usize| {
-                                _mm512_inserti64x4::<1>(
-                                    _mm512_castsi256_si512(_mm256_loadu_si256(ga.add(k).cast())),
-                                    _mm256_loadu_si256(gb.add(k).cast()),
-                                )
-                            };
-                            (pair(0), pair(32))
+                            (pair_halves(ga, gb), pair_halves(ga.add(32), gb.add(32)))
                         };
                         let v = [
                             _mm512_shuffle_epi8(table, _mm512_and_si512(q01, m4)),
@@ -916,12 +861,8 @@ pub mod x86_64 {
                                     qs.as_ptr().add(t * cols + at).cast::<i32>(),
                                 )
                             };
-                            let mut s = _mm512_set1_epi32(off);
-                            for (c, &vc) in v.iter().enumerate() {
-                                // SAFETY: dword c < 4 of the run; unaligned read.
-                                let a = _mm512_set1_epi32(unsafe { ap.add(c).read_unaligned() });
-                                s = _mm512_dpbusd_epi32(s, vc, a);
-                            }
+                            // SAFETY: the run's 16 bytes (above).
+                            let s = unsafe { run_dot(off, ap, &v) };
                             isum[t] = _mm512_add_epi32(isum[t], s);
                         });
                     }
@@ -930,12 +871,7 @@ pub mod x86_64 {
                     });
                 }
                 // SAFETY: bytes 0..16 of both super-blocks: the rows' f16 `d`.
-                let dw = unsafe {
-                    _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-                        _mm256_castsi128_si256(_mm_loadu_si128(sa.cast())),
-                        _mm_loadu_si128(sb.cast()),
-                    ))
-                };
+                let dw = unsafe { pair_f16(sa, sb) };
                 for_each_row!(T, |t| {
                     // SAFETY: t < T, b < nb (the function contract).
                     let da = _mm512_set1_ps(unsafe { *d.get_unchecked(t * nb + b) });
@@ -943,10 +879,7 @@ pub mod x86_64 {
                     acc[t] = _mm512_add_ps(acc[t], v);
                 });
             }
-            for (r, a) in res.iter_mut().zip(acc) {
-                // SAFETY: `r` is 16 writable floats.
-                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-            }
+            store_pair_rows(res, acc);
         }
     }
 }

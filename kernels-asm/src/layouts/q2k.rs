@@ -573,7 +573,7 @@ pub mod x86_64 {
         Q2KX8_BLOCK_BYTES,
         false,
         generic::gemm_q2_kx8_q8_k,
-        wide = Some(avx512::gemm_q2kx8)
+        wide = avx512::q2kx8_tile
     );
 
     /// The body of the three tiles, inlined into each so that it is
@@ -681,50 +681,11 @@ pub mod x86_64 {
     pub(crate) mod avx512 {
         use crate::layout::QK_K;
         use crate::layouts::q2k::{Q2KX8_BLOCK_BYTES, Q2KX8_PAIR_BYTES, Q2KX8_ROWS};
-        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
-        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
-        use crate::x86_64::Avx2;
+        use crate::x86_64::gemm_vnni::avx512::{
+            pair_blocks, pair_f16, pair_halves, run_dot, store_pair_rows,
+        };
+        use crate::x86_64::gemm_vnni::{for_each_row, TILE_M};
         use core::arch::x86_64::*;
-
-        /// GEMM, Q2_Kx8 weights x `m` Q8_K activation rows with the 512-bit
-        /// tile on [`pair_groups_gemm`]: the contract of
-        /// [`super::gemm_q2_kx8_q8_k`] after its shape checks, for `1 <= nb`,
-        /// `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
-        /// (-128 too).
-        ///
-        /// # Safety
-        /// `w` holds `groups` row groups of `nb` 672-byte super-blocks with
-        /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
-        /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn gemm_q2kx8(
-            cpu: Avx2,
-            w: &[u8],
-            rows: usize,
-            groups: usize,
-            nb: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            m: usize,
-            out: &mut [f32],
-        ) {
-            let shape = PairGroups {
-                rows,
-                groups,
-                nb,
-                block_bytes: Q2KX8_BLOCK_BYTES,
-            };
-            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], _: &[i32], tm, res: &mut _| {
-                // SAFETY: the driver passes whole row groups (`nb`
-                // super-blocks of 672 bytes) and `tm` (1 to TILE_M)
-                // activation rows of `nb * 256` quants and `nb` scales; the
-                // token proves AVX512-VNNI with F/BW/VL.
-                unsafe { with_rows!(tm, q2kx8_tile(wa, wb, qs, d, nb, res)) }
-            };
-            // SAFETY: the contract of this function is the driver's, and
-            // `tile` is safe with the arguments it passes.
-            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
-        }
 
         /// Two Q2_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
         /// rows: `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
@@ -745,11 +706,12 @@ pub mod x86_64 {
         /// TILE_M`, and the CPU must implement AVX512-VNNI with AVX512
         /// F/BW/VL.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn q2kx8_tile<const T: usize>(
+        pub(crate) unsafe fn q2kx8_tile<const T: usize>(
             wa: &[u8],
             wb: &[u8],
             qs: &[i8],
             d: &[f32],
+            _offsets: &[i32],
             nb: usize,
             res: &mut [[f32; 16]; TILE_M],
         ) {
@@ -761,20 +723,9 @@ pub mod x86_64 {
             let flip = _mm_set1_epi8(i8::MIN);
             let mut acc = [_mm512_setzero_ps(); T];
             for b in 0..nb {
-                // SAFETY: super-block b < nb of `wa` and `wb` is bytes 672b ..
-                // 672(b + 1) (the function contract).
-                let (sa, sb) = unsafe {
-                    (
-                        wa.as_ptr().add(b * Q2KX8_BLOCK_BYTES),
-                        wb.as_ptr().add(b * Q2KX8_BLOCK_BYTES),
-                    )
-                };
-                // The next two groups follow `wb` (when they exist).
-                prefetch(
-                    sb,
-                    nb * Q2KX8_BLOCK_BYTES + b * Q2KX8_BLOCK_BYTES,
-                    2 * Q2KX8_BLOCK_BYTES,
-                );
+                // SAFETY: b < nb, both groups hold `nb` super-blocks (the
+                // function contract).
+                let (sa, sb) = unsafe { pair_blocks(wa, wb, b, nb, Q2KX8_BLOCK_BYTES) };
                 let mut sumi = [_mm512_setzero_si512(); T];
                 let mut summ = [_mm512_setzero_si512(); T];
                 for j in 0..QK_K / 16 {
@@ -788,10 +739,7 @@ pub mod x86_64 {
                             _mm_loadl_epi64(gb.add(8 * (j % 2)).cast()),
                         ));
                         let g = 2 * Q2KX8_ROWS + 32 * (j % 2);
-                        let q = _mm512_inserti64x4::<1>(
-                            _mm512_castsi256_si512(_mm256_loadu_si256(ga.add(g).cast())),
-                            _mm256_loadu_si256(gb.add(g).cast()),
-                        );
+                        let q = pair_halves(ga.add(g), gb.add(g));
                         (s, q)
                     };
                     let sc = _mm512_and_si512(s, _mm512_set1_epi32(15));
@@ -807,12 +755,8 @@ pub mod x86_64 {
                         // + 16 of `qs` (the function contract); unaligned
                         // reads.
                         let ap = unsafe { qs.as_ptr().add(t * cols + b * QK_K + 16 * j) };
-                        let mut isum = _mm512_setzero_si512();
-                        for (k, &ck) in c.iter().enumerate() {
-                            // SAFETY: dword k < 4 of the group; unaligned read.
-                            let a = unsafe { ap.cast::<i32>().add(k).read_unaligned() };
-                            isum = _mm512_dpbusd_epi32(isum, ck, _mm512_set1_epi32(a));
-                        }
+                        // SAFETY: the group's 16 bytes (above).
+                        let isum = unsafe { run_dot(0, ap.cast(), &c) };
                         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, isum));
                         // SAFETY: the group's 16 bytes (above); unaligned.
                         let a16 = unsafe { _mm_loadu_si128(ap.cast()) };
@@ -824,15 +768,7 @@ pub mod x86_64 {
                 }
                 // SAFETY: bytes 0..32 of both super-blocks: the rows' f16 `d`
                 // and `dmin`.
-                let (dw, dmw) = unsafe {
-                    let both = |at: usize| {
-                        _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-                            _mm256_castsi128_si256(_mm_loadu_si128(sa.add(at).cast())),
-                            _mm_loadu_si128(sb.add(at).cast()),
-                        ))
-                    };
-                    (both(0), both(16))
-                };
+                let (dw, dmw) = unsafe { (pair_f16(sa, sb), pair_f16(sa.add(16), sb.add(16))) };
                 for_each_row!(T, |t| {
                     // SAFETY: t < T, b < nb (the function contract).
                     let da = _mm512_set1_ps(unsafe { *d.get_unchecked(t * nb + b) });
@@ -841,10 +777,7 @@ pub mod x86_64 {
                     acc[t] = _mm512_sub_ps(acc[t], _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
                 });
             }
-            for (r, a) in res.iter_mut().zip(acc) {
-                // SAFETY: `r` is 16 writable floats.
-                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-            }
+            store_pair_rows(res, acc);
         }
     }
 }

@@ -316,7 +316,7 @@ pub mod x86_64 {
         Q3KX8_BLOCK_BYTES,
         false,
         generic::gemm_q3_kx8_q8_k,
-        wide = Some(avx512::gemm_q3kx8)
+        wide = avx512::q3kx8_tile
     );
 
     /// The 16 scales `sc - 32` of the 32-weight block at `pair` as `i8`,
@@ -483,50 +483,12 @@ pub mod x86_64 {
         use crate::layouts::q3k::{
             Q3KX8_BLOCK_BYTES, Q3KX8_PAIR_BYTES, Q3KX8_ROWS, Q3KX8_SCALE_BYTES,
         };
-        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
-        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
-        use crate::x86_64::{Avx2, RUN};
+        use crate::x86_64::gemm_vnni::avx512::{
+            pair_blocks, pair_f16, pair_halves, run_dot, store_pair_rows,
+        };
+        use crate::x86_64::gemm_vnni::{for_each_row, TILE_M};
+        use crate::x86_64::RUN;
         use core::arch::x86_64::*;
-
-        /// GEMM, Q3_Kx8 weights x `m` Q8_K activation rows with the 512-bit
-        /// tile on [`pair_groups_gemm`]: the contract of
-        /// [`super::gemm_q3_kx8_q8_k`] after its shape checks, for `1 <= nb`,
-        /// `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
-        /// (-128 too).
-        ///
-        /// # Safety
-        /// `w` holds `groups` row groups of `nb` 880-byte super-blocks with
-        /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
-        /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn gemm_q3kx8(
-            cpu: Avx2,
-            w: &[u8],
-            rows: usize,
-            groups: usize,
-            nb: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            m: usize,
-            out: &mut [f32],
-        ) {
-            let shape = PairGroups {
-                rows,
-                groups,
-                nb,
-                block_bytes: Q3KX8_BLOCK_BYTES,
-            };
-            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], o: &[i32], tm, res: &mut _| {
-                // SAFETY: the driver passes whole row groups (`nb`
-                // super-blocks of 880 bytes) and `tm` (1 to TILE_M)
-                // activation rows of `nb * 256` quants, `nb` scales and `nb *
-                // 16` offsets; the token proves AVX512-VNNI with F/BW/VL.
-                unsafe { with_rows!(tm, q3kx8_tile(wa, wb, qs, d, o, nb, res)) }
-            };
-            // SAFETY: the contract of this function is the driver's, and
-            // `tile` is safe with the arguments it passes.
-            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
-        }
 
         /// Two Q3_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
         /// rows: `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
@@ -548,7 +510,7 @@ pub mod x86_64 {
         /// <= TILE_M`, and the CPU must implement AVX512-VNNI with AVX512
         /// F/BW/VL.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn q3kx8_tile<const T: usize>(
+        pub(crate) unsafe fn q3kx8_tile<const T: usize>(
             wa: &[u8],
             wb: &[u8],
             qs: &[i8],
@@ -570,20 +532,9 @@ pub mod x86_64 {
             let flip = _mm512_set1_epi8(i8::MIN);
             let mut acc = [_mm512_setzero_ps(); T];
             for b in 0..nb {
-                // SAFETY: super-block b < nb of `wa` and `wb` is bytes 880b ..
-                // 880(b + 1) (the function contract).
-                let (sa, sb) = unsafe {
-                    (
-                        wa.as_ptr().add(b * Q3KX8_BLOCK_BYTES),
-                        wb.as_ptr().add(b * Q3KX8_BLOCK_BYTES),
-                    )
-                };
-                // The next two groups follow `wb` (when they exist).
-                prefetch(
-                    sb,
-                    nb * Q3KX8_BLOCK_BYTES + b * Q3KX8_BLOCK_BYTES,
-                    2 * Q3KX8_BLOCK_BYTES,
-                );
+                // SAFETY: b < nb, both groups hold `nb` super-blocks (the
+                // function contract).
+                let (sa, sb) = unsafe { pair_blocks(wa, wb, b, nb, Q3KX8_BLOCK_BYTES) };
                 let mut sumi = [_mm512_setzero_si512(); T];
                 for p in 0..QK_K / 32 {
                     let at = 2 * Q3KX8_ROWS + p * Q3KX8_PAIR_BYTES;
@@ -602,10 +553,7 @@ pub mod x86_64 {
                         // super-blocks (inside their 880); unaligned loads.
                         let (r, n) = unsafe {
                             let (ga, gb) = (sa.add(g), sb.add(g));
-                            let r = _mm512_inserti64x4::<1>(
-                                _mm512_castsi256_si512(_mm256_loadu_si256(ga.cast())),
-                                _mm256_loadu_si256(gb.cast()),
-                            );
+                            let r = pair_halves(ga, gb);
                             let half = |n: __m128i| {
                                 _mm256_setr_m128i(
                                     _mm_and_si128(n, m4),
@@ -652,23 +600,14 @@ pub mod x86_64 {
                                         .cast::<i32>(),
                                 )
                             };
-                            let mut v = _mm512_set1_epi32(off);
-                            for (k, &uk) in u.iter().enumerate() {
-                                // SAFETY: dword k < 4 of the run; unaligned read.
-                                let a = _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                                v = _mm512_dpbusd_epi32(v, uk, a);
-                            }
+                            // SAFETY: the run's 16 bytes (above).
+                            let v = unsafe { run_dot(off, ap, &u) };
                             sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, v));
                         });
                     }
                 }
                 // SAFETY: bytes 0..16 of both super-blocks: the rows' f16 `d`.
-                let dw = unsafe {
-                    _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-                        _mm256_castsi128_si256(_mm_loadu_si128(sa.cast())),
-                        _mm_loadu_si128(sb.cast()),
-                    ))
-                };
+                let dw = unsafe { pair_f16(sa, sb) };
                 for_each_row!(T, |t| {
                     // SAFETY: t < T, b < nb (the function contract).
                     let da = unsafe { *d.get_unchecked(t * nb + b) };
@@ -677,10 +616,7 @@ pub mod x86_64 {
                     acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, f));
                 });
             }
-            for (r, a) in res.iter_mut().zip(acc) {
-                // SAFETY: `r` is 16 writable floats.
-                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-            }
+            store_pair_rows(res, acc);
         }
     }
 }

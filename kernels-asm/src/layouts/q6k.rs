@@ -328,7 +328,7 @@ pub mod x86_64 {
         Q6KX8_BLOCK_BYTES,
         true,
         generic::gemm_q6_kx8_q8_k,
-        wide = Some(avx512::gemm_q6kx8)
+        wide = avx512::q6kx8_tile
     );
 
     /// The body of the three tiles, inlined into each so that it is compiled
@@ -469,50 +469,12 @@ pub mod x86_64 {
     pub(crate) mod avx512 {
         use crate::layout::{QK, QK_K};
         use crate::layouts::q6k::{Q6KX8_BLOCK_BYTES, Q6KX8_PAIR_BYTES, Q6KX8_ROWS};
-        use crate::x86_64::gemm_vnni::avx512::{pair_groups_gemm, prefetch, PairGroups};
-        use crate::x86_64::gemm_vnni::{for_each_row, with_rows, TILE_M};
-        use crate::x86_64::{Avx2, RUN};
+        use crate::x86_64::gemm_vnni::avx512::{
+            pair_blocks, pair_f16, pair_halves, run_dot, store_pair_rows,
+        };
+        use crate::x86_64::gemm_vnni::{for_each_row, TILE_M};
+        use crate::x86_64::RUN;
         use core::arch::x86_64::*;
-
-        /// GEMM, Q6_Kx8 weights x `m` Q8_K activation rows with the 512-bit
-        /// tile on [`pair_groups_gemm`]: the contract of
-        /// [`super::gemm_q6_kx8_q8_k`] after its shape checks, for `1 <= nb`,
-        /// `nb * 8 <= MAX_BLOCKS`, `rows >= 1`, `m >= 1`. Any activation quant
-        /// (-128 too).
-        ///
-        /// # Safety
-        /// `w` holds `groups` row groups of `nb` 1680-byte super-blocks with
-        /// `rows <= 8 * groups`, `act_qs` `m * nb * 256` quants, `act_d` `m *
-        /// nb` scales, `out` `m * rows` floats; the token says `Vnni::Avx512`.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) unsafe fn gemm_q6kx8(
-            cpu: Avx2,
-            w: &[u8],
-            rows: usize,
-            groups: usize,
-            nb: usize,
-            act_qs: &[i8],
-            act_d: &[f32],
-            m: usize,
-            out: &mut [f32],
-        ) {
-            let shape = PairGroups {
-                rows,
-                groups,
-                nb,
-                block_bytes: Q6KX8_BLOCK_BYTES,
-            };
-            let tile = |wa: &[u8], wb: &[u8], qs: &[i8], d: &[f32], o: &[i32], tm, res: &mut _| {
-                // SAFETY: the driver passes whole row groups (`nb`
-                // super-blocks of 1680 bytes) and `tm` (1 to TILE_M)
-                // activation rows of `nb * 256` quants, `nb` scales and `nb *
-                // 16` offsets; the token proves AVX512-VNNI with F/BW/VL.
-                unsafe { with_rows!(tm, q6kx8_tile(wa, wb, qs, d, o, nb, res)) }
-            };
-            // SAFETY: the contract of this function is the driver's, and
-            // `tile` is safe with the arguments it passes.
-            unsafe { pair_groups_gemm(cpu, shape, w, act_qs, act_d, m, out, tile) }
-        }
 
         /// Two Q6_Kx8 row groups `wa`, `wb` (16 rows) against `T` activation
         /// rows: `res[t]` = the 8 rows of `wa`, then the 8 of `wb`.
@@ -537,7 +499,7 @@ pub mod x86_64 {
         /// <= TILE_M`, and the CPU must implement AVX512-VNNI with AVX512
         /// F/BW/VL.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn q6kx8_tile<const T: usize>(
+        pub(crate) unsafe fn q6kx8_tile<const T: usize>(
             wa: &[u8],
             wb: &[u8],
             qs: &[i8],
@@ -556,20 +518,9 @@ pub mod x86_64 {
             let flip = _mm512_set1_epi8(i8::MIN);
             let mut acc = [_mm512_setzero_ps(); T];
             for b in 0..nb {
-                // SAFETY: super-block b < nb of `wa` and `wb` is bytes 1680b ..
-                // 1680(b + 1) (the function contract).
-                let (sa, sb) = unsafe {
-                    (
-                        wa.as_ptr().add(b * Q6KX8_BLOCK_BYTES),
-                        wb.as_ptr().add(b * Q6KX8_BLOCK_BYTES),
-                    )
-                };
-                // The next two groups follow `wb` (when they exist).
-                prefetch(
-                    sb,
-                    nb * Q6KX8_BLOCK_BYTES + b * Q6KX8_BLOCK_BYTES,
-                    2 * Q6KX8_BLOCK_BYTES,
-                );
+                // SAFETY: b < nb, both groups hold `nb` super-blocks (the
+                // function contract).
+                let (sa, sb) = unsafe { pair_blocks(wa, wb, b, nb, Q6KX8_BLOCK_BYTES) };
                 let mut sumi = [_mm512_setzero_si512(); T];
                 for p in 0..QK_K / QK {
                     for h in 0..2 {
@@ -585,12 +536,8 @@ pub mod x86_64 {
                                 _mm_loadl_epi64(gb.add(8 * h).cast()),
                             );
                             let chunk = |k: usize| {
-                                let (ca, cb) =
-                                    (ga.add(16 + 96 * h + 32 * k), gb.add(16 + 96 * h + 32 * k));
-                                _mm512_inserti64x4::<1>(
-                                    _mm512_castsi256_si512(_mm256_loadu_si256(ca.cast())),
-                                    _mm256_loadu_si256(cb.cast()),
-                                )
+                                let at = 16 + 96 * h + 32 * k;
+                                pair_halves(ga.add(at), gb.add(at))
                             };
                             (scales, [chunk(0), chunk(1), chunk(2)])
                         };
@@ -622,23 +569,14 @@ pub mod x86_64 {
                                         .cast::<i32>(),
                                 )
                             };
-                            let mut isum = _mm512_set1_epi32(off);
-                            for (k, &uk) in u.iter().enumerate() {
-                                // SAFETY: dword k < 4 of the run; unaligned read.
-                                let a = _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
-                                isum = _mm512_dpbusd_epi32(isum, uk, a);
-                            }
+                            // SAFETY: the run's 16 bytes (above).
+                            let isum = unsafe { run_dot(off, ap, &u) };
                             sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(isum, sc));
                         });
                     }
                 }
                 // SAFETY: bytes 0..16 of both super-blocks: the rows' f16 `d`.
-                let dw = unsafe {
-                    _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-                        _mm256_castsi128_si256(_mm_loadu_si128(sa.cast())),
-                        _mm_loadu_si128(sb.cast()),
-                    ))
-                };
+                let dw = unsafe { pair_f16(sa, sb) };
                 for_each_row!(T, |t| {
                     // SAFETY: t < T, b < nb (the function contract).
                     let da = unsafe { *d.get_unchecked(t * nb + b) };
@@ -647,10 +585,7 @@ pub mod x86_64 {
                     acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, f));
                 });
             }
-            for (r, a) in res.iter_mut().zip(acc) {
-                // SAFETY: `r` is 16 writable floats.
-                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
-            }
+            store_pair_rows(res, acc);
         }
     }
 }

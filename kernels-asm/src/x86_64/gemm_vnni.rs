@@ -485,38 +485,63 @@ pub(crate) mod avx512 {
         pub(crate) block_bytes: usize,
     }
 
+    /// A 512-bit tile of an 8-row K layout, `(wa, wb, qs, d, offsets, nb,
+    /// res)`: two whole row groups (`nb` super-blocks each) against `T`
+    /// activation rows (`qs`, `d`, `offsets`: `T` rows of `nb * 256`
+    /// quants, `nb` scales and `nb * 16` [`offset_table`] runs) into
+    /// `res[t]`: the 8 rows of `wa`, then the 8 of `wb`. Its safety
+    /// contract: those lengths, `1 <= T <= TILE_M`, and a CPU with
+    /// AVX512-VNNI and AVX512 F/BW/VL.
+    pub(crate) type PairTile =
+        unsafe fn(&[u8], &[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 16]; TILE_M]);
+
+    /// `[$tile::<1>, ..., $tile::<TILE_M>]`: a layout's [`PairTile`] for
+    /// each activation row count.
+    macro_rules! pair_tiles {
+        ($module:ident :: $tile:ident) => {
+            [
+                $module::$tile::<1>,
+                $module::$tile::<2>,
+                $module::$tile::<3>,
+                $module::$tile::<4>,
+                $module::$tile::<5>,
+                $module::$tile::<6>,
+                $module::$tile::<7>,
+                $module::$tile::<8>,
+            ]
+        };
+    }
+    pub(crate) use pair_tiles;
+    const _: () = assert!(TILE_M == 8, "pair_tiles! lists TILE_M tiles");
+
     /// Activation rows per call of [`pair_groups_gemm`]: its offset table (one
     /// i32 per 16 quants, rows of up to [`MAX_BLOCKS`] blocks) is 96 KB.
     const PAIR_CALL_ROWS: usize = MAX_ROWS / 2;
 
-    /// The 512-bit GEMM of an 8-row K layout (Q6_Kx8, Q3_Kx8) on the driver
-    /// [`gemm_run`]: row groups in pairs (16 rows per vector; an odd last
-    /// group is paired with itself and only its own rows are stored) x tiles
-    /// of up to [`TILE_M`] activation rows, in calls of at most
-    /// [`PAIR_CALL_ROWS`] rows that form their rows' offset table once.
-    /// `tile(wa, wb, qs, d, offsets, tm, res)` multiplies two whole row
-    /// groups by `tm` activation rows (`qs`, `d`, `offsets` sliced to them)
-    /// into `res[t]`: the 8 rows of `wa`, then the 8 of `wb`.
+    /// The 512-bit GEMM of an 8-row K layout (Q6_Kx8, Q3_Kx8, Q2_Kx8,
+    /// IQ4_XSx8) on the driver [`gemm_run`]: row groups in pairs (16 rows
+    /// per vector; an odd last group is paired with itself and only its own
+    /// rows are stored) x tiles of up to [`TILE_M`] activation rows
+    /// (`tiles[T - 1]`), in calls of at most [`PAIR_CALL_ROWS`] rows that
+    /// form their rows' offset table once.
     ///
     /// # Safety
     /// `w` holds `groups >= 1` row groups of `nb >= 1` super-blocks of
     /// `block_bytes` with `rows <= 8 * groups`, `nb * 8 <= MAX_BLOCKS`;
     /// `act_qs` `m * nb * 256` quants, `act_d` `m * nb` scales, `out` `m *
-    /// rows` floats, `m >= 1`; the token says `Vnni::Avx512`; `tile` is safe
-    /// to call with such arguments.
+    /// rows` floats, `m >= 1`; the token says `Vnni::Avx512`; `tiles` are
+    /// the layout's tiles for super-blocks of `block_bytes` ([`PairTile`]).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn pair_groups_gemm<F>(
+    pub(crate) unsafe fn pair_groups_gemm(
         cpu: Avx2,
         shape: PairGroups,
+        tiles: &[PairTile; TILE_M],
         w: &[u8],
         act_qs: &[i8],
         act_d: &[f32],
         m: usize,
         out: &mut [f32],
-        tile: F,
-    ) where
-        F: Fn(&[u8], &[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 16]; TILE_M]),
-    {
+    ) {
         let PairGroups {
             rows,
             groups,
@@ -542,9 +567,100 @@ pub(crate) mod avx512 {
                 let qs = &act_qs[t0 * cols..(t0 + tm) * cols];
                 let d = &act_d[t0 * nb..(t0 + tm) * nb];
                 let o = &offsets[(t0 - c0) * runs..(t0 - c0 + tm) * runs];
-                tile(wa, wb, qs, d, o, tm, res);
+                // SAFETY: `wa` and `wb` are whole row groups (`nb`
+                // super-blocks of `block_bytes`, sliced above); `qs`, `d`
+                // and `o` hold `tm` (1 to TILE_M) activation rows of `cols`
+                // quants, `nb` scales and `runs` offsets (sliced above); the
+                // token proves AVX512-VNNI with F/BW/VL; `tiles` are the
+                // layout's (the function contract).
+                unsafe { tiles[tm - 1](wa, wb, qs, d, o, nb, res) };
             });
         });
+    }
+
+    /// Super-block `b` of the row groups `wa` and `wb` (`bytes` each), with
+    /// a prefetch of the same bytes of the next two groups (which follow
+    /// `wb` when they exist).
+    ///
+    /// # Safety
+    /// `b < nb` and both groups hold `nb` super-blocks of `bytes`.
+    #[inline(always)]
+    pub(crate) unsafe fn pair_blocks(
+        wa: &[u8],
+        wb: &[u8],
+        b: usize,
+        nb: usize,
+        bytes: usize,
+    ) -> (*const u8, *const u8) {
+        // SAFETY: super-block b < nb of each group is bytes `b * bytes ..`
+        // of it (the function contract).
+        let (sa, sb) = unsafe { (wa.as_ptr().add(b * bytes), wb.as_ptr().add(b * bytes)) };
+        prefetch(sb, nb * bytes + b * bytes, 2 * bytes);
+        (sa, sb)
+    }
+
+    /// The 32 bytes at `a` and the 32 at `b` as the two 256-bit halves of
+    /// one register (a row group's 8 rows, then the other's).
+    ///
+    /// # Safety
+    /// Both 32-byte ranges are readable; the CPU implements AVX512 F.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn pair_halves(a: *const u8, b: *const u8) -> __m512i {
+        // SAFETY: the function contract; unaligned loads.
+        unsafe {
+            _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_loadu_si256(a.cast())),
+                _mm256_loadu_si256(b.cast()),
+            )
+        }
+    }
+
+    /// The 8 f16 at `a` and the 8 at `b` (two groups' per-row scales)
+    /// widened to 16 floats.
+    ///
+    /// # Safety
+    /// Both 16-byte ranges are readable; the CPU implements AVX512 F.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn pair_f16(a: *const u8, b: *const u8) -> __m512 {
+        // SAFETY: the function contract; unaligned loads.
+        unsafe {
+            _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(a.cast())),
+                _mm_loadu_si128(b.cast()),
+            ))
+        }
+    }
+
+    /// `start + sum_k u[k] * a_k` per lane, with `vpdpbusd` (`u` unsigned
+    /// bytes, `a_k` the activation dword `k` at `ap`, broadcast): one
+    /// 16-weight run of 16 rows against one activation row.
+    ///
+    /// # Safety
+    /// The 16 bytes at `ap` are readable; the CPU implements AVX512-VNNI
+    /// with AVX512 F.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn run_dot(start: i32, ap: *const i32, u: &[__m512i; 4]) -> __m512i {
+        let mut v = _mm512_set1_epi32(start);
+        for (k, &uk) in u.iter().enumerate() {
+            // SAFETY: dword k < 4 of the run (the function contract);
+            // unaligned read.
+            let a = _mm512_set1_epi32(unsafe { ap.add(k).read_unaligned() });
+            v = _mm512_dpbusd_epi32(v, uk, a);
+        }
+        v
+    }
+
+    /// Stores a pair tile's `T` accumulators into `res`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) fn store_pair_rows<const T: usize>(res: &mut [[f32; 16]; TILE_M], acc: [__m512; T]) {
+        for (r, a) in res.iter_mut().zip(acc) {
+            // SAFETY: `r` is 16 writable floats.
+            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), a) };
+        }
     }
 
     /// One block's contribution to a tile row's 16 sums, in the scalar

@@ -31,10 +31,6 @@ const _: () = assert!(GEMV_MAX_BLOCKS <= gemm_vnni::MAX_BLOCKS);
 /// [`offset_table`] runs, else unused) into `res[t]`.
 pub(crate) type K8Tile = unsafe fn(&[u8], &[i8], &[f32], &[i32], usize, &mut [[f32; 8]; TILE_M]);
 
-/// The 512-bit GEMM of an 8-row K layout (`crate::layouts::q6k::x86_64::avx512::gemm_q6kx8`'s
-/// contract).
-type WideGemm = unsafe fn(Avx2, &[u8], usize, usize, usize, &[i8], &[f32], usize, &mut [f32]);
-
 /// A generic K GEMM (`generic::gemm_q6_kx8_q8_k` and its twin).
 type GenericK8 =
     fn(&[u8], usize, usize, &[i8], &[f32], &[i16], usize, &mut [f32]) -> Result<(), ShapeError>;
@@ -46,9 +42,9 @@ pub(crate) struct K8Kernels {
     /// `tiles[form][T - 1]`: the AVX2, AVX-VNNI and AVX512-VNNI tiles of
     /// `T` = 1..=4 activation rows.
     pub(crate) tiles: [[K8Tile; TILE_M]; 3],
-    /// With AVX512-VNNI, a GEMM of more than [`TILE_M`] rows (Q6_K's
-    /// two-group tile).
-    pub(crate) wide: Option<WideGemm>,
+    /// With AVX512-VNNI, a GEMM of more than [`TILE_M`] rows takes these
+    /// two-group tiles on [`gemm_vnni::avx512::pair_groups_gemm`].
+    pub(crate) wide: Option<[gemm_vnni::avx512::PairTile; gemm_vnni::TILE_M]>,
     /// The AVX2 tile cannot take a -128 quant (Q6_K's sign trick).
     pub(crate) avx2_no_min: bool,
     /// The generic twin, for empty shapes and what the tiles cannot take.
@@ -96,6 +92,17 @@ macro_rules! k8_entry {
         $crate::x86_64::k8::k8_entry!(
             $name, $gemv, $gemm, $table, [$tile, $avx, $avx512], $body,
             $bytes, $no_min, $generic, wide = None
+        );
+    };
+    (
+        $name:literal, $gemv:ident, $gemm:ident, $table:ident,
+        [$tile:ident, $avx:ident, $avx512:ident], $body:ident,
+        $bytes:expr, $no_min:expr, $generic:path, wide = $wide_mod:ident :: $wide:ident
+    ) => {
+        $crate::x86_64::k8::k8_entry!(
+            $name, $gemv, $gemm, $table, [$tile, $avx, $avx512], $body,
+            $bytes, $no_min, $generic,
+            wide = Some($crate::x86_64::gemm_vnni::avx512::pair_tiles!($wide_mod::$wide))
         );
     };
     (
@@ -204,13 +211,19 @@ pub(crate) fn k8_gemm(
     } else {
         Vnni::No
     };
-    if let (Vnni::Avx512, Some(wide), true) = (vnni, k.wide, m > TILE_M) {
+    if let (Vnni::Avx512, Some(tiles), true) = (vnni, &k.wide, m > TILE_M) {
+        let shape = gemm_vnni::avx512::PairGroups {
+            rows,
+            groups,
+            nb,
+            block_bytes: k.block_bytes,
+        };
         // SAFETY: `gemm_k_shape` checked `w` (`groups` row groups of `nb`
         // super-blocks, rows <= 8 * groups), `act_qs`, `act_d` and `out`
         // for `m` rows; nb, rows, m >= 1 (checked above), nb * 8 <=
         // GEMV_MAX_BLOCKS = MAX_BLOCKS (`vnni` is not `No`); the token says
-        // AVX512-VNNI.
-        unsafe { wide(cpu, w, rows, groups, nb, act_qs, act_d, m, out) };
+        // AVX512-VNNI; `tiles` are the layout's, for its `k.block_bytes`.
+        unsafe { gemm_vnni::avx512::pair_groups_gemm(cpu, shape, tiles, w, act_qs, act_d, m, out) };
         return Ok(());
     }
     if vnni == Vnni::No && k.avx2_no_min && act_qs.contains(&i8::MIN) {

@@ -608,8 +608,8 @@ struct RecurrentPlan {
     /// The tokens each slot's states hold after the step.
     after: [usize; MAX_SLOTS],
     /// Per slot: (its first row's position, its rows) when the step
-    /// records them (2 to `1 + draft` rows: a verify step's, or a short
-    /// prompt chunk's, recorded alike), else 0 rows.
+    /// records them (2 to `1 + draft` explicit rows: a verify step's; never
+    /// a prompt chunk's own slot), else 0 rows.
     record: [(usize, usize); MAX_SLOTS],
 }
 

@@ -5,9 +5,11 @@
 //! registers, 8 weight rows; module `avx`). Module `avx512` also holds the
 //! Q5_0x4 / Q5_1x4 tiles for GEMMs of more than one activation row (the
 //! AVX-VNNI CPUs take the table tiles of `layouts/q5.rs`), and what the
-//! 512-bit tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) and `layouts/q6k.rs`
-//! (Q6_Kx8) share (`with_rows!`, `for_each_row!`); every one runs on the
-//! driver `gemm::gemm_run`.
+//! 512-bit tiles of `layouts/q4k.rs` (Q4_Kx4, Q5_Kx4) share (`with_rows!`,
+//! `for_each_row!`), and the driver and helpers of the 8-row K layouts'
+//! two-group tiles (Q6_Kx8, Q3_Kx8, Q2_Kx8, IQ4_XSx8 in their `layouts/`
+//! files: `avx512::pair_groups_gemm`); every one runs on the driver
+//! `gemm::gemm_run`.
 //!
 //! Every tile keeps one weight row per 32-bit lane in every register it
 //! multiplies, so the activation operand is one dword of the activation block
@@ -16,8 +18,9 @@
 //! of a block need no cross-lane step. `vpdpbusd` multiplies unsigned by
 //! signed bytes, so the weights are made unsigned by an offset and each
 //! block's sums start at minus the offset times `sum(a)` (a table formed once
-//! per call: per 32-quant block, or per 16-quant run for Q6_Kx8; the K
-//! layouts' nibbles are unsigned already and need none): exact in i32, the
+//! per call: per 32-quant block, or per 16-quant run for the 8-row K
+//! layouts; the 4-row K layouts' nibbles and Q2_K's quants are unsigned
+//! already and need none): exact in i32, the
 //! same sums as the scalar reference, then the reference's float steps in
 //! its order.
 
@@ -579,8 +582,9 @@ pub(crate) mod avx512 {
     }
 
     /// Super-block `b` of the row groups `wa` and `wb` (`bytes` each), with
-    /// a prefetch of the same bytes of the next two groups (which follow
-    /// `wb` when they exist).
+    /// a prefetch of super-blocks `b` and `b + 1` of the group after `wb`
+    /// (the next pair's first group, when it exists; its second is not
+    /// prefetched).
     ///
     /// # Safety
     /// `b < nb` and both groups hold `nb` super-blocks of `bytes`.

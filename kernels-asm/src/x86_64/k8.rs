@@ -4,8 +4,8 @@
 //! VNNI form, the tile multiplies with `vpdpbusd` instead, with a per-call
 //! table of the activations' 16-quant sums (the same i32 sums); with
 //! AVX512-VNNI a GEMM of more than [`TILE_M`] activation rows takes the
-//! 512-bit tile of `gemm_vnni.rs` (two row groups, up to 8 activation
-//! rows). Up to [`TILE_M`] rows (a decode step, a verify step of up to 3
+//! layout's 512-bit two-group tile (up to 8 activation rows) on
+//! `gemm_vnni::avx512::pair_groups_gemm`, where it has one. Up to [`TILE_M`] rows (a decode step, a verify step of up to 3
 //! drafts, the server's step of up to 4 streams) keep this tile's one
 //! weight stream: from DRAM the 512-bit tile's two streams took 1.99x the
 //! GEMV's time at 4 rows, this tile 1.37x (`kestrel bench --rows 65536
@@ -81,8 +81,8 @@ pub(crate) use k8_tiles;
 /// DOT>` (`(wg, qs, d, offsets, nb, res)`, the contract of [`K8Tile`] with
 /// `offsets` read by the VNNI forms only); `$bytes`-byte super-blocks, `$no_min`
 /// (the AVX2 tile cannot take a -128 activation), the generic twin
-/// `$generic` and, after `wide =`, the layout's 512-bit GEMM (default
-/// `None`).
+/// `$generic` and, after `wide =`, the layout's 512-bit two-group tile as
+/// `module::tile` (its [`gemm_vnni::avx512::PairTile`]s; default none).
 macro_rules! k8_entry {
     (
         $name:literal, $gemv:ident, $gemm:ident, $table:ident,

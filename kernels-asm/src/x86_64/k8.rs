@@ -5,12 +5,13 @@
 //! table of the activations' 16-quant sums (the same i32 sums); with
 //! AVX512-VNNI a GEMM of more than [`TILE_M`] activation rows takes the
 //! layout's 512-bit two-group tile (up to 8 activation rows) on
-//! `gemm_vnni::avx512::pair_groups_gemm`, where it has one. Up to [`TILE_M`] rows (a decode step, a verify step of up to 3
-//! drafts, the server's step of up to 4 streams) keep this tile's one
-//! weight stream: from DRAM the 512-bit tile's two streams took 1.99x the
-//! GEMV's time at 4 rows, this tile 1.37x (`kestrel bench --rows 65536
-//! --cols 1536 -t 1`, AMD EPYC Zen 5, 2026-12-04; in cache it is 1.4x
-//! slower than the 512-bit tile, which the 32-row prefill keeps).
+//! `gemm_vnni::avx512::pair_groups_gemm`, where it has one. Up to
+//! [`TILE_M`] rows (a decode step, a verify step of up to 3 drafts, the
+//! server's step of up to 4 streams) keep this tile's one weight stream:
+//! from DRAM the 512-bit tile's two streams took 1.99x the GEMV's time at
+//! 4 rows, this tile 1.37x (`kestrel bench --rows 65536 --cols 1536 -t
+//! 1`, AMD EPYC Zen 5, 2026-12-04; in cache it is 1.4x slower than the
+//! 512-bit tile, which the 32-row prefill keeps).
 
 use super::gemm::{gemm_run, table_rows_per_call, Grid, Pass, GEMM_EXPAND_BLOCKS, GEMV_MAX_BLOCKS};
 use super::gemm_vnni;
